@@ -1,0 +1,100 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "MediaCache",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18)],
+    products: [
+        .library(name: "MediaCache", targets: ["MediaCache"]),
+        .library(name: "MediaCacheHTTP", targets: ["MediaCacheHTTP"]),
+        .library(name: "MediaCacheProxy", targets: ["MediaCacheProxy"]),
+        .library(name: "MediaCacheAVFoundation", targets: ["MediaCacheAVFoundation"]),
+        .executable(name: "mediacache", targets: ["mediacache"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+    ],
+    targets: [
+        // The engine: store, spans, eviction, read path. No server code.
+        .target(
+            name: "MediaCache",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Origin fetching on AsyncHTTPClient.
+        .target(
+            name: "MediaCacheHTTP",
+            dependencies: [
+                "MediaCache",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The local caching proxy.
+        .target(
+            name: "MediaCacheProxy",
+            dependencies: [
+                "MediaCache",
+                "MediaCacheHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Apple-only adapter: every file is inside `#if canImport(AVFoundation)`.
+        .target(
+            name: "MediaCacheAVFoundation",
+            dependencies: ["MediaCache"],
+            swiftSettings: swiftSettings
+        ),
+        // Deterministic content, a crash-test writer and (later) the test origin server;
+        // shared by the tests and by the CLI's developer commands.
+        .target(
+            name: "MediaCacheTestSupport",
+            dependencies: [
+                "MediaCache",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "mediacache",
+            dependencies: [
+                "MediaCache",
+                "MediaCacheProxy",
+                "MediaCacheTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MediaCacheTests",
+            dependencies: ["MediaCache", "MediaCacheTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "mediacacheTests",
+            dependencies: ["mediacache", "MediaCache", "MediaCacheTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

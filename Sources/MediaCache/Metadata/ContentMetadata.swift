@@ -1,0 +1,148 @@
+/// What is known about a resource apart from its bytes: length, type and validators.
+public struct ContentMetadata: Hashable, Sendable, Codable {
+    /// The resource's total length in bytes, or `nil` while it is not yet known.
+    public var length: Int64?
+    /// The origin's `Content-Type` (parameters such as `charset` removed), if any.
+    public var mimeType: String?
+    /// Whether the origin answers byte-range requests.
+    public var acceptsRanges: Bool
+    /// The origin's `ETag`, kept verbatim (weak validators keep their `W/` prefix).
+    public var etag: String?
+    /// The origin's `Last-Modified`, kept verbatim.
+    public var lastModified: String?
+
+    /// Creates metadata; every field defaults to unknown.
+    public init(
+        length: Int64? = nil,
+        mimeType: String? = nil,
+        acceptsRanges: Bool = false,
+        etag: String? = nil,
+        lastModified: String? = nil
+    ) {
+        self.length = length
+        self.mimeType = mimeType.map(MediaType.normalized(mimeType:))
+        self.acceptsRanges = acceptsRanges
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// The Uniform Type Identifier for `mimeType` (`public.mp3`, `public.mpeg-4`, …), if known.
+    public var uniformTypeIdentifier: String? {
+        mimeType.flatMap(MediaType.uniformTypeIdentifier(forMIMEType:))
+    }
+
+    /// The validator to send in `If-Range`: a strong ETag if there is one, else Last-Modified.
+    ///
+    /// RFC 9110 allows only strong entity tags in `If-Range`, so a weak ETag is skipped.
+    public var ifRangeValidator: String? {
+        if let etag, !etag.hasPrefix("W/") { return etag }
+        return lastModified
+    }
+
+    /// Whether `other` describes the same version of the resource as `self`.
+    ///
+    /// Validators and lengths known on both sides must agree; a side that lacks one
+    /// cannot contradict it.
+    public func isSameVersion(as other: ContentMetadata) -> Bool {
+        if let a = etag, let b = other.etag, a != b { return false }
+        if let a = lastModified, let b = other.lastModified, a != b { return false }
+        if let a = length, let b = other.length, a != b { return false }
+        return true
+    }
+}
+
+/// The table from MIME types and file extensions to Uniform Type Identifiers.
+public enum MediaType {
+    /// Lower-cases a MIME type and drops its parameters (`audio/MPEG; x=1` → `audio/mpeg`).
+    public static func normalized(mimeType: String) -> String {
+        let base = mimeType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? mimeType
+        return base.trimmingWhitespace().lowercased()
+    }
+
+    /// The UTI AVFoundation expects for a MIME type, or `nil` when the type is not in the table.
+    public static func uniformTypeIdentifier(forMIMEType mimeType: String) -> String? {
+        mimeTypeToUTI[normalized(mimeType: mimeType)]
+    }
+
+    /// The UTI for a file extension such as `mp3` or `M4A`, or `nil` when unknown.
+    public static func uniformTypeIdentifier(forPathExtension ext: String) -> String? {
+        extensionToMIMEType[ext.lowercased()].flatMap { mimeTypeToUTI[$0] }
+    }
+
+    /// The MIME type for a file extension such as `mp3`, or `nil` when unknown.
+    public static func mimeType(forPathExtension ext: String) -> String? {
+        extensionToMIMEType[ext.lowercased()]
+    }
+
+    static let mimeTypeToUTI: [String: String] = [
+        "audio/mpeg": "public.mp3",
+        "audio/mp3": "public.mp3",
+        "audio/x-mp3": "public.mp3",
+        "audio/mpeg3": "public.mp3",
+        "audio/mp4": "com.apple.m4a-audio",
+        "audio/x-m4a": "com.apple.m4a-audio",
+        "audio/m4a": "com.apple.m4a-audio",
+        "audio/aac": "public.aac-audio",
+        "audio/aacp": "public.aac-audio",
+        "audio/x-aac": "public.aac-audio",
+        "video/mp4": "public.mpeg-4",
+        "application/mp4": "public.mpeg-4",
+        "video/x-m4v": "com.apple.m4v-video",
+        "video/quicktime": "com.apple.quicktime-movie",
+        "audio/wav": "com.microsoft.waveform-audio",
+        "audio/x-wav": "com.microsoft.waveform-audio",
+        "audio/wave": "com.microsoft.waveform-audio",
+        "audio/vnd.wave": "com.microsoft.waveform-audio",
+        "audio/flac": "org.xiph.flac",
+        "audio/x-flac": "org.xiph.flac",
+        "audio/ogg": "org.xiph.ogg-audio",
+        "audio/vorbis": "org.xiph.ogg-audio",
+        "application/ogg": "org.xiph.ogg",
+        "video/ogg": "org.xiph.ogv",
+        "audio/opus": "org.xiph.opus",
+        "video/webm": "org.webmproject.webm",
+        "audio/webm": "org.webmproject.webm",
+        "video/mp2t": "public.mpeg-2-transport-stream",
+        "video/mpeg": "public.mpeg",
+        "application/vnd.apple.mpegurl": "public.m3u-playlist",
+        "application/x-mpegurl": "public.m3u-playlist",
+        "audio/mpegurl": "public.m3u-playlist",
+        "audio/x-mpegurl": "public.m3u-playlist",
+        "audio/aiff": "public.aiff-audio",
+        "audio/x-aiff": "public.aiff-audio",
+        "audio/ac3": "public.ac3-audio",
+        "audio/3gpp": "public.3gpp",
+        "video/3gpp": "public.3gpp",
+    ]
+
+    static let extensionToMIMEType: [String: String] = [
+        "mp3": "audio/mpeg",
+        "m4a": "audio/mp4",
+        "m4b": "audio/mp4",
+        "aac": "audio/aac",
+        "mp4": "video/mp4",
+        "m4v": "video/x-m4v",
+        "mov": "video/quicktime",
+        "wav": "audio/wav",
+        "flac": "audio/flac",
+        "ogg": "audio/ogg",
+        "oga": "audio/ogg",
+        "ogv": "video/ogg",
+        "opus": "audio/opus",
+        "webm": "video/webm",
+        "ts": "video/mp2t",
+        "m3u8": "application/vnd.apple.mpegurl",
+        "aif": "audio/aiff",
+        "aiff": "audio/aiff",
+        "3gp": "video/3gpp",
+    ]
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var slice = Substring(self)
+        while let first = slice.first, first.isWhitespace { slice.removeFirst() }
+        while let last = slice.last, last.isWhitespace { slice.removeLast() }
+        return String(slice)
+    }
+}

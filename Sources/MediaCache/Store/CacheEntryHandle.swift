@@ -1,0 +1,200 @@
+import Foundation
+public import NIOCore
+import Synchronization
+
+/// An open entry of a ``CacheStore``: reads and writes its bytes and metadata.
+///
+/// While a handle is open its entry is not evicted. Close it with ``close()`` when done
+/// (it also closes when released). If the entry is removed, or replaced because the
+/// resource changed, the handle's calls throw `.entryInvalidated`.
+public final class CacheEntryHandle: Sendable {
+    /// The entry's key.
+    public let key: CacheKey
+    let store: CacheStore
+    let id: UInt64
+    private let generation: Mutex<UInt64?>
+
+    init(store: CacheStore, key: CacheKey, id: UInt64, generation: UInt64) {
+        self.store = store
+        self.key = key
+        self.id = id
+        self.generation = Mutex(generation)
+    }
+
+    deinit {
+        close()
+    }
+
+    /// The entry's metadata.
+    /// - Throws: `.entryInvalidated` or `.storeClosed`.
+    public func metadata() throws -> ContentMetadata {
+        try withRecord { $0.metadata }
+    }
+
+    /// The entry's cached spans.
+    /// - Throws: `.entryInvalidated` or `.storeClosed`.
+    public func spans() throws -> SpanSet {
+        try withRecord { $0.spans }
+    }
+
+    /// Records what the origin said about the resource.
+    ///
+    /// If `metadata` describes the same version as what is stored (validators and length
+    /// agree where both are known), unknown fields are filled in and the cached bytes stay.
+    /// Otherwise the resource has changed: every cached byte of the old version is dropped
+    /// and this handle moves to the new version, while other handles become invalid.
+    /// - Returns: `true` when the old version's bytes were dropped.
+    @discardableResult
+    public func updateMetadata(_ metadata: ContentMetadata) throws -> Bool {
+        let replaced = try store.state.withLock { state -> Bool in
+            let record = try currentRecord(in: &state)
+            var updated = record.metadata
+            guard updated.isSameVersion(as: metadata) else {
+                state.totalBytes -= record.spans.byteCount
+                state.filesToUnlink.append(record.fileName)
+                let generation = state.makeGeneration()
+                var fresh = record
+                fresh.fileName = UUID().uuidString
+                fresh.generation = generation
+                fresh.file = nil
+                fresh.spans = SpanSet()
+                fresh.metadata = metadata
+                fresh.isDirty = true
+                fresh.needsSync = false
+                state.records[key] = fresh
+                self.generation.withLock { $0 = generation }
+                return true
+            }
+            updated.length = metadata.length ?? updated.length
+            updated.mimeType = metadata.mimeType ?? updated.mimeType
+            updated.etag = metadata.etag ?? updated.etag
+            updated.lastModified = metadata.lastModified ?? updated.lastModified
+            updated.acceptsRanges = metadata.acceptsRanges
+            if updated != record.metadata {
+                state.records[key]!.metadata = updated
+                state.records[key]!.isDirty = true
+            }
+            return false
+        }
+        if replaced { store.scheduleFlush() }
+        return replaced
+    }
+
+    /// Writes `bytes` at `offset` and adds the range to the entry's spans.
+    ///
+    /// If the store would go over its limit, least recently used entries that are not open
+    /// are evicted first.
+    /// - Throws: `.outOfBounds` past the known length; `.capacityExceeded` when even
+    ///   eviction cannot make room; `.ioFailure` when the disk refuses the write (the
+    ///   index and the bytes already stored stay intact); `.entryInvalidated`.
+    public func write(_ bytes: ByteBuffer, at offset: Int64) async throws {
+        guard bytes.readableBytes > 0 else { return }
+        guard offset >= 0 else {
+            throw CacheError(.outOfBounds, "Cannot write at negative offset \(offset).")
+        }
+        let range = ByteRange(offset: offset, length: Int64(bytes.readableBytes))
+        let store = store
+        let now = store.configuration.clock.now
+        let (openFile, fileName, incoming, evicted) = try store.state.withLock { state in
+            let record = try currentRecord(in: &state)
+            if let length = record.metadata.length, range.upperBound > length {
+                throw CacheError(.outOfBounds, "Cannot write \(range) into a resource of \(length) bytes.")
+            }
+            let incoming = range.length - record.spans.spans(in: range).reduce(0) { $0 + $1.length }
+            var evicted = 0
+            if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
+                evicted = state.evict(using: store.configuration.evictor, incomingBytes: incoming, now: now)
+                if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
+                    throw CacheError(.capacityExceeded, "The cache is full of entries in use (limit \(store.configuration.maxBytes) bytes); the bytes are not cached.")
+                }
+            }
+            state.reservedBytes += incoming
+            return (record.file, record.fileName, incoming, evicted)
+        }
+        if evicted > 0 { store.scheduleFlush() }
+        do {
+            let file = try await resolve(openFile, fileName)
+            try await BlockingIO.run { try file.write(bytes, at: offset) }
+        } catch {
+            store.state.withLock { $0.reservedBytes -= incoming }
+            throw error
+        }
+        let shouldFlush = store.state.withLock { state -> Bool in
+            state.reservedBytes -= incoming
+            // A write that raced with a replacement of the entry is not claimed.
+            guard let record = state.records[key], record.fileName == fileName else { return false }
+            let before = record.spans.byteCount
+            state.records[key]!.spans.insert(range)
+            state.records[key]!.isDirty = true
+            state.records[key]!.needsSync = true
+            state.totalBytes += state.records[key]!.spans.byteCount - before
+            state.unflushedBytes += range.length
+            return state.unflushedBytes >= store.configuration.flushThreshold
+        }
+        if shouldFlush { store.scheduleFlush() }
+    }
+
+    /// Reads the bytes of `range`, which must be cached.
+    /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
+    ///   `.entryInvalidated`.
+    public func read(_ range: ByteRange) async throws -> ByteBuffer {
+        let now = store.configuration.clock.now
+        let (openFile, fileName) = try store.state.withLock { state in
+            let record = try currentRecord(in: &state)
+            guard record.spans.contains(range) else {
+                throw CacheError(.notCached, "The bytes \(range) are not cached.")
+            }
+            state.records[key]!.lastAccess = now
+            state.records[key]!.isDirty = true
+            return (record.file, record.fileName)
+        }
+        guard !range.isEmpty else { return store.allocator.buffer(capacity: 0) }
+        let file = try await resolve(openFile, fileName)
+        let allocator = store.allocator
+        return try await BlockingIO.run { try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator) }
+    }
+
+    /// Unpins the entry. Further calls throw `.entryInvalidated`. Safe to call twice.
+    public func close() {
+        guard generation.withLock({ generation in defer { generation = nil }; return generation != nil }) else { return }
+        store.state.withLock { state in
+            guard state.records[key] != nil else { return }
+            state.records[key]!.pinnedBy.remove(id)
+            if state.records[key]!.pinnedBy.isEmpty {
+                state.records[key]!.file = nil
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The record this handle may use, checked under the store's lock.
+    private func currentRecord(in state: inout CacheStore.State) throws -> CacheStore.Record {
+        guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
+        guard let generation = generation.withLock({ $0 }), let record = state.records[key], record.generation == generation else {
+            throw CacheError(.entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
+        }
+        return record
+    }
+
+    private func withRecord<T>(_ body: (CacheStore.Record) -> T) throws -> T {
+        try store.state.withLock { state in body(try currentRecord(in: &state)) }
+    }
+
+    private func resolve(_ openFile: EntryFile?, _ fileName: String) async throws -> EntryFile {
+        if let openFile { return openFile }
+        return try await file(named: fileName)
+    }
+
+    /// Opens the data file off the cooperative executor and keeps it for the other handles.
+    private func file(named fileName: String) async throws -> EntryFile {
+        let path = store.dataDirectory + "/" + fileName
+        let opened = try await BlockingIO.run { try EntryFile(path: path) }
+        return store.state.withLock { state in
+            guard let record = state.records[key], record.fileName == fileName else { return opened }
+            if let existing = record.file { return existing }
+            state.records[key]!.file = opened
+            return opened
+        }
+    }
+}

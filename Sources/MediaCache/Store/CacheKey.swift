@@ -1,0 +1,43 @@
+public import Foundation
+import Crypto
+
+/// The identity of a cached resource.
+///
+/// By default it is the hex SHA-256 of the normalised URL; a caller may supply its own key
+/// function, for example one that drops a CDN token from the query. A key is only ever
+/// stored in the index, never used as a file name, so it may hold any characters and be
+/// of any length.
+public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The key's text.
+    public var rawValue: String
+
+    /// Creates a key from any text.
+    public init(_ rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// The default key for `url`: the hex SHA-256 of ``normalizedURLString(_:)``.
+    public init(url: URL) {
+        let digest = SHA256.hash(data: Data(CacheKey.normalizedURLString(url).utf8))
+        self.init(digest.map { String(format: "%02x", $0) }.joined())
+    }
+
+    /// The URL text the default key hashes: scheme and host lower-cased, the default port
+    /// and the fragment removed; path and query kept as they are.
+    public static func normalizedURLString(_ url: URL) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else {
+            return url.absoluteString
+        }
+        components.scheme = components.scheme?.lowercased()
+        components.host = components.host?.lowercased()
+        if let port = components.port,
+           (components.scheme == "http" && port == 80) || (components.scheme == "https" && port == 443) {
+            components.port = nil
+        }
+        components.fragment = nil
+        if components.path.isEmpty { components.path = "/" }
+        return components.string ?? url.absoluteString
+    }
+
+    public var description: String { rawValue }
+}

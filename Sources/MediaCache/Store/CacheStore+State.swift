@@ -1,0 +1,64 @@
+import Foundation
+
+extension CacheStore {
+    /// One entry as the store holds it in memory.
+    struct Record {
+        var fileName: String
+        /// Changes whenever the entry is replaced by a new version; handles of an older
+        /// generation can no longer read or write.
+        var generation: UInt64
+        var metadata: ContentMetadata
+        var spans: SpanSet
+        var createdAt: Date
+        var lastAccess: Date
+        /// The handles that have this key open; a pinned entry is never evicted.
+        var pinnedBy: Set<UInt64> = []
+        /// The open data file, kept while the entry is pinned.
+        var file: EntryFile?
+        /// Whether the index row is older than this record.
+        var isDirty: Bool
+        /// Whether bytes were written since the file was last synchronised.
+        var needsSync: Bool = false
+    }
+
+    /// Everything mutable in the store, behind one lock.
+    struct State {
+        var records: [CacheKey: Record] = [:]
+        var totalBytes: Int64 = 0
+        /// Bytes that writes in progress will add, counted against the limit before they land.
+        var reservedBytes: Int64 = 0
+        /// Bytes written since the last flush took its snapshot.
+        var unflushedBytes: Int64 = 0
+        var deletedKeys: Set<CacheKey> = []
+        /// Data files to delete once the next commit no longer refers to them.
+        var filesToUnlink: [String] = []
+        var nextGeneration: UInt64 = 1
+        var nextHandleID: UInt64 = 1
+        var backgroundFlush: Task<Void, Never>?
+        var isClosed = false
+
+        mutating func makeGeneration() -> UInt64 {
+            defer { nextGeneration += 1 }
+            return nextGeneration
+        }
+
+        /// Forgets `key`: its row is deleted and its file unlinked at the next flush.
+        mutating func drop(_ key: CacheKey) {
+            guard let record = records.removeValue(forKey: key) else { return }
+            totalBytes -= record.spans.byteCount
+            deletedKeys.insert(key)
+            filesToUnlink.append(record.fileName)
+        }
+
+        /// Removes the entries the evictor chooses; returns how many.
+        @discardableResult
+        mutating func evict(using evictor: Evictor, incomingBytes: Int64 = 0, now: Date) -> Int {
+            let candidates = records.map { key, record in
+                Evictor.Candidate(key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess, isPinned: !record.pinnedBy.isEmpty)
+            }
+            let victims = evictor.victims(of: candidates, totalBytes: totalBytes + reservedBytes, incomingBytes: incomingBytes, now: now)
+            for key in victims { drop(key) }
+            return victims.count
+        }
+    }
+}

@@ -1,0 +1,303 @@
+public import Foundation
+public import Logging
+public import NIOCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A size-limited, crash-safe store of media bytes, kept sparse by byte range.
+///
+/// Each resource is an entry under a ``CacheKey`` with its ``ContentMetadata`` and the
+/// byte ranges (spans) cached so far. Bytes live in one file per entry, written at their
+/// offsets; an SQLite index records which spans each file holds. A span enters the index
+/// only after its bytes are written (and, by default, flushed to disk), so after a crash
+/// the index never claims bytes that are not there.
+///
+/// Open an entry with ``openEntry(_:)`` to read or write it; an open entry is never
+/// evicted. Call ``close()`` when done with the store.
+public final class CacheStore: Sendable {
+    /// Options for a store.
+    public struct Configuration: Sendable {
+        /// The most bytes the store keeps; least recently used entries are evicted beyond it.
+        public var maxBytes: Int64 = 1 << 30
+        /// How long an entry may go unread before it is evicted; `nil` keeps entries until
+        /// space is needed.
+        public var maxAge: Duration?
+        /// Maps a resource URL to its cache key; by default ``CacheKey/init(url:)``.
+        public var keyFunction: @Sendable (URL) -> CacheKey = { CacheKey(url: $0) }
+        /// The clock for last-access times and age-based eviction.
+        public var clock: any WallClock = SystemClock()
+        /// Whether data files are flushed to disk (`fdatasync`) before the index claims their
+        /// bytes. With it, the index is right even after a power loss; without it, only after
+        /// a process crash. Writers never wait for it: flushes run in the background.
+        public var synchronizesData = true
+        /// How many written bytes trigger a background flush of the index.
+        public var flushThreshold: Int64 = 16 << 20
+        /// Where the store logs.
+        public var logger = Logger(label: "mediacache.store", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// Creates the default configuration.
+        public init() {}
+
+        var evictor: Evictor {
+            Evictor(maxBytes: maxBytes, maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
+        }
+    }
+
+    /// The folder the store lives in.
+    public let directory: URL
+    /// The store's options.
+    public let configuration: Configuration
+
+    let state: Mutex<State>
+    let index: CacheIndex
+    let dataDirectory: String
+    let allocator = ByteBufferAllocator()
+    /// Held open (with `flock`) while the store is open, so one process at a time uses the folder.
+    private let lockDescriptor: Mutex<CInt?>
+
+    /// Opens the store in `directory`, creating it if needed.
+    ///
+    /// Claims in the index are checked against the data files (a span past a file's end is
+    /// dropped), files the index does not know are deleted, and expired or excess entries
+    /// are evicted.
+    /// - Parameters:
+    ///   - directory: the store's folder; one process at a time may use it.
+    ///   - configuration: limits, key function, clock and logger.
+    /// - Throws: ``CacheError`` with `.cannotOpenStore`, `.storeLocked` or `.indexFailure`.
+    public static func open(directory: URL, configuration: Configuration = Configuration()) async throws -> CacheStore {
+        let store = try await BlockingIO.run { try CacheStore(directory: directory, configuration: configuration) }
+        try await store.trim()
+        return store
+    }
+
+    private init(directory: URL, configuration: Configuration) throws {
+        self.directory = directory
+        self.configuration = configuration
+        let dataDirectory = directory.appendingPathComponent("data").path
+        self.dataDirectory = dataDirectory
+        do {
+            try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw CacheError(.cannotOpenStore, "Cannot create the cache folder \(directory.path). Choose a folder you can write to.", underlyingError: error)
+        }
+        let lockPath = directory.appendingPathComponent("lock").path
+        let lockDescriptor = openDescriptor(lockPath, O_RDWR | O_CREAT | O_CLOEXEC)
+        guard lockDescriptor >= 0 else {
+            throw CacheError(.cannotOpenStore, "Cannot create \(lockPath): \(String(cString: strerror(errno))).")
+        }
+        guard flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+            closeDescriptor(lockDescriptor)
+            throw CacheError(.storeLocked, "The cache folder \(directory.path) is in use by another process. Stop it or choose another folder.")
+        }
+        self.lockDescriptor = Mutex(lockDescriptor)
+        do {
+            index = try CacheIndex(path: directory.appendingPathComponent("index.sqlite").path)
+            state = Mutex(try CacheStore.recover(index: index, dataDirectory: dataDirectory))
+        } catch {
+            closeDescriptor(lockDescriptor)
+            throw error
+        }
+    }
+
+    deinit {
+        releaseLock()
+    }
+
+    private func releaseLock() {
+        lockDescriptor.withLock { descriptor in
+            if let open = descriptor { closeDescriptor(open) }
+            descriptor = nil
+        }
+    }
+
+    /// Loads the index and reconciles it with the data files on disk.
+    private static func recover(index: CacheIndex, dataDirectory: String) throws -> State {
+        var state = State()
+        var knownFiles: Set<String> = []
+        for row in try index.loadAll() {
+            var spans = row.spans
+            let path = dataDirectory + "/" + row.fileName
+            var info = stat()
+            let fileSize: Int64 = stat(path, &info) == 0 ? Int64(info.st_size) : 0
+            if let last = spans.spans.last, last.upperBound > fileSize {
+                // Only possible after a power loss with data synchronisation off.
+                spans.remove(ByteRange(fileSize, last.upperBound))
+            }
+            knownFiles.insert(row.fileName)
+            state.records[row.key] = Record(
+                fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
+                createdAt: row.createdAt, lastAccess: row.lastAccess, isDirty: spans != row.spans)
+            state.totalBytes += spans.byteCount
+        }
+        // Files the index does not name were written after the last commit or belong to a
+        // removed entry: nothing refers to them.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? [] where !knownFiles.contains(name) {
+            unlink(dataDirectory + "/" + name)
+        }
+        return state
+    }
+
+    // MARK: Queries
+
+    /// The cache key for `url`, from the configured key function.
+    public func key(for url: URL) -> CacheKey {
+        configuration.keyFunction(url)
+    }
+
+    /// The metadata stored for `key`, or `nil` when there is no entry.
+    public func metadata(for key: CacheKey) -> ContentMetadata? {
+        state.withLock { $0.records[key]?.metadata }
+    }
+
+    /// The spans cached for `key` (empty when there is no entry).
+    public func spans(for key: CacheKey) -> SpanSet {
+        state.withLock { $0.records[key]?.spans ?? SpanSet() }
+    }
+
+    /// The keys of every entry.
+    public var keys: [CacheKey] {
+        state.withLock { Array($0.records.keys) }
+    }
+
+    /// The number of cached bytes in all entries.
+    public var totalBytes: Int64 {
+        state.withLock { $0.totalBytes }
+    }
+
+    // MARK: Entries
+
+    /// Opens the entry for `key`, creating an empty one if there is none, and pins it so it
+    /// is not evicted until the handle is closed.
+    /// - Throws: ``CacheError`` `.storeClosed` after ``close()``.
+    public func openEntry(_ key: CacheKey) throws -> CacheEntryHandle {
+        let now = configuration.clock.now
+        let (id, generation) = try state.withLock { state in
+            guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
+            let id = state.nextHandleID
+            state.nextHandleID += 1
+            if state.records[key] == nil {
+                state.records[key] = Record(
+                    fileName: UUID().uuidString, generation: state.makeGeneration(), metadata: ContentMetadata(),
+                    spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
+            }
+            state.records[key]!.pinnedBy.insert(id)
+            state.records[key]!.lastAccess = now
+            return (id, state.records[key]!.generation)
+        }
+        return CacheEntryHandle(store: self, key: key, id: id, generation: generation)
+    }
+
+    /// Removes the entry for `key` and its bytes. Open handles on it fail from then on
+    /// with `.entryInvalidated`; a read already under way still returns the old bytes.
+    public func remove(_ key: CacheKey) async throws {
+        state.withLock { $0.drop(key) }
+        try await flush()
+    }
+
+    /// Removes every entry.
+    public func removeAll() async throws {
+        state.withLock { state in
+            for key in Array(state.records.keys) { state.drop(key) }
+        }
+        try await flush()
+    }
+
+    /// Evicts expired entries and, if the store is over its limit, the least recently used
+    /// ones, then flushes.
+    public func trim() async throws {
+        let now = configuration.clock.now
+        state.withLock { _ = $0.evict(using: configuration.evictor, now: now) }
+        try await flush()
+    }
+
+    // MARK: Persistence
+
+    /// Commits every change so far to the index: spans written (after flushing their data
+    /// to disk when ``Configuration/synchronizesData`` is on), metadata, access times and
+    /// removals. Files of removed entries are deleted after the commit.
+    public func flush() async throws {
+        try await index.commit { [self] in
+            // Runs on the index's serial queue, so snapshots are committed in the order taken.
+            var toSync: [(name: String, file: EntryFile?)] = []
+            var changes = self.state.withLock { state in
+                var changes = CacheIndex.Changes()
+                for (key, record) in state.records where record.isDirty {
+                    changes.rows.append(CacheIndex.Row(
+                        key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
+                        createdAt: record.createdAt, lastAccess: record.lastAccess))
+                    if record.needsSync, configuration.synchronizesData {
+                        toSync.append((record.fileName, record.file))
+                    }
+                    state.records[key]!.isDirty = false
+                    state.records[key]!.needsSync = false
+                }
+                changes.deletedKeys = Array(state.deletedKeys)
+                state.deletedKeys = []
+                let files = state.filesToUnlink
+                state.filesToUnlink = []
+                state.unflushedBytes = 0
+                changes.onCommit = { [dataDirectory] in
+                    // Nothing committed refers to these files any more.
+                    for name in files { unlink(dataDirectory + "/" + name) }
+                }
+                return changes
+            }
+            changes.onRollback = { [self, changes] in self.restore(changes) }
+            do {
+                for (name, file) in toSync {
+                    try (file ?? EntryFile(path: dataDirectory + "/" + name)).synchronize()
+                }
+            } catch {
+                restore(changes)
+                throw error
+            }
+            return changes
+        }
+    }
+
+    /// Puts back a snapshot whose commit failed, so the next flush tries again.
+    private func restore(_ changes: CacheIndex.Changes) {
+        state.withLock { state in
+            for row in changes.rows where state.records[row.key]?.fileName == row.fileName {
+                state.records[row.key]!.isDirty = true
+                state.records[row.key]!.needsSync = true
+            }
+            state.deletedKeys.formUnion(changes.deletedKeys)
+        }
+        // Files queued for deletion stay on disk until the next open removes them as orphans.
+    }
+
+    /// Starts a flush in the background unless one is already waiting to start.
+    func scheduleFlush() {
+        state.withLock { state in
+            guard state.backgroundFlush == nil, !state.isClosed else { return }
+            state.backgroundFlush = Task {
+                do {
+                    try await self.flush()
+                } catch {
+                    self.configuration.logger.error("Background flush of the cache index failed", metadata: ["error": "\(error)"])
+                }
+                self.state.withLock { $0.backgroundFlush = nil }
+            }
+        }
+    }
+
+    /// Commits everything, waits for background work and closes the index. Handles fail
+    /// with `.storeClosed` afterwards.
+    public func close() async throws {
+        let pending = state.withLock { state -> Task<Void, Never>? in
+            state.isClosed = true
+            return state.backgroundFlush
+        }
+        await pending?.value
+        defer { releaseLock() }
+        try await flush()
+        try index.close()
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import NIOCore
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One entry's data file: bytes written at their own offsets, read back with `pread`.
+///
+/// The calls block, so callers run them on a thread pool (``BlockingIO``), never on an
+/// actor's executor or an event loop.
+// @unchecked Sendable: the only state is an immutable descriptor; pread, pwrite and
+// fdatasync on one descriptor are safe from several threads at once.
+final class EntryFile: @unchecked Sendable {
+    let path: String
+    private let descriptor: CInt
+
+    /// Opens (creating if needed) the file at `path` for reading and writing.
+    init(path: String) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CacheError(.ioFailure, "Cannot open the data file \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
+        }
+        self.path = path
+        self.descriptor = fd
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    /// Writes all of `buffer`'s readable bytes at `offset`.
+    func write(_ buffer: ByteBuffer, at offset: Int64) throws {
+        try buffer.withUnsafeReadableBytes { bytes in
+            var done = 0
+            while done < bytes.count {
+                let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw CacheError(.ioFailure, "Writing to the data file \(path) failed: \(String(cString: strerror(errno))).")
+                }
+                done += n
+            }
+        }
+    }
+
+    /// Reads exactly `length` bytes at `offset` into a new buffer.
+    func read(at offset: Int64, length: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: length)
+        try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { bytes in
+            var done = 0
+            while done < length {
+                let n = pread(descriptor, bytes.baseAddress! + done, length - done, off_t(offset) + off_t(done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw CacheError(.ioFailure, "Reading the data file \(path) failed: \(String(cString: strerror(errno))).")
+                }
+                if n == 0 {
+                    throw CacheError(.ioFailure, "The data file \(path) is shorter than its index says; the entry will be dropped.")
+                }
+                done += n
+            }
+            return length
+        }
+        return buffer
+    }
+
+    /// Forces written bytes to the disk.
+    func synchronize() throws {
+        #if canImport(Darwin)
+        let result = fsync(descriptor)
+        #else
+        let result = fdatasync(descriptor)
+        #endif
+        guard result == 0 else {
+            throw CacheError(.ioFailure, "Flushing the data file \(path) to disk failed: \(String(cString: strerror(errno))).")
+        }
+    }
+
+    /// The file's size on disk.
+    func size() throws -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw CacheError(.ioFailure, "Cannot read the size of \(path): \(String(cString: strerror(errno))).")
+        }
+        return Int64(info.st_size)
+    }
+}
+
+/// Runs blocking file calls on NIO's shared thread pool, off the cooperative executor.
+enum BlockingIO {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive(body)
+    }
+}
+
+// Free functions so that types with their own `open`/`close` methods can reach the system calls.
+func openDescriptor(_ path: String, _ flags: CInt) -> CInt {
+    open(path, flags, 0o600)
+}
+
+func closeDescriptor(_ descriptor: CInt) {
+    _ = close(descriptor)
+}

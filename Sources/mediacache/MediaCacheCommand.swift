@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct MediaCacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mediacache",
+        abstract: "A caching proxy for media players: plays remote audio and video while saving the bytes on disk.",
+        subcommands: [ServeCommand.self, BenchCommand.self, DebugCommand.self]
+    )
+}

@@ -1,0 +1,342 @@
+import Foundation
+@testable import MediaCache
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+@Suite struct CacheStoreTests {
+    static let content = DeterministicContent(seed: 42)
+
+    static func configuration(maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock(), maxAge: Duration? = nil) -> CacheStore.Configuration {
+        var configuration = CacheStore.Configuration()
+        configuration.maxBytes = maxBytes
+        configuration.clock = clock
+        configuration.maxAge = maxAge
+        return configuration
+    }
+
+    /// Reads `range` and checks it byte for byte against `content`.
+    static func expectBytes(_ handle: CacheEntryHandle, _ range: ByteRange, content: DeterministicContent = content,
+                            sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let bytes = try await handle.read(range)
+        #expect(bytes.readableBytes == Int(range.length), sourceLocation: sourceLocation)
+        #expect(content.firstMismatch(in: bytes, at: range.lowerBound) == nil, sourceLocation: sourceLocation)
+    }
+
+    static func write(_ handle: CacheEntryHandle, _ range: ByteRange, content: DeterministicContent = content) async throws {
+        try await handle.write(content.buffer(offset: range.lowerBound, length: Int(range.length)), at: range.lowerBound)
+    }
+
+    static func dataFiles(in directory: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("data").path)
+    }
+
+    @Test func writesAreReadBackAndSurviveReopen() async throws {
+        try await withTemporaryDirectory { directory in
+            let key = CacheKey("https://cdn.example/video.mp4")
+            let metadata = ContentMetadata(length: 1 << 20, mimeType: "video/mp4; codecs=avc1", acceptsRanges: true, etag: "\"abc\"", lastModified: "Tue, 01 Jan 2030 00:00:00 GMT")
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let handle = try store.openEntry(key)
+            try handle.updateMetadata(metadata)
+            try await Self.write(handle, ByteRange(0, 1000))
+            try await Self.write(handle, ByteRange(5000, 9000))
+            try await Self.write(handle, ByteRange(1000, 2000))  // touches the first span
+            #expect(try handle.spans().spans == [ByteRange(0, 2000), ByteRange(5000, 9000)])
+            #expect(try handle.spans().holes(in: ByteRange(0, 10_000)) == [ByteRange(2000, 5000), ByteRange(9000, 10_000)])
+            try await Self.expectBytes(handle, ByteRange(0, 2000))
+            try await Self.expectBytes(handle, ByteRange(6000, 8500))
+            await #expect(throws: CacheError.self) { try await handle.read(ByteRange(1500, 5500)) }
+            #expect(store.totalBytes == 6000)
+            handle.close()
+            try await store.close()
+
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            #expect(reopened.metadata(for: key) == metadata)
+            #expect(reopened.metadata(for: key)?.mimeType == "video/mp4")
+            #expect(reopened.metadata(for: key)?.uniformTypeIdentifier == "public.mpeg-4")
+            #expect(reopened.spans(for: key).spans == [ByteRange(0, 2000), ByteRange(5000, 9000)])
+            #expect(reopened.totalBytes == 6000)
+            let again = try reopened.openEntry(key)
+            try await Self.expectBytes(again, ByteRange(0, 2000))
+            try await Self.expectBytes(again, ByteRange(5000, 9000))
+            again.close()
+            try await reopened.close()
+        }
+    }
+
+    @Test func keysAreNeverPaths() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let keys = [CacheKey("../../../etc/passwd"), CacheKey(String(repeating: "é/", count: 5_000)), CacheKey(""), CacheKey("a\0b")]
+            for (index, key) in keys.enumerated() {
+                let handle = try store.openEntry(key)
+                try await Self.write(handle, ByteRange(Int64(index), Int64(index) + 100))
+                handle.close()
+            }
+            try await store.close()
+            let names = try Self.dataFiles(in: directory)
+            #expect(names.count == keys.count)
+            #expect(names.allSatisfy { UUID(uuidString: $0) != nil })
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            #expect(Set(reopened.keys) == Set(keys))
+            for (index, key) in keys.enumerated() {
+                let handle = try reopened.openEntry(key)
+                try await Self.expectBytes(handle, ByteRange(Int64(index), Int64(index) + 100))
+            }
+            try await reopened.close()
+        }
+    }
+
+    @Test func defaultKeyNormalisesTheURLAndCustomKeysDropTokens() throws {
+        let a = CacheKey(url: URL(string: "HTTP://Media.Example.COM:80/a/b.mp3?x=1#t=10")!)
+        let b = CacheKey(url: URL(string: "http://media.example.com/a/b.mp3?x=1")!)
+        let c = CacheKey(url: URL(string: "http://media.example.com/a/b.mp3?x=2")!)
+        #expect(a == b)
+        #expect(a != c)
+        #expect(a.rawValue.count == 64)
+
+        var configuration = CacheStore.Configuration()
+        configuration.keyFunction = { url in
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+            components.queryItems = components.queryItems?.filter { $0.name != "token" }
+            return CacheKey(url: components.url!)
+        }
+        let withToken = configuration.keyFunction(URL(string: "https://cdn.example/v.mp4?token=abc&q=1")!)
+        let otherToken = configuration.keyFunction(URL(string: "https://cdn.example/v.mp4?token=xyz&q=1")!)
+        #expect(withToken == otherToken)
+    }
+
+    @Test func uniformTypeIdentifiers() {
+        let table: [(String, String)] = [
+            ("audio/mpeg", "public.mp3"), ("audio/mp4", "com.apple.m4a-audio"), ("audio/aac", "public.aac-audio"),
+            ("video/mp4", "public.mpeg-4"), ("video/quicktime", "com.apple.quicktime-movie"),
+            ("audio/wav", "com.microsoft.waveform-audio"), ("audio/flac", "org.xiph.flac"), ("audio/ogg", "org.xiph.ogg-audio"),
+            ("video/webm", "org.webmproject.webm"), ("video/MP2T", "public.mpeg-2-transport-stream"),
+            ("application/vnd.apple.mpegurl", "public.m3u-playlist"),
+        ]
+        for (mime, uti) in table {
+            #expect(ContentMetadata(mimeType: mime).uniformTypeIdentifier == uti, "\(mime)")
+        }
+        for (ext, uti) in [("mp3", "public.mp3"), ("M4A", "com.apple.m4a-audio"), ("mov", "com.apple.quicktime-movie"), ("ts", "public.mpeg-2-transport-stream"), ("m3u8", "public.m3u-playlist")] {
+            #expect(MediaType.uniformTypeIdentifier(forPathExtension: ext) == uti, "\(ext)")
+        }
+        #expect(ContentMetadata(mimeType: "application/x-unknown").uniformTypeIdentifier == nil)
+    }
+
+    @Test func badWritesAndReadsGetClearErrors() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let handle = try store.openEntry(CacheKey("k"))
+            try handle.updateMetadata(ContentMetadata(length: 100))
+            await #expect { try await Self.write(handle, ByteRange(90, 110)) } throws: { ($0 as? CacheError)?.code == .outOfBounds }
+            await #expect { try await handle.write(ByteBuffer(string: "x"), at: -1) } throws: { ($0 as? CacheError)?.code == .outOfBounds }
+            await #expect { try await handle.read(ByteRange(0, 1)) } throws: { ($0 as? CacheError)?.code == .notCached }
+            #expect(try handle.spans().isEmpty)
+            try await store.close()
+            #expect { try store.openEntry(CacheKey("k")) } throws: { ($0 as? CacheError)?.code == .storeClosed }
+        }
+    }
+
+    @Test func aSecondProcessCannotOpenTheSameFolder() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory)
+            await #expect {
+                _ = try await CacheStore.open(directory: directory)
+            } throws: { ($0 as? CacheError)?.code == .storeLocked }
+            try await store.close()
+        }
+    }
+
+    @Test func leastRecentlyUsedEntriesAreEvicted() async throws {
+        try await withTemporaryDirectory { directory in
+            let clock = ManualClock()
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
+            for name in ["a", "b", "c"] {
+                let handle = try store.openEntry(CacheKey(name))
+                try await Self.write(handle, ByteRange(0, 100_000))
+                handle.close()
+                clock.advance(by: 10)
+            }
+            // Reading "a" makes "b" the least recently used.
+            let a = try store.openEntry(CacheKey("a"))
+            try await Self.expectBytes(a, ByteRange(0, 100_000))
+            a.close()
+            clock.advance(by: 10)
+            let d = try store.openEntry(CacheKey("d"))
+            try await Self.write(d, ByteRange(0, 100_000))
+            d.close()
+            #expect(Set(store.keys) == [CacheKey("a"), CacheKey("c"), CacheKey("d")])
+            #expect(store.totalBytes == 300_000)
+            try await store.flush()
+            #expect(try Self.dataFiles(in: directory).count == 3)
+            try await store.close()
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
+            #expect(Set(reopened.keys) == [CacheKey("a"), CacheKey("c"), CacheKey("d")])
+            try await reopened.close()
+        }
+    }
+
+    @Test func openEntriesAreNotEvictedUnderTheirReaders() async throws {
+        try await withTemporaryDirectory { directory in
+            let clock = ManualClock()
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 200_000, clock: clock))
+            let oldest = try store.openEntry(CacheKey("oldest"))
+            try await Self.write(oldest, ByteRange(0, 100_000))
+            clock.advance(by: 10)
+            let middle = try store.openEntry(CacheKey("middle"))
+            try await Self.write(middle, ByteRange(0, 100_000))
+            middle.close()
+            clock.advance(by: 10)
+            let newest = try store.openEntry(CacheKey("newest"))
+            try await Self.write(newest, ByteRange(0, 100_000))
+            // "oldest" is still open: "middle" goes instead.
+            #expect(Set(store.keys) == [CacheKey("oldest"), CacheKey("newest")])
+            try await Self.expectBytes(oldest, ByteRange(0, 100_000))
+            // With both open, nothing can make room: the write is refused, nothing is lost.
+            await #expect {
+                try await Self.write(newest, ByteRange(100_000, 150_000))
+            } throws: { ($0 as? CacheError)?.code == .capacityExceeded }
+            try await Self.expectBytes(oldest, ByteRange(0, 100_000))
+            try await Self.expectBytes(newest, ByteRange(0, 100_000))
+            oldest.close()
+            newest.close()
+            try await store.close()
+        }
+    }
+
+    @Test func entriesOlderThanMaxAgeExpire() async throws {
+        try await withTemporaryDirectory { directory in
+            let clock = ManualClock()
+            let configuration = Self.configuration(clock: clock, maxAge: .seconds(60))
+            let store = try await CacheStore.open(directory: directory, configuration: configuration)
+            for name in ["stale", "fresh"] {
+                let handle = try store.openEntry(CacheKey(name))
+                try await Self.write(handle, ByteRange(0, 1000))
+                handle.close()
+                clock.advance(by: 40)
+            }
+            // "stale" was last used 80 s ago, "fresh" 40 s ago.
+            try await store.trim()
+            #expect(store.keys == [CacheKey("fresh")])
+            try await store.close()
+            clock.advance(by: 30)
+            let reopened = try await CacheStore.open(directory: directory, configuration: configuration)
+            #expect(reopened.keys.isEmpty)
+            #expect(try Self.dataFiles(in: directory).isEmpty)
+            try await reopened.close()
+        }
+    }
+
+    @Test func aNewVersionDropsTheOldBytes() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let key = CacheKey("song")
+            let writer = try store.openEntry(key)
+            let other = try store.openEntry(key)
+            try writer.updateMetadata(ContentMetadata(length: 10_000, etag: "\"v1\""))
+            try await Self.write(writer, ByteRange(0, 5000))
+            // Same version, more facts: bytes stay.
+            #expect(try writer.updateMetadata(ContentMetadata(length: 10_000, mimeType: "audio/mpeg", etag: "\"v1\"")) == false)
+            #expect(try writer.spans().byteCount == 5000)
+            // A different ETag: the old bytes go.
+            let v2 = DeterministicContent(seed: 2)
+            #expect(try writer.updateMetadata(ContentMetadata(length: 10_000, etag: "\"v2\"")) == true)
+            #expect(try writer.spans().isEmpty)
+            #expect(store.totalBytes == 0)
+            await #expect { try await other.read(ByteRange(0, 10)) } throws: { ($0 as? CacheError)?.code == .entryInvalidated }
+            try await Self.write(writer, ByteRange(0, 3000), content: v2)
+            try await Self.expectBytes(writer, ByteRange(0, 3000), content: v2)
+            try await store.flush()
+            #expect(try Self.dataFiles(in: directory).count == 1)
+            writer.close()
+            other.close()
+            try await store.close()
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            #expect(reopened.metadata(for: key)?.etag == "\"v2\"")
+            let handle = try reopened.openEntry(key)
+            try await Self.expectBytes(handle, ByteRange(0, 3000), content: v2)
+            try await reopened.close()
+        }
+    }
+
+    @Test func removeAndRemoveAll() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            for name in ["a", "b", "c"] {
+                let handle = try store.openEntry(CacheKey(name))
+                try await Self.write(handle, ByteRange(0, 4096))
+                handle.close()
+            }
+            let reader = try store.openEntry(CacheKey("a"))
+            try await store.remove(CacheKey("a"))
+            #expect(Set(store.keys) == [CacheKey("b"), CacheKey("c")])
+            await #expect { try await reader.read(ByteRange(0, 10)) } throws: { ($0 as? CacheError)?.code == .entryInvalidated }
+            #expect(try Self.dataFiles(in: directory).count == 2)
+            try await store.removeAll()
+            #expect(store.keys.isEmpty)
+            #expect(store.totalBytes == 0)
+            #expect(try Self.dataFiles(in: directory).isEmpty)
+            try await store.close()
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            #expect(reopened.keys.isEmpty)
+            try await reopened.close()
+        }
+    }
+
+    @Test func concurrentWritersAndReadersOnOneEntry() async throws {
+        try await withTemporaryDirectory { directory in
+            var configuration = Self.configuration()
+            configuration.flushThreshold = 64 << 10  // many background flushes during the run
+            let store = try await CacheStore.open(directory: directory, configuration: configuration)
+            let key = CacheKey("shared")
+            let length: Int64 = 4 << 20
+            let setup = try store.openEntry(key)
+            try setup.updateMetadata(ContentMetadata(length: length, acceptsRanges: true))
+            let mismatches = try await withThrowingTaskGroup(of: Int.self) { group in
+                for writer in 0..<6 {
+                    group.addTask {
+                        let handle = try store.openEntry(key)
+                        defer { handle.close() }
+                        var random = SplitMix(seed: UInt64(writer))
+                        for _ in 0..<60 {
+                            let offset = Int64(random.next() % UInt64(length))
+                            let end = min(length, offset + Int64(random.next() % 200_000) + 1)
+                            try await Self.write(handle, ByteRange(offset, end))
+                        }
+                        // Then every writer covers its own stripe, so the whole resource ends up cached.
+                        let stripe = length / 6
+                        try await Self.write(handle, ByteRange(Int64(writer) * stripe, writer == 5 ? length : Int64(writer + 1) * stripe))
+                        return 0
+                    }
+                }
+                for _ in 0..<6 {
+                    group.addTask {
+                        let handle = try store.openEntry(key)
+                        defer { handle.close() }
+                        var bad = 0
+                        for _ in 0..<200 {
+                            for span in try handle.spans().spans.prefix(4) {
+                                let part = ByteRange(span.lowerBound, min(span.upperBound, span.lowerBound + 65_536))
+                                let bytes = try await handle.read(part)
+                                if Self.content.firstMismatch(in: bytes, at: part.lowerBound) != nil { bad += 1 }
+                            }
+                            await Task.yield()
+                        }
+                        return bad
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(mismatches == 0)
+            #expect(try setup.spans().spans == [ByteRange(0, length)])
+            #expect(store.totalBytes == length)
+            try await Self.expectBytes(setup, ByteRange(0, length))
+            setup.close()
+            try await store.close()
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            #expect(reopened.spans(for: key).spans == [ByteRange(0, length)])
+            try await reopened.close()
+        }
+    }
+}
+
