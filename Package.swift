@@ -69,6 +69,7 @@ let package = Package(
             name: "MediaCacheTestSupport",
             dependencies: [
                 "MediaCache",
+                "MediaCacheHTTP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -89,6 +90,11 @@ let package = Package(
         .testTarget(
             name: "MediaCacheTests",
             dependencies: ["MediaCache", "MediaCacheTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MediaCacheHTTPTests",
+            dependencies: ["MediaCache", "MediaCacheHTTP", "MediaCacheTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -23,6 +23,18 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         case entryInvalidated
         /// Storing the bytes would exceed the size limit even after evicting what can be evicted.
         case capacityExceeded
+        /// The origin could not be reached, or its connection failed and could not be resumed.
+        case originUnavailable
+        /// The origin did not answer in time.
+        case originTimedOut
+        /// The origin answered with an error status, or with something that cannot be used
+        /// (a range other than the one asked for, no length).
+        case originRejected
+        /// The resource changed at the origin while it was being read; the bytes already
+        /// given are all of the old version. Read again to get the new version.
+        case resourceChanged
+        /// The requested range starts at or beyond the end of the resource.
+        case rangeNotSatisfiable
     }
 
     /// What went wrong.
@@ -31,6 +43,8 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The error that caused this one, if any.
     public var underlyingError: (any Error)?
+    /// The resource's total length, with `.rangeNotSatisfiable`.
+    public var resourceLength: Int64?
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, underlyingError: (any Error)? = nil) {

@@ -1,0 +1,269 @@
+public import Foundation
+public import Logging
+import NIOCore
+import Synchronization
+
+/// The read path: serves byte ranges of remote resources from the store where they are
+/// cached and from the origin where they are not, storing what it fetches.
+///
+/// ```swift
+/// let reader = CachingReader(store: store, fetcher: HTTPOriginFetcher())
+/// let stream = try await reader.read(url, offset: 0, length: nil)
+/// for try await chunk in stream { player.feed(chunk) }
+/// ```
+/// Readers that want the same missing bytes share one origin download; a reader that
+/// stops iterating cancels the origin request nobody else waits on.
+public final class CachingReader: Sendable {
+    /// Options for the read path.
+    public struct Configuration: Sendable {
+        /// The largest chunk a stream yields when reading from disk.
+        public var chunkSize = 256 << 10
+        /// How far a download may run ahead of its fastest reader.
+        public var readAhead: Int64 = 4 << 20
+        /// The first origin request of a download asks for at most this many bytes; each
+        /// next one asks for as many as the download has delivered so far (doubling), up
+        /// to ``maximumRequest``. A reader that goes away early so wastes little traffic,
+        /// and one that keeps reading soon gets large requests.
+        public var minimumRequest: Int64 = 256 << 10
+        /// The most bytes one origin request asks for.
+        public var maximumRequest: Int64 = 8 << 20
+        /// A reader joins a download whose next byte is at most this far before its cursor,
+        /// rather than starting its own.
+        public var joinDistance: Int64 = 1 << 20
+        /// How many times a broken origin connection is resumed (without progress between).
+        public var maxRetries = 3
+        /// The wait before a resume, multiplied by the attempt number.
+        public var retryDelay: Duration = .milliseconds(100)
+        /// A read with missing bytes first checks with the origin that the cached bytes are
+        /// still current (before it yields any), unless that was confirmed this recently.
+        public var revalidationInterval: Duration = .seconds(30)
+        /// Where the read path logs.
+        public var logger = Logger(label: "mediacache.read", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// Creates the default configuration.
+        public init() {}
+    }
+
+    /// The store bytes are kept in.
+    public let store: CacheStore
+    /// The read path's options.
+    public let configuration: Configuration
+    let fetcher: any OriginFetcher
+    let downloads = Mutex<[CacheKey: [Download]]>([:])
+    private let validatedAt = Mutex<[CacheKey: ContinuousClock.Instant]>([:])
+    private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
+
+    /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
+    public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
+        self.store = store
+        self.fetcher = fetcher
+        self.configuration = configuration
+    }
+
+    // MARK: Content information
+
+    /// The resource's content information: from the store when its length is known there,
+    /// else from the origin (and then stored). Concurrent calls share one origin request.
+    /// - Throws: ``CacheError`` with an origin code when the origin fails.
+    public func contentInfo(for url: URL) async throws -> ContentMetadata {
+        let key = store.key(for: url)
+        if let metadata = store.metadata(for: key), metadata.length != nil {
+            return metadata
+        }
+        let task = contentInfoTasks.withLock { tasks in
+            if let running = tasks[key] { return running }
+            let task = Task { [fetcher] in try await fetcher.contentInfo(for: url) }
+            tasks[key] = task
+            return task
+        }
+        defer { contentInfoTasks.withLock { if $0[key] == task { $0[key] = nil } } }
+        let fetched = try await task.value
+        guard let handle = try? store.openEntry(key) else { return fetched }
+        defer { handle.close() }
+        try? handle.updateMetadata(fetched)
+        return (try? handle.metadata()) ?? fetched
+    }
+
+    // MARK: Reading
+
+    /// Starts reading `length` bytes at `offset` (to the end when `length` is `nil`).
+    ///
+    /// Returns once the content information is known and, if bytes are missing, the origin
+    /// has confirmed the cached bytes are current, so ``ReadStream/metadata`` and
+    /// ``ReadStream/range`` can be sent to a player before the first byte.
+    /// - Throws: `.rangeNotSatisfiable` (with ``CacheError/resourceLength``) when `offset`
+    ///   is at or past the end; origin errors.
+    public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil) async throws -> ReadStream {
+        guard offset >= 0, (length ?? 0) >= 0 else {
+            throw CacheError(.rangeNotSatisfiable, "A read needs a non-negative offset and length.")
+        }
+        let key = store.key(for: url)
+        for _ in 0..<3 {
+            let metadata = try await contentInfo(for: url)
+            guard let total = metadata.length else {
+                throw CacheError(.originRejected, "The origin does not say how long \(url.absoluteString) is, so it cannot be cached.")
+            }
+            guard offset < total || (offset == 0 && total == 0) else {
+                var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the \(total)-byte resource.")
+                error.resourceLength = total
+                throw error
+            }
+            let range = ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
+            let handle = try? store.openEntry(key)
+            let session = ReadSession(reader: self, url: url, key: key, range: range, handle: handle)
+            if needsValidation(key, range: range, handle: handle) {
+                switch await session.startFirstDownloadAndWaitForResponse() {
+                case .ready:
+                    break
+                case .resourceChanged:
+                    // The entry now holds the new version's metadata; plan again from it.
+                    session.close()
+                    continue
+                case .failed(let error):
+                    session.close()
+                    throw error
+                }
+            }
+            return ReadStream(metadata: (try? handle?.metadata()) ?? metadata, range: range, session: session)
+        }
+        throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
+    }
+
+    private func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
+        guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
+        let last = validatedAt.withLock { $0[key] }
+        return last.map { ContinuousClock.now - $0 > configuration.revalidationInterval } ?? true
+    }
+
+    func markValidated(_ key: CacheKey) {
+        validatedAt.withLock { $0[key] = ContinuousClock.now }
+    }
+
+    // MARK: Downloads
+
+    /// The download a reader at `cursor` should wait on for the hole `cursor ..< holeEnd`:
+    /// one already under way that will soon reach `cursor`, or a new one. The reader is
+    /// added to it in the same step, so it cannot end for lack of readers in between.
+    func download(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool) -> (Download, UInt64) {
+        let (download, readerID, isNew) = downloads.withLock { downloads -> (Download, UInt64, Bool) in
+            let active = (downloads[key] ?? []).filter { !$0.isFinished }
+            for candidate in active {
+                let position = candidate.position
+                let heldOnly = candidate.state.withLock { $0.storeFailed }
+                let reachable = acceptsRanges
+                    ? candidate.start <= cursor && cursor < candidate.end && cursor <= position + configuration.joinDistance
+                        && (!heldOnly || cursor >= position)
+                    : candidate.isFullBody && (!heldOnly || cursor >= position)
+                if reachable, let id = candidate.addReader(at: cursor) {
+                    return (candidate, id, false)
+                }
+            }
+            // Stop where another download already fetches, rather than fetch its bytes twice.
+            let nextStart = active.filter { $0.start > cursor }.map(\.start).min() ?? holeEnd
+            let download = Download(url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
+                                    isFullBody: !acceptsRanges)
+            let id = download.addReader(at: cursor)!
+            downloads[key] = active + [download]
+            return (download, id, true)
+        }
+        if isNew {
+            let task = Task { await self.run(download) }
+            download.state.withLock { $0.task = task }
+            if download.isFinished { task.cancel() }
+        }
+        return (download, readerID)
+    }
+
+    /// Fetches a download's bytes, resuming after broken connections, storing each chunk
+    /// as it arrives and publishing it to the readers.
+    private func run(_ download: Download) async {
+        let handle = try? store.openEntry(download.key)
+        defer {
+            handle?.close()
+            downloads.withLock { downloads in
+                downloads[download.key]?.removeAll { $0 === download }
+                if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
+            }
+        }
+        var storeWorks = handle != nil
+        var failures = 0
+        while true {
+            if download.isFinished || Task.isCancelled { return }
+            let position = download.position
+            if position >= download.end {
+                download.finish(.completed)
+                return
+            }
+            let delivered = position - download.start
+            let requestEnd = download.isFullBody ? download.end
+                : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
+            do {
+                let stored = try handle?.metadata()
+                let response = try await fetcher.fetch(
+                    download.url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
+                    ifRange: stored?.ifRangeValidator)
+                if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
+                    try handle.updateMetadata(response.metadata)
+                    configuration.logger.info("Resource changed at the origin; dropped the cached version", metadata: ["url": "\(download.url)"])
+                    download.finish(.failed(CacheError(.resourceChanged, "\(download.url.absoluteString) changed at the origin while it was being read.")))
+                    return
+                }
+                try handle?.updateMetadata(response.metadata)
+                markValidated(download.key)
+                download.markResponded()
+                guard response.bodyOffset <= position else {
+                    throw CacheError(.originRejected, "The origin sent bytes from \(response.bodyOffset) when asked for \(position).")
+                }
+                var offset = response.bodyOffset
+                for try await var chunk in response.body {
+                    let chunkStart = offset
+                    offset += Int64(chunk.readableBytes)
+                    let position = download.position
+                    guard offset > position else { continue }  // before what is wanted (a full body)
+                    chunk.moveReaderIndex(forwardBy: Int(position - chunkStart))
+                    if Int64(chunk.readableBytes) > requestEnd - position {
+                        chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - position))!
+                    }
+                    await download.pace(readAhead: configuration.readAhead)
+                    if download.isFinished || Task.isCancelled { return }
+                    var held: ByteBuffer?
+                    if storeWorks, let handle {
+                        if !download.isFullBody, (try? handle.spans().span(containing: position)) != nil {
+                            // Another download stored these bytes first: stop here, the readers go on from disk.
+                            download.finish(.completed)
+                            return
+                        }
+                        do {
+                            try await handle.write(chunk, at: position)
+                        } catch let error as CacheError where error.code == .entryInvalidated {
+                            throw CacheError(.resourceChanged, "\(download.url.absoluteString) changed at the origin while it was being read.")
+                        } catch {
+                            storeWorks = false
+                            configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(download.url)", "error": "\(error)"])
+                            held = chunk
+                        }
+                    } else {
+                        held = chunk
+                    }
+                    download.deliver(length: Int64(chunk.readableBytes), held: held)
+                    failures = 0
+                    if download.position >= requestEnd { break }
+                }
+                if download.position < requestEnd {
+                    throw CacheError(.originUnavailable, "The origin's response ended at \(download.position) before \(requestEnd).")
+                }
+            } catch {
+                if download.isFinished || Task.isCancelled { return }
+                let cacheError = error as? CacheError
+                let retryable = cacheError.map { [.originUnavailable, .originTimedOut].contains($0.code) } ?? true
+                failures += 1
+                guard retryable, failures <= configuration.maxRetries else {
+                    download.finish(.failed(cacheError ?? CacheError(.originUnavailable, "The origin connection failed and could not be resumed.", underlyingError: error)))
+                    return
+                }
+                configuration.logger.debug("Resuming an origin download", metadata: ["url": "\(download.url)", "at": "\(download.position)", "error": "\(error)"])
+                try? await Task.sleep(for: configuration.retryDelay * failures)
+            }
+        }
+    }
+}

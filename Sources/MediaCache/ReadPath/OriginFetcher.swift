@@ -1,0 +1,40 @@
+public import Foundation
+public import NIOCore
+
+/// Fetches a resource's content information and bytes from its origin.
+///
+/// `MediaCacheHTTP` provides one on AsyncHTTPClient; the read path depends only on this
+/// protocol. Implementations throw ``CacheError`` with an origin code
+/// (`.originUnavailable`, `.originTimedOut`, `.originRejected`, `.rangeNotSatisfiable`).
+public protocol OriginFetcher: Sendable {
+    /// The resource's length, type, range support and validators, without its body.
+    func contentInfo(for url: URL) async throws -> ContentMetadata
+
+    /// Starts a `GET` and returns once the response head has arrived.
+    /// - Parameters:
+    ///   - url: the resource.
+    ///   - range: the bytes wanted, or `nil` for the whole body without a `Range` header.
+    ///   - ifRange: a validator for `If-Range`: if the resource changed, the origin answers
+    ///     with the whole new body instead of the range.
+    /// - Returns: the response; its body must start at ``OriginResponse/bodyOffset`` and
+    ///   never past `range.lowerBound`. Dropping the body's iterator cancels the request.
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?) async throws -> OriginResponse
+}
+
+/// An origin's answer to ``OriginFetcher/fetch(_:range:ifRange:)``.
+public struct OriginResponse: Sendable {
+    /// What the response says of the resource (total length, type, validators).
+    public var metadata: ContentMetadata
+    /// The offset in the resource of the body's first byte: the range start for a 206,
+    /// 0 for a 200.
+    public var bodyOffset: Int64
+    /// The body, in chunks as they arrive.
+    public var body: any AsyncSequence<ByteBuffer, any Error> & Sendable
+
+    /// Creates a response.
+    public init(metadata: ContentMetadata, bodyOffset: Int64, body: any AsyncSequence<ByteBuffer, any Error> & Sendable) {
+        self.metadata = metadata
+        self.bodyOffset = bodyOffset
+        self.body = body
+    }
+}

@@ -1,0 +1,191 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+/// The state of one read: its cursor, the download it waits on, its open entry.
+///
+/// The iterator calls ``next()`` from one task at a time; the lock makes the session safe
+/// to hand to another task and to ``close()`` from anywhere.
+final class ReadSession: Sendable {
+    struct State {
+        var cursor: Int64
+        var download: (download: Download, reader: UInt64)?
+        var handle: CacheEntryHandle?
+        var statistics = ReadStatistics()
+        /// What of the range was cached when the read started: bytes read from there
+        /// count as from the cache, all others as from the origin.
+        var cachedAtStart: SpanSet
+        /// Downloads that ended without reaching the cursor, in a row.
+        var fruitlessDownloads = 0
+        var isClosed = false
+    }
+
+    enum FirstResponse {
+        case ready
+        case resourceChanged
+        case failed(any Error)
+    }
+
+    let reader: CachingReader
+    let url: URL
+    let key: CacheKey
+    let range: ByteRange
+    private let state: Mutex<State>
+
+    init(reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) {
+        self.reader = reader
+        self.url = url
+        self.key = key
+        self.range = range
+        let cached = SpanSet((try? handle?.spans())?.spans(in: range) ?? [])
+        state = Mutex(State(cursor: range.lowerBound, handle: handle, cachedAtStart: cached))
+    }
+
+    deinit {
+        close()
+    }
+
+    var statistics: ReadStatistics {
+        state.withLock { $0.statistics }
+    }
+
+    /// Ends the read and lets go of its download and entry.
+    func close() {
+        let (download, handle) = state.withLock { state in
+            state.isClosed = true
+            defer { state.download = nil; state.handle = nil }
+            return (state.download, state.handle)
+        }
+        if let download { download.download.removeReader(download.reader) }
+        handle?.close()
+    }
+
+    /// Starts the download for the first missing byte and waits for the origin's answer,
+    /// which confirms (or not) that the cached bytes are of the current version.
+    func startFirstDownloadAndWaitForResponse() async -> FirstResponse {
+        let (handle, cursor) = state.withLock { ($0.handle, $0.cursor) }
+        guard let spans = try? handle?.spans(), let hole = spans.holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
+        let download = attach(at: hole.lowerBound, holeEnd: hole.upperBound)
+        while true {
+            let snapshot = download.snapshot(at: hole.lowerBound)
+            if snapshot.hasResponse { return .ready }
+            switch snapshot.outcome {
+            case .completed?: return .ready
+            case .failed(let error)?:
+                if (error as? CacheError)?.code == .resourceChanged { return .resourceChanged }
+                return .failed(error)
+            case nil: break
+            }
+            if Task.isCancelled { return .failed(CancellationError()) }
+            await download.waitForChange(after: snapshot.changeCount)
+        }
+    }
+
+    /// The next chunk, from disk or from the download that fetches it; `nil` at the end.
+    func next() async throws -> ByteBuffer? {
+        do {
+            return try await step()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    private func step() async throws -> ByteBuffer? {
+        let chunkSize = Int64(reader.configuration.chunkSize)
+        while true {
+            let (cursor, handle, current, isClosed) = state.withLock {
+                ($0.cursor, $0.handle, $0.download, $0.isClosed)
+            }
+            if isClosed { throw CancellationError() }
+            try Task.checkCancellation()
+            guard cursor < range.upperBound else {
+                close()
+                return nil
+            }
+
+            // Cached: read it from disk.
+            if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
+                let length = min(chunkSize, span.upperBound - cursor, range.upperBound - cursor)
+                let bytes = try await versioned { try await handle.read(ByteRange(offset: cursor, length: length)) }
+                advance(to: cursor + length)
+                return bytes
+            }
+
+            // Missing: wait on the download that fetches it.
+            var download = current?.download
+            if download == nil || download!.isFinished || cursor < download!.start || cursor >= download!.end {
+                if let current { current.download.removeReader(current.reader) }
+                state.withLock { $0.download = nil }
+                let spans = (try? handle?.spans()) ?? SpanSet()
+                let holeEnd = spans.holes(in: ByteRange(cursor, range.upperBound)).first?.upperBound ?? range.upperBound
+                download = attach(at: cursor, holeEnd: holeEnd)
+            }
+            let snapshot = download!.snapshot(at: cursor)
+            if let held = snapshot.heldBytes {
+                let length = min(Int64(held.readableBytes), chunkSize, range.upperBound - cursor)
+                let bytes = held.getSlice(at: held.readerIndex, length: Int(length))!
+                advance(to: cursor + length)
+                return bytes
+            }
+            if snapshot.position > cursor {
+                // Stored while we looked: read it from disk on the next turn.
+                if handle == nil { throw CacheError(.originUnavailable, "Bytes at \(cursor) were fetched but are neither stored nor held.") }
+                continue
+            }
+            switch snapshot.outcome {
+            case .failed(let error)?:
+                if (error as? CacheError)?.code == .resourceChanged {
+                    throw CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one.")
+                }
+                throw error
+            case .completed?:
+                // It ended before our cursor (its bytes were fetched by another download).
+                let tooMany = state.withLock { state -> Bool in
+                    state.fruitlessDownloads += 1
+                    return state.fruitlessDownloads > 3
+                }
+                if tooMany { throw CacheError(.originUnavailable, "The origin keeps ending responses before byte \(cursor).") }
+                continue
+            case nil:
+                state.withLock { $0.statistics.stalls += 1 }
+                await download!.waitForChange(after: snapshot.changeCount)
+            }
+        }
+    }
+
+    /// Joins or starts the download for the hole at `cursor` and remembers it.
+    private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
+        let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
+        let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges)
+        let stale = state.withLock { state -> Bool in
+            guard !state.isClosed else { return true }
+            state.download = (download, readerID)
+            return false
+        }
+        if stale { download.removeReader(readerID) }
+        return download
+    }
+
+    private func advance(to cursor: Int64) {
+        let download = state.withLock { state -> (Download, UInt64)? in
+            let given = ByteRange(state.cursor, cursor)
+            let fromCache = state.cachedAtStart.spans(in: given).reduce(0) { $0 + $1.length }
+            state.statistics.bytesFromCache += fromCache
+            state.statistics.bytesFromOrigin += given.length - fromCache
+            state.cursor = cursor
+            state.fruitlessDownloads = 0
+            return state.download
+        }
+        if let (download, reader) = download { download.moveReader(reader, to: cursor) }
+    }
+
+    /// Runs `body`, reporting a replaced entry as a changed resource.
+    private func versioned<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as CacheError where error.code == .entryInvalidated {
+            throw CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one.")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+public import Foundation
+public import MediaCache
+public import MediaCacheHTTP
+public import NIOCore
+
+/// A test origin, a store in a temporary folder, an HTTP fetcher and a read path over them.
+public struct Harness: Sendable {
+    public let origin: TestOrigin
+    public let store: CacheStore
+    public let fetcher: HTTPOriginFetcher
+    public let reader: CachingReader
+    public let directory: URL
+
+    /// Runs `body` with a fresh harness and tears everything down afterwards.
+    public static func with<T>(
+        store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
+        reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
+        _ body: (Harness) async throws -> T
+    ) async throws -> T {
+        try await withTemporaryDirectory { directory in
+            let origin = try await TestOrigin.start()
+            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
+            let fetcher = HTTPOriginFetcher()
+            let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
+            let harness = Harness(origin: origin, store: store, fetcher: fetcher, reader: reader, directory: directory)
+            do {
+                let result = try await body(harness)
+                try await harness.tearDown()
+                return result
+            } catch {
+                try? await harness.tearDown()
+                throw error
+            }
+        }
+    }
+
+    func tearDown() async throws {
+        try? await store.close()
+        try await fetcher.shutdown()
+        try await origin.shutdown()
+    }
+}
+
+/// Reads a whole stream into one buffer.
+public func collect(_ stream: ReadStream) async throws -> ByteBuffer {
+    var all = ByteBuffer()
+    for try await chunk in stream {
+        var chunk = chunk
+        all.writeBuffer(&chunk)
+    }
+    return all
+}
+
+extension TestOrigin.Resource {
+    /// The offset of the first byte of `buffer` that differs from this resource at
+    /// `offset`, or `nil` when all match (and the buffer does not run past the end).
+    public func firstMismatch(in buffer: ByteBuffer, at offset: Int64) -> Int64? {
+        guard offset + Int64(buffer.readableBytes) <= length else { return length }
+        let expected = bytes(offset..<(offset + Int64(buffer.readableBytes)))
+        if expected == buffer { return nil }
+        let got = Array(buffer.readableBytesView)
+        let want = Array(expected.readableBytesView)
+        return Int64(zip(got, want).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? 0) + offset
+    }
+}

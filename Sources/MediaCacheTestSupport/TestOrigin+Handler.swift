@@ -1,0 +1,200 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import MediaCacheHTTP
+
+/// Answers one connection's requests for ``TestOrigin``, streaming bodies with backpressure.
+final class OriginHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let origin: TestOrigin
+    private var head: HTTPRequestHead?
+    /// The body being sent: what is left and how to send it.
+    private var sending: Sending?
+    private var paused = false
+
+    struct Sending {
+        var path: String
+        var resource: TestOrigin.Resource
+        var next: Int64
+        var end: Int64
+        var sentInResponse: Int64 = 0
+        var dropAfter: Int64?
+        var bytesPerSecond: Int64?
+        var keepAlive: Bool
+    }
+
+    init(origin: TestOrigin) {
+        self.origin = origin
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            respond(to: head, context: context)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, paused {
+            paused = false
+            sendMore(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        sending = nil
+        context.fireChannelInactive()
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let components = URLComponents(string: head.uri)
+        let path = components?.path ?? head.uri
+        let rangeHeader = head.headers.first(name: "range")
+        let ifRange = head.headers.first(name: "if-range")
+        let keepAlive = head.isKeepAlive
+
+        // Decide the answer under the origin's lock, then send it on the event loop.
+        let plan = origin.paths.withLock { paths -> Plan in
+            guard var state = paths[path] else {
+                return Plan(status: .notFound, headers: [], body: nil, resource: nil)
+            }
+            let resource = state.resource
+            var plan = Self.plan(head: head, resource: resource, range: rangeHeader, ifRange: ifRange)
+            if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount, plan.body != nil {
+                state.drops += 1
+                plan.dropAfter = dropAfter
+            }
+            state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code)))
+            paths[path] = state
+            return plan
+        }
+
+        let send = { [self] in
+            var headers = HTTPHeaders()
+            let lowercase = plan.resource?.faults.lowercaseHeaders ?? false
+            for (name, value) in plan.headers {
+                headers.add(name: lowercase ? name.lowercased() : name, value: value)
+            }
+            headers.add(name: lowercase ? "connection" : "Connection", value: keepAlive ? "keep-alive" : "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: plan.status, headers: headers))), promise: nil)
+            if let body = plan.body, let resource = plan.resource, head.method == .GET {
+                sending = Sending(path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
+                                  dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepAlive)
+                sendMore(context: context)
+            } else {
+                finishResponse(context: context, keepAlive: keepAlive)
+            }
+        }
+        if let delay = plan.resource?.faults.headDelay {
+            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+            let loopBound = NIOLoopBound(send, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { loopBound.value() }
+        } else {
+            send()
+        }
+    }
+
+    struct Plan {
+        var status: HTTPResponseStatus
+        var headers: [(String, String)]
+        var body: Range<Int64>?
+        var resource: TestOrigin.Resource?
+        var dropAfter: Int64?
+    }
+
+    static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?) -> Plan {
+        let faults = resource.faults
+        if head.method == .HEAD, faults.headFails {
+            return Plan(status: .methodNotAllowed, headers: [("Content-Length", "0")], body: nil, resource: resource)
+        }
+        if let status = faults.status {
+            return Plan(status: HTTPResponseStatus(statusCode: status), headers: [("Content-Length", "0")], body: nil, resource: resource)
+        }
+        let length = resource.length
+        var headers: [(String, String)] = [("Content-Type", resource.mimeType)]
+        if let etag = resource.etag { headers.append(("ETag", etag)) }
+        if let lastModified = resource.lastModified { headers.append(("Last-Modified", lastModified)) }
+        if !faults.ignoresRanges { headers.append(("Accept-Ranges", "bytes")) }
+
+        var requested: Range<Int64>?
+        if !faults.ignoresRanges, let range, Self.validatorMatches(ifRange, resource) {
+            // Several ranges are answered with the whole body, as RFC 9110 allows.
+            if case .single(let specifier) = RangeSpecifier.parse(range) {
+                guard let resolved = specifier.resolve(length: length) else {
+                    headers.append(("Content-Range", "bytes */\(length)"))
+                    headers.append(("Content-Length", "0"))
+                    return Plan(status: .rangeNotSatisfiable, headers: headers, body: nil, resource: resource)
+                }
+                requested = resolved.lowerBound..<resolved.upperBound
+            }
+        }
+        if let requested {
+            headers.append(("Content-Range", "bytes \(requested.lowerBound)-\(requested.upperBound - 1)/\(length)"))
+            headers.append(("Content-Length", "\(requested.count)"))
+            return Plan(status: .partialContent, headers: headers, body: requested, resource: resource)
+        }
+        headers.append(("Content-Length", "\(length)"))
+        return Plan(status: .ok, headers: headers, body: 0..<length, resource: resource)
+    }
+
+    /// `If-Range` holds if absent or equal to the current strong ETag or Last-Modified.
+    static func validatorMatches(_ ifRange: String?, _ resource: TestOrigin.Resource) -> Bool {
+        guard let ifRange else { return true }
+        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") { return ifRange == resource.etag && !ifRange.hasPrefix("W/") }
+        return ifRange == resource.lastModified
+    }
+
+    private func sendMore(context: ChannelHandlerContext) {
+        while var current = sending {
+            if current.next >= current.end {
+                sending = nil
+                finishResponse(context: context, keepAlive: current.keepAlive)
+                return
+            }
+            guard context.channel.isWritable else {
+                paused = true
+                return
+            }
+            var size = min(Int64(64 << 10), current.end - current.next)
+            if let rate = current.bytesPerSecond { size = min(size, max(1, rate / 20)) }
+            if let dropAfter = current.dropAfter { size = min(size, dropAfter - current.sentInResponse) }
+            if size <= 0 {
+                // The drop fault: close in the middle of the body.
+                sending = nil
+                context.close(promise: nil)
+                return
+            }
+            let chunk = current.resource.bytes(current.next..<(current.next + size), allocator: context.channel.allocator)
+            current.next += size
+            current.sentInResponse += size
+            sending = current
+            let path = current.path
+            let origin = origin
+            let written = size
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk)))).whenSuccess {
+                origin.paths.withLock { $0[path]?.bodyBytesSent += written }
+            }
+            if let rate = current.bytesPerSecond {
+                let delay = TimeAmount.nanoseconds(size * 1_000_000_000 / rate)
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: delay) { loopBound.value.0.sendMore(context: loopBound.value.1) }
+                return
+            }
+        }
+    }
+
+    private func finishResponse(context: ChannelHandlerContext, keepAlive: Bool) {
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { context.close(promise: nil) }
+        }
+    }
+}

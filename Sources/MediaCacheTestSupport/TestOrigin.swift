@@ -1,0 +1,207 @@
+public import Foundation
+public import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A real HTTP origin server on loopback for tests and benchmarks.
+///
+/// It serves deterministic bytes of any size (or given bytes, such as a real MP3), honours
+/// single byte ranges, `HEAD`, `ETag`/`Last-Modified` and `If-Range`, and can switch faults
+/// per path: no range support, a connection dropped after N body bytes, throttling, error
+/// statuses, a resource that changes on demand, lower-case header names. It records every
+/// request and counts the body bytes it sends per path.
+public final class TestOrigin: Sendable {
+    /// What the origin serves at one path.
+    public struct Resource: Sendable {
+        /// Where the bytes come from.
+        public enum Body: Sendable {
+            /// Deterministic bytes of the given length.
+            case generated(DeterministicContent, length: Int64)
+            /// These bytes.
+            case bytes([UInt8])
+        }
+
+        public var body: Body
+        public var mimeType: String
+        public var etag: String?
+        public var lastModified: String?
+        public var faults: Faults
+        /// Bumped by ``TestOrigin/changeContent(at:)``.
+        public var version: Int
+
+        public init(body: Body, mimeType: String = "video/mp4", etag: String? = "\"v1\"",
+                    lastModified: String? = "Mon, 02 Jan 2028 10:00:00 GMT", faults: Faults = Faults()) {
+            self.body = body
+            self.mimeType = mimeType
+            self.etag = etag
+            self.lastModified = lastModified
+            self.faults = faults
+            self.version = 1
+        }
+
+        /// Deterministic bytes of `length`, seeded by `seed`.
+        public static func generated(length: Int64, seed: UInt64 = 1, mimeType: String = "video/mp4", faults: Faults = Faults()) -> Resource {
+            Resource(body: .generated(DeterministicContent(seed: seed), length: length), mimeType: mimeType, faults: faults)
+        }
+
+        /// The resource's length.
+        public var length: Int64 {
+            switch body {
+            case .generated(_, let length): length
+            case .bytes(let bytes): Int64(bytes.count)
+            }
+        }
+
+        /// The bytes `range` of the resource.
+        public func bytes(_ range: Range<Int64>, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+            switch body {
+            case .generated(let content, _):
+                return content.buffer(offset: range.lowerBound, length: Int(range.count), allocator: allocator)
+            case .bytes(let bytes):
+                var buffer = allocator.buffer(capacity: range.count)
+                buffer.writeBytes(bytes[Int(range.lowerBound)..<Int(range.upperBound)])
+                return buffer
+            }
+        }
+    }
+
+    /// Faults the origin can play at one path.
+    public struct Faults: Sendable {
+        /// Ignore `Range` (always answer 200 with the whole body) and send no `Accept-Ranges`.
+        public var ignoresRanges = false
+        /// Close the connection after sending this many body bytes of a response.
+        public var dropAfterBytes: Int64?
+        /// How many responses are dropped by ``dropAfterBytes`` before the fault stops.
+        public var dropCount = Int.max
+        /// Send the body at about this many bytes per second.
+        public var bytesPerSecond: Int64?
+        /// Answer every request with this status and no media bytes (404, 500, …).
+        public var status: Int?
+        /// Send header names in lower case (`content-range`, `etag`).
+        public var lowercaseHeaders = false
+        /// Answer `HEAD` with 405.
+        public var headFails = false
+        /// Wait this long before sending the response head.
+        public var headDelay: Duration?
+
+        public init() {}
+    }
+
+    /// One request the origin received.
+    public struct Request: Sendable, CustomStringConvertible {
+        public var method: String
+        public var path: String
+        public var range: String?
+        public var ifRange: String?
+        public var status: Int
+
+        public var description: String { "\(method) \(path) range=\(range ?? "-") if-range=\(ifRange ?? "-") → \(status)" }
+    }
+
+    struct PathState {
+        var resource: Resource
+        var requests: [Request] = []
+        var bodyBytesSent: Int64 = 0
+        var drops = 0
+    }
+
+    let paths = Mutex<[String: PathState]>([:])
+    private let channel: Mutex<(any Channel)?> = Mutex(nil)
+    /// The port the origin listens on.
+    public let port: Int
+    /// The host the origin listens on.
+    public let host: String
+
+    private init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Starts an origin on `host` and `port` (0: any free port).
+    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> TestOrigin {
+        let holder = OriginHolder()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(OriginHandler(origin: holder.origin!))
+                }
+            }
+            .bind(host: host, port: port).get()
+        let origin = TestOrigin(host: host, port: channel.localAddress!.port!)
+        holder.origin = origin
+        origin.channel.withLock { $0 = channel }
+        return origin
+    }
+
+    /// Stops listening.
+    public func shutdown() async throws {
+        let channel = self.channel.withLock { channel in defer { channel = nil }; return channel }
+        try await channel?.close()
+    }
+
+    /// The URL of `path` on this origin.
+    public func url(_ path: String) -> URL {
+        URL(string: "http://\(host):\(port)\(path.hasPrefix("/") ? path : "/" + path)")!
+    }
+
+    /// Serves `resource` at `path`.
+    public func serve(_ resource: Resource, at path: String) {
+        paths.withLock { $0[path] = PathState(resource: resource) }
+    }
+
+    /// Changes what `path` serves (faults, headers).
+    public func update(_ path: String, _ change: @Sendable (inout Resource) -> Void) {
+        paths.withLock { paths in
+            if paths[path] != nil { change(&paths[path]!.resource) }
+        }
+    }
+
+    /// Replaces the bytes at `path` with a new version: new content, ETag and Last-Modified.
+    public func changeContent(at path: String) {
+        update(path) { resource in
+            resource.version += 1
+            if case .generated(let content, let length) = resource.body {
+                resource.body = .generated(DeterministicContent(seed: content.seed &+ 1_000_003), length: length)
+            } else if case .bytes(let bytes) = resource.body {
+                resource.body = .bytes(bytes.map { $0 ^ 0x5a })
+            }
+            resource.etag = "\"v\(resource.version)\""
+            resource.lastModified = "Tue, 0\(min(resource.version, 9)) Feb 2028 10:00:00 GMT"
+        }
+    }
+
+    /// The resource served at `path`.
+    public func resource(at path: String) -> Resource? {
+        paths.withLock { $0[path]?.resource }
+    }
+
+    /// The requests received for `path`, in order.
+    public func requests(_ path: String) -> [Request] {
+        paths.withLock { $0[path]?.requests ?? [] }
+    }
+
+    /// The body bytes sent for `path`.
+    public func bodyBytesSent(_ path: String) -> Int64 {
+        paths.withLock { $0[path]?.bodyBytesSent ?? 0 }
+    }
+
+    /// Forgets the requests and byte counts of every path.
+    public func resetCounters() {
+        paths.withLock { paths in
+            for key in paths.keys {
+                paths[key]!.requests = []
+                paths[key]!.bodyBytesSent = 0
+            }
+        }
+    }
+}
+
+/// Lets the channel initializer reach the origin created after `bind` returns.
+// @unchecked Sendable: `origin` is set once, before the first connection is accepted.
+private final class OriginHolder: @unchecked Sendable {
+    var origin: TestOrigin?
+}
