@@ -85,7 +85,7 @@ final class OriginHandler: ChannelInboundHandler {
                 headers.add(name: lowercase ? name.lowercased() : name, value: value)
             }
             headers.add(name: lowercase ? "connection" : "Connection", value: keepAlive ? "keep-alive" : "close")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: plan.status, headers: headers))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: plan.status, headers: headers))), promise: nil)
             if let body = plan.body, let resource = plan.resource, head.method == .GET {
                 sending = Sending(path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
                                   dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepAlive)

@@ -86,3 +86,231 @@ import Testing
         }
     }
 }
+
+@Suite struct ReadPathPatternTests {
+    @Test func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache() async throws {
+        try await Harness.with { h in
+            let size: Int64 = 40 << 20
+            h.origin.serve(.generated(length: size, seed: 3), at: "/v.mp4")
+            var random = SplitMix(seed: 77)
+            let windows = (0..<200).map { _ in ByteRange(offset: Int64(random.next() % UInt64(size - (64 << 10))), length: 64 << 10) }
+            let unique = SpanSet(windows).byteCount
+            for window in windows {
+                try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)
+            }
+            let pass1 = h.origin.bodyBytesSent("/v.mp4")
+            #expect(pass1 <= unique, "pass 1: origin sent \(pass1) bytes for \(unique) unique bytes requested")
+            h.origin.resetCounters()
+            for window in windows {
+                let statistics = try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)
+                #expect(statistics.bytesFromOrigin == 0)
+            }
+            #expect(h.origin.requests("/v.mp4").isEmpty)
+            #expect(h.origin.bodyBytesSent("/v.mp4") == 0)
+        }
+    }
+
+    @Test func sixteenConcurrentReadersShareOneDownload() async throws {
+        try await Harness.with { h in
+            let size: Int64 = 24 << 20
+            h.origin.serve(.generated(length: size, seed: 4), at: "/cold.mp4")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<16 {
+                    group.addTask { try await ReadPathTests.readAndCheck(h, "/cold.mp4") }
+                }
+                try await group.waitForAll()
+            }
+            let sent = h.origin.bodyBytesSent("/cold.mp4")
+            #expect(Double(sent) <= 1.05 * Double(size), "origin sent \(sent) bytes for a \(size)-byte file")
+        }
+    }
+
+    @Test func aDroppedConnectionIsResumedWithIfRange() async throws {
+        try await Harness.with { h in
+            var faults = TestOrigin.Faults()
+            faults.dropAfterBytes = 300_000
+            faults.dropCount = 2
+            h.origin.serve(.generated(length: 2_000_000, seed: 5, faults: faults), at: "/drop.mp4")
+            try await ReadPathTests.readAndCheck(h, "/drop.mp4")
+            let gets = h.origin.requests("/drop.mp4").filter { $0.method == "GET" }
+            // Two drops, each resumed from where it left off, carrying the stored validator.
+            #expect(gets.count >= 3)
+            #expect(gets.dropFirst().allSatisfy { $0.ifRange == "\"v1\"" }, "\(gets)")
+            let starts = gets.compactMap { $0.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } }
+            #expect(starts.count == gets.count && starts == starts.sorted() && Set(starts).count == starts.count, "\(gets)")
+            #expect(h.origin.bodyBytesSent("/drop.mp4") <= 2_000_000)
+        }
+    }
+
+    @Test func aConnectionThatKeepsDroppingEndsInAnErrorAfterTheRightBytes() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.retryDelay = .milliseconds(1)
+        try await Harness.with(reader: configuration) { h in
+            var faults = TestOrigin.Faults()
+            faults.dropAfterBytes = 0
+            h.origin.serve(.generated(length: 1_000_000, seed: 6, faults: faults), at: "/broken.mp4")
+            let resource = try #require(h.origin.resource(at: "/broken.mp4"))
+            // The first 100 000 bytes come from an earlier, healthy session.
+            h.origin.update("/broken.mp4") { $0.faults.dropAfterBytes = nil }
+            try await ReadPathTests.readAndCheck(h, "/broken.mp4", offset: 0, length: 100_000)
+            h.origin.update("/broken.mp4") { $0.faults.dropAfterBytes = 0 }
+            let stream = try await h.reader.read(h.origin.url("/broken.mp4"))
+            var received = ByteBuffer()
+            await #expect {
+                for try await var chunk in stream { received.writeBuffer(&chunk) }
+            } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+            #expect(received.readableBytes == 100_000)
+            #expect(resource.firstMismatch(in: received, at: 0) == nil)
+        }
+    }
+
+    @Test func anOriginWithoutRangesIsReadFromTheStartAndCached() async throws {
+        try await Harness.with { h in
+            var faults = TestOrigin.Faults()
+            faults.ignoresRanges = true
+            h.origin.serve(.generated(length: 3_000_000, seed: 7, faults: faults), at: "/norange.mp3")
+            let info = try await h.reader.contentInfo(for: h.origin.url("/norange.mp3"))
+            #expect(info.acceptsRanges == false)
+            try await ReadPathTests.readAndCheck(h, "/norange.mp3", offset: 1_000_000, length: 500_000)
+            let gets = h.origin.requests("/norange.mp3").filter { $0.method == "GET" }
+            #expect(gets.count == 1)
+            #expect(gets.allSatisfy { $0.range == nil })
+            // The whole prefix was read and stored on the way.
+            let key = h.store.key(for: h.origin.url("/norange.mp3"))
+            #expect(h.store.spans(for: key).contains(ByteRange(0, 1_500_000)))
+            h.origin.resetCounters()
+            try await ReadPathTests.readAndCheck(h, "/norange.mp3", offset: 0, length: 1_500_000)
+            #expect(h.origin.requests("/norange.mp3").isEmpty)
+        }
+    }
+
+    @Test func aChangedFileIsNeverMixedWithTheOldOne() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.revalidationInterval = .zero
+        try await Harness.with(reader: configuration) { h in
+            h.origin.serve(.generated(length: 2_000_000, seed: 8), at: "/changing.mp4")
+            // Play 1 caches the first 500 000 bytes of version 1.
+            try await ReadPathTests.readAndCheck(h, "/changing.mp4", offset: 0, length: 500_000)
+            h.origin.changeContent(at: "/changing.mp4")
+            // Play 2 wants bytes that are not cached: the origin is asked with If-Range,
+            // answers with the new version, and play 2 gets version 2 only.
+            let v2 = try #require(h.origin.resource(at: "/changing.mp4"))
+            let stream = try await h.reader.read(h.origin.url("/changing.mp4"))
+            #expect(stream.metadata.etag == "\"v2\"")
+            let bytes = try await collect(stream)
+            #expect(bytes.readableBytes == 2_000_000)
+            #expect(v2.firstMismatch(in: bytes, at: 0) == nil)
+            let key = h.store.key(for: h.origin.url("/changing.mp4"))
+            #expect(h.store.metadata(for: key)?.etag == "\"v2\"")
+        }
+    }
+
+    @Test func aFileThatChangesDuringAReadEndsItWithAnErrorAfterOldBytesOnly() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.retryDelay = .milliseconds(200)
+        try await Harness.with(reader: configuration) { h in
+            var faults = TestOrigin.Faults()
+            faults.dropAfterBytes = 400_000
+            faults.dropCount = 1
+            h.origin.serve(.generated(length: 2_000_000, seed: 9, faults: faults), at: "/live.mp4")
+            let v1 = try #require(h.origin.resource(at: "/live.mp4"))
+            let stream = try await h.reader.read(h.origin.url("/live.mp4"))
+            var received = ByteBuffer()
+            await #expect {
+                for try await var chunk in stream {
+                    received.writeBuffer(&chunk)
+                    // The connection drops at 400 000; before it is resumed the file changes.
+                    if received.readableBytes >= 256 << 10, h.origin.resource(at: "/live.mp4")?.version == 1 {
+                        h.origin.changeContent(at: "/live.mp4")
+                    }
+                }
+            } throws: { ($0 as? CacheError)?.code == .resourceChanged }
+            #expect(received.readableBytes >= 256 << 10 && received.readableBytes < 2_000_000)
+            #expect(v1.firstMismatch(in: received, at: 0) == nil)
+            // The next read gets version 2 whole.
+            let v2 = try #require(h.origin.resource(at: "/live.mp4"))
+            try await ReadPathTests.readAndCheck(h, "/live.mp4")
+            #expect(v2.etag == "\"v2\"")
+        }
+    }
+
+    @Test func aStoreThatCannotWriteStillStreamsEveryByte() async throws {
+        var storeConfiguration = CacheStore.Configuration()
+        storeConfiguration.maxBytes = 300_000  // smaller than the file: writes fail once it is full
+        try await Harness.with(store: storeConfiguration) { h in
+            h.origin.serve(.generated(length: 3_000_000, seed: 10), at: "/big.mp4")
+            try await ReadPathTests.readAndCheck(h, "/big.mp4")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<3 {
+                    group.addTask { try await ReadPathTests.readAndCheck(h, "/big.mp4", offset: 1_000_000) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(h.store.totalBytes <= 300_000)
+            // A closed store: the read path streams from the origin alone.
+            try await h.store.close()
+            try await ReadPathTests.readAndCheck(h, "/big.mp4", offset: 2_500_000)
+        }
+    }
+
+    @Test func aReaderThatGoesAwayCancelsTheOriginRequest() async throws {
+        try await Harness.with { h in
+            var faults = TestOrigin.Faults()
+            faults.bytesPerSecond = 4_000_000
+            h.origin.serve(.generated(length: 40_000_000, seed: 11, faults: faults), at: "/slow.mp4")
+            let got = try await ReadPathTests.readThenCancel(h, "/slow.mp4", offset: 0, limit: 300_000)
+            try await Task.sleep(for: .milliseconds(500))
+            let sentAfterCancel = h.origin.bodyBytesSent("/slow.mp4")
+            try await Task.sleep(for: .milliseconds(500))
+            // Nothing more is sent once the reader has gone.
+            #expect(h.origin.bodyBytesSent("/slow.mp4") == sentAfterCancel)
+            #expect(sentAfterCancel < 2_000_000, "sent \(sentAfterCancel) after \(got) consumed")
+            let key = h.store.key(for: h.origin.url("/slow.mp4"))
+            #expect(h.store.spans(for: key).contains(ByteRange(0, got)))
+        }
+    }
+
+    @Test func aReaderLeavingDoesNotStopTheDownloadAnotherReaderShares() async throws {
+        try await Harness.with { h in
+            var faults = TestOrigin.Faults()
+            faults.bytesPerSecond = 8_000_000
+            h.origin.serve(.generated(length: 2_000_000, seed: 12, faults: faults), at: "/shared.mp4")
+            async let full = ReadPathTests.readAndCheck(h, "/shared.mp4")
+            try await Task.sleep(for: .milliseconds(20))
+            try await ReadPathTests.readThenCancel(h, "/shared.mp4", offset: 0, limit: 100_000)
+            let statistics = try await full
+            #expect(statistics.bytesFromOrigin == 2_000_000)
+            #expect(h.origin.bodyBytesSent("/shared.mp4") <= 2_100_000)
+        }
+    }
+
+    @Test func originErrorsAndOddHeadersAreHandled() async throws {
+        try await Harness.with { h in
+            var missing = TestOrigin.Faults()
+            missing.status = 404
+            h.origin.serve(.generated(length: 1000, faults: missing), at: "/missing.mp3")
+            await #expect { _ = try await h.reader.read(h.origin.url("/missing.mp3")) } throws: { ($0 as? CacheError)?.code == .originRejected }
+            var broken = TestOrigin.Faults()
+            broken.status = 500
+            h.origin.serve(.generated(length: 1000, faults: broken), at: "/broken.mp3")
+            await #expect { _ = try await h.reader.read(h.origin.url("/broken.mp3")) } throws: { ($0 as? CacheError)?.code == .originRejected }
+
+            var odd = TestOrigin.Faults()
+            odd.lowercaseHeaders = true
+            odd.headFails = true
+            h.origin.serve(.generated(length: 1_000_000, seed: 13, mimeType: "audio/mpeg", faults: odd), at: "/odd.mp3")
+            let info = try await h.reader.contentInfo(for: h.origin.url("/odd.mp3"))
+            #expect(info.length == 1_000_000)
+            #expect(info.acceptsRanges)
+            #expect(info.uniformTypeIdentifier == "public.mp3")
+            #expect(info.etag == "\"v1\"")
+            #expect(h.origin.requests("/odd.mp3").map(\.range) == [nil, "bytes=0-1"])
+            try await ReadPathTests.readAndCheck(h, "/odd.mp3", offset: 999_000)
+
+            await #expect { _ = try await h.reader.read(h.origin.url("/odd.mp3"), offset: 1_000_000) } throws: {
+                ($0 as? CacheError)?.code == .rangeNotSatisfiable && ($0 as? CacheError)?.resourceLength == 1_000_000
+            }
+            await #expect { _ = try await h.reader.read(URL(string: "http://127.0.0.1:1/nothing.mp3")!) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+        }
+    }
+}

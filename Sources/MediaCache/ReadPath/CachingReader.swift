@@ -34,9 +34,12 @@ public final class CachingReader: Sendable {
         public var maxRetries = 3
         /// The wait before a resume, multiplied by the attempt number.
         public var retryDelay: Duration = .milliseconds(100)
-        /// A read with missing bytes first checks with the origin that the cached bytes are
-        /// still current (before it yields any), unless that was confirmed this recently.
-        public var revalidationInterval: Duration = .seconds(30)
+        /// A read with missing bytes first asks the origin whether the cached bytes are still
+        /// current, before it yields any, unless the origin confirmed them this recently.
+        /// Within the interval a read serves cached bytes at once; if the origin then turns
+        /// out to have a new version, the read ends with `.resourceChanged` after old bytes
+        /// only (never a mix). `.zero` checks every time.
+        public var revalidationInterval: Duration = .seconds(60)
         /// Where the read path logs.
         public var logger = Logger(label: "mediacache.read", factory: { _ in SwiftLogNoOpLogHandler() })
 

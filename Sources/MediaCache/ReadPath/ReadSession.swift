@@ -114,6 +114,9 @@ final class ReadSession: Sendable {
 
             // Missing: wait on the download that fetches it.
             var download = current?.download
+            if let failed = download?.snapshot(at: cursor).outcome, case .failed(let error) = failed {
+                throw Self.readerError(error, url: url)
+            }
             if download == nil || download!.isFinished || cursor < download!.start || cursor >= download!.end {
                 if let current { current.download.removeReader(current.reader) }
                 state.withLock { $0.download = nil }
@@ -135,10 +138,7 @@ final class ReadSession: Sendable {
             }
             switch snapshot.outcome {
             case .failed(let error)?:
-                if (error as? CacheError)?.code == .resourceChanged {
-                    throw CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one.")
-                }
-                throw error
+                throw Self.readerError(error, url: url)
             case .completed?:
                 // It ended before our cursor (its bytes were fetched by another download).
                 let tooMany = state.withLock { state -> Bool in
@@ -180,12 +180,22 @@ final class ReadSession: Sendable {
         if let (download, reader) = download { download.moveReader(reader, to: cursor) }
     }
 
+    /// The error a reader gets for a failed download.
+    static func readerError(_ error: any Error, url: URL) -> any Error {
+        guard let error = error as? CacheError, error.code == .resourceChanged else { return error }
+        return changed(url)
+    }
+
+    static func changed(_ url: URL) -> CacheError {
+        CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one.")
+    }
+
     /// Runs `body`, reporting a replaced entry as a changed resource.
     private func versioned<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as CacheError where error.code == .entryInvalidated {
-            throw CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one.")
+            throw Self.changed(url)
         }
     }
 }
