@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // The engine: store, spans, eviction, read path. No server code.
@@ -54,6 +56,9 @@ let package = Package(
                 "MediaCache",
                 "MediaCacheHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -95,6 +100,15 @@ let package = Package(
         .testTarget(
             name: "MediaCacheHTTPTests",
             dependencies: ["MediaCache", "MediaCacheHTTP", "MediaCacheTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MediaCacheProxyTests",
+            dependencies: [
+                "MediaCache", "MediaCacheHTTP", "MediaCacheProxy", "MediaCacheTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

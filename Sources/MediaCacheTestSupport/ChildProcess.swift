@@ -43,5 +43,6 @@ public enum ChildProcess {
 /// A child process did not do what was expected.
 public struct ChildProcessError: Error, CustomStringConvertible {
     public var message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }

@@ -15,12 +15,13 @@ public struct Harness: Sendable {
     public static func with<T>(
         store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
         reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
+        fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
         _ body: (Harness) async throws -> T
     ) async throws -> T {
         try await withTemporaryDirectory { directory in
             let origin = try await TestOrigin.start()
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
-            let fetcher = HTTPOriginFetcher()
+            let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
             let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
             let harness = Harness(origin: origin, store: store, fetcher: fetcher, reader: reader, directory: directory)
             do {

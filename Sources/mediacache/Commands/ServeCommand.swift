@@ -1,13 +1,161 @@
-import ArgumentParser
+public import ArgumentParser
+import Foundation
+import Hummingbird
+public import Logging
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheProxy
+import ServiceLifecycle
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the local caching proxy."
+        abstract: "Run the local caching proxy.",
+        discussion: "Give a player http://HOST:PORT/?url=<percent-encoded origin URL> instead of the origin URL."
     )
 
-    func run() async throws {
-        print("mediacache serve: the proxy is not yet available in this version; the store is (see `mediacache bench store`).")
-        throw ExitCode(2)
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on (0: any free port).")
+    var port = ProxyServer.defaultPort
+
+    @Flag(name: .customLong("allow-remote"), help: "Allow listening on an address other than loopback.")
+    var allowRemote = false
+
+    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    var cacheDir: String?
+
+    @Option(help: "The most the cache may hold, e.g. 500M, 2G, 1048576.", transform: ByteSize.parse)
+    var maxSize: Int64 = 1 << 30
+
+    @Option(help: "Remove entries unread for this long, e.g. 30d, 12h, 90m, 3600s.", transform: Age.parse)
+    var maxAge: Duration?
+
+    @Option(name: .customLong("allow-host"), help: "Only proxy this origin host (repeat for several).")
+    var allowHosts: [String] = []
+
+    @Option(help: "Require this token as ?token= or the X-MediaCache-Token header.")
+    var token: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    static func defaultCacheDirectory() -> URL {
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? URL(fileURLWithPath: NSTemporaryDirectory())
+        return caches.appendingPathComponent("mediacache")
     }
+
+    func proxyConfiguration(logger: Logger) throws -> ProxyConfiguration {
+        var configuration = ProxyConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.allowsRemoteClients = allowRemote
+        configuration.allowedHosts = Set(allowHosts)
+        configuration.token = token
+        configuration.logger = logger
+        do {
+            try configuration.validate()
+        } catch let error as ProxyError {
+            throw ValidationError(error.message)
+        }
+        return configuration
+    }
+
+    func validate() throws {
+        _ = try proxyConfiguration(logger: Logger(label: "validate"))
+        if let token, token.isEmpty { throw ValidationError("--token must not be empty.") }
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: "mediacache")
+        logger.logLevel = logLevel
+        let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultCacheDirectory()
+
+        var storeConfiguration = CacheStore.Configuration()
+        storeConfiguration.maxBytes = maxSize
+        storeConfiguration.maxAge = maxAge
+        storeConfiguration.logger = logger
+        let store: CacheStore
+        do {
+            store = try await CacheStore.open(directory: directory, configuration: storeConfiguration)
+        } catch let error as CacheError {
+            throw ValidationError(error.message)
+        }
+        let fetcher = HTTPOriginFetcher()
+        var readerConfiguration = CachingReader.Configuration()
+        readerConfiguration.logger = logger
+        let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
+        let proxy = try proxyConfiguration(logger: logger)
+        let token = self.token
+        let limit = maxSize
+        let app = ProxyServer.application(reader: reader, configuration: proxy) { port in
+            let base = "http://\(proxy.host.contains(":") ? "[\(proxy.host)]" : proxy.host):\(port)"
+            let example = "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
+            print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit)))")
+            print("Give a player: \(base)/?url=\(example)\(token.map { "&token=\($0)" } ?? "")")
+            fflush(nil)
+        }
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            try? await store.close()
+            try? await fetcher.shutdown()
+            throw error
+        }
+        // In-flight requests have ended: commit what they wrote.
+        try await store.close()
+        try await fetcher.shutdown()
+        logger.info("Stopped; the cache index is committed.")
+    }
+}
+
+/// Parses sizes such as `500M`, `2G`, `1.5G`, `1048576`.
+enum ByteSize {
+    static func parse(_ text: String) throws -> Int64 {
+        let units: [Character: Double] = ["K": 0x1p10, "M": 0x1p20, "G": 0x1p30, "T": 0x1p40]
+        var number = text.uppercased()
+        if number.hasSuffix("B") { number.removeLast() }
+        if number.hasSuffix("I") { number.removeLast() }
+        var multiplier = 1.0
+        if let last = number.last, let unit = units[last] {
+            multiplier = unit
+            number.removeLast()
+        }
+        guard let value = Double(number), value > 0, value * multiplier >= 1, value * multiplier < 9e18 else {
+            throw ValidationError("\(text) is not a size: use a number of bytes or one with K, M, G or T (500M, 2G).")
+        }
+        return Int64(value * multiplier)
+    }
+
+    static func format(_ bytes: Int64) -> String {
+        bytes >= 1 << 30 ? String(format: "%.1f GiB", Double(bytes) / Double(1 << 30)) : String(format: "%.0f MiB", Double(bytes) / Double(1 << 20))
+    }
+}
+
+/// Parses ages such as `30d`, `12h`, `90m`, `3600s`, `3600`.
+enum Age {
+    static func parse(_ text: String) throws -> Duration {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var number = text.lowercased()
+        var multiplier = 1.0
+        if let last = number.last, let unit = units[last] {
+            multiplier = unit
+            number.removeLast()
+        }
+        guard let value = Double(number), value > 0 else {
+            throw ValidationError("\(text) is not an age: use a number with s, m, h or d (30d, 12h).")
+        }
+        return .seconds(value * multiplier)
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+extension CharacterSet {
+    /// RFC 3986's unreserved characters: everything else is percent-encoded in a query value.
+    static let urlUnreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }

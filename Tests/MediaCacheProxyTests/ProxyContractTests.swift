@@ -1,0 +1,163 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheTestSupport
+import NIOCore
+import NIOPosix
+import Testing
+
+@Suite struct ProxyContractTests {
+    static let size: Int64 = 1_500_000
+
+    func serve(_ h: ProxyHarness, _ path: String = "/v.mp4") -> TestOrigin.Resource {
+        h.origin.serve(.generated(length: Self.size, seed: 31, mimeType: "video/mp4"), at: path)
+        return h.origin.resource(at: path)!
+    }
+
+    @Test func wholeBodyWithoutRangeThenReplayFromCache() async throws {
+        try await ProxyHarness.with { h in
+            let resource = serve(h)
+            let reply = try await h.get(h.url("/v.mp4"))
+            #expect(reply.status == 200)
+            #expect(reply.headers.first(name: "content-length") == "\(Self.size)")
+            #expect(reply.headers.first(name: "accept-ranges") == "bytes")
+            #expect(reply.headers.first(name: "content-type") == "video/mp4")
+            #expect(reply.headers.first(name: "content-range") == nil)
+            #expect(resource.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == Int(Self.size))
+            let requests = h.origin.requests("/v.mp4").count
+            let again = try await h.get(h.url("/v.mp4"))
+            #expect(again.body == reply.body)
+            #expect(h.origin.requests("/v.mp4").count == requests, "replay must not reach the origin")
+        }
+    }
+
+    @Test(arguments: [
+        ("bytes=0-1", 0, 2),
+        ("bytes=1000-1999", 1000, 1000),
+        ("bytes=1499000-", 1_499_000, 1000),
+        ("bytes=-500", 1_499_500, 500),
+        ("bytes=1400000-9999999", 1_400_000, 100_000),
+        ("bytes=10-19, 50-59", 10, 10),  // several ranges: the first is answered
+    ] as [(String, Int64, Int64)])
+    func singleRangesInEveryForm(range: String, start: Int64, length: Int64) async throws {
+        try await ProxyHarness.with { h in
+            let resource = serve(h)
+            let reply = try await h.get(h.url("/v.mp4"), headers: [("Range", range)])
+            #expect(reply.status == 206)
+            #expect(reply.headers.first(name: "content-range") == "bytes \(start)-\(start + length - 1)/\(Self.size)")
+            #expect(reply.headers.first(name: "content-length") == "\(length)")
+            #expect(reply.headers.first(name: "accept-ranges") == "bytes")
+            #expect(reply.headers.first(name: "content-type") == "video/mp4")
+            #expect(reply.body.readableBytes == Int(length))
+            #expect(resource.firstMismatch(in: reply.body, at: start) == nil)
+        }
+    }
+
+    @Test func headAnswersHeadersWithoutFetchingBytes() async throws {
+        try await ProxyHarness.with { h in
+            serve(h)
+            let reply = try await h.get(h.url("/v.mp4"), method: .HEAD, headers: [("Range", "bytes=100-199")])
+            #expect(reply.status == 206)
+            #expect(reply.headers.first(name: "content-length") == "100")
+            #expect(reply.headers.first(name: "content-range") == "bytes 100-199/\(Self.size)")
+            #expect(reply.body.readableBytes == 0)
+            #expect(h.origin.requests("/v.mp4").allSatisfy { $0.method == "HEAD" })
+            #expect(h.origin.bodyBytesSent("/v.mp4") == 0)
+        }
+    }
+
+    @Test func unsatisfiableRangeGets416WithTheLength() async throws {
+        try await ProxyHarness.with { h in
+            serve(h)
+            for range in ["bytes=1500000-", "bytes=2000000-2000010", "bytes=-0"] {
+                let reply = try await h.get(h.url("/v.mp4"), headers: [("Range", range)])
+                #expect(reply.status == 416, "\(range)")
+                #expect(reply.headers.first(name: "content-range") == "bytes */\(Self.size)", "\(range)")
+            }
+        }
+    }
+
+    @Test func badRequestsGetAClear4xx() async throws {
+        try await ProxyHarness.with { h in
+            serve(h)
+            let cases: [(String, [(String, String)], Int)] = [
+                ("http://127.0.0.1:\(h.port)/", [], 400),
+                ("http://127.0.0.1:\(h.port)/?url=", [], 400),
+                ("http://127.0.0.1:\(h.port)/?url=not%20a%20url", [], 400),
+                (h.proxyURL(for: "ftp://example.com/a.mp3"), [], 400),
+                (h.proxyURL(for: "file:///etc/passwd"), [], 400),
+                (h.url("/v.mp4"), [("Range", "bytes=abc")], 400),
+                (h.url("/v.mp4"), [("Range", "items=0-1")], 400),
+                (h.url("/v.mp4"), [("Range", "bytes=5-1")], 400),
+            ]
+            for (url, headers, status) in cases {
+                let reply = try await h.get(url, headers: headers)
+                #expect(reply.status == status, "\(url) \(headers)")
+                let text = String(buffer: reply.body)
+                #expect(text.hasSuffix("\n") && text.split(separator: "\n").count == 1 && text.count > 10, "\(text)")
+            }
+            // Still serving correctly afterwards.
+            let good = try await h.get(h.url("/v.mp4"), headers: [("Range", "bytes=0-99")])
+            #expect(good.status == 206)
+        }
+    }
+
+    @Test func originFailuresGet502Or504() async throws {
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.responseTimeout = .milliseconds(300)
+        try await ProxyHarness.with(fetcher: fetcher) { h in
+            var missing = TestOrigin.Faults()
+            missing.status = 404
+            h.origin.serve(.generated(length: 10, faults: missing), at: "/missing.mp4")
+            var slow = TestOrigin.Faults()
+            slow.headDelay = .seconds(2)
+            h.origin.serve(.generated(length: 10, faults: slow), at: "/slow.mp4")
+            let missingReply = try await h.get(h.url("/missing.mp4"))
+            #expect(missingReply.status == 502)
+            let unreachable = try await h.get(h.proxyURL(for: "http://127.0.0.1:1/x.mp4"))
+            #expect(unreachable.status == 502)
+            let timedOut = try await h.get(h.url("/slow.mp4"))
+            #expect(timedOut.status == 504)
+        }
+    }
+
+    @Test func allowListAndTokenAreEnforced() async throws {
+        try await ProxyHarness.with(allowedHosts: ["127.0.0.1"], token: "s3cret") { h in
+            let resource = serve(h)
+            #expect(try await h.get(h.url("/v.mp4")).status == 403)
+            #expect(try await h.get(h.url("/v.mp4", extra: "&token=wrong")).status == 403)
+            let byQuery = try await h.get(h.url("/v.mp4", extra: "&token=s3cret"), headers: [("Range", "bytes=0-9")])
+            #expect(byQuery.status == 206)
+            #expect(resource.firstMismatch(in: byQuery.body, at: 0) == nil)
+            let byHeader = try await h.get(h.url("/v.mp4"), headers: [("X-MediaCache-Token", "s3cret"), ("Range", "bytes=0-9")])
+            #expect(byHeader.status == 206)
+            let otherHost = try await h.get(h.proxyURL(for: "http://localhost:\(h.origin.port)/v.mp4", extra: "&token=s3cret"))
+            #expect(otherHost.status == 403)
+            #expect(h.origin.requests("/v.mp4").filter { $0.method == "GET" }.count == 1)
+        }
+    }
+
+    @Test func oversizedHeadersAndHangUpsLeaveTheServerServing() async throws {
+        try await ProxyHarness.with { h in
+            let resource = serve(h)
+            // A header section beyond the limit: refused or dropped, never served.
+            let huge = String(repeating: "a", count: 40_000)
+            if let reply = try? await h.get(h.url("/v.mp4"), headers: [("X-Huge", huge)]) {
+                #expect(reply.status >= 400)
+            }
+            // A client that hangs up in the middle of a body.
+            var request = HTTPClientRequest(url: h.url("/v.mp4"))
+            request.method = .GET
+            let response = try await h.client.execute(request, timeout: .seconds(10))
+            var iterator = response.body.makeAsyncIterator()
+            _ = try await iterator.next()
+            // Dropping the iterator closes the connection mid-body.
+            _ = consume iterator
+            // Still serving correctly afterwards.
+            let reply = try await h.get(h.url("/v.mp4"), headers: [("Range", "bytes=1000000-1099999")])
+            #expect(reply.status == 206)
+            #expect(resource.firstMismatch(in: reply.body, at: 1_000_000) == nil)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheProxy
+import MediaCacheTestSupport
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+
+/// The proxy on 127.0.0.1 port 0 in front of the test origin, and a client to call it.
+struct ProxyHarness {
+    let base: Harness
+    let port: Int
+    let client: HTTPClient
+
+    var origin: TestOrigin { base.origin }
+
+    /// The proxy URL for the origin's `path`, with extra query text.
+    func url(_ path: String, extra: String = "") -> String {
+        proxyURL(for: origin.url(path).absoluteString, extra: extra)
+    }
+
+    func proxyURL(for originURL: String, extra: String = "") -> String {
+        let encoded = originURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? originURL
+        return "http://127.0.0.1:\(port)/?url=\(encoded)\(extra)"
+    }
+
+    struct Reply {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: ByteBuffer
+    }
+
+    /// Sends a request through the proxy and reads the whole answer.
+    func get(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = []) async throws -> Reply {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 64 << 20)
+        return Reply(status: Int(response.status.code), headers: response.headers, body: body)
+    }
+
+    static func with(
+        allowedHosts: Set<String> = [],
+        token: String? = nil,
+        fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
+        _ body: (ProxyHarness) async throws -> Void
+    ) async throws {
+        try await Harness.with(fetcher: fetcherConfiguration) { base in
+            var configuration = ProxyConfiguration()
+            configuration.port = 0
+            configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })
+            configuration.allowedHosts = allowedHosts
+            configuration.token = token
+            let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+            let app = ProxyServer.application(reader: base.reader, configuration: configuration) { port in
+                continuation.yield(port)
+            }
+            let group = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                var iterator = ports.makeAsyncIterator()
+                guard let port = await iterator.next() else { throw ChildProcessError(message: "The proxy did not start.") }
+                let harness = ProxyHarness(base: base, port: port, client: client)
+                do {
+                    try await body(harness)
+                } catch {
+                    await group.triggerGracefulShutdown()
+                    try? await client.shutdown()
+                    throw error
+                }
+                await group.triggerGracefulShutdown()
+                try await client.shutdown()
+                try await tasks.waitForAll()
+            }
+        }
+    }
+}
+
+/// Runs a command-line tool and returns its exit status and standard output.
+func runTool(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: Data, error: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    // Read both pipes to the end before waiting, so a chatty tool cannot block on a full pipe.
+    let collected = Mutex<(Data, Data)>((Data(), Data()))
+    let group = DispatchGroup()
+    for (index, pipe) in [output, errors].enumerated() {
+        group.enter()
+        DispatchQueue.global().async {
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            collected.withLock { if index == 0 { $0.0 = data } else { $0.1 = data } }
+            group.leave()
+        }
+    }
+    group.wait()
+    process.waitUntilExit()
+    let (out, err) = collected.withLock { $0 }
+    return (process.terminationStatus, out, String(decoding: err, as: UTF8.self))
+}
+
+func toolExists(_ name: String) -> Bool {
+    (try? runTool(["which", name]).status) == 0
+}
