@@ -82,8 +82,17 @@ struct ProxyHarness {
     }
 }
 
-/// Runs a command-line tool and returns its exit status and standard output.
-func runTool(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: Data, error: String) {
+/// Runs a command-line tool and returns its exit status and standard output. The waiting
+/// happens on a Dispatch thread: blocking the cooperative pool would starve the proxy.
+func runTool(_ arguments: [String]) async throws -> (status: Int32, output: Data, error: String) {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try runToolBlocking(arguments) })
+        }
+    }
+}
+
+private func runToolBlocking(_ arguments: [String]) throws -> (status: Int32, output: Data, error: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
@@ -110,5 +119,5 @@ func runTool(_ arguments: [String], input: Data? = nil) throws -> (status: Int32
 }
 
 func toolExists(_ name: String) -> Bool {
-    (try? runTool(["which", name]).status) == 0
+    (try? runToolBlocking(["which", name]).status) == 0
 }
