@@ -65,7 +65,7 @@ let package = Package(
         // Apple-only adapter: every file is inside `#if canImport(AVFoundation)`.
         .target(
             name: "MediaCacheAVFoundation",
-            dependencies: ["MediaCache"],
+            dependencies: ["MediaCache", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         // Deterministic content, a crash-test writer and (later) the test origin server;
