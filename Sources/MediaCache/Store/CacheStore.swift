@@ -58,8 +58,11 @@ public final class CacheStore: Sendable {
     let index: CacheIndex
     let dataDirectory: String
     let allocator = ByteBufferAllocator()
-    /// Held open (with `flock`) while the store is open, so one process at a time uses the folder.
+    /// Held open (with a record lock) while the store is open, so one process at a time uses the folder.
     private let lockDescriptor: Mutex<CInt?>
+    private let lockPathKey: String
+    /// The lock files of the stores open in this process.
+    private static let openFolders = Mutex<Set<String>>([])
 
     /// Opens the store in `directory`, creating it if needed.
     ///
@@ -91,16 +94,35 @@ public final class CacheStore: Sendable {
         guard lockDescriptor >= 0 else {
             throw CacheError(.cannotOpenStore, "Cannot create \(lockPath): \(String(cString: strerror(errno))).")
         }
-        guard flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+        // A POSIX record lock keeps other processes out; unlike flock, a child process
+        // spawned meanwhile does not inherit it. Within this process a registry does the same.
+        let lockPathKey = URL(fileURLWithPath: lockPath).standardizedFileURL.path
+        guard CacheStore.openFolders.withLock({ $0.insert(lockPathKey).inserted }) else {
             closeDescriptor(lockDescriptor)
-            throw CacheError(.storeLocked, "The cache folder \(directory.path) is in use by another process. Stop it or choose another folder.")
+            throw CacheError(.storeLocked, "The cache folder \(directory.path) is already open in this process. Use the open store.")
         }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        var locked = fcntl(lockDescriptor, F_SETLK, &lock)
+        while locked != 0, errno == EINTR { locked = fcntl(lockDescriptor, F_SETLK, &lock) }
+        guard locked == 0 else {
+            let reason = errno
+            closeDescriptor(lockDescriptor)
+            _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
+            if reason == EACCES || reason == EAGAIN {
+                throw CacheError(.storeLocked, "The cache folder \(directory.path) is in use by another process. Stop it or choose another folder.")
+            }
+            throw CacheError(.cannotOpenStore, "Cannot lock \(lockPath): \(String(cString: strerror(reason))).")
+        }
+        self.lockPathKey = lockPathKey
         self.lockDescriptor = Mutex(lockDescriptor)
         do {
             index = try CacheIndex(path: directory.appendingPathComponent("index.sqlite").path)
             state = Mutex(try CacheStore.recover(index: index, dataDirectory: dataDirectory))
         } catch {
             closeDescriptor(lockDescriptor)
+            _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
             throw error
         }
     }
@@ -110,10 +132,13 @@ public final class CacheStore: Sendable {
     }
 
     private func releaseLock() {
-        lockDescriptor.withLock { descriptor in
-            if let open = descriptor { closeDescriptor(open) }
-            descriptor = nil
+        let released = lockDescriptor.withLock { descriptor -> Bool in
+            defer { descriptor = nil }
+            guard let open = descriptor else { return false }
+            closeDescriptor(open)
+            return true
         }
+        if released { _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) } }
     }
 
     /// Loads the index and reconciles it with the data files on disk.
