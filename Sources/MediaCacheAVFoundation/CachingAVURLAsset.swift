@@ -13,8 +13,7 @@ import NIOCore
 /// The URL's scheme is rewritten (`https` → `mediacache-https`) so AVFoundation hands every
 /// loading request to the asset's delegate, which is set up here, before any
 /// `AVPlayerItem` exists, and kept alive by the asset (AVFoundation holds it weakly).
-// @unchecked Sendable: the stored properties are immutable; AVURLAsset is thread-safe.
-public final class CachingAVURLAsset: AVURLAsset, @unchecked Sendable {
+public final class CachingAVURLAsset: AVURLAsset {
     /// The prefix added to the origin URL's scheme.
     public static let schemePrefix = "mediacache-"
 

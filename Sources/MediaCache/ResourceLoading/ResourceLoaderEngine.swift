@@ -13,7 +13,8 @@ import Synchronization
 public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendable {
     /// The resource's origin URL.
     public let url: URL
-    let reader: CachingReader
+    /// The read path that serves the requests.
+    public let reader: CachingReader
     private let tasks = Mutex<[RequestID: Task<Void, Never>]>([:])
     private let eventContinuation: AsyncStream<ResourceLoaderEvent>.Continuation
     private let completed = Mutex(false)
