@@ -7,11 +7,6 @@ public enum ProcessMemory {
         field("VmHWM")
     }
 
-    /// The current resident set size (`VmRSS`) in bytes, or `nil` where `/proc` is missing.
-    public static func residentBytes() -> Int64? {
-        field("VmRSS")
-    }
-
     private static func field(_ name: String) -> Int64? {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {

@@ -80,15 +80,6 @@ final class EntryFile: @unchecked Sendable {
             throw CacheError(.ioFailure, "Flushing the data file \(path) to disk failed: \(String(cString: strerror(errno))).")
         }
     }
-
-    /// The file's size on disk.
-    func size() throws -> Int64 {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            throw CacheError(.ioFailure, "Cannot read the size of \(path): \(String(cString: strerror(errno))).")
-        }
-        return Int64(info.st_size)
-    }
 }
 
 /// Runs blocking file calls on NIO's shared thread pool, off the cooperative executor.
