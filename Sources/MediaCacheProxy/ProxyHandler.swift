@@ -1,87 +1,102 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
 import Logging
 import MediaCache
 import MediaCacheHTTP
 import NIOCore
+import NIOHTTP1
 
-/// Answers one proxy request: checks it, resolves the range, streams the bytes.
+/// What the proxy answers to one request: a status, headers and where the body comes from.
+struct ProxyResponse {
+    enum Body {
+        case none
+        case text(String)
+        /// The bytes of a read, in order; `log` is finished when the body ends.
+        case stream(ReadStream, log: RequestLog)
+    }
+
+    var status: HTTPResponseStatus
+    var headers: HTTPHeaders
+    var body: Body
+}
+
+/// Answers one proxy request: checks it, resolves the range, starts the read.
 struct ProxyHandler: Sendable {
     let reader: CachingReader
     let configuration: ProxyConfiguration
 
-    func respond(to request: Request, sendsBody: Bool) async -> Response {
-        let started = ContinuousClock.now
-        let rangeHeader = request.headers[.range]
-        var log = RequestLog(method: sendsBody ? "GET" : "HEAD", range: rangeHeader, started: started, logger: configuration.logger)
+    func respond(to head: HTTPRequestHead) async -> ProxyResponse {
+        let sendsBody = head.method != .HEAD
+        let rangeHeader = head.headers.first(name: "range")
+        var log = RequestLog(method: head.method.rawValue, range: rangeHeader, started: ContinuousClock.now, logger: configuration.logger)
         do {
-            let url = try checkedOriginURL(request)
-            log.url = url.absoluteString
-            let metadata = try await reader.contentInfo(for: url)
-            guard let total = metadata.length else {
-                throw CacheError(.originRejected, "The origin does not say how long the resource is.")
+            guard head.method == .GET || head.method == .HEAD else {
+                throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.")
             }
+            let url = try checkedOriginURL(head)
+            log.url = url.absoluteString
             // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
-            var wanted = ByteRange(0, total)
-            var isPartial = false
+            var specifier: RangeSpecifier?
             if let rangeHeader {
-                let specifier: RangeSpecifier
                 switch RangeSpecifier.parse(rangeHeader) {
                 case .invalid:
-                    return log.finish(Self.error(.badRequest, "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n."))
+                    throw ProxyRequestError(status: .badRequest, "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n.")
                 case .single(let one): specifier = one
                 case .multiple(let first): specifier = first  // answered with the first range only
                 }
+            }
+            // Where the body will start, when known before the length: an uncached resource
+            // is then asked for with one ranged GET rather than a HEAD and a GET.
+            var firstByte: Int64?
+            if sendsBody {
+                switch specifier {
+                case nil: firstByte = 0
+                case .from(let first, _)?: firstByte = first
+                case .suffix?: firstByte = nil
+                }
+            }
+            let metadata = try await reader.contentInfo(for: url, readingFrom: firstByte)
+            guard let total = metadata.length else {
+                throw CacheError(.originRejected, "The origin does not say how long the resource is.")
+            }
+            var wanted = ByteRange(0, total)
+            let isPartial = specifier != nil
+            if let specifier {
                 guard let resolved = specifier.resolve(length: total) else {
                     return log.finish(Self.unsatisfiable(total: total))
                 }
                 wanted = resolved
-                isPartial = true
             }
-            var headers = HTTPFields()
-            headers[.contentType] = metadata.mimeType ?? "application/octet-stream"
-            headers[.acceptRanges] = "bytes"
-            headers[.contentLength] = String(wanted.length)
-            if let etag = metadata.etag { headers[.eTag] = etag }
-            if let lastModified = metadata.lastModified { headers[.lastModified] = lastModified }
-            if isPartial { headers[.contentRange] = ContentRange(range: wanted, totalLength: total).headerValue }
-            let status: HTTPResponse.Status = isPartial ? .partialContent : .ok
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
+            headers.add(name: "Accept-Ranges", value: "bytes")
+            headers.add(name: "Content-Length", value: String(wanted.length))
+            if let etag = metadata.etag { headers.add(name: "ETag", value: etag) }
+            if let lastModified = metadata.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
+            if isPartial { headers.add(name: "Content-Range", value: ContentRange(range: wanted, totalLength: total).headerValue) }
+            let status: HTTPResponseStatus = isPartial ? .partialContent : .ok
             guard sendsBody, !wanted.isEmpty else {
-                return log.finish(Response(status: status, headers: headers, body: ResponseBody()))
+                return log.finish(ProxyResponse(status: status, headers: headers, body: .none))
             }
             let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length)
-            log.status = status.code
-            let started = log
-            let body = ResponseBody(contentLength: Int(wanted.length)) { writer in
-                var log = started
-                do {
-                    for try await chunk in stream {
-                        if log.firstByte == nil { log.firstByte = ContinuousClock.now }
-                        try await writer.write(chunk)
-                    }
-                    try await writer.finish(nil)
-                    log.end(stream.statistics, error: nil)
-                } catch {
-                    // The head is sent: all the player can be told is a cut connection.
-                    log.end(stream.statistics, error: error)
-                    throw error
-                }
-            }
-            return Response(status: status, headers: headers, body: body)
+            log.status = Int(status.code)
+            return ProxyResponse(status: status, headers: headers, body: .stream(stream, log: log))
         } catch {
             return log.finish(Self.response(for: error))
         }
     }
 
     /// The origin URL from `url=`, after the scheme, allow-list and token checks.
-    private func checkedOriginURL(_ request: Request) throws -> URL {
-        let query = request.uri.queryParameters
+    private func checkedOriginURL(_ head: HTTPRequestHead) throws -> URL {
+        let items = URLComponents(string: head.uri)?.queryItems ?? []
+        func query(_ name: String) -> String? { items.first { $0.name == name }?.value }
         if let token = configuration.token {
-            let given = query.get("token") ?? request.headers[HTTPField.Name("X-MediaCache-Token")!]
+            let given = query("token") ?? head.headers.first(name: "X-MediaCache-Token")
             guard given == token else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.") }
         }
-        guard let text = query.get("url"), !text.isEmpty else {
+        guard URLComponents(string: head.uri)?.path == "/" else {
+            throw ProxyRequestError(status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
+        }
+        guard let text = query("url"), !text.isEmpty else {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
@@ -98,7 +113,7 @@ struct ProxyHandler: Sendable {
 
     // MARK: Error responses
 
-    static func response(for error: any Error) -> Response {
+    static func response(for error: any Error) -> ProxyResponse {
         if let error = error as? ProxyRequestError { return Self.error(error.status, error.message) }
         guard let error = error as? CacheError else {
             return Self.error(.badGateway, "The origin request failed.")
@@ -116,25 +131,26 @@ struct ProxyHandler: Sendable {
         }
     }
 
-    static func unsatisfiable(total: Int64) -> Response {
+    static func unsatisfiable(total: Int64) -> ProxyResponse {
         var response = Self.error(.rangeNotSatisfiable, "The range is outside the \(total)-byte resource.")
-        response.headers[.contentRange] = ContentRange(range: nil, totalLength: total).headerValue
+        response.headers.add(name: "Content-Range", value: ContentRange(range: nil, totalLength: total).headerValue)
         return response
     }
 
-    static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "text/plain; charset=utf-8"
+    static func error(_ status: HTTPResponseStatus, _ message: String) -> ProxyResponse {
         let line = message.replacingOccurrences(of: "\n", with: " ") + "\n"
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: line)))
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(line.utf8.count))
+        return ProxyResponse(status: status, headers: headers, body: .text(line))
     }
 }
 
 /// A request the proxy refuses, with its status.
 struct ProxyRequestError: Error {
-    var status: HTTPResponse.Status
+    var status: HTTPResponseStatus
     var message: String
-    init(status: HTTPResponse.Status, _ message: String) {
+    init(status: HTTPResponseStatus, _ message: String) {
         self.status = status
         self.message = message
     }
@@ -151,9 +167,9 @@ struct RequestLog: Sendable {
     var status = 0
     var firstByte: ContinuousClock.Instant?
 
-    func finish(_ response: Response) -> Response {
+    func finish(_ response: ProxyResponse) -> ProxyResponse {
         var line = self
-        line.status = response.status.code
+        line.status = Int(response.status.code)
         line.firstByte = ContinuousClock.now
         line.end(ReadStatistics(), error: nil)
         return response

@@ -1,19 +1,30 @@
-public import Hummingbird
-import HummingbirdCore
 public import Logging
 public import MediaCache
+public import NIOCore
+import NIOHTTP1
+import NIOPosix
+public import ServiceLifecycle
+import Synchronization
 
 /// The local caching proxy: answers `GET` and `HEAD` on `/?url=ENC` through the read path.
 ///
 /// ```swift
-/// let app = ProxyServer.application(reader: reader, configuration: ProxyConfiguration())
-/// try await app.runService()   // stops gracefully on SIGINT/SIGTERM
+/// let proxy = ProxyServer.application(reader: reader, configuration: ProxyConfiguration())
+/// try await ServiceGroup(services: [proxy], gracefulShutdownSignals: [.sigterm], logger: logger).run()
 /// ```
-public enum ProxyServer {
+/// It is a SwiftNIO HTTP/1.1 server: each response body is written with backpressure (the
+/// next chunk is read only once the one before it is in the socket), so memory stays flat
+/// however many clients read at once.
+public final class ProxyServer: Service {
     /// The port `mediacache serve` listens on unless told otherwise.
     public static let defaultPort = 8089
 
-    /// Builds the proxy's Hummingbird application.
+    private let handler: ProxyHandler
+    private let configuration: ProxyConfiguration
+    private let onServerRunning: @Sendable (Int) async -> Void
+    let connections = ConnectionRegistry()
+
+    /// Builds the proxy.
     /// - Parameters:
     ///   - reader: the read path that serves the bytes.
     ///   - configuration: address, allow-list, token and limits.
@@ -22,23 +33,84 @@ public enum ProxyServer {
         reader: CachingReader,
         configuration: ProxyConfiguration,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) -> some ApplicationProtocol {
-        let router = Router()
-        let handler = ProxyHandler(reader: reader, configuration: configuration)
-        router.get("/") { request, _ in await handler.respond(to: request, sendsBody: true) }
-        router.head("/") { request, _ in await handler.respond(to: request, sendsBody: false) }
-        var http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(120))
-        http1.httpDecoder = .init(
-            maxHeaderFieldSize: configuration.maxHeaderBytes,
-            maxHeaderListSize: configuration.maxHeaderBytes,
-            maxHeaderFieldCount: 100)
-        return Application(
-            router: router,
-            server: .http1(configuration: http1),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "MediaCache"),
-            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
-            logger: configuration.logger
-        )
+    ) -> ProxyServer {
+        ProxyServer(handler: ProxyHandler(reader: reader, configuration: configuration), configuration: configuration, onServerRunning: onServerRunning)
+    }
+
+    private init(handler: ProxyHandler, configuration: ProxyConfiguration, onServerRunning: @escaping @Sendable (Int) async -> Void) {
+        self.handler = handler
+        self.configuration = configuration
+        self.onServerRunning = onServerRunning
+    }
+
+    /// Listens until a graceful shutdown, then closes every connection and waits for their
+    /// requests to end (so a store closed afterwards has no writer left).
+    public func run() async throws {
+        let handler = handler
+        let configuration = configuration
+        let connections = connections
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+                    try sync.addHandler(IdleStateHandler(allTimeout: configuration.idleTimeout))
+                    try sync.addHandler(ProxyConnectionHandler(handler: handler, configuration: configuration, connections: connections))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port).get()
+        await onServerRunning(server.localAddress?.port ?? configuration.port)
+        try await withGracefulShutdownHandler {
+            try await server.closeFuture.get()
+        } onGracefulShutdown: {
+            server.close(promise: nil)
+        }
+        await connections.closeAll()
+    }
+}
+
+/// The open connections and their running responses, so a shutdown can end them all.
+final class ConnectionRegistry: Sendable {
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        var nextTask: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    func add(_ channel: any Channel) {
+        state.withLock { $0.channels[ObjectIdentifier(channel)] = channel }
+    }
+
+    func remove(_ channel: any Channel) {
+        _ = state.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
+    /// Runs `body` as a tracked task.
+    func run(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        state.withLock { state in
+            let id = state.nextTask
+            state.nextTask += 1
+            let task = Task { [weak self] in
+                await body()
+                _ = self?.state.withLock { $0.tasks.removeValue(forKey: id) }
+            }
+            state.tasks[id] = task
+            return task
+        }
+    }
+
+    func closeAll() async {
+        let (channels, tasks) = state.withLock { (Array($0.channels.values), Array($0.tasks.values)) }
+        for channel in channels { channel.close(promise: nil) }
+        for task in tasks {
+            task.cancel()
+            await task.value
+        }
     }
 }
 
@@ -56,8 +128,10 @@ public struct ProxyConfiguration: Sendable {
     /// If set, every request must carry it as the `token` query item or the
     /// `X-MediaCache-Token` header.
     public var token: String?
-    /// The most bytes a request's header section may hold.
+    /// The most bytes a request's header section may hold (larger ones get 431).
     public var maxHeaderBytes = 16 << 10
+    /// A connection with no traffic for this long is closed.
+    public var idleTimeout = TimeAmount.seconds(120)
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 

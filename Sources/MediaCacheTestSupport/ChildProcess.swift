@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// Starts the project's own executables from tests and benchmarks.
 public enum ChildProcess {
@@ -26,6 +27,64 @@ public enum ChildProcess {
         process.standardOutput = output
         try process.run()
         return (process, output)
+    }
+
+    /// Starts `executable` and waits, off the cooperative pool, until it prints a line that
+    /// starts with `prefix`; returns the process and that line.
+    public static func startServer(_ executable: URL, _ arguments: [String], readyLinePrefix prefix: String) async throws -> (Process, String) {
+        let (process, output) = try start(executable, arguments)
+        do {
+            let text = try await onDispatchThread { try waitForLine(prefix, on: output) }
+            let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) ?? text
+            return (process, line)
+        } catch {
+            process.terminate()
+            throw error
+        }
+    }
+
+    /// Runs a command-line tool found on the `PATH` and returns its exit status, standard
+    /// output and standard error. The waiting happens on a Dispatch thread: blocking the
+    /// cooperative pool would starve servers running in the same process.
+    public static func run(_ arguments: [String]) async throws -> (status: Int32, output: Data, error: String) {
+        try await onDispatchThread { try runBlocking(arguments) }
+    }
+
+    /// Whether a tool named `name` is on the `PATH`.
+    public static func toolExists(_ name: String) -> Bool {
+        (try? runBlocking(["which", name]).status) == 0
+    }
+
+    private static func onDispatchThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String]) throws -> (status: Int32, output: Data, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Read both pipes to the end before waiting, so a chatty tool cannot block on a full pipe.
+        let collected = Mutex<(Data, Data)>((Data(), Data()))
+        let group = DispatchGroup()
+        for (index, pipe) in [output, errors].enumerated() {
+            group.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                collected.withLock { if index == 0 { $0.0 = data } else { $0.1 = data } }
+                group.leave()
+            }
+        }
+        group.wait()
+        process.waitUntilExit()
+        let (out, err) = collected.withLock { $0 }
+        return (process.terminationStatus, out, String(decoding: err, as: UTF8.self))
     }
 
     /// Reads `pipe` until a line equal to `line` arrives; throws at end of file.

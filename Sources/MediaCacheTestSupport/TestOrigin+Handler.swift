@@ -61,6 +61,16 @@ final class OriginHandler: ChannelInboundHandler {
         let rangeHeader = head.headers.first(name: "range")
         let ifRange = head.headers.first(name: "if-range")
         let keepAlive = head.isKeepAlive
+        if origin.acceptsControl, path.hasPrefix(TestOrigin.controlPrefix) {
+            let query = Dictionary((components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+            let (status, text) = origin.control(String(path.dropFirst(TestOrigin.controlPrefix.count)), query: query)
+            var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
+            headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+            finishResponse(context: context, keepAlive: keepAlive)
+            return
+        }
 
         // Decide the answer under the origin's lock, then send it on the event loop.
         let plan = origin.paths.withLock { paths -> Plan in

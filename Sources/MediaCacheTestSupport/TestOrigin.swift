@@ -112,14 +112,18 @@ public final class TestOrigin: Sendable {
     public let port: Int
     /// The host the origin listens on.
     public let host: String
+    /// Whether `/_origin/…` paths control the origin (see ``control(_:query:)``).
+    public let acceptsControl: Bool
 
-    private init(host: String, port: Int) {
+    private init(host: String, port: Int, acceptsControl: Bool) {
         self.host = host
         self.port = port
+        self.acceptsControl = acceptsControl
     }
 
-    /// Starts an origin on `host` and `port` (0: any free port).
-    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> TestOrigin {
+    /// Starts an origin on `host` and `port` (0: any free port). With `acceptsControl`,
+    /// another process can add resources and read the counters over HTTP.
+    public static func start(host: String = "127.0.0.1", port: Int = 0, acceptsControl: Bool = false) async throws -> TestOrigin {
         let holder = OriginHolder()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -131,7 +135,7 @@ public final class TestOrigin: Sendable {
                 }
             }
             .bind(host: host, port: port).get()
-        let origin = TestOrigin(host: host, port: channel.localAddress!.port!)
+        let origin = TestOrigin(host: host, port: channel.localAddress!.port!, acceptsControl: acceptsControl)
         holder.origin = origin
         origin.channel.withLock { $0 = channel }
         return origin

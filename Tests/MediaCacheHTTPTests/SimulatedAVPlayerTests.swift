@@ -152,18 +152,9 @@ final class SimulatedPlayer: Sendable {
         }
     }
 
-    /// `avplayer-mp4-video.tsv`: the 21 data requests AVPlayer made for a 61,574,237-byte MP4.
-    static let mp4Trace: [(Int64, Int64)] = [
-        (4849664, 65536), (30129037, 31445200), (30146560, 31427677), (32112640, 29461597), (7798784, 720896),
-        (8650752, 65536), (8847360, 65536), (8978432, 65536), (9109504, 65536), (9240576, 131072),
-        (9437184, 65536), (9633792, 65536), (9764864, 196608), (10027008, 65536), (10289152, 65536),
-        (10551296, 65536), (10813440, 131072), (11075584, 65536), (11206656, 65536), (11403264, 65536),
-        (11665408, 65536),
-    ]
-
     @Test func mp4VideoTraceWithMoovAtTheEndThenReplayFromCache() async throws {
         try await Harness.with { h in
-            let length: Int64 = 61_574_237
+            let length = AVPlayerTrace.mp4Length
             h.origin.serve(.generated(length: length, seed: 62, mimeType: "video/mp4"), at: "/movie.mp4")
             let player = SimulatedPlayer(h: h, path: "/movie.mp4")
             func session() async throws {
@@ -171,7 +162,7 @@ final class SimulatedPlayer: Sendable {
                 #expect(info.contentLength == length && info.contentType == "public.mpeg-4" && info.isByteRangeAccessSupported)
                 // moov at the end: the tail is read before playing.
                 try await player.data(offset: length - 262_144, length: 262_144)
-                for (offset, requested) in Self.mp4Trace {
+                for (offset, requested) in AVPlayerTrace.mp4 {
                     // Long requests are taken in part and cancelled, as the player does.
                     try await player.data(offset: offset, length: requested, take: min(requested, 1 << 20))
                 }

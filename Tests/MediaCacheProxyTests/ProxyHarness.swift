@@ -82,42 +82,11 @@ struct ProxyHarness {
     }
 }
 
-/// Runs a command-line tool and returns its exit status and standard output. The waiting
-/// happens on a Dispatch thread: blocking the cooperative pool would starve the proxy.
+/// Runs a command-line tool (see ``ChildProcess/run(_:)``).
 func runTool(_ arguments: [String]) async throws -> (status: Int32, output: Data, error: String) {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try runToolBlocking(arguments) })
-        }
-    }
-}
-
-private func runToolBlocking(_ arguments: [String]) throws -> (status: Int32, output: Data, error: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Read both pipes to the end before waiting, so a chatty tool cannot block on a full pipe.
-    let collected = Mutex<(Data, Data)>((Data(), Data()))
-    let group = DispatchGroup()
-    for (index, pipe) in [output, errors].enumerated() {
-        group.enter()
-        DispatchQueue.global().async {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            collected.withLock { if index == 0 { $0.0 = data } else { $0.1 = data } }
-            group.leave()
-        }
-    }
-    group.wait()
-    process.waitUntilExit()
-    let (out, err) = collected.withLock { $0 }
-    return (process.terminationStatus, out, String(decoding: err, as: UTF8.self))
+    try await ChildProcess.run(arguments)
 }
 
 func toolExists(_ name: String) -> Bool {
-    (try? runToolBlocking(["which", name]).status) == 0
+    ChildProcess.toolExists(name)
 }

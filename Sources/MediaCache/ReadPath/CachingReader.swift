@@ -17,7 +17,15 @@ public final class CachingReader: Sendable {
     /// Options for the read path.
     public struct Configuration: Sendable {
         /// The largest chunk a stream yields when reading from disk.
-        public var chunkSize = 256 << 10
+        public var chunkSize = 1 << 20
+        /// The smallest chunk a stream yields from disk (unless fewer bytes are left).
+        public var minimumChunkSize = 32 << 10
+        /// About how much memory the chunks of all open streams may hold together: each
+        /// open stream may have one chunk being read and two being sent, so with `n`
+        /// streams open a chunk is `readBufferBudget / 3n`, within ``minimumChunkSize``
+        /// ... ``chunkSize``. One stream gets large reads (few hops per byte); many get
+        /// small ones, so memory stays flat as clients are added.
+        public var readBufferBudget = 8 << 20
         /// How far a download may run ahead of its fastest reader.
         public var readAhead: Int64 = 4 << 20
         /// The first origin request of a download asks for at most this many bytes; each
@@ -53,6 +61,8 @@ public final class CachingReader: Sendable {
     public let configuration: Configuration
     let fetcher: any OriginFetcher
     let downloads = Mutex<[CacheKey: [Download]]>([:])
+    /// How many streams are open (see ``Configuration/readBufferBudget``).
+    let openStreams = Atomic<Int>(0)
     private let validatedAt = Mutex<[CacheKey: ContinuousClock.Instant]>([:])
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
 
@@ -67,15 +77,23 @@ public final class CachingReader: Sendable {
 
     /// The resource's content information: from the store when its length is known there,
     /// else from the origin (and then stored). Concurrent calls share one origin request.
+    ///
+    /// - Parameter offset: where a read will start, if one follows. For an uncached
+    ///   resource the origin is then asked with a ranged `GET` from there instead of a
+    ///   `HEAD`: its head gives the content information and its body becomes the first
+    ///   download, which the read joins, so the first byte costs one round trip, not two.
     /// - Throws: ``CacheError`` with an origin code when the origin fails.
-    public func contentInfo(for url: URL) async throws -> ContentMetadata {
+    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil) async throws -> ContentMetadata {
         let key = store.key(for: url)
         if let metadata = store.metadata(for: key), metadata.length != nil {
             return metadata
         }
         let task = contentInfoTasks.withLock { tasks in
             if let running = tasks[key] { return running }
-            let task = Task { [fetcher] in try await fetcher.contentInfo(for: url) }
+            let task = Task { [self] in
+                guard let offset else { return try await fetcher.contentInfo(for: url) }
+                return try await probe(url, key: key, offset: offset)
+            }
             tasks[key] = task
             return task
         }
@@ -138,8 +156,33 @@ public final class CachingReader: Sendable {
         return last.map { ContinuousClock.now - $0 > configuration.revalidationInterval } ?? true
     }
 
+    /// The chunk size for a stream now, given how many are open.
+    var currentChunkSize: Int64 {
+        let open = max(1, openStreams.load(ordering: .relaxed))
+        let share = configuration.readBufferBudget / (3 * open) / (16 << 10) * (16 << 10)
+        return Int64(min(configuration.chunkSize, max(configuration.minimumChunkSize, share)))
+    }
+
     func markValidated(_ key: CacheKey) {
         validatedAt.withLock { $0[key] = ContinuousClock.now }
+    }
+
+    /// Asks for the first `minimumRequest` bytes at `offset` and turns the answer into a
+    /// download that readers can join; returns the content information it carries.
+    private func probe(_ url: URL, key: CacheKey, offset: Int64) async throws -> ContentMetadata {
+        let response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil)
+        let metadata = response.metadata
+        if let handle = try? store.openEntry(key) {
+            defer { handle.close() }
+            try? handle.updateMetadata(metadata)
+        }
+        markValidated(key)
+        guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
+        let download = metadata.acceptsRanges
+            ? Download(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false)
+            : Download(url: url, key: key, start: 0, end: total, isFullBody: true)
+        start(download, firstResponse: response)
+        return metadata
     }
 
     // MARK: Downloads
@@ -169,17 +212,26 @@ public final class CachingReader: Sendable {
             downloads[key] = active + [download]
             return (download, id, true)
         }
-        if isNew {
-            let task = Task { await self.run(download) }
-            download.state.withLock { $0.task = task }
-            if download.isFinished { task.cancel() }
-        }
+        if isNew { start(download) }
         return (download, readerID)
+    }
+
+    /// Registers `download` (if not yet) and runs it, beginning with `firstResponse` if given.
+    private func start(_ download: Download, firstResponse: OriginResponse? = nil) {
+        downloads.withLock { downloads in
+            if downloads[download.key]?.contains(where: { $0 === download }) != true {
+                downloads[download.key, default: []].append(download)
+            }
+        }
+        let task = Task { await self.run(download, firstResponse: firstResponse) }
+        download.state.withLock { $0.task = task }
+        if download.isFinished { task.cancel() }
     }
 
     /// Fetches a download's bytes, resuming after broken connections, storing each chunk
     /// as it arrives and publishing it to the readers.
-    private func run(_ download: Download) async {
+    private func run(_ download: Download, firstResponse: OriginResponse?) async {
+        var firstResponse = firstResponse
         let handle = try? store.openEntry(download.key)
         defer {
             handle?.close()
@@ -202,9 +254,15 @@ public final class CachingReader: Sendable {
                 : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
             do {
                 let stored = try handle?.metadata()
-                let response = try await fetcher.fetch(
-                    download.url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                    ifRange: stored?.ifRangeValidator)
+                let response: OriginResponse
+                if let first = firstResponse {
+                    response = first
+                    firstResponse = nil
+                } else {
+                    response = try await fetcher.fetch(
+                        download.url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
+                        ifRange: stored?.ifRangeValidator)
+                }
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
                     try handle.updateMetadata(response.metadata)
                     configuration.logger.info("Resource changed at the origin; dropped the cached version", metadata: ["url": "\(download.url)"])
@@ -240,6 +298,8 @@ public final class CachingReader: Sendable {
                             try await handle.write(chunk, at: position)
                         } catch let error as CacheError where error.code == .entryInvalidated {
                             throw CacheError(.resourceChanged, "\(download.url.absoluteString) changed at the origin while it was being read.")
+                        } catch let error where error is CancellationError || Task.isCancelled {
+                            return  // the last reader left during the write; nobody needs the bytes
                         } catch {
                             storeWorks = false
                             configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(download.url)", "error": "\(error)"])

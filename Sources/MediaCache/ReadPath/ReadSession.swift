@@ -39,6 +39,7 @@ final class ReadSession: Sendable {
         self.range = range
         let cached = SpanSet((try? handle?.spans())?.spans(in: range) ?? [])
         state = Mutex(State(cursor: range.lowerBound, handle: handle, cachedAtStart: cached))
+        reader.openStreams.add(1, ordering: .relaxed)
     }
 
     deinit {
@@ -51,11 +52,11 @@ final class ReadSession: Sendable {
 
     /// Ends the read and lets go of its download and entry.
     func close() {
-        let (download, handle) = state.withLock { state in
-            state.isClosed = true
-            defer { state.download = nil; state.handle = nil }
-            return (state.download, state.handle)
+        let (download, handle, wasOpen) = state.withLock { state in
+            defer { state.isClosed = true; state.download = nil; state.handle = nil }
+            return (state.download, state.handle, !state.isClosed)
         }
+        if wasOpen { reader.openStreams.subtract(1, ordering: .relaxed) }
         if let download { download.download.removeReader(download.reader) }
         handle?.close()
     }
@@ -92,8 +93,8 @@ final class ReadSession: Sendable {
     }
 
     private func step() async throws -> ByteBuffer? {
-        let chunkSize = Int64(reader.configuration.chunkSize)
         while true {
+            let chunkSize = reader.currentChunkSize
             let (cursor, handle, current, isClosed) = state.withLock {
                 ($0.cursor, $0.handle, $0.download, $0.isClosed)
             }

@@ -8,7 +8,7 @@ struct DebugCommand: AsyncParsableCommand {
         commandName: "debug",
         abstract: "Developer tools used by the test suite.",
         shouldDisplay: false,
-        subcommands: [CrashWriterCommand.self]
+        subcommands: [CrashWriterCommand.self, OriginCommand.self]
     )
 }
 
@@ -26,5 +26,24 @@ struct CrashWriterCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await CrashWriter.run(directory: URL(fileURLWithPath: directory), seed: seed)
+    }
+}
+
+/// The test origin as its own process, for benchmarks that put other servers in front of it.
+struct OriginCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "origin",
+        abstract: "Run the test origin; add resources and read its counters under /_origin/.",
+        discussion: "GET /_origin/serve?path=/a.mp4&length=N[&seed=S][&bps=R], /_origin/stats?path=/a.mp4 (prints REQUESTS BYTES), /_origin/reset. Stop it with SIGTERM."
+    )
+
+    @Option(help: "The port to listen on (0: any free port).")
+    var port = 0
+
+    func run() async throws {
+        let origin = try await TestOrigin.start(port: port, acceptsControl: true)
+        print("origin: listening on http://\(origin.host):\(origin.port)")
+        fflush(nil)
+        while true { try await Task.sleep(for: .seconds(3600)) }
     }
 }

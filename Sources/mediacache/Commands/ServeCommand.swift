@@ -1,6 +1,5 @@
 public import ArgumentParser
 import Foundation
-import Hummingbird
 public import Logging
 import MediaCache
 import MediaCacheHTTP

@@ -1,0 +1,112 @@
+import Logging
+import MediaCache
+import NIOCore
+import NIOHTTP1
+
+/// One client connection: takes each request (one at a time; pipelined ones wait), answers
+/// it from a task, and cancels that task when the client goes away.
+final class ProxyConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let handler: ProxyHandler
+    private let configuration: ProxyConfiguration
+    private let connections: ConnectionRegistry
+    private var head: HTTPRequestHead?
+    private var task: Task<Void, Never>?
+    private var isResponding = false
+
+    init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry) {
+        self.handler = handler
+        self.configuration = configuration
+        self.connections = connections
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        connections.add(context.channel)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        task?.cancel()
+        connections.remove(context.channel)
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent, !isResponding {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let channel = context.channel
+            let headerBytes = head.uri.utf8.count + head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+            guard headerBytes <= configuration.maxHeaderBytes else {
+                let response = ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's header section is larger than \(configuration.maxHeaderBytes) bytes.")
+                task = connections.run { await Self.send(response, on: channel, version: head.version, keepAlive: false) }
+                return
+            }
+            isResponding = true
+            let handler = handler
+            let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+            task = connections.run {
+                let response = await handler.respond(to: head)
+                await Self.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
+                channel.eventLoop.execute { this.value.isResponding = false }
+            }
+        }
+    }
+
+    /// Writes `response`. A body is written chunk by chunk with at most two chunks in the
+    /// socket's queue, so a slow client holds the read back instead of filling memory. A
+    /// failure after the head is sent cuts the connection: a player must never get wrong
+    /// bytes under a success status.
+    static func send(_ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
+        var headers = response.headers
+        if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+        let head = HTTPServerResponsePart.head(HTTPResponseHead(version: version, status: response.status, headers: headers))
+        do {
+            switch response.body {
+            case .none:
+                channel.write(head, promise: nil)
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+            case .text(let text):
+                channel.write(head, promise: nil)
+                channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: text))), promise: nil)
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+            case .stream(let stream, var log):
+                channel.write(head, promise: nil)
+                do {
+                    var previous: EventLoopFuture<Void>?
+                    for try await chunk in stream {
+                        if log.firstByte == nil { log.firstByte = ContinuousClock.now }
+                        let written = channel.eventLoop.makePromise(of: Void.self)
+                        channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)), promise: written)
+                        try await previous?.get()
+                        previous = written.futureResult
+                    }
+                    try await previous?.get()
+                    try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+                    log.end(stream.statistics, error: nil)
+                } catch {
+                    stream.cancel()
+                    log.end(stream.statistics, error: error)
+                    throw error
+                }
+            }
+            if !keepAlive { try await channel.close() }
+        } catch {
+            channel.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,15 @@
+/// Requests AVPlayer made through a resource loader (DESIGN.md, `traces/`).
+public enum AVPlayerTrace {
+    /// The length of the MP4 of `avplayer-mp4-video.tsv`.
+    public static let mp4Length: Int64 = 61_574_237
+
+    /// `avplayer-mp4-video.tsv`: the 21 data requests (offset, length) AVPlayer made for a
+    /// 61,574,237-byte MP4, in order.
+    public static let mp4: [(offset: Int64, length: Int64)] = [
+        (4849664, 65536), (30129037, 31445200), (30146560, 31427677), (32112640, 29461597), (7798784, 720896),
+        (8650752, 65536), (8847360, 65536), (8978432, 65536), (9109504, 65536), (9240576, 131072),
+        (9437184, 65536), (9633792, 65536), (9764864, 196608), (10027008, 65536), (10289152, 65536),
+        (10551296, 65536), (10813440, 131072), (11075584, 65536), (11206656, 65536), (11403264, 65536),
+        (11665408, 65536),
+    ]
+}

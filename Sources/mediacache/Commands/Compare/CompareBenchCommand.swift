@@ -1,0 +1,117 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import MediaCacheTestSupport
+
+/// mediacache against nginx's slice cache, side by side in one run, in front of the same
+/// standalone test origin, with the page cache (`dd`) as the physical reference.
+struct CompareBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compare",
+        abstract: "mediacache vs nginx (slice cache) on seven workloads; prints a table with ratios.",
+        discussion: "Starts the test origin, `mediacache serve` and nginx on loopback, runs the workloads against both and stops everything. Installs Debian's nginx-light if nginx is missing (as root)."
+    )
+
+    @Option(help: "The hot file's size in MiB (workload 1).")
+    var hotSize: Int = 256
+
+    @Option(help: "How many clients read cached 8 MiB files at once (workload 2).")
+    var clients: Int = 64
+
+    @Option(help: "The throttled origin's rate in KiB/s (workload 3).")
+    var throttle: Int = 1024
+
+    @Option(help: "How many times to repeat the throughput measurements (the best is reported).")
+    var rounds: Int = 3
+
+    func validate() throws {
+        guard hotSize > 0, clients > 0, throttle > 0, rounds > 0 else {
+            throw ValidationError("--hot-size, --clients, --throttle and --rounds must be positive.")
+        }
+    }
+
+    func run() async throws {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("mediacache-compare-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
+        let client = BenchClient(http: http)
+        var started: [Process] = []
+        do {
+            let (originProcess, originPort) = try await BenchServers.startOrigin(executable)
+            started.append(originProcess)
+            let origin = OriginControl(port: originPort, client: client)
+            let ourFolder = root.appendingPathComponent("mediacache")
+            let ours = try await BenchServers.startOurs(executable, directory: ourFolder, originPort: originPort)
+            started.append(ours.process)
+            let nginx = try await BenchServers.startNginx(directory: root.appendingPathComponent("nginx"), originPort: originPort, client: client)
+            started.append(nginx.process)
+            let workloads = Workloads(client: client, origin: origin, servers: [ours, nginx], rounds: rounds)
+            print("mediacache vs nginx slice cache — \(ProcessInfo.processInfo.activeProcessorCount) cores, origin, both servers and the clients on one machine")
+            var table = ResultTable(servers: [ours.name, nginx.name])
+            try await workloads.hotThroughput(sizeMiB: hotSize, cacheFolder: ourFolder, into: &table)
+            try await workloads.hotConcurrency(clients: clients, into: &table)
+            try await workloads.coldFirstByte(bytesPerSecond: Int64(throttle) << 10, into: &table)
+            try await workloads.seekSession(into: &table)
+            try await workloads.coalescing(into: &table)
+            table.add("7. peak memory, MiB (after 1–5)", values: [ours, nginx].map { Double($0.peakMemory) / 1_048_576 }, format: "%.1f",
+                      note: "nginx: master + workers + cache processes")
+            try await workloads.replay(into: &table)
+            print(table.render())
+        } catch {
+            started.reversed().forEach(Self.stop)
+            try? await http.shutdown()
+            try? FileManager.default.removeItem(at: root)
+            throw error
+        }
+        started.reversed().forEach(Self.stop)
+        try await http.shutdown()
+        try? FileManager.default.removeItem(at: root)
+    }
+
+    private static func stop(_ process: Process) {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// Rows of figures per server, printed as a table with the ratio ours / nginx.
+struct ResultTable {
+    struct Row {
+        var name: String
+        var values: [Double]
+        var format: String
+        var reference: String
+        var note: String
+    }
+
+    let servers: [String]
+    private(set) var rows: [Row] = []
+
+    init(servers: [String]) {
+        self.servers = servers
+    }
+
+    mutating func add(_ name: String, values: [Double], format: String, reference: String = "", note: String = "") {
+        rows.append(Row(name: name, values: values, format: format, reference: reference, note: note))
+        print("  " + name + ": " + zip(servers, values).map { "\($0) " + String(format: format, $1) }.joined(separator: ", ")
+              + (reference.isEmpty ? "" : "; " + reference))
+    }
+
+    func render() -> String {
+        let header = ["workload"] + servers + ["ratio", "reference / note"]
+        var lines = [header]
+        for row in rows {
+            let ratio = row.values.count == 2 && row.values[1] != 0 ? String(format: "%.2f", row.values[0] / row.values[1]) : "—"
+            let extra = [row.reference, row.note].filter { !$0.isEmpty }.joined(separator: "; ")
+            lines.append([row.name] + row.values.map { String(format: row.format, $0) } + [ratio, extra])
+        }
+        let widths = (0..<header.count).map { column in lines.map { $0[column].count }.max()! }
+        return lines.enumerated().map { index, line in
+            let text = zip(line, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: " | ")
+            return index == 0 ? text + "\n" + widths.map { String(repeating: "-", count: $0) }.joined(separator: "-|-") : text
+        }.joined(separator: "\n")
+    }
+}

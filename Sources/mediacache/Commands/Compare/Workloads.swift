@@ -1,0 +1,198 @@
+import ArgumentParser
+import Foundation
+import MediaCache
+import MediaCacheTestSupport
+
+/// The workloads of the comparison, each run against every server in turn.
+struct Workloads {
+    let client: BenchClient
+    let origin: OriginControl
+    let servers: [BenchServer]
+    let rounds: Int
+    var verbose = true
+
+    /// Serves the same deterministic bytes under every server's prefix; returns the content.
+    private func serve(_ path: String, length: Int64, seed: UInt64, bytesPerSecond: Int64? = nil) async throws -> DeterministicContent {
+        for server in servers {
+            try await origin.serve(server.prefix + path, length: length, seed: seed, bytesPerSecond: bytesPerSecond)
+        }
+        return DeterministicContent(seed: seed)
+    }
+
+    /// 1. One client reads a cached file whole; `dd` of our cached data file is the limit.
+    func hotThroughput(sizeMiB: Int, cacheFolder: URL, into table: inout ResultTable) async throws {
+        let length = Int64(sizeMiB) << 20
+        let content = try await serve("/hot.bin", length: length, seed: 1)
+        for server in servers {
+            try await client.read(server.url(server.prefix + "/hot.bin"), content: content, length: length)
+        }
+        var best = [Double](repeating: 0, count: servers.count)
+        for _ in 0..<rounds {
+            for (index, server) in servers.enumerated() {
+                let run = try await client.curl([server.url(server.prefix + "/hot.bin")], parallel: 1, expectedBytes: length)
+                best[index] = max(best[index], Double(sizeMiB) / run[0].total)
+            }
+        }
+        var reference = ""
+        if let file = Self.largestFile(in: cacheFolder) {
+            var fastest = Double.infinity
+            for _ in 0..<rounds {
+                // dd's own figure: "N bytes (…) copied, S s, R GB/s".
+                let result = try await ChildProcess.run(["dd", "if=\(file.path)", "of=/dev/null", "bs=1M"])
+                guard result.status == 0, let match = result.error.firstMatch(of: /copied, ([0-9.]+) s/), let seconds = Double(match.1) else {
+                    throw ValidationError("dd failed: \(result.error)")
+                }
+                fastest = min(fastest, seconds)
+            }
+            reference = String(format: "dd of the cached file: %.0f MiB/s", Double(sizeMiB) / fastest)
+        }
+        table.add("1. hot, 1 client, \(sizeMiB) MiB file, MiB/s", values: best, format: "%.0f", reference: reference)
+    }
+
+    /// 2. Many clients read cached 8 MiB files at once.
+    func hotConcurrency(clients: Int, into table: inout ResultTable) async throws {
+        let length: Int64 = 8 << 20
+        for index in 0..<clients {
+            _ = try await serve("/many-\(index).bin", length: length, seed: 1000 + UInt64(index))
+        }
+        var aggregate = [Double](repeating: 0, count: servers.count)
+        var firstBytes = [[Double]](repeating: [], count: servers.count)
+        for server in servers {
+            let urls = (0..<clients).map { server.url(server.prefix + "/many-\($0).bin") }
+            // Warm the cache (and check one file's bytes).
+            try await client.read(urls[0], content: DeterministicContent(seed: 1000), length: length)
+            _ = try await client.curl(urls, parallel: 8, expectedBytes: length)
+        }
+        for _ in 0..<rounds {
+            for (index, server) in servers.enumerated() {
+                let urls = (0..<clients).map { server.url(server.prefix + "/many-\($0).bin") }
+                let run = try await client.curl(urls, parallel: clients, expectedBytes: length)
+                // The transfers start together: the slowest one's time is the run's.
+                aggregate[index] = max(aggregate[index], Double(clients * 8) / run.map(\.total).max()!)
+                firstBytes[index] += run.map(\.firstByte)
+            }
+        }
+        table.add("2. hot, \(clients) clients × 8 MiB, aggregate MiB/s", values: aggregate, format: "%.0f")
+        table.add("2. hot, \(clients) clients, p50 first byte, ms", values: firstBytes.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f")
+        table.add("2. hot, \(clients) clients, p99 first byte, ms", values: firstBytes.map { Self.percentile(0.99, $0) * 1000 }, format: "%.1f")
+    }
+
+    /// 3. Time to first byte of a file nobody read yet, on an origin sending slowly.
+    func coldFirstByte(bytesPerSecond: Int64, into table: inout ResultTable) async throws {
+        let samples = 7
+        var times = [[Double]](repeating: [], count: servers.count)
+        var direct: [Double] = []
+        for sample in 0..<samples {
+            let path = "/slow-\(sample).bin"
+            let content = try await serve(path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
+            try await origin.serve(path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
+            direct.append(try await client.firstByte(origin.url(path), content: content))
+            for (index, server) in servers.enumerated() {
+                times[index].append(try await client.firstByte(server.url(server.prefix + path), content: content))
+            }
+        }
+        table.add("3. cold first byte, origin at \(bytesPerSecond >> 10) KiB/s, median ms", values: times.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f",
+                  reference: String(format: "origin direct %.1f ms", Self.percentile(0.5, direct) * 1000))
+    }
+
+    /// The MP4 AVPlayer trace of DESIGN.md (moov at the end) and 200 random 64 KiB windows.
+    static let movieLength = AVPlayerTrace.mp4Length
+    static let windowsLength: Int64 = 256 << 20
+
+    /// Plays the seek-heavy session through `server`; returns the bytes the client kept.
+    private func session(_ server: BenchServer) async throws -> Int64 {
+        let movie = DeterministicContent(seed: 62)
+        let movieURL = server.url(server.prefix + "/movie.mp4")
+        var kept = SpanSet()
+        func read(_ offset: Int64, length: Int64? = nil, take: Int64? = nil) async throws {
+            kept.insert(try await client.read(movieURL, content: movie, offset: offset, length: length, take: take).range)
+        }
+        try await read(0, length: 2)
+        // Start of playback: to-end requests cancelled as playback moves on, then a seek.
+        try await read(0, take: 700 << 10)
+        try await read(700 << 10, take: 800 << 10)
+        try await read(1500 << 10, take: 500 << 10)
+        try await read(5000 << 10, take: 1 << 20)
+        // The tail (moov), then the trace, long requests taken in part and cancelled.
+        try await read(Self.movieLength - (256 << 10), length: 256 << 10)
+        for (offset, length) in AVPlayerTrace.mp4 {
+            try await read(offset, length: length, take: length > 1 << 20 ? 1 << 20 : nil)
+        }
+        let windows = DeterministicContent(seed: 63)
+        let windowsURL = server.url(server.prefix + "/windows.bin")
+        var random = SplitMix(seed: 64)
+        var keptWindows = SpanSet()
+        for _ in 0..<200 {
+            let offset = Int64(random.next() % UInt64(Self.windowsLength - (64 << 10)))
+            keptWindows.insert(try await client.read(windowsURL, content: windows, offset: offset, length: 64 << 10).range)
+        }
+        return kept.byteCount + keptWindows.byteCount
+    }
+
+    private func sessionOriginTraffic(_ server: BenchServer) async throws -> (requests: Int, bytes: Int64) {
+        let movie = try await origin.stats(server.prefix + "/movie.mp4")
+        let windows = try await origin.stats(server.prefix + "/windows.bin")
+        return (movie.requests + windows.requests, movie.bytes + windows.bytes)
+    }
+
+    /// 4. Origin bytes for the seek-heavy session over the unique bytes the client kept.
+    func seekSession(into table: inout ResultTable) async throws {
+        _ = try await serve("/movie.mp4", length: Self.movieLength, seed: 62)
+        _ = try await serve("/windows.bin", length: Self.windowsLength, seed: 63)
+        var ratios: [Double] = []
+        var kept: Int64 = 0
+        for server in servers {
+            kept = try await session(server)
+            // Let downloads cut short by hang-ups finish or stop before counting.
+            try await Task.sleep(for: .milliseconds(500))
+            ratios.append(Double(try await sessionOriginTraffic(server).bytes) / Double(kept))
+        }
+        table.add("4. seek session, origin bytes / unique bytes kept", values: ratios, format: "%.2f",
+                  reference: String(format: "client kept %.1f MiB", Double(kept) / 1_048_576))
+    }
+
+    /// 5. Sixteen clients read one cold file at once.
+    func coalescing(into table: inout ResultTable) async throws {
+        let length: Int64 = 32 << 20
+        _ = try await serve("/shared.bin", length: length, seed: 65)
+        var ratios: [Double] = []
+        for server in servers {
+            let url = server.url(server.prefix + "/shared.bin")
+            _ = try await client.curl(Array(repeating: url, count: 16), parallel: 16, expectedBytes: length)
+            ratios.append(Double(try await origin.stats(server.prefix + "/shared.bin").bytes) / Double(length))
+        }
+        table.add("5. 16 clients on one cold 32 MiB file, origin bytes / size", values: ratios, format: "%.3f")
+    }
+
+    /// 6. The session of workload 4 again: what it costs at the origin.
+    func replay(into table: inout ResultTable) async throws {
+        var requests: [Double] = []
+        let paths = ["/movie.mp4", "/windows.bin"]
+        for server in servers {
+            var before: [Int] = []
+            for path in paths { before.append(try await origin.requests(server.prefix + path).count) }
+            _ = try await session(server)
+            try await Task.sleep(for: .milliseconds(500))
+            var made: [String] = []
+            for (path, count) in zip(paths, before) { made += try await origin.requests(server.prefix + path).dropFirst(count) }
+            requests.append(Double(made.count))
+            if verbose, !made.isEmpty { print("    \(server.name) replay: " + made.joined(separator: "; ")) }
+        }
+        table.add("6. replay of session 4, origin requests", values: requests, format: "%.0f")
+    }
+
+    static func percentile(_ fraction: Double, _ values: [Double]) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
+    }
+
+    static func largestFile(in folder: URL) -> URL? {
+        let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.fileSizeKey])?.compactMap { $0 as? URL } ?? []
+        return files.max { $0.fileSize < $1.fileSize }
+    }
+}
+
+extension URL {
+    fileprivate var fileSize: Int { (try? resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0 }
+}
