@@ -67,8 +67,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Writes `response`. A body is written chunk by chunk with at most two chunks in the
-    /// socket's queue, so a slow client holds the read back instead of filling memory. A
+    /// Writes `response`. A body is written part by part (cached spans as file regions sent
+    /// with `sendfile`, other bytes as buffers) with at most two parts in the socket's queue, so a slow client holds the read back instead of filling memory. A
     /// failure after the head is sent cuts the connection: a player must never get wrong
     /// bytes under a success status.
     static func send(_ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
@@ -88,10 +88,19 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 channel.write(head, promise: nil)
                 do {
                     var previous: EventLoopFuture<Void>?
-                    for try await chunk in stream {
+                    while let part = try await stream.nextPart() {
                         if log.firstByte == nil { log.firstByte = ContinuousClock.now }
                         let written = channel.eventLoop.makePromise(of: Void.self)
-                        channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)), promise: written)
+                        switch part {
+                        case .bytes(let chunk):
+                            channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)), promise: written)
+                        case .file(let descriptor, let range):
+                            // Cached bytes go from the page cache to the socket with sendfile.
+                            let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
+                            let region = FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
+                            written.futureResult.whenComplete { _ in try? file.close() }
+                            channel.writeAndFlush(HTTPServerResponsePart.body(.fileRegion(region)), promise: written)
+                        }
                         try await previous?.get()
                         previous = written.futureResult
                     }

@@ -48,6 +48,12 @@ public final class CachingReader: Sendable {
         /// out to have a new version, the read ends with `.resourceChanged` after old bytes
         /// only (never a mix). `.zero` checks every time.
         public var revalidationInterval: Duration = .seconds(60)
+        /// When a read that has been giving cached bytes reaches missing ones, it waits this
+        /// long before asking the origin for them. A player that cancels once it has what
+        /// it needs sends the cancel while earlier bytes are still in flight (socket buffers
+        /// hold megabytes); the wait lets the cancel arrive first, so a replayed session
+        /// does not fetch bytes nobody takes. `.zero` never waits.
+        public var holeDelay: Duration = .milliseconds(20)
         /// Where the read path logs.
         public var logger = Logger(label: "mediacache.read", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -17,6 +17,8 @@ final class ReadSession: Sendable {
         var cachedAtStart: SpanSet
         /// Downloads that ended without reaching the cursor, in a row.
         var fruitlessDownloads = 0
+        /// The hole the read last paused at (see ``pauseAtHole(_:handle:)``).
+        var pausedAt: Int64?
         var isClosed = false
     }
 
@@ -83,16 +85,17 @@ final class ReadSession: Sendable {
     }
 
     /// The next chunk, from disk or from the download that fetches it; `nil` at the end.
-    func next() async throws -> ByteBuffer? {
+    /// With `fileRegions`, cached bytes come as a region of the data file instead.
+    func next(fileRegions: Bool) async throws -> ReadPart? {
         do {
-            return try await step()
+            return try await step(fileRegions: fileRegions)
         } catch {
             close()
             throw error
         }
     }
 
-    private func step() async throws -> ByteBuffer? {
+    private func step(fileRegions: Bool) async throws -> ReadPart? {
         while true {
             let chunkSize = reader.currentChunkSize
             let (cursor, handle, current, isClosed) = state.withLock {
@@ -107,10 +110,19 @@ final class ReadSession: Sendable {
 
             // Cached: read it from disk.
             if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
+                if fileRegions {
+                    // No buffer is held for a region, so it may be as large as a chunk can be;
+                    // the first is small so that the first bytes leave at once.
+                    let size = cursor == range.lowerBound ? Int64(reader.configuration.minimumChunkSize) : Int64(reader.configuration.chunkSize)
+                    let region = ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
+                    let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
+                    advance(to: region.upperBound)
+                    return .file(descriptor: descriptor, range: region)
+                }
                 let length = min(chunkSize, span.upperBound - cursor, range.upperBound - cursor)
                 let bytes = try await versioned { try await handle.read(ByteRange(offset: cursor, length: length)) }
                 advance(to: cursor + length)
-                return bytes
+                return .bytes(bytes)
             }
 
             // Missing: wait on the download that fetches it.
@@ -119,6 +131,7 @@ final class ReadSession: Sendable {
                 throw Self.readerError(error, url: url)
             }
             if download == nil || download!.isFinished || cursor < download!.start || cursor >= download!.end {
+                try await pauseAtHole(cursor, handle: handle)
                 if let current { current.download.removeReader(current.reader) }
                 state.withLock { $0.download = nil }
                 let spans = (try? handle?.spans()) ?? SpanSet()
@@ -130,7 +143,7 @@ final class ReadSession: Sendable {
                 let length = min(Int64(held.readableBytes), chunkSize, range.upperBound - cursor)
                 let bytes = held.getSlice(at: held.readerIndex, length: Int(length))!
                 advance(to: cursor + length)
-                return bytes
+                return .bytes(bytes)
             }
             if snapshot.position > cursor {
                 // Stored while we looked: read it from disk on the next turn.
@@ -153,6 +166,22 @@ final class ReadSession: Sendable {
                 await download!.waitForChange(after: snapshot.changeCount)
             }
         }
+    }
+
+    /// Waits ``CachingReader/Configuration/holeDelay`` when the read has just given cached
+    /// bytes and reached missing ones: a player that hangs up after taking what it needed
+    /// often does so while its earlier bytes are still in flight, and its cancel, arriving
+    /// during the wait, then costs no origin request.
+    private func pauseAtHole(_ cursor: Int64, handle: CacheEntryHandle?) async throws {
+        let delay = reader.configuration.holeDelay
+        guard delay > .zero, cursor > range.lowerBound, let spans = try? handle?.spans(), spans.span(containing: cursor - 1) != nil else { return }
+        let first = state.withLock { state in
+            defer { state.pausedAt = cursor }
+            return state.pausedAt != cursor
+        }
+        guard first else { return }
+        try await Task.sleep(for: delay)
+        if state.withLock({ $0.isClosed }) { throw CancellationError() }
     }
 
     /// Joins or starts the download for the hole at `cursor` and remembers it.

@@ -1,5 +1,10 @@
 public import NIOCore
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The bytes of one read, in order, as an async sequence of chunks.
 ///
@@ -25,6 +30,14 @@ public struct ReadStream: AsyncSequence, Sendable {
         session.close()
     }
 
+    /// The next part of the read, for servers that can send a file region with `sendfile`:
+    /// cached bytes come as a descriptor of the cache's data file and the range to send
+    /// from it (the caller owns the descriptor and must close it), other bytes as buffers.
+    /// `nil` at the end. Use either this or the iterator, not both.
+    public func nextPart() async throws -> ReadPart? {
+        try await session.next(fileRegions: true)
+    }
+
     public func makeAsyncIterator() -> Iterator {
         Iterator(session: session)
     }
@@ -34,9 +47,23 @@ public struct ReadStream: AsyncSequence, Sendable {
         let session: ReadSession
 
         public mutating func next() async throws -> ByteBuffer? {
-            try await session.next()
+            switch try await session.next(fileRegions: false) {
+            case .bytes(let buffer)?: return buffer
+            case .file(let descriptor, _)?:
+                close(descriptor)
+                preconditionFailure("A byte stream got a file region.")
+            case nil: return nil
+            }
         }
     }
+}
+
+/// A part of a read (see ``ReadStream/nextPart()``).
+public enum ReadPart: Sendable {
+    /// Bytes in memory.
+    case bytes(ByteBuffer)
+    /// The bytes at `range` of the open file `descriptor`, which the receiver must close.
+    case file(descriptor: CInt, range: ByteRange)
 }
 
 /// Where a read's bytes came from.

@@ -138,8 +138,33 @@ public final class CacheEntryHandle: Sendable {
     /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
     ///   `.entryInvalidated`.
     public func read(_ range: ByteRange) async throws -> ByteBuffer {
+        guard !range.isEmpty else {
+            _ = try cachedFile(for: range)
+            return store.allocator.buffer(capacity: 0)
+        }
+        let (openFile, fileName) = try cachedFile(for: range)
+        let file = try await resolve(openFile, fileName)
+        let allocator = store.allocator
+        return try await BlockingIO.run { try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator) }
+    }
+
+    /// A new descriptor of the entry's data file, from which `range` (which must be cached)
+    /// can be sent with `sendfile`; the bytes of a resource sit at their own offsets. The
+    /// caller owns the descriptor and must close it. What it reads never changes: a new
+    /// version of the resource gets a new file, and a removed file stays readable through
+    /// the descriptor.
+    /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
+    ///   `.entryInvalidated`.
+    public func duplicateDescriptor(for range: ByteRange) async throws -> CInt {
+        let (openFile, fileName) = try cachedFile(for: range)
+        return try await resolve(openFile, fileName).duplicateDescriptor()
+    }
+
+    /// The entry's open file (if open) and file name, after checking `range` is cached;
+    /// counts as an access for eviction.
+    private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String) {
         let now = store.configuration.clock.now
-        let (openFile, fileName) = try store.state.withLock { state in
+        return try store.state.withLock { state in
             let record = try currentRecord(in: &state)
             guard record.spans.contains(range) else {
                 throw CacheError(.notCached, "The bytes \(range) are not cached.")
@@ -148,10 +173,6 @@ public final class CacheEntryHandle: Sendable {
             state.records[key]!.isDirty = true
             return (record.file, record.fileName)
         }
-        guard !range.isEmpty else { return store.allocator.buffer(capacity: 0) }
-        let file = try await resolve(openFile, fileName)
-        let allocator = store.allocator
-        return try await BlockingIO.run { try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator) }
     }
 
     /// Unpins the entry. Further calls throw `.entryInvalidated`. Safe to call twice.

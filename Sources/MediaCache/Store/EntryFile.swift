@@ -33,6 +33,15 @@ final class EntryFile: @unchecked Sendable {
         close(descriptor)
     }
 
+    /// A new descriptor of the file (close-on-exec), owned by the caller.
+    func duplicateDescriptor() throws -> CInt {
+        let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard fd >= 0 else {
+            throw CacheError(.ioFailure, "Cannot duplicate the descriptor of \(path): \(String(cString: strerror(errno))).")
+        }
+        return fd
+    }
+
     /// Writes all of `buffer`'s readable bytes at `offset`.
     func write(_ buffer: ByteBuffer, at offset: Int64) throws {
         try buffer.withUnsafeReadableBytes { bytes in
