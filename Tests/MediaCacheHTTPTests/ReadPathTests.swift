@@ -284,6 +284,81 @@ import Testing
         }
     }
 
+    /// `nextPart()`: stored bytes come as regions of the data file (read back here with
+    /// pread from the descriptor the stream hands over); together they are the resource's
+    /// bytes in order.
+    @Test func partsGiveFileRegionsOfStoredBytes() async throws {
+        try await Harness.with { h in
+            let size: Int64 = 3_000_000
+            h.origin.serve(.generated(length: size, seed: 14), at: "/parts.mp4")
+            let resource = h.origin.resource(at: "/parts.mp4")!
+            _ = try await ReadPathTests.readAndCheck(h, "/parts.mp4", offset: 1_000_000, length: 1_000_000)
+            let stream = try await h.reader.read(h.origin.url("/parts.mp4"))
+            var cursor: Int64 = 0
+            var regions: [ByteRange] = []
+            var buffers = 0
+            while let part = try await stream.nextPart() {
+                switch part {
+                case .bytes(let buffer):
+                    #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "bytes at \(cursor)")
+                    cursor += Int64(buffer.readableBytes)
+                    buffers += 1
+                case .file(let descriptor, let range):
+                    defer { close(descriptor) }
+                    #expect(range.lowerBound == cursor)
+                    var buffer = ByteBuffer()
+                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(range.length)) { bytes in
+                        pread(descriptor, bytes.baseAddress!, Int(range.length), off_t(range.lowerBound))
+                    }
+                    #expect(buffer.readableBytes == Int(range.length))
+                    #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "region \(range)")
+                    cursor = range.upperBound
+                    regions.append(range)
+                }
+            }
+            #expect(cursor == size)
+            // Fetched bytes are stored before readers get them, so they too come as regions
+            // (buffers only when the store fails).
+            #expect(SpanSet(regions) == SpanSet([ByteRange(0, size)]), "\(regions)")
+            #expect(buffers == 0)
+        }
+    }
+
+    /// A read that reaches missing bytes after cached ones waits `holeDelay` before asking
+    /// the origin; a reader that leaves meanwhile (a player whose cancel was in flight)
+    /// costs no origin request. Without the delay the same read fetches.
+    @Test(arguments: [Duration.seconds(2), .zero])
+    func aReaderLeavingAtAHoleDuringTheDelayCostsNoOriginRequest(delay: Duration) async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.holeDelay = delay
+        try await Harness.with(reader: configuration) { h in
+            h.origin.serve(.generated(length: 2_000_000, seed: 15), at: "/hole.mp4")
+            _ = try await ReadPathTests.readAndCheck(h, "/hole.mp4", offset: 0, length: 500_000)
+            let before = h.origin.requests("/hole.mp4").count
+            let stream = try await h.reader.read(h.origin.url("/hole.mp4"))
+            let reading = Task {
+                var taken: Int64 = 0
+                for try await chunk in stream { taken += Int64(chunk.readableBytes) }
+                return taken
+            }
+            // Let the read pass the cached 500 000 bytes and reach the hole.
+            for _ in 0..<200 where stream.statistics.bytesFromCache < 500_000 {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(stream.statistics.bytesFromCache == 500_000)
+            try await Task.sleep(for: .milliseconds(200))
+            stream.cancel()
+            reading.cancel()
+            _ = try? await reading.value
+            let made = h.origin.requests("/hole.mp4").count - before
+            if delay > .zero {
+                #expect(made == 0, "\(h.origin.requests("/hole.mp4"))")
+            } else {
+                #expect(made > 0)
+            }
+        }
+    }
+
     @Test func originErrorsAndOddHeadersAreHandled() async throws {
         try await Harness.with { h in
             var missing = TestOrigin.Faults()
