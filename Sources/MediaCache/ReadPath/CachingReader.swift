@@ -18,6 +18,10 @@ public final class CachingReader: Sendable {
     public struct Configuration: Sendable {
         /// The largest chunk a stream yields when reading from disk.
         public var chunkSize = 1 << 20
+        /// The largest file region ``ReadStream/nextPart()`` gives for cached bytes (sent with
+        /// `sendfile`, so no memory is held for it); the first region of a read is
+        /// ``minimumChunkSize``, so its first bytes leave at once.
+        public var fileRegionSize = 1 << 20
         /// The smallest chunk a stream yields from disk (unless fewer bytes are left).
         public var minimumChunkSize = 32 << 10
         /// About how much memory the chunks of all open streams may hold together: each

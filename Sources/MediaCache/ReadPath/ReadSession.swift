@@ -113,7 +113,7 @@ final class ReadSession: Sendable {
                 if fileRegions {
                     // No buffer is held for a region, so it may be as large as a chunk can be;
                     // the first is small so that the first bytes leave at once.
-                    let size = cursor == range.lowerBound ? Int64(reader.configuration.minimumChunkSize) : Int64(reader.configuration.chunkSize)
+                    let size = cursor == range.lowerBound ? Int64(reader.configuration.minimumChunkSize) : Int64(reader.configuration.fileRegionSize)
                     let region = ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
                     let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
                     advance(to: region.upperBound)
