@@ -101,18 +101,23 @@ public final class CachingReader: Sendable {
         let task = contentInfoTasks.withLock { tasks in
             if let running = tasks[key] { return running }
             let task = Task { [self] in
-                guard let offset else { return try await fetcher.contentInfo(for: url) }
+                guard let offset else { return store(try await fetcher.contentInfo(for: url), key: key) }
                 return try await probe(url, key: key, offset: offset)
             }
             tasks[key] = task
             return task
         }
         defer { contentInfoTasks.withLock { if $0[key] == task { $0[key] = nil } } }
-        let fetched = try await task.value
-        guard let handle = try? store.openEntry(key) else { return fetched }
+        return try await task.value
+    }
+
+    /// Stores `metadata` for `key` (the store may keep validators it already had) and
+    /// returns what the entry now holds; `metadata` itself when the store refuses.
+    private func store(_ metadata: ContentMetadata, key: CacheKey) -> ContentMetadata {
+        guard let handle = try? store.openEntry(key) else { return metadata }
         defer { handle.close() }
-        try? handle.updateMetadata(fetched)
-        return (try? handle.metadata()) ?? fetched
+        try? handle.updateMetadata(metadata)
+        return (try? handle.metadata()) ?? metadata
     }
 
     // MARK: Reading
@@ -181,11 +186,7 @@ public final class CachingReader: Sendable {
     /// download that readers can join; returns the content information it carries.
     private func probe(_ url: URL, key: CacheKey, offset: Int64) async throws -> ContentMetadata {
         let response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil)
-        let metadata = response.metadata
-        if let handle = try? store.openEntry(key) {
-            defer { handle.close() }
-            try? handle.updateMetadata(metadata)
-        }
+        let metadata = store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download = metadata.acceptsRanges

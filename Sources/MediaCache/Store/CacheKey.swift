@@ -19,7 +19,14 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The default key for `url`: the hex SHA-256 of ``normalizedURLString(_:)``.
     public init(url: URL) {
         let digest = SHA256.hash(data: Data(CacheKey.normalizedURLString(url).utf8))
-        self.init(digest.map { String(format: "%02x", $0) }.joined())
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in digest {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 0x0f)])
+        }
+        self.init(String(decoding: text, as: UTF8.self))
     }
 
     /// The URL text the default key hashes: scheme and host lower-cased, the default port
