@@ -36,6 +36,26 @@ import Testing
         }
     }
 
+    /// Sixteen players start the same uncached file at once: one origin download serves
+    /// them all (the first ranged GET, which also gives the length, is shared too).
+    @Test func sixteenClientsOnAColdFileShareOneDownload() async throws {
+        try await ProxyHarness.with { h in
+            let size: Int64 = 6_000_000
+            h.origin.serve(.generated(length: size, seed: 33, mimeType: "video/mp4"), at: "/shared.mp4")
+            let resource = h.origin.resource(at: "/shared.mp4")!
+            let bodies = try await withThrowingTaskGroup(of: ByteBuffer.self) { group in
+                for _ in 0..<16 { group.addTask { try await h.get(h.url("/shared.mp4")).body } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for body in bodies {
+                #expect(body.readableBytes == Int(size) && resource.firstMismatch(in: body, at: 0) == nil)
+            }
+            let sent = h.origin.bodyBytesSent("/shared.mp4")
+            #expect(Double(sent) <= 1.05 * Double(size), "origin sent \(sent) for a \(size)-byte file")
+            #expect(!h.origin.requests("/shared.mp4").contains { $0.method == "HEAD" })
+        }
+    }
+
     @Test(arguments: [
         ("bytes=0-1", 0, 2),
         ("bytes=1000-1999", 1000, 1000),
