@@ -64,3 +64,23 @@ extension TestOrigin.Resource {
         return Int64(zip(got, want).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? 0) + offset
     }
 }
+
+extension Harness {
+    /// Waits until the read path runs no download and the origin has received no request
+    /// for `path` for 100 ms (at most 5 s), so counters reset afterwards start clean.
+    public func waitUntilQuiet(_ path: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(5)
+        var count = origin.requests(path).count
+        var stableSince = ContinuousClock.now
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            let now = origin.requests(path).count
+            if now != count || reader.activeDownloads > 0 {
+                count = now
+                stableSince = ContinuousClock.now
+            } else if ContinuousClock.now - stableSince >= .milliseconds(100) {
+                return
+            }
+        }
+    }
+}

@@ -80,9 +80,14 @@ import Testing
             for request in h.origin.requests("/a.mp3") where request.method == "GET" {
                 #expect(request.range != nil, "\(request)")
             }
+            // A download the first session left running ahead of a reader that hung up is
+            // cancelled with it, but its last request may still be on its way to the origin:
+            // let it land before counting the second session's requests.
+            try await h.waitUntilQuiet("/a.mp3")
             h.origin.resetCounters()
+            let cached = h.store.spans(for: key)
             try await session()
-            #expect(h.origin.requests("/a.mp3").isEmpty, "second session: \(h.origin.requests("/a.mp3"))")
+            #expect(h.origin.requests("/a.mp3").isEmpty, "second session: \(h.origin.requests("/a.mp3")); cached after the first: \(cached); consumed \(consumed)")
         }
     }
 }
@@ -99,7 +104,7 @@ import Testing
                 try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)
             }
             let pass1 = h.origin.bodyBytesSent("/v.mp4")
-            #expect(pass1 <= unique, "pass 1: origin sent \(pass1) bytes for \(unique) unique bytes requested")
+            #expect(pass1 <= unique, "pass 1: origin sent \(pass1) bytes for \(unique) unique bytes requested; requests: \(h.origin.requests("/v.mp4").filter { $0.method == "GET" }.map { $0.range ?? "-" })")
             h.origin.resetCounters()
             for window in windows {
                 let statistics = try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)

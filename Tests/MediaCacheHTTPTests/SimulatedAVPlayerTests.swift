@@ -145,6 +145,7 @@ final class SimulatedPlayer: Sendable {
             }
             try await session()
             #expect(h.origin.bodyBytesSent("/song.mp3") > 0)
+            try await h.waitUntilQuiet("/song.mp3")
             h.origin.resetCounters()
             try await session()
             #expect(h.origin.requests("/song.mp3").isEmpty, "replay: \(h.origin.requests("/song.mp3"))")
@@ -170,6 +171,7 @@ final class SimulatedPlayer: Sendable {
             try await session()
             let firstSent = h.origin.bodyBytesSent("/movie.mp4")
             #expect(firstSent < 16 << 20, "the session needs a few MiB, not the file: origin sent \(firstSent)")
+            try await h.waitUntilQuiet("/movie.mp4")
             h.origin.resetCounters()
             try await session()
             #expect(h.origin.requests("/movie.mp4").isEmpty, "replay: \(h.origin.requests("/movie.mp4"))")

@@ -171,6 +171,11 @@ public final class CachingReader: Sendable {
         return last.map { ContinuousClock.now - $0 > configuration.revalidationInterval } ?? true
     }
 
+    /// How many origin downloads are running (each one may serve several readers).
+    public var activeDownloads: Int {
+        downloads.withLock { $0.values.reduce(0) { $0 + $1.count } }
+    }
+
     /// The chunk size for a stream now, given how many are open.
     var currentChunkSize: Int64 {
         let open = max(1, openStreams.load(ordering: .relaxed))

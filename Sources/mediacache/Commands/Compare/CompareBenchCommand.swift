@@ -25,10 +25,15 @@ struct CompareBenchCommand: AsyncParsableCommand {
     @Option(help: "How many times to repeat the throughput measurements (the best is reported).")
     var rounds: Int = 3
 
+    @Option(name: .customLong("only"), parsing: .upToNextOption, help: "Run only these workloads (1 to 7; 6 replays 4's session).")
+    var only: [Int] = Array(1...7)
+
     func validate() throws {
         guard hotSize > 0, clients > 0, throttle > 0, rounds > 0 else {
             throw ValidationError("--hot-size, --clients, --throttle and --rounds must be positive.")
         }
+        guard !only.isEmpty, only.allSatisfy((1...7).contains) else { throw ValidationError("--only takes workload numbers from 1 to 7.") }
+        if only.contains(6), !only.contains(4) { throw ValidationError("Workload 6 replays workload 4's session: add 4.") }
     }
 
     func run() async throws {
@@ -38,6 +43,11 @@ struct CompareBenchCommand: AsyncParsableCommand {
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
         let client = BenchClient(http: http)
         var started: [Process] = []
+        func cleanUp() async {
+            started.reversed().forEach(Self.stop)
+            try? await http.shutdown()
+            try? FileManager.default.removeItem(at: root)
+        }
         do {
             let (originProcess, originPort) = try await BenchServers.startOrigin(executable)
             started.append(originProcess)
@@ -50,24 +60,22 @@ struct CompareBenchCommand: AsyncParsableCommand {
             let workloads = Workloads(client: client, origin: origin, servers: [ours, nginx], rounds: rounds)
             print("mediacache vs nginx slice cache — \(ProcessInfo.processInfo.activeProcessorCount) cores, origin, both servers and the clients on one machine")
             var table = ResultTable(servers: [ours.name, nginx.name])
-            try await workloads.hotThroughput(sizeMiB: hotSize, cacheFolder: ourFolder, into: &table)
-            try await workloads.hotConcurrency(clients: clients, into: &table)
-            try await workloads.coldFirstByte(bytesPerSecond: Int64(throttle) << 10, into: &table)
-            try await workloads.seekSession(into: &table)
-            try await workloads.coalescing(into: &table)
-            table.add("7. peak memory, MiB (after 1–5)", values: [ours, nginx].map { Double($0.peakMemory) / 1_048_576 }, format: "%.1f",
-                      note: "nginx: master + workers + cache processes")
-            try await workloads.replay(into: &table)
+            if only.contains(1) { try await workloads.hotThroughput(sizeMiB: hotSize, cacheFolder: ourFolder, into: &table) }
+            if only.contains(2) { try await workloads.hotConcurrency(clients: clients, into: &table) }
+            if only.contains(3) { try await workloads.coldFirstByte(bytesPerSecond: Int64(throttle) << 10, into: &table) }
+            if only.contains(4) { try await workloads.seekSession(into: &table) }
+            if only.contains(5) { try await workloads.coalescing(into: &table) }
+            if only.contains(7) {
+                table.add("7. peak memory, MiB (after the workloads above)", values: [ours, nginx].map { Double($0.peakMemory) / 1_048_576 }, format: "%.1f",
+                          note: "nginx: master + workers + cache processes")
+            }
+            if only.contains(6) { try await workloads.replay(into: &table) }
             print(table.render())
         } catch {
-            started.reversed().forEach(Self.stop)
-            try? await http.shutdown()
-            try? FileManager.default.removeItem(at: root)
+            await cleanUp()
             throw error
         }
-        started.reversed().forEach(Self.stop)
-        try await http.shutdown()
-        try? FileManager.default.removeItem(at: root)
+        await cleanUp()
     }
 
     private static func stop(_ process: Process) {
