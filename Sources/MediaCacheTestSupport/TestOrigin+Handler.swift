@@ -187,12 +187,10 @@ final class OriginHandler: ChannelInboundHandler {
             current.next += size
             current.sentInResponse += size
             sending = current
-            let path = current.path
-            let origin = origin
-            let written = size
-            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk)))).whenSuccess {
-                origin.paths.withLock { $0[path]?.bodyBytesSent += written }
-            }
+            // Counted when handed to the socket, before a client can have read them, so a
+            // test that reads the counter after its reads finish sees every byte it got.
+            origin.paths.withLock { $0[current.path]?.bodyBytesSent += size }
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk))), promise: nil)
             if let rate = current.bytesPerSecond {
                 let delay = TimeAmount.nanoseconds(size * 1_000_000_000 / rate)
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

@@ -329,6 +329,49 @@ import Testing
         }
     }
 
+    /// Regions share ``CachingReader/Configuration/fileRegionBudget``: one open stream gets
+    /// regions of `fileRegionSize`; with 64 open, a region is at most a 64th of the budget,
+    /// so many clients take turns on the event loops in small steps. Bytes are checked.
+    @Test func regionsShrinkAsStreamsAreOpened() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.fileRegionSize = 1 << 20
+        configuration.fileRegionBudget = 16 << 20
+        try await Harness.with(reader: configuration) { h in
+            let size: Int64 = 4 << 20
+            h.origin.serve(.generated(length: size, seed: 16), at: "/share.mp4")
+            let resource = h.origin.resource(at: "/share.mp4")!
+            _ = try await ReadPathTests.readAndCheck(h, "/share.mp4")
+            func regionLengths(of stream: ReadStream) async throws -> [Int64] {
+                var lengths: [Int64] = []
+                var cursor: Int64 = 0
+                while let part = try await stream.nextPart() {
+                    guard case .file(let descriptor, let range) = part else {
+                        Issue.record("a cached read gave a buffer")
+                        return lengths
+                    }
+                    defer { close(descriptor) }
+                    var buffer = ByteBuffer()
+                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(range.length)) { bytes in
+                        pread(descriptor, bytes.baseAddress!, Int(range.length), off_t(range.lowerBound))
+                    }
+                    #expect(range.lowerBound == cursor)
+                    #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "region \(range)")
+                    cursor = range.upperBound
+                    lengths.append(range.length)
+                }
+                #expect(cursor == size)
+                return lengths
+            }
+            let alone = try await regionLengths(of: try await h.reader.read(h.origin.url("/share.mp4")))
+            #expect(alone.dropFirst().max() == Int64(1 << 20), "\(alone)")
+            var others: [ReadStream] = []
+            for _ in 0..<63 { others.append(try await h.reader.read(h.origin.url("/share.mp4"))) }
+            let crowded = try await regionLengths(of: try await h.reader.read(h.origin.url("/share.mp4")))
+            #expect(crowded.max() == Int64(16 << 20) / 64, "\(crowded)")
+            others.forEach { $0.cancel() }
+        }
+    }
+
     /// A read that reaches missing bytes after cached ones waits `holeDelay` before asking
     /// the origin; a reader that leaves meanwhile (a player whose cancel was in flight)
     /// costs no origin request. Without the delay the same read fetches.

@@ -22,6 +22,12 @@ public final class CachingReader: Sendable {
         /// `sendfile`, so no memory is held for it); the first region of a read is
         /// ``minimumChunkSize``, so its first bytes leave at once.
         public var fileRegionSize = 1 << 20
+        /// About how many bytes the file regions of all open streams may span together: with
+        /// `n` streams open a region is `fileRegionBudget / n`, within ``minimumChunkSize`` ...
+        /// ``fileRegionSize``. A server sends a region with one `sendfile` call on its event
+        /// loop, so with many clients smaller regions take turns sooner: a client that has
+        /// just asked gets its first bytes without waiting behind megabytes sent to others.
+        public var fileRegionBudget = 16 << 20
         /// The smallest chunk a stream yields from disk (unless fewer bytes are left).
         public var minimumChunkSize = 32 << 10
         /// About how much memory the chunks of all open streams may hold together: each
@@ -178,9 +184,19 @@ public final class CachingReader: Sendable {
 
     /// The chunk size for a stream now, given how many are open.
     var currentChunkSize: Int64 {
+        share(of: configuration.readBufferBudget / 3, upTo: configuration.chunkSize)
+    }
+
+    /// The file region size for a stream now, given how many are open.
+    var currentRegionSize: Int64 {
+        share(of: configuration.fileRegionBudget, upTo: configuration.fileRegionSize)
+    }
+
+    /// One open stream's share of `budget`, in whole 16 KiB, within ``Configuration/minimumChunkSize`` ... `maximum`.
+    private func share(of budget: Int, upTo maximum: Int) -> Int64 {
         let open = max(1, openStreams.load(ordering: .relaxed))
-        let share = configuration.readBufferBudget / (3 * open) / (16 << 10) * (16 << 10)
-        return Int64(min(configuration.chunkSize, max(configuration.minimumChunkSize, share)))
+        let share = budget / open / (16 << 10) * (16 << 10)
+        return Int64(min(maximum, max(configuration.minimumChunkSize, share)))
     }
 
     func markValidated(_ key: CacheKey) {

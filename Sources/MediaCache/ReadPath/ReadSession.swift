@@ -111,9 +111,9 @@ final class ReadSession: Sendable {
             // Cached: read it from disk.
             if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
                 if fileRegions {
-                    // No buffer is held for a region, so it may be as large as a chunk can be;
-                    // the first is small so that the first bytes leave at once.
-                    let size = cursor == range.lowerBound ? Int64(reader.configuration.minimumChunkSize) : Int64(reader.configuration.fileRegionSize)
+                    // No buffer is held for a region; its size is this stream's share of the
+                    // region budget, and the first is small so that the first bytes leave at once.
+                    let size = cursor == range.lowerBound ? Int64(reader.configuration.minimumChunkSize) : reader.currentRegionSize
                     let region = ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
                     let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
                     advance(to: region.upperBound)
