@@ -19,6 +19,15 @@ import Testing
         return stream.statistics
     }
 
+    /// The bytes a file region part points at, read back with `pread`.
+    static func bytes(of descriptor: CInt, at range: ByteRange) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(range.length)) { bytes in
+            max(0, pread(descriptor, bytes.baseAddress!, Int(range.length), off_t(range.lowerBound)))
+        }
+        return buffer
+    }
+
     /// Reads up to `limit` bytes then stops (the player cancels); checks the bytes it got.
     @discardableResult
     static func readThenCancel(_ h: Harness, _ path: String, offset: Int64, limit: Int64,
@@ -311,10 +320,7 @@ import Testing
                 case .file(let descriptor, let range):
                     defer { close(descriptor) }
                     #expect(range.lowerBound == cursor)
-                    var buffer = ByteBuffer()
-                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(range.length)) { bytes in
-                        pread(descriptor, bytes.baseAddress!, Int(range.length), off_t(range.lowerBound))
-                    }
+                    let buffer = ReadPathTests.bytes(of: descriptor, at: range)
                     #expect(buffer.readableBytes == Int(range.length))
                     #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "region \(range)")
                     cursor = range.upperBound
@@ -350,10 +356,7 @@ import Testing
                         return lengths
                     }
                     defer { close(descriptor) }
-                    var buffer = ByteBuffer()
-                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(range.length)) { bytes in
-                        pread(descriptor, bytes.baseAddress!, Int(range.length), off_t(range.lowerBound))
-                    }
+                    let buffer = ReadPathTests.bytes(of: descriptor, at: range)
                     #expect(range.lowerBound == cursor)
                     #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "region \(range)")
                     cursor = range.upperBound
