@@ -1,13 +1,19 @@
 public import AsyncHTTPClient
 public import Foundation
+public import Logging
 public import MediaCache
 import NIOCore
 import NIOHTTP1
 
 /// Fetches content information and byte ranges from HTTP(S) origins with AsyncHTTPClient.
 ///
-/// Redirects are followed; connect, response-head and idle-read timeouts are set. Bodies
-/// stream as they arrive, and dropping a body's iterator closes the origin request.
+/// Redirects are followed here, not by the client, so that every hop is checked like the
+/// first URL (http or https, a host, the allow-list), with a hop limit and loop detection.
+/// Connect, response-head and idle-read timeouts are set. Every answer is checked before a
+/// byte of it is used: numbers are parsed with bounds, a `206` must carry the range asked
+/// for, `Content-Length` values must agree with each other and with the range, and a
+/// malformed response is rejected (``CacheError/Code/originRejected``), never retried.
+/// Bodies stream as they arrive, and dropping a body's iterator closes the origin request.
 public final class HTTPOriginFetcher: OriginFetcher {
     /// Options for origin requests.
     public struct Configuration: Sendable {
@@ -17,10 +23,17 @@ public final class HTTPOriginFetcher: OriginFetcher {
         public var responseTimeout: Duration = .seconds(30)
         /// How long a body may go without a byte.
         public var readTimeout: Duration = .seconds(30)
-        /// How many redirects to follow.
+        /// How many redirects to follow; one more is refused.
         public var maxRedirects = 5
+        /// If not empty, only these hosts may be fetched (compared case-insensitively), both
+        /// as the URL asked for and as the target of every redirect.
+        public var allowedHosts: Set<String> = []
+        /// The longest origin URL accepted, asked for or redirected to.
+        public var maxURLBytes = 8 << 10
         /// The `User-Agent` sent to origins.
         public var userAgent = "MediaCache/1.0"
+        /// Where refused redirects and rejected answers are logged (at warning level).
+        public var logger = Logger(label: "mediacache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
 
         /// Creates the default configuration.
         public init() {}
@@ -33,7 +46,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         var clientConfiguration = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: configuration.maxRedirects, allowCycles: false),
+            redirectConfiguration: .disallow,  // followed by `execute`, which checks every hop
             timeout: .init(connect: .init(configuration.connectTimeout), read: .init(configuration.readTimeout)),
             decompression: .disabled
         )
@@ -52,7 +65,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
         var head = try makeRequest(url)
         head.method = .HEAD
         let response = try await execute(head, url: url)
-        if (200..<300).contains(response.status.code), let length = response.headers.first(name: "content-length").flatMap(Int64.init) {
+        if (200..<300).contains(response.status.code), let length = try contentLength(response.headers, url: url) {
             var metadata = Self.metadata(from: response.headers)
             metadata.length = length
             return metadata
@@ -68,15 +81,17 @@ public final class HTTPOriginFetcher: OriginFetcher {
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
         let response = try await execute(request, url: url)
         var metadata = Self.metadata(from: response.headers)
-        let contentLength = response.headers.first(name: "content-length").flatMap(Int64.init)
+        let contentLength = try contentLength(response.headers, url: url)
         switch response.status.code {
         case 206:
-            guard let range,
-                  let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:)),
-                  let got = contentRange.range,
+            let header = response.headers.first(name: "content-range")
+            guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)), let got = contentRange.range,
                   got.lowerBound == range.lowerBound, got.upperBound <= range.upperBound
             else {
-                throw CacheError(.originRejected, "\(url.absoluteString) answered a range request with a different range (\(response.headers.first(name: "content-range") ?? "no Content-Range")).")
+                throw rejected("answered a range request for \(range.map { RangeSpecifier.headerValue(for: $0) } ?? "nothing") with Content-Range \(header.map { "\"\($0.prefix(100))\"" } ?? "missing")", url: url)
+            }
+            if let contentLength, contentLength != got.length {
+                throw rejected("sent Content-Length \(contentLength) with Content-Range \(contentRange.headerValue)", url: url)
             }
             metadata.length = contentRange.totalLength
             metadata.acceptsRanges = true
@@ -93,32 +108,104 @@ public final class HTTPOriginFetcher: OriginFetcher {
             error.resourceLength = response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:))?.totalLength
             throw error
         default:
-            throw CacheError(.originRejected, "\(url.absoluteString) answered \(response.status.code) \(response.status.reasonPhrase).")
+            throw CacheError(.originRejected, "\(url.absoluteString) answered \(response.status.code) \(response.status.reasonPhrase.prefix(100)).")
+        }
+    }
+
+    /// Whether `url` may be fetched: http or https, a host, a valid port, not too long, and
+    /// on the allow-list if there is one. The same check applies to every redirect target.
+    /// - Throws: ``CacheError/Code/originNotAllowed`` with the reason.
+    public func checkOrigin(_ url: URL) throws {
+        func refuse(_ reason: String) -> CacheError { CacheError(.originNotAllowed, reason) }
+        let text = url.absoluteString
+        guard text.utf8.count <= configuration.maxURLBytes else {
+            throw refuse("The URL is longer than \(configuration.maxURLBytes) bytes.")
+        }
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw refuse("Only http and https URLs can be fetched, not \(url.scheme.map { "\($0.prefix(20)):" } ?? "a URL without a scheme").")
+        }
+        guard let host = url.host, !host.isEmpty else { throw refuse("The URL \(text.prefix(200)) has no host.") }
+        if let port = url.port, !(1...65535).contains(port) { throw refuse("The port \(port) is not between 1 and 65535.") }
+        if !configuration.allowedHosts.isEmpty, !configuration.allowedHosts.contains(where: { $0.lowercased() == host.lowercased() }) {
+            throw refuse("The host \(host.prefix(200)) is not on the allow-list.")
         }
     }
 
     // MARK: Helpers
 
     private func makeRequest(_ url: URL) throws -> HTTPClientRequest {
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
-            throw CacheError(.originRejected, "Only http and https URLs with a host can be fetched, not \(url.absoluteString).")
-        }
+        try checkOrigin(url)
         var request = HTTPClientRequest(url: url.absoluteString)
         request.headers.add(name: "User-Agent", value: configuration.userAgent)
         request.headers.add(name: "Accept-Encoding", value: "identity")
         return request
     }
 
+    /// Sends `request`, following redirects: each hop is checked with ``checkOrigin(_:)``,
+    /// at most ``Configuration/maxRedirects`` are followed and none twice (a loop).
     private func execute(_ request: HTTPClientRequest, url: URL) async throws -> HTTPClientResponse {
+        var request = request
+        var current = url
+        var visited: Set<String> = [url.absoluteString]
+        while true {
+            let response = try await send(request, url: current)
+            guard [301, 302, 303, 307, 308].contains(response.status.code) else { return response }
+            // The redirect's own body is not wanted; read a little of it so the connection
+            // can be reused, or give up on it (the client then closes that connection).
+            _ = try? await response.body.collect(upTo: 16 << 10)
+            guard let location = response.headers.first(name: "location") else {
+                throw rejected("answered \(response.status.code) without a Location", url: current)
+            }
+            guard visited.count <= configuration.maxRedirects else {
+                throw rejected("redirected more than \(configuration.maxRedirects) times", url: url)
+            }
+            guard let next = URL(string: location, relativeTo: current)?.absoluteURL else {
+                throw rejected("redirected to a malformed Location \"\(location.prefix(200))\"", url: current)
+            }
+            do {
+                try checkOrigin(next)
+            } catch let error as CacheError {
+                throw rejected("redirected to \(next.absoluteString.prefix(200)), which is refused: \(error.message)", url: current)
+            }
+            guard visited.insert(next.absoluteString).inserted else {
+                throw rejected("redirected in a loop back to \(next.absoluteString.prefix(200))", url: current)
+            }
+            current = next
+            request.url = next.absoluteString
+        }
+    }
+
+    private func send(_ request: HTTPClientRequest, url: URL) async throws -> HTTPClientResponse {
         do {
             return try await client.execute(request, timeout: .init(configuration.responseTimeout))
         } catch let error as HTTPClientError where [.connectTimeout, .readTimeout, .deadlineExceeded].contains(error) {
             throw CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
+        } catch let error as HTTPParserError {
+            // A malformed status line, header or framing: the answer cannot be trusted.
+            throw rejected("sent a malformed response (\(error))", url: url)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
             throw CacheError(.originUnavailable, "Cannot reach \(url.host ?? url.absoluteString).", underlyingError: error)
         }
+    }
+
+    /// A rejected answer, logged at warning level with its cause.
+    private func rejected(_ reason: String, url: URL) -> CacheError {
+        let error = CacheError(.originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
+        configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+        return error
+    }
+
+    /// The `Content-Length`, or `nil` if absent.
+    /// - Throws: `.originRejected` when a value is not a bounded number or two values differ.
+    private func contentLength(_ headers: HTTPHeaders, url: URL) throws -> Int64? {
+        let values = headers[canonicalForm: "content-length"]
+        guard let first = values.first else { return nil }
+        guard let length = HTTPNumber.strict(first), values.allSatisfy({ HTTPNumber.strict($0) == length }) else {
+            throw rejected("sent an invalid Content-Length (\(values.joined(separator: ", ").prefix(100)))", url: url)
+        }
+        return length
     }
 
     /// Type, range support and validators from response headers (names in any case).

@@ -31,16 +31,19 @@ public enum RangeSpecifier: Sendable, Hashable {
         return parsed.count == 1 ? .single(first) : .multiple(first: first)
     }
 
+    /// A client's numbers are read saturating at ``ByteRange/maximumOffset``: a larger last
+    /// position or suffix means "to the end" (RFC 9110 allows a last position past the end),
+    /// and a larger first position can never be satisfied, so it gets a 416.
     private static func parseOne(_ spec: Substring) -> RangeSpecifier? {
         let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ $0.allSatisfy(\.isASCIIDigit) }) else { return nil }
+        guard parts.count == 2 else { return nil }
         if parts[0].isEmpty {
-            guard let length = Int64(parts[1]) else { return nil }
+            guard let length = HTTPNumber.saturating(parts[1]) else { return nil }
             return .suffix(length: length)
         }
-        guard let first = Int64(parts[0]) else { return nil }
+        guard let first = HTTPNumber.saturating(parts[0]) else { return nil }
         if parts[1].isEmpty { return .from(first: first, last: nil) }
-        guard let last = Int64(parts[1]), last >= first else { return nil }
+        guard let last = HTTPNumber.saturating(parts[1]), last >= first else { return nil }
         return .from(first: first, last: last)
     }
 
@@ -50,10 +53,10 @@ public enum RangeSpecifier: Sendable, Hashable {
         switch self {
         case .from(let first, let last):
             guard first < length else { return nil }
-            return ByteRange(first, min(length, (last ?? (length - 1)) + 1))
+            return ByteRange(first, min(length - 1, last ?? (length - 1)) + 1)
         case .suffix(let suffix):
             guard suffix > 0, length > 0 else { return nil }
-            return ByteRange(max(0, length - suffix), length)
+            return ByteRange(max(0, length - min(suffix, length)), length)
         }
     }
 
@@ -86,7 +89,7 @@ public struct ContentRange: Sendable, Hashable {
         if halves[1] == "*" {
             totalLength = nil
         } else {
-            guard let total = Int64(halves[1]), total >= 0 else { return nil }
+            guard let total = HTTPNumber.strict(halves[1]) else { return nil }
             totalLength = total
         }
         if halves[0] == "*" {
@@ -95,7 +98,10 @@ public struct ContentRange: Sendable, Hashable {
             return
         }
         let bounds = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first else { return nil }
+        // An origin's numbers are read strictly: past the bound, the answer is malformed
+        // (and `last + 1` stays within it).
+        guard bounds.count == 2, let first = HTTPNumber.strict(bounds[0]), let last = HTTPNumber.strict(bounds[1]),
+              last >= first else { return nil }
         if let total = totalLength, last >= total { return nil }
         range = ByteRange(first, last + 1)
     }
@@ -108,8 +114,29 @@ public struct ContentRange: Sendable, Hashable {
     }
 }
 
-extension Character {
-    var isASCIIDigit: Bool { isASCII && isNumber }
+/// Non-negative decimal numbers from HTTP headers (`1*DIGIT` in RFC 9110), read without
+/// `Int64.init`'s leniency (`+5`, `-0`) and without a trap however long the digit string.
+public enum HTTPNumber {
+    /// The value, or `nil` when `text` is not all ASCII digits (or empty) or is not below
+    /// ``ByteRange/maximumOffset``. For numbers from origins: past the bound is a lie.
+    public static func strict(_ text: some StringProtocol) -> Int64? {
+        guard let value = saturating(text), value < ByteRange.maximumOffset else { return nil }
+        return value
+    }
+
+    /// The value, capped at ``ByteRange/maximumOffset``; `nil` when `text` is not all ASCII
+    /// digits (or empty). For numbers from clients, where "more than any file" has a meaning.
+    public static func saturating(_ text: some StringProtocol) -> Int64? {
+        var value: Int64 = 0
+        var sawDigit = false
+        for byte in text.utf8 {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            sawDigit = true
+            // value <= maximumOffset (2^60), so value * 10 + 9 < 2^64 / 2: no overflow.
+            value = min(value * 10 + Int64(byte - UInt8(ascii: "0")), ByteRange.maximumOffset)
+        }
+        return sawDigit ? value : nil
+    }
 }
 
 extension String {

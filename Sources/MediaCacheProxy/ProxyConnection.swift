@@ -15,11 +15,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     private var head: HTTPRequestHead?
     private var task: Task<Void, Never>?
     private var isResponding = false
+    /// Opened while ``ProxyConfiguration/maxConnections`` were open: its request gets 503.
+    private let isOverCapacity: Bool
 
-    init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry) {
+    init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool) {
         self.handler = handler
         self.configuration = configuration
         self.connections = connections
+        self.isOverCapacity = isOverCapacity
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -50,17 +53,20 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             guard let head else { return }
             self.head = nil
             let channel = context.channel
-            let headerBytes = head.uri.utf8.count + head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
-            guard headerBytes <= configuration.maxHeaderBytes else {
-                let response = ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's header section is larger than \(configuration.maxHeaderBytes) bytes.")
+            guard !isOverCapacity else {
+                var refusal = ProxyHandler.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
+                refusal.headers.add(name: "Retry-After", value: "1")
+                let response = refusal
+                configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
                 task = connections.run { await Self.send(response, on: channel, version: head.version, keepAlive: false) }
                 return
             }
             isResponding = true
             let handler = handler
+            let localPort = channel.localAddress?.port ?? configuration.port
             let this = NIOLoopBound(self, eventLoop: context.eventLoop)
             task = connections.run {
-                let response = await handler.respond(to: head)
+                let response = await handler.respond(to: head, localPort: localPort)
                 await Self.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
                 channel.eventLoop.execute { this.value.isResponding = false }
             }

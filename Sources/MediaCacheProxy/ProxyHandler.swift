@@ -24,14 +24,14 @@ struct ProxyHandler: Sendable {
     let reader: CachingReader
     let configuration: ProxyConfiguration
 
-    func respond(to head: HTTPRequestHead) async -> ProxyResponse {
+    /// Answers `head`, which arrived on a connection to `localPort`.
+    func respond(to head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
         let sendsBody = head.method != .HEAD
         let rangeHeader = head.headers.first(name: "range")
-        var log = RequestLog(method: head.method.rawValue, range: rangeHeader, started: ContinuousClock.now, logger: configuration.logger)
+        var log = RequestLog(method: String(head.method.rawValue.prefix(20)), range: rangeHeader.map { String($0.prefix(100)) },
+                             started: ContinuousClock.now, logger: configuration.logger)
         do {
-            guard head.method == .GET || head.method == .HEAD else {
-                throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.")
-            }
+            try checkRequest(head, localPort: localPort)
             let url = try checkedOriginURL(head)
             log.url = url.absoluteString
             // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
@@ -85,7 +85,34 @@ struct ProxyHandler: Sendable {
         }
     }
 
-    /// The origin URL from `url=`, after the scheme, allow-list and token checks.
+    /// The checks every request passes before its URL is looked at: the method, the
+    /// request's size, and a `Host` that names this proxy.
+    private func checkRequest(_ head: HTTPRequestHead, localPort: Int) throws {
+        guard head.method == .GET || head.method == .HEAD else {
+            throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
+        }
+        guard head.uri.utf8.count <= configuration.maxURIBytes else {
+            throw ProxyRequestError(status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
+        }
+        let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        guard headerBytes <= configuration.maxHeaderBytes else {
+            throw ProxyRequestError(status: .requestHeaderFieldsTooLarge, "The request's header fields are larger than \(configuration.maxHeaderBytes) bytes.")
+        }
+        let hosts = head.headers["host"]
+        if hosts.isEmpty {
+            // RFC 9112 §3.2: an HTTP/1.1 request without Host is malformed; HTTP/1.0 has none.
+            guard head.version == .http1_0 else { throw ProxyRequestError(status: .badRequest, "The request has no Host header.") }
+            return
+        }
+        guard hosts.count == 1, let host = HostHeader(parsing: hosts[0]) else {
+            throw ProxyRequestError(status: .badRequest, "The request's Host header is malformed.")
+        }
+        guard configuration.accepts(host, localPort: localPort) else {
+            throw ProxyRequestError(status: .misdirectedRequest, "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).")
+        }
+    }
+
+    /// The origin URL from `url=`, after the token, scheme and origin checks.
     private func checkedOriginURL(_ head: HTTPRequestHead) throws -> URL {
         let items = URLComponents(string: head.uri)?.queryItems ?? []
         func query(_ name: String) -> String? { items.first { $0.name == name }?.value }
@@ -99,14 +126,16 @@ struct ProxyHandler: Sendable {
         guard let text = query("url"), !text.isEmpty else {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty, url.port.map({ (1...65535).contains($0) }) ?? true else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
         guard scheme == "http" || scheme == "https" else {
-            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme).")
+            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
         }
-        if !configuration.allowedHosts.isEmpty, !configuration.allowedHosts.contains(where: { $0.lowercased() == host.lowercased() }) {
-            throw ProxyRequestError(status: .forbidden, "The host \(host) is not on this proxy's allow-list.")
+        do {
+            try reader.checkOrigin(url)
+        } catch let error as CacheError {
+            throw ProxyRequestError(status: .forbidden, error.message)
         }
         return url
     }
@@ -114,7 +143,11 @@ struct ProxyHandler: Sendable {
     // MARK: Error responses
 
     static func response(for error: any Error) -> ProxyResponse {
-        if let error = error as? ProxyRequestError { return Self.error(error.status, error.message) }
+        if let error = error as? ProxyRequestError {
+            var response = Self.error(error.status, error.message)
+            for (name, value) in error.headers { response.headers.add(name: name, value: value) }
+            return response
+        }
         guard let error = error as? CacheError else {
             return Self.error(.badGateway, "The origin request failed.")
         }
@@ -126,6 +159,8 @@ struct ProxyHandler: Sendable {
             return Self.error(.gatewayTimeout, error.message)
         case .originUnavailable, .originRejected, .resourceChanged:
             return Self.error(.badGateway, error.message)
+        case .originNotAllowed:
+            return Self.error(.forbidden, error.message)
         default:
             return Self.error(.internalServerError, error.message)
         }
@@ -150,9 +185,11 @@ struct ProxyHandler: Sendable {
 struct ProxyRequestError: Error {
     var status: HTTPResponseStatus
     var message: String
-    init(status: HTTPResponseStatus, _ message: String) {
+    var headers: [(String, String)]
+    init(status: HTTPResponseStatus, _ message: String, headers: [(String, String)] = []) {
         self.status = status
         self.message = message
+        self.headers = headers
     }
 }
 

@@ -55,10 +55,7 @@ public final class ProxyServer: Service {
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
-                    try sync.addHandler(IdleStateHandler(allTimeout: configuration.idleTimeout))
-                    try sync.addHandler(ProxyConnectionHandler(handler: handler, configuration: configuration, connections: connections))
+                    try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)
                 }
             }
             .bind(host: configuration.host, port: configuration.port).get()
@@ -81,6 +78,11 @@ final class ConnectionRegistry: Sendable {
     }
 
     private let state = Mutex(State())
+
+    /// How many connections are open.
+    var count: Int {
+        state.withLock { $0.channels.count }
+    }
 
     func add(_ channel: any Channel) {
         state.withLock { $0.channels[ObjectIdentifier(channel)] = channel }
@@ -114,46 +116,3 @@ final class ConnectionRegistry: Sendable {
     }
 }
 
-/// Options for the proxy.
-public struct ProxyConfiguration: Sendable {
-    /// The address to listen on; anything but loopback also needs ``allowsRemoteClients``.
-    public var host = "127.0.0.1"
-    /// The port to listen on (0: any free port).
-    public var port = ProxyServer.defaultPort
-    /// Must be set to listen on a non-loopback address, so the proxy is never an open
-    /// proxy for the network by accident.
-    public var allowsRemoteClients = false
-    /// If not empty, only these origin hosts may be fetched (compared case-insensitively).
-    public var allowedHosts: Set<String> = []
-    /// If set, every request must carry it as the `token` query item or the
-    /// `X-MediaCache-Token` header.
-    public var token: String?
-    /// The most bytes a request's header section may hold (larger ones get 431).
-    public var maxHeaderBytes = 16 << 10
-    /// A connection with no traffic for this long is closed.
-    public var idleTimeout = TimeAmount.seconds(120)
-    /// Where the proxy logs (one line per request at info level).
-    public var logger = Logger(label: "mediacache.proxy")
-
-    /// Creates the default configuration.
-    public init() {}
-
-    /// Checks that the address is loopback unless remote clients are allowed.
-    /// - Throws: ``ProxyError`` when the combination is unsafe.
-    public func validate() throws {
-        let loopback = ["127.0.0.1", "localhost", "::1"].contains(host.lowercased()) || host.hasPrefix("127.")
-        if !loopback && !allowsRemoteClients {
-            throw ProxyError("Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote to do it on purpose (and consider --allow-host and --token).")
-        }
-        guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }
-    }
-}
-
-/// An error in the proxy's setup.
-public struct ProxyError: Error, CustomStringConvertible {
-    /// What went wrong and what to do.
-    public var message: String
-    /// Creates an error.
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}

@@ -48,13 +48,16 @@ struct ProxyHarness {
         allowedHosts: Set<String> = [],
         token: String? = nil,
         fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
+        configure: (ProxyConfiguration) -> ProxyConfiguration = { $0 },
         _ body: (ProxyHarness) async throws -> Void
     ) async throws {
+        var fetcherConfiguration = fetcherConfiguration
+        fetcherConfiguration.allowedHosts = allowedHosts
         try await Harness.with(fetcher: fetcherConfiguration) { base in
             var configuration = ProxyConfiguration()
             configuration.port = 0
             configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })
-            configuration.allowedHosts = allowedHosts
+            configuration = configure(configuration)
             configuration.token = token
             let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
             let app = ProxyServer.application(reader: base.reader, configuration: configuration) { port in

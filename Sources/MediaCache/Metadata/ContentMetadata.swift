@@ -39,6 +39,19 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         return lastModified
     }
 
+    /// Why `other` cannot be an honest answer about the version `self` describes, or `nil`:
+    /// a matching strong ETag or Last-Modified with a different length is a lie.
+    public func contradiction(with other: ContentMetadata) -> String? {
+        guard let a = length, let b = other.length, a != b else { return nil }
+        if let etag, !etag.hasPrefix("W/"), etag == other.etag {
+            return "gave a length of \(b) bytes for ETag \(etag.prefix(100)), which it gave before as \(a) bytes"
+        }
+        if etag == nil || other.etag == nil, let lastModified, lastModified == other.lastModified {
+            return "gave a length of \(b) bytes for Last-Modified \(lastModified.prefix(100)), which it gave before as \(a) bytes"
+        }
+        return nil
+    }
+
     /// Whether `other` describes the same version of the resource as `self`.
     ///
     /// Validators and lengths known on both sides must agree; a side that lacks one

@@ -100,6 +100,7 @@ public final class CachingReader: Sendable {
     ///   download, which the read joins, so the first byte costs one round trip, not two.
     /// - Throws: ``CacheError`` with an origin code when the origin fails.
     public func contentInfo(for url: URL, readingFrom offset: Int64? = nil) async throws -> ContentMetadata {
+        let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
         if let metadata = store.metadata(for: key), metadata.length != nil {
             return metadata
@@ -126,6 +127,12 @@ public final class CachingReader: Sendable {
         return (try? handle.metadata()) ?? metadata
     }
 
+    /// Whether `url` may be fetched at all (see ``OriginFetcher/checkOrigin(_:)``).
+    /// - Throws: ``CacheError`` with ``CacheError/Code/originNotAllowed`` and the reason.
+    public func checkOrigin(_ url: URL) throws {
+        try fetcher.checkOrigin(url)
+    }
+
     // MARK: Reading
 
     /// Starts reading `length` bytes at `offset` (to the end when `length` is `nil`).
@@ -136,9 +143,12 @@ public final class CachingReader: Sendable {
     /// - Throws: `.rangeNotSatisfiable` (with ``CacheError/resourceLength``) when `offset`
     ///   is at or past the end; origin errors.
     public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil) async throws -> ReadStream {
-        guard offset >= 0, (length ?? 0) >= 0 else {
-            throw CacheError(.rangeNotSatisfiable, "A read needs a non-negative offset and length.")
+        guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
+            throw CacheError(.rangeNotSatisfiable, "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
         }
+        // Lengths past the bound mean "to the end" (no resource is that long), and the
+        // bound keeps `offset + length` from overflowing.
+        let length = length.map { min($0, ByteRange.maximumOffset) }
         let key = store.key(for: url)
         for _ in 0..<3 {
             let metadata = try await contentInfo(for: url)
@@ -207,6 +217,7 @@ public final class CachingReader: Sendable {
     /// download that readers can join; returns the content information it carries.
     private func probe(_ url: URL, key: CacheKey, offset: Int64) async throws -> ContentMetadata {
         let response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil)
+        try checked(response, askedFrom: offset, known: nil, url: url)
         let metadata = store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
@@ -215,6 +226,16 @@ public final class CachingReader: Sendable {
             : Download(url: url, key: key, start: 0, end: total, isFullBody: true)
         start(download, firstResponse: response)
         return metadata
+    }
+
+    /// ``OriginResponse/check(askedFrom:known:url:)``, logging a rejection at warning level.
+    private func checked(_ response: OriginResponse, askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
+        do {
+            try response.check(askedFrom: offset, known: known, url: url)
+        } catch let error as CacheError {
+            configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw error
+        }
     }
 
     // MARK: Downloads
@@ -295,6 +316,7 @@ public final class CachingReader: Sendable {
                         download.url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
                         ifRange: stored?.ifRangeValidator)
                 }
+                try checked(response, askedFrom: position, known: stored, url: download.url)
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
                     try handle.updateMetadata(response.metadata)
                     configuration.logger.info("Resource changed at the origin; dropped the cached version", metadata: ["url": "\(download.url)"])
@@ -304,9 +326,6 @@ public final class CachingReader: Sendable {
                 try handle?.updateMetadata(response.metadata)
                 markValidated(download.key)
                 download.markResponded()
-                guard response.bodyOffset <= position else {
-                    throw CacheError(.originRejected, "The origin sent bytes from \(response.bodyOffset) when asked for \(position).")
-                }
                 var offset = response.bodyOffset
                 for try await var chunk in response.body {
                     let chunkStart = offset
@@ -356,7 +375,7 @@ public final class CachingReader: Sendable {
                     download.finish(.failed(cacheError ?? CacheError(.originUnavailable, "The origin connection failed and could not be resumed.", underlyingError: error)))
                     return
                 }
-                configuration.logger.debug("Resuming an origin download", metadata: ["url": "\(download.url)", "at": "\(download.position)", "error": "\(error)"])
+                configuration.logger.warning("Resuming an origin download", metadata: ["url": "\(download.url)", "at": "\(download.position)", "error": "\(error)"])
                 try? await Task.sleep(for: configuration.retryDelay * failures)
             }
         }

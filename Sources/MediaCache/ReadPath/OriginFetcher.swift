@@ -19,6 +19,34 @@ public protocol OriginFetcher: Sendable {
     /// - Returns: the response; its body must start at ``OriginResponse/bodyOffset`` and
     ///   never past `range.lowerBound`. Dropping the body's iterator cancels the request.
     func fetch(_ url: URL, range: ByteRange?, ifRange: String?) async throws -> OriginResponse
+
+    /// Whether `url` may be fetched at all (scheme, host, an allow-list). A front door
+    /// calls it before it starts a read, so a refused URL is told apart from a failing origin.
+    /// - Throws: ``CacheError`` with ``CacheError/Code/originNotAllowed`` and the reason.
+    func checkOrigin(_ url: URL) throws
+}
+
+extension OriginFetcher {
+    /// Accepts every URL.
+    public func checkOrigin(_ url: URL) throws {}
+}
+
+extension OriginResponse {
+    /// Checks what the read path relies on, whatever fetcher produced the answer: the body
+    /// starts within the bounds and no later than `offset` asked for, the length is within
+    /// ``ByteRange/maximumOffset``, and the answer does not contradict `known` (the same
+    /// validator with another length is a lie, not a new version).
+    /// - Throws: ``CacheError/Code/originRejected`` with the reason.
+    func check(askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
+        func reject(_ reason: String) -> CacheError {
+            CacheError(.originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
+        }
+        guard bodyOffset >= 0, bodyOffset <= offset else { throw reject("sent bytes from \(bodyOffset) when asked for \(offset)") }
+        if let length = metadata.length, !(0..<ByteRange.maximumOffset).contains(length) {
+            throw reject("gave a length of \(length) bytes")
+        }
+        if let known, let reason = known.contradiction(with: metadata) { throw reject(reason) }
+    }
 }
 
 /// An origin's answer to ``OriginFetcher/fetch(_:range:ifRange:)``.

@@ -3,6 +3,12 @@
 /// Offsets and lengths are `Int64`, as NIO's file APIs use. A `ByteRange` is never empty
 /// when it is a span or a hole.
 public struct ByteRange: Hashable, Sendable, CustomStringConvertible {
+    /// The largest offset or length the cache accepts from outside (clients, origins,
+    /// playlists): 2^60 bytes, an exabyte. Every number from outside is parsed to at most
+    /// this, so the sum of two of them, or of one and any configured size, cannot
+    /// overflow `Int64`: arithmetic on them never traps.
+    public static let maximumOffset: Int64 = 1 << 60
+
     /// The first byte offset in the range.
     public var lowerBound: Int64
     /// The offset one past the last byte in the range.

@@ -25,6 +25,8 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         case capacityExceeded
         /// The origin could not be reached, or its connection failed and could not be resumed.
         case originUnavailable
+        /// The URL may not be fetched (its scheme, its host is not on the allow-list, …).
+        case originNotAllowed
         /// The origin did not answer in time.
         case originTimedOut
         /// The origin answered with an error status, or with something that cannot be used

@@ -31,8 +31,29 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Remove entries unread for this long, e.g. 30d, 12h, 90m, 3600s.", transform: Age.parse)
     var maxAge: Duration?
 
-    @Option(name: .customLong("allow-host"), help: "Only proxy this origin host (repeat for several).")
+    @Option(name: .customLong("allow-host"), help: "Only fetch from this origin host, also after a redirect (repeat for several).")
     var allowHosts: [String] = []
+
+    @Option(name: .customLong("server-name"), help: "Also answer requests whose Host is this name (repeat for several; for --allow-remote).")
+    var serverNames: [String] = []
+
+    @Option(help: "The most connections open at once; one more gets 503.")
+    var maxConnections = ProxyConfiguration().maxConnections
+
+    @Option(help: "The longest request target in bytes; a longer one gets 414.")
+    var maxUriBytes = ProxyConfiguration().maxURIBytes
+
+    @Option(help: "The most bytes of request header fields; more gets 431.")
+    var maxHeaderBytes = ProxyConfiguration().maxHeaderBytes
+
+    @Option(help: "Seconds a request may take to arrive whole after its first byte.")
+    var requestTimeout = 10
+
+    @Option(help: "Seconds a connection may stay without traffic.")
+    var idleTimeout = 120
+
+    @Option(help: "The most redirects followed for one origin request.")
+    var maxRedirects = HTTPOriginFetcher.Configuration().maxRedirects
 
     @Option(help: "Require this token as ?token= or the X-MediaCache-Token header.")
     var token: String?
@@ -51,7 +72,15 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.allowsRemoteClients = allowRemote
-        configuration.allowedHosts = Set(allowHosts)
+        configuration.serverNames = Set(serverNames)
+        configuration.maxConnections = maxConnections
+        configuration.maxURIBytes = maxUriBytes
+        configuration.maxHeaderBytes = maxHeaderBytes
+        guard (1...3600).contains(requestTimeout), (1...86400).contains(idleTimeout) else {
+            throw ValidationError("--request-timeout must be 1...3600 seconds and --idle-timeout 1...86400.")
+        }
+        configuration.requestTimeout = .seconds(Int64(requestTimeout))
+        configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.token = token
         configuration.logger = logger
         do {
@@ -65,6 +94,7 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try proxyConfiguration(logger: Logger(label: "validate"))
         if let token, token.isEmpty { throw ValidationError("--token must not be empty.") }
+        guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
     }
 
     func run() async throws {
@@ -83,7 +113,11 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as CacheError {
             throw ValidationError(error.message)
         }
-        let fetcher = HTTPOriginFetcher()
+        var fetcherConfiguration = HTTPOriginFetcher.Configuration()
+        fetcherConfiguration.allowedHosts = Set(allowHosts)
+        fetcherConfiguration.maxRedirects = maxRedirects
+        fetcherConfiguration.logger = logger
+        let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
         var readerConfiguration = CachingReader.Configuration()
         readerConfiguration.logger = logger
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
@@ -145,8 +179,8 @@ enum Age {
             multiplier = unit
             number.removeLast()
         }
-        guard let value = Double(number), value > 0 else {
-            throw ValidationError("\(text) is not an age: use a number with s, m, h or d (30d, 12h).")
+        guard let value = Double(number), value > 0, value * multiplier <= 100 * 365 * 86400 else {
+            throw ValidationError("\(text) is not an age: use a number with s, m, h or d (30d, 12h), at most 100 years.")
         }
         return .seconds(value * multiplier)
     }

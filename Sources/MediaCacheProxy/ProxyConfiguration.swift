@@ -1,0 +1,66 @@
+public import Logging
+public import NIOCore
+
+/// Options for the proxy.
+public struct ProxyConfiguration: Sendable {
+    /// The address to listen on; anything but loopback also needs ``allowsRemoteClients``.
+    public var host = "127.0.0.1"
+    /// The port to listen on (0: any free port).
+    public var port = ProxyServer.defaultPort
+    /// Must be set to listen on a non-loopback address, so the proxy is never an open
+    /// proxy for the network by accident.
+    public var allowsRemoteClients = false
+    /// Names other than the listening address that clients may put in `Host` (for
+    /// `--allow-remote` setups reached by a DNS name). `127.0.0.1`, `localhost`, `[::1]`
+    /// and the listening address are always accepted; with a wildcard listening address
+    /// (`0.0.0.0`, `::`) any IP literal is too. A request naming another host gets `421`:
+    /// a web page that rebinds its own domain to 127.0.0.1 must not reach the proxy.
+    ///
+    /// The allow-list of *origin* hosts is ``HTTPOriginFetcher/Configuration/allowedHosts``,
+    /// checked on the URL asked for and on every redirect.
+    public var serverNames: Set<String> = []
+    /// If set, every request must carry it as the `token` query item or the
+    /// `X-MediaCache-Token` header.
+    public var token: String?
+    /// The longest request target (`/?url=…`) in bytes; a longer one gets `414`.
+    public var maxURIBytes = 8 << 10
+    /// The most bytes a request's header fields may hold; more gets `431`. The parser
+    /// stops reading a request head at ``maxURIBytes`` + ``maxHeaderBytes``, so a client
+    /// cannot make the proxy buffer more than that.
+    public var maxHeaderBytes = 16 << 10
+    /// A request must arrive whole within this time of its first byte, or its connection
+    /// is closed (a client that sends its head a byte at a time holds nothing for long).
+    public var requestTimeout = TimeAmount.seconds(10)
+    /// A connection with no traffic for this long is closed.
+    public var idleTimeout = TimeAmount.seconds(120)
+    /// The most connections open at once; a request on one more gets `503` with
+    /// `Retry-After` and its connection is closed, while the others keep being served.
+    public var maxConnections = 512
+    /// Where the proxy logs (one line per request at info level).
+    public var logger = Logger(label: "mediacache.proxy")
+
+    /// Creates the default configuration.
+    public init() {}
+
+    /// Checks that the address is loopback unless remote clients are allowed.
+    /// - Throws: ``ProxyError`` when the combination is unsafe.
+    public func validate() throws {
+        let loopback = ["127.0.0.1", "localhost", "::1"].contains(host.lowercased()) || host.hasPrefix("127.")
+        if !loopback && !allowsRemoteClients {
+            throw ProxyError("Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote to do it on purpose (and consider --allow-host and --token).")
+        }
+        guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }
+        guard maxConnections > 0, maxURIBytes > 0, maxHeaderBytes > 0 else {
+            throw ProxyError("The connection, URI and header limits must be positive.")
+        }
+    }
+}
+
+/// An error in the proxy's setup.
+public struct ProxyError: Error, CustomStringConvertible {
+    /// What went wrong and what to do.
+    public var message: String
+    /// Creates an error.
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

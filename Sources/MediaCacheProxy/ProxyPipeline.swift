@@ -1,0 +1,136 @@
+import NIOCore
+import NIOHTTP1
+
+/// The handlers of one client connection, in pipeline order:
+///
+/// 1. ``RequestTimer/RawSide``: starts the request timer when bytes of a request arrive;
+/// 2. `HTTPResponseEncoder` and `HTTPRequestDecoder`, the decoder stopping at
+///    `maxURIBytes + maxHeaderBytes` of head (so a client cannot make it buffer more);
+/// 3. ``RequestTimer/ParsedSide``: stops the timer when a request has arrived whole;
+/// 4. `HTTPServerPipelineHandler`: pipelined requests wait for the response before them;
+/// 5. ``ProtocolErrorHandler``: a request the parser refuses gets 400 or 431 and a close;
+/// 6. `IdleStateHandler` and ``ProxyConnectionHandler``, which answers requests.
+enum ProxyPipeline {
+    static func configure(_ channel: any Channel, handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry) throws {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderListSize = configuration.maxURIBytes + configuration.maxHeaderBytes
+        limits.maxHeaderFieldSize = limits.maxHeaderListSize
+        let timer = RequestTimer(timeout: configuration.requestTimeout)
+        let isOverCapacity = connections.count >= configuration.maxConnections
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(RequestTimer.RawSide(timer))
+        try sync.addHandler(HTTPResponseEncoder())
+        try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
+        try sync.addHandler(RequestTimer.ParsedSide(timer))
+        try sync.addHandler(HTTPServerPipelineHandler())
+        try sync.addHandler(ProtocolErrorHandler(configuration: configuration))
+        try sync.addHandler(IdleStateHandler(allTimeout: configuration.idleTimeout))
+        try sync.addHandler(ProxyConnectionHandler(handler: handler, configuration: configuration, connections: connections, isOverCapacity: isOverCapacity))
+    }
+}
+
+/// Closes a connection whose request does not arrive whole within the timeout of its first
+/// bytes: a client that sends its head a byte at a time (slowloris) holds a connection for
+/// seconds, not for as long as it likes. An idle keep-alive connection is not timed by it
+/// (the idle timeout is).
+///
+/// Two handlers share it, one before the HTTP decoder (it sees bytes arrive) and one after
+/// it (it sees a request end); both run on the channel's event loop.
+final class RequestTimer {
+    private let timeout: TimeAmount
+    private var deadline: Scheduled<Void>?
+
+    init(timeout: TimeAmount) {
+        self.timeout = timeout
+    }
+
+    fileprivate func start(_ context: ChannelHandlerContext) {
+        guard deadline == nil else { return }
+        let channel = context.channel
+        deadline = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    }
+
+    fileprivate func stop() {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    final class RawSide: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        private let timer: RequestTimer
+        init(_ timer: RequestTimer) { self.timer = timer }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            timer.start(context)
+            context.fireChannelRead(data)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            timer.stop()
+            context.fireChannelInactive()
+        }
+    }
+
+    final class ParsedSide: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        private let timer: RequestTimer
+        init(_ timer: RequestTimer) { self.timer = timer }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head: timer.start(context)  // the next request's bytes may have come with the last one's end
+            case .body: break
+            case .end: timer.stop()
+            }
+            context.fireChannelRead(data)
+        }
+    }
+}
+
+/// Answers a request the HTTP parser refuses with a status and a one-line reason, then lets
+/// the decoder close the connection: `431` when the head is over the size limit, else `400`.
+/// (NIO's `HTTPServerProtocolErrorHandler` does the same with a bare `400`.)
+final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let configuration: ProxyConfiguration
+    private var hasUnterminatedResponse = false
+
+    init(configuration: ProxyConfiguration) {
+        self.configuration = configuration
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        if !hasUnterminatedResponse {
+            let response = parserError == .headerOverflow
+                ? ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
+                : ProxyHandler.error(.badRequest, "Malformed HTTP request (\(parserError)).")
+            var headers = response.headers
+            headers.replaceOrAdd(name: "Connection", value: "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
+            if case .text(let text) = response.body {
+                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+            }
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            configuration.logger.info("refused", metadata: ["status": "\(response.status.code)", "error": "\(parserError)"])
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head) where head.status.code < 200: break
+        case .head: hasUnterminatedResponse = true
+        case .body: break
+        case .end: hasUnterminatedResponse = false
+        }
+        context.write(data, promise: promise)
+    }
+}
