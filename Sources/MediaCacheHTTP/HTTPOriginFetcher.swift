@@ -125,7 +125,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
             throw refuse("Only http and https URLs can be fetched, not \(url.scheme.map { "\($0.prefix(20)):" } ?? "a URL without a scheme").")
         }
         guard let host = url.host, !host.isEmpty else { throw refuse("The URL \(text.prefix(200)) has no host.") }
-        if let port = url.port, !(1...65535).contains(port) { throw refuse("The port \(port) is not between 1 and 65535.") }
+        guard let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
+            throw refuse("The URL \(text.prefix(200)) has no valid host and port (1...65535).")
+        }
         if !configuration.allowedHosts.isEmpty, !configuration.allowedHosts.contains(where: { $0.lowercased() == host.lowercased() }) {
             throw refuse("The host \(host.prefix(200)) is not on the allow-list.")
         }

@@ -132,8 +132,11 @@ public enum HTTPNumber {
         for byte in text.utf8 {
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
             sawDigit = true
-            // value <= maximumOffset (2^60), so value * 10 + 9 < 2^64 / 2: no overflow.
-            value = min(value * 10 + Int64(byte - UInt8(ascii: "0")), ByteRange.maximumOffset)
+            // Once past a tenth of the bound the next digit takes it past the bound, so the
+            // multiplication only ever runs on values up to 2^60 / 10: it cannot overflow.
+            value = value > ByteRange.maximumOffset / 10
+                ? ByteRange.maximumOffset
+                : min(value * 10 + Int64(byte - UInt8(ascii: "0")), ByteRange.maximumOffset)
         }
         return sawDigit ? value : nil
     }

@@ -91,13 +91,26 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: text))), promise: nil)
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
             case .stream(let stream, var log):
+                // The first part is read before the head is sent: a read that fails before
+                // its first byte (a refused origin answer) still gets a status, not a cut.
+                var part: ReadPart?
+                do {
+                    part = try await stream.nextPart()
+                } catch {
+                    stream.cancel()
+                    let failure = ProxyHandler.response(for: error)
+                    log.status = Int(failure.status.code)
+                    log.end(stream.statistics, error: error)
+                    await send(failure, on: channel, version: version, keepAlive: keepAlive)
+                    return
+                }
                 channel.write(head, promise: nil)
                 do {
                     var previous: EventLoopFuture<Void>?
-                    while let part = try await stream.nextPart() {
+                    while let current = part {
                         if log.firstByte == nil { log.firstByte = ContinuousClock.now }
                         let written = channel.eventLoop.makePromise(of: Void.self)
-                        switch part {
+                        switch current {
                         case .bytes(let chunk):
                             channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)), promise: written)
                         case .file(let descriptor, let range):
@@ -109,6 +122,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                         }
                         try await previous?.get()
                         previous = written.futureResult
+                        part = try await stream.nextPart()
                     }
                     try await previous?.get()
                     try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()

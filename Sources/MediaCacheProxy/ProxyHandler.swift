@@ -104,7 +104,7 @@ struct ProxyHandler: Sendable {
             guard head.version == .http1_0 else { throw ProxyRequestError(status: .badRequest, "The request has no Host header.") }
             return
         }
-        guard hosts.count == 1, let host = HostHeader(parsing: hosts[0]) else {
+        guard hosts.count == 1, let host = HostAndPort(parsing: hosts[0]) else {
             throw ProxyRequestError(status: .badRequest, "The request's Host header is malformed.")
         }
         guard configuration.accepts(host, localPort: localPort) else {
@@ -126,7 +126,8 @@ struct ProxyHandler: Sendable {
         guard let text = query("url"), !text.isEmpty else {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty, url.port.map({ (1...65535).contains($0) }) ?? true else {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+              let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
         guard scheme == "http" || scheme == "https" else {

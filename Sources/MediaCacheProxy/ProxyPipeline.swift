@@ -88,7 +88,8 @@ final class RequestTimer {
 }
 
 /// Answers a request the HTTP parser refuses with a status and a one-line reason, then lets
-/// the decoder close the connection: `431` when the head is over the size limit, else `400`.
+/// the decoder close the connection: `431` when the head is over the size limit, else `400`
+/// (with `Allow` when the method is one the parser does not know).
 /// (NIO's `HTTPServerProtocolErrorHandler` does the same with a bare `400`.)
 final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -109,10 +110,18 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
             return
         }
         if !hasUnterminatedResponse {
-            let response = parserError == .headerOverflow
-                ? ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
-                : ProxyHandler.error(.badRequest, "Malformed HTTP request (\(parserError)).")
+            let response: ProxyResponse
+            switch parserError {
+            case .headerOverflow:
+                response = ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
+            case .invalidMethod:
+                // The parser cannot tell a made-up method from a garbled request line.
+                response = ProxyHandler.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
+            default:
+                response = ProxyHandler.error(.badRequest, "Malformed HTTP request (\(parserError)).")
+            }
             var headers = response.headers
+            if parserError == .invalidMethod { headers.add(name: "Allow", value: "GET, HEAD") }
             headers.replaceOrAdd(name: "Connection", value: "close")
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
             if case .text(let text) = response.body {

@@ -9,6 +9,7 @@ final class OriginHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let origin: TestOrigin
+    private let raw: RawWriter
     private var head: HTTPRequestHead?
     /// The body being sent: what is left and how to send it.
     private var sending: Sending?
@@ -25,8 +26,9 @@ final class OriginHandler: ChannelInboundHandler {
         var keepAlive: Bool
     }
 
-    init(origin: TestOrigin) {
+    init(origin: TestOrigin, raw: RawWriter) {
         self.origin = origin
+        self.raw = raw
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -88,6 +90,10 @@ final class OriginHandler: ChannelInboundHandler {
             return plan
         }
 
+        if let rawResponse = plan.rawResponse {
+            raw.writeAndClose(rawResponse)
+            return
+        }
         let send = { [self] in
             var headers = HTTPHeaders()
             let lowercase = plan.resource?.faults.lowercaseHeaders ?? false
@@ -119,12 +125,19 @@ final class OriginHandler: ChannelInboundHandler {
         var body: Range<Int64>?
         var resource: TestOrigin.Resource?
         var dropAfter: Int64?
+        var rawResponse: [UInt8]?
     }
 
     static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?) -> Plan {
         let faults = resource.faults
         if head.method == .HEAD, faults.headFails {
             return Plan(status: .methodNotAllowed, headers: [("Content-Length", "0")], body: nil, resource: resource)
+        }
+        if let rawResponse = faults.rawResponse {
+            return Plan(status: .ok, headers: [], body: nil, resource: resource, rawResponse: rawResponse(range))
+        }
+        if let (status, location) = faults.redirect {
+            return Plan(status: HTTPResponseStatus(statusCode: status), headers: [("Location", location), ("Content-Length", "0")], body: nil, resource: resource)
         }
         if let status = faults.status {
             return Plan(status: HTTPResponseStatus(statusCode: status), headers: [("Content-Length", "0")], body: nil, resource: resource)
@@ -203,6 +216,28 @@ final class OriginHandler: ChannelInboundHandler {
     private func finishResponse(context: ChannelHandlerContext, keepAlive: Bool) {
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             if !keepAlive { context.close(promise: nil) }
+        }
+    }
+}
+
+/// The first handler of an origin connection: writes bytes past the HTTP encoder, for
+/// answers no honest encoder would produce.
+final class RawWriter: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = ByteBuffer
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func writeAndClose(_ bytes: [UInt8]) {
+        guard let context else { return }
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: bytes))).whenComplete { _ in
+            context.close(promise: nil)
         }
     }
 }

@@ -84,6 +84,11 @@ public final class TestOrigin: Sendable {
         public var headFails = false
         /// Wait this long before sending the response head.
         public var headDelay: Duration?
+        /// Answer with a redirect: this status (301, 302, 303, 307, 308) and `Location`.
+        public var redirect: (status: Int, location: String)?
+        /// Answer with exactly these bytes (status line, headers, body: anything, lies
+        /// included), given the request's `Range` header, then close the connection.
+        public var rawResponse: (@Sendable (_ range: String?) -> [UInt8])?
 
         public init() {}
     }
@@ -130,8 +135,10 @@ public final class TestOrigin: Sendable {
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let raw = RawWriter()
+                    try channel.pipeline.syncOperations.addHandler(raw)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(OriginHandler(origin: holder.origin!))
+                    try channel.pipeline.syncOperations.addHandler(OriginHandler(origin: holder.origin!, raw: raw))
                 }
             }
             .bind(host: host, port: port).get()

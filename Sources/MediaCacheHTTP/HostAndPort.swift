@@ -1,13 +1,25 @@
-import MediaCacheHTTP
+public import Foundation
 
-/// A request's `Host` header, parsed by RFC 9110 §7.2 / RFC 3986 §3.2.2: `name[:port]` or
-/// `[IPv6]:port`. The name is lower-cased and kept without brackets.
-struct HostHeader: Hashable {
-    var name: String
-    var port: Int?
+/// A host with an optional port, as a `Host` header (RFC 9110 §7.2) or a URL's authority
+/// (RFC 3986 §3.2.2) holds it: `name[:port]` or `[IPv6]:port`. The name is lower-cased and
+/// kept without brackets; the port is within 0...65535 or the whole thing is refused.
+package struct HostAndPort: Hashable, Sendable {
+    package var name: String
+    package var port: Int?
+
+    /// The authority of `url` (its user info dropped); `nil` when it is not a plain
+    /// `name[:port]` with a port in range (Foundation accepts a port of 30 digits).
+    package init?(authorityOf url: URL) {
+        let text = url.absoluteString
+        guard let schemeEnd = text.range(of: "://") else { return nil }
+        let afterScheme = text[schemeEnd.upperBound...]
+        let authority = afterScheme.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let hostPart = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
+        self.init(parsing: String(hostPart))
+    }
 
     /// `nil` when the value is not a host with an optional port (or is longer than 300 bytes).
-    init?(parsing value: String) {
+    package init?(parsing value: String) {
         let text = Substring(value).trimmingSpacesAndTabs()
         guard !text.isEmpty, text.utf8.count <= 300 else { return nil }
         let portText: Substring?
@@ -31,7 +43,7 @@ struct HostHeader: Hashable {
             name = parts[0].lowercased()
             portText = parts.count == 2 ? parts[1] : nil
         }
-        if let portText {
+        if let portText, !portText.isEmpty {
             guard let number = HTTPNumber.strict(portText), number <= 65535 else { return nil }
             port = Int(number)
         } else {
@@ -40,29 +52,15 @@ struct HostHeader: Hashable {
     }
 
     /// Whether the name is an IPv4 (`a.b.c.d`) or IPv6 address rather than a DNS name.
-    var isIPLiteral: Bool {
+    package var isIPLiteral: Bool {
         if name.contains(":") { return true }  // only a bracketed IPv6 literal gets here with a colon
         let octets = name.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
     }
 }
 
-extension ProxyConfiguration {
-    /// Whether a request naming `host` was meant for this proxy listening on `localPort`
-    /// (see ``ProxyConfiguration/serverNames``). A DNS rebinding page can only send its own name, so
-    /// accepting IP literals on a wildcard address opens nothing to it.
-    func accepts(_ header: HostHeader, localPort: Int) -> Bool {
-        guard header.port == localPort || (header.port == nil && localPort == 80) else { return false }
-        var listening = host.lowercased()
-        if listening.hasPrefix("["), listening.hasSuffix("]") { listening = String(listening.dropFirst().dropLast()) }
-        if ["127.0.0.1", "localhost", "::1", listening].contains(header.name) { return true }
-        if serverNames.contains(where: { $0.lowercased() == header.name }) { return true }
-        return ["0.0.0.0", "::", ""].contains(listening) && header.isIPLiteral
-    }
-}
-
 extension Substring {
-    func trimmingSpacesAndTabs() -> Substring {
+    package func trimmingSpacesAndTabs() -> Substring {
         var slice = self
         while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
         while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
