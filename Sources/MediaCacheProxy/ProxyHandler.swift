@@ -114,25 +114,12 @@ struct ProxyHandler: Sendable {
 
     /// The origin URL from `url=`, after the token, scheme and origin checks.
     private func checkedOriginURL(_ head: HTTPRequestHead) throws -> URL {
-        let items = URLComponents(string: head.uri)?.queryItems ?? []
-        func query(_ name: String) -> String? { items.first { $0.name == name }?.value }
+        let target = RequestTarget(head.uri)
         if let token = configuration.token {
-            let given = query("token") ?? head.headers.first(name: "X-MediaCache-Token")
+            let given = target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")
             guard given == token else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.") }
         }
-        guard URLComponents(string: head.uri)?.path == "/" else {
-            throw ProxyRequestError(status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
-        }
-        guard let text = query("url"), !text.isEmpty else {
-            throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
-        }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-              let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
-            throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
-        }
-        guard scheme == "http" || scheme == "https" else {
-            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
-        }
+        let url = try target.originURL()
         do {
             try reader.checkOrigin(url)
         } catch let error as CacheError {

@@ -1,0 +1,41 @@
+import Foundation
+import MediaCacheHTTP
+
+/// A proxy request target, `/?url=ENC[&token=T]`, parsed without trusting a byte of it.
+struct RequestTarget {
+    /// The path, or `nil` when the target is not a URI reference.
+    let path: String?
+    /// The query items, percent-decoded.
+    let items: [URLQueryItem]
+
+    init(_ uri: String) {
+        let components = URLComponents(string: uri)
+        path = components?.path
+        items = components?.queryItems ?? []
+    }
+
+    /// The first value of the query item `name`.
+    func query(_ name: String) -> String? {
+        items.first { $0.name == name }?.value
+    }
+
+    /// The origin URL the target asks for: an absolute http or https URL with a host and a
+    /// port in 1...65535.
+    /// - Throws: ``ProxyRequestError`` with 404 for another path, 400 for a missing or bad URL.
+    func originURL() throws -> URL {
+        guard path == "/" else {
+            throw ProxyRequestError(status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
+        }
+        guard let text = query("url"), !text.isEmpty else {
+            throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
+        }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+              let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
+            throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
+        }
+        return url
+    }
+}

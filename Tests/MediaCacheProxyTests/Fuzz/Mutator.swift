@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+
+/// A small mutation fuzzer for the parsers of outside input: it starts from a committed
+/// seed corpus (`Fuzz/Corpus/NAME.txt`, one input per line) and derives each input by
+/// inserting, deleting, repeating and replacing pieces, with tokens that have broken
+/// parsers before (numbers at and past `Int64.max`, signs, non-ASCII digits, brackets,
+/// control characters). The generator is seeded, so a failure names the seed and
+/// iteration that reproduce it.
+///
+/// How many inputs each target runs: `MEDIACACHE_FUZZ_ITERATIONS` (default 100,000);
+/// `MEDIACACHE_FUZZ_SEED` picks another sequence.
+struct Mutator {
+    static var iterations: Int {
+        ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 100_000
+    }
+
+    static var seed: UInt64 {
+        ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_SEED"].flatMap(UInt64.init) ?? 0x6d65_6469_6163_6163
+    }
+
+    /// Pieces inserted by mutations, on top of the corpus's own.
+    static let tokens: [String] = [
+        "0", "1", "9", "-", ",", "=", " ", "\t", "/", "*", "+", ":", "[", "]", ".", "%", "@", "?", "#", "&",
+        "bytes", "BYTES", "bytes=", "bytes ", "http://", "https://", "127.0.0.1", "::1", "localhost",
+        "9223372036854775807", "9223372036854775808", "18446744073709551616", "1152921504606846976",
+        "1152921504606846975", "115292150460684697", "99999999999999999999999999", "65535", "65536", "00000000000000000000001",
+        "-0", "+0", "\u{0}", "\r", "\n", "\u{7f}", "\u{301}", "é", "٣", "１", "Ｋ", "%00", "%2F", "%ZZ", "\u{FEFF}",
+    ]
+
+    private var state: UInt64
+    let corpus: [String]
+
+    init(corpus name: String, seed: UInt64 = Mutator.seed) throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Corpus/\(name).txt")
+        corpus = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        state = seed
+    }
+
+    /// SplitMix64.
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E4B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func below(_ bound: Int) -> Int {
+        Int(next() % UInt64(max(1, bound)))
+    }
+
+    /// The next input: a seed, mutated zero to four times.
+    mutating func input() -> String {
+        var characters = Array(corpus[below(corpus.count)])
+        for _ in 0..<below(5) {
+            let position = below(characters.count + 1)
+            switch below(6) {
+            case 0, 1:
+                characters.insert(contentsOf: Array(Self.tokens[below(Self.tokens.count)]), at: position)
+            case 2:
+                if position < characters.count { characters.removeSubrange(position..<min(characters.count, position + 1 + below(4))) }
+            case 3:
+                if position < characters.count { characters[position] = Array(Self.tokens[below(Self.tokens.count)]).first ?? "0" }
+            case 4:
+                let span = characters[position..<min(characters.count, position + below(8))]
+                characters.insert(contentsOf: Array(repeating: span, count: below(4)).joined(), at: position)
+            default:
+                let other = Array(corpus[below(corpus.count)])
+                characters.insert(contentsOf: other[..<below(other.count + 1)], at: position)
+            }
+        }
+        return String(characters)
+    }
+
+    /// Runs `check` on ``iterations`` inputs. `check` returns `nil` when the input passes,
+    /// or what went wrong; the first few failures are recorded with the input that caused
+    /// them. Returns how many inputs each outcome label got.
+    @discardableResult
+    static func run(_ corpus: String, sourceLocation: SourceLocation = #_sourceLocation, check: (String) -> (label: String, failure: String?)) throws -> [String: Int] {
+        var mutator = try Mutator(corpus: corpus)
+        var outcomes: [String: Int] = [:]
+        var failures = 0
+        for iteration in 0..<iterations {
+            let input = iteration < mutator.corpus.count ? mutator.corpus[iteration] : mutator.input()
+            let (label, failure) = check(input)
+            outcomes[label, default: 0] += 1
+            if let failure {
+                failures += 1
+                if failures <= 5 {
+                    Issue.record("\(corpus) input \(input.debugDescription) (iteration \(iteration), seed \(seed)): \(failure)", sourceLocation: sourceLocation)
+                }
+            }
+        }
+        print("fuzz \(corpus): \(iterations) inputs, \(failures) failures, outcomes \(outcomes.sorted { $0.key < $1.key })")
+        return outcomes
+    }
+}

@@ -1,0 +1,57 @@
+@testable import MediaCacheProxy
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import Testing
+
+/// Inputs that once crashed or fooled a parser, each kept as its own test.
+@Suite struct ParserRegressionTests {
+    /// The first saturating parser multiplied values up to 2^60 by ten: 20 digits trapped
+    /// (found by the hostile-client suite's `bytes=9223372036854775807-`).
+    @Test func twentyDigitsSaturateInsteadOfOverflowing() {
+        #expect(HTTPNumber.saturating("9223372036854775807") == ByteRange.maximumOffset)
+        #expect(HTTPNumber.saturating("99999999999999999999999999999999") == ByteRange.maximumOffset)
+        #expect(HTTPNumber.strict("9223372036854775807") == nil)
+        #expect(RangeSpecifier.parse("bytes=9223372036854775807-") == .single(.from(first: ByteRange.maximumOffset, last: nil)))
+        #expect(RangeSpecifier.parse("bytes=0-9223372036854775807").resolved(length: 10) == ByteRange(0, 10))
+    }
+
+    /// `(last ?? length - 1) + 1` trapped for a last position of `Int64.max` (the issue's
+    /// first report).
+    @Test func aLastPositionAtInt64MaxMeansToTheEnd() {
+        #expect(RangeSpecifier.from(first: 0, last: .max).resolve(length: 1000) == ByteRange(0, 1000))
+        #expect(RangeSpecifier.suffix(length: .max).resolve(length: 1000) == ByteRange(0, 1000))
+    }
+
+    /// `bytes 0-9223372036854775807/*` from an origin trapped on `last + 1`.
+    @Test func anOriginContentRangeAtInt64MaxIsRefused() {
+        #expect(ContentRange(parsing: "bytes 0-9223372036854775807/*") == nil)
+        #expect(ContentRange(parsing: "bytes 0-999/9999999999999999999999999") == nil)
+    }
+
+    /// Foundation's `URL` accepts a 20-digit port (found by the hostile-client suite); the
+    /// authority check refuses it, at the door and on a redirect.
+    @Test func aPortPast65535IsRefused() async throws {
+        let url = try #require(URL(string: "http://127.0.0.1:99999999999999999999/a.mp3"))
+        #expect(HostAndPort(authorityOf: url) == nil)
+        #expect(throws: ProxyRequestError.self) { try RequestTarget("/?url=http%3A%2F%2F127.0.0.1%3A99999999999999999999%2Fa").originURL() }
+        let fetcher = HTTPOriginFetcher()
+        #expect(throws: CacheError.self) { try fetcher.checkOrigin(url) }
+        try await fetcher.shutdown()
+    }
+
+    /// `Int64("+5")` is 5: a signed number is not `1*DIGIT`.
+    @Test func signedNumbersAreNotNumbers() {
+        #expect(HTTPNumber.strict("+5") == nil && HTTPNumber.strict("-0") == nil && HTTPNumber.saturating("٣") == nil)
+        #expect(RangeSpecifier.parse("bytes=+5-10") == .invalid)
+    }
+}
+
+extension RangeSpecifier.Parsed {
+    func resolved(length: Int64) -> ByteRange? {
+        switch self {
+        case .single(let one), .multiple(let one): one.resolve(length: length)
+        case .invalid: nil
+        }
+    }
+}
