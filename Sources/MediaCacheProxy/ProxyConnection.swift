@@ -105,6 +105,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     return
                 }
                 channel.write(head, promise: nil)
+                var isComplete = false
                 do {
                     var previous: EventLoopFuture<Void>?
                     while let current = part {
@@ -125,11 +126,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                         part = try await stream.nextPart()
                     }
                     try await previous?.get()
-                    try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+                    // Every body byte is in the socket: the response is whole even if the
+                    // client hangs up before the end marker (which adds no bytes) is written.
+                    isComplete = true
                     log.end(stream.statistics, error: nil)
+                    try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
                 } catch {
                     stream.cancel()
-                    log.end(stream.statistics, error: error)
+                    if !isComplete { log.end(stream.statistics, error: error) }
                     throw error
                 }
             }

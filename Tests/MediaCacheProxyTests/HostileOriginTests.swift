@@ -171,6 +171,29 @@ import Testing
         }
     }
 
+    /// Refused answers are visible: a warning with the cause, for the operator to read.
+    @Test func refusedAnswersAreLoggedAsWarningsWithTheirCause() async throws {
+        let recorder = LogRecorder()
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.logger = recorder.logger()
+        try await ProxyHarness.with(allowedHosts: ["127.0.0.1"], fetcher: fetcher) { proxy in
+            var away = TestOrigin.Faults()
+            away.redirect = (302, "http://localhost:\(proxy.origin.port)/x.mp3")
+            proxy.origin.serve(.generated(length: 10, faults: away), at: "/away")
+            var lying = TestOrigin.Faults()
+            lying.rawResponse = { _ in Array("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9223372036854775807/*\r\nContent-Length: 0\r\n\r\n".utf8) }
+            proxy.origin.serve(.generated(length: 10, faults: lying), at: "/lying")
+            let refused = try await proxy.get(proxy.url("/away"))
+            let lied = try await proxy.get(proxy.url("/lying"))
+            #expect(refused.status == 502 && lied.status == 502)
+            let warnings = recorder.all.filter { $0.level == .warning }
+            #expect(warnings.contains { $0.metadata["reason"]?.contains("localhost") == true && $0.metadata["reason"]?.contains("allow-list") == true },
+                    "\(warnings.map(\.metadata))")
+            #expect(warnings.contains { $0.metadata["reason"]?.contains("Content-Range") == true && $0.metadata["url"]?.contains("/lying") == true },
+                    "\(warnings.map(\.metadata))")
+        }
+    }
+
     @Test func aRedirectOffTheAllowListIsNeverFollowed() async throws {
         try await ProxyHarness.with(allowedHosts: ["127.0.0.1"]) { proxy in
             let origin = proxy.origin

@@ -90,10 +90,15 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
     }
 
     private func serve(_ data: DataRequest, responder: some LoadingRequestResponder) async throws {
-        let given = data.currentOffset - data.requestedOffset
-        let length: Int64? = data.requestsAllDataToEndOfResource ? nil : data.requestedLength - given
+        // Offsets and lengths come from the player: clamped into 0...maximumOffset first
+        // (AVPlayer asks for lengths near Int.max), the subtractions cannot overflow.
+        func bounded(_ value: Int64) -> Int64 { min(max(0, value), ByteRange.maximumOffset) }
+        let requested = bounded(data.requestedOffset)
+        let current = bounded(data.currentOffset)
+        let given = max(0, current - requested)
+        let length: Int64? = data.requestsAllDataToEndOfResource ? nil : bounded(data.requestedLength) - given
         if let length, length <= 0 { return }
-        let stream = try await reader.read(url, offset: data.currentOffset, length: length)
+        let stream = try await reader.read(url, offset: current, length: length)
         var reported = ReadStatistics()
         for try await chunk in stream {
             try Task.checkCancellation()

@@ -1,0 +1,39 @@
+import Logging
+import Synchronization
+
+/// Keeps every log record, so a test can check what an operator would see.
+final class LogRecorder: Sendable {
+    struct Record: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: [String: String]
+    }
+
+    private let records = Mutex<[Record]>([])
+
+    var all: [Record] { records.withLock { $0 } }
+
+    /// A logger whose records land here.
+    func logger(_ label: String = "test") -> Logger {
+        var logger = Logger(label: label) { _ in Handler(recorder: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    private struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            let record = Record(level: event.level, message: "\(event.message)", metadata: merged.mapValues { "\($0)" })
+            recorder.records.withLock { $0.append(record) }
+        }
+    }
+}
