@@ -124,6 +124,30 @@ import Testing
         }
     }
 
+    /// A read that pauses at a hole (``CachingReader/Configuration/holeDelay``) while a
+    /// download with no reader of its own fills it must not start a second download for
+    /// the bytes stored during the pause. Seen as `bytes=0-262143` then `bytes=1711-263854`
+    /// on a cold whole-file GET: the probe stored 1711 bytes, the read gave them and paused.
+    @Test func bytesStoredDuringAHolePauseAreNotFetchedAgain() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.holeDelay = .milliseconds(400)
+        try await Harness.with(reader: configuration) { h in
+            let size: Int64 = 1 << 20
+            var steady = TestOrigin.Faults()
+            steady.bytesPerSecond = 2 << 20  // the first 256 KiB take about 125 ms: within the pause
+            h.origin.serve(.generated(length: size, seed: 5, faults: steady), at: "/paused.mp4")
+            let url = h.origin.url("/paused.mp4")
+            // The probe's download runs with no reader, as when a proxy asks for the head first.
+            _ = try await h.reader.contentInfo(for: url, readingFrom: 0)
+            let key = h.store.key(for: url)
+            while (try? h.store.openEntry(key).spans().span(containing: 0)) == nil { try await Task.sleep(for: .milliseconds(1)) }
+            try await ReadPathTests.readAndCheck(h, "/paused.mp4")
+            let asked = h.origin.requests("/paused.mp4").compactMap { $0.range.flatMap { ContentRangeCheck.range(of: $0, size: size) } }
+            #expect(SpanSet(asked).byteCount == asked.reduce(0) { $0 + $1.length }, "overlapping requests: \(h.origin.requests("/paused.mp4"))")
+            #expect(h.origin.bodyBytesSent("/paused.mp4") == size)
+        }
+    }
+
     @Test func sixteenConcurrentReadersShareOneDownload() async throws {
         try await Harness.with { h in
             let size: Int64 = 24 << 20
@@ -438,5 +462,13 @@ import Testing
             }
             await #expect { _ = try await h.reader.read(URL(string: "http://127.0.0.1:1/nothing.mp3")!) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
         }
+    }
+}
+
+enum ContentRangeCheck {
+    /// The bytes a `Range` header asked for in a resource of `size` bytes.
+    static func range(of header: String, size: Int64) -> ByteRange? {
+        guard case .single(let specifier) = RangeSpecifier.parse(header) else { return nil }
+        return specifier.resolve(length: size)
     }
 }

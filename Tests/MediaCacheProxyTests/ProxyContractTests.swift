@@ -36,6 +36,24 @@ import Testing
         }
     }
 
+    /// A cold whole-file GET asks the origin for every byte exactly once: the ranges it
+    /// asks for add up to the file, and the origin sends the file's size exactly.
+    @Test func aColdWholeFileGetFetchesEachByteOnce() async throws {
+        try await ProxyHarness.with { h in
+            let size: Int64 = 32 << 20
+            h.origin.serve(.generated(length: size, seed: 35, mimeType: "video/mp4"), at: "/big.mp4")
+            let resource = h.origin.resource(at: "/big.mp4")!
+            let reply = try await h.get(h.url("/big.mp4"))
+            #expect(reply.status == 200 && reply.body.readableBytes == Int(size) && resource.firstMismatch(in: reply.body, at: 0) == nil)
+            let asked = h.origin.requests("/big.mp4").compactMap { request -> ByteRange? in
+                guard let range = request.range, case .single(let specifier) = RangeSpecifier.parse(range) else { return nil }
+                return specifier.resolve(length: size)
+            }
+            #expect(asked.reduce(0) { $0 + $1.length } == size, "asked for \(asked)")
+            #expect(h.origin.bodyBytesSent("/big.mp4") == size)
+        }
+    }
+
     /// Sixteen players start the same uncached file at once: one origin download serves
     /// them all (the first ranged GET, which also gives the length, is shared too).
     @Test func sixteenClientsOnAColdFileShareOneDownload() async throws {

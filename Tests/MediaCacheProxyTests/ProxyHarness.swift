@@ -48,12 +48,13 @@ struct ProxyHarness {
         allowedHosts: Set<String> = [],
         token: String? = nil,
         fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
+        reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
         configure: (ProxyConfiguration) -> ProxyConfiguration = { $0 },
         _ body: (ProxyHarness) async throws -> Void
     ) async throws {
         var fetcherConfiguration = fetcherConfiguration
         fetcherConfiguration.allowedHosts = allowedHosts
-        try await Harness.with(fetcher: fetcherConfiguration) { base in
+        try await Harness.with(reader: readerConfiguration, fetcher: fetcherConfiguration) { base in
             var configuration = ProxyConfiguration()
             configuration.port = 0
             configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })

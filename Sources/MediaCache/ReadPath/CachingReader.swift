@@ -303,8 +303,17 @@ public final class CachingReader: Sendable {
                 return
             }
             let delivered = position - download.start
-            let requestEnd = download.isFullBody ? download.end
+            var requestEnd = download.isFullBody ? download.end
                 : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
+            if !download.isFullBody, firstResponse == nil, let spans = try? handle?.spans() {
+                // Never ask the origin for bytes the store has: another download may have
+                // stored them since this one was planned.
+                guard let hole = spans.holes(in: ByteRange(position, requestEnd)).first, hole.lowerBound == position else {
+                    download.finish(.completed)
+                    return
+                }
+                requestEnd = hole.upperBound
+            }
             do {
                 let stored = try handle?.metadata()
                 let response: OriginResponse

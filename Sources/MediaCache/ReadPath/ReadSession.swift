@@ -131,7 +131,9 @@ final class ReadSession: Sendable {
                 throw Self.readerError(error, url: url)
             }
             if download == nil || download!.isFinished || cursor < download!.start || cursor >= download!.end {
-                try await pauseAtHole(cursor, handle: handle)
+                if try await pauseAtHole(cursor, handle: handle) {
+                    continue  // bytes may have been stored during the pause: look again
+                }
                 if let current { current.download.removeReader(current.reader) }
                 state.withLock { $0.download = nil }
                 let spans = (try? handle?.spans()) ?? SpanSet()
@@ -172,16 +174,18 @@ final class ReadSession: Sendable {
     /// bytes and reached missing ones: a player that hangs up after taking what it needed
     /// often does so while its earlier bytes are still in flight, and its cancel, arriving
     /// during the wait, then costs no origin request.
-    private func pauseAtHole(_ cursor: Int64, handle: CacheEntryHandle?) async throws {
+    /// - Returns: whether it paused (once per cursor).
+    private func pauseAtHole(_ cursor: Int64, handle: CacheEntryHandle?) async throws -> Bool {
         let delay = reader.configuration.holeDelay
-        guard delay > .zero, cursor > range.lowerBound, let spans = try? handle?.spans(), spans.span(containing: cursor - 1) != nil else { return }
+        guard delay > .zero, cursor > range.lowerBound, let spans = try? handle?.spans(), spans.span(containing: cursor - 1) != nil else { return false }
         let first = state.withLock { state in
             defer { state.pausedAt = cursor }
             return state.pausedAt != cursor
         }
-        guard first else { return }
+        guard first else { return false }
         try await Task.sleep(for: delay)
         if state.withLock({ $0.isClosed }) { throw CancellationError() }
+        return true
     }
 
     /// Joins or starts the download for the hole at `cursor` and remembers it.
