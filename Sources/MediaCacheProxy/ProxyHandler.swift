@@ -204,7 +204,7 @@ struct RequestLog: Sendable {
         let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
         var metadata: Logger.Metadata = [
             "range": "\(range ?? "-")", "status": "\(status)", "cache": "\(statistics.bytesFromCache)",
-            "origin": "\(statistics.bytesFromOrigin)", "ttfb": "\(ttfb)", "url": "\(url)",
+            "origin": "\(statistics.bytesFromOrigin)", "retries": "\(statistics.originRetries)", "ttfb": "\(ttfb)", "url": "\(url)",
         ]
         if let error { metadata["error"] = "\(error)" }
         logger.info("\(method)", metadata: metadata)

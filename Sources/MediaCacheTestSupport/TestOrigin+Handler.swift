@@ -81,7 +81,7 @@ final class OriginHandler: ChannelInboundHandler {
             }
             let resource = state.resource
             var plan = Self.plan(head: head, resource: resource, range: rangeHeader, ifRange: ifRange)
-            if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount, plan.body != nil {
+            if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount, plan.body != nil, head.method == .GET {
                 state.drops += 1
                 plan.dropAfter = dropAfter
             }
@@ -191,9 +191,13 @@ final class OriginHandler: ChannelInboundHandler {
             if let rate = current.bytesPerSecond { size = min(size, max(1, rate / 20)) }
             if let dropAfter = current.dropAfter { size = min(size, dropAfter - current.sentInResponse) }
             if size <= 0 {
-                // The drop fault: close in the middle of the body.
+                // The drop fault: close in the middle of the body, once the bytes counted as
+                // sent are in the socket (closing at once would discard those still queued).
                 sending = nil
-                context.close(promise: nil)
+                let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer())))).whenComplete { _ in
+                    loopBound.value.close(promise: nil)
+                }
                 return
             }
             let chunk = current.resource.bytes(current.next..<(current.next + size), allocator: context.channel.allocator)

@@ -167,17 +167,26 @@ import Testing
     @Test func aDroppedConnectionIsResumedWithIfRange() async throws {
         try await Harness.with { h in
             var faults = TestOrigin.Faults()
-            faults.dropAfterBytes = 300_000
+            // Below the first request's 256 KiB, so the first two responses really drop
+            // (the fault counts every response, dropped or not).
+            faults.dropAfterBytes = 100_000
             faults.dropCount = 2
             h.origin.serve(.generated(length: 2_000_000, seed: 5, faults: faults), at: "/drop.mp4")
-            try await ReadPathTests.readAndCheck(h, "/drop.mp4")
+            let statistics = try await ReadPathTests.readAndCheck(h, "/drop.mp4")
+            #expect(statistics.originRetries == 2, "the two resumes are counted in the read's statistics: \(h.origin.requests("/drop.mp4"))")
             let gets = h.origin.requests("/drop.mp4").filter { $0.method == "GET" }
             // Two drops, each resumed from where it left off, carrying the stored validator.
             #expect(gets.count >= 3)
             #expect(gets.dropFirst().allSatisfy { $0.ifRange == "\"v1\"" }, "\(gets)")
             let starts = gets.compactMap { $0.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } }
             #expect(starts.count == gets.count && starts == starts.sorted() && Set(starts).count == starts.count, "\(gets)")
-            #expect(h.origin.bodyBytesSent("/drop.mp4") <= 2_000_000)
+            #expect(starts.count >= 3 && starts[1] > 0 && starts[2] > starts[1], "each drop resumed after the bytes it delivered: \(gets)")
+            // A drop loses the body parts AsyncHTTPClient received in the read cycle that saw
+            // the connection close (it fails the request before handing them over), so a
+            // resume may start before the 100,000th byte; never more than a dropped response
+            // carried is fetched again.
+            let sent = h.origin.bodyBytesSent("/drop.mp4")
+            #expect(sent <= 2_000_000 + 2 * 100_000, "origin sent \(sent)")
         }
     }
 

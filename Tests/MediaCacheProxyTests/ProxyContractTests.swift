@@ -110,6 +110,21 @@ import Testing
         }
     }
 
+    /// An empty file is a `200` with an empty body (it was a `416`: the first ranged GET
+    /// of a cold read has nothing to return); any range of it is unsatisfiable.
+    @Test func anEmptyFileIsA200WithAnEmptyBody() async throws {
+        try await ProxyHarness.with { h in
+            h.origin.serve(.generated(length: 0, seed: 1, mimeType: "audio/mpeg"), at: "/empty.mp3")
+            let whole = try await h.get(h.url("/empty.mp3"))
+            #expect(whole.status == 200 && whole.body.readableBytes == 0)
+            #expect(whole.headers.first(name: "content-length") == "0" && whole.headers.first(name: "content-type") == "audio/mpeg")
+            let again = try await h.get(h.url("/empty.mp3"))
+            #expect(again.status == 200 && again.body.readableBytes == 0)
+            let ranged = try await h.get(h.url("/empty.mp3"), headers: [("Range", "bytes=0-")])
+            #expect(ranged.status == 416 && ranged.headers.first(name: "content-range") == "bytes */0")
+        }
+    }
+
     @Test func unsatisfiableRangeGets416WithTheLength() async throws {
         try await ProxyHarness.with { h in
             serve(h)

@@ -216,7 +216,14 @@ public final class CachingReader: Sendable {
     /// Asks for the first `minimumRequest` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
     private func probe(_ url: URL, key: CacheKey, offset: Int64) async throws -> ContentMetadata {
-        let response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil)
+        let response: OriginResponse
+        do {
+            response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil)
+        } catch let error as CacheError where error.code == .rangeNotSatisfiable {
+            // Nothing at `offset` (an empty file, or a read past the end): the content
+            // information is all there is to learn, and a 416 does not carry all of it.
+            return store(try await fetcher.contentInfo(for: url), key: key)
+        }
         try checked(response, askedFrom: offset, known: nil, url: url)
         let metadata = store(response.metadata, key: key)
         markValidated(key)
@@ -384,6 +391,7 @@ public final class CachingReader: Sendable {
                     download.finish(.failed(cacheError ?? CacheError(.originUnavailable, "The origin connection failed and could not be resumed.", underlyingError: error)))
                     return
                 }
+                download.noteRetry()
                 configuration.logger.warning("Resuming an origin download", metadata: ["url": "\(download.url)", "at": "\(download.position)", "error": "\(error)"])
                 try? await Task.sleep(for: configuration.retryDelay * failures)
             }

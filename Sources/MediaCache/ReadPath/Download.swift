@@ -35,6 +35,8 @@ final class Download: Sendable {
         var nextWaiter: UInt64 = 0
         var task: Task<Void, Never>?
         var isCancelled = false
+        /// How many times the origin request was resumed after a failure.
+        var retries = 0
 
         mutating func changed() -> [CheckedContinuation<Void, Never>] {
             changeCount += 1
@@ -77,6 +79,15 @@ final class Download: Sendable {
 
     var position: Int64 {
         state.withLock { $0.position }
+    }
+
+    /// How many times the origin request was resumed after a failure.
+    var retries: Int {
+        state.withLock { $0.retries }
+    }
+
+    func noteRetry() {
+        state.withLock { $0.retries += 1 }
     }
 
     // MARK: Readers

@@ -10,6 +10,8 @@ final class ReadSession: Sendable {
     struct State {
         var cursor: Int64
         var download: (download: Download, reader: UInt64)?
+        /// The current download's ``Download/retries`` when this read joined it.
+        var retriesAtJoin = 0
         var handle: CacheEntryHandle?
         var statistics = ReadStatistics()
         /// What of the range was cached when the read started: bytes read from there
@@ -49,14 +51,25 @@ final class ReadSession: Sendable {
     }
 
     var statistics: ReadStatistics {
-        state.withLock { $0.statistics }
+        let (statistics, download, retriesAtJoin) = state.withLock { ($0.statistics, $0.download?.download, $0.retriesAtJoin) }
+        var result = statistics
+        if let download { result.originRetries += download.retries - retriesAtJoin }
+        return result
+    }
+
+    /// Lets go of the current download, counting its retries while this read waited on it.
+    private static func leaveDownload(_ state: inout State) -> (download: Download, reader: UInt64)? {
+        guard let current = state.download else { return nil }
+        state.statistics.originRetries += current.download.retries - state.retriesAtJoin
+        state.download = nil
+        return current
     }
 
     /// Ends the read and lets go of its download and entry.
     func close() {
         let (download, handle, wasOpen) = state.withLock { state in
-            defer { state.isClosed = true; state.download = nil; state.handle = nil }
-            return (state.download, state.handle, !state.isClosed)
+            defer { state.isClosed = true; state.handle = nil }
+            return (Self.leaveDownload(&state), state.handle, !state.isClosed)
         }
         if wasOpen { reader.openStreams.subtract(1, ordering: .relaxed) }
         if let download { download.download.removeReader(download.reader) }
@@ -134,8 +147,7 @@ final class ReadSession: Sendable {
                 if try await pauseAtHole(cursor, handle: handle) {
                     continue  // bytes may have been stored during the pause: look again
                 }
-                if let current { current.download.removeReader(current.reader) }
-                state.withLock { $0.download = nil }
+                if let left = state.withLock({ Self.leaveDownload(&$0) }) { left.download.removeReader(left.reader) }
                 let spans = (try? handle?.spans()) ?? SpanSet()
                 let holeEnd = spans.holes(in: ByteRange(cursor, range.upperBound)).first?.upperBound ?? range.upperBound
                 download = attach(at: cursor, holeEnd: holeEnd)
@@ -192,9 +204,11 @@ final class ReadSession: Sendable {
     private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
         let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges)
+        let retries = download.retries
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed else { return true }
             state.download = (download, readerID)
+            state.retriesAtJoin = retries
             return false
         }
         if stale { download.removeReader(readerID) }

@@ -74,6 +74,9 @@ public struct ReadStatistics: Sendable, Hashable {
     public var bytesFromOrigin: Int64 = 0
     /// How many times the read waited for the origin with nothing to give.
     public var stalls = 0
+    /// How many times an origin request this read waited on was resumed after a failure
+    /// (a dropped connection, a body that ended early).
+    public var originRetries = 0
 
     /// Creates empty statistics.
     public init() {}
