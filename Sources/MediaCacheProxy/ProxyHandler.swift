@@ -54,35 +54,53 @@ struct ProxyHandler: Sendable {
                 case .suffix?: firstByte = nil
                 }
             }
-            let metadata = try await reader.contentInfo(for: url, readingFrom: firstByte)
-            guard let total = metadata.length else {
-                throw CacheError(.originRejected, "The origin does not say how long the resource is.")
-            }
-            var wanted = ByteRange(0, total)
-            let isPartial = specifier != nil
-            if let specifier {
-                guard let resolved = specifier.resolve(length: total) else {
-                    return log.finish(Self.unsatisfiable(total: total))
+            var metadata = try await reader.contentInfo(for: url, readingFrom: firstByte)
+            // The head is planned from what is known now; if the read then finds another
+            // version at the origin, it is planned again from what the read found, so the
+            // head always describes the bytes that follow it.
+            for _ in 0..<3 {
+                guard let total = metadata.length else {
+                    throw CacheError(.originRejected, "The origin does not say how long the resource is.")
                 }
-                wanted = resolved
+                var wanted = ByteRange(0, total)
+                if let specifier {
+                    guard let resolved = specifier.resolve(length: total) else {
+                        return log.finish(Self.unsatisfiable(total: total))
+                    }
+                    wanted = resolved
+                }
+                let status: HTTPResponseStatus = specifier != nil ? .partialContent : .ok
+                guard sendsBody, !wanted.isEmpty else {
+                    return log.finish(ProxyResponse(status: status, headers: Self.headers(metadata, range: wanted, isPartial: specifier != nil), body: .none))
+                }
+                let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length)
+                guard stream.metadata.length == total, stream.range == wanted, metadata.isSameVersion(as: stream.metadata) else {
+                    stream.cancel()
+                    metadata = stream.metadata
+                    continue
+                }
+                log.status = Int(status.code)
+                return ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil),
+                                     body: .stream(stream, log: log))
             }
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
-            headers.add(name: "Accept-Ranges", value: "bytes")
-            headers.add(name: "Content-Length", value: String(wanted.length))
-            if let etag = metadata.etag { headers.add(name: "ETag", value: etag) }
-            if let lastModified = metadata.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
-            if isPartial { headers.add(name: "Content-Range", value: ContentRange(range: wanted, totalLength: total).headerValue) }
-            let status: HTTPResponseStatus = isPartial ? .partialContent : .ok
-            guard sendsBody, !wanted.isEmpty else {
-                return log.finish(ProxyResponse(status: status, headers: headers, body: .none))
-            }
-            let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length)
-            log.status = Int(status.code)
-            return ProxyResponse(status: status, headers: headers, body: .stream(stream, log: log))
+            throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while the answer was planned; try again.")
         } catch {
             return log.finish(Self.response(for: error))
         }
+    }
+
+    /// The head of an answer carrying `range` of the resource `metadata` describes.
+    static func headers(_ metadata: ContentMetadata, range: ByteRange, isPartial: Bool) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        headers.add(name: "Content-Length", value: String(range.length))
+        if let etag = metadata.etag { headers.add(name: "ETag", value: etag) }
+        if let lastModified = metadata.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
+        if isPartial, let total = metadata.length {
+            headers.add(name: "Content-Range", value: ContentRange(range: range, totalLength: total).headerValue)
+        }
+        return headers
     }
 
     /// The checks every request passes before its URL is looked at: the method, the

@@ -125,6 +125,31 @@ import Testing
         }
     }
 
+    /// When the read finds that the file changed after the proxy planned its head, the
+    /// head is planned again: Content-Length, Content-Range and ETag describe the bytes sent.
+    @Test func theHeadDescribesTheVersionTheBytesComeFrom() async throws {
+        var reader = CachingReader.Configuration()
+        reader.revalidationInterval = .zero  // every read with missing bytes asks the origin first
+        try await ProxyHarness.with(reader: reader) { h in
+            h.origin.serve(.generated(length: 1_000_000, seed: 36, mimeType: "video/mp4"), at: "/grows.mp4")
+            let first = try await h.get(h.url("/grows.mp4"), headers: [("Range", "bytes=0-999")])
+            #expect(first.status == 206 && first.headers.first(name: "content-range") == "bytes 0-999/1000000")
+            // A new version, longer, under a new ETag.
+            h.origin.update("/grows.mp4") { resource in
+                resource.body = .generated(DeterministicContent(seed: 37), length: 1_200_000)
+                resource.etag = "\"v2\""
+                resource.lastModified = "Wed, 03 Jan 2029 10:00:00 GMT"
+            }
+            let v2 = h.origin.resource(at: "/grows.mp4")!
+            let reply = try await h.get(h.url("/grows.mp4"), headers: [("Range", "bytes=500000-")])
+            #expect(reply.status == 206)
+            #expect(reply.headers.first(name: "content-range") == "bytes 500000-1199999/1200000")
+            #expect(reply.headers.first(name: "content-length") == "\(reply.body.readableBytes)" && reply.body.readableBytes == 700_000)
+            #expect(reply.headers.first(name: "etag") == "\"v2\"")
+            #expect(v2.firstMismatch(in: reply.body, at: 500_000) == nil)
+        }
+    }
+
     @Test func unsatisfiableRangeGets416WithTheLength() async throws {
         try await ProxyHarness.with { h in
             serve(h)
