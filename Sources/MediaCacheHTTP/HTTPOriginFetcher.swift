@@ -61,8 +61,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     // MARK: OriginFetcher
 
-    public func contentInfo(for url: URL) async throws -> ContentMetadata {
-        var head = try makeRequest(url)
+    public func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
+        var head = try makeRequest(url, headers: headers)
         head.method = .HEAD
         let response = try await execute(head, url: url)
         if (200..<300).contains(response.status.code), let length = try contentLength(response.headers, url: url) {
@@ -71,12 +71,12 @@ public final class HTTPOriginFetcher: OriginFetcher {
             return metadata
         }
         // HEAD refused or without a length: ask for two bytes instead.
-        let probe = try await fetch(url, range: ByteRange(0, 2), ifRange: nil)
+        let probe = try await fetch(url, range: ByteRange(0, 2), ifRange: nil, headers: headers)
         return probe.metadata
     }
 
-    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?) async throws -> OriginResponse {
-        var request = try makeRequest(url)
+    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+        var request = try makeRequest(url, headers: headers)
         if let range { request.headers.replaceOrAdd(name: "Range", value: RangeSpecifier.headerValue(for: range)) }
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
         let response = try await execute(request, url: url)
@@ -135,13 +135,20 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     // MARK: Helpers
 
-    private func makeRequest(_ url: URL) throws -> HTTPClientRequest {
+    /// A request for `url` carrying the player's `headers`; the player's `User-Agent`, if
+    /// any, replaces ours. The range and validator fields are the caller's to add.
+    private func makeRequest(_ url: URL, headers: RequestHeaders) throws -> HTTPClientRequest {
         try checkOrigin(url)
         var request = HTTPClientRequest(url: url.absoluteString)
-        request.headers.add(name: "User-Agent", value: configuration.userAgent)
-        request.headers.add(name: "Accept-Encoding", value: "identity")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if !request.headers.contains(name: "User-Agent") { request.headers.add(name: "User-Agent", value: configuration.userAgent) }
+        request.headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
         return request
     }
+
+    /// Fields that carry the player's credentials: not sent on to another origin after a
+    /// redirect (as browsers and curl do).
+    static let credentialFields = ["authorization", "cookie", "proxy-authorization"]
 
     /// Sends `request`, following redirects: each hop is checked with ``checkOrigin(_:)``,
     /// at most ``Configuration/maxRedirects`` are followed and none twice (a loop).
@@ -171,6 +178,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
             }
             guard visited.insert(next.absoluteString).inserted else {
                 throw rejected("redirected in a loop back to \(next.absoluteString.prefix(200))", url: current)
+            }
+            if HostAndPort(authorityOf: next) != HostAndPort(authorityOf: current) || next.scheme?.lowercased() != current.scheme?.lowercased() {
+                for name in Self.credentialFields { request.headers.remove(name: name) }
             }
             current = next
             request.url = next.absoluteString

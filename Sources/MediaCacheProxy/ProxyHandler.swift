@@ -54,7 +54,8 @@ struct ProxyHandler: Sendable {
                 case .suffix?: firstByte = nil
                 }
             }
-            var metadata = try await reader.contentInfo(for: url, readingFrom: firstByte)
+            let forwarded = Self.endToEndHeaders(head.headers)
+            var metadata = try await reader.contentInfo(for: url, readingFrom: firstByte, headers: forwarded)
             // The head is planned from what is known now; if the read then finds another
             // version at the origin, it is planned again from what the read found, so the
             // head always describes the bytes that follow it.
@@ -73,7 +74,7 @@ struct ProxyHandler: Sendable {
                 guard sendsBody, !wanted.isEmpty else {
                     return log.finish(ProxyResponse(status: status, headers: Self.headers(metadata, range: wanted, isPartial: specifier != nil), body: .none))
                 }
-                let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length)
+                let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length, headers: forwarded)
                 guard stream.metadata.length == total, stream.range == wanted, metadata.isSameVersion(as: stream.metadata) else {
                     stream.cancel()
                     metadata = stream.metadata
@@ -87,6 +88,27 @@ struct ProxyHandler: Sendable {
         } catch {
             return log.finish(Self.response(for: error))
         }
+    }
+
+    /// Fields of a player's request that the proxy does not send on: hop-by-hop ones (RFC
+    /// 9110 §7.6.1, plus those the request's `Connection` names), the target's `Host`, the
+    /// range, validator and caching fields the cache manages itself, its encoding (bodies are
+    /// cached as sent), and the proxy's own token.
+    static let fieldsNotForwarded: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authorization", "proxy-authenticate", "host", "content-length", "expect",
+        "range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+        "cache-control", "pragma", "accept-encoding", "x-mediacache-token",
+    ]
+
+    /// The player's end-to-end request fields, for the origin: credentials, cookies,
+    /// referer, user agent, languages (one cache serves one user).
+    static func endToEndHeaders(_ headers: HTTPHeaders) -> RequestHeaders {
+        var dropped = fieldsNotForwarded
+        for value in headers["connection"] {
+            for token in value.split(separator: ",") { dropped.insert(String(token).trimmingCharacters(in: .whitespaces).lowercased()) }
+        }
+        return headers.filter { !dropped.contains($0.name.lowercased()) }.map { (name: $0.name, value: $0.value) }
     }
 
     /// The head of an answer carrying `range` of the resource `metadata` describes.

@@ -85,7 +85,8 @@ final class OriginHandler: ChannelInboundHandler {
                 state.drops += 1
                 plan.dropAfter = dropAfter
             }
-            state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code)))
+            state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
+                                                     headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
             return plan
         }
@@ -132,6 +133,9 @@ final class OriginHandler: ChannelInboundHandler {
         let faults = resource.faults
         if head.method == .HEAD, faults.headFails {
             return Plan(status: .methodNotAllowed, headers: [("Content-Length", "0")], body: nil, resource: resource)
+        }
+        if let (name, value) = faults.requiredHeader, head.headers.first(name: name) != value {
+            return Plan(status: .unauthorized, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
         if let rawResponse = faults.rawResponse {
             return Plan(status: .ok, headers: [], body: nil, resource: resource, rawResponse: rawResponse(range))

@@ -84,6 +84,9 @@ public final class TestOrigin: Sendable {
         public var headFails = false
         /// Wait this long before sending the response head.
         public var headDelay: Duration?
+        /// Answer 401 unless the request carries this header with this value (a media
+        /// server behind a login).
+        public var requiredHeader: (name: String, value: String)?
         /// Answer with a redirect: this status (301, 302, 303, 307, 308) and `Location`.
         public var redirect: (status: Int, location: String)?
         /// Answer with exactly these bytes (status line, headers, body: anything, lies
@@ -100,6 +103,13 @@ public final class TestOrigin: Sendable {
         public var range: String?
         public var ifRange: String?
         public var status: Int
+        /// Every header field of the request, in order.
+        public var headers: [(name: String, value: String)] = []
+
+        /// The first value of the header `name` (any case).
+        public func header(_ name: String) -> String? {
+            headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        }
 
         public var description: String { "\(method) \(path) range=\(range ?? "-") if-range=\(ifRange ?? "-") → \(status)" }
     }

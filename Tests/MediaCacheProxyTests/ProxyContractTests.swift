@@ -150,6 +150,59 @@ import Testing
         }
     }
 
+    /// Media behind a login plays: the player's end-to-end fields reach the origin; the
+    /// cache's own (range, validators, caching), hop-by-hop ones and the proxy token do not.
+    @Test func thePlayersHeadersReachTheOrigin() async throws {
+        try await ProxyHarness.with(token: "s3cret") { h in
+            var login = TestOrigin.Faults()
+            login.requiredHeader = ("Authorization", "Bearer abc")
+            h.origin.serve(.generated(length: 600_000, seed: 38, mimeType: "audio/mpeg", faults: login), at: "/private.mp3")
+            let resource = h.origin.resource(at: "/private.mp3")!
+            let refused = try await h.get(h.url("/private.mp3", extra: "&token=s3cret"))
+            #expect(refused.status == 502, "without the player's credentials the origin refuses")
+            let player: [(String, String)] = [
+                ("Authorization", "Bearer abc"), ("Cookie", "session=1"), ("Referer", "https://app.example/player"),
+                ("User-Agent", "TestPlayer/2"), ("Accept-Language", "de"), ("X-MediaCache-Token", "s3cret"),
+                ("If-None-Match", "\"zzz\""), ("Cache-Control", "no-cache"), ("Connection", "keep-alive, X-Hop"), ("X-Hop", "1"),
+                ("Range", "bytes=1000-"),
+            ]
+            let reply = try await h.get(h.url("/private.mp3"), headers: player)
+            #expect(reply.status == 206 && reply.body.readableBytes == 599_000 && resource.firstMismatch(in: reply.body, at: 1000) == nil)
+            let served = h.origin.requests("/private.mp3").filter { $0.status == 206 }
+            #expect(!served.isEmpty)
+            for request in served {
+                #expect(request.header("Authorization") == "Bearer abc" && request.header("Cookie") == "session=1")
+                #expect(request.header("Referer") == "https://app.example/player" && request.header("Accept-Language") == "de")
+                #expect(request.header("User-Agent") == "TestPlayer/2")
+                #expect(request.header("X-MediaCache-Token") == nil && request.header("If-None-Match") == nil, "\(request.headers)")
+                #expect(request.header("Cache-Control") == nil && request.header("X-Hop") == nil, "\(request.headers)")
+                #expect(request.range != "bytes=1000-", "the range is the cache's own, not the player's")
+            }
+        }
+    }
+
+    /// Credentials go with a redirect on the same origin, never to another one.
+    @Test func credentialsDoNotFollowARedirectToAnotherHost() async throws {
+        try await ProxyHarness.with { h in
+            h.origin.serve(.generated(length: 300_000, seed: 39, mimeType: "audio/mpeg"), at: "/there.mp3")
+            var away = TestOrigin.Faults()
+            away.redirect = (302, "http://localhost:\(h.origin.port)/there.mp3")
+            h.origin.serve(.generated(length: 10, faults: away), at: "/away.mp3")
+            var near = TestOrigin.Faults()
+            near.redirect = (302, "/there.mp3")
+            h.origin.serve(.generated(length: 10, faults: near), at: "/near.mp3")
+            let credentials = [("Authorization", "Bearer abc"), ("Cookie", "session=1"), ("Referer", "https://app.example/")]
+            let viaAway = try await h.get(h.url("/away.mp3"), headers: credentials + [("Range", "bytes=0-99")])
+            #expect(viaAway.status == 206)
+            let afterAway = try #require(h.origin.requests("/there.mp3").last)
+            #expect(afterAway.header("Authorization") == nil && afterAway.header("Cookie") == nil && afterAway.header("Referer") == "https://app.example/")
+            let viaNear = try await h.get(h.url("/near.mp3"), headers: credentials + [("Range", "bytes=0-99")])
+            #expect(viaNear.status == 206)
+            let afterNear = try #require(h.origin.requests("/there.mp3").last)
+            #expect(afterNear.header("Authorization") == "Bearer abc" && afterNear.header("Cookie") == "session=1")
+        }
+    }
+
     @Test func unsatisfiableRangeGets416WithTheLength() async throws {
         try await ProxyHarness.with { h in
             serve(h)

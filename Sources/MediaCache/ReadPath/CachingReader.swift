@@ -98,8 +98,10 @@ public final class CachingReader: Sendable {
     ///   resource the origin is then asked with a ranged `GET` from there instead of a
     ///   `HEAD`: its head gives the content information and its body becomes the first
     ///   download, which the read joins, so the first byte costs one round trip, not two.
+    /// - Parameter headers: the player's request headers to send to the origin (see
+    ///   ``RequestHeaders``); they do not change the cache key.
     /// - Throws: ``CacheError`` with an origin code when the origin fails.
-    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil) async throws -> ContentMetadata {
+    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, headers: RequestHeaders = []) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
         if let metadata = store.metadata(for: key), metadata.length != nil {
@@ -108,8 +110,8 @@ public final class CachingReader: Sendable {
         let task = contentInfoTasks.withLock { tasks in
             if let running = tasks[key] { return running }
             let task = Task { [self] in
-                guard let offset else { return store(try await fetcher.contentInfo(for: url), key: key) }
-                return try await probe(url, key: key, offset: offset)
+                guard let offset else { return store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
+                return try await probe(url, key: key, offset: offset, headers: headers)
             }
             tasks[key] = task
             return task
@@ -142,7 +144,10 @@ public final class CachingReader: Sendable {
     /// ``ReadStream/range`` can be sent to a player before the first byte.
     /// - Throws: `.rangeNotSatisfiable` (with ``CacheError/resourceLength``) when `offset`
     ///   is at or past the end; origin errors.
-    public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil) async throws -> ReadStream {
+    /// - Parameter headers: the player's request headers, sent with the origin requests this
+    ///   read starts (a download shared by several reads carries those of the read that
+    ///   started it: one cache serves one user).
+    public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = []) async throws -> ReadStream {
         guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
             throw CacheError(.rangeNotSatisfiable, "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
         }
@@ -151,7 +156,7 @@ public final class CachingReader: Sendable {
         let length = length.map { min($0, ByteRange.maximumOffset) }
         let key = store.key(for: url)
         for _ in 0..<3 {
-            let metadata = try await contentInfo(for: url)
+            let metadata = try await contentInfo(for: url, headers: headers)
             guard let total = metadata.length else {
                 throw CacheError(.originRejected, "The origin does not say how long \(url.absoluteString) is, so it cannot be cached.")
             }
@@ -162,7 +167,7 @@ public final class CachingReader: Sendable {
             }
             let range = ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
             let handle = try? store.openEntry(key)
-            let session = ReadSession(reader: self, url: url, key: key, range: range, handle: handle)
+            let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
             if needsValidation(key, range: range, handle: handle) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
                 case .ready:
@@ -215,22 +220,22 @@ public final class CachingReader: Sendable {
 
     /// Asks for the first `minimumRequest` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
-    private func probe(_ url: URL, key: CacheKey, offset: Int64) async throws -> ContentMetadata {
+    private func probe(_ url: URL, key: CacheKey, offset: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
         let response: OriginResponse
         do {
-            response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil)
+            response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil, headers: headers)
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
-            return store(try await fetcher.contentInfo(for: url), key: key)
+            return store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
         }
         try checked(response, askedFrom: offset, known: nil, url: url)
         let metadata = store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download = metadata.acceptsRanges
-            ? Download(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false)
-            : Download(url: url, key: key, start: 0, end: total, isFullBody: true)
+            ? Download(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false, headers: headers)
+            : Download(url: url, key: key, start: 0, end: total, isFullBody: true, headers: headers)
         start(download, firstResponse: response)
         return metadata
     }
@@ -250,7 +255,7 @@ public final class CachingReader: Sendable {
     /// The download a reader at `cursor` should wait on for the hole `cursor ..< holeEnd`:
     /// one already under way that will soon reach `cursor`, or a new one. The reader is
     /// added to it in the same step, so it cannot end for lack of readers in between.
-    func download(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool) -> (Download, UInt64) {
+    func download(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, headers: RequestHeaders) -> (Download, UInt64) {
         let (download, readerID, isNew) = downloads.withLock { downloads -> (Download, UInt64, Bool) in
             let active = (downloads[key] ?? []).filter { !$0.isFinished }
             for candidate in active {
@@ -267,7 +272,7 @@ public final class CachingReader: Sendable {
             // Stop where another download already fetches, rather than fetch its bytes twice.
             let nextStart = active.filter { $0.start > cursor }.map(\.start).min() ?? holeEnd
             let download = Download(url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
-                                    isFullBody: !acceptsRanges)
+                                    isFullBody: !acceptsRanges, headers: headers)
             let id = download.addReader(at: cursor)!
             downloads[key] = active + [download]
             return (download, id, true)
@@ -330,7 +335,7 @@ public final class CachingReader: Sendable {
                 } else {
                     response = try await fetcher.fetch(
                         download.url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                        ifRange: stored?.ifRangeValidator)
+                        ifRange: stored?.ifRangeValidator, headers: download.headers)
                 }
                 try checked(response, askedFrom: position, known: stored, url: download.url)
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {

@@ -62,9 +62,12 @@ final class Download: Sendable {
     /// Whether the request carries no `Range` (an origin without range support): the body
     /// starts at 0 and bytes before `start` are stored too.
     let isFullBody: Bool
+    /// The request headers of the read that started the download, sent with each request.
+    let headers: RequestHeaders
     let state: Mutex<State>
 
-    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool) {
+    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, headers: RequestHeaders) {
+        self.headers = headers
         self.url = url
         self.key = key
         self.start = isFullBody ? 0 : start

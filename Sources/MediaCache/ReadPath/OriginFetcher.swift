@@ -1,6 +1,11 @@
 public import Foundation
 public import NIOCore
 
+/// Header fields of a player's request that the origin should see (credentials, cookies,
+/// referer, user agent), in order. The core passes them through untouched; a front door
+/// decides which fields of its client's request they are.
+public typealias RequestHeaders = [(name: String, value: String)]
+
 /// Fetches a resource's content information and bytes from its origin.
 ///
 /// `MediaCacheHTTP` provides one on AsyncHTTPClient; the read path depends only on this
@@ -8,7 +13,8 @@ public import NIOCore
 /// (`.originUnavailable`, `.originTimedOut`, `.originRejected`, `.rangeNotSatisfiable`).
 public protocol OriginFetcher: Sendable {
     /// The resource's length, type, range support and validators, without its body.
-    func contentInfo(for url: URL) async throws -> ContentMetadata
+    /// - Parameter headers: the player's request headers to send along.
+    func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata
 
     /// Starts a `GET` and returns once the response head has arrived.
     /// - Parameters:
@@ -16,9 +22,10 @@ public protocol OriginFetcher: Sendable {
     ///   - range: the bytes wanted, or `nil` for the whole body without a `Range` header.
     ///   - ifRange: a validator for `If-Range`: if the resource changed, the origin answers
     ///     with the whole new body instead of the range.
+    ///   - headers: the player's request headers to send along.
     /// - Returns: the response; its body must start at ``OriginResponse/bodyOffset`` and
     ///   never past `range.lowerBound`. Dropping the body's iterator cancels the request.
-    func fetch(_ url: URL, range: ByteRange?, ifRange: String?) async throws -> OriginResponse
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse
 
     /// Whether `url` may be fetched at all (scheme, host, an allow-list). A front door
     /// calls it before it starts a read, so a refused URL is told apart from a failing origin.
@@ -49,7 +56,7 @@ extension OriginResponse {
     }
 }
 
-/// An origin's answer to ``OriginFetcher/fetch(_:range:ifRange:)``.
+/// An origin's answer to ``OriginFetcher/fetch(_:range:ifRange:headers:)``.
 public struct OriginResponse: Sendable {
     /// What the response says of the resource (total length, type, validators).
     public var metadata: ContentMetadata

@@ -34,9 +34,11 @@ final class ReadSession: Sendable {
     let url: URL
     let key: CacheKey
     let range: ByteRange
+    let headers: RequestHeaders
     private let state: Mutex<State>
 
-    init(reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) {
+    init(reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?) {
+        self.headers = headers
         self.reader = reader
         self.url = url
         self.key = key
@@ -203,7 +205,7 @@ final class ReadSession: Sendable {
     /// Joins or starts the download for the hole at `cursor` and remembers it.
     private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
-        let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges)
+        let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges, headers: headers)
         let retries = download.retries
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed else { return true }
