@@ -223,13 +223,15 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// Type, range support and validators from response headers (names in any case).
     static func metadata(from headers: HTTPHeaders) -> ContentMetadata {
         let acceptsRanges = headers[canonicalForm: "accept-ranges"].contains { $0.lowercased() == "bytes" }
-        return ContentMetadata(
+        var metadata = ContentMetadata(
             length: nil,
             mimeType: headers.first(name: "content-type"),
             acceptsRanges: acceptsRanges,
             etag: headers.first(name: "etag"),
             lastModified: headers.first(name: "last-modified")
         )
+        metadata.isStorable = !CacheControl(headers["cache-control"]).noStore
+        return metadata
     }
 }
 

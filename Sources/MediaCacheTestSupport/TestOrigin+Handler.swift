@@ -150,6 +150,7 @@ final class OriginHandler: ChannelInboundHandler {
         var headers: [(String, String)] = [("Content-Type", resource.mimeType)]
         if let etag = resource.etag { headers.append(("ETag", etag)) }
         if let lastModified = resource.lastModified { headers.append(("Last-Modified", lastModified)) }
+        if let cacheControl = resource.cacheControl { headers.append(("Cache-Control", cacheControl)) }
         if !faults.ignoresRanges { headers.append(("Accept-Ranges", "bytes")) }
 
         var requested: Range<Int64>?

@@ -26,6 +26,8 @@ public final class TestOrigin: Sendable {
         public var mimeType: String
         public var etag: String?
         public var lastModified: String?
+        /// The `Cache-Control` header sent with every answer, if any.
+        public var cacheControl: String?
         public var faults: Faults
         /// Bumped by ``TestOrigin/changeContent(at:)``.
         public var version: Int

@@ -203,6 +203,27 @@ import Testing
         }
     }
 
+    /// `Cache-Control: no-store`: the bytes stream through to the player and nothing is
+    /// written; every play goes to the origin.
+    @Test func noStoreIsStreamedThroughAndNeverWritten() async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 3_000_000, seed: 40, mimeType: "audio/mpeg")
+            resource.cacheControl = "private, No-Store"
+            h.origin.serve(resource, at: "/live.mp3")
+            for _ in 0..<2 {
+                let whole = try await h.get(h.url("/live.mp3"))
+                #expect(whole.status == 200 && whole.body.readableBytes == 3_000_000 && resource.firstMismatch(in: whole.body, at: 0) == nil)
+                let part = try await h.get(h.url("/live.mp3"), headers: [("Range", "bytes=2000000-2099999")])
+                #expect(part.status == 206 && part.body.readableBytes == 100_000 && resource.firstMismatch(in: part.body, at: 2_000_000) == nil)
+            }
+            let key = h.base.store.key(for: h.origin.url("/live.mp3"))
+            #expect(h.base.store.metadata(for: key) == nil && h.base.store.spans(for: key).byteCount == 0, "nothing of a no-store answer is kept")
+            #expect(h.origin.bodyBytesSent("/live.mp3") >= 2 * 3_100_000, "every play goes to the origin")
+            let dataFiles = try FileManager.default.contentsOfDirectory(atPath: h.base.directory.appendingPathComponent("store/data").path)
+            #expect(dataFiles.isEmpty, "\(dataFiles)")
+        }
+    }
+
     @Test func unsatisfiableRangeGets416WithTheLength() async throws {
         try await ProxyHarness.with { h in
             serve(h)

@@ -10,6 +10,15 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     public var etag: String?
     /// The origin's `Last-Modified`, kept verbatim.
     public var lastModified: String?
+    /// Stored as `false` only, so that index rows written before the field existed decode.
+    private var storable: Bool?
+
+    /// Whether the origin lets a cache store the resource (`Cache-Control: no-store` says
+    /// no): when it does not, the bytes stream through to the player and nothing is written.
+    public var isStorable: Bool {
+        get { storable ?? true }
+        set { storable = newValue ? nil : false }
+    }
 
     /// Creates metadata; every field defaults to unknown.
     public init(

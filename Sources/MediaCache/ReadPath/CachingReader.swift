@@ -110,7 +110,7 @@ public final class CachingReader: Sendable {
         let task = contentInfoTasks.withLock { tasks in
             if let running = tasks[key] { return running }
             let task = Task { [self] in
-                guard let offset else { return store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
+                guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
                 return try await probe(url, key: key, offset: offset, headers: headers)
             }
             tasks[key] = task
@@ -122,7 +122,12 @@ public final class CachingReader: Sendable {
 
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
-    private func store(_ metadata: ContentMetadata, key: CacheKey) -> ContentMetadata {
+    private func store(_ metadata: ContentMetadata, key: CacheKey) async -> ContentMetadata {
+        guard metadata.isStorable else {
+            // `no-store`: nothing of it is kept, not even what an earlier answer allowed.
+            if store.metadata(for: key) != nil { try? await store.remove(key) }
+            return metadata
+        }
         guard let handle = try? store.openEntry(key) else { return metadata }
         defer { handle.close() }
         try? handle.updateMetadata(metadata)
@@ -166,7 +171,7 @@ public final class CachingReader: Sendable {
                 throw error
             }
             let range = ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
-            let handle = try? store.openEntry(key)
+            let handle = metadata.isStorable ? try? store.openEntry(key) : nil
             let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
             if needsValidation(key, range: range, handle: handle) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
@@ -227,15 +232,16 @@ public final class CachingReader: Sendable {
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
-            return store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
+            return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
         }
         try checked(response, askedFrom: offset, known: nil, url: url)
-        let metadata = store(response.metadata, key: key)
+        let metadata = await store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download = metadata.acceptsRanges
-            ? Download(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false, headers: headers)
-            : Download(url: url, key: key, start: 0, end: total, isFullBody: true, headers: headers)
+            ? Download(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false,
+                       stores: metadata.isStorable, headers: headers)
+            : Download(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
         start(download, firstResponse: response)
         return metadata
     }
@@ -255,7 +261,7 @@ public final class CachingReader: Sendable {
     /// The download a reader at `cursor` should wait on for the hole `cursor ..< holeEnd`:
     /// one already under way that will soon reach `cursor`, or a new one. The reader is
     /// added to it in the same step, so it cannot end for lack of readers in between.
-    func download(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, headers: RequestHeaders) -> (Download, UInt64) {
+    func download(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool, headers: RequestHeaders) -> (Download, UInt64) {
         let (download, readerID, isNew) = downloads.withLock { downloads -> (Download, UInt64, Bool) in
             let active = (downloads[key] ?? []).filter { !$0.isFinished }
             for candidate in active {
@@ -272,7 +278,7 @@ public final class CachingReader: Sendable {
             // Stop where another download already fetches, rather than fetch its bytes twice.
             let nextStart = active.filter { $0.start > cursor }.map(\.start).min() ?? holeEnd
             let download = Download(url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
-                                    isFullBody: !acceptsRanges, headers: headers)
+                                    isFullBody: !acceptsRanges, stores: stores, headers: headers)
             let id = download.addReader(at: cursor)!
             downloads[key] = active + [download]
             return (download, id, true)
@@ -297,7 +303,7 @@ public final class CachingReader: Sendable {
     /// as it arrives and publishing it to the readers.
     private func run(_ download: Download, firstResponse: OriginResponse?) async {
         var firstResponse = firstResponse
-        let handle = try? store.openEntry(download.key)
+        let handle = download.stores ? try? store.openEntry(download.key) : nil
         defer {
             handle?.close()
             downloads.withLock { downloads in
@@ -338,6 +344,7 @@ public final class CachingReader: Sendable {
                         ifRange: stored?.ifRangeValidator, headers: download.headers)
                 }
                 try checked(response, askedFrom: position, known: stored, url: download.url)
+                if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
                     try handle.updateMetadata(response.metadata)
                     configuration.logger.info("Resource changed at the origin; dropped the cached version", metadata: ["url": "\(download.url)"])

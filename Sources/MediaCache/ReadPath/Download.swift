@@ -62,11 +62,15 @@ final class Download: Sendable {
     /// Whether the request carries no `Range` (an origin without range support): the body
     /// starts at 0 and bytes before `start` are stored too.
     let isFullBody: Bool
+    /// Whether fetched bytes go to the store; if not (`no-store`, or no entry could be
+    /// opened), they are held in memory until every reader has passed them.
+    let stores: Bool
     /// The request headers of the read that started the download, sent with each request.
     let headers: RequestHeaders
     let state: Mutex<State>
 
-    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, headers: RequestHeaders) {
+    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) {
+        self.stores = stores
         self.headers = headers
         self.url = url
         self.key = key

@@ -205,7 +205,9 @@ final class ReadSession: Sendable {
     /// Joins or starts the download for the hole at `cursor` and remembers it.
     private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
-        let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges, headers: headers)
+        let stores = state.withLock { $0.handle != nil }
+        let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
+                                                   stores: stores, headers: headers)
         let retries = download.retries
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed else { return true }

@@ -208,6 +208,26 @@ import Testing
         try Self.expectVaried(outcomes, ["followed", "refused"])
     }
 
+    @Test func cacheControlDirectivesAreTokensWithBoundedNumbersAndRoundTrip() throws {
+        let outcomes = try Mutator.run("cache-control") { input in
+            let parsed = CacheControl([input])
+            for (name, _) in parsed.directives where name.isEmpty || name != name.lowercased() || !name.utf8.allSatisfy(CacheControl.isTokenByte) {
+                return ("bad name", "\(parsed.directives)")
+            }
+            if let maxAge = parsed.maxAge, !(0...CacheControl.maximumSeconds).contains(maxAge) { return ("bad number", "\(maxAge)") }
+            if parsed.noStore != parsed.directives.contains(where: { $0.name == "no-store" }) { return ("no-store", "\(parsed.directives)") }
+            // Written back out (tokens bare, anything else quoted), the directives parse the same.
+            let text = parsed.directives.map { name, value -> String in
+                guard let value else { return name }
+                if !value.isEmpty, value.utf8.allSatisfy(CacheControl.isTokenByte) { return "\(name)=\(value)" }
+                return "\(name)=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            }.joined(separator: ", ")
+            guard CacheControl([text]) == parsed else { return ("round trip", "\(text) gave \(CacheControl([text]).directives), not \(parsed.directives)") }
+            return (parsed.directives.isEmpty ? "none" : parsed.noStore ? "no-store" : "directives", nil)
+        }
+        try Self.expectVaried(outcomes, ["directives", "no-store", "none"])
+    }
+
     /// The generator reached each of `labels` in at least 1 % of the inputs, so the targets
     /// test both sides of each parser rather than one.
     static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
