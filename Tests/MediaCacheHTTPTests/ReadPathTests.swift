@@ -282,6 +282,28 @@ import Testing
         }
     }
 
+    /// Playing a file larger than its share of the cache streams all of it, caches the share,
+    /// and leaves the files cached before it where they are.
+    @Test func aFileLargerThanItsShareLeavesTheOthersCached() async throws {
+        var storeConfiguration = CacheStore.Configuration()
+        storeConfiguration.maxBytes = 4 << 20  // a share of 2 MiB per file
+        try await Harness.with(store: storeConfiguration) { h in
+            for name in ["/one.mp3", "/two.mp3"] {
+                h.origin.serve(.generated(length: 1 << 20, seed: 11, mimeType: "audio/mpeg"), at: name)
+                try await ReadPathTests.readAndCheck(h, name)
+            }
+            h.origin.serve(.generated(length: 6 << 20, seed: 12), at: "/film.mp4")
+            try await ReadPathTests.readAndCheck(h, "/film.mp4")
+            let film = h.store.spans(for: h.store.key(for: h.origin.url("/film.mp4"))).byteCount
+            #expect(film <= 2 << 20 && film > 0, "the film is cached up to its share: \(film)")
+            h.origin.resetCounters()
+            for name in ["/one.mp3", "/two.mp3"] {
+                let statistics = try await ReadPathTests.readAndCheck(h, name)
+                #expect(statistics.bytesFromOrigin == 0 && h.origin.requests(name).isEmpty, "\(name) was evicted")
+            }
+        }
+    }
+
     @Test func aStoreThatCannotWriteStillStreamsEveryByte() async throws {
         var storeConfiguration = CacheStore.Configuration()
         storeConfiguration.maxBytes = 300_000  // smaller than the file: writes fail once it is full

@@ -7,9 +7,13 @@ import Testing
 @Suite struct CacheStoreTests {
     static let content = DeterministicContent(seed: 42)
 
-    static func configuration(maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock(), maxAge: Duration? = nil) -> CacheStore.Configuration {
+    /// A store configuration; entries may fill the whole store unless `maxEntryFraction` says
+    /// otherwise, so the eviction tests test eviction alone.
+    static func configuration(maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock(), maxAge: Duration? = nil,
+                              maxEntryFraction: Double = 1) -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()
         configuration.maxBytes = maxBytes
+        configuration.maxEntryFraction = maxEntryFraction
         configuration.clock = clock
         configuration.maxAge = maxAge
         return configuration
@@ -173,6 +177,39 @@ import Testing
             let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
             #expect(Set(reopened.keys) == [CacheKey("a"), CacheKey("c"), CacheKey("d")])
             try await reopened.close()
+        }
+    }
+
+    /// A resource larger than its share of the store is cached up to the share; the rest is
+    /// refused before anything is evicted, so the other entries stay.
+    @Test func aResourcePastItsShareEvictsNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let clock = ManualClock()
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 1_000_000, clock: clock, maxEntryFraction: 0.5))
+            for name in ["a", "b"] {
+                let handle = try store.openEntry(CacheKey(name))
+                try await Self.write(handle, ByteRange(0, 200_000))
+                handle.close()
+                clock.advance(by: 10)
+            }
+            let big = try store.openEntry(CacheKey("big"))
+            var offset: Int64 = 0
+            var refusedAt: Int64?
+            while offset < 2_000_000 {
+                do {
+                    try await Self.write(big, ByteRange(offset, offset + 50_000))
+                } catch let error as CacheError where error.code == .capacityExceeded {
+                    refusedAt = refusedAt ?? offset
+                }
+                offset += 50_000
+            }
+            #expect(refusedAt == 500_000, "the share is half the store")
+            #expect(try big.spans().byteCount == 500_000)
+            try await Self.expectBytes(big, ByteRange(0, 500_000))
+            big.close()
+            #expect(Set(store.keys) == [CacheKey("a"), CacheKey("b"), CacheKey("big")], "nothing else was evicted")
+            #expect(store.totalBytes == 900_000)
+            try await store.close()
         }
     }
 

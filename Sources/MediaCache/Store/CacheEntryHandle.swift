@@ -84,8 +84,9 @@ public final class CacheEntryHandle: Sendable {
     ///
     /// If the store would go over its limit, least recently used entries that are not open
     /// are evicted first.
-    /// - Throws: `.outOfBounds` past the known length; `.capacityExceeded` when even
-    ///   eviction cannot make room; `.ioFailure` when the disk refuses the write (the
+    /// - Throws: `.outOfBounds` past the known length; `.capacityExceeded` when the entry
+    ///   would pass its share of the store (``CacheStore/Configuration/maxEntryFraction``) or
+    ///   even eviction cannot make room; `.ioFailure` when the disk refuses the write (the
     ///   index and the bytes already stored stay intact); `.entryInvalidated`.
     public func write(_ bytes: ByteBuffer, at offset: Int64) async throws {
         guard bytes.readableBytes > 0 else { return }
@@ -101,6 +102,11 @@ public final class CacheEntryHandle: Sendable {
                 throw CacheError(.outOfBounds, "Cannot write \(range) into a resource of \(length) bytes.")
             }
             let incoming = range.length - record.spans.spans(in: range).reduce(0) { $0 + $1.length }
+            // Checked before evicting: a resource past its share must not push others out.
+            let share = store.configuration.maxEntryBytes
+            if incoming > 0, record.spans.byteCount + incoming > share {
+                throw CacheError(.capacityExceeded, "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached.")
+            }
             var evicted = 0
             if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
                 evicted = state.evict(using: store.configuration.evictor, incomingBytes: incoming, now: now)

@@ -25,6 +25,10 @@ public final class CacheStore: Sendable {
     public struct Configuration: Sendable {
         /// The most bytes the store keeps; least recently used entries are evicted beyond it.
         public var maxBytes: Int64 = 1 << 30
+        /// The largest part of ``maxBytes`` one entry may hold (default: half). Bytes of a
+        /// larger resource past its share are refused, so playing one huge file streams the
+        /// rest uncached instead of evicting every other entry.
+        public var maxEntryFraction = 0.5
         /// How long an entry may go unread before it is evicted; `nil` keeps entries until
         /// space is needed.
         public var maxAge: Duration?
@@ -43,6 +47,11 @@ public final class CacheStore: Sendable {
 
         /// Creates the default configuration.
         public init() {}
+
+        /// The most bytes one entry may hold (see ``maxEntryFraction``).
+        var maxEntryBytes: Int64 {
+            Int64(Double(maxBytes) * min(1, max(0, maxEntryFraction)))
+        }
 
         var evictor: Evictor {
             Evictor(maxBytes: maxBytes, maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
