@@ -22,6 +22,11 @@ public struct ProxyConfiguration: Sendable {
     /// If set, every request must carry it as the `token` query item or the
     /// `X-MediaCache-Token` header.
     public var token: String?
+    /// Web origins (`https://app.example`) whose pages may read the proxy's answers from
+    /// script (hls.js, Shaka, dash.js): their requests get `Access-Control-Allow-Origin` and
+    /// their preflights (`OPTIONS`, Chrome's Private Network Access included) are answered.
+    /// Empty (the default): no CORS header is ever sent, so no page can read through the proxy.
+    public var corsOrigins: Set<String> = []
     /// The longest request target (`/?url=…`) in bytes; a longer one gets `414`.
     public var maxURIBytes = 8 << 10
     /// The most bytes a request's header fields may hold; more gets `431`. The parser

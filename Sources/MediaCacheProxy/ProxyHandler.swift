@@ -26,12 +26,19 @@ struct ProxyHandler: Sendable {
 
     /// Answers `head`, which arrived on a connection to `localPort`.
     func respond(to head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
+        var response = await answer(head, localPort: localPort)
+        addCORSHeaders(to: &response, for: head)
+        return response
+    }
+
+    private func answer(_ head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
         let sendsBody = head.method != .HEAD
         let rangeHeader = head.headers.first(name: "range")
         var log = RequestLog(method: String(head.method.rawValue.prefix(20)), range: rangeHeader.map { String($0.prefix(100)) },
                              started: ContinuousClock.now, logger: configuration.logger)
         do {
             try checkRequest(head, localPort: localPort)
+            if head.method == .OPTIONS { return log.finish(try preflight(head)) }
             let url = try checkedOriginURL(head)
             log.url = url.absoluteString
             // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
@@ -128,7 +135,8 @@ struct ProxyHandler: Sendable {
     /// The checks every request passes before its URL is looked at: the method, the
     /// request's size, and a `Host` that names this proxy.
     private func checkRequest(_ head: HTTPRequestHead, localPort: Int) throws {
-        guard head.method == .GET || head.method == .HEAD else {
+        let allowsPreflight = head.method == .OPTIONS && !configuration.corsOrigins.isEmpty
+        guard head.method == .GET || head.method == .HEAD || allowsPreflight else {
             throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
         }
         guard head.uri.utf8.count <= configuration.maxURIBytes else {
@@ -150,6 +158,45 @@ struct ProxyHandler: Sendable {
         guard configuration.accepts(host, localPort: localPort) else {
             throw ProxyRequestError(status: .misdirectedRequest, "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).")
         }
+    }
+
+    // MARK: CORS (opt-in)
+
+    /// The request's `Origin`, if it is one of ``ProxyConfiguration/corsOrigins``.
+    private func allowedWebOrigin(_ head: HTTPRequestHead) -> String? {
+        guard !configuration.corsOrigins.isEmpty, let origin = head.headers.first(name: "origin") else { return nil }
+        return configuration.corsOrigins.contains(origin) ? origin : nil
+    }
+
+    /// Lets a listed web origin's page read the answer, and its player see the range fields.
+    private func addCORSHeaders(to response: inout ProxyResponse, for head: HTTPRequestHead) {
+        guard !configuration.corsOrigins.isEmpty else { return }
+        response.headers.add(name: "Vary", value: "Origin")
+        guard let origin = allowedWebOrigin(head) else { return }
+        response.headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
+        if head.method != .OPTIONS {
+            response.headers.add(name: "Access-Control-Expose-Headers", value: "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified")
+        }
+    }
+
+    /// The answer to a CORS preflight (`OPTIONS`): `204` for a listed web origin, with the
+    /// methods, the request fields it asked for and, if asked, Private Network Access.
+    private func preflight(_ head: HTTPRequestHead) throws -> ProxyResponse {
+        guard allowedWebOrigin(head) != nil else {
+            throw ProxyRequestError(status: .forbidden, "Pages from this origin may not read through the proxy (add it with --cors-origin).")
+        }
+        var headers = HTTPHeaders()
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD")
+        let asked = head.headers["access-control-request-headers"].joined(separator: ",").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && $0.utf8.allSatisfy(CacheControl.isTokenByte) }
+        if !asked.isEmpty { headers.add(name: "Access-Control-Allow-Headers", value: asked.joined(separator: ", ")) }
+        if head.headers.first(name: "access-control-request-private-network")?.lowercased() == "true" {
+            headers.add(name: "Access-Control-Allow-Private-Network", value: "true")
+        }
+        headers.add(name: "Access-Control-Max-Age", value: "600")
+        headers.add(name: "Content-Length", value: "0")
+        return ProxyResponse(status: .noContent, headers: headers, body: .none)
     }
 
     /// The origin URL from `url=`, after the token, scheme and origin checks.

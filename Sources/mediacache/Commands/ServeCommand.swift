@@ -37,6 +37,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("server-name"), help: "Also answer requests whose Host is this name (repeat for several; for --allow-remote).")
     var serverNames: [String] = []
 
+    @Option(name: .customLong("cors-origin"), help: "Let pages from this web origin (https://app.example) read answers from script (repeat for several).")
+    var corsOrigins: [String] = []
+
     @Option(help: "The most connections open at once; one more gets 503.")
     var maxConnections = ProxyConfiguration().maxConnections
 
@@ -73,6 +76,12 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.allowsRemoteClients = allowRemote
         configuration.serverNames = Set(serverNames)
+        for origin in corsOrigins {
+            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty || url.path == "/" else {
+                throw ValidationError("--cors-origin takes a web origin such as https://app.example, not \(origin).")
+            }
+        }
+        configuration.corsOrigins = Set(corsOrigins.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
         configuration.maxConnections = maxConnections
         configuration.maxURIBytes = maxUriBytes
         configuration.maxHeaderBytes = maxHeaderBytes
