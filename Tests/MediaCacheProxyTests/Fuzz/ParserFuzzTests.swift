@@ -228,6 +228,26 @@ import Testing
         try Self.expectVaried(outcomes, ["directives", "no-store", "none"])
     }
 
+    @Test func httpDatesStayInBoundsAndRoundTrip() throws {
+        let lowest = HTTPDate.parse("Mon, 01 Jan 1900 00:00:00 GMT")!
+        let highest = HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT")!
+        let outcomes = try Mutator.run("http-date") { input in
+            guard let seconds = HTTPDate.parse(input) else { return ("refused", nil) }
+            guard (lowest...highest + 1).contains(seconds) else { return ("bounds", "\(seconds)") }
+            let formatted = HTTPDate.format(seconds)
+            guard HTTPDate.parse(formatted) == seconds else { return ("round trip", "\(formatted) is not \(seconds)") }
+            return ("date", nil)
+        }
+        try Self.expectVaried(outcomes, ["date", "refused"])
+        // Every second of the range formats to a date that parses back to it.
+        var random = Mutator.seed
+        for _ in 0..<Mutator.iterations {
+            random = random &* 6364136223846793005 &+ 1442695040888963407
+            let seconds = lowest + Int64(random >> 1) % (highest - lowest)
+            #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds, "\(seconds) → \(HTTPDate.format(seconds))")
+        }
+    }
+
     /// The generator reached each of `labels` in at least 1 % of the inputs, so the targets
     /// test both sides of each parser rather than one.
     static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {

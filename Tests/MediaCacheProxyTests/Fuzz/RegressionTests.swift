@@ -40,6 +40,16 @@ import Testing
         try await fetcher.shutdown()
     }
 
+    /// RFC 9110 §5.6.7's example, in the three forms a recipient must accept.
+    @Test func httpDatesInAllThreeForms() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == 784_111_777)
+        #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.parse("Wed, 29 Feb 1900 12:00:00 GMT") == nil && HTTPDate.parse("Tue, 29 Feb 2000 12:00:00 GMT") != nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC") == nil && HTTPDate.parse("Sat, 31 Apr 2026 00:00:00 GMT") == nil)
+    }
+
     /// `Int64("+5")` is 5: a signed number is not `1*DIGIT`.
     @Test func signedNumbersAreNotNumbers() {
         #expect(HTTPNumber.strict("+5") == nil && HTTPNumber.strict("-0") == nil && HTTPNumber.saturating("٣") == nil)
