@@ -30,6 +30,13 @@ public final class HTTPOriginFetcher: OriginFetcher {
         public var allowedHosts: Set<String> = []
         /// The longest origin URL accepted, asked for or redirected to.
         public var maxURLBytes = 8 << 10
+        /// Without `max-age` or `Expires`, an answer with `Last-Modified` stays fresh for this
+        /// fraction of its age at the time (RFC 9111 §4.2.2) ...
+        public var heuristicFraction = 0.1
+        /// ... but at most this long.
+        public var heuristicCap: Duration = .seconds(24 * 3600)
+        /// The clock that times answers for their freshness (tests share one with the store).
+        public var clock: any WallClock = SystemClock()
         /// The `User-Agent` sent to origins.
         public var userAgent = "MediaCache/1.0"
         /// Where refused redirects and rejected answers are logged (at warning level).
@@ -64,9 +71,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
     public func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
         var head = try makeRequest(url, headers: headers)
         head.method = .HEAD
+        let requested = configuration.clock.now
         let response = try await execute(head, url: url)
         if (200..<300).contains(response.status.code), let length = try contentLength(response.headers, url: url) {
-            var metadata = Self.metadata(from: response.headers)
+            var metadata = metadata(from: response.headers, requested: requested)
             metadata.length = length
             return metadata
         }
@@ -79,10 +87,16 @@ public final class HTTPOriginFetcher: OriginFetcher {
         var request = try makeRequest(url, headers: headers)
         if let range { request.headers.replaceOrAdd(name: "Range", value: RangeSpecifier.headerValue(for: range)) }
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
+        let requested = configuration.clock.now
         let response = try await execute(request, url: url)
-        var metadata = Self.metadata(from: response.headers)
+        var metadata = metadata(from: response.headers, requested: requested)
         let contentLength = try contentLength(response.headers, url: url)
         switch response.status.code {
+        case 304:
+            // The answer to a conditional request: the cached version is current.
+            var answer = OriginResponse(metadata: metadata, bodyOffset: range?.lowerBound ?? 0, body: response.body)
+            answer.isNotModified = true
+            return answer
         case 206:
             let header = response.headers.first(name: "content-range")
             guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)), let got = contentRange.range,
@@ -107,6 +121,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
             var error = CacheError(.rangeNotSatisfiable, "\(url.absoluteString) has no bytes at the requested range.")
             error.resourceLength = response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:))?.totalLength
             throw error
+        case 500..<600:
+            // The origin cannot serve now: a failure like an unreachable one (retried, and a
+            // cached copy may be served instead).
+            throw CacheError(.originUnavailable, "\(url.absoluteString) answered \(response.status.code) \(response.status.reasonPhrase.prefix(100)).")
         default:
             throw CacheError(.originRejected, "\(url.absoluteString) answered \(response.status.code) \(response.status.reasonPhrase.prefix(100)).")
         }
@@ -218,6 +236,43 @@ public final class HTTPOriginFetcher: OriginFetcher {
             throw rejected("sent an invalid Content-Length (\(values.joined(separator: ", ").prefix(100)))", url: url)
         }
         return length
+    }
+
+    /// What an answer received now, to a request sent at `requested`, says of the resource.
+    private func metadata(from headers: HTTPHeaders, requested: Date) -> ContentMetadata {
+        var metadata = Self.metadata(from: headers)
+        metadata.freshUntil = Self.freshUntil(headers, requested: requested, received: configuration.clock.now,
+                                              heuristicFraction: configuration.heuristicFraction, heuristicCap: configuration.heuristicCap)
+        return metadata
+    }
+
+    /// Until when an answer may be reused without asking the origin (RFC 9111 §4.2): its
+    /// freshness lifetime from `max-age`, else `Expires` less `Date`, else a fraction of the
+    /// time since `Last-Modified`; less its age when received (§4.2.3: `Age`, the apparent
+    /// age from `Date`, and the request's delay). `no-cache` makes it stale at once.
+    /// (`s-maxage` is for shared caches: a private cache ignores it.)
+    static func freshUntil(_ headers: HTTPHeaders, requested: Date, received: Date, heuristicFraction: Double, heuristicCap: Duration) -> Date {
+        let directives = CacheControl(headers["cache-control"])
+        if directives.contains("no-cache") { return received }
+        let now = Int64(received.timeIntervalSince1970)
+        let date = headers.first(name: "date").flatMap(HTTPDate.parse)
+        let lifetime: Int64
+        if let maxAge = directives.maxAge {
+            lifetime = maxAge
+        } else if let expires = headers.first(name: "expires") {
+            // An Expires that is not a date ("0", "-1") means already expired (§5.3).
+            lifetime = HTTPDate.parse(expires).map { max(0, $0 - (date ?? now)) } ?? 0
+        } else if let modified = headers.first(name: "last-modified").flatMap(HTTPDate.parse) {
+            let since = max(0, (date ?? now) - modified)
+            lifetime = min(heuristicCap.components.seconds, Int64(Double(since) * heuristicFraction))
+        } else {
+            lifetime = 0
+        }
+        let ageValue = min(headers.first(name: "age").flatMap(HTTPNumber.saturating) ?? 0, CacheControl.maximumSeconds)
+        let apparentAge = date.map { max(0, now - $0) } ?? 0
+        let delay = max(0, received.timeIntervalSince(requested))
+        let initialAge = max(Double(apparentAge), Double(ageValue) + delay)
+        return received.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds)) - initialAge)
     }
 
     /// Type, range support and validators from response headers (names in any case).

@@ -80,7 +80,8 @@ final class OriginHandler: ChannelInboundHandler {
                 return Plan(status: .notFound, headers: [], body: nil, resource: nil)
             }
             let resource = state.resource
-            var plan = Self.plan(head: head, resource: resource, range: rangeHeader, ifRange: ifRange)
+            let now = Int64(origin.clock.withLock { $0.now }.timeIntervalSince1970)
+            var plan = Self.plan(head: head, resource: resource, range: rangeHeader, ifRange: ifRange, now: now)
             if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount, plan.body != nil, head.method == .GET {
                 state.drops += 1
                 plan.dropAfter = dropAfter
@@ -129,7 +130,7 @@ final class OriginHandler: ChannelInboundHandler {
         var rawResponse: [UInt8]?
     }
 
-    static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?) -> Plan {
+    static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?, now: Int64) -> Plan {
         let faults = resource.faults
         if head.method == .HEAD, faults.headFails {
             return Plan(status: .methodNotAllowed, headers: [("Content-Length", "0")], body: nil, resource: resource)
@@ -151,6 +152,17 @@ final class OriginHandler: ChannelInboundHandler {
         if let etag = resource.etag { headers.append(("ETag", etag)) }
         if let lastModified = resource.lastModified { headers.append(("Last-Modified", lastModified)) }
         if let cacheControl = resource.cacheControl { headers.append(("Cache-Control", cacheControl)) }
+        if let expires = resource.expires { headers.append(("Expires", expires)) }
+        headers.append(("Date", HTTPDate.format(now)))
+        // Conditional requests (RFC 9110 §13.2.2): If-None-Match first, else If-Modified-Since.
+        if let ifNoneMatch = head.headers.first(name: "if-none-match") {
+            if ifNoneMatch == "*" || ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == resource.etag }) {
+                return Plan(status: .notModified, headers: headers, body: nil, resource: resource)
+            }
+        } else if let since = head.headers.first(name: "if-modified-since").flatMap(HTTPDate.parse),
+                  let modified = resource.lastModified.flatMap(HTTPDate.parse), modified <= since {
+            return Plan(status: .notModified, headers: headers, body: nil, resource: resource)
+        }
         if !faults.ignoresRanges { headers.append(("Accept-Ranges", "bytes")) }
 
         var requested: Range<Int64>?

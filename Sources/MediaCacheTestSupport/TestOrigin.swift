@@ -1,4 +1,5 @@
 public import Foundation
+public import MediaCache
 public import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -26,8 +27,11 @@ public final class TestOrigin: Sendable {
         public var mimeType: String
         public var etag: String?
         public var lastModified: String?
-        /// The `Cache-Control` header sent with every answer, if any.
-        public var cacheControl: String?
+        /// The `Cache-Control` header sent with every answer, if any (by default the file is
+        /// fresh for a day, so a replay needs no origin request).
+        public var cacheControl: String? = "max-age=86400"
+        /// The `Expires` header sent with every answer, if any.
+        public var expires: String?
         public var faults: Faults
         /// Bumped by ``TestOrigin/changeContent(at:)``.
         public var version: Int
@@ -124,6 +128,8 @@ public final class TestOrigin: Sendable {
     }
 
     let paths = Mutex<[String: PathState]>([:])
+    /// The clock of the `Date` header (tests that move time share theirs with the origin).
+    let clock = Mutex<any WallClock>(SystemClock())
     private let channel: Mutex<(any Channel)?> = Mutex(nil)
     /// The port the origin listens on.
     public let port: Int
@@ -169,6 +175,11 @@ public final class TestOrigin: Sendable {
     /// The URL of `path` on this origin.
     public func url(_ path: String) -> URL {
         URL(string: "http://\(host):\(port)\(path.hasPrefix("/") ? path : "/" + path)")!
+    }
+
+    /// Dates answers with `clock` from now on.
+    public func useClock(_ clock: any WallClock) {
+        self.clock.withLock { $0 = clock }
     }
 
     /// Serves `resource` at `path`.

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// What is known about a resource apart from its bytes: length, type and validators.
 public struct ContentMetadata: Hashable, Sendable, Codable {
     /// The resource's total length in bytes, or `nil` while it is not yet known.
@@ -12,6 +14,15 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     public var lastModified: String?
     /// Stored as `false` only, so that index rows written before the field existed decode.
     private var storable: Bool?
+    /// Until when the cached resource may be served without asking the origin (RFC 9111
+    /// §4.2: the origin's freshness lifetime from when its answer was received, less the
+    /// answer's age); `nil` when unknown, which counts as stale.
+    public var freshUntil: Date?
+
+    /// Whether the cached resource may be served at `now` without asking the origin.
+    public func isFresh(at now: Date) -> Bool {
+        freshUntil.map { now < $0 } ?? false
+    }
 
     /// Whether the origin lets a cache store the resource (`Cache-Control: no-store` says
     /// no): when it does not, the bytes stream through to the player and nothing is written.

@@ -58,6 +58,18 @@ public final class CachingReader: Sendable {
         /// out to have a new version, the read ends with `.resourceChanged` after old bytes
         /// only (never a mix). `.zero` checks every time.
         public var revalidationInterval: Duration = .seconds(60)
+        /// Serve cached resources without asking the origin whatever their freshness (a
+        /// music app streaming from its own CDN wants zero traffic on every replay). The
+        /// trade: a file changed at the origin is noticed only when a read reaches bytes
+        /// that are not cached.
+        public var prefersCache = false
+        /// When a stale resource cannot be revalidated because the origin cannot be reached
+        /// (or answers 5xx), serve the cached copy anyway (and log a warning).
+        public var servesStaleOnOriginFailure = true
+        /// A resource the origin confirmed this recently counts as validated even when its
+        /// answer was `no-cache`, so a player's burst of range requests costs one
+        /// revalidation, not one each.
+        public var revalidationBurst: Duration = .seconds(1)
         /// When a read that has been giving cached bytes reaches missing ones, it waits this
         /// long before asking the origin for them. A player that cancels once it has what
         /// it needs sends the cancel while earlier bytes are still in flight (socket buffers
@@ -79,7 +91,8 @@ public final class CachingReader: Sendable {
     let downloads = Mutex<[CacheKey: [Download]]>([:])
     /// How many streams are open (see ``Configuration/readBufferBudget``).
     let openStreams = Atomic<Int>(0)
-    private let validatedAt = Mutex<[CacheKey: ContinuousClock.Instant]>([:])
+    /// When the origin last confirmed each resource, on the store's clock.
+    private let validatedAt = Mutex<[CacheKey: Date]>([:])
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
 
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
@@ -91,8 +104,11 @@ public final class CachingReader: Sendable {
 
     // MARK: Content information
 
-    /// The resource's content information: from the store when its length is known there,
-    /// else from the origin (and then stored). Concurrent calls share one origin request.
+    /// The resource's content information: from the store when its length is known there
+    /// and it is fresh (RFC 9111 §4.2; see ``Configuration/prefersCache``), else from the
+    /// origin: a stale entry is revalidated with a conditional request (a "not modified"
+    /// answer costs no body bytes and refreshes it; a new version replaces it), an unknown
+    /// one is asked for. Concurrent calls share one origin request.
     ///
     /// - Parameter offset: where a read will start, if one follows. For an uncached
     ///   resource the origin is then asked with a ranged `GET` from there instead of a
@@ -104,12 +120,14 @@ public final class CachingReader: Sendable {
     public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, headers: RequestHeaders = []) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
-        if let metadata = store.metadata(for: key), metadata.length != nil {
-            return metadata
+        let stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
+        if let stored, isCurrent(stored, key: key) {
+            return stored
         }
         let task = contentInfoTasks.withLock { tasks in
             if let running = tasks[key] { return running }
             let task = Task { [self] in
+                if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers) }
                 guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
                 return try await probe(url, key: key, offset: offset, headers: headers)
             }
@@ -194,7 +212,7 @@ public final class CachingReader: Sendable {
     private func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
         guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
         let last = validatedAt.withLock { $0[key] }
-        return last.map { ContinuousClock.now - $0 > configuration.revalidationInterval } ?? true
+        return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
     }
 
     /// How many origin downloads are running (each one may serve several readers).
@@ -220,7 +238,52 @@ public final class CachingReader: Sendable {
     }
 
     func markValidated(_ key: CacheKey) {
-        validatedAt.withLock { $0[key] = ContinuousClock.now }
+        let now = store.configuration.clock.now
+        validatedAt.withLock { $0[key] = now }
+    }
+
+    /// Whether a stored entry may be used without asking the origin: it is fresh, the app
+    /// prefers the cache, or the origin confirmed it within ``Configuration/revalidationBurst``
+    /// (so a player's burst of range requests costs one revalidation).
+    private func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
+        if configuration.prefersCache || metadata.isFresh(at: store.configuration.clock.now) { return true }
+        let last = validatedAt.withLock { $0[key] }
+        return last.map { Self.isWithin(configuration.revalidationBurst, from: $0, to: store.configuration.clock.now) } ?? false
+    }
+
+    /// Whether `now` is less than `interval` after `start` (and not before it).
+    private static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
+        let elapsed = now.timeIntervalSince(start)
+        let limit = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        return elapsed >= 0 && elapsed < limit
+    }
+
+    /// Asks the origin whether the stored version is current, with `If-None-Match` /
+    /// `If-Modified-Since` on a ranged GET from `offset`: "not modified" refreshes the
+    /// entry's freshness at no body cost; any other answer is a version to adopt (a new one
+    /// replaces the entry). An origin that cannot be reached leaves the stale entry in use
+    /// (``Configuration/servesStaleOnOriginFailure``).
+    private func revalidate(_ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
+        var conditional = headers
+        if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
+        if let modified = stored.lastModified { conditional.append((name: "If-Modified-Since", value: modified)) }
+        let start = min(offset, max(0, (stored.length ?? 1) - 1))
+        let response: OriginResponse
+        do {
+            response = try await fetcher.fetch(url, range: ByteRange(start, start + configuration.minimumRequest), ifRange: nil, headers: conditional)
+        } catch let error as CacheError where configuration.servesStaleOnOriginFailure && [.originUnavailable, .originTimedOut].contains(error.code) {
+            configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it",
+                                         metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"])
+            return stored
+        }
+        guard !response.isNotModified else {
+            var refreshed = stored
+            refreshed.freshUntil = response.metadata.freshUntil
+            let metadata = await store(refreshed, key: key)
+            markValidated(key)
+            return metadata
+        }
+        return try await adopt(response, url: url, key: key, offset: start, headers: headers)
     }
 
     /// Asks for the first `minimumRequest` bytes at `offset` and turns the answer into a
@@ -234,6 +297,12 @@ public final class CachingReader: Sendable {
             // information is all there is to learn, and a 416 does not carry all of it.
             return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
         }
+        return try await adopt(response, url: url, key: key, offset: offset, headers: headers)
+    }
+
+    /// Stores what an origin answer for bytes from `offset` says of the resource (a new
+    /// version replaces the entry) and turns its body into a download that readers join.
+    private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
         try checked(response, askedFrom: offset, known: nil, url: url)
         let metadata = await store(response.metadata, key: key)
         markValidated(key)

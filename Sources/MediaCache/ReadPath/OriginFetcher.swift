@@ -65,6 +65,9 @@ public struct OriginResponse: Sendable {
     public var bodyOffset: Int64
     /// The body, in chunks as they arrive.
     public var body: any AsyncSequence<ByteBuffer, any Error> & Sendable
+    /// Whether the origin answered a conditional request with "not modified": the cached
+    /// version is current, ``metadata`` holds its refreshed freshness, the body is empty.
+    public var isNotModified = false
 
     /// Creates a response.
     public init(metadata: ContentMetadata, bodyOffset: Int64, body: any AsyncSequence<ByteBuffer, any Error> & Sendable) {

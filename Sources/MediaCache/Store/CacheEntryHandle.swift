@@ -69,6 +69,7 @@ public final class CacheEntryHandle: Sendable {
             updated.mimeType = metadata.mimeType ?? updated.mimeType
             updated.etag = metadata.etag ?? updated.etag
             updated.lastModified = metadata.lastModified ?? updated.lastModified
+            updated.freshUntil = metadata.freshUntil ?? updated.freshUntil
             updated.acceptsRanges = metadata.acceptsRanges
             if updated != record.metadata {
                 state.records[key]!.metadata = updated

@@ -1,0 +1,134 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+/// Freshness as RFC 9111 defines it for a private cache, with the store's and the fetcher's
+/// clock one manual clock, so time passes without sleeping. Every read is checked byte for
+/// byte; the origin's requests and body bytes are counted.
+@Suite struct FreshnessTests {
+    static let size: Int64 = 600_000
+
+    static func with(prefersCache: Bool = false, servesStale: Bool = true, burst: Duration = .zero,
+                     _ body: (Harness, ManualClock) async throws -> Void) async throws {
+        let clock = ManualClock(start: Date())
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var reader = CachingReader.Configuration()
+        reader.prefersCache = prefersCache
+        reader.servesStaleOnOriginFailure = servesStale
+        reader.revalidationBurst = burst
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await Harness.with(store: store, reader: reader, fetcher: fetcher) { h in
+            h.origin.useClock(clock)
+            try await body(h, clock)
+        }
+    }
+
+    /// Serves deterministic bytes at `path` with the given freshness headers.
+    static func serve(_ h: Harness, _ path: String, cacheControl: String?, expires: String? = nil, lastModified: String? = "Mon, 02 Jan 2028 10:00:00 GMT") {
+        var resource = TestOrigin.Resource.generated(length: size, seed: 50, mimeType: "audio/mpeg")
+        resource.cacheControl = cacheControl
+        resource.expires = expires
+        resource.lastModified = lastModified
+        h.origin.serve(resource, at: path)
+    }
+
+    /// Reads the whole file, checks it, and returns what the origin was asked meanwhile.
+    @discardableResult
+    static func play(_ h: Harness, _ path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [TestOrigin.Request] {
+        h.origin.resetCounters()
+        try await ReadPathTests.readAndCheck(h, path, sourceLocation: sourceLocation)
+        return h.origin.requests(path)
+    }
+
+    @Test func withinMaxAgeNoRequestThenA304RefreshesIt() async throws {
+        try await Self.with { h, clock in
+            Self.serve(h, "/a.mp3", cacheControl: "max-age=60")
+            try await Self.play(h, "/a.mp3")
+            #expect(try await Self.play(h, "/a.mp3").isEmpty, "fresh: served with no origin request")
+            clock.advance(by: 61)
+            let revalidation = try await Self.play(h, "/a.mp3")
+            #expect(revalidation.count == 1 && revalidation.first?.status == 304, "\(revalidation)")
+            #expect(revalidation.first?.header("If-None-Match") == "\"v1\"")
+            #expect(h.origin.bodyBytesSent("/a.mp3") == 0, "a 304 costs no body bytes")
+            #expect(try await Self.play(h, "/a.mp3").isEmpty, "the 304 made it fresh again")
+        }
+    }
+
+    @Test func noCacheRevalidatesEveryPlayAndAChangeGivesOnlyTheNewVersion() async throws {
+        try await Self.with { h, _ in
+            Self.serve(h, "/b.mp3", cacheControl: "no-cache")
+            try await Self.play(h, "/b.mp3")
+            let again = try await Self.play(h, "/b.mp3")
+            #expect(again.map(\.status) == [304], "\(again)")
+            h.origin.changeContent(at: "/b.mp3")
+            let changed = try await Self.play(h, "/b.mp3")  // readAndCheck compares with the new version
+            #expect(changed.first?.header("If-None-Match") == "\"v1\"" && changed.first?.status == 206, "\(changed)")
+            #expect(h.origin.bodyBytesSent("/b.mp3") == Self.size, "the new version is fetched once, whole")
+        }
+    }
+
+    @Test func aBurstOfRangeRequestsCostsOneRevalidation() async throws {
+        try await Self.with(burst: .seconds(5)) { h, clock in
+            Self.serve(h, "/c.mp3", cacheControl: "no-cache")
+            try await Self.play(h, "/c.mp3")
+            clock.advance(by: 10)  // past the burst window of the first play's validation
+            h.origin.resetCounters()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<8 {
+                    group.addTask { try await ReadPathTests.readAndCheck(h, "/c.mp3", offset: Int64(index) * 50_000, length: 40_000) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(h.origin.requests("/c.mp3").map(\.status) == [304], "\(h.origin.requests("/c.mp3"))")
+        }
+    }
+
+    @Test func aStaleCopyIsServedWhenTheOriginIsDownUnlessTurnedOff() async throws {
+        for servesStale in [true, false] {
+            try await Self.with(servesStale: servesStale) { h, clock in
+                Self.serve(h, "/d.mp3", cacheControl: "max-age=60")
+                try await Self.play(h, "/d.mp3")
+                clock.advance(by: 120)
+                h.origin.update("/d.mp3") { $0.faults.status = 503 }
+                if servesStale {
+                    try await Self.play(h, "/d.mp3")
+                } else {
+                    await #expect { _ = try await h.reader.read(h.origin.url("/d.mp3")) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+                }
+            }
+        }
+    }
+
+    @Test func preferCacheNeverAsksTheOrigin() async throws {
+        try await Self.with(prefersCache: true) { h, clock in
+            Self.serve(h, "/e.mp3", cacheControl: "no-cache")
+            try await Self.play(h, "/e.mp3")
+            clock.advance(by: 3600)
+            #expect(try await Self.play(h, "/e.mp3").isEmpty)
+        }
+    }
+
+    @Test func expiresAndLastModifiedGiveLifetimesToo() async throws {
+        try await Self.with { h, clock in
+            let now = Int64(Date().timeIntervalSince1970)
+            Self.serve(h, "/f.mp3", cacheControl: nil, expires: HTTPDate.format(now + 120))
+            // 10 % of the ten days since Last-Modified, capped at a day: a day.
+            Self.serve(h, "/g.mp3", cacheControl: nil, lastModified: HTTPDate.format(now - 10 * 86400))
+            try await Self.play(h, "/f.mp3")
+            try await Self.play(h, "/g.mp3")
+            clock.advance(by: 100)
+            #expect(try await Self.play(h, "/f.mp3").isEmpty, "Expires is 120 s after Date")
+            clock.advance(by: 30)
+            #expect(try await Self.play(h, "/f.mp3").map(\.status) == [304])
+            clock.advance(by: 86000 - 130)
+            #expect(try await Self.play(h, "/g.mp3").isEmpty, "heuristic freshness: within a day")
+            clock.advance(by: 1000)
+            #expect(try await Self.play(h, "/g.mp3").map(\.status) == [304])
+        }
+    }
+}
