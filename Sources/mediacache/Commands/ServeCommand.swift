@@ -40,6 +40,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("cors-origin"), help: "Let pages from this web origin (https://app.example) read answers from script (repeat for several).")
     var corsOrigins: [String] = []
 
+    @Flag(name: .customLong("prefer-cache"), help: "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached).")
+    var preferCache = false
+
+    @Flag(name: .customLong("no-stale-on-error"), help: "Do not serve a stale cached copy when the origin cannot be reached or answers 5xx.")
+    var noStaleOnError = false
+
     @Option(help: "The most connections open at once; one more gets 503.")
     var maxConnections = ProxyConfiguration().maxConnections
 
@@ -129,6 +135,8 @@ struct ServeCommand: AsyncParsableCommand {
         let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
         var readerConfiguration = CachingReader.Configuration()
         readerConfiguration.logger = logger
+        readerConfiguration.prefersCache = preferCache
+        readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
         let proxy = try proxyConfiguration(logger: logger)
         let token = self.token
