@@ -120,16 +120,26 @@ public enum HTTPNumber {
     /// The value, or `nil` when `text` is not all ASCII digits (or empty) or is not below
     /// ``ByteRange/maximumOffset``. For numbers from origins: past the bound is a lie.
     public static func strict(_ text: some StringProtocol) -> Int64? {
-        guard let value = saturating(text), value < ByteRange.maximumOffset else { return nil }
+        strict(digits: text.utf8)
+    }
+
+    /// ``strict(_:)`` on UTF-8 bytes.
+    public static func strict(digits: some Sequence<UInt8>) -> Int64? {
+        guard let value = saturating(digits: digits), value < ByteRange.maximumOffset else { return nil }
         return value
     }
 
     /// The value, capped at ``ByteRange/maximumOffset``; `nil` when `text` is not all ASCII
     /// digits (or empty). For numbers from clients, where "more than any file" has a meaning.
     public static func saturating(_ text: some StringProtocol) -> Int64? {
+        saturating(digits: text.utf8)
+    }
+
+    /// ``saturating(_:)`` on UTF-8 bytes.
+    public static func saturating(digits: some Sequence<UInt8>) -> Int64? {
         var value: Int64 = 0
         var sawDigit = false
-        for byte in text.utf8 {
+        for byte in digits {
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
             sawDigit = true
             // Once past a tenth of the bound the next digit takes it past the bound, so the

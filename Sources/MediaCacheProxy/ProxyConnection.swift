@@ -104,27 +104,39 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     await send(failure, on: channel, version: version, keepAlive: keepAlive)
                     return
                 }
-                channel.write(head, promise: nil)
+                var pendingHead: HTTPServerResponsePart? = head
                 var isComplete = false
                 do {
                     var previous: EventLoopFuture<Void>?
                     while let current = part {
                         if log.firstByte == nil { log.firstByte = ContinuousClock.now }
                         let written = channel.eventLoop.makePromise(of: Void.self)
+                        let body: HTTPServerResponsePart
                         switch current {
                         case .bytes(let chunk):
-                            channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)), promise: written)
+                            body = .body(.byteBuffer(chunk))
                         case .file(let descriptor, let range):
                             // Cached bytes go from the page cache to the socket with sendfile.
                             let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
                             let region = FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
                             written.futureResult.whenComplete { _ in try? file.close() }
-                            channel.writeAndFlush(HTTPServerResponsePart.body(.fileRegion(region)), promise: written)
+                            body = .body(.fileRegion(region))
+                        }
+                        if let first = pendingHead {
+                            // The head and the first part reach the event loop in one hop.
+                            pendingHead = nil
+                            channel.eventLoop.execute {
+                                channel.write(first, promise: nil)
+                                channel.writeAndFlush(body, promise: written)
+                            }
+                        } else {
+                            channel.writeAndFlush(body, promise: written)
                         }
                         try await previous?.get()
                         previous = written.futureResult
                         part = try await stream.nextPart()
                     }
+                    if let head = pendingHead { channel.write(head, promise: nil) }  // an empty body
                     try await previous?.get()
                     // Every body byte is in the socket: the response is whole even if the
                     // client hangs up before the end marker (which adds no bytes) is written.

@@ -30,7 +30,7 @@ struct RequestTarget {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-              let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
+              let authority = HostAndPort(authorityIn: text), authority.port.map({ $0 > 0 }) ?? true else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
         guard scheme == "http" || scheme == "https" else {
