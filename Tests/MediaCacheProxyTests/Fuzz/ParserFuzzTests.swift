@@ -220,7 +220,10 @@ import Testing
             let text = parsed.directives.map { name, value -> String in
                 guard let value else { return name }
                 if !value.isEmpty, value.utf8.allSatisfy(CacheControl.isTokenByte) { return "\(name)=\(value)" }
-                return "\(name)=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+                // Escaped byte by byte: a quote followed by a combining mark is one Character,
+                // which a Character-based replacement does not see (found at 1,000,000 inputs).
+                let escaped = value.utf8.flatMap { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") ? [UInt8(ascii: "\\"), $0] : [$0] }
+                return "\(name)=\"" + String(decoding: escaped, as: UTF8.self) + "\""
             }.joined(separator: ", ")
             guard CacheControl([text]) == parsed else { return ("round trip", "\(text) gave \(CacheControl([text]).directives), not \(parsed.directives)") }
             return (parsed.directives.isEmpty ? "none" : parsed.noStore ? "no-store" : "directives", nil)
