@@ -241,8 +241,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// What an answer received now, to a request sent at `requested`, says of the resource.
     private func metadata(from headers: HTTPHeaders, requested: Date) -> ContentMetadata {
         var metadata = Self.metadata(from: headers)
-        metadata.freshUntil = Self.freshUntil(headers, requested: requested, received: configuration.clock.now,
-                                              heuristicFraction: configuration.heuristicFraction, heuristicCap: configuration.heuristicCap)
+        let freshness = Self.freshness(headers, requested: requested, received: configuration.clock.now,
+                                       heuristicFraction: configuration.heuristicFraction, heuristicCap: configuration.heuristicCap)
+        metadata.freshUntil = freshness.freshUntil
+        metadata.generatedAt = freshness.generatedAt
         return metadata
     }
 
@@ -250,14 +252,18 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// freshness lifetime from `max-age`, else `Expires` less `Date`, else a fraction of the
     /// time since `Last-Modified`; less its age when received (§4.2.3: `Age`, the apparent
     /// age from `Date`, and the request's delay). `no-cache` makes it stale at once.
-    /// (`s-maxage` is for shared caches: a private cache ignores it.)
-    static func freshUntil(_ headers: HTTPHeaders, requested: Date, received: Date, heuristicFraction: Double, heuristicCap: Duration) -> Date {
+    /// (`s-maxage` is for shared caches: a private cache ignores it.) Also when the origin
+    /// generated it: received less that age.
+    static func freshness(_ headers: HTTPHeaders, requested: Date, received: Date, heuristicFraction: Double, heuristicCap: Duration)
+        -> (freshUntil: Date, generatedAt: Date)
+    {
         let directives = CacheControl(headers["cache-control"])
-        if directives.contains("no-cache") { return received }
         let now = Int64(received.timeIntervalSince1970)
         let date = headers.first(name: "date").flatMap(HTTPDate.parse)
         let lifetime: Int64
-        if let maxAge = directives.maxAge {
+        if directives.contains("no-cache") {
+            lifetime = 0
+        } else if let maxAge = directives.maxAge {
             lifetime = maxAge
         } else if let expires = headers.first(name: "expires") {
             // An Expires that is not a date ("0", "-1") means already expired (§5.3).
@@ -272,10 +278,47 @@ public final class HTTPOriginFetcher: OriginFetcher {
         let apparentAge = date.map { max(0, now - $0) } ?? 0
         let delay = max(0, received.timeIntervalSince(requested))
         let initialAge = max(Double(apparentAge), Double(ageValue) + delay)
-        return received.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds)) - initialAge)
+        let generatedAt = received.addingTimeInterval(-initialAge)
+        if directives.contains("no-cache") { return (received, generatedAt) }
+        return (generatedAt.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds))), generatedAt)
     }
 
-    /// Type, range support and validators from response headers (names in any case).
+    /// Response fields not kept with an entry: hop-by-hop ones (RFC 9110 §7.6.1), those the
+    /// cache writes itself from what it serves (length, range, type, validators, `Age`),
+    /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
+    /// fields (the proxy answers for its own listed web origins).
+    static let fieldsNotStored: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authenticate", "content-length", "content-range", "accept-ranges", "content-type", "etag",
+        "last-modified", "age", "set-cookie", "set-cookie2", "location",
+    ]
+
+    /// At most this many response fields are kept with an entry ...
+    static let maximumStoredFields = 64
+    /// ... taking at most this many bytes together; the rest are dropped.
+    static let maximumStoredFieldBytes = 16 << 10
+
+    /// The end-to-end fields of an answer to keep with its entry (see ``fieldsNotStored``),
+    /// in order, within ``maximumStoredFields`` and ``maximumStoredFieldBytes``.
+    static func storedFields(_ headers: HTTPHeaders) -> [HeaderField] {
+        var dropped = fieldsNotStored
+        for value in headers["connection"] {
+            for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters(in: .whitespaces).lowercased()) }
+        }
+        var fields: [HeaderField] = []
+        var bytes = 0
+        for (name, value) in headers {
+            let lowered = name.lowercased()
+            guard !dropped.contains(lowered), !lowered.hasPrefix("access-control-") else { continue }
+            bytes += name.utf8.count + value.utf8.count + 4
+            guard fields.count < maximumStoredFields, bytes <= maximumStoredFieldBytes else { break }
+            fields.append(HeaderField(name: name, value: value))
+        }
+        return fields
+    }
+
+    /// Type, range support, validators, cache directives and the fields to keep, from
+    /// response headers (names in any case).
     static func metadata(from headers: HTTPHeaders) -> ContentMetadata {
         let acceptsRanges = headers[canonicalForm: "accept-ranges"].contains { $0.lowercased() == "bytes" }
         var metadata = ContentMetadata(
@@ -285,7 +328,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
             etag: headers.first(name: "etag"),
             lastModified: headers.first(name: "last-modified")
         )
-        metadata.isStorable = !CacheControl(headers["cache-control"]).noStore
+        let directives = CacheControl(headers["cache-control"])
+        metadata.isStorable = !directives.noStore
+        metadata.requiresRevalidation = directives.contains("must-revalidate") || directives.contains("no-cache")
+        metadata.responseHeaders = storedFields(headers)
         return metadata
     }
 }

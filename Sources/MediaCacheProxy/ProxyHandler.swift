@@ -63,6 +63,7 @@ struct ProxyHandler: Sendable {
             }
             let forwarded = Self.endToEndHeaders(head.headers)
             var metadata = try await reader.contentInfo(for: url, readingFrom: firstByte, headers: forwarded)
+            let now = reader.store.configuration.clock.now
             // The head is planned from what is known now; if the read then finds another
             // version at the origin, it is planned again from what the read found, so the
             // head always describes the bytes that follow it.
@@ -79,7 +80,7 @@ struct ProxyHandler: Sendable {
                 }
                 let status: HTTPResponseStatus = specifier != nil ? .partialContent : .ok
                 guard sendsBody, !wanted.isEmpty else {
-                    return log.finish(ProxyResponse(status: status, headers: Self.headers(metadata, range: wanted, isPartial: specifier != nil), body: .none))
+                    return log.finish(ProxyResponse(status: status, headers: Self.headers(metadata, range: wanted, isPartial: specifier != nil, now: now), body: .none))
                 }
                 let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length, headers: forwarded)
                 guard stream.metadata.length == total, stream.range == wanted, metadata.isSameVersion(as: stream.metadata) else {
@@ -88,7 +89,7 @@ struct ProxyHandler: Sendable {
                     continue
                 }
                 log.status = Int(status.code)
-                return ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil),
+                return ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil, now: now),
                                      body: .stream(stream, log: log))
             }
             throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while the answer was planned; try again.")
@@ -118,9 +119,18 @@ struct ProxyHandler: Sendable {
         return headers.filter { !dropped.contains($0.name.lowercased()) }.map { (name: $0.name, value: $0.value) }
     }
 
-    /// The head of an answer carrying `range` of the resource `metadata` describes.
-    static func headers(_ metadata: ContentMetadata, range: ByteRange, isPartial: Bool) -> HTTPHeaders {
+    /// The head of an answer carrying `range` of the resource `metadata` describes, at `now`:
+    /// the fields the cache writes from what it serves, then the origin's end-to-end fields
+    /// kept with the entry (``ContentMetadata/responseHeaders``), the origin's `Date` (or
+    /// `now` when it sent none) and `Age` (RFC 9111 §5.1: how long ago the origin generated
+    /// the stored answer).
+    static func headers(_ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, now: Date) -> HTTPHeaders {
         var headers = HTTPHeaders()
+        for field in metadata.responseHeaders { headers.add(name: field.name, value: field.value) }
+        if !headers.contains(name: "date") { headers.add(name: "Date", value: HTTPDate.format(Int64(now.timeIntervalSince1970))) }
+        if let generatedAt = metadata.generatedAt {
+            headers.add(name: "Age", value: String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds))))))
+        }
         headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(name: "Content-Length", value: String(range.length))

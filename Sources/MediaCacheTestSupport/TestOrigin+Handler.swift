@@ -96,20 +96,23 @@ final class OriginHandler: ChannelInboundHandler {
             raw.writeAndClose(rawResponse)
             return
         }
+        let closeDelimited = plan.resource?.faults.lengthless == .closeDelimited
+        let keepsAlive = keepAlive && !closeDelimited
+        let version = closeDelimited ? HTTPVersion.http1_0 : head.version
         let send = { [self] in
             var headers = HTTPHeaders()
             let lowercase = plan.resource?.faults.lowercaseHeaders ?? false
             for (name, value) in plan.headers {
                 headers.add(name: lowercase ? name.lowercased() : name, value: value)
             }
-            headers.add(name: lowercase ? "connection" : "Connection", value: keepAlive ? "keep-alive" : "close")
-            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: plan.status, headers: headers))), promise: nil)
+            headers.add(name: lowercase ? "connection" : "Connection", value: keepsAlive ? "keep-alive" : "close")
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: plan.status, headers: headers))), promise: nil)
             if let body = plan.body, let resource = plan.resource, head.method == .GET {
                 sending = Sending(path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
-                                  dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepAlive)
+                                  dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepsAlive)
                 sendMore(context: context)
             } else {
-                finishResponse(context: context, keepAlive: keepAlive)
+                finishResponse(context: context, keepAlive: keepsAlive)
             }
         }
         if let delay = plan.resource?.faults.headDelay {
@@ -153,6 +156,7 @@ final class OriginHandler: ChannelInboundHandler {
         if let lastModified = resource.lastModified { headers.append(("Last-Modified", lastModified)) }
         if let cacheControl = resource.cacheControl { headers.append(("Cache-Control", cacheControl)) }
         if let expires = resource.expires { headers.append(("Expires", expires)) }
+        headers += resource.extraHeaders.map { ($0.name, $0.value) }
         headers.append(("Date", HTTPDate.format(now)))
         // Conditional requests (RFC 9110 §13.2.2): If-None-Match first, else If-Modified-Since.
         if let ifNoneMatch = head.headers.first(name: "if-none-match") {
@@ -162,6 +166,9 @@ final class OriginHandler: ChannelInboundHandler {
         } else if let since = head.headers.first(name: "if-modified-since").flatMap(HTTPDate.parse),
                   let modified = resource.lastModified.flatMap(HTTPDate.parse), modified <= since {
             return Plan(status: .notModified, headers: headers, body: nil, resource: resource)
+        }
+        if faults.lengthless != nil {
+            return Plan(status: .ok, headers: headers, body: 0..<length, resource: resource)
         }
         if !faults.ignoresRanges { headers.append(("Accept-Ranges", "bytes")) }
 

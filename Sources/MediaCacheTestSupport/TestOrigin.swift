@@ -32,6 +32,8 @@ public final class TestOrigin: Sendable {
         public var cacheControl: String? = "max-age=86400"
         /// The `Expires` header sent with every answer, if any.
         public var expires: String?
+        /// More end-to-end fields sent with every answer (`Content-Disposition`, `Vary`, …).
+        public var extraHeaders: [(name: String, value: String)] = []
         public var faults: Faults
         /// Bumped by ``TestOrigin/changeContent(at:)``.
         public var version: Int
@@ -98,8 +100,19 @@ public final class TestOrigin: Sendable {
         /// Answer with exactly these bytes (status line, headers, body: anything, lies
         /// included), given the request's `Range` header, then close the connection.
         public var rawResponse: (@Sendable (_ range: String?) -> [UInt8])?
+        /// Send every answer without a length: `200` with the whole body, no `Content-Length`
+        /// and no `Accept-Ranges`, framed as chosen (internet radio, a generated file).
+        public var lengthless: LengthlessFraming?
 
         public init() {}
+    }
+
+    /// How a body without a length ends.
+    public enum LengthlessFraming: Sendable {
+        /// HTTP/1.1 chunked transfer coding.
+        case chunked
+        /// An HTTP/1.0 answer that ends when the origin closes the connection.
+        case closeDelimited
     }
 
     /// One request the origin received.

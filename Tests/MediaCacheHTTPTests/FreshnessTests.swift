@@ -104,6 +104,45 @@ import Testing
         }
     }
 
+    /// `must-revalidate` and `no-cache` forbid a stale answer: a failing origin is an error.
+    @Test(arguments: ["max-age=60, must-revalidate", "no-cache"])
+    func mustRevalidateAndNoCacheAreNeverServedStale(cacheControl: String) async throws {
+        try await Self.with { h, clock in
+            Self.serve(h, "/m.mp3", cacheControl: cacheControl)
+            try await Self.play(h, "/m.mp3")
+            clock.advance(by: 120)
+            h.origin.update("/m.mp3") { $0.faults.status = 503 }
+            await #expect { _ = try await h.reader.read(h.origin.url("/m.mp3")) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+            h.origin.update("/m.mp3") { $0.faults.status = nil }
+            #expect(try await Self.play(h, "/m.mp3").map(\.status) == [304], "once the origin is back it is revalidated")
+        }
+    }
+
+    /// A `304` refreshes the stored answer by RFC 9111 §4.3.4: its fields replace those of
+    /// the same name, and one that says nothing of freshness starts the stored lifetime again.
+    @Test func aNotModifiedAnswerRefreshesTheStoredFields() {
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        var stored = ContentMetadata(length: 10, etag: "\"a\"")
+        stored.generatedAt = start
+        stored.freshUntil = start.addingTimeInterval(60)
+        stored.requiresRevalidation = true
+        stored.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"), HeaderField(name: "X-A", value: "1")]
+        var bare = ContentMetadata()
+        bare.generatedAt = start.addingTimeInterval(500)
+        bare.freshUntil = bare.generatedAt
+        bare.responseHeaders = [HeaderField(name: "x-a", value: "2")]
+        let refreshed = stored.refreshed(by: bare)
+        #expect(refreshed.freshUntil == start.addingTimeInterval(560), "the stored 60 s start again from the 304")
+        #expect(refreshed.requiresRevalidation && refreshed.length == 10 && refreshed.etag == "\"a\"")
+        #expect(refreshed.responseHeaders == [HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"), HeaderField(name: "x-a", value: "2")])
+        var explicit = bare
+        explicit.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=5")]
+        explicit.freshUntil = start.addingTimeInterval(505)
+        let shortened = stored.refreshed(by: explicit)
+        #expect(shortened.freshUntil == start.addingTimeInterval(505) && !shortened.requiresRevalidation)
+        #expect(shortened.responseHeader("cache-control") == "max-age=5" && shortened.responseHeader("X-A") == "1")
+    }
+
     @Test func preferCacheNeverAsksTheOrigin() async throws {
         try await Self.with(prefersCache: true) { h, clock in
             Self.serve(h, "/e.mp3", cacheControl: "no-cache")

@@ -224,6 +224,57 @@ import Testing
         }
     }
 
+    /// The origin's end-to-end response fields are kept with the entry and sent again on every
+    /// hit, with its `Date` and an `Age` that grows with the time the answer has been stored
+    /// (RFC 9111 §5.1); hop-by-hop fields, cookies and the origin's CORS fields are not. A
+    /// `304` replaces the fields it carries.
+    @Test func responseFieldsAreStoredAndSentAgainWithDateAndAge() async throws {
+        let clock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
+            var resource = TestOrigin.Resource.generated(length: 400_000, seed: 44, mimeType: "audio/mpeg")
+            resource.cacheControl = "max-age=600"
+            resource.extraHeaders = [
+                (name: "Content-Disposition", value: "attachment; filename=\"a.mp3\""), (name: "Content-Language", value: "de"),
+                (name: "Vary", value: "Accept-Language"), (name: "X-Origin-Note", value: "one"),
+                (name: "Set-Cookie", value: "s=1"), (name: "Access-Control-Allow-Origin", value: "*"), (name: "Keep-Alive", value: "timeout=5"),
+            ]
+            h.origin.useClock(clock)
+            h.origin.serve(resource, at: "/h.mp3")
+            let originDate = HTTPDate.format(1_800_000_000)
+            func check(_ reply: ProxyHarness.Reply, age: String, date: String, note: String, sourceLocation: SourceLocation = #_sourceLocation) {
+                let fields = reply.headers
+                #expect(fields.first(name: "content-disposition") == "attachment; filename=\"a.mp3\"", sourceLocation: sourceLocation)
+                #expect(fields.first(name: "content-language") == "de" && fields.first(name: "vary") == "Accept-Language", sourceLocation: sourceLocation)
+                #expect(fields.first(name: "cache-control") == "max-age=600" && fields.first(name: "x-origin-note") == note, sourceLocation: sourceLocation)
+                #expect(fields["date"] == [date] && fields["age"] == [age], "\(fields)", sourceLocation: sourceLocation)
+                #expect(fields["set-cookie"].isEmpty && fields["access-control-allow-origin"].isEmpty && fields["keep-alive"].isEmpty, "\(fields)",
+                        sourceLocation: sourceLocation)
+                #expect(fields["content-length"] == ["\(reply.status == 206 ? 1000 : 400_000)"] && fields["etag"] == ["\"v1\""], sourceLocation: sourceLocation)
+            }
+            let cold = try await h.get(h.url("/h.mp3"))
+            #expect(cold.status == 200 && resource.firstMismatch(in: cold.body, at: 0) == nil && cold.body.readableBytes == 400_000)
+            check(cold, age: "0", date: originDate, note: "one")
+            clock.advance(by: 100)
+            h.origin.resetCounters()
+            let hit = try await h.get(h.url("/h.mp3"), headers: [("Range", "bytes=1000-1999")])
+            #expect(hit.status == 206 && resource.firstMismatch(in: hit.body, at: 1000) == nil && hit.body.readableBytes == 1000)
+            check(hit, age: "100", date: originDate, note: "one")
+            check(try await h.get(h.url("/h.mp3"), method: .HEAD), age: "100", date: originDate, note: "one")
+            #expect(h.origin.requests("/h.mp3").isEmpty, "fresh hits ask nothing")
+            // Stale: the 304 carries the origin's fields now, which replace the stored ones.
+            h.origin.update("/h.mp3") { $0.extraHeaders[3].value = "two" }
+            clock.advance(by: 600)
+            let revalidated = try await h.get(h.url("/h.mp3"))
+            #expect(h.origin.requests("/h.mp3").map(\.status) == [304] && h.origin.bodyBytesSent("/h.mp3") == 0)
+            #expect(revalidated.status == 200 && resource.firstMismatch(in: revalidated.body, at: 0) == nil && revalidated.body.readableBytes == 400_000)
+            check(revalidated, age: "0", date: HTTPDate.format(1_800_000_700), note: "two")
+        }
+    }
+
     /// Without `--cors-origin` no page can read through the proxy; with it, only the listed
     /// origins can, preflights (Private Network Access included) answered for them alone.
     @Test func corsIsOptInAndOnlyForTheListedOrigins() async throws {

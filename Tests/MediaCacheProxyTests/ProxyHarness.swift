@@ -47,6 +47,7 @@ struct ProxyHarness {
     static func with(
         allowedHosts: Set<String> = [],
         token: String? = nil,
+        store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
         fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
         reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
         configure: (ProxyConfiguration) -> ProxyConfiguration = { $0 },
@@ -54,7 +55,7 @@ struct ProxyHarness {
     ) async throws {
         var fetcherConfiguration = fetcherConfiguration
         fetcherConfiguration.allowedHosts = allowedHosts
-        try await Harness.with(reader: readerConfiguration, fetcher: fetcherConfiguration) { base in
+        try await Harness.with(store: storeConfiguration, reader: readerConfiguration, fetcher: fetcherConfiguration) { base in
             var configuration = ProxyConfiguration()
             configuration.port = 0
             configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })

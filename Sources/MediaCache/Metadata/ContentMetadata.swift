@@ -18,6 +18,54 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// §4.2: the origin's freshness lifetime from when its answer was received, less the
     /// answer's age); `nil` when unknown, which counts as stale.
     public var freshUntil: Date?
+    /// When the origin generated the answer this entry holds (received, less its age when
+    /// received, RFC 9111 §4.2.3): a cache's answer carries `Age` = now − this.
+    public var generatedAt: Date?
+    /// Stored only when not empty, so that index rows written before the field existed decode.
+    private var storedResponseHeaders: [HeaderField]?
+    /// Stored as `true` only (see ``requiresRevalidation``).
+    private var revalidationRequired: Bool?
+
+    /// The origin's end-to-end response header fields (`Cache-Control`, `Expires`, `Date`,
+    /// `Content-Disposition`, `Content-Language`, `Vary`, …), kept with the entry and sent
+    /// again with every answer from it. Fields the cache writes itself (length, range, type,
+    /// validators, `Age`), hop-by-hop fields and `Set-Cookie` are not among them.
+    public var responseHeaders: [HeaderField] {
+        get { storedResponseHeaders ?? [] }
+        set { storedResponseHeaders = newValue.isEmpty ? nil : newValue }
+    }
+
+    /// Whether the origin forbids serving the cached resource once stale without asking it
+    /// (`must-revalidate` or `no-cache`, RFC 9111 §5.2.2.2 and §5.2.2.4): then a failing
+    /// origin makes an error, never a stale answer.
+    public var requiresRevalidation: Bool {
+        get { revalidationRequired ?? false }
+        set { revalidationRequired = newValue ? true : nil }
+    }
+
+    /// The value of the first response header field named `name` (any case), if any.
+    public func responseHeader(_ name: String) -> String? {
+        responseHeaders.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    /// This stored version as refreshed by an origin's "not modified" answer described by
+    /// `notModified` (RFC 9111 §4.3.4): each header field it carries replaces the stored
+    /// fields of that name; its freshness applies if it says one (`Cache-Control` or
+    /// `Expires`), else the stored freshness lifetime starts again from its age.
+    public func refreshed(by notModified: ContentMetadata) -> ContentMetadata {
+        var refreshed = self
+        let names = Set(notModified.responseHeaders.map { $0.name.lowercased() })
+        refreshed.responseHeaders = responseHeaders.filter { !names.contains($0.name.lowercased()) } + notModified.responseHeaders
+        let saysFreshness = names.contains("cache-control") || names.contains("expires")
+        if names.contains("cache-control") { refreshed.requiresRevalidation = notModified.requiresRevalidation }
+        refreshed.generatedAt = notModified.generatedAt ?? generatedAt
+        if saysFreshness || freshUntil == nil || generatedAt == nil || notModified.generatedAt == nil {
+            refreshed.freshUntil = notModified.freshUntil
+        } else if let freshUntil, let generatedAt, let again = notModified.generatedAt {
+            refreshed.freshUntil = again.addingTimeInterval(freshUntil.timeIntervalSince(generatedAt))
+        }
+        return refreshed
+    }
 
     /// Whether the cached resource may be served at `now` without asking the origin.
     public func isFresh(at now: Date) -> Bool {
@@ -81,6 +129,20 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         if let a = lastModified, let b = other.lastModified, a != b { return false }
         if let a = length, let b = other.length, a != b { return false }
         return true
+    }
+}
+
+/// One header field of an origin's answer.
+public struct HeaderField: Hashable, Sendable, Codable {
+    /// The field's name, as the origin spelled it.
+    public var name: String
+    /// The field's value.
+    public var value: String
+
+    /// Creates a field.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
     }
 }
 

@@ -64,7 +64,8 @@ public final class CachingReader: Sendable {
         /// that are not cached.
         public var prefersCache = false
         /// When a stale resource cannot be revalidated because the origin cannot be reached
-        /// (or answers 5xx), serve the cached copy anyway (and log a warning).
+        /// (or answers 5xx), serve the cached copy anyway (and log a warning) — unless the
+        /// origin said `must-revalidate` or `no-cache` (``ContentMetadata/requiresRevalidation``).
         public var servesStaleOnOriginFailure = true
         /// A resource the origin confirmed this recently counts as validated even when its
         /// answer was `no-cache`, so a player's burst of range requests costs one
@@ -148,7 +149,7 @@ public final class CachingReader: Sendable {
         }
         guard let handle = try? store.openEntry(key) else { return metadata }
         defer { handle.close() }
-        try? handle.updateMetadata(metadata)
+        _ = try? handle.updateMetadata(metadata)
         return (try? handle.metadata()) ?? metadata
     }
 
@@ -271,15 +272,18 @@ public final class CachingReader: Sendable {
         let response: OriginResponse
         do {
             response = try await fetcher.fetch(url, range: ByteRange(start, start + configuration.minimumRequest), ifRange: nil, headers: conditional)
-        } catch let error as CacheError where configuration.servesStaleOnOriginFailure && [.originUnavailable, .originTimedOut].contains(error.code) {
-            configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it",
-                                         metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"])
+        } catch let error as CacheError where [.originUnavailable, .originTimedOut].contains(error.code) {
+            let logMetadata: Logger.Metadata = ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"]
+            guard configuration.servesStaleOnOriginFailure else { throw error }
+            guard !stored.requiresRevalidation else {
+                configuration.logger.warning("Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it", metadata: logMetadata)
+                throw error
+            }
+            configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
             return stored
         }
         guard !response.isNotModified else {
-            var refreshed = stored
-            refreshed.freshUntil = response.metadata.freshUntil
-            let metadata = await store(refreshed, key: key)
+            let metadata = await store(stored.refreshed(by: response.metadata), key: key)
             markValidated(key)
             return metadata
         }

@@ -70,6 +70,9 @@ public final class CacheEntryHandle: Sendable {
             updated.etag = metadata.etag ?? updated.etag
             updated.lastModified = metadata.lastModified ?? updated.lastModified
             updated.freshUntil = metadata.freshUntil ?? updated.freshUntil
+            updated.generatedAt = metadata.generatedAt ?? updated.generatedAt
+            if !metadata.responseHeaders.isEmpty { updated.responseHeaders = metadata.responseHeaders }
+            updated.requiresRevalidation = metadata.requiresRevalidation
             updated.acceptsRanges = metadata.acceptsRanges
             if updated != record.metadata {
                 state.records[key]!.metadata = updated
