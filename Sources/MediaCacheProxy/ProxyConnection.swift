@@ -79,6 +79,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// bytes under a success status.
     static func send(_ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
         var headers = response.headers
+        // A body without a length ends with the connection for an HTTP/1.0 client (an
+        // HTTP/1.1 one gets it chunked).
+        let keepAlive = keepAlive && ((version.major, version.minor) >= (1, 1) || headers.contains(name: "content-length"))
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
         let head = HTTPServerResponsePart.head(HTTPResponseHead(version: version, status: response.status, headers: headers))
         do {

@@ -69,7 +69,13 @@ struct ProxyHandler: Sendable {
             // head always describes the bytes that follow it.
             for _ in 0..<3 {
                 guard let total = metadata.length else {
-                    throw CacheError(.originRejected, "The origin does not say how long the resource is.")
+                    // No length (chunked or close-delimited: internet radio, a generated file):
+                    // the whole body streams through as it arrives, `200` without a length
+                    // (a `Range` is ignored, as RFC 9110 §14.2 allows).
+                    guard sendsBody else { return log.finish(ProxyResponse(status: .ok, headers: Self.headers(metadata, range: nil, isPartial: false, now: now), body: .none)) }
+                    let stream = try await reader.read(url, offset: 0, length: nil, headers: forwarded)
+                    log.status = 200
+                    return ProxyResponse(status: .ok, headers: Self.headers(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
                 }
                 var wanted = ByteRange(0, total)
                 if let specifier {
@@ -124,7 +130,9 @@ struct ProxyHandler: Sendable {
     /// kept with the entry (``ContentMetadata/responseHeaders``), the origin's `Date` (or
     /// `now` when it sent none) and `Age` (RFC 9111 §5.1: how long ago the origin generated
     /// the stored answer).
-    static func headers(_ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, now: Date) -> HTTPHeaders {
+    /// With no `range` (a body without a length) there is no `Content-Length` and ranges are
+    /// not offered.
+    static func headers(_ metadata: ContentMetadata, range: ByteRange?, isPartial: Bool, now: Date) -> HTTPHeaders {
         var headers = HTTPHeaders()
         for field in metadata.responseHeaders { headers.add(name: field.name, value: field.value) }
         if !headers.contains(name: "date") { headers.add(name: "Date", value: HTTPDate.format(Int64(now.timeIntervalSince1970))) }
@@ -132,6 +140,10 @@ struct ProxyHandler: Sendable {
             headers.add(name: "Age", value: String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds))))))
         }
         headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
+        guard let range else {
+            headers.add(name: "Accept-Ranges", value: "none")
+            return headers
+        }
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(name: "Content-Length", value: String(range.length))
         if let etag = metadata.etag { headers.add(name: "ETag", value: etag) }

@@ -275,6 +275,33 @@ import Testing
         }
     }
 
+    /// An origin that sends no length (chunked, or a body that ends when it closes: internet
+    /// radio, a generated file): the body streams through as a `200` without a length (a
+    /// `Range` is ignored), checked byte for byte, and nothing is stored. The engine's read
+    /// of a window of it gives that window.
+    @Test(arguments: [TestOrigin.LengthlessFraming.chunked, .closeDelimited])
+    func aBodyWithoutALengthStreamsThrough(framing: TestOrigin.LengthlessFraming) async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 45, mimeType: "audio/mpeg")
+            resource.faults.lengthless = framing
+            h.origin.serve(resource, at: "/radio.mp3")
+            for range in [nil, "bytes=1000-1999"] {
+                let reply = try await h.get(h.url("/radio.mp3"), headers: range.map { [("Range", $0)] } ?? [])
+                #expect(reply.status == 200 && reply.headers["content-length"].isEmpty && reply.headers.first(name: "accept-ranges") == "none")
+                #expect(reply.body.readableBytes == 2_000_000 && resource.firstMismatch(in: reply.body, at: 0) == nil)
+            }
+            let head = try await h.get(h.url("/radio.mp3"), method: .HEAD)
+            #expect(head.status == 200 && head.headers.first(name: "content-type") == "audio/mpeg")
+            let stream = try await h.base.reader.read(h.origin.url("/radio.mp3"), offset: 70_000, length: 200_000)
+            var window = ByteBuffer()
+            for try await chunk in stream { window.writeImmutableBuffer(chunk) }
+            #expect(window.readableBytes == 200_000 && resource.firstMismatch(in: window, at: 70_000) == nil)
+            #expect(stream.statistics.bytesFromOrigin == 200_000)
+            let key = h.base.store.key(for: h.origin.url("/radio.mp3"))
+            #expect(h.base.store.metadata(for: key) == nil, "nothing of a body without a length is stored")
+        }
+    }
+
     /// Without `--cors-origin` no page can read through the proxy; with it, only the listed
     /// origins can, preflights (Private Network Access included) answered for them alone.
     @Test func corsIsOptInAndOnlyForTheListedOrigins() async throws {

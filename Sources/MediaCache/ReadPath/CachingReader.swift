@@ -142,6 +142,8 @@ public final class CachingReader: Sendable {
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
     private func store(_ metadata: ContentMetadata, key: CacheKey) async -> ContentMetadata {
+        // Without a length the bytes stream through uncached (see `passThrough`).
+        guard metadata.length != nil || store.metadata(for: key)?.length != nil else { return metadata }
         guard metadata.isStorable else {
             // `no-store`: nothing of it is kept, not even what an earlier answer allowed.
             if store.metadata(for: key) != nil { try? await store.remove(key) }
@@ -182,7 +184,7 @@ public final class CachingReader: Sendable {
         for _ in 0..<3 {
             let metadata = try await contentInfo(for: url, headers: headers)
             guard let total = metadata.length else {
-                throw CacheError(.originRejected, "The origin does not say how long \(url.absoluteString) is, so it cannot be cached.")
+                return try await passThrough(url, key: key, offset: offset, length: length, headers: headers)
             }
             guard offset < total || (offset == 0 && total == 0) else {
                 var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the \(total)-byte resource.")
@@ -208,6 +210,26 @@ public final class CachingReader: Sendable {
             return ReadStream(metadata: (try? handle?.metadata()) ?? metadata, range: range, session: session)
         }
         throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
+    }
+
+    /// A read of a resource whose length the origin does not say (a chunked or
+    /// close-delimited body: internet radio, a generated file): one `GET` of the whole body,
+    /// streamed straight to this reader from `offset` until the body ends, stored nowhere and
+    /// shared with no other read. The stream's range then ends at ``ByteRange/maximumOffset``.
+    private func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
+        let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
+        try checked(response, askedFrom: 0, known: nil, url: url)
+        let end = min(length.map { offset + $0 } ?? ByteRange.maximumOffset, response.metadata.length ?? ByteRange.maximumOffset)
+        guard offset < end || (offset == 0 && end == 0) else {
+            var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the resource.")
+            error.resourceLength = response.metadata.length
+            throw error
+        }
+        configuration.logger.info("Streaming an answer without a length through, uncached", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+        let range = ByteRange(offset, end)
+        let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
+                                  passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset))
+        return ReadStream(metadata: response.metadata, range: range, session: session)
     }
 
     private func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {

@@ -30,14 +30,34 @@ final class ReadSession: Sendable {
         case failed(any Error)
     }
 
+    /// An origin body a read takes straight from the origin (see `CachingReader.passThrough`).
+    /// Only the session's iterator uses it, one call at a time.
+    final class PassThrough: @unchecked Sendable {
+        private var iterator: any AsyncIteratorProtocol<ByteBuffer, any Error>
+        /// The resource offset of the next byte the body gives.
+        var offset: Int64
+
+        init(body: any AsyncSequence<ByteBuffer, any Error> & Sendable, offset: Int64) {
+            iterator = body.makeAsyncIterator()
+            self.offset = offset
+        }
+
+        func next() async throws -> ByteBuffer? {
+            try await iterator.next()
+        }
+    }
+
     let reader: CachingReader
+    let passThrough: PassThrough?
     let url: URL
     let key: CacheKey
     let range: ByteRange
     let headers: RequestHeaders
     private let state: Mutex<State>
 
-    init(reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?) {
+    init(reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
+         passThrough: PassThrough? = nil) {
+        self.passThrough = passThrough
         self.headers = headers
         self.reader = reader
         self.url = url
@@ -122,6 +142,7 @@ final class ReadSession: Sendable {
                 close()
                 return nil
             }
+            if let passThrough { return try await next(from: passThrough, cursor: cursor) }
 
             // Cached: read it from disk.
             if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
@@ -182,6 +203,22 @@ final class ReadSession: Sendable {
                 await download!.waitForChange(after: snapshot.changeCount)
             }
         }
+    }
+
+    /// The next chunk of a body streamed through, cut to the read's range; `nil` where the
+    /// body or the range ends.
+    private func next(from passThrough: PassThrough, cursor: Int64) async throws -> ReadPart? {
+        while let chunk = try await passThrough.next() {
+            let chunkStart = passThrough.offset
+            passThrough.offset += Int64(chunk.readableBytes)
+            let upper = min(passThrough.offset, range.upperBound)
+            guard upper > cursor else { continue }  // before the read's offset
+            let bytes = chunk.getSlice(at: chunk.readerIndex + Int(cursor - chunkStart), length: Int(upper - cursor))!
+            advance(to: upper)
+            return .bytes(bytes)
+        }
+        close()
+        return nil
     }
 
     /// Waits ``CachingReader/Configuration/holeDelay`` when the read has just given cached
