@@ -7,6 +7,25 @@ import Testing
 @Suite struct RealClientTests {
     static let hasFFmpeg = toolExists("ffmpeg") && toolExists("ffprobe")
 
+    /// A chunked origin body read by curl as HTTP/1.1 (chunked) and HTTP/1.0 (the proxy
+    /// closes the connection at its end): every byte, in order.
+    @Test(.enabled(if: toolExists("curl"), "curl is installed by .ci/run"))
+    func curlReadsABodyWithoutALengthOverHTTP11AndHTTP10() async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 1_500_000, seed: 46, mimeType: "audio/mpeg")
+            resource.faults.lengthless = .chunked
+            h.origin.serve(resource, at: "/live.mp3")
+            for version in ["--http1.1", "--http1.0"] {
+                let result = try await runTool(["curl", "-s", "-f", "--max-time", "30", version, "-D", "/dev/stderr", h.url("/live.mp3")])
+                #expect(result.status == 0, "curl \(version): \(result.error)")
+                #expect(result.output.count == 1_500_000 && resource.firstMismatch(in: ByteBuffer(bytes: result.output), at: 0) == nil, "curl \(version)")
+                let head = result.error.lowercased()
+                #expect(!head.contains("content-length"), "\(head)")
+                #expect(head.contains(version == "--http1.1" ? "transfer-encoding: chunked" : "connection: close"), "\(head)")
+            }
+        }
+    }
+
     @Test(.enabled(if: toolExists("curl"), "curl is installed by .ci/run"))
     func curlFetchesRangesThroughTheProxy() async throws {
         try await ProxyHarness.with { h in
