@@ -277,28 +277,67 @@ import Testing
 
     /// An origin that sends no length (chunked, or a body that ends when it closes: internet
     /// radio, a generated file): the body streams through as a `200` without a length (a
-    /// `Range` is ignored), checked byte for byte, and nothing is stored. The engine's read
-    /// of a window of it gives that window.
+    /// `Range` is ignored), checked byte for byte; once it has come whole it is a complete
+    /// entry, so replays (ranges too) are local. `no-store` keeps it from being written.
     @Test(arguments: [TestOrigin.LengthlessFraming.chunked, .closeDelimited])
-    func aBodyWithoutALengthStreamsThrough(framing: TestOrigin.LengthlessFraming) async throws {
+    func aBodyWithoutALengthStreamsThroughAndIsStoredWhenWhole(framing: TestOrigin.LengthlessFraming) async throws {
         try await ProxyHarness.with { h in
             var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 45, mimeType: "audio/mpeg")
             resource.faults.lengthless = framing
-            h.origin.serve(resource, at: "/radio.mp3")
-            for range in [nil, "bytes=1000-1999"] {
-                let reply = try await h.get(h.url("/radio.mp3"), headers: range.map { [("Range", $0)] } ?? [])
-                #expect(reply.status == 200 && reply.headers["content-length"].isEmpty && reply.headers.first(name: "accept-ranges") == "none")
-                #expect(reply.body.readableBytes == 2_000_000 && resource.firstMismatch(in: reply.body, at: 0) == nil)
+            h.origin.serve(resource, at: "/gen.mp3")
+            let first = try await h.get(h.url("/gen.mp3"), headers: [("Range", "bytes=1000-1999")])
+            #expect(first.status == 200 && first.headers["content-length"].isEmpty && first.headers.first(name: "accept-ranges") == "none")
+            #expect(first.body.readableBytes == 2_000_000 && resource.firstMismatch(in: first.body, at: 0) == nil)
+            let key = h.base.store.key(for: h.origin.url("/gen.mp3"))
+            #expect(h.base.store.metadata(for: key)?.length == 2_000_000 && h.base.store.spans(for: key).byteCount == 2_000_000)
+            h.origin.resetCounters()
+            let part = try await h.get(h.url("/gen.mp3"), headers: [("Range", "bytes=1000-1999")])
+            #expect(part.status == 206 && part.headers.first(name: "content-range") == "bytes 1000-1999/2000000")
+            #expect(part.body.readableBytes == 1000 && resource.firstMismatch(in: part.body, at: 1000) == nil)
+            let whole = try await h.get(h.url("/gen.mp3"))
+            #expect(whole.status == 200 && whole.headers.first(name: "content-length") == "2000000" && whole.body == first.body)
+            #expect(h.origin.requests("/gen.mp3").isEmpty, "a replay of the stored body is local")
+
+            var radio = TestOrigin.Resource.generated(length: 1_000_000, seed: 47, mimeType: "audio/mpeg")
+            radio.faults.lengthless = framing
+            radio.cacheControl = "no-store"
+            h.origin.serve(radio, at: "/radio.mp3")
+            for _ in 0..<2 {
+                let reply = try await h.get(h.url("/radio.mp3"))
+                #expect(reply.status == 200 && reply.body.readableBytes == 1_000_000 && radio.firstMismatch(in: reply.body, at: 0) == nil)
             }
-            let head = try await h.get(h.url("/radio.mp3"), method: .HEAD)
-            #expect(head.status == 200 && head.headers.first(name: "content-type") == "audio/mpeg")
             let stream = try await h.base.reader.read(h.origin.url("/radio.mp3"), offset: 70_000, length: 200_000)
             var window = ByteBuffer()
             for try await chunk in stream { window.writeImmutableBuffer(chunk) }
-            #expect(window.readableBytes == 200_000 && resource.firstMismatch(in: window, at: 70_000) == nil)
+            #expect(window.readableBytes == 200_000 && radio.firstMismatch(in: window, at: 70_000) == nil)
             #expect(stream.statistics.bytesFromOrigin == 200_000)
-            let key = h.base.store.key(for: h.origin.url("/radio.mp3"))
-            #expect(h.base.store.metadata(for: key) == nil, "nothing of a body without a length is stored")
+            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/radio.mp3"))) == nil, "no-store: nothing is written")
+            #expect(h.origin.bodyBytesSent("/radio.mp3") >= 2_070_000, "every play goes to the origin")
+        }
+    }
+
+    /// A player that hangs up in the middle of a body without a length leaves nothing
+    /// behind: bytes of a resource whose length is unknown cannot serve a later read. The
+    /// next whole play stores it.
+    @Test func aBodyWithoutALengthCutShortIsNotKept() async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 3_000_000, seed: 48, mimeType: "audio/mpeg")
+            resource.faults.lengthless = .chunked
+            h.origin.serve(resource, at: "/cut.mp3")
+            let url = h.origin.url("/cut.mp3")
+            let stream = try await h.base.reader.read(url)
+            var taken = 0
+            for try await chunk in stream {
+                taken += chunk.readableBytes
+                if taken >= 100_000 { break }
+            }
+            stream.cancel()
+            let key = h.base.store.key(for: url)
+            for _ in 0..<200 where h.base.store.metadata(for: key) != nil { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(h.base.store.metadata(for: key) == nil, "the unfinished write is removed")
+            let whole = try await h.get(h.url("/cut.mp3"))
+            #expect(whole.status == 200 && whole.body.readableBytes == 3_000_000 && resource.firstMismatch(in: whole.body, at: 0) == nil)
+            #expect(h.base.store.metadata(for: key)?.length == 3_000_000)
         }
     }
 

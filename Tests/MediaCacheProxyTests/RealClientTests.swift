@@ -14,6 +14,7 @@ import Testing
         try await ProxyHarness.with { h in
             var resource = TestOrigin.Resource.generated(length: 1_500_000, seed: 46, mimeType: "audio/mpeg")
             resource.faults.lengthless = .chunked
+            resource.cacheControl = "no-store"  // both reads stream through (a stored one would have a length)
             h.origin.serve(resource, at: "/live.mp3")
             for version in ["--http1.1", "--http1.0"] {
                 let result = try await runTool(["curl", "-s", "-f", "--max-time", "30", version, "-D", "/dev/stderr", h.url("/live.mp3")])

@@ -95,6 +95,8 @@ public final class CachingReader: Sendable {
     /// When the origin last confirmed each resource, on the store's clock.
     private let validatedAt = Mutex<[CacheKey: Date]>([:])
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
+    /// Resources whose body without a length a read is writing to the store.
+    let passThroughWriters = Mutex<Set<CacheKey>>([])
 
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
@@ -225,10 +227,23 @@ public final class CachingReader: Sendable {
             error.resourceLength = response.metadata.length
             throw error
         }
-        configuration.logger.info("Streaming an answer without a length through, uncached", metadata: ["url": "\(url.absoluteString.prefix(200))"])
         let range = ByteRange(offset, end)
+        // A whole read of a storable body writes it to a new entry as it passes; the entry
+        // gets its length when the body ends (see `ReadSession.PassThrough`). One such
+        // writer per resource at a time.
+        var writer: CacheEntryHandle?
+        if offset == 0, length == nil, response.metadata.isStorable, passThroughWriters.withLock({ $0.insert(key).inserted }) {
+            // An entry without a length is the leftover of a writer that did not finish.
+            if let stale = store.metadata(for: key), stale.length == nil { try? await store.remove(key) }
+            if store.metadata(for: key) == nil, let handle = try? store.openEntry(key), (try? handle.updateMetadata(response.metadata)) != nil {
+                writer = handle
+            } else {
+                passThroughWriters.withLock { _ = $0.remove(key) }
+            }
+        }
+        configuration.logger.info("Streaming an answer without a length through", metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
         let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
-                                  passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset))
+                                  passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
         return ReadStream(metadata: response.metadata, range: range, session: session)
     }
 

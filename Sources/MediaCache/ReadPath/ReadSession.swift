@@ -36,10 +36,21 @@ final class ReadSession: Sendable {
         private var iterator: any AsyncIteratorProtocol<ByteBuffer, any Error>
         /// The resource offset of the next byte the body gives.
         var offset: Int64
+        /// The new entry the body is written to as it passes, while every byte so far is in
+        /// it; whoever takes it (the end of the body, a failed write, the read's close) ends
+        /// the write.
+        private let writer: Mutex<CacheEntryHandle?>
 
-        init(body: any AsyncSequence<ByteBuffer, any Error> & Sendable, offset: Int64) {
+        init(body: any AsyncSequence<ByteBuffer, any Error> & Sendable, offset: Int64, writer: CacheEntryHandle?) {
             iterator = body.makeAsyncIterator()
             self.offset = offset
+            self.writer = Mutex(writer)
+        }
+
+        var currentWriter: CacheEntryHandle? { writer.withLock { $0 } }
+
+        func takeWriter() -> CacheEntryHandle? {
+            writer.withLock { writer in defer { writer = nil }; return writer }
         }
 
         func next() async throws -> ByteBuffer? {
@@ -89,6 +100,7 @@ final class ReadSession: Sendable {
 
     /// Ends the read and lets go of its download and entry.
     func close() {
+        if let writer = passThrough?.takeWriter() { finishWriting(writer, length: nil) }
         let (download, handle, wasOpen) = state.withLock { state in
             defer { state.isClosed = true; state.handle = nil }
             return (Self.leaveDownload(&state), state.handle, !state.isClosed)
@@ -211,14 +223,46 @@ final class ReadSession: Sendable {
         while let chunk = try await passThrough.next() {
             let chunkStart = passThrough.offset
             passThrough.offset += Int64(chunk.readableBytes)
+            if let writer = passThrough.currentWriter {
+                do {
+                    try await writer.write(chunk, at: chunkStart)
+                } catch {
+                    // Past its share of the store, or the disk refused: it streams on uncached.
+                    reader.configuration.logger.warning("Cannot store an answer without a length; streaming it uncached",
+                                                        metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error)"])
+                    if let taken = passThrough.takeWriter() { finishWriting(taken, length: nil) }
+                }
+            }
             let upper = min(passThrough.offset, range.upperBound)
             guard upper > cursor else { continue }  // before the read's offset
             let bytes = chunk.getSlice(at: chunk.readerIndex + Int(cursor - chunkStart), length: Int(upper - cursor))!
             advance(to: upper)
             return .bytes(bytes)
         }
+        if let writer = passThrough.takeWriter() { finishWriting(writer, length: passThrough.offset) }
         close()
         return nil
+    }
+
+    /// Ends a pass-through write: with the body's `length` the entry is complete; without
+    /// (the body did not end, or a write failed) it is removed, since bytes of a resource
+    /// whose length is unknown cannot serve a later read. The resource is then free for
+    /// another writer.
+    private func finishWriting(_ writer: CacheEntryHandle, length: Int64?) {
+        let reader = reader
+        let key = key
+        if let length, var metadata = try? writer.metadata(), (try? writer.spans())?.contains(ByteRange(0, length)) == true {
+            metadata.length = length
+            _ = try? writer.updateMetadata(metadata)
+            writer.close()
+            reader.passThroughWriters.withLock { _ = $0.remove(key) }
+            return
+        }
+        writer.close()
+        Task {
+            try? await reader.store.remove(key)
+            reader.passThroughWriters.withLock { _ = $0.remove(key) }
+        }
     }
 
     /// Waits ``CachingReader/Configuration/holeDelay`` when the read has just given cached
