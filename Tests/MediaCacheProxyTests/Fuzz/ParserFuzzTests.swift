@@ -1,7 +1,8 @@
 @testable import MediaCacheProxy
 import Foundation
 import MediaCache
-import MediaCacheHTTP
+@testable import MediaCacheHTTP
+import NIOHTTP1
 import Testing
 
 /// Every parser of outside input, run on generated inputs (see ``Mutator``) and checked
@@ -229,6 +230,48 @@ import Testing
             return (parsed.directives.isEmpty ? "none" : parsed.noStore ? "no-store" : "directives", nil)
         }
         try Self.expectVaried(outcomes, ["directives", "no-store", "none"])
+    }
+
+    /// An origin's response fields (`Name: value` joined by `|`): what is kept with an entry
+    /// stays within its bounds, in order, without the fields the cache must not replay; the
+    /// freshness computed from them stays within its bounds too.
+    @Test func responseFieldsAreKeptWithinBoundsAndFreshnessStaysBounded() throws {
+        let received = Date(timeIntervalSince1970: 1_800_000_000)
+        // Whole header blocks: a tenth of the inputs (10,000 by default) keeps it near the others' time.
+        let outcomes = try Mutator.run("response-fields", share: 10) { input in
+            var headers = HTTPHeaders()
+            for field in input.split(separator: "|") {
+                guard let colon = field.firstIndex(of: ":") else { continue }
+                // Field names as an HTTP parser lets them through: tokens.
+                let name = field[..<colon].trimmingCharacters(in: .whitespaces)
+                guard !name.isEmpty, name.utf8.allSatisfy(CacheControl.isTokenByte) else { continue }
+                headers.add(name: name, value: field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }
+            let kept = HTTPOriginFetcher.storedFields(headers)
+            let bytes = kept.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+            guard kept.count <= HTTPOriginFetcher.maximumStoredFields, bytes <= HTTPOriginFetcher.maximumStoredFieldBytes else {
+                return ("bounds", "\(kept.count) fields, \(bytes) bytes")
+            }
+            let named = Set(headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+            if let bad = kept.first(where: { HTTPOriginFetcher.fieldsNotStored.contains($0.name.lowercased()) || named.contains($0.name.lowercased())
+                || $0.name.lowercased().hasPrefix("access-control-") }) {
+                return ("not stored", "kept \(bad.name)")
+            }
+            let all = headers.map { HeaderField(name: $0.name, value: $0.value) }
+            var rest = all[...]
+            for field in kept {
+                guard let index = rest.firstIndex(of: field) else { return ("order", "\(field.name) out of order") }
+                rest = rest[(index + 1)...]
+            }
+            let freshness = HTTPOriginFetcher.freshness(headers, requested: received.addingTimeInterval(-1), received: received,
+                                                        heuristicFraction: 0.1, heuristicCap: .seconds(86400))
+            let lifetime = freshness.freshUntil.timeIntervalSince(freshness.generatedAt)
+            guard freshness.generatedAt <= received, lifetime >= 0, lifetime <= Double(CacheControl.maximumSeconds) || freshness.freshUntil == received else {
+                return ("freshness", "generated \(freshness.generatedAt), fresh until \(freshness.freshUntil)")
+            }
+            return (kept.count < all.count ? "some dropped" : "all kept", nil)
+        }
+        try Self.expectVaried(outcomes, ["some dropped", "all kept"])
     }
 
     @Test func httpDatesStayInBoundsAndRoundTrip() throws {
