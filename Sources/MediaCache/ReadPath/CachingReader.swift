@@ -216,8 +216,9 @@ public final class CachingReader: Sendable {
 
     /// A read of a resource whose length the origin does not say (a chunked or
     /// close-delimited body: internet radio, a generated file): one `GET` of the whole body,
-    /// streamed straight to this reader from `offset` until the body ends, stored nowhere and
-    /// shared with no other read. The stream's range then ends at ``ByteRange/maximumOffset``.
+    /// streamed straight to this reader from `offset` until the body ends, shared with no other
+    /// read. A whole read of a storable body is also written to a new entry, which becomes
+    /// complete when the body ends. The stream's range then ends at ``ByteRange/maximumOffset``.
     private func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
         let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
         try checked(response, askedFrom: 0, known: nil, url: url)
