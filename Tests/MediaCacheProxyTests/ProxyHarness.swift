@@ -66,7 +66,12 @@ struct ProxyHarness {
                 continuation.yield(port)
             }
             let group = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
-            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
+            // As many connections as a test has players: with the default eight per host, the
+            // ninth of sixteen concurrent requests waits for a free connection, and on a loaded
+            // machine gave up after the connect timeout (getConnectionFromPoolTimeout).
+            var clientConfiguration = HTTPClient.Configuration(decompression: .disabled)
+            clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 var iterator = ports.makeAsyncIterator()
