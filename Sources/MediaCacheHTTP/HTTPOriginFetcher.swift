@@ -4,6 +4,7 @@ public import Logging
 public import MediaCache
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 
 /// Fetches content information and byte ranges from HTTP(S) origins with AsyncHTTPClient.
 ///
@@ -37,6 +38,16 @@ public final class HTTPOriginFetcher: OriginFetcher {
         public var heuristicCap: Duration = .seconds(24 * 3600)
         /// The clock that times answers for their freshness (tests share one with the store).
         public var clock: any WallClock = SystemClock()
+        /// Certificates trusted as roots for HTTPS origins besides the system's (a private CA;
+        /// `serve --ca-file`).
+        public var trustRoots = TrustRoots()
+        /// Accepts any certificate from any HTTPS origin: an expired one, a self-signed one,
+        /// one for another host. Anyone on the path can then read and change what is cached.
+        /// Never the default; the proxy warns at start and on every request's log line.
+        public var skipsCertificateVerification = false
+        /// Speaks HTTP/2 with HTTPS origins that offer it (ALPN): a player's range requests
+        /// then share one connection. Off: HTTP/1.1 only.
+        public var usesHTTP2 = true
         /// The `User-Agent` sent to origins.
         public var userAgent = "MediaCache/1.0"
         /// Where refused redirects and rejected answers are logged (at warning level).
@@ -48,6 +59,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     let client: HTTPClient
     let configuration: Configuration
+    /// How origins' certificates are checked (system roots plus ``Configuration/trustRoots``).
+    let tlsConfiguration: TLSConfiguration
 
     /// Creates a fetcher with its own HTTP client; call ``shutdown()`` when done.
     public init(configuration: Configuration = Configuration()) {
@@ -57,7 +70,21 @@ public final class HTTPOriginFetcher: OriginFetcher {
             timeout: .init(connect: .init(configuration.connectTimeout), read: .init(configuration.readTimeout)),
             decompression: .disabled
         )
-        clientConfiguration.httpVersion = .automatic
+        clientConfiguration.httpVersion = configuration.usesHTTP2 ? .automatic : .http1Only
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12  // TLS 1.0 and 1.1 are retired (RFC 8996)
+        if configuration.trustRoots.count > 0 { tls.additionalTrustRoots = [.certificates(configuration.trustRoots.certificates)] }
+        if configuration.skipsCertificateVerification { tls.certificateVerification = .none }
+        // A client need not wait for the server's close_notify (RFC 8446 §6.1). Waiting (5 s
+        // by default) kept a cancelled HTTP/1.1 request's connection reading, and the origin
+        // sending, after the player had gone.
+        tls.shutdownTimeout = .milliseconds(100)
+        clientConfiguration.tlsConfiguration = tls
+        tlsConfiguration = tls
+        // A connection that cannot be made fails its requests at once with the cause (the read
+        // path retries what can be retried), instead of being retried by the client until the
+        // connect timeout: a certificate that is not trusted will not become trusted.
+        clientConfiguration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
@@ -216,6 +243,13 @@ public final class HTTPOriginFetcher: OriginFetcher {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
+            if let kind = OriginTLSFailure.kind(of: error) {
+                // Never retried: the same handshake fails the same way.
+                let reason = await OriginTLSFailure.explain(kind, url: url, trustRoots: configuration.trustRoots,
+                                                            timeout: min(configuration.connectTimeout, .seconds(2)))
+                configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+                throw CacheError(.originRejected, reason, underlyingError: error)
+            }
             throw CacheError(.originUnavailable, "Cannot reach \(url.host ?? url.absoluteString).", underlyingError: error)
         }
     }

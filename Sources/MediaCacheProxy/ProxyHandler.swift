@@ -35,7 +35,8 @@ struct ProxyHandler: Sendable {
         let sendsBody = head.method != .HEAD
         let rangeHeader = head.headers.first(name: "range")
         var log = RequestLog(method: String(head.method.rawValue.prefix(20)), range: rangeHeader.map { String($0.prefix(100)) },
-                             started: ContinuousClock.now, logger: configuration.logger)
+                             started: ContinuousClock.now, logger: configuration.logger,
+                             unverifiedTLS: configuration.originCertificatesUnverified)
         do {
             try checkRequest(head, localPort: localPort)
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
@@ -100,7 +101,7 @@ struct ProxyHandler: Sendable {
             }
             throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while the answer was planned; try again.")
         } catch {
-            return log.finish(Self.response(for: error))
+            return log.finish(Self.response(for: error), error: error)
         }
     }
 
@@ -297,15 +298,19 @@ struct RequestLog: Sendable {
     var range: String?
     var started: ContinuousClock.Instant
     var logger: Logger
+    /// Origin certificates are not verified: every line says so.
+    var unverifiedTLS = false
     var url = "-"
     var status = 0
     var firstByte: ContinuousClock.Instant?
 
-    func finish(_ response: ProxyResponse) -> ProxyResponse {
+    /// Logs an answer made without reading (an error, a `HEAD`, a `416`), with the error's
+    /// reason if it is one.
+    func finish(_ response: ProxyResponse, error: (any Error)? = nil) -> ProxyResponse {
         var line = self
         line.status = Int(response.status.code)
         line.firstByte = ContinuousClock.now
-        line.end(ReadStatistics(), error: nil)
+        line.end(ReadStatistics(), error: error)
         return response
     }
 
@@ -315,7 +320,8 @@ struct RequestLog: Sendable {
             "range": "\(range ?? "-")", "status": "\(status)", "cache": "\(statistics.bytesFromCache)",
             "origin": "\(statistics.bytesFromOrigin)", "retries": "\(statistics.originRetries)", "ttfb": "\(ttfb)", "url": "\(url)",
         ]
-        if let error { metadata["error"] = "\(error)" }
+        if let error { metadata["error"] = "\((error as? ProxyRequestError)?.message ?? "\(error)")" }
+        if unverifiedTLS { metadata["warning"] = "origin certificates are NOT verified (--insecure-skip-verify)" }
         logger.info("\(method)", metadata: metadata)
     }
 }

@@ -11,16 +11,20 @@ public struct Harness: Sendable {
     public let reader: CachingReader
     public let directory: URL
 
-    /// Runs `body` with a fresh harness and tears everything down afterwards.
+    /// Runs `body` with a fresh harness and tears everything down afterwards; the origin
+    /// speaks `scheme`, and the fetcher trusts the test CA.
     public static func with<T>(
+        scheme: OriginScheme = .http,
         store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
         reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
         fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
         _ body: (Harness) async throws -> T
     ) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let origin = try await TestOrigin.start()
+            let origin = try await TestOrigin.start(tls: try scheme.tlsOptions())
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
+            var fetcherConfiguration = fetcherConfiguration
+            fetcherConfiguration.trustRoots.append(try TrustRoots(pem: TestCertificateAuthority.shared.certificatePEM))
             let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
             let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
             let harness = Harness(origin: origin, store: store, fetcher: fetcher, reader: reader, directory: directory)

@@ -9,7 +9,8 @@ final class OriginHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let origin: TestOrigin
-    private let raw: RawWriter
+    /// Writes raw bytes (HTTP/1 only; `nil` on an HTTP/2 stream).
+    private let raw: RawWriter?
     private var head: HTTPRequestHead?
     /// The body being sent: what is left and how to send it.
     private var sending: Sending?
@@ -26,8 +27,12 @@ final class OriginHandler: ChannelInboundHandler {
         var keepAlive: Bool
     }
 
-    init(origin: TestOrigin, raw: RawWriter) {
+    /// The number of the connection this handler serves (see ``TestOrigin/Request/connection``).
+    private let connection: Int
+
+    init(origin: TestOrigin, raw: RawWriter?, connection: Int) {
         self.origin = origin
+        self.connection = connection
         self.raw = raw
     }
 
@@ -87,12 +92,17 @@ final class OriginHandler: ChannelInboundHandler {
                 plan.dropAfter = dropAfter
             }
             state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
-                                                     headers: head.headers.map { (name: $0.name, value: $0.value) }))
+                                                     connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
             return plan
         }
 
         if let rawResponse = plan.rawResponse {
+            guard let raw else {
+                // An HTTP/2 stream has no raw bytes to lie with: reset it.
+                context.close(promise: nil)
+                return
+            }
             raw.writeAndClose(rawResponse)
             return
         }

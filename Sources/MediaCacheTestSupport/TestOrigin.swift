@@ -2,7 +2,9 @@ public import Foundation
 public import MediaCache
 public import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// A real HTTP origin server on loopback for tests and benchmarks.
@@ -12,6 +14,9 @@ import Synchronization
 /// per path: no range support, a connection dropped after N body bytes, throttling, error
 /// statuses, a resource that changes on demand, lower-case header names. It records every
 /// request and counts the body bytes it sends per path.
+///
+/// With ``TLSOptions`` it serves HTTPS instead, over HTTP/2 or HTTP/1.1 as ALPN agrees, with
+/// the same resources, faults and counters; it also counts the connections it accepts.
 public final class TestOrigin: Sendable {
     /// What the origin serves at one path.
     public struct Resource: Sendable {
@@ -116,12 +121,52 @@ public final class TestOrigin: Sendable {
     }
 
     /// One request the origin received.
+    /// How an HTTPS origin presents itself.
+    public struct TLSOptions: Sendable {
+        /// The certificate chain and key it serves.
+        public var identity: TestCertificateAuthority.Identity
+        /// The protocols it offers in ALPN, preferred first (`h2`, `http/1.1`).
+        public var applicationProtocols: [String]
+        /// Whether it demands a client certificate, which the cache never sends: every
+        /// handshake is refused.
+        public var requiresClientCertificate = false
+
+        public init(identity: TestCertificateAuthority.Identity, applicationProtocols: [String] = ["h2", "http/1.1"]) {
+            self.identity = identity
+            self.applicationProtocols = applicationProtocols
+        }
+
+        /// A certificate from the shared test CA for localhost, 127.0.0.1 and ::1.
+        public static func trusted(applicationProtocols: [String] = ["h2", "http/1.1"]) throws -> TLSOptions {
+            TLSOptions(identity: try TestCertificateAuthority.shared.issue(), applicationProtocols: applicationProtocols)
+        }
+
+        func makeContext() throws -> NIOSSLContext {
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try identity.certificateChainPEM.map { .certificate(try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem)) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)))
+            configuration.applicationProtocols = applicationProtocols
+            if requiresClientCertificate {
+                // TLS 1.2, so that the refusal comes during the handshake (in TLS 1.3 the
+                // client has finished its side before the server says no).
+                configuration.maximumTLSVersion = .tlsv12
+                configuration.certificateVerification = .noHostnameVerification
+                configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(TestCertificateAuthority.shared.certificatePEM.utf8), format: .pem)])
+            }
+            return try NIOSSLContext(configuration: configuration)
+        }
+    }
+
     public struct Request: Sendable, CustomStringConvertible {
         public var method: String
         public var path: String
         public var range: String?
         public var ifRange: String?
         public var status: Int
+        /// The connection it came on: 1 for the first the origin accepted, and so on.
+        public var connection = 0
+        /// The HTTP version the request came in: `HTTP/1.1`, `HTTP/2.0`.
+        public var version = "HTTP/1.1"
         /// Every header field of the request, in order.
         public var headers: [(name: String, value: String)] = []
 
@@ -150,33 +195,69 @@ public final class TestOrigin: Sendable {
     public let host: String
     /// Whether `/_origin/…` paths control the origin (see ``control(_:query:)``).
     public let acceptsControl: Bool
+    /// `https` with ``TLSOptions``, else `http`.
+    public let scheme: String
+    /// How many connections the origin has accepted (for HTTPS: TLS handshakes begun).
+    public var connectionsAccepted: Int { connections.withLock { $0 } }
+    let connections = Mutex(0)
 
-    private init(host: String, port: Int, acceptsControl: Bool) {
+    private init(host: String, port: Int, acceptsControl: Bool, scheme: String) {
         self.host = host
         self.port = port
         self.acceptsControl = acceptsControl
+        self.scheme = scheme
     }
 
-    /// Starts an origin on `host` and `port` (0: any free port). With `acceptsControl`,
-    /// another process can add resources and read the counters over HTTP.
-    public static func start(host: String = "127.0.0.1", port: Int = 0, acceptsControl: Bool = false) async throws -> TestOrigin {
+    /// Starts an origin on `host` and `port` (0: any free port), serving HTTPS if `tls` is
+    /// given. With `acceptsControl`, another process can add resources and read the counters
+    /// over HTTP.
+    public static func start(host: String = "127.0.0.1", port: Int = 0, acceptsControl: Bool = false, tls: TLSOptions? = nil) async throws -> TestOrigin {
         let holder = OriginHolder()
+        let context = try tls?.makeContext()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let raw = RawWriter()
-                    try channel.pipeline.syncOperations.addHandler(raw)
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(OriginHandler(origin: holder.origin!, raw: raw))
+                let origin = holder.origin!
+                let connection = origin.connections.withLock { count in
+                    count += 1
+                    return count
+                }
+                guard let context else {
+                    return channel.eventLoop.makeCompletedFuture { try Self.configureHTTP1(channel, origin: origin, connection: connection) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                }.flatMap {
+                    channel.configureHTTP2SecureUpgrade(
+                        h2ChannelConfigurator: { channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()) { stream in
+                                    stream.eventLoop.makeCompletedFuture {
+                                        try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                                        try stream.pipeline.syncOperations.addHandler(OriginHandler(origin: origin, raw: nil, connection: connection))
+                                    }
+                                }
+                            }
+                        },
+                        http1ChannelConfigurator: { channel in
+                            channel.eventLoop.makeCompletedFuture { try Self.configureHTTP1(channel, origin: origin, connection: connection) }
+                        })
                 }
             }
             .bind(host: host, port: port).get()
-        let origin = TestOrigin(host: host, port: channel.localAddress!.port!, acceptsControl: acceptsControl)
+        let origin = TestOrigin(host: host, port: channel.localAddress!.port!, acceptsControl: acceptsControl, scheme: tls == nil ? "http" : "https")
         holder.origin = origin
         origin.channel.withLock { $0 = channel }
         return origin
+    }
+
+    /// An HTTP/1.1 connection's handlers, after TLS if any.
+    private static func configureHTTP1(_ channel: any Channel, origin: TestOrigin, connection: Int) throws {
+        let raw = RawWriter()
+        try channel.pipeline.syncOperations.addHandler(raw)
+        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+        try channel.pipeline.syncOperations.addHandler(OriginHandler(origin: origin, raw: raw, connection: connection))
     }
 
     /// Stops listening.
@@ -187,7 +268,7 @@ public final class TestOrigin: Sendable {
 
     /// The URL of `path` on this origin.
     public func url(_ path: String) -> URL {
-        URL(string: "http://\(host):\(port)\(path.hasPrefix("/") ? path : "/" + path)")!
+        URL(string: "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.hasPrefix("/") ? path : "/" + path)")!
     }
 
     /// Dates answers with `clock` from now on.

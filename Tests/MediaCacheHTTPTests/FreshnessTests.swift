@@ -11,7 +11,7 @@ import Testing
 @Suite struct FreshnessTests {
     static let size: Int64 = 600_000
 
-    static func with(prefersCache: Bool = false, servesStale: Bool = true, burst: Duration = .zero,
+    static func with(_ scheme: OriginScheme, prefersCache: Bool = false, servesStale: Bool = true, burst: Duration = .zero,
                      _ body: (Harness, ManualClock) async throws -> Void) async throws {
         let clock = ManualClock(start: Date())
         var store = CacheStore.Configuration()
@@ -22,7 +22,7 @@ import Testing
         reader.revalidationBurst = burst
         var fetcher = HTTPOriginFetcher.Configuration()
         fetcher.clock = clock
-        try await Harness.with(store: store, reader: reader, fetcher: fetcher) { h in
+        try await Harness.with(scheme: scheme, store: store, reader: reader, fetcher: fetcher) { h in
             h.origin.useClock(clock)
             try await body(h, clock)
         }
@@ -45,8 +45,9 @@ import Testing
         return h.origin.requests(path)
     }
 
-    @Test func withinMaxAgeNoRequestThenA304RefreshesIt() async throws {
-        try await Self.with { h, clock in
+    @Test(arguments: OriginScheme.allCases)
+    func withinMaxAgeNoRequestThenA304RefreshesIt(scheme: OriginScheme) async throws {
+        try await Self.with(scheme) { h, clock in
             Self.serve(h, "/a.mp3", cacheControl: "max-age=60")
             try await Self.play(h, "/a.mp3")
             #expect(try await Self.play(h, "/a.mp3").isEmpty, "fresh: served with no origin request")
@@ -59,8 +60,9 @@ import Testing
         }
     }
 
-    @Test func noCacheRevalidatesEveryPlayAndAChangeGivesOnlyTheNewVersion() async throws {
-        try await Self.with { h, _ in
+    @Test(arguments: OriginScheme.allCases)
+    func noCacheRevalidatesEveryPlayAndAChangeGivesOnlyTheNewVersion(scheme: OriginScheme) async throws {
+        try await Self.with(scheme) { h, _ in
             Self.serve(h, "/b.mp3", cacheControl: "no-cache")
             try await Self.play(h, "/b.mp3")
             let again = try await Self.play(h, "/b.mp3")
@@ -72,8 +74,9 @@ import Testing
         }
     }
 
-    @Test func aBurstOfRangeRequestsCostsOneRevalidation() async throws {
-        try await Self.with(burst: .seconds(5)) { h, clock in
+    @Test(arguments: OriginScheme.allCases)
+    func aBurstOfRangeRequestsCostsOneRevalidation(scheme: OriginScheme) async throws {
+        try await Self.with(scheme, burst: .seconds(5)) { h, clock in
             Self.serve(h, "/c.mp3", cacheControl: "no-cache")
             try await Self.play(h, "/c.mp3")
             clock.advance(by: 10)  // past the burst window of the first play's validation
@@ -88,9 +91,10 @@ import Testing
         }
     }
 
-    @Test func aStaleCopyIsServedWhenTheOriginIsDownUnlessTurnedOff() async throws {
+    @Test(arguments: OriginScheme.allCases)
+    func aStaleCopyIsServedWhenTheOriginIsDownUnlessTurnedOff(scheme: OriginScheme) async throws {
         for servesStale in [true, false] {
-            try await Self.with(servesStale: servesStale) { h, clock in
+            try await Self.with(scheme, servesStale: servesStale) { h, clock in
                 Self.serve(h, "/d.mp3", cacheControl: "max-age=60")
                 try await Self.play(h, "/d.mp3")
                 clock.advance(by: 120)
@@ -105,9 +109,9 @@ import Testing
     }
 
     /// `must-revalidate` and `no-cache` forbid a stale answer: a failing origin is an error.
-    @Test(arguments: ["max-age=60, must-revalidate", "no-cache"])
-    func mustRevalidateAndNoCacheAreNeverServedStale(cacheControl: String) async throws {
-        try await Self.with { h, clock in
+    @Test(arguments: OriginScheme.allCases, ["max-age=60, must-revalidate", "no-cache"])
+    func mustRevalidateAndNoCacheAreNeverServedStale(scheme: OriginScheme, cacheControl: String) async throws {
+        try await Self.with(scheme) { h, clock in
             Self.serve(h, "/m.mp3", cacheControl: cacheControl)
             try await Self.play(h, "/m.mp3")
             clock.advance(by: 120)
@@ -143,8 +147,9 @@ import Testing
         #expect(shortened.responseHeader("cache-control") == "max-age=5" && shortened.responseHeader("X-A") == "1")
     }
 
-    @Test func preferCacheNeverAsksTheOrigin() async throws {
-        try await Self.with(prefersCache: true) { h, clock in
+    @Test(arguments: OriginScheme.allCases)
+    func preferCacheNeverAsksTheOrigin(scheme: OriginScheme) async throws {
+        try await Self.with(scheme, prefersCache: true) { h, clock in
             Self.serve(h, "/e.mp3", cacheControl: "no-cache")
             try await Self.play(h, "/e.mp3")
             clock.advance(by: 3600)
@@ -152,8 +157,9 @@ import Testing
         }
     }
 
-    @Test func expiresAndLastModifiedGiveLifetimesToo() async throws {
-        try await Self.with { h, clock in
+    @Test(arguments: OriginScheme.allCases)
+    func expiresAndLastModifiedGiveLifetimesToo(scheme: OriginScheme) async throws {
+        try await Self.with(scheme) { h, clock in
             // From the shared clock, as the origin's Date is: a real-time `now` drifted from it
             // while a loaded test run set the harness up, and lengthened the lifetime.
             let now = Int64(clock.now.timeIntervalSince1970)

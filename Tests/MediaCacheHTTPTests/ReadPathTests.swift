@@ -43,8 +43,9 @@ import Testing
         return received
     }
 
-    @Test func sequentialReadThenReplayMakesNoOriginRequest() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func sequentialReadThenReplayMakesNoOriginRequest(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             h.origin.serve(.generated(length: 3_000_000, seed: 1), at: "/song.mp3")
             let first = try await Self.readAndCheck(h, "/song.mp3")
             #expect(first.bytesFromOrigin == 3_000_000)
@@ -63,8 +64,9 @@ import Testing
 
     /// DESIGN.md's AVPlayer session: 0-1, 0-to-end cancelled after 700 KiB, resume,
     /// seek forward, seek back, replay; then the whole session again from cache.
-    @Test func avPlayerPatternFetchesEachByteOnceAndReplaysFromCache() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func avPlayerPatternFetchesEachByteOnceAndReplaysFromCache(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             let size: Int64 = 6_000_000
             h.origin.serve(.generated(length: size, seed: 2, mimeType: "audio/mpeg"), at: "/a.mp3")
             var consumed = SpanSet()
@@ -102,8 +104,9 @@ import Testing
 }
 
 @Suite struct ReadPathPatternTests {
-    @Test func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             let size: Int64 = 40 << 20
             h.origin.serve(.generated(length: size, seed: 3), at: "/v.mp4")
             var random = SplitMix(seed: 77)
@@ -128,10 +131,11 @@ import Testing
     /// download with no reader of its own fills it must not start a second download for
     /// the bytes stored during the pause. Seen as `bytes=0-262143` then `bytes=1711-263854`
     /// on a cold whole-file GET: the probe stored 1711 bytes, the read gave them and paused.
-    @Test func bytesStoredDuringAHolePauseAreNotFetchedAgain() async throws {
+    @Test(arguments: OriginScheme.allCases)
+    func bytesStoredDuringAHolePauseAreNotFetchedAgain(scheme: OriginScheme) async throws {
         var configuration = CachingReader.Configuration()
         configuration.holeDelay = .milliseconds(400)
-        try await Harness.with(reader: configuration) { h in
+        try await Harness.with(scheme: scheme, reader: configuration) { h in
             let size: Int64 = 1 << 20
             var steady = TestOrigin.Faults()
             steady.bytesPerSecond = 2 << 20  // the first 256 KiB take about 125 ms: within the pause
@@ -148,8 +152,9 @@ import Testing
         }
     }
 
-    @Test func sixteenConcurrentReadersShareOneDownload() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func sixteenConcurrentReadersShareOneDownload(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             let size: Int64 = 24 << 20
             h.origin.serve(.generated(length: size, seed: 4), at: "/cold.mp4")
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -164,8 +169,9 @@ import Testing
         }
     }
 
-    @Test func aDroppedConnectionIsResumedWithIfRange() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func aDroppedConnectionIsResumedWithIfRange(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             var faults = TestOrigin.Faults()
             // Below the first request's 256 KiB, so the first two responses really drop
             // (the fault counts every response, dropped or not).
@@ -190,10 +196,11 @@ import Testing
         }
     }
 
-    @Test func aConnectionThatKeepsDroppingEndsInAnErrorAfterTheRightBytes() async throws {
+    @Test(arguments: OriginScheme.allCases)
+    func aConnectionThatKeepsDroppingEndsInAnErrorAfterTheRightBytes(scheme: OriginScheme) async throws {
         var configuration = CachingReader.Configuration()
         configuration.retryDelay = .milliseconds(1)
-        try await Harness.with(reader: configuration) { h in
+        try await Harness.with(scheme: scheme, reader: configuration) { h in
             var faults = TestOrigin.Faults()
             faults.dropAfterBytes = 0
             h.origin.serve(.generated(length: 1_000_000, seed: 6, faults: faults), at: "/broken.mp4")
@@ -212,8 +219,9 @@ import Testing
         }
     }
 
-    @Test func anOriginWithoutRangesIsReadFromTheStartAndCached() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func anOriginWithoutRangesIsReadFromTheStartAndCached(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             var faults = TestOrigin.Faults()
             faults.ignoresRanges = true
             h.origin.serve(.generated(length: 3_000_000, seed: 7, faults: faults), at: "/norange.mp3")
@@ -232,10 +240,11 @@ import Testing
         }
     }
 
-    @Test func aChangedFileIsNeverMixedWithTheOldOne() async throws {
+    @Test(arguments: OriginScheme.allCases)
+    func aChangedFileIsNeverMixedWithTheOldOne(scheme: OriginScheme) async throws {
         var configuration = CachingReader.Configuration()
         configuration.revalidationInterval = .zero
-        try await Harness.with(reader: configuration) { h in
+        try await Harness.with(scheme: scheme, reader: configuration) { h in
             h.origin.serve(.generated(length: 2_000_000, seed: 8), at: "/changing.mp4")
             // Play 1 caches the first 500 000 bytes of version 1.
             try await ReadPathTests.readAndCheck(h, "/changing.mp4", offset: 0, length: 500_000)
@@ -253,10 +262,11 @@ import Testing
         }
     }
 
-    @Test func aFileThatChangesDuringAReadEndsItWithAnErrorAfterOldBytesOnly() async throws {
+    @Test(arguments: OriginScheme.allCases)
+    func aFileThatChangesDuringAReadEndsItWithAnErrorAfterOldBytesOnly(scheme: OriginScheme) async throws {
         var configuration = CachingReader.Configuration()
         configuration.retryDelay = .milliseconds(200)
-        try await Harness.with(reader: configuration) { h in
+        try await Harness.with(scheme: scheme, reader: configuration) { h in
             var faults = TestOrigin.Faults()
             faults.dropAfterBytes = 400_000
             faults.dropCount = 1
@@ -323,8 +333,9 @@ import Testing
         }
     }
 
-    @Test func aReaderThatGoesAwayCancelsTheOriginRequest() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func aReaderThatGoesAwayCancelsTheOriginRequest(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             var faults = TestOrigin.Faults()
             faults.bytesPerSecond = 4_000_000
             h.origin.serve(.generated(length: 40_000_000, seed: 11, faults: faults), at: "/slow.mp4")
@@ -340,8 +351,9 @@ import Testing
         }
     }
 
-    @Test func aReaderLeavingDoesNotStopTheDownloadAnotherReaderShares() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func aReaderLeavingDoesNotStopTheDownloadAnotherReaderShares(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             var faults = TestOrigin.Faults()
             faults.bytesPerSecond = 8_000_000
             h.origin.serve(.generated(length: 2_000_000, seed: 12, faults: faults), at: "/shared.mp4")
@@ -466,8 +478,9 @@ import Testing
         }
     }
 
-    @Test func originErrorsAndOddHeadersAreHandled() async throws {
-        try await Harness.with { h in
+    @Test(arguments: OriginScheme.allCases)
+    func originErrorsAndOddHeadersAreHandled(scheme: OriginScheme) async throws {
+        try await Harness.with(scheme: scheme) { h in
             var missing = TestOrigin.Faults()
             missing.status = 404
             h.origin.serve(.generated(length: 1000, faults: missing), at: "/missing.mp3")

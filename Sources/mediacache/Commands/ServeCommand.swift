@@ -64,6 +64,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most redirects followed for one origin request.")
     var maxRedirects = HTTPOriginFetcher.Configuration().maxRedirects
 
+    @Option(name: .customLong("ca-file"), help: "Also trust the CA certificates in this PEM file for https origins (repeat for several); the system's roots stay trusted.")
+    var caFiles: [String] = []
+
+    @Flag(name: .customLong("insecure-skip-verify"), help: "Accept any certificate from https origins (expired, self-signed, another host's). Anyone on the path can then change what is cached; every log line warns.")
+    var insecureSkipVerify = false
+
+    @Flag(name: .customLong("http1-only"), help: "Speak HTTP/1.1 to https origins even when they offer HTTP/2.")
+    var http1Only = false
+
     @Option(help: "Require this token as ?token= or the X-MediaCache-Token header.")
     var token: String?
 
@@ -98,6 +107,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.token = token
         configuration.logger = logger
+        configuration.originCertificatesUnverified = insecureSkipVerify
         do {
             try configuration.validate()
         } catch let error as ProxyError {
@@ -106,8 +116,22 @@ struct ServeCommand: AsyncParsableCommand {
         return configuration
     }
 
+    /// The roots of `--ca-file`, each file checked.
+    func trustRoots() throws -> TrustRoots {
+        var roots = TrustRoots()
+        for path in caFiles {
+            do {
+                roots.append(try TrustRoots.load(pemFile: path))
+            } catch let error as TrustRootsError {
+                throw ValidationError("--ca-file: \(error.message)")
+            }
+        }
+        return roots
+    }
+
     func validate() throws {
         _ = try proxyConfiguration(logger: Logger(label: "validate"))
+        _ = try trustRoots()
         if let token, token.isEmpty { throw ValidationError("--token must not be empty.") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
     }
@@ -132,6 +156,12 @@ struct ServeCommand: AsyncParsableCommand {
         fetcherConfiguration.allowedHosts = Set(allowHosts)
         fetcherConfiguration.maxRedirects = maxRedirects
         fetcherConfiguration.logger = logger
+        fetcherConfiguration.trustRoots = try trustRoots()
+        fetcherConfiguration.skipsCertificateVerification = insecureSkipVerify
+        fetcherConfiguration.usesHTTP2 = !http1Only
+        if insecureSkipVerify {
+            logger.warning("Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached.")
+        }
         let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
         var readerConfiguration = CachingReader.Configuration()
         readerConfiguration.logger = logger
