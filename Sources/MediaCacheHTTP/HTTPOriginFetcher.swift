@@ -250,8 +250,15 @@ public final class HTTPOriginFetcher: OriginFetcher {
                 configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
                 throw CacheError(.originRejected, reason, underlyingError: error)
             }
-            throw CacheError(.originUnavailable, "Cannot reach \(url.host ?? url.absoluteString).", underlyingError: error)
+            let authority = HostAndPort(authorityOf: url).map { "\($0.name):\($0.port ?? (url.scheme == "https" ? 443 : 80))" } ?? url.absoluteString
+            throw CacheError(.originUnavailable, "Cannot reach \(authority.prefix(200)): \(Self.cause(of: error)).", underlyingError: error)
         }
+    }
+
+    /// Why a connection failed, in a few words (`Connection refused`).
+    static func cause(of error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+        return String("\(error)".prefix(200))
     }
 
     /// A rejected answer, logged at warning level with its cause.

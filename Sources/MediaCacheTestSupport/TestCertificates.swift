@@ -65,6 +65,25 @@ public struct TestCertificateAuthority: Sendable {
     }
 }
 
+extension TestCertificateAuthority {
+    /// A self-signed server certificate for `names` (its own issuer, trusted by nobody).
+    public static func selfSigned(for names: [String] = ["localhost", "127.0.0.1", "::1"]) throws -> Identity {
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName("Self-Signed Media Server") }
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+            notValidBefore: now - 3600, notValidAfter: now + 86400, issuer: name, subject: name,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames(names.map { name in addressBytes(name).map { .ipAddress(ASN1OctetString(contentBytes: $0[...])) } ?? .dnsName(name) })
+            },
+            issuerPrivateKey: .init(key))
+        return Identity(certificateChainPEM: [try certificate.serializeAsPEM().pemString], privateKeyPEM: key.pemRepresentation)
+    }
+}
+
 /// The bytes of an IPv4 or IPv6 address literal, or `nil` for a host name.
 private func addressBytes(_ text: String) -> [UInt8]? {
     var v4 = in_addr()

@@ -26,6 +26,9 @@ import Testing
         Failure(name: "certificate from an unknown CA", tls: {
             TestOrigin.TLSOptions(identity: try TestCertificateAuthority(commonName: "Unknown Media CA").issue())
         }, says: ["certificate not trusted:", "issued by CN=Unknown Media CA", "--ca-file"]),
+        Failure(name: "self-signed certificate", tls: {
+            TestOrigin.TLSOptions(identity: try TestCertificateAuthority.selfSigned())
+        }, says: ["certificate not trusted:", "is self-signed (CN=Self-Signed Media Server)"]),
         Failure(name: "expired certificate", tls: {
             TestOrigin.TLSOptions(identity: try TestCertificateAuthority.shared.issue(notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400))
         }, says: ["certificate not trusted:", "expired on"]),

@@ -444,6 +444,7 @@ import Testing
             #expect(missingReply.status == 502)
             let unreachable = try await h.get(h.proxyURL(for: "http://127.0.0.1:1/x.mp4"))
             #expect(unreachable.status == 502)
+            #expect(String(buffer: unreachable.body) == "Cannot reach 127.0.0.1:1: Connection refused.\n", "\(String(buffer: unreachable.body))")
             let timedOut = try await h.get(h.url("/slow.mp4"))
             #expect(timedOut.status == 504)
         }
