@@ -19,26 +19,35 @@ public struct TrustRoots: Sendable {
         certificates = []
     }
 
-    /// The certificates in PEM text (one or more `BEGIN CERTIFICATE` blocks; other blocks,
-    /// such as a key, are ignored).
+    /// The certificates in PEM text: each block from a line `-----BEGIN CERTIFICATE-----` to
+    /// a line `-----END CERTIFICATE-----`; text outside blocks (comments, a key's block) is
+    /// ignored.
     /// - Parameter source: names the text in an error (a file's path).
-    /// - Throws: ``TrustRootsError`` when there is no certificate or one cannot be read.
+    /// - Throws: ``TrustRootsError`` when there is no certificate, a block has no end, or a
+    ///   block is not a certificate.
     public init(pem: String, source: String = "the PEM text") throws {
         let begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----"
         var certificates: [NIOSSLCertificate] = []
-        var rest = pem[...]
-        while let start = rest.range(of: begin) {
-            guard let stop = rest.range(of: end, range: start.upperBound..<rest.endIndex) else {
-                throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) has no \(end) line.")
+        var block: [String]?
+        for line in pem.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text == begin {
+                guard block == nil else {
+                    throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) has no \(end) line before the next \(begin) line.")
+                }
+                block = [text]
+            } else if text == end, let lines = block {
+                do {
+                    certificates.append(try NIOSSLCertificate(bytes: Array((lines + [text, ""]).joined(separator: "\n").utf8), format: .pem))
+                } catch {
+                    throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) is not a valid X.509 certificate.")
+                }
+                block = nil
+            } else if block != nil {
+                block!.append(text)
             }
-            let block = String(rest[start.lowerBound..<stop.upperBound])
-            do {
-                certificates.append(try NIOSSLCertificate(bytes: Array(block.utf8), format: .pem))
-            } catch {
-                throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) is not a valid X.509 certificate.")
-            }
-            rest = rest[stop.upperBound...]
         }
+        if block != nil { throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) has no \(end) line.") }
         guard !certificates.isEmpty else {
             throw TrustRootsError("\(source) holds no certificate: expected PEM text with \(begin) blocks.")
         }

@@ -16,7 +16,7 @@ import Testing
             let other = try TestCertificateAuthority(commonName: "Another CA")
             let file = directory.appendingPathComponent("roots.pem")
             let key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
-            try (other.certificatePEM + key + TestCertificateAuthority.shared.certificatePEM).write(to: file, atomically: true, encoding: .utf8)
+            try [other.certificatePEM, key, TestCertificateAuthority.shared.certificatePEM].joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
             let roots = try TrustRoots.load(pemFile: file.path)
             #expect(roots.count == 2)
 

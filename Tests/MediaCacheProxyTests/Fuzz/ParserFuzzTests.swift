@@ -2,6 +2,7 @@
 import Foundation
 import MediaCache
 @testable import MediaCacheHTTP
+import MediaCacheTestSupport
 import NIOHTTP1
 import Testing
 
@@ -272,6 +273,47 @@ import Testing
             return (kept.count < all.count ? "some dropped" : "all kept", nil)
         }
         try Self.expectVaried(outcomes, ["some dropped", "all kept"])
+    }
+
+    /// A CA file's text (`--ca-file`): one certificate per block, or a
+    /// ``TrustRootsError`` that says what is wrong; never a trap. The corpus's `{CERT}` and
+    /// `{CERT2}` stand for two certificates made at run time, `{KEY}` for a key block, `|`
+    /// for a line break.
+    @Test func caFilesGiveOneRootPerBlockOrAClearError() throws {
+        let first = TestCertificateAuthority.shared.certificatePEM
+        let second = try TestCertificateAuthority(commonName: "Fuzz CA").certificatePEM
+        let key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n"
+        let begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----"
+        let outcomes = try Mutator.run("pem", share: 10) { input in
+            let text = input.replacingOccurrences(of: "{CERT}", with: first).replacingOccurrences(of: "{CERT2}", with: second)
+                .replacingOccurrences(of: "{KEY}", with: key).replacingOccurrences(of: "|", with: "\n")
+            // A block begins at a line that is the marker alone (spaces around it allowed).
+            let blocks = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+                .filter { $0.trimmingCharacters(in: .whitespaces) == begin }.count
+            do {
+                let roots = try TrustRoots(pem: text)
+                guard roots.count == blocks, blocks > 0 else { return ("roots", "\(roots.count) roots from \(blocks) blocks") }
+                return ("roots", nil)
+            } catch let error as TrustRootsError {
+                guard !error.message.isEmpty else { return ("error", "an empty message") }
+                if blocks == 0, !error.message.contains("holds no certificate") { return ("error", error.message) }
+                if blocks > 0, !(error.message.contains(end) || error.message.contains("not a valid X.509")) { return ("error", error.message) }
+                return ("error", nil)
+            } catch {
+                return ("error", "threw \(error), not a TrustRootsError")
+            }
+        }
+        try Self.expectVaried(outcomes, ["roots", "error"])
+        // The reason code read from a TLS library error text: an upper-case token that
+        // follows the last `OPENSSL_internal:`, or nothing.
+        try Mutator.run("pem", share: 10) { input in
+            let text = input.replacingOccurrences(of: "{CERT}", with: "error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x")
+            guard let reason = OriginTLSFailure.libraryReason(in: text) else { return ("none", nil) }
+            guard !reason.isEmpty, reason.allSatisfy({ $0.isUppercase || $0.isNumber || $0 == "_" }), text.contains("OPENSSL_internal:" + reason) else {
+                return ("reason", "read \(reason.debugDescription)")
+            }
+            return ("reason", nil)
+        }
     }
 
     @Test func httpDatesStayInBoundsAndRoundTrip() throws {
