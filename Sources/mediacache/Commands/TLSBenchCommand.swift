@@ -49,12 +49,25 @@ struct TLSBenchCommand: AsyncParsableCommand {
             let warmUp = try await TestOrigin.start()
             warmUp.serve(.generated(length: 1000), at: "/warm-up")
             let length = Int64(size) << 10
+            // curl trusting the system's roots too, as the proxy does (it loads them all when
+            // it makes its TLS context, before its first handshake).
+            let systemBundle = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
+                .first { FileManager.default.fileExists(atPath: $0) }
+            let bundleFile = directory.appendingPathComponent("bundle.pem")
+            if let systemBundle {
+                let system = try String(contentsOfFile: systemBundle, encoding: .utf8)
+                try (system + "\n" + TestCertificateAuthority.shared.certificatePEM + "\n").write(to: bundleFile, atomically: true, encoding: .utf8)
+            }
             var direct: [Round] = []
+            var directWithSystemRoots: [Round] = []
             var ours: [String: [Round]] = ["HTTP/2": [], "HTTP/1.1": []]
             for round in 0..<rounds {
-                let paths = (0..<6).map { "/r\(round)/\($0).bin" }
+                let paths = (0..<8).map { "/r\(round)/\($0).bin" }
                 for (index, path) in paths.enumerated() { origin.serve(.generated(length: length, seed: UInt64(round * 10 + index + 1)), at: path) }
                 direct.append(try await Self.curl(urls: paths[0...1].map { origin.url($0).absoluteString }, caFile: caFile.path, length: length))
+                if systemBundle != nil {
+                    directWithSystemRoots.append(try await Self.curl(urls: paths[6...7].map { origin.url($0).absoluteString }, caFile: bundleFile.path, length: length))
+                }
                 for (index, version) in ["HTTP/2", "HTTP/1.1"].enumerated() {
                     let files = Array(paths[(2 + 2 * index)...(3 + 2 * index)])
                     let cache = directory.appendingPathComponent("cache-\(round)-\(index)")
@@ -87,12 +100,21 @@ struct TLSBenchCommand: AsyncParsableCommand {
             let directFirst = median(direct.map(\.first)), directSecond = median(direct.map(\.second))
             print("Cold time to first byte over HTTPS (loopback), median of \(rounds) rounds, \(size) KiB files:")
             func label(_ text: String) -> String { "  " + text.padding(toLength: 34, withPad: " ", startingAt: 0) }
-            print(label("direct curl") + String(format: "first file %7.2f ms   second file %7.2f ms", directFirst, directSecond))
+            print(label("direct curl, --cacert CA") + String(format: "first file %7.2f ms   second file %7.2f ms", directFirst, directSecond))
+            if !directWithSystemRoots.isEmpty {
+                print(label("direct curl, system roots + CA") + String(format: "first file %7.2f ms   second file %7.2f ms",
+                                                                     median(directWithSystemRoots.map(\.first)), median(directWithSystemRoots.map(\.second))))
+            }
             for version in ["HTTP/2", "HTTP/1.1"] {
                 let runs = ours[version]!
                 let first = median(runs.map(\.first)), second = median(runs.map(\.second))
-                print(label("mediacache, \(version) to origin") + String(format: "first file %7.2f ms   second file %7.2f ms   ours/direct %.2f and %.2f",
-                                                                           first, second, first / directFirst, second / directSecond))
+                var line = label("mediacache, \(version) to origin") + String(format: "first file %7.2f ms   second file %7.2f ms   ours/direct %.2f and %.2f",
+                                                                               first, second, first / directFirst, second / directSecond)
+                if !directWithSystemRoots.isEmpty {
+                    line += String(format: " (vs system roots: %.2f and %.2f)",
+                                   first / median(directWithSystemRoots.map(\.first)), second / median(directWithSystemRoots.map(\.second)))
+                }
+                print(line)
                 let newForSecond = runs.filter { $0.secondOpenedConnection == true }.count
                 print("    new origin connections for the second file's first request: \(newForSecond) in \(runs.count) rounds")
             }
