@@ -20,4 +20,17 @@ import Testing
             }
         }
     }
+
+    /// `--insecure-skip-verify` warns as the server starts (and on every request's log line:
+    /// `HTTPSOriginTests`).
+    @Test func skippingVerificationWarnsAtStart() async throws {
+        let executable = try ChildProcess.executable(named: "mediacache")
+        try await withTemporaryDirectory { directory in
+            // Stopped with SIGINT after 4 s, as a user would with Ctrl-C.
+            let result = try await ChildProcess.run(["timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0",
+                                                     "--cache-dir", directory.appendingPathComponent("cache").path, "--insecure-skip-verify"])
+            #expect(result.error.contains("warning") && result.error.contains("Origin certificates are NOT verified (--insecure-skip-verify)"), "\(result.error)")
+            #expect(String(decoding: result.output, as: UTF8.self).contains("mediacache: serving on"))
+        }
+    }
 }

@@ -140,6 +140,9 @@ struct ServeCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "mediacache")
         logger.logLevel = logLevel
+        if insecureSkipVerify {
+            logger.warning("Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached.")
+        }
         let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultCacheDirectory()
 
         var storeConfiguration = CacheStore.Configuration()
@@ -159,9 +162,6 @@ struct ServeCommand: AsyncParsableCommand {
         fetcherConfiguration.trustRoots = try trustRoots()
         fetcherConfiguration.skipsCertificateVerification = insecureSkipVerify
         fetcherConfiguration.usesHTTP2 = !http1Only
-        if insecureSkipVerify {
-            logger.warning("Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached.")
-        }
         let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
         var readerConfiguration = CachingReader.Configuration()
         readerConfiguration.logger = logger
