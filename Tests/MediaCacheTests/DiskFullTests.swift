@@ -6,11 +6,7 @@ import Testing
 /// A real full disk: a small tmpfs mounted for the test (needs root, as on CI).
 @Suite struct DiskFullTests {
     static func run(_ arguments: [String]) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
+        guard let process = try? SpawnedProcess(arguments[0], Array(arguments.dropFirst()), searchingPath: true) else { return false }
         process.waitUntilExit()
         return process.terminationStatus == 0
     }

@@ -7,13 +7,13 @@ import NIOPosix
 /// A server process the comparison started, and how to address a resource through it.
 struct BenchServer {
     let name: String
-    let process: Process
+    let process: SpawnedProcess
     /// The origin path prefix this server's resources live under, so each server fetches
     /// and caches its own copy and the origin counts their traffic apart.
     let prefix: String
     private let makeURL: @Sendable (_ originPath: String) -> String
 
-    init(name: String, process: Process, prefix: String, makeURL: @escaping @Sendable (String) -> String) {
+    init(name: String, process: SpawnedProcess, prefix: String, makeURL: @escaping @Sendable (String) -> String) {
         self.name = name
         self.process = process
         self.prefix = prefix
@@ -66,7 +66,7 @@ struct OriginControl {
 
 enum BenchServers {
     /// Starts `mediacache debug origin` on a free port.
-    static func startOrigin(_ executable: URL) async throws -> (Process, Int) {
+    static func startOrigin(_ executable: URL) async throws -> (SpawnedProcess, Int) {
         let (process, line) = try await ChildProcess.startServer(executable, ["debug", "origin", "--port", "0"], readyLinePrefix: "origin: listening on")
         return (process, try port(in: line))
     }
@@ -94,10 +94,7 @@ enum BenchServers {
         let configuration = nginxConfiguration(directory: directory.path, port: port, originPort: originPort)
         let file = directory.appendingPathComponent("nginx.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = nginx
-        process.arguments = ["-p", directory.path, "-c", file.path, "-e", directory.appendingPathComponent("error.log").path]
-        try process.run()
+        let process = try SpawnedProcess(nginx.path, ["-p", directory.path, "-c", file.path, "-e", directory.appendingPathComponent("error.log").path])
         let server = BenchServer(name: "nginx", process: process, prefix: "/nginx") { "http://127.0.0.1:\(port)\($0)" }
         for _ in 0..<100 {
             if (try? await client.text(server.url("/_ready"))) != nil { return server }

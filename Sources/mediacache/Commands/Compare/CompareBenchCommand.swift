@@ -42,7 +42,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
         let client = BenchClient(http: http)
-        var started: [Process] = []
+        var started: [SpawnedProcess] = []
         func cleanUp() async {
             started.reversed().forEach(Self.stop)
             try? await http.shutdown()
@@ -78,7 +78,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
         await cleanUp()
     }
 
-    private static func stop(_ process: Process) {
+    private static func stop(_ process: SpawnedProcess) {
         guard process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
