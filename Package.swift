@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "MediaCacheProxy", targets: ["MediaCacheProxy"]),
         .library(name: "MediaCacheAVFoundation", targets: ["MediaCacheAVFoundation"]),
         .executable(name: "mediacache", targets: ["mediacache"]),
+        .executable(name: "mediacache-bench", targets: ["mediacache-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -95,14 +96,30 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The shipped command-line tool: `serve`. Links no test support.
         .executableTarget(
             name: "mediacache",
             dependencies: [
                 "MediaCache",
+                "MediaCacheHTTP",
                 "MediaCacheProxy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Benchmarks, the test origin as a process and the crash-test writer.
+        .executableTarget(
+            name: "mediacache-bench",
+            dependencies: [
+                "MediaCache",
+                "MediaCacheHTTP",
                 "MediaCacheTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -127,7 +144,7 @@ let package = Package(
         ),
         .testTarget(
             name: "mediacacheTests",
-            dependencies: ["mediacache", "MediaCache", "MediaCacheTestSupport"],
+            dependencies: ["mediacache", "mediacache-bench", "MediaCache", "MediaCacheTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -5,6 +5,6 @@ struct MediaCacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mediacache",
         abstract: "A caching proxy for media players: plays remote audio and video while saving the bytes on disk.",
-        subcommands: [ServeCommand.self, BenchCommand.self, DebugCommand.self]
+        subcommands: [ServeCommand.self]
     )
 }

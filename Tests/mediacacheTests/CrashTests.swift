@@ -7,12 +7,12 @@ import Testing
 /// reopened store claims only bytes that are on disk and right.
 @Suite struct CrashTests {
     @Test func killDashNineAtRandomMomentsNeverLeavesAWrongClaimedByte() async throws {
-        let executable = try ChildProcess.executable(named: "mediacache")
+        let executable = try ChildProcess.executable(named: "mediacache-bench")
         try await withTemporaryDirectory { directory in
             var random = SplitMix(seed: 2026)
             var rounds: [(checked: Int64, problems: [String])] = []
             for round in 0..<20 {
-                let (process, output) = try ChildProcess.start(executable, ["debug", "crash-writer", "--directory", directory.path, "--seed", "\(round + 1)"])
+                let (process, output) = try ChildProcess.start(executable, ["crash-writer", "--directory", directory.path, "--seed", "\(round + 1)"])
                 _ = try ChildProcess.waitForLine("ready", on: output)
                 try await Task.sleep(for: .milliseconds(30 + Int(random.next() % 500)))
                 kill(process.processIdentifier, SIGKILL)

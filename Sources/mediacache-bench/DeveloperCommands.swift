@@ -2,16 +2,6 @@ import ArgumentParser
 import Foundation
 import MediaCacheTestSupport
 
-/// Developer commands used by the tests; hidden from help.
-struct DebugCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "debug",
-        abstract: "Developer tools used by the test suite.",
-        shouldDisplay: false,
-        subcommands: [CrashWriterCommand.self, OriginCommand.self]
-    )
-}
-
 struct CrashWriterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crash-writer",

@@ -37,7 +37,8 @@ struct CompareBenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let bench = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let executable = try ChildProcess.executable(named: "mediacache")
         let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("mediacache-compare-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
@@ -49,7 +50,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
             try? FileManager.default.removeItem(at: root)
         }
         do {
-            let (originProcess, originPort) = try await BenchServers.startOrigin(executable)
+            let (originProcess, originPort) = try await BenchServers.startOrigin(bench)
             started.append(originProcess)
             let origin = OriginControl(port: originPort, client: client)
             let ourFolder = root.appendingPathComponent("mediacache")

@@ -36,7 +36,7 @@ struct BenchServer {
     }
 }
 
-/// Talks to the standalone test origin (`mediacache debug origin`) over its control paths.
+/// Talks to the standalone test origin (`mediacache-bench origin`) over its control paths.
 struct OriginControl {
     let port: Int
     let client: BenchClient
@@ -65,9 +65,9 @@ struct OriginControl {
 }
 
 enum BenchServers {
-    /// Starts `mediacache debug origin` on a free port.
+    /// Starts `mediacache-bench origin` (`executable`) on a free port.
     static func startOrigin(_ executable: URL) async throws -> (SpawnedProcess, Int) {
-        let (process, line) = try await ChildProcess.startServer(executable, ["debug", "origin", "--port", "0"], readyLinePrefix: "origin: listening on")
+        let (process, line) = try await ChildProcess.startServer(executable, ["origin", "--port", "0"], readyLinePrefix: "origin: listening on")
         return (process, try port(in: line))
     }
 

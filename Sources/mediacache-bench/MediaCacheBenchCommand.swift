@@ -1,0 +1,13 @@
+import ArgumentParser
+
+/// Benchmarks and the developer tools the tests drive: the test origin as a process and the
+/// crash-test writer. Its own executable, so the shipped `mediacache` carries no test code.
+@main
+struct MediaCacheBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mediacache-bench",
+        abstract: "Measure the cache (build with -c release first), and developer tools for its tests.",
+        subcommands: [StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, TLSBenchCommand.self,
+                      OriginCommand.self, CrashWriterCommand.self]
+    )
+}
