@@ -79,8 +79,13 @@ final class EntryFile: @unchecked Sendable {
     }
 
     /// Forces written bytes to the disk.
+    ///
+    /// On Apple platforms `fsync` hands the bytes to the drive, which may still hold them in
+    /// its cache across a power loss; `F_FULLFSYNC` asks it to write them to the medium, and
+    /// where a file system does not support it, `fsync` is the fallback.
     func synchronize() throws {
         #if canImport(Darwin)
+        if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
         let result = fsync(descriptor)
         #else
         let result = fdatasync(descriptor)
