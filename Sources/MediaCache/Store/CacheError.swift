@@ -3,40 +3,55 @@
 /// The code says what went wrong; ``message`` says it in words with what to do, and
 /// ``underlyingError`` holds the cause (an I/O or database error) when there is one.
 public struct CacheError: Error, Sendable, CustomStringConvertible {
-    /// What went wrong.
-    public enum Code: Sendable, Hashable {
+    /// What went wrong. A struct over a private enum, as `HTTPClientError` is, so that a
+    /// new code breaks no one's `switch` (compare with `==`, or `switch` with a `default`).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable, Hashable {
+            case cannotOpenStore, storeLocked, storeClosed, ioFailure, indexFailure, notCached, outOfBounds, entryInvalidated
+            case capacityExceeded, originUnavailable, originNotAllowed, originTimedOut, originRejected, resourceChanged
+            case rangeNotSatisfiable
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
         /// The store's folder could not be created or opened.
-        case cannotOpenStore
+        public static let cannotOpenStore = Code(.cannotOpenStore)
         /// Another process holds the store's folder.
-        case storeLocked
+        public static let storeLocked = Code(.storeLocked)
         /// The store has been closed.
-        case storeClosed
+        public static let storeClosed = Code(.storeClosed)
         /// Reading or writing an entry's data file failed (for example, the disk is full).
-        case ioFailure
+        public static let ioFailure = Code(.ioFailure)
         /// The index could not be read or written.
-        case indexFailure
+        public static let indexFailure = Code(.indexFailure)
         /// A read asked for bytes that are not cached.
-        case notCached
+        public static let notCached = Code(.notCached)
         /// A write or read reached outside the resource's known length, or had a negative offset.
-        case outOfBounds
+        public static let outOfBounds = Code(.outOfBounds)
         /// The entry was removed or replaced by a new version while this handle was open.
-        case entryInvalidated
+        public static let entryInvalidated = Code(.entryInvalidated)
         /// Storing the bytes would exceed the size limit even after evicting what can be evicted.
-        case capacityExceeded
+        public static let capacityExceeded = Code(.capacityExceeded)
         /// The origin could not be reached, or its connection failed and could not be resumed.
-        case originUnavailable
+        public static let originUnavailable = Code(.originUnavailable)
         /// The URL may not be fetched (its scheme, its host is not on the allow-list, …).
-        case originNotAllowed
+        public static let originNotAllowed = Code(.originNotAllowed)
         /// The origin did not answer in time.
-        case originTimedOut
+        public static let originTimedOut = Code(.originTimedOut)
         /// The origin answered with an error status, or with something that cannot be used
         /// (a range other than the one asked for, no length).
-        case originRejected
+        public static let originRejected = Code(.originRejected)
         /// The resource changed at the origin while it was being read; the bytes already
         /// given are all of the old version. Read again to get the new version.
-        case resourceChanged
+        public static let resourceChanged = Code(.resourceChanged)
         /// The requested range starts at or beyond the end of the resource.
-        case rangeNotSatisfiable
+        public static let rangeNotSatisfiable = Code(.rangeNotSatisfiable)
+
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong.
