@@ -79,4 +79,29 @@ struct BenchClient {
         }
         return transfers
     }
+
+    /// Fetches the `ranges` of `url` one after another with one curl process on one
+    /// keep-alive connection; checks each answered 206 with the range's length. Returns each
+    /// transfer's figures as curl measured them.
+    func curlRanges(_ url: String, _ ranges: [ByteRange]) async throws -> [Transfer] {
+        var arguments = ["curl"]
+        for (index, range) in ranges.enumerated() {
+            if index > 0 { arguments.append("--next") }
+            arguments += ["--silent", "--show-error", "--no-progress-meter", "--range", "\(range.lowerBound)-\(range.upperBound - 1)",
+                          "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total} %{num_connects}\\n", url, "--output", "/dev/null"]
+        }
+        let result = try await ChildProcess.run(arguments)
+        guard result.status == 0 else { throw ValidationError("curl failed (\(result.status)): \(result.error)") }
+        let lines = String(decoding: result.output, as: UTF8.self).split(separator: "\n")
+        let transfers = lines.map { line -> Transfer in
+            let fields = line.split(separator: " ")
+            return Transfer(status: Int(fields[0]) ?? 0, bytes: Int64(fields[1]) ?? -1,
+                            firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
+        }
+        let connections = lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
+        guard transfers.count == ranges.count, zip(transfers, ranges).allSatisfy({ $0.status == 206 && $0.bytes == $1.length }), connections <= 1 else {
+            throw ValidationError("curl: expected \(ranges.count) × 206 on one connection, got \(transfers.prefix(5).map { "\($0.status)/\($0.bytes)" }), \(connections) connections")
+        }
+        return transfers
+    }
 }

@@ -190,6 +190,34 @@ struct Workloads {
         table.add("6. replay of session 4, origin requests", values: requests, format: "%.0f")
     }
 
+    /// 8. Cached 64 KiB ranges at random offsets, one after another on one keep-alive
+    /// connection: the latency of each, as a player seeking or scrubbing sees it.
+    func hotRangeLatency(into table: inout ResultTable) async throws {
+        let length: Int64 = 64 << 20
+        let content = try await serve("/ranges.bin", length: length, seed: 66)
+        var random = SplitMix(seed: 67)
+        let ranges = (0..<500).map { _ in
+            let offset = Int64(random.next() % UInt64(length - (64 << 10)))
+            return ByteRange(offset, offset + (64 << 10))
+        }
+        var p50: [Double] = []
+        var p99: [Double] = []
+        for server in servers {
+            let url = server.url(server.prefix + "/ranges.bin")
+            // Cache the whole file, and check the bytes of one range.
+            try await client.read(url, content: content, length: length)
+            try await client.read(url, content: content, offset: ranges[0].lowerBound, length: ranges[0].length)
+            var totals: [Double] = []
+            for _ in 0..<max(rounds, 2) {
+                totals += try await client.curlRanges(url, ranges).map(\.total)
+            }
+            p50.append(Self.percentile(0.5, totals) * 1000)
+            p99.append(Self.percentile(0.99, totals) * 1000)
+        }
+        table.add("8. hot 64 KiB range, one connection, p50 ms", values: p50, format: "%.3f")
+        table.add("8. hot 64 KiB range, one connection, p99 ms", values: p99, format: "%.3f")
+    }
+
     static func percentile(_ fraction: Double, _ values: [Double]) -> Double {
         guard !values.isEmpty else { return .nan }
         let sorted = values.sorted()
