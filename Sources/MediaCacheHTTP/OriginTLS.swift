@@ -113,8 +113,9 @@ enum OriginTLSFailure {
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname || error == .serverHostnameImpossibleToMatch {
             return .wrongName
         }
-        guard let error = error as? NIOSSLError else { return nil }
-        guard case .handshakeFailed(let underlying) = error else { return .handshakeFailed("\(error)") }
+        // Only a failed handshake: other TLS errors (an unclean shutdown, a connection cut
+        // after the handshake) are a connection failing, retried as any other.
+        guard let error = error as? NIOSSLError, case .handshakeFailed(let underlying) = error else { return nil }
         let reason = libraryReason(in: "\(underlying)") ?? "\(underlying)"
         switch reason {
         case "CERTIFICATE_VERIFY_FAILED": return .certificateNotTrusted

@@ -9,6 +9,15 @@ import Testing
 /// The origin fetcher over HTTPS: trust roots from a CA file, HTTP/2 connection sharing,
 /// connection reuse across files (the failures a player sees are in `HTTPSOriginTests`).
 @Suite struct HTTPSFetcherTests {
+    /// Only a failed handshake is a TLS failure (never retried); a TLS connection that is
+    /// cut later is a connection failing like any other (retried by the read path).
+    @Test func onlyAFailedHandshakeIsATLSFailure() {
+        #expect(OriginTLSFailure.kind(of: NIOSSLError.uncleanShutdown) == nil)
+        #expect(OriginTLSFailure.kind(of: NIOSSLError.readInInvalidTLSState) == nil)
+        #expect(OriginTLSFailure.kind(of: NIOSSLExtraError.failedToValidateHostname) == .wrongName)
+        #expect(OriginTLSFailure.libraryReason(in: "[Error: 268435581 error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x.cc:320]") == "CERTIFICATE_VERIFY_FAILED")
+    }
+
     /// `--ca-file`: a PEM file with one or more certificates adds trust roots; the system's
     /// roots stay; a file that is not one says what is wrong with it.
     @Test func aPrivateCAFileIsTrustedAlongsideTheSystemRoots() async throws {
