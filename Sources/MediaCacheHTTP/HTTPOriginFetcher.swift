@@ -157,6 +157,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
         }
     }
 
+    public var securityWarning: String? {
+        configuration.skipsCertificateVerification ? "origin certificates are NOT verified (--insecure-skip-verify)" : nil
+    }
+
     /// Whether `url` may be fetched: http or https, a host, a valid port, not too long, and
     /// on the allow-list if there is one. The same check applies to every redirect target.
     /// - Throws: ``CacheError/Code/originNotAllowed`` with the reason.

@@ -41,10 +41,6 @@ public struct ProxyConfiguration: Sendable {
     /// The most connections open at once; a request on one more gets `503` with
     /// `Retry-After` and its connection is closed, while the others keep being served.
     public var maxConnections = 512
-    /// Set when the origin fetcher skips certificate verification
-    /// (``HTTPOriginFetcher/Configuration/skipsCertificateVerification``): every request's
-    /// log line then carries a warning, so it cannot go unnoticed.
-    public var originCertificatesUnverified = false
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 

@@ -36,7 +36,7 @@ struct ProxyHandler: Sendable {
         let rangeHeader = head.headers.first(name: "range")
         var log = RequestLog(method: String(head.method.rawValue.prefix(20)), range: rangeHeader.map { String($0.prefix(100)) },
                              started: ContinuousClock.now, logger: configuration.logger,
-                             unverifiedTLS: configuration.originCertificatesUnverified)
+                             warning: reader.securityWarning)
         do {
             try checkRequest(head, localPort: localPort)
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
@@ -298,8 +298,8 @@ struct RequestLog: Sendable {
     var range: String?
     var started: ContinuousClock.Instant
     var logger: Logger
-    /// Origin certificates are not verified: every line says so.
-    var unverifiedTLS = false
+    /// The fetcher's security warning, carried by every line (``OriginFetcher/securityWarning``).
+    var warning: String?
     var url = "-"
     var status = 0
     var firstByte: ContinuousClock.Instant?
@@ -321,7 +321,7 @@ struct RequestLog: Sendable {
             "origin": "\(statistics.bytesFromOrigin)", "retries": "\(statistics.originRetries)", "ttfb": "\(ttfb)", "url": "\(url)",
         ]
         if let error { metadata["error"] = "\((error as? ProxyRequestError)?.message ?? "\(error)")" }
-        if unverifiedTLS { metadata["warning"] = "origin certificates are NOT verified (--insecure-skip-verify)" }
+        if let warning { metadata["warning"] = "\(warning)" }
         logger.info("\(method)", metadata: metadata)
     }
 }

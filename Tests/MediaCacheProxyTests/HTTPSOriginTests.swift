@@ -85,7 +85,7 @@ import Testing
         let logs = LogRecorder()
         var fetcher = HTTPOriginFetcher.Configuration()
         fetcher.skipsCertificateVerification = true
-        try await ProxyHarness.with(fetcher: fetcher, configure: { var c = $0; c.logger = logs.logger("proxy"); c.originCertificatesUnverified = true; return c }) { h in
+        try await ProxyHarness.with(fetcher: fetcher, configure: { var c = $0; c.logger = logs.logger("proxy"); return c }) { h in
             let stranger = try TestCertificateAuthority(commonName: "Stranger CA")
             let identity = try stranger.issue(for: ["elsewhere.example"], notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400)
             let origin = try await TestOrigin.start(tls: TestOrigin.TLSOptions(identity: identity))

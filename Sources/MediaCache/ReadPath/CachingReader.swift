@@ -157,6 +157,9 @@ public final class CachingReader: Sendable {
         return (try? handle.metadata()) ?? metadata
     }
 
+    /// The fetcher's ``OriginFetcher/securityWarning``.
+    public var securityWarning: String? { fetcher.securityWarning }
+
     /// Whether `url` may be fetched at all (see ``OriginFetcher/checkOrigin(_:)``).
     /// - Throws: ``CacheError`` with ``CacheError/Code/originNotAllowed`` and the reason.
     public func checkOrigin(_ url: URL) throws {

@@ -31,11 +31,18 @@ public protocol OriginFetcher: Sendable {
     /// calls it before it starts a read, so a refused URL is told apart from a failing origin.
     /// - Throws: ``CacheError`` with ``CacheError/Code/originNotAllowed`` and the reason.
     func checkOrigin(_ url: URL) throws
+
+    /// A warning every request's log line must carry while the fetcher runs in a mode that
+    /// weakens what the cache guarantees (certificates not verified), or `nil`.
+    var securityWarning: String? { get }
 }
 
 extension OriginFetcher {
     /// Accepts every URL.
     public func checkOrigin(_ url: URL) throws {}
+
+    /// None.
+    public var securityWarning: String? { nil }
 }
 
 extension OriginResponse {

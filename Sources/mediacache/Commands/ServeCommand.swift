@@ -107,7 +107,6 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.token = token
         configuration.logger = logger
-        configuration.originCertificatesUnverified = insecureSkipVerify
         do {
             try configuration.validate()
         } catch let error as ProxyError {
