@@ -45,14 +45,27 @@ public struct TestCertificateAuthority: Sendable {
     /// `notValidBefore` to `notValidAfter` (by default an hour ago to a day from now).
     public func issue(for names: [String] = ["localhost", "127.0.0.1", "::1"],
                       notValidBefore: Date = Date() - 3600, notValidAfter: Date = Date() + 86400) throws -> Identity {
+        try Self.serverIdentity(for: names, subject: try DistinguishedName { CommonName(names.first ?? "server") },
+                                issuer: (name, key), notValidBefore: notValidBefore, notValidAfter: notValidAfter)
+    }
+
+    /// A self-signed server certificate for `names` (its own issuer, trusted by nobody).
+    public static func selfSigned(for names: [String] = ["localhost", "127.0.0.1", "::1"]) throws -> Identity {
+        try serverIdentity(for: names, subject: try DistinguishedName { CommonName("Self-Signed Media Server") },
+                           issuer: nil, notValidBefore: Date() - 3600, notValidAfter: Date() + 86400)
+    }
+
+    /// A new key and a server certificate for it, signed by `issuer` (`nil`: by itself).
+    private static func serverIdentity(for names: [String], subject: DistinguishedName,
+                                       issuer: (name: DistinguishedName, key: P256.Signing.PrivateKey)?,
+                                       notValidBefore: Date, notValidAfter: Date) throws -> Identity {
         let serverKey = P256.Signing.PrivateKey()
-        let subject = try DistinguishedName { CommonName(names.first ?? "server") }
         let alternativeNames = names.map { name -> GeneralName in
             addressBytes(name).map { .ipAddress(ASN1OctetString(contentBytes: $0[...])) } ?? .dnsName(name)
         }
         let certificate = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(serverKey.publicKey),
-            notValidBefore: notValidBefore, notValidAfter: notValidAfter, issuer: name, subject: subject,
+            notValidBefore: notValidBefore, notValidAfter: notValidAfter, issuer: issuer?.name ?? subject, subject: subject,
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -60,27 +73,8 @@ public struct TestCertificateAuthority: Sendable {
                 try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames(alternativeNames)
             },
-            issuerPrivateKey: .init(key))
+            issuerPrivateKey: .init(issuer?.key ?? serverKey))
         return Identity(certificateChainPEM: [try certificate.serializeAsPEM().pemString], privateKeyPEM: serverKey.pemRepresentation)
-    }
-}
-
-extension TestCertificateAuthority {
-    /// A self-signed server certificate for `names` (its own issuer, trusted by nobody).
-    public static func selfSigned(for names: [String] = ["localhost", "127.0.0.1", "::1"]) throws -> Identity {
-        let key = P256.Signing.PrivateKey()
-        let name = try DistinguishedName { CommonName("Self-Signed Media Server") }
-        let now = Date()
-        let certificate = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
-            notValidBefore: now - 3600, notValidAfter: now + 86400, issuer: name, subject: name,
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames(names.map { name in addressBytes(name).map { .ipAddress(ASN1OctetString(contentBytes: $0[...])) } ?? .dnsName(name) })
-            },
-            issuerPrivateKey: .init(key))
-        return Identity(certificateChainPEM: [try certificate.serializeAsPEM().pemString], privateKeyPEM: key.pemRepresentation)
     }
 }
 
