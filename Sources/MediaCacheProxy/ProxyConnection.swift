@@ -109,6 +109,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 }
                 var pendingHead: HTTPServerResponsePart? = head
                 var isComplete = false
+                // Where the next part starts: the last part (it reaches the stream's end) goes
+                // out with the end marker in one flush, and no further part is asked for.
+                var sent = stream.range.lowerBound
+                var ended: EventLoopFuture<Void>?
                 do {
                     var previous: EventLoopFuture<Void>?
                     while let current = part {
@@ -118,26 +122,34 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                         switch current {
                         case .bytes(let chunk):
                             body = .body(.byteBuffer(chunk))
+                            sent += Int64(chunk.readableBytes)
                         case .file(let descriptor, let range):
+                            sent = range.upperBound
                             // Cached bytes go from the page cache to the socket with sendfile.
                             let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
                             let region = FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
                             written.futureResult.whenComplete { _ in try? file.close() }
                             body = .body(.fileRegion(region))
                         }
-                        if let first = pendingHead {
-                            // The head and the first part reach the event loop in one hop.
-                            pendingHead = nil
-                            channel.eventLoop.execute {
-                                channel.write(first, promise: nil)
+                        let isLast = sent >= stream.range.upperBound
+                        let end = isLast ? channel.eventLoop.makePromise(of: Void.self) : nil
+                        ended = end?.futureResult
+                        let first = pendingHead
+                        pendingHead = nil
+                        // The head, the part and (after the last part) the end marker reach the
+                        // event loop in one hop and leave in one flush.
+                        channel.eventLoop.execute {
+                            if let first { channel.write(first, promise: nil) }
+                            if let end {
+                                channel.write(body, promise: written)
+                                channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: end)
+                            } else {
                                 channel.writeAndFlush(body, promise: written)
                             }
-                        } else {
-                            channel.writeAndFlush(body, promise: written)
                         }
                         try await previous?.get()
                         previous = written.futureResult
-                        part = try await stream.nextPart()
+                        part = isLast ? nil : try await stream.nextPart()
                     }
                     if let head = pendingHead { channel.write(head, promise: nil) }  // an empty body
                     try await previous?.get()
@@ -145,7 +157,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     // client hangs up before the end marker (which adds no bytes) is written.
                     isComplete = true
                     log.end(stream.statistics, error: nil)
-                    try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+                    if let ended {
+                        stream.cancel()  // it has given its last byte; this lets go of its entry now
+                        try await ended.get()
+                    } else {
+                        try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+                    }
                 } catch {
                     stream.cancel()
                     if !isComplete { log.end(stream.statistics, error: error) }

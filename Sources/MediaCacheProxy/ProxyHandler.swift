@@ -315,6 +315,7 @@ struct RequestLog: Sendable {
     }
 
     func end(_ statistics: ReadStatistics, error: (any Error)?) {
+        guard logger.logLevel <= .info else { return }  // the line costs a tenth of a hot request
         let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
         var metadata: Logger.Metadata = [
             "range": "\(range ?? "-")", "status": "\(status)", "cache": "\(statistics.bytesFromCache)",

@@ -160,8 +160,10 @@ final class ReadSession: Sendable {
             if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
                 if fileRegions {
                     // No buffer is held for a region; its size is this stream's share of the
-                    // region budget, and the first is small so that the first bytes leave at once.
-                    let size = cursor == range.lowerBound ? Int64(reader.configuration.minimumChunkSize) : reader.currentRegionSize
+                    // region budget. The first of a longer read is small so that its first bytes
+                    // leave at once; a read that fits in one region is sent in one.
+                    let share = reader.currentRegionSize
+                    let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(reader.configuration.minimumChunkSize) : share
                     let region = ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
                     let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
                     advance(to: region.upperBound)

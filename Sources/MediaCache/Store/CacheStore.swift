@@ -65,6 +65,8 @@ public final class CacheStore: Sendable {
 
     let state: Mutex<State>
     let index: CacheIndex
+    /// The keys ``key(for:)`` computed lately.
+    private let recentKeys = Mutex<[URL: CacheKey]>([:])
     let dataDirectory: String
     let allocator = ByteBufferAllocator()
     /// Held open (with a record lock) while the store is open, so one process at a time uses the folder.
@@ -179,10 +181,21 @@ public final class CacheStore: Sendable {
 
     // MARK: Queries
 
-    /// The cache key for `url`, from the configured key function.
+    /// The cache key for `url`, from the configured key function. The keys of recent URLs
+    /// are remembered (a player asks for the same URL many times, and the default key
+    /// parses and hashes it), so the key function must give the same key for the same URL.
     public func key(for url: URL) -> CacheKey {
-        configuration.keyFunction(url)
+        if let known = recentKeys.withLock({ $0[url] }) { return known }
+        let key = configuration.keyFunction(url)
+        recentKeys.withLock { keys in
+            if keys.count >= Self.recentKeyLimit { keys.removeAll(keepingCapacity: true) }
+            keys[url] = key
+        }
+        return key
     }
+
+    /// How many URLs' keys ``key(for:)`` remembers.
+    static let recentKeyLimit = 512
 
     /// The metadata stored for `key`, or `nil` when there is no entry.
     public func metadata(for key: CacheKey) -> ContentMetadata? {

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Instructions per request of `mediacache serve`, counted by callgrind (repeatable, unlike
+# timings on a shared machine).
+#
+#   scripts/callgrind-requests.sh [BUILD_DIR]   (default .build-release/release)
+#
+# Build first: swift build -c release --scratch-path .build-release
+# Prints, for each request kind, the instructions the whole server process executed
+# between the first and the last of N requests, divided by N:
+#   hot   : a cached 64 KiB range, N requests one after another on one keep-alive connection
+#   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
+# Needs valgrind and curl. valgrind 3.19 (Debian 12) crashes in libdispatch's
+# sigsuspend (it writes into the read-only mask it is given); a small preloaded shim
+# copies the mask first. Nothing of it is in the product.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-.build-release/release}
+hot_requests=${HOT_REQUESTS:-200}
+cold_requests=${COLD_REQUESTS:-20}
+work=$(mktemp -d /tmp/mediacache-callgrind-XXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+
+cat > "$work/sigshim.c" <<'EOF'
+#define _GNU_SOURCE
+#include <signal.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int sigsuspend(const sigset_t *mask) {
+    sigset_t copy = *mask;
+    return (int)syscall(SYS_rt_sigsuspend, &copy, 8);
+}
+EOF
+cc -shared -fPIC -O2 "$work/sigshim.c" -o "$work/sigshim.so"
+# valgrind 3.19 cannot read DWARF 5: profile a copy without debug sections (symbols stay).
+strip --strip-debug -o "$work/mediacache" "$build/mediacache"
+
+"$build/mediacache-bench" origin --port 0 > "$work/origin.log" 2>&1 &
+for _ in $(seq 100); do grep -q listening "$work/origin.log" && break; sleep 0.1; done
+origin=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/origin.log")
+
+LD_PRELOAD="$work/sigshim.so" valgrind --tool=callgrind --instr-atstart=no \
+    --callgrind-out-file="$work/callgrind.%p" \
+    "$work/mediacache" serve --port 0 --cache-dir "$work/cache" --log-level warning > "$work/serve.log" 2>&1 &
+valgrind_pid=$!
+for _ in $(seq 600); do grep -q "serving on" "$work/serve.log" && break; sleep 0.1; done
+proxy=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1)
+encode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+
+# Counts the instructions the server executes while "$@" runs.
+count() {
+    callgrind_control --zero "$valgrind_pid" > /dev/null
+    callgrind_control --instr=on "$valgrind_pid" > /dev/null
+    "$@"
+    callgrind_control --instr=off "$valgrind_pid" > /dev/null
+    callgrind_control --dump "$valgrind_pid" > /dev/null
+    local dump
+    dump=$(ls -t "$work"/callgrind.*.* 2>/dev/null | head -1)
+    grep -m1 '^totals:' "$dump" | awk '{print $2}'
+}
+
+# Hot: a 64 MiB file, cached whole first, then N 64 KiB ranges at spread offsets.
+curl -s "$origin/_origin/serve?path=/hot.bin&length=67108864&seed=1" > /dev/null
+hot_url="$proxy/?url=$(encode "$origin/hot.bin")"
+curl -s -o /dev/null "$hot_url"
+hot_args=()
+for i in $(seq 0 $((hot_requests - 1))); do
+    start=$(( (i * 7919 % 1000) * 65536 ))
+    [ "$i" -gt 0 ] && hot_args+=(--next)
+    hot_args+=(-s -o /dev/null -r "$start-$((start + 65535))" "$hot_url")
+done
+hot() { curl "${hot_args[@]}"; }
+hot  # once uncounted, so lazily initialised code is not counted
+hot_total=$(count hot)
+
+# Cold: N files, the first 64 KiB of each, each file read once.
+cold_args=()
+for i in $(seq 1 "$cold_requests"); do
+    curl -s "$origin/_origin/serve?path=/cold-$i.bin&length=8388608&seed=$i" > /dev/null
+    [ "$i" -gt 1 ] && cold_args+=(--next)
+    cold_args+=(-s -o /dev/null -r 0-65535 "$proxy/?url=$(encode "$origin/cold-$i.bin")")
+done
+curl -s "$origin/_origin/serve?path=/cold-warm.bin&length=8388608&seed=99" > /dev/null
+curl -s -o /dev/null -r 0-65535 "$proxy/?url=$(encode "$origin/cold-warm.bin")"
+cold() { curl "${cold_args[@]}"; sleep 1; }  # the downloads' tails finish in the second
+cold_total=$(count cold)
+
+echo "hot 64 KiB range:  $((hot_total / hot_requests)) instructions per request ($hot_requests requests, one connection)"
+echo "cold first 64 KiB: $((cold_total / cold_requests)) instructions per request ($cold_requests files, 256 KiB fetched from the origin each)"
