@@ -89,7 +89,7 @@ public final class CachingReader: Sendable {
     /// The read path's options.
     public let configuration: Configuration
     let fetcher: any OriginFetcher
-    let downloads = Mutex<[CacheKey: [Download]]>([:])
+    let scheduler: DownloadScheduler
     /// How many streams are open (see ``Configuration/readBufferBudget``).
     let openStreams = Atomic<Int>(0)
     /// When the origin last confirmed each resource, on the store's clock.
@@ -103,6 +103,7 @@ public final class CachingReader: Sendable {
         self.store = store
         self.fetcher = fetcher
         self.configuration = configuration
+        scheduler = DownloadScheduler(configuration: configuration)
     }
 
     // MARK: Content information
@@ -259,7 +260,7 @@ public final class CachingReader: Sendable {
 
     /// How many origin downloads are running (each one may serve several readers).
     public var activeDownloads: Int {
-        downloads.withLock { $0.values.reduce(0) { $0 + $1.count } }
+        scheduler.count
     }
 
     /// The chunk size for a stream now, given how many are open.
@@ -353,174 +354,20 @@ public final class CachingReader: Sendable {
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download = metadata.acceptsRanges
-            ? Download(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false,
-                       stores: metadata.isStorable, headers: headers)
-            : Download(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
-        start(download, firstResponse: response)
+            ? scheduler.makeDownload(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false,
+                                     stores: metadata.isStorable, headers: headers)
+            : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
+        scheduler.start(download, transfer: OriginTransfer(reader: self, download: download, firstResponse: response))
         return metadata
     }
 
     /// ``OriginResponse/check(askedFrom:known:url:)``, logging a rejection at warning level.
-    private func checked(_ response: OriginResponse, askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
+    func checked(_ response: OriginResponse, askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
         do {
             try response.check(askedFrom: offset, known: known, url: url)
         } catch let error as CacheError {
             configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw error
-        }
-    }
-
-    // MARK: Downloads
-
-    /// The download a reader at `cursor` should wait on for the hole `cursor ..< holeEnd`:
-    /// one already under way that will soon reach `cursor`, or a new one. The reader is
-    /// added to it in the same step, so it cannot end for lack of readers in between.
-    func download(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool, headers: RequestHeaders) -> (Download, UInt64) {
-        let (download, readerID, isNew) = downloads.withLock { downloads -> (Download, UInt64, Bool) in
-            let active = (downloads[key] ?? []).filter { !$0.isFinished }
-            for candidate in active {
-                let position = candidate.position
-                let heldOnly = candidate.state.withLock { $0.storeFailed }
-                let reachable = acceptsRanges
-                    ? candidate.start <= cursor && cursor < candidate.end && cursor <= position + configuration.joinDistance
-                        && (!heldOnly || cursor >= position)
-                    : candidate.isFullBody && (!heldOnly || cursor >= position)
-                if reachable, let id = candidate.addReader(at: cursor) {
-                    return (candidate, id, false)
-                }
-            }
-            // Stop where another download already fetches, rather than fetch its bytes twice.
-            let nextStart = active.filter { $0.start > cursor }.map(\.start).min() ?? holeEnd
-            let download = Download(url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
-                                    isFullBody: !acceptsRanges, stores: stores, headers: headers)
-            let id = download.addReader(at: cursor)!
-            downloads[key] = active + [download]
-            return (download, id, true)
-        }
-        if isNew { start(download) }
-        return (download, readerID)
-    }
-
-    /// Registers `download` (if not yet) and runs it, beginning with `firstResponse` if given.
-    private func start(_ download: Download, firstResponse: OriginResponse? = nil) {
-        downloads.withLock { downloads in
-            if downloads[download.key]?.contains(where: { $0 === download }) != true {
-                downloads[download.key, default: []].append(download)
-            }
-        }
-        let task = Task { await self.run(download, firstResponse: firstResponse) }
-        download.state.withLock { $0.task = task }
-        if download.isFinished { task.cancel() }
-    }
-
-    /// Fetches a download's bytes, resuming after broken connections, storing each chunk
-    /// as it arrives and publishing it to the readers.
-    private func run(_ download: Download, firstResponse: OriginResponse?) async {
-        var firstResponse = firstResponse
-        let handle = download.stores ? try? store.openEntry(download.key) : nil
-        defer {
-            handle?.close()
-            downloads.withLock { downloads in
-                downloads[download.key]?.removeAll { $0 === download }
-                if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
-            }
-        }
-        var storeWorks = handle != nil
-        var failures = 0
-        while true {
-            if download.isFinished || Task.isCancelled { return }
-            let position = download.position
-            if position >= download.end {
-                download.finish(.completed)
-                return
-            }
-            let delivered = position - download.start
-            var requestEnd = download.isFullBody ? download.end
-                : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
-            if !download.isFullBody, firstResponse == nil, let spans = try? handle?.spans() {
-                // Never ask the origin for bytes the store has: another download may have
-                // stored them since this one was planned.
-                guard let hole = spans.holes(in: ByteRange(position, requestEnd)).first, hole.lowerBound == position else {
-                    download.finish(.completed)
-                    return
-                }
-                requestEnd = hole.upperBound
-            }
-            do {
-                let stored = try handle?.metadata()
-                let response: OriginResponse
-                if let first = firstResponse {
-                    response = first
-                    firstResponse = nil
-                } else {
-                    response = try await fetcher.fetch(
-                        download.url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                        ifRange: stored?.ifRangeValidator, headers: download.headers)
-                }
-                try checked(response, askedFrom: position, known: stored, url: download.url)
-                if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
-                if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
-                    try handle.updateMetadata(response.metadata)
-                    configuration.logger.info("Resource changed at the origin; dropped the cached version", metadata: ["url": "\(download.url)"])
-                    download.finish(.failed(CacheError(.resourceChanged, "\(download.url.absoluteString) changed at the origin while it was being read.")))
-                    return
-                }
-                try handle?.updateMetadata(response.metadata)
-                markValidated(download.key)
-                download.markResponded()
-                var offset = response.bodyOffset
-                for try await var chunk in response.body {
-                    let chunkStart = offset
-                    offset += Int64(chunk.readableBytes)
-                    let position = download.position
-                    guard offset > position else { continue }  // before what is wanted (a full body)
-                    chunk.moveReaderIndex(forwardBy: Int(position - chunkStart))
-                    if Int64(chunk.readableBytes) > requestEnd - position {
-                        chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - position))!
-                    }
-                    await download.pace(readAhead: configuration.readAhead)
-                    if download.isFinished || Task.isCancelled { return }
-                    var held: ByteBuffer?
-                    if storeWorks, let handle {
-                        if !download.isFullBody, (try? handle.spans().span(containing: position)) != nil {
-                            // Another download stored these bytes first: stop here, the readers go on from disk.
-                            download.finish(.completed)
-                            return
-                        }
-                        do {
-                            try await handle.write(chunk, at: position)
-                        } catch let error as CacheError where error.code == .entryInvalidated {
-                            throw CacheError(.resourceChanged, "\(download.url.absoluteString) changed at the origin while it was being read.")
-                        } catch let error where error is CancellationError || Task.isCancelled {
-                            return  // the last reader left during the write; nobody needs the bytes
-                        } catch {
-                            storeWorks = false
-                            configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(download.url)", "error": "\(error)"])
-                            held = chunk
-                        }
-                    } else {
-                        held = chunk
-                    }
-                    download.deliver(length: Int64(chunk.readableBytes), held: held)
-                    failures = 0
-                    if download.position >= requestEnd { break }
-                }
-                if download.position < requestEnd {
-                    throw CacheError(.originUnavailable, "The origin's response ended at \(download.position) before \(requestEnd).")
-                }
-            } catch {
-                if download.isFinished || Task.isCancelled { return }
-                let cacheError = error as? CacheError
-                let retryable = cacheError.map { [.originUnavailable, .originTimedOut].contains($0.code) } ?? true
-                failures += 1
-                guard retryable, failures <= configuration.maxRetries else {
-                    download.finish(.failed(cacheError ?? CacheError(.originUnavailable, "The origin connection failed and could not be resumed.", underlyingError: error)))
-                    return
-                }
-                download.noteRetry()
-                configuration.logger.warning("Resuming an origin download", metadata: ["url": "\(download.url)", "at": "\(download.position)", "error": "\(error)"])
-                try? await Task.sleep(for: configuration.retryDelay * failures)
-            }
         }
     }
 }

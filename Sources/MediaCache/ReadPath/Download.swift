@@ -1,57 +1,30 @@
 import Foundation
-import Logging
 import NIOCore
 import Synchronization
 
 /// One origin download of a range of one resource, shared by every reader that wants its
 /// bytes (coalescing).
 ///
-/// The download writes each chunk to the store as it arrives and then advances
-/// ``State/position``; readers wait for the position to pass their cursor and read the
-/// bytes from disk. If the store refuses a write, chunks are kept in memory instead until
-/// every reader has passed them. The download runs at most `readAhead` bytes ahead of its
-/// fastest reader (of its slowest one while chunks are held in memory), so a paused
-/// player pauses the origin too, and it stops when its last reader leaves.
+/// Its lifecycle is a ``DownloadStateMachine`` run under a lock; this class adds what a
+/// value cannot hold: the suspended readers' continuations and the transfer's task. The
+/// transfer (``OriginTransfer``) stores each chunk and then delivers it here. A reader
+/// takes delivered bytes from memory while they are kept (the latest ones; all of them when
+/// the store refused a write) and from the store otherwise, and is woken only when a byte
+/// it waits for arrives. The download runs at most `readAhead` bytes ahead of its readers,
+/// so a paused player pauses the origin too, and it stops when its last reader leaves.
 final class Download: Sendable {
-    enum Outcome: Sendable {
-        case completed
-        case failed(any Error)
-    }
-
-    struct State {
-        /// Bytes `start ..< position` have been delivered (stored, or held in `memory`).
-        var position: Int64
-        /// Delivered chunks that are not in the store, in order.
-        var memory: [(offset: Int64, bytes: ByteBuffer)] = []
-        var storeFailed = false
-        var hasResponse = false
-        var outcome: Outcome?
-        /// Each reader's cursor.
-        var readers: [UInt64: Int64] = [:]
-        var nextReader: UInt64 = 0
-        /// Bumped on every change readers may wait for.
-        var changeCount: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
+    private struct Locked {
+        var machine: DownloadStateMachine
+        var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var task: Task<Void, Never>?
-        var isCancelled = false
-        /// How many times the origin request was resumed after a failure.
-        var retries = 0
-
-        mutating func changed() -> [CheckedContinuation<Void, Never>] {
-            changeCount += 1
-            defer { waiters = [:] }
-            return Array(waiters.values)
-        }
     }
 
     /// What a reader sees at one moment.
     struct Snapshot {
         var position: Int64
-        var changeCount: UInt64
         var hasResponse: Bool
-        var outcome: Outcome?
-        /// The held chunk holding the reader's cursor, if any, cut to start at the cursor.
+        var state: DownloadStateMachine.State
+        /// The kept chunk holding the reader's cursor, if any, cut to start at the cursor.
         var heldBytes: ByteBuffer?
     }
 
@@ -63,13 +36,13 @@ final class Download: Sendable {
     /// starts at 0 and bytes before `start` are stored too.
     let isFullBody: Bool
     /// Whether fetched bytes go to the store; if not (`no-store`, or no entry could be
-    /// opened), they are held in memory until every reader has passed them.
+    /// opened), they are kept in memory until every reader has passed them.
     let stores: Bool
     /// The request headers of the read that started the download, sent with each request.
     let headers: RequestHeaders
-    let state: Mutex<State>
+    private let locked: Mutex<Locked>
 
-    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) {
+    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders, keptBytes: Int64) {
         self.stores = stores
         self.headers = headers
         self.url = url
@@ -77,145 +50,127 @@ final class Download: Sendable {
         self.start = isFullBody ? 0 : start
         self.end = end
         self.isFullBody = isFullBody
-        state = Mutex(State(position: isFullBody ? 0 : start))
+        locked = Mutex(Locked(machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes)))
     }
 
-    var isFinished: Bool {
-        state.withLock { $0.outcome != nil || $0.isCancelled }
-    }
-
-    var position: Int64 {
-        state.withLock { $0.position }
-    }
-
+    var isFinished: Bool { locked.withLock { $0.machine.isFinished } }
+    var position: Int64 { locked.withLock { $0.machine.position } }
+    var holdsUnstoredBytes: Bool { locked.withLock { $0.machine.holdsUnstoredBytes } }
     /// How many times the origin request was resumed after a failure.
-    var retries: Int {
-        state.withLock { $0.retries }
-    }
-
-    func noteRetry() {
-        state.withLock { $0.retries += 1 }
-    }
+    var retries: Int { locked.withLock { $0.machine.retries } }
 
     // MARK: Readers
 
     /// Adds a reader at `cursor`; `nil` if the download has already ended.
     func addReader(at cursor: Int64) -> UInt64? {
-        state.withLock { state in
-            guard state.outcome == nil, !state.isCancelled else { return nil }
-            let id = state.nextReader
-            state.nextReader += 1
-            state.readers[id] = cursor
-            return id
-        }
+        locked.withLock { $0.machine.addReader(at: cursor) }
     }
 
     /// Removes a reader; the last one to leave cancels the origin request.
     func removeReader(_ id: UInt64) {
-        let (task, wake) = state.withLock { state -> (Task<Void, Never>?, [CheckedContinuation<Void, Never>]) in
-            guard state.readers.removeValue(forKey: id) != nil else { return (nil, []) }
-            trimMemory(&state)
-            if state.readers.isEmpty, state.outcome == nil {
-                state.isCancelled = true
-                return (state.task, state.changed())
-            }
-            return (nil, state.changed())
+        perform { $0.removeReader(id) }
+    }
+
+    /// Records that reader `id` has taken everything before `cursor`.
+    func moveReader(_ id: UInt64, to cursor: Int64) {
+        perform { $0.moveReader(id, to: cursor) }
+    }
+
+    func snapshot(at cursor: Int64) -> Snapshot {
+        locked.withLock { locked in
+            let machine = locked.machine
+            return Snapshot(position: machine.position, hasResponse: machine.hasResponse, state: machine.state, heldBytes: machine.bytes(at: cursor))
+        }
+    }
+
+    /// Waits until a byte at `cursor` has arrived, the download ends, or the task is cancelled.
+    func waitForBytes(at cursor: Int64) async {
+        await wait(for: .bytes(at: cursor))
+    }
+
+    /// Waits until the origin has answered, the download ends, or the task is cancelled.
+    func waitForResponse() async {
+        await wait(for: .response)
+    }
+
+    // MARK: The transfer's side
+
+    /// Makes `task` the transfer; cancels it at once if the download has already ended.
+    func attach(_ task: Task<Void, Never>) {
+        let ended = locked.withLock { locked in
+            locked.task = task
+            return locked.machine.isFinished
+        }
+        if ended { task.cancel() }
+    }
+
+    /// Waits while the download is `readAhead` bytes ahead of its readers.
+    func pace(readAhead: Int64) async {
+        await wait(for: .room(readAhead: readAhead))
+    }
+
+    func responseReceived() {
+        perform { $0.responseReceived() }
+    }
+
+    /// Publishes the next bytes, at the position: already stored, or only in memory.
+    func deliver(_ bytes: ByteBuffer, isStored: Bool) {
+        perform { $0.bytesArrived(bytes, isStored: isStored) }
+    }
+
+    func complete() {
+        perform { $0.allBytesArrived() }
+    }
+
+    func fail(_ error: any Error) {
+        perform { $0.fail(error) }
+    }
+
+    /// Records a failed request; says whether to retry (and which attempt it is).
+    func requestFailed(_ error: any Error, retryable: Bool, maxRetries: Int) -> Int? {
+        let (action, wake) = locked.withLock { locked -> (DownloadStateMachine.FailureAction, [CheckedContinuation<Void, Never>]) in
+            let action = locked.machine.requestFailed(error, retryable: retryable, maxRetries: maxRetries)
+            guard case .giveUp(let actions) = action else { return (action, []) }
+            return (action, actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) })
+        }
+        wake.forEach { $0.resume() }
+        if case .retry(let attempt) = action { return attempt }
+        return nil
+    }
+
+    func resuming() {
+        locked.withLock { $0.machine.resuming() }
+    }
+
+    // MARK: Private
+
+    /// Runs an event on the machine and carries out its actions outside the lock.
+    private func perform(_ event: (inout DownloadStateMachine) -> DownloadStateMachine.Actions) {
+        let (wake, task) = locked.withLock { locked -> ([CheckedContinuation<Void, Never>], Task<Void, Never>?) in
+            let actions = event(&locked.machine)
+            return (actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) }, actions.cancelsTransfer ? locked.task : nil)
         }
         task?.cancel()
         wake.forEach { $0.resume() }
     }
 
-    /// Records that reader `id` has consumed everything before `cursor`.
-    func moveReader(_ id: UInt64, to cursor: Int64) {
-        let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard state.readers[id] != nil else { return [] }
-            state.readers[id] = cursor
-            trimMemory(&state)
-            return state.changed()
-        }
-        wake.forEach { $0.resume() }
-    }
-
-    func snapshot(at cursor: Int64) -> Snapshot {
-        state.withLock { state in
-            var held: ByteBuffer?
-            if let chunk = state.memory.first(where: { $0.offset <= cursor && cursor < $0.offset + Int64($0.bytes.readableBytes) }) {
-                held = chunk.bytes.getSlice(at: chunk.bytes.readerIndex + Int(cursor - chunk.offset), length: chunk.bytes.readableBytes - Int(cursor - chunk.offset))
-            }
-            return Snapshot(position: state.position, changeCount: state.changeCount, hasResponse: state.hasResponse, outcome: state.outcome, heldBytes: held)
-        }
-    }
-
-    /// Waits until something changes after `changeCount`, or the task is cancelled.
-    func waitForChange(after changeCount: UInt64) async {
-        let id = state.withLock { state -> UInt64 in
-            defer { state.nextWaiter += 1 }
-            return state.nextWaiter
-        }
+    private func wait(for condition: DownloadStateMachine.Condition) async {
+        let id = locked.withLock { $0.machine.makeWaiterID() }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state -> Bool in
-                    if state.changeCount != changeCount || state.outcome != nil || state.isCancelled || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
+                let suspended = locked.withLock { locked -> Bool in
+                    guard !Task.isCancelled, locked.machine.wait(id, for: condition) else { return false }
+                    locked.continuations[id] = continuation
+                    return true
                 }
-                if resumeNow { continuation.resume() }
+                if !suspended { continuation.resume() }
             }
         } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume()
-        }
-    }
-
-    /// Drops held chunks that every reader has passed.
-    private func trimMemory(_ state: inout State) {
-        guard !state.memory.isEmpty else { return }
-        let slowest = state.readers.values.min() ?? .max
-        state.memory.removeAll { $0.offset + Int64($0.bytes.readableBytes) <= slowest }
-    }
-
-    // MARK: The download's own side
-
-    /// Waits while the download is `readAhead` bytes ahead of its readers: of the fastest
-    /// one, or of the slowest while chunks are held in memory.
-    func pace(readAhead: Int64) async {
-        while true {
-            let pausedAt = state.withLock { state -> UInt64? in
-                guard !state.isCancelled, state.outcome == nil, !state.readers.isEmpty else { return nil }
-                let reference = state.storeFailed ? state.readers.values.min()! : state.readers.values.max()!
-                return state.position - reference >= readAhead ? state.changeCount : nil
+            let continuation = locked.withLock { locked -> CheckedContinuation<Void, Never>? in
+                _ = locked.machine.removeWaiter(id)
+                return locked.continuations.removeValue(forKey: id)
             }
-            guard let pausedAt, !Task.isCancelled else { return }
-            await waitForChange(after: pausedAt)
+            continuation?.resume()
         }
-    }
-
-    func markResponded() {
-        let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.hasResponse = true
-            return state.changed()
-        }
-        wake.forEach { $0.resume() }
-    }
-
-    /// Publishes `length` more bytes: already stored, or `held` in memory.
-    func deliver(length: Int64, held: ByteBuffer?) {
-        let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            if let held {
-                state.storeFailed = true
-                state.memory.append((state.position, held))
-            }
-            state.position += length
-            return state.changed()
-        }
-        wake.forEach { $0.resume() }
-    }
-
-    func finish(_ outcome: Outcome) {
-        let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            if state.outcome == nil { state.outcome = outcome }
-            return state.changed()
-        }
-        wake.forEach { $0.resume() }
     }
 }

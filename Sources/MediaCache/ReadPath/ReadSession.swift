@@ -119,15 +119,15 @@ final class ReadSession: Sendable {
         while true {
             let snapshot = download.snapshot(at: hole.lowerBound)
             if snapshot.hasResponse { return .ready }
-            switch snapshot.outcome {
-            case .completed?: return .ready
-            case .failed(let error)?:
+            switch snapshot.state {
+            case .completed, .cancelled: return .ready
+            case .failed(let error):
                 if (error as? CacheError)?.code == .resourceChanged { return .resourceChanged }
                 return .failed(error)
-            case nil: break
+            case .awaitingResponse, .receiving, .resuming: break
             }
             if Task.isCancelled { return .failed(CancellationError()) }
-            await download.waitForChange(after: snapshot.changeCount)
+            await download.waitForResponse()
         }
     }
 
@@ -156,6 +156,11 @@ final class ReadSession: Sendable {
             }
             if let passThrough { return try await next(from: passThrough, cursor: cursor) }
 
+            // Just fetched: the download still holds it in memory.
+            if let held = current?.download.snapshot(at: cursor).heldBytes {
+                return .bytes(take(held, at: cursor, upTo: chunkSize))
+            }
+
             // Cached: read it from disk.
             if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
                 if fileRegions {
@@ -177,7 +182,7 @@ final class ReadSession: Sendable {
 
             // Missing: wait on the download that fetches it.
             var download = current?.download
-            if let failed = download?.snapshot(at: cursor).outcome, case .failed(let error) = failed {
+            if let state = download?.snapshot(at: cursor).state, case .failed(let error) = state {
                 throw Self.readerError(error, url: url)
             }
             if download == nil || download!.isFinished || cursor < download!.start || cursor >= download!.end {
@@ -191,20 +196,17 @@ final class ReadSession: Sendable {
             }
             let snapshot = download!.snapshot(at: cursor)
             if let held = snapshot.heldBytes {
-                let length = min(Int64(held.readableBytes), chunkSize, range.upperBound - cursor)
-                let bytes = held.getSlice(at: held.readerIndex, length: Int(length))!
-                advance(to: cursor + length)
-                return .bytes(bytes)
+                return .bytes(take(held, at: cursor, upTo: chunkSize))
             }
             if snapshot.position > cursor {
                 // Stored while we looked: read it from disk on the next turn.
                 if handle == nil { throw CacheError(.originUnavailable, "Bytes at \(cursor) were fetched but are neither stored nor held.") }
                 continue
             }
-            switch snapshot.outcome {
-            case .failed(let error)?:
+            switch snapshot.state {
+            case .failed(let error):
                 throw Self.readerError(error, url: url)
-            case .completed?:
+            case .completed, .cancelled:
                 // It ended before our cursor (its bytes were fetched by another download).
                 let tooMany = state.withLock { state -> Bool in
                     state.fruitlessDownloads += 1
@@ -212,9 +214,9 @@ final class ReadSession: Sendable {
                 }
                 if tooMany { throw CacheError(.originUnavailable, "The origin keeps ending responses before byte \(cursor).") }
                 continue
-            case nil:
+            case .awaitingResponse, .receiving, .resuming:
                 state.withLock { $0.statistics.stalls += 1 }
-                await download!.waitForChange(after: snapshot.changeCount)
+                await download!.waitForBytes(at: cursor)
             }
         }
     }
@@ -289,8 +291,9 @@ final class ReadSession: Sendable {
     private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
         let stores = state.withLock { $0.handle != nil }
-        let (download, readerID) = reader.download(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
-                                                   stores: stores, headers: headers)
+        let (download, readerID, isNew) = reader.scheduler.join(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
+                                                                stores: stores, headers: headers)
+        if isNew { reader.scheduler.start(download, transfer: OriginTransfer(reader: reader, download: download, firstResponse: nil)) }
         let retries = download.retries
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed else { return true }
@@ -300,6 +303,14 @@ final class ReadSession: Sendable {
         }
         if stale { download.removeReader(readerID) }
         return download
+    }
+
+    /// Up to `limit` bytes of `held` (which starts at `cursor`), within the read's range;
+    /// the cursor moves past them.
+    private func take(_ held: ByteBuffer, at cursor: Int64, upTo limit: Int64) -> ByteBuffer {
+        let length = min(Int64(held.readableBytes), limit, range.upperBound - cursor)
+        advance(to: cursor + length)
+        return held.getSlice(at: held.readerIndex, length: Int(length))!
     }
 
     private func advance(to cursor: Int64) {

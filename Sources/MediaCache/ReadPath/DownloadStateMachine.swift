@@ -1,0 +1,292 @@
+import NIOCore
+
+/// The lifecycle of one origin download as a value without I/O: events go in (a reader
+/// joins, the origin answers, bytes arrive, a request fails, the last reader leaves), and
+/// what must be done comes out (which waiters to wake, whether to cancel the transfer, whether
+/// to retry). ``Download`` runs it under a lock and carries out what it returns; the
+/// transfer (``OriginTransfer``) feeds it. Tested on its own in `DownloadStateMachineTests`.
+///
+/// ```
+///            responseReceived          bytesArrived (position moves)
+///  awaitingResponse ──────────▶ receiving ◀──┐
+///     ▲      │                     │  └──────┘
+///     │      │ requestFailed       │ requestFailed (retryable, under the limit)
+///     │      ▼ (retryable)         ▼
+///     └── resuming(failures) ◀─────┘
+///
+///  any of them ── allBytesArrived ──▶ completed
+///              ── requestFailed (final) ──▶ failed(error)
+///              ── last reader leaves ──▶ cancelled
+/// ```
+struct DownloadStateMachine {
+    enum State {
+        /// A request is out and its answer has not come.
+        case awaitingResponse
+        /// The origin answered; its body is arriving.
+        case receiving
+        /// A request failed (`failures` in a row without a byte arriving between); the next
+        /// one starts after a pause.
+        case resuming(failures: Int)
+        /// Every byte up to the end arrived.
+        case completed
+        /// The download gave up; readers get the error.
+        case failed(any Error)
+        /// The last reader left before the end.
+        case cancelled
+
+        var isTerminal: Bool {
+            switch self {
+            case .completed, .failed, .cancelled: true
+            case .awaitingResponse, .receiving, .resuming: false
+            }
+        }
+    }
+
+    /// What a waiter waits for.
+    enum Condition: Equatable {
+        /// A byte at this offset: the position passes it.
+        case bytes(at: Int64)
+        /// The origin's first answer.
+        case response
+        /// The transfer's own wait: until it is less than `readAhead` ahead of its readers.
+        case room(readAhead: Int64)
+    }
+
+    /// What the caller must do after an event.
+    struct Actions: Equatable {
+        /// The waiters to resume, in the order they began waiting.
+        var wake: [UInt64] = []
+        /// Whether the transfer's task must be cancelled (nobody wants its bytes).
+        var cancelsTransfer = false
+    }
+
+    /// What to do after a failed request.
+    enum FailureAction: Equatable {
+        /// Ask again after `attempt` times the retry delay.
+        case retry(attempt: Int)
+        /// Give up: the download failed and its waiters were woken.
+        case giveUp(Actions)
+        /// Nothing: the download had already ended.
+        case none
+    }
+
+    /// A delivered chunk kept in memory. `isStored` chunks are also in the store (kept so
+    /// that readers get fresh bytes without reading them back); the others exist only here
+    /// and are kept until every reader has passed them.
+    struct Chunk {
+        var offset: Int64
+        var bytes: ByteBuffer
+        var isStored: Bool
+        var end: Int64 { offset + Int64(bytes.readableBytes) }
+    }
+
+    private(set) var state: State = .awaitingResponse
+    /// Bytes before `position` have been delivered (stored, or kept in memory).
+    private(set) var position: Int64
+    /// Whether the origin has answered at least once.
+    private(set) var hasResponse = false
+    /// Whether a delivered chunk could not be stored: bytes before the position may then
+    /// exist only in memory, and a reader can only join at or after the position.
+    private(set) var holdsUnstoredBytes = false
+    /// How many times a request was resumed after a failure.
+    private(set) var retries = 0
+    /// Requests failed since a byte last arrived.
+    private var failuresInARow = 0
+    private(set) var chunks: [Chunk] = []
+    /// Each reader's cursor.
+    private(set) var readers: [UInt64: Int64] = [:]
+    private var nextReader: UInt64 = 0
+    private var waiters: [(id: UInt64, condition: Condition)] = []
+    private var nextWaiter: UInt64 = 0
+    /// How many bytes of stored chunks are kept for readers.
+    let storedChunkLimit: Int64
+
+    init(position: Int64, storedChunkLimit: Int64) {
+        self.position = position
+        self.storedChunkLimit = storedChunkLimit
+    }
+
+    var isFinished: Bool { state.isTerminal }
+    var readerCount: Int { readers.count }
+    var waiterCount: Int { waiters.count }
+
+    // MARK: Readers
+
+    /// Adds a reader at `cursor`; `nil` once the download has ended.
+    mutating func addReader(at cursor: Int64) -> UInt64? {
+        guard !state.isTerminal else { return nil }
+        defer { nextReader += 1 }
+        readers[nextReader] = cursor
+        return nextReader
+    }
+
+    /// Records that reader `id` has taken every byte before `cursor`.
+    mutating func moveReader(_ id: UInt64, to cursor: Int64) -> Actions {
+        guard readers[id] != nil else { return Actions() }
+        readers[id] = cursor
+        trimChunks()
+        return Actions(wake: takeSatisfiedWaiters(where: Self.isRoom))
+    }
+
+    /// Removes reader `id`; the last one to leave before the end cancels the download.
+    mutating func removeReader(_ id: UInt64) -> Actions {
+        guard readers.removeValue(forKey: id) != nil else { return Actions() }
+        trimChunks()
+        if readers.isEmpty, !state.isTerminal {
+            state = .cancelled
+            return Actions(wake: takeAllWaiters(), cancelsTransfer: true)
+        }
+        return Actions(wake: takeSatisfiedWaiters(where: Self.isRoom))
+    }
+
+    /// The kept chunk holding `cursor`, cut to start there.
+    func bytes(at cursor: Int64) -> ByteBuffer? {
+        guard let chunk = chunks.last(where: { $0.offset <= cursor && cursor < $0.end }) else { return nil }
+        let skip = Int(cursor - chunk.offset)
+        return chunk.bytes.getSlice(at: chunk.bytes.readerIndex + skip, length: chunk.bytes.readableBytes - skip)
+    }
+
+    // MARK: Waiting
+
+    /// A new waiter's identity (take it before suspending, so a cancellation can name it).
+    mutating func makeWaiterID() -> UInt64 {
+        defer { nextWaiter += 1 }
+        return nextWaiter
+    }
+
+    /// Registers waiter `id` for `condition`; `false` when it holds already (or the
+    /// download has ended), so the caller does not suspend.
+    mutating func wait(_ id: UInt64, for condition: Condition) -> Bool {
+        guard !state.isTerminal, !isSatisfied(condition) else { return false }
+        waiters.append((id, condition))
+        return true
+    }
+
+    /// Removes waiter `id` (its task was cancelled); whether it was waiting.
+    mutating func removeWaiter(_ id: UInt64) -> Bool {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return false }
+        waiters.remove(at: index)
+        return true
+    }
+
+    // MARK: The transfer's events
+
+    /// The origin answered a request (the first, or a resume).
+    mutating func responseReceived() -> Actions {
+        switch state {
+        case .awaitingResponse, .resuming:
+            state = .receiving
+            hasResponse = true
+            return Actions(wake: takeSatisfiedWaiters { $0 == .response })
+        case .receiving, .completed, .failed, .cancelled:
+            return Actions()
+        }
+    }
+
+    /// The next bytes arrived, at the position; `isStored` when they are in the store.
+    /// Wakes only the readers waiting for a byte among them.
+    mutating func bytesArrived(_ bytes: ByteBuffer, isStored: Bool) -> Actions {
+        guard case .receiving = state, bytes.readableBytes > 0 else { return Actions() }
+        failuresInARow = 0
+        chunks.append(Chunk(offset: position, bytes: bytes, isStored: isStored))
+        if !isStored { holdsUnstoredBytes = true }
+        position += Int64(bytes.readableBytes)
+        trimChunks()
+        return Actions(wake: takeSatisfiedWaiters(where: Self.isBytes))
+    }
+
+    /// Every byte the download was for has arrived (or is in the store already).
+    mutating func allBytesArrived() -> Actions {
+        guard !state.isTerminal else { return Actions() }
+        state = .completed
+        return Actions(wake: takeAllWaiters())
+    }
+
+    /// A request failed with `error`. It is retried when `retryable` and fewer than
+    /// `maxRetries` failed in a row since the last byte arrived.
+    mutating func requestFailed(_ error: any Error, retryable: Bool, maxRetries: Int) -> FailureAction {
+        guard !state.isTerminal else { return .none }
+        failuresInARow += 1
+        let failures = failuresInARow
+        guard retryable, failures <= maxRetries else {
+            state = .failed(error)
+            return .giveUp(Actions(wake: takeAllWaiters()))
+        }
+        state = .resuming(failures: failures)
+        retries += 1
+        return .retry(attempt: failures)
+    }
+
+    /// The transfer gives up for a reason of its own (the resource changed, the store
+    /// refused the entry): the download fails with `error` at once.
+    mutating func fail(_ error: any Error) -> Actions {
+        guard !state.isTerminal else { return Actions() }
+        state = .failed(error)
+        return Actions(wake: takeAllWaiters())
+    }
+
+    /// A resumed request is about to be sent.
+    mutating func resuming() {
+        if case .resuming = state { state = .awaitingResponse }
+    }
+
+    // MARK: Pacing
+
+    /// How far the download is ahead of the readers it paces by: the fastest one, or the
+    /// slowest while bytes exist only in memory (they must not be dropped before it takes them).
+    var lead: Int64? {
+        guard !readers.isEmpty else { return nil }
+        let reference = holdsUnstoredBytes ? readers.values.min()! : readers.values.max()!
+        return position - reference
+    }
+
+    // MARK: Private
+
+    private static func isBytes(_ condition: Condition) -> Bool {
+        if case .bytes = condition { return true }
+        return false
+    }
+
+    private static func isRoom(_ condition: Condition) -> Bool {
+        if case .room = condition { return true }
+        return false
+    }
+
+    private func isSatisfied(_ condition: Condition) -> Bool {
+        switch condition {
+        case .bytes(let cursor): position > cursor
+        case .response: hasResponse
+        case .room(let readAhead): (lead ?? 0) < readAhead
+        }
+    }
+
+    /// Removes and returns the waiters of the kind `include` picks whose condition holds now.
+    private mutating func takeSatisfiedWaiters(where include: (Condition) -> Bool) -> [UInt64] {
+        let now = self
+        var taken: [UInt64] = []
+        waiters.removeAll { waiter in
+            guard include(waiter.condition), now.isSatisfied(waiter.condition) else { return false }
+            taken.append(waiter.id)
+            return true
+        }
+        return taken
+    }
+
+    private mutating func takeAllWaiters() -> [UInt64] {
+        defer { waiters = [] }
+        return waiters.map(\.id)
+    }
+
+    /// Drops chunks every reader has passed, then stored chunks beyond the limit (oldest
+    /// first; readers read those from the store).
+    private mutating func trimChunks() {
+        guard !chunks.isEmpty else { return }
+        let slowest = readers.values.min() ?? .max
+        chunks.removeAll { $0.end <= slowest }
+        var keptStored = chunks.reduce(Int64(0)) { $0 + ($1.isStored ? Int64($1.bytes.readableBytes) : 0) }
+        while keptStored > storedChunkLimit, let index = chunks.firstIndex(where: \.isStored) {
+            keptStored -= Int64(chunks[index].bytes.readableBytes)
+            chunks.remove(at: index)
+        }
+    }
+}
