@@ -1,0 +1,320 @@
+@testable import MediaCache
+import NIOCore
+import Testing
+
+/// The download's lifecycle without I/O: every transition, a cancel in every state, a
+/// failure in every state, and who is woken by what.
+@Suite struct DownloadStateMachineTests {
+    typealias Machine = DownloadStateMachine
+
+    /// The states a download passes through, reached by events from a new machine with one
+    /// reader at 0 (the reader's id is 0).
+    enum Stage: String, CaseIterable, CustomTestStringConvertible {
+        case awaitingResponse, receiving, resuming, resumingBeforeAnyResponse, completed, failed, cancelled
+        var testDescription: String { rawValue }
+        var isTerminal: Bool { [.completed, .failed, .cancelled].contains(self) }
+    }
+
+    struct Failure: Error, Equatable {
+        var name: String
+    }
+
+    static func bytes(_ count: Int, _ value: UInt8 = 7) -> ByteBuffer {
+        ByteBuffer(repeating: value, count: count)
+    }
+
+    static func machine(at stage: Stage) -> Machine {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        _ = machine.addReader(at: 0)
+        switch stage {
+        case .awaitingResponse:
+            break
+        case .receiving:
+            _ = machine.responseReceived()
+            _ = machine.bytesArrived(bytes(10), isStored: true)
+        case .resuming:
+            _ = machine.responseReceived()
+            _ = machine.bytesArrived(bytes(10), isStored: true)
+            _ = machine.requestFailed(Failure(name: "drop"), retryable: true, maxRetries: 3)
+        case .resumingBeforeAnyResponse:
+            _ = machine.requestFailed(Failure(name: "refused"), retryable: true, maxRetries: 3)
+        case .completed:
+            _ = machine.responseReceived()
+            _ = machine.allBytesArrived()
+        case .failed:
+            _ = machine.fail(Failure(name: "bad answer"))
+        case .cancelled:
+            _ = machine.removeReader(0)
+        }
+        return machine
+    }
+
+    static func name(_ state: Machine.State) -> String {
+        switch state {
+        case .awaitingResponse: "awaitingResponse"
+        case .receiving: "receiving"
+        case .resuming(let failures): "resuming(\(failures))"
+        case .completed: "completed"
+        case .failed(let error): "failed(\((error as? Failure)?.name ?? "\(error)"))"
+        case .cancelled: "cancelled"
+        }
+    }
+
+    @Test(arguments: Stage.allCases) func eachStageIsReachedAsDescribed(stage: Stage) {
+        let machine = Self.machine(at: stage)
+        let expected: String = switch stage {
+        case .awaitingResponse: "awaitingResponse"
+        case .receiving: "receiving"
+        case .resuming, .resumingBeforeAnyResponse: "resuming(1)"
+        case .completed: "completed"
+        case .failed: "failed(bad answer)"
+        case .cancelled: "cancelled"
+        }
+        #expect(Self.name(machine.state) == expected)
+        #expect(machine.isFinished == stage.isTerminal)
+    }
+
+    // MARK: Transitions
+
+    @Test func theResponseWakesOnlyThoseWaitingForIt() {
+        var machine = Machine(position: 100, storedChunkLimit: 1 << 20)
+        _ = machine.addReader(at: 100)
+        let response = machine.makeWaiterID(), bytes = machine.makeWaiterID()
+        let suspended = machine.wait(response, for: .response)
+        #expect(suspended)
+        let suspended2 = machine.wait(bytes, for: .bytes(at: 100))
+        #expect(suspended2)
+        #expect(!machine.hasResponse)
+        let actions = machine.responseReceived()
+        #expect(actions == Machine.Actions(wake: [response]))
+        #expect(Self.name(machine.state) == "receiving")
+        #expect(machine.hasResponse)
+        #expect(machine.waiterCount == 1)
+        // Once answered, a new wait for the response does not suspend.
+        let suspended3 = machine.wait(machine.makeWaiterID(), for: .response)
+        #expect(!suspended3)
+    }
+
+    @Test func arrivingBytesWakeOnlyTheReadersTheyReach() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        _ = machine.addReader(at: 0)
+        _ = machine.responseReceived()
+        let waitsAt0 = machine.makeWaiterID(), waitsAt15 = machine.makeWaiterID(), waitsAt30 = machine.makeWaiterID()
+        let suspended = machine.wait(waitsAt0, for: .bytes(at: 0))
+        #expect(suspended)
+        let suspended2 = machine.wait(waitsAt15, for: .bytes(at: 15))
+        #expect(suspended2)
+        let suspended3 = machine.wait(waitsAt30, for: .bytes(at: 30))
+        #expect(suspended3)
+        let actions = machine.bytesArrived(Self.bytes(10), isStored: true)
+        #expect(actions.wake == [waitsAt0])
+        #expect(machine.position == 10)
+        let actions2 = machine.bytesArrived(Self.bytes(10), isStored: true)
+        #expect(actions2.wake == [waitsAt15])
+        #expect(machine.waiterCount == 1)
+        let actions3 = machine.bytesArrived(Self.bytes(11), isStored: true)
+        #expect(actions3.wake == [waitsAt30])
+        #expect(machine.position == 31)
+    }
+
+    @Test func aRetryableFailureResumesAndBytesResetTheCount() {
+        var machine = Self.machine(at: .receiving)
+        let error = Failure(name: "drop")
+        let action = machine.requestFailed(error, retryable: true, maxRetries: 2)
+        #expect(action == .retry(attempt: 1))
+        #expect(Self.name(machine.state) == "resuming(1)")
+        machine.resuming()
+        #expect(Self.name(machine.state) == "awaitingResponse")
+        let action2 = machine.requestFailed(error, retryable: true, maxRetries: 2)
+        #expect(action2 == .retry(attempt: 2))
+        machine.resuming()
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(5), isStored: true)  // progress: the count starts again
+        let action3 = machine.requestFailed(error, retryable: true, maxRetries: 2)
+        #expect(action3 == .retry(attempt: 1))
+        #expect(machine.retries == 3)
+        #expect(machine.hasResponse)
+    }
+
+    @Test func tooManyFailuresInARowFailTheDownloadAndWakeEveryone() {
+        var machine = Self.machine(at: .awaitingResponse)
+        let waiter = machine.makeWaiterID()
+        let suspended = machine.wait(waiter, for: .response)
+        #expect(suspended)
+        let actionNow = machine.requestFailed(Failure(name: "one"), retryable: true, maxRetries: 1)
+        #expect(actionNow == .retry(attempt: 1))
+        // The response waiter keeps waiting through a resume.
+        #expect(machine.waiterCount == 1)
+        machine.resuming()
+        let action = machine.requestFailed(Failure(name: "two"), retryable: true, maxRetries: 1)
+        #expect(action == .giveUp(Machine.Actions(wake: [waiter])))
+        #expect(Self.name(machine.state) == "failed(two)")
+    }
+
+    @Test func allBytesArrivingCompletesAndWakesEveryone() {
+        var machine = Self.machine(at: .receiving)
+        let reader = machine.makeWaiterID(), room = machine.makeWaiterID()
+        let suspended = machine.wait(reader, for: .bytes(at: 50))
+        #expect(suspended)
+        _ = machine.bytesArrived(Self.bytes(40), isStored: true)  // 50 ahead of the reader at 0
+        let suspended2 = machine.wait(room, for: .room(readAhead: 20))
+        #expect(suspended2)
+        let actions = machine.allBytesArrived()
+        #expect(actions == Machine.Actions(wake: [reader, room]))
+        #expect(Self.name(machine.state) == "completed")
+        let readerNow = machine.addReader(at: 0)
+        #expect(readerNow == nil)
+    }
+
+    // MARK: A cancel in every state
+
+    @Test(arguments: Stage.allCases) func theLastReaderLeaving(stage: Stage) {
+        var machine = Self.machine(at: stage)
+        let waiter = machine.makeWaiterID()
+        let suspended = machine.wait(waiter, for: .bytes(at: 1000))
+        #expect(suspended == !stage.isTerminal)
+        let before = Self.name(machine.state)
+        let actions = machine.removeReader(0)
+        if stage.isTerminal {
+            // Over already: nothing to cancel, nothing changes.
+            #expect(actions == Machine.Actions())
+            #expect(Self.name(machine.state) == before)
+        } else {
+            #expect(actions == Machine.Actions(wake: [waiter], cancelsTransfer: true))
+            #expect(Self.name(machine.state) == "cancelled")
+            // Nothing the transfer still reports changes that.
+            let position = machine.position
+            let actionsNow = machine.bytesArrived(Self.bytes(8), isStored: true)
+            #expect(actionsNow == Machine.Actions())
+            #expect(machine.position == position)
+            let actions2 = machine.responseReceived()
+            #expect(actions2 == Machine.Actions())
+            let action = machine.requestFailed(Failure(name: "late"), retryable: true, maxRetries: 3)
+            #expect(action == .none)
+            let actions3 = machine.allBytesArrived()
+            #expect(actions3 == Machine.Actions())
+            #expect(Self.name(machine.state) == "cancelled")
+        }
+        let reader = machine.addReader(at: 0)
+        #expect(reader == nil)
+    }
+
+    @Test(arguments: Stage.allCases) func aReaderLeavingWhileAnotherStaysCancelsNothing(stage: Stage) {
+        var machine = Self.machine(at: stage)
+        let second = machine.addReader(at: 0)
+        guard let second else {
+            #expect(stage.isTerminal)  // an ended download takes no readers
+            return
+        }
+        let actions = machine.removeReader(second)
+        #expect(actions.cancelsTransfer == false)
+        #expect(!machine.isFinished)
+        let actions2 = machine.removeReader(second)
+        #expect(actions2 == Machine.Actions())  // twice: nothing more
+    }
+
+    // MARK: A failure in every state
+
+    @Test(arguments: Stage.allCases) func aFinalFailure(stage: Stage) {
+        var machine = Self.machine(at: stage)
+        let waiter = machine.makeWaiterID()
+        _ = machine.wait(waiter, for: .response)
+        let before = Self.name(machine.state)
+        let action = machine.requestFailed(Failure(name: "refused"), retryable: false, maxRetries: 3)
+        if stage.isTerminal {
+            #expect(action == .none)
+            #expect(Self.name(machine.state) == before)
+        } else {
+            // A waiter for the response is only registered while there is none yet.
+            let woken: [UInt64] = machine.hasResponse ? [] : [waiter]
+            #expect(action == .giveUp(Machine.Actions(wake: woken)))
+            #expect(Self.name(machine.state) == "failed(refused)")
+        }
+    }
+
+    @Test(arguments: Stage.allCases) func aFailureOfTheTransfersOwn(stage: Stage) {
+        var machine = Self.machine(at: stage)
+        let before = Self.name(machine.state)
+        _ = machine.fail(Failure(name: "changed"))
+        #expect(Self.name(machine.state) == (stage.isTerminal ? before : "failed(changed)"))
+    }
+
+    // MARK: Pacing and kept bytes
+
+    @Test func pacingFollowsTheFastestReaderWhileBytesAreStored() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(100), isStored: true)
+        let room = machine.makeWaiterID()
+        let suspended = machine.wait(room, for: .room(readAhead: 50))
+        #expect(suspended)
+        let actions = machine.moveReader(slow, to: 40)
+        #expect(actions.wake.isEmpty)  // the fastest is still at 0
+        let actions2 = machine.moveReader(fast, to: 60)
+        #expect(actions2.wake == [room])
+        #expect(machine.lead == 40)
+    }
+
+    @Test func pacingFollowsTheSlowestReaderWhileBytesAreOnlyInMemory() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(100), isStored: false)
+        #expect(machine.holdsUnstoredBytes)
+        let room = machine.makeWaiterID()
+        let suspended = machine.wait(room, for: .room(readAhead: 50))
+        #expect(suspended)
+        let actions = machine.moveReader(fast, to: 100)
+        #expect(actions.wake.isEmpty)
+        let actions2 = machine.moveReader(slow, to: 60)
+        #expect(actions2.wake == [room])
+    }
+
+    @Test func keptChunksServeReadersUntilEveryReaderHasPassedThem() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let first = machine.addReader(at: 0)!, second = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(10, 1), isStored: true)
+        _ = machine.bytesArrived(Self.bytes(10, 2), isStored: true)
+        #expect(machine.bytes(at: 5).map { Array($0.readableBytesView) } == Array(repeating: 1, count: 5))
+        #expect(machine.bytes(at: 12)?.readableBytes == 8)
+        #expect(machine.bytes(at: 20) == nil)
+        _ = machine.moveReader(first, to: 20)
+        #expect(machine.bytes(at: 0) != nil)  // the second reader has not taken it yet
+        _ = machine.moveReader(second, to: 10)
+        #expect(machine.bytes(at: 0) == nil)
+        #expect(machine.chunks.count == 1)
+    }
+
+    @Test func storedChunksAreKeptUpToTheLimitAndUnstoredOnesWhateverTheLimit() {
+        var machine = Machine(position: 0, storedChunkLimit: 25)
+        _ = machine.addReader(at: 0)
+        _ = machine.responseReceived()
+        for _ in 0..<4 { _ = machine.bytesArrived(Self.bytes(10), isStored: true) }
+        // 40 stored bytes, the limit is 25: the oldest go (readers read them from the store).
+        #expect(machine.chunks.map(\.offset) == [20, 30])
+        var unstored = Machine(position: 0, storedChunkLimit: 25)
+        _ = unstored.addReader(at: 0)
+        _ = unstored.responseReceived()
+        for _ in 0..<4 { _ = unstored.bytesArrived(Self.bytes(10), isStored: false) }
+        #expect(unstored.chunks.map(\.offset) == [0, 10, 20, 30])
+    }
+
+    @Test func aWaitThatHoldsAlreadyDoesNotSuspendAndACancelledOneIsRemoved() {
+        var machine = Self.machine(at: .receiving)  // position 10
+        let suspended = machine.wait(machine.makeWaiterID(), for: .bytes(at: 9))
+        #expect(!suspended)
+        let suspended2 = machine.wait(machine.makeWaiterID(), for: .room(readAhead: 100))
+        #expect(!suspended2)
+        let waiter = machine.makeWaiterID()
+        let suspended3 = machine.wait(waiter, for: .bytes(at: 10))
+        #expect(suspended3)
+        let wasWaiting = machine.removeWaiter(waiter)
+        #expect(wasWaiting)
+        let wasWaiting2 = machine.removeWaiter(waiter)
+        #expect(!wasWaiting2)
+        let actions = machine.bytesArrived(Self.bytes(1), isStored: true)
+        #expect(actions.wake.isEmpty)
+    }
+}
