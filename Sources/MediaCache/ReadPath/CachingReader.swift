@@ -36,6 +36,10 @@ public final class CachingReader: Sendable {
         /// ... ``chunkSize``. One stream gets large reads (few hops per byte); many get
         /// small ones, so memory stays flat as clients are added.
         public var readBufferBudget = 8 << 20
+        /// The most bytes a download gathers for one write to the store: while a write is
+        /// under way, the chunks that arrive are queued and then written (and delivered)
+        /// together, up to this many; the origin waits while the queue is full.
+        public var writeBatchLimit = 1 << 20
         /// How far a download may run ahead of its fastest reader.
         public var readAhead: Int64 = 4 << 20
         /// The first origin request of a download asks for at most this many bytes; each

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import Synchronization
 
 /// Moves one download's bytes from the origin into the store and to its readers: asks for
 /// them (doubling request sizes, never asking for bytes the store has), checks each answer,
@@ -95,38 +96,84 @@ struct OriginTransfer: Sendable {
     }
 
     /// Stores and delivers the body's bytes from the download's position up to `requestEnd`.
+    ///
+    /// Two stages: this task reads the body into a ``ChunkQueue``; a child task takes
+    /// everything queued at once, writes it to the store in one call and delivers it. While
+    /// a write is under way the next chunks gather, so a fast origin gets large writes and few
+    /// thread hops per byte, and a slow one gets each chunk written and delivered as it comes.
     private func receive(_ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?) async throws -> BodyEnd {
+        let queue = ChunkQueue(limit: configuration.writeBatchLimit)
+        let start = download.position
+        return try await withThrowingTaskGroup(of: BodyEnd.self) { group in
+            group.addTask { await self.store(from: queue, at: start, into: handle) }
+            let received: BodyEnd
+            do {
+                received = try await read(response, from: start, until: requestEnd, into: queue, checking: handle)
+            } catch {
+                queue.finish()
+                _ = try? await group.next()  // what was queued is still stored and delivered
+                throw error
+            }
+            queue.finish()
+            let stored = try await group.next() ?? .stop
+            if received == .stop, stored != .stop, !download.isFinished {
+                // Another download had stored the rest: the readers go on from the store.
+                download.complete()
+            }
+            return received == .stop ? .stop : stored
+        }
+    }
+
+    /// Reads the body into `queue`, cut to `start ..< requestEnd`; `.stop` when the download
+    /// ended or another download has stored the next bytes (in the entry `handle` writes to).
+    private func read(_ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue,
+                      checking handle: CacheEntryHandle?) async throws -> BodyEnd {
         var offset = response.bodyOffset
-        var handle = handle
-        var result = BodyEnd.done
+        var next = start
         for try await var chunk in response.body {
             let chunkStart = offset
             offset += Int64(chunk.readableBytes)
             if download.isFinished || Task.isCancelled { return .stop }
-            let position = download.position
-            guard offset > position else { continue }  // before what is wanted (a full body)
-            // The body is contiguous and every byte before `offset` was delivered or skipped,
-            // so the position is never past `chunkStart` while the download runs.
-            guard chunkStart <= position else { return .stop }
-            chunk.moveReaderIndex(forwardBy: Int(position - chunkStart))
-            if Int64(chunk.readableBytes) > requestEnd - position {
-                chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - position))!
+            guard offset > next else { continue }  // before what is wanted (a full body)
+            // The body is contiguous: every byte before `offset` was queued or skipped.
+            guard chunkStart <= next else { return .stop }
+            chunk.moveReaderIndex(forwardBy: Int(next - chunkStart))
+            if Int64(chunk.readableBytes) > requestEnd - next {
+                chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - next))!
             }
             await download.pace(readAhead: configuration.readAhead)
             if download.isFinished || Task.isCancelled { return .stop }
+            if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
+                return .stop  // another download stored these bytes first
+            }
+            guard await queue.push(chunk) else { return .stop }  // the writer stopped
+            next += Int64(chunk.readableBytes)
+            if next >= requestEnd { break }
+        }
+        return .done
+    }
+
+    /// Takes what `queue` holds, writes it to the store at the download's position and
+    /// delivers it, until the queue ends.
+    private func store(from queue: ChunkQueue, at start: Int64, into handle: CacheEntryHandle?) async -> BodyEnd {
+        var handle = handle
+        var result = BodyEnd.done
+        while let batch = await queue.takeAll() {
+            if download.isFinished || Task.isCancelled {
+                queue.stop()
+                return .stop
+            }
             var isStored = false
             if let writer = handle {
-                if !download.isFullBody, (try? writer.spans().span(containing: position)) != nil {
-                    // Another download stored these bytes first: stop here, the readers go on from the store.
-                    download.complete()
-                    return .stop
-                }
                 do {
-                    try await writer.write(chunk, at: position)
+                    try await writer.write(batch, at: download.position)
                     isStored = true
                 } catch let error as CacheError where error.code == .entryInvalidated {
-                    throw CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read.")
+                    download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
+                    queue.stop()
+                    return .stop
                 } catch let error where error is CancellationError || Task.isCancelled {
+                    queue.stop()
                     return .stop  // the last reader left during the write; nobody needs the bytes
                 } catch {
                     configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(url)", "error": "\(error)"])
@@ -134,9 +181,106 @@ struct OriginTransfer: Sendable {
                     result = .storeFailed
                 }
             }
-            download.deliver(chunk, isStored: isStored)
-            if download.position >= requestEnd { break }
+            download.deliver(batch, isStored: isStored)
         }
         return result
+    }
+}
+
+/// The chunks read from an origin body and not yet stored, between the transfer's two
+/// stages. The reader pushes (and waits while `limit` bytes are queued); the writer takes
+/// everything queued as one buffer.
+final class ChunkQueue: Sendable {
+    private struct State {
+        var chunks: [ByteBuffer] = []
+        var bytes = 0
+        var isFinished = false
+        var isStopped = false
+        var taker: CheckedContinuation<Void, Never>?
+        var pusher: CheckedContinuation<Void, Never>?
+    }
+
+    private let state = Mutex(State())
+    private let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Queues `chunk`; waits while the queue is full. `false` once the writer has stopped.
+    func push(_ chunk: ByteBuffer) async -> Bool {
+        while true {
+            let (accepted, wake) = state.withLock { state -> (Bool?, CheckedContinuation<Void, Never>?) in
+                if state.isStopped { return (false, nil) }
+                guard state.bytes < limit else { return (nil, nil) }
+                state.chunks.append(chunk)
+                state.bytes += chunk.readableBytes
+                defer { state.taker = nil }
+                return (true, state.taker)
+            }
+            wake?.resume()
+            if let accepted { return accepted }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    guard !state.isStopped, state.bytes >= limit else { return true }
+                    state.pusher = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+    }
+
+    /// No more chunks come; the writer takes what is queued and then ends.
+    func finish() {
+        let wake = state.withLock { state in
+            state.isFinished = true
+            defer { state.taker = nil }
+            return state.taker
+        }
+        wake?.resume()
+    }
+
+    /// The writer stops: pushes fail from now on.
+    func stop() {
+        let wake = state.withLock { state in
+            state.isStopped = true
+            state.chunks = []
+            state.bytes = 0
+            defer { state.pusher = nil }
+            return state.pusher
+        }
+        wake?.resume()
+    }
+
+    /// Everything queued, as one buffer; waits while the queue is empty. `nil` at the end.
+    func takeAll() async -> ByteBuffer? {
+        while true {
+            let (taken, isOver, wake) = state.withLock { state -> ([ByteBuffer], Bool, CheckedContinuation<Void, Never>?) in
+                let taken = state.chunks
+                guard !taken.isEmpty else { return ([], state.isFinished || state.isStopped, nil) }
+                state.chunks = []
+                state.bytes = 0
+                defer { state.pusher = nil }
+                return (taken, false, state.pusher)
+            }
+            wake?.resume()
+            if taken.count == 1 { return taken[0] }
+            if taken.count > 1 {
+                var batch = ByteBuffer()
+                batch.reserveCapacity(taken.reduce(0) { $0 + $1.readableBytes })
+                for var chunk in taken { batch.writeBuffer(&chunk) }
+                return batch
+            }
+            if isOver { return nil }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    guard state.chunks.isEmpty, !state.isFinished, !state.isStopped else { return true }
+                    state.taker = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
     }
 }

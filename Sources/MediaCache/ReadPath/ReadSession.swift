@@ -156,13 +156,17 @@ final class ReadSession: Sendable {
             }
             if let passThrough { return try await next(from: passThrough, cursor: cursor) }
 
-            // Just fetched: the download still holds it in memory.
-            if let held = current?.download.snapshot(at: cursor).heldBytes {
+            // Just fetched, at the download's front: the download still holds it in memory
+            // (no read back from the store). A reader further behind reads the longer stored
+            // span from the store in one part instead of chunk by chunk.
+            let held = current?.download.snapshot(at: cursor).heldBytes
+            let span = try await versioned { try handle?.spans() }?.span(containing: cursor)
+            if let held, (span?.upperBound ?? 0) - cursor <= Int64(held.readableBytes) {
                 return .bytes(take(held, at: cursor, upTo: chunkSize))
             }
 
             // Cached: read it from disk.
-            if let handle, let span = try await versioned({ try handle.spans() }).span(containing: cursor) {
+            if let handle, let span {
                 if fileRegions {
                     // No buffer is held for a region; its size is this stream's share of the
                     // region budget. The first of a longer read is small so that its first bytes

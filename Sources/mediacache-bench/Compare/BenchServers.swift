@@ -11,17 +11,24 @@ struct BenchServer {
     /// The origin path prefix this server's resources live under, so each server fetches
     /// and caches its own copy and the origin counts their traffic apart.
     let prefix: String
-    private let makeURL: @Sendable (_ originPath: String) -> String
+    private let originPort: Int
+    private let makeURL: @Sendable (_ originURL: String) -> String
 
-    init(name: String, process: SpawnedProcess, prefix: String, makeURL: @escaping @Sendable (String) -> String) {
+    /// `makeURL` turns an origin URL (of the test origin or of nginx's static server) into
+    /// the URL a client asks this server for.
+    init(name: String, process: SpawnedProcess, prefix: String, originPort: Int, makeURL: @escaping @Sendable (String) -> String) {
         self.name = name
         self.process = process
         self.prefix = prefix
+        self.originPort = originPort
         self.makeURL = makeURL
     }
 
-    /// The URL a client uses for the origin's `path` (already prefixed).
-    func url(_ path: String) -> String { makeURL(path) }
+    /// The URL a client uses for the test origin's `path` (already prefixed).
+    func url(_ path: String) -> String { makeURL("http://127.0.0.1:\(originPort)\(path)") }
+
+    /// The URL a client uses for `originURL`.
+    func url(forOrigin originURL: String) -> String { makeURL(originURL) }
 
     /// The peak resident memory of the server and every process it forked.
     var peakMemory: Int64 {
@@ -64,6 +71,16 @@ struct OriginControl {
     }
 }
 
+/// nginx serving files from a folder: an origin as fast as the machine allows.
+struct StaticOrigin {
+    let port: Int
+    /// Files under `folder/static/NAME` are served at `/static/NAME`.
+    let folder: URL
+
+    func url(_ name: String) -> String { "http://127.0.0.1:\(port)/static/\(name)" }
+    func file(_ name: String) -> URL { folder.appendingPathComponent("static").appendingPathComponent(name) }
+}
+
 enum BenchServers {
     /// Starts `mediacache-bench origin` (`executable`) on a free port.
     static func startOrigin(_ executable: URL) async throws -> (SpawnedProcess, Int) {
@@ -77,27 +94,33 @@ enum BenchServers {
             executable, ["serve", "--port", "0", "--cache-dir", directory.path, "--max-size", "8G", "--log-level", "warning"],
             readyLinePrefix: "mediacache: serving on")
         let port = try port(in: line)
-        return BenchServer(name: "mediacache", process: process, prefix: "/mc") { path in
-            let origin = "http://127.0.0.1:\(originPort)\(path)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-            return "http://127.0.0.1:\(port)/?url=\(origin)"
+        return BenchServer(name: "mediacache", process: process, prefix: "/mc", originPort: originPort) { origin in
+            "http://127.0.0.1:\(port)/?url=\(origin.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
         }
     }
 
     /// Starts nginx as a slice cache in front of the origin, its configuration and cache in
     /// `directory`; installs Debian's nginx first if it is missing.
-    static func startNginx(directory: URL, originPort: Int, client: BenchClient) async throws -> BenchServer {
+    static func startNginx(directory: URL, originPort: Int, client: BenchClient) async throws -> (server: BenchServer, staticOrigin: StaticOrigin) {
         let nginx = try await nginxExecutable()
         let port = try freePort()
+        let staticPort = try freePort()
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // The workers may run as an unprivileged user: let them write their cache here.
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
-        let configuration = nginxConfiguration(directory: directory.path, port: port, originPort: originPort)
+        let staticFolder = directory.appendingPathComponent("static")
+        try FileManager.default.createDirectory(at: staticFolder.appendingPathComponent("static"), withIntermediateDirectories: true)
+        let configuration = nginxConfiguration(directory: directory.path, port: port, originPort: originPort, staticPort: staticPort)
         let file = directory.appendingPathComponent("nginx.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
         let process = try SpawnedProcess(nginx.path, ["-p", directory.path, "-c", file.path, "-e", directory.appendingPathComponent("error.log").path])
-        let server = BenchServer(name: "nginx", process: process, prefix: "/nginx") { "http://127.0.0.1:\(port)\($0)" }
+        // nginx routes by path: the test origin's paths, and /static/ to its static server.
+        let server = BenchServer(name: "nginx", process: process, prefix: "/nginx", originPort: originPort) { origin in
+            "http://127.0.0.1:\(port)" + (URLComponents(string: origin)?.percentEncodedPath ?? "/")
+        }
+        let staticOrigin = StaticOrigin(port: staticPort, folder: staticFolder)
         for _ in 0..<100 {
-            if (try? await client.text(server.url("/_ready"))) != nil { return server }
+            if (try? await client.text(server.url("/_ready"))) != nil { return (server, staticOrigin) }
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -111,7 +134,10 @@ enum BenchServers {
     /// `tcp_nopush` is off (nginx's default): on, with `sendfile`, each 64 KiB range on a
     /// keep-alive connection waited about 40 ms (workload 8: p50 43.8 ms against 0.23 ms
     /// off), and we compare against nginx at its best.
-    static func nginxConfiguration(directory: String, port: Int, originPort: Int) -> String {
+    ///
+    /// The same nginx also serves files from `static/` on `staticPort` (`sendfile`, from the
+    /// page cache): the fast origin of workload 9, which its slice cache reaches under `/static/`.
+    static func nginxConfiguration(directory: String, port: Int, originPort: Int, staticPort: Int) -> String {
         """
         daemon off;
         worker_processes auto;
@@ -131,20 +157,27 @@ enum BenchServers {
                 server 127.0.0.1:\(originPort);
                 keepalive 32;
             }
+            upstream static_origin {
+                server 127.0.0.1:\(staticPort);
+                keepalive 32;
+            }
+            server {
+                listen 127.0.0.1:\(staticPort);
+                root \(directory)/static;
+            }
             server {
                 listen 127.0.0.1:\(port);
                 location = /_ready { return 204; }
-                location / {
-                    slice 1m;
-                    proxy_cache media;
-                    proxy_cache_key $uri$slice_range;
-                    proxy_set_header Range $slice_range;
-                    proxy_cache_valid 200 206 1d;
-                    proxy_cache_lock on;
-                    proxy_http_version 1.1;
-                    proxy_set_header Connection "";
-                    proxy_pass http://origin;
-                }
+                slice 1m;
+                proxy_cache media;
+                proxy_cache_key $uri$slice_range;
+                proxy_set_header Range $slice_range;
+                proxy_cache_valid 200 206 1d;
+                proxy_cache_lock on;
+                proxy_http_version 1.1;
+                proxy_set_header Connection "";
+                location / { proxy_pass http://origin; }
+                location /static/ { proxy_pass http://static_origin; }
             }
         }
 

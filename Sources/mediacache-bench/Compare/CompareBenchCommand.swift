@@ -9,11 +9,11 @@ import MediaCacheTestSupport
 struct CompareBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "compare",
-        abstract: "mediacache vs nginx (slice cache) on eight workloads; prints a table with ratios.",
+        abstract: "mediacache vs nginx (slice cache) on nine workloads; prints a table with ratios.",
         discussion: "Starts the test origin, `mediacache serve` and nginx on loopback, runs the workloads against both and stops everything. Installs Debian's nginx-light if nginx is missing (as root)."
     )
 
-    @Option(help: "The hot file's size in MiB (workload 1).")
+    @Option(help: "The hot file's size in MiB (workload 1), and the cold one's (workload 9).")
     var hotSize: Int = 256
 
     @Option(help: "How many clients read cached 8 MiB files at once (workload 2).")
@@ -25,14 +25,14 @@ struct CompareBenchCommand: AsyncParsableCommand {
     @Option(help: "How many times to repeat the throughput measurements (the best is reported).")
     var rounds: Int = 3
 
-    @Option(name: .customLong("only"), parsing: .upToNextOption, help: "Run only these workloads (1 to 8; 6 replays 4's session).")
-    var only: [Int] = Array(1...8)
+    @Option(name: .customLong("only"), parsing: .upToNextOption, help: "Run only these workloads (1 to 9; 6 replays 4's session).")
+    var only: [Int] = Array(1...9)
 
     func validate() throws {
         guard hotSize > 0, clients > 0, throttle > 0, rounds > 0 else {
             throw ValidationError("--hot-size, --clients, --throttle and --rounds must be positive.")
         }
-        guard !only.isEmpty, only.allSatisfy((1...8).contains) else { throw ValidationError("--only takes workload numbers from 1 to 8.") }
+        guard !only.isEmpty, only.allSatisfy((1...9).contains) else { throw ValidationError("--only takes workload numbers from 1 to 9.") }
         if only.contains(6), !only.contains(4) { throw ValidationError("Workload 6 replays workload 4's session: add 4.") }
     }
 
@@ -56,7 +56,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
             let ourFolder = root.appendingPathComponent("mediacache")
             let ours = try await BenchServers.startOurs(executable, directory: ourFolder, originPort: originPort)
             started.append(ours.process)
-            let nginx = try await BenchServers.startNginx(directory: root.appendingPathComponent("nginx"), originPort: originPort, client: client)
+            let (nginx, staticOrigin) = try await BenchServers.startNginx(directory: root.appendingPathComponent("nginx"), originPort: originPort, client: client)
             started.append(nginx.process)
             let workloads = Workloads(client: client, origin: origin, servers: [ours, nginx], rounds: rounds)
             print("mediacache vs nginx slice cache — \(ProcessInfo.processInfo.activeProcessorCount) cores, origin, both servers and the clients on one machine")
@@ -72,6 +72,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
             }
             if only.contains(6) { try await workloads.replay(into: &table) }
             if only.contains(8) { try await workloads.hotRangeLatency(into: &table) }
+            if only.contains(9) { try await workloads.coldWholeFile(sizeMiB: hotSize, from: staticOrigin, into: &table) }
             print(table.render())
         } catch {
             await cleanUp()

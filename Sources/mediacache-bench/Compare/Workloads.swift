@@ -218,6 +218,49 @@ struct Workloads {
         table.add("8. hot 64 KiB range, one connection, p99 ms", values: p99, format: "%.3f")
     }
 
+    /// 9. A file nobody read yet, read whole through an empty cache, from an origin as fast
+    /// as the machine allows (nginx serving it from the page cache), next to the direct read.
+    /// Each round reads a new name (hard links of one file, so the page cache holds it once).
+    func coldWholeFile(sizeMiB: Int, from staticOrigin: StaticOrigin, into table: inout ResultTable) async throws {
+        let length = Int64(sizeMiB) << 20
+        let content = DeterministicContent(seed: 90)
+        let source = staticOrigin.file("cold.bin")
+        try Self.writeFile(source, content: content, length: length)
+        // Check the bytes once, through each server, on names the timed rounds do not use.
+        try await client.read(staticOrigin.url("cold.bin"), content: content, length: length)
+        for server in servers {
+            try FileManager.default.linkItem(at: source, to: staticOrigin.file("cold-check-\(server.name).bin"))
+            try await client.read(server.url(forOrigin: staticOrigin.url("cold-check-\(server.name).bin")), content: content, length: length)
+        }
+        var best = [Double](repeating: 0, count: servers.count)
+        var direct = 0.0
+        for round in 0..<rounds {
+            direct = max(direct, Double(sizeMiB) / (try await client.curl([staticOrigin.url("cold.bin")], parallel: 1, expectedBytes: length))[0].total)
+            for (index, server) in servers.enumerated() {
+                let name = "cold-\(round)-\(server.name).bin"
+                try FileManager.default.linkItem(at: source, to: staticOrigin.file(name))
+                let run = try await client.curl([server.url(forOrigin: staticOrigin.url(name))], parallel: 1, expectedBytes: length)
+                best[index] = max(best[index], Double(sizeMiB) / run[0].total)
+            }
+        }
+        table.add("9. cold whole file, \(sizeMiB) MiB, fast origin, MiB/s", values: best, format: "%.0f",
+                  reference: String(format: "direct from the origin %.0f MiB/s; ours / direct %.2f", direct, best[0] / direct))
+    }
+
+    /// Writes `length` bytes of `content` to `file`, 1 MiB at a time.
+    static func writeFile(_ file: URL, content: DeterministicContent, length: Int64) throws {
+        FileManager.default.createFile(atPath: file.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: file)
+        defer { try? handle.close() }
+        var offset: Int64 = 0
+        while offset < length {
+            let count = Int(min(1 << 20, length - offset))
+            let buffer = content.buffer(offset: offset, length: count)
+            try handle.write(contentsOf: Data(buffer.readableBytesView))
+            offset += Int64(count)
+        }
+    }
+
     static func percentile(_ fraction: Double, _ values: [Double]) -> Double {
         guard !values.isEmpty else { return .nan }
         let sorted = values.sorted()
