@@ -65,9 +65,23 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             let handler = handler
             let localPort = channel.localAddress?.port ?? configuration.port
             let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+            // A stored range that fits in one file region is answered here on the event
+            // loop, in one flush: no task, no hop to another thread.
+            var first: ReadPart?
+            let stored = handler.respondFromStore(to: head, localPort: localPort)
+            if let stored, case .stream(let stream, let log) = stored.body {
+                first = stream.nextPartWithoutWaiting()
+                if case .file(let descriptor, let range)? = first, range.upperBound == stream.range.upperBound {
+                    stream.cancel()  // it has given its last byte
+                    Self.sendAtOnce(stored, region: (descriptor, range), log: log, statistics: stream.statistics, on: context, version: head.version,
+                                    keepAlive: head.isKeepAlive) { this.value.isResponding = false }
+                    return
+                }
+            }
+            let firstPart = first
             task = connections.run {
-                let response = await handler.respond(to: head, localPort: localPort)
-                await Self.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
+                let response = if let stored { stored } else { await handler.respond(to: head, localPort: localPort) }
+                await Self.send(response, firstPart: firstPart, on: channel, version: head.version, keepAlive: head.isKeepAlive)
                 channel.eventLoop.execute { this.value.isResponding = false }
             }
         }
@@ -77,7 +91,41 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// with `sendfile`, other bytes as buffers) with at most two parts in the socket's queue, so a slow client holds the read back instead of filling memory. A
     /// failure after the head is sent cuts the connection: a player must never get wrong
     /// bytes under a success status.
-    static func send(_ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
+    /// Writes the head, `region` (the whole body) and the end in one flush, on the event loop.
+    private static func sendAtOnce(_ response: ProxyResponse, region: (descriptor: CInt, range: ByteRange), log: RequestLog, statistics: ReadStatistics,
+                                   on context: ChannelHandlerContext, version: HTTPVersion, keepAlive: Bool, done: @escaping () -> Void) {
+        var log = log
+        let keepAlive = keepAlive && ((version.major, version.minor) >= (1, 1) || response.headers.contains(name: "content-length"))
+        var headers = response.headers
+        if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+        let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
+        let body = FileRegion(fileHandle: file, readerIndex: Int(region.range.lowerBound), endIndex: Int(region.range.upperBound))
+        let channel = context.channel
+        log.firstByte = ContinuousClock.now
+        let line = log
+        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: version, status: response.status, headers: headers))), promise: nil)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.write(NIOAny(HTTPServerResponsePart.body(.fileRegion(body))), promise: written)
+        written.futureResult.whenComplete { result in
+            try? file.close()
+            switch result {
+            case .success: line.end(statistics, error: nil)  // every body byte is in the socket
+            case .failure(let error): line.end(statistics, error: error)
+            }
+        }
+        let ended = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: ended)
+        ended.futureResult.whenComplete { result in
+            if case .failure = result {
+                channel.close(promise: nil)
+            } else if !keepAlive {
+                channel.close(promise: nil)
+            }
+            done()
+        }
+    }
+
+    static func send(_ response: ProxyResponse, firstPart: ReadPart? = nil, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
         var headers = response.headers
         // A body without a length ends with the connection for an HTTP/1.0 client (an
         // HTTP/1.1 one gets it chunked).
@@ -96,9 +144,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             case .stream(let stream, var log):
                 // The first part is read before the head is sent: a read that fails before
                 // its first byte (a refused origin answer) still gets a status, not a cut.
-                var part: ReadPart?
+                var part = firstPart
                 do {
-                    part = try await stream.nextPart()
+                    if part == nil { part = try await stream.nextPart() }
                 } catch {
                     stream.cancel()
                     let failure = ProxyHandler.response(for: error)

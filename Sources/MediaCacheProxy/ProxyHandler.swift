@@ -31,39 +31,84 @@ struct ProxyHandler: Sendable {
         return response
     }
 
+    /// Answers `head` at once when the store alone can: a `GET` of a stored, current range.
+    /// `nil` when the answer needs anything else (the origin, a revalidation, an error page):
+    /// then ``respond(to:localPort:)`` answers it. Never waits, so an event loop can call it.
+    func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> ProxyResponse? {
+        guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let asked = try? parse(head),
+              let metadata = reader.cachedContentInfo(for: asked.url), let total = metadata.length else { return nil }
+        var wanted = ByteRange(0, total)
+        if let specifier = asked.specifier {
+            guard let resolved = specifier.resolve(length: total) else { return nil }
+            wanted = resolved
+        }
+        guard let stream = reader.cachedRead(asked.url, range: wanted, headers: asked.forwarded) else { return nil }
+        guard stream.metadata.length == total, stream.range == wanted else {
+            stream.cancel()
+            return nil
+        }
+        let status: HTTPResponseStatus = asked.specifier != nil ? .partialContent : .ok
+        var log = requestLog(for: head)
+        log.url = asked.url.absoluteString
+        log.status = Int(status.code)
+        var response = ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: wanted, isPartial: asked.specifier != nil,
+                                                                           now: reader.store.configuration.clock.now),
+                                     body: .stream(stream, log: log))
+        addCORSHeaders(to: &response, for: head)
+        return response
+    }
+
+    private func requestLog(for head: HTTPRequestHead) -> RequestLog {
+        RequestLog(method: String(head.method.rawValue.prefix(20)), range: head.headers.first(name: "range").map { String($0.prefix(100)) },
+                   started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning)
+    }
+
+    /// What a checked `GET` or `HEAD` asks for.
+    private struct Asked {
+        var url: URL
+        /// The first range of the `Range` header, if any.
+        var specifier: RangeSpecifier?
+        /// Where the body will start, when known before the length: an uncached resource is
+        /// then asked for with one ranged GET rather than a HEAD and a GET.
+        var firstByte: Int64?
+        /// The player's fields for the origin.
+        var forwarded: RequestHeaders
+    }
+
+    /// The origin URL, range and fields of a `GET` or `HEAD` that passed ``checkRequest(_:localPort:)``.
+    private func parse(_ head: HTTPRequestHead) throws -> Asked {
+        let url = try checkedOriginURL(head)
+        // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
+        var specifier: RangeSpecifier?
+        if let rangeHeader = head.headers.first(name: "range") {
+            switch RangeSpecifier.parse(rangeHeader) {
+            case .invalid:
+                throw ProxyRequestError(status: .badRequest, "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n.")
+            case .single(let one): specifier = one
+            case .multiple(let first): specifier = first  // answered with the first range only
+            }
+        }
+        var firstByte: Int64?
+        if head.method != .HEAD {
+            switch specifier {
+            case nil: firstByte = 0
+            case .from(let first, _)?: firstByte = first
+            case .suffix?: firstByte = nil
+            }
+        }
+        return Asked(url: url, specifier: specifier, firstByte: firstByte, forwarded: Self.endToEndHeaders(head.headers))
+    }
+
     private func answer(_ head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
         let sendsBody = head.method != .HEAD
-        let rangeHeader = head.headers.first(name: "range")
-        var log = RequestLog(method: String(head.method.rawValue.prefix(20)), range: rangeHeader.map { String($0.prefix(100)) },
-                             started: ContinuousClock.now, logger: configuration.logger,
-                             warning: reader.securityWarning)
+        var log = requestLog(for: head)
         do {
             try checkRequest(head, localPort: localPort)
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
-            let url = try checkedOriginURL(head)
+            let asked = try parse(head)
+            let (url, specifier, forwarded) = (asked.url, asked.specifier, asked.forwarded)
             log.url = url.absoluteString
-            // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
-            var specifier: RangeSpecifier?
-            if let rangeHeader {
-                switch RangeSpecifier.parse(rangeHeader) {
-                case .invalid:
-                    throw ProxyRequestError(status: .badRequest, "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n.")
-                case .single(let one): specifier = one
-                case .multiple(let first): specifier = first  // answered with the first range only
-                }
-            }
-            // Where the body will start, when known before the length: an uncached resource
-            // is then asked for with one ranged GET rather than a HEAD and a GET.
-            var firstByte: Int64?
-            if sendsBody {
-                switch specifier {
-                case nil: firstByte = 0
-                case .from(let first, _)?: firstByte = first
-                case .suffix?: firstByte = nil
-                }
-            }
-            let forwarded = Self.endToEndHeaders(head.headers)
-            var metadata = try await reader.contentInfo(for: url, readingFrom: firstByte, headers: forwarded)
+            var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, headers: forwarded)
             let now = reader.store.configuration.clock.now
             // The head is planned from what is known now; if the read then finds another
             // version at the origin, it is planned again from what the read found, so the

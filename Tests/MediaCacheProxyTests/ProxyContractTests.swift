@@ -401,6 +401,46 @@ import Testing
         }
     }
 
+    /// A stored range that fits in one file region is answered on the event loop in one step
+    /// (no task): the answer must be the one the general path gives, on keep-alive and
+    /// HTTP/1.0 connections alike, and reach no origin.
+    @Test func aStoredRangeAnsweredAtOnceIsTheSameAnswer() async throws {
+        try await ProxyHarness.with { h in
+            let resource = serve(h)
+            let range = ("Range", "bytes=1000-70999")
+            let cold = try await h.get(h.url("/v.mp4"), headers: [range])  // fetched: the general path
+            let requests = h.origin.requests("/v.mp4").count
+            let hot = try await h.get(h.url("/v.mp4"), headers: [range])
+            #expect(h.origin.requests("/v.mp4").count == requests, "a stored range must not reach the origin")
+            for reply in [cold, hot] {
+                #expect(reply.status == 206)
+                #expect(reply.body.readableBytes == 70_000)
+                #expect(resource.firstMismatch(in: reply.body, at: 1000) == nil)
+            }
+            let fields = { (reply: ProxyHarness.Reply) in
+                reply.headers.filter { !["date", "age"].contains($0.name.lowercased()) }.map { "\($0.name.lowercased()): \($0.value)" }.sorted()
+            }
+            #expect(fields(hot) == fields(cold))
+            #expect(hot.headers.first(name: "content-range") == "bytes 1000-70999/\(Self.size)")
+
+            let raw = RawHTTPClient(port: h.port)
+            let target = "/?url=" + h.origin.url("/v.mp4").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            // Two requests on one keep-alive connection, sent together.
+            let request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\nRange: bytes=1000-70999\r\n\r\n"
+            let twice = try await raw.exchange([String(repeating: request, count: 2)], expectedResponses: 2)
+            #expect(twice.responses.count == 2 && !twice.closedByServer)
+            // HTTP/1.0 without keep-alive: the answer, then the server closes.
+            let once = try await raw.exchange(["GET \(target) HTTP/1.0\r\nRange: bytes=1000-70999\r\n\r\n"], expectedResponses: 2)
+            #expect(once.responses.count == 1 && once.closedByServer)
+            for response in twice.responses + once.responses {
+                #expect(response.status == 206 && response.isComplete)
+                #expect(resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 1000) == nil)
+                #expect(response.body.count == 70_000)
+            }
+            #expect(h.origin.requests("/v.mp4").count == requests)
+        }
+    }
+
     @Test func badRequestsGetAClear4xx() async throws {
         try await ProxyHarness.with { h in
             serve(h)

@@ -146,6 +146,31 @@ public final class CachingReader: Sendable {
         return try await task.value
     }
 
+    /// The content information when the store alone can give it now: the entry's length is
+    /// known and it may be used without asking the origin (see ``contentInfo(for:readingFrom:headers:)``);
+    /// `nil` otherwise. Never waits.
+    public func cachedContentInfo(for url: URL) -> ContentMetadata? {
+        let key = store.key(for: url)
+        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key) else { return nil }
+        return stored
+    }
+
+    /// A read of `range` when the store alone can serve it: every byte is stored and the
+    /// entry may be used without asking the origin (a read with no missing bytes is never
+    /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
+    public func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
+        guard let metadata = cachedContentInfo(for: url), metadata.isStorable, let total = metadata.length,
+              range.upperBound <= total, !range.isEmpty else { return nil }
+        let key = store.key(for: url)
+        guard let handle = try? store.openEntry(key) else { return nil }
+        guard (try? handle.spans())?.contains(range) == true else {
+            handle.close()
+            return nil
+        }
+        let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
+        return ReadStream(metadata: (try? handle.metadata()) ?? metadata, range: range, session: session)
+    }
+
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
     private func store(_ metadata: ContentMetadata, key: CacheKey) async -> ContentMetadata {

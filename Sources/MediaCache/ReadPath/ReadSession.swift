@@ -168,12 +168,7 @@ final class ReadSession: Sendable {
             // Cached: read it from disk.
             if let handle, let span {
                 if fileRegions {
-                    // No buffer is held for a region; its size is this stream's share of the
-                    // region budget. The first of a longer read is small so that its first bytes
-                    // leave at once; a read that fits in one region is sent in one.
-                    let share = reader.currentRegionSize
-                    let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(reader.configuration.minimumChunkSize) : share
-                    let region = ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
+                    let region = region(at: cursor, in: span)
                     let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
                     advance(to: region.upperBound)
                     return .file(descriptor: descriptor, range: region)
@@ -307,6 +302,27 @@ final class ReadSession: Sendable {
         }
         if stale { download.removeReader(readerID) }
         return download
+    }
+
+    /// The file region a read gives at `cursor`, in the stored `span`. No buffer is held for
+    /// a region; its size is this stream's share of the region budget. The first of a longer
+    /// read is small so that its first bytes leave at once; a read that fits in one region is
+    /// sent in one.
+    private func region(at cursor: Int64, in span: ByteRange) -> ByteRange {
+        let share = reader.currentRegionSize
+        let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(reader.configuration.minimumChunkSize) : share
+        return ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
+    }
+
+    /// See ``ReadStream/nextPartWithoutWaiting()``.
+    func fileRegionWithoutWaiting() -> ReadPart? {
+        let (cursor, handle, isClosed) = state.withLock { ($0.cursor, $0.handle, $0.isClosed) }
+        guard !isClosed, passThrough == nil, cursor < range.upperBound, let handle,
+              let span = (try? handle.spans())?.span(containing: cursor) else { return nil }
+        let region = region(at: cursor, in: span)
+        guard let descriptor = try? handle.duplicateDescriptorIfOpen(for: region) else { return nil }
+        advance(to: region.upperBound)
+        return .file(descriptor: descriptor, range: region)
     }
 
     /// Up to `limit` bytes of `held` (which starts at `cursor`), within the read's range;

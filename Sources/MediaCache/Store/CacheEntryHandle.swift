@@ -172,6 +172,13 @@ public final class CacheEntryHandle: Sendable {
 
     /// The entry's open file (if open) and file name, after checking `range` is cached;
     /// counts as an access for eviction.
+    /// ``duplicateDescriptor(for:)`` without waiting: `nil` when the data file is not open
+    /// yet (opening it is blocking I/O, left to the async call).
+    public func duplicateDescriptorIfOpen(for range: ByteRange) throws -> CInt? {
+        guard let openFile = try cachedFile(for: range).0 else { return nil }
+        return try openFile.duplicateDescriptor()
+    }
+
     private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String) {
         let now = store.configuration.clock.now
         return try store.state.withLock { state in
@@ -191,8 +198,8 @@ public final class CacheEntryHandle: Sendable {
         store.state.withLock { state in
             guard state.records[key] != nil else { return }
             state.records[key]!.pinnedBy.remove(id)
-            if state.records[key]!.pinnedBy.isEmpty {
-                state.records[key]!.file = nil
+            if state.records[key]!.pinnedBy.isEmpty, state.records[key]!.file != nil {
+                state.keepFileOpen(key)
             }
         }
     }

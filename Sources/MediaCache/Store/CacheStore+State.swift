@@ -36,6 +36,22 @@ extension CacheStore {
         var nextHandleID: UInt64 = 1
         var backgroundFlush: Task<Void, Never>?
         var isClosed = false
+        /// Entries no handle pins whose data file is kept open, least recently let go first:
+        /// a replayed range can then be sent without opening the file again (and without
+        /// leaving the event loop). At most ``keptOpenFiles``.
+        var unpinnedOpenFiles: [CacheKey] = []
+        static let keptOpenFiles = 32
+
+        /// Keeps `key`'s data file open after its last handle closed, closing the least
+        /// recently let go beyond ``keptOpenFiles``.
+        mutating func keepFileOpen(_ key: CacheKey) {
+            unpinnedOpenFiles.removeAll { $0 == key }
+            unpinnedOpenFiles.append(key)
+            while unpinnedOpenFiles.count > Self.keptOpenFiles {
+                let oldest = unpinnedOpenFiles.removeFirst()
+                if records[oldest]?.pinnedBy.isEmpty == true { records[oldest]!.file = nil }
+            }
+        }
 
         mutating func makeGeneration() -> UInt64 {
             defer { nextGeneration += 1 }
