@@ -19,31 +19,58 @@ public enum RangeSpecifier: Sendable, Hashable {
 
     /// Parses a `Range` header value such as `bytes=0-1023`.
     public static func parse(_ value: String) -> Parsed {
-        let trimmed = value.trimmingHTTPWhitespace()
-        guard trimmed.lowercased().hasPrefix("bytes=") else { return .invalid }
-        let specs = trimmed.dropFirst("bytes=".count).split(separator: ",", omittingEmptySubsequences: false)
-        var parsed: [RangeSpecifier] = []
-        for spec in specs {
-            guard let one = parseOne(Substring(String(spec).trimmingHTTPWhitespace())) else { return .invalid }
-            parsed.append(one)
+        var value = value
+        return value.withUTF8 { parse(bytes: $0[...]) }
+    }
+
+    private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
+
+    /// Works on the header's bytes (one pass, no allocation: it runs on every request).
+    private static func parse(bytes: Bytes) -> Parsed {
+        let value = trimmed(bytes)
+        let prefix = "bytes=".utf8
+        guard value.count >= prefix.count,
+              zip(value, prefix).allSatisfy({ byte, expected in byte == expected || (65...90).contains(byte) && byte + 32 == expected }) else {
+            return .invalid
         }
-        guard let first = parsed.first else { return .invalid }
-        return parsed.count == 1 ? .single(first) : .multiple(first: first)
+        var first: RangeSpecifier?
+        var count = 0
+        var start = value.startIndex + prefix.count
+        while true {
+            let end = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
+            guard let one = parseOne(trimmed(value[start..<end])) else { return .invalid }
+            first = first ?? one
+            count += 1
+            guard end < value.endIndex else { break }
+            start = end + 1
+        }
+        guard let first else { return .invalid }
+        return count == 1 ? .single(first) : .multiple(first: first)
+    }
+
+    /// `bytes` without leading and trailing spaces and tabs (RFC 9110 OWS).
+    private static func trimmed(_ bytes: Bytes) -> Bytes {
+        var lower = bytes.startIndex
+        var upper = bytes.endIndex
+        while lower < upper, bytes[lower] == 32 || bytes[lower] == 9 { lower += 1 }
+        while upper > lower, bytes[upper - 1] == 32 || bytes[upper - 1] == 9 { upper -= 1 }
+        return bytes[lower..<upper]
     }
 
     /// A client's numbers are read saturating at ``ByteRange/maximumOffset``: a larger last
     /// position or suffix means "to the end" (RFC 9110 allows a last position past the end),
     /// and a larger first position can never be satisfied, so it gets a 416.
-    private static func parseOne(_ spec: Substring) -> RangeSpecifier? {
-        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return nil }
-        if parts[0].isEmpty {
-            guard let length = HTTPNumber.saturating(parts[1]) else { return nil }
+    private static func parseOne(_ spec: Bytes) -> RangeSpecifier? {
+        guard let dash = spec.firstIndex(of: UInt8(ascii: "-")) else { return nil }
+        let firstDigits = spec[spec.startIndex..<dash]
+        let lastDigits = spec[(dash + 1)...]
+        if firstDigits.isEmpty {
+            guard let length = HTTPNumber.saturating(digits: lastDigits) else { return nil }
             return .suffix(length: length)
         }
-        guard let first = HTTPNumber.saturating(parts[0]) else { return nil }
-        if parts[1].isEmpty { return .from(first: first, last: nil) }
-        guard let last = HTTPNumber.saturating(parts[1]), last >= first else { return nil }
+        guard let first = HTTPNumber.saturating(digits: firstDigits) else { return nil }
+        if lastDigits.isEmpty { return .from(first: first, last: nil) }
+        guard let last = HTTPNumber.saturating(digits: lastDigits), last >= first else { return nil }
         return .from(first: first, last: last)
     }
 
