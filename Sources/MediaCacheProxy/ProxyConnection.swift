@@ -179,7 +179,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                             written.futureResult.whenComplete { _ in try? file.close() }
                             body = .body(.fileRegion(region))
                         }
-                        let isLast = sent >= stream.range.upperBound
+                        // (Bytes from memory may still be being written: the stream's end then
+                        // waits for the store, and the end marker goes after it.)
+                        let isLast = sent >= stream.range.upperBound && { if case .file = current { true } else { false } }()
                         let end = isLast ? channel.eventLoop.makePromise(of: Void.self) : nil
                         ended = end?.futureResult
                         let first = pendingHead

@@ -31,10 +31,10 @@ import Testing
             break
         case .receiving:
             _ = machine.responseReceived()
-            _ = machine.bytesArrived(bytes(10), isStored: true)
+            _ = machine.bytesArrived(bytes(10), storage: .stored)
         case .resuming:
             _ = machine.responseReceived()
-            _ = machine.bytesArrived(bytes(10), isStored: true)
+            _ = machine.bytesArrived(bytes(10), storage: .stored)
             _ = machine.requestFailed(Failure(name: "drop"), retryable: true, maxRetries: 3)
         case .resumingBeforeAnyResponse:
             _ = machine.requestFailed(Failure(name: "refused"), retryable: true, maxRetries: 3)
@@ -106,13 +106,13 @@ import Testing
         #expect(suspended2)
         let suspended3 = machine.wait(waitsAt30, for: .bytes(at: 30))
         #expect(suspended3)
-        let actions = machine.bytesArrived(Self.bytes(10), isStored: true)
+        let actions = machine.bytesArrived(Self.bytes(10), storage: .stored)
         #expect(actions.wake == [waitsAt0])
         #expect(machine.position == 10)
-        let actions2 = machine.bytesArrived(Self.bytes(10), isStored: true)
+        let actions2 = machine.bytesArrived(Self.bytes(10), storage: .stored)
         #expect(actions2.wake == [waitsAt15])
         #expect(machine.waiterCount == 1)
-        let actions3 = machine.bytesArrived(Self.bytes(11), isStored: true)
+        let actions3 = machine.bytesArrived(Self.bytes(11), storage: .stored)
         #expect(actions3.wake == [waitsAt30])
         #expect(machine.position == 31)
     }
@@ -129,7 +129,7 @@ import Testing
         #expect(action2 == .retry(attempt: 2))
         machine.resuming()
         _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(5), isStored: true)  // progress: the count starts again
+        _ = machine.bytesArrived(Self.bytes(5), storage: .stored)  // progress: the count starts again
         let action3 = machine.requestFailed(error, retryable: true, maxRetries: 2)
         #expect(action3 == .retry(attempt: 1))
         #expect(machine.retries == 3)
@@ -156,7 +156,7 @@ import Testing
         let reader = machine.makeWaiterID(), room = machine.makeWaiterID()
         let suspended = machine.wait(reader, for: .bytes(at: 50))
         #expect(suspended)
-        _ = machine.bytesArrived(Self.bytes(40), isStored: true)  // 50 ahead of the reader at 0
+        _ = machine.bytesArrived(Self.bytes(40), storage: .stored)  // 50 ahead of the reader at 0
         let suspended2 = machine.wait(room, for: .room(readAhead: 20))
         #expect(suspended2)
         let actions = machine.allBytesArrived()
@@ -184,7 +184,7 @@ import Testing
             #expect(Self.name(machine.state) == "cancelled")
             // Nothing the transfer still reports changes that.
             let position = machine.position
-            let actionsNow = machine.bytesArrived(Self.bytes(8), isStored: true)
+            let actionsNow = machine.bytesArrived(Self.bytes(8), storage: .stored)
             #expect(actionsNow == Machine.Actions())
             #expect(machine.position == position)
             let actions2 = machine.responseReceived()
@@ -245,7 +245,7 @@ import Testing
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
         let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
         _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(100), isStored: true)
+        _ = machine.bytesArrived(Self.bytes(100), storage: .stored)
         let room = machine.makeWaiterID()
         let suspended = machine.wait(room, for: .room(readAhead: 50))
         #expect(suspended)
@@ -260,7 +260,7 @@ import Testing
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
         let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
         _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(100), isStored: false)
+        _ = machine.bytesArrived(Self.bytes(100), storage: .memoryOnly)
         #expect(machine.holdsUnstoredBytes)
         let room = machine.makeWaiterID()
         let suspended = machine.wait(room, for: .room(readAhead: 50))
@@ -275,8 +275,8 @@ import Testing
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
         let first = machine.addReader(at: 0)!, second = machine.addReader(at: 0)!
         _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(10, 1), isStored: true)
-        _ = machine.bytesArrived(Self.bytes(10, 2), isStored: true)
+        _ = machine.bytesArrived(Self.bytes(10, 1), storage: .stored)
+        _ = machine.bytesArrived(Self.bytes(10, 2), storage: .stored)
         #expect(machine.bytes(at: 5).map { Array($0.readableBytesView) } == Array(repeating: 1, count: 5))
         #expect(machine.bytes(at: 12)?.readableBytes == 8)
         #expect(machine.bytes(at: 20) == nil)
@@ -291,14 +291,46 @@ import Testing
         var machine = Machine(position: 0, storedChunkLimit: 25)
         _ = machine.addReader(at: 0)
         _ = machine.responseReceived()
-        for _ in 0..<4 { _ = machine.bytesArrived(Self.bytes(10), isStored: true) }
+        for _ in 0..<4 { _ = machine.bytesArrived(Self.bytes(10), storage: .stored) }
         // 40 stored bytes, the limit is 25: the oldest go (readers read them from the store).
         #expect(machine.chunks.map(\.offset) == [20, 30])
         var unstored = Machine(position: 0, storedChunkLimit: 25)
         _ = unstored.addReader(at: 0)
         _ = unstored.responseReceived()
-        for _ in 0..<4 { _ = unstored.bytesArrived(Self.bytes(10), isStored: false) }
+        for _ in 0..<4 { _ = unstored.bytesArrived(Self.bytes(10), storage: .memoryOnly) }
         #expect(unstored.chunks.map(\.offset) == [0, 10, 20, 30])
+    }
+
+    @Test func bytesBeingWrittenStayUntilTheWriteEndsWhateverTheReaders() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let reader = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(10), storage: .writing)
+        _ = machine.moveReader(reader, to: 10)
+        // Passed by every reader, but not in the store yet: a reader joining behind needs it.
+        #expect(machine.bytes(at: 0) != nil)
+        let finished = machine.writeFinished(stored: true)
+        #expect(finished.wake.isEmpty && !finished.cancelsTransfer)
+        #expect(machine.chunks.isEmpty, "stored and passed: read from the store from now on")
+        #expect(!machine.holdsUnstoredBytes)
+    }
+
+    @Test func aFailedWriteLeavesTheBytesInMemoryOnly() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(100), storage: .writing)
+        _ = machine.moveReader(fast, to: 100)
+        let room = machine.makeWaiterID()
+        let suspended = machine.wait(room, for: .room(readAhead: 50))
+        #expect(!suspended, "while writing, the fastest reader sets the pace")
+        _ = machine.writeFinished(stored: false)
+        #expect(machine.holdsUnstoredBytes)
+        #expect(machine.chunks.map(\.storage) == [.memoryOnly])
+        #expect(machine.lead == 100, "now the slowest reader sets the pace")
+        _ = machine.moveReader(slow, to: 100)
+        #expect(machine.chunks.isEmpty)
+        #expect(machine.writeFinished(stored: true) == Machine.Actions(), "nothing was being written")
     }
 
     @Test func aWaitThatHoldsAlreadyDoesNotSuspendAndACancelledOneIsRemoved() {
@@ -314,7 +346,7 @@ import Testing
         #expect(wasWaiting)
         let wasWaiting2 = machine.removeWaiter(waiter)
         #expect(!wasWaiting2)
-        let actions = machine.bytesArrived(Self.bytes(1), isStored: true)
+        let actions = machine.bytesArrived(Self.bytes(1), storage: .stored)
         #expect(actions.wake.isEmpty)
     }
 }

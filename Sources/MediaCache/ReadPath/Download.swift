@@ -7,10 +7,10 @@ import Synchronization
 ///
 /// Its lifecycle is a ``DownloadStateMachine`` run under a lock; this class adds what a
 /// value cannot hold: the suspended readers' continuations and the transfer's task. The
-/// transfer (``OriginTransfer``) stores each chunk and then delivers it here. A reader
-/// takes delivered bytes from memory while they are kept (the latest ones; all of them when
-/// the store refused a write) and from the store otherwise, and is woken only when a byte
-/// it waits for arrives. The download runs at most `readAhead` bytes ahead of its readers,
+/// transfer (``OriginTransfer``) delivers bytes here while it writes them to the store. A
+/// reader takes delivered bytes from memory while they are kept (those being written, the
+/// latest stored ones, and all of them when the store refused a write) and from the store
+/// otherwise, and is woken only when a byte it waits for arrives. The download runs at most `readAhead` bytes ahead of its readers,
 /// so a paused player pauses the origin too, and it stops when its last reader leaves.
 final class Download: Sendable {
     private struct Locked {
@@ -88,6 +88,12 @@ final class Download: Sendable {
         await wait(for: .bytes(at: cursor))
     }
 
+    /// Waits until no byte before `end` is still being written to the store, the download
+    /// ends, or the task is cancelled.
+    func waitForStored(upTo end: Int64) async {
+        await wait(for: .stored(upTo: end))
+    }
+
     /// Waits until the origin has answered, the download ends, or the task is cancelled.
     func waitForResponse() async {
         await wait(for: .response)
@@ -113,9 +119,14 @@ final class Download: Sendable {
         perform { $0.responseReceived() }
     }
 
-    /// Publishes the next bytes, at the position: already stored, or only in memory.
-    func deliver(_ bytes: ByteBuffer, isStored: Bool) {
-        perform { $0.bytesArrived(bytes, isStored: isStored) }
+    /// Publishes the next bytes, at the position: being written, already stored, or only in memory.
+    func deliver(_ bytes: ByteBuffer, storage: DownloadStateMachine.Chunk.Storage) {
+        perform { $0.bytesArrived(bytes, storage: storage) }
+    }
+
+    /// The write of the bytes delivered as `.writing` ended, stored or not.
+    func writeFinished(stored: Bool) {
+        perform { $0.writeFinished(stored: stored) }
     }
 
     func complete() {

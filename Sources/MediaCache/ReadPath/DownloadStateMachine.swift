@@ -50,6 +50,9 @@ struct DownloadStateMachine {
         case response
         /// The transfer's own wait: until it is less than `readAhead` ahead of its readers.
         case room(readAhead: Int64)
+        /// Until no byte before this offset is still being written (a read that ends makes
+        /// sure what it gave is in the store, so a replay finds it there).
+        case stored(upTo: Int64)
     }
 
     /// What the caller must do after an event.
@@ -70,13 +73,22 @@ struct DownloadStateMachine {
         case none
     }
 
-    /// A delivered chunk kept in memory. `isStored` chunks are also in the store (kept so
-    /// that readers get fresh bytes without reading them back); the others exist only here
-    /// and are kept until every reader has passed them.
+    /// A delivered chunk kept in memory.
     struct Chunk {
+        enum Storage: Equatable {
+            /// Being written to the store: kept whatever the readers do, until the write ends.
+            case writing
+            /// In the store too: kept (up to a limit) so that readers at the download's front
+            /// get fresh bytes without reading them back.
+            case stored
+            /// Only here (the store refused them, or the download does not store): kept until
+            /// every reader has passed them.
+            case memoryOnly
+        }
+
         var offset: Int64
         var bytes: ByteBuffer
-        var isStored: Bool
+        var storage: Storage
         var end: Int64 { offset + Int64(bytes.readableBytes) }
     }
 
@@ -85,8 +97,9 @@ struct DownloadStateMachine {
     private(set) var position: Int64
     /// Whether the origin has answered at least once.
     private(set) var hasResponse = false
-    /// Whether a delivered chunk could not be stored: bytes before the position may then
-    /// exist only in memory, and a reader can only join at or after the position.
+    /// Whether a delivered chunk is or was only in memory (the store refused it, or the
+    /// download does not store): bytes before the position may then be nowhere but in the
+    /// readers that took them, and a reader can only join at or after the position.
     private(set) var holdsUnstoredBytes = false
     /// How many times a request was resumed after a failure.
     private(set) var retries = 0
@@ -183,16 +196,30 @@ struct DownloadStateMachine {
         }
     }
 
-    /// The next bytes arrived, at the position; `isStored` when they are in the store.
-    /// Wakes only the readers waiting for a byte among them.
-    mutating func bytesArrived(_ bytes: ByteBuffer, isStored: Bool) -> Actions {
+    /// The next bytes arrived, at the position: being written to the store, already in it,
+    /// or only in memory. Wakes only the readers waiting for a byte among them.
+    mutating func bytesArrived(_ bytes: ByteBuffer, storage: Chunk.Storage) -> Actions {
         guard case .receiving = state, bytes.readableBytes > 0 else { return Actions() }
         failuresInARow = 0
-        chunks.append(Chunk(offset: position, bytes: bytes, isStored: isStored))
-        if !isStored { holdsUnstoredBytes = true }
+        chunks.append(Chunk(offset: position, bytes: bytes, storage: storage))
+        if storage == .memoryOnly { holdsUnstoredBytes = true }
         position += Int64(bytes.readableBytes)
         trimChunks()
         return Actions(wake: takeSatisfiedWaiters(where: Self.isBytes))
+    }
+
+    /// The write of the chunks delivered as `.writing` ended: they are now in the store, or
+    /// (when it failed) only in memory.
+    mutating func writeFinished(stored: Bool) -> Actions {
+        var changed = false
+        for index in chunks.indices where chunks[index].storage == .writing {
+            chunks[index].storage = stored ? .stored : .memoryOnly
+            changed = true
+        }
+        guard changed else { return Actions() }
+        if !stored { holdsUnstoredBytes = true }
+        trimChunks()
+        return Actions(wake: takeSatisfiedWaiters { Self.isRoom($0) || Self.isStored($0) })
     }
 
     /// Every byte the download was for has arrived (or is in the store already).
@@ -252,11 +279,17 @@ struct DownloadStateMachine {
         return false
     }
 
+    private static func isStored(_ condition: Condition) -> Bool {
+        if case .stored = condition { return true }
+        return false
+    }
+
     private func isSatisfied(_ condition: Condition) -> Bool {
         switch condition {
         case .bytes(let cursor): position > cursor
         case .response: hasResponse
         case .room(let readAhead): (lead ?? 0) < readAhead
+        case .stored(let end): !chunks.contains { $0.storage == .writing && $0.offset < end }
         }
     }
 
@@ -278,13 +311,14 @@ struct DownloadStateMachine {
     }
 
     /// Drops chunks every reader has passed, then stored chunks beyond the limit (oldest
-    /// first; readers read those from the store).
+    /// first; readers read those from the store). Chunks being written stay until the write
+    /// ends: until then the store does not have them.
     private mutating func trimChunks() {
         guard !chunks.isEmpty else { return }
         let slowest = readers.values.min() ?? .max
-        chunks.removeAll { $0.end <= slowest }
-        var keptStored = chunks.reduce(Int64(0)) { $0 + ($1.isStored ? Int64($1.bytes.readableBytes) : 0) }
-        while keptStored > storedChunkLimit, let index = chunks.firstIndex(where: \.isStored) {
+        chunks.removeAll { $0.end <= slowest && $0.storage != .writing }
+        var keptStored = chunks.reduce(Int64(0)) { $0 + ($1.storage == .stored ? Int64($1.bytes.readableBytes) : 0) }
+        while keptStored > storedChunkLimit, let index = chunks.firstIndex(where: { $0.storage == .stored }) {
             keptStored -= Int64(chunks[index].bytes.readableBytes)
             chunks.remove(at: index)
         }

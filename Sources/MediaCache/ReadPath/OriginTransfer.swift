@@ -5,8 +5,9 @@ import Synchronization
 
 /// Moves one download's bytes from the origin into the store and to its readers: asks for
 /// them (doubling request sizes, never asking for bytes the store has), checks each answer,
-/// stores each chunk and then delivers it to the ``Download`` (which wakes only the readers
-/// waiting for it), and resumes a broken connection. Runs on the download's own task.
+/// delivers what arrives to the ``Download`` (which wakes only the readers waiting for it)
+/// while writing it to the store, and resumes a broken connection. Runs on the download's
+/// own task.
 struct OriginTransfer: Sendable {
     let reader: CachingReader
     let download: Download
@@ -105,7 +106,7 @@ struct OriginTransfer: Sendable {
         let queue = ChunkQueue(limit: configuration.writeBatchLimit)
         let start = download.position
         return try await withThrowingTaskGroup(of: BodyEnd.self) { group in
-            group.addTask { await self.store(from: queue, at: start, into: handle) }
+            group.addTask { await self.store(from: queue, into: handle) }
             let received: BodyEnd
             do {
                 received = try await read(response, from: start, until: requestEnd, into: queue, checking: handle)
@@ -153,9 +154,9 @@ struct OriginTransfer: Sendable {
         return .done
     }
 
-    /// Takes what `queue` holds, writes it to the store at the download's position and
-    /// delivers it, until the queue ends.
-    private func store(from queue: ChunkQueue, at start: Int64, into handle: CacheEntryHandle?) async -> BodyEnd {
+    /// Takes what `queue` holds, delivers it and writes it to the store at the download's
+    /// position, until the queue ends.
+    private func store(from queue: ChunkQueue, into handle: CacheEntryHandle?) async -> BodyEnd {
         var handle = handle
         var result = BodyEnd.done
         while let batch = await queue.takeAll() {
@@ -163,25 +164,32 @@ struct OriginTransfer: Sendable {
                 queue.stop()
                 return .stop
             }
-            var isStored = false
-            if let writer = handle {
-                do {
-                    try await writer.write(batch, at: download.position)
-                    isStored = true
-                } catch let error as CacheError where error.code == .entryInvalidated {
-                    download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
-                    queue.stop()
-                    return .stop
-                } catch let error where error is CancellationError || Task.isCancelled {
-                    queue.stop()
-                    return .stop  // the last reader left during the write; nobody needs the bytes
-                } catch {
-                    configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(url)", "error": "\(error)"])
-                    handle = nil
-                    result = .storeFailed
-                }
+            guard let writer = handle else {
+                download.deliver(batch, storage: .memoryOnly)
+                continue
             }
-            download.deliver(batch, isStored: isStored)
+            // Readers get the bytes while they are written (the store claims them only once
+            // they are: its index never names a byte before that).
+            let offset = download.position
+            download.deliver(batch, storage: .writing)
+            do {
+                try await writer.write(batch, at: offset)
+                download.writeFinished(stored: true)
+            } catch let error as CacheError where error.code == .entryInvalidated {
+                download.writeFinished(stored: false)
+                download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
+                queue.stop()
+                return .stop
+            } catch let error where error is CancellationError || Task.isCancelled {
+                download.writeFinished(stored: false)
+                queue.stop()
+                return .stop  // the last reader left during the write; nobody needs the bytes
+            } catch {
+                download.writeFinished(stored: false)
+                configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(url)", "error": "\(error)"])
+                handle = nil
+                result = .storeFailed
+            }
         }
         return result
     }

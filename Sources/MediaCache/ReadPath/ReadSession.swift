@@ -151,6 +151,9 @@ final class ReadSession: Sendable {
             if isClosed { throw CancellationError() }
             try Task.checkCancellation()
             guard cursor < range.upperBound else {
+                // What this read gave from a download's memory is in the store before the
+                // read ends, so a replay right after finds it there.
+                await current?.download.waitForStored(upTo: cursor)
                 close()
                 return nil
             }

@@ -124,7 +124,7 @@ public final class CacheEntryHandle: Sendable {
         if evicted > 0 { store.scheduleFlush() }
         do {
             let file = try await resolve(openFile, fileName)
-            try await BlockingIO.run { try file.write(bytes, at: offset) }
+            try await BlockingIO.runToCompletion { try file.write(bytes, at: offset) }
         } catch {
             store.state.withLock { $0.reservedBytes -= incoming }
             throw error
@@ -227,7 +227,7 @@ public final class CacheEntryHandle: Sendable {
     /// Opens the data file off the cooperative executor and keeps it for the other handles.
     private func file(named fileName: String) async throws -> EntryFile {
         let path = store.dataDirectory + "/" + fileName
-        let opened = try await BlockingIO.run { try EntryFile(path: path) }
+        let opened = try await BlockingIO.runToCompletion { try EntryFile(path: path) }
         return store.state.withLock { state in
             guard let record = state.records[key], record.fileName == fileName else { return opened }
             if let existing = record.file { return existing }

@@ -98,8 +98,24 @@ final class EntryFile: @unchecked Sendable {
 
 /// Runs blocking file calls on NIO's shared thread pool, off the cooperative executor.
 enum BlockingIO {
+    /// Runs `body`; a cancelled task's call that has not started yet is dropped (for reads).
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await NIOThreadPool.singleton.runIfActive(body)
+    }
+
+    /// Runs `body` even if the calling task is cancelled meanwhile: for writes, whose bytes
+    /// readers may already have taken from memory (they must land, and be claimed, once
+    /// fetched), and for opening the file they go to.
+    static func runToCompletion<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            NIOThreadPool.singleton.submit { state in
+                guard case .active = state else {
+                    continuation.resume(throwing: CacheError(.ioFailure, "The I/O thread pool is shut down."))
+                    return
+                }
+                continuation.resume(with: Result(catching: body))
+            }
+        }
     }
 }
 
