@@ -306,12 +306,19 @@ import Testing
         let reader = machine.addReader(at: 0)!
         _ = machine.responseReceived()
         _ = machine.bytesArrived(Self.bytes(10), storage: .writing)
-        _ = machine.moveReader(reader, to: 10)
+        _ = machine.bytesArrived(Self.bytes(10), storage: .writing)  // delivered while the first is written
+        let stored = machine.makeWaiterID()
+        let suspended = machine.wait(stored, for: .stored(upTo: 20))
+        #expect(suspended)
+        _ = machine.moveReader(reader, to: 20)
         // Passed by every reader, but not in the store yet: a reader joining behind needs it.
         #expect(machine.bytes(at: 0) != nil)
-        let finished = machine.writeFinished(stored: true)
-        #expect(finished.wake.isEmpty && !finished.cancelsTransfer)
-        #expect(machine.chunks.isEmpty, "stored and passed: read from the store from now on")
+        let finished = machine.writeFinished(upTo: 10, stored: true)
+        #expect(finished.wake.isEmpty && !finished.cancelsTransfer, "bytes 10..<20 are still being written")
+        #expect(machine.chunks.map(\.offset) == [10], "stored and passed: read from the store from now on")
+        let finishedAll = machine.writeFinished(upTo: 20, stored: true)
+        #expect(finishedAll.wake == [stored])
+        #expect(machine.chunks.isEmpty)
         #expect(!machine.holdsUnstoredBytes)
     }
 
@@ -324,13 +331,14 @@ import Testing
         let room = machine.makeWaiterID()
         let suspended = machine.wait(room, for: .room(readAhead: 50))
         #expect(!suspended, "while writing, the fastest reader sets the pace")
-        _ = machine.writeFinished(stored: false)
+        _ = machine.writeFinished(upTo: 100, stored: false)
         #expect(machine.holdsUnstoredBytes)
         #expect(machine.chunks.map(\.storage) == [.memoryOnly])
         #expect(machine.lead == 100, "now the slowest reader sets the pace")
         _ = machine.moveReader(slow, to: 100)
         #expect(machine.chunks.isEmpty)
-        #expect(machine.writeFinished(stored: true) == Machine.Actions(), "nothing was being written")
+        let again = machine.writeFinished(upTo: 100, stored: true)
+        #expect(again == Machine.Actions(), "nothing was being written")
     }
 
     @Test func aWaitThatHoldsAlreadyDoesNotSuspendAndACancelledOneIsRemoved() {

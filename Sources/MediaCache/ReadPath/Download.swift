@@ -124,9 +124,9 @@ final class Download: Sendable {
         perform { $0.bytesArrived(bytes, storage: storage) }
     }
 
-    /// The write of the bytes delivered as `.writing` ended, stored or not.
-    func writeFinished(stored: Bool) {
-        perform { $0.writeFinished(stored: stored) }
+    /// The write of the bytes delivered as `.writing` before `end` ended, stored or not.
+    func writeFinished(upTo end: Int64, stored: Bool) {
+        perform { $0.writeFinished(upTo: end, stored: stored) }
     }
 
     func complete() {

@@ -208,11 +208,11 @@ struct DownloadStateMachine {
         return Actions(wake: takeSatisfiedWaiters(where: Self.isBytes))
     }
 
-    /// The write of the chunks delivered as `.writing` ended: they are now in the store, or
-    /// (when it failed) only in memory.
-    mutating func writeFinished(stored: Bool) -> Actions {
+    /// The write of the chunks delivered as `.writing` before `end` ended: they are now in
+    /// the store, or (when it failed) only in memory.
+    mutating func writeFinished(upTo end: Int64, stored: Bool) -> Actions {
         var changed = false
-        for index in chunks.indices where chunks[index].storage == .writing {
+        for index in chunks.indices where chunks[index].storage == .writing && chunks[index].end <= end {
             chunks[index].storage = stored ? .stored : .memoryOnly
             changed = true
         }

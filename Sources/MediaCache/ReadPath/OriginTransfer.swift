@@ -96,23 +96,27 @@ struct OriginTransfer: Sendable {
         case storeFailed
     }
 
-    /// Stores and delivers the body's bytes from the download's position up to `requestEnd`.
+    /// Delivers the body's bytes from the download's position up to `requestEnd` and stores them.
     ///
-    /// Two stages: this task reads the body into a ``ChunkQueue``; a child task takes
-    /// everything queued at once, writes it to the store in one call and delivers it. While
-    /// a write is under way the next chunks gather, so a fast origin gets large writes and few
-    /// thread hops per byte, and a slow one gets each chunk written and delivered as it comes.
+    /// Two stages: this task reads the body, delivers each chunk to the readers at once (as
+    /// being written) and queues it in a ``ChunkQueue``; a child task takes everything queued
+    /// at once and writes it to the store in one call. While a write is under way the next
+    /// chunks gather, so a fast origin gets large writes and few thread hops per byte, and no
+    /// reader waits for a write.
     private func receive(_ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?) async throws -> BodyEnd {
-        let queue = ChunkQueue(limit: configuration.writeBatchLimit)
         let start = download.position
+        guard let handle else {
+            return try await read(response, from: start, until: requestEnd, into: nil, checking: nil)
+        }
+        let queue = ChunkQueue(limit: configuration.writeBatchLimit)
         return try await withThrowingTaskGroup(of: BodyEnd.self) { group in
-            group.addTask { await self.store(from: queue, into: handle) }
+            group.addTask { await self.store(from: queue, at: start, into: handle) }
             let received: BodyEnd
             do {
                 received = try await read(response, from: start, until: requestEnd, into: queue, checking: handle)
             } catch {
                 queue.finish()
-                _ = try? await group.next()  // what was queued is still stored and delivered
+                _ = try? await group.next()  // what was delivered is still stored
                 throw error
             }
             queue.finish()
@@ -125,9 +129,10 @@ struct OriginTransfer: Sendable {
         }
     }
 
-    /// Reads the body into `queue`, cut to `start ..< requestEnd`; `.stop` when the download
-    /// ended or another download has stored the next bytes (in the entry `handle` writes to).
-    private func read(_ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue,
+    /// Reads the body, cut to `start ..< requestEnd`, delivering each chunk and queueing it
+    /// for the store (if `queue`); `.stop` when the download ended or another download has
+    /// stored the next bytes (in the entry `handle` writes to).
+    private func read(_ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue?,
                       checking handle: CacheEntryHandle?) async throws -> BodyEnd {
         var offset = response.bodyOffset
         var next = start
@@ -136,7 +141,7 @@ struct OriginTransfer: Sendable {
             offset += Int64(chunk.readableBytes)
             if download.isFinished || Task.isCancelled { return .stop }
             guard offset > next else { continue }  // before what is wanted (a full body)
-            // The body is contiguous: every byte before `offset` was queued or skipped.
+            // The body is contiguous: every byte before `offset` was delivered or skipped.
             guard chunkStart <= next else { return .stop }
             chunk.moveReaderIndex(forwardBy: Int(next - chunkStart))
             if Int64(chunk.readableBytes) > requestEnd - next {
@@ -147,45 +152,46 @@ struct OriginTransfer: Sendable {
             if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
                 return .stop  // another download stored these bytes first
             }
-            guard await queue.push(chunk) else { return .stop }  // the writer stopped
+            guard let queue else {
+                download.deliver(chunk, storage: .memoryOnly)
+                next += Int64(chunk.readableBytes)
+                if next >= requestEnd { break }
+                continue
+            }
+            // Readers get the bytes while they are written (the store claims them only once
+            // they are: its index never names a byte before that).
+            download.deliver(chunk, storage: .writing)
+            guard await queue.push(chunk) else { return .stop }  // the entry was replaced
             next += Int64(chunk.readableBytes)
             if next >= requestEnd { break }
         }
         return .done
     }
 
-    /// Takes what `queue` holds, delivers it and writes it to the store at the download's
-    /// position, until the queue ends.
-    private func store(from queue: ChunkQueue, into handle: CacheEntryHandle?) async -> BodyEnd {
-        var handle = handle
+    /// Takes what `queue` holds and writes it to the store from `start` on, until the queue
+    /// ends. Every queued byte was delivered, so every one is written (even when the readers
+    /// have left since), unless the store refuses: then the rest stays in memory only.
+    private func store(from queue: ChunkQueue, at start: Int64, into handle: CacheEntryHandle) async -> BodyEnd {
+        var handle: CacheEntryHandle? = handle
         var result = BodyEnd.done
+        var offset = start
         while let batch = await queue.takeAll() {
-            if download.isFinished || Task.isCancelled {
-                queue.stop()
-                return .stop
-            }
+            let end = offset + Int64(batch.readableBytes)
+            defer { offset = end }
             guard let writer = handle else {
-                download.deliver(batch, storage: .memoryOnly)
+                download.writeFinished(upTo: end, stored: false)
                 continue
             }
-            // Readers get the bytes while they are written (the store claims them only once
-            // they are: its index never names a byte before that).
-            let offset = download.position
-            download.deliver(batch, storage: .writing)
             do {
                 try await writer.write(batch, at: offset)
-                download.writeFinished(stored: true)
+                download.writeFinished(upTo: end, stored: true)
             } catch let error as CacheError where error.code == .entryInvalidated {
-                download.writeFinished(stored: false)
+                download.writeFinished(upTo: end, stored: false)
                 download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
                 queue.stop()
                 return .stop
-            } catch let error where error is CancellationError || Task.isCancelled {
-                download.writeFinished(stored: false)
-                queue.stop()
-                return .stop  // the last reader left during the write; nobody needs the bytes
             } catch {
-                download.writeFinished(stored: false)
+                download.writeFinished(upTo: end, stored: false)
                 configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(url)", "error": "\(error)"])
                 handle = nil
                 result = .storeFailed
