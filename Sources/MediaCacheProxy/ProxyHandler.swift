@@ -23,6 +23,12 @@ struct ProxyResponse {
 struct ProxyHandler: Sendable {
     let reader: CachingReader
     let configuration: ProxyConfiguration
+    private let recentTargets = RecentTargets()
+
+    init(reader: CachingReader, configuration: ProxyConfiguration) {
+        self.reader = reader
+        self.configuration = configuration
+    }
 
     /// Answers `head`, which arrived on a connection to `localPort`.
     func respond(to head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
@@ -269,12 +275,12 @@ struct ProxyHandler: Sendable {
 
     /// The origin URL from `url=`, after the token, scheme and origin checks.
     private func checkedOriginURL(_ head: HTTPRequestHead) throws -> URL {
-        let target = RequestTarget(head.uri)
+        let parsed = recentTargets.parse(head.uri)
         if let token = configuration.token {
-            let given = target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")
+            let given = parsed.target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")
             guard given == token else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.") }
         }
-        let url = try target.originURL()
+        let url = try parsed.originURL.get()
         do {
             try reader.checkOrigin(url)
         } catch let error as CacheError {
@@ -325,7 +331,7 @@ struct ProxyHandler: Sendable {
 }
 
 /// A request the proxy refuses, with its status.
-struct ProxyRequestError: Error {
+struct ProxyRequestError: Error, Sendable {
     var status: HTTPResponseStatus
     var message: String
     var headers: [(String, String)]

@@ -1,8 +1,9 @@
 import Foundation
 import MediaCacheHTTP
+import Synchronization
 
 /// A proxy request target, `/?url=ENC[&token=T]`, parsed without trusting a byte of it.
-struct RequestTarget {
+struct RequestTarget: Sendable {
     /// The path, or `nil` when the target is not a URI reference.
     let path: String?
     /// The query items, percent-decoded.
@@ -37,5 +38,31 @@ struct RequestTarget {
             throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
         }
         return url
+    }
+}
+
+/// The parsed targets of recent request URIs. A player asks for the same URL again and again,
+/// and parsing one (percent-decoding its query, then the origin URL in it) cost more than the
+/// rest of answering a cached range. At most ``limit``, forgotten all at once when full.
+final class RecentTargets: Sendable {
+    struct Parsed: Sendable {
+        var target: RequestTarget
+        var originURL: Result<URL, ProxyRequestError>
+    }
+
+    private let parsed = Mutex<[String: Parsed]>([:])
+    static let limit = 256
+
+    func parse(_ uri: String) -> Parsed {
+        if let known = parsed.withLock({ $0[uri] }) { return known }
+        let target = RequestTarget(uri)
+        let result = Parsed(target: target, originURL: Result { try target.originURL() }.mapError { error in
+            error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "Malformed request target.")
+        })
+        parsed.withLock { parsed in
+            if parsed.count >= Self.limit { parsed.removeAll(keepingCapacity: true) }
+            parsed[uri] = result
+        }
+        return result
     }
 }
