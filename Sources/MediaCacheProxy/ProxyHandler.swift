@@ -41,7 +41,8 @@ struct ProxyHandler: Sendable {
     /// `nil` when the answer needs anything else (the origin, a revalidation, an error page):
     /// then ``respond(to:localPort:)`` answers it. Never waits, so an event loop can call it.
     func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> ProxyResponse? {
-        guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let asked = try? parse(head),
+        guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let url = try? checkedOriginURL(head),
+              let asked = try? parse(head, url: url),
               let metadata = reader.cachedContentInfo(for: asked.url), let total = metadata.length else { return nil }
         var wanted = ByteRange(0, total)
         if let specifier = asked.specifier {
@@ -81,9 +82,8 @@ struct ProxyHandler: Sendable {
         var forwarded: RequestHeaders
     }
 
-    /// The origin URL, range and fields of a `GET` or `HEAD` that passed ``checkRequest(_:localPort:)``.
-    private func parse(_ head: HTTPRequestHead) throws -> Asked {
-        let url = try checkedOriginURL(head)
+    /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedOriginURL(_:)``).
+    private func parse(_ head: HTTPRequestHead, url: URL) throws -> Asked {
         // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
         var specifier: RangeSpecifier?
         if let rangeHeader = head.headers.first(name: "range") {
@@ -111,9 +111,10 @@ struct ProxyHandler: Sendable {
         do {
             try checkRequest(head, localPort: localPort)
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
-            let asked = try parse(head)
-            let (url, specifier, forwarded) = (asked.url, asked.specifier, asked.forwarded)
+            let url = try checkedOriginURL(head)
             log.url = url.absoluteString
+            let asked = try parse(head, url: url)
+            let (specifier, forwarded) = (asked.specifier, asked.forwarded)
             var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, headers: forwarded)
             let now = reader.store.configuration.clock.now
             // The head is planned from what is known now; if the read then finds another

@@ -338,6 +338,53 @@ import Testing
 
     /// The generator reached each of `labels` in at least 1 % of the inputs, so the targets
     /// test both sides of each parser rather than one.
+    /// HLS playlists (`|` is a line break in the corpus, `~` a CR): parsed, or refused with an
+    /// ``HLSPlaylistError`` that says why, never a trap. A parsed one, rewritten, keeps every
+    /// line that names no resource byte for byte, replaces a URI line only by the mapped
+    /// resolved http(s) URL, keeps its line count and ends, and parses again to the same
+    /// segments and variants.
+    @Test func playlistsParseOrAreRefusedAndRewriteOnlyURIs() throws {
+        let base = URL(string: "https://cdn.example/a/b/index.m3u8?token=t")!
+        let outcomes = try Mutator.run("hls", share: 5) { input in
+            let text = input.replacingOccurrences(of: "|", with: "\n").replacingOccurrences(of: "~", with: "\r")
+            let playlist: HLSPlaylist
+            do {
+                playlist = try HLSPlaylist(parsing: Array(text.utf8))
+            } catch let error as HLSPlaylistError {
+                return error.message.isEmpty ? ("refused", "an empty reason") : ("refused", nil)
+            } catch {
+                return ("refused", "threw \(error), not an HLSPlaylistError")
+            }
+            guard text.utf8.starts(with: "#EXTM3U".utf8) || text.utf8.starts(with: [0xEF, 0xBB, 0xBF]) else {
+                return ("parsed", "parsed without #EXTM3U")
+            }
+            let output = playlist.rewritten(base: base) { "P[" + $0.absoluteString + "]" }
+            // Compare line by line, split the model's way: on bytes, at "\n".
+            let before = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            let after = output.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            guard before.count == after.count else { return ("parsed", "\(before.count) lines became \(after.count)") }
+            var rewrote = false
+            for (old, new) in zip(before, after) where old != new {
+                let content = old.hasSuffix("\r") ? String(old.dropLast()) : old
+                let names = content.hasPrefix("#EXT") && HLSPlaylist.tagsWithURIAttribute.contains(where: { content.hasPrefix("#" + $0 + ":") })
+                if !content.hasPrefix("#"), new.hasPrefix("P[http"), new.hasSuffix(old.hasSuffix("\r") ? "]\r" : "]") {
+                    rewrote = true
+                } else if names, new.contains("URI=\"P[http") {
+                    rewrote = true
+                } else {
+                    return ("parsed", "line \(old.debugDescription) became \(new.debugDescription)")
+                }
+            }
+            guard let again = try? HLSPlaylist(parsing: Array(output.utf8)) else { return ("parsed", "the rewritten playlist does not parse") }
+            guard again.segments.count == playlist.segments.count, again.variants.count == playlist.variants.count,
+                  again.segments.map(\.byteRange) == playlist.segments.map(\.byteRange) else {
+                return ("parsed", "the rewritten playlist reads differently")
+            }
+            return (rewrote ? "rewritten" : "unchanged", nil)
+        }
+        try Self.expectVaried(outcomes, ["rewritten", "unchanged", "refused"])
+    }
+
     static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
         let total = outcomes.values.reduce(0, +)
         for label in labels {
