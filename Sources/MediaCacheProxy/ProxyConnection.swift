@@ -141,6 +141,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 channel.write(head, promise: nil)
                 channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: text))), promise: nil)
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+            case .bytes(let bytes):
+                channel.write(head, promise: nil)
+                channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(bytes: bytes))), promise: nil)
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
             case .stream(let stream, var log):
                 // The first part is read before the head is sent: a read that fails before
                 // its first byte (a refused origin answer) still gets a status, not a cut.

@@ -10,6 +10,7 @@ struct ProxyResponse {
     enum Body {
         case none
         case text(String)
+        case bytes([UInt8])
         /// The bytes of a read, in order; `log` is finished when the body ends.
         case stream(ReadStream, log: RequestLog)
     }
@@ -44,6 +45,8 @@ struct ProxyHandler: Sendable {
         guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let url = try? checkedOriginURL(head),
               let asked = try? parse(head, url: url),
               let metadata = reader.cachedContentInfo(for: asked.url), let total = metadata.length else { return nil }
+        // A playlist (or what may be one) is rewritten: the general path.
+        if Self.mayBePlaylist(metadata) { return nil }
         var wanted = ByteRange(0, total)
         if let specifier = asked.specifier {
             guard let resolved = specifier.resolve(length: total) else { return nil }
@@ -116,6 +119,11 @@ struct ProxyHandler: Sendable {
             let asked = try parse(head, url: url)
             let (specifier, forwarded) = (asked.specifier, asked.forwarded)
             var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, headers: forwarded)
+            // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
+            // lets a server ignore it; ffmpeg asks for `bytes=0-`).
+            if try await isPlaylist(url, metadata, forwarded) {
+                return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded))
+            }
             let now = reader.store.configuration.clock.now
             // The head is planned from what is known now; if the read then finds another
             // version at the origin, it is planned again from what the read found, so the
@@ -155,6 +163,76 @@ struct ProxyHandler: Sendable {
         } catch {
             return log.finish(Self.response(for: error), error: error)
         }
+    }
+
+    // MARK: HLS
+
+    /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
+    static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+
+    /// Whether the resource is an HLS playlist: by its media type, or (for a small resource
+    /// of no particular type) by a body that starts with `#EXTM3U`. Never by its URL.
+    private func isPlaylist(_ url: URL, _ metadata: ContentMetadata, _ headers: RequestHeaders) async throws -> Bool {
+        guard Self.mayBePlaylist(metadata) else { return false }
+        if let type = Self.mediaType(metadata), Self.playlistTypes.contains(type) { return true }
+        let stream = try await reader.read(url, offset: 0, length: 7, headers: headers)
+        var first: [UInt8] = []
+        for try await chunk in stream { first += chunk.readableBytesView }
+        return HLSPlaylist.looksLikePlaylist(first)
+    }
+
+    private static func mediaType(_ metadata: ContentMetadata) -> String? {
+        metadata.mimeType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
+
+    /// Whether a whole read of the resource must first be looked at as a playlist: its type
+    /// says it is one, or it has no particular type and is small enough to be one.
+    static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
+        let type = mediaType(metadata)
+        if let type, playlistTypes.contains(type) { return true }
+        guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream"].contains(type),
+              let length = metadata.length else { return false }
+        return (7...Int64(HLSPlaylist.maximumSize)).contains(length)
+    }
+
+    /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
+    /// at the host and port the player used. A body that is not a playlist after all goes
+    /// through unchanged; one that cannot be read gets a 502 that says why.
+    private func playlist(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
+        let stream = try await reader.read(url, offset: 0, length: nil, headers: headers)
+        var body: [UInt8] = []
+        for try await chunk in stream {
+            body += chunk.readableBytesView
+            guard body.count <= HLSPlaylist.maximumSize else {
+                stream.cancel()
+                throw ProxyRequestError(status: .badGateway, "The playlist is larger than \(HLSPlaylist.maximumSize >> 20) MiB.")
+            }
+        }
+        var fields = HTTPHeaders()
+        fields.add(name: "Content-Type", value: stream.metadata.mimeType ?? "application/vnd.apple.mpegurl")
+        // The player comes back for each reload; the cache decides what that costs.
+        fields.add(name: "Cache-Control", value: "no-cache")
+        fields.add(name: "Accept-Ranges", value: "none")
+        guard HLSPlaylist.looksLikePlaylist(body) else {
+            // Not a playlist after all: the bytes as they came.
+            fields.add(name: "Content-Length", value: String(body.count))
+            return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
+        }
+        let parsed: HLSPlaylist
+        do {
+            parsed = try HLSPlaylist(parsing: body)
+        } catch let error as HLSPlaylistError {
+            configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
+        }
+        let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
+        let token = configuration.token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? ""
+        let text = parsed.rewritten(base: url) { resolved in
+            let name = resolved.lastPathComponent.isEmpty || resolved.lastPathComponent == "/" ? "index" : resolved.lastPathComponent
+            return "http://\(authority)/\(HLSPlaylist.percentEncoded(name))?url=\(HLSPlaylist.percentEncoded(resolved.absoluteString))\(token)"
+        }
+        fields.add(name: "Content-Length", value: String(text.utf8.count))
+        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .text(text))
     }
 
     /// Fields of a player's request that the proxy does not send on: hop-by-hop ones (RFC

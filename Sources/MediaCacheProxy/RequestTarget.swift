@@ -21,10 +21,13 @@ struct RequestTarget: Sendable {
     }
 
     /// The origin URL the target asks for: an absolute http or https URL with a host and a
-    /// port in 1...65535.
-    /// - Throws: ``ProxyRequestError`` with 404 for another path, 400 for a missing or bad URL.
+    /// port in 1...65535. The path is `/`, or any path when `url=` is given: URIs in rewritten
+    /// HLS playlists end with the resource's file name (`/seg001.ts?url=…`), because
+    /// ffmpeg's HLS reader refuses a segment whose path has no media extension.
+    /// - Throws: ``ProxyRequestError`` with 404 for another path without `url=`, 400 for a
+    ///   missing or bad URL.
     func originURL() throws -> URL {
-        guard path == "/" else {
+        guard let path, path == "/" || (path.hasPrefix("/") && query("url") != nil) else {
             throw ProxyRequestError(status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
         }
         guard let text = query("url"), !text.isEmpty else {
