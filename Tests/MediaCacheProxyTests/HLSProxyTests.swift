@@ -4,76 +4,139 @@ import MediaCacheTestSupport
 import NIOCore
 import Testing
 
-/// HLS through the proxy, with streams ffmpeg makes at test time and ffmpeg as the player.
+/// HLS through the proxy, with streams ffmpeg makes at test time and ffmpeg as the player:
+/// for each, the proxied play decodes to the direct play's md5, the playlists the player gets
+/// name no origin address, and a second play makes no origin request.
 @Suite struct HLSProxyTests {
     static let hasFFmpeg = toolExists("ffmpeg")
 
-    /// Two TS variants of a 3 s clip (`v0`, `v1`: 1 s segments) and a master playlist naming
-    /// one relatively and one root-relatively; every file is served by the origin under `/hls/`.
-    static func serveTwoVariants(_ h: ProxyHarness, in directory: URL) async throws -> [String] {
-        var paths: [String] = []
-        for (index, size) in ["160x120", "320x240"].enumerated() {
-            let folder = directory.appendingPathComponent("v\(index)")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let made = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=\(size):rate=10",
-                                          "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-c:v", "mpeg2video", "-q:v", "8", "-c:a", "mp2",
-                                          "-shortest", "-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod",
-                                          "-hls_segment_filename", folder.appendingPathComponent("seg%03d.ts").path,
-                                          folder.appendingPathComponent("index.m3u8").path])
-            #expect(made.status == 0, "ffmpeg: \(made.error)")
-        }
-        let master = """
-        #EXTM3U
-        #EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120
-        v0/index.m3u8
-        #EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=320x240
-        /hls/v1/index.m3u8
+    /// The kinds of HLS the test origin serves, each under `/hls/`.
+    enum Stream: String, CaseIterable, CustomTestStringConvertible {
+        /// A master playlist naming two TS variants, one relatively, one root-relatively.
+        case masterWithTwoVariants
+        /// fMP4 segments with an `EXT-X-MAP` init section.
+        case fragmentedMP4
+        /// One TS file, its segments `EXT-X-BYTERANGE`s of it.
+        case singleFileByteRanges
+        /// AES-128 segments with a key URI.
+        case aes128
+        /// A media playlist whose segment URIs are absolute, root-relative, `../` and tokenised.
+        case mixedURIs
 
-        """
-        try master.write(to: directory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
+        var testDescription: String { rawValue }
+        /// A tag the entry playlist (or the media playlist under it) must carry, so the case is what it says.
+        var marker: String {
+            switch self {
+            case .masterWithTwoVariants: "#EXT-X-STREAM-INF:"
+            case .fragmentedMP4: "#EXT-X-MAP:URI="
+            case .singleFileByteRanges: "#EXT-X-BYTERANGE:"
+            case .aes128: "#EXT-X-KEY:METHOD=AES-128,URI="
+            case .mixedURIs: "token%3Dabc"
+            }
+        }
+        /// The playlist the player is given.
+        var entry: String { self == .masterWithTwoVariants ? "/hls/master.m3u8" : self == .mixedURIs ? "/hls/other/mixed.m3u8" : "/hls/v0/index.m3u8" }
+    }
+
+    static func ffmpeg(_ arguments: [String]) async throws {
+        let result = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
+                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest"] + arguments)
+        #expect(result.status == 0, "ffmpeg \(arguments): \(result.error)")
+    }
+
+    /// Makes `stream` in `directory`.
+    static func make(_ stream: Stream, in directory: URL, originURL: String) async throws {
+        let v0 = directory.appendingPathComponent("v0")
+        try FileManager.default.createDirectory(at: v0, withIntermediateDirectories: true)
+        let hls = ["-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod"]
+        let ts = ["-c:v", "mpeg2video", "-q:v", "8", "-c:a", "mp2"]
+        let playlist = v0.appendingPathComponent("index.m3u8").path
+        let segments = ["-hls_segment_filename", v0.appendingPathComponent("seg%03d.ts").path]
+        switch stream {
+        case .masterWithTwoVariants:
+            try await ffmpeg(ts + hls + segments + [playlist])
+            let v1 = directory.appendingPathComponent("v1")
+            try FileManager.default.createDirectory(at: v1, withIntermediateDirectories: true)
+            try await ffmpeg(["-s", "320x240"] + ts + hls + ["-hls_segment_filename", v1.appendingPathComponent("seg%03d.ts").path, v1.appendingPathComponent("index.m3u8").path])
+            try "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120\nv0/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=320x240\n/hls/v1/index.m3u8\n"
+                .write(to: directory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
+        case .fragmentedMP4:
+            try await ffmpeg(["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac"] + hls + ["-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
+                             "-hls_segment_filename", v0.appendingPathComponent("seg%03d.m4s").path, playlist])
+        case .singleFileByteRanges:
+            try await ffmpeg(ts + hls + ["-hls_flags", "single_file", playlist])
+        case .aes128:
+            let key = directory.appendingPathComponent("key.bin")
+            try Data((0..<16).map { UInt8($0 &* 7 &+ 3) }).write(to: key)
+            let info = directory.appendingPathComponent("key.info")
+            try "../key.bin\n\(key.path)\n".write(to: info, atomically: true, encoding: .utf8)
+            try await ffmpeg(ts + hls + segments + ["-hls_key_info_file", info.path, playlist])
+        case .mixedURIs:
+            try await ffmpeg(ts + hls + segments + [playlist])
+            let other = directory.appendingPathComponent("other")
+            try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+            var index = 0
+            let lines = try String(contentsOf: v0.appendingPathComponent("index.m3u8"), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+                guard line.hasPrefix("seg") else { return String(line) }
+                defer { index += 1 }
+                switch index % 3 {  // the clip has three segments
+                case 0: return "\(originURL)/hls/v0/\(line)"  // absolute
+                case 1: return "/hls/v0/\(line)"  // root-relative
+                default: return "../v0/\(line)?token=abc%2Fdef&x=1"  // relative upwards, tokenised
+                }
+            }
+            try lines.joined(separator: "\n").write(to: other.appendingPathComponent("mixed.m3u8"), atomically: true, encoding: .utf8)
+        }
+    }
+
+    /// Serves every file of `directory` under `/hls/`; returns their paths.
+    static func serve(_ directory: URL, on origin: TestOrigin) throws -> [String] {
         let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
-        for file in files where ["m3u8", "ts"].contains(file.pathExtension) {
+        var paths: [String] = []
+        for file in files where ["m3u8", "ts", "m4s", "mp4", "bin"].contains(file.pathExtension) {
             let path = "/hls" + file.path.dropFirst(directory.path.count)
-            let type = file.pathExtension == "ts" ? "video/mp2t" : "application/vnd.apple.mpegurl"
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
+            let type = ["m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4"][file.pathExtension]
+                ?? "application/octet-stream"
+            origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
             paths.append(path)
         }
         return paths
     }
 
     static func decodeHash(_ input: String) async throws -> String {
-        let result = try await runTool(["ffmpeg", "-v", "error", "-i", input, "-map", "0", "-f", "md5", "-"])
+        let result = try await runTool(["ffmpeg", "-v", "error", "-allowed_extensions", "ALL", "-i", input, "-map", "0", "-f", "md5", "-"])
         #expect(result.status == 0, "ffmpeg \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
     }
 
-    @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"))
-    func aMasterPlaylistWithTwoVariantsPlaysThroughTheProxyThenFromTheCache() async throws {
+    @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: Stream.allCases)
+    func playsThroughTheProxyThenFromTheCache(_ stream: Stream) async throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hls-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try await ProxyHarness.with { h in
-            let paths = try await Self.serveTwoVariants(h, in: directory)
-            #expect(paths.count >= 8, "\(paths)")
-            let master = h.url("/hls/master.m3u8")
-            // The rewritten playlists send every URI back through the proxy and name no origin address.
-            let origin = h.origin.url("/").absoluteString.dropLast()  // http://127.0.0.1:PORT
-            for path in ["/hls/master.m3u8", "/hls/v0/index.m3u8", "/hls/v1/index.m3u8"] {
+            let origin = String(h.origin.url("/").absoluteString.dropLast())  // http://127.0.0.1:PORT
+            try await Self.make(stream, in: directory, originURL: origin)
+            let paths = try Self.serve(directory, on: h.origin)
+            // Every playlist the player gets sends each URI back through the proxy and names no origin address.
+            for path in paths where path.hasSuffix(".m3u8") {
                 let reply = try await h.get(h.url(path))
                 let text = String(buffer: reply.body)
                 #expect(reply.status == 200 && text.hasPrefix("#EXTM3U"), "\(path): \(reply.status)")
                 #expect(!text.contains(origin), "\(path) names the origin: \(text)")
                 let uris = text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
-                #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("http://127.0.0.1:\(h.port)/") }, "\(path): \(uris)")
-                #expect(uris.allSatisfy { $0.contains(".ts?url=") || $0.contains(".m3u8?url=") }, "\(path): \(uris)")
+                    + text.split(separator: "\"").filter { $0.hasPrefix("http") }
+                #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("http://127.0.0.1:\(h.port)/") && $0.contains("?url=") }, "\(path): \(uris)")
             }
-            let direct = try await Self.decodeHash(h.origin.url("/hls/master.m3u8").absoluteString)
-            let proxied = try await Self.decodeHash(master)
+            let entry = String(buffer: try await h.get(h.url(stream.entry)).body)
+            #expect(entry.contains(stream.marker), "\(stream.entry): \(entry)")
+            let direct = try await Self.decodeHash(h.origin.url(stream.entry).absoluteString)
+            let proxied = try await Self.decodeHash(h.url(stream.entry))
             #expect(direct.hasPrefix("MD5=") && proxied == direct, "direct \(direct), proxied \(proxied)")
             // A second play costs the origin nothing.
             h.origin.resetCounters()
-            #expect(try await Self.decodeHash(master) == direct)
+            #expect(try await Self.decodeHash(h.url(stream.entry)) == direct)
             let asked = paths.flatMap { h.origin.requests($0) }
-            #expect(asked.isEmpty, "second pass reached the origin: \(asked)")
+            #expect(asked.isEmpty, "second play reached the origin: \(asked)")
         }
     }
 }
