@@ -6,8 +6,10 @@ import Testing
 
 /// HLS through the proxy, with streams ffmpeg makes at test time and ffmpeg as the player:
 /// for each, the proxied play decodes to the direct play's md5, the playlists the player gets
-/// name no origin address, and a second play makes no origin request.
-@Suite struct HLSProxyTests {
+/// name no origin address, and a second play makes no origin request. The cases run one at a
+/// time and ffmpeg on one thread: five at once, each encoding and decoding, starved the timed
+/// suites running beside them on 2 cores (a slow client's cut-off took 9.7 s instead of 0.5).
+@Suite(.serialized) struct HLSProxyTests {
     static let hasFFmpeg = toolExists("ffmpeg")
 
     /// The kinds of HLS the test origin serves, each under `/hls/`.
@@ -40,7 +42,7 @@ import Testing
 
     static func ffmpeg(_ arguments: [String]) async throws {
         let result = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest"] + arguments)
+                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1"] + arguments)
         #expect(result.status == 0, "ffmpeg \(arguments): \(result.error)")
     }
 
@@ -104,7 +106,7 @@ import Testing
     }
 
     static func decodeHash(_ input: String) async throws -> String {
-        let result = try await runTool(["ffmpeg", "-v", "error", "-allowed_extensions", "ALL", "-i", input, "-map", "0", "-f", "md5", "-"])
+        let result = try await runTool(["ffmpeg", "-v", "error", "-allowed_extensions", "ALL", "-i", input, "-map", "0", "-threads", "1", "-f", "md5", "-"])
         #expect(result.status == 0, "ffmpeg \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
     }
