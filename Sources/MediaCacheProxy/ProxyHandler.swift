@@ -199,6 +199,22 @@ struct ProxyHandler: Sendable {
     /// at the host and port the player used. A body that is not a playlist after all goes
     /// through unchanged; one that cannot be read gets a 502 that says why.
     private func playlist(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
+        var (body, metadata) = try await readWhole(url, headers: headers)
+        // A live or EVENT playlist is never older than half its target duration (at least
+        // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
+        if HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
+            let lifetime = Duration.milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
+            let before = try await reader.contentInfo(for: url, headers: headers)
+            let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
+            if !current.isSameVersion(as: before) || current.generatedAt != before.generatedAt {
+                (body, metadata) = try await readWhole(url, headers: headers)
+            }
+        }
+        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+    }
+
+    /// The whole body of `url` through the cache (at most a playlist's maximum size).
+    private func readWhole(_ url: URL, headers: RequestHeaders) async throws -> ([UInt8], ContentMetadata) {
         let stream = try await reader.read(url, offset: 0, length: nil, headers: headers)
         var body: [UInt8] = []
         for try await chunk in stream {
@@ -208,8 +224,12 @@ struct ProxyHandler: Sendable {
                 throw ProxyRequestError(status: .badGateway, "The playlist is larger than \(HLSPlaylist.maximumSize >> 20) MiB.")
             }
         }
+        return (body, stream.metadata)
+    }
+
+    private func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
         var fields = HTTPHeaders()
-        fields.add(name: "Content-Type", value: stream.metadata.mimeType ?? "application/vnd.apple.mpegurl")
+        fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/vnd.apple.mpegurl")
         // The player comes back for each reload; the cache decides what that costs.
         fields.add(name: "Cache-Control", value: "no-cache")
         fields.add(name: "Accept-Ranges", value: "none")

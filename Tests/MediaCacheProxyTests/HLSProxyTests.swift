@@ -111,6 +111,36 @@ import Testing
         return String(decoding: result.output, as: UTF8.self)
     }
 
+    /// A live playlist whose media sequence advances at the origin advances through the proxy
+    /// within half its target duration, though the origin called it fresh for a minute; a VOD
+    /// playlist with the same headers is served from the cache.
+    @Test func aLivePlaylistAdvancesThroughTheProxy() async throws {
+        try await ProxyHarness.with { h in
+            func playlist(sequence: Int, live: Bool) -> TestOrigin.Resource {
+                var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n"
+                for index in sequence..<(sequence + 3) { text += "#EXTINF:2.0,\nseg\(index).ts\n" }
+                if !live { text += "#EXT-X-ENDLIST\n" }
+                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"s\(sequence)\"")
+                resource.cacheControl = "max-age=60"
+                return resource
+            }
+            for (path, live) in [("/live/index.m3u8", true), ("/vod/index.m3u8", false)] {
+                h.origin.serve(playlist(sequence: 1, live: live), at: path)
+                let first = String(buffer: try await h.get(h.url(path)).body)
+                #expect(first.contains("#EXT-X-MEDIA-SEQUENCE:1") && first.contains("seg1.ts?url="), "\(path): \(first)")
+                h.origin.serve(playlist(sequence: 2, live: live), at: path)
+                // Half the target duration is 1 s.
+                try await Task.sleep(for: .milliseconds(1300))
+                let later = String(buffer: try await h.get(h.url(path)).body)
+                if live {
+                    #expect(later.contains("#EXT-X-MEDIA-SEQUENCE:2") && later.contains("seg4.ts?url="), "\(path) did not advance: \(later)")
+                } else {
+                    #expect(later == first, "\(path): a VOD playlist fresh for a minute is served from the cache")
+                }
+            }
+        }
+    }
+
     @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: Stream.allCases)
     func playsThroughTheProxyThenFromTheCache(_ stream: Stream) async throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hls-\(UUID().uuidString)")

@@ -125,11 +125,15 @@ public final class CachingReader: Sendable {
     /// - Parameter headers: the player's request headers to send to the origin (see
     ///   ``RequestHeaders``); they do not change the cache key.
     /// - Throws: ``CacheError`` with an origin code when the origin fails.
-    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, headers: RequestHeaders = []) async throws -> ContentMetadata {
+    /// - Parameter maximumAge: when given, a stored entry the origin gave or confirmed longer
+    ///   ago than this is revalidated whatever its freshness and ``Configuration/prefersCache``
+    ///   say (a live HLS playlist: RFC 8216 §6.3.4 has a client reload it after at most its
+    ///   target duration, and a cache in front must not make it older).
+    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, headers: RequestHeaders = [], maximumAge: Duration? = nil) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
         let stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
-        if let stored, isCurrent(stored, key: key) {
+        if let stored, isCurrent(stored, key: key), maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true {
             return stored
         }
         let task = contentInfoTasks.withLock { tasks in
@@ -317,6 +321,12 @@ public final class CachingReader: Sendable {
     /// Whether a stored entry may be used without asking the origin: it is fresh, the app
     /// prefers the cache, or the origin confirmed it within ``Configuration/revalidationBurst``
     /// (so a player's burst of range requests costs one revalidation).
+    /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
+    private func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
+        guard let last = validatedAt.withLock({ $0[key] }) ?? metadata.generatedAt else { return false }
+        return Self.isWithin(age, from: last, to: store.configuration.clock.now)
+    }
+
     private func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
         if configuration.prefersCache || metadata.isFresh(at: store.configuration.clock.now) { return true }
         let last = validatedAt.withLock { $0[key] }
