@@ -141,6 +141,32 @@ import Testing
         }
     }
 
+    /// A playlist the parser refuses gets a 502 that says why; a body of a playlist type that
+    /// is not one goes through unchanged; the proxy then still serves a good playlist.
+    @Test func aBadPlaylistIsA502ThatSaysWhyAndTheProxyGoesOn() async throws {
+        try await ProxyHarness.with { h in
+            let type = "application/vnd.apple.mpegurl"
+            let cases: [(path: String, body: [UInt8], reason: String)] = [
+                ("/bad/quote.m3u8", Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\n#EXTINF:1,\na.ts\n".utf8), "unbalanced quote"),
+                ("/bad/range.m3u8", Array("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:99999999999999999999999@0\na.ts\n".utf8), "EXT-X-BYTERANGE"),
+                ("/bad/binary.m3u8", Array("#EXTM3U\n".utf8) + [0xFF, 0xFE, 0x00, 0x0A], "UTF-8"),
+            ]
+            for bad in cases {
+                h.origin.serve(TestOrigin.Resource(body: .bytes(bad.body), mimeType: type), at: bad.path)
+                let reply = try await h.get(h.url(bad.path))
+                #expect(reply.status == 502 && String(buffer: reply.body).contains(bad.reason), "\(bad.path): \(reply.status) \(String(buffer: reply.body))")
+            }
+            // Typed as a playlist, but not one: the bytes as they came.
+            let notPlaylist: [UInt8] = [0x00, 0x01, 0xFF, 0x47, 0x40, 0x11]
+            h.origin.serve(TestOrigin.Resource(body: .bytes(notPlaylist), mimeType: type), at: "/bad/not.m3u8")
+            let passed = try await h.get(h.url("/bad/not.m3u8"))
+            #expect(passed.status == 200 && Array(passed.body.readableBytesView) == notPlaylist)
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nok.ts\n#EXT-X-ENDLIST\n".utf8)), mimeType: type), at: "/good/index.m3u8")
+            let good = try await h.get(h.url("/good/index.m3u8"))
+            #expect(good.status == 200 && String(buffer: good.body).contains("/ok.ts?url="))
+        }
+    }
+
     @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: Stream.allCases)
     func playsThroughTheProxyThenFromTheCache(_ stream: Stream) async throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hls-\(UUID().uuidString)")

@@ -120,7 +120,6 @@ struct DownloadStateMachine {
     }
 
     var isFinished: Bool { state.isTerminal }
-    var readerCount: Int { readers.count }
     var waiterCount: Int { waiters.count }
 
     // MARK: Readers
