@@ -99,10 +99,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
         var head = try makeRequest(url, headers: headers)
         head.method = .HEAD
         let requested = configuration.clock.now
-        let response = try await execute(head, url: url)
+        let (response, finalURL) = try await execute(head, url: url)
         if (200..<300).contains(response.status.code), let length = try contentLength(response.headers, url: url) {
             var metadata = metadata(from: response.headers, requested: requested)
             metadata.length = length
+            metadata.finalURL = finalURL
             return metadata
         }
         // HEAD refused or without a length: ask for two bytes instead.
@@ -115,8 +116,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
         if let range { request.headers.replaceOrAdd(name: "Range", value: RangeSpecifier.headerValue(for: range)) }
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
         let requested = configuration.clock.now
-        let response = try await execute(request, url: url)
+        let (response, finalURL) = try await execute(request, url: url)
         var metadata = metadata(from: response.headers, requested: requested)
+        metadata.finalURL = finalURL
         let contentLength = try contentLength(response.headers, url: url)
         switch response.status.code {
         case 304:
@@ -201,13 +203,14 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     /// Sends `request`, following redirects: each hop is checked with ``checkOrigin(_:)``,
     /// at most ``Configuration/maxRedirects`` are followed and none twice (a loop).
-    private func execute(_ request: HTTPClientRequest, url: URL) async throws -> HTTPClientResponse {
+    /// - Returns: the last answer, and the URL it came from when redirects led elsewhere.
+    private func execute(_ request: HTTPClientRequest, url: URL) async throws -> (HTTPClientResponse, finalURL: URL?) {
         var request = request
         var current = url
         var visited: Set<String> = [url.absoluteString]
         while true {
             let response = try await send(request, url: current)
-            guard [301, 302, 303, 307, 308].contains(response.status.code) else { return response }
+            guard [301, 302, 303, 307, 308].contains(response.status.code) else { return (response, current == url ? nil : current) }
             // The redirect's own body is not wanted; read a little of it so the connection
             // can be reused, or give up on it (the client then closes that connection).
             _ = try? await response.body.collect(upTo: 16 << 10)

@@ -42,11 +42,11 @@ struct ProxyHandler: Sendable {
     /// `nil` when the answer needs anything else (the origin, a revalidation, an error page):
     /// then ``respond(to:localPort:)`` answers it. Never waits, so an event loop can call it.
     func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> ProxyResponse? {
-        guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let url = try? checkedOriginURL(head),
-              let asked = try? parse(head, url: url),
+        guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let (url, target) = try? checkedOriginURL(head),
+              !target.isMemoryOnly, let asked = try? parse(head, url: url),
               let metadata = reader.cachedContentInfo(for: asked.url), let total = metadata.length else { return nil }
         // A playlist (or what may be one) is rewritten: the general path.
-        if Self.mayBePlaylist(metadata) { return nil }
+        if CachingReader.mayBePlaylist(metadata) { return nil }
         var wanted = ByteRange(0, total)
         if let specifier = asked.specifier {
             guard let resolved = specifier.resolve(length: total) else { return nil }
@@ -114,14 +114,22 @@ struct ProxyHandler: Sendable {
         do {
             try checkRequest(head, localPort: localPort)
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
-            let url = try checkedOriginURL(head)
+            let (url, target) = try checkedOriginURL(head)
             log.url = url.absoluteString
             let asked = try parse(head, url: url)
+            if target.isMemoryOnly {
+                return log.finish(try await memoryOnly(url, head: head, headers: asked.forwarded))
+            }
+            if HLSPlaylist.isBlockingReload(url) {
+                // Held by the origin until the next segment or part exists: never the cache's to answer.
+                let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: HLSPlaylist.maximumSize)
+                return log.finish(try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort))
+            }
             let (specifier, forwarded) = (asked.specifier, asked.forwarded)
             var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, headers: forwarded)
             // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
             // lets a server ignore it; ffmpeg asks for `bytes=0-`).
-            if try await isPlaylist(url, metadata, forwarded) {
+            if try await reader.isPlaylist(url, metadata, headers: forwarded) {
                 return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded))
             }
             let now = reader.store.configuration.clock.now
@@ -167,39 +175,11 @@ struct ProxyHandler: Sendable {
 
     // MARK: HLS
 
-    /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
-    static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
-
-    /// Whether the resource is an HLS playlist: by its media type, or (for a small resource
-    /// of no particular type) by a body that starts with `#EXTM3U`. Never by its URL.
-    private func isPlaylist(_ url: URL, _ metadata: ContentMetadata, _ headers: RequestHeaders) async throws -> Bool {
-        guard Self.mayBePlaylist(metadata) else { return false }
-        if let type = Self.mediaType(metadata), Self.playlistTypes.contains(type) { return true }
-        let stream = try await reader.read(url, offset: 0, length: 7, headers: headers)
-        var first: [UInt8] = []
-        for try await chunk in stream { first += chunk.readableBytesView }
-        return HLSPlaylist.looksLikePlaylist(first)
-    }
-
-    private static func mediaType(_ metadata: ContentMetadata) -> String? {
-        metadata.mimeType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-    }
-
-    /// Whether a whole read of the resource must first be looked at as a playlist: its type
-    /// says it is one, or it has no particular type and is small enough to be one.
-    static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
-        let type = mediaType(metadata)
-        if let type, playlistTypes.contains(type) { return true }
-        guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream"].contains(type),
-              let length = metadata.length else { return false }
-        return (7...Int64(HLSPlaylist.maximumSize)).contains(length)
-    }
-
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
     /// at the host and port the player used. A body that is not a playlist after all goes
     /// through unchanged; one that cannot be read gets a 502 that says why.
     private func playlist(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
-        var (body, metadata) = try await readWhole(url, headers: headers)
+        var (body, metadata) = try await reader.playlistBody(url, headers: headers)
         // A live or EVENT playlist is never older than half its target duration (at least
         // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
         if HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
@@ -207,24 +187,22 @@ struct ProxyHandler: Sendable {
             let before = try await reader.contentInfo(for: url, headers: headers)
             let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
             if !current.isSameVersion(as: before) || current.generatedAt != before.generatedAt {
-                (body, metadata) = try await readWhole(url, headers: headers)
+                (body, metadata) = try await reader.playlistBody(url, headers: headers)
             }
         }
         return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
     }
 
-    /// The whole body of `url` through the cache (at most a playlist's maximum size).
-    private func readWhole(_ url: URL, headers: RequestHeaders) async throws -> ([UInt8], ContentMetadata) {
-        let stream = try await reader.read(url, offset: 0, length: nil, headers: headers)
-        var body: [UInt8] = []
-        for try await chunk in stream {
-            body += chunk.readableBytesView
-            guard body.count <= HLSPlaylist.maximumSize else {
-                stream.cancel()
-                throw ProxyRequestError(status: .badGateway, "The playlist is larger than \(HLSPlaylist.maximumSize >> 20) MiB.")
-            }
-        }
-        return (body, stream.metadata)
+    /// A resource kept in memory only (an HLS key: see ``RequestTarget/isMemoryOnly``),
+    /// answered whole whatever the `Range`.
+    private func memoryOnly(_ url: URL, head: HTTPRequestHead, headers: RequestHeaders) async throws -> ProxyResponse {
+        let (body, metadata) = try await reader.memoryOnlyBody(of: url, headers: headers)
+        var fields = HTTPHeaders()
+        fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
+        fields.add(name: "Cache-Control", value: "no-store")
+        fields.add(name: "Accept-Ranges", value: "none")
+        fields.add(name: "Content-Length", value: String(body.count))
+        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
     }
 
     private func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
@@ -246,10 +224,9 @@ struct ProxyHandler: Sendable {
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
         let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
-        let token = configuration.token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? ""
-        let text = parsed.rewritten(base: url) { resolved in
-            let name = resolved.lastPathComponent.isEmpty || resolved.lastPathComponent == "/" ? "index" : resolved.lastPathComponent
-            return "http://\(authority)/\(HLSPlaylist.percentEncoded(name))?url=\(HLSPlaylist.percentEncoded(resolved.absoluteString))\(token)"
+        // Relative URIs resolve against where the playlist came from, after redirects.
+        let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
+            "http://" + authority + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
         }
         fields.add(name: "Content-Length", value: String(text.utf8.count))
         return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .text(text))
@@ -372,8 +349,8 @@ struct ProxyHandler: Sendable {
         return ProxyResponse(status: .noContent, headers: headers, body: .none)
     }
 
-    /// The origin URL from `url=`, after the token, scheme and origin checks.
-    private func checkedOriginURL(_ head: HTTPRequestHead) throws -> URL {
+    /// The origin URL from `url=`, after the token, scheme and origin checks, and the target it came in.
+    private func checkedOriginURL(_ head: HTTPRequestHead) throws -> (URL, RequestTarget) {
         let parsed = recentTargets.parse(head.uri)
         if let token = configuration.token {
             let given = parsed.target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")
@@ -385,7 +362,7 @@ struct ProxyHandler: Sendable {
         } catch let error as CacheError {
             throw ProxyRequestError(status: .forbidden, error.message)
         }
-        return url
+        return (url, parsed.target)
     }
 
     // MARK: Error responses

@@ -1,8 +1,9 @@
 import Foundation
+import MediaCache
 import MediaCacheHTTP
 import Synchronization
 
-/// A proxy request target, `/?url=ENC[&token=T]`, parsed without trusting a byte of it.
+/// A proxy request target, `/?url=ENC[&token=T][&memory=1]`, parsed without trusting a byte of it.
 struct RequestTarget: Sendable {
     /// The path, or `nil` when the target is not a URI reference.
     let path: String?
@@ -15,6 +16,10 @@ struct RequestTarget: Sendable {
         items = components?.queryItems ?? []
     }
 
+    /// `memory=1`: the resource is kept in memory only, never in the store (an HLS key; the
+    /// proxy adds this to the key URIs of the playlists it rewrites).
+    var isMemoryOnly: Bool { query("memory") == "1" }
+
     /// The first value of the query item `name`.
     func query(_ name: String) -> String? {
         items.first { $0.name == name }?.value
@@ -24,6 +29,8 @@ struct RequestTarget: Sendable {
     /// port in 1...65535. The path is `/`, or any path when `url=` is given: URIs in rewritten
     /// HLS playlists end with the resource's file name (`/seg001.ts?url=…`), because
     /// ffmpeg's HLS reader refuses a segment whose path has no media extension.
+    /// The parameters of an HLS blocking reload (`_HLS_msn`, `_HLS_part`, `_HLS_skip`), which a
+    /// player appends to the playlist URL it was given (the proxy's), go on to the origin URL.
     /// - Throws: ``ProxyRequestError`` with 404 for another path without `url=`, 400 for a
     ///   missing or bad URL.
     func originURL() throws -> URL {
@@ -40,7 +47,14 @@ struct RequestTarget: Sendable {
         guard scheme == "http" || scheme == "https" else {
             throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
         }
-        return url
+        let reload = items.filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
+        guard !reload.isEmpty else { return url }
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
+        }
+        components.queryItems = (components.queryItems ?? []).filter { !HLSPlaylist.blockingReloadParameters.contains($0.name) } + reload
+        guard let withReload = components.url else { throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".") }
+        return withReload
     }
 }
 

@@ -91,7 +91,7 @@ final class OriginHandler: ChannelInboundHandler {
                 state.drops += 1
                 plan.dropAfter = dropAfter
             }
-            state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
+            state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, query: components?.query, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
                                                      connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
             return plan

@@ -160,6 +160,8 @@ public final class TestOrigin: Sendable {
     public struct Request: Sendable, CustomStringConvertible {
         public var method: String
         public var path: String
+        /// The target's query, if it had one.
+        public var query: String?
         public var range: String?
         public var ifRange: String?
         public var status: Int

@@ -47,7 +47,7 @@ struct HLSBenchCommand: ParsableCommand {
         for _ in 0..<rounds {
             let start = ContinuousClock.now
             let playlist = try HLSPlaylist(parsing: bytes)
-            let output = playlist.rewritten(base: base) { url in
+            let output = playlist.rewritten(base: base) { url, _ in
                 proxy + "/" + url.lastPathComponent + "?url=" + HLSPlaylist.percentEncoded(url.absoluteString)
             }
             times.append((ContinuousClock.now - start).seconds * 1000)

@@ -141,6 +141,98 @@ import Testing
         }
     }
 
+    /// The URIs of `text` (a rewritten playlist): its URI lines and quoted `http…` attribute values.
+    static func uris(in text: String) -> [String] {
+        text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)
+            + text.split(separator: "\"").filter { $0.hasPrefix("http") }.map(String.init)
+    }
+
+    /// The origin URL a rewritten URI names (its `url=`).
+    static func originURL(in proxyURI: String) -> String? {
+        URLComponents(string: proxyURI)?.queryItems?.first { $0.name == "url" }?.value
+    }
+
+    /// A playlist reached through a redirect names its segments relative to where it was
+    /// redirected to (RFC 3986 §5.1.3), not to the URL the player asked for.
+    @Test func aRedirectedPlaylistResolvesAgainstWhereItLanded() async throws {
+        try await ProxyHarness.with { h in
+            let segment: [UInt8] = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nseg.ts?s=1\n#EXT-X-ENDLIST\n".utf8)), mimeType: "application/x-mpegURL"),
+                           at: "/real/dir/list.m3u8")
+            h.origin.serve(TestOrigin.Resource(body: .bytes(segment), mimeType: "video/mp2t"), at: "/real/dir/seg.ts")
+            var moved = TestOrigin.Resource(body: .bytes([]), mimeType: "text/plain")
+            moved.faults.redirect = (302, "/real/dir/list.m3u8")
+            h.origin.serve(moved, at: "/short/x.m3u8")
+            for _ in 0..<2 {  // from the origin, then from the cache (the final URL is stored with the entry)
+                let text = String(buffer: try await h.get(h.url("/short/x.m3u8")).body)
+                let uris = Self.uris(in: text)
+                #expect(uris.count == 1 && uris.first.flatMap(Self.originURL) == h.origin.url("/real/dir/seg.ts").absoluteString + "?s=1", "\(text)")
+                let reply = try await h.get(try #require(uris.first))
+                #expect(reply.status == 200 && Array(reply.body.readableBytesView) == segment)
+            }
+            #expect(h.origin.requests("/short/x.m3u8").count == 1 && h.origin.requests("/real/dir/seg.ts").count == 1)
+        }
+    }
+
+    /// A key is fetched through the proxy, kept in memory (a second request costs the origin
+    /// nothing) and never written to the store; a segment of the same playlist is stored.
+    @Test func aKeyIsKeptInMemoryAndNeverStored() async throws {
+        try await ProxyHarness.with { h in
+            let key: [UInt8] = (0..<16).map { UInt8($0 &* 13 &+ 5) }
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\",IV=0x01\n#EXTINF:1,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
+                                               mimeType: "application/vnd.apple.mpegurl"), at: "/enc/index.m3u8")
+            h.origin.serve(TestOrigin.Resource(body: .bytes(key), mimeType: "application/octet-stream"), at: "/enc/k/key.bin")
+            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 3), length: 9000), mimeType: "video/mp2t"), at: "/enc/s.ts")
+            let text = String(buffer: try await h.get(h.url("/enc/index.m3u8")).body)
+            let uris = Self.uris(in: text)
+            let keyURI = try #require(uris.first { $0.contains("key.bin") })
+            #expect(keyURI.hasSuffix("&memory=1") && uris.filter { $0.contains("memory=1") }.count == 1, "\(text)")
+            for _ in 0..<3 {
+                let reply = try await h.get(keyURI, headers: [("Range", "bytes=0-3")])
+                #expect(reply.status == 200 && Array(reply.body.readableBytesView) == key && reply.headers.first(name: "cache-control") == "no-store")
+            }
+            #expect(h.origin.requests("/enc/k/key.bin").count == 1)
+            let segment = try await h.get(try #require(uris.first { $0.contains("s.ts") }))
+            #expect(segment.status == 200 && DeterministicContent(seed: 3).firstMismatch(in: segment.body, at: 0) == nil)
+            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/enc/k/key.bin"))) == nil)
+            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/enc/s.ts")))?.length == 9000)
+            try await h.base.store.flush()
+            #expect(try Self.filesUnder(h.base.directory, contain: key) == [], "the key is on disk")
+        }
+    }
+
+    /// The files under `directory` whose bytes contain `needle`.
+    static func filesUnder(_ directory: URL, contain needle: [UInt8]) throws -> [String] {
+        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        return try files.filter { file in
+            guard (try? file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { return false }
+            let bytes = [UInt8](try Data(contentsOf: file))
+            return bytes.count >= needle.count && (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
+        }.map(\.lastPathComponent)
+    }
+
+    /// A blocking playlist reload (`_HLS_msn`, `_HLS_part`, `_HLS_skip`, appended by the player
+    /// to the URL it was given) goes to the origin with its parameters every time, is
+    /// answered rewritten, and is not stored.
+    @Test func blockingReloadsGoStraightToTheOrigin() async throws {
+        try await ProxyHarness.with { h in
+            var live = TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PART-INF:PART-TARGET=1\n#EXTINF:4,\na.ts\n#EXT-X-PART:DURATION=1,URI=\"a.1.ts\"\n".utf8)),
+                                           mimeType: "application/vnd.apple.mpegurl")
+            live.cacheControl = "max-age=60"
+            h.origin.serve(live, at: "/ll/index.m3u8")
+            let entry = h.url("/ll/index.m3u8")
+            for round in 1...2 {
+                let reply = try await h.get(entry + "&_HLS_msn=\(round)&_HLS_part=0")
+                let text = String(buffer: reply.body)
+                #expect(reply.status == 200 && text.contains("#EXT-X-PART:DURATION=1,URI=\"http://127.0.0.1:\(h.port)/a.1.ts?url="), "\(text)")
+                let seen = h.origin.requests("/ll/index.m3u8")
+                #expect(seen.count == round && seen.last?.query == "_HLS_msn=\(round)&_HLS_part=0", "\(seen.map { $0.query ?? "-" })")
+            }
+            let reload = try #require(URL(string: h.origin.url("/ll/index.m3u8").absoluteString + "?_HLS_msn=1&_HLS_part=0"))
+            #expect(h.base.store.metadata(for: h.base.store.key(for: reload)) == nil)
+        }
+    }
+
     /// A playlist the parser refuses gets a 502 that says why; a body of a playlist type that
     /// is not one goes through unchanged; the proxy then still serves a good playlist.
     @Test func aBadPlaylistIsA502ThatSaysWhyAndTheProxyGoesOn() async throws {
@@ -195,6 +287,11 @@ import Testing
             #expect(try await Self.decodeHash(h.url(stream.entry)) == direct)
             let asked = paths.flatMap { h.origin.requests($0) }
             #expect(asked.isEmpty, "second play reached the origin: \(asked)")
+            if stream == .aes128 {
+                try await h.base.store.flush()
+                let key = [UInt8](try Data(contentsOf: directory.appendingPathComponent("key.bin")))
+                #expect(try Self.filesUnder(h.base.directory, contain: key) == [], "the key is on disk")
+            }
         }
     }
 }

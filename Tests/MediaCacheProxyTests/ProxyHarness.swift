@@ -7,7 +7,6 @@ import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore
 import NIOHTTP1
-import ServiceLifecycle
 import Synchronization
 
 /// The proxy on 127.0.0.1 port 0 in front of the test origin, and a client to call it.
@@ -15,6 +14,7 @@ struct ProxyHarness {
     let base: Harness
     let port: Int
     let client: HTTPClient
+    let proxy: EmbeddedProxy
 
     var origin: TestOrigin { base.origin }
 
@@ -62,33 +62,23 @@ struct ProxyHarness {
             configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })
             configuration = configure(configuration)
             configuration.token = token
-            let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-            let app = ProxyServer.application(reader: base.reader, configuration: configuration) { port in
-                continuation.yield(port)
-            }
-            let group = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
+            let proxy = try await EmbeddedProxy.start(reader: base.reader, configuration: configuration)
             // As many connections as a test has players: with the default eight per host, the
             // ninth of sixteen concurrent requests waits for a free connection, and on a loaded
             // machine gave up after the connect timeout (getConnectionFromPoolTimeout).
             var clientConfiguration = HTTPClient.Configuration(decompression: .disabled)
             clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                var iterator = ports.makeAsyncIterator()
-                guard let port = await iterator.next() else { throw ChildProcessError(message: "The proxy did not start.") }
-                let harness = ProxyHarness(base: base, port: port, client: client)
-                do {
-                    try await body(harness)
-                } catch {
-                    await group.triggerGracefulShutdown()
-                    try? await client.shutdown()
-                    throw error
-                }
-                await group.triggerGracefulShutdown()
-                try await client.shutdown()
-                try await tasks.waitForAll()
+            let harness = ProxyHarness(base: base, port: proxy.port, client: client, proxy: proxy)
+            do {
+                try await body(harness)
+            } catch {
+                await proxy.stop()
+                try? await client.shutdown()
+                throw error
             }
+            await proxy.stop()
+            try await client.shutdown()
         }
     }
 }

@@ -8,7 +8,7 @@ import Testing
     static let base = URL(string: "https://cdn.example/video/hls/720p/index.m3u8?token=abc")!
 
     /// The proxy's mapping in miniature: the resolved URL, marked, so tests can read it back.
-    static func mark(_ url: URL) -> String { "P(" + url.absoluteString + ")" }
+    static func mark(_ url: URL, _ tag: String?) -> String { "P(" + url.absoluteString + ")" }
 
     static func rewrite(_ text: String, base: URL = base) throws -> String {
         try HLSPlaylist(parsing: Array(text.utf8)).rewritten(base: base, map: mark)
@@ -102,6 +102,48 @@ import Testing
         #expect(try Self.rewrite(playlist).hasSuffix("P(https://cdn.example/video/hls/720p/high/index.m3u8)"))
     }
 
+    /// The mapping is told which tag each URI is in (the proxy keeps keys out of the store).
+    @Test func theMappingIsToldEachURIsTag() throws {
+        let playlist = "#EXTM3U\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"s.key\"\n#EXT-X-MAP:URI=\"init.mp4\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.key\"\n#EXTINF:2,\na.m4s\n"
+        var seen: [String] = []
+        _ = try HLSPlaylist(parsing: Array(playlist.utf8)).rewritten(base: Self.base) { url, tag in
+            seen.append("\(tag ?? "line") \(url.lastPathComponent)")
+            return url.absoluteString
+        }
+        #expect(seen == ["EXT-X-SESSION-KEY s.key", "EXT-X-MAP init.mp4", "EXT-X-KEY k.key", "line a.m4s"])
+    }
+
+    /// Audio renditions with their group, variants with the group they use, and the init
+    /// section in force for each segment (with its byte range).
+    @Test func renditionsAndInitSectionsAreRead() throws {
+        let master = """
+        #EXTM3U
+        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="en",DEFAULT=YES,URI="audio/en.m3u8"
+        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="fr",URI="audio/fr.m3u8"
+        #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc1",INSTREAM-ID="CC1"
+        #EXT-X-STREAM-INF:BANDWIDTH=500000,AUDIO="aud"
+        v.m3u8
+        """
+        let parsed = try HLSPlaylist(parsing: Array(master.utf8))
+        #expect(parsed.renditions == [.init(type: "AUDIO", groupID: "aud", uri: "audio/en.m3u8", isDefault: true),
+                                      .init(type: "AUDIO", groupID: "aud", uri: "audio/fr.m3u8", isDefault: false)])
+        #expect(parsed.variants == [.init(bandwidth: 500_000, uri: "v.m3u8", audioGroup: "aud")])
+        let media = """
+        #EXTM3U
+        #EXTINF:2,
+        a.ts
+        #EXT-X-MAP:URI="all.mp4",BYTERANGE="720@0"
+        #EXTINF:2,
+        #EXT-X-BYTERANGE:1000@720
+        all.mp4
+        #EXT-X-MAP:URI="init2.mp4"
+        #EXTINF:2,
+        b.m4s
+        """
+        let segments = try HLSPlaylist(parsing: Array(media.utf8)).segments
+        #expect(segments.map(\.initSection) == [nil, .init(uri: "all.mp4", byteRange: ByteRange(0, 720)), .init(uri: "init2.mp4", byteRange: nil)])
+    }
+
     @Test func byteRangeSegmentsOfOneFile() throws {
         let playlist = """
         #EXTM3U
@@ -164,6 +206,8 @@ import Testing
         .init(name: "absurd byte range", body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:99999999999999999999999@0\na.ts\n") }, reason: "EXT-X-BYTERANGE"),
         .init(name: "byte range past the bound", body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:1152921504606846976@1\na.ts\n") }, reason: "EXT-X-BYTERANGE"),
         .init(name: "byte range without an offset first", body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:100\na.ts\n") }, reason: "offset"),
+        .init(name: "map without a URI", body: { bytes("#EXTM3U\n#EXT-X-MAP:BYTERANGE=\"10@0\"\n") }, reason: "EXT-X-MAP needs a URI"),
+        .init(name: "absurd map byte range", body: { bytes("#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\",BYTERANGE=\"1152921504606846976@1\"\n") }, reason: "BYTERANGE"),
         .init(name: "negative duration", body: { bytes("#EXTM3U\n#EXTINF:-1,\na.ts\n") }, reason: "EXTINF"),
         .init(name: "infinite duration", body: { bytes("#EXTM3U\n#EXTINF:inf,\na.ts\n") }, reason: "EXTINF"),
         .init(name: "overlong line", body: { bytes("#EXTM3U\n") + [UInt8](repeating: UInt8(ascii: "a"), count: (64 << 10) + 1) }, reason: "longer than"),

@@ -5,7 +5,7 @@ public import Foundation
 ///
 /// ```swift
 /// let playlist = try HLSPlaylist(parsing: body)
-/// let text = playlist.rewritten(base: finalURL) { absolute in proxyURL(for: absolute) }
+/// let text = playlist.rewritten(base: finalURL) { absolute, tag in proxyURL(for: absolute) }
 /// ```
 public struct HLSPlaylist: Sendable {
     /// The largest playlist read (a 10,000-segment playlist is about 1 MiB).
@@ -36,6 +36,25 @@ public struct HLSPlaylist: Sendable {
     public struct Variant: Sendable, Equatable {
         public var bandwidth: Int64
         public var uri: String
+        /// The `AUDIO` group whose renditions (``HLSPlaylist/renditions``) carry its sound, if any.
+        public var audioGroup: String?
+    }
+
+    /// An alternative rendition (`EXT-X-MEDIA`) that has its own playlist.
+    public struct Rendition: Sendable, Equatable {
+        /// `AUDIO`, `VIDEO`, `SUBTITLES` or `CLOSED-CAPTIONS`.
+        public var type: String
+        public var groupID: String
+        public var uri: String
+        /// `DEFAULT=YES`: the rendition a player picks without a preference.
+        public var isDefault: Bool
+    }
+
+    /// A media initialization section (`EXT-X-MAP`): what a player needs before the segments after it.
+    public struct InitSection: Sendable, Equatable {
+        public var uri: String
+        /// The bytes of the resource at `uri` that hold it, when it is a sub-range.
+        public var byteRange: ByteRange?
     }
 
     /// A media segment (`EXTINF`, an optional `EXT-X-BYTERANGE`, and the URI after them).
@@ -45,6 +64,8 @@ public struct HLSPlaylist: Sendable {
         public var uri: String
         /// The bytes of the resource at `uri` that hold the segment, when it is a sub-range.
         public var byteRange: ByteRange?
+        /// The `EXT-X-MAP` in force for the segment, if any.
+        public var initSection: InitSection?
     }
 
     public private(set) var lines: [Line] = []
@@ -52,6 +73,10 @@ public struct HLSPlaylist: Sendable {
     public private(set) var hasByteOrderMark = false
     public private(set) var variants: [Variant] = []
     public private(set) var segments: [Segment] = []
+    /// The `EXT-X-MEDIA` renditions that name a playlist.
+    public private(set) var renditions: [Rendition] = []
+    /// The `EXT-X-MAP` in force after the lines read so far.
+    private var currentInitSection: InitSection?
     /// `EXT-X-TARGETDURATION`, seconds.
     public private(set) var targetDuration: Int64?
     /// `EXT-X-MEDIA-SEQUENCE`.
@@ -72,6 +97,20 @@ public struct HLSPlaylist: Sendable {
         "EXT-X-KEY", "EXT-X-SESSION-KEY", "EXT-X-MAP", "EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF",
         "EXT-X-SESSION-DATA", "EXT-X-PART", "EXT-X-PRELOAD-HINT", "EXT-X-RENDITION-REPORT",
     ]
+
+    /// The tags whose `URI` names a key: the proxy keeps these resources in memory only
+    /// while the store is not encrypted.
+    public static let keyTags: Set<String> = ["EXT-X-KEY", "EXT-X-SESSION-KEY"]
+
+    /// The query parameters of a blocking playlist reload (RFC 8216bis §6.2.5.2): the origin
+    /// holds the request until the segment or part is there, so it is never answered by a cache.
+    public static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
+
+    /// Whether `url` asks for a blocking reload or a delta update (see ``blockingReloadParameters``).
+    public static func isBlockingReload(_ url: URL) -> Bool {
+        guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems else { return false }
+        return items.contains { blockingReloadParameters.contains($0.name) }
+    }
 
     /// Whether `bytes` look like a playlist: `#EXTM3U` first (after an optional byte-order mark).
     public static func looksLikePlaylist(_ bytes: some Collection<UInt8>) -> Bool {
@@ -102,7 +141,7 @@ public struct HLSPlaylist: Sendable {
         }
         var pendingDuration: Double?
         var pendingRange: (length: Int64, offset: Int64?)?
-        var pendingBandwidth: Int64?
+        var pendingVariant: Variant?
         var previousRangeEnd: Int64?
         var lineNumber = 0
         for (content, ending) in Self.splitLines(text) {
@@ -117,14 +156,15 @@ public struct HLSPlaylist: Sendable {
                 break
             case .tag(let name, let value):
                 do {
-                    try readTag(name, value, duration: &pendingDuration, range: &pendingRange, bandwidth: &pendingBandwidth)
+                    try readTag(name, value, duration: &pendingDuration, range: &pendingRange, variant: &pendingVariant)
                 } catch let error as HLSPlaylistError {
                     throw HLSPlaylistError("Line \(lineNumber): \(error.message)")
                 }
             case .uri(let uri):
-                if let bandwidth = pendingBandwidth {
-                    variants.append(Variant(bandwidth: bandwidth, uri: uri))
-                    pendingBandwidth = nil
+                if var variant = pendingVariant {
+                    variant.uri = uri
+                    variants.append(variant)
+                    pendingVariant = nil
                 } else if let duration = pendingDuration {
                     var byteRange: ByteRange?
                     if let (length, offset) = pendingRange {
@@ -140,7 +180,7 @@ public struct HLSPlaylist: Sendable {
                     } else {
                         previousRangeEnd = nil
                     }
-                    segments.append(Segment(duration: duration, uri: uri, byteRange: byteRange))
+                    segments.append(Segment(duration: duration, uri: uri, byteRange: byteRange, initSection: currentInitSection))
                     pendingDuration = nil
                     pendingRange = nil
                 }
@@ -151,16 +191,17 @@ public struct HLSPlaylist: Sendable {
     /// The playlist with every URI that resolves (against `base`, by RFC 3986) to an `http`
     /// or `https` URL replaced by `map(url)`: URI lines and the `URI` attributes of
     /// ``tagsWithURIAttribute``. Other URIs (`skd://`, `data:`) and every other byte stay as
-    /// they were.
-    public func rewritten(base: URL, map: (URL) -> String) -> String {
+    /// they were. `map` is also given the name of the tag the URI is in (`EXT-X-KEY`, …), or
+    /// `nil` for a URI line.
+    public func rewritten(base: URL, map: (_ url: URL, _ tag: String?) -> String) -> String {
         var output = hasByteOrderMark ? "\u{FEFF}" : ""
         output.reserveCapacity(lines.reduce(0) { $0 + $1.text.utf8.count + 2 } + lines.count * 64)
         for line in lines {
             switch line.kind {
             case .uri(let uri):
-                output += Self.resolve(uri, base: base).map(map) ?? line.text
+                output += Self.resolve(uri, base: base).map { map($0, nil) } ?? line.text
             case .tag(let name, let value?) where Self.tagsWithURIAttribute.contains(name):
-                output += "#" + name + ":" + Self.rewritingURIAttribute(in: value, base: base, map: map)
+                output += "#" + name + ":" + Self.rewritingURIAttribute(in: value, base: base) { map($0, name) }
             default:
                 output += line.text
             }
@@ -225,7 +266,7 @@ public struct HLSPlaylist: Sendable {
     }
 
     private mutating func readTag(_ name: String, _ value: String?, duration: inout Double?, range: inout (length: Int64, offset: Int64?)?,
-                                  bandwidth: inout Int64?) throws {
+                                  variant: inout Variant?) throws {
         switch name {
         case "EXTINF":
             let number = value?.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
@@ -251,7 +292,25 @@ public struct HLSPlaylist: Sendable {
             hasEndList = true
         case "EXT-X-STREAM-INF":
             let attributes = try Self.attributes(value ?? "")
-            bandwidth = attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0
+            variant = Variant(bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, uri: "", audioGroup: attributes["AUDIO"])
+        case "EXT-X-MEDIA":
+            let attributes = try Self.attributes(value ?? "")
+            if let uri = attributes["URI"], let type = attributes["TYPE"], let group = attributes["GROUP-ID"] {
+                renditions.append(Rendition(type: type, groupID: group, uri: uri, isDefault: attributes["DEFAULT"] == "YES"))
+            }
+        case "EXT-X-MAP":
+            let attributes = try Self.attributes(value ?? "")
+            guard let uri = attributes["URI"] else { throw HLSPlaylistError("EXT-X-MAP needs a URI.") }
+            var byteRange: ByteRange?
+            if let text = attributes["BYTERANGE"] {
+                let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let length = Self.decimal(parts[0]), let offset = parts.count == 2 ? Self.decimal(parts[1]) : 0,
+                      offset <= ByteRange.maximumOffset - length else {
+                    throw HLSPlaylistError("EXT-X-MAP needs BYTERANGE=\"<length>[@<offset>]\" ending before \(ByteRange.maximumOffset), not \"\(text.prefix(60))\".")
+                }
+                byteRange = ByteRange(offset, offset + length)
+            }
+            currentInitSection = InitSection(uri: uri, byteRange: byteRange)
         default:
             if Self.tagsWithURIAttribute.contains(name) { _ = try Self.attributes(value ?? "") }
         }

@@ -25,6 +25,10 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     private var storedResponseHeaders: [HeaderField]?
     /// Stored as `true` only (see ``requiresRevalidation``).
     private var revalidationRequired: Bool?
+    /// Where the origin's answer came from when redirects led away from the URL asked for
+    /// (the last hop's URL); `nil` when it came from that URL. Relative URIs in the body (an
+    /// HLS playlist's) resolve against this (RFC 3986 §5.1.3).
+    public var finalURL: URL?
 
     /// The origin's end-to-end response header fields (`Cache-Control`, `Expires`, `Date`,
     /// `Content-Disposition`, `Content-Language`, `Vary`, …), kept with the entry and sent
@@ -59,6 +63,7 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         let saysFreshness = names.contains("cache-control") || names.contains("expires")
         if names.contains("cache-control") { refreshed.requiresRevalidation = notModified.requiresRevalidation }
         refreshed.generatedAt = notModified.generatedAt ?? generatedAt
+        refreshed.finalURL = notModified.finalURL
         if saysFreshness || freshUntil == nil || generatedAt == nil || notModified.generatedAt == nil {
             refreshed.freshUntil = notModified.freshUntil
         } else if let freshUntil, let generatedAt, let again = notModified.generatedAt {

@@ -101,6 +101,8 @@ public final class CachingReader: Sendable {
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
+    /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
+    let memoryBodies = Mutex(MemoryBodies())
 
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
@@ -318,16 +320,16 @@ public final class CachingReader: Sendable {
         validatedAt.withLock { $0[key] = now }
     }
 
-    /// Whether a stored entry may be used without asking the origin: it is fresh, the app
-    /// prefers the cache, or the origin confirmed it within ``Configuration/revalidationBurst``
-    /// (so a player's burst of range requests costs one revalidation).
     /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
     private func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
         guard let last = validatedAt.withLock({ $0[key] }) ?? metadata.generatedAt else { return false }
         return Self.isWithin(age, from: last, to: store.configuration.clock.now)
     }
 
-    private func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
+    /// Whether a stored entry may be used without asking the origin: it is fresh, the app
+    /// prefers the cache, or the origin confirmed it within ``Configuration/revalidationBurst``
+    /// (so a player's burst of range requests costs one revalidation).
+    func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
         if configuration.prefersCache || metadata.isFresh(at: store.configuration.clock.now) { return true }
         let last = validatedAt.withLock { $0[key] }
         return last.map { Self.isWithin(configuration.revalidationBurst, from: $0, to: store.configuration.clock.now) } ?? false

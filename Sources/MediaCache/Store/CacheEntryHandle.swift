@@ -74,6 +74,7 @@ public final class CacheEntryHandle: Sendable {
             if !metadata.responseHeaders.isEmpty { updated.responseHeaders = metadata.responseHeaders }
             updated.requiresRevalidation = metadata.requiresRevalidation
             updated.acceptsRanges = metadata.acceptsRanges
+            updated.finalURL = metadata.finalURL
             if updated != record.metadata {
                 state.records[key]!.metadata = updated
                 state.records[key]!.isDirty = true

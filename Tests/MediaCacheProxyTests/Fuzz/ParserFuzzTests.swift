@@ -358,7 +358,7 @@ import Testing
             guard text.utf8.starts(with: "#EXTM3U".utf8) || text.utf8.starts(with: [0xEF, 0xBB, 0xBF]) else {
                 return ("parsed", "parsed without #EXTM3U")
             }
-            let output = playlist.rewritten(base: base) { "P[" + $0.absoluteString + "]" }
+            let output = playlist.rewritten(base: base) { url, _ in "P[" + url.absoluteString + "]" }
             // Compare line by line, split the model's way: on bytes, at "\n".
             let before = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
             let after = output.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }

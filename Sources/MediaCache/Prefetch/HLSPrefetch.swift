@@ -1,0 +1,242 @@
+public import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What to cache of an HLS asset ahead of playing it.
+public struct HLSPrefetchOptions: Sendable, Equatable {
+    /// Which variant stream of a master playlist.
+    public enum VariantChoice: Sendable, Equatable {
+        /// The first listed (what most players start with).
+        case first
+        case lowestBandwidth
+        case highestBandwidth
+        /// The highest `BANDWIDTH` of at most this many bits per second; the lowest if none is.
+        case atMost(bitsPerSecond: Int64)
+    }
+
+    public var variant: VariantChoice = .first
+    /// How much of each media playlist, from its first segment: `nil` for all of it, else
+    /// segments until their durations reach this many seconds.
+    public var seconds: Double?
+    /// How many resources are fetched at once.
+    public var concurrency = 2
+    /// Request fields for the origin (credentials, cookies).
+    public var headers: RequestHeaders = []
+
+    public init(variant: VariantChoice = .first, seconds: Double? = nil) {
+        self.variant = variant
+        self.seconds = seconds
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.variant == rhs.variant && lhs.seconds == rhs.seconds && lhs.concurrency == rhs.concurrency
+            && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
+    }
+}
+
+/// How far a prefetch has got.
+public struct PrefetchProgress: Sendable, Equatable {
+    /// Media segments and init sections stored, of those chosen.
+    public var resourcesDone = 0
+    public var resourcesTotal = 0
+    /// Bytes of the chosen resources stored (fetched now or already cached).
+    public var bytesDone: Int64 = 0
+    /// The chosen resources' bytes, once every one's length is known (byte-range segments
+    /// are known from the playlist; whole files once they are reached).
+    public var bytesTotal: Int64?
+    /// Of ``bytesDone``, those that were cached before the prefetch.
+    public var bytesAlreadyCached: Int64 = 0
+    /// The media playlists chosen (one per rendition: the variant, its audio).
+    public var playlists: [URL] = []
+
+    public init() {}
+
+    /// Whether every chosen resource is stored.
+    public var isComplete: Bool { resourcesDone == resourcesTotal }
+}
+
+/// One resource a prefetch stores: a segment or init section, whole or a byte range of a file.
+struct PrefetchItem: Hashable, Sendable {
+    var url: URL
+    var range: ByteRange?
+}
+
+/// A prefetch's progress, updated by its concurrent fetches and reported after each change.
+final class PrefetchTracker: Sendable {
+    private struct State {
+        var progress = PrefetchProgress()
+        /// The whole resources whose length is known.
+        var known: Set<PrefetchItem> = []
+        /// The bytes of the byte ranges and of the whole resources in `known`.
+        var knownBytes: Int64 = 0
+        /// How many whole resources have no known length yet.
+        var unknown = 0
+    }
+
+    private let state: Mutex<State>
+    private let onChange: @Sendable (PrefetchProgress) -> Void
+
+    init(items: [PrefetchItem], playlists: [URL], progress: @escaping @Sendable (PrefetchProgress) -> Void) {
+        var initial = State()
+        initial.progress.playlists = playlists
+        initial.progress.resourcesTotal = items.count
+        for item in items {
+            if let range = item.range { initial.knownBytes += range.length } else { initial.unknown += 1 }
+        }
+        initial.progress.bytesTotal = initial.unknown == 0 ? initial.knownBytes : nil
+        state = Mutex(initial)
+        onChange = progress
+        progress(initial.progress)
+    }
+
+    var progress: PrefetchProgress { state.withLock { $0.progress } }
+
+    func report(_ change: (inout PrefetchProgress) -> Void) {
+        let snapshot = state.withLock { state in
+            change(&state.progress)
+            return state.progress
+        }
+        onChange(snapshot)
+    }
+
+    /// Records the byte count of a whole resource (`item.range == nil`), once known.
+    func learned(_ length: Int64, of item: PrefetchItem) {
+        let snapshot = state.withLock { state in
+            if item.range == nil, state.known.insert(item).inserted {
+                state.knownBytes += length
+                state.unknown -= 1
+                if state.unknown == 0 { state.progress.bytesTotal = state.knownBytes }
+            }
+            return state.progress
+        }
+        onChange(snapshot)
+    }
+}
+
+extension CachingReader {
+    /// Stores an HLS asset ahead of playing it: the playlist at `url` (a master playlist's
+    /// chosen variant and the default rendition of its audio group, or a media playlist
+    /// itself), then every init section and media segment `options` choose, each a cache
+    /// entry as if a player had read it. Keys are not stored (they are kept in memory only).
+    ///
+    /// Cancel the calling task to stop: what arrived stays cached, and the error is
+    /// `CancellationError`. `progress` is called after each resource and each chunk.
+    /// - Returns: the final progress.
+    /// - Throws: ``CacheError`` for a playlist that cannot be had or read, or an origin failure.
+    @discardableResult
+    public func prefetchHLS(_ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
+                            progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
+        let (playlists, items) = try await prefetchPlan(url, options: options)
+        let tracker = PrefetchTracker(items: items, playlists: playlists, progress: progress)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var pending = items[...]
+            func startNext() {
+                guard let item = pending.popFirst() else { return }
+                group.addTask { [self] in
+                    try await prefetch(item, options: options) { length in
+                        tracker.learned(length, of: item)
+                    } stored: { bytes, wasCached in
+                        tracker.report {
+                            $0.bytesDone += bytes
+                            if wasCached { $0.bytesAlreadyCached += bytes }
+                        }
+                    }
+                    tracker.report { $0.resourcesDone += 1 }
+                }
+            }
+            for _ in 0..<max(1, options.concurrency) { startNext() }
+            while try await group.next() != nil { startNext() }
+        }
+        return tracker.progress
+    }
+
+    /// The media playlists and resources a prefetch of `url` stores.
+    func prefetchPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> (playlists: [URL], items: [PrefetchItem]) {
+        let (entry, base) = try await parsedPlaylist(url, headers: options.headers)
+        var playlists = [url]
+        if entry.isMaster {
+            guard let variant = Self.choose(options.variant, among: entry.variants), let variantURL = HLSPlaylist.resolve(variant.uri, base: base) else {
+                throw CacheError(.originRejected, "The master playlist at \(url.absoluteString.prefix(200)) names no http(s) variant.")
+            }
+            playlists = [variantURL]
+            let audio = entry.renditions.filter { $0.type == "AUDIO" && $0.groupID == variant.audioGroup }
+            if let rendition = audio.first(where: \.isDefault) ?? audio.first, let audioURL = HLSPlaylist.resolve(rendition.uri, base: base),
+               audioURL != variantURL {
+                playlists.append(audioURL)
+            }
+        }
+        var items: [PrefetchItem] = []
+        var seen: Set<PrefetchItem> = []
+        for playlistURL in playlists {
+            let (media, mediaBase) = playlistURL == url ? (entry, base) : try await parsedPlaylist(playlistURL, headers: options.headers)
+            var seconds = 0.0
+            for segment in media.segments {
+                if let limit = options.seconds, seconds >= limit { break }
+                seconds += segment.duration
+                var resources: [PrefetchItem] = []
+                if let section = segment.initSection, let sectionURL = HLSPlaylist.resolve(section.uri, base: mediaBase) {
+                    resources.append(PrefetchItem(url: sectionURL, range: section.byteRange))
+                }
+                if let segmentURL = HLSPlaylist.resolve(segment.uri, base: mediaBase) {
+                    resources.append(PrefetchItem(url: segmentURL, range: segment.byteRange))
+                }
+                for item in resources where seen.insert(item).inserted { items.append(item) }
+            }
+        }
+        return (playlists, items)
+    }
+
+    /// The playlist at `url`, read through the cache, and the URL its relative URIs resolve against.
+    private func parsedPlaylist(_ url: URL, headers: RequestHeaders) async throws -> (HLSPlaylist, base: URL) {
+        let (body, metadata) = try await playlistBody(url, headers: headers)
+        do {
+            return (try HLSPlaylist(parsing: body), metadata.finalURL ?? url)
+        } catch let error as HLSPlaylistError {
+            configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+        }
+    }
+
+    /// The variant `choice` picks.
+    static func choose(_ choice: HLSPrefetchOptions.VariantChoice, among variants: [HLSPlaylist.Variant]) -> HLSPlaylist.Variant? {
+        switch choice {
+        case .first: variants.first
+        case .lowestBandwidth: variants.min { $0.bandwidth < $1.bandwidth }
+        case .highestBandwidth: variants.max { $0.bandwidth < $1.bandwidth }
+        case .atMost(let limit):
+            variants.filter { $0.bandwidth <= limit }.max { $0.bandwidth < $1.bandwidth } ?? variants.min { $0.bandwidth < $1.bandwidth }
+        }
+    }
+
+    /// Stores `item`, telling `length` the resource's byte count once known and `stored`
+    /// each run of bytes stored (and whether it was cached already).
+    private func prefetch(_ item: PrefetchItem, options: HLSPrefetchOptions, length: (Int64) -> Void,
+                          stored: (Int64, _ wasCached: Bool) -> Void) async throws {
+        try Task.checkCancellation()
+        // Already stored and current: nothing to fetch.
+        if let metadata = cachedContentInfo(for: item.url), let total = metadata.length {
+            let range = item.range.map { ByteRange($0.lowerBound, min($0.upperBound, total)) } ?? ByteRange(0, total)
+            if range.isEmpty || cachedRead(item.url, range: range).map({ $0.cancel() }) != nil {
+                if item.range == nil { length(total) }
+                stored(range.length, true)
+                return
+            }
+        }
+        let stream = try await read(item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
+        defer { stream.cancel() }
+        if item.range == nil { length(stream.range.length) }
+        // Stored parts come as file regions, which need not be read at all.
+        while let part = try await stream.nextPart() {
+            switch part {
+            case .bytes(let buffer): stored(Int64(buffer.readableBytes), false)
+            case .file(let descriptor, let range):
+                close(descriptor)
+                stored(range.length, true)
+            }
+        }
+    }
+}

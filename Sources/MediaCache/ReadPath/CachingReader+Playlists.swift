@@ -1,0 +1,50 @@
+public import Foundation
+
+/// Telling HLS playlists from media, by what the origin says and sends, never by the URL.
+extension CachingReader {
+    /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
+    public static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+
+    /// The media type of `metadata`, lower-cased, without parameters.
+    static func mediaType(_ metadata: ContentMetadata) -> String? {
+        metadata.mimeType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
+
+    /// Whether a whole read of the resource must first be looked at as a playlist: its type
+    /// says it is one, or it has no particular type and is small enough to be one.
+    public static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
+        let type = mediaType(metadata)
+        if let type, playlistTypes.contains(type) { return true }
+        guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream"].contains(type),
+              let length = metadata.length else { return false }
+        return (7...Int64(HLSPlaylist.maximumSize)).contains(length)
+    }
+
+    /// Whether the resource `metadata` describes is an HLS playlist: by its media type, or
+    /// (for a small resource of no particular type) by a body that starts with `#EXTM3U`,
+    /// read through the cache.
+    public func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = []) async throws -> Bool {
+        guard Self.mayBePlaylist(metadata) else { return false }
+        if let type = Self.mediaType(metadata), Self.playlistTypes.contains(type) { return true }
+        let stream = try await read(url, offset: 0, length: 7, headers: headers)
+        var first: [UInt8] = []
+        for try await chunk in stream { first += chunk.readableBytesView }
+        return HLSPlaylist.looksLikePlaylist(first)
+    }
+
+    /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
+    /// and the metadata of the version it is.
+    /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
+    public func playlistBody(_ url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let stream = try await read(url, offset: 0, length: nil, headers: headers)
+        var body: [UInt8] = []
+        for try await chunk in stream {
+            body += chunk.readableBytesView
+            guard body.count <= HLSPlaylist.maximumSize else {
+                stream.cancel()
+                throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) is larger than \(HLSPlaylist.maximumSize >> 20) MiB.")
+            }
+        }
+        return (body, stream.metadata)
+    }
+}
