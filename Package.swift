@@ -74,7 +74,7 @@ let package = Package(
         // Apple-only adapter: every file is inside `#if canImport(AVFoundation)`.
         .target(
             name: "MediaCacheAVFoundation",
-            dependencies: ["MediaCache", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["MediaCache", "MediaCacheProxy", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         // Deterministic content, a crash-test writer, the test origin (HTTP, and HTTPS with

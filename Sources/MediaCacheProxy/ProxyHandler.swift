@@ -81,6 +81,8 @@ struct ProxyHandler: Sendable {
         /// Where the body will start, when known before the length: an uncached resource is
         /// then asked for with one ranged GET rather than a HEAD and a GET.
         var firstByte: Int64?
+        /// How many bytes from ``firstByte`` are asked for, when the range says (`bytes=a-b`).
+        var length: Int64?
         /// The player's fields for the origin.
         var forwarded: RequestHeaders
     }
@@ -98,14 +100,17 @@ struct ProxyHandler: Sendable {
             }
         }
         var firstByte: Int64?
+        var length: Int64?
         if head.method != .HEAD {
             switch specifier {
             case nil: firstByte = 0
-            case .from(let first, _)?: firstByte = first
+            case .from(let first, let last)?:
+                firstByte = first
+                length = last.map { $0 - first + 1 }  // the parser guarantees first <= last <= 2^60
             case .suffix?: firstByte = nil
             }
         }
-        return Asked(url: url, specifier: specifier, firstByte: firstByte, forwarded: Self.endToEndHeaders(head.headers))
+        return Asked(url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers))
     }
 
     private func answer(_ head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
@@ -126,7 +131,7 @@ struct ProxyHandler: Sendable {
                 return log.finish(try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort))
             }
             let (specifier, forwarded) = (asked.specifier, asked.forwarded)
-            var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, headers: forwarded)
+            var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, length: asked.length, headers: forwarded)
             // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
             // lets a server ignore it; ffmpeg asks for `bytes=0-`).
             if try await reader.isPlaylist(url, metadata, headers: forwarded) {

@@ -108,7 +108,10 @@ final class ConnectionRegistry: Sendable {
 
     func closeAll() async {
         let (channels, tasks) = state.withLock { (Array($0.channels.values), Array($0.tasks.values)) }
-        for channel in channels { channel.close(promise: nil) }
+        // Waits for each close, so that no request is answered once the server has stopped.
+        await withTaskGroup(of: Void.self) { group in
+            for channel in channels { group.addTask { try? await channel.close() } }
+        }
         for task in tasks {
             task.cancel()
             await task.value

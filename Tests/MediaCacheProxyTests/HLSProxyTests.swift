@@ -259,6 +259,29 @@ import Testing
         }
     }
 
+    /// An asset prefetched through the engine (the lowest variant of a master playlist)
+    /// then plays through the proxy with the direct play's md5 and no origin request; the
+    /// other variant was never fetched.
+    @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"))
+    func aPrefetchedAssetPlaysWithoutTheOrigin() async throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hls-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await ProxyHarness.with { h in
+            try await Self.make(.masterWithTwoVariants, in: directory, originURL: String(h.origin.url("/").absoluteString.dropLast()))
+            let paths = try Self.serve(directory, on: h.origin)
+            let direct = try await Self.decodeHash(h.origin.url("/hls/v0/index.m3u8").absoluteString)
+            h.origin.resetCounters()
+            let result = try await h.base.reader.prefetchHLS(h.origin.url("/hls/master.m3u8"), options: .init(variant: .lowestBandwidth))
+            #expect(result.isComplete && result.resourcesTotal == 3 && result.playlists.map(\.path) == ["/hls/v0/index.m3u8"])
+            let fetched = paths.filter { !h.origin.requests($0).isEmpty }
+            #expect(fetched.allSatisfy { !$0.hasPrefix("/hls/v1/") } && fetched.contains("/hls/v0/seg000.ts"), "\(fetched)")
+            h.origin.resetCounters()
+            #expect(try await Self.decodeHash(h.url("/hls/v0/index.m3u8")) == direct)
+            let asked = paths.flatMap { h.origin.requests($0) }
+            #expect(asked.isEmpty, "the play after the prefetch reached the origin: \(asked)")
+        }
+    }
+
     @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: Stream.allCases)
     func playsThroughTheProxyThenFromTheCache(_ stream: Stream) async throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hls-\(UUID().uuidString)")

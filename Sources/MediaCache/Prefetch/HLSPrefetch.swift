@@ -48,7 +48,7 @@ public struct PrefetchProgress: Sendable, Equatable {
     /// The chosen resources' bytes, once every one's length is known (byte-range segments
     /// are known from the playlist; whole files once they are reached).
     public var bytesTotal: Int64?
-    /// Of ``bytesDone``, those that were cached before the prefetch.
+    /// Of ``bytesDone``, those of resources that were wholly cached before the prefetch.
     public var bytesAlreadyCached: Int64 = 0
     /// The media playlists chosen (one per rendition: the variant, its audio).
     public var playlists: [URL] = []
@@ -226,6 +226,9 @@ extension CachingReader {
                 return
             }
         }
+        // One round trip for an uncached resource: its first GET gives the content
+        // information, and its body is the download the read joins.
+        _ = try await contentInfo(for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
         let stream = try await read(item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
         defer { stream.cancel() }
         if item.range == nil { length(stream.range.length) }
@@ -235,7 +238,7 @@ extension CachingReader {
             case .bytes(let buffer): stored(Int64(buffer.readableBytes), false)
             case .file(let descriptor, let range):
                 close(descriptor)
-                stored(range.length, true)
+                stored(range.length, false)
             }
         }
     }

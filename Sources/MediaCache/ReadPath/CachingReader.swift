@@ -124,6 +124,8 @@ public final class CachingReader: Sendable {
     ///   resource the origin is then asked with a ranged `GET` from there instead of a
     ///   `HEAD`: its head gives the content information and its body becomes the first
     ///   download, which the read joins, so the first byte costs one round trip, not two.
+    /// - Parameter length: how many bytes that read wants, if it says: the `GET` then asks
+    ///   for no more than that (at most ``Configuration/minimumRequest``).
     /// - Parameter headers: the player's request headers to send to the origin (see
     ///   ``RequestHeaders``); they do not change the cache key.
     /// - Throws: ``CacheError`` with an origin code when the origin fails.
@@ -131,7 +133,8 @@ public final class CachingReader: Sendable {
     ///   ago than this is revalidated whatever its freshness and ``Configuration/prefersCache``
     ///   say (a live HLS playlist: RFC 8216 §6.3.4 has a client reload it after at most its
     ///   target duration, and a cache in front must not make it older).
-    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, headers: RequestHeaders = [], maximumAge: Duration? = nil) async throws -> ContentMetadata {
+    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
+                            maximumAge: Duration? = nil) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
         let stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
@@ -143,7 +146,8 @@ public final class CachingReader: Sendable {
             let task = Task { [self] in
                 if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers) }
                 guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
-                return try await probe(url, key: key, offset: offset, headers: headers)
+                let size = min(configuration.minimumRequest, max(1, length ?? configuration.minimumRequest))
+                return try await probe(url, key: key, offset: offset, size: size, headers: headers)
             }
             tasks[key] = task
             return task
@@ -370,32 +374,32 @@ public final class CachingReader: Sendable {
             markValidated(key)
             return metadata
         }
-        return try await adopt(response, url: url, key: key, offset: start, headers: headers)
+        return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers)
     }
 
-    /// Asks for the first `minimumRequest` bytes at `offset` and turns the answer into a
+    /// Asks for the first `size` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
-    private func probe(_ url: URL, key: CacheKey, offset: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
+    private func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
         let response: OriginResponse
         do {
-            response = try await fetcher.fetch(url, range: ByteRange(offset, offset + configuration.minimumRequest), ifRange: nil, headers: headers)
+            response = try await fetcher.fetch(url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers)
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
             return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
         }
-        return try await adopt(response, url: url, key: key, offset: offset, headers: headers)
+        return try await adopt(response, url: url, key: key, offset: offset, size: size, headers: headers)
     }
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
-    /// version replaces the entry) and turns its body into a download that readers join.
-    private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
+    /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
+    private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
         try checked(response, askedFrom: offset, known: nil, url: url)
         let metadata = await store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download = metadata.acceptsRanges
-            ? scheduler.makeDownload(url: url, key: key, start: offset, end: min(total, offset + configuration.minimumRequest), isFullBody: false,
+            ? scheduler.makeDownload(url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
                                      stores: metadata.isStorable, headers: headers)
             : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
         scheduler.start(download, transfer: OriginTransfer(reader: self, download: download, firstResponse: response))

@@ -1,0 +1,75 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+/// The proxy embedded in an app: started on loopback at a free port behind a random token,
+/// URLs for players, the choice between the resource loader and the proxy, and a clean stop.
+@Suite struct EmbeddedProxyTests {
+    static func get(_ client: HTTPClient, _ url: URL) async throws -> (status: Int, body: ByteBuffer) {
+        let response = try await client.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(10))
+        return (Int(response.status.code), try await response.body.collect(upTo: 16 << 20))
+    }
+
+    @Test func anAppStartsItUsesItAndStopsIt() async throws {
+        try await Harness.with { h in
+            let content = DeterministicContent(seed: 21)
+            h.origin.serve(TestOrigin.Resource(body: .generated(content, length: 300_000), mimeType: "audio/mpeg"), at: "/music/song.mp3")
+            let proxy = try await EmbeddedProxy.start(reader: h.reader)
+            let client = HTTPClient.shared
+            let token = try #require(proxy.token)
+            #expect(proxy.port > 0 && token.count == 32 && token.allSatisfy(\.isHexDigit))
+            let other = try await EmbeddedProxy.start(reader: h.reader)
+            #expect(other.token != token && other.port != proxy.port)
+            await other.stop()
+
+            let url = proxy.url(for: h.origin.url("/music/song.mp3"))
+            #expect(url.host == "127.0.0.1" && url.path == "/song.mp3" && url.absoluteString.contains("token=\(token)"))
+            let reply = try await Self.get(client, url)
+            #expect(reply.status == 200 && reply.body.readableBytes == 300_000 && content.firstMismatch(in: reply.body, at: 0) == nil)
+            // Without the token (another app on the device): refused.
+            let stranger = try #require(URL(string: url.absoluteString.replacingOccurrences(of: "&token=\(token)", with: "")))
+            #expect(try await Self.get(client, stranger).status == 403)
+
+            // Stopped: nothing listens (curl, since AsyncHTTPClient retries a refused
+            // connection until the request's deadline).
+            await proxy.stop()
+            let curl = try await runTool(["curl", "-sS", "-o", "/dev/null", url.absoluteString])
+            #expect(curl.status == 7, "curl: \(curl.error)")  // 7: could not connect
+        }
+    }
+
+    /// HLS goes to the proxy (a resource loader cannot see segment requests), whether the
+    /// origin types the playlist or only its body says so; a progressive file goes to the
+    /// resource loader; an origin that cannot be asked is an error, not a guess.
+    @Test func routesPlaylistsToTheProxyAndFilesToTheResourceLoader() async throws {
+        try await Harness.with { h in
+            let playlist = Array("#EXTM3U\n#EXTINF:2,\na.ts\n#EXT-X-ENDLIST\n".utf8)
+            h.origin.serve(TestOrigin.Resource(body: .bytes(playlist), mimeType: "application/vnd.apple.mpegURL"), at: "/typed")
+            h.origin.serve(TestOrigin.Resource(body: .bytes(playlist), mimeType: "application/octet-stream"), at: "/untyped.bin")
+            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 2), length: 50_000), mimeType: "video/mp4"), at: "/film.mp4")
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("just some text".utf8)), mimeType: "text/plain"), at: "/notes.txt")
+            let proxy = try await EmbeddedProxy.start(reader: h.reader)
+            for path in ["/typed", "/untyped.bin"] {
+                #expect(try await proxy.route(for: h.origin.url(path)) == .proxy(proxy.url(for: h.origin.url(path))), "\(path)")
+            }
+            for path in ["/film.mp4", "/notes.txt"] {
+                #expect(try await proxy.route(for: h.origin.url(path)) == .resourceLoader, "\(path)")
+            }
+            await #expect(throws: CacheError.self) { _ = try await proxy.route(for: URL(string: "http://127.0.0.1:1/x.m3u8")!) }
+            await proxy.stop()
+        }
+    }
+
+    /// A configuration that would expose the proxy to the network is refused before it listens.
+    @Test func anUnsafeConfigurationIsRefused() async throws {
+        try await Harness.with { h in
+            var configuration = EmbeddedProxy.appConfiguration
+            configuration.host = "0.0.0.0"
+            await #expect(throws: ProxyError.self) { _ = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration) }
+        }
+    }
+}
