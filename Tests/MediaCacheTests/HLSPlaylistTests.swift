@@ -78,6 +78,20 @@ import Testing
         #expect(out == "#EXTM3U\n#\(tag):\(expected)\n")
     }
 
+    /// Found by the fuzz target (seeds 1–3, a million inputs): a last line cut after its CR
+    /// kept the CR in the URI, which became `%0D` in the rewritten URL; the CR is the line's end.
+    @Test func aLastLineCutAfterItsCarriageReturnKeepsItAsItsEnd() throws {
+        #expect(try Self.rewrite("#EXTM3U\r\n#EXTINF:1,\r\na.ts\r") == "#EXTM3U\r\n#EXTINF:1,\r\nP(https://cdn.example/video/hls/720p/a.ts)\r")
+        #expect(try Self.rewrite("#EXTM3U\n#EXTINF:1,\na.ts\n\r") == "#EXTM3U\n#EXTINF:1,\nP(https://cdn.example/video/hls/720p/a.ts)\n\r")
+    }
+
+    /// Found by the fuzz target: an attribute name with a space before its `=` is still the
+    /// `URI` (a lenient player reads it so), so it is rewritten rather than left naming the origin.
+    @Test func aSpaceBeforeTheEqualsSignIsStillTheURI() throws {
+        let out = try Self.rewrite("#EXTM3U\n#EXT-X-PART:DURATION=0.5,URI =\"p.mp4\",INDEPENDENT=YES\n")
+        #expect(out == "#EXTM3U\n#EXT-X-PART:DURATION=0.5,URI =\"P(https://cdn.example/video/hls/720p/p.mp4)\",INDEPENDENT=YES\n")
+    }
+
     @Test func nonHTTPURIsAndUnknownTagsAreLeftAlone() throws {
         let playlist = "#EXTM3U\r\n#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://key-id-42\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\r\n"
             + "#EXT-X-SESSION-DATA:DATA-ID=\"x\",URI=\"data:text/plain;base64,SGk=\"\r\n#EXT-X-FUTURE-TAG:URI=\"kept.bin\"\r\n"

@@ -27,7 +27,7 @@ public struct HLSPlaylist: Sendable {
 
         /// The line without its end.
         public var text: String
-        /// `"\n"`, `"\r\n"`, or `""` for a last line without one.
+        /// `"\n"`, `"\r\n"`, or for a last line `"\r"` or `""`.
         public var ending: String
         public var kind: Kind
     }
@@ -239,7 +239,8 @@ public struct HLSPlaylist: Sendable {
 
     // MARK: Reading
 
-    /// The lines of `text` with their ends (`\n` or `\r\n`; a lone `\r` is content), split
+    /// The lines of `text` with their ends (`\n` or `\r\n`, or a lone `\r` at the very end;
+    /// any other lone `\r` is content), split
     /// on bytes (Swift counts `\r\n` as one `Character`).
     static func splitLines(_ text: String) -> [(content: String, ending: String)] {
         var result: [(content: String, ending: String)] = []
@@ -252,7 +253,12 @@ public struct HLSPlaylist: Sendable {
             result.append((String(decoding: utf8[start..<contentEnd], as: UTF8.self), String(decoding: utf8[contentEnd..<next], as: UTF8.self)))
             start = next
         }
-        if start < utf8.endIndex { result.append((String(decoding: utf8[start...], as: UTF8.self), "")) }
+        if start < utf8.endIndex {
+            // A last line cut after its CR (a CRLF without the LF): the CR is its end, not content.
+            var contentEnd = utf8.endIndex
+            if utf8[utf8.index(before: contentEnd)] == UInt8(ascii: "\r") { contentEnd = utf8.index(before: contentEnd) }
+            result.append((String(decoding: utf8[start..<contentEnd], as: UTF8.self), String(decoding: utf8[contentEnd...], as: UTF8.self)))
+        }
         return result
     }
 

@@ -369,7 +369,7 @@ import Testing
                 let names = content.hasPrefix("#EXT") && HLSPlaylist.tagsWithURIAttribute.contains(where: { content.hasPrefix("#" + $0 + ":") })
                 if !content.hasPrefix("#"), new.hasPrefix("P[http"), new.hasSuffix(old.hasSuffix("\r") ? "]\r" : "]") {
                     rewrote = true
-                } else if names, new.contains("URI=\"P[http") {
+                } else if names, new.contains("\"P[http") {  // `URI="…"`, or `URI ="…"`: names are read without spaces
                     rewrote = true
                 } else {
                     return ("parsed", "line \(old.debugDescription) became \(new.debugDescription)")
@@ -377,7 +377,9 @@ import Testing
             }
             guard let again = try? HLSPlaylist(parsing: Array(output.utf8)) else { return ("parsed", "the rewritten playlist does not parse") }
             guard again.segments.count == playlist.segments.count, again.variants.count == playlist.variants.count,
-                  again.segments.map(\.byteRange) == playlist.segments.map(\.byteRange) else {
+                  again.segments.map(\.byteRange) == playlist.segments.map(\.byteRange),
+                  again.segments.map(\.initSection?.byteRange) == playlist.segments.map(\.initSection?.byteRange),
+                  again.renditions.map(\.groupID) == playlist.renditions.map(\.groupID), again.variants.map(\.audioGroup) == playlist.variants.map(\.audioGroup) else {
                 return ("parsed", "the rewritten playlist reads differently")
             }
             return (rewrote ? "rewritten" : "unchanged", nil)
