@@ -104,6 +104,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
             var metadata = metadata(from: response.headers, requested: requested)
             metadata.length = length
             metadata.finalURL = finalURL
+        metadata.sourceURL = url
+            metadata.sourceURL = url
             return metadata
         }
         // HEAD refused or without a length: ask for two bytes instead.

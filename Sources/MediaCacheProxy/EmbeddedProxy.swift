@@ -96,11 +96,11 @@ public final class EmbeddedProxy: Sendable {
 }
 
 /// The proxy's URLs for origin resources.
-enum ProxyURL {
+public enum ProxyURL {
     /// `/<file name>?url=<origin URL>[&token=…][&memory=1]`: the path ends with the
     /// resource's file name (ffmpeg's HLS reader refuses a segment URL without a media
     /// extension), and every byte outside RFC 3986's unreserved set is percent-encoded.
-    static func path(for originURL: URL, token: String?, memoryOnly: Bool = false) -> String {
+    public static func path(for originURL: URL, token: String?, memoryOnly: Bool = false) -> String {
         let last = originURL.lastPathComponent
         let name = last.isEmpty || last == "/" ? "index" : last
         var path = "/" + HLSPlaylist.percentEncoded(name) + "?url=" + HLSPlaylist.percentEncoded(originURL.absoluteString)

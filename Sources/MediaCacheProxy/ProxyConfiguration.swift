@@ -1,3 +1,4 @@
+public import Foundation
 public import Logging
 public import NIOCore
 
@@ -41,6 +42,10 @@ public struct ProxyConfiguration: Sendable {
     /// The most connections open at once; a request on one more gets `503` with
     /// `Retry-After` and its connection is closed, while the others keep being served.
     public var maxConnections = 512
+    /// A file the running server describes itself in (``ServerInfo``: address, port, token,
+    /// process), written once it listens and removed when it stops: `mediacache ls` and the
+    /// other commands find the server that holds a cache folder through it. `nil`: none.
+    public var serverInfoFile: URL?
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 

@@ -145,6 +145,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 channel.write(head, promise: nil)
                 channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(bytes: bytes))), promise: nil)
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+            case .lines(let lines):
+                channel.write(head, promise: nil)
+                for await line in lines {
+                    try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: line)))).get()
+                }
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
             case .stream(let stream, var log):
                 // The first part is read before the head is sent: a read that fails before
                 // its first byte (a refused origin answer) still gets a status, not a cut.

@@ -11,6 +11,8 @@ struct ProxyResponse {
         case none
         case text(String)
         case bytes([UInt8])
+        /// Lines sent as they come, each flushed (chunked: no length); the stream's end ends the body.
+        case lines(AsyncStream<String>)
         /// The bytes of a read, in order; `log` is finished when the body ends.
         case stream(ReadStream, log: RequestLog)
     }
@@ -24,11 +26,14 @@ struct ProxyResponse {
 struct ProxyHandler: Sendable {
     let reader: CachingReader
     let configuration: ProxyConfiguration
+    /// What it answered, since it started.
+    let statistics: ProxyStatistics
     private let recentTargets = RecentTargets()
 
-    init(reader: CachingReader, configuration: ProxyConfiguration) {
+    init(reader: CachingReader, configuration: ProxyConfiguration, statistics: ProxyStatistics = ProxyStatistics()) {
         self.reader = reader
         self.configuration = configuration
+        self.statistics = statistics
     }
 
     /// Answers `head`, which arrived on a connection to `localPort`.
@@ -70,7 +75,7 @@ struct ProxyHandler: Sendable {
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
         RequestLog(method: String(head.method.rawValue.prefix(20)), range: head.headers.first(name: "range").map { String($0.prefix(100)) },
-                   started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning)
+                   started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
     }
 
     /// What a checked `GET` or `HEAD` asks for.
@@ -117,16 +122,19 @@ struct ProxyHandler: Sendable {
         let sendsBody = head.method != .HEAD
         var log = requestLog(for: head)
         do {
+            if let admin = try await AdminEndpoints(handler: self).respond(to: head, localPort: localPort) { return admin }
             try checkRequest(head, localPort: localPort)
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
             let (url, target) = try checkedOriginURL(head)
             log.url = url.absoluteString
             let asked = try parse(head, url: url)
             if target.isMemoryOnly {
+                log.passesThrough = true
                 return log.finish(try await memoryOnly(url, head: head, headers: asked.forwarded))
             }
             if HLSPlaylist.isBlockingReload(url) {
                 // Held by the origin until the next segment or part exists: never the cache's to answer.
+                log.passesThrough = true
                 let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: HLSPlaylist.maximumSize)
                 return log.finish(try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort))
             }
@@ -149,6 +157,7 @@ struct ProxyHandler: Sendable {
                     guard sendsBody else { return log.finish(ProxyResponse(status: .ok, headers: Self.headers(metadata, range: nil, isPartial: false, now: now), body: .none)) }
                     let stream = try await reader.read(url, offset: 0, length: nil, headers: forwarded)
                     log.status = 200
+                    log.passesThrough = true
                     return ProxyResponse(status: .ok, headers: Self.headers(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
                 }
                 var wanted = ByteRange(0, total)
@@ -169,6 +178,7 @@ struct ProxyHandler: Sendable {
                     continue
                 }
                 log.status = Int(status.code)
+                log.passesThrough = !stream.metadata.isStorable
                 return ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil, now: now),
                                      body: .stream(stream, log: log))
             }
@@ -294,6 +304,12 @@ struct ProxyHandler: Sendable {
         guard head.method == .GET || head.method == .HEAD || allowsPreflight else {
             throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
         }
+        try checkSizeAndHost(head, localPort: localPort)
+    }
+
+    /// The request's size, and a `Host` that names this proxy (so a web page that rebinds its
+    /// own name to 127.0.0.1 cannot reach it).
+    func checkSizeAndHost(_ head: HTTPRequestHead, localPort: Int) throws {
         guard head.uri.utf8.count <= configuration.maxURIBytes else {
             throw ProxyRequestError(status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
         }
@@ -432,7 +448,11 @@ struct RequestLog: Sendable {
     var logger: Logger
     /// The fetcher's security warning, carried by every line (``OriginFetcher/securityWarning``).
     var warning: String?
+    /// Where the request is counted.
+    var statistics: ProxyStatistics?
     var url = "-"
+    /// Answered straight from the origin without storing (see ``CacheResult/passThrough``).
+    var passesThrough = false
     var status = 0
     var firstByte: ContinuousClock.Instant?
 
@@ -446,11 +466,27 @@ struct RequestLog: Sendable {
         return response
     }
 
+    /// How the request was answered, from its status and where its bytes came from.
+    func result(_ read: ReadStatistics) -> CacheResult {
+        if status >= 400 || status == 0 { return .error }
+        if passesThrough { return .passThrough }
+        switch (read.bytesFromCache > 0, read.bytesFromOrigin > 0) {
+        case (true, false): return .hit
+        case (true, true): return .partial
+        case (false, true): return .miss
+        case (false, false): return .none
+        }
+    }
+
     func end(_ statistics: ReadStatistics, error: (any Error)?) {
+        let result = result(statistics)
+        self.statistics?.record(ProxyStatistics.RecentRequest(at: Date(), method: method, url: String(url.prefix(300)), range: range, status: status,
+                                                              result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
+                                                              bytesFromOrigin: statistics.bytesFromOrigin))
         guard logger.logLevel <= .info else { return }  // the line costs a tenth of a hot request
         let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
         var metadata: Logger.Metadata = [
-            "range": "\(range ?? "-")", "status": "\(status)", "cache": "\(statistics.bytesFromCache)",
+            "range": "\(range ?? "-")", "status": "\(status)", "result": "\(result.rawValue)", "cache": "\(statistics.bytesFromCache)",
             "origin": "\(statistics.bytesFromOrigin)", "retries": "\(statistics.originRetries)", "ttfb": "\(ttfb)", "url": "\(url)",
         ]
         if let error { metadata["error"] = "\((error as? ProxyRequestError)?.message ?? "\(error)")" }

@@ -1,3 +1,4 @@
+import Foundation
 public import Logging
 public import MediaCache
 public import NIOCore
@@ -59,13 +60,46 @@ public final class ProxyServer: Service {
                 }
             }
             .bind(host: configuration.host, port: configuration.port).get()
-        await onServerRunning(server.localAddress?.port ?? configuration.port)
+        let port = server.localAddress?.port ?? configuration.port
+        if let file = configuration.serverInfoFile {
+            let info = ServerInfo(host: configuration.host, port: port, token: configuration.token, pid: getpid())
+            do {
+                try JSONEncoder().encode(info).write(to: file, options: .atomic)
+                // The token is in it: readable by this user only.
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+            } catch {
+                configuration.logger.warning("Cannot write the server file; commands will not find this server", metadata: ["file": "\(file.path)", "error": "\(error)"])
+            }
+        }
+        defer { if let file = configuration.serverInfoFile { try? FileManager.default.removeItem(at: file) } }
+        await onServerRunning(port)
         try await withGracefulShutdownHandler {
             try await server.closeFuture.get()
         } onGracefulShutdown: {
             server.close(promise: nil)
         }
         await connections.closeAll()
+    }
+}
+
+/// How to reach a running server (``ProxyConfiguration/serverInfoFile``).
+public struct ServerInfo: Sendable, Codable, Equatable {
+    public var host: String
+    public var port: Int
+    public var token: String?
+    public var pid: Int32
+
+    public init(host: String, port: Int, token: String?, pid: Int32) {
+        self.host = host
+        self.port = port
+        self.token = token
+        self.pid = pid
+    }
+
+    /// The base URL of the server (`http://127.0.0.1:8089`); a wildcard address is reached on loopback.
+    public var baseURL: String {
+        let reachable = ["0.0.0.0", "::", ""].contains(host) ? "127.0.0.1" : host
+        return "http://" + (reachable.contains(":") ? "[\(reachable)]" : reachable) + ":\(port)"
     }
 }
 

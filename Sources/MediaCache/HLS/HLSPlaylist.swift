@@ -331,7 +331,7 @@ public struct HLSPlaylist: Sendable {
     }
 
     /// A decimal integer of at most ``ByteRange/maximumOffset``.
-    static func decimal(_ text: Substring) -> Int64? {
+    public static func decimal(_ text: Substring) -> Int64? {
         guard !text.isEmpty else { return nil }
         var value: Int64 = 0
         for byte in text.utf8 {

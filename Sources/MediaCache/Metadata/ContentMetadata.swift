@@ -29,6 +29,8 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// (the last hop's URL); `nil` when it came from that URL. Relative URIs in the body (an
     /// HLS playlist's) resolve against this (RFC 3986 §5.1.3).
     public var finalURL: URL?
+    /// The URL the resource was asked for by (the cache key is a hash of it): what `ls` shows.
+    public var sourceURL: URL?
 
     /// The origin's end-to-end response header fields (`Cache-Control`, `Expires`, `Date`,
     /// `Content-Disposition`, `Content-Language`, `Vary`, …), kept with the entry and sent

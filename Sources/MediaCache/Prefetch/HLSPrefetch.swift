@@ -6,7 +6,7 @@ import Glibc
 import Darwin
 #endif
 
-/// What to cache of an HLS asset ahead of playing it.
+/// What to cache of an HLS asset ahead of playing it (see ``CachingReader/prefetchHLS(_:options:progress:)``).
 public struct HLSPrefetchOptions: Sendable, Equatable {
     /// Which variant stream of a master playlist.
     public enum VariantChoice: Sendable, Equatable {
@@ -39,7 +39,7 @@ public struct HLSPrefetchOptions: Sendable, Equatable {
 }
 
 /// How far a prefetch has got.
-public struct PrefetchProgress: Sendable, Equatable {
+public struct PrefetchProgress: Sendable, Equatable, Codable {
     /// Media segments and init sections stored, of those chosen.
     public var resourcesDone = 0
     public var resourcesTotal = 0
@@ -131,6 +131,23 @@ extension CachingReader {
     public func prefetchHLS(_ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
                             progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
         let (playlists, items) = try await prefetchPlan(url, options: options)
+        return try await prefetch(items, playlists: playlists, options: options, progress: progress)
+    }
+
+    /// Stores `range` of the file at `url` (all of it when `nil`) ahead of playing it, as a
+    /// player's read would. Cancel the calling task to stop; what arrived stays cached.
+    /// - Returns: the final progress (one resource).
+    @discardableResult
+    public func prefetch(_ url: URL, range: ByteRange? = nil, headers: RequestHeaders = [],
+                         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
+        var options = HLSPrefetchOptions()
+        options.headers = headers
+        return try await prefetch([PrefetchItem(url: url, range: range)], playlists: [], options: options, progress: progress)
+    }
+
+    /// Stores `items`, `options.concurrency` at a time, reporting progress.
+    private func prefetch(_ items: [PrefetchItem], playlists: [URL], options: HLSPrefetchOptions,
+                          progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
         let tracker = PrefetchTracker(items: items, playlists: playlists, progress: progress)
         try await withThrowingTaskGroup(of: Void.self) { group in
             var pending = items[...]

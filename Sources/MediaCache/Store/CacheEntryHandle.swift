@@ -75,6 +75,7 @@ public final class CacheEntryHandle: Sendable {
             updated.requiresRevalidation = metadata.requiresRevalidation
             updated.acceptsRanges = metadata.acceptsRanges
             updated.finalURL = metadata.finalURL
+            updated.sourceURL = metadata.sourceURL ?? updated.sourceURL
             if updated != record.metadata {
                 state.records[key]!.metadata = updated
                 state.records[key]!.isDirty = true

@@ -167,7 +167,9 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.prefersCache = preferCache
         readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
-        let proxy = try proxyConfiguration(logger: logger)
+        var configuration = try proxyConfiguration(logger: logger)
+        configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
+        let proxy = configuration
         let token = self.token
         let limit = maxSize
         let app = ProxyServer.application(reader: reader, configuration: proxy) { port in

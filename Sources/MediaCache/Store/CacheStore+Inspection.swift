@@ -1,0 +1,87 @@
+public import Foundation
+
+/// What one entry holds, for listings (`mediacache ls`, `info`, the status page).
+public struct CacheEntrySummary: Sendable, Codable, Equatable {
+    /// The cache key (the hex SHA-256 of the normalized URL by default).
+    public var key: String
+    /// The URL the resource was last asked for by, if known.
+    public var url: String?
+    /// The resource's length, if known.
+    public var length: Int64?
+    /// How many of its bytes are stored.
+    public var storedBytes: Int64
+    /// The stored byte ranges, each `[start, end)`.
+    public var spans: [[Int64]]
+    public var mimeType: String?
+    public var etag: String?
+    public var lastModified: String?
+    /// Until when it may be served without asking the origin, if the origin said.
+    public var freshUntil: Date?
+    public var createdAt: Date
+    public var lastAccess: Date
+
+    /// Whether every byte is stored.
+    public var isComplete: Bool { length.map { $0 == storedBytes } ?? false }
+
+    /// The stored share of the resource, 0...1 (0 while the length is unknown).
+    public var fraction: Double {
+        guard let length, length > 0 else { return length == 0 ? 1 : 0 }
+        return Double(storedBytes) / Double(length)
+    }
+
+    /// The stored spans.
+    public var spanSet: SpanSet { SpanSet(spans.compactMap { $0.count == 2 && $0[0] <= $0[1] ? ByteRange($0[0], $0[1]) : nil }) }
+}
+
+/// The store as a whole.
+public struct CacheStoreSummary: Sendable, Codable, Equatable {
+    public var directory: String
+    public var entries: Int
+    /// Stored bytes in all entries.
+    public var bytes: Int64
+    /// ``CacheStore/Configuration/maxBytes``.
+    public var limit: Int64
+}
+
+extension CacheStore {
+    /// A summary of every entry, in no particular order.
+    public func entrySummaries() -> [CacheEntrySummary] {
+        state.withLock { state in
+            state.records.map { key, record in Self.summary(key, record) }
+        }
+    }
+
+    /// The summary of the entry for `key`, if there is one.
+    public func entrySummary(for key: CacheKey) -> CacheEntrySummary? {
+        state.withLock { state in state.records[key].map { Self.summary(key, $0) } }
+    }
+
+    /// Counts and sizes.
+    public func summary() -> CacheStoreSummary {
+        state.withLock { state in
+            CacheStoreSummary(directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes)
+        }
+    }
+
+    private static func summary(_ key: CacheKey, _ record: Record) -> CacheEntrySummary {
+        let metadata = record.metadata
+        return CacheEntrySummary(key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length, storedBytes: record.spans.byteCount,
+                                 spans: record.spans.spans.map { [$0.lowerBound, $0.upperBound] }, mimeType: metadata.mimeType, etag: metadata.etag,
+                                 lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt, lastAccess: record.lastAccess)
+    }
+}
+
+extension SpanSet {
+    /// A picture of which parts of a `length`-byte resource are stored, `width` cells wide:
+    /// `█` where a cell is wholly stored, `▒` partly, `░` not at all.
+    public func coverageBar(length: Int64, width: Int = 40) -> String {
+        guard length > 0, width > 0 else { return String(repeating: isEmpty ? "░" : "█", count: max(0, width)) }
+        return String((0..<width).map { cell -> Character in
+            let start = length * Int64(cell) / Int64(width)
+            let end = max(start + 1, length * Int64(cell + 1) / Int64(width))
+            let cellRange = ByteRange(start, min(end, length))
+            if contains(cellRange) { return "█" }
+            return spans(in: cellRange).isEmpty ? "░" : "▒"
+        })
+    }
+}

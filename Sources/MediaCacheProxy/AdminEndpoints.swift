@@ -1,0 +1,211 @@
+public import Foundation
+public import MediaCache
+import NIOCore
+import NIOHTTP1
+
+/// What `mediacache ls`, `info`, `rm`, `clear`, `stats` and `prefetch` ask a running server
+/// for when it holds the cache folder, under `/_mediacache/`. They answer JSON, need the token
+/// when one is set, and never proxy anything. An origin URL is given as `target=`.
+///
+/// | request | answer |
+/// |---|---|
+/// | `GET /_mediacache/entries` | `[CacheEntrySummary]` |
+/// | `GET /_mediacache/entry?target=URL` | `CacheEntrySummary`, or 404 |
+/// | `GET /_mediacache/stats` | ``AdminStats`` |
+/// | `POST /_mediacache/remove?target=URL` | `{"removed": true|false}` |
+/// | `POST /_mediacache/clear` | `{"removed": N}` |
+/// | `POST /_mediacache/prefetch?target=URL[&range=a-b][&seconds=S][&variant=first|lowest|highest|BPS]` | one `PrefetchProgress` JSON per line as it goes, then `{"done": …}` or `{"error": …}` |
+struct AdminEndpoints {
+    static let prefix = "/_mediacache/"
+    let handler: ProxyHandler
+
+    /// The answer when `head` is an admin request (a path under ``prefix`` without `url=`); `nil` otherwise.
+    func respond(to head: HTTPRequestHead, localPort: Int) async throws -> ProxyResponse? {
+        let target = RequestTarget(head.uri)
+        guard let path = target.path, path.hasPrefix(Self.prefix), target.query("url") == nil else { return nil }
+        do {
+            try handler.checkSizeAndHost(head, localPort: localPort)
+        } catch let error as ProxyRequestError {
+            return ProxyHandler.response(for: error)
+        }
+        // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
+        // field without a CORS preflight, which the proxy refuses to pages it does not list.
+        if head.method == .POST, head.headers.first(name: "X-MediaCache-Admin") != "1" {
+            return ProxyHandler.error(.forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.")
+        }
+        if let token = handler.configuration.token {
+            guard (target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")) == token else {
+                return ProxyHandler.error(.forbidden, "Missing or wrong access token.")
+            }
+        }
+        do {
+            return try await answer(String(path.dropFirst(Self.prefix.count)), method: head.method, target: target)
+        } catch let error as ProxyRequestError {
+            return ProxyHandler.response(for: error)
+        }
+    }
+
+    private var reader: CachingReader { handler.reader }
+    private var store: CacheStore { handler.reader.store }
+
+    private func answer(_ name: String, method: HTTPMethod, target: RequestTarget) async throws -> ProxyResponse {
+        switch (method, name) {
+        case (.GET, "entries"):
+            return try Self.json(store.entrySummaries())
+        case (.GET, "entry"):
+            guard let summary = store.entrySummary(for: store.key(for: try originURL(target))) else {
+                throw ProxyRequestError(status: .notFound, "Nothing is cached for that URL.")
+            }
+            return try Self.json(summary)
+        case (.GET, "stats"):
+            return try Self.json(AdminStats(store: store.summary(), proxy: handler.statistics.snapshot, downloadsInFlight: reader.activeDownloads))
+        case (.POST, "remove"):
+            let key = store.key(for: try originURL(target))
+            let existed = store.metadata(for: key) != nil
+            try await store.remove(key)
+            return try Self.json(["removed": existed])
+        case (.POST, "clear"):
+            let count = store.summary().entries
+            try await store.removeAll()
+            return try Self.json(["removed": count])
+        case (.POST, "prefetch"):
+            return try prefetch(target)
+        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"):
+            throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
+        default:
+            throw ProxyRequestError(status: .notFound, "No admin endpoint /_mediacache/\(name.prefix(60)).")
+        }
+    }
+
+    private func originURL(_ target: RequestTarget) throws -> URL {
+        guard let text = target.query("target"), let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            throw ProxyRequestError(status: .badRequest, "Give the origin URL as target=<percent-encoded http or https URL>.")
+        }
+        return url
+    }
+
+    /// Runs a prefetch, streaming its progress as JSON lines; the client leaving cancels it.
+    private func prefetch(_ target: RequestTarget) throws -> ProxyResponse {
+        let url = try originURL(target)
+        let request = try PrefetchRequest(range: target.query("range"), seconds: target.query("seconds"), variant: target.query("variant"))
+        let reader = reader
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
+        let task = Task {
+            do {
+                let done = try await request.run(url, reader: reader) { progress in
+                    if let line = try? Self.line(progress) { continuation.yield(line) }
+                }
+                continuation.yield((try? Self.line(["done": done])) ?? "")
+            } catch {
+                continuation.yield((try? Self.line(["error": (error as? CacheError)?.message ?? "\(error)"])) ?? "")
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/x-ndjson")
+        return ProxyResponse(status: .ok, headers: headers, body: .lines(lines))
+    }
+
+    static func line(_ value: some Encodable) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    static func json(_ value: some Encodable) throws -> ProxyResponse {
+        let body = Array(try encoder.encode(value)) + [UInt8(ascii: "\n")]
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(body.count))
+        headers.add(name: "Cache-Control", value: "no-store")
+        return ProxyResponse(status: .ok, headers: headers, body: .bytes(body))
+    }
+}
+
+/// `GET /_mediacache/stats`.
+public struct AdminStats: Sendable, Codable, Equatable {
+    public var store: CacheStoreSummary
+    public var proxy: ProxyStatistics.Snapshot
+    public var downloadsInFlight: Int
+
+    public init(store: CacheStoreSummary, proxy: ProxyStatistics.Snapshot, downloadsInFlight: Int) {
+        self.store = store
+        self.proxy = proxy
+        self.downloadsInFlight = downloadsInFlight
+    }
+}
+
+/// A prefetch as the command line and the admin endpoint describe it.
+public struct PrefetchRequest: Sendable, Equatable {
+    public var range: ByteRange?
+    public var seconds: Double?
+    public var variant: HLSPrefetchOptions.VariantChoice
+
+    public init(range: ByteRange? = nil, seconds: Double? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) {
+        self.range = range
+        self.seconds = seconds
+        self.variant = variant
+    }
+
+    /// Parses the options' text forms: `range` `a-b` (inclusive, as in HTTP), `seconds` a
+    /// positive number, `variant` `first`, `lowest`, `highest` or a number of bits per second.
+    /// - Throws: ``ProxyRequestError`` (400) that says which is wrong.
+    init(range: String?, seconds: String?, variant: String?) throws {
+        do {
+            self = try Self.parse(range: range, seconds: seconds, variant: variant)
+        } catch {
+            throw ProxyRequestError(status: .badRequest, error.message)
+        }
+    }
+
+    /// Parses the options' text forms (see above).
+    public static func parse(range: String?, seconds: String?, variant: String?) throws(PrefetchRequestError) -> PrefetchRequest {
+        var request = PrefetchRequest()
+        if let range {
+            let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
+                  last < ByteRange.maximumOffset else {
+                throw PrefetchRequestError(message: "--range takes a-b, the first and last byte (0-1048575), not \(range.prefix(60)).")
+            }
+            request.range = ByteRange(first, last + 1)
+        }
+        if let seconds {
+            guard let value = Double(seconds), value.isFinite, value > 0, value <= 1e7 else {
+                throw PrefetchRequestError(message: "--seconds takes a positive number of seconds, not \(seconds.prefix(60)).")
+            }
+            request.seconds = value
+        }
+        switch variant?.lowercased() {
+        case nil, "first": request.variant = .first
+        case "lowest": request.variant = .lowestBandwidth
+        case "highest": request.variant = .highestBandwidth
+        case let text?:
+            guard let bps = HLSPlaylist.decimal(Substring(text)), bps > 0 else {
+                throw PrefetchRequestError(message: "--variant takes first, lowest, highest or a number of bits per second, not \(text.prefix(60)).")
+            }
+            request.variant = .atMost(bitsPerSecond: bps)
+        }
+        return request
+    }
+
+    /// Prefetches `url`: an HLS asset when it is a playlist (``seconds`` and ``variant``
+    /// apply), else the file (``range`` applies).
+    public func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
+        let metadata = try await reader.contentInfo(for: url)
+        if try await reader.isPlaylist(url, metadata) {
+            return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
+        }
+        return try await reader.prefetch(url, range: range, progress: progress)
+    }
+}
+
+/// A prefetch option that cannot be read, and why.
+public struct PrefetchRequestError: Error, Sendable {
+    public var message: String
+}

@@ -1,0 +1,69 @@
+public import Foundation
+import Synchronization
+
+/// How a request was answered, like nginx's `$upstream_cache_status`.
+public enum CacheResult: String, Sendable, Codable, CaseIterable {
+    /// Every body byte came from the cache.
+    case hit
+    /// Some from the cache, some from the origin.
+    case partial
+    /// Every body byte came from the origin (and was stored).
+    case miss
+    /// Straight from the origin, not stored: `no-store`, a body without a length, an HLS key
+    /// (memory only) or blocking reload.
+    case passThrough = "pass-through"
+    /// An error answer (4xx, 5xx).
+    case error
+    /// No body bytes (`HEAD`, `416`, an empty file, a rewritten playlist's own answer).
+    case none = "-"
+}
+
+/// Counts of what the proxy answered since it started (the status page, `mediacache stats`, `/metrics`).
+public final class ProxyStatistics: Sendable {
+    public struct Snapshot: Sendable, Codable, Equatable {
+        /// Requests by ``CacheResult`` raw value.
+        public var requests: [String: Int64] = [:]
+        /// Body bytes served from the cache and from the origin.
+        public var bytesFromCache: Int64 = 0
+        public var bytesFromOrigin: Int64 = 0
+        /// The most recent requests, newest last.
+        public var recent: [RecentRequest] = []
+
+        public init() {}
+
+        /// The share of body bytes served from the cache, 0...1 (0 before any).
+        public var byteHitRatio: Double {
+            let total = bytesFromCache + bytesFromOrigin
+            return total == 0 ? 0 : Double(bytesFromCache) / Double(total)
+        }
+    }
+
+    /// One request as the status page lists it.
+    public struct RecentRequest: Sendable, Codable, Equatable {
+        public var at: Date
+        public var method: String
+        public var url: String
+        public var range: String?
+        public var status: Int
+        public var result: String
+        public var bytesFromCache: Int64
+        public var bytesFromOrigin: Int64
+    }
+
+    static let recentLimit = 50
+    private let state = Mutex(Snapshot())
+
+    public init() {}
+
+    public var snapshot: Snapshot { state.withLock { $0 } }
+
+    func record(_ request: RecentRequest) {
+        state.withLock { state in
+            state.requests[request.result, default: 0] += 1
+            state.bytesFromCache += request.bytesFromCache
+            state.bytesFromOrigin += request.bytesFromOrigin
+            state.recent.append(request)
+            if state.recent.count > Self.recentLimit { state.recent.removeFirst(state.recent.count - Self.recentLimit) }
+        }
+    }
+}

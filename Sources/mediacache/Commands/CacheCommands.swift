@@ -1,0 +1,242 @@
+import ArgumentParser
+import Foundation
+import MediaCache
+import MediaCacheProxy
+
+/// Options every cache command takes.
+struct CacheOptions: ParsableArguments {
+    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    var cacheDir: String?
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    var directory: URL {
+        cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+    }
+
+    /// Runs `body` with the cache folder opened here or reached through its server, then closes it.
+    func withCache<T>(_ body: (CacheAccess) async throws -> T) async throws -> T {
+        let access = try await CacheAccess.open(directory)
+        do {
+            let result = try await body(access)
+            await access.close()
+            return result
+        } catch {
+            await access.close()
+            throw error
+        }
+    }
+}
+
+/// Prints `value` as JSON (sorted keys, ISO 8601 dates).
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}
+
+/// An origin URL from the command line: http or https with a host.
+func originURL(_ text: String) throws -> URL {
+    guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
+        throw ValidationError("\(text.prefix(200)) is not an http or https URL.")
+    }
+    return url
+}
+
+/// Runs a command's body, turning a ``CommandFailure`` into its one-line reason and exit status 1.
+func failing(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let failure as CommandFailure {
+        FileHandle.standardError.write(Data("mediacache: \(failure.message)\n".utf8))
+        throw ExitCode(1)
+    }
+}
+
+enum Format {
+    static func bytes(_ count: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    static func date(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withFullDate, .withTime, .withColonSeparatorInTime, .withSpaceBetweenDateAndTime]
+        return formatter.string(from: date)
+    }
+
+    static func percent(_ fraction: Double) -> String {
+        String(format: "%.0f%%", (fraction * 100).rounded(.down))
+    }
+}
+
+struct URLCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "url", abstract: "Print the URL to give a player for an origin URL.")
+
+    @Argument(help: "The origin URL (http or https).")
+    var originURL: String
+
+    @Option(help: "The proxy's address.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The proxy's port.")
+    var port = ProxyServer.defaultPort
+
+    @Option(help: "The proxy's access token, if it has one.")
+    var token: String?
+
+    func validate() throws {
+        _ = try MediaCache_originURL(originURL)
+        guard (1...65535).contains(port) else { throw ValidationError("--port must be 1...65535.") }
+    }
+
+    func run() async throws {
+        let url = try MediaCache_originURL(originURL)
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        print("http://\(authority)" + ProxyURL.path(for: url, token: token))
+    }
+}
+
+/// `originURL(_:)` under a name no command's property shadows.
+func MediaCache_originURL(_ text: String) throws -> URL { try originURL(text) }
+
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "ls", abstract: "List what is cached: each entry's size, how much of it is cached, type, last access and URL.")
+
+    enum Sort: String, ExpressibleByArgument, CaseIterable {
+        case size, access, url
+    }
+
+    @OptionGroup var options: CacheOptions
+
+    @Option(help: "Order by size (largest first), access (most recent first) or url.")
+    var sort: Sort = .access
+
+    func run() async throws {
+        try await failing {
+            var entries = try await options.withCache { try await $0.entries() }
+            switch sort {
+            case .size: entries.sort { ($0.length ?? $0.storedBytes, $0.key) > ($1.length ?? $1.storedBytes, $1.key) }
+            case .access: entries.sort { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
+            case .url: entries.sort { ($0.url ?? "", $0.key) < ($1.url ?? "", $1.key) }
+            }
+            if options.json { return try printJSON(entries) }
+            guard !entries.isEmpty else { return print("Nothing is cached in \(options.directory.path).") }
+            let header = ["SIZE", "CACHED", "", "TYPE", "LAST ACCESS", "URL"]
+            let rows = entries.map { entry in
+                [entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction), Format.bytes(entry.storedBytes), entry.mimeType ?? "-",
+                 Format.date(entry.lastAccess), entry.url ?? "(key \(entry.key.prefix(16)))"]
+            }
+            let widths = (0..<header.count).map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+            for row in [header] + rows {
+                print(row.enumerated().map { column, text in
+                    column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                }.joined(separator: "  "))
+            }
+        }
+    }
+}
+
+struct InfoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "info", abstract: "Show what is cached of one URL: metadata, validators, freshness and which parts are stored.")
+
+    @Argument(help: "The origin URL.")
+    var url: String
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        let url = try originURL(url)
+        try await failing {
+            guard let entry = try await options.withCache({ try await $0.entry(url) }) else {
+                throw CommandFailure("Nothing is cached for \(url.absoluteString.prefix(200)).")
+            }
+            if options.json { return try printJSON(entry) }
+            print("URL:           \(entry.url ?? url.absoluteString)")
+            print("Key:           \(entry.key)")
+            print("Type:          \(entry.mimeType ?? "-")")
+            print("Length:        \(entry.length.map { "\($0) bytes (\(Format.bytes($0)))" } ?? "unknown")")
+            print("Cached:        \(entry.storedBytes) bytes, \(Format.percent(entry.fraction)) in \(entry.spans.count) span\(entry.spans.count == 1 ? "" : "s")")
+            if let length = entry.length { print("               [\(entry.spanSet.coverageBar(length: length, width: 40))]") }
+            print("ETag:          \(entry.etag ?? "-")")
+            print("Last-Modified: \(entry.lastModified ?? "-")")
+            print("Fresh until:   \(entry.freshUntil.map(Format.date) ?? "- (revalidated before use)")")
+            print("Created:       \(Format.date(entry.createdAt))")
+            print("Last access:   \(Format.date(entry.lastAccess))")
+        }
+    }
+}
+
+struct RemoveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove what is cached of these URLs.")
+
+    @Argument(help: "Origin URLs.")
+    var urls: [String]
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
+        for url in urls { _ = try originURL(url) }
+    }
+
+    func run() async throws {
+        let targets = try urls.map(originURL)
+        try await failing {
+            let results = try await options.withCache { access in
+                var results: [String: Bool] = [:]
+                for url in targets { results[url.absoluteString] = try await access.remove(url) }
+                return results
+            }
+            if options.json { return try printJSON(results) }
+            for url in targets {
+                print(results[url.absoluteString] == true ? "removed \(url.absoluteString)" : "not cached: \(url.absoluteString)")
+            }
+        }
+    }
+}
+
+struct ClearCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove everything cached.")
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        try await failing {
+            let count = try await options.withCache { try await $0.clear() }
+            if options.json { return try printJSON(["removed": count]) }
+            print("Removed \(count) entr\(count == 1 ? "y" : "ies") from \(options.directory.path).")
+        }
+    }
+}
+
+struct StatsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "stats", abstract: "Show the cache's size against its limit and, from a running server, what it served.")
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        try await failing {
+            let (stats, fromServer) = try await options.withCache { (try await $0.stats(), $0.isServer) }
+            if options.json { return try printJSON(stats) }
+            print("Folder:      \(stats.store.directory)")
+            print("Entries:     \(stats.store.entries)")
+            print("Size:        \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit)) (\(Format.percent(stats.store.limit > 0 ? Double(stats.store.bytes) / Double(stats.store.limit) : 0)))")
+            guard fromServer else { return print("(No server holds the folder: request counts are kept by a running server.)") }
+            let proxy = stats.proxy
+            let counts = CacheResult.allCases.map { "\($0.rawValue) \(proxy.requests[$0.rawValue] ?? 0)" }.joined(separator: ", ")
+            print("Requests:    \(counts)")
+            print("Served:      \(Format.bytes(proxy.bytesFromCache)) from the cache (saved), \(Format.bytes(proxy.bytesFromOrigin)) from origins")
+            print("Hit ratio:   \(Format.percent(proxy.byteHitRatio)) of bytes")
+            print("Downloads:   \(stats.downloadsInFlight) in flight")
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import Synchronization
+
+struct PrefetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prefetch",
+        abstract: "Cache files or HLS assets ahead of playing them (before a flight).",
+        discussion: "A playlist URL caches the chosen variant's segments (and its default audio); any other URL caches the file. Ctrl-C stops and keeps what arrived."
+    )
+
+    @Argument(help: "Origin URLs (files or HLS playlists).")
+    var urls: [String]
+
+    @Option(help: "Only these bytes of a file: first-last, e.g. 0-1048575.")
+    var range: String?
+
+    @Option(help: "Only the first this many seconds of an HLS asset.")
+    var seconds: String?
+
+    @Option(help: "Which variant of an HLS master playlist: first, lowest, highest, or the best at most this many bits per second.")
+    var variant: String?
+
+    @OptionGroup var options: CacheOptions
+
+    func request() throws -> PrefetchRequest {
+        do {
+            return try PrefetchRequest.parse(range: range, seconds: seconds, variant: variant)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
+        for url in urls { _ = try originURL(url) }
+        _ = try request()
+    }
+
+    func run() async throws {
+        let targets = try urls.map(originURL)
+        let request = try request()
+        let json = options.json
+        try await failing {
+            let interrupted = Atomic(false)
+            let results = try await options.withCache { access in
+                var results: [PrefetchProgress] = []
+                for url in targets {
+                    let printer = ProgressPrinter(url: url, onTerminal: !json && isatty(STDOUT_FILENO) != 0)
+                    let work = Task { try await access.prefetch(url, request) { printer.update($0) } }
+                    // Ctrl-C: stop this prefetch; what arrived stays cached.
+                    signal(SIGINT, SIG_IGN)
+                    let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+                    source.setEventHandler {
+                        interrupted.store(true, ordering: .relaxed)
+                        work.cancel()
+                    }
+                    source.resume()
+                    defer { source.cancel() }
+                    do {
+                        let result = try await work.value
+                        results.append(result)
+                        if !json { printer.finish(result) }
+                    } catch where interrupted.load(ordering: .relaxed) {
+                        printer.stopped()
+                        return results
+                    }
+                }
+                return results
+            }
+            if json { try printJSON(results) }
+            if interrupted.load(ordering: .relaxed) { throw ExitCode(130) }
+        }
+    }
+}
+
+/// Shows a prefetch's progress: a bar redrawn in place on a terminal, one line at the end otherwise.
+final class ProgressPrinter: Sendable {
+    private struct State {
+        var last = PrefetchProgress()
+        var drawnAt: ContinuousClock.Instant?
+    }
+
+    private let url: URL
+    private let onTerminal: Bool
+    private let started = ContinuousClock.now
+    private let state = Mutex(State())
+
+    init(url: URL, onTerminal: Bool) {
+        self.url = url
+        self.onTerminal = onTerminal
+    }
+
+    func update(_ progress: PrefetchProgress) {
+        let now = ContinuousClock.now
+        let draw = state.withLock { state -> Bool in
+            state.last = progress
+            guard onTerminal, state.drawnAt.map({ now - $0 >= .milliseconds(100) }) ?? true else { return false }
+            state.drawnAt = now
+            return true
+        }
+        if draw { write("\r" + line(progress, elapsed: now - started) + "\u{1B}[K") }
+    }
+
+    func finish(_ result: PrefetchProgress) {
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let cached = result.bytesAlreadyCached > 0 ? " (\(Format.bytes(result.bytesAlreadyCached)) already cached)" : ""
+        let summary = "\(url.absoluteString): \(result.resourcesDone)/\(result.resourcesTotal) \(result.playlists.isEmpty ? "file" : "segments"), "
+            + "\(Format.bytes(result.bytesDone))\(cached) in \(String(format: "%.1f", seconds)) s"
+        write((onTerminal ? "\r\u{1B}[K" : "") + summary + "\n")
+    }
+
+    func stopped() {
+        let last = state.withLock { $0.last }
+        write((onTerminal ? "\r\u{1B}[K" : "") + "\(url.absoluteString): stopped after \(Format.bytes(last.bytesDone)); what arrived stays cached.\n")
+    }
+
+    /// `[██████░░░░] 60% 12.0 MiB of 20.0 MiB  4.0 MiB/s  ETA 2s  3/5`
+    func line(_ progress: PrefetchProgress, elapsed: Duration) -> String {
+        let seconds = max(0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        let rate = Double(progress.bytesDone - progress.bytesAlreadyCached) / seconds
+        var fraction = progress.resourcesTotal > 0 ? Double(progress.resourcesDone) / Double(progress.resourcesTotal) : 0
+        var amount = Format.bytes(progress.bytesDone)
+        var eta = ""
+        if let total = progress.bytesTotal, total > 0 {
+            fraction = Double(progress.bytesDone) / Double(total)
+            amount += " of " + Format.bytes(total)
+            if rate > 0 { eta = "  ETA \(Int((Double(total - progress.bytesDone) / rate).rounded(.up)))s" }
+        }
+        let cells = 20
+        let filled = min(cells, Int(fraction * Double(cells)))
+        return "[" + String(repeating: "█", count: filled) + String(repeating: "░", count: cells - filled) + "] "
+            + Format.percent(min(1, fraction)) + " " + amount + "  " + Format.bytes(Int64(rate)) + "/s" + eta
+            + "  \(progress.resourcesDone)/\(progress.resourcesTotal)"
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}
