@@ -146,7 +146,10 @@ let package = Package(
         ),
         .testTarget(
             name: "mediacacheTests",
-            dependencies: ["mediacache", "mediacache-bench", "MediaCache", "MediaCacheTestSupport"],
+            dependencies: [
+                "mediacache", "mediacache-bench", "MediaCache", "MediaCacheProxy", "MediaCacheTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]
