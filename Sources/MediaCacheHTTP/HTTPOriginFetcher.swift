@@ -104,7 +104,6 @@ public final class HTTPOriginFetcher: OriginFetcher {
             var metadata = metadata(from: response.headers, requested: requested)
             metadata.length = length
             metadata.finalURL = finalURL
-        metadata.sourceURL = url
             metadata.sourceURL = url
             return metadata
         }
@@ -121,6 +120,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
         let (response, finalURL) = try await execute(request, url: url)
         var metadata = metadata(from: response.headers, requested: requested)
         metadata.finalURL = finalURL
+        metadata.sourceURL = url
         let contentLength = try contentLength(response.headers, url: url)
         switch response.status.code {
         case 304:

@@ -22,7 +22,7 @@ struct AdminEndpoints {
     /// The answer when `head` is an admin request (a path under ``prefix`` without `url=`); `nil` otherwise.
     func respond(to head: HTTPRequestHead, localPort: Int) async throws -> ProxyResponse? {
         let target = RequestTarget(head.uri)
-        guard let path = target.path, path.hasPrefix(Self.prefix), target.query("url") == nil else { return nil }
+        guard let path = target.path, path.hasPrefix(Self.prefix) || Self.pages.contains(path), target.query("url") == nil else { return nil }
         do {
             try handler.checkSizeAndHost(head, localPort: localPort)
         } catch let error as ProxyRequestError {
@@ -39,10 +39,44 @@ struct AdminEndpoints {
             }
         }
         do {
+            if Self.pages.contains(path) {
+                guard head.method == .GET || head.method == .HEAD else {
+                    throw ProxyRequestError(status: .methodNotAllowed, "\(path) is read with GET.", headers: [("Allow", "GET, HEAD")])
+                }
+                var response = try page(path)
+                if head.method == .HEAD { response.body = .none }
+                return response
+            }
             return try await answer(String(path.dropFirst(Self.prefix.count)), method: head.method, target: target)
         } catch let error as ProxyRequestError {
             return ProxyHandler.response(for: error)
         }
+    }
+
+    /// The pages outside ``prefix``: the metrics and the status page.
+    static let pages: Set<String> = ["/metrics", "/status", "/status.json"]
+
+    private func page(_ path: String) throws -> ProxyResponse {
+        switch path {
+        case "/metrics":
+            guard let export = handler.configuration.metricsExporter else {
+                throw ProxyRequestError(status: .notFound, "This proxy exports no metrics (its app bootstrapped no Prometheus backend).")
+            }
+            reader.recordMetrics()
+            return Self.text(export(), type: "text/plain; version=0.0.4; charset=utf-8")
+        case "/status.json":
+            return try Self.json(StatusPage.report(reader: reader, statistics: handler.statistics))
+        default:
+            return Self.text(StatusPage.html(StatusPage.report(reader: reader, statistics: handler.statistics)), type: "text/html; charset=utf-8")
+        }
+    }
+
+    static func text(_ text: String, type: String) -> ProxyResponse {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: type)
+        headers.add(name: "Content-Length", value: String(text.utf8.count))
+        headers.add(name: "Cache-Control", value: "no-store")
+        return ProxyResponse(status: .ok, headers: headers, body: .text(text))
     }
 
     private var reader: CachingReader { handler.reader }

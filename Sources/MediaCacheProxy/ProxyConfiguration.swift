@@ -46,6 +46,9 @@ public struct ProxyConfiguration: Sendable {
     /// process), written once it listens and removed when it stops: `mediacache ls` and the
     /// other commands find the server that holds a cache folder through it. `nil`: none.
     public var serverInfoFile: URL?
+    /// The metrics in Prometheus's text format, served at `GET /metrics` (`mediacache serve`
+    /// sets it to its swift-prometheus registry's export); `nil`: `/metrics` is 404.
+    public var metricsExporter: (@Sendable () -> String)?
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 

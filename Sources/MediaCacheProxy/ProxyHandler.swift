@@ -480,6 +480,7 @@ struct RequestLog: Sendable {
 
     func end(_ statistics: ReadStatistics, error: (any Error)?) {
         let result = result(statistics)
+        ProxyMetrics.record(result, cache: statistics.bytesFromCache, origin: statistics.bytesFromOrigin, duration: ContinuousClock.now - started)
         self.statistics?.record(ProxyStatistics.RecentRequest(at: Date(), method: method, url: String(url.prefix(300)), range: range, status: status,
                                                               result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
                                                               bytesFromOrigin: statistics.bytesFromOrigin))

@@ -107,7 +107,7 @@ public final class CachingReader: Sendable {
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
         self.store = store
-        self.fetcher = fetcher
+        self.fetcher = MeteredFetcher(base: fetcher)
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)
     }
@@ -297,6 +297,21 @@ public final class CachingReader: Sendable {
         return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
     }
 
+    /// What each running origin download fetches (the status page).
+    public var activeDownloadSummaries: [DownloadSummary] {
+        scheduler.summaries
+    }
+
+    /// Records the gauges of the metrics (downloads in flight, and the store's size, limit and
+    /// entries) as they are now: call it before an export.
+    public func recordMetrics() {
+        CacheMetrics.downloadsInFlight.record(scheduler.count)
+        let summary = store.summary()
+        CacheMetrics.cacheSize.record(summary.bytes)
+        CacheMetrics.cacheEntries.record(summary.entries)
+        CacheMetrics.cacheLimit.record(summary.limit)
+    }
+
     /// How many origin downloads are running (each one may serve several readers).
     public var activeDownloads: Int {
         scheduler.count
@@ -361,19 +376,27 @@ public final class CachingReader: Sendable {
             response = try await fetcher.fetch(url, range: ByteRange(start, start + configuration.minimumRequest), ifRange: nil, headers: conditional)
         } catch let error as CacheError where [.originUnavailable, .originTimedOut].contains(error.code) {
             let logMetadata: Logger.Metadata = ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"]
-            guard configuration.servesStaleOnOriginFailure else { throw error }
+            guard configuration.servesStaleOnOriginFailure else {
+                CacheMetrics.revalidated(.failed)
+                throw error
+            }
             guard !stored.requiresRevalidation else {
+                CacheMetrics.revalidated(.failed)
                 configuration.logger.warning("Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it", metadata: logMetadata)
                 throw error
             }
             configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
+            CacheMetrics.revalidated(.servedStale)
             return stored
         }
         guard !response.isNotModified else {
+            CacheMetrics.revalidated(.notModified)
             let metadata = await store(stored.refreshed(by: response.metadata), key: key)
             markValidated(key)
             return metadata
         }
+        // A full answer: another version, or the same one from an origin that ignores conditions.
+        CacheMetrics.revalidated(response.metadata.isSameVersion(as: stored) ? .notModified : .changed)
         return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers)
     }
 

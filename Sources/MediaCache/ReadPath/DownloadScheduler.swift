@@ -16,6 +16,12 @@ final class DownloadScheduler: Sendable {
         self.configuration = configuration
     }
 
+    /// What each running download fetches.
+    var summaries: [DownloadSummary] {
+        let all = downloads.withLock { $0.values.flatMap { $0 } }
+        return all.map { DownloadSummary(url: $0.url.absoluteString, start: $0.start, end: $0.end, position: $0.position) }
+    }
+
     /// How many downloads are running.
     var count: Int {
         downloads.withLock { $0.values.reduce(0) { $0 + $1.count } }
@@ -62,12 +68,14 @@ final class DownloadScheduler: Sendable {
             if downloads[download.key]?.contains(where: { $0 === download }) != true {
                 downloads[download.key, default: []].append(download)
             }
+            CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
         }
         download.attach(Task { [self] in
             await transfer.run()
             downloads.withLock { downloads in
                 downloads[download.key]?.removeAll { $0 === download }
                 if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
+                CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
             }
         })
     }

@@ -73,7 +73,11 @@ extension CacheStore {
                 Evictor.Candidate(key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess, isPinned: !record.pinnedBy.isEmpty)
             }
             let victims = evictor.victims(of: candidates, totalBytes: totalBytes + reservedBytes, incomingBytes: incomingBytes, now: now)
+            guard !victims.isEmpty else { return 0 }
+            let before = totalBytes
             for key in victims { drop(key) }
+            CacheMetrics.evictions.increment(by: victims.count)
+            CacheMetrics.evictedBytes.increment(by: Int(before - totalBytes))
             return victims.count
         }
     }

@@ -86,6 +86,7 @@ public final class CacheStore: Sendable {
     /// - Throws: ``CacheError`` with `.cannotOpenStore`, `.storeLocked` or `.indexFailure`.
     public static func open(directory: URL, configuration: Configuration = Configuration()) async throws -> CacheStore {
         let store = try await BlockingIO.run { try CacheStore(directory: directory, configuration: configuration) }
+        CacheMetrics.cacheLimit.record(configuration.maxBytes)
         try await store.trim()
         return store
     }
@@ -289,6 +290,8 @@ public final class CacheStore: Sendable {
                 let files = state.filesToUnlink
                 state.filesToUnlink = []
                 state.unflushedBytes = 0
+                CacheMetrics.cacheSize.record(state.totalBytes)
+                CacheMetrics.cacheEntries.record(state.records.count)
                 changes.onCommit = { [dataDirectory] in
                     // Nothing committed refers to these files any more.
                     for name in files { unlink(dataDirectory + "/" + name) }

@@ -4,6 +4,8 @@ public import Logging
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
+import Metrics
+import Prometheus
 import ServiceLifecycle
 
 struct ServeCommand: AsyncParsableCommand {
@@ -137,6 +139,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        // Metrics go to a Prometheus registry, exported at /metrics.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         var logger = Logger(label: "mediacache")
         logger.logLevel = logLevel
         if insecureSkipVerify {
@@ -169,6 +174,7 @@ struct ServeCommand: AsyncParsableCommand {
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
         var configuration = try proxyConfiguration(logger: logger)
         configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
+        configuration.metricsExporter = { registry.emitToString() }
         let proxy = configuration
         let token = self.token
         let limit = maxSize

@@ -1,0 +1,90 @@
+import Metrics
+public import Foundation
+public import NIOCore
+import Synchronization
+
+/// The engine's metrics, through swift-metrics: whatever backend the app bootstraps gets them
+/// (`mediacache serve` exports them at `/metrics` with swift-prometheus). Names follow
+/// Prometheus: `mediacache_…`, base units, `_total` for counters; no URL is ever a label.
+/// Each is made on first use, so a backend bootstrapped before the first request sees all.
+enum CacheMetrics {
+    static let originRequests = Counter(label: "mediacache_origin_requests_total")
+    static let originBytes = Counter(label: "mediacache_origin_bytes_total")
+    static let evictions = Counter(label: "mediacache_evictions_total")
+    static let evictedBytes = Counter(label: "mediacache_evicted_bytes_total")
+    static let downloadsInFlight = Gauge(label: "mediacache_downloads_in_flight")
+    static let cacheSize = Gauge(label: "mediacache_cache_size_bytes")
+    static let cacheLimit = Gauge(label: "mediacache_cache_limit_bytes")
+    static let cacheEntries = Gauge(label: "mediacache_cache_entries")
+
+    /// How a revalidation ended.
+    enum Revalidation: String, CaseIterable {
+        /// `304`: the cached version is current.
+        case notModified = "not_modified"
+        /// Another version: the entry is replaced.
+        case changed
+        /// The origin failed and the stale copy was served.
+        case servedStale = "served_stale"
+        /// The origin failed and nothing could be served.
+        case failed
+    }
+
+    private static let revalidations = Dictionary(uniqueKeysWithValues: Revalidation.allCases.map {
+        ($0, Counter(label: "mediacache_revalidations_total", dimensions: [("outcome", $0.rawValue)]))
+    })
+
+    static func revalidated(_ outcome: Revalidation) {
+        revalidations[outcome]?.increment()
+    }
+}
+
+/// An origin fetcher that counts the requests and body bytes of the one it wraps.
+struct MeteredFetcher: OriginFetcher {
+    let base: any OriginFetcher
+
+    func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
+        CacheMetrics.originRequests.increment()
+        return try await base.contentInfo(for: url, headers: headers)
+    }
+
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+        CacheMetrics.originRequests.increment()
+        var response = try await base.fetch(url, range: range, ifRange: ifRange, headers: headers)
+        response.body = CountedBody(base: response.body)
+        return response
+    }
+
+    func checkOrigin(_ url: URL) throws {
+        try base.checkOrigin(url)
+    }
+
+    var securityWarning: String? { base.securityWarning }
+}
+
+/// A body that adds each chunk's size to ``CacheMetrics/originBytes``.
+struct CountedBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let base: any AsyncSequence<ByteBuffer, any Error> & Sendable
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(base: base.makeAsyncIterator())
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        var base: any AsyncIteratorProtocol<ByteBuffer, any Error>
+
+        mutating func next() async throws -> ByteBuffer? {
+            let chunk = try await base.next()
+            if let chunk { CacheMetrics.originBytes.increment(by: chunk.readableBytes) }
+            return chunk
+        }
+    }
+}
+
+/// One running origin download: the bytes `start..<end` of `url`, fetched up to `position`.
+public struct DownloadSummary: Sendable, Codable, Equatable {
+    public var url: String
+    public var start: Int64
+    public var end: Int64
+    public var position: Int64
+}
