@@ -34,6 +34,7 @@ struct ProxyHandler: Sendable {
         self.reader = reader
         self.configuration = configuration
         self.statistics = statistics
+        ProxyMetrics.register()
     }
 
     /// Answers `head`, which arrived on a connection to `localPort`.
@@ -127,6 +128,10 @@ struct ProxyHandler: Sendable {
             if head.method == .OPTIONS { return log.finish(try preflight(head)) }
             let (url, target) = try checkedOriginURL(head)
             log.url = url.absoluteString
+            // What was stored when the request came: its bytes count as served from the cache,
+            // the rest as from the origin (a download started for this request may store some
+            // before the read reaches them).
+            let storedAtArrival = reader.store.spans(for: reader.store.key(for: url))
             let asked = try parse(head, url: url)
             if target.isMemoryOnly {
                 log.passesThrough = true
@@ -179,6 +184,7 @@ struct ProxyHandler: Sendable {
                 }
                 log.status = Int(status.code)
                 log.passesThrough = !stream.metadata.isStorable
+                log.storedAtArrival = (storedAtArrival, stream.range.lowerBound)
                 return ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil, now: now),
                                      body: .stream(stream, log: log))
             }
@@ -453,6 +459,9 @@ struct RequestLog: Sendable {
     var url = "-"
     /// Answered straight from the origin without storing (see ``CacheResult/passThrough``).
     var passesThrough = false
+    /// The spans stored when the request came, and where the body starts: when set, the
+    /// body's bytes within those spans count as from the cache and the others as from the origin.
+    var storedAtArrival: (spans: SpanSet, start: Int64)?
     var status = 0
     var firstByte: ContinuousClock.Instant?
 
@@ -478,7 +487,13 @@ struct RequestLog: Sendable {
         }
     }
 
-    func end(_ statistics: ReadStatistics, error: (any Error)?) {
+    func end(_ read: ReadStatistics, error: (any Error)?) {
+        var statistics = read
+        if let (spans, start) = storedAtArrival {
+            let sent = read.bytesFromCache + read.bytesFromOrigin
+            statistics.bytesFromCache = spans.spans(in: ByteRange(start, start + sent)).reduce(0) { $0 + $1.length }
+            statistics.bytesFromOrigin = sent - statistics.bytesFromCache
+        }
         let result = result(statistics)
         ProxyMetrics.record(result, cache: statistics.bytesFromCache, origin: statistics.bytesFromOrigin, duration: ContinuousClock.now - started)
         self.statistics?.record(ProxyStatistics.RecentRequest(at: Date(), method: method, url: String(url.prefix(300)), range: range, status: status,

@@ -79,6 +79,11 @@ enum ProxyMetrics {
     private static let bytesFromOrigin = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "origin")])
     private static let duration = Metrics.Timer(label: "mediacache_request_duration_seconds")
 
+    /// Makes every metric now (an export then lists each, at 0 until something happens).
+    static func register() {
+        _ = (requests, bytesFromCache, bytesFromOrigin, duration)
+    }
+
     static func record(_ result: CacheResult, cache: Int64, origin: Int64, duration: Duration) {
         requests[result]?.increment()
         if cache > 0 { bytesFromCache.increment(by: Int(cache)) }

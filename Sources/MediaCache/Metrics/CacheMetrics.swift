@@ -33,6 +33,11 @@ enum CacheMetrics {
         ($0, Counter(label: "mediacache_revalidations_total", dimensions: [("outcome", $0.rawValue)]))
     })
 
+    /// Makes every metric now (an export then lists each, at 0 until something happens).
+    static func register() {
+        _ = (originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, revalidations)
+    }
+
     static func revalidated(_ outcome: Revalidation) {
         revalidations[outcome]?.increment()
     }

@@ -107,6 +107,7 @@ public final class CachingReader: Sendable {
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
         self.store = store
+        CacheMetrics.register()
         self.fetcher = MeteredFetcher(base: fetcher)
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)

@@ -174,7 +174,7 @@ struct ServeCommand: AsyncParsableCommand {
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
         var configuration = try proxyConfiguration(logger: logger)
         configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
-        configuration.metricsExporter = { registry.emitToString() }
+        configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
         let proxy = configuration
         let token = self.token
         let limit = maxSize

@@ -1,0 +1,33 @@
+/// The `# HELP` line of each metric, added to a text export (swift-metrics carries no help
+/// text, and Prometheus's linter asks for one).
+public enum MetricsHelp {
+    public static let texts: [String: String] = [
+        "mediacache_requests_total": "Proxy requests by how they were answered (hit, partial, miss, pass-through, error, none).",
+        "mediacache_served_bytes_total": "Body bytes served to players, by where they came from (cache or origin).",
+        "mediacache_request_duration_seconds": "Time from a request's arrival to the end of its answer.",
+        "mediacache_origin_requests_total": "Requests sent to origins (content information, ranges, revalidations).",
+        "mediacache_origin_bytes_total": "Body bytes received from origins.",
+        "mediacache_revalidations_total": "Revalidations of stale entries with the origin, by outcome.",
+        "mediacache_evictions_total": "Entries evicted to stay within the size or age limit.",
+        "mediacache_evicted_bytes_total": "Bytes of the entries evicted.",
+        "mediacache_downloads_in_flight": "Origin downloads running now.",
+        "mediacache_cache_size_bytes": "Bytes stored in the cache.",
+        "mediacache_cache_limit_bytes": "The most bytes the cache may hold.",
+        "mediacache_cache_entries": "Entries in the cache.",
+    ]
+
+    /// `export` with a `# HELP` line before each `# TYPE` line of a known metric that has none.
+    public static func annotate(_ export: String) -> String {
+        var lines: [Substring] = []
+        var previous: Substring = ""
+        for line in export.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("# TYPE "), let name = line.split(separator: " ").dropFirst(2).first, !previous.hasPrefix("# HELP "),
+               let help = texts[String(name)] {
+                lines.append(Substring("# HELP \(name) \(help)"))
+            }
+            lines.append(line)
+            previous = line
+        }
+        return lines.joined(separator: "\n")
+    }
+}
