@@ -225,7 +225,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     }
                 } catch {
                     stream.cancel()
-                    if !isComplete { log.end(stream.statistics, error: error) }
+                    // A client that has every byte of a sized body may hang up before the read
+                    // has seen its bytes stored (the read's last wait): that answer is whole.
+                    let handedOver = error is CancellationError && sent >= stream.range.upperBound
+                    if !isComplete { log.end(stream.statistics, error: handedOver ? nil : error) }
                     throw error
                 }
             }
