@@ -73,14 +73,7 @@ enum StatusPage {
     }
 
     static func bytes(_ count: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+        ByteCountText.format(count)
     }
 
     /// `text` safe inside HTML text and attribute values.

@@ -229,15 +229,22 @@ import Testing
         }
     }
 
-    /// Ctrl-C stops a prefetch: exit 130, a line that says so, and what arrived is kept (and right).
-    @Test func ctrlCStopsAndKeepsWhatArrived() async throws {
+    /// A test origin serving `/slow.mp4` (`length` bytes of seed `seed`, sent at `rate` bytes a
+    /// second), a folder, and the `mediacache` executable.
+    static func withSlowFile(length: Int64, rate: Int64, seed: UInt64, _ body: (TestOrigin, URL, URL) async throws -> Void) async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
-        var slow = TestOrigin.Resource(body: .generated(DeterministicContent(seed: 6), length: 8_000_000), mimeType: "video/mp4")
-        slow.faults.bytesPerSecond = 1_000_000
+        var slow = TestOrigin.Resource(body: .generated(DeterministicContent(seed: seed), length: length), mimeType: "video/mp4")
+        slow.faults.bytesPerSecond = rate
         origin.serve(slow, at: "/slow.mp4")
         try await withTemporaryDirectory { directory in
-            let executable = try ChildProcess.executable(named: "mediacache")
+            try await body(origin, directory, try ChildProcess.executable(named: "mediacache"))
+        }
+    }
+
+    /// Ctrl-C stops a prefetch: exit 130, a line that says so, and what arrived is kept (and right).
+    @Test func ctrlCStopsAndKeepsWhatArrived() async throws {
+        try await Self.withSlowFile(length: 8_000_000, rate: 1_000_000, seed: 6) { origin, directory, executable in
             let url = origin.url("/slow.mp4").absoluteString
             let result = try await ChildProcess.run(["timeout", "--preserve-status", "-s", "INT", "1.5", executable.path, "prefetch", "--cache-dir", directory.path, url])
             let output = String(decoding: result.output, as: UTF8.self)
@@ -259,13 +266,7 @@ import Testing
 
     @Test(.enabled(if: ChildProcess.toolExists("script"), "script (bsdutils) gives the command a terminal"))
     func onATerminalTheProgressBarIsRedrawnInPlace() async throws {
-        let origin = try await TestOrigin.start()
-        defer { Task { try? await origin.shutdown() } }
-        var slow = TestOrigin.Resource(body: .generated(DeterministicContent(seed: 4), length: 3_000_000), mimeType: "video/mp4")
-        slow.faults.bytesPerSecond = 3_000_000
-        origin.serve(slow, at: "/slow.mp4")
-        try await withTemporaryDirectory { directory in
-            let executable = try ChildProcess.executable(named: "mediacache")
+        try await Self.withSlowFile(length: 3_000_000, rate: 3_000_000, seed: 4) { origin, directory, executable in
             let command = "\(executable.path) prefetch --cache-dir \(directory.path) \(origin.url("/slow.mp4").absoluteString)"
             let result = try await ChildProcess.run(["script", "-qec", command, "/dev/null"])
             let output = String(decoding: result.output, as: UTF8.self)

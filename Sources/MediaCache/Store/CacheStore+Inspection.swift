@@ -71,6 +71,20 @@ extension CacheStore {
     }
 }
 
+/// Byte counts for people: `512 B`, `5.2 KiB`, `1.9 MiB` (powers of 1024).
+public enum ByteCountText {
+    public static func format(_ count: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}
+
 extension SpanSet {
     /// A picture of which parts of a `length`-byte resource are stored, `width` cells wide:
     /// `█` where a cell is wholly stored, `▒` partly, `░` not at all.

@@ -57,14 +57,7 @@ func failing(_ body: () async throws -> Void) async throws {
 
 enum Format {
     static func bytes(_ count: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+        ByteCountText.format(count)
     }
 
     static func date(_ date: Date) -> String {
