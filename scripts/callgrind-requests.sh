@@ -85,4 +85,4 @@ cold() { curl "${cold_args[@]}"; sleep 1; }  # the downloads' tails finish in th
 cold_total=$(count cold)
 
 echo "hot 64 KiB range:  $((hot_total / hot_requests)) instructions per request ($hot_requests requests, one connection)"
-echo "cold first 64 KiB: $((cold_total / cold_requests)) instructions per request ($cold_requests files, 256 KiB fetched from the origin each)"
+echo "cold first 64 KiB: $((cold_total / cold_requests)) instructions per request ($cold_requests files, each asked of the origin for just the 64 KiB wanted)"

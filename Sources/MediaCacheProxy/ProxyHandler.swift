@@ -378,18 +378,18 @@ struct ProxyHandler: Sendable {
 
     /// The origin URL from `url=`, after the token, scheme and origin checks, and the target it came in.
     private func checkedOriginURL(_ head: HTTPRequestHead) throws -> (URL, RequestTarget) {
-        let parsed = recentTargets.parse(head.uri)
+        let parsed = recentTargets.parse(head.uri) { [reader] url throws(ProxyRequestError) in
+            do {
+                try reader.checkOrigin(url)
+            } catch {
+                throw ProxyRequestError(status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.")
+            }
+        }
         if let token = configuration.token {
             let given = parsed.target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")
             guard given == token else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.") }
         }
-        let url = try parsed.originURL.get()
-        do {
-            try reader.checkOrigin(url)
-        } catch let error as CacheError {
-            throw ProxyRequestError(status: .forbidden, error.message)
-        }
-        return (url, parsed.target)
+        return (try parsed.originURL.get(), parsed.target)
     }
 
     // MARK: Error responses
@@ -496,9 +496,9 @@ struct RequestLog: Sendable {
         }
         let result = result(statistics)
         ProxyMetrics.record(result, cache: statistics.bytesFromCache, origin: statistics.bytesFromOrigin, duration: ContinuousClock.now - started)
-        self.statistics?.record(ProxyStatistics.RecentRequest(at: Date(), method: method, url: String(url.prefix(300)), range: range, status: status,
-                                                              result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
-                                                              bytesFromOrigin: statistics.bytesFromOrigin))
+        self.statistics?.record(ProxyStatistics.RecentRequest(at: Date(), method: method, url: url.utf8.count > 300 ? String(url.prefix(300)) : url, range: range,
+                                                              status: status, result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
+                                                              bytesFromOrigin: statistics.bytesFromOrigin), result: result)
         guard logger.logLevel <= .info else { return }  // the line costs a tenth of a hot request
         let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
         var metadata: Logger.Metadata = [

@@ -17,6 +17,18 @@ public enum CacheResult: String, Sendable, Codable, CaseIterable {
     case error
     /// No body bytes (`HEAD`, `416`, an empty file, a rewritten playlist's own answer).
     case none = "-"
+
+    /// The position in `allCases`.
+    var index: Int {
+        switch self {
+        case .hit: 0
+        case .partial: 1
+        case .miss: 2
+        case .passThrough: 3
+        case .error: 4
+        case .none: 5
+        }
+    }
 }
 
 /// Counts of what the proxy answered since it started (the status page, `mediacache stats`, `/metrics`).
@@ -52,19 +64,43 @@ public final class ProxyStatistics: Sendable {
     }
 
     static let recentLimit = 50
-    private let state = Mutex(Snapshot())
+
+    /// Counts by result, and the recent requests in a ring (recording one costs no copying).
+    private struct State {
+        var counts = [Int64](repeating: 0, count: CacheResult.allCases.count)
+        var bytesFromCache: Int64 = 0
+        var bytesFromOrigin: Int64 = 0
+        var recent: [RecentRequest] = []
+        /// Where the next request goes once `recent` is full.
+        var next = 0
+    }
+
+    private let state = Mutex(State())
 
     public init() {}
 
-    public var snapshot: Snapshot { state.withLock { $0 } }
-
-    func record(_ request: RecentRequest) {
+    public var snapshot: Snapshot {
         state.withLock { state in
-            state.requests[request.result, default: 0] += 1
+            var snapshot = Snapshot()
+            for (index, result) in CacheResult.allCases.enumerated() { snapshot.requests[result.rawValue] = state.counts[index] }
+            snapshot.bytesFromCache = state.bytesFromCache
+            snapshot.bytesFromOrigin = state.bytesFromOrigin
+            snapshot.recent = Array(state.recent[state.next...] + state.recent[..<state.next])
+            return snapshot
+        }
+    }
+
+    func record(_ request: RecentRequest, result: CacheResult) {
+        state.withLock { state in
+            state.counts[result.index] += 1
             state.bytesFromCache += request.bytesFromCache
             state.bytesFromOrigin += request.bytesFromOrigin
-            state.recent.append(request)
-            if state.recent.count > Self.recentLimit { state.recent.removeFirst(state.recent.count - Self.recentLimit) }
+            if state.recent.count < Self.recentLimit {
+                state.recent.append(request)
+            } else {
+                state.recent[state.next] = request
+                state.next = (state.next + 1) % Self.recentLimit
+            }
         }
     }
 }

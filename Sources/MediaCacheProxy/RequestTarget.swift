@@ -70,10 +70,16 @@ final class RecentTargets: Sendable {
     private let parsed = Mutex<[String: Parsed]>([:])
     static let limit = 256
 
-    func parse(_ uri: String) -> Parsed {
+    /// The parsed `uri`; `check` (the origin allow-list: it does not change) runs on a new
+    /// one's URL, and its refusal is remembered as the target's result.
+    func parse(_ uri: String, check: (URL) throws(ProxyRequestError) -> Void) -> Parsed {
         if let known = parsed.withLock({ $0[uri] }) { return known }
         let target = RequestTarget(uri)
-        let result = Parsed(target: target, originURL: Result { try target.originURL() }.mapError { error in
+        let result = Parsed(target: target, originURL: Result {
+            let url = try target.originURL()
+            try check(url)
+            return url
+        }.mapError { error in
             error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "Malformed request target.")
         })
         parsed.withLock { parsed in
