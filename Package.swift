@@ -125,6 +125,7 @@ let package = Package(
                 "MediaCacheHTTP",
                 "MediaCacheTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -133,7 +134,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MediaCacheTests",
-            dependencies: ["MediaCache", "MediaCacheTestSupport"],
+            dependencies: ["MediaCache", "MediaCacheTestSupport", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,144 @@
+public import Crypto
+public import Foundation
+
+/// How an encrypted entry's bytes lie in its data file: fixed plaintext blocks, each sealed
+/// on its own (ChaCha20-Poly1305) so any range can be read by opening only the blocks it
+/// touches. Block `i` holds plaintext bytes `i × blockSize ..< (i + 1) × blockSize` and sits
+/// at file offset `i × slotSize`: a 12-byte nonce, the ciphertext (as long as the plaintext,
+/// the last block of a resource may be shorter), a 16-byte tag.
+public struct BlockLayout: Sendable, Equatable {
+    public static let nonceSize = 12
+    public static let tagSize = 16
+    /// Bytes a sealed block adds to its plaintext.
+    public static let overhead = nonceSize + tagSize
+
+    /// Plaintext bytes per block.
+    public let blockSize: Int64
+
+    public init(blockSize: Int64 = 64 << 10) {
+        precondition(blockSize > 0 && blockSize <= 1 << 30, "a block holds 1 byte to 1 GiB")
+        self.blockSize = blockSize
+    }
+
+    /// Bytes a block's slot takes in the file.
+    public var slotSize: Int64 { blockSize + Int64(Self.overhead) }
+
+    /// The file offset of block `index`'s slot.
+    public func slotOffset(_ index: Int64) -> Int64 { index * slotSize }
+
+    /// The plaintext range of block `index` in a resource of `length` bytes (`nil`: unknown).
+    public func range(ofBlock index: Int64, length: Int64?) -> ByteRange {
+        let start = index * blockSize
+        let end = start + blockSize
+        return ByteRange(start, length.map { min(end, max(start, $0)) } ?? end)
+    }
+
+    /// The blocks that hold any byte of `range`.
+    public func blocks(covering range: ByteRange) -> ClosedRange<Int64>? {
+        guard !range.isEmpty else { return nil }
+        return (range.lowerBound / blockSize)...((range.upperBound - 1) / blockSize)
+    }
+}
+
+/// Seals and opens the blocks of one entry with a key of its own, derived from the store's
+/// master key and the entry's cache key (HKDF-SHA256), so a block copied from another entry
+/// never opens. The associated data binds each block to its index, the entry's generation
+/// (a new version of the resource is a new generation, so a block of an older version never
+/// opens) and the block's coverage: which of its bytes the index says are stored. Coverage only
+/// grows within a generation, and a block is sealed again (with a fresh random nonce) each time
+/// it grows, so an older sealing of the same block, restored, names a smaller coverage and does
+/// not open either: it could only give bytes that were never written.
+public struct EntryCipher: Sendable {
+    public let layout: BlockLayout
+    /// The entry's key (`SymmetricKey` is not `Sendable` here; one is made per use).
+    private let keyBytes: [UInt8]
+    private var key: SymmetricKey { SymmetricKey(data: keyBytes) }
+
+    /// The cipher for the entry `cacheKey` under `masterKey`.
+    public init(masterKey: SymmetricKey, cacheKey: CacheKey, layout: BlockLayout = BlockLayout()) {
+        self.layout = layout
+        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: masterKey, info: Array("mediacache entry v1 ".utf8) + Array(cacheKey.rawValue.utf8), outputByteCount: 32)
+        keyBytes = derived.withUnsafeBytes { Array($0) }
+    }
+
+    /// `plaintext` (block `index`'s bytes, whole, with zeros where nothing is stored) sealed
+    /// as its slot holds it: nonce, ciphertext, tag.
+    public func seal(_ plaintext: some DataProtocol, index: Int64, generation: UInt64, coverage: [ByteRange]) throws -> [UInt8] {
+        let box = try ChaChaPoly.seal(plaintext, using: key, nonce: ChaChaPoly.Nonce(),
+                                      authenticating: Self.associatedData(index: index, generation: generation, coverage: coverage))
+        return Array(box.combined)
+    }
+
+    /// The plaintext of a sealed block, if it is the one sealed for `index`, `generation` and
+    /// `coverage` with this entry's key and nothing in it changed.
+    /// - Throws: ``BlockAuthenticationError`` otherwise (a flipped bit, a torn write, a
+    ///   block from elsewhere or from before).
+    public func open(_ sealed: some DataProtocol, index: Int64, generation: UInt64, coverage: [ByteRange]) throws(BlockAuthenticationError) -> [UInt8] {
+        do {
+            let box = try ChaChaPoly.SealedBox(combined: sealed)
+            return Array(try ChaChaPoly.open(box, using: key, authenticating: Self.associatedData(index: index, generation: generation, coverage: coverage)))
+        } catch {
+            throw BlockAuthenticationError(index: index)
+        }
+    }
+
+    /// "MCB1", the generation and the index (big-endian), then each covered range relative
+    /// to the block's start (two big-endian 32-bit numbers each).
+    static func associatedData(index: Int64, generation: UInt64, coverage: [ByteRange]) -> [UInt8] {
+        var data = Array("MCB1".utf8)
+        data.reserveCapacity(20 + coverage.count * 8)
+        withUnsafeBytes(of: generation.bigEndian) { data += $0 }
+        withUnsafeBytes(of: UInt64(index).bigEndian) { data += $0 }
+        for range in coverage {
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: range.lowerBound).bigEndian) { data += $0 }
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: range.upperBound).bigEndian) { data += $0 }
+        }
+        return data
+    }
+
+    /// The stored bytes of block `index` that `spans` name, relative to the block's start:
+    /// what its associated data binds.
+    public func coverage(ofBlock index: Int64, in spans: SpanSet) -> [ByteRange] {
+        let block = layout.range(ofBlock: index, length: nil)
+        return spans.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) }
+    }
+}
+
+/// A block whose tag does not verify: it is treated as not stored, and fetched again.
+public struct BlockAuthenticationError: Error, Sendable, Equatable {
+    public var index: Int64
+}
+
+/// What writing bytes into an encrypted entry does to one block.
+public struct BlockWrite: Sendable, Equatable {
+    public var index: Int64
+    /// The bytes of the write that land in this block, relative to the write's start.
+    public var source: ByteRange
+    /// Where they land, relative to the block's start.
+    public var destination: ByteRange
+    /// The block's coverage after the write (relative), which its new sealing binds.
+    public var coverage: [ByteRange]
+    /// Whether stored bytes of the block lie outside the write, so the block must be opened
+    /// and its plaintext merged before it is sealed again (read-modify-write). Costs CPU and
+    /// a read of the slot, never origin bytes.
+    public var mergesStoredBytes: Bool
+}
+
+extension BlockLayout {
+    /// The block writes that store `written` (absolute) in an entry whose stored bytes are `stored`.
+    public func plan(_ written: ByteRange, stored: SpanSet) -> [BlockWrite] {
+        guard let blocks = blocks(covering: written) else { return [] }
+        var after = stored
+        after.insert(written)
+        return blocks.map { index in
+            let block = range(ofBlock: index, length: nil)
+            let part = ByteRange(max(block.lowerBound, written.lowerBound), min(block.upperBound, written.upperBound))
+            let storedHere = stored.spans(in: block)
+            let outside = storedHere.contains { $0.lowerBound < part.lowerBound || $0.upperBound > part.upperBound }
+            return BlockWrite(index: index, source: ByteRange(part.lowerBound - written.lowerBound, part.upperBound - written.lowerBound),
+                              destination: ByteRange(part.lowerBound - block.lowerBound, part.upperBound - block.lowerBound),
+                              coverage: after.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) },
+                              mergesStoredBytes: outside)
+        }
+    }
+}

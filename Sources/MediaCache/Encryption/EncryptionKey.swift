@@ -1,0 +1,61 @@
+public import Crypto
+public import Foundation
+
+/// The master key of an encrypted store: 256 bits, from a key file of 32 raw bytes or 64
+/// hexadecimal characters (a final line end allowed).
+public enum EncryptionKey {
+    /// Reads the key in `contents` (a key file's bytes).
+    /// - Throws: ``EncryptionKeyError`` that says what the file holds instead.
+    public static func parse(_ contents: [UInt8]) throws(EncryptionKeyError) -> SymmetricKey {
+        if contents.count == 32 { return SymmetricKey(data: contents) }
+        var text = contents[...]
+        while let last = text.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { text = text.dropLast() }
+        guard text.count == 64 else {
+            throw EncryptionKeyError("The key file holds \(contents.count) bytes: it must hold 32 raw bytes or 64 hexadecimal characters (head -c 32 /dev/urandom > key).")
+        }
+        var key: [UInt8] = []
+        key.reserveCapacity(32)
+        var index = text.startIndex
+        while index < text.endIndex {
+            guard let high = hexValue(text[index]), let low = hexValue(text[index + 1]) else {
+                throw EncryptionKeyError("The key file's 64 characters must all be hexadecimal (0-9, a-f).")
+            }
+            key.append(high << 4 | low)
+            index += 2
+        }
+        return SymmetricKey(data: key)
+    }
+
+    /// Reads the key file at `path`, and says (as `warning`) when users other than its owner
+    /// may read it.
+    public static func load(path: String) throws(EncryptionKeyError) -> (key: SymmetricKey, warning: String?) {
+        let contents: Data
+        do {
+            contents = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw EncryptionKeyError("Cannot read the key file \(path): \((error as NSError).localizedDescription)")
+        }
+        let key = try parse(Array(contents))
+        var warning: String?
+        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            warning = "The key file \(path) may be read by other users (mode \(String(mode & 0o777, radix: 8))): chmod 600 it."
+        }
+        return (key, warning)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// A key file that cannot be used, and why.
+public struct EncryptionKeyError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
