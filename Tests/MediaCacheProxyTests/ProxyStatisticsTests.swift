@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 @testable import MediaCacheProxy
 import Testing
 
@@ -17,5 +18,34 @@ import Testing
         #expect(snapshot.requests == ["hit": 31, "miss": 31, "partial": 31, "error": 30, "pass-through": 0, "-": 0])
         #expect(snapshot.bytesFromCache == 310 && snapshot.bytesFromOrigin == 217)
         #expect(CacheResult.allCases.enumerated().allSatisfy { $0.offset == $0.element.index })
+    }
+}
+
+/// The prefetch options from the command line and the admin endpoint (outside input): any
+/// text is parsed or refused with a reason, never trapped on, and what is accepted is in bounds.
+@Suite struct PrefetchRequestPropertyTests {
+    @Test func anyTextIsParsedWithinBoundsOrRefused() {
+        var random = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789-.e+abfirstlowhg ,".utf8) + [0xFF, 0x00]
+        func text() -> String? {
+            guard Int.random(in: 0..<4, using: &random) > 0 else { return nil }
+            return String(decoding: (0..<Int.random(in: 0...24, using: &random)).map { _ in alphabet.randomElement(using: &random)! }, as: UTF8.self)
+        }
+        var accepted = 0
+        for _ in 0..<20_000 {
+            let (range, seconds, variant) = (text(), text(), text())
+            do {
+                let request = try PrefetchRequest.parse(range: range, seconds: seconds, variant: variant)
+                accepted += 1
+                if let bytes = request.range { #expect(bytes.lowerBound < bytes.upperBound && bytes.upperBound <= ByteRange.maximumOffset) }
+                if let value = request.seconds { #expect(value > 0 && value <= 1e7 && value.isFinite) }
+                if case .atMost(let bps) = request.variant { #expect(bps > 0) }
+            } catch {
+                #expect(!error.message.isEmpty)
+            }
+        }
+        #expect(accepted > 100, "only \\(accepted) of 20,000 were accepted")
+        let known = try? PrefetchRequest.parse(range: "0-1048575", seconds: "90.5", variant: "2000000")
+        #expect(known == PrefetchRequest(range: ByteRange(0, 1_048_576), seconds: 90.5, variant: .atMost(bitsPerSecond: 2_000_000)))
     }
 }

@@ -125,6 +125,29 @@ import Testing
         #expect { try EncryptionKey.load(path: "/nonexistent/key") } throws: { ($0 as? EncryptionKeyError)?.message.contains("Cannot read the key file") == true }
     }
 
+    /// Property: any key file is a 32-byte key or a clear refusal; 64 hex characters always
+    /// give the key they spell.
+    @Test func anyKeyFileIsAKeyOrARefusal() throws {
+        var random = SystemRandomNumberGenerator()
+        let hexDigits = Array("0123456789abcdefABCDEF".utf8)
+        for round in 0..<5000 {
+            if round % 2 == 0 {
+                let key = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+                let text = key.map { String(format: round % 4 == 0 ? "%02x" : "%02X", $0) }.joined() + (round % 3 == 0 ? "\n" : "")
+                #expect(try EncryptionKey.parse(Array(text.utf8)).withUnsafeBytes { Array($0) } == key)
+            } else {
+                let length = Int.random(in: 0...70, using: &random)
+                let bytes = (0..<length).map { _ in Bool.random(using: &random) ? hexDigits.randomElement(using: &random)! : UInt8.random(in: 0...255, using: &random) }
+                do {
+                    let key = try EncryptionKey.parse(bytes)
+                    #expect(key.bitCount == 256)
+                } catch {
+                    #expect(!error.message.isEmpty)
+                }
+            }
+        }
+    }
+
     func withTemporaryFile(_ text: String, _ body: (String) throws -> Void) throws {
         let path = NSTemporaryDirectory() + "/key-\(UUID().uuidString)"
         try text.write(toFile: path, atomically: true, encoding: .utf8)

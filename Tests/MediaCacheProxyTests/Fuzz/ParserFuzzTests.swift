@@ -182,12 +182,18 @@ import Testing
 
     @Test func requestTargetsGiveOnlyHTTPURLsWithAHostAndAValidPort() throws {
         let outcomes = try Mutator.run("target") { input in
-            guard let url = try? RequestTarget(input).originURL() else { return ("refused", nil) }
+            let target = RequestTarget(input)
+            guard let url = try? target.originURL() else { return ("refused", nil) }
             let text = url.absoluteString.lowercased()
             guard text.hasPrefix("http://") || text.hasPrefix("https://") else { return ("scheme", text) }
             guard let host = url.host, !host.isEmpty, let authority = HostAndPort(authorityOf: url) else { return ("host", text) }
             if let port = authority.port, !(1...65535).contains(port) { return ("port", text) }
-            return ("url", nil)
+            // The parameters of a blocking reload the player added go on to the origin, each once.
+            let reload = target.items.filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
+            guard !reload.isEmpty else { return ("url", nil) }
+            let sent = (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
+            guard sent == reload, HLSPlaylist.isBlockingReload(url) else { return ("reload", "\(reload) became \(sent) in \(text)") }
+            return ("reload", nil)
         }
         try Self.expectVaried(outcomes, ["url", "refused"])
     }
