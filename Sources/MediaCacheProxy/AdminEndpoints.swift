@@ -21,6 +21,8 @@ struct AdminEndpoints {
 
     /// The answer when `head` is an admin request (a path under ``prefix`` without `url=`); `nil` otherwise.
     func respond(to head: HTTPRequestHead, localPort: Int) async throws -> ProxyResponse? {
+        // Most requests are for media: a look at the URI's start settles it without parsing.
+        guard head.uri.hasPrefix(Self.prefix) || head.uri.hasPrefix("/metrics") || head.uri.hasPrefix("/status") else { return nil }
         let target = RequestTarget(head.uri)
         guard let path = target.path, path.hasPrefix(Self.prefix) || Self.pages.contains(path), target.query("url") == nil else { return nil }
         do {
