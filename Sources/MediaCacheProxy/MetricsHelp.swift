@@ -14,6 +14,7 @@ public enum MetricsHelp {
         "mediacache_cache_size_bytes": "Bytes stored in the cache.",
         "mediacache_cache_limit_bytes": "The most bytes the cache may hold.",
         "mediacache_cache_entries": "Entries in the cache.",
+        "mediacache_rejected_blocks_total": "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
     ]
 
     /// `export` with a `# HELP` line before each `# TYPE` line of a known metric that has none.

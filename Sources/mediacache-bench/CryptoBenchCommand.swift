@@ -46,13 +46,13 @@ struct CryptoBenchCommand: ParsableCommand {
         let coverage = [ByteRange(0, Int64(blockSize))]
         var sealed: [UInt8] = []
         start = ContinuousClock.now
-        for index in 0..<blocks { sealed = try cipher.seal(plaintext, index: Int64(index), generation: 1, coverage: coverage) }
-        let chachaSeal = mib / seconds(start)
+        for index in 0..<blocks { sealed = try cipher.seal(plaintext, index: Int64(index), version: 1, coverage: coverage) }
+        let entrySeal = mib / seconds(start)
         start = ContinuousClock.now
-        for _ in 0..<blocks { sink &+= Int(try cipher.open(sealed, index: Int64(blocks - 1), generation: 1, coverage: coverage)[0]) }
-        let chachaOpen = mib / seconds(start)
+        for _ in 0..<blocks { sink &+= Int(try cipher.open(sealed, index: Int64(blocks - 1), version: 1, coverage: coverage)[0]) }
+        let entryOpen = mib / seconds(start)
         print(String(format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [EntryCipher]",
-                     chachaSeal, chachaSeal / copyRate, chachaOpen, chachaOpen / copyRate))
+                     entrySeal, entrySeal / copyRate, entryOpen, entryOpen / copyRate))
 
         var chacha = try ChaChaPoly.seal(plaintext, using: key)
         start = ContinuousClock.now

@@ -12,47 +12,47 @@ import Testing
     static let whole = [ByteRange(0, 64 << 10)]
 
     @Test func aSealedBlockOpensToItsPlaintextAndHidesIt() throws {
-        let sealed = try Self.entry.seal(Self.plaintext, index: 3, generation: 9, coverage: Self.whole)
+        let sealed = try Self.entry.seal(Self.plaintext, index: 3, version: 9, coverage: Self.whole)
         #expect(sealed.count == Self.plaintext.count + BlockLayout.overhead)
-        #expect(try Self.entry.open(sealed, index: 3, generation: 9, coverage: Self.whole) == Self.plaintext)
+        #expect(try Self.entry.open(sealed, index: 3, version: 9, coverage: Self.whole) == Self.plaintext)
         // No 16-byte run of the plaintext appears in the sealed block.
         let sample = Array(Self.plaintext[1000..<1016])
         #expect(!(0...(sealed.count - 16)).contains { sealed[$0..<($0 + 16)].elementsEqual(sample) })
         // A fresh nonce each time: sealing the same block twice gives different bytes.
-        #expect(try Self.entry.seal(Self.plaintext, index: 3, generation: 9, coverage: Self.whole) != sealed)
+        #expect(try Self.entry.seal(Self.plaintext, index: 3, version: 9, coverage: Self.whole) != sealed)
     }
 
     /// Each way a block can be wrong on disk is refused: a flipped byte (anywhere: nonce,
     /// ciphertext, tag), a torn write, a block moved to another index, a block of another
     /// entry, a block of an older version, an older sealing with less coverage, a wrong key.
     @Test func everyTamperIsRefused() throws {
-        let sealed = try Self.entry.seal(Self.plaintext, index: 3, generation: 9, coverage: Self.whole)
+        let sealed = try Self.entry.seal(Self.plaintext, index: 3, version: 9, coverage: Self.whole)
         for position in [0, 11, 12, 5000, sealed.count - 1] {
             var flipped = sealed
             flipped[position] ^= 0x01
-            #expect(throws: BlockAuthenticationError(index: 3)) { try Self.entry.open(flipped, index: 3, generation: 9, coverage: Self.whole) }
+            #expect(throws: BlockAuthenticationError(index: 3)) { try Self.entry.open(flipped, index: 3, version: 9, coverage: Self.whole) }
         }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed.prefix(40_000), index: 3, generation: 9, coverage: Self.whole) }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed, index: 4, generation: 9, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed.prefix(40_000), index: 3, version: 9, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed, index: 4, version: 9, coverage: Self.whole) }
         let other = EntryCipher(masterKey: Self.master, cacheKey: CacheKey("entry-b"))
-        #expect(throws: BlockAuthenticationError.self) { try other.open(sealed, index: 3, generation: 9, coverage: Self.whole) }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed, index: 3, generation: 10, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try other.open(sealed, index: 3, version: 9, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed, index: 3, version: 10, coverage: Self.whole) }
         let wrongKey = EntryCipher(masterKey: SymmetricKey(size: .bits256), cacheKey: CacheKey("entry-a"))
-        #expect(throws: BlockAuthenticationError.self) { try wrongKey.open(sealed, index: 3, generation: 9, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try wrongKey.open(sealed, index: 3, version: 9, coverage: Self.whole) }
         // The block was first sealed with half its bytes stored, then again whole: restoring
         // the first sealing, while the index says whole, is refused.
         let half = [ByteRange(0, 32 << 10)]
         var partial = Self.plaintext
         for index in (32 << 10)..<(64 << 10) { partial[index] = 0 }
-        let older = try Self.entry.seal(partial, index: 3, generation: 9, coverage: half)
-        #expect(try Self.entry.open(older, index: 3, generation: 9, coverage: half) == partial)
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(older, index: 3, generation: 9, coverage: Self.whole) }
+        let older = try Self.entry.seal(partial, index: 3, version: 9, coverage: half)
+        #expect(try Self.entry.open(older, index: 3, version: 9, coverage: half) == partial)
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(older, index: 3, version: 9, coverage: Self.whole) }
     }
 
     @Test func keysDifferPerEntryAndRepeatForTheSameOne() throws {
         let again = EntryCipher(masterKey: Self.master, cacheKey: CacheKey("entry-a"))
-        let sealed = try Self.entry.seal(Self.plaintext, index: 0, generation: 1, coverage: Self.whole)
-        #expect(try again.open(sealed, index: 0, generation: 1, coverage: Self.whole) == Self.plaintext)
+        let sealed = try Self.entry.seal(Self.plaintext, index: 0, version: 1, coverage: Self.whole)
+        #expect(try again.open(sealed, index: 0, version: 1, coverage: Self.whole) == Self.plaintext)
     }
 
     @Test func theLayoutPutsEachBlockInItsOwnSlot() {
@@ -116,8 +116,8 @@ import Testing
         }
         try withTemporaryFile(hex) { path in
             chmod(path, 0o644)
-            let open = try EncryptionKey.load(path: path).warning
-            #expect(open?.contains("chmod 600") == true)
+            let readable = try EncryptionKey.load(path: path).warning
+            #expect(readable?.contains("chmod 600") == true)
             chmod(path, 0o600)
             let closed = try EncryptionKey.load(path: path).warning
             #expect(closed == nil)

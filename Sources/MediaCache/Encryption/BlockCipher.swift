@@ -33,6 +33,16 @@ public struct BlockLayout: Sendable, Equatable {
         return ByteRange(start, length.map { min(end, max(start, $0)) } ?? end)
     }
 
+    /// How many plaintext bytes a data file of `fileSize` bytes can hold (whole slots, and
+    /// what a last partial slot holds past its nonce and tag).
+    public func plaintextLength(fileSize: Int64) -> Int64 {
+        let whole = fileSize / slotSize
+        return whole * blockSize + max(0, fileSize % slotSize - Int64(Self.overhead))
+    }
+
+    /// The bytes a block sealed with plaintext bytes `0..<plaintextLength` takes in its slot.
+    public static func sealedLength(plaintextLength: Int64) -> Int64 { plaintextLength + Int64(overhead) }
+
     /// The blocks that hold any byte of `range`.
     public func blocks(covering range: ByteRange) -> ClosedRange<Int64>? {
         guard !range.isEmpty else { return nil }
@@ -43,10 +53,10 @@ public struct BlockLayout: Sendable, Equatable {
 /// Seals and opens the blocks of one entry (AES-256-GCM: on this machine's CPU, with AES
 /// instructions, 1.1–1.8× as fast as ChaCha20-Poly1305 over two runs of `mediacache-bench crypto`) with a key of its own, derived from the store's
 /// master key and the entry's cache key (HKDF-SHA256), so a block copied from another entry
-/// never opens. The associated data binds each block to its index, the entry's generation
-/// (a new version of the resource is a new generation, so a block of an older version never
-/// opens) and the block's coverage: which of its bytes the index says are stored. Coverage only
-/// grows within a generation, and a block is sealed again (with a fresh random nonce) each time
+/// never opens. The associated data binds each block to its index, the entry's version
+/// (64 random bits of the data file's name: a new version of the resource gets a new file, so
+/// a block of an older version never opens) and the block's coverage: which of its bytes the
+/// index says are stored. Coverage only grows within a version, and a block is sealed again (with a fresh random nonce) each time
 /// it grows, so an older sealing of the same block, restored, names a smaller coverage and does
 /// not open either: it could only give bytes that were never written.
 public struct EntryCipher: Sendable {
@@ -63,32 +73,32 @@ public struct EntryCipher: Sendable {
 
     /// `plaintext` (block `index`'s bytes, whole, with zeros where nothing is stored) sealed
     /// as its slot holds it: nonce, ciphertext, tag.
-    public func seal(_ plaintext: some DataProtocol, index: Int64, generation: UInt64, coverage: [ByteRange]) throws -> [UInt8] {
+    public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws -> [UInt8] {
         let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(),
-                                      authenticating: Self.associatedData(index: index, generation: generation, coverage: coverage))
+                                      authenticating: Self.associatedData(index: index, version: version, coverage: coverage))
         guard let combined = sealed.combined else { throw BlockAuthenticationError(index: index) }  // never: the nonce is 12 bytes
         return Array(combined)
     }
 
-    /// The plaintext of a sealed block, if it is the one sealed for `index`, `generation` and
+    /// The plaintext of a sealed block, if it is the one sealed for `index`, `version` and
     /// `coverage` with this entry's key and nothing in it changed.
     /// - Throws: ``BlockAuthenticationError`` otherwise (a flipped bit, a torn write, a
     ///   block from elsewhere or from before).
-    public func open(_ sealed: some DataProtocol, index: Int64, generation: UInt64, coverage: [ByteRange]) throws(BlockAuthenticationError) -> [UInt8] {
+    public func open(_ sealed: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws(BlockAuthenticationError) -> [UInt8] {
         do {
             let box = try AES.GCM.SealedBox(combined: sealed)
-            return Array(try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, generation: generation, coverage: coverage)))
+            return Array(try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, version: version, coverage: coverage)))
         } catch {
             throw BlockAuthenticationError(index: index)
         }
     }
 
-    /// "MCB1", the generation and the index (big-endian), then each covered range relative
+    /// "MCB1", the version and the index (big-endian), then each covered range relative
     /// to the block's start (two big-endian 32-bit numbers each).
-    static func associatedData(index: Int64, generation: UInt64, coverage: [ByteRange]) -> [UInt8] {
+    static func associatedData(index: Int64, version: UInt64, coverage: [ByteRange]) -> [UInt8] {
         var data = Array("MCB1".utf8)
         data.reserveCapacity(20 + coverage.count * 8)
-        withUnsafeBytes(of: generation.bigEndian) { data += $0 }
+        withUnsafeBytes(of: version.bigEndian) { data += $0 }
         withUnsafeBytes(of: UInt64(index).bigEndian) { data += $0 }
         for range in coverage {
             withUnsafeBytes(of: UInt32(truncatingIfNeeded: range.lowerBound).bigEndian) { data += $0 }
@@ -144,9 +154,9 @@ extension BlockLayout {
     }
 }
 
-/// An entry key, immutable once made (swift-crypto's `SymmetricKey` is not marked `Sendable`
+/// A key, immutable once made (swift-crypto's `SymmetricKey` is not marked `Sendable`
 /// on this platform; it holds only the key's bytes).
-private final class KeyBox: @unchecked Sendable {
+final class KeyBox: @unchecked Sendable {
     let key: SymmetricKey
     init(key: SymmetricKey) { self.key = key }
 }

@@ -16,6 +16,7 @@ enum CacheMetrics {
     static let cacheSize = Gauge(label: "mediacache_cache_size_bytes")
     static let cacheLimit = Gauge(label: "mediacache_cache_limit_bytes")
     static let cacheEntries = Gauge(label: "mediacache_cache_entries")
+    static let rejectedBlocks = Counter(label: "mediacache_rejected_blocks_total")
 
     /// How a revalidation ended.
     enum Revalidation: String, CaseIterable {
@@ -35,7 +36,7 @@ enum CacheMetrics {
 
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {
-        _ = (originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, revalidations)
+        _ = (originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations)
     }
 
     static func revalidated(_ outcome: Revalidation) {

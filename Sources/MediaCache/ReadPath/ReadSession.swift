@@ -170,15 +170,24 @@ final class ReadSession: Sendable {
 
             // Cached: read it from disk.
             if let handle, let span {
-                if fileRegions {
+                if fileRegions, handle.cipher == nil {
                     let region = region(at: cursor, in: span)
                     let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
                     advance(to: region.upperBound)
                     return .file(descriptor: descriptor, range: region)
                 }
-                let length = min(chunkSize, span.upperBound - cursor, range.upperBound - cursor)
-                let bytes = try await versioned { try await handle.read(ByteRange(offset: cursor, length: length)) }
-                advance(to: cursor + length)
+                var end = min(cursor + chunkSize, span.upperBound, range.upperBound)
+                if let layout = handle.cipher?.layout, end - cursor > layout.blockSize {
+                    // Chunks of an encrypted entry end at a block's end, so no block is opened twice.
+                    end -= end % layout.blockSize
+                }
+                let bytes: ByteBuffer
+                do {
+                    bytes = try await versioned { try await handle.read(ByteRange(cursor, end)) }
+                } catch let error as CacheError where error.code == .notCached {
+                    continue  // a sealed block failed its check and is a hole now: fetch it
+                }
+                advance(to: end)
                 return .bytes(bytes)
             }
 
@@ -320,7 +329,7 @@ final class ReadSession: Sendable {
     /// See ``ReadStream/nextPartWithoutWaiting()``.
     func fileRegionWithoutWaiting() -> ReadPart? {
         let (cursor, handle, isClosed) = state.withLock { ($0.cursor, $0.handle, $0.isClosed) }
-        guard !isClosed, passThrough == nil, cursor < range.upperBound, let handle,
+        guard !isClosed, passThrough == nil, cursor < range.upperBound, let handle, handle.cipher == nil,
               let span = (try? handle.spans())?.span(containing: cursor) else { return nil }
         let region = region(at: cursor, in: span)
         guard let descriptor = try? handle.duplicateDescriptorIfOpen(for: region) else { return nil }

@@ -13,12 +13,15 @@ public final class CacheEntryHandle: Sendable {
     let store: CacheStore
     let id: UInt64
     private let generation: Mutex<UInt64?>
+    /// Seals and opens the entry's blocks when the store is encrypted.
+    let cipher: EntryCipher?
 
     init(store: CacheStore, key: CacheKey, id: UInt64, generation: UInt64) {
         self.store = store
         self.key = key
         self.id = id
         self.generation = Mutex(generation)
+        cipher = store.configuration.encryptionKey.map { EntryCipher(masterKey: $0, cacheKey: key, layout: store.blockLayout!) }
     }
 
     deinit {
@@ -124,18 +127,35 @@ public final class CacheEntryHandle: Sendable {
             return (record.file, record.fileName, incoming, evicted)
         }
         if evicted > 0 { store.scheduleFlush() }
+        let shouldFlush: Bool
         do {
             let file = try await resolve(openFile, fileName)
-            try await BlockingIO.runToCompletion { try file.write(bytes, at: offset) }
+            if let cipher {
+                // Sealing and claiming happen in one step under the entry's seal lock: the
+                // next write to a shared block, and a reader, see the block and the spans agree.
+                shouldFlush = try await BlockingIO.runToCompletion {
+                    try self.writeSealed(bytes, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
+                }
+            } else {
+                try await BlockingIO.runToCompletion { try file.write(bytes, at: offset) }
+                shouldFlush = claim(range, fileName: fileName, incoming: incoming)
+            }
         } catch {
             store.state.withLock { $0.reservedBytes -= incoming }
             throw error
         }
-        let shouldFlush = store.state.withLock { state -> Bool in
+        if shouldFlush { store.scheduleFlush() }
+    }
+
+    /// Adds `range`, just written, to the entry's spans (less `lost`, stored bytes found
+    /// wrong meanwhile) and releases its reservation; returns whether a flush is due.
+    func claim(_ range: ByteRange, fileName: String, incoming: Int64, lost: [ByteRange] = []) -> Bool {
+        store.state.withLock { state -> Bool in
             state.reservedBytes -= incoming
             // A write that raced with a replacement of the entry is not claimed.
             guard let record = state.records[key], record.fileName == fileName else { return false }
             let before = record.spans.byteCount
+            for wrong in lost { state.records[key]!.spans.remove(wrong) }
             state.records[key]!.spans.insert(range)
             state.records[key]!.isDirty = true
             state.records[key]!.needsSync = true
@@ -143,10 +163,12 @@ public final class CacheEntryHandle: Sendable {
             state.unflushedBytes += range.length
             return state.unflushedBytes >= store.configuration.flushThreshold
         }
-        if shouldFlush { store.scheduleFlush() }
     }
 
     /// Reads the bytes of `range`, which must be cached.
+    /// In an encrypted store, a block that fails its check is dropped from the entry's spans
+    /// (logged, counted) and the read throws `.notCached`: read the spans again and fetch
+    /// the hole.
     /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
     ///   `.entryInvalidated`.
     public func read(_ range: ByteRange) async throws -> ByteBuffer {
@@ -156,6 +178,9 @@ public final class CacheEntryHandle: Sendable {
         }
         let (openFile, fileName) = try cachedFile(for: range)
         let file = try await resolve(openFile, fileName)
+        if let cipher {
+            return try await BlockingIO.run { try self.readSealed(range, file: file, fileName: fileName, cipher: cipher) }
+        }
         let allocator = store.allocator
         return try await BlockingIO.run { try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator) }
     }
@@ -167,20 +192,25 @@ public final class CacheEntryHandle: Sendable {
     /// the descriptor.
     /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
     ///   `.entryInvalidated`.
+    /// An encrypted store's data files hold sealed blocks, never the bytes themselves: there
+    /// this throws `.ioFailure`; use ``read(_:)``.
     public func duplicateDescriptor(for range: ByteRange) async throws -> CInt {
+        guard cipher == nil else {
+            throw CacheError(.ioFailure, "An encrypted cache's data files hold sealed blocks; read the bytes instead of sending the file.")
+        }
         let (openFile, fileName) = try cachedFile(for: range)
         return try await resolve(openFile, fileName).duplicateDescriptor()
     }
 
-    /// The entry's open file (if open) and file name, after checking `range` is cached;
-    /// counts as an access for eviction.
     /// ``duplicateDescriptor(for:)`` without waiting: `nil` when the data file is not open
-    /// yet (opening it is blocking I/O, left to the async call).
+    /// yet (opening it is blocking I/O, left to the async call), and in an encrypted store.
     public func duplicateDescriptorIfOpen(for range: ByteRange) throws -> CInt? {
-        guard let openFile = try cachedFile(for: range).0 else { return nil }
+        guard cipher == nil, let openFile = try cachedFile(for: range).0 else { return nil }
         return try openFile.duplicateDescriptor()
     }
 
+    /// The entry's open file (if open) and file name, after checking `range` is cached;
+    /// counts as an access for eviction.
     private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String) {
         let now = store.configuration.clock.now
         return try store.state.withLock { state in
@@ -221,7 +251,7 @@ public final class CacheEntryHandle: Sendable {
         try store.state.withLock { state in body(try currentRecord(in: &state)) }
     }
 
-    private func resolve(_ openFile: EntryFile?, _ fileName: String) async throws -> EntryFile {
+    func resolve(_ openFile: EntryFile?, _ fileName: String) async throws -> EntryFile {
         if let openFile { return openFile }
         return try await file(named: fileName)
     }

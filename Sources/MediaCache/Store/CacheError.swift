@@ -9,7 +9,7 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
             case cannotOpenStore, storeLocked, storeClosed, ioFailure, indexFailure, notCached, outOfBounds, entryInvalidated
             case capacityExceeded, originUnavailable, originNotAllowed, originTimedOut, originRejected, resourceChanged
-            case rangeNotSatisfiable
+            case rangeNotSatisfiable, encryptionKeyRequired
         }
 
         private let base: Base
@@ -50,6 +50,9 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         public static let resourceChanged = Code(.resourceChanged)
         /// The requested range starts at or beyond the end of the resource.
         public static let rangeNotSatisfiable = Code(.rangeNotSatisfiable)
+
+        /// The store's folder is encrypted and was opened without a key.
+        public static let encryptionKeyRequired = Code(.encryptionKeyRequired)
 
         public var description: String { base.rawValue }
     }

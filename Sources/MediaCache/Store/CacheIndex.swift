@@ -6,7 +6,8 @@ import GRDB
 /// SQLite (through GRDB) in WAL mode. A row claims spans only after their bytes were
 /// written (and, with data synchronisation on, flushed to disk), so after a crash at any
 /// instant every span the index claims is on disk. SQLite's own journal makes each
-/// commit all-or-nothing.
+/// commit all-or-nothing. In an encrypted store (``IndexSealer``) rows are named by an HMAC
+/// of their key and their key and metadata are sealed.
 struct CacheIndex: Sendable {
     /// One row of the index.
     struct Row: Sendable {
@@ -18,13 +19,31 @@ struct CacheIndex: Sendable {
         var lastAccess: Date
     }
 
-    let queue: DatabaseQueue
+    /// A row this store cannot use as an entry: sealed with another key (or sealed, and the
+    /// store has no key), or not sealed in a store that has a key.
+    struct OtherRow: Sendable {
+        enum Kind: Sendable { case sealed, unsealed }
+        var kind: Kind
+        /// The row's key column, as stored.
+        var rowKey: Data
+        var fileName: String
+        var byteCount: Int64
+        var lastAccess: Date
+    }
 
-    init(path: String) throws {
+    let queue: DatabaseQueue
+    let sealer: IndexSealer?
+
+    init(path: String, sealer: IndexSealer? = nil) throws {
+        self.sealer = sealer
         var configuration = Configuration()
+        let encrypted = sealer != nil
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // Deleted rows are overwritten, not left in free pages (an unencrypted folder
+            // opened with a key loses its rows, and they must not stay readable).
+            if encrypted { try db.execute(sql: "PRAGMA secure_delete = ON") }
         }
         do {
             queue = try DatabaseQueue(path: path, configuration: configuration)
@@ -48,33 +67,56 @@ struct CacheIndex: Sendable {
         }
     }
 
-    /// Every row; rows that cannot be decoded are skipped (and so forgotten).
-    func loadAll() throws -> [Row] {
+    /// Every row this store can use, and the others; rows that cannot be decoded are
+    /// skipped (and so forgotten).
+    func loadAll() throws -> (rows: [Row], others: [OtherRow]) {
         do {
             return try queue.read { db in
-                try GRDB.Row.fetchAll(db, sql: "SELECT * FROM entry").compactMap { row -> Row? in
+                var rows: [Row] = []
+                var others: [OtherRow] = []
+                for row in try GRDB.Row.fetchAll(db, sql: "SELECT * FROM entry") {
                     let metadataText: String = row["metadata"]
-                    guard let metadata = try? JSONDecoder().decode(ContentMetadata.self, from: Data(metadataText.utf8)),
-                          let spans = SpanSet(encoded: row["spans"]) else { return nil }
-                    return Row(
-                        key: CacheKey(String(decoding: row["key"] as Data, as: UTF8.self)),
-                        fileName: row["fileName"],
-                        metadata: metadata,
-                        spans: spans,
-                        createdAt: Date(timeIntervalSince1970: row["createdAt"]),
-                        lastAccess: Date(timeIntervalSince1970: row["lastAccess"])
-                    )
+                    let fileName: String = row["fileName"]
+                    let rowKey: Data = row["key"]
+                    guard let spans = SpanSet(encoded: row["spans"]) else { continue }
+                    let lastAccess = Date(timeIntervalSince1970: row["lastAccess"])
+                    let sealed = metadataText.hasPrefix(IndexSealer.prefix)
+                    let other = OtherRow(kind: sealed ? .sealed : .unsealed, rowKey: rowKey, fileName: fileName, byteCount: spans.byteCount, lastAccess: lastAccess)
+                    let opened: (key: CacheKey, metadata: ContentMetadata)?
+                    switch (sealer, sealed) {
+                    case (let sealer?, true): opened = sealer.open(metadataText, fileName: fileName)
+                    case (nil, false):
+                        opened = (try? JSONDecoder().decode(ContentMetadata.self, from: Data(metadataText.utf8))).map {
+                            (CacheKey(String(decoding: rowKey, as: UTF8.self)), $0)
+                        }
+                        if opened == nil { continue }
+                    default: opened = nil
+                    }
+                    guard let opened else {
+                        others.append(other)
+                        continue
+                    }
+                    rows.append(Row(key: opened.key, fileName: fileName, metadata: opened.metadata, spans: spans,
+                                    createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess))
                 }
+                return (rows, others)
             }
         } catch {
             throw CacheError(.indexFailure, "Cannot read the cache index.", underlyingError: error)
         }
     }
 
+    /// The key column of `key`'s row.
+    func rowKey(for key: CacheKey) -> Data {
+        sealer?.rowKey(for: key) ?? Data(key.rawValue.utf8)
+    }
+
     /// What one commit writes, and what to do once it is committed or rolled back.
     struct Changes: Sendable {
         var rows: [Row] = []
         var deletedKeys: [CacheKey] = []
+        /// Rows to delete by their key column (``OtherRow``s).
+        var deletedRowKeys: [Data] = []
         /// Runs on the index's queue right after the commit, before any later commit.
         var onCommit: @Sendable () -> Void = {}
         /// Runs if the transaction is rolled back.
@@ -90,11 +132,12 @@ struct CacheIndex: Sendable {
                 let changes = try prepare()
                 let (rows, deletedKeys) = (changes.rows, changes.deletedKeys)
                 db.afterNextTransaction(onCommit: { _ in changes.onCommit() }, onRollback: { _ in changes.onRollback() })
-                for key in deletedKeys {
-                    try db.execute(sql: "DELETE FROM entry WHERE key = ?", arguments: [Data(key.rawValue.utf8)])
+                for rowKey in deletedKeys.map(rowKey(for:)) + changes.deletedRowKeys {
+                    try db.execute(sql: "DELETE FROM entry WHERE key = ?", arguments: [rowKey])
                 }
                 for row in rows {
-                    let metadata = String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
+                    let metadata = try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
+                        ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
                     try db.execute(
                         sql: """
                             INSERT INTO entry (key, fileName, metadata, spans, byteCount, createdAt, lastAccess)
@@ -104,7 +147,7 @@ struct CacheIndex: Sendable {
                                 createdAt = excluded.createdAt, lastAccess = excluded.lastAccess
                             """,
                         arguments: [
-                            Data(row.key.rawValue.utf8), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
+                            rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
                             row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970,
                         ])
                 }

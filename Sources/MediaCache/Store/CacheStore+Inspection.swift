@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// What one entry holds, for listings (`mediacache ls`, `info`, the status page).
 public struct CacheEntrySummary: Sendable, Codable, Equatable {
@@ -41,6 +42,13 @@ public struct CacheStoreSummary: Sendable, Codable, Equatable {
     public var bytes: Int64
     /// ``CacheStore/Configuration/maxBytes``.
     public var limit: Int64
+    /// Whether the store is encrypted at rest.
+    public var encrypted: Bool
+    /// Entries sealed with another key: misses for this store, kept until evicted (their
+    /// bytes are in ``bytes``).
+    public var entriesSealedWithAnotherKey: Int
+    /// Sealed blocks that failed their check since the store opened (each fetched again).
+    public var rejectedBlocks: Int
 }
 
 extension CacheStore {
@@ -59,7 +67,9 @@ extension CacheStore {
     /// Counts and sizes.
     public func summary() -> CacheStoreSummary {
         state.withLock { state in
-            CacheStoreSummary(directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes)
+            CacheStoreSummary(directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes,
+                              encrypted: isEncrypted, entriesSealedWithAnotherKey: state.otherRows.count,
+                              rejectedBlocks: rejectedBlocks.load(ordering: .relaxed))
         }
     }
 

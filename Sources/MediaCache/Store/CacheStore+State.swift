@@ -30,6 +30,11 @@ extension CacheStore {
         /// Bytes written since the last flush took its snapshot.
         var unflushedBytes: Int64 = 0
         var deletedKeys: Set<CacheKey> = []
+        /// Index rows this store cannot read (sealed with another key), by data file name;
+        /// their bytes count against the limit and they are evicted as any entry.
+        var otherRows: [String: CacheIndex.OtherRow] = [:]
+        /// Rows to delete by their key column (other rows).
+        var deletedRowKeys: [Data] = []
         /// Data files to delete once the next commit no longer refers to them.
         var filesToUnlink: [String] = []
         var nextGeneration: UInt64 = 1
@@ -66,16 +71,33 @@ extension CacheStore {
             filesToUnlink.append(record.fileName)
         }
 
-        /// Removes the entries the evictor chooses; returns how many.
+        /// Forgets an other row: its row is deleted and its file unlinked at the next flush.
+        mutating func dropOtherRow(_ fileName: String) {
+            guard let row = otherRows.removeValue(forKey: fileName) else { return }
+            totalBytes -= row.byteCount
+            deletedRowKeys.append(row.rowKey)
+            filesToUnlink.append(fileName)
+        }
+
+        /// Removes the entries the evictor chooses (other rows among them); returns how many.
         @discardableResult
         mutating func evict(using evictor: Evictor, incomingBytes: Int64 = 0, now: Date) -> Int {
-            let candidates = records.map { key, record in
+            var candidates = records.map { key, record in
                 Evictor.Candidate(key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess, isPinned: !record.pinnedBy.isEmpty)
+            }
+            // An other row takes part under a name no entry has: NUL and its file's random name.
+            var otherNames: [CacheKey: String] = [:]
+            for (name, row) in otherRows {
+                let key = CacheKey("\u{0}" + name)
+                otherNames[key] = name
+                candidates.append(Evictor.Candidate(key: key, byteCount: row.byteCount, lastAccess: row.lastAccess, isPinned: false))
             }
             let victims = evictor.victims(of: candidates, totalBytes: totalBytes + reservedBytes, incomingBytes: incomingBytes, now: now)
             guard !victims.isEmpty else { return 0 }
             let before = totalBytes
-            for key in victims { drop(key) }
+            for key in victims {
+                if records[key] == nil, let name = otherNames[key] { dropOtherRow(name) } else { drop(key) }
+            }
             CacheMetrics.evictions.increment(by: victims.count)
             CacheMetrics.evictedBytes.increment(by: Int(before - totalBytes))
             return victims.count

@@ -1,3 +1,4 @@
+public import Crypto
 public import Foundation
 public import Logging
 public import NIOCore
@@ -44,6 +45,19 @@ public final class CacheStore: Sendable {
         public var flushThreshold: Int64 = 16 << 20
         /// Where the store logs.
         public var logger = Logger(label: "mediacache.store", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// The 256-bit master key that encrypts the store at rest, or `nil` (the default) for
+        /// an unencrypted store. With a key, every block of every data file is sealed
+        /// (AES-256-GCM, a key per entry, see ``EntryCipher``) and the index hides URLs and
+        /// metadata; a block that fails its check is fetched again, never served. Keep the key
+        /// out of the cache folder (on Apple platforms, in the Keychain). An encrypted folder
+        /// opened without a key is refused; opened with another key, its entries are misses
+        /// (kept until evicted, so the right key finds them again); an unencrypted folder
+        /// opened with a key loses its unencrypted entries.
+        public var encryptionKey: SymmetricKey? {
+            get { encryptionKeyBox?.key }
+            set { encryptionKeyBox = newValue.map { KeyBox(key: $0) } }
+        }
+        private var encryptionKeyBox: KeyBox?
 
         /// Creates the default configuration.
         public init() {}
@@ -60,6 +74,8 @@ public final class CacheStore: Sendable {
 
     /// The folder the store lives in.
     public let directory: URL
+    /// How an encrypted store lays out its data files; `nil` when the store is not encrypted.
+    let blockLayout: BlockLayout?
     /// The store's options.
     public let configuration: Configuration
 
@@ -69,6 +85,10 @@ public final class CacheStore: Sendable {
     private let recentKeys = Mutex<[URL: CacheKey]>([:])
     let dataDirectory: String
     let allocator = ByteBufferAllocator()
+    /// See ``sealLock(for:)``.
+    let sealLocks = (0..<64).map { _ in SealLock() }
+    /// Sealed blocks that failed their check since the store opened.
+    let rejectedBlocks = Atomic<Int>(0)
     /// Held open (with a record lock) while the store is open, so one process at a time uses the folder.
     private let lockDescriptor: Mutex<CInt?>
     private let lockPathKey: String
@@ -94,6 +114,7 @@ public final class CacheStore: Sendable {
     private init(directory: URL, configuration: Configuration) throws {
         self.directory = directory
         self.configuration = configuration
+        blockLayout = configuration.encryptionKey == nil ? nil : BlockLayout()
         let dataDirectory = directory.appendingPathComponent("data").path
         self.dataDirectory = dataDirectory
         do {
@@ -130,8 +151,9 @@ public final class CacheStore: Sendable {
         self.lockPathKey = lockPathKey
         self.lockDescriptor = Mutex(lockDescriptor)
         do {
-            index = try CacheIndex(path: directory.appendingPathComponent("index.sqlite").path)
-            state = Mutex(try CacheStore.recover(index: index, dataDirectory: dataDirectory))
+            index = try CacheIndex(path: directory.appendingPathComponent("index.sqlite").path, sealer: configuration.encryptionKey.map(IndexSealer.init))
+            state = Mutex(try CacheStore.recover(index: index, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
+                                                 directory: directory))
         } catch {
             closeDescriptor(lockDescriptor)
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
@@ -154,23 +176,52 @@ public final class CacheStore: Sendable {
     }
 
     /// Loads the index and reconciles it with the data files on disk.
-    private static func recover(index: CacheIndex, dataDirectory: String) throws -> State {
+    private static func recover(index: CacheIndex, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
+                                directory: URL) throws -> State {
         var state = State()
         var knownFiles: Set<String> = []
-        for row in try index.loadAll() {
+        let (rows, others) = try index.loadAll()
+        if layout == nil, others.contains(where: { $0.kind == .sealed }) {
+            throw CacheError(.encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key (--encryption-key-file).")
+        }
+        for row in rows {
             var spans = row.spans
             let path = dataDirectory + "/" + row.fileName
             var info = stat()
             let fileSize: Int64 = stat(path, &info) == 0 ? Int64(info.st_size) : 0
-            if let last = spans.spans.last, last.upperBound > fileSize {
+            let storable = layout?.plaintextLength(fileSize: fileSize) ?? fileSize
+            if let last = spans.spans.last, last.upperBound > storable {
                 // Only possible after a power loss with data synchronisation off.
-                spans.remove(ByteRange(fileSize, last.upperBound))
+                spans.remove(ByteRange(storable, last.upperBound))
             }
             knownFiles.insert(row.fileName)
             state.records[row.key] = Record(
                 fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
                 createdAt: row.createdAt, lastAccess: row.lastAccess, isDirty: spans != row.spans)
             state.totalBytes += spans.byteCount
+        }
+        var unsealed = 0
+        for other in others {
+            switch other.kind {
+            case .sealed:
+                // Sealed with another key: a miss for this store, but kept (counted against the
+                // limit, evicted as any entry) so that the right key finds it again.
+                knownFiles.insert(other.fileName)
+                state.otherRows[other.fileName] = other
+                state.totalBytes += other.byteCount
+            case .unsealed:
+                // An entry stored before the store was encrypted: nothing unencrypted may stay.
+                state.deletedRowKeys.append(other.rowKey)
+                unsealed += 1
+            }
+        }
+        if !state.otherRows.isEmpty {
+            configuration.logger.warning("Cache entries sealed with another key are misses for this key; they stay until evicted",
+                                         metadata: ["entries": "\(state.otherRows.count)", "folder": "\(directory.path)"])
+        }
+        if unsealed > 0 {
+            configuration.logger.notice("The cache was not encrypted before: its unencrypted entries are removed",
+                                        metadata: ["entries": "\(unsealed)", "folder": "\(directory.path)"])
         }
         // Files the index does not name were written after the last commit or belong to a
         // removed entry: nothing refers to them.
@@ -213,6 +264,9 @@ public final class CacheStore: Sendable {
         state.withLock { Array($0.records.keys) }
     }
 
+    /// Whether the store encrypts its data files and index (``Configuration/encryptionKey``).
+    public var isEncrypted: Bool { blockLayout != nil }
+
     /// The number of cached bytes in all entries.
     public var totalBytes: Int64 {
         state.withLock { $0.totalBytes }
@@ -252,6 +306,7 @@ public final class CacheStore: Sendable {
     public func removeAll() async throws {
         state.withLock { state in
             for key in Array(state.records.keys) { state.drop(key) }
+            for name in Array(state.otherRows.keys) { state.dropOtherRow(name) }
         }
         try await flush()
     }
@@ -287,6 +342,8 @@ public final class CacheStore: Sendable {
                 }
                 changes.deletedKeys = Array(state.deletedKeys)
                 state.deletedKeys = []
+                changes.deletedRowKeys = state.deletedRowKeys
+                state.deletedRowKeys = []
                 let files = state.filesToUnlink
                 state.filesToUnlink = []
                 state.unflushedBytes = 0
@@ -319,6 +376,7 @@ public final class CacheStore: Sendable {
                 state.records[row.key]!.needsSync = true
             }
             state.deletedKeys.formUnion(changes.deletedKeys)
+            state.deletedRowKeys += changes.deletedRowKeys
         }
         // Files queued for deletion stay on disk until the next open removes them as orphans.
     }

@@ -44,16 +44,19 @@ final class EntryFile: @unchecked Sendable {
 
     /// Writes all of `buffer`'s readable bytes at `offset`.
     func write(_ buffer: ByteBuffer, at offset: Int64) throws {
-        try buffer.withUnsafeReadableBytes { bytes in
-            var done = 0
-            while done < bytes.count {
-                let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw CacheError(.ioFailure, "Writing to the data file \(path) failed: \(String(cString: strerror(errno))).")
-                }
-                done += n
+        try buffer.withUnsafeReadableBytes { try write($0, at: offset) }
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CacheError(.ioFailure, "Writing to the data file \(path) failed: \(String(cString: strerror(errno))).")
             }
+            done += n
         }
     }
 
@@ -61,21 +64,28 @@ final class EntryFile: @unchecked Sendable {
     func read(at offset: Int64, length: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
         var buffer = allocator.buffer(capacity: length)
         try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { bytes in
-            var done = 0
-            while done < length {
-                let n = pread(descriptor, bytes.baseAddress! + done, length - done, off_t(offset) + off_t(done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw CacheError(.ioFailure, "Reading the data file \(path) failed: \(String(cString: strerror(errno))).")
-                }
-                if n == 0 {
-                    throw CacheError(.ioFailure, "The data file \(path) is shorter than its index says; the entry will be dropped.")
-                }
-                done += n
+            guard try read(at: offset, into: UnsafeMutableRawBufferPointer(rebasing: bytes[0..<length])) == length else {
+                throw CacheError(.ioFailure, "The data file \(path) is shorter than its index says; the entry will be dropped.")
             }
             return length
         }
         return buffer
+    }
+
+    /// Reads up to `bytes.count` bytes at `offset`; returns how many there were before the
+    /// file's end.
+    func read(at offset: Int64, into bytes: UnsafeMutableRawBufferPointer) throws -> Int {
+        var done = 0
+        while done < bytes.count {
+            let n = pread(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CacheError(.ioFailure, "Reading the data file \(path) failed: \(String(cString: strerror(errno))).")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
     }
 
     /// Forces written bytes to the disk.

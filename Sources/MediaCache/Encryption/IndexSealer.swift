@@ -1,0 +1,47 @@
+import Crypto
+import Foundation
+
+/// Hides what the index of an encrypted store says about each entry: the row's key is an
+/// HMAC of the cache key (so rows can still be found and replaced, but not read), and the
+/// cache key with the content metadata (URLs, type, validators, the origin's headers) are
+/// sealed (AES-256-GCM) and bound to the row's data file name. What stays readable: the
+/// data file names (random), the stored byte ranges and their sizes, and the access times.
+struct IndexSealer: Sendable {
+    /// The prefix of a sealed metadata column; unencrypted rows hold JSON (`{…}`).
+    static let prefix = "sealed:"
+
+    private let sealingKey: KeyBox
+    private let namingKey: KeyBox
+
+    init(masterKey: SymmetricKey) {
+        sealingKey = KeyBox(key: HKDF<SHA256>.deriveKey(inputKeyMaterial: masterKey, info: Array("mediacache index v1".utf8), outputByteCount: 32))
+        namingKey = KeyBox(key: HKDF<SHA256>.deriveKey(inputKeyMaterial: masterKey, info: Array("mediacache row key v1".utf8), outputByteCount: 32))
+    }
+
+    /// The index's name for the entry `key`.
+    func rowKey(for key: CacheKey) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: Data(key.rawValue.utf8), using: namingKey.key))
+    }
+
+    /// What the index stores for `key`'s metadata column.
+    func seal(key: CacheKey, metadata: ContentMetadata, fileName: String) throws -> String {
+        let plaintext = try JSONEncoder().encode(SealedRow(key: key.rawValue, metadata: metadata))
+        let sealed = try AES.GCM.seal(plaintext, using: sealingKey.key, authenticating: Data(fileName.utf8))
+        return Self.prefix + sealed.combined!.base64EncodedString()
+    }
+
+    /// The key and metadata sealed in `column`, or `nil` when they were sealed with another
+    /// key, for another file, or changed since.
+    func open(_ column: String, fileName: String) -> (key: CacheKey, metadata: ContentMetadata)? {
+        guard column.hasPrefix(Self.prefix), let combined = Data(base64Encoded: String(column.dropFirst(Self.prefix.count))),
+              let box = try? AES.GCM.SealedBox(combined: combined),
+              let plaintext = try? AES.GCM.open(box, using: sealingKey.key, authenticating: Data(fileName.utf8)),
+              let row = try? JSONDecoder().decode(SealedRow.self, from: plaintext) else { return nil }
+        return (CacheKey(row.key), row.metadata)
+    }
+
+    private struct SealedRow: Codable {
+        var key: String
+        var metadata: ContentMetadata
+    }
+}
