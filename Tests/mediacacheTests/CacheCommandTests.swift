@@ -16,10 +16,13 @@ import Testing
         return decoder
     }()
 
+    /// Arguments added to every command ``mediacache(_:)`` runs (the key of an encrypted folder).
+    @TaskLocal static var extraArguments: [String] = []
+
     /// Runs `mediacache` with `arguments`; its exit status, standard output and standard error.
     static func mediacache(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
         let executable = try ChildProcess.executable(named: "mediacache")
-        let result = try await ChildProcess.run([executable.path] + arguments)
+        let result = try await ChildProcess.run([executable.path] + arguments + extraArguments)
         return (result.status, String(decoding: result.output, as: UTF8.self), result.error)
     }
 
@@ -79,6 +82,42 @@ import Testing
         Self.serveFiles(on: origin)
         try await withTemporaryDirectory { directory in
             try await Self.exerciseCommands(directory.appendingPathComponent("cache").path, origin: origin)
+        }
+    }
+
+    /// The same on an encrypted folder, with its key: then without the key the folder is
+    /// refused with the reason, with another key nothing shows but a count, and no file in
+    /// the folder names what was cached.
+    @Test func commandsOnAnEncryptedFolder() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        Self.serveFiles(on: origin)
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            let keyFile = directory.appendingPathComponent("key").path
+            let otherKeyFile = directory.appendingPathComponent("other-key").path
+            try (String(repeating: "5a", count: 32) + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+            try String(repeating: "a5", count: 32).write(toFile: otherKeyFile, atomically: true, encoding: .utf8)
+            chmod(keyFile, 0o600)
+            chmod(otherKeyFile, 0o600)
+            try await Self.$extraArguments.withValue(["--encryption-key-file", keyFile]) {
+                try await Self.exerciseCommands(folder, origin: origin)
+                let song = origin.url("/a/song.mp3").absoluteString
+                #expect(try await Self.mediacache(["prefetch", "--cache-dir", folder, song]).status == 0)
+                let stats = try await Self.mediacache(["stats", "--cache-dir", folder])
+                #expect(stats.output.contains("Encrypted:   yes; 0 blocks failed the check"), "\(stats.output)")
+            }
+            let withoutKey = try await Self.mediacache(["ls", "--cache-dir", folder])
+            #expect(withoutKey.status == 1 && withoutKey.error.contains("is encrypted: open it with its key (--encryption-key-file)"), "\(withoutKey.error)")
+            let otherKey = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", otherKeyFile])
+            #expect(otherKey.status == 0 && otherKey.output.contains("Nothing is cached") && otherKey.output.contains("(1 more entry is sealed with another key"),
+                    "\(otherKey.output)")
+            let listed = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", keyFile])
+            #expect(listed.output.contains(origin.url("/a/song.mp3").absoluteString), "\(listed.output)")
+            let badKey = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", folder + "/index.sqlite"])
+            #expect(badKey.status != 0 && badKey.error.contains("--encryption-key-file: The key file holds"), "\(badKey.error)")
+            let grep = try await ChildProcess.run(["grep", "-rlE", "song|film|127\\.0\\.0\\.1|audio/mpeg", folder])
+            #expect(grep.status == 1 && grep.output.isEmpty, "files naming what was cached: \(String(decoding: grep.output, as: UTF8.self))")
         }
     }
 

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import MediaCache
 import MediaCacheHTTP
@@ -20,9 +21,11 @@ enum CacheAccess {
 
     /// Opens `directory`, or finds the server that holds it.
     /// - Throws: ``CommandFailure`` with a one-line reason.
-    static func open(_ directory: URL) async throws -> CacheAccess {
+    static func open(_ directory: URL, encryptionKey: SymmetricKey? = nil) async throws -> CacheAccess {
         do {
-            let store = try await CacheStore.open(directory: directory)
+            var configuration = CacheStore.Configuration()
+            configuration.encryptionKey = encryptionKey
+            let store = try await CacheStore.open(directory: directory, configuration: configuration)
             let fetcher = HTTPOriginFetcher()
             return .local(store: store, reader: CachingReader(store: store, fetcher: fetcher), fetcher: fetcher)
         } catch let error as CacheError where error.code == .storeLocked {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Crypto
 import Foundation
 import MediaCache
 import MediaCacheProxy
@@ -8,6 +9,9 @@ struct CacheOptions: ParsableArguments {
     @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
     var cacheDir: String?
 
+    @Option(name: .customLong("encryption-key-file"), help: "The key of an encrypted cache folder (32 raw bytes or 64 hex characters); not needed while a server holds the folder.")
+    var encryptionKeyFile: String?
+
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
@@ -15,9 +19,15 @@ struct CacheOptions: ParsableArguments {
         cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
     }
 
+    func validate() throws {
+        _ = try KeyFile.load(encryptionKeyFile)
+    }
+
     /// Runs `body` with the cache folder opened here or reached through its server, then closes it.
     func withCache<T>(_ body: (CacheAccess) async throws -> T) async throws -> T {
-        let access = try await CacheAccess.open(directory)
+        let (key, warning) = try KeyFile.load(encryptionKeyFile)
+        if let warning { FileHandle.standardError.write(Data("mediacache: warning: \(warning)\n".utf8)) }
+        let access = try await CacheAccess.open(directory, encryptionKey: key)
         do {
             let result = try await body(access)
             await access.close()
@@ -25,6 +35,19 @@ struct CacheOptions: ParsableArguments {
         } catch {
             await access.close()
             throw error
+        }
+    }
+}
+
+/// `--encryption-key-file`: the key in the file, and a warning when others may read it.
+enum KeyFile {
+    static func load(_ path: String?) throws -> (key: SymmetricKey?, warning: String?) {
+        guard let path else { return (nil, nil) }
+        do {
+            let (key, warning) = try EncryptionKey.load(path: path)
+            return (key, warning)
+        } catch {
+            throw ValidationError("--encryption-key-file: \(error.message)")
         }
     }
 }
@@ -115,13 +138,18 @@ struct ListCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            var entries = try await options.withCache { try await $0.entries() }
+            var (entries, store) = try await options.withCache { (try await $0.entries(), try await $0.stats().store) }
             switch sort {
             case .size: entries.sort { ($0.length ?? $0.storedBytes, $0.key) > ($1.length ?? $1.storedBytes, $1.key) }
             case .access: entries.sort { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
             case .url: entries.sort { ($0.url ?? "", $0.key) < ($1.url ?? "", $1.key) }
             }
             if options.json { return try printJSON(entries) }
+            defer {
+                if store.entriesSealedWithAnotherKey > 0 {
+                    print("(\(store.entriesSealedWithAnotherKey) more entr\(store.entriesSealedWithAnotherKey == 1 ? "y is" : "ies are") sealed with another key: only that key shows them.)")
+                }
+            }
             guard !entries.isEmpty else { return print("Nothing is cached in \(options.directory.path).") }
             let header = ["SIZE", "CACHED", "", "TYPE", "LAST ACCESS", "URL"]
             let rows = entries.map { entry in
@@ -223,6 +251,9 @@ struct StatsCommand: AsyncParsableCommand {
             print("Folder:      \(stats.store.directory)")
             print("Entries:     \(stats.store.entries)")
             print("Size:        \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit)) (\(Format.percent(stats.store.limit > 0 ? Double(stats.store.bytes) / Double(stats.store.limit) : 0)))")
+            if stats.store.encrypted {
+                print("Encrypted:   yes; \(stats.store.rejectedBlocks) block\(stats.store.rejectedBlocks == 1 ? "" : "s") failed the check and were fetched again, \(stats.store.entriesSealedWithAnotherKey) entr\(stats.store.entriesSealedWithAnotherKey == 1 ? "y" : "ies") sealed with another key")
+            }
             guard fromServer else { return print("(No server holds the folder: request counts are kept by a running server.)") }
             let proxy = stats.proxy
             let counts = CacheResult.allCases.map { "\($0.rawValue) \(proxy.requests[$0.rawValue] ?? 0)" }.joined(separator: ", ")

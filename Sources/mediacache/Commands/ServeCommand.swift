@@ -75,6 +75,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("http1-only"), help: "Speak HTTP/1.1 to https origins even when they offer HTTP/2.")
     var http1Only = false
 
+    @Option(name: .customLong("encryption-key-file"), help: "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key).")
+    var encryptionKeyFile: String?
+
     @Option(help: "Require this token as ?token= or the X-MediaCache-Token header.")
     var token: String?
 
@@ -135,6 +138,7 @@ struct ServeCommand: AsyncParsableCommand {
         _ = try trustRoots()
         if let token, token.isEmpty { throw ValidationError("--token must not be empty.") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
+        _ = try KeyFile.load(encryptionKeyFile)
     }
 
     func run() async throws {
@@ -149,7 +153,10 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultCacheDirectory()
 
+        let (encryptionKey, keyWarning) = try KeyFile.load(encryptionKeyFile)
+        if let keyWarning { logger.warning("\(keyWarning)") }
         var storeConfiguration = CacheStore.Configuration()
+        storeConfiguration.encryptionKey = encryptionKey
         storeConfiguration.maxBytes = maxSize
         storeConfiguration.maxAge = maxAge
         storeConfiguration.logger = logger
@@ -178,10 +185,11 @@ struct ServeCommand: AsyncParsableCommand {
         let proxy = configuration
         let token = self.token
         let limit = maxSize
+        let encrypted = encryptionKey != nil
         let app = ProxyServer.application(reader: reader, configuration: proxy) { port in
             let base = "http://\(proxy.host.contains(":") ? "[\(proxy.host)]" : proxy.host):\(port)"
             let example = "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
-            print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit)))")
+            print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : ""))")
             print("Give a player: \(base)/?url=\(example)\(token.map { "&token=\($0)" } ?? "")")
             fflush(nil)
         }
