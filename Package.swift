@@ -157,6 +157,7 @@ let package = Package(
             dependencies: [
                 "mediacache", "mediacache-bench", "MediaCache", "MediaCacheProxy", "MediaCacheTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

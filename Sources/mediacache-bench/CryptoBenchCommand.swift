@@ -49,7 +49,7 @@ struct CryptoBenchCommand: ParsableCommand {
         for index in 0..<blocks { sealed = try cipher.seal(plaintext, index: Int64(index), version: 1, coverage: coverage) }
         let entrySeal = mib / seconds(start)
         start = ContinuousClock.now
-        for _ in 0..<blocks { sink &+= Int(try cipher.open(sealed, index: Int64(blocks - 1), version: 1, coverage: coverage)[0]) }
+        for _ in 0..<blocks { sink &+= Int(try cipher.open(sealed[...], index: Int64(blocks - 1), version: 1).plaintext[0]) }
         let entryOpen = mib / seconds(start)
         print(String(format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [EntryCipher]",
                      entrySeal, entrySeal / copyRate, entryOpen, entryOpen / copyRate))

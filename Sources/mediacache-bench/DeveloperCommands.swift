@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import MediaCache
 import MediaCacheTestSupport
 
 struct CrashWriterCommand: AsyncParsableCommand {
@@ -14,8 +15,12 @@ struct CrashWriterCommand: AsyncParsableCommand {
     @Option(help: "The random seed.")
     var seed: UInt64 = 1
 
+    @Option(name: .customLong("encryption-key-file"), help: "Encrypt the store with the key in this file.")
+    var encryptionKeyFile: String?
+
     func run() async throws {
-        try await CrashWriter.run(directory: URL(fileURLWithPath: directory), seed: seed)
+        let key = try encryptionKeyFile.map { try EncryptionKey.load(path: $0).key }
+        try await CrashWriter.run(directory: URL(fileURLWithPath: directory), seed: seed, encryptionKey: key)
     }
 }
 

@@ -14,50 +14,92 @@ import Testing
     @Test func aSealedBlockOpensToItsPlaintextAndHidesIt() throws {
         let sealed = try Self.entry.seal(Self.plaintext, index: 3, version: 9, coverage: Self.whole)
         #expect(sealed.count == Self.plaintext.count + BlockLayout.overhead)
-        #expect(try Self.entry.open(sealed, index: 3, version: 9, coverage: Self.whole) == Self.plaintext)
+        let opened = try Self.entry.open(sealed[...], index: 3, version: 9)
+        #expect(opened.plaintext == Self.plaintext && opened.coverage == Self.whole)
+        // Trailing bytes (the rest of a slot) do not matter.
+        #expect(try Self.entry.open((sealed + [1, 2, 3])[...], index: 3, version: 9).plaintext == Self.plaintext)
         // No 16-byte run of the plaintext appears in the sealed block.
         let sample = Array(Self.plaintext[1000..<1016])
         #expect(!(0...(sealed.count - 16)).contains { sealed[$0..<($0 + 16)].elementsEqual(sample) })
         // A fresh nonce each time: sealing the same block twice gives different bytes.
         #expect(try Self.entry.seal(Self.plaintext, index: 3, version: 9, coverage: Self.whole) != sealed)
+        // A block stored in part: its header names the runs, its plaintext ends with the last.
+        let runs = [ByteRange(10, 20), ByteRange(100, 4000)]
+        let part = try Self.entry.seal(Array(Self.plaintext[0..<4000]), index: 0, version: 1, coverage: runs)
+        #expect(part.count == 4000 + BlockLayout.overhead)
+        #expect(try Self.entry.open(part[...], index: 0, version: 1).coverage == runs)
+        #expect(Self.entry.sealedLength(header: part.prefix(BlockLayout.headerSize)) == part.count)
     }
 
-    /// Each way a block can be wrong on disk is refused: a flipped byte (anywhere: nonce,
-    /// ciphertext, tag), a torn write, a block moved to another index, a block of another
-    /// entry, a block of an older version, an older sealing with less coverage, a wrong key.
+    /// Each way a block can be wrong on disk is refused: a flipped byte (anywhere: header,
+    /// nonce, ciphertext, tag), a torn write, a block moved to another index, a block of
+    /// another entry, a block of an older version, a wrong key. An older sealing of the same
+    /// block opens, but names only the coverage it holds.
     @Test func everyTamperIsRefused() throws {
         let sealed = try Self.entry.seal(Self.plaintext, index: 3, version: 9, coverage: Self.whole)
-        for position in [0, 11, 12, 5000, sealed.count - 1] {
+        for position in [0, 1, 5, 127, 128, 139, 140, 5000, sealed.count - 1] {
             var flipped = sealed
             flipped[position] ^= 0x01
-            #expect(throws: BlockAuthenticationError(index: 3)) { try Self.entry.open(flipped, index: 3, version: 9, coverage: Self.whole) }
+            #expect(throws: BlockAuthenticationError(index: 3)) { try Self.entry.open(flipped[...], index: 3, version: 9) }
         }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed.prefix(40_000), index: 3, version: 9, coverage: Self.whole) }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed, index: 4, version: 9, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed.prefix(40_000), index: 3, version: 9) }
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed[...], index: 4, version: 9) }
         let other = EntryCipher(masterKey: Self.master, cacheKey: CacheKey("entry-b"))
-        #expect(throws: BlockAuthenticationError.self) { try other.open(sealed, index: 3, version: 9, coverage: Self.whole) }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed, index: 3, version: 10, coverage: Self.whole) }
+        #expect(throws: BlockAuthenticationError.self) { try other.open(sealed[...], index: 3, version: 9) }
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed[...], index: 3, version: 10) }
         let wrongKey = EntryCipher(masterKey: SymmetricKey(size: .bits256), cacheKey: CacheKey("entry-a"))
-        #expect(throws: BlockAuthenticationError.self) { try wrongKey.open(sealed, index: 3, version: 9, coverage: Self.whole) }
-        // The block was first sealed with half its bytes stored, then again whole: restoring
-        // the first sealing, while the index says whole, is refused.
+        #expect(throws: BlockAuthenticationError.self) { try wrongKey.open(sealed[...], index: 3, version: 9) }
+        // The block was first sealed with half its bytes stored, then again whole: the first
+        // sealing, restored, says it holds only the first half.
         let half = [ByteRange(0, 32 << 10)]
-        var partial = Self.plaintext
-        for index in (32 << 10)..<(64 << 10) { partial[index] = 0 }
-        let older = try Self.entry.seal(partial, index: 3, version: 9, coverage: half)
-        #expect(try Self.entry.open(older, index: 3, version: 9, coverage: half) == partial)
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(older, index: 3, version: 9, coverage: Self.whole) }
+        let older = try Self.entry.seal(Array(Self.plaintext[0..<(32 << 10)]), index: 3, version: 9, coverage: half)
+        #expect(try Self.entry.open(older[...], index: 3, version: 9).coverage == half)
+        // A header that claims more than its sealing holds does not open.
+        var widened = older
+        widened.replaceSubrange(0..<BlockLayout.headerSize, with: BlockLayout().header(naming: Self.whole))
+        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open((widened + sealed)[...], index: 3, version: 9) }
+    }
+
+    /// Property: a header from outside (random bytes, or a real one with random changes)
+    /// gives a coverage within the block's bounds, sorted and apart, or none.
+    @Test func anyHeaderIsAValidCoverageOrNone() {
+        let layout = BlockLayout(blockSize: 1000)
+        var random = SystemRandomNumberGenerator()
+        for round in 0..<20_000 {
+            var header: [UInt8]
+            if round % 2 == 0 {
+                header = (0..<Int.random(in: 0...140, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                if round % 4 == 0, header.count > 2 { header[0] = 0; header[1] = UInt8.random(in: 0...16, using: &random) }
+            } else {
+                var runs: [ByteRange] = []
+                var at: Int64 = 0
+                while runs.count < Int.random(in: 1...BlockLayout.maximumRuns, using: &random), at < 990 {
+                    let lower = at + Int64.random(in: 1...20, using: &random)
+                    let upper = min(1000, lower + Int64.random(in: 1...100, using: &random))
+                    runs.append(ByteRange(lower, upper))
+                    at = upper
+                }
+                header = layout.header(naming: runs)
+                #expect(layout.coverage(inHeader: header) == runs)
+                header[Int.random(in: 0..<header.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            guard let coverage = layout.coverage(inHeader: header) else { continue }
+            #expect(!coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns)
+            #expect(zip(coverage, coverage.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound })
+            #expect(coverage.allSatisfy { $0.lowerBound >= 0 && $0.lowerBound < $0.upperBound && $0.upperBound <= 1000 })
+        }
     }
 
     @Test func keysDifferPerEntryAndRepeatForTheSameOne() throws {
         let again = EntryCipher(masterKey: Self.master, cacheKey: CacheKey("entry-a"))
         let sealed = try Self.entry.seal(Self.plaintext, index: 0, version: 1, coverage: Self.whole)
-        #expect(try again.open(sealed, index: 0, version: 1, coverage: Self.whole) == Self.plaintext)
+        #expect(try again.open(sealed[...], index: 0, version: 1).plaintext == Self.plaintext)
     }
 
     @Test func theLayoutPutsEachBlockInItsOwnSlot() {
         let layout = BlockLayout(blockSize: 1000)
-        #expect(layout.slotSize == 1028 && layout.slotOffset(3) == 3084)
+        #expect(layout.slotSize == 1156 && layout.slotOffset(3) == 3468)
+        #expect(layout.plaintextLength(fileSize: 2 * 1156 + 156 + 10) == 2010 && layout.plaintextLength(fileSize: 100) == 0)
         #expect(layout.blocks(covering: ByteRange(999, 1001)) == 0...1 && layout.blocks(covering: ByteRange(1000, 2000)) == 1...1)
         #expect(layout.blocks(covering: ByteRange(5, 5)) == nil)
         #expect(layout.range(ofBlock: 2, length: 2500) == ByteRange(2000, 2500) && layout.range(ofBlock: 1, length: nil) == ByteRange(1000, 2000))

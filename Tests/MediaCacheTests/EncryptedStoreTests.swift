@@ -154,6 +154,32 @@ import Testing
         }
     }
 
+    /// Scattered writes into one block (a player asking for single bytes here and there):
+    /// a block's header names at most 15 runs, so past that the block keeps the run just
+    /// written and the others become holes; what stays reads back exactly.
+    @Test func aBlockKeepsAtMostFifteenRunsAndDropsTheRestNeverBytes() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let handle = try store.openEntry(CacheKey("scattered"))
+            try handle.updateMetadata(Self.metadata)
+            var written = SpanSet()
+            for run in 0..<20 {
+                let range = ByteRange(Int64(run) * 1000, Int64(run) * 1000 + 10)
+                try await CacheStoreTests.write(handle, range)
+                written.insert(range)
+                let spans = try handle.spans()
+                #expect(spans.contains(range), "the run just written is kept")
+                // 15 runs fit; the 16th write keeps itself alone, and runs gather again after it.
+                #expect(spans.spans.count == (run < BlockLayout.maximumRuns ? run + 1 : run - BlockLayout.maximumRuns + 1), "after write \(run): \(spans)")
+                #expect(spans.spans.allSatisfy { written.contains($0) })
+                for span in spans.spans { try await CacheStoreTests.expectBytes(handle, span) }
+            }
+            #expect(store.summary().rejectedBlocks == 0)
+            handle.close()
+            try await store.close()
+        }
+    }
+
     /// Writers racing on the same blocks (pieces of one block from several tasks) and readers
     /// reading meanwhile: every byte lands, no reader sees a wrong byte, no block is taken for
     /// tampered.

@@ -4,13 +4,17 @@ public import Foundation
 /// How an encrypted entry's bytes lie in its data file: fixed plaintext blocks, each sealed
 /// on its own (AES-256-GCM) so any range can be read by opening only the blocks it
 /// touches. Block `i` holds plaintext bytes `i × blockSize ..< (i + 1) × blockSize` and sits
-/// at file offset `i × slotSize`: a 12-byte nonce, the ciphertext (as long as the plaintext,
-/// the last block of a resource may be shorter), a 16-byte tag.
+/// at file offset `i × slotSize`: a 128-byte coverage header (which bytes of the block the
+/// sealing holds), a 12-byte nonce, the ciphertext (as long as the block's last covered
+/// byte: a block stored only in part is shorter), a 16-byte tag.
 public struct BlockLayout: Sendable, Equatable {
+    public static let headerSize = 128
     public static let nonceSize = 12
     public static let tagSize = 16
     /// Bytes a sealed block adds to its plaintext.
-    public static let overhead = nonceSize + tagSize
+    public static let overhead = headerSize + nonceSize + tagSize
+    /// The most separate stored runs one block's header can name.
+    public static let maximumRuns = (headerSize - 2) / 8
 
     /// Plaintext bytes per block.
     public let blockSize: Int64
@@ -34,7 +38,7 @@ public struct BlockLayout: Sendable, Equatable {
     }
 
     /// How many plaintext bytes a data file of `fileSize` bytes can hold (whole slots, and
-    /// what a last partial slot holds past its nonce and tag).
+    /// what a last partial slot holds past its header, nonce and tag).
     public func plaintextLength(fileSize: Int64) -> Int64 {
         let whole = fileSize / slotSize
         return whole * blockSize + max(0, fileSize % slotSize - Int64(Self.overhead))
@@ -48,17 +52,66 @@ public struct BlockLayout: Sendable, Equatable {
         guard !range.isEmpty else { return nil }
         return (range.lowerBound / blockSize)...((range.upperBound - 1) / blockSize)
     }
+
+    /// The coverage a slot's header names (runs relative to the block's start), or `nil`
+    /// when the header is not one a sealing writes (unsorted, touching or empty runs, runs
+    /// past the block, more than ``maximumRuns``). Reads outside input: every number is
+    /// bounded before use.
+    public func coverage(inHeader header: some Collection<UInt8>) -> [ByteRange]? {
+        guard header.count >= Self.headerSize else { return nil }
+        var bytes = header.makeIterator()
+        func next32() -> Int64 {
+            var value: Int64 = 0
+            for _ in 0..<4 { value = value << 8 | Int64(bytes.next()!) }
+            return value
+        }
+        let count = Int(bytes.next()!) << 8 | Int(bytes.next()!)
+        guard (1...Self.maximumRuns).contains(count) else { return nil }
+        var runs: [ByteRange] = []
+        runs.reserveCapacity(count)
+        var floor: Int64 = -1
+        for _ in 0..<count {
+            let lower = next32()
+            let upper = next32()
+            guard lower > floor, lower < upper, upper <= blockSize else { return nil }
+            runs.append(ByteRange(lower, upper))
+            floor = upper
+        }
+        return runs
+    }
+
+    /// The header that names `coverage` (relative runs, sorted, disjoint, not touching, at
+    /// most ``maximumRuns``).
+    func header(naming coverage: [ByteRange]) -> [UInt8] {
+        var header = [UInt8](repeating: 0, count: Self.headerSize)
+        header[0] = UInt8(coverage.count >> 8)
+        header[1] = UInt8(truncatingIfNeeded: coverage.count)
+        var at = 2
+        for run in coverage {
+            for value in [run.lowerBound, run.upperBound] {
+                for shift in stride(from: 24, through: 0, by: -8) {
+                    header[at] = UInt8(truncatingIfNeeded: value >> Int64(shift))
+                    at += 1
+                }
+            }
+        }
+        return header
+    }
 }
 
 /// Seals and opens the blocks of one entry (AES-256-GCM: on this machine's CPU, with AES
-/// instructions, 1.1–1.8× as fast as ChaCha20-Poly1305 over two runs of `mediacache-bench crypto`) with a key of its own, derived from the store's
-/// master key and the entry's cache key (HKDF-SHA256), so a block copied from another entry
-/// never opens. The associated data binds each block to its index, the entry's version
-/// (64 random bits of the data file's name: a new version of the resource gets a new file, so
-/// a block of an older version never opens) and the block's coverage: which of its bytes the
-/// index says are stored. Coverage only grows within a version, and a block is sealed again (with a fresh random nonce) each time
-/// it grows, so an older sealing of the same block, restored, names a smaller coverage and does
-/// not open either: it could only give bytes that were never written.
+/// instructions, 1.1–1.8× as fast as ChaCha20-Poly1305 over two runs of
+/// `mediacache-bench crypto`) with a key of its own, derived from the store's master key and
+/// the entry's cache key (HKDF-SHA256), so a block copied from another entry never opens.
+/// The associated data binds each block to its index, the entry's version (64 random bits of
+/// the data file's name: a new version of the resource gets a new file, so a block of an
+/// older version never opens) and its coverage header: which of its bytes the sealing holds.
+///
+/// Within a version the resource's bytes never change, so any sealing that opens gives the
+/// right bytes where its coverage says; the store serves a block only where that coverage
+/// includes what the index claims. A restored older sealing of the same block (less
+/// coverage) so never gives a byte it did not hold, and a sealing newer than the index (a
+/// crash between the write and the index's commit) still serves what the index claims.
 public struct EntryCipher: Sendable {
     public let layout: BlockLayout
     private let box: KeyBox
@@ -71,44 +124,51 @@ public struct EntryCipher: Sendable {
         box = KeyBox(key: derived)
     }
 
-    /// `plaintext` (block `index`'s bytes, whole, with zeros where nothing is stored) sealed
-    /// as its slot holds it: nonce, ciphertext, tag.
+    /// Block `index`'s slot: `plaintext` (its bytes up to the last covered one, zeros where
+    /// nothing is stored) sealed with the header naming `coverage`.
     public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws -> [UInt8] {
-        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(),
-                                      authenticating: Self.associatedData(index: index, version: version, coverage: coverage))
+        precondition(!coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns && Int64(plaintext.count) == coverage.last!.upperBound,
+                     "a sealing covers 1...\(BlockLayout.maximumRuns) runs and its plaintext ends with the last")
+        let header = layout.header(naming: coverage)
+        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(), authenticating: Self.associatedData(index: index, version: version, header: header))
         guard let combined = sealed.combined else { throw BlockAuthenticationError(index: index) }  // never: the nonce is 12 bytes
-        return Array(combined)
+        return header + combined
     }
 
-    /// The plaintext of a sealed block, if it is the one sealed for `index`, `version` and
-    /// `coverage` with this entry's key and nothing in it changed.
-    /// - Throws: ``BlockAuthenticationError`` otherwise (a flipped bit, a torn write, a
-    ///   block from elsewhere or from before).
-    public func open(_ sealed: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws(BlockAuthenticationError) -> [UInt8] {
+    /// The coverage and plaintext of a slot, if it was sealed for `index` and `version` with
+    /// this entry's key and nothing in it changed; `slot` may run past the sealing's end.
+    /// - Throws: ``BlockAuthenticationError`` otherwise (a flipped bit, a torn or short
+    ///   write, a block from another entry, index or version).
+    public func open(_ slot: ArraySlice<UInt8>, index: Int64, version: UInt64) throws(BlockAuthenticationError) -> (coverage: [ByteRange], plaintext: [UInt8]) {
+        guard let coverage = layout.coverage(inHeader: slot.prefix(BlockLayout.headerSize)) else { throw BlockAuthenticationError(index: index) }
+        let end = slot.startIndex + Int(BlockLayout.sealedLength(plaintextLength: coverage.last!.upperBound))
+        guard end <= slot.endIndex else { throw BlockAuthenticationError(index: index) }
         do {
-            let box = try AES.GCM.SealedBox(combined: sealed)
-            return Array(try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, version: version, coverage: coverage)))
+            let box = try AES.GCM.SealedBox(combined: slot[(slot.startIndex + BlockLayout.headerSize)..<end])
+            let header = slot[slot.startIndex..<(slot.startIndex + BlockLayout.headerSize)]
+            return (coverage, Array(try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, version: version, header: header))))
         } catch {
             throw BlockAuthenticationError(index: index)
         }
     }
 
-    /// "MCB1", the version and the index (big-endian), then each covered range relative
-    /// to the block's start (two big-endian 32-bit numbers each).
-    static func associatedData(index: Int64, version: UInt64, coverage: [ByteRange]) -> [UInt8] {
-        var data = Array("MCB1".utf8)
-        data.reserveCapacity(20 + coverage.count * 8)
+    /// How many bytes of a slot whose first bytes are `header` its sealing takes (`nil` for
+    /// a header no sealing writes).
+    public func sealedLength(header: some Collection<UInt8>) -> Int? {
+        layout.coverage(inHeader: header).map { Int(BlockLayout.sealedLength(plaintextLength: $0.last!.upperBound)) }
+    }
+
+    /// "MCB2", the version and the index (big-endian), then the coverage header.
+    static func associatedData(index: Int64, version: UInt64, header: some Collection<UInt8>) -> [UInt8] {
+        var data = Array("MCB2".utf8)
+        data.reserveCapacity(20 + header.count)
         withUnsafeBytes(of: version.bigEndian) { data += $0 }
         withUnsafeBytes(of: UInt64(index).bigEndian) { data += $0 }
-        for range in coverage {
-            withUnsafeBytes(of: UInt32(truncatingIfNeeded: range.lowerBound).bigEndian) { data += $0 }
-            withUnsafeBytes(of: UInt32(truncatingIfNeeded: range.upperBound).bigEndian) { data += $0 }
-        }
+        data += header
         return data
     }
 
-    /// The stored bytes of block `index` that `spans` name, relative to the block's start:
-    /// what its associated data binds.
+    /// The stored bytes of block `index` that `spans` name, relative to the block's start.
     public func coverage(ofBlock index: Int64, in spans: SpanSet) -> [ByteRange] {
         let block = layout.range(ofBlock: index, length: nil)
         return spans.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) }

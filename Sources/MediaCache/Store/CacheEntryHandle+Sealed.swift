@@ -4,15 +4,17 @@ import NIOCore
 import Synchronization
 
 /// The I/O of an encrypted entry: its data file holds sealed blocks in fixed slots
-/// (``BlockLayout``), each bound to the spans it covers (``EntryCipher``).
+/// (``BlockLayout``), each naming in its authenticated header which of its bytes it holds
+/// (``EntryCipher``).
 ///
+/// A block serves a read only where its sealing holds every byte the read wants; within a
+/// version the bytes never change, so any sealing that opens is right where it covers.
 /// Writers of one entry take its seal lock for the whole read-modify-write of a block and
-/// the claim of the new span, so a block on disk and the spans in memory always agree when
-/// the lock is free. Readers do not take it: a block sealed again between their look at the
-/// spans and their read does not open, and they try once more under the lock, where a block
-/// that still does not open is wrong on disk (a flipped bit, a torn write after a crash, a
-/// block swapped, copied or restored from before): it is dropped from the spans, logged and
-/// counted, and fetched again.
+/// the claim of the new span. Readers do not take it: a sealing newer than the spans they
+/// looked at covers more, never less. Only a slot caught half-written fails for a reader
+/// without being wrong on disk, so a failure is looked at again under the lock; a block that
+/// still fails there (a flipped bit, a torn write after a crash, a block swapped, copied or
+/// restored from before) is dropped from the spans, logged and counted, and fetched again.
 extension CacheEntryHandle {
     /// Seals the blocks `bytes` (the resource's `range`) lands in, merging the bytes already
     /// stored in its edge blocks, writes them, and claims `range`.
@@ -33,11 +35,19 @@ extension CacheEntryHandle {
                 // Nothing new for this block: its sealing stays as it is.
                 if stored.contains(ByteRange(blockStart + block.destination.lowerBound, blockStart + block.destination.upperBound)) { continue }
                 var coverage = block.coverage
+                if coverage.count > BlockLayout.maximumRuns {
+                    // More separate runs than a header names (a player asking for scattered
+                    // bytes): the block keeps the run of this write, the others become holes.
+                    let kept = coverage.first { $0.lowerBound <= block.destination.lowerBound && $0.upperBound >= block.destination.upperBound }!
+                    lost += coverage.filter { $0 != kept }.map { ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart) }
+                    coverage = [kept]
+                }
                 var plaintext = [UInt8](repeating: 0, count: Int(coverage.last!.upperBound))
                 if block.mergesStoredBytes {
                     let old = cipher.coverage(ofBlock: block.index, in: stored)
-                    if let opened = try openBlock(block.index, coverage: old, file: file, cipher: cipher, version: version) {
-                        plaintext.replaceSubrange(0..<opened.count, with: opened)
+                    if let opened = try openBlock(block.index, holding: old, file: file, cipher: cipher, version: version) {
+                        let common = min(opened.count, plaintext.count)
+                        plaintext.replaceSubrange(0..<common, with: opened[0..<common])
                     } else {
                         // The stored part of the block is wrong on disk: it is a hole now.
                         lost += old.map { ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart) }
@@ -66,18 +76,17 @@ extension CacheEntryHandle {
         }
     }
 
-    /// The bytes of `range` (which the spans claim), opened from their blocks.
+    /// The bytes of `range` (which the spans claimed when the read began), opened from their blocks.
     /// - Throws: `.notCached` after dropping a block that fails its check; `.entryInvalidated`.
     func readSealed(_ range: ByteRange, file: EntryFile, fileName: String, cipher: EntryCipher) throws -> ByteBuffer {
         let version = EntryCipher.version(ofFileName: fileName)
-        guard let spans = storedSpans(ifFile: fileName) else { throw invalidated() }
-        if case .opened(let bytes) = try openBlocks(range, spans: spans, file: file, cipher: cipher, version: version) { return bytes }
-        // A block sealed again since the spans were read, or one that is wrong on disk: look
-        // again while no writer can change them.
+        if case .opened(let bytes) = try openBlocks(range, file: file, cipher: cipher, version: version) { return bytes }
+        // A slot caught while a writer rewrote it, or one that is wrong on disk: look again
+        // while no writer can change it.
         return try store.sealLock(for: key).withLock {
             guard let spans = storedSpans(ifFile: fileName) else { throw invalidated() }
             guard spans.contains(range) else { throw CacheError(.notCached, "The bytes \(range) are not cached.") }
-            switch try openBlocks(range, spans: spans, file: file, cipher: cipher, version: version) {
+            switch try openBlocks(range, file: file, cipher: cipher, version: version) {
             case .opened(let bytes):
                 return bytes
             case .rejected(let indexes):
@@ -100,48 +109,48 @@ extension CacheEntryHandle {
         case rejected([Int64])
     }
 
-    /// Reads the slots of the blocks under `range` in one call and opens each with the
-    /// coverage `spans` give it.
-    private func openBlocks(_ range: ByteRange, spans: SpanSet, file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> OpenedBlocks {
+    /// Reads the slots of the blocks under `range` in one call and opens each; a block
+    /// serves the part of `range` in it only if its sealing holds all of that part.
+    private func openBlocks(_ range: ByteRange, file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> OpenedBlocks {
         let layout = cipher.layout
         guard let blocks = layout.blocks(covering: range) else { return .opened(store.allocator.buffer(capacity: 0)) }
-        let coverages = blocks.map { cipher.coverage(ofBlock: $0, in: spans) }
-        guard coverages.allSatisfy({ !$0.isEmpty }) else { return .rejected([]) }
+        let slotSize = Int(layout.slotSize)
         let start = layout.slotOffset(blocks.lowerBound)
-        let total = Int(layout.slotOffset(blocks.upperBound) - start + BlockLayout.sealedLength(plaintextLength: coverages.last!.last!.upperBound))
+        let total = blocks.count * slotSize
         var available = 0
-        let sealed = try [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+        let slots = try [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
             available = try file.read(at: start, into: UnsafeMutableRawBufferPointer(buffer))
             count = available
         }
         var output = store.allocator.buffer(capacity: Int(range.length))
         var rejected: [Int64] = []
-        for (index, coverage) in zip(blocks, coverages) {
-            let from = Int(layout.slotOffset(index) - start)
-            let to = from + Int(BlockLayout.sealedLength(plaintextLength: coverage.last!.upperBound))
-            guard to <= available, let plaintext = try? cipher.open(sealed[from..<to], index: index, version: version, coverage: coverage) else {
+        for (position, index) in blocks.enumerated() {
+            let from = min(position * slotSize, available)
+            let block = layout.range(ofBlock: index, length: nil)
+            let wanted = ByteRange(max(range.lowerBound, block.lowerBound) - block.lowerBound, min(range.upperBound, block.upperBound) - block.lowerBound)
+            guard let (coverage, plaintext) = try? cipher.open(slots[from..<min(from + slotSize, available)], index: index, version: version),
+                  coverage.contains(where: { $0.lowerBound <= wanted.lowerBound && $0.upperBound >= wanted.upperBound }) else {
                 rejected.append(index)
                 continue
             }
             guard rejected.isEmpty else { continue }
-            let block = layout.range(ofBlock: index, length: nil)
-            let lower = Int(max(range.lowerBound, block.lowerBound) - block.lowerBound)
-            let upper = Int(min(range.upperBound, block.upperBound) - block.lowerBound)
-            plaintext.withUnsafeBytes { output.writeBytes(UnsafeRawBufferPointer(rebasing: $0[lower..<upper])) }
+            plaintext.withUnsafeBytes { output.writeBytes(UnsafeRawBufferPointer(rebasing: $0[Int(wanted.lowerBound)..<Int(wanted.upperBound)])) }
         }
         return rejected.isEmpty ? .opened(output) : .rejected(rejected)
     }
 
-    /// The plaintext of block `index` sealed with `coverage`, or `nil` when it does not open.
-    private func openBlock(_ index: Int64, coverage: [ByteRange], file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> [UInt8]? {
-        let length = Int(BlockLayout.sealedLength(plaintextLength: coverage.last!.upperBound))
+    /// The plaintext of block `index` if its sealing opens and holds every run of `coverage`;
+    /// `nil` otherwise.
+    private func openBlock(_ index: Int64, holding coverage: [ByteRange], file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> [UInt8]? {
+        let length = Int(cipher.layout.slotSize)
         var available = 0
-        let sealed = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+        let slot = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
             available = try file.read(at: cipher.layout.slotOffset(index), into: UnsafeMutableRawBufferPointer(buffer))
             count = available
         }
-        guard available == length else { return nil }
-        return try? cipher.open(sealed, index: index, version: version, coverage: coverage)
+        guard let opened = try? cipher.open(slot[...], index: index, version: version) else { return nil }
+        let held = SpanSet(opened.coverage)
+        return coverage.allSatisfy { held.contains($0) } ? opened.plaintext : nil
     }
 
     /// Logs and counts a block that failed its check.
