@@ -1,3 +1,5 @@
+public import Crypto
+public import MediaCache
 /// How a test reaches its test origin. The suites that check origin behaviour (the read
 /// path, freshness, the proxy contract) run once for each, so every behaviour they check
 /// holds over plain HTTP, over TLS with HTTP/1.1, and over TLS with HTTP/2.
@@ -25,4 +27,32 @@ public enum OriginScheme: String, CaseIterable, Sendable, CustomStringConvertibl
     }
 
     public var description: String { rawValue }
+}
+
+/// How a suite's harness is set up: the origin's scheme and whether the store is encrypted.
+/// The proxy-contract suite runs once for each scheme and once more over an encrypted store,
+/// so every behaviour it checks holds with encryption at rest too.
+public struct TestSetup: Sendable, CustomStringConvertible {
+    public var scheme: OriginScheme
+    public var encrypted: Bool
+
+    public init(scheme: OriginScheme, encrypted: Bool) {
+        self.scheme = scheme
+        self.encrypted = encrypted
+    }
+
+    /// Each scheme over an unencrypted store, and plain HTTP over an encrypted one.
+    public static let all = OriginScheme.allCases.map { TestSetup(scheme: $0, encrypted: false) } + [TestSetup(scheme: .http, encrypted: true)]
+
+    /// The key of the tests' encrypted stores.
+    public static var encryptionKey: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8($0) ^ 0xa5 }) }
+
+    /// `configuration`, encrypted with ``encryptionKey`` when the setup says so.
+    public func store(_ configuration: CacheStore.Configuration = CacheStore.Configuration()) -> CacheStore.Configuration {
+        var configuration = configuration
+        if encrypted { configuration.encryptionKey = Self.encryptionKey }
+        return configuration
+    }
+
+    public var description: String { encrypted ? "\(scheme), encrypted store" : scheme.rawValue }
 }

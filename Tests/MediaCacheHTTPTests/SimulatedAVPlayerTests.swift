@@ -107,9 +107,11 @@ final class SimulatedPlayer: Sendable {
 
 @Suite struct SimulatedAVPlayerTests {
     /// `avplayer-audio-session.txt`, offsets scaled from bytes to KiB so the cancels fall
-    /// after real amounts of data (0-to-end cancelled after 700 KiB, …).
-    @Test func audioSessionTraceThenReplayFromCache() async throws {
-        try await Harness.with { h in
+    /// after real amounts of data (0-to-end cancelled after 700 KiB, …). Over an unencrypted
+    /// and an encrypted store.
+    @Test(arguments: [false, true])
+    func audioSessionTraceThenReplayFromCache(encrypted: Bool) async throws {
+        try await Harness.with(store: TestSetup(scheme: .http, encrypted: encrypted).store()) { h in
             let k: Int64 = 1024
             h.origin.serve(.generated(length: 6_000 * k, seed: 61, mimeType: "audio/mpeg"), at: "/song.mp3")
             let player = SimulatedPlayer(h: h, path: "/song.mp3")
@@ -153,8 +155,9 @@ final class SimulatedPlayer: Sendable {
         }
     }
 
-    @Test func mp4VideoTraceWithMoovAtTheEndThenReplayFromCache() async throws {
-        try await Harness.with { h in
+    @Test(arguments: [false, true])
+    func mp4VideoTraceWithMoovAtTheEndThenReplayFromCache(encrypted: Bool) async throws {
+        try await Harness.with(store: TestSetup(scheme: .http, encrypted: encrypted).store()) { h in
             let length = AVPlayerTrace.mp4Length
             h.origin.serve(.generated(length: length, seed: 62, mimeType: "video/mp4"), at: "/movie.mp4")
             let player = SimulatedPlayer(h: h, path: "/movie.mp4")

@@ -15,9 +15,9 @@ import Testing
         return h.origin.resource(at: path)!
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func wholeBodyWithoutRangeThenReplayFromCache(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func wholeBodyWithoutRangeThenReplayFromCache(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             let resource = serve(h)
             let reply = try await h.get(h.url("/v.mp4"))
             #expect(reply.status == 200)
@@ -39,9 +39,9 @@ import Testing
 
     /// A cold whole-file GET asks the origin for every byte exactly once: the ranges it
     /// asks for add up to the file, and the origin sends the file's size exactly.
-    @Test(arguments: OriginScheme.allCases)
-    func aColdWholeFileGetFetchesEachByteOnce(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func aColdWholeFileGetFetchesEachByteOnce(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             let size: Int64 = 32 << 20
             h.origin.serve(.generated(length: size, seed: 35, mimeType: "video/mp4"), at: "/big.mp4")
             let resource = h.origin.resource(at: "/big.mp4")!
@@ -58,9 +58,9 @@ import Testing
 
     /// Sixteen players start the same uncached file at once: one origin download serves
     /// them all (the first ranged GET, which also gives the length, is shared too).
-    @Test(arguments: OriginScheme.allCases)
-    func sixteenClientsOnAColdFileShareOneDownload(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func sixteenClientsOnAColdFileShareOneDownload(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             let size: Int64 = 6_000_000
             h.origin.serve(.generated(length: size, seed: 33, mimeType: "video/mp4"), at: "/shared.mp4")
             let resource = h.origin.resource(at: "/shared.mp4")!
@@ -78,7 +78,7 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases, [
+    @Test(arguments: TestSetup.all, [
         ("bytes=0-1", 0, 2),
         ("bytes=1000-1999", 1000, 1000),
         ("bytes=1499000-", 1_499_000, 1000),
@@ -86,9 +86,9 @@ import Testing
         ("bytes=1400000-9999999", 1_400_000, 100_000),
         ("bytes=10-19, 50-59", 10, 10),  // several ranges: the first is answered
     ] as [(String, Int64, Int64)])
-    func singleRangesInEveryForm(scheme: OriginScheme, form: (range: String, start: Int64, length: Int64)) async throws {
+    func singleRangesInEveryForm(setup: TestSetup, form: (range: String, start: Int64, length: Int64)) async throws {
         let (range, start, length) = form
-        try await ProxyHarness.with(scheme: scheme) { h in
+        try await ProxyHarness.with(setup: setup) { h in
             let resource = serve(h)
             let reply = try await h.get(h.url("/v.mp4"), headers: [("Range", range)])
             #expect(reply.status == 206)
@@ -101,9 +101,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func headAnswersHeadersWithoutFetchingBytes(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func headAnswersHeadersWithoutFetchingBytes(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             serve(h)
             let reply = try await h.get(h.url("/v.mp4"), method: .HEAD, headers: [("Range", "bytes=100-199")])
             #expect(reply.status == 206)
@@ -117,9 +117,9 @@ import Testing
 
     /// An empty file is a `200` with an empty body (it was a `416`: the first ranged GET
     /// of a cold read has nothing to return); any range of it is unsatisfiable.
-    @Test(arguments: OriginScheme.allCases)
-    func anEmptyFileIsA200WithAnEmptyBody(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func anEmptyFileIsA200WithAnEmptyBody(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             h.origin.serve(.generated(length: 0, seed: 1, mimeType: "audio/mpeg"), at: "/empty.mp3")
             let whole = try await h.get(h.url("/empty.mp3"))
             #expect(whole.status == 200 && whole.body.readableBytes == 0)
@@ -133,11 +133,11 @@ import Testing
 
     /// When the read finds that the file changed after the proxy planned its head, the
     /// head is planned again: Content-Length, Content-Range and ETag describe the bytes sent.
-    @Test(arguments: OriginScheme.allCases)
-    func theHeadDescribesTheVersionTheBytesComeFrom(scheme: OriginScheme) async throws {
+    @Test(arguments: TestSetup.all)
+    func theHeadDescribesTheVersionTheBytesComeFrom(setup: TestSetup) async throws {
         var reader = CachingReader.Configuration()
         reader.revalidationInterval = .zero  // every read with missing bytes asks the origin first
-        try await ProxyHarness.with(scheme: scheme, reader: reader) { h in
+        try await ProxyHarness.with(setup: setup, reader: reader) { h in
             h.origin.serve(.generated(length: 1_000_000, seed: 36, mimeType: "video/mp4"), at: "/grows.mp4")
             let first = try await h.get(h.url("/grows.mp4"), headers: [("Range", "bytes=0-999")])
             #expect(first.status == 206 && first.headers.first(name: "content-range") == "bytes 0-999/1000000")
@@ -159,9 +159,9 @@ import Testing
 
     /// Media behind a login plays: the player's end-to-end fields reach the origin; the
     /// cache's own (range, validators, caching), hop-by-hop ones and the proxy token do not.
-    @Test(arguments: OriginScheme.allCases)
-    func thePlayersHeadersReachTheOrigin(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme, token: "s3cret") { h in
+    @Test(arguments: TestSetup.all)
+    func thePlayersHeadersReachTheOrigin(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup, token: "s3cret") { h in
             var login = TestOrigin.Faults()
             login.requiredHeader = ("Authorization", "Bearer abc")
             h.origin.serve(.generated(length: 600_000, seed: 38, mimeType: "audio/mpeg", faults: login), at: "/private.mp3")
@@ -213,9 +213,9 @@ import Testing
 
     /// `Cache-Control: no-store`: the bytes stream through to the player and nothing is
     /// written; every play goes to the origin.
-    @Test(arguments: OriginScheme.allCases)
-    func noStoreIsStreamedThroughAndNeverWritten(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func noStoreIsStreamedThroughAndNeverWritten(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             var resource = TestOrigin.Resource.generated(length: 3_000_000, seed: 40, mimeType: "audio/mpeg")
             resource.cacheControl = "private, No-Store"
             h.origin.serve(resource, at: "/live.mp3")
@@ -237,14 +237,14 @@ import Testing
     /// hit, with its `Date` and an `Age` that grows with the time the answer has been stored
     /// (RFC 9111 §5.1); hop-by-hop fields, cookies and the origin's CORS fields are not. A
     /// `304` replaces the fields it carries.
-    @Test(arguments: OriginScheme.allCases)
-    func responseFieldsAreStoredAndSentAgainWithDateAndAge(scheme: OriginScheme) async throws {
+    @Test(arguments: TestSetup.all)
+    func responseFieldsAreStoredAndSentAgainWithDateAndAge(setup: TestSetup) async throws {
         let clock = ManualClock(start: Date(timeIntervalSince1970: 1_800_000_000))
         var store = CacheStore.Configuration()
         store.clock = clock
         var fetcher = HTTPOriginFetcher.Configuration()
         fetcher.clock = clock
-        try await ProxyHarness.with(scheme: scheme, store: store, fetcher: fetcher) { h in
+        try await ProxyHarness.with(setup: setup, store: store, fetcher: fetcher) { h in
             var resource = TestOrigin.Resource.generated(length: 400_000, seed: 44, mimeType: "audio/mpeg")
             resource.cacheControl = "max-age=600"
             resource.extraHeaders = [
@@ -289,9 +289,9 @@ import Testing
     /// radio, a generated file): the body streams through as a `200` without a length (a
     /// `Range` is ignored), checked byte for byte; once it has come whole it is a complete
     /// entry, so replays (ranges too) are local. `no-store` keeps it from being written.
-    @Test(arguments: OriginScheme.allCases, [TestOrigin.LengthlessFraming.chunked, .closeDelimited])
-    func aBodyWithoutALengthStreamsThroughAndIsStoredWhenWhole(scheme: OriginScheme, framing: TestOrigin.LengthlessFraming) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all, [TestOrigin.LengthlessFraming.chunked, .closeDelimited])
+    func aBodyWithoutALengthStreamsThroughAndIsStoredWhenWhole(setup: TestSetup, framing: TestOrigin.LengthlessFraming) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 45, mimeType: "audio/mpeg")
             resource.faults.lengthless = framing
             h.origin.serve(resource, at: "/gen.mp3")
@@ -329,9 +329,9 @@ import Testing
     /// A player that hangs up in the middle of a body without a length leaves nothing
     /// behind: bytes of a resource whose length is unknown cannot serve a later read. The
     /// next whole play stores it.
-    @Test(arguments: OriginScheme.allCases)
-    func aBodyWithoutALengthCutShortIsNotKept(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func aBodyWithoutALengthCutShortIsNotKept(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             var resource = TestOrigin.Resource.generated(length: 3_000_000, seed: 48, mimeType: "audio/mpeg")
             resource.faults.lengthless = .chunked
             h.origin.serve(resource, at: "/cut.mp3")
@@ -389,9 +389,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func unsatisfiableRangeGets416WithTheLength(scheme: OriginScheme) async throws {
-        try await ProxyHarness.with(scheme: scheme) { h in
+    @Test(arguments: TestSetup.all)
+    func unsatisfiableRangeGets416WithTheLength(setup: TestSetup) async throws {
+        try await ProxyHarness.with(setup: setup) { h in
             serve(h)
             for range in ["bytes=1500000-", "bytes=2000000-2000010", "bytes=-0"] {
                 let reply = try await h.get(h.url("/v.mp4"), headers: [("Range", range)])
@@ -466,14 +466,14 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func originFailuresGet502Or504(scheme: OriginScheme) async throws {
+    @Test(arguments: TestSetup.all)
+    func originFailuresGet502Or504(setup: TestSetup) async throws {
         var fetcher = HTTPOriginFetcher.Configuration()
         // Long enough for a 404 to arrive while every suite runs at once on two cores (all
         // share two event loops; a 404 over TLS once took longer than 2 s, at 300 ms one over
         // plain HTTP did), short against the slow origin's minute.
         fetcher.responseTimeout = .seconds(8)
-        try await ProxyHarness.with(scheme: scheme, fetcher: fetcher) { h in
+        try await ProxyHarness.with(setup: setup, fetcher: fetcher) { h in
             var missing = TestOrigin.Faults()
             missing.status = 404
             h.origin.serve(.generated(length: 10, faults: missing), at: "/missing.mp4")

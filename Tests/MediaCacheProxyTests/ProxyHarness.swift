@@ -45,7 +45,7 @@ struct ProxyHarness {
     }
 
     static func with(
-        scheme: OriginScheme = .http,
+        setup: TestSetup = TestSetup(scheme: .http, encrypted: false),
         allowedHosts: Set<String> = [],
         token: String? = nil,
         store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
@@ -56,7 +56,7 @@ struct ProxyHarness {
     ) async throws {
         var fetcherConfiguration = fetcherConfiguration
         fetcherConfiguration.allowedHosts = allowedHosts
-        try await Harness.with(scheme: scheme, store: storeConfiguration, reader: readerConfiguration, fetcher: fetcherConfiguration) { base in
+        try await Harness.with(scheme: setup.scheme, store: setup.store(storeConfiguration), reader: readerConfiguration, fetcher: fetcherConfiguration) { base in
             var configuration = ProxyConfiguration()
             configuration.port = 0
             configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })

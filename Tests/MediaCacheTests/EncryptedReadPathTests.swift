@@ -136,4 +136,39 @@ import Testing
             }
         }
     }
+
+    /// An HLS key in an encrypted store is an entry like any other: sealed on disk (its bytes
+    /// appear in no file), kept across a restart, and stored by an HLS prefetch, so an asset
+    /// prefetched for offline use plays offline. Unencrypted, the prefetch leaves it out.
+    @Test(arguments: [true, false])
+    func hlsKeysAreStoredSealedOnlyInAnEncryptedStore(encrypted: Bool) async throws {
+        try await Harness.with(reader: Self.readerConfiguration()) { h in
+            let keyBytes: [UInt8] = (0..<16).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 11) }
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\"\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
+                                               mimeType: "application/vnd.apple.mpegurl"), at: "/hls/index.m3u8")
+            h.origin.serve(TestOrigin.Resource(body: .bytes(keyBytes), mimeType: "application/octet-stream"), at: "/hls/k/key.bin")
+            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 8), length: 5000), mimeType: "video/mp2t"), at: "/hls/s.ts")
+            let folder = h.directory.appendingPathComponent("store-\(encrypted)")
+            var configuration = CacheStore.Configuration()
+            configuration.encryptionKey = encrypted ? EncryptedStoreTests.key : nil
+            let keyURL = h.origin.url("/hls/k/key.bin")
+
+            let store = try await CacheStore.open(directory: folder, configuration: configuration)
+            let reader = CachingReader(store: store, fetcher: h.fetcher, configuration: Self.readerConfiguration())
+            try await reader.prefetchHLS(h.origin.url("/hls/index.m3u8"))
+            #expect((store.metadata(for: store.key(for: keyURL)) != nil) == encrypted)
+            #expect(h.origin.requests("/hls/k/key.bin").count == (encrypted ? 1 : 0))
+            for _ in 0..<3 { #expect(try await reader.memoryOnlyBody(of: keyURL).body == keyBytes) }
+            #expect(h.origin.requests("/hls/k/key.bin").count == 1)
+            try await store.close()
+            #expect(try EncryptedStoreTests.files(in: folder, containing: keyBytes).isEmpty, "the key is on disk in the clear")
+
+            // After a restart: from the store when encrypted, from the origin again otherwise.
+            let reopened = try await CacheStore.open(directory: folder, configuration: configuration)
+            let again = CachingReader(store: reopened, fetcher: h.fetcher, configuration: Self.readerConfiguration())
+            #expect(try await again.memoryOnlyBody(of: keyURL).body == keyBytes)
+            #expect(h.origin.requests("/hls/k/key.bin").count == (encrypted ? 1 : 2))
+            try await reopened.close()
+        }
+    }
 }

@@ -127,26 +127,35 @@ public struct EntryCipher: Sendable {
     /// Block `index`'s slot: `plaintext` (its bytes up to the last covered one, zeros where
     /// nothing is stored) sealed with the header naming `coverage`.
     public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws -> [UInt8] {
+        var slot: [UInt8] = []
+        try seal(plaintext, index: index, version: version, coverage: coverage, appendingTo: &slot)
+        return slot
+    }
+
+    /// ``seal(_:index:version:coverage:)``, appending the slot to `output` (no copy of it is made).
+    public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange], appendingTo output: inout [UInt8]) throws {
         precondition(!coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns && Int64(plaintext.count) == coverage.last!.upperBound,
                      "a sealing covers 1...\(BlockLayout.maximumRuns) runs and its plaintext ends with the last")
         let header = layout.header(naming: coverage)
         let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(), authenticating: Self.associatedData(index: index, version: version, header: header))
-        guard let combined = sealed.combined else { throw BlockAuthenticationError(index: index) }  // never: the nonce is 12 bytes
-        return header + combined
+        output += header
+        output += sealed.nonce
+        output += sealed.ciphertext
+        output += sealed.tag
     }
 
     /// The coverage and plaintext of a slot, if it was sealed for `index` and `version` with
     /// this entry's key and nothing in it changed; `slot` may run past the sealing's end.
     /// - Throws: ``BlockAuthenticationError`` otherwise (a flipped bit, a torn or short
     ///   write, a block from another entry, index or version).
-    public func open(_ slot: ArraySlice<UInt8>, index: Int64, version: UInt64) throws(BlockAuthenticationError) -> (coverage: [ByteRange], plaintext: [UInt8]) {
+    public func open(_ slot: ArraySlice<UInt8>, index: Int64, version: UInt64) throws(BlockAuthenticationError) -> (coverage: [ByteRange], plaintext: Data) {
         guard let coverage = layout.coverage(inHeader: slot.prefix(BlockLayout.headerSize)) else { throw BlockAuthenticationError(index: index) }
         let end = slot.startIndex + Int(BlockLayout.sealedLength(plaintextLength: coverage.last!.upperBound))
         guard end <= slot.endIndex else { throw BlockAuthenticationError(index: index) }
         do {
             let box = try AES.GCM.SealedBox(combined: slot[(slot.startIndex + BlockLayout.headerSize)..<end])
             let header = slot[slot.startIndex..<(slot.startIndex + BlockLayout.headerSize)]
-            return (coverage, Array(try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, version: version, header: header))))
+            return (coverage, try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, version: version, header: header)))
         } catch {
             throw BlockAuthenticationError(index: index)
         }

@@ -121,7 +121,8 @@ extension CachingReader {
     /// Stores an HLS asset ahead of playing it: the playlist at `url` (a master playlist's
     /// chosen variant and the default rendition of its audio group, or a media playlist
     /// itself), then every init section and media segment `options` choose, each a cache
-    /// entry as if a player had read it. Keys are not stored (they are kept in memory only).
+    /// entry as if a player had read it. Keys are stored only in an encrypted store (sealed,
+    /// so the asset plays offline); otherwise they stay in memory, fetched when played.
     ///
     /// Cancel the calling task to stop: what arrived stays cached, and the error is
     /// `CancellationError`. `progress` is called after each resource and each chunk.
@@ -202,6 +203,15 @@ extension CachingReader {
                     resources.append(PrefetchItem(url: segmentURL, range: segment.byteRange))
                 }
                 for item in resources where seen.insert(item).inserted { items.append(item) }
+            }
+            if store.isEncrypted {
+                // The playlist's keys (rewriting is the one place URIs are found, with their tags).
+                _ = media.rewritten(base: mediaBase) { uri, tag in
+                    if let tag, HLSPlaylist.keyTags.contains(tag), seen.insert(PrefetchItem(url: uri, range: nil)).inserted {
+                        items.append(PrefetchItem(url: uri, range: nil))
+                    }
+                    return uri.absoluteString
+                }
             }
         }
         return (playlists, items)

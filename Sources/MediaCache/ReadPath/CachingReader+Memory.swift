@@ -1,20 +1,25 @@
 public import Foundation
 import Synchronization
 
-/// Small resources that must not be written to disk (HLS keys while the store is not
-/// encrypted), kept in memory by the rule the store's entries follow, and bodies fetched
-/// straight from the origin past the cache (HLS blocking playlist reloads).
+/// Whole bodies: small resources that must not be written to disk unencrypted (HLS keys),
+/// kept in memory by the rule the store's entries follow unless the store is encrypted;
+/// bodies fetched straight from the origin past the cache (HLS blocking playlist reloads);
+/// bodies read whole through the cache (playlists).
 extension CachingReader {
     /// The largest body kept in memory by ``memoryOnlyBody(of:headers:)`` (an AES-128 key is 16 bytes).
     public static let memoryOnlyLimit = 64 << 10
 
-    /// The whole body of `url`, never read from or written to the store: from memory while
-    /// it may be used without asking the origin (fresh, ``Configuration/prefersCache``, or
-    /// fetched within ``Configuration/revalidationBurst``), else fetched again. At most
-    /// ``MemoryBodies/capacity`` are kept; `no-store` bodies are not kept at all.
+    /// The whole body of `url`, never read from or written to an unencrypted store: from
+    /// memory while it may be used without asking the origin (fresh,
+    /// ``Configuration/prefersCache``, or fetched within ``Configuration/revalidationBurst``),
+    /// else fetched again. At most ``MemoryBodies/capacity`` are kept; `no-store` bodies are
+    /// not kept at all. In an encrypted store the body is an entry like any other (sealed on
+    /// disk), so an HLS key survives a restart and an asset prefetched for offline use plays
+    /// offline.
     /// - Throws: ``CacheError`` for an origin failure, or `.originRejected` for a body over
     ///   ``memoryOnlyLimit``.
     public func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        if store.isEncrypted { return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit) }
         let key = store.key(for: url)
         if let kept = memoryBodies.withLock({ $0.entries[key] }), isCurrent(kept.metadata, key: key) {
             return (kept.body, kept.metadata)
@@ -25,6 +30,22 @@ extension CachingReader {
             memoryBodies.withLock { $0.keep(MemoryBodies.Entry(body: fetched.body, metadata: fetched.metadata), for: key) }
         }
         return fetched
+    }
+
+    /// The whole body of `url` through the cache, refused past `limit` bytes, and the
+    /// metadata of the version it is.
+    /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
+    public func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let stream = try await read(url, offset: 0, length: nil, headers: headers)
+        var body: [UInt8] = []
+        for try await chunk in stream {
+            body += chunk.readableBytesView
+            guard body.count <= limit else {
+                stream.cancel()
+                throw CacheError(.originRejected, "The body of \(url.absoluteString.prefix(200)) is larger than \(limit) bytes.")
+            }
+        }
+        return (body, stream.metadata)
     }
 
     /// The whole body of `url` in one `GET` straight from the origin, past the cache:

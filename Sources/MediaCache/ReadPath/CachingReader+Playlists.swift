@@ -37,15 +37,6 @@ extension CachingReader {
     /// and the metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     public func playlistBody(_ url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
-        let stream = try await read(url, offset: 0, length: nil, headers: headers)
-        var body: [UInt8] = []
-        for try await chunk in stream {
-            body += chunk.readableBytesView
-            guard body.count <= HLSPlaylist.maximumSize else {
-                stream.cancel()
-                throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) is larger than \(HLSPlaylist.maximumSize >> 20) MiB.")
-            }
-        }
-        return (body, stream.metadata)
+        try await storedBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize)
     }
 }

@@ -42,12 +42,29 @@ extension CacheEntryHandle {
                     lost += coverage.filter { $0 != kept }.map { ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart) }
                     coverage = [kept]
                 }
+                let slot = layout.slotOffset(block.index)
+                if !run.isEmpty, runOffset + Int64(run.count) != slot {
+                    try run.withUnsafeBytes { try file.write($0, at: runOffset) }
+                    run.removeAll(keepingCapacity: true)
+                }
+                if run.isEmpty {
+                    runOffset = slot
+                    run.reserveCapacity(min(Int(range.length), 1 << 20) + (Int(range.length) / Int(layout.blockSize) + 2) * BlockLayout.overhead)
+                }
+                if coverage == [block.destination], block.destination.lowerBound == 0 {
+                    // The write is all the block holds: sealed straight from its buffer.
+                    try bytes.withUnsafeReadableBytes { source in
+                        let part = UnsafeRawBufferPointer(rebasing: source[Int(block.source.lowerBound)..<Int(block.source.upperBound)])
+                        try cipher.seal(part, index: block.index, version: version, coverage: coverage, appendingTo: &run)
+                    }
+                    continue
+                }
                 var plaintext = [UInt8](repeating: 0, count: Int(coverage.last!.upperBound))
                 if block.mergesStoredBytes {
                     let old = cipher.coverage(ofBlock: block.index, in: stored)
                     if let opened = try openBlock(block.index, holding: old, file: file, cipher: cipher, version: version) {
                         let common = min(opened.count, plaintext.count)
-                        plaintext.replaceSubrange(0..<common, with: opened[0..<common])
+                        plaintext.replaceSubrange(0..<common, with: opened.prefix(common))
                     } else {
                         // The stored part of the block is wrong on disk: it is a hole now.
                         lost += old.map { ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart) }
@@ -62,14 +79,7 @@ extension CacheEntryHandle {
                             .copyMemory(from: source.baseAddress!.advanced(by: Int(block.source.lowerBound)), byteCount: Int(block.source.length))
                     }
                 }
-                let sealed = try cipher.seal(plaintext, index: block.index, version: version, coverage: coverage)
-                let slot = layout.slotOffset(block.index)
-                if !run.isEmpty, runOffset + Int64(run.count) != slot {
-                    try run.withUnsafeBytes { try file.write($0, at: runOffset) }
-                    run.removeAll(keepingCapacity: true)
-                }
-                if run.isEmpty { runOffset = slot }
-                run += sealed
+                try cipher.seal(plaintext, index: block.index, version: version, coverage: coverage, appendingTo: &run)
             }
             if !run.isEmpty { try run.withUnsafeBytes { try file.write($0, at: runOffset) } }
             return claim(range, fileName: fileName, incoming: incoming, lost: lost)
@@ -141,7 +151,7 @@ extension CacheEntryHandle {
 
     /// The plaintext of block `index` if its sealing opens and holds every run of `coverage`;
     /// `nil` otherwise.
-    private func openBlock(_ index: Int64, holding coverage: [ByteRange], file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> [UInt8]? {
+    private func openBlock(_ index: Int64, holding coverage: [ByteRange], file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> Data? {
         let length = Int(cipher.layout.slotSize)
         var available = 0
         let slot = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in

@@ -88,13 +88,14 @@ enum BenchServers {
         return (process, try port(in: line))
     }
 
-    /// Starts `mediacache serve` on a free port, caching in `directory`.
-    static func startOurs(_ executable: URL, directory: URL, originPort: Int) async throws -> BenchServer {
+    /// Starts `mediacache serve` on a free port, caching in `directory`, with `arguments` more.
+    static func startOurs(_ executable: URL, directory: URL, originPort: Int, name: String = "mediacache", prefix: String = "/mc",
+                          arguments: [String] = []) async throws -> BenchServer {
         let (process, line) = try await ChildProcess.startServer(
-            executable, ["serve", "--port", "0", "--cache-dir", directory.path, "--max-size", "8G", "--log-level", "warning"],
+            executable, ["serve", "--port", "0", "--cache-dir", directory.path, "--max-size", "8G", "--log-level", "warning"] + arguments,
             readyLinePrefix: "mediacache: serving on")
         let port = try port(in: line)
-        return BenchServer(name: "mediacache", process: process, prefix: "/mc", originPort: originPort) { origin in
+        return BenchServer(name: name, process: process, prefix: prefix, originPort: originPort) { origin in
             "http://127.0.0.1:\(port)/?url=\(origin.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
         }
     }
