@@ -170,33 +170,68 @@ struct OriginTransfer: Sendable {
 
     /// Takes what `queue` holds and writes it to the store from `start` on, until the queue
     /// ends. Every queued byte was delivered, so every one is written (even when the readers
-    /// have left since), unless the store refuses: then the rest stays in memory only.
+    /// have left since), unless the store refuses: then the rest stays in memory only. In an
+    /// encrypted store writes end on a block's end: the bytes past the last one wait (copied,
+    /// at most a block) for the next batch or the queue's end, so each block is sealed once
+    /// instead of being opened and sealed again by the next write.
     private func store(from queue: ChunkQueue, at start: Int64, into handle: CacheEntryHandle) async -> BodyEnd {
         var handle: CacheEntryHandle? = handle
+        let blockSize = handle?.cipher?.layout.blockSize
         var result = BodyEnd.done
         var offset = start
-        while let batch = await queue.takeAll() {
-            let end = offset + Int64(batch.readableBytes)
+        /// Writes `part` at `offset`; `false` when the transfer must stop.
+        func write(_ part: ByteBuffer) async -> Bool {
+            let end = offset + Int64(part.readableBytes)
             defer { offset = end }
             guard let writer = handle else {
                 download.writeFinished(upTo: end, stored: false)
-                continue
+                return true
             }
             do {
-                try await writer.write(batch, at: offset)
+                try await writer.write(part, at: offset)
                 download.writeFinished(upTo: end, stored: true)
             } catch let error as CacheError where error.code == .entryInvalidated {
                 download.writeFinished(upTo: end, stored: false)
                 download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
                 queue.stop()
-                return .stop
+                return false
             } catch {
                 download.writeFinished(upTo: end, stored: false)
                 configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(url)", "error": "\(error)"])
                 handle = nil
                 result = .storeFailed
             }
+            return true
         }
+        var carry: ByteBuffer?
+        while var batch = await queue.takeAll() {
+            guard let blockSize else {
+                guard await write(batch) else { return .stop }
+                continue
+            }
+            if var block = carry {
+                // Complete the block the last batch ended in.
+                let missing = blockSize - (offset + Int64(block.readableBytes)) % blockSize
+                var head = batch.readSlice(length: Int(min(missing, Int64(batch.readableBytes))))!
+                block.writeBuffer(&head)
+                guard (offset + Int64(block.readableBytes)) % blockSize == 0 else {
+                    carry = block
+                    continue
+                }
+                carry = nil
+                guard await write(block) else { return .stop }
+            }
+            let end = offset + Int64(batch.readableBytes)
+            if end - end % blockSize > offset {
+                guard await write(batch.readSlice(length: Int(end - end % blockSize - offset))!) else { return .stop }
+            }
+            if batch.readableBytes > 0 {
+                var tail = ByteBufferAllocator().buffer(capacity: Int(blockSize))
+                tail.writeBuffer(&batch)
+                carry = tail
+            }
+        }
+        if let carry, await !write(carry) { return .stop }
         return result
     }
 }

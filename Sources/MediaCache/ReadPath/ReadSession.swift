@@ -21,6 +21,9 @@ final class ReadSession: Sendable {
         var fruitlessDownloads = 0
         /// The hole the read last paused at (see ``pauseAtHole(_:handle:)``).
         var pausedAt: Int64?
+        /// An encrypted entry's next chunk, being read and opened while the one before is
+        /// sent (see ``readAhead(after:in:handle:)``).
+        var readAhead: (range: ByteRange, task: Task<ByteBuffer, any Error>)?
         var isClosed = false
     }
 
@@ -103,6 +106,8 @@ final class ReadSession: Sendable {
         if let writer = passThrough?.takeWriter() { finishWriting(writer, length: nil) }
         let (download, handle, wasOpen) = state.withLock { state in
             defer { state.isClosed = true; state.handle = nil }
+            state.readAhead?.task.cancel()
+            state.readAhead = nil
             return (Self.leaveDownload(&state), state.handle, !state.isClosed)
         }
         if wasOpen { reader.openStreams.subtract(1, ordering: .relaxed) }
@@ -161,10 +166,11 @@ final class ReadSession: Sendable {
 
             // Just fetched, at the download's front: the download still holds it in memory
             // (no read back from the store). A reader further behind reads the longer stored
-            // span from the store in one part instead of chunk by chunk.
+            // span from the store in one part instead of chunk by chunk, unless the store is
+            // encrypted: there every byte read back is opened again, so memory wins.
             let held = current?.download.snapshot(at: cursor).heldBytes
             let span = try await versioned { try handle?.spans() }?.span(containing: cursor)
-            if let held, (span?.upperBound ?? 0) - cursor <= Int64(held.readableBytes) {
+            if let held, handle?.cipher != nil || (span?.upperBound ?? 0) - cursor <= Int64(held.readableBytes) {
                 return .bytes(take(held, at: cursor, upTo: chunkSize))
             }
 
@@ -176,18 +182,20 @@ final class ReadSession: Sendable {
                     advance(to: region.upperBound)
                     return .file(descriptor: descriptor, range: region)
                 }
-                var end = min(cursor + chunkSize, span.upperBound, range.upperBound)
-                if let layout = handle.cipher?.layout, end - cursor > layout.blockSize {
-                    // Chunks of an encrypted entry end at a block's end, so no block is opened twice.
-                    end -= end % layout.blockSize
-                }
+                var end = chunkEnd(at: cursor, in: span, handle: handle, chunkSize: chunkSize)
                 let bytes: ByteBuffer
                 do {
-                    bytes = try await versioned { try await handle.read(ByteRange(cursor, end)) }
+                    if let ahead = takeReadAhead(at: cursor) {
+                        end = ahead.range.upperBound
+                        bytes = try await versioned { try await ahead.task.value }
+                    } else {
+                        bytes = try await versioned { try await handle.read(ByteRange(cursor, end)) }
+                    }
                 } catch let error as CacheError where error.code == .notCached {
                     continue  // a sealed block failed its check and is a hole now: fetch it
                 }
                 advance(to: end)
+                if handle.cipher != nil { readAhead(after: end, in: span, handle: handle, chunkSize: chunkSize) }
                 return .bytes(bytes)
             }
 
@@ -230,6 +238,43 @@ final class ReadSession: Sendable {
                 await download!.waitForBytes(at: cursor)
             }
         }
+    }
+
+    /// Where a chunk read from the store at `cursor` ends: a chunk's length on, within the
+    /// stored `span` and the read; for an encrypted entry at a block's end when it can, so no
+    /// block is opened twice.
+    private func chunkEnd(at cursor: Int64, in span: ByteRange, handle: CacheEntryHandle, chunkSize: Int64) -> Int64 {
+        let end = min(cursor + chunkSize, span.upperBound, range.upperBound)
+        guard let layout = handle.cipher?.layout, end - cursor > layout.blockSize else { return end }
+        return end - end % layout.blockSize
+    }
+
+    /// Starts reading (and opening) the chunk after `end` of an encrypted entry, so that
+    /// opening it overlaps with sending the one before; the next step takes it if the cursor
+    /// is still there. One chunk per read at most.
+    private func readAhead(after end: Int64, in span: ByteRange, handle: CacheEntryHandle, chunkSize: Int64) {
+        guard end < min(span.upperBound, range.upperBound) else { return }
+        let next = ByteRange(end, chunkEnd(at: end, in: span, handle: handle, chunkSize: chunkSize))
+        let task = Task { try await handle.read(next) }
+        let stale = state.withLock { state -> Task<ByteBuffer, any Error>? in
+            guard !state.isClosed else { return task }
+            defer { state.readAhead = (next, task) }
+            return state.readAhead?.task
+        }
+        stale?.cancel()
+    }
+
+    /// The chunk read ahead, if it starts at `cursor`; one that does not is dropped.
+    private func takeReadAhead(at cursor: Int64) -> (range: ByteRange, task: Task<ByteBuffer, any Error>)? {
+        let ahead = state.withLock { state in
+            defer { state.readAhead = nil }
+            return state.readAhead
+        }
+        guard let ahead, ahead.range.lowerBound == cursor else {
+            ahead?.task.cancel()
+            return nil
+        }
+        return ahead
     }
 
     /// The next chunk of a body streamed through, cut to the read's range; `nil` where the
