@@ -97,6 +97,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -135,7 +136,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MediaCacheTests",
-            dependencies: ["MediaCache", "MediaCacheTestSupport", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["MediaCache", "MediaCacheTestSupport", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -90,6 +90,40 @@ import Testing
         }
     }
 
+    /// Property: an index row's sealed column read back from disk opens only with the key
+    /// and file it was sealed for; a change to it (a character, a cut, random text) is
+    /// refused, never a crash or other metadata.
+    @Test func anySealedIndexColumnOpensOrIsRefused() throws {
+        let sealer = IndexSealer(masterKey: Self.master)
+        var metadata = ContentMetadata(length: 1234, mimeType: "audio/mpeg", acceptsRanges: true, etag: "\"e1\"")
+        metadata.sourceURL = URL(string: "https://media.example/a.mp3")
+        let column = try sealer.seal(key: CacheKey("key-1"), metadata: metadata, fileName: "file-1")
+        #expect(column.hasPrefix(IndexSealer.prefix) && !column.contains("media.example") && !column.contains("key-1"))
+        let opened = try #require(sealer.open(column, fileName: "file-1"))
+        #expect(opened.key == CacheKey("key-1") && opened.metadata == metadata)
+        #expect(sealer.open(column, fileName: "file-2") == nil)
+        #expect(IndexSealer(masterKey: SymmetricKey(size: .bits256)).open(column, fileName: "file-1") == nil)
+        #expect(sealer.rowKey(for: CacheKey("key-1")) == IndexSealer(masterKey: Self.master).rowKey(for: CacheKey("key-1")))
+        #expect(sealer.rowKey(for: CacheKey("key-1")) != sealer.rowKey(for: CacheKey("key-2")))
+        var random = SystemRandomNumberGenerator()
+        let alphabet = Array(IndexSealer.prefix + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+        for round in 0..<5000 {
+            var text = Array(column)
+            switch round % 3 {
+            case 0: text[Int.random(in: IndexSealer.prefix.count..<text.count, using: &random)] = alphabet.randomElement(using: &random)!
+            case 1: text = Array(text.prefix(Int.random(in: 0..<text.count, using: &random)))
+            default: text = Array(IndexSealer.prefix) + (0..<Int.random(in: 0...200, using: &random)).map { _ in alphabet.randomElement(using: &random)! }
+            }
+            let mutated = String(text)
+            guard mutated != column else { continue }
+            // A change base64 ignores (the unused bits of the last character) decodes to the
+            // same sealed bytes; any other change is refused.
+            if let result = sealer.open(mutated, fileName: "file-1") {
+                #expect(result.key == CacheKey("key-1") && result.metadata == metadata && Data(base64Encoded: String(mutated.dropFirst(IndexSealer.prefix.count))) != nil)
+            }
+        }
+    }
+
     @Test func keysDifferPerEntryAndRepeatForTheSameOne() throws {
         let again = EntryCipher(masterKey: Self.master, cacheKey: CacheKey("entry-a"))
         let sealed = try Self.entry.seal(Self.plaintext, index: 0, version: 1, coverage: Self.whole)

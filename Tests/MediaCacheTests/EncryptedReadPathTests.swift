@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 @testable import MediaCache
 import MediaCacheTestSupport
 import NIOCore
@@ -28,9 +29,10 @@ import Testing
         var description: String { rawValue }
     }
 
-    static func storeConfiguration(key: SymmetricKey = EncryptedStoreTests.key) -> CacheStore.Configuration {
+    static func storeConfiguration(key: SymmetricKey = EncryptedStoreTests.key, logs: LogRecorder? = nil) -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()
         configuration.encryptionKey = key
+        if let logs { configuration.logger = logs.logger() }
         return configuration
     }
 
@@ -57,7 +59,8 @@ import Testing
 
     @Test(arguments: Tamper.allCases)
     func aTamperedBlockIsFetchedAgainAndNeverServed(tamper: Tamper) async throws {
-        try await Harness.with(store: Self.storeConfiguration(), reader: Self.readerConfiguration()) { h in
+        let logs = LogRecorder()
+        try await Harness.with(store: Self.storeConfiguration(logs: logs), reader: Self.readerConfiguration()) { h in
             var resource = TestOrigin.Resource.generated(length: Self.length, seed: 3)
             resource.cacheControl = "no-cache"
             h.origin.serve(resource, at: "/a.mp4")
@@ -105,6 +108,9 @@ import Testing
             #expect(h.store.summary().rejectedBlocks - rejectedBefore == Int(blocks))
             #expect(h.origin.bodyBytesSent("/a.mp4") == blocks * Self.blockSize, "refetched: \(refetched)")
             #expect(refetched.first == "bytes=\(block3.lowerBound)-\(block3.lowerBound + blocks * Self.blockSize - 1)")
+            // The operator sees each rejection, with its block, at warning level.
+            let warnings = logs.all.filter { $0.level == .warning && $0.message.contains("A sealed block failed its check") }
+            #expect(warnings.compactMap { $0.metadata["block"] }.sorted() == (tamper == .swapTwoBlocks ? ["3", "4"] : ["3"]), "\(warnings)")
             // Stored again, the file replays from the cache alone.
             try await h.waitUntilQuiet("/a.mp4")
             h.origin.resetCounters()

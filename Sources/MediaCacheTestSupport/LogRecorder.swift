@@ -1,20 +1,22 @@
-import Logging
+public import Logging
 import Synchronization
 
 /// Keeps every log record, so a test can check what an operator would see.
-final class LogRecorder: Sendable {
-    struct Record: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: [String: String]
+public final class LogRecorder: Sendable {
+    public struct Record: Sendable {
+        public var level: Logger.Level
+        public var message: String
+        public var metadata: [String: String]
     }
 
     private let records = Mutex<[Record]>([])
 
-    var all: [Record] { records.withLock { $0 } }
+    public init() {}
+
+    public var all: [Record] { records.withLock { $0 } }
 
     /// A logger whose records land here.
-    func logger(_ label: String = "test") -> Logger {
+    public func logger(_ label: String = "test") -> Logger {
         var logger = Logger(label: label) { _ in Handler(recorder: self) }
         logger.logLevel = .trace
         return logger
