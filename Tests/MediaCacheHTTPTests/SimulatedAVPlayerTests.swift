@@ -206,6 +206,38 @@ final class SimulatedPlayer: Sendable {
         }
     }
 
+    /// A player that cancels a request from inside its first `respond` (AVPlayer does) stops
+    /// it, and requests that end at once leave the engine's table. A request's task once
+    /// entered the table only after it was made: under load its first cached bytes came
+    /// first, the cancel found nothing to cancel, and the request ran on to the end (the trace
+    /// test above then found it still counted after the session).
+    @Test func aCancelFromTheFirstRespondStopsTheRequest() async throws {
+        try await Harness.with { h in
+            h.origin.serve(.generated(length: 4 << 20, seed: 64, mimeType: "audio/mpeg"), at: "/cached.mp3")
+            let player = SimulatedPlayer(h: h, path: "/cached.mp3")
+            _ = try await player.contentInformation()
+            try await player.data(offset: 0)
+            var responders: [CheckingResponder] = []
+            for round in 0..<300 {
+                if round % 3 == 0 {
+                    let responder = CheckingResponder(resource: player.resource, start: 0)
+                    player.engine.start(player.nextID(), LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
+                                        responder: responder)
+                    try await responder.wait()
+                    #expect(responder.state.withLock { $0.finished && $0.error == nil && $0.received == 2 })
+                } else {
+                    responders.append(player.startData(offset: Int64(round) * 1000, take: 1).1)
+                }
+            }
+            for _ in 0..<500 where player.engine.activeRequestCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(player.engine.activeRequestCount == 0)
+            // Cancelled after its first chunk: never the whole rest, never a finishLoading.
+            let runOn = responders.filter { responder in responder.state.withLock { $0.finished || $0.received >= 2 << 20 } }
+            #expect(runOn.isEmpty, "\(runOn.count) of \(responders.count) requests ran on after the player cancelled them")
+            #expect(responders.allSatisfy { responder in responder.state.withLock { $0.received > 0 && $0.wrongBytesAt == nil } })
+        }
+    }
+
     @Test func eventsReportNetworkCacheAndCompletion() async throws {
         try await Harness.with { h in
             h.origin.serve(.generated(length: 500_000, seed: 65, mimeType: "audio/mpeg"), at: "/e.mp3")

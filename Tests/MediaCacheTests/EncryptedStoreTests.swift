@@ -113,11 +113,8 @@ import Testing
     /// A flipped byte in a block makes that block a hole: the read throws `.notCached`, the
     /// spans lose the block, the other blocks still read, and the rejection is counted.
     @Test func aBlockWrongOnDiskIsDroppedNeverRead() async throws {
-        try await withTemporaryDirectory { directory in
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
-            let entryKey = CacheKey("flip")
-            let handle = try store.openEntry(entryKey)
-            try handle.updateMetadata(Self.metadata)
+        try await Self.withEntry("flip") { store, handle in
+            let entryKey = handle.key
             try await CacheStoreTests.write(handle, ByteRange(0, 1 << 20))
             let layout = BlockLayout()
             try Self.modifyDataFile(store, entryKey) { file in file[Int(layout.slotOffset(3)) + 5000] ^= 0x40 }
@@ -130,27 +127,20 @@ import Testing
             // Written again, the block reads back.
             try await CacheStoreTests.write(handle, ByteRange(3 << 16, 4 << 16))
             try await CacheStoreTests.expectBytes(handle, ByteRange(0, 1 << 20))
-            handle.close()
-            try await store.close()
         }
     }
 
     /// A write that reaches into a block whose stored part is wrong on disk does not carry
     /// the wrong part over: that part becomes a hole, the new bytes are stored.
     @Test func aWriteBesideAWrongPartDropsThatPart() async throws {
-        try await withTemporaryDirectory { directory in
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
-            let entryKey = CacheKey("merge")
-            let handle = try store.openEntry(entryKey)
-            try handle.updateMetadata(Self.metadata)
+        try await Self.withEntry("merge") { store, handle in
+            let entryKey = handle.key
             try await CacheStoreTests.write(handle, ByteRange(0, 10_000))
             try Self.modifyDataFile(store, entryKey) { file in file[20] ^= 0x01 }
             try await CacheStoreTests.write(handle, ByteRange(10_000, 70_000))
             #expect(try handle.spans() == SpanSet([ByteRange(10_000, 70_000)]))
             try await CacheStoreTests.expectBytes(handle, ByteRange(10_000, 70_000))
             #expect(store.summary().rejectedBlocks == 1)
-            handle.close()
-            try await store.close()
         }
     }
 
@@ -158,10 +148,7 @@ import Testing
     /// a block's header names at most 15 runs, so past that the block keeps the run just
     /// written and the others become holes; what stays reads back exactly.
     @Test func aBlockKeepsAtMostFifteenRunsAndDropsTheRestNeverBytes() async throws {
-        try await withTemporaryDirectory { directory in
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
-            let handle = try store.openEntry(CacheKey("scattered"))
-            try handle.updateMetadata(Self.metadata)
+        try await Self.withEntry("scattered") { store, handle in
             var written = SpanSet()
             for run in 0..<20 {
                 let range = ByteRange(Int64(run) * 1000, Int64(run) * 1000 + 10)
@@ -175,8 +162,6 @@ import Testing
                 for span in spans.spans { try await CacheStoreTests.expectBytes(handle, span) }
             }
             #expect(store.summary().rejectedBlocks == 0)
-            handle.close()
-            try await store.close()
         }
     }
 
@@ -184,11 +169,7 @@ import Testing
     /// reading meanwhile: every byte lands, no reader sees a wrong byte, no block is taken for
     /// tampered.
     @Test func concurrentWritersAndReadersOfSharedBlocksAgree() async throws {
-        try await withTemporaryDirectory { directory in
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
-            let entryKey = CacheKey("race")
-            let handle = try store.openEntry(entryKey)
-            try handle.updateMetadata(Self.metadata)
+        try await Self.withEntry("race") { store, handle in
             let piece: Int64 = 9_000
             var pieces = Array(stride(from: Int64(0), to: 1 << 20, by: Int(piece)))
             var random = SplitMix(seed: 5)
@@ -213,8 +194,6 @@ import Testing
             #expect(try handle.spans() == SpanSet([ByteRange(0, 1 << 20)]))
             try await CacheStoreTests.expectBytes(handle, ByteRange(0, 1 << 20))
             #expect(store.summary().rejectedBlocks == 0)
-            handle.close()
-            try await store.close()
         }
     }
 
@@ -298,6 +277,19 @@ import Testing
     }
 
     // MARK: Helpers
+
+    /// Runs `body` with a new encrypted store in a temporary folder and its entry `name`
+    /// open, holding ``metadata``; closes both afterwards.
+    static func withEntry(_ name: String, _ body: (CacheStore, CacheEntryHandle) async throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: configuration())
+            let handle = try store.openEntry(CacheKey(name))
+            try handle.updateMetadata(metadata)
+            try await body(store, handle)
+            handle.close()
+            try await store.close()
+        }
+    }
 
     static func fill(_ directory: URL, key: SymmetricKey?, _ entryKey: CacheKey, _ range: ByteRange) async throws {
         let store = try await CacheStore.open(directory: directory, configuration: configuration(key: key))

@@ -15,7 +15,9 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
     public let url: URL
     /// The read path that serves the requests.
     public let reader: CachingReader
-    private let tasks = Mutex<[RequestID: Task<Void, Never>]>([:])
+    /// The requests in flight, each with a token of its own: a finished task removes its
+    /// entry only if a newer request with the same id has not taken the place.
+    private let tasks = Mutex<(nextToken: UInt64, entries: [RequestID: (token: UInt64, task: Task<Void, Never>)])>((0, [:]))
     private let eventContinuation: AsyncStream<ResourceLoaderEvent>.Continuation
     private let completed = Mutex(false)
 
@@ -36,32 +38,39 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
 
     /// The number of requests in flight.
     public var activeRequestCount: Int {
-        tasks.withLock { $0.count }
+        tasks.withLock { $0.entries.count }
     }
 
     /// Starts answering `request`, identified by `id`, through `responder`.
     public func start(_ id: RequestID, _ request: LoadingRequest, responder: some LoadingRequestResponder) {
-        let task = Task { [self] in
-            await serve(request, responder: responder)
-            _ = tasks.withLock { $0.removeValue(forKey: id) }
-        }
-        let previous = tasks.withLock { tasks in
-            defer { tasks[id] = task }
-            return tasks[id]
+        // The task is made and entered under the lock, so even one that ends at once finds
+        // its entry to remove (made outside, a fast task once removed nothing and its entry
+        // stayed for good).
+        let previous = tasks.withLock { tasks -> Task<Void, Never>? in
+            let token = tasks.nextToken
+            tasks.nextToken += 1
+            let task = Task { [self] in
+                await serve(request, responder: responder)
+                self.tasks.withLock { tasks in
+                    if tasks.entries[id]?.token == token { tasks.entries[id] = nil }
+                }
+            }
+            defer { tasks.entries[id] = (token, task) }
+            return tasks.entries[id]?.task
         }
         previous?.cancel()
     }
 
     /// Stops answering the request `id`: the player cancelled it.
     public func cancel(_ id: RequestID) {
-        tasks.withLock { $0.removeValue(forKey: id) }?.cancel()
+        tasks.withLock { $0.entries.removeValue(forKey: id) }?.task.cancel()
     }
 
     /// Stops every request: the asset is going away or its queue moved on.
     public func cancelAll() {
         let all = tasks.withLock { tasks in
-            defer { tasks = [:] }
-            return Array(tasks.values)
+            defer { tasks.entries = [:] }
+            return tasks.entries.values.map(\.task)
         }
         all.forEach { $0.cancel() }
     }
