@@ -287,6 +287,20 @@ import Testing
         #expect(machine.chunks.count == 1)
     }
 
+    /// A reader behind the front can take several kept chunks at once: the one holding its
+    /// cursor (cut there) and its neighbours, until the limit is held.
+    @Test func keptChunksFromACursorComeWithTheirNeighboursUpToALimit() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        _ = machine.addReader(at: 0)
+        _ = machine.responseReceived()
+        for value in 1...4 { _ = machine.bytesArrived(Self.bytes(10, UInt8(value)), storage: .stored) }
+        #expect(machine.bytes(from: 15, upTo: 1).map { Array($0.readableBytesView) } == [Array(repeating: 2, count: 5)])
+        #expect(machine.bytes(from: 15, upTo: 6).map(\.readableBytes) == [5, 10])
+        #expect(machine.bytes(from: 15, upTo: 100).map(\.readableBytes) == [5, 10, 10])
+        #expect(machine.bytes(from: 0, upTo: 40).flatMap { Array($0.readableBytesView) } == (1...4).flatMap { Array(repeating: UInt8($0), count: 10) })
+        #expect(machine.bytes(from: 40, upTo: 10).isEmpty)
+    }
+
     @Test func storedChunksAreKeptUpToTheLimitAndUnstoredOnesWhateverTheLimit() {
         var machine = Machine(position: 0, storedChunkLimit: 25)
         _ = machine.addReader(at: 0)

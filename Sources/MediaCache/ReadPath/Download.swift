@@ -76,6 +76,19 @@ final class Download: Sendable {
         perform { $0.moveReader(id, to: cursor) }
     }
 
+    /// The kept bytes from `cursor` on, up to `limit`, in one buffer: the consecutive chunks
+    /// there joined (copied, outside the lock), so a reader behind the download's front
+    /// takes them in one part instead of chunk by chunk.
+    func heldBytes(at cursor: Int64, joiningUpTo limit: Int) -> ByteBuffer? {
+        let parts = locked.withLock { $0.machine.bytes(from: cursor, upTo: limit) }
+        guard parts.count > 1 else { return parts.first }
+        var joined = ByteBufferAllocator().buffer(capacity: min(limit, parts.reduce(0) { $0 + $1.readableBytes }))
+        for part in parts where joined.readableBytes < limit {
+            joined.writeImmutableBuffer(part.getSlice(at: part.readerIndex, length: min(part.readableBytes, limit - joined.readableBytes))!)
+        }
+        return joined
+    }
+
     func snapshot(at cursor: Int64) -> Snapshot {
         locked.withLock { locked in
             let machine = locked.machine

@@ -153,9 +153,23 @@ struct DownloadStateMachine {
 
     /// The kept chunk holding `cursor`, cut to start there.
     func bytes(at cursor: Int64) -> ByteBuffer? {
-        guard let chunk = chunks.last(where: { $0.offset <= cursor && cursor < $0.end }) else { return nil }
-        let skip = Int(cursor - chunk.offset)
-        return chunk.bytes.getSlice(at: chunk.bytes.readerIndex + skip, length: chunk.bytes.readableBytes - skip)
+        bytes(from: cursor, upTo: 1).first
+    }
+
+    /// The kept chunks from `cursor` on, the first cut to start there, each the next one's
+    /// neighbour: as many as hold `limit` bytes (or all there are), at least one when any
+    /// holds `cursor`.
+    func bytes(from cursor: Int64, upTo limit: Int) -> [ByteBuffer] {
+        guard var index = chunks.lastIndex(where: { $0.offset <= cursor && cursor < $0.end }) else { return [] }
+        let skip = Int(cursor - chunks[index].offset)
+        var parts = [chunks[index].bytes.getSlice(at: chunks[index].bytes.readerIndex + skip, length: chunks[index].bytes.readableBytes - skip)!]
+        var total = parts[0].readableBytes
+        while total < limit, index + 1 < chunks.count, chunks[index + 1].offset == chunks[index].end {
+            index += 1
+            parts.append(chunks[index].bytes)
+            total += chunks[index].bytes.readableBytes
+        }
+        return parts
     }
 
     // MARK: Waiting

@@ -167,8 +167,10 @@ final class ReadSession: Sendable {
             // Just fetched, at the download's front: the download still holds it in memory
             // (no read back from the store). A reader further behind reads the longer stored
             // span from the store in one part instead of chunk by chunk, unless the store is
-            // encrypted: there every byte read back is opened again, so memory wins.
-            let held = current?.download.snapshot(at: cursor).heldBytes
+            // encrypted: there every byte read back is opened again, so memory wins, the kept
+            // chunks joined into one part.
+            let held = handle?.cipher != nil ? current?.download.heldBytes(at: cursor, joiningUpTo: Int(chunkSize))
+                : current?.download.snapshot(at: cursor).heldBytes
             let span = try await versioned { try handle?.spans() }?.span(containing: cursor)
             if let held, handle?.cipher != nil || (span?.upperBound ?? 0) - cursor <= Int64(held.readableBytes) {
                 return .bytes(take(held, at: cursor, upTo: chunkSize))
