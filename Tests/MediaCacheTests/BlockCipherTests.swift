@@ -28,7 +28,6 @@ import Testing
         let part = try Self.entry.seal(Array(Self.plaintext[0..<4000]), index: 0, version: 1, coverage: runs)
         #expect(part.count == 4000 + BlockLayout.overhead)
         #expect(try Self.entry.open(part[...], index: 0, version: 1).coverage == runs)
-        #expect(Self.entry.sealedLength(header: part.prefix(BlockLayout.headerSize)) == part.count)
     }
 
     /// Each way a block can be wrong on disk is refused: a flipped byte (anywhere: header,

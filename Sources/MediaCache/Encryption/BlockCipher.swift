@@ -161,12 +161,6 @@ public struct EntryCipher: Sendable {
         }
     }
 
-    /// How many bytes of a slot whose first bytes are `header` its sealing takes (`nil` for
-    /// a header no sealing writes).
-    public func sealedLength(header: some Collection<UInt8>) -> Int? {
-        layout.coverage(inHeader: header).map { Int(BlockLayout.sealedLength(plaintextLength: $0.last!.upperBound)) }
-    }
-
     /// "MCB2", the version and the index (big-endian), then the coverage header.
     static func associatedData(index: Int64, version: UInt64, header: some Collection<UInt8>) -> [UInt8] {
         var data = Array("MCB2".utf8)
