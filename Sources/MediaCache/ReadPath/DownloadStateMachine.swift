@@ -153,16 +153,15 @@ struct DownloadStateMachine {
 
     /// The kept chunk holding `cursor`, cut to start there.
     func bytes(at cursor: Int64) -> ByteBuffer? {
-        bytes(from: cursor, upTo: 1).first
+        chunkIndex(holding: cursor).map { slice(of: $0, from: cursor) }
     }
 
     /// The kept chunks from `cursor` on, the first cut to start there, each the next one's
     /// neighbour: as many as hold `limit` bytes (or all there are), at least one when any
     /// holds `cursor`.
     func bytes(from cursor: Int64, upTo limit: Int) -> [ByteBuffer] {
-        guard var index = chunks.lastIndex(where: { $0.offset <= cursor && cursor < $0.end }) else { return [] }
-        let skip = Int(cursor - chunks[index].offset)
-        var parts = [chunks[index].bytes.getSlice(at: chunks[index].bytes.readerIndex + skip, length: chunks[index].bytes.readableBytes - skip)!]
+        guard var index = chunkIndex(holding: cursor) else { return [] }
+        var parts = [slice(of: index, from: cursor)]
         var total = parts[0].readableBytes
         while total < limit, index + 1 < chunks.count, chunks[index + 1].offset == chunks[index].end {
             index += 1
@@ -170,6 +169,16 @@ struct DownloadStateMachine {
             total += chunks[index].bytes.readableBytes
         }
         return parts
+    }
+
+    private func chunkIndex(holding cursor: Int64) -> Int? {
+        chunks.lastIndex { $0.offset <= cursor && cursor < $0.end }
+    }
+
+    private func slice(of index: Int, from cursor: Int64) -> ByteBuffer {
+        let bytes = chunks[index].bytes
+        let skip = Int(cursor - chunks[index].offset)
+        return bytes.getSlice(at: bytes.readerIndex + skip, length: bytes.readableBytes - skip)!
     }
 
     // MARK: Waiting
