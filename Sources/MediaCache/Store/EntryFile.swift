@@ -49,14 +49,11 @@ final class EntryFile: @unchecked Sendable {
 
     /// Writes all of `bytes` at `offset`.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        var done = 0
-        while done < bytes.count {
-            let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CacheError(.ioFailure, "Writing to the data file \(path) failed: \(String(cString: strerror(errno))).")
-            }
-            done += n
+        let written = try repeatCall(count: bytes.count, doing: "Writing to") { done in
+            pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+        }
+        guard written == bytes.count else {
+            throw CacheError(.ioFailure, "Writing to the data file \(path) stopped after \(written) of \(bytes.count) bytes.")
         }
     }
 
@@ -75,12 +72,21 @@ final class EntryFile: @unchecked Sendable {
     /// Reads up to `bytes.count` bytes at `offset`; returns how many there were before the
     /// file's end.
     func read(at offset: Int64, into bytes: UnsafeMutableRawBufferPointer) throws -> Int {
+        try repeatCall(count: bytes.count, doing: "Reading") { done in
+            pread(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+        }
+    }
+
+    /// Calls `call` (a `pread` or `pwrite` of the bytes after the first `done`) until `count`
+    /// bytes are done or it returns 0 (the file's end), again after `EINTR`; returns the
+    /// bytes done.
+    private func repeatCall(count: Int, doing operation: String, _ call: (_ done: Int) -> Int) throws -> Int {
         var done = 0
-        while done < bytes.count {
-            let n = pread(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+        while done < count {
+            let n = call(done)
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CacheError(.ioFailure, "Reading the data file \(path) failed: \(String(cString: strerror(errno))).")
+                throw CacheError(.ioFailure, "\(operation) the data file \(path) failed: \(String(cString: strerror(errno))).")
             }
             if n == 0 { break }
             done += n
