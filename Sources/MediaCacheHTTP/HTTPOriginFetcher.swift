@@ -100,12 +100,18 @@ public final class HTTPOriginFetcher: OriginFetcher {
         head.method = .HEAD
         let requested = configuration.clock.now
         let (response, finalURL) = try await execute(head, url: url)
-        if (200..<300).contains(response.status.code), let length = try contentLength(response.headers, url: url) {
-            var metadata = metadata(from: response.headers, requested: requested)
+        let status = Int(response.status.code)
+        if status == 200, let length = try contentLength(response.headers, url: url) {
+            var metadata = metadata(from: response.headers, requested: requested, request: headers)
             metadata.length = length
             metadata.finalURL = finalURL
             metadata.sourceURL = url
             return metadata
+        }
+        if status != 200, status != 405, status != 501 {
+            // The origin's own answer (a 404, a 503, a 304 to the player's condition): the
+            // same to a GET, so there is nothing more to ask.
+            throw CacheError(answer: try await answer(response, url: url), url: url.absoluteString)
         }
         // HEAD refused or without a length: ask for two bytes instead.
         let probe = try await fetch(url, range: ByteRange(0, 2), ifRange: nil, headers: headers)
@@ -118,16 +124,18 @@ public final class HTTPOriginFetcher: OriginFetcher {
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
         let requested = configuration.clock.now
         let (response, finalURL) = try await execute(request, url: url)
-        var metadata = metadata(from: response.headers, requested: requested)
+        var metadata = metadata(from: response.headers, requested: requested, request: headers)
         metadata.finalURL = finalURL
         metadata.sourceURL = url
         let contentLength = try contentLength(response.headers, url: url)
         switch response.status.code {
         case 304:
-            // The answer to a conditional request: the cached version is current.
-            var answer = OriginResponse(metadata: metadata, bodyOffset: range?.lowerBound ?? 0, body: response.body)
-            answer.isNotModified = true
-            return answer
+            // The answer to a conditional request: the cached version is current (or, when
+            // the condition was the player's, the answer to pass on).
+            var notModified = OriginResponse(metadata: metadata, bodyOffset: range?.lowerBound ?? 0, body: response.body)
+            notModified.isNotModified = true
+            notModified.answer = OriginAnswer(status: 304, reason: String(response.status.reasonPhrase), headers: Self.passedFields(response.headers), body: [])
+            return notModified
         case 206:
             let header = response.headers.first(name: "content-range")
             guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)), let got = contentRange.range,
@@ -141,7 +149,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
             metadata.length = contentRange.totalLength
             metadata.acceptsRanges = true
             return OriginResponse(metadata: metadata, bodyOffset: got.lowerBound, body: response.body)
-        case 200..<300:
+        case 200:
             metadata.length = contentLength
             if range != nil, ifRange == nil {
                 // A range request answered in full: the origin does not do ranges.
@@ -152,13 +160,29 @@ public final class HTTPOriginFetcher: OriginFetcher {
             var error = CacheError(.rangeNotSatisfiable, "\(url.absoluteString) has no bytes at the requested range.")
             error.resourceLength = response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:))?.totalLength
             throw error
-        case 500..<600:
-            // The origin cannot serve now: a failure like an unreachable one (retried, and a
-            // cached copy may be served instead).
-            throw CacheError(.originUnavailable, "\(url.absoluteString) answered \(response.status.code) \(response.status.reasonPhrase.prefix(100)).")
         default:
-            throw CacheError(.originRejected, "\(url.absoluteString) answered \(response.status.code) \(response.status.reasonPhrase.prefix(100)).")
+            // Not the resource's bytes (4xx, 5xx, a 2xx other than 200, a redirect not
+            // followed): the origin's answer, passed on as it is and never stored as media.
+            // A 5xx is a failure to serve now (retried, and a stale copy may stand in).
+            throw CacheError(answer: try await answer(response, url: url), url: url.absoluteString)
         }
+    }
+
+    /// The origin's answer as it is, its body read whole within ``OriginAnswer/maximumBodySize``.
+    /// - Throws: `.originRejected` for a longer body.
+    private func answer(_ response: HTTPClientResponse, url: URL) async throws -> OriginAnswer {
+        let body: ByteBuffer
+        do {
+            body = try await response.body.collect(upTo: OriginAnswer.maximumBodySize)
+        } catch is NIOTooManyBytesError {
+            throw rejected("answered \(response.status.code) with a body over \(OriginAnswer.maximumBodySize) bytes", url: url)
+        }
+        let answer = OriginAnswer(status: Int(response.status.code), reason: String(response.status.reasonPhrase),
+                                  headers: Self.passedFields(response.headers), body: Array(body.readableBytesView))
+        if answer.isServerError || answer.status == 404 || answer.status == 410 {
+            configuration.logger.warning("The origin answered with an error", metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(answer.status)"])
+        }
+        return answer
     }
 
     public var securityWarning: String? {
@@ -288,9 +312,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
         return length
     }
 
-    /// What an answer received now, to a request sent at `requested`, says of the resource.
-    private func metadata(from headers: HTTPHeaders, requested: Date) -> ContentMetadata {
+    /// What an answer received now, to a request with the player's fields `request` sent at
+    /// `requested`, says of the resource.
+    private func metadata(from headers: HTTPHeaders, requested: Date, request: RequestHeaders) -> ContentMetadata {
         var metadata = Self.metadata(from: headers)
+        metadata.recordVaryingFields(of: request)
         let freshness = Self.freshness(headers, requested: requested, received: configuration.clock.now,
                                        heuristicFraction: configuration.heuristicFraction, heuristicCap: configuration.heuristicCap)
         metadata.freshUntil = freshness.freshUntil
@@ -315,16 +341,17 @@ public final class HTTPOriginFetcher: OriginFetcher {
             lifetime = 0
         } else if let maxAge = directives.maxAge {
             lifetime = maxAge
-        } else if let expires = headers.first(name: "expires") {
-            // An Expires that is not a date ("0", "-1") means already expired (§5.3).
-            lifetime = HTTPDate.parse(expires).map { max(0, $0 - (date ?? now)) } ?? 0
+        } else if headers.contains(name: "expires") {
+            // An Expires that is not one date ("0", "-1", two fields) means already expired (§5.3).
+            let values = headers["expires"]
+            lifetime = values.count == 1 ? HTTPDate.parse(values[0]).map { max(0, $0 - (date ?? now)) } ?? 0 : 0
         } else if let modified = headers.first(name: "last-modified").flatMap(HTTPDate.parse) {
             let since = max(0, (date ?? now) - modified)
             lifetime = min(heuristicCap.components.seconds, Int64(Double(since) * heuristicFraction))
         } else {
             lifetime = 0
         }
-        let ageValue = min(headers.first(name: "age").flatMap(HTTPNumber.saturating) ?? 0, CacheControl.maximumSeconds)
+        let ageValue = min(ageSeconds(headers["age"]) ?? 0, CacheControl.maximumSeconds)
         let apparentAge = date.map { max(0, now - $0) } ?? 0
         let delay = max(0, received.timeIntervalSince(requested))
         let initialAge = max(Double(apparentAge), Double(ageValue) + delay)
@@ -333,15 +360,36 @@ public final class HTTPOriginFetcher: OriginFetcher {
         return (generatedAt.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds))), generatedAt)
     }
 
+    /// The `Age` of an answer (RFC 9111 §5.1): the first member of its field lines, a
+    /// non-negative integer; `nil` when absent or invalid (then it is ignored).
+    static func ageSeconds(_ lines: [String]) -> Int64? {
+        guard let first = lines.first?.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first else { return nil }
+        return HTTPNumber.saturating(String(first).trimmingHTTPWhitespace())
+    }
+
     /// Response fields not kept with an entry: hop-by-hop ones (RFC 9110 §7.6.1), those the
-    /// cache writes itself from what it serves (length, range, type, validators, `Age`),
+    /// cache writes itself from what it serves (length, range, validators, `Age`; the
+    /// `Content-Type` is kept as the origin spelled it),
     /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
     /// fields (the proxy answers for its own listed web origins).
     static let fieldsNotStored: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-        "proxy-authenticate", "content-length", "content-range", "accept-ranges", "content-type", "etag",
+        "proxy-authenticate", "content-length", "content-range", "accept-ranges", "etag",
         "last-modified", "age", "set-cookie", "set-cookie2", "location",
     ]
+
+    /// Fields of an origin's answer that are not passed on with it: hop-by-hop ones (RFC
+    /// 9110 §7.6.1), the body's framing (the proxy frames what it sends) and CORS fields
+    /// (the proxy answers for its own listed web origins).
+    static let fieldsNotPassedOn: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length",
+    ]
+
+    /// The end-to-end fields of an answer passed on as it is (see ``fieldsNotPassedOn``), in
+    /// order, within ``maximumStoredFields`` and ``maximumStoredFieldBytes``.
+    static func passedFields(_ headers: HTTPHeaders) -> [HeaderField] {
+        endToEndFields(headers, dropping: fieldsNotPassedOn)
+    }
 
     /// At most this many response fields are kept with an entry ...
     static let maximumStoredFields = 64
@@ -351,7 +399,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// The end-to-end fields of an answer to keep with its entry (see ``fieldsNotStored``),
     /// in order, within ``maximumStoredFields`` and ``maximumStoredFieldBytes``.
     static func storedFields(_ headers: HTTPHeaders) -> [HeaderField] {
-        var dropped = fieldsNotStored
+        endToEndFields(headers, dropping: fieldsNotStored)
+    }
+
+    private static func endToEndFields(_ headers: HTTPHeaders, dropping names: Set<String>) -> [HeaderField] {
+        var dropped = names
         for value in headers["connection"] {
             for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters(in: .whitespaces).lowercased()) }
         }
@@ -380,6 +432,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
         )
         let directives = CacheControl(headers["cache-control"])
         metadata.isStorable = !directives.noStore
+        // `Vary: *`: no later request can be shown to match (RFC 9111 §4.1), so keeping it is useless.
+        if metadata.varyingFieldNames.contains("*") { metadata.isStorable = false }
         metadata.requiresRevalidation = directives.contains("must-revalidate") || directives.contains("no-cache")
         metadata.responseHeaders = storedFields(headers)
         return metadata

@@ -41,6 +41,13 @@ struct ProxyHandler: Sendable {
     func respond(to head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
         var response = await answer(head, localPort: localPort)
         addCORSHeaders(to: &response, for: head)
+        if head.method == .HEAD, case .stream(let stream, _) = response.body {
+            stream.cancel()
+            response.body = .none
+        } else if head.method == .HEAD {
+            // A HEAD answer has no body, whatever the status (RFC 9110 §9.3.2).
+            response.body = .none
+        }
         return response
     }
 
@@ -49,8 +56,8 @@ struct ProxyHandler: Sendable {
     /// then ``respond(to:localPort:)`` answers it. Never waits, so an event loop can call it.
     func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> ProxyResponse? {
         guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let (url, target) = try? checkedOriginURL(head),
-              !target.isMemoryOnly, let asked = try? parse(head, url: url),
-              let metadata = reader.cachedContentInfo(for: asked.url), let total = metadata.length else { return nil }
+              !target.isMemoryOnly, let asked = try? parse(head, url: url), asked.conditions.isEmpty,
+              let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded), let total = metadata.length else { return nil }
         // A playlist (or what may be one) is rewritten: the general path.
         if CachingReader.mayBePlaylist(metadata) { return nil }
         var wanted = ByteRange(0, total)
@@ -91,6 +98,8 @@ struct ProxyHandler: Sendable {
         var length: Int64?
         /// The player's fields for the origin.
         var forwarded: RequestHeaders
+        /// The player's own conditions (`If-None-Match`, …).
+        var conditions: PlayerConditions
     }
 
     /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedOriginURL(_:)``).
@@ -116,7 +125,8 @@ struct ProxyHandler: Sendable {
             case .suffix?: firstByte = nil
             }
         }
-        return Asked(url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers))
+        return Asked(url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
+                     conditions: PlayerConditions(head.headers))
     }
 
     private func answer(_ head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
@@ -141,16 +151,46 @@ struct ProxyHandler: Sendable {
                 // Held by the origin until the next segment or part exists: never the cache's to answer.
                 log.passesThrough = true
                 let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: HLSPlaylist.maximumSize)
+                if let awaited = HLSPlaylist.awaitedSegment(of: url), HLSPlaylist.looksLikePlaylist(body),
+                   let parsed = try? HLSPlaylist(parsing: body), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part) {
+                    // Never a playlist without what the player waits for (AVPlayer fails the
+                    // stream with -15410): a retriable 503 instead.
+                    let wanted = "segment \(awaited.mediaSequence)" + (awaited.part.map { " part \($0)" } ?? "")
+                    configuration.logger.warning("Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
+                    throw ProxyRequestError(status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.", headers: [("Retry-After", "1")])
+                }
                 return log.finish(try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort))
             }
-            let (specifier, forwarded) = (asked.specifier, asked.forwarded)
-            var metadata = try await reader.contentInfo(for: url, readingFrom: asked.firstByte, length: asked.length, headers: forwarded)
+            var (specifier, forwarded) = (asked.specifier, asked.forwarded)
+            // The player's conditions go to the origin when the cache holds nothing to answer
+            // them with (RFC 9111 §4.3.2); its `304` then comes back as it is.
+            let holdsVersion = reader.store.metadata(for: reader.store.key(for: url))?.length != nil
+            let asking = holdsVersion ? forwarded : forwarded + asked.conditions.fields
+            // A probe's bytes that are not stored (`no-store`) wait for this request's read,
+            // which takes them; whatever this request does, they are let go when it is answered.
+            defer { reader.releaseReservation(for: url) }
+            var metadata: ContentMetadata
+            if let firstByte = asked.firstByte {
+                metadata = try await reader.contentInfoForRead(url, from: firstByte, length: asked.length, headers: asking)
+            } else {
+                metadata = try await reader.contentInfo(for: url, headers: asking)
+            }
             // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
             // lets a server ignore it; ffmpeg asks for `bytes=0-`).
-            if try await reader.isPlaylist(url, metadata, headers: forwarded) {
-                return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded))
+            if try await reader.isPlaylist(url, metadata, headers: forwarded, planned: metadata) {
+                return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded, planned: metadata))
             }
             let now = reader.store.configuration.clock.now
+            switch asked.conditions.evaluate(against: metadata) {
+            case .notModified:
+                return log.finish(ProxyResponse(status: .notModified, headers: Self.notModifiedHeaders(metadata, now: now), body: .none))
+            case .preconditionFailed:
+                return log.finish(Self.error(.preconditionFailed, "A precondition of the request (If-Match or If-Unmodified-Since) does not hold for the current version."))
+            case .proceed:
+                break
+            }
+            if !asked.conditions.rangeApplies(to: metadata) { specifier = nil }  // If-Range names another version: the whole body
+            var planned: ContentMetadata? = metadata
             // The head is planned from what is known now; if the read then finds another
             // version at the origin, it is planned again from what the read found, so the
             // head always describes the bytes that follow it.
@@ -160,7 +200,7 @@ struct ProxyHandler: Sendable {
                     // the whole body streams through as it arrives, `200` without a length
                     // (a `Range` is ignored, as RFC 9110 §14.2 allows).
                     guard sendsBody else { return log.finish(ProxyResponse(status: .ok, headers: Self.headers(metadata, range: nil, isPartial: false, now: now), body: .none)) }
-                    let stream = try await reader.read(url, offset: 0, length: nil, headers: forwarded)
+                    let stream = try await reader.read(url, offset: 0, length: nil, headers: forwarded, planned: planned)
                     log.status = 200
                     log.passesThrough = true
                     return ProxyResponse(status: .ok, headers: Self.headers(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
@@ -176,7 +216,8 @@ struct ProxyHandler: Sendable {
                 guard sendsBody, !wanted.isEmpty else {
                     return log.finish(ProxyResponse(status: status, headers: Self.headers(metadata, range: wanted, isPartial: specifier != nil, now: now), body: .none))
                 }
-                let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length, headers: forwarded)
+                let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length, headers: forwarded, planned: planned)
+                planned = nil
                 guard stream.metadata.length == total, stream.range == wanted, metadata.isSameVersion(as: stream.metadata) else {
                     stream.cancel()
                     metadata = stream.metadata
@@ -199,16 +240,17 @@ struct ProxyHandler: Sendable {
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
     /// at the host and port the player used. A body that is not a playlist after all goes
     /// through unchanged; one that cannot be read gets a 502 that says why.
-    private func playlist(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
-        var (body, metadata) = try await reader.playlistBody(url, headers: headers)
+    private func playlist(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata) async throws -> ProxyResponse {
+        var (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: planned)
         // A live or EVENT playlist is never older than half its target duration (at least
         // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
+        // The version read was checked against the origin's freshness before it was read;
+        // one the origin gave or confirmed longer ago than that is validated, then read again.
         if HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
             let lifetime = Duration.milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
-            let before = try await reader.contentInfo(for: url, headers: headers)
-            let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
-            if !current.isSameVersion(as: before) || current.generatedAt != before.generatedAt {
-                (body, metadata) = try await reader.playlistBody(url, headers: headers)
+            if !reader.wasConfirmed(url, within: lifetime) {
+                let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
+                (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
             }
         }
         return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
@@ -229,6 +271,7 @@ struct ProxyHandler: Sendable {
     private func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
         var fields = HTTPHeaders()
         fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/vnd.apple.mpegurl")
+        if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
         // The player comes back for each reload; the cache decides what that costs.
         fields.add(name: "Cache-Control", value: "no-cache")
         fields.add(name: "Accept-Ranges", value: "none")
@@ -288,7 +331,8 @@ struct ProxyHandler: Sendable {
         if let generatedAt = metadata.generatedAt {
             headers.add(name: "Age", value: String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds))))))
         }
-        headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
+        // The origin's Content-Type as it spelled it, kept with the entry; else the type known.
+        if !headers.contains(name: "content-type") { headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream") }
         guard let range else {
             headers.add(name: "Accept-Ranges", value: "none")
             return headers
@@ -301,6 +345,18 @@ struct ProxyHandler: Sendable {
             headers.add(name: "Content-Range", value: ContentRange(range: range, totalLength: total).headerValue)
         }
         return headers
+    }
+
+    /// The head of a `304 Not Modified` for the version `metadata` describes (RFC 9110
+    /// §15.4.5): the fields a `200` would carry less those that describe the body.
+    static func notModifiedHeaders(_ metadata: ContentMetadata, now: Date) -> HTTPHeaders {
+        var fields = headers(metadata, range: nil, isPartial: false, now: now)
+        for name in ["content-type", "content-length", "content-range", "accept-ranges", "content-encoding", "content-language", "content-disposition"] {
+            fields.remove(name: name)
+        }
+        if let etag = metadata.etag { fields.add(name: "ETag", value: etag) }
+        if let lastModified = metadata.lastModified { fields.add(name: "Last-Modified", value: lastModified) }
+        return fields
     }
 
     /// The checks every request passes before its URL is looked at: the method, the
@@ -403,6 +459,7 @@ struct ProxyHandler: Sendable {
         guard let error = error as? CacheError else {
             return Self.error(.badGateway, "The origin request failed.")
         }
+        if let answer = error.originAnswer { return passedOn(answer) }
         switch error.code {
         case .rangeNotSatisfiable:
             if let total = error.resourceLength { return unsatisfiable(total: total) }
@@ -416,6 +473,17 @@ struct ProxyHandler: Sendable {
         default:
             return Self.error(.internalServerError, error.message)
         }
+    }
+
+    /// The origin's own answer as it gave it: status, reason, end-to-end fields, body.
+    static func passedOn(_ answer: OriginAnswer) -> ProxyResponse {
+        var headers = HTTPHeaders()
+        for field in answer.headers { headers.add(name: field.name, value: field.value) }
+        // 1xx, 204 and 304 carry no body (RFC 9110 §6.4.1) and so no length of one.
+        let hasBody = !(100..<200).contains(answer.status) && answer.status != 204 && answer.status != 304
+        if hasBody { headers.add(name: "Content-Length", value: String(answer.body.count)) }
+        return ProxyResponse(status: HTTPResponseStatus(statusCode: answer.status, reasonPhrase: answer.reason), headers: headers,
+                             body: hasBody && !answer.body.isEmpty ? .bytes(answer.body) : .none)
     }
 
     static func unsatisfiable(total: Int64) -> ProxyResponse {

@@ -88,3 +88,16 @@ extension Harness {
         }
     }
 }
+
+/// Waits until `condition` holds, looking again every millisecond: for a state another task
+/// reaches (a number of requests waiting), never for a duration. Throws after a minute, which
+/// only a broken condition reaches.
+public func waitUntil(_ condition: () -> Bool, sourceDescription: String = #function) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            throw CacheError(.originTimedOut, "waitUntil in \(sourceDescription): the condition never held.")
+        }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}

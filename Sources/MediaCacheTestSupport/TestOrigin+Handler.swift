@@ -117,7 +117,10 @@ final class OriginHandler: ChannelInboundHandler {
             }
             headers.add(name: lowercase ? "connection" : "Connection", value: keepsAlive ? "keep-alive" : "close")
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: plan.status, headers: headers))), promise: nil)
-            if let body = plan.body, let resource = plan.resource, head.method == .GET {
+            if !plan.statusBody.isEmpty, head.method == .GET {
+                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: plan.statusBody)))), promise: nil)
+                finishResponse(context: context, keepAlive: keepsAlive)
+            } else if let body = plan.body, let resource = plan.resource, head.method == .GET {
                 sending = Sending(path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
                                   dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepsAlive)
                 sendMore(context: context)
@@ -129,6 +132,10 @@ final class OriginHandler: ChannelInboundHandler {
             let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
             let loopBound = NIOLoopBound(send, eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { loopBound.value() }
+        } else if let gate = plan.resource?.faults.gate {
+            let loopBound = NIOLoopBound(send, eventLoop: context.eventLoop)
+            let eventLoop = context.eventLoop
+            gate.whenOpen { eventLoop.execute { loopBound.value() } }
         } else {
             send()
         }
@@ -141,6 +148,8 @@ final class OriginHandler: ChannelInboundHandler {
         var resource: TestOrigin.Resource?
         var dropAfter: Int64?
         var rawResponse: [UInt8]?
+        /// The body of an error answer (``TestOrigin/Faults/statusBody``).
+        var statusBody: [UInt8] = []
     }
 
     static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?, now: Int64) -> Plan {
@@ -158,7 +167,11 @@ final class OriginHandler: ChannelInboundHandler {
             return Plan(status: HTTPResponseStatus(statusCode: status), headers: [("Location", location), ("Content-Length", "0")], body: nil, resource: resource)
         }
         if let status = faults.status {
-            return Plan(status: HTTPResponseStatus(statusCode: status), headers: [("Content-Length", "0")], body: nil, resource: resource)
+            var headers = resource.extraHeaders.map { ($0.name, $0.value) }
+            if let cacheControl = resource.cacheControl { headers.append(("Cache-Control", cacheControl)) }
+            headers.append(("Date", HTTPDate.format(now)))
+            headers.append(("Content-Length", "\(faults.statusBody.count)"))
+            return Plan(status: HTTPResponseStatus(statusCode: status), headers: headers, body: nil, resource: resource, statusBody: faults.statusBody)
         }
         let length = resource.length
         var headers: [(String, String)] = [("Content-Type", resource.mimeType)]

@@ -97,6 +97,10 @@ public final class TestOrigin: Sendable {
         public var headFails = false
         /// Wait this long before sending the response head.
         public var headDelay: Duration?
+        /// Hold every response head until the gate opens (a test decides when the origin answers).
+        public var gate: Gate?
+        /// With ``status``, the body of that answer (an error page), and more fields.
+        public var statusBody: [UInt8] = []
         /// Answer 401 unless the request carries this header with this value (a media
         /// server behind a login).
         public var requiredHeader: (name: String, value: String)?
@@ -110,6 +114,32 @@ public final class TestOrigin: Sendable {
         public var lengthless: LengthlessFraming?
 
         public init() {}
+    }
+
+    /// Holds answers until a test opens it (see ``Faults/gate``).
+    public final class Gate: Sendable {
+        private let state = Mutex<(isOpen: Bool, waiting: [@Sendable () -> Void])>((false, []))
+
+        public init() {}
+
+        /// Lets every held answer go, and every later one at once.
+        public func open() {
+            let waiting = state.withLock { state in
+                state.isOpen = true
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for answer in waiting { answer() }
+        }
+
+        /// Runs `answer` once the gate is open.
+        func whenOpen(_ answer: @escaping @Sendable () -> Void) {
+            let now = state.withLock { state in
+                if !state.isOpen { state.waiting.append(answer) }
+                return state.isOpen
+            }
+            if now { answer() }
+        }
     }
 
     /// How a body without a length ends.

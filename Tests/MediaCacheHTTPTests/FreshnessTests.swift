@@ -11,7 +11,7 @@ import Testing
 @Suite struct FreshnessTests {
     static let size: Int64 = 600_000
 
-    static func with(_ scheme: OriginScheme, prefersCache: Bool = false, servesStale: Bool = true, burst: Duration = .zero,
+    static func with(_ scheme: OriginScheme, prefersCache: Bool = false, servesStale: Bool = true,
                      _ body: (Harness, ManualClock) async throws -> Void) async throws {
         let clock = ManualClock(start: Date())
         var store = CacheStore.Configuration()
@@ -19,7 +19,6 @@ import Testing
         var reader = CachingReader.Configuration()
         reader.prefersCache = prefersCache
         reader.servesStaleOnOriginFailure = servesStale
-        reader.revalidationBurst = burst
         var fetcher = HTTPOriginFetcher.Configuration()
         fetcher.clock = clock
         try await Harness.with(scheme: scheme, store: store, reader: reader, fetcher: fetcher) { h in
@@ -74,20 +73,44 @@ import Testing
         }
     }
 
+    /// Eight range requests on a `no-cache` entry while one validation is under way share it:
+    /// the origin holds its answer until all eight wait on it, and sees one conditional request.
     @Test(arguments: OriginScheme.allCases)
-    func aBurstOfRangeRequestsCostsOneRevalidation(scheme: OriginScheme) async throws {
-        try await Self.with(scheme, burst: .seconds(5)) { h, clock in
+    func concurrentRequestsShareOneRevalidation(scheme: OriginScheme) async throws {
+        try await Self.with(scheme) { h, _ in
             Self.serve(h, "/c.mp3", cacheControl: "no-cache")
             try await Self.play(h, "/c.mp3")
-            clock.advance(by: 10)  // past the burst window of the first play's validation
             h.origin.resetCounters()
+            let gate = TestOrigin.Gate()
+            h.origin.update("/c.mp3") { $0.faults.gate = gate }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<8 {
                     group.addTask { try await ReadPathTests.readAndCheck(h, "/c.mp3", offset: Int64(index) * 50_000, length: 40_000) }
                 }
+                try await waitUntil { h.reader.contentInfoWaiters == 8 }
+                gate.open()
                 try await group.waitForAll()
             }
             #expect(h.origin.requests("/c.mp3").map(\.status) == [304], "\(h.origin.requests("/c.mp3"))")
+            // Once it is over, the next use is validated again.
+            h.origin.resetCounters()
+            try await ReadPathTests.readAndCheck(h, "/c.mp3", offset: 0, length: 40_000)
+            #expect(h.origin.requests("/c.mp3").map(\.status) == [304])
+        }
+    }
+
+    /// `no-cache`, `max-age=0` and a stale `must-revalidate`: a file changed at the origin
+    /// half a second after a play is never served from the old copy.
+    @Test(arguments: OriginScheme.allCases, ["no-cache", "max-age=0", "max-age=1, must-revalidate"])
+    func aChangeHalfASecondAfterAPlayIsSeen(scheme: OriginScheme, cacheControl: String) async throws {
+        try await Self.with(scheme) { h, clock in
+            Self.serve(h, "/h.mp3", cacheControl: cacheControl)
+            try await Self.play(h, "/h.mp3")
+            clock.advance(by: cacheControl.contains("max-age=1") ? 1.5 : 0.5)
+            h.origin.changeContent(at: "/h.mp3")
+            let changed = try await Self.play(h, "/h.mp3")  // checked against the new version
+            #expect(changed.first?.header("If-None-Match") == "\"v1\"", "\(changed)")
+            #expect(h.origin.bodyBytesSent("/h.mp3") == Self.size, "the new version, whole, once")
         }
     }
 
@@ -102,7 +125,7 @@ import Testing
                 if servesStale {
                     try await Self.play(h, "/d.mp3")
                 } else {
-                    await #expect { _ = try await h.reader.read(h.origin.url("/d.mp3")) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+                    await #expect { _ = try await h.reader.read(h.origin.url("/d.mp3")) } throws: { ($0 as? CacheError)?.originAnswer?.status == 503 }
                 }
             }
         }
@@ -116,7 +139,7 @@ import Testing
             try await Self.play(h, "/m.mp3")
             clock.advance(by: 120)
             h.origin.update("/m.mp3") { $0.faults.status = 503 }
-            await #expect { _ = try await h.reader.read(h.origin.url("/m.mp3")) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+            await #expect { _ = try await h.reader.read(h.origin.url("/m.mp3")) } throws: { ($0 as? CacheError)?.originAnswer?.status == 503 }
             h.origin.update("/m.mp3") { $0.faults.status = nil }
             #expect(try await Self.play(h, "/m.mp3").map(\.status) == [304], "once the origin is back it is revalidated")
         }

@@ -499,12 +499,19 @@ import Testing
             var missing = TestOrigin.Faults()
             missing.status = 404
             h.origin.serve(.generated(length: 1000, faults: missing), at: "/missing.mp3")
-            await #expect { _ = try await h.reader.read(h.origin.url("/missing.mp3")) } throws: { ($0 as? CacheError)?.code == .originRejected }
+            // The origin's own answer, carried for the front door to pass on, never stored.
+            await #expect { _ = try await h.reader.read(h.origin.url("/missing.mp3")) } throws: {
+                let error = $0 as? CacheError
+                return error?.code == .originAnswered && error?.originAnswer?.status == 404 && error?.isOriginFailure == false
+            }
+            #expect(h.store.metadata(for: h.store.key(for: h.origin.url("/missing.mp3"))) == nil)
             var broken = TestOrigin.Faults()
             broken.status = 500
             h.origin.serve(.generated(length: 1000, faults: broken), at: "/broken.mp3")
             // A 5xx is a failure to serve now, like an unreachable origin (a stale copy may stand in).
-            await #expect { _ = try await h.reader.read(h.origin.url("/broken.mp3")) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+            await #expect { _ = try await h.reader.read(h.origin.url("/broken.mp3")) } throws: {
+                ($0 as? CacheError)?.originAnswer?.status == 500 && ($0 as? CacheError)?.isOriginFailure == true
+            }
 
             var odd = TestOrigin.Faults()
             odd.lowercaseHeaders = true

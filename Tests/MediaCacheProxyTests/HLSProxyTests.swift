@@ -221,12 +221,20 @@ import Testing
             live.cacheControl = "max-age=60"
             h.origin.serve(live, at: "/ll/index.m3u8")
             let entry = h.url("/ll/index.m3u8")
-            for round in 1...2 {
-                let reply = try await h.get(entry + "&_HLS_msn=\(round)&_HLS_part=0")
+            // Segment 0 is whole and part 0 of segment 1 is there: each is held.
+            for (round, query) in ["_HLS_msn=1&_HLS_part=0", "_HLS_msn=0"].enumerated() {
+                let reply = try await h.get(entry + "&" + query)
                 let text = String(buffer: reply.body)
                 #expect(reply.status == 200 && text.contains("#EXT-X-PART:DURATION=1,URI=\"http://127.0.0.1:\(h.port)/a.1.ts?url="), "\(text)")
                 let seen = h.origin.requests("/ll/index.m3u8")
-                #expect(seen.count == round && seen.last?.query == "_HLS_msn=\(round)&_HLS_part=0", "\(seen.map { $0.query ?? "-" })")
+                #expect(seen.count == round + 1 && seen.last?.query == query, "\(seen.map { $0.query ?? "-" })")
+            }
+            // Part 1 of segment 1, and segment 2, are not: a retriable 503, never that playlist.
+            for query in ["_HLS_msn=1&_HLS_part=1", "_HLS_msn=2", "_HLS_msn=2&_HLS_part=0"] {
+                let reply = try await h.get(entry + "&" + query)
+                #expect(reply.status == 503 && reply.headers.first(name: "retry-after") == "1", "\(query): \(reply.status)")
+                #expect(!String(buffer: reply.body).contains("#EXTM3U"))
+                #expect(h.origin.requests("/ll/index.m3u8").last?.query == query, "it went to the origin")
             }
             let reload = try #require(URL(string: h.origin.url("/ll/index.m3u8").absoluteString + "?_HLS_msn=1&_HLS_part=0"))
             #expect(h.base.store.metadata(for: h.base.store.key(for: reload)) == nil)

@@ -38,8 +38,6 @@ import Testing
 
     static func readerConfiguration() -> CachingReader.Configuration {
         var configuration = CachingReader.Configuration()
-        // Each read asks the origin, so a new version is seen at once.
-        configuration.revalidationBurst = .zero
         configuration.holeDelay = .zero
         return configuration
     }

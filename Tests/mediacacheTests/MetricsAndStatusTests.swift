@@ -30,7 +30,7 @@ import Testing
             }
             let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
             let plays: [(String, (String, String)?, Int)] = [("/a/song.mp3", nil, 200), ("/a/song.mp3", nil, 200), ("/b/film.mp4", ("Range", "bytes=0-99999"), 206),
-                                                              ("/missing.mp3", nil, 502)]
+                                                              ("/missing.mp3", nil, 404)]
             for (path, header, status) in plays {
                 var request = HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: origin.url(path), token: token))
                 if let (name, value) = header { request.headers.add(name: name, value: value) }

@@ -31,6 +31,9 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     public var finalURL: URL?
     /// The URL the resource was asked for by (the cache key is a hash of it): what `ls` shows.
     public var sourceURL: URL?
+    /// The request's values of the fields the answer's `Vary` names (RFC 9111 §4.1), lower-case
+    /// names in `Vary`'s order, each value normalised; `nil` without `Vary`.
+    private var varyingRequestFields: [HeaderField]?
 
     /// The origin's end-to-end response header fields (`Cache-Control`, `Expires`, `Date`,
     /// `Content-Disposition`, `Content-Language`, `Vary`, …), kept with the entry and sent
@@ -72,6 +75,55 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
             refreshed.freshUntil = again.addingTimeInterval(freshUntil.timeIntervalSince(generatedAt))
         }
         return refreshed
+    }
+
+    /// The field names the answer's `Vary` lists, lower-case, in order (`*` included).
+    public var varyingFieldNames: [String] {
+        responseHeaders.filter { $0.name.lowercased() == "vary" }
+            .flatMap { $0.value.split(separator: ",") }
+            .map { String($0).trimmingWhitespace().lowercased() }
+            .filter { !$0.isEmpty }
+    }
+
+    /// Records the values that `request` (the fields sent to the origin for this answer)
+    /// has for each field the answer's `Vary` names, so that a later request is matched
+    /// against them (``matches(request:)``).
+    package mutating func recordVaryingFields(of request: RequestHeaders) {
+        let names = varyingFieldNames
+        varyingRequestFields = names.isEmpty ? nil : names.map { HeaderField(name: $0, value: Self.normalizedValue(of: $0, in: request) ?? "") }
+    }
+
+    /// Whether a request with `request`'s fields may be answered with this stored answer as
+    /// far as `Vary` goes (RFC 9111 §4.1): every field it names has the same value in both
+    /// (absent in both counts as the same); `Vary: *` never matches. `Accept-Encoding` always
+    /// matches: the cache asks the origin for the identity coding whatever the player sends.
+    public func matches(request: RequestHeaders) -> Bool {
+        let names = varyingFieldNames
+        guard !names.isEmpty else { return true }
+        guard !names.contains("*") else { return false }
+        let recorded = varyingRequestFields ?? []
+        for name in names where name != "accept-encoding" {
+            let stored = recorded.first { $0.name == name }
+            let value = Self.normalizedValue(of: name, in: request)
+            // A field recorded as absent is stored as "" (absent and empty compare equal, as
+            // RFC 9110 §5.3 lets a list's empty members go).
+            guard (stored?.value ?? "") == (value ?? "") else { return false }
+        }
+        return true
+    }
+
+    /// The value of every line named `name` in `request`, joined as one list, each member's
+    /// surrounding whitespace removed (RFC 9111 §4.1 lets a cache normalise this way).
+    private static func normalizedValue(of name: String, in request: RequestHeaders) -> String? {
+        let lines = request.filter { $0.name.lowercased() == name }.map(\.value)
+        guard !lines.isEmpty else { return nil }
+        return lines.joined(separator: ",").split(separator: ",", omittingEmptySubsequences: true)
+            .map { String($0).trimmingWhitespace() }.filter { !$0.isEmpty }.joined(separator: ", ")
+    }
+
+    /// Takes `other`'s recorded `Vary` values when it has a `Vary` of its own.
+    mutating func takeVaryingFields(of other: ContentMetadata) {
+        if other.varyingRequestFields != nil || !other.varyingFieldNames.isEmpty { varyingRequestFields = other.varyingRequestFields }
     }
 
     /// Whether the cached resource may be served at `now` without asking the origin.

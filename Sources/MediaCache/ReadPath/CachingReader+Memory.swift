@@ -10,9 +10,8 @@ extension CachingReader {
     public static let memoryOnlyLimit = 64 << 10
 
     /// The whole body of `url`, never read from or written to an unencrypted store: from
-    /// memory while it may be used without asking the origin (fresh,
-    /// ``Configuration/prefersCache``, or fetched within ``Configuration/revalidationBurst``),
-    /// else fetched again. At most ``MemoryBodies/capacity`` are kept; `no-store` bodies are
+    /// memory while it may be used without asking the origin (fresh, or
+    /// ``Configuration/prefersCache``), else fetched again. At most ``MemoryBodies/capacity`` are kept; `no-store` bodies are
     /// not kept at all. In an encrypted store the body is an entry like any other (sealed on
     /// disk), so an HLS key survives a restart and an asset prefetched for offline use plays
     /// offline.
@@ -35,8 +34,9 @@ extension CachingReader {
     /// The whole body of `url` through the cache, refused past `limit` bytes, and the
     /// metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
-    public func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
-        let stream = try await read(url, offset: 0, length: nil, headers: headers)
+    /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    public func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned)
         var body: [UInt8] = []
         for try await chunk in stream {
             body += chunk.readableBytesView

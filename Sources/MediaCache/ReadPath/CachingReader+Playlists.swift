@@ -24,10 +24,11 @@ extension CachingReader {
     /// Whether the resource `metadata` describes is an HLS playlist: by its media type, or
     /// (for a small resource of no particular type) by a body that starts with `#EXTM3U`,
     /// read through the cache.
-    public func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = []) async throws -> Bool {
+    /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    public func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> Bool {
         guard Self.mayBePlaylist(metadata) else { return false }
         if let type = Self.mediaType(metadata), Self.playlistTypes.contains(type) { return true }
-        let stream = try await read(url, offset: 0, length: 7, headers: headers)
+        let stream = try await read(url, offset: 0, length: 7, headers: headers, planned: planned)
         var first: [UInt8] = []
         for try await chunk in stream { first += chunk.readableBytesView }
         return HLSPlaylist.looksLikePlaylist(first)
@@ -36,7 +37,7 @@ extension CachingReader {
     /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
     /// and the metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
-    public func playlistBody(_ url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
-        try await storedBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize)
+    public func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        try await storedBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize, planned: planned)
     }
 }

@@ -71,10 +71,6 @@ public final class CachingReader: Sendable {
         /// (or answers 5xx), serve the cached copy anyway (and log a warning) — unless the
         /// origin said `must-revalidate` or `no-cache` (``ContentMetadata/requiresRevalidation``).
         public var servesStaleOnOriginFailure = true
-        /// A resource the origin confirmed this recently counts as validated even when its
-        /// answer was `no-cache`, so a player's burst of range requests costs one
-        /// revalidation, not one each.
-        public var revalidationBurst: Duration = .seconds(1)
         /// When a read that has been giving cached bytes reaches missing ones, it waits this
         /// long before asking the origin for them. A player that cancels once it has what
         /// it needs sends the cancel while earlier bytes are still in flight (socket buffers
@@ -99,6 +95,10 @@ public final class CachingReader: Sendable {
     /// When the origin last confirmed each resource, on the store's clock.
     private let validatedAt = Mutex<[CacheKey: Date]>([:])
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
+    private let waitingForOrigin = Atomic<Int>(0)
+    /// How many calls wait on the origin for content information (probes and validations,
+    /// shared or not): tests wait on it to know that requests are sharing one.
+    package var contentInfoWaiters: Int { waitingForOrigin.load(ordering: .relaxed) }
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
@@ -136,33 +136,63 @@ public final class CachingReader: Sendable {
     ///   target duration, and a cache in front must not make it older).
     public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
                             maximumAge: Duration? = nil) async throws -> ContentMetadata {
+        try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false)
+    }
+
+    /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for a caller that reads
+    /// next: when the answer is not stored (`no-store`), the probe's bytes are held for that
+    /// read, so the probe's request is the read's (one origin request, not two). The caller
+    /// calls ``releaseReservation(for:)`` when it is done, read or not.
+    package func contentInfoForRead(_ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ContentMetadata {
+        try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true)
+    }
+
+    /// Lets go of the probe bytes held for a read of `url` that did not take them.
+    package func releaseReservation(for url: URL) {
+        scheduler.releaseReservation(store.key(for: url))
+    }
+
+    private func contentInfo(for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
+                             maximumAge: Duration?, reserves: Bool) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
-        let stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
+        var stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
+        if let varied = stored, !varied.matches(request: headers) {
+            // Stored for a request whose varying fields differ: a miss that fetches and replaces.
+            configuration.logger.debug("The stored answer varies on fields this request does not match", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            try? await store.remove(key)
+            stored = nil
+        }
         if let stored, isCurrent(stored, key: key), maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true {
             return stored
         }
+        // A request carrying the player's own conditions may get the origin's `304` for it:
+        // such a request shares no task with others.
+        let shares = headers.withoutConditions.count == headers.count
         let task = contentInfoTasks.withLock { tasks in
-            if let running = tasks[key] { return running }
-            let task = Task { [self] in
-                if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers) }
+            if shares, let running = tasks[key] { return running }
+            let task = Task { [self, stored] in
+                if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers.withoutConditions) }
                 guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
                 let size = min(configuration.minimumRequest, max(1, length ?? configuration.minimumRequest))
-                return try await probe(url, key: key, offset: offset, size: size, headers: headers)
+                return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
             }
-            tasks[key] = task
+            if shares { tasks[key] = task }
             return task
         }
         defer { contentInfoTasks.withLock { if $0[key] == task { $0[key] = nil } } }
+        waitingForOrigin.add(1, ordering: .relaxed)
+        defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
         return try await task.value
     }
 
     /// The content information when the store alone can give it now: the entry's length is
     /// known and it may be used without asking the origin (see ``contentInfo(for:readingFrom:headers:)``);
     /// `nil` otherwise. Never waits.
-    public func cachedContentInfo(for url: URL) -> ContentMetadata? {
+    /// - Parameter headers: the player's request fields, matched against the stored answer's `Vary`.
+    public func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
         let key = store.key(for: url)
-        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key) else { return nil }
+        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key), stored.matches(request: headers) else { return nil }
         return stored
     }
 
@@ -170,7 +200,7 @@ public final class CachingReader: Sendable {
     /// entry may be used without asking the origin (a read with no missing bytes is never
     /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
     public func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        guard let metadata = cachedContentInfo(for: url), metadata.isStorable, let total = metadata.length,
+        guard let metadata = cachedContentInfo(for: url, headers: headers), metadata.isStorable, let total = metadata.length,
               range.upperBound <= total, !range.isEmpty else { return nil }
         let key = store.key(for: url)
         guard let handle = try? store.openEntry(key) else { return nil }
@@ -219,7 +249,12 @@ public final class CachingReader: Sendable {
     /// - Parameter headers: the player's request headers, sent with the origin requests this
     ///   read starts (a download shared by several reads carries those of the read that
     ///   started it: one cache serves one user).
-    public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = []) async throws -> ReadStream {
+    /// - Parameter planned: the content information the caller just got from
+    ///   ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for this same request: the
+    ///   read plans from it instead of asking again, so a resource that must be validated on
+    ///   every use (`no-cache`) or is never stored (`no-store`) costs one origin request, not two.
+    public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = [],
+                     planned: ContentMetadata? = nil) async throws -> ReadStream {
         guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
             throw CacheError(.rangeNotSatisfiable, "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
         }
@@ -227,8 +262,15 @@ public final class CachingReader: Sendable {
         // bound keeps `offset + length` from overflowing.
         let length = length.map { min($0, ByteRange.maximumOffset) }
         let key = store.key(for: url)
+        var planned = planned
         for _ in 0..<3 {
-            let metadata = try await contentInfo(for: url, headers: headers)
+            let metadata: ContentMetadata
+            if let known = planned {
+                metadata = known
+                planned = nil  // a version that changed under the read is asked for again
+            } else {
+                metadata = try await contentInfo(for: url, headers: headers)
+            }
             guard let total = metadata.length else {
                 return try await passThrough(url, key: key, offset: offset, length: length, headers: headers)
             }
@@ -240,6 +282,7 @@ public final class CachingReader: Sendable {
             let range = ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
             let handle = metadata.isStorable ? try? store.openEntry(key) : nil
             let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
+            if !metadata.isStorable { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
                 case .ready:
@@ -340,19 +383,25 @@ public final class CachingReader: Sendable {
         validatedAt.withLock { $0[key] = now }
     }
 
+    /// Whether the origin gave or confirmed the stored version of `url` less than `age` ago.
+    package func wasConfirmed(_ url: URL, within age: Duration) -> Bool {
+        let key = store.key(for: url)
+        guard let stored = store.metadata(for: key) else { return false }
+        return isYoung(stored, key: key, within: age)
+    }
+
     /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
     private func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
         guard let last = validatedAt.withLock({ $0[key] }) ?? metadata.generatedAt else { return false }
         return Self.isWithin(age, from: last, to: store.configuration.clock.now)
     }
 
-    /// Whether a stored entry may be used without asking the origin: it is fresh, the app
-    /// prefers the cache, or the origin confirmed it within ``Configuration/revalidationBurst``
-    /// (so a player's burst of range requests costs one revalidation).
+    /// Whether a stored entry may be used without asking the origin: it is fresh (RFC 9111
+    /// §4.2; `no-cache` and `max-age=0` never are, so every use of them is validated), or the
+    /// app prefers the cache. Requests that arrive while a validation runs share it
+    /// (``contentInfo(for:readingFrom:length:headers:maximumAge:)``).
     func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
-        if configuration.prefersCache || metadata.isFresh(at: store.configuration.clock.now) { return true }
-        let last = validatedAt.withLock { $0[key] }
-        return last.map { Self.isWithin(configuration.revalidationBurst, from: $0, to: store.configuration.clock.now) } ?? false
+        configuration.prefersCache || metadata.isFresh(at: store.configuration.clock.now)
     }
 
     /// Whether `now` is less than `interval` after `start` (and not before it).
@@ -375,7 +424,7 @@ public final class CachingReader: Sendable {
         let response: OriginResponse
         do {
             response = try await fetcher.fetch(url, range: ByteRange(start, start + configuration.minimumRequest), ifRange: nil, headers: conditional)
-        } catch let error as CacheError where [.originUnavailable, .originTimedOut].contains(error.code) {
+        } catch let error as CacheError where error.isOriginFailure {
             let logMetadata: Logger.Metadata = ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"]
             guard configuration.servesStaleOnOriginFailure else {
                 CacheMetrics.revalidated(.failed)
@@ -392,6 +441,7 @@ public final class CachingReader: Sendable {
         }
         guard !response.isNotModified else {
             CacheMetrics.revalidated(.notModified)
+            configuration.logger.debug("The origin confirmed the stored version", metadata: ["url": "\(url.absoluteString.prefix(200))"])
             let metadata = await store(stored.refreshed(by: response.metadata), key: key)
             markValidated(key)
             return metadata
@@ -403,7 +453,7 @@ public final class CachingReader: Sendable {
 
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
-    private func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
+    private func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool) async throws -> ContentMetadata {
         let response: OriginResponse
         do {
             response = try await fetcher.fetch(url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers)
@@ -412,12 +462,17 @@ public final class CachingReader: Sendable {
             // information is all there is to learn, and a 416 does not carry all of it.
             return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
         }
-        return try await adopt(response, url: url, key: key, offset: offset, size: size, headers: headers)
+        if response.isNotModified {
+            // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.
+            throw CacheError(answer: response.answer ?? OriginAnswer(status: 304, reason: "Not Modified", headers: [], body: []), url: url.absoluteString)
+        }
+        return try await adopt(response, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions, reserves: reserves)
     }
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
     /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
-    private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
+    private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
+                       reserves: Bool = false) async throws -> ContentMetadata {
         try checked(response, askedFrom: offset, known: nil, url: url)
         let metadata = await store(response.metadata, key: key)
         markValidated(key)
@@ -426,6 +481,8 @@ public final class CachingReader: Sendable {
             ? scheduler.makeDownload(url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
                                      stores: metadata.isStorable, headers: headers)
             : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
+        // Bytes that are not stored are held for the read that asked (see `contentInfoForRead`).
+        if reserves, !metadata.isStorable { scheduler.reserve(download) }
         scheduler.start(download, transfer: OriginTransfer(reader: self, download: download, firstResponse: response))
         return metadata
     }
@@ -438,5 +495,14 @@ public final class CachingReader: Sendable {
             configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw error
         }
+    }
+}
+
+extension [(name: String, value: String)] {
+    /// The fields less the player's own conditions (`If-None-Match`, `If-Modified-Since`,
+    /// `If-Match`, `If-Unmodified-Since`, `If-Range`): the cache's own requests carry its own.
+    package var withoutConditions: RequestHeaders {
+        let conditions: Set<String> = ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"]
+        return filter { !conditions.contains($0.name.lowercased()) }
     }
 }

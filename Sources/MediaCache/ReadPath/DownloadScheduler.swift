@@ -10,6 +10,10 @@ import Synchronization
 /// ``OriginTransfer`` on a task of its own.
 final class DownloadScheduler: Sendable {
     private let downloads = Mutex<[CacheKey: [Download]]>([:])
+    /// Readers held on downloads that do not store (a `no-store` probe's), for the read that
+    /// planned them: their bytes exist nowhere else, so they are kept until that read joins
+    /// (see ``reserve(_:at:)``).
+    private let reservations = Mutex<[CacheKey: (download: Download, reader: UInt64)]>([:])
     private let configuration: CachingReader.Configuration
 
     init(configuration: CachingReader.Configuration) {
@@ -54,6 +58,38 @@ final class DownloadScheduler: Sendable {
             downloads[key] = active + [download]
             return (download, id, true)
         }
+    }
+
+    /// Holds a reader at `download`'s start for the read that will join it, in place of any
+    /// reservation before (which is let go).
+    func reserve(_ download: Download) {
+        guard let id = download.addReader(at: download.start) else { return }
+        let replaced = reservations.withLock { reservations in
+            defer { reservations[download.key] = (download, id) }
+            return reservations[download.key]
+        }
+        if let replaced { replaced.download.removeReader(replaced.reader) }
+    }
+
+    /// The download held for `key` with its reader, moved to `cursor`, when it fetches the
+    /// bytes there; the reservation is then the caller's.
+    func takeReservation(_ key: CacheKey, at cursor: Int64) -> (download: Download, reader: UInt64)? {
+        let reserved = reservations.withLock { reservations -> (download: Download, reader: UInt64)? in
+            guard let held = reservations[key], held.download.start <= cursor, cursor < held.download.end else { return nil }
+            reservations[key] = nil
+            return held
+        }
+        reserved?.download.moveReader(reserved!.reader, to: cursor)
+        return reserved
+    }
+
+    /// Lets go of the reader held for `key`, if no read took it: a download nobody joined ends.
+    func releaseReservation(_ key: CacheKey) {
+        let held = reservations.withLock { reservations in
+            defer { reservations[key] = nil }
+            return reservations[key]
+        }
+        if let held { held.download.removeReader(held.reader) }
     }
 
     func makeDownload(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) -> Download {

@@ -10,7 +10,8 @@ public typealias RequestHeaders = [(name: String, value: String)]
 ///
 /// `MediaCacheHTTP` provides one on AsyncHTTPClient; the read path depends only on this
 /// protocol. Implementations throw ``CacheError`` with an origin code
-/// (`.originUnavailable`, `.originTimedOut`, `.originRejected`, `.rangeNotSatisfiable`).
+/// (`.originUnavailable`, `.originTimedOut`, `.originRejected`, `.rangeNotSatisfiable`), or
+/// `.originAnswered` with the origin's own answer when it is not the resource's bytes.
 public protocol OriginFetcher: Sendable {
     /// The resource's length, type, range support and validators, without its body.
     /// - Parameter headers: the player's request headers to send along.
@@ -75,6 +76,9 @@ public struct OriginResponse: Sendable {
     /// Whether the origin answered a conditional request with "not modified": the cached
     /// version is current, ``metadata`` holds its refreshed freshness, the body is empty.
     public var isNotModified = false
+    /// With ``isNotModified``, the origin's `304` as it is: the answer a player gets when the
+    /// condition was its own (the cache had nothing stored to validate).
+    public var answer: OriginAnswer?
 
     /// Creates a response.
     public init(metadata: ContentMetadata, bodyOffset: Int64, body: any AsyncSequence<ByteBuffer, any Error> & Sendable) {

@@ -115,6 +115,19 @@ final class ReadSession: Sendable {
         handle?.close()
     }
 
+    /// Joins the download whose bytes were held for this read (a `no-store` probe's, see
+    /// `CachingReader.contentInfoForRead`), if there is one for its first byte.
+    func joinReservedDownload() {
+        guard let reserved = reader.scheduler.takeReservation(key, at: range.lowerBound) else { return }
+        let stale = state.withLock { state -> Bool in
+            guard !state.isClosed, state.download == nil else { return true }
+            state.download = reserved
+            state.retriesAtJoin = reserved.download.retries
+            return false
+        }
+        if stale { reserved.download.removeReader(reserved.reader) }
+    }
+
     /// Starts the download for the first missing byte and waits for the origin's answer,
     /// which confirms (or not) that the cached bytes are of the current version.
     func startFirstDownloadAndWaitForResponse() async -> FirstResponse {
@@ -206,7 +219,9 @@ final class ReadSession: Sendable {
             if let state = download?.snapshot(at: cursor).state, case .failed(let error) = state {
                 throw Self.readerError(error, url: url)
             }
-            if download == nil || download!.isFinished || cursor < download!.start || cursor >= download!.end {
+            // A download that has ended may still hold the bytes at the cursor (those it does not store).
+            let ended = download.map { $0.isFinished && $0.snapshot(at: cursor).heldBytes == nil } ?? true
+            if download == nil || ended || cursor < download!.start || cursor >= download!.end {
                 if try await pauseAtHole(cursor, handle: handle) {
                     continue  // bytes may have been stored during the pause: look again
                 }

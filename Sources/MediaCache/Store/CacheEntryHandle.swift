@@ -79,6 +79,7 @@ public final class CacheEntryHandle: Sendable {
             updated.acceptsRanges = metadata.acceptsRanges
             updated.finalURL = metadata.finalURL
             updated.sourceURL = metadata.sourceURL ?? updated.sourceURL
+            updated.takeVaryingFields(of: metadata)
             if updated != record.metadata {
                 state.records[key]!.metadata = updated
                 state.records[key]!.isDirty = true

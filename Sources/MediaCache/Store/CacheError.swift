@@ -9,7 +9,7 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
             case cannotOpenStore, storeLocked, storeClosed, ioFailure, indexFailure, notCached, outOfBounds, entryInvalidated
             case capacityExceeded, originUnavailable, originNotAllowed, originTimedOut, originRejected, resourceChanged
-            case rangeNotSatisfiable, encryptionKeyRequired
+            case rangeNotSatisfiable, encryptionKeyRequired, originAnswered
         }
 
         private let base: Base
@@ -42,9 +42,13 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         public static let originNotAllowed = Code(.originNotAllowed)
         /// The origin did not answer in time.
         public static let originTimedOut = Code(.originTimedOut)
-        /// The origin answered with an error status, or with something that cannot be used
-        /// (a range other than the one asked for, no length).
+        /// The origin answered with something that cannot be used (a range other than the
+        /// one asked for, contradictory lengths, a malformed answer, a refused redirect).
         public static let originRejected = Code(.originRejected)
+        /// The origin answered with something other than the resource's bytes (a `404`, a
+        /// `503`, a `304` to a player's own condition): ``CacheError/originAnswer`` holds it,
+        /// for a front door to pass on as it is.
+        public static let originAnswered = Code(.originAnswered)
         /// The resource changed at the origin while it was being read; the bytes already
         /// given are all of the old version. Read again to get the new version.
         public static let resourceChanged = Code(.resourceChanged)
@@ -65,6 +69,8 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     public var underlyingError: (any Error)?
     /// The resource's total length, with `.rangeNotSatisfiable`.
     public var resourceLength: Int64?
+    /// The origin's answer, with `.originAnswered`.
+    public var originAnswer: OriginAnswer?
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, underlyingError: (any Error)? = nil) {

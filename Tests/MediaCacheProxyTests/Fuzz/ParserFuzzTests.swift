@@ -276,9 +276,92 @@ import Testing
             guard freshness.generatedAt <= received, lifetime >= 0, lifetime <= Double(CacheControl.maximumSeconds) || freshness.freshUntil == received else {
                 return ("freshness", "generated \(freshness.generatedAt), fresh until \(freshness.freshUntil)")
             }
+            // No max-age and not one valid Expires: stale at once (RFC 9111 §5.3).
+            let directives = CacheControl(headers["cache-control"])
+            if directives.maxAge == nil, headers.contains(name: "expires"),
+               headers["expires"].count != 1 || HTTPDate.parse(headers["expires"][0]) == nil, freshness.freshUntil > received {
+                return ("expires", "an invalid Expires \(headers["expires"]) gave freshness until \(freshness.freshUntil)")
+            }
             return (kept.count < all.count ? "some dropped" : "all kept", nil)
         }
         try Self.expectVaried(outcomes, ["some dropped", "all kept"])
+    }
+
+    /// `Vary` (the first `|`-piece) against request fields (the others, `Name: value`): a
+    /// stored answer matches the request it was fetched for, unless `Vary: *`; it stops
+    /// matching when a field it names changes, whatever the letter case of the names; fields
+    /// it does not name, and `Accept-Encoding`, never matter.
+    @Test func varyMatchesExactlyTheFieldsItNames() throws {
+        let outcomes = try Mutator.run("vary") { input in
+            let pieces = input.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+            var request: RequestHeaders = []
+            for field in pieces.dropFirst() {
+                guard let colon = field.firstIndex(of: ":") else { continue }
+                let name = field[..<colon].trimmingCharacters(in: .whitespaces)
+                guard !name.isEmpty, name.utf8.allSatisfy(CacheControl.isTokenByte) else { continue }
+                request.append((name: name, value: field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            }
+            var stored = ContentMetadata(length: 10)
+            stored.responseHeaders = [HeaderField(name: "Vary", value: pieces[0])]
+            stored.recordVaryingFields(of: request)
+            // The model: the names, split at commas, trimmed, lower-cased.
+            let names = pieces[0].split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }.filter { !$0.isEmpty }
+            if names.contains("*") {
+                return stored.matches(request: request) ? ("star", "Vary: * matched") : ("star", nil)
+            }
+            guard stored.matches(request: request) else { return ("self", "the request it was stored for does not match") }
+            guard stored.matches(request: request + [(name: "X-Not-Named-\(names.count)", value: "z")]),
+                  stored.matches(request: request.filter { $0.name.lowercased() != "accept-encoding" } + [(name: "Accept-Encoding", value: "br")])
+            else { return ("unnamed", "a field Vary does not name changed the match") }
+            guard let named = names.first(where: { $0 != "accept-encoding" && $0.utf8.allSatisfy(CacheControl.isTokenByte) }) else { return ("no names", nil) }
+            var changed = request.filter { $0.name.lowercased() != named }
+            changed.append((name: named.uppercased(), value: "changed-\(request.count)"))
+            guard !stored.matches(request: changed) else { return ("changed", "\(named) changed and still matched") }
+            return ("varies", nil)
+        }
+        try Self.expectVaried(outcomes, ["varies", "star"])
+    }
+
+    /// A player's `If-None-Match` / `If-Match` value: `*`, or entity tags each `"…"` or
+    /// `W/"…"` with no quote or control byte inside, at most 64, which written back as a
+    /// list parse the same; anything else is refused (and the condition ignored).
+    @Test func entityTagListsAreWellFormedAndRoundTrip() throws {
+        let outcomes = try Mutator.run("etag") { input in
+            guard let list = EntityTagList(parsing: input) else { return ("refused", nil) }
+            if list.matchesAny { return list.tags.isEmpty ? ("any", nil) : ("any", "* with tags") }
+            guard !list.tags.isEmpty, list.tags.count <= EntityTagList.maximumCount else { return ("tags", "\(list.tags.count) tags") }
+            for tag in list.tags {
+                let opaque = tag.hasPrefix("W/") ? tag.dropFirst(2) : tag[...]
+                guard opaque.count >= 2, opaque.hasPrefix("\""), opaque.hasSuffix("\""),
+                      !opaque.utf8.dropFirst().dropLast().contains(where: { $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F })
+                else { return ("tags", "malformed \(tag.debugDescription)") }
+            }
+            guard EntityTagList(parsing: list.tags.joined(separator: ", ")) == list else { return ("tags", "round trip") }
+            return ("tags", nil)
+        }
+        try Self.expectVaried(outcomes, ["tags", "refused"])
+    }
+
+    /// `Age` lines (`|` between them): the first member of the first line when it is a
+    /// number, else ignored (RFC 9111 §5.1); never negative, never past the bound.
+    @Test func ageTakesTheFirstMemberOrIsIgnored() throws {
+        let outcomes = try Mutator.run("age") { input in
+            let lines = input.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+            let parsed = HTTPOriginFetcher.ageSeconds(lines)
+            // The model: everything before the first comma of the first line, without spaces
+            // and tabs around it, must be ASCII digits.
+            let first = lines[0].split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let trimmed = first.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            let isNumber = !trimmed.isEmpty && trimmed.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            switch (isNumber, parsed) {
+            case (false, nil): return ("ignored", nil)
+            case (true, let value?):
+                guard (0...ByteRange.maximumOffset).contains(value), value == HTTPNumber.saturating(trimmed) else { return ("number", "read \(value)") }
+                return ("number", nil)
+            default: return ("mismatch", "model \(isNumber), parsed \(parsed.map(String.init) ?? "nil")")
+            }
+        }
+        try Self.expectVaried(outcomes, ["number", "ignored"])
     }
 
     /// A CA file's text (`--ca-file`): one certificate per block, or a

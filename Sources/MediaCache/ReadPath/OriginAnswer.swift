@@ -1,0 +1,47 @@
+/// An origin's answer that is not the resource's bytes: a `404`, a `410`, a `503`, a
+/// `204`, or a `304` to a player's own conditional request. The engine never stores it
+/// as media; a front door passes it on to its player as the origin gave it (the proxy sends
+/// the same status, end-to-end fields and body), so that "this file is gone" is never
+/// confused with "the cache broke".
+///
+/// Carried by a ``CacheError`` with code ``CacheError/Code/originAnswered``.
+public struct OriginAnswer: Sendable, Hashable {
+    /// The most body bytes an answer carries; a longer body is refused as a whole.
+    public static let maximumBodySize = 1 << 20
+
+    /// The origin's status code (`404`, `503`, `304`, …).
+    public var status: Int
+    /// The origin's reason phrase, as sent (at most 100 bytes of it).
+    public var reason: String
+    /// The origin's end-to-end header fields, in order (hop-by-hop fields and the body's
+    /// framing are not among them: the front door frames the body itself).
+    public var headers: [HeaderField]
+    /// The body, at most ``maximumBodySize`` bytes.
+    public var body: [UInt8]
+
+    /// Creates an answer.
+    public init(status: Int, reason: String, headers: [HeaderField], body: [UInt8]) {
+        self.status = status
+        self.reason = String(reason.prefix(100))
+        self.headers = headers
+        self.body = body
+    }
+
+    /// Whether the origin says it cannot serve now (`5xx`): a failure like an unreachable
+    /// origin, which is retried and may let a stale cached copy stand in.
+    public var isServerError: Bool { (500...599).contains(status) }
+}
+
+extension CacheError {
+    /// An error carrying the origin's own answer (see ``OriginAnswer``).
+    public init(answer: OriginAnswer, url: String) {
+        self.init(.originAnswered, "\(url.prefix(200)) answered \(answer.status) \(answer.reason).")
+        originAnswer = answer
+    }
+
+    /// Whether the origin could not serve now: unreachable, too slow, or a `5xx` answer. A
+    /// download resumes after such a failure, and a stale copy may stand in for the answer.
+    public var isOriginFailure: Bool {
+        code == .originUnavailable || code == .originTimedOut || (originAnswer?.isServerError ?? false)
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheTestSupport
+import NIOCore
+import NIOHTTP1
+import Testing
+
+/// What RFC 9110 and RFC 9111 ask of a private cache, through the real proxy in front of the
+/// in-process origin: origin answers passed on as they are, `Vary`, a player's own
+/// conditional requests, one origin request per client request. Every test counts what the
+/// origin was asked and checks statuses, fields and bytes.
+@Suite struct HTTPSemanticsTests {
+    /// An answer that is not the resource's bytes reaches the player with its status, its
+    /// fields and its body, costs one origin request, is never stored, and is asked again next time.
+    @Test(arguments: [400, 403, 404, 410, 500, 502, 503, 504, 599, 201, 202, 203, 204, 299])
+    func originAnswersPassThroughAsTheyAre(status: Int) async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 1000, seed: 90)
+            resource.faults.status = status
+            resource.faults.statusBody = status == 204 ? [] : Array("the origin's page for \(status)\n".utf8)
+            resource.extraHeaders = [("Retry-After", "120"), ("WWW-Authenticate", "Bearer realm=\"media\""), ("X-Origin", "yes")]
+            h.origin.serve(resource, at: "/answer.mp4")
+            for round in 1...2 {
+                let reply = try await h.get(h.url("/answer.mp4"), headers: [("Range", "bytes=0-99")])
+                #expect(reply.status == status, "round \(round)")
+                #expect(Array(reply.body.readableBytesView) == resource.faults.statusBody, "\(String(buffer: reply.body))")
+                #expect(reply.headers.first(name: "retry-after") == "120" && reply.headers.first(name: "x-origin") == "yes")
+                #expect(reply.headers.first(name: "www-authenticate") == "Bearer realm=\"media\"")
+                #expect(reply.headers.first(name: "date") != nil)
+                #expect(h.origin.requests("/answer.mp4").count == round, "one origin request per client request, never reused: \(h.origin.requests("/answer.mp4"))")
+            }
+            let head = try await h.get(h.url("/answer.mp4"), method: .HEAD)
+            #expect(head.status == status && head.body.readableBytes == 0)
+            #expect(h.origin.requests("/answer.mp4").count == 3 && h.origin.requests("/answer.mp4").last?.method == "HEAD")
+            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/answer.mp4"))) == nil, "never stored")
+        }
+    }
+
+    /// An origin answer too large to hold is refused with a 502 that says why, not cut.
+    @Test func anErrorPageOverTheBoundIsA502() async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 1000, seed: 91)
+            resource.faults.status = 404
+            resource.faults.statusBody = Array(repeating: UInt8(ascii: "x"), count: OriginAnswer.maximumBodySize + 1)
+            h.origin.serve(resource, at: "/huge-404.mp4")
+            let reply = try await h.get(h.url("/huge-404.mp4"))
+            #expect(reply.status == 502 && String(buffer: reply.body).contains("body over"), "\(String(buffer: reply.body))")
+        }
+    }
+
+    /// `Vary`: a stored answer serves only requests whose varying fields match; another
+    /// value is a miss that fetches and replaces; `Vary: *` is never reused.
+    @Test func varyMatchesMismatchesAndStar() async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 300_000, seed: 92, mimeType: "audio/mpeg")
+            resource.extraHeaders = [("Vary", "Accept-Language, x-variant"), ("Vary", "Accept-Encoding")]
+            h.origin.serve(resource, at: "/v.mp3")
+            func play(_ headers: [(String, String)]) async throws -> Int {
+                let before = h.origin.requests("/v.mp3").count
+                let reply = try await h.get(h.url("/v.mp3"), headers: headers)
+                #expect(reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == 300_000)
+                #expect(reply.headers[canonicalForm: "vary"].joined(separator: ",").contains("Accept-Language"))
+                return h.origin.requests("/v.mp3").count - before
+            }
+            #expect(try await play([("Accept-Language", "de, fr"), ("X-Variant", "a")]) > 0)
+            #expect(try await play([("Accept-Language", "de,fr"), ("X-Variant", "a"), ("Accept-Encoding", "gzip")]) == 0,
+                    "the same values (whitespace aside) match; Accept-Encoding is the cache's own")
+            #expect(try await play([("Accept-Language", "en"), ("X-Variant", "a")]) > 0, "another language: a miss")
+            #expect(h.origin.requests("/v.mp3").last?.header("Accept-Language") == "en")
+            #expect(try await play([("Accept-Language", "en"), ("X-Variant", "a")]) == 0, "the new answer replaced the old one")
+            #expect(try await play([("Accept-Language", "en")]) > 0, "a field absent here but present before: a miss")
+            #expect(try await play([("Accept-Language", "en")]) == 0)
+
+            var star = TestOrigin.Resource.generated(length: 200_000, seed: 93, mimeType: "audio/mpeg")
+            star.extraHeaders = [("Vary", "*")]
+            h.origin.serve(star, at: "/star.mp3")
+            for round in 1...2 {
+                let reply = try await h.get(h.url("/star.mp3"))
+                #expect(reply.status == 200 && star.firstMismatch(in: reply.body, at: 0) == nil)
+                #expect(h.origin.requests("/star.mp3").count == round, "Vary: * is never reused")
+            }
+        }
+    }
+
+    /// A player's own conditional requests are answered from the cache (RFC 9110 §13, RFC
+    /// 9111 §4.3.2): `304` when the stored version matches (weak comparison for
+    /// `If-None-Match`, which takes precedence over `If-Modified-Since`), the full answer
+    /// when it does not, `412` for a failed `If-Match`, and `If-Range` decides whether the
+    /// range applies; none of it costs an origin request.
+    @Test func aPlayersConditionsAreAnsweredFromTheCache() async throws {
+        try await ProxyHarness.with { h in
+            let resource = TestOrigin.Resource.generated(length: 400_000, seed: 94, mimeType: "video/mp4")
+            h.origin.serve(resource, at: "/c.mp4")
+            let first = try await h.get(h.url("/c.mp4"))
+            #expect(first.status == 200 && resource.firstMismatch(in: first.body, at: 0) == nil)
+            let asked = h.origin.requests("/c.mp4").count
+            let lastModified = try #require(resource.lastModified)
+            let later = HTTPDate.format(try #require(HTTPDate.parse(lastModified)) + 60)
+            let earlier = HTTPDate.format(try #require(HTTPDate.parse(lastModified)) - 60)
+            let cases: [(fields: [(String, String)], status: Int)] = [
+                ([("If-None-Match", "\"v1\"")], 304),
+                ([("If-None-Match", "W/\"v1\"")], 304),
+                ([("If-None-Match", "\"x\", \"v1\"")], 304),
+                ([("If-None-Match", "\"x\""), ("If-None-Match", "\"v1\"")], 304),
+                ([("If-None-Match", "*")], 304),
+                ([("If-None-Match", "\"v2\"")], 200),
+                ([("If-Modified-Since", lastModified)], 304),
+                ([("If-Modified-Since", later)], 304),
+                ([("If-Modified-Since", earlier)], 200),
+                ([("If-Modified-Since", "not a date")], 200),
+                ([("If-None-Match", "\"v2\""), ("If-Modified-Since", later)], 200),
+                ([("If-Match", "\"v2\"")], 412),
+                ([("If-Match", "\"v1\"")], 200),
+                ([("If-Unmodified-Since", earlier)], 412),
+                ([("Range", "bytes=100-199"), ("If-Range", "\"v1\"")], 206),
+                ([("Range", "bytes=100-199"), ("If-Range", "\"v0\"")], 200),
+                ([("Range", "bytes=100-199"), ("If-Range", lastModified)], 206),
+                ([("Range", "bytes=100-199"), ("If-Range", earlier)], 200),
+            ]
+            for (fields, status) in cases {
+                let reply = try await h.get(h.url("/c.mp4"), headers: fields)
+                #expect(reply.status == status, "\(fields)")
+                switch status {
+                case 304:
+                    #expect(reply.body.readableBytes == 0 && reply.headers.first(name: "etag") == "\"v1\"", "\(fields)")
+                    #expect(reply.headers.first(name: "cache-control") == "max-age=86400" && reply.headers.first(name: "date") != nil)
+                    #expect(reply.headers.first(name: "content-length") == nil)
+                case 200:
+                    #expect(reply.body.readableBytes == 400_000 && resource.firstMismatch(in: reply.body, at: 0) == nil, "\(fields)")
+                case 206:
+                    #expect(reply.body.readableBytes == 100 && resource.firstMismatch(in: reply.body, at: 100) == nil, "\(fields)")
+                default:
+                    break
+                }
+            }
+            #expect(h.origin.requests("/c.mp4").count == asked, "answered from the cache: \(h.origin.requests("/c.mp4").dropFirst(asked))")
+        }
+    }
+
+    /// With nothing stored, the player's condition goes to the origin, and its `304` comes
+    /// back as it is: one origin request, nothing stored.
+    @Test func aConditionWithNothingStoredGoesToTheOrigin() async throws {
+        try await ProxyHarness.with { h in
+            let resource = TestOrigin.Resource.generated(length: 400_000, seed: 95, mimeType: "video/mp4")
+            h.origin.serve(resource, at: "/n.mp4")
+            let reply = try await h.get(h.url("/n.mp4"), headers: [("If-None-Match", "\"v1\"")])
+            #expect(reply.status == 304 && reply.body.readableBytes == 0 && reply.headers.first(name: "etag") == "\"v1\"")
+            let requests = h.origin.requests("/n.mp4")
+            #expect(requests.count == 1 && requests.first?.header("If-None-Match") == "\"v1\"" && requests.first?.status == 304, "\(requests)")
+            let modified = try await h.get(h.url("/n.mp4"), headers: [("If-Modified-Since", "Mon, 02 Jan 2028 09:00:00 GMT")])
+            #expect(modified.status == 200 && resource.firstMismatch(in: modified.body, at: 0) == nil && modified.body.readableBytes == 400_000)
+            #expect(h.origin.requests("/n.mp4").first(where: { $0.header("If-Modified-Since") != nil })?.status == 206)
+            #expect(h.origin.requests("/n.mp4").dropFirst(2).allSatisfy { $0.header("If-Modified-Since") == nil }, "the cache's own requests carry no condition")
+        }
+    }
+
+    /// A `no-store` play costs exactly one origin request (the probe's answer is the stream),
+    /// and a longer one never asks for a byte twice; nothing is written.
+    @Test func aNoStorePlayCostsOneOriginRequest() async throws {
+        try await ProxyHarness.with { h in
+            var small = TestOrigin.Resource.generated(length: 200_000, seed: 96, mimeType: "audio/mpeg")
+            small.cacheControl = "no-store"
+            h.origin.serve(small, at: "/ns.mp3")
+            let whole = try await h.get(h.url("/ns.mp3"))
+            #expect(whole.status == 200 && small.firstMismatch(in: whole.body, at: 0) == nil && whole.body.readableBytes == 200_000)
+            #expect(h.origin.requests("/ns.mp3").count == 1, "\(h.origin.requests("/ns.mp3").map { "\($0) \($0.headers)" })")
+            let range = try await h.get(h.url("/ns.mp3"), headers: [("Range", "bytes=1000-1999")])
+            #expect(range.status == 206 && small.firstMismatch(in: range.body, at: 1000) == nil && range.body.readableBytes == 1000)
+            #expect(h.origin.requests("/ns.mp3").count == 2)
+            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/ns.mp3"))) == nil)
+
+            var large = TestOrigin.Resource.generated(length: 3_000_000, seed: 97, mimeType: "video/mp4")
+            large.cacheControl = "no-store"
+            h.origin.serve(large, at: "/ns.mp4")
+            let film = try await h.get(h.url("/ns.mp4"))
+            #expect(film.status == 200 && large.firstMismatch(in: film.body, at: 0) == nil && film.body.readableBytes == 3_000_000)
+            #expect(h.origin.bodyBytesSent("/ns.mp4") == 3_000_000, "no byte asked twice: \(h.origin.requests("/ns.mp4"))")
+        }
+    }
+
+    /// A live playlist (`max-age=1`, target duration 2 s) polled every 4.5 s is never older
+    /// than its freshness allows: each poll gets the version the origin has then.
+    @Test func aLivePlaylistPolledEvery4Point5SecondsIsNeverOld() async throws {
+        let clock = ManualClock(start: Date())
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
+            h.origin.useClock(clock)
+            func playlist(_ sequence: Int) -> TestOrigin.Resource {
+                let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\ns\(sequence).ts\n#EXTINF:2,\ns\(sequence + 1).ts\n"
+                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl")
+                resource.etag = "\"p\(sequence)\""
+                resource.cacheControl = "max-age=1"
+                return resource
+            }
+            for sequence in 0..<5 {
+                if sequence > 0 { clock.advance(by: 4.5) }
+                h.origin.serve(playlist(sequence), at: "/live/index.m3u8")
+                let reply = try await h.get(h.url("/live/index.m3u8"))
+                let text = String(buffer: reply.body)
+                #expect(reply.status == 200 && text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n") && text.contains("s\(sequence + 1).ts"), "poll \(sequence): \(text)")
+            }
+        }
+    }
+}
