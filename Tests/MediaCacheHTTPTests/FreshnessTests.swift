@@ -131,6 +131,36 @@ import Testing
         }
     }
 
+    /// RFC 9111 §5.3: an `Expires` that is not one valid date means already expired; §5.1:
+    /// `Age` is its first member, and one that is not a number is ignored.
+    @Test(arguments: OriginScheme.allCases)
+    func anInvalidExpiresIsStaleAndAgeTakesItsFirstMember(scheme: OriginScheme) async throws {
+        try await Self.with(scheme) { h, clock in
+            let later = HTTPDate.format(Int64(clock.now.timeIntervalSince1970) + 3600)
+            let cases: [(path: String, cacheControl: String?, fields: [(String, String)], fresh: Bool)] = [
+                ("/x1.mp3", nil, [("Expires", "Thu, 32 Jan 2099 00:00:00 GMT")], false),
+                ("/x2.mp3", nil, [("Expires", later), ("Expires", later)], false),
+                ("/x3.mp3", nil, [("Expires", "0")], false),
+                ("/x4.mp3", nil, [("Expires", later)], true),
+                ("/a1.mp3", "max-age=3600", [("Age", "7200, 0")], false),
+                ("/a2.mp3", "max-age=3600", [("Age", "0, 7200")], true),
+                ("/a3.mp3", "max-age=3600", [("Age", "old, 0")], true),
+                ("/a4.mp3", "max-age=3600", [("Age", "7200"), ("Age", "0")], false),
+            ]
+            for item in cases {
+                var resource = TestOrigin.Resource.generated(length: 100_000, seed: 51, mimeType: "audio/mpeg")
+                resource.cacheControl = item.cacheControl
+                resource.extraHeaders = item.fields.map { (name: $0.0, value: $0.1) }
+                h.origin.serve(resource, at: item.path)
+                try await ReadPathTests.readAndCheck(h, item.path)
+                h.origin.resetCounters()
+                try await ReadPathTests.readAndCheck(h, item.path)
+                let asked = h.origin.requests(item.path)
+                #expect(asked.isEmpty == item.fresh, "\(item.path) \(item.fields): \(asked)")
+            }
+        }
+    }
+
     /// `must-revalidate` and `no-cache` forbid a stale answer: a failing origin is an error.
     @Test(arguments: OriginScheme.allCases, ["max-age=60, must-revalidate", "no-cache"])
     func mustRevalidateAndNoCacheAreNeverServedStale(scheme: OriginScheme, cacheControl: String) async throws {

@@ -79,10 +79,7 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
 
     /// The field names the answer's `Vary` lists, lower-case, in order (`*` included).
     public var varyingFieldNames: [String] {
-        responseHeaders.filter { $0.name.lowercased() == "vary" }
-            .flatMap { $0.value.split(separator: ",") }
-            .map { String($0).trimmingWhitespace().lowercased() }
-            .filter { !$0.isEmpty }
+        responseHeaders.filter { $0.name.lowercased() == "vary" }.flatMap { Self.listMembers($0.value) }.map { $0.lowercased() }
     }
 
     /// Records the values that `request` (the fields sent to the origin for this answer)
@@ -117,8 +114,19 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     private static func normalizedValue(of name: String, in request: RequestHeaders) -> String? {
         let lines = request.filter { $0.name.lowercased() == name }.map(\.value)
         guard !lines.isEmpty else { return nil }
-        return lines.joined(separator: ",").split(separator: ",", omittingEmptySubsequences: true)
-            .map { String($0).trimmingWhitespace() }.filter { !$0.isEmpty }.joined(separator: ", ")
+        return listMembers(lines.joined(separator: ",")).joined(separator: ", ")
+    }
+
+    /// The members of a comma-separated field value (RFC 9110 §5.6.1), spaces and tabs
+    /// around each removed, empty ones dropped; split on bytes, so a combining mark after a
+    /// comma or a space stays in its member.
+    private static func listMembers(_ value: String) -> [String] {
+        value.utf8.split(separator: UInt8(ascii: ",")).compactMap { member in
+            var slice = member
+            while let first = slice.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { slice = slice.dropFirst() }
+            while let last = slice.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { slice = slice.dropLast() }
+            return slice.isEmpty ? nil : String(decoding: slice, as: UTF8.self)
+        }
     }
 
     /// Takes `other`'s recorded `Vary` values when it has a `Vary` of its own.

@@ -304,8 +304,14 @@ import Testing
             var stored = ContentMetadata(length: 10)
             stored.responseHeaders = [HeaderField(name: "Vary", value: pieces[0])]
             stored.recordVaryingFields(of: request)
-            // The model: the names, split at commas, trimmed, lower-cased.
-            let names = pieces[0].split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }.filter { !$0.isEmpty }
+            // The model: the names, split at commas, spaces and tabs trimmed, lower-cased
+            // (by Unicode scalars, never by Characters: a combining mark after a comma is no space).
+            let names = pieces[0].unicodeScalars.split(separator: ",").map { scalars -> String in
+                var view = String.UnicodeScalarView(scalars)
+                while let first = view.first, first == " " || first == "\t" { view.removeFirst() }
+                while let last = view.last, last == " " || last == "\t" { view.removeLast() }
+                return String(view).lowercased()
+            }.filter { !$0.isEmpty }
             if names.contains("*") {
                 return stored.matches(request: request) ? ("star", "Vary: * matched") : ("star", nil)
             }
@@ -331,9 +337,11 @@ import Testing
             if list.matchesAny { return list.tags.isEmpty ? ("any", nil) : ("any", "* with tags") }
             guard !list.tags.isEmpty, list.tags.count <= EntityTagList.maximumCount else { return ("tags", "\(list.tags.count) tags") }
             for tag in list.tags {
-                let opaque = tag.hasPrefix("W/") ? tag.dropFirst(2) : tag[...]
-                guard opaque.count >= 2, opaque.hasPrefix("\""), opaque.hasSuffix("\""),
-                      !opaque.utf8.dropFirst().dropLast().contains(where: { $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F })
+                // By bytes: a quote followed by a combining mark is one Character.
+                let bytes = Array(tag.utf8)
+                let opaque = bytes.starts(with: Array("W/".utf8)) ? bytes.dropFirst(2) : bytes[...]
+                guard opaque.count >= 2, opaque.first == UInt8(ascii: "\""), opaque.last == UInt8(ascii: "\""),
+                      !opaque.dropFirst().dropLast().contains(where: { $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F })
                 else { return ("tags", "malformed \(tag.debugDescription)") }
             }
             guard EntityTagList(parsing: list.tags.joined(separator: ", ")) == list else { return ("tags", "round trip") }
