@@ -78,7 +78,7 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     }
 
     /// The field names the answer's `Vary` lists, lower-case, in order (`*` included).
-    public var varyingFieldNames: [String] {
+    package var varyingFieldNames: [String] {
         responseHeaders.filter { $0.name.lowercased() == "vary" }.flatMap { Self.listMembers($0.value) }.map { $0.lowercased() }
     }
 
@@ -94,7 +94,7 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// far as `Vary` goes (RFC 9111 §4.1): every field it names has the same value in both
     /// (absent in both counts as the same); `Vary: *` never matches. `Accept-Encoding` always
     /// matches: the cache asks the origin for the identity coding whatever the player sends.
-    public func matches(request: RequestHeaders) -> Bool {
+    package func matches(request: RequestHeaders) -> Bool {
         let names = varyingFieldNames
         guard !names.isEmpty else { return true }
         guard !names.contains("*") else { return false }
