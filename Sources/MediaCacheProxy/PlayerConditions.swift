@@ -27,8 +27,9 @@ struct PlayerConditions: Sendable {
     }
 
     init(_ headers: HTTPHeaders) {
-        let names = ["if-match", "if-unmodified-since", "if-none-match", "if-modified-since", "if-range"]
-        fields = headers.filter { names.contains($0.name.lowercased()) }.map { (name: $0.name, value: $0.value) }
+        fields = headers.filter { RequestHeaders.isConditional($0.name) }.map { (name: $0.name, value: $0.value) }
+        // Most requests carry no condition: nothing more to look up.
+        guard !fields.isEmpty else { return }
         ifMatch = Self.list(headers["if-match"])
         ifNoneMatch = Self.list(headers["if-none-match"])
         ifUnmodifiedSince = Self.date(headers["if-unmodified-since"])

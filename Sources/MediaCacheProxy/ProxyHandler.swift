@@ -41,11 +41,9 @@ struct ProxyHandler: Sendable {
     func respond(to head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
         var response = await answer(head, localPort: localPort)
         addCORSHeaders(to: &response, for: head)
-        if head.method == .HEAD, case .stream(let stream, _) = response.body {
-            stream.cancel()
-            response.body = .none
-        } else if head.method == .HEAD {
+        if head.method == .HEAD {
             // A HEAD answer has no body, whatever the status (RFC 9110 §9.3.2).
+            if case .stream(let stream, _) = response.body { stream.cancel() }
             response.body = .none
         }
         return response
@@ -141,7 +139,8 @@ struct ProxyHandler: Sendable {
             // What was stored when the request came: its bytes count as served from the cache,
             // the rest as from the origin (a download started for this request may store some
             // before the read reaches them).
-            let storedAtArrival = reader.store.spans(for: reader.store.key(for: url))
+            let key = reader.store.key(for: url)
+            let storedAtArrival = reader.store.spans(for: key)
             let asked = try parse(head, url: url)
             if target.isMemoryOnly {
                 log.passesThrough = true
@@ -164,7 +163,7 @@ struct ProxyHandler: Sendable {
             var (specifier, forwarded) = (asked.specifier, asked.forwarded)
             // The player's conditions go to the origin when the cache holds nothing to answer
             // them with (RFC 9111 §4.3.2); its `304` then comes back as it is.
-            let holdsVersion = reader.store.metadata(for: reader.store.key(for: url))?.length != nil
+            let holdsVersion = asked.conditions.isEmpty || reader.store.metadata(for: key)?.length != nil
             let asking = holdsVersion ? forwarded : forwarded + asked.conditions.fields
             // A probe's bytes that are not stored (`no-store`) wait for this request's read,
             // which takes them; whatever this request does, they are let go when it is answered.

@@ -95,6 +95,10 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// (absent in both counts as the same); `Vary: *` never matches. `Accept-Encoding` always
     /// matches: the cache asks the origin for the identity coding whatever the player sends.
     package func matches(request: RequestHeaders) -> Bool {
+        // Most answers have no `Vary`: told without a lower-cased copy of every name.
+        guard varyingRequestFields != nil || responseHeaders.contains(where: { $0.name.utf8.count == 4 && $0.name.lowercased() == "vary" }) else {
+            return true
+        }
         let names = varyingFieldNames
         guard !names.isEmpty else { return true }
         guard !names.contains("*") else { return false }

@@ -168,7 +168,7 @@ public final class CachingReader: Sendable {
         }
         // A request carrying the player's own conditions may get the origin's `304` for it:
         // such a request shares no task with others.
-        let shares = headers.withoutConditions.count == headers.count
+        let shares = !headers.hasConditions
         let task = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }
             let task = Task { [self, stored] in
@@ -498,11 +498,26 @@ public final class CachingReader: Sendable {
     }
 }
 
+/// The names of a request's conditional fields (RFC 9110 §13.1), lower-case.
+package let conditionalFieldNames: Set<String> = ["if-match", "if-unmodified-since", "if-none-match", "if-modified-since", "if-range"]
+
 extension [(name: String, value: String)] {
-    /// The fields less the player's own conditions (`If-None-Match`, `If-Modified-Since`,
-    /// `If-Match`, `If-Unmodified-Since`, `If-Range`): the cache's own requests carry its own.
+    /// The fields less the player's own conditions (``conditionalFieldNames``): the cache's
+    /// own requests carry its own.
     package var withoutConditions: RequestHeaders {
-        let conditions: Set<String> = ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"]
-        return filter { !conditions.contains($0.name.lowercased()) }
+        filter { !Self.isConditional($0.name) }
+    }
+
+    /// Whether any field is one of the player's conditions.
+    package var hasConditions: Bool {
+        contains { Self.isConditional($0.name) }
+    }
+
+    /// Whether `name` is a conditional field's; every one starts with `If-`, so most names
+    /// are told apart without a lower-cased copy.
+    package static func isConditional(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard bytes.count >= 7, bytes.first.map({ $0 | 0x20 }) == UInt8(ascii: "i") else { return false }
+        return conditionalFieldNames.contains(name.lowercased())
     }
 }
