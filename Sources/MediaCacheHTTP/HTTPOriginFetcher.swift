@@ -372,15 +372,14 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// `Content-Type` is kept as the origin spelled it),
     /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
     /// fields (the proxy answers for its own listed web origins).
-    static let fieldsNotStored: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-        "proxy-authenticate", "content-length", "content-range", "accept-ranges", "etag",
-        "last-modified", "age", "set-cookie", "set-cookie2", "location",
-    ]
+    static let fieldsNotStored: Set<String> = fieldsNotPassedOn.union([
+        "proxy-authenticate", "content-range", "accept-ranges", "etag", "last-modified", "age", "set-cookie", "set-cookie2", "location",
+    ])
 
     /// Fields of an origin's answer that are not passed on with it: hop-by-hop ones (RFC
-    /// 9110 §7.6.1), the body's framing (the proxy frames what it sends) and CORS fields
-    /// (the proxy answers for its own listed web origins).
+    /// 9110 §7.6.1) and the body's length (the proxy frames what it sends). CORS fields are
+    /// dropped too (``endToEndFields(_:dropping:)``): the proxy answers for its own listed web
+    /// origins.
     static let fieldsNotPassedOn: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length",
     ]

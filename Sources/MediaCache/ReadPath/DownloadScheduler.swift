@@ -12,7 +12,7 @@ final class DownloadScheduler: Sendable {
     private let downloads = Mutex<[CacheKey: [Download]]>([:])
     /// Readers held on downloads that do not store (a `no-store` probe's), for the read that
     /// planned them: their bytes exist nowhere else, so they are kept until that read joins
-    /// (see ``reserve(_:at:)``).
+    /// (see ``reserve(_:)``).
     private let reservations = Mutex<[CacheKey: (download: Download, reader: UInt64)]>([:])
     private let configuration: CachingReader.Configuration
 
