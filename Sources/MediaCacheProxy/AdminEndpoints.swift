@@ -26,19 +26,16 @@ struct AdminEndpoints {
         let target = RequestTarget(head.uri)
         guard let path = target.path, path.hasPrefix(Self.prefix) || Self.pages.contains(path), target.query("url") == nil else { return nil }
         do {
-            try handler.checkSizeAndHost(head, localPort: localPort)
-        } catch let error as ProxyRequestError {
-            return ProxyHandler.response(for: error)
-        }
-        // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
-        // field without a CORS preflight, which the proxy refuses to pages it does not list.
-        if head.method == .POST, head.headers.first(name: "X-MediaCache-Admin") != "1" {
-            return ProxyHandler.error(.forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.")
-        }
-        if let token = handler.configuration.token {
-            guard (target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")) == token else {
-                return ProxyHandler.error(.forbidden, "Missing or wrong access token.")
+            try handler.checkSender(head, localPort: localPort)
+            // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
+            // field without a CORS preflight, which the proxy refuses to pages it does not list.
+            if head.method == .POST, head.headers.first(name: "X-MediaCache-Admin") != "1" {
+                throw ProxyRequestError(status: .forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.", refusal: .admin)
             }
+            guard handler.hasToken(target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
+        } catch {
+            handler.noteRefusal(error, head)
+            return ProxyHandler.response(for: error)
         }
         do {
             if Self.pages.contains(path) {

@@ -9,7 +9,7 @@ public struct ProxyConfiguration: Sendable {
     /// The port to listen on (0: any free port).
     public var port = ProxyServer.defaultPort
     /// Must be set to listen on a non-loopback address, so the proxy is never an open
-    /// proxy for the network by accident.
+    /// proxy for the network by accident; it needs a ``token``.
     public var allowsRemoteClients = false
     /// Names other than the listening address that clients may put in `Host` (for
     /// `--allow-remote` setups reached by a DNS name). `127.0.0.1`, `localhost`, `[::1]`
@@ -21,12 +21,14 @@ public struct ProxyConfiguration: Sendable {
     /// checked on the URL asked for and on every redirect.
     public var serverNames: Set<String> = []
     /// If set, every request must carry it as the `token` query item or the
-    /// `X-MediaCache-Token` header.
+    /// `X-MediaCache-Token` header. Required with ``allowsRemoteClients``.
     public var token: String?
-    /// Web origins (`https://app.example`) whose pages may read the proxy's answers from
-    /// script (hls.js, Shaka, dash.js): their requests get `Access-Control-Allow-Origin` and
-    /// their preflights (`OPTIONS`, Chrome's Private Network Access included) are answered.
-    /// Empty (the default): no CORS header is ever sent, so no page can read through the proxy.
+    /// Web origins (`https://app.example`) whose pages may use the proxy: their requests get
+    /// `Access-Control-Allow-Origin` and their preflights (`OPTIONS`, Chrome's Private Network
+    /// Access included) are answered, so script players (hls.js, Shaka, dash.js) and
+    /// `<video crossorigin>` work. A browser request from any other site (`Sec-Fetch-Site:
+    /// cross-site`) is refused with `403` before the cache is looked at. Empty (the default): no
+    /// CORS header is ever sent, and only the user, players and pages of the same site may use it.
     public var corsOrigins: Set<String> = []
     /// The longest request target (`/?url=…`) in bytes; a longer one gets `414`.
     public var maxURIBytes = 8 << 10
@@ -55,12 +57,16 @@ public struct ProxyConfiguration: Sendable {
     /// Creates the default configuration.
     public init() {}
 
-    /// Checks that the address is loopback unless remote clients are allowed.
+    /// Checks that the address is loopback unless remote clients are allowed, and that remote
+    /// clients need a token.
     /// - Throws: ``ProxyError`` when the combination is unsafe.
     public func validate() throws {
         let loopback = ["127.0.0.1", "localhost", "::1"].contains(host.lowercased()) || host.hasPrefix("127.")
         if !loopback && !allowsRemoteClients {
-            throw ProxyError("Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote to do it on purpose (and consider --allow-host and --token).")
+            throw ProxyError("Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote with --token to do it on purpose (and consider --allow-host).")
+        }
+        if allowsRemoteClients && (token ?? "").isEmpty {
+            throw ProxyError("--allow-remote needs --token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache. Pass --token with a long random value (openssl rand -hex 16).")
         }
         guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }
         guard maxConnections > 0, maxURIBytes > 0, maxHeaderBytes > 0 else {

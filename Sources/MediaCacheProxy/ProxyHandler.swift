@@ -230,6 +230,7 @@ struct ProxyHandler: Sendable {
             }
             throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while the answer was planned; try again.")
         } catch {
+            noteRefusal(error, head)
             return log.finish(Self.response(for: error), error: error)
         }
     }
@@ -358,19 +359,21 @@ struct ProxyHandler: Sendable {
         return fields
     }
 
-    /// The checks every request passes before its URL is looked at: the method, the
-    /// request's size, and a `Host` that names this proxy.
+    /// The checks every request passes before its URL is looked at: the method, then
+    /// ``checkSender(_:localPort:)``.
     private func checkRequest(_ head: HTTPRequestHead, localPort: Int) throws {
         let allowsPreflight = head.method == .OPTIONS && !configuration.corsOrigins.isEmpty
         guard head.method == .GET || head.method == .HEAD || allowsPreflight else {
             throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
         }
-        try checkSizeAndHost(head, localPort: localPort)
+        try checkSender(head, localPort: localPort)
     }
 
-    /// The request's size, and a `Host` that names this proxy (so a web page that rebinds its
-    /// own name to 127.0.0.1 cannot reach it).
-    func checkSizeAndHost(_ head: HTTPRequestHead, localPort: Int) throws {
+    /// The checks every request passes first, admin ones included, before anything of the
+    /// cache is looked at (so a refusal's timing says nothing of what is cached): the
+    /// request's size, a `Host` that names this proxy (so a web page that rebinds its own name
+    /// to 127.0.0.1 cannot reach it), and the site that sent it (``checkSite(_:)``).
+    func checkSender(_ head: HTTPRequestHead, localPort: Int) throws {
         guard head.uri.utf8.count <= configuration.maxURIBytes else {
             throw ProxyRequestError(status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
         }
@@ -388,8 +391,56 @@ struct ProxyHandler: Sendable {
             throw ProxyRequestError(status: .badRequest, "The request's Host header is malformed.")
         }
         guard configuration.accepts(host, localPort: localPort) else {
-            throw ProxyRequestError(status: .misdirectedRequest, "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).")
+            throw ProxyRequestError(status: .misdirectedRequest, "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).",
+                                    refusal: .host)
         }
+        try checkSite(head)
+    }
+
+    /// The `Sec-Fetch-Site` values a request may carry: the proxy's own pages, pages of the
+    /// same site (another port of the same host), and what the user typed or bookmarked.
+    static let sitesServed: Set<String> = ["same-origin", "same-site", "none"]
+
+    /// Fetch Metadata resource isolation: a request a browser sent for a page of another site
+    /// (`Sec-Fetch-Site: cross-site`, or a value the proxy does not know) is refused, unless it
+    /// is a CORS request from a web origin listed in ``ProxyConfiguration/corsOrigins``. Any page
+    /// could otherwise make the proxy fetch addresses on the user's network, fill and evict the
+    /// cache, and time a request to learn what the user played. Players and tools send no
+    /// `Sec-Fetch-*` field and are not concerned.
+    private func checkSite(_ head: HTTPRequestHead) throws {
+        let sites = head.headers["sec-fetch-site"]
+        if sites.isEmpty { return }
+        if sites.count == 1, Self.sitesServed.contains(sites[0].lowercased()) { return }
+        if allowedWebOrigin(head) != nil { return }
+        throw ProxyRequestError(status: .forbidden, "A page of another site asked for this (Sec-Fetch-Site: \(sites.joined(separator: ", ").prefix(40))): the proxy serves players, the user, and pages listed with --cors-origin asking in CORS mode.",
+                                refusal: .crossSite)
+    }
+
+    /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
+    /// compared in time that does not depend on where a guess first differs.
+    func hasToken(_ target: RequestTarget, _ head: HTTPRequestHead) -> Bool {
+        guard let token = configuration.token else { return true }
+        guard let given = target.query("token") ?? head.headers.first(name: "X-MediaCache-Token") else { return false }
+        let (expected, offered) = (Array(token.utf8), Array(given.utf8))
+        var difference = expected.count ^ offered.count
+        for index in expected.indices { difference |= Int(expected[index] ^ (index < offered.count ? offered[index] : 0)) }
+        return difference == 0
+    }
+
+    /// Logs a request a guard refused (a page of another site, a wrong `Host`, a missing token,
+    /// an origin not allowed) at warning level with its cause, and counts it by cause.
+    func noteRefusal(_ error: any Error, _ head: HTTPRequestHead) {
+        guard let refused = error as? ProxyRequestError, let refusal = refused.refusal else { return }
+        ProxyMetrics.refused(refusal)
+        var metadata: Logger.Metadata = ["cause": "\(refusal.rawValue)", "status": "\(refused.status.code)"]
+        for name in ["sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "origin", "host"] {
+            if let value = head.headers.first(name: name) { metadata[name] = "\(value.prefix(100))" }
+        }
+        // The referring page's origin only: its path and query may hold what is not ours to log.
+        if let referer = head.headers.first(name: "referer").flatMap(URL.init(string:)), let scheme = referer.scheme, let host = referer.host {
+            metadata["referer"] = "\(scheme)://\(host.prefix(100))\(referer.port.map { ":\($0)" } ?? "")"
+        }
+        configuration.logger.warning("Refused a request: \(refused.message)", metadata: metadata)
     }
 
     // MARK: CORS (opt-in)
@@ -437,13 +488,10 @@ struct ProxyHandler: Sendable {
             do {
                 try reader.checkOrigin(url)
             } catch {
-                throw ProxyRequestError(status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.")
+                throw ProxyRequestError(status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.", refusal: .origin)
             }
         }
-        if let token = configuration.token {
-            let given = parsed.target.query("token") ?? head.headers.first(name: "X-MediaCache-Token")
-            guard given == token else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.") }
-        }
+        guard hasToken(parsed.target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
         return (try parsed.originURL.get(), parsed.target)
     }
 
@@ -502,13 +550,30 @@ struct ProxyHandler: Sendable {
 
 /// A request the proxy refuses, with its status.
 struct ProxyRequestError: Error, Sendable {
+    /// Which guard refused a request (see ``ProxyHandler/noteRefusal(_:_:)``); the label of
+    /// `mediacache_refused_requests_total`.
+    enum Refusal: String, CaseIterable, Sendable {
+        /// A page of another site (Fetch Metadata).
+        case crossSite = "cross-site"
+        /// A `Host` that does not name the proxy (DNS rebinding).
+        case host
+        /// A missing or wrong access token.
+        case token
+        /// An origin host not on the allow-list.
+        case origin
+        /// A changing admin request without `X-MediaCache-Admin: 1`.
+        case admin
+    }
+
     var status: HTTPResponseStatus
     var message: String
     var headers: [(String, String)]
-    init(status: HTTPResponseStatus, _ message: String, headers: [(String, String)] = []) {
+    var refusal: Refusal?
+    init(status: HTTPResponseStatus, _ message: String, headers: [(String, String)] = [], refusal: Refusal? = nil) {
         self.status = status
         self.message = message
         self.headers = headers
+        self.refusal = refusal
     }
 }
 

@@ -114,10 +114,17 @@ enum ProxyMetrics {
     private static let bytesFromCache = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "cache")])
     private static let bytesFromOrigin = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "origin")])
     private static let duration = Metrics.Timer(label: "mediacache_request_duration_seconds")
+    private static let refusals = Dictionary(uniqueKeysWithValues: ProxyRequestError.Refusal.allCases.map {
+        ($0, Counter(label: "mediacache_refused_requests_total", dimensions: [("cause", $0.rawValue)]))
+    })
 
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {
-        _ = (requests, bytesFromCache, bytesFromOrigin, duration)
+        _ = (requests, bytesFromCache, bytesFromOrigin, duration, refusals)
+    }
+
+    static func refused(_ cause: ProxyRequestError.Refusal) {
+        refusals[cause]?.increment()
     }
 
     static func record(_ result: CacheResult, cache: Int64, origin: Int64, duration: Duration) {
