@@ -117,13 +117,21 @@ public final class CacheStore: Sendable {
         blockLayout = configuration.encryptionKey == nil ? nil : BlockLayout()
         let dataDirectory = directory.appendingPathComponent("data").path
         self.dataDirectory = dataDirectory
-        do {
-            try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        } catch {
-            throw CacheError(.cannotOpenStore, "Cannot create the cache folder \(directory.path). Choose a folder you can write to.", underlyingError: error)
+        // Each folder is checked before anything is made in it.
+        for folder in [directory.path, dataDirectory] {
+            do {
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            } catch {
+                throw CacheError(.cannotOpenStore, "Cannot create the cache folder \(folder). Choose a folder you can write to.", underlyingError: error)
+            }
+            try Self.keepPrivate(folder: folder)
+        }
+        for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "server.json"] {
+            // SQLite gives its -wal and -shm files the index's mode; an index it creates gets the umask's.
+            try Self.keepPrivate(file: directory.appendingPathComponent(name).path, create: name == "index.sqlite")
         }
         let lockPath = directory.appendingPathComponent("lock").path
-        let lockDescriptor = openDescriptor(lockPath, O_RDWR | O_CREAT | O_CLOEXEC)
+        let lockDescriptor = openDescriptor(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)
         guard lockDescriptor >= 0 else {
             throw CacheError(.cannotOpenStore, "Cannot create \(lockPath): \(String(cString: strerror(errno))).")
         }
@@ -163,6 +171,47 @@ public final class CacheStore: Sendable {
 
     deinit {
         releaseLock()
+    }
+
+    /// Makes `folder` private to its owner (`0700`), or refuses it with the reason: the folder
+    /// holds what the user played (URLs, bytes) and files the store trusts, so a folder another
+    /// user owns or may write to (where they could plant an index or a link in place of a data
+    /// file) is not used.
+    private static func keepPrivate(folder: String) throws {
+        var info = stat()
+        guard stat(folder, &info) == 0 else {
+            throw CacheError(.cannotOpenStore, "Cannot read the cache folder \(folder): \(String(cString: strerror(errno))).")
+        }
+        let mode = info.st_mode & 0o777
+        guard info.st_uid == geteuid() else {
+            throw CacheError(.cannotOpenStore, "The cache folder \(folder) belongs to another user (uid \(info.st_uid)): they could read what is played and change what is served. Choose a folder of your own.")
+        }
+        guard mode & 0o022 == 0 else {
+            throw CacheError(.cannotOpenStore, "Other users may write to the cache folder \(folder) (mode \(String(mode, radix: 8))): they could plant files the cache would serve or overwrite. Run chmod 700 on it, or choose another folder.")
+        }
+        if mode != 0o700, chmod(folder, 0o700) != 0 {
+            throw CacheError(.cannotOpenStore, "Cannot make the cache folder \(folder) private (chmod 700): \(String(cString: strerror(errno))).")
+        }
+    }
+
+    /// Gives the store's file at `path` mode `0600` (creating it first if `create`); a file
+    /// that does not exist is left so.
+    private static func keepPrivate(file path: String, create: Bool) throws {
+        if create {
+            let descriptor = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)
+            guard descriptor >= 0 else {
+                throw CacheError(.cannotOpenStore, "Cannot open \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
+            }
+            closeDescriptor(descriptor)
+        }
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
+            throw CacheError(.cannotOpenStore, "\(path) is not a file of yours: the cache folder was changed by someone else. Remove it, or choose another folder.")
+        }
+        if info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0 {
+            throw CacheError(.cannotOpenStore, "Cannot make \(path) private (chmod 600): \(String(cString: strerror(errno))).")
+        }
     }
 
     private func releaseLock() {

@@ -19,9 +19,10 @@ final class EntryFile: @unchecked Sendable {
     let path: String
     private let descriptor: CInt
 
-    /// Opens (creating if needed) the file at `path` for reading and writing.
+    /// Opens (creating if needed) the file at `path` for reading and writing, never through a
+    /// symbolic link (one planted in the folder would point writes elsewhere).
     init(path: String) throws {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             throw CacheError(.ioFailure, "Cannot open the data file \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
         }
