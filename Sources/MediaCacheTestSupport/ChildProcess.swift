@@ -18,18 +18,30 @@ public enum ChildProcess {
         throw ChildProcessError(message: "Cannot find the executable \(name) near \(running.path); build it with `swift build` first.")
     }
 
-    /// Starts `executable` with `arguments`, its standard output piped back.
-    public static func start(_ executable: URL, _ arguments: [String]) throws -> (SpawnedProcess, Pipe) {
+    /// Starts `executable` with `arguments`, its standard output piped back and its standard
+    /// error written to `errorFile` if given (else shared with the parent's).
+    public static func start(_ executable: URL, _ arguments: [String], errorFile: URL? = nil) throws -> (SpawnedProcess, Pipe) {
         let output = Pipe()
-        let process = try SpawnedProcess(executable.path, arguments, standardOutput: output.fileHandleForWriting.fileDescriptor)
+        var errors: FileHandle?
+        if let errorFile {
+            guard FileManager.default.createFile(atPath: errorFile.path, contents: nil) else {
+                throw ChildProcessError(message: "Cannot create \(errorFile.path).")
+            }
+            errors = try FileHandle(forWritingTo: errorFile)
+        }
+        defer { try? errors?.close() }
+        let process = try SpawnedProcess(executable.path, arguments, standardOutput: output.fileHandleForWriting.fileDescriptor,
+                                         standardError: errors?.fileDescriptor)
         try output.fileHandleForWriting.close()
         return (process, output)
     }
 
     /// Starts `executable` and waits, off the cooperative pool, until it prints a line that
-    /// starts with `prefix`; returns the process and that line.
-    public static func startServer(_ executable: URL, _ arguments: [String], readyLinePrefix prefix: String) async throws -> (SpawnedProcess, String) {
-        let (process, output) = try start(executable, arguments)
+    /// starts with `prefix`; returns the process and that line. Its standard error goes to
+    /// `errorFile` if given.
+    public static func startServer(_ executable: URL, _ arguments: [String], readyLinePrefix prefix: String,
+                                   errorFile: URL? = nil) async throws -> (SpawnedProcess, String) {
+        let (process, output) = try start(executable, arguments, errorFile: errorFile)
         do {
             let text = try await onDispatchThread { try waitForLine(prefix, on: output) }
             let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) ?? text

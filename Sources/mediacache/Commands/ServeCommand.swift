@@ -78,8 +78,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("encryption-key-file"), help: "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key).")
     var encryptionKeyFile: String?
 
-    @Option(help: "Require this token as ?token= or the X-MediaCache-Token header.")
+    @Option(help: "Require this token as ?token= or the X-MediaCache-Token header (or set MEDIACACHE_TOKEN: other users can read a command line, not the environment). Needed with --allow-remote.")
     var token: String?
+
+    /// `--token`, else `MEDIACACHE_TOKEN`.
+    var accessToken: String? { token ?? ProcessInfo.processInfo.environment["MEDIACACHE_TOKEN"] }
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
@@ -110,7 +113,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         configuration.requestTimeout = .seconds(Int64(requestTimeout))
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
-        configuration.token = token
+        configuration.token = accessToken
         configuration.logger = logger
         do {
             try configuration.validate()
@@ -136,13 +139,13 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try proxyConfiguration(logger: Logger(label: "validate"))
         _ = try trustRoots()
-        if let token, token.isEmpty { throw ValidationError("--token must not be empty.") }
+        if let token = accessToken, token.isEmpty { throw ValidationError("--token (or MEDIACACHE_TOKEN) must not be empty.") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
         _ = try KeyFile.load(encryptionKeyFile)
     }
 
     func run() async throws {
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        LoggingSystem.bootstrap { RedactingLogHandler(StreamLogHandler.standardError(label: $0)) }
         // Metrics go to a Prometheus registry, exported at /metrics.
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -183,14 +186,15 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
         let proxy = configuration
-        let token = self.token
+        let hasToken = accessToken != nil
         let limit = maxSize
         let encrypted = encryptionKey != nil
         let app = ProxyServer.application(reader: reader, configuration: proxy) { port in
             let base = "http://\(proxy.host.contains(":") ? "[\(proxy.host)]" : proxy.host):\(port)"
             let example = "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
             print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : ""))")
-            print("Give a player: \(base)/?url=\(example)\(token.map { "&token=\($0)" } ?? "")")
+            // The token itself is not printed: the output may end up in a journal.
+            print("Give a player: \(base)/?url=\(example)\(hasToken ? "&token=<the token>" : "")")
             fflush(nil)
         }
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

@@ -1,0 +1,134 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+/// `mediacache serve` as SECURITY.md describes it: a listener beyond loopback needs a token,
+/// signed URLs leave no secret in the log at the default level, refusals are counted.
+@Suite struct ServeSecurityTests {
+    /// Listening for other machines without `--token` would make the proxy an open door to
+    /// the user's network for anyone on it: `serve` refuses to start, saying why.
+    @Test func allowRemoteWithoutATokenDoesNotStart() async throws {
+        let executable = try ChildProcess.executable(named: "mediacache")
+        try await withTemporaryDirectory { directory in
+            for host in ["0.0.0.0", "127.0.0.1"] {
+                let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--host", host, "--allow-remote",
+                                                         "--cache-dir", directory.appendingPathComponent("cache").path])
+                #expect(result.status != 0, "serve --allow-remote without a token must not start on \(host)")
+                #expect(result.error.contains("--allow-remote needs --token") && result.error.contains("fetch any address"), "\(result.error)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cache").path), "nothing was created")
+        }
+    }
+
+    /// With a token, on every address: a request without it, or with a wrong one, gets `403`
+    /// and costs no origin request; with it the file comes, byte for byte.
+    @Test func allowRemoteWithATokenRefusesRequestsWithoutIt() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        CacheCommandTests.serveFiles(on: origin)
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            let executable = try ChildProcess.executable(named: "mediacache")
+            let (server, _) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--host", "0.0.0.0", "--allow-remote", "--token", "t0k3n-for-the-lan",
+                                                                              "--cache-dir", folder], readyLinePrefix: "mediacache: serving on")
+            defer {
+                server.terminate()
+                server.waitUntilExit()
+            }
+            let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+            let base = "http://127.0.0.1:\(info.port)"
+            let song = origin.url("/a/song.mp3")
+            for token in [nil, "wrong", "t0k3n-for-the-la", "t0k3n-for-the-lan!"] {
+                let reply = try await MetricsAndStatusTests.get(base + ProxyURL.path(for: song, token: token))
+                #expect(reply.status == 403 && reply.body.contains("Missing or wrong access token"), "token \(token ?? "none")")
+            }
+            #expect(origin.requests("/a/song.mp3").isEmpty)
+            let request = HTTPClientRequest(url: base + ProxyURL.path(for: song, token: "t0k3n-for-the-lan"))
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            #expect(response.status.code == 200 && DeterministicContent(seed: 1).firstMismatch(in: body, at: 0) == nil && body.readableBytes == 300_000)
+        }
+    }
+
+    /// A run with signed URLs — a hit, a miss, an origin 404, a redirect, a lying origin, an
+    /// HLS playlist with signed segments, a refused page with a secret in its Referer, a
+    /// user and password in the URL — leaves no query secret in the log at the default level;
+    /// the lines are there, with the names and `REDACTED`. At `--log-level debug` the whole
+    /// URLs are logged. The refusal is counted in `/metrics`.
+    @Test func theLogOfARunWithSignedURLsHoldsNoSecret() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        let film = TestOrigin.Resource.generated(length: 200_000, seed: 150)
+        origin.serve(film, at: "/signed/film.mp4")
+        var gone = TestOrigin.Resource.generated(length: 10, seed: 151)
+        gone.faults.status = 404
+        origin.serve(gone, at: "/gone.mp4")
+        var moved = TestOrigin.Resource.generated(length: 10, seed: 152)
+        moved.faults.redirect = (302, "/signed/film.mp4?Expires=1798761600&Signature=sEcReT-lOcAtIoN&Key-Pair-Id=APKAsecret")
+        origin.serve(moved, at: "/moved.mp4")
+        var liar = TestOrigin.Resource.generated(length: 1000, seed: 153)
+        liar.faults.rawResponse = { _ in Array("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 500-549/1000\r\nContent-Length: 50\r\n\r\n".utf8) + Array(repeating: 7, count: 50) }
+        origin.serve(liar, at: "/liar.mp4")
+        let playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts?hdnts=exp=1798761600~hmac=sEcReT-sEgMeNt\n#EXT-X-ENDLIST\n"
+        origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/hls/index.m3u8")
+        origin.serve(.generated(length: 5000, seed: 154, mimeType: "video/mp2t"), at: "/hls/seg0.ts")
+        let secrets = ["sEcReT-fIlM", "sEcReT-gOnE", "sEcReT-mOvEd", "sEcReT-lOcAtIoN", "APKAsecret", "sEcReT-lIaR", "sEcReT-sEgMeNt", "sEcReT-pAsSwOrD",
+                       "sEcReT-pLaYlIsT", "sEcReT-rEfErEr"]
+        let signed = origin.url("/signed/film.mp4").absoluteString + "?Expires=1798761600&Signature=sEcReT-fIlM&Key-Pair-Id=APKAsecret"
+        let withPassword = "http://viewer:sEcReT-pAsSwOrD@127.0.0.1:\(origin.port)/signed/film.mp4"
+        let requests: [(url: String, headers: [(String, String)], status: Int)] = [
+            (signed, [], 200), (signed, [("Range", "bytes=0-999")], 206),
+            (origin.url("/gone.mp4").absoluteString + "?token=sEcReT-gOnE", [], 404),
+            (origin.url("/moved.mp4").absoluteString + "?sig=sEcReT-mOvEd", [], 200),
+            (origin.url("/liar.mp4").absoluteString + "?Signature=sEcReT-lIaR", [("Range", "bytes=0-99")], 502),
+            (withPassword, [("Range", "bytes=0-99")], 206),
+            (signed, [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "video"),
+                      ("Referer", "https://evil.example/watch?session=sEcReT-rEfErEr")], 403),
+        ]
+        for level in ["info", "debug"] {
+            try await withTemporaryDirectory { directory in
+                let folder = directory.appendingPathComponent("cache").path
+                let log = directory.appendingPathComponent("serve.log")
+                let (server, _) = try await ChildProcess.startServer(try ChildProcess.executable(named: "mediacache"),
+                                                                     ["serve", "--port", "0", "--cache-dir", folder, "--log-level", level],
+                                                                     readyLinePrefix: "mediacache: serving on", errorFile: log)
+                let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+                let base = "http://127.0.0.1:\(info.port)"
+                for (url, headers, status) in requests {
+                    var request = HTTPClientRequest(url: base + "/?url=" + HLSPlaylist.percentEncoded(url))
+                    for (name, value) in headers { request.headers.add(name: name, value: value) }
+                    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                    let body = try await response.body.collect(upTo: 1 << 20)
+                    #expect(Int(response.status.code) == status, "\(url): \(String(buffer: body))")
+                    if status == 200, url.contains("/film.mp4") { #expect(film.firstMismatch(in: body, at: 0) == nil && body.readableBytes == 200_000) }
+                }
+                // The playlist, then the segment it names, through the proxy.
+                let listed = try await MetricsAndStatusTests.get(base + "/?url=" + HLSPlaylist.percentEncoded(origin.url("/hls/index.m3u8").absoluteString + "?token=sEcReT-pLaYlIsT"))
+                let segment = try #require(listed.body.split(separator: "\n").first { $0.hasPrefix("http://") })
+                let segmentReply = try await MetricsAndStatusTests.get(String(segment))
+                #expect(listed.status == 200 && segmentReply.status == 200 && segmentReply.count == 5000)
+                let metrics = try await MetricsAndStatusTests.get(base + "/metrics")
+                #expect(MetricsAndStatusTests.sample(#"mediacache_refused_requests_total{cause="cross-site"}"#, in: metrics.body) == 1, "\(metrics.body)")
+                server.terminate()
+                server.waitUntilExit()
+                let text = try String(contentsOf: log, encoding: .utf8)
+                let leaked = secrets.filter(text.contains)
+                if level == "info" {
+                    #expect(leaked.isEmpty, "secrets in the log: \(leaked)\n\(text)")
+                    for line in ["Signature=REDACTED&Key-Pair-Id=REDACTED", "token=REDACTED", "sig=REDACTED", "hdnts=REDACTED", "http://REDACTED@127.0.0.1",
+                                 "Refused a request", "cause=cross-site", "referer=https://evil.example", "The origin answered with an error",
+                                 "Rejected an origin answer"] {
+                        #expect(text.contains(line), "\(line) in:\n\(text)")
+                    }
+                } else {
+                    #expect(leaked.contains("sEcReT-fIlM") && leaked.contains("sEcReT-gOnE"), "at debug the whole URLs are logged:\n\(text)")
+                    #expect(!leaked.contains("sEcReT-rEfErEr"), "a refused page's Referer is logged as its origin only")
+                }
+            }
+        }
+    }
+}
