@@ -372,6 +372,77 @@ import Testing
         try Self.expectVaried(outcomes, ["number", "ignored"])
     }
 
+    /// Log text (``LogRedaction``): every query value and every user-info is replaced, and
+    /// nothing else changes, against a model that cuts the text into runs, each run into head
+    /// and query, and the head at every `://`, by splitting byte arrays; redacting twice
+    /// changes nothing more.
+    @Test func logTextLosesEveryQueryValueAndUserInfoAndNothingElse() throws {
+        let outcomes = try Mutator.run("log-text") { input in
+            let redacted = LogRedaction.redact(input)
+            let model = String(decoding: Self.modelRedaction(Array(input.utf8)), as: UTF8.self)
+            guard redacted == model else { return ("mismatch", "got \(redacted.debugDescription), model \(model.debugDescription)") }
+            guard LogRedaction.redact(redacted) == redacted else { return ("twice", "redacting again changed it") }
+            return (redacted == input ? "unchanged" : "redacted", nil)
+        }
+        try Self.expectVaried(outcomes, ["redacted", "unchanged"])
+    }
+
+    static func modelRedaction(_ text: [UInt8]) -> [UInt8] {
+        let marker = Array(LogRedaction.marker.utf8)
+        func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+        /// `bytes` cut at every non-overlapping `separator`, left to right.
+        func split(_ bytes: [UInt8], on separator: [UInt8]) -> [[UInt8]] {
+            var pieces: [[UInt8]] = [[]]
+            var index = 0
+            while index < bytes.count {
+                if index + separator.count <= bytes.count, Array(bytes[index..<(index + separator.count)]) == separator {
+                    pieces.append([])
+                    index += separator.count
+                } else {
+                    pieces[pieces.count - 1].append(bytes[index])
+                    index += 1
+                }
+            }
+            return pieces
+        }
+        func redactRun(_ run: [UInt8]) -> [UInt8] {
+            let cut = run.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? run.count
+            let pieces = split(Array(run[..<cut]), on: bytes("://"))
+            var head = pieces[0]
+            for piece in pieces.dropFirst() {
+                head += bytes("://")
+                let authority = piece.prefix { $0 != UInt8(ascii: "/") }
+                if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
+                    head += marker + piece[at...]
+                } else {
+                    head += piece
+                }
+            }
+            let rest = Array(run[cut...])
+            guard rest.first == UInt8(ascii: "?") else { return head + rest }
+            let afterMark = Array(rest.dropFirst())
+            let query = afterMark.prefix { $0 != UInt8(ascii: "#") }
+            let fragment = afterMark.dropFirst(query.count)
+            let parts = query.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false).map { part -> [UInt8] in
+                guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { return part.isEmpty ? [] : marker }
+                return Array(part[...equals]) + (equals + 1 < part.endIndex ? marker : [])
+            }
+            return head + bytes("?") + Array(parts.joined(separator: [UInt8(ascii: "&")])) + fragment
+        }
+        let boundaries = Set(bytes(" \t\n\r\u{0B}\u{0C}\"'`<>"))
+        var out: [UInt8] = []
+        var run: [UInt8] = []
+        for byte in text {
+            if boundaries.contains(byte) {
+                out += redactRun(run) + [byte]
+                run = []
+            } else {
+                run.append(byte)
+            }
+        }
+        return out + redactRun(run)
+    }
+
     /// A CA file's text (`--ca-file`): one certificate per block, or a
     /// ``TrustRootsError`` that says what is wrong; never a trap. The corpus's `{CERT}` and
     /// `{CERT2}` stand for two certificates made at run time, `{KEY}` for a key block, `|`
