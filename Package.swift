@@ -150,6 +150,7 @@ let package = Package(
                 "MediaCache", "MediaCacheHTTP", "MediaCacheProxy", "MediaCacheTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

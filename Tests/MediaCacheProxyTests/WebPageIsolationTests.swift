@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import MediaCache
@@ -155,6 +156,119 @@ import Testing
             // The origin would take 100 ms for the file never fetched; half of that is far
             // beyond any noise between two interleaved medians of sub-millisecond answers.
             #expect(abs((hit - miss) / .milliseconds(1)) < 50, "cached \(hit) vs never fetched \(miss)")
+        }
+    }
+
+    // MARK: In a browser
+
+    static let chromium = ["chromium", "chromium-browser"].first(where: ChildProcess.toolExists)
+
+    /// One second of a 440 Hz tone, 8 kHz mono 16-bit PCM, as a WAV file: media every
+    /// Chromium build decodes, whose decoded duration proves its header came through whole.
+    static let tone: [UInt8] = {
+        let samples = (0..<8000).map { Int16(8000 * sin(Double($0) * 2 * .pi * 440 / 8000)) }
+        func le<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        let data = samples.flatMap { le($0) }
+        return Array("RIFF".utf8) + le(UInt32(36 + data.count)) + Array("WAVEfmt ".utf8) + le(UInt32(16)) + le(UInt16(1)) + le(UInt16(1))
+            + le(UInt32(8000)) + le(UInt32(16000)) + le(UInt16(2)) + le(UInt16(16)) + Array("data".utf8) + le(UInt32(data.count)) + data
+    }()
+
+    /// A page that puts `target` in a `<video>` (with `crossorigin` if asked) and reads it with
+    /// `fetch` (what hls.js, dash.js and Shaka do), then reports both outcomes to its own site
+    /// at `report`: the decoded duration or the media error, the body's SHA-256 or the error.
+    static func page(target: String, crossOrigin: Bool, report: String) -> String {
+        """
+        <!doctype html><html><head><title>player</title></head><body><script>
+        const target = \(String(reflecting: target));
+        const results = {};
+        function done(name, value) {
+          results[name] = value;
+          if ("video" in results && "fetch" in results) {
+            new Image().src = "\(report)?video=" + encodeURIComponent(results.video) + "&fetch=" + encodeURIComponent(results.fetch);
+          }
+        }
+        const video = document.createElement("video");
+        \(crossOrigin ? "video.crossOrigin = \"anonymous\";" : "")
+        video.preload = "auto";
+        video.muted = true;
+        video.onloadedmetadata = () => done("video", "duration " + video.duration.toFixed(2));
+        video.onerror = () => done("video", "error " + (video.error ? video.error.code : "?"));
+        video.src = target;
+        document.body.appendChild(video);
+        fetch(target)
+          .then(response => response.arrayBuffer())
+          .then(body => crypto.subtle.digest("SHA-256", body))
+          .then(digest => done("fetch", "sha256 " + Array.from(new Uint8Array(digest)).map(b => b.toString(16).padStart(2, "0")).join("")))
+          .catch(error => done("fetch", "error " + error.name));
+        </script></body></html>
+        """
+    }
+
+    /// Opens `url` in headless Chromium and waits for the page's report at `report` on `pages`;
+    /// returns what it reported.
+    static func visit(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws -> (video: String, fetch: String) {
+        let browser = try #require(chromium)
+        let null = try #require(FileHandle(forWritingAtPath: "/dev/null"))
+        defer { try? null.close() }
+        let process = try SpawnedProcess(browser, ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
+                                                   "--autoplay-policy=no-user-gesture-required", "--user-data-dir=\(profile.path)", url],
+                                         searchingPath: true, standardOutput: null.fileDescriptor, standardError: null.fileDescriptor)
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        try await waitUntil { !pages.requests(report).isEmpty }
+        let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
+        return (items.first { $0.name == "video" }?.value ?? "-", items.first { $0.name == "fetch" }?.value ?? "-")
+    }
+
+    /// In a real browser: a page served from `http://localhost:A` is of another site than the
+    /// proxy on `http://127.0.0.1:B`; its `<video>` and its `fetch` are refused and cost no
+    /// origin request. A page on another port of 127.0.0.1 is of the same site: its `<video>`
+    /// plays (but it cannot read the bytes from script: no CORS). With the localhost page's
+    /// origin listed, its script reads the origin's exact bytes and its `<video crossorigin>`
+    /// plays; a plain `<video>` (no `Origin` sent) is still refused. The proxy's status page,
+    /// opened by the user, is unaffected.
+    @Test(.enabled(if: chromium != nil, "chromium is installed by .ci/run"))
+    func inChromiumAPageOfAnotherSiteIsRefusedAndAListedOnePlays() async throws {
+        let pages = try await TestOrigin.start()
+        defer { Task { try? await pages.shutdown() } }
+        let digest = "sha256 " + SHA256.hash(data: Self.tone).map { String(format: "%02x", $0) }.joined()
+        let refused = ("error 4", "error TypeError")
+        let plays = "duration 1.00"
+        var visits = 0
+        for listed in [false, true] {
+            let pageOrigin = "http://localhost:\(pages.port)"
+            try await ProxyHarness.with(configure: {
+                var configuration = $0
+                if listed { configuration.corsOrigins = [pageOrigin] }
+                return configuration
+            }) { h in
+                h.origin.serve(TestOrigin.Resource(body: .bytes(Self.tone), mimeType: "audio/wav"), at: "/tone.wav")
+                let target = h.url("/tone.wav")
+                let cases: [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String))] = listed
+                    ? [("localhost", false, ("error 4", digest)), ("localhost", true, (plays, digest))]
+                    : [("localhost", false, refused), ("localhost", true, refused), ("127.0.0.1", false, (plays, "error TypeError"))]
+                for (host, crossOrigin, expected) in cases {
+                    visits += 1
+                    let before = h.origin.requests("/tone.wav").count
+                    pages.serve(TestOrigin.Resource(body: .bytes(Array(Self.page(target: target, crossOrigin: crossOrigin, report: "/report-\(visits)").utf8)),
+                                                    mimeType: "text/html"), at: "/page-\(visits).html")
+                    pages.serve(TestOrigin.Resource(body: .bytes([]), mimeType: "image/gif"), at: "/report-\(visits)")
+                    let seen = try await withTemporaryDirectory { profile in
+                        try await Self.visit("http://\(host):\(pages.port)/page-\(visits).html", report: "/report-\(visits)", on: pages, profile: profile)
+                    }
+                    let label = "listed \(listed), page on \(host), crossorigin \(crossOrigin)"
+                    #expect(seen.video == expected.video && seen.fetch == expected.fetch, "\(label): \(seen)")
+                    if expected == refused { #expect(h.origin.requests("/tone.wav").count == before, "\(label): a refused page costs no origin request") }
+                }
+                // The user opens the status page: typed, so not refused.
+                let status = try await withTemporaryDirectory { profile in
+                    try await ChildProcess.run([try #require(Self.chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                                "--user-data-dir=\(profile.path)", "--dump-dom", "http://127.0.0.1:\(h.port)/status"])
+                }
+                #expect(String(decoding: status.output, as: UTF8.self).contains("id=\"hit-ratio\""), "\(status.error.suffix(500))")
+            }
         }
     }
 }
