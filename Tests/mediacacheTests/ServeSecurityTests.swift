@@ -24,8 +24,11 @@ import Testing
         }
     }
 
-    /// With a token, on every address: a request without it, or with a wrong one, gets `403`
-    /// and costs no origin request; with it the file comes, byte for byte.
+    /// With a token (here from `MEDIACACHE_TOKEN`, which other users cannot read as they can
+    /// a command line), on every address: a request without it, or with a wrong one, gets
+    /// `403` and costs no origin request; with it the file comes, byte for byte. The start-up
+    /// line does not print the token, and the server file that holds it is readable by its
+    /// owner only.
     @Test func allowRemoteWithATokenRefusesRequestsWithoutIt() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
@@ -33,12 +36,16 @@ import Testing
         try await withTemporaryDirectory { directory in
             let folder = directory.appendingPathComponent("cache").path
             let executable = try ChildProcess.executable(named: "mediacache")
-            let (server, _) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--host", "0.0.0.0", "--allow-remote", "--token", "t0k3n-for-the-lan",
-                                                                              "--cache-dir", folder], readyLinePrefix: "mediacache: serving on")
+            let (server, line) = try await ChildProcess.startServer(URL(fileURLWithPath: "/usr/bin/env"),
+                                                                        ["MEDIACACHE_TOKEN=t0k3n-for-the-lan", executable.path, "serve", "--port", "0", "--host", "0.0.0.0",
+                                                                         "--allow-remote", "--cache-dir", folder], readyLinePrefix: "Give a player:")
             defer {
                 server.terminate()
                 server.waitUntilExit()
             }
+            #expect(line.hasSuffix("&token=<the token>"), "the start-up line does not print the token: \(line)")
+            var file = stat()
+            #expect(stat(folder + "/server.json", &file) == 0 && file.st_mode & 0o777 == 0o600)
             let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
             let base = "http://127.0.0.1:\(info.port)"
             let song = origin.url("/a/song.mp3")
