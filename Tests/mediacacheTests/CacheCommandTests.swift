@@ -124,19 +124,8 @@ import Testing
     /// A running server on the folder: the commands go through it (its lock keeps them from
     /// opening the folder), and `stats` shows what it served.
     @Test func commandsThroughTheServerThatHoldsTheFolder() async throws {
-        let origin = try await TestOrigin.start()
-        defer { Task { try? await origin.shutdown() } }
-        Self.serveFiles(on: origin)
-        try await withTemporaryDirectory { directory in
-            let folder = directory.appendingPathComponent("cache").path
-            let executable = try ChildProcess.executable(named: "mediacache")
-            let (server, line) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--cache-dir", folder, "--token", "t0ken"],
-                                                                    readyLinePrefix: "mediacache: serving on")
-            defer {
-                server.terminate()
-                server.waitUntilExit()
-            }
-            let info = try Self.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+        try await RunningServer.with(["--token", "t0ken"]) { server in
+            let (origin, folder, info, line) = (server.origin, server.folder, server.info, server.line)
             #expect(line.contains("127.0.0.1:\(info.port)") && info.token == "t0ken")
             try await Self.exerciseCommands(folder, origin: origin)
 

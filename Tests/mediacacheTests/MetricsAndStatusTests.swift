@@ -16,19 +16,8 @@ import Testing
     /// A server on a fresh folder, with the test origin's two files, after: a whole read
     /// (miss), the same again (hit), a range of the other file (miss), and a 404 (error).
     static func withServedRequests(token: String? = nil, _ body: (ServerInfo, TestOrigin) async throws -> Void) async throws {
-        let origin = try await TestOrigin.start()
-        defer { Task { try? await origin.shutdown() } }
-        CacheCommandTests.serveFiles(on: origin)
-        try await withTemporaryDirectory { directory in
-            let folder = directory.appendingPathComponent("cache").path
-            let executable = try ChildProcess.executable(named: "mediacache")
-            let (server, _) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--cache-dir", folder] + (token.map { ["--token", $0] } ?? []),
-                                                                 readyLinePrefix: "mediacache: serving on")
-            defer {
-                server.terminate()
-                server.waitUntilExit()
-            }
-            let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+        try await RunningServer.with(token.map { ["--token", $0] } ?? []) { server in
+            let (info, origin) = (server.info, server.origin)
             let plays: [(String, (String, String)?, Int)] = [("/a/song.mp3", nil, 200), ("/a/song.mp3", nil, 200), ("/b/film.mp4", ("Range", "bytes=0-99999"), 206),
                                                               ("/missing.mp3", nil, 404)]
             for (path, header, status) in plays {

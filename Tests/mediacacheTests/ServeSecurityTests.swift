@@ -30,23 +30,12 @@ import Testing
     /// line does not print the token, and the server file that holds it is readable by its
     /// owner only.
     @Test func allowRemoteWithATokenRefusesRequestsWithoutIt() async throws {
-        let origin = try await TestOrigin.start()
-        defer { Task { try? await origin.shutdown() } }
-        CacheCommandTests.serveFiles(on: origin)
-        try await withTemporaryDirectory { directory in
-            let folder = directory.appendingPathComponent("cache").path
-            let executable = try ChildProcess.executable(named: "mediacache")
-            let (server, line) = try await ChildProcess.startServer(URL(fileURLWithPath: "/usr/bin/env"),
-                                                                        ["MEDIACACHE_TOKEN=t0k3n-for-the-lan", executable.path, "serve", "--port", "0", "--host", "0.0.0.0",
-                                                                         "--allow-remote", "--cache-dir", folder], readyLinePrefix: "Give a player:")
-            defer {
-                server.terminate()
-                server.waitUntilExit()
-            }
-            #expect(line.hasSuffix("&token=<the token>"), "the start-up line does not print the token: \(line)")
+        try await RunningServer.with(["--host", "0.0.0.0", "--allow-remote"], environment: ["MEDIACACHE_TOKEN=t0k3n-for-the-lan"],
+                                     readyLinePrefix: "Give a player:") { server in
+            let (origin, info) = (server.origin, server.info)
+            #expect(server.line.hasSuffix("&token=<the token>"), "the start-up line does not print the token: \(server.line)")
             var file = stat()
-            #expect(stat(folder + "/server.json", &file) == 0 && file.st_mode & 0o777 == 0o600)
-            let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+            #expect(stat(server.folder + "/server.json", &file) == 0 && file.st_mode & 0o777 == 0o600)
             let base = "http://127.0.0.1:\(info.port)"
             let song = origin.url("/a/song.mp3")
             for token in [nil, "wrong", "t0k3n-for-the-la", "t0k3n-for-the-lan!"] {
@@ -98,30 +87,10 @@ import Testing
         ]
         for level in ["info", "debug"] {
             try await withTemporaryDirectory { directory in
-                let folder = directory.appendingPathComponent("cache").path
                 let log = directory.appendingPathComponent("serve.log")
-                let (server, _) = try await ChildProcess.startServer(try ChildProcess.executable(named: "mediacache"),
-                                                                     ["serve", "--port", "0", "--cache-dir", folder, "--log-level", level],
-                                                                     readyLinePrefix: "mediacache: serving on", errorFile: log)
-                let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
-                let base = "http://127.0.0.1:\(info.port)"
-                for (url, headers, status) in requests {
-                    var request = HTTPClientRequest(url: base + "/?url=" + HLSPlaylist.percentEncoded(url))
-                    for (name, value) in headers { request.headers.add(name: name, value: value) }
-                    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-                    let body = try await response.body.collect(upTo: 1 << 20)
-                    #expect(Int(response.status.code) == status, "\(url): \(String(buffer: body))")
-                    if status == 200, url.contains("/film.mp4") { #expect(film.firstMismatch(in: body, at: 0) == nil && body.readableBytes == 200_000) }
+                try await RunningServer.with(["--log-level", level], errorFile: log, origin: origin) { server in
+                    try await Self.play(requests, through: server.info.baseURL, film: film, origin: origin)
                 }
-                // The playlist, then the segment it names, through the proxy.
-                let listed = try await MetricsAndStatusTests.get(base + "/?url=" + HLSPlaylist.percentEncoded(origin.url("/hls/index.m3u8").absoluteString + "?token=sEcReT-pLaYlIsT"))
-                let segment = try #require(listed.body.split(separator: "\n").first { $0.hasPrefix("http://") })
-                let segmentReply = try await MetricsAndStatusTests.get(String(segment))
-                #expect(listed.status == 200 && segmentReply.status == 200 && segmentReply.count == 5000)
-                let metrics = try await MetricsAndStatusTests.get(base + "/metrics")
-                #expect(MetricsAndStatusTests.sample(#"mediacache_refused_requests_total{cause="cross-site"}"#, in: metrics.body) == 1, "\(metrics.body)")
-                server.terminate()
-                server.waitUntilExit()
                 let text = try String(contentsOf: log, encoding: .utf8)
                 let leaked = secrets.filter(text.contains)
                 if level == "info" {
@@ -137,5 +106,26 @@ import Testing
                 }
             }
         }
+    }
+
+    /// Sends `requests` through the proxy at `base`, checking statuses and the film's bytes,
+    /// then the HLS playlist and the segment it names, then the refusal count in `/metrics`.
+    static func play(_ requests: [(url: String, headers: [(String, String)], status: Int)], through base: String, film: TestOrigin.Resource,
+                     origin: TestOrigin) async throws {
+        for (url, headers, status) in requests {
+            var request = HTTPClientRequest(url: base + "/?url=" + HLSPlaylist.percentEncoded(url))
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            #expect(Int(response.status.code) == status, "\(url): \(String(buffer: body))")
+            if status == 200, url.contains("/film.mp4") { #expect(film.firstMismatch(in: body, at: 0) == nil && body.readableBytes == 200_000) }
+        }
+        // The playlist, then the segment it names, through the proxy.
+        let listed = try await MetricsAndStatusTests.get(base + "/?url=" + HLSPlaylist.percentEncoded(origin.url("/hls/index.m3u8").absoluteString + "?token=sEcReT-pLaYlIsT"))
+        let segment = try #require(listed.body.split(separator: "\n").first { $0.hasPrefix("http://") })
+        let segmentReply = try await MetricsAndStatusTests.get(String(segment))
+        #expect(listed.status == 200 && segmentReply.status == 200 && segmentReply.count == 5000)
+        let metrics = try await MetricsAndStatusTests.get(base + "/metrics")
+        #expect(MetricsAndStatusTests.sample(#"mediacache_refused_requests_total{cause="cross-site"}"#, in: metrics.body) == 1, "\(metrics.body)")
     }
 }
