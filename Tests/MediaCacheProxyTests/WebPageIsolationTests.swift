@@ -174,8 +174,9 @@ import Testing
     }()
 
     /// A page that puts `target` in a `<video>` (with `crossorigin` if asked) and reads it with
-    /// `fetch` (what hls.js, dash.js and Shaka do), then reports both outcomes to its own site
-    /// at `report`: the decoded duration or the media error, the body's SHA-256 or the error.
+    /// `fetch` (what hls.js, dash.js and Shaka do), whole and as a range with a field that
+    /// needs a preflight, then reports the outcomes to its own site at `report`: the decoded
+    /// duration or the media error, the body's SHA-256, the range's status and length, or the errors.
     static func page(target: String, crossOrigin: Bool, report: String) -> String {
         """
         <!doctype html><html><head><title>player</title></head><body><script>
@@ -183,8 +184,9 @@ import Testing
         const results = {};
         function done(name, value) {
           results[name] = value;
-          if ("video" in results && "fetch" in results) {
-            new Image().src = "\(report)?video=" + encodeURIComponent(results.video) + "&fetch=" + encodeURIComponent(results.fetch);
+          if ("video" in results && "fetch" in results && "range" in results) {
+            new Image().src = "\(report)?video=" + encodeURIComponent(results.video) + "&fetch=" + encodeURIComponent(results.fetch)
+              + "&range=" + encodeURIComponent(results.range);
           }
         }
         const video = document.createElement("video");
@@ -200,13 +202,17 @@ import Testing
           .then(body => crypto.subtle.digest("SHA-256", body))
           .then(digest => done("fetch", "sha256 " + Array.from(new Uint8Array(digest)).map(b => b.toString(16).padStart(2, "0")).join("")))
           .catch(error => done("fetch", "error " + error.name));
+        // A range with a field of the player's own, as script players send: a preflight first.
+        fetch(target, { headers: { "Range": "bytes=100-199", "X-Player": "test" } })
+          .then(response => response.arrayBuffer().then(body => done("range", response.status + " " + body.byteLength)))
+          .catch(error => done("range", "error " + error.name));
         </script></body></html>
         """
     }
 
     /// Opens `url` in headless Chromium and waits for the page's report at `report` on `pages`;
     /// returns what it reported.
-    static func visit(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws -> (video: String, fetch: String) {
+    static func visit(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws -> (video: String, fetch: String, range: String) {
         let browser = try #require(chromium)
         let null = try #require(FileHandle(forWritingAtPath: "/dev/null"))
         defer { try? null.close() }
@@ -219,7 +225,8 @@ import Testing
         }
         try await waitUntil { !pages.requests(report).isEmpty }
         let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
-        return (items.first { $0.name == "video" }?.value ?? "-", items.first { $0.name == "fetch" }?.value ?? "-")
+        func item(_ name: String) -> String { items.first { $0.name == name }?.value ?? "-" }
+        return (item("video"), item("fetch"), item("range"))
     }
 
     /// In a real browser: a page served from `http://localhost:A` is of another site than the
@@ -234,7 +241,7 @@ import Testing
         let pages = try await TestOrigin.start()
         defer { Task { try? await pages.shutdown() } }
         let digest = "sha256 " + SHA256.hash(data: Self.tone).map { String(format: "%02x", $0) }.joined()
-        let refused = ("error 4", "error TypeError")
+        let refused = ("error 4", "error TypeError", "error TypeError")
         let plays = "duration 1.00"
         var visits = 0
         for listed in [false, true] {
@@ -246,9 +253,9 @@ import Testing
             }) { h in
                 h.origin.serve(TestOrigin.Resource(body: .bytes(Self.tone), mimeType: "audio/wav"), at: "/tone.wav")
                 let target = h.url("/tone.wav")
-                let cases: [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String))] = listed
-                    ? [("localhost", false, ("error 4", digest)), ("localhost", true, (plays, digest))]
-                    : [("localhost", false, refused), ("localhost", true, refused), ("127.0.0.1", false, (plays, "error TypeError"))]
+                let cases: [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String, range: String))] = listed
+                    ? [("localhost", false, ("error 4", digest, "206 100")), ("localhost", true, (plays, digest, "206 100"))]
+                    : [("localhost", false, refused), ("localhost", true, refused), ("127.0.0.1", false, (plays, "error TypeError", "error TypeError"))]
                 for (host, crossOrigin, expected) in cases {
                     visits += 1
                     let before = h.origin.requests("/tone.wav").count
@@ -259,7 +266,7 @@ import Testing
                         try await Self.visit("http://\(host):\(pages.port)/page-\(visits).html", report: "/report-\(visits)", on: pages, profile: profile)
                     }
                     let label = "listed \(listed), page on \(host), crossorigin \(crossOrigin)"
-                    #expect(seen.video == expected.video && seen.fetch == expected.fetch, "\(label): \(seen)")
+                    #expect(seen == expected, "\(label): \(seen)")
                     if expected == refused { #expect(h.origin.requests("/tone.wav").count == before, "\(label): a refused page costs no origin request") }
                 }
                 // The user opens the status page: typed, so not refused.
