@@ -93,8 +93,14 @@ extension Harness {
 /// reaches (a number of requests waiting), never for a duration. Throws after a minute, which
 /// only a broken condition reaches.
 public func waitUntil(_ condition: () -> Bool, sourceDescription: String = #function) async throws {
+    try await waitUntil({ () async throws -> Bool in condition() }, sourceDescription: sourceDescription)
+}
+
+/// Waits until `condition` holds (see the other `waitUntil`), when finding out takes a
+/// request: a server that has to notice closed connections, an answer not yet in the log.
+public func waitUntil(_ condition: () async throws -> Bool, sourceDescription: String = #function) async throws {
     let deadline = ContinuousClock.now + .seconds(60)
-    while !condition() {
+    while try await !condition() {
         guard ContinuousClock.now < deadline else {
             throw CacheError(.originTimedOut, "waitUntil in \(sourceDescription): the condition never held.")
         }

@@ -115,7 +115,11 @@ import Testing
     /// within half its target duration, though the origin called it fresh for a minute; a VOD
     /// playlist with the same headers is served from the cache.
     @Test func aLivePlaylistAdvancesThroughTheProxy() async throws {
-        try await ProxyHarness.with { h in
+        let clock = ManualClock()
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        try await ProxyHarness.with(store: store) { h in
+            h.origin.useClock(clock)
             func playlist(sequence: Int, live: Bool) -> TestOrigin.Resource {
                 var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n"
                 for index in sequence..<(sequence + 3) { text += "#EXTINF:2.0,\nseg\(index).ts\n" }
@@ -130,7 +134,7 @@ import Testing
                 #expect(first.contains("#EXT-X-MEDIA-SEQUENCE:1") && first.contains("seg1.ts?url="), "\(path): \(first)")
                 h.origin.serve(playlist(sequence: 2, live: live), at: path)
                 // Half the target duration is 1 s.
-                try await Task.sleep(for: .milliseconds(1300))
+                clock.advance(by: 1.3)
                 let later = String(buffer: try await h.get(h.url(path)).body)
                 if live {
                     #expect(later.contains("#EXT-X-MEDIA-SEQUENCE:2") && later.contains("seg4.ts?url="), "\(path) did not advance: \(later)")

@@ -99,9 +99,7 @@ import Testing
             #expect(reply.status == 206)
             #expect(origin.resource(at: "/any.mp3")!.firstMismatch(in: reply.body, at: 500) == nil && reply.body.readableBytes == 199_500)
             // A streamed answer's line is written once its last byte is in the socket.
-            for _ in 0..<500 where !logs.all.contains(where: { $0.metadata["status"] != nil }) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitUntil { logs.all.contains(where: { $0.metadata["status"] != nil }) }
             let lines = logs.all.filter { $0.metadata["status"] != nil }
             #expect(!lines.isEmpty)
             #expect(lines.allSatisfy { $0.metadata["warning"]?.contains("NOT verified") == true })

@@ -347,7 +347,7 @@ import Testing
             }
             stream.cancel()
             let key = h.base.store.key(for: url)
-            for _ in 0..<200 where h.base.store.metadata(for: key) != nil { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil { h.base.store.metadata(for: key) == nil }
             #expect(h.base.store.metadata(for: key) == nil, "the unfinished write is removed")
             let whole = try await h.get(h.url("/cut.mp3"))
             #expect(whole.status == 200 && whole.body.readableBytes == 3_000_000 && resource.firstMismatch(in: whole.body, at: 0) == nil)

@@ -77,6 +77,8 @@ public final class CachingReader: Sendable {
         /// hold megabytes); the wait lets the cancel arrive first, so a replayed session
         /// does not fetch bytes nobody takes. `.zero` never waits.
         public var holeDelay: Duration = .milliseconds(20)
+        /// What ``holeDelay`` is waited on: real time, or a test's ``PauseTimer``.
+        package var pauseTimer: any PauseTimer = SystemPauseTimer()
         /// Where the read path logs.
         public var logger = Logger(label: "mediacache.read", factory: { _ in SwiftLogNoOpLogHandler() })
 

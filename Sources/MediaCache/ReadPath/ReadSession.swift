@@ -2,13 +2,15 @@ import Foundation
 import NIOCore
 import Synchronization
 
-/// The state of one read: its cursor, the download it waits on, its open entry.
+/// One read: the executor of its ``ReaderStateMachine``, with the download it waits on and
+/// its open entry.
 ///
+/// Each step observes the store and the download, asks the machine what to do, and does it.
 /// The iterator calls ``next()`` from one task at a time; the lock makes the session safe
 /// to hand to another task and to ``close()`` from anywhere.
 final class ReadSession: Sendable {
     struct State {
-        var cursor: Int64
+        var machine: ReaderStateMachine
         var download: (download: Download, reader: UInt64)?
         /// The current download's ``Download/retries`` when this read joined it.
         var retriesAtJoin = 0
@@ -17,14 +19,12 @@ final class ReadSession: Sendable {
         /// What of the range was cached when the read started: bytes read from there
         /// count as from the cache, all others as from the origin.
         var cachedAtStart: SpanSet
-        /// Downloads that ended without reaching the cursor, in a row.
-        var fruitlessDownloads = 0
-        /// The hole the read last paused at (see ``pauseAtHole(_:handle:)``).
-        var pausedAt: Int64?
         /// An encrypted entry's next chunk, being read and opened while the one before is
         /// sent (see ``readAhead(after:in:handle:)``).
         var readAhead: (range: ByteRange, task: Task<ByteBuffer, any Error>)?
-        var isClosed = false
+
+        var cursor: Int64 { machine.cursor }
+        var isClosed: Bool { machine.isClosed }
     }
 
     enum FirstResponse {
@@ -78,7 +78,8 @@ final class ReadSession: Sendable {
         self.key = key
         self.range = range
         let cached = SpanSet((try? handle?.spans())?.spans(in: range) ?? [])
-        state = Mutex(State(cursor: range.lowerBound, handle: handle, cachedAtStart: cached))
+        let machine = ReaderStateMachine(range: range, pausesAtHoles: reader.configuration.holeDelay > .zero)
+        state = Mutex(State(machine: machine, handle: handle, cachedAtStart: cached))
         reader.openStreams.add(1, ordering: .relaxed)
     }
 
@@ -105,7 +106,7 @@ final class ReadSession: Sendable {
     func close() {
         if let writer = passThrough?.takeWriter() { finishWriting(writer, length: nil) }
         let (download, handle, wasOpen) = state.withLock { state in
-            defer { state.isClosed = true; state.handle = nil }
+            defer { state.machine.close(); state.handle = nil }
             state.readAhead?.task.cancel()
             state.readAhead = nil
             return (Self.leaveDownload(&state), state.handle, !state.isClosed)
@@ -162,99 +163,99 @@ final class ReadSession: Sendable {
 
     private func step(fileRegions: Bool) async throws -> ReadPart? {
         while true {
-            let chunkSize = reader.currentChunkSize
-            let (cursor, handle, current, isClosed) = state.withLock {
-                ($0.cursor, $0.handle, $0.download, $0.isClosed)
-            }
-            if isClosed { throw CancellationError() }
             try Task.checkCancellation()
-            guard cursor < range.upperBound else {
+            let chunkSize = reader.currentChunkSize
+            let (cursor, handle, current) = state.withLock { ($0.cursor, $0.handle, $0.download) }
+            let (seen, spans) = try await observe(at: cursor, handle: handle, download: current?.download, chunkSize: chunkSize)
+            switch state.withLock({ $0.machine.next(seen) }) {
+            case .finish(let storedUpTo):
                 // What this read gave from a download's memory is in the store before the
                 // read ends, so a replay right after finds it there.
-                await current?.download.waitForStored(upTo: cursor)
+                await current?.download.waitForStored(upTo: storedUpTo)
                 close()
                 return nil
-            }
-            if let passThrough { return try await next(from: passThrough, cursor: cursor) }
-
-            // Just fetched, at the download's front: the download still holds it in memory
-            // (no read back from the store). A reader further behind reads the longer stored
-            // span from the store in one part instead of chunk by chunk, unless the store is
-            // encrypted: there every byte read back is opened again, so memory wins, the kept
-            // chunks joined into one part.
-            let held = handle?.cipher != nil ? current?.download.heldBytes(at: cursor, joiningUpTo: Int(chunkSize))
-                : current?.download.snapshot(at: cursor).heldBytes
-            let span = try await versioned { try handle?.spans() }?.span(containing: cursor)
-            if let held, handle?.cipher != nil || (span?.upperBound ?? 0) - cursor <= Int64(held.readableBytes) {
+            case .fail(let failure):
+                throw error(for: failure)
+            case .readPassThrough:
+                guard let passThrough else { throw CacheError(.ioFailure, "A read took a body it does not have.") }
+                return try await next(from: passThrough, cursor: cursor)
+            case .takeHeld(let held):
                 return .bytes(take(held, at: cursor, upTo: chunkSize))
-            }
-
-            // Cached: read it from disk.
-            if let handle, let span {
-                if fileRegions, handle.cipher == nil {
-                    let region = region(at: cursor, in: span)
-                    let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
-                    advance(to: region.upperBound)
-                    return .file(descriptor: descriptor, range: region)
-                }
-                var end = chunkEnd(at: cursor, in: span, handle: handle, chunkSize: chunkSize)
-                let bytes: ByteBuffer
-                do {
-                    if let ahead = takeReadAhead(at: cursor) {
-                        end = ahead.range.upperBound
-                        bytes = try await versioned { try await ahead.task.value }
-                    } else {
-                        bytes = try await versioned { try await handle.read(ByteRange(cursor, end)) }
-                    }
-                } catch let error as CacheError where error.code == .notCached {
-                    continue  // a sealed block failed its check and is a hole now: fetch it
-                }
-                advance(to: end)
-                if handle.cipher != nil { readAhead(after: end, in: span, handle: handle, chunkSize: chunkSize) }
-                return .bytes(bytes)
-            }
-
-            // Missing: wait on the download that fetches it.
-            var download = current?.download
-            if let state = download?.snapshot(at: cursor).state, case .failed(let error) = state {
-                throw Self.readerError(error, url: url)
-            }
-            // A download that has ended may still hold the bytes at the cursor (those it does not store).
-            let ended = download.map { $0.isFinished && $0.snapshot(at: cursor).heldBytes == nil } ?? true
-            if download == nil || ended || cursor < download!.start || cursor >= download!.end {
-                if try await pauseAtHole(cursor, handle: handle) {
-                    continue  // bytes may have been stored during the pause: look again
-                }
+            case .readStored(let span):
+                guard let handle else { continue }
+                if let part = try await readStored(at: cursor, in: span, handle: handle, fileRegions: fileRegions, chunkSize: chunkSize) { return part }
+            case .pause:
+                state.withLock { $0.machine.paused() }
+                try await reader.configuration.pauseTimer.sleep(for: reader.configuration.holeDelay)
+                if state.withLock({ $0.isClosed }) { throw CancellationError() }
+            case .attach(let at):
                 if let left = state.withLock({ Self.leaveDownload(&$0) }) { left.download.removeReader(left.reader) }
-                let spans = (try? handle?.spans()) ?? SpanSet()
-                let holeEnd = spans.holes(in: ByteRange(cursor, range.upperBound)).first?.upperBound ?? range.upperBound
-                download = attach(at: cursor, holeEnd: holeEnd)
-            }
-            let snapshot = download!.snapshot(at: cursor)
-            if let held = snapshot.heldBytes {
-                return .bytes(take(held, at: cursor, upTo: chunkSize))
-            }
-            if snapshot.position > cursor {
-                // Stored while we looked: read it from disk on the next turn.
-                if handle == nil { throw CacheError(.originUnavailable, "Bytes at \(cursor) were fetched but are neither stored nor held.") }
-                continue
-            }
-            switch snapshot.state {
-            case .failed(let error):
-                throw Self.readerError(error, url: url)
-            case .completed, .cancelled:
-                // It ended before our cursor (its bytes were fetched by another download).
-                let tooMany = state.withLock { state -> Bool in
-                    state.fruitlessDownloads += 1
-                    return state.fruitlessDownloads > 3
-                }
-                if tooMany { throw CacheError(.originUnavailable, "The origin keeps ending responses before byte \(cursor).") }
-                continue
-            case .awaitingResponse, .receiving, .resuming:
+                let holeEnd = spans.holes(in: ByteRange(at, range.upperBound)).first?.upperBound ?? range.upperBound
+                attach(at: at, holeEnd: holeEnd)
+            case .waitForBytes:
                 state.withLock { $0.statistics.stalls += 1 }
-                await download!.waitForBytes(at: cursor)
+                await current?.download.waitForBytes(at: cursor)
+            case .lookAgain:
+                continue
             }
         }
+    }
+
+    /// What the read sees at `cursor`: the stored span there, the bytes `download` holds
+    /// there, and that download's progress; with the entry's spans.
+    private func observe(at cursor: Int64, handle: CacheEntryHandle?, download: Download?, chunkSize: Int64) async throws
+        -> (ReaderStateMachine.Observation, SpanSet) {
+        if passThrough != nil { return (ReaderStateMachine.Observation(passesThrough: true), SpanSet()) }
+        let encrypted = handle?.cipher != nil
+        var view: ReaderStateMachine.DownloadView?
+        if let download {
+            let snapshot = download.snapshot(at: cursor)
+            // An encrypted entry's reader takes the kept chunks joined into one part.
+            let held = encrypted ? download.heldBytes(at: cursor, joiningUpTo: Int(chunkSize)) : snapshot.heldBytes
+            view = ReaderStateMachine.DownloadView(start: download.start, end: download.end, position: snapshot.position,
+                                                   state: snapshot.state, held: held)
+        }
+        let spans = try await versioned { try handle?.spans() } ?? SpanSet()
+        let seen = ReaderStateMachine.Observation(stored: spans.span(containing: cursor), storedBefore: cursor > 0 && spans.span(containing: cursor - 1) != nil,
+                                                  download: view, encrypted: encrypted, hasEntry: handle != nil)
+        return (seen, spans)
+    }
+
+    /// The error a read ends with for `failure`.
+    private func error(for failure: ReaderStateMachine.Failure) -> any Error {
+        switch failure {
+        case .closed: CancellationError()
+        case .download(let error): Self.readerError(error, url: url)
+        case .fruitless(let cursor): CacheError(.originUnavailable, "The origin keeps ending responses before byte \(cursor).")
+        case .lost(let cursor): CacheError(.originUnavailable, "Bytes at \(cursor) were fetched but are neither stored nor held.")
+        }
+    }
+
+    /// Stored bytes from `cursor` in `span`: a region of the data file (`fileRegions`, an
+    /// unencrypted entry) or a chunk read (and opened) from it. `nil` when a sealed block
+    /// failed its check and is a hole now: the next step fetches it.
+    private func readStored(at cursor: Int64, in span: ByteRange, handle: CacheEntryHandle, fileRegions: Bool, chunkSize: Int64) async throws -> ReadPart? {
+        if fileRegions, handle.cipher == nil {
+            let region = region(at: cursor, in: span)
+            let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
+            advance(to: region.upperBound)
+            return .file(descriptor: descriptor, range: region)
+        }
+        var end = chunkEnd(at: cursor, in: span, handle: handle, chunkSize: chunkSize)
+        let bytes: ByteBuffer
+        do {
+            if let ahead = takeReadAhead(at: cursor) {
+                end = ahead.range.upperBound
+                bytes = try await versioned { try await ahead.task.value }
+            } else {
+                bytes = try await versioned { try await handle.read(ByteRange(cursor, end)) }
+            }
+        } catch let error as CacheError where error.code == .notCached {
+            return nil
+        }
+        advance(to: end)
+        if handle.cipher != nil { readAhead(after: end, in: span, handle: handle, chunkSize: chunkSize) }
+        return .bytes(bytes)
     }
 
     /// Where a chunk read from the store at `cursor` ends: a chunk's length on, within the
@@ -342,25 +343,8 @@ final class ReadSession: Sendable {
         }
     }
 
-    /// Waits ``CachingReader/Configuration/holeDelay`` when the read has just given cached
-    /// bytes and reached missing ones: a player that hangs up after taking what it needed
-    /// often does so while its earlier bytes are still in flight, and its cancel, arriving
-    /// during the wait, then costs no origin request.
-    /// - Returns: whether it paused (once per cursor).
-    private func pauseAtHole(_ cursor: Int64, handle: CacheEntryHandle?) async throws -> Bool {
-        let delay = reader.configuration.holeDelay
-        guard delay > .zero, cursor > range.lowerBound, let spans = try? handle?.spans(), spans.span(containing: cursor - 1) != nil else { return false }
-        let first = state.withLock { state in
-            defer { state.pausedAt = cursor }
-            return state.pausedAt != cursor
-        }
-        guard first else { return false }
-        try await Task.sleep(for: delay)
-        if state.withLock({ $0.isClosed }) { throw CancellationError() }
-        return true
-    }
-
     /// Joins or starts the download for the hole at `cursor` and remembers it.
+    @discardableResult
     private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
         let stores = state.withLock { $0.handle != nil }
@@ -413,8 +397,7 @@ final class ReadSession: Sendable {
             let fromCache = state.cachedAtStart.spans(in: given).reduce(0) { $0 + $1.length }
             state.statistics.bytesFromCache += fromCache
             state.statistics.bytesFromOrigin += given.length - fromCache
-            state.cursor = cursor
-            state.fruitlessDownloads = 0
+            state.machine.advance(to: cursor)
             return state.download
         }
         if let (download, reader) = download { download.moveReader(reader, to: cursor) }

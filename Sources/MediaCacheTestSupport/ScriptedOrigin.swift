@@ -1,0 +1,164 @@
+public import Foundation
+public import MediaCache
+public import NIOCore
+import Synchronization
+
+/// An origin without a network for engine tests: an ``OriginFetcher`` whose every request
+/// the test sees as an ``Exchange`` and whose body bytes arrive only when the test sends them.
+/// Nothing in a test built on it depends on time: it waits for the exchange to be asked, for
+/// the reader to take what was sent, for the request to be cancelled.
+public final class ScriptedOrigin: OriginFetcher {
+    /// One `GET` the read path made, and its body as the test feeds it.
+    public final class Exchange: Sendable {
+        public let url: URL
+        /// The bytes asked for (`nil`: the whole body).
+        public let range: ByteRange?
+        public let ifRange: String?
+        private let content: DeterministicContent
+        /// Where the body starts and ends in the resource.
+        public let bodyRange: ByteRange
+        private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
+        private struct Progress {
+            var sent: Int64
+            var ended = false
+            var cancelled = false
+        }
+        private let progress: Mutex<Progress>
+
+        init(url: URL, range: ByteRange?, ifRange: String?, content: DeterministicContent, bodyRange: ByteRange,
+             continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation) {
+            self.url = url
+            self.range = range
+            self.ifRange = ifRange
+            self.content = content
+            self.bodyRange = bodyRange
+            self.continuation = continuation
+            progress = Mutex(Progress(sent: bodyRange.lowerBound))
+        }
+
+        /// The resource offset up to which body bytes were sent.
+        public var sentUpTo: Int64 { progress.withLock { $0.sent } }
+        /// Whether the read path let go of the body before its end (the request was cancelled).
+        public var isCancelled: Bool { progress.withLock { $0.cancelled } }
+
+        /// Sends the body's next `count` bytes (fewer at its end), in chunks of at most 64 KiB.
+        public func send(_ count: Int64) {
+            var (start, end) = progress.withLock { progress -> (Int64, Int64) in
+                let start = progress.sent
+                let end = progress.ended ? start : min(bodyRange.upperBound, start + count)
+                progress.sent = end
+                return (start, end)
+            }
+            while start < end {
+                let length = Int(min(64 << 10, end - start))
+                continuation.yield(content.buffer(offset: start, length: length))
+                start += Int64(length)
+            }
+        }
+
+        /// Sends the rest of the body and ends it.
+        public func finish() {
+            send(bodyRange.upperBound)
+            end(nil)
+        }
+
+        /// Ends the body with `error` (a dropped connection) where it is.
+        public func fail(_ error: any Error = CacheError(.originUnavailable, "The scripted origin dropped the connection.")) {
+            end(error)
+        }
+
+        private func end(_ error: (any Error)?) {
+            let first = progress.withLock { progress in
+                defer { progress.ended = true }
+                return !progress.ended
+            }
+            guard first else { return }
+            if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+        }
+
+        fileprivate func terminated() {
+            progress.withLock { progress in
+                if !progress.ended { progress.cancelled = true }
+                progress.ended = true
+            }
+        }
+    }
+
+    private struct Resource {
+        var content: DeterministicContent
+        var metadata: ContentMetadata
+    }
+
+    private let resources = Mutex<[String: Resource]>([:])
+    private let asked = Mutex<[Exchange]>([])
+    private let clock: any WallClock
+
+    /// Whether each request's whole body is sent at once (else only what the test sends).
+    private let answersWhole: Bool
+
+    /// An origin whose answers are fresh for a day by `clock`; with `answersWhole` every body
+    /// is sent whole as soon as it is asked for.
+    public init(clock: any WallClock = SystemClock(), answersWhole: Bool = false) {
+        self.clock = clock
+        self.answersWhole = answersWhole
+    }
+
+    /// Serves `length` deterministic bytes seeded by `seed` at `url`.
+    public func serve(_ url: URL, length: Int64, seed: UInt64, etag: String = "\"v1\"") {
+        var metadata = ContentMetadata(length: length, mimeType: "video/mp4", acceptsRanges: true, etag: etag)
+        metadata.freshUntil = clock.now.addingTimeInterval(86_400)
+        metadata.generatedAt = clock.now
+        resources.withLock { $0[url.absoluteString] = Resource(content: DeterministicContent(seed: seed), metadata: metadata) }
+    }
+
+    /// Every `GET` so far, in order.
+    public var exchanges: [Exchange] { asked.withLock { $0 } }
+
+    public func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
+        try resource(url).metadata
+    }
+
+    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+        let resource = try resource(url)
+        let length = resource.metadata.length ?? 0
+        let bodyRange = ByteRange(range?.lowerBound ?? 0, min(range?.upperBound ?? length, length))
+        let (body, continuation) = AsyncThrowingStream.makeStream(of: ByteBuffer.self)
+        let exchange = Exchange(url: url, range: range, ifRange: ifRange, content: resource.content, bodyRange: bodyRange, continuation: continuation)
+        continuation.onTermination = { [weak exchange] _ in exchange?.terminated() }
+        asked.withLock { $0.append(exchange) }
+        if answersWhole { exchange.finish() }
+        return OriginResponse(metadata: resource.metadata, bodyOffset: bodyRange.lowerBound, body: body)
+    }
+
+    private func resource(_ url: URL) throws -> Resource {
+        guard let resource = resources.withLock({ $0[url.absoluteString] }) else {
+            throw CacheError(answer: OriginAnswer(status: 404, reason: "Not Found", headers: [], body: []), url: url.absoluteString)
+        }
+        return resource
+    }
+}
+
+/// A ``ScriptedOrigin``, a store in a temporary folder and a read path over them.
+public struct ScriptedHarness: Sendable {
+    public let origin: ScriptedOrigin
+    public let store: CacheStore
+    public let reader: CachingReader
+
+    /// Runs `body` with a fresh harness and closes the store afterwards.
+    public static func with<T>(answersWhole: Bool = false, reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
+                               _ body: (ScriptedHarness) async throws -> T) async throws -> T {
+        try await withTemporaryDirectory { directory in
+            let origin = ScriptedOrigin(answersWhole: answersWhole)
+            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"))
+            let harness = ScriptedHarness(origin: origin, store: store, reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
+            do {
+                let result = try await body(harness)
+                try await store.close()
+                return result
+            } catch {
+                try? await store.close()
+                throw error
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import MediaCache
+import MediaCacheTestSupport
+import NIOCore
+import Synchronization
+import Testing
+
+/// The read path against a scripted origin (``ScriptedOrigin``): each body byte arrives when
+/// the test sends it and a pause at a hole ends when the test fires it, so these tests wait on
+/// events only and pass the same on an idle machine and a loaded one.
+@Suite struct ScriptedReadPathTests {
+    static let url = URL(string: "https://scripted.example/film.mp4")!
+
+    /// How many bytes a reading task has taken so far.
+    final class Taken: Sendable {
+        private let count = Mutex<Int64>(0)
+        var value: Int64 { count.withLock { $0 } }
+        func set(_ value: Int64) { count.withLock { $0 = value } }
+    }
+
+    /// Reads `stream` in a task, checking every byte against `content` from `offset`; `taken`
+    /// counts what it got.
+    static func consume(_ stream: ReadStream, content: DeterministicContent, from offset: Int64, taken: Taken) -> Task<Int64, any Error> {
+        Task {
+            var cursor = offset
+            for try await chunk in stream {
+                #expect(content.firstMismatch(in: chunk, at: cursor) == nil, "bytes at \(cursor)")
+                cursor += Int64(chunk.readableBytes)
+                taken.set(cursor - offset)
+            }
+            return cursor - offset
+        }
+    }
+
+    /// Answers every request whole and ends every pause, until `done` holds.
+    static func answerEverything(_ h: ScriptedHarness, timer: ManualPauseTimer? = nil, until done: () -> Bool) async throws {
+        try await waitUntil {
+            for exchange in h.origin.exchanges { exchange.finish() }
+            timer?.fire()
+            return done()
+        }
+    }
+
+    /// A reader that goes away cancels the origin request nobody else shares: the body is let
+    /// go at once, no other request is made, and what it took is stored.
+    @Test func aReaderThatGoesAwayCancelsTheOriginRequest() async throws {
+        try await ScriptedHarness.with { h in
+            let content = DeterministicContent(seed: 11)
+            h.origin.serve(Self.url, length: 40_000_000, seed: 11)
+            let stream = try await h.reader.read(Self.url)
+            let taken = Taken()
+            let reading = Self.consume(stream, content: content, from: 0, taken: taken)
+            try await waitUntil { !h.origin.exchanges.isEmpty }
+            let exchange = h.origin.exchanges[0]
+            exchange.send(200_000)
+            try await waitUntil { taken.value == 200_000 }
+            stream.cancel()
+            reading.cancel()
+            _ = try? await reading.value
+            try await waitUntil { exchange.isCancelled }
+            try await waitUntil { h.reader.activeDownloads == 0 }
+            #expect(h.origin.exchanges.count == 1, "\(h.origin.exchanges.map(\.range))")
+            #expect(exchange.sentUpTo == 200_000)
+            try await waitUntil { h.store.spans(for: h.store.key(for: Self.url)).contains(ByteRange(0, 200_000)) }
+        }
+    }
+
+    /// One of two readers of a download leaves: the download goes on for the other, which
+    /// gets every byte, and the origin sends each byte once.
+    @Test func aReaderLeavingDoesNotStopTheDownloadAnotherReaderShares() async throws {
+        try await ScriptedHarness.with { h in
+            let content = DeterministicContent(seed: 12)
+            let size: Int64 = 2_000_000
+            h.origin.serve(Self.url, length: size, seed: 12)
+            let full = try await h.reader.read(Self.url)
+            let fullTaken = Taken()
+            let reading = Self.consume(full, content: content, from: 0, taken: fullTaken)
+            try await waitUntil { !h.origin.exchanges.isEmpty }
+            h.origin.exchanges[0].send(50_000)
+            try await waitUntil { fullTaken.value == 50_000 }
+            let leaving = try await h.reader.read(Self.url)
+            let leavingTaken = Taken()
+            let short = Self.consume(leaving, content: content, from: 0, taken: leavingTaken)
+            h.origin.exchanges[0].send(100_000)
+            try await waitUntil { leavingTaken.value >= 100_000 }
+            leaving.cancel()
+            short.cancel()
+            _ = try? await short.value
+            #expect(!h.origin.exchanges[0].isCancelled, "the other reader still reads it")
+            // Answer every request whole from here on, until the full read ends.
+            try await Self.answerEverything(h) { fullTaken.value == size }
+            #expect(try await reading.value == size)
+            let sent = h.origin.exchanges.map { $0.sentUpTo - $0.bodyRange.lowerBound }.reduce(0, +)
+            #expect(sent == size, "each byte once: \(h.origin.exchanges.map(\.bodyRange))")
+            #expect(h.origin.exchanges.allSatisfy { !$0.isCancelled })
+        }
+    }
+
+    /// A read that reaches missing bytes right after cached ones pauses (`holeDelay`) before
+    /// asking the origin; a reader that leaves during the pause costs no request. Without the
+    /// delay the same read asks at once.
+    @Test(arguments: [true, false])
+    func aReaderLeavingAtAHoleDuringThePauseCostsNoOriginRequest(pauses: Bool) async throws {
+        let timer = ManualPauseTimer()
+        var configuration = CachingReader.Configuration()
+        configuration.holeDelay = pauses ? .seconds(2) : .zero
+        configuration.pauseTimer = timer
+        try await ScriptedHarness.with(answersWhole: true, reader: configuration) { h in
+            let content = DeterministicContent(seed: 15)
+            h.origin.serve(Self.url, length: 2_000_000, seed: 15)
+            #expect(content.firstMismatch(in: try await collect(try await h.reader.read(Self.url, offset: 0, length: 500_000)), at: 0) == nil)
+            try await waitUntil { h.reader.activeDownloads == 0 }
+            let before = h.origin.exchanges.count
+            let stream = try await h.reader.read(Self.url)
+            let taken = Taken()
+            let reading = Self.consume(stream, content: content, from: 0, taken: taken)
+            if pauses {
+                try await waitUntil { timer.sleeping == 1 }
+                #expect(taken.value == 500_000 && stream.statistics.bytesFromCache == 500_000)
+            } else {
+                try await waitUntil { h.origin.exchanges.count > before }
+            }
+            stream.cancel()
+            reading.cancel()
+            _ = try? await reading.value
+            if pauses {
+                #expect(h.origin.exchanges.count == before, "\(h.origin.exchanges.map(\.range))")
+                #expect(timer.sleeping == 0 && timer.pausesBegun == 1)
+            } else {
+                #expect(timer.pausesBegun == 0)
+            }
+        }
+    }
+
+    /// Bytes stored by another download while a read pauses at a hole are read from the
+    /// store after the pause, never fetched again (seen once as `bytes=0-262143` then
+    /// `bytes=1711-263854`).
+    @Test func bytesStoredDuringAHolePauseAreNotFetchedAgain() async throws {
+        let timer = ManualPauseTimer()
+        var configuration = CachingReader.Configuration()
+        configuration.pauseTimer = timer
+        try await ScriptedHarness.with(reader: configuration) { h in
+            let content = DeterministicContent(seed: 5)
+            let size: Int64 = 1 << 20
+            h.origin.serve(Self.url, length: size, seed: 5)
+            let key = h.store.key(for: Self.url)
+            // The probe's download runs with no reader, as when a proxy asks for the head first.
+            let probing = Task { try await h.reader.contentInfo(for: Self.url, readingFrom: 0) }
+            try await waitUntil { !h.origin.exchanges.isEmpty }
+            let probe = h.origin.exchanges[0]
+            probe.send(1711)
+            _ = try await probing.value
+            try await waitUntil { h.store.spans(for: key).contains(ByteRange(0, 1711)) }
+            let stream = try await h.reader.read(Self.url)
+            let taken = Taken()
+            let reading = Self.consume(stream, content: content, from: 0, taken: taken)
+            try await waitUntil { timer.sleeping == 1 }
+            #expect(taken.value == 1711)
+            // During the pause the probe's download stores the rest of what it asked for.
+            probe.finish()
+            try await waitUntil { h.store.spans(for: key).contains(probe.bodyRange) }
+            timer.fire()
+            try await Self.answerEverything(h, timer: timer) { taken.value == size }
+            #expect(try await reading.value == size)
+            let asked = h.origin.exchanges.map(\.bodyRange)
+            #expect(SpanSet(asked).byteCount == asked.reduce(0) { $0 + $1.length }, "overlapping requests: \(asked)")
+            #expect(asked.count > 1 && asked[1].lowerBound == probe.bodyRange.upperBound && SpanSet(asked).byteCount == size, "\(asked)")
+        }
+    }
+}
