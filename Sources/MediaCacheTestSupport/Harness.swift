@@ -28,14 +28,7 @@ public struct Harness: Sendable {
             let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
             let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
             let harness = Harness(origin: origin, store: store, fetcher: fetcher, reader: reader, directory: directory)
-            do {
-                let result = try await body(harness)
-                try await harness.tearDown()
-                return result
-            } catch {
-                try? await harness.tearDown()
-                throw error
-            }
+            return try await runThenTearDown(harness, body) { try await $0.tearDown() }
         }
     }
 
@@ -44,6 +37,20 @@ public struct Harness: Sendable {
         try await fetcher.shutdown()
         try await origin.shutdown()
     }
+}
+
+/// Runs `body` with `harness`, then `tearDown`, also when `body` throws (then a failing tear-down
+/// does not hide the body's error).
+func runThenTearDown<H, T>(_ harness: H, _ body: (H) async throws -> T, tearDown: (H) async throws -> Void) async throws -> T {
+    let result: T
+    do {
+        result = try await body(harness)
+    } catch {
+        try? await tearDown(harness)
+        throw error
+    }
+    try await tearDown(harness)
+    return result
 }
 
 /// Reads a whole stream into one buffer.

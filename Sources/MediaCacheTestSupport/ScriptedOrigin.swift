@@ -151,14 +151,7 @@ public struct ScriptedHarness: Sendable {
             let origin = ScriptedOrigin(answersWhole: answersWhole)
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"))
             let harness = ScriptedHarness(origin: origin, store: store, reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
-            do {
-                let result = try await body(harness)
-                try await store.close()
-                return result
-            } catch {
-                try? await store.close()
-                throw error
-            }
+            return try await runThenTearDown(harness, body) { try await $0.store.close() }
         }
     }
 }
