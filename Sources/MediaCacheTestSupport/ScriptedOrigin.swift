@@ -22,6 +22,9 @@ public final class ScriptedOrigin: OriginFetcher {
             var sent: Int64
             var ended = false
             var cancelled = false
+            /// With ``ScriptedOrigin/holdsHeads``: the fetch waiting for ``sendHead()``.
+            var headWaiter: CheckedContinuation<Void, any Error>?
+            var headSent = false
         }
         private let progress: Mutex<Progress>
 
@@ -40,6 +43,36 @@ public final class ScriptedOrigin: OriginFetcher {
         public var sentUpTo: Int64 { progress.withLock { $0.sent } }
         /// Whether the read path let go of the body before its end (the request was cancelled).
         public var isCancelled: Bool { progress.withLock { $0.cancelled } }
+
+        /// Lets the fetch return the answer's head (with ``ScriptedOrigin/holdsHeads``).
+        public func sendHead() {
+            progress.withLock { progress in
+                progress.headSent = true
+                defer { progress.headWaiter = nil }
+                return progress.headWaiter
+            }?.resume()
+        }
+
+        /// Waits until the test sends the head; throws when the fetch is cancelled first.
+        func waitForHead() async throws {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    let now = progress.withLock { progress -> Bool in
+                        if progress.headSent || Task.isCancelled { return true }
+                        progress.headWaiter = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+                try Task.checkCancellation()
+            } onCancel: {
+                progress.withLock { progress in
+                    progress.cancelled = true
+                    defer { progress.headWaiter = nil }
+                    return progress.headWaiter
+                }?.resume(throwing: CancellationError())
+            }
+        }
 
         /// Sends the body's next `count` bytes (fewer at its end), in chunks of at most 64 KiB.
         public func send(_ count: Int64) {
@@ -95,12 +128,16 @@ public final class ScriptedOrigin: OriginFetcher {
 
     /// Whether each request's whole body is sent at once (else only what the test sends).
     private let answersWhole: Bool
+    /// Whether a fetch returns only once the test calls ``Exchange/sendHead()``.
+    private let holdsHeads: Bool
 
     /// An origin whose answers are fresh for a day by `clock`; with `answersWhole` every body
-    /// is sent whole as soon as it is asked for.
-    public init(clock: any WallClock = SystemClock(), answersWhole: Bool = false) {
+    /// is sent whole as soon as it is asked for; with `holdsHeads` no answer's head comes
+    /// before the test sends it.
+    public init(clock: any WallClock = SystemClock(), answersWhole: Bool = false, holdsHeads: Bool = false) {
         self.clock = clock
         self.answersWhole = answersWhole
+        self.holdsHeads = holdsHeads
     }
 
     /// Serves `length` deterministic bytes seeded by `seed` at `url`.
@@ -126,6 +163,7 @@ public final class ScriptedOrigin: OriginFetcher {
         let exchange = Exchange(url: url, range: range, ifRange: ifRange, content: resource.content, bodyRange: bodyRange, continuation: continuation)
         continuation.onTermination = { [weak exchange] _ in exchange?.terminated() }
         asked.withLock { $0.append(exchange) }
+        if holdsHeads { try await exchange.waitForHead() }
         if answersWhole { exchange.finish() }
         return OriginResponse(metadata: resource.metadata, bodyOffset: bodyRange.lowerBound, body: body)
     }
@@ -145,10 +183,10 @@ public struct ScriptedHarness: Sendable {
     public let reader: CachingReader
 
     /// Runs `body` with a fresh harness and closes the store afterwards.
-    public static func with<T>(answersWhole: Bool = false, reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
+    public static func with<T>(answersWhole: Bool = false, holdsHeads: Bool = false, reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
                                _ body: (ScriptedHarness) async throws -> T) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let origin = ScriptedOrigin(answersWhole: answersWhole)
+            let origin = ScriptedOrigin(answersWhole: answersWhole, holdsHeads: holdsHeads)
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"))
             let harness = ScriptedHarness(origin: origin, store: store, reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
             return try await runThenTearDown(harness, body) { try await $0.store.close() }

@@ -167,4 +167,29 @@ import Testing
             #expect(asked.count > 1 && asked[1].lowerBound == probe.bodyRange.upperBound && SpanSet(asked).byteCount == size, "\(asked)")
         }
     }
+
+    /// A caller of `contentInfo` whose task is cancelled stops waiting at once, while the
+    /// origin has not answered; another caller sharing the same request still gets the answer.
+    @Test func aCancelledCallerStopsWaitingForContentInformation() async throws {
+        try await ScriptedHarness.with(holdsHeads: true) { h in
+            h.origin.serve(Self.url, length: 3_000_000, seed: 17)
+            let ended = Taken()
+            let first = Task {
+                defer { ended.set(1) }
+                return try await h.reader.contentInfo(for: Self.url, readingFrom: 0)
+            }
+            let second = Task { try await h.reader.contentInfo(for: Self.url, readingFrom: 0) }
+            try await waitUntil { h.origin.exchanges.count == 1 }
+            try await waitUntil { h.reader.contentInfoWaiters == 2 }
+            first.cancel()
+            try await waitUntil { ended.value == 1 }
+            await #expect(throws: CancellationError.self) { try await first.value }
+            let exchange = h.origin.exchanges[0]
+            #expect(!exchange.isCancelled, "the shared request goes on for the other caller")
+            exchange.sendHead()
+            exchange.finish()
+            #expect(try await second.value.length == 3_000_000)
+            #expect(h.origin.exchanges.count == 1)
+        }
+    }
 }

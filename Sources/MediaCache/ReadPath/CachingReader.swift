@@ -185,7 +185,41 @@ public final class CachingReader: Sendable {
         defer { contentInfoTasks.withLock { if $0[key] == task { $0[key] = nil } } }
         waitingForOrigin.add(1, ordering: .relaxed)
         defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
-        return try await task.value
+        // A caller that is cancelled stops waiting at once; a shared task goes on for the
+        // others and for the store, one of this caller's own is cancelled with it.
+        return try await withTaskCancellationHandler {
+            try await Self.value(of: task)
+        } onCancel: {
+            if !shares { task.cancel() }
+        }
+    }
+
+    /// The value of `task`, or `CancellationError` as soon as the calling task is cancelled,
+    /// whether or not `task` has ended.
+    private static func value<T: Sendable>(of task: Task<T, any Error>) async throws -> T {
+        let waiter = Waiter<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                waiter.set(continuation)
+                if Task.isCancelled { waiter.resume(with: .failure(CancellationError())) }
+                Task { waiter.resume(with: await task.result) }
+            }
+        } onCancel: {
+            waiter.resume(with: .failure(CancellationError()))
+        }
+    }
+
+    /// One continuation, resumed by whichever comes first: the result or a cancel.
+    private final class Waiter<T: Sendable>: Sendable {
+        private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
+
+        func set(_ continuation: CheckedContinuation<T, any Error>) {
+            self.continuation.withLock { $0 = continuation }
+        }
+
+        func resume(with result: Result<T, any Error>) {
+            continuation.withLock { $0.take() }?.resume(with: result)
+        }
     }
 
     /// The content information when the store alone can give it now: the entry's length is
