@@ -277,9 +277,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
             throw CancellationError()
         } catch {
             if let kind = OriginTLSFailure.kind(of: error) {
-                // Never retried: the same handshake fails the same way.
+                // Never retried: the same handshake fails the same way. The explanation takes
+                // one more handshake, given the connect timeout: capped shorter, a busy machine
+                // gave the vaguer reason instead of the certificate's own fault.
                 let reason = await OriginTLSFailure.explain(kind, url: url, trustRoots: configuration.trustRoots,
-                                                            timeout: min(configuration.connectTimeout, .seconds(2)))
+                                                            timeout: configuration.connectTimeout)
                 configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
                 throw CacheError(.originRejected, reason, underlyingError: error)
             }

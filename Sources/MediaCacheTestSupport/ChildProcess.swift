@@ -96,6 +96,11 @@ public enum ChildProcess {
         return (process.terminationStatus, out, String(decoding: err, as: UTF8.self))
     }
 
+    /// ``waitForLine(_:on:)`` on a Dispatch thread, for async code.
+    public static func lineArrives(_ line: String, on pipe: Pipe) async throws -> String {
+        try await onDispatchThread { try waitForLine(line, on: pipe) }
+    }
+
     /// Reads `pipe` until a line equal to `line` arrives; throws at end of file.
     public static func waitForLine(_ line: String, on pipe: Pipe) throws -> String {
         var text = ""
@@ -154,9 +159,27 @@ public final class SpawnedProcess: Sendable {
         processIdentifier = pid
     }
 
-    /// Waits for the process to end.
+    /// Waits for the process to end, blocking the calling thread.
     public func waitUntilExit() {
         _ = reap(blocking: true)
+    }
+
+    /// Waits for the process to end on a Dispatch thread: in a test, blocking one of the
+    /// cooperative pool's few threads (two on a two-core machine) stalls every other test
+    /// of the process, whose timeouts then fire.
+    public func exited() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.waitUntilExit()
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Asks it to stop (SIGTERM) and waits for it to end, off the cooperative pool.
+    public func stop() async {
+        terminate()
+        await exited()
     }
 
     /// Whether it has not ended yet.

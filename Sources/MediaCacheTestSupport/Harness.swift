@@ -41,7 +41,7 @@ public struct Harness: Sendable {
 
 /// Runs `body` with `harness`, then `tearDown`, also when `body` throws (then a failing tear-down
 /// does not hide the body's error).
-func runThenTearDown<H, T>(_ harness: H, _ body: (H) async throws -> T, tearDown: (H) async throws -> Void) async throws -> T {
+public func runThenTearDown<H, T>(_ harness: H, _ body: (H) async throws -> T, tearDown: (H) async throws -> Void) async throws -> T {
     let result: T
     do {
         result = try await body(harness)

@@ -219,14 +219,12 @@ import Testing
         let process = try SpawnedProcess(browser, ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
                                                    "--autoplay-policy=no-user-gesture-required", "--user-data-dir=\(profile.path)", url],
                                          searchingPath: true, standardOutput: null.fileDescriptor, standardError: null.fileDescriptor)
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        try await waitUntil { !pages.requests(report).isEmpty }
-        let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
-        func item(_ name: String) -> String { items.first { $0.name == name }?.value ?? "-" }
-        return (item("video"), item("fetch"), item("range"))
+        return try await runThenTearDown(process, { _ in
+            try await waitUntil { !pages.requests(report).isEmpty }
+            let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
+            func item(_ name: String) -> String { items.first { $0.name == name }?.value ?? "-" }
+            return (item("video"), item("fetch"), item("range"))
+        }, tearDown: { await $0.stop() })
     }
 
     /// In a real browser: a page served from `http://localhost:A` is of another site than the

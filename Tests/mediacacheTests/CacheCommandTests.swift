@@ -165,35 +165,37 @@ import Testing
             let executable = try ChildProcess.executable(named: "mediacache")
             _ = try await Self.mediacache(["prefetch", "--cache-dir", folder, origin.url("/a/song.mp3").absoluteString])
             let (server, _) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--cache-dir", folder], readyLinePrefix: "mediacache: serving on")
-            defer {
-                server.terminate()
-                server.waitUntilExit()
-            }
-            let info = try Self.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
-            for command in ["rm", "clear"] {
-                let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: origin.url("/slow.mp4"), token: nil)),
-                                                                   timeout: .seconds(30))
-                var received = ByteBuffer()
-                var removedAt: Int?
-                do {
-                    for try await var chunk in response.body {
-                        received.writeBuffer(&chunk)
-                        if removedAt == nil, received.readableBytes > 500_000 {
-                            removedAt = received.readableBytes
-                            let arguments = command == "rm" ? ["rm", "--cache-dir", folder, origin.url("/slow.mp4").absoluteString] : ["clear", "--cache-dir", folder]
-                            let result = try await Self.mediacache(arguments)
-                            #expect(result.status == 0, "\(command): \(result.error)")
-                        }
+            try await runThenTearDown(server, { _ in try await Self.removeWhileStreaming(origin: origin, folder: folder) }, tearDown: { await $0.stop() })
+        }
+    }
+
+    /// Streams the slow file through the server on `folder`, and removes it (`rm`, then
+    /// `clear`) after 500,000 bytes.
+    static func removeWhileStreaming(origin: TestOrigin, folder: String) async throws {
+        let info = try Self.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+        for command in ["rm", "clear"] {
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: origin.url("/slow.mp4"), token: nil)),
+                                                               timeout: .seconds(30))
+            var received = ByteBuffer()
+            var removedAt: Int?
+            do {
+                for try await var chunk in response.body {
+                    received.writeBuffer(&chunk)
+                    if removedAt == nil, received.readableBytes > 500_000 {
+                        removedAt = received.readableBytes
+                        let arguments = command == "rm" ? ["rm", "--cache-dir", folder, origin.url("/slow.mp4").absoluteString] : ["clear", "--cache-dir", folder]
+                        let result = try await Self.mediacache(arguments)
+                        #expect(result.status == 0, "\(command): \(result.error)")
                     }
-                } catch {
-                    // Ending early is allowed; a wrong byte is not.
                 }
-                #expect(removedAt != nil && received.readableBytes > 500_000)
-                #expect(DeterministicContent(seed: 9).firstMismatch(in: received, at: 0) == nil, "\(command): a wrong byte after \(removedAt ?? -1)")
-                if command == "rm" {
-                    let song = try await Self.json(CacheEntrySummary.self, ["info", "--cache-dir", folder, origin.url("/a/song.mp3").absoluteString])
-                    #expect(song.storedBytes == 300_000, "the other entry is untouched")
-                }
+            } catch {
+                // Ending early is allowed; a wrong byte is not.
+            }
+            #expect(removedAt != nil && received.readableBytes > 500_000)
+            #expect(DeterministicContent(seed: 9).firstMismatch(in: received, at: 0) == nil, "\(command): a wrong byte after \(removedAt ?? -1)")
+            if command == "rm" {
+                let song = try await Self.json(CacheEntrySummary.self, ["info", "--cache-dir", folder, origin.url("/a/song.mp3").absoluteString])
+                #expect(song.storedBytes == 300_000, "the other entry is untouched")
             }
         }
     }

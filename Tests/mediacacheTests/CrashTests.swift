@@ -23,10 +23,10 @@ import Testing
             for round in 0..<20 {
                 let (process, output) = try ChildProcess.start(executable, ["crash-writer", "--directory", store.path, "--seed", "\(round + 1)"]
                                                                  + (encrypted ? ["--encryption-key-file", keyFile.path] : []))
-                _ = try ChildProcess.waitForLine("ready", on: output)
+                _ = try await ChildProcess.lineArrives("ready", on: output)
                 try await Task.sleep(for: .milliseconds(30 + Int(random.next() % 500)))
                 kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                await process.exited()
                 #expect(process.terminationReason == .signalled(SIGKILL), "round \(round): the writer must have been killed, not have exited")
                 let result = try await CrashWriter.verify(directory: store, encryptionKey: key)
                 #expect(result.problems.isEmpty, "round \(round): \(result.problems.prefix(5))")

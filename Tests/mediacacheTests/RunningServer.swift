@@ -28,12 +28,10 @@ struct RunningServer {
             let command = [executable.path, "serve", "--port", "0", "--cache-dir", folder] + arguments
             let (process, line) = try await ChildProcess.startServer(URL(fileURLWithPath: "/usr/bin/env"), environment + command,
                                                                      readyLinePrefix: readyLinePrefix, errorFile: errorFile)
-            defer {
-                process.terminate()
-                process.waitUntilExit()
-            }
-            let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
-            try await body(RunningServer(origin: origin, folder: folder, info: info, line: line))
+            try await runThenTearDown(process, { _ in
+                let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+                try await body(RunningServer(origin: origin, folder: folder, info: info, line: line))
+            }, tearDown: { await $0.stop() })
         }
     }
 }
