@@ -100,7 +100,7 @@ struct ReaderStateMachine {
 
     /// The read's range.
     let range: ByteRange
-    /// How long the read pauses at a hole right after cached bytes; zero: never.
+    /// Whether the read pauses at a hole right after stored bytes (a hole delay is set).
     let pausesAtHoles: Bool
     /// How many downloads in a row may end before the cursor.
     static let fruitlessLimit = 3
