@@ -71,9 +71,9 @@ package enum LogRedaction {
 
     /// `text` with its query values and user-info replaced by ``marker``.
     package static func redact(_ text: String) -> String {
-        let bytes = Array(text.utf8)
         // Most lines name no URL with a query or a user: nothing to copy.
-        guard bytes.contains(where: { $0 == question || $0 == at }) else { return text }
+        guard text.utf8.contains(where: { $0 == question || $0 == at }) else { return text }
+        let bytes = Array(text.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count + 32)
         var start = 0
