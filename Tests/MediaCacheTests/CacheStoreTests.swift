@@ -127,6 +127,38 @@ import Testing
         #expect(ContentMetadata(mimeType: "application/x-unknown").uniformTypeIdentifier == nil)
     }
 
+    /// The byte-wise form of `MediaType.normalized` gives what the reference (split on `;`,
+    /// trim `Character.isWhitespace`, lower-case) gives, for random text made of the bytes a
+    /// type's edge cases are made of.
+    @Test func normalizedTypesMatchTheReferenceOnRandomText() {
+        func reference(_ text: String) -> String {
+            let base = text.split(separator: ";", maxSplits: 1).first.map(String.init) ?? text
+            var slice = Substring(base)
+            while let first = slice.first, first.isWhitespace { slice.removeFirst() }
+            while let last = slice.last, last.isWhitespace { slice.removeLast() }
+            return String(slice).lowercased()
+        }
+        let alphabet = Array("aZ/;  \t\r\n\u{0B}\u{0C}-+.09é\u{85}".unicodeScalars)
+        var random = SplitMix(seed: 11)
+        for _ in 0..<20_000 {
+            let length = Int(random.next() % 12)
+            let text = String(String.UnicodeScalarView((0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }))
+            #expect(MediaType.normalized(mimeType: text) == reference(text), "\(Array(text.utf8))")
+        }
+        #expect(MediaType.normalized(mimeType: " Video/MP4 ; codecs=x") == "video/mp4")
+    }
+
+    /// A key's hash is computed once; keys stay equal, hashed alike and encoded as before.
+    @Test func keysCompareHashAndEncodeByTheirText() throws {
+        var key = CacheKey("a")
+        key.rawValue = "b"
+        #expect(key == CacheKey("b") && key.hashValue == CacheKey("b").hashValue && key != CacheKey("a"))
+        #expect(Set([CacheKey("x"), CacheKey("x"), key]).count == 2)
+        let encoded = try JSONEncoder().encode(key)
+        #expect(String(decoding: encoded, as: UTF8.self) == #"{"rawValue":"b"}"#)
+        #expect(try JSONDecoder().decode(CacheKey.self, from: encoded) == key)
+    }
+
     @Test func badWritesAndReadsGetClearErrors() async throws {
         try await withTemporaryDirectory { directory in
             let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())

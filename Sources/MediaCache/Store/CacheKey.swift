@@ -9,11 +9,39 @@ import Crypto
 /// of any length.
 public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The key's text.
-    public var rawValue: String
+    public var rawValue: String {
+        didSet { textHash = rawValue.hashValue }
+    }
+
+    /// The text's hash, computed once: the store looks a key up many times per request, and
+    /// a key is 64 characters or more.
+    private var textHash: Int
 
     /// Creates a key from any text.
     public init(_ rawValue: String) {
         self.rawValue = rawValue
+        textHash = rawValue.hashValue
+    }
+
+    public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
+        lhs.textHash == rhs.textHash && lhs.rawValue == rhs.rawValue
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(textHash)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case rawValue
+    }
+
+    public init(from decoder: any Decoder) throws {
+        self.init(try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .rawValue))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(rawValue, forKey: .rawValue)
     }
 
     /// The default key for `url`: the hex SHA-256 of ``normalizedURLString(_:)``.
