@@ -8,7 +8,10 @@
 # Prints, for each request kind, the instructions the whole server process executed
 # between the first and the last of N requests, divided by N:
 #   hot   : a cached 64 KiB range, N requests one after another on one keep-alive connection
+#   new   : the same cached ranges, each on a new connection (accept, pipeline set-up, answer)
 #   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
+# With KEEP=1 the work folder stays, its callgrind dumps (hot, new, cold in that order) ready
+# for callgrind_annotate.
 # Needs valgrind and curl. valgrind 3.19 (Debian 12) crashes in libdispatch's
 # sigsuspend (it writes into the read-only mask it is given); a small preloaded shim
 # copies the mask first. Nothing of it is in the product.
@@ -72,6 +75,15 @@ hot() { curl "${hot_args[@]}"; }
 hot  # once uncounted, so lazily initialised code is not counted
 hot_total=$(count hot)
 
+new_args=()
+for i in $(seq 0 $((hot_requests - 1))); do
+    start=$(( (i * 7919 % 1000) * 65536 ))
+    [ "$i" -gt 0 ] && new_args+=(--next)
+    new_args+=(-s -o /dev/null -H "Connection: close" -r "$start-$((start + 65535))" "$hot_url")
+done
+new() { curl "${new_args[@]}"; }
+new_total=$(count new)
+
 # Cold: N files, the first 64 KiB of each, each file read once.
 cold_args=()
 for i in $(seq 1 "$cold_requests"); do
@@ -85,4 +97,5 @@ cold() { curl "${cold_args[@]}"; sleep 1; }  # the downloads' tails finish in th
 cold_total=$(count cold)
 
 echo "hot 64 KiB range:  $((hot_total / hot_requests)) instructions per request ($hot_requests requests, one connection)"
+echo "hot, new connection: $((new_total / hot_requests)) instructions per request ($hot_requests requests, each on its own connection)"
 echo "cold first 64 KiB: $((cold_total / cold_requests)) instructions per request ($cold_requests files, each asked of the origin for just the 64 KiB wanted)"

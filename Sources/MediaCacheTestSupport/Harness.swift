@@ -33,6 +33,7 @@ public struct Harness: Sendable {
     }
 
     func tearDown() async throws {
+        await reader.shutDown()
         try? await store.close()
         try await fetcher.shutdown()
         try await origin.shutdown()

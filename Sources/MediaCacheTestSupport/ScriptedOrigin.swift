@@ -189,7 +189,10 @@ public struct ScriptedHarness: Sendable {
             let origin = ScriptedOrigin(answersWhole: answersWhole, holdsHeads: holdsHeads)
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"))
             let harness = ScriptedHarness(origin: origin, store: store, reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
-            return try await runThenTearDown(harness, body) { try await $0.store.close() }
+            return try await runThenTearDown(harness, body) { harness in
+                await harness.reader.shutDown()
+                try await harness.store.close()
+            }
         }
     }
 }

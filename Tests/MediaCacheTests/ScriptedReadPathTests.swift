@@ -192,4 +192,49 @@ import Testing
             #expect(h.origin.exchanges.count == 1)
         }
     }
+
+    /// Shutting the read path down stops every download and every probe on its own tasks and
+    /// returns once they have ended: the origin requests are let go, what arrived is stored,
+    /// and afterwards stored bytes are still served while missing ones are refused, not fetched.
+    @Test func shuttingDownStopsEveryDownloadAndProbe() async throws {
+        try await ScriptedHarness.with(holdsHeads: true) { h in
+            let content = DeterministicContent(seed: 18)
+            h.origin.serve(Self.url, length: 4_000_000, seed: 18)
+            let other = URL(string: "https://scripted.example/other.mp4")!
+            h.origin.serve(other, length: 1_000_000, seed: 19)
+            let opened = Task { try await h.reader.read(Self.url) }
+            try await waitUntil { h.origin.exchanges.count == 1 }
+            h.origin.exchanges[0].sendHead()
+            let stream = try await opened.value
+            let taken = Taken()
+            let reading = Self.consume(stream, content: content, from: 0, taken: taken)
+            h.origin.exchanges[0].finish()  // the probe's range, read on by the stream
+            try await waitUntil { h.origin.exchanges.count == 2 }  // then the rest
+            h.origin.exchanges[1].sendHead()
+            h.origin.exchanges[1].send(300_000)
+            try await waitUntil { taken.value >= 300_000 }
+            // A probe of another resource, its answer held.
+            let probe = Task { try await h.reader.contentInfo(for: other, readingFrom: 0) }
+            try await waitUntil { h.origin.exchanges.count == 3 && h.reader.contentInfoWaiters == 1 }
+
+            await h.reader.shutDown()
+            #expect(h.reader.activeDownloads == 0)
+            #expect(h.origin.exchanges[1].isCancelled && h.origin.exchanges[2].isCancelled)
+            await #expect(throws: (any Error).self) { try await probe.value }
+            await #expect(throws: (any Error).self) { try await reading.value }
+            let key = h.store.key(for: Self.url)
+            try await waitUntil { h.store.spans(for: key).contains(ByteRange(0, 300_000)) }
+            // Stored bytes are served; missing ones are not fetched.
+            let stored = try await collect(try await h.reader.read(Self.url, offset: 0, length: 300_000))
+            #expect(content.firstMismatch(in: stored, at: 0) == nil && stored.readableBytes == 300_000)
+            let before = h.origin.exchanges.count
+            await #expect { _ = try await collect(try await h.reader.read(Self.url, offset: 3_000_000, length: 1000)) } throws: {
+                ($0 as? CacheError)?.code == .storeClosed
+            }
+            await #expect { _ = try await h.reader.contentInfo(for: URL(string: "https://scripted.example/new.mp4")!, readingFrom: 0) } throws: {
+                ($0 as? CacheError)?.code == .storeClosed
+            }
+            #expect(h.origin.exchanges.count == before)
+        }
+    }
 }

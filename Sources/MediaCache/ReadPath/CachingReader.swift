@@ -171,6 +171,7 @@ public final class CachingReader: Sendable {
         // A request carrying the player's own conditions may get the origin's `304` for it:
         // such a request shares no task with others.
         let shares = !headers.hasConditions
+        if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }
             let task = Task { [self, stored] in
@@ -191,6 +192,23 @@ public final class CachingReader: Sendable {
             try await Self.value(of: task)
         } onCancel: {
             if !shares { task.cancel() }
+        }
+    }
+
+    /// Stops the origin work the read path does on its own tasks: every download (a
+    /// prefetch's too) and every probe or revalidation, and returns once they have ended, so
+    /// a store closed afterwards has no writer left. Reads waiting on them fail; reads started
+    /// afterwards are answered from the store alone. Call it when the app or server stops,
+    /// before ``CacheStore/close()``.
+    public func shutDown() async {
+        await scheduler.shutDown()
+        let tasks = contentInfoTasks.withLock { tasks in
+            defer { tasks = [:] }
+            return Array(tasks.values)
+        }
+        for task in tasks {
+            task.cancel()
+            _ = await task.result
         }
     }
 

@@ -150,6 +150,15 @@ final class Download: Sendable {
         perform { $0.fail(error) }
     }
 
+    /// Ends the download with `error` and cancels its transfer; returns once the transfer's
+    /// task has ended (at once if it never started).
+    func stop(_ error: any Error) async {
+        fail(error)
+        let task = locked.withLock { $0.task }
+        task?.cancel()
+        await task?.value
+    }
+
     /// Records a failed request; says whether to retry (and which attempt it is).
     func requestFailed(_ error: any Error, retryable: Bool, maxRetries: Int) -> Int? {
         let (action, wake) = locked.withLock { locked -> (DownloadStateMachine.FailureAction, [CheckedContinuation<Void, Never>]) in

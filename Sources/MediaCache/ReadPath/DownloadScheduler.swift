@@ -15,6 +15,11 @@ final class DownloadScheduler: Sendable {
     /// (see ``reserve(_:)``).
     private let reservations = Mutex<[CacheKey: (download: Download, reader: UInt64)]>([:])
     private let configuration: CachingReader.Configuration
+    /// Set by ``shutDown()``: a download started after it ends at once.
+    private let isShutDown = Atomic<Bool>(false)
+
+    /// Whether ``shutDown()`` was called.
+    var hasShutDown: Bool { isShutDown.load(ordering: .acquiring) }
 
     init(configuration: CachingReader.Configuration) {
         self.configuration = configuration
@@ -100,6 +105,10 @@ final class DownloadScheduler: Sendable {
     /// Registers `download` (if it is not yet) and runs `transfer` for it on a task of its own,
     /// which ends it and unregisters it.
     func start(_ download: Download, transfer: OriginTransfer) {
+        guard !hasShutDown else {
+            download.fail(Self.shutDownError)
+            return
+        }
         downloads.withLock { downloads in
             if downloads[download.key]?.contains(where: { $0 === download }) != true {
                 downloads[download.key, default: []].append(download)
@@ -114,5 +123,22 @@ final class DownloadScheduler: Sendable {
                 CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
             }
         })
+    }
+
+    static let shutDownError = CacheError(.storeClosed, "The cache is shutting down.")
+
+    /// Ends every download and waits for their transfers to stop, so nothing writes to the
+    /// store afterwards; downloads started later end at once.
+    func shutDown() async {
+        isShutDown.store(true, ordering: .releasing)
+        let held = reservations.withLock { reservations in
+            defer { reservations = [:] }
+            return Array(reservations.values)
+        }
+        for (download, reader) in held { download.removeReader(reader) }
+        let all = downloads.withLock { $0.values.flatMap { $0 } }
+        await withTaskGroup(of: Void.self) { group in
+            for download in all { group.addTask { await download.stop(Self.shutDownError) } }
+        }
     }
 }

@@ -80,13 +80,15 @@ struct BenchClient {
         return transfers
     }
 
-    /// Fetches the `ranges` of `url` one after another with one curl process on one
-    /// keep-alive connection; checks each answered 206 with the range's length. Returns each
-    /// transfer's figures as curl measured them.
-    func curlRanges(_ url: String, _ ranges: [ByteRange]) async throws -> [Transfer] {
+    /// Fetches the `ranges` of `url` one after another with one curl process, on one
+    /// keep-alive connection or (`newConnections`) each on a connection of its own, as ffmpeg
+    /// and mpv do on a seek; checks each answered 206 with the range's length. Returns each
+    /// transfer's figures as curl measured them (with a new connection, its set-up included).
+    func curlRanges(_ url: String, _ ranges: [ByteRange], newConnections: Bool = false) async throws -> [Transfer] {
         var arguments = ["curl"]
         for (index, range) in ranges.enumerated() {
             if index > 0 { arguments.append("--next") }
+            if newConnections { arguments += ["--header", "Connection: close"] }
             arguments += ["--silent", "--show-error", "--no-progress-meter", "--range", "\(range.lowerBound)-\(range.upperBound - 1)",
                           "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total} %{num_connects}\\n", url, "--output", "/dev/null"]
         }
@@ -99,8 +101,10 @@ struct BenchClient {
                             firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
         }
         let connections = lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
-        guard transfers.count == ranges.count, zip(transfers, ranges).allSatisfy({ $0.status == 206 && $0.bytes == $1.length }), connections <= 1 else {
-            throw ValidationError("curl: expected \(ranges.count) × 206 on one connection, got \(transfers.prefix(5).map { "\($0.status)/\($0.bytes)" }), \(connections) connections")
+        let expectedConnections = newConnections ? ranges.count : 1
+        guard transfers.count == ranges.count, zip(transfers, ranges).allSatisfy({ $0.status == 206 && $0.bytes == $1.length }),
+              connections == expectedConnections else {
+            throw ValidationError("curl: expected \(ranges.count) × 206 on \(expectedConnections) connections, got \(transfers.prefix(5).map { "\($0.status)/\($0.bytes)" }), \(connections) connections")
         }
         return transfers
     }

@@ -9,7 +9,7 @@ import MediaCacheTestSupport
 struct CompareBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "compare",
-        abstract: "mediacache vs nginx (slice cache) on nine workloads; prints a table with ratios.",
+        abstract: "mediacache vs nginx (slice cache) on ten workloads; prints a table with ratios.",
         discussion: "Starts the test origin, `mediacache serve` and nginx on loopback, runs the workloads against both and stops everything. Installs Debian's nginx-light if nginx is missing (as root)."
     )
 
@@ -25,14 +25,14 @@ struct CompareBenchCommand: AsyncParsableCommand {
     @Option(help: "How many times to repeat the throughput measurements (the best is reported).")
     var rounds: Int = 3
 
-    @Option(name: .customLong("only"), parsing: .upToNextOption, help: "Run only these workloads (1 to 9; 6 replays 4's session).")
-    var only: [Int] = Array(1...9)
+    @Option(name: .customLong("only"), parsing: .upToNextOption, help: "Run only these workloads (1 to 10; 6 replays 4's session).")
+    var only: [Int] = Array(1...10)
 
     func validate() throws {
         guard hotSize > 0, clients > 0, throttle > 0, rounds > 0 else {
             throw ValidationError("--hot-size, --clients, --throttle and --rounds must be positive.")
         }
-        guard !only.isEmpty, only.allSatisfy((1...9).contains) else { throw ValidationError("--only takes workload numbers from 1 to 9.") }
+        guard !only.isEmpty, only.allSatisfy((1...10).contains) else { throw ValidationError("--only takes workload numbers from 1 to 10.") }
         if only.contains(6), !only.contains(4) { throw ValidationError("Workload 6 replays workload 4's session: add 4.") }
     }
 
@@ -71,7 +71,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
                           note: "nginx: master + workers + cache processes")
             }
             if only.contains(6) { try await workloads.replay(into: &table) }
-            if only.contains(8) { try await workloads.hotRangeLatency(into: &table) }
+            if only.contains(8) || only.contains(10) { try await workloads.hotRangeLatency(newConnections: only.contains(10), into: &table) }
             if only.contains(9) { try await workloads.coldWholeFile(sizeMiB: hotSize, from: staticOrigin, into: &table) }
             print(table.render())
         } catch {

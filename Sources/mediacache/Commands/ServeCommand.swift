@@ -201,11 +201,14 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await group.run()
         } catch {
+            await reader.shutDown()
             try? await store.close()
             try? await fetcher.shutdown()
             throw error
         }
-        // In-flight requests have ended: commit what they wrote.
+        // In-flight requests have ended; stop the downloads that outlive them (a prefetch's),
+        // then commit what they all wrote.
+        await reader.shutDown()
         try await store.close()
         try await fetcher.shutdown()
         logger.info("Stopped; the cache index is committed.")
