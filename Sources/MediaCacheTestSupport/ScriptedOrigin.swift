@@ -20,6 +20,7 @@ public final class ScriptedOrigin: OriginFetcher {
         private let continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
         private struct Progress {
             var sent: Int64
+            var taken: Int64
             var ended = false
             var cancelled = false
             /// With ``ScriptedOrigin/holdsHeads``: the fetch waiting for ``sendHead()``.
@@ -36,7 +37,15 @@ public final class ScriptedOrigin: OriginFetcher {
             self.content = content
             self.bodyRange = bodyRange
             self.continuation = continuation
-            progress = Mutex(Progress(sent: bodyRange.lowerBound))
+            progress = Mutex(Progress(sent: bodyRange.lowerBound, taken: bodyRange.lowerBound))
+        }
+
+        /// The resource offset up to which the read path has taken body bytes out of the
+        /// response (sent bytes beyond it are still in the body's buffer).
+        public var takenUpTo: Int64 { progress.withLock { $0.taken } }
+
+        fileprivate func took(_ chunk: ByteBuffer) {
+            progress.withLock { $0.taken += Int64(chunk.readableBytes) }
         }
 
         /// The resource offset up to which body bytes were sent.
@@ -165,7 +174,11 @@ public final class ScriptedOrigin: OriginFetcher {
         asked.withLock { $0.append(exchange) }
         if holdsHeads { try await exchange.waitForHead() }
         if answersWhole { exchange.finish() }
-        return OriginResponse(metadata: resource.metadata, bodyOffset: bodyRange.lowerBound, body: body)
+        let counted = body.map { @Sendable chunk in
+            exchange.took(chunk)
+            return chunk
+        }
+        return OriginResponse(metadata: resource.metadata, bodyOffset: bodyRange.lowerBound, body: counted)
     }
 
     private func resource(_ url: URL) throws -> Resource {

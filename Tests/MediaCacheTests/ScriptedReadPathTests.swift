@@ -211,8 +211,9 @@ import Testing
             h.origin.exchanges[0].finish()  // the probe's range, read on by the stream
             try await waitUntil { h.origin.exchanges.count == 2 }  // then the rest
             h.origin.exchanges[1].sendHead()
-            h.origin.exchanges[1].send(300_000)
-            try await waitUntil { taken.value >= 300_000 }
+            h.origin.exchanges[1].send(100_000)  // of its range, which starts where the probe's ended
+            let firstRange = h.origin.exchanges[0].bodyRange.upperBound
+            try await waitUntil { taken.value == firstRange + 100_000 }
             // A probe of another resource, its answer held.
             let probe = Task { try await h.reader.contentInfo(for: other, readingFrom: 0) }
             try await waitUntil { h.origin.exchanges.count == 3 && h.reader.contentInfoWaiters == 1 }
@@ -235,6 +236,57 @@ import Testing
                 ($0 as? CacheError)?.code == .storeClosed
             }
             #expect(h.origin.exchanges.count == before)
+        }
+    }
+
+    /// A download its last reader lets go while it waits for room (it is a read-ahead window
+    /// in front of that reader) stores the chunk it holds: bytes the origin sent are not
+    /// thrown away, and a read close behind asks the origin only for what comes after them.
+    @Test func bytesTheOriginSentAreKeptWhenTheLastReaderLeaves() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.readAhead = 100_000
+        try await ScriptedHarness.with(reader: configuration) { h in
+            let content = DeterministicContent(seed: 20)
+            h.origin.serve(Self.url, length: 4_000_000, seed: 20)
+            let stream = try await h.reader.read(Self.url)
+            // The player takes 20,000 bytes, then holds the stream open without taking more.
+            let taken = Taken()
+            let (hold, release) = AsyncStream<Void>.makeStream()
+            let reading = Task {
+                var iterator = stream.makeAsyncIterator()
+                var cursor: Int64 = 0
+                while cursor < 20_000, let chunk = try await iterator.next() {
+                    #expect(content.firstMismatch(in: chunk, at: cursor) == nil)
+                    cursor += Int64(chunk.readableBytes)
+                }
+                taken.set(cursor)
+                for await _ in hold {}
+            }
+            try await waitUntil { !h.origin.exchanges.isEmpty }
+            let exchange = h.origin.exchanges[0]
+            exchange.send(20_000)
+            try await waitUntil { taken.value == 20_000 }
+            // Three 64 KiB chunks: the download delivers what fits in the 100,000 bytes ahead of
+            // the player, then waits for room holding the next chunk.
+            exchange.send(65_536 * 3)
+            let sent = ByteRange(0, 20_000 + 65_536 * 3)
+            #expect(exchange.sentUpTo == sent.upperBound)
+            try await waitUntil { exchange.takenUpTo == sent.upperBound }
+            stream.cancel()  // the player goes away
+            release.finish()
+            try await reading.value
+            try await waitUntil { exchange.isCancelled && h.reader.activeDownloads == 0 }
+            let key = h.store.key(for: Self.url)
+            try await waitUntil { h.store.spans(for: key).contains(sent) }
+            #expect(h.store.spans(for: key).byteCount == sent.length)
+            // A read close behind asks the origin only for what comes after them.
+            let again = try await h.reader.read(Self.url, offset: 0, length: 300_000)
+            let replay = Task { try await collect(again) }
+            try await waitUntil { h.origin.exchanges.count == 2 }
+            #expect(h.origin.exchanges[1].bodyRange.lowerBound == sent.upperBound, "\(h.origin.exchanges[1].bodyRange)")
+            h.origin.exchanges[1].finish()
+            let bytes = try await replay.value
+            #expect(bytes.readableBytes == 300_000 && content.firstMismatch(in: bytes, at: 0) == nil)
         }
     }
 }

@@ -54,6 +54,7 @@ final class Download: Sendable {
     }
 
     var isFinished: Bool { locked.withLock { $0.machine.isFinished } }
+    var wasLetGo: Bool { locked.withLock { $0.machine.wasLetGo } }
     var position: Int64 { locked.withLock { $0.machine.position } }
     var holdsUnstoredBytes: Bool { locked.withLock { $0.machine.holdsUnstoredBytes } }
     /// How many times the origin request was resumed after a failure.

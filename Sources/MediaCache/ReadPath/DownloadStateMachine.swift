@@ -120,6 +120,11 @@ struct DownloadStateMachine {
     }
 
     var isFinished: Bool { state.isTerminal }
+    /// Whether the download ended because its last reader left (not completed, not failed).
+    var wasLetGo: Bool {
+        if case .cancelled = state { return true }
+        return false
+    }
     var waiterCount: Int { waiters.count }
 
     // MARK: Readers

@@ -136,19 +136,29 @@ struct OriginTransfer: Sendable {
                       checking handle: CacheEntryHandle?) async throws -> BodyEnd {
         var offset = response.bodyOffset
         var next = start
+        /// Ends the body early. Bytes the origin has sent are not thrown away when the
+        /// download was let go by its readers (a read close behind finds them stored): the
+        /// chunk in hand is stored, not delivered.
+        func stop(keeping chunk: ByteBuffer?) async -> BodyEnd {
+            if let chunk, chunk.readableBytes > 0, let queue, download.wasLetGo { _ = await queue.push(chunk) }
+            return .stop
+        }
         for try await var chunk in response.body {
             let chunkStart = offset
             offset += Int64(chunk.readableBytes)
-            if download.isFinished || Task.isCancelled { return .stop }
-            guard offset > next else { continue }  // before what is wanted (a full body)
+            guard offset > next else {  // before what is wanted (a full body)
+                if download.isFinished || Task.isCancelled { return .stop }
+                continue
+            }
             // The body is contiguous: every byte before `offset` was delivered or skipped.
             guard chunkStart <= next else { return .stop }
             chunk.moveReaderIndex(forwardBy: Int(next - chunkStart))
             if Int64(chunk.readableBytes) > requestEnd - next {
                 chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - next))!
             }
+            if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             await download.pace(readAhead: configuration.readAhead)
-            if download.isFinished || Task.isCancelled { return .stop }
+            if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
                 return .stop  // another download stored these bytes first
             }
