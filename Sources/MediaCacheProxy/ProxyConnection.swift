@@ -4,7 +4,9 @@ import NIOCore
 import NIOHTTP1
 
 /// One client connection: takes each request (one at a time; pipelined ones wait), answers
-/// it from a task, and cancels that task when the client goes away.
+/// it from a task, and cancels that task when the client goes away. A connection that has
+/// neither sent a request byte nor been answered for ``ProxyConfiguration/idleTimeout`` is
+/// closed (one timer per connection, moved only when it fires, not at each request).
 final class ProxyConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -14,7 +16,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     private let connections: ConnectionRegistry
     private var head: HTTPRequestHead?
     private var task: Task<Void, Never>?
-    private var isResponding = false
+    private var isResponding = false {
+        didSet { lastActivity = .now() }
+    }
+    /// When a request's bytes last arrived or its answer ended.
+    private var lastActivity = NIODeadline.now()
+    private var idleCheck: Scheduled<Void>?
     /// Opened while ``ProxyConfiguration/maxConnections`` were open: its request gets 503.
     private let isOverCapacity: Bool
 
@@ -27,23 +34,34 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         connections.add(context.channel)
+        scheduleIdleCheck(context, in: configuration.idleTimeout)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         task?.cancel()
+        idleCheck?.cancel()
+        idleCheck = nil
         connections.remove(context.channel)
         context.fireChannelInactive()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent, !isResponding {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
+    /// Closes the connection if it is idle at `delay` from now, else looks again when it
+    /// would be.
+    private func scheduleIdleCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
+        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleTask(in: delay) {
+            let handler = this.value
+            guard handler.idleCheck != nil else { return }
+            switch IdleRule.decide(idleFor: .now() - handler.lastActivity, isResponding: handler.isResponding, timeout: handler.configuration.idleTimeout) {
+            case .close: bound.value.close(promise: nil)
+            case .lookAgain(let delay): handler.scheduleIdleCheck(bound.value, in: delay)
+            }
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastActivity = .now()
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
@@ -68,7 +86,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             // A stored range that fits in one file region is answered here on the event
             // loop, in one flush: no task, no hop to another thread.
             var first: ReadPart?
-            let stored = handler.respondFromStore(to: head, localPort: localPort)
+            var stored: ProxyResponse?
+            var checked: ProxyHandler.CheckedRequest?
+            switch handler.respondFromStore(to: head, localPort: localPort) {
+            case .answered(let response): stored = response
+            case .needsGeneralPath(let found): checked = found
+            }
             if let stored, case .stream(let stream, let log) = stored.body {
                 first = stream.nextPartWithoutWaiting()
                 if case .file(let descriptor, let range)? = first, range.upperBound == stream.range.upperBound {
@@ -78,9 +101,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     return
                 }
             }
-            let firstPart = first
+            let (firstPart, answered, found) = (first, stored, checked)
             task = connections.run {
-                let response = if let stored { stored } else { await handler.respond(to: head, localPort: localPort) }
+                let response = if let answered { answered } else { await handler.respond(to: head, localPort: localPort, checked: found) }
                 await Self.send(response, firstPart: firstPart, on: channel, version: head.version, keepAlive: head.isKeepAlive)
                 channel.eventLoop.execute { this.value.isResponding = false }
             }
@@ -236,5 +259,22 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         } catch {
             channel.close(promise: nil)
         }
+    }
+}
+
+/// When a connection is idle: no request byte has arrived and no answer has ended for the
+/// timeout, and no answer is being sent (a long one is never cut). Pure, so it is tested
+/// without waiting.
+enum IdleRule {
+    enum Decision: Equatable {
+        case close
+        /// Not idle yet: look again after this long.
+        case lookAgain(TimeAmount)
+    }
+
+    /// - Parameter idleFor: how long since a request's bytes last arrived or an answer ended.
+    static func decide(idleFor: TimeAmount, isResponding: Bool, timeout: TimeAmount) -> Decision {
+        if isResponding { return .lookAgain(timeout) }
+        return idleFor >= timeout ? .close : .lookAgain(timeout - idleFor)
     }
 }
