@@ -38,8 +38,10 @@ struct ProxyHandler: Sendable {
     }
 
     /// Answers `head`, which arrived on a connection to `localPort`.
-    func respond(to head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
-        var response = await answer(head, localPort: localPort)
+    /// - Parameter checked: what ``respondFromStore(to:localPort:)`` found when it could not
+    ///   answer, so its checks are not run again.
+    func respond(to head: HTTPRequestHead, localPort: Int, checked: CheckedRequest? = nil) async -> ProxyResponse {
+        var response = await answer(head, localPort: localPort, checked: checked)
         addCORSHeaders(to: &response, for: head)
         if head.method == .HEAD {
             // A HEAD answer has no body, whatever the status (RFC 9110 §9.3.2).
@@ -49,24 +51,42 @@ struct ProxyHandler: Sendable {
         return response
     }
 
+    /// A request that passed the checks every proxy request passes, with what they found.
+    struct CheckedRequest: Sendable {
+        fileprivate let url: URL
+        fileprivate let target: RequestTarget
+        fileprivate let asked: Asked
+    }
+
+    /// What ``respondFromStore(to:localPort:)`` did.
+    enum StoreAnswer {
+        /// The store alone answered.
+        case answered(ProxyResponse)
+        /// The answer needs the general path: ``respond(to:localPort:checked:)`` with what the
+        /// checks found (`nil` when a check failed or the request is not a proxy `GET`).
+        case needsGeneralPath(CheckedRequest?)
+    }
+
     /// Answers `head` at once when the store alone can: a `GET` of a stored, current range.
-    /// `nil` when the answer needs anything else (the origin, a revalidation, an error page):
-    /// then ``respond(to:localPort:)`` answers it. Never waits, so an event loop can call it.
-    func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> ProxyResponse? {
+    /// Otherwise (the origin, a revalidation, an error page) the general path answers it.
+    /// Never waits, so an event loop can call it.
+    func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> StoreAnswer {
         guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let (url, target) = try? checkedOriginURL(head),
-              !target.isMemoryOnly, let asked = try? parse(head, url: url), asked.conditions.isEmpty,
-              let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded), let total = metadata.length else { return nil }
+              !target.isMemoryOnly, let asked = try? parse(head, url: url) else { return .needsGeneralPath(nil) }
+        let checked = CheckedRequest(url: url, target: target, asked: asked)
+        guard asked.conditions.isEmpty, let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded),
+              let total = metadata.length else { return .needsGeneralPath(checked) }
         // A playlist (or what may be one) is rewritten: the general path.
-        if CachingReader.mayBePlaylist(metadata) { return nil }
+        if CachingReader.mayBePlaylist(metadata) { return .needsGeneralPath(checked) }
         var wanted = ByteRange(0, total)
         if let specifier = asked.specifier {
-            guard let resolved = specifier.resolve(length: total) else { return nil }
+            guard let resolved = specifier.resolve(length: total) else { return .needsGeneralPath(checked) }
             wanted = resolved
         }
-        guard let stream = reader.cachedRead(asked.url, range: wanted, headers: asked.forwarded) else { return nil }
+        guard let stream = reader.cachedRead(asked.url, range: wanted, headers: asked.forwarded) else { return .needsGeneralPath(checked) }
         guard stream.metadata.length == total, stream.range == wanted else {
             stream.cancel()
-            return nil
+            return .needsGeneralPath(checked)
         }
         let status: HTTPResponseStatus = asked.specifier != nil ? .partialContent : .ok
         var log = requestLog(for: head)
@@ -76,7 +96,7 @@ struct ProxyHandler: Sendable {
                                                                            now: reader.store.configuration.clock.now),
                                      body: .stream(stream, log: log))
         addCORSHeaders(to: &response, for: head)
-        return response
+        return .answered(response)
     }
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
@@ -85,7 +105,7 @@ struct ProxyHandler: Sendable {
     }
 
     /// What a checked `GET` or `HEAD` asks for.
-    private struct Asked {
+    fileprivate struct Asked: Sendable {
         var url: URL
         /// The first range of the `Range` header, if any.
         var specifier: RangeSpecifier?
@@ -127,21 +147,28 @@ struct ProxyHandler: Sendable {
                      conditions: PlayerConditions(head.headers))
     }
 
-    private func answer(_ head: HTTPRequestHead, localPort: Int) async -> ProxyResponse {
+    private func answer(_ head: HTTPRequestHead, localPort: Int, checked: CheckedRequest?) async -> ProxyResponse {
         let sendsBody = head.method != .HEAD
         var log = requestLog(for: head)
         do {
-            if let admin = try await AdminEndpoints(handler: self).respond(to: head, localPort: localPort) { return admin }
-            try checkRequest(head, localPort: localPort)
-            if head.method == .OPTIONS { return log.finish(try preflight(head)) }
-            let (url, target) = try checkedOriginURL(head)
+            let url: URL
+            let target: RequestTarget
+            let asked: Asked
+            if let checked {
+                (url, target, asked) = (checked.url, checked.target, checked.asked)
+            } else {
+                if let admin = try await AdminEndpoints(handler: self).respond(to: head, localPort: localPort) { return admin }
+                try checkRequest(head, localPort: localPort)
+                if head.method == .OPTIONS { return log.finish(try preflight(head)) }
+                (url, target) = try checkedOriginURL(head)
+                asked = try parse(head, url: url)
+            }
             log.url = url.absoluteString
             // What was stored when the request came: its bytes count as served from the cache,
             // the rest as from the origin (a download started for this request may store some
             // before the read reaches them).
             let key = reader.store.key(for: url)
             let storedAtArrival = reader.store.spans(for: key)
-            let asked = try parse(head, url: url)
             if target.isMemoryOnly {
                 log.passesThrough = true
                 return log.finish(try await memoryOnly(url, head: head, headers: asked.forwarded))
