@@ -148,6 +148,23 @@ import Testing
         #expect(MediaType.normalized(mimeType: " Video/MP4 ; codecs=x") == "video/mp4")
     }
 
+    /// The read path's memory of validations keeps at most its limit: when full, the older
+    /// half goes and the newest stay.
+    @Test func theMemoryOfValidationsIsBounded() {
+        let memory = ValidationMemory(limit: 8)
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        for index in 0..<100 {
+            memory.record(CacheKey("k\(index)"), at: start.addingTimeInterval(Double(index)))
+            #expect(memory.count <= 8)
+        }
+        #expect(memory.date(of: CacheKey("k99")) == start.addingTimeInterval(99))
+        #expect(memory.date(of: CacheKey("k0")) == nil)
+        // Recording a remembered key again forgets nothing.
+        let before = memory.count
+        memory.record(CacheKey("k99"), at: start.addingTimeInterval(100))
+        #expect(memory.count == before && memory.date(of: CacheKey("k99")) == start.addingTimeInterval(100))
+    }
+
     /// A key's hash is computed once; keys stay equal, hashed alike and encoded as before.
     @Test func keysCompareHashAndEncodeByTheirText() throws {
         var key = CacheKey("a")

@@ -289,4 +289,21 @@ import Testing
             #expect(bytes.readableBytes == 300_000 && content.firstMismatch(in: bytes, at: 0) == nil)
         }
     }
+
+    /// However many resources are read, the read path remembers the last validation of at
+    /// most `validationMemoryLimit` of them, and every byte read is still right.
+    @Test func readingManyResourcesKeepsTheValidationMemoryBounded() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.validationMemoryLimit = 4
+        try await ScriptedHarness.with(answersWhole: true, reader: configuration) { h in
+            for index in 0..<20 {
+                let url = URL(string: "https://scripted.example/\(index).mp4")!
+                h.origin.serve(url, length: 10_000, seed: UInt64(100 + index))
+                let bytes = try await collect(try await h.reader.read(url, offset: 0, length: 1000))
+                #expect(DeterministicContent(seed: UInt64(100 + index)).firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 1000)
+                #expect(h.reader.rememberedValidations <= 4)
+            }
+            #expect(h.reader.rememberedValidations >= 1)
+        }
+    }
 }

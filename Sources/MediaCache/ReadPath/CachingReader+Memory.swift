@@ -54,7 +54,7 @@ extension CachingReader {
     ///   longer than `limit` or than its stated length; `.originUnavailable` when it is shorter.
     public func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
-        try checked(response, askedFrom: 0, known: nil, url: url)
+        try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
         var body: [UInt8] = []
         for try await chunk in response.body {
             body += chunk.readableBytesView

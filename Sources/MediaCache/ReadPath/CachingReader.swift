@@ -62,6 +62,8 @@ public final class CachingReader: Sendable {
         /// out to have a new version, the read ends with `.resourceChanged` after old bytes
         /// only (never a mix). `.zero` checks every time.
         public var revalidationInterval: Duration = .seconds(60)
+        /// How many resources' last validation is remembered (see ``ValidationMemory``).
+        package var validationMemoryLimit = 10_000
         /// Serve cached resources without asking the origin whatever their freshness (a
         /// music app streaming from its own CDN wants zero traffic on every replay). The
         /// trade: a file changed at the origin is noticed only when a read reaches bytes
@@ -95,7 +97,7 @@ public final class CachingReader: Sendable {
     /// How many streams are open (see ``Configuration/readBufferBudget``).
     let openStreams = Atomic<Int>(0)
     /// When the origin last confirmed each resource, on the store's clock.
-    private let validatedAt = Mutex<[CacheKey: Date]>([:])
+    let validations: ValidationMemory
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
     private let waitingForOrigin = Atomic<Int>(0)
     /// How many calls wait on the origin for content information (probes and validations,
@@ -113,6 +115,13 @@ public final class CachingReader: Sendable {
         self.fetcher = MeteredFetcher(base: fetcher)
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)
+        validations = ValidationMemory(limit: configuration.validationMemoryLimit)
+    }
+
+    /// A transfer for `download`, given what it needs (it does not call back into the reader).
+    func transfer(for download: Download, firstResponse: OriginResponse?) -> OriginTransfer {
+        OriginTransfer(store: store, fetcher: fetcher, configuration: configuration, validations: validations,
+                       download: download, firstResponse: firstResponse)
     }
 
     // MARK: Content information
@@ -362,7 +371,7 @@ public final class CachingReader: Sendable {
     /// complete when the body ends. The stream's range then ends at ``ByteRange/maximumOffset``.
     private func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
         let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
-        try checked(response, askedFrom: 0, known: nil, url: url)
+        try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
         let end = min(length.map { offset + $0 } ?? ByteRange.maximumOffset, response.metadata.length ?? ByteRange.maximumOffset)
         guard offset < end || (offset == 0 && end == 0) else {
             var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the resource.")
@@ -391,7 +400,7 @@ public final class CachingReader: Sendable {
 
     private func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
         guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
-        let last = validatedAt.withLock { $0[key] }
+        let last = validations.date(of: key)
         return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
     }
 
@@ -433,9 +442,12 @@ public final class CachingReader: Sendable {
     }
 
     func markValidated(_ key: CacheKey) {
-        let now = store.configuration.clock.now
-        validatedAt.withLock { $0[key] = now }
+        validations.record(key, at: store.configuration.clock.now)
     }
+
+    /// How many resources' last validation the read path remembers (at most
+    /// ``Configuration/validationMemoryLimit``).
+    package var rememberedValidations: Int { validations.count }
 
     /// Whether the origin gave or confirmed the stored version of `url` less than `age` ago.
     package func wasConfirmed(_ url: URL, within age: Duration) -> Bool {
@@ -446,7 +458,7 @@ public final class CachingReader: Sendable {
 
     /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
     private func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
-        guard let last = validatedAt.withLock({ $0[key] }) ?? metadata.generatedAt else { return false }
+        guard let last = validations.date(of: key) ?? metadata.generatedAt else { return false }
         return Self.isWithin(age, from: last, to: store.configuration.clock.now)
     }
 
@@ -527,7 +539,7 @@ public final class CachingReader: Sendable {
     /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
     private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
                        reserves: Bool = false) async throws -> ContentMetadata {
-        try checked(response, askedFrom: offset, known: nil, url: url)
+        try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let metadata = await store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
@@ -537,18 +549,8 @@ public final class CachingReader: Sendable {
             : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
         // Bytes that are not stored are held for the read that asked (see `contentInfoForRead`).
         if reserves, !metadata.isStorable { scheduler.reserve(download) }
-        scheduler.start(download, transfer: OriginTransfer(reader: self, download: download, firstResponse: response))
+        scheduler.start(download, transfer: transfer(for: download, firstResponse: response))
         return metadata
-    }
-
-    /// ``OriginResponse/check(askedFrom:known:url:)``, logging a rejection at warning level.
-    func checked(_ response: OriginResponse, askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
-        do {
-            try response.check(askedFrom: offset, known: known, url: url)
-        } catch let error as CacheError {
-            configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-            throw error
-        }
     }
 }
 

@@ -1,4 +1,5 @@
 public import Foundation
+import Logging
 public import NIOCore
 
 /// Header fields of a player's request that the origin should see (credentials, cookies,
@@ -51,8 +52,18 @@ extension OriginResponse {
     /// starts within the bounds and no later than `offset` asked for, the length is within
     /// ``ByteRange/maximumOffset``, and the answer does not contradict `known` (the same
     /// validator with another length is a lie, not a new version).
-    /// - Throws: ``CacheError/Code/originRejected`` with the reason.
-    func check(askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
+    /// - Throws: ``CacheError/Code/originRejected`` with the reason, which is logged to
+    ///   `logger` at warning level.
+    func check(askedFrom offset: Int64, known: ContentMetadata?, url: URL, logger: Logger) throws {
+        do {
+            try check(askedFrom: offset, known: known, url: url)
+        } catch let error as CacheError {
+            logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw error
+        }
+    }
+
+    private func check(askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
         func reject(_ reason: String) -> CacheError {
             CacheError(.originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
         }

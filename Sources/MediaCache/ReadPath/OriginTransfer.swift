@@ -7,18 +7,21 @@ import Synchronization
 /// them (doubling request sizes, never asking for bytes the store has), checks each answer,
 /// delivers what arrives to the ``Download`` (which wakes only the readers waiting for it)
 /// while writing it to the store, and resumes a broken connection. Runs on the download's
-/// own task.
+/// own task, with what it is given: it does not call back into the ``CachingReader``.
 struct OriginTransfer: Sendable {
-    let reader: CachingReader
+    let store: CacheStore
+    let fetcher: any OriginFetcher
+    let configuration: CachingReader.Configuration
+    /// Where the transfer records that the origin gave the entry's version.
+    let validations: ValidationMemory
     let download: Download
     /// An answer that was already asked for (the probe's), used for the first request.
     let firstResponse: OriginResponse?
 
-    private var configuration: CachingReader.Configuration { reader.configuration }
     private var url: URL { download.url }
 
     func run() async {
-        let handle = download.stores ? try? reader.store.openEntry(download.key) : nil
+        let handle = download.stores ? try? store.openEntry(download.key) : nil
         defer {
             handle?.close()
             // Every way out ends the download, so no reader waits on a transfer that is gone.
@@ -52,10 +55,10 @@ struct OriginTransfer: Sendable {
                     response = first
                     firstResponse = nil
                 } else {
-                    response = try await reader.fetcher.fetch(url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
+                    response = try await fetcher.fetch(url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
                                                               ifRange: stored?.ifRangeValidator, headers: download.headers)
                 }
-                try reader.checked(response, askedFrom: position, known: stored, url: url)
+                try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
                 if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
                     try handle.updateMetadata(response.metadata)
@@ -64,7 +67,7 @@ struct OriginTransfer: Sendable {
                     return
                 }
                 try handle?.updateMetadata(response.metadata)
-                reader.markValidated(download.key)
+                validations.record(download.key, at: store.configuration.clock.now)
                 download.responseReceived()
                 switch try await receive(response, until: requestEnd, into: storeWorks ? handle : nil) {
                 case .done: break

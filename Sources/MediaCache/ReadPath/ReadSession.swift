@@ -350,7 +350,7 @@ final class ReadSession: Sendable {
         let stores = state.withLock { $0.handle != nil }
         let (download, readerID, isNew) = reader.scheduler.join(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
                                                                 stores: stores, headers: headers)
-        if isNew { reader.scheduler.start(download, transfer: OriginTransfer(reader: reader, download: download, firstResponse: nil)) }
+        if isNew { reader.scheduler.start(download, transfer: reader.transfer(for: download, firstResponse: nil)) }
         let retries = download.retries
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed else { return true }
