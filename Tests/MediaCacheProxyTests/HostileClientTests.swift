@@ -90,17 +90,15 @@ import Testing
 
     @Test func aHalfSentRequestIsCutOffWhileOthersAreServed() async throws {
         try await HostileHarness.with(configure: { $0.requestTimeout = .milliseconds(500) }) { h in
-            // A head sent a few bytes at a time, never finished. Timed on its own (not with the
-            // requests served meanwhile, which once took the total past 5 s on a loaded machine).
+            // A head sent a few bytes at a time, never finished. Only the request timer can close
+            // it before the client's own limit of 60 s (the idle timeout is 120 s), so no time
+            // bound is asserted: a loaded machine closes it later, never not at all.
             let slow = Task {
-                let started = ContinuousClock.now
-                let exchange = try await h.client.exchange(["GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n"], pause: .milliseconds(200), timeout: .seconds(10))
-                return (exchange, ContinuousClock.now - started)
+                try await h.client.exchange(["GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n"], pause: .milliseconds(200), timeout: .seconds(60))
             }
             try await h.expectStillServing()
-            let (exchange, elapsed) = try await slow.value
+            let exchange = try await slow.value
             #expect(exchange.closedByServer && exchange.responses.isEmpty)
-            #expect(elapsed < .seconds(5), "closed after \(elapsed)")
             try await h.expectStillServing()
         }
     }
