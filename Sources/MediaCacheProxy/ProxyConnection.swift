@@ -60,6 +60,40 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Answers a request the HTTP parser refuses with a status and a one-line reason, then
+    /// lets the decoder close the connection: `431` when the head is over the size limit,
+    /// else `400` (with `Allow` when the method is one the parser does not know). (NIO's
+    /// `HTTPServerProtocolErrorHandler` does the same with a bare `400`.) The
+    /// `HTTPServerPipelineHandler` before this handler holds a parser error back while an
+    /// answer is being written and passes it on once that answer has ended, so no answer is
+    /// ever cut in two.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let response: ProxyResponse
+        switch parserError {
+        case .headerOverflow:
+            response = ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
+        case .invalidMethod:
+            // The parser cannot tell a made-up method from a garbled request line.
+            response = ProxyHandler.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
+        default:
+            response = ProxyHandler.error(.badRequest, "Malformed HTTP request (\(parserError)).")
+        }
+        var headers = response.headers
+        if parserError == .invalidMethod { headers.add(name: "Allow", value: "GET, HEAD") }
+        headers.replaceOrAdd(name: "Connection", value: "close")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
+        if case .text(let text) = response.body {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        configuration.logger.info("refused", metadata: ["status": "\(response.status.code)", "error": "\(parserError)"])
+        context.fireErrorCaught(error)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         lastActivity = .now()
         switch unwrapInboundIn(data) {

@@ -8,11 +8,11 @@ import NIOHTTP1
 ///    `maxURIBytes + maxHeaderBytes` of head (so a client cannot make it buffer more);
 /// 3. ``RequestTimer/ParsedSide``: stops the timer when a request has arrived whole;
 /// 4. `HTTPServerPipelineHandler`: pipelined requests wait for the response before them;
-/// 5. ``ProtocolErrorHandler``: a request the parser refuses gets 400 or 431 and a close;
-/// 6. ``ProxyConnectionHandler``, which answers requests and closes an idle connection.
+/// 5. ``ProxyConnectionHandler``, which answers requests, answers a request the parser
+///    refuses, and closes an idle connection.
 ///
-/// Every write passes each outbound handler, so only the encoder and the pipeline handler are
-/// outbound: a cached range's answer is three writes and a flush.
+/// Every write passes each outbound handler, and every read each inbound one, so there are no
+/// more of them than this: a cached range's answer is three writes and a flush.
 enum ProxyPipeline {
     static func configure(_ channel: any Channel, handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry) throws {
         var limits = NIOHTTPDecoderLimitConfiguration()
@@ -26,7 +26,6 @@ enum ProxyPipeline {
         try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
         try sync.addHandler(RequestTimer.ParsedSide(timer))
         try sync.addHandler(HTTPServerPipelineHandler())
-        try sync.addHandler(ProtocolErrorHandler(configuration: configuration))
         try sync.addHandler(ProxyConnectionHandler(handler: handler, configuration: configuration, connections: connections, isOverCapacity: isOverCapacity))
     }
 }
@@ -89,48 +88,3 @@ final class RequestTimer {
     }
 }
 
-/// Answers a request the HTTP parser refuses with a status and a one-line reason, then lets
-/// the decoder close the connection: `431` when the head is over the size limit, else `400`
-/// (with `Allow` when the method is one the parser does not know).
-/// (NIO's `HTTPServerProtocolErrorHandler` does the same with a bare `400`.) It sits after
-/// `HTTPServerPipelineHandler`, which holds a parser error back while a response is being
-/// written and passes it on once that response has ended, so no answer is ever cut in two
-/// and this handler need not watch the writes.
-final class ProtocolErrorHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let configuration: ProxyConfiguration
-
-    init(configuration: ProxyConfiguration) {
-        self.configuration = configuration
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let parserError = error as? HTTPParserError else {
-            context.fireErrorCaught(error)
-            return
-        }
-        let response: ProxyResponse
-        switch parserError {
-        case .headerOverflow:
-            response = ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
-        case .invalidMethod:
-            // The parser cannot tell a made-up method from a garbled request line.
-            response = ProxyHandler.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
-        default:
-            response = ProxyHandler.error(.badRequest, "Malformed HTTP request (\(parserError)).")
-        }
-        var headers = response.headers
-        if parserError == .invalidMethod { headers.add(name: "Allow", value: "GET, HEAD") }
-        headers.replaceOrAdd(name: "Connection", value: "close")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
-        if case .text(let text) = response.body {
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
-        }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        configuration.logger.info("refused", metadata: ["status": "\(response.status.code)", "error": "\(parserError)"])
-        context.fireErrorCaught(error)
-    }
-}
