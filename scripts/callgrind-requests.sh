@@ -37,17 +37,11 @@ cc -shared -fPIC -O2 "$work/sigshim.c" -o "$work/sigshim.so"
 # valgrind 3.19 cannot read DWARF 5: profile a copy without debug sections (symbols stay).
 strip --strip-debug -o "$work/mediacache" "$build/mediacache"
 
-"$build/mediacache-bench" origin --port 0 > "$work/origin.log" 2>&1 &
-for _ in $(seq 100); do grep -q listening "$work/origin.log" && break; sleep 0.1; done
-origin=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/origin.log")
-
-LD_PRELOAD="$work/sigshim.so" valgrind --tool=callgrind --instr-atstart=no \
-    --callgrind-out-file="$work/callgrind.%p" \
-    "$work/mediacache" serve --port 0 --cache-dir "$work/cache" --log-level warning > "$work/serve.log" 2>&1 &
-valgrind_pid=$!
-for _ in $(seq 600); do grep -q "serving on" "$work/serve.log" && break; sleep 0.1; done
-proxy=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1)
-encode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+source scripts/servers.sh
+start_origin "$build"
+LD_PRELOAD="$work/sigshim.so" start_serve valgrind --tool=callgrind --instr-atstart=no \
+    --callgrind-out-file="$work/callgrind.%p" "$work/mediacache"
+valgrind_pid=$serve_pid
 
 # Counts the instructions the server executes while "$@" runs.
 count() {

@@ -16,14 +16,9 @@ size_mib=${2:-256}
 work=$(mktemp -d /tmp/mediacache-switches-XXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
-"$build/mediacache-bench" origin --port 0 > "$work/origin.log" 2>&1 &
-for _ in $(seq 100); do grep -q listening "$work/origin.log" && break; sleep 0.1; done
-origin=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/origin.log")
-"$build/mediacache" serve --port 0 --cache-dir "$work/cache" --log-level warning > "$work/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 100); do grep -q "serving on" "$work/serve.log" && break; sleep 0.1; done
-proxy=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1)
-encode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+source scripts/servers.sh
+start_origin "$build"
+start_serve "$build/mediacache"
 
 # Sums "voluntary involuntary" over the server's threads.
 switches() {
