@@ -56,7 +56,7 @@ struct OriginTransfer: Sendable {
                     firstResponse = nil
                 } else {
                     response = try await fetcher.fetch(url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                                                              ifRange: stored?.ifRangeValidator, headers: download.headers)
+                                                       ifRange: stored?.ifRangeValidator, headers: download.headers)
                 }
                 try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
                 if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
