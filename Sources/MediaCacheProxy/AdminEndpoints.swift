@@ -15,6 +15,12 @@ import NIOHTTP1
 /// | `POST /_mediacache/remove?target=URL` | `{"removed": true|false}` |
 /// | `POST /_mediacache/clear` | `{"removed": N}` |
 /// | `POST /_mediacache/prefetch?target=URL[&range=a-b][&seconds=S][&variant=first|lowest|highest|BPS]` | one `PrefetchProgress` JSON per line as it goes, then `{"done": …}` or `{"error": …}` |
+/// | `GET /_mediacache/downloads` | `[DownloadJob]` |
+/// | `POST /_mediacache/pin?target=URL[&seconds=S][&variant=…]` | `DownloadJob` (queued); 507 with the numbers when it cannot fit |
+/// | `POST /_mediacache/unpin?target=URL` | `{"unpinned": true|false}` |
+/// | `POST /_mediacache/pause?job=ID`, `resume?job=ID` | `DownloadJob`; 404 for no such job |
+/// | `POST /_mediacache/cancel?job=ID` | `{"cancelled": true}` |
+/// | `POST /_mediacache/export?target=URL&output=ABSOLUTE-PATH[&seconds=S][&variant=…]` | `ExportSummary`; 504 naming what is not cached |
 struct AdminEndpoints {
     static let prefix = "/_mediacache/"
     let handler: ProxyHandler
@@ -64,9 +70,9 @@ struct AdminEndpoints {
             reader.recordMetrics()
             return Self.text(export(), type: "text/plain; version=0.0.4; charset=utf-8")
         case "/status.json":
-            return try Self.json(StatusPage.report(reader: reader, statistics: handler.statistics))
+            return try Self.json(StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics))
         default:
-            return Self.text(StatusPage.html(StatusPage.report(reader: reader, statistics: handler.statistics)), type: "text/html; charset=utf-8")
+            return Self.text(StatusPage.html(StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics)), type: "text/html; charset=utf-8")
         }
     }
 
@@ -103,10 +109,59 @@ struct AdminEndpoints {
             return try Self.json(["removed": count])
         case (.POST, "prefetch"):
             return try prefetch(target)
-        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"):
+        case (.GET, "downloads"):
+            return try Self.json(try downloads().jobs)
+        case (.POST, "pin"):
+            let request = try PrefetchRequest(range: nil, seconds: target.query("seconds"), variant: target.query("variant"))
+            return try await answering { try Self.json(try await downloads().pin(try originURL(target), variant: request.variant, seconds: request.seconds)) }
+        case (.POST, "unpin"):
+            return try await answering { try Self.json(["unpinned": try await downloads().unpin(try originURL(target))]) }
+        case (.POST, "pause"):
+            return try await answering { try Self.json(try await downloads().pause(try job(target))) }
+        case (.POST, "resume"):
+            return try await answering { try Self.json(try await downloads().resume(try job(target))) }
+        case (.POST, "cancel"):
+            return try await answering {
+                try await downloads().cancel(try job(target))
+                return try Self.json(["cancelled": true])
+            }
+        case (.POST, "export"):
+            let request = try PrefetchRequest(range: nil, seconds: target.query("seconds"), variant: target.query("variant"))
+            guard let output = target.query("output"), output.hasPrefix("/"), !output.contains("\u{0}") else {
+                throw ProxyRequestError(status: .badRequest, "Give the destination as output=<absolute path>.")
+            }
+            return try await answering {
+                try Self.json(try await reader.export(try originURL(target), to: URL(fileURLWithPath: output), variant: request.variant, seconds: request.seconds))
+            }
+        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"),
+             (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"):
             throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         default:
             throw ProxyRequestError(status: .notFound, "No admin endpoint /_mediacache/\(name.prefix(60)).")
+        }
+    }
+
+    private func downloads() throws -> DownloadQueue {
+        guard let downloads = handler.downloads else {
+            throw ProxyRequestError(status: .notFound, "This server keeps no download queue.")
+        }
+        return downloads
+    }
+
+    /// The job named by `job=`: an id, or a URL a job pins.
+    private func job(_ target: RequestTarget) throws -> String {
+        guard let text = target.query("job"), let job = try downloads().job(matching: text) else {
+            throw ProxyRequestError(status: .notFound, "No download job is \((target.query("job") ?? "").prefix(60)); GET /_mediacache/downloads lists them.")
+        }
+        return job.id
+    }
+
+    /// `body`'s answer, or the answer for the cache's error it throws.
+    private func answering(_ body: () async throws -> ProxyResponse) async throws -> ProxyResponse {
+        do {
+            return try await body()
+        } catch let error as CacheError {
+            return ProxyHandler.response(for: error)
         }
     }
 
@@ -225,6 +280,16 @@ public struct PrefetchRequest: Sendable, Equatable {
             request.variant = .atMost(bitsPerSecond: bps)
         }
         return request
+    }
+
+    /// The text form of `variant` that ``parse(range:seconds:variant:)`` reads; `nil` for `.first`.
+    public static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String? {
+        switch variant {
+        case .first: nil
+        case .lowestBandwidth: "lowest"
+        case .highestBandwidth: "highest"
+        case .atMost(let bps): String(bps)
+        }
     }
 
     /// Prefetches `url`: an HLS asset when it is a playlist (``seconds`` and ``variant``

@@ -30,8 +30,12 @@ struct ProxyHandler: Sendable {
     let statistics: ProxyStatistics
     private let recentTargets = RecentTargets()
 
-    init(reader: CachingReader, configuration: ProxyConfiguration, statistics: ProxyStatistics = ProxyStatistics()) {
+    /// The pinned downloads the admin endpoints control, if the app keeps a queue.
+    let downloads: DownloadQueue?
+
+    init(reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration, statistics: ProxyStatistics = ProxyStatistics()) {
         self.reader = reader
+        self.downloads = downloads
         self.configuration = configuration
         self.statistics = statistics
         ProxyMetrics.register()
@@ -538,12 +542,16 @@ struct ProxyHandler: Sendable {
         case .rangeNotSatisfiable:
             if let total = error.resourceLength { return unsatisfiable(total: total) }
             return Self.error(.rangeNotSatisfiable, error.message)
-        case .originTimedOut:
+        case .originTimedOut, .offline:
             return Self.error(.gatewayTimeout, error.message)
         case .originUnavailable, .originRejected, .resourceChanged:
             return Self.error(.badGateway, error.message)
         case .originNotAllowed:
             return Self.error(.forbidden, error.message)
+        case .capacityExceeded:
+            return Self.error(.insufficientStorage, error.message)
+        case .notCached:
+            return Self.error(.notFound, error.message)
         default:
             return Self.error(.internalServerError, error.message)
         }

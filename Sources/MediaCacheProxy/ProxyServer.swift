@@ -28,14 +28,18 @@ public final class ProxyServer: Service {
     /// Builds the proxy.
     /// - Parameters:
     ///   - reader: the read path that serves the bytes.
+    ///   - downloads: the pinned downloads the admin endpoints (and so the `mediacache`
+    ///     commands) control, if any.
     ///   - configuration: address, allow-list, token and limits.
     ///   - onServerRunning: called with the bound port once the server listens (useful with port 0).
     public static func application(
         reader: CachingReader,
+        downloads: DownloadQueue? = nil,
         configuration: ProxyConfiguration,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ProxyServer {
-        ProxyServer(handler: ProxyHandler(reader: reader, configuration: configuration), configuration: configuration, onServerRunning: onServerRunning)
+        ProxyServer(handler: ProxyHandler(reader: reader, downloads: downloads, configuration: configuration), configuration: configuration,
+                    onServerRunning: onServerRunning)
     }
 
     private init(handler: ProxyHandler, configuration: ProxyConfiguration, onServerRunning: @escaping @Sendable (Int) async -> Void) {

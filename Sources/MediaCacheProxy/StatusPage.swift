@@ -6,6 +6,8 @@ public struct StatusReport: Sendable, Codable, Equatable {
     public var store: CacheStoreSummary
     public var proxy: ProxyStatistics.Snapshot
     public var downloads: [DownloadSummary]
+    /// The pinned downloads (``DownloadQueue``), when the server keeps a queue.
+    public var pinned: [DownloadJob] = []
     /// The most recently used entries (at most ``StatusPage/entryLimit``).
     public var entries: [CacheEntrySummary]
 }
@@ -15,10 +17,10 @@ public struct StatusReport: Sendable, Codable, Equatable {
 enum StatusPage {
     static let entryLimit = 100
 
-    static func report(reader: CachingReader, statistics: ProxyStatistics) -> StatusReport {
+    static func report(reader: CachingReader, downloads: DownloadQueue?, statistics: ProxyStatistics) -> StatusReport {
         let entries = reader.store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
         return StatusReport(store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
-                            entries: Array(entries.prefix(entryLimit)))
+                            pinned: downloads?.jobs ?? [], entries: Array(entries.prefix(entryLimit)))
     }
 
     static func html(_ report: StatusReport) -> String {
@@ -30,9 +32,14 @@ enum StatusPage {
             let done = download.end > download.start ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
             return "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
         }.joined() + "</ul>"
+        let pinned = report.pinned.isEmpty ? "<p class=dim>None.</p>" : "<ul>" + report.pinned.map { job in
+            let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
+            return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
+                + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
+        }.joined() + "</ul>"
         let entries = report.entries.isEmpty ? "<p class=dim>Nothing is cached.</p>" : "<ul class=entries>" + report.entries.map { entry in
             let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
-            return "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")"
+            return "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
                 + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
         }.joined() + "</ul>"
         let recent = proxy.recent.isEmpty ? "<p class=dim>No request yet.</p>" : "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>"
@@ -60,6 +67,7 @@ enum StatusPage {
         </div>
         <h2>Requests</h2><ul id=requests>\(requests)</ul>
         <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
+        <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>
         <h2>Cached</h2><div id=entries>\(entries)</div>
         <h2>Recent requests</h2><div id=recent>\(recent)</div>
         <p class=dim>\(escape(store.directory)) · reloads every 5 s · <a href="/status.json">JSON</a></p>

@@ -5,6 +5,10 @@ struct MediaCacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mediacache",
         abstract: "A caching proxy for media players: plays remote audio and video while saving the bytes on disk.",
-        subcommands: [ServeCommand.self, URLCommand.self, PrefetchCommand.self, ListCommand.self, InfoCommand.self, RemoveCommand.self, ClearCommand.self, StatsCommand.self]
+        subcommands: [
+            ServeCommand.self, URLCommand.self, PrefetchCommand.self, PinCommand.self, UnpinCommand.self, DownloadsCommand.self,
+            JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self, ExportCommand.self,
+            ListCommand.self, InfoCommand.self, RemoveCommand.self, ClearCommand.self, StatsCommand.self,
+        ]
     )
 }

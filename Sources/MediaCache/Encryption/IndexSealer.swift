@@ -25,18 +25,27 @@ struct IndexSealer: Sendable {
 
     /// What the index stores for `key`'s metadata column.
     func seal(key: CacheKey, metadata: ContentMetadata, fileName: String) throws -> String {
-        let plaintext = try JSONEncoder().encode(SealedRow(key: key.rawValue, metadata: metadata))
-        let sealed = try AES.GCM.seal(plaintext, using: sealingKey.key, authenticating: Data(fileName.utf8))
+        try seal(try JSONEncoder().encode(SealedRow(key: key.rawValue, metadata: metadata)), boundTo: fileName)
+    }
+
+    /// `plaintext` sealed for a column, bound to `name` (a row's data file, a job's id).
+    func seal(_ plaintext: Data, boundTo name: String) throws -> String {
+        let sealed = try AES.GCM.seal(plaintext, using: sealingKey.key, authenticating: Data(name.utf8))
         return Self.prefix + sealed.combined!.base64EncodedString()
+    }
+
+    /// What ``seal(_:boundTo:)`` sealed in `column` for `name`, or `nil` when it was sealed
+    /// with another key, for another name, or changed since.
+    func open(_ column: String, boundTo name: String) -> Data? {
+        guard column.hasPrefix(Self.prefix), let combined = Data(base64Encoded: String(column.dropFirst(Self.prefix.count))),
+              let box = try? AES.GCM.SealedBox(combined: combined) else { return nil }
+        return try? AES.GCM.open(box, using: sealingKey.key, authenticating: Data(name.utf8))
     }
 
     /// The key and metadata sealed in `column`, or `nil` when they were sealed with another
     /// key, for another file, or changed since.
     func open(_ column: String, fileName: String) -> (key: CacheKey, metadata: ContentMetadata)? {
-        guard column.hasPrefix(Self.prefix), let combined = Data(base64Encoded: String(column.dropFirst(Self.prefix.count))),
-              let box = try? AES.GCM.SealedBox(combined: combined),
-              let plaintext = try? AES.GCM.open(box, using: sealingKey.key, authenticating: Data(fileName.utf8)),
-              let row = try? JSONDecoder().decode(SealedRow.self, from: plaintext) else { return nil }
+        guard let plaintext = open(column, boundTo: fileName), let row = try? JSONDecoder().decode(SealedRow.self, from: plaintext) else { return nil }
         return (CacheKey(row.key), row.metadata)
     }
 

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Chooses which entries to evict: expired ones first, then least recently used ones
-/// until the total fits the limit. Entries with an open reader or writer are never chosen.
+/// until the total fits the limit. Entries with an open reader or writer, and pinned
+/// entries, are never chosen.
 ///
 /// Pure logic, without I/O: the store gives it a snapshot and removes what it returns.
 struct Evictor: Sendable {
@@ -10,6 +11,7 @@ struct Evictor: Sendable {
         var key: CacheKey
         var byteCount: Int64
         var lastAccess: Date
+        /// Open or pinned: never chosen.
         var isPinned: Bool
     }
 

@@ -9,7 +9,7 @@ import Darwin
 /// What to cache of an HLS asset ahead of playing it (see ``CachingReader/prefetchHLS(_:options:progress:)``).
 public struct HLSPrefetchOptions: Sendable, Equatable {
     /// Which variant stream of a master playlist.
-    public enum VariantChoice: Sendable, Equatable {
+    public enum VariantChoice: Sendable, Equatable, Codable {
         /// The first listed (what most players start with).
         case first
         case lowestBandwidth
@@ -131,8 +131,8 @@ extension CachingReader {
     @discardableResult
     public func prefetchHLS(_ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
                             progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
-        let (playlists, items) = try await prefetchPlan(url, options: options)
-        return try await prefetch(items, playlists: playlists, options: options, progress: progress)
+        let plan = try await prefetchPlan(url, options: options)
+        return try await prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
 
     /// Stores `range` of the file at `url` (all of it when `nil`) ahead of playing it, as a
@@ -147,7 +147,7 @@ extension CachingReader {
     }
 
     /// Stores `items`, `options.concurrency` at a time, reporting progress.
-    private func prefetch(_ items: [PrefetchItem], playlists: [URL], options: HLSPrefetchOptions,
+    func prefetch(_ items: [PrefetchItem], playlists: [URL], options: HLSPrefetchOptions,
                           progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
         let tracker = PrefetchTracker(items: items, playlists: playlists, progress: progress)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -172,15 +172,28 @@ extension CachingReader {
         return tracker.progress
     }
 
+    /// What a prefetch of an HLS asset stores.
+    struct PrefetchPlan {
+        /// The media playlists chosen.
+        var playlists: [URL]
+        var items: [PrefetchItem]
+        /// The chosen variant's `BANDWIDTH` times each segment's duration, for segments of
+        /// unknown length (a media playlist named directly has none: `nil`).
+        var estimatedBytes: Int64?
+    }
+
     /// The media playlists and resources a prefetch of `url` stores.
-    func prefetchPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> (playlists: [URL], items: [PrefetchItem]) {
+    func prefetchPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
         let (entry, base) = try await parsedPlaylist(url, headers: options.headers)
         var playlists = [url]
+        var bandwidth: Int64?
+        var estimate: Int64 = 0
         if entry.isMaster {
             guard let variant = Self.choose(options.variant, among: entry.variants), let variantURL = HLSPlaylist.resolve(variant.uri, base: base) else {
                 throw CacheError(.originRejected, "The master playlist at \(url.absoluteString.prefix(200)) names no http(s) variant.")
             }
             playlists = [variantURL]
+            bandwidth = variant.bandwidth
             let audio = entry.renditions.filter { $0.type == "AUDIO" && $0.groupID == variant.audioGroup }
             if let rendition = audio.first(where: \.isDefault) ?? audio.first, let audioURL = HLSPlaylist.resolve(rendition.uri, base: base),
                audioURL != variantURL {
@@ -195,6 +208,10 @@ extension CachingReader {
             for segment in media.segments {
                 if let limit = options.seconds, seconds >= limit { break }
                 seconds += segment.duration
+                if playlistURL == playlists.first, segment.byteRange == nil, let bandwidth {
+                    // BANDWIDTH covers every rendition of the variant (RFC 8216 §4.3.4.2).
+                    estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(bandwidth) / 8 * max(0, segment.duration))))
+                }
                 var resources: [PrefetchItem] = []
                 if let section = segment.initSection, let sectionURL = HLSPlaylist.resolve(section.uri, base: mediaBase) {
                     resources.append(PrefetchItem(url: sectionURL, range: section.byteRange))
@@ -214,7 +231,9 @@ extension CachingReader {
                 }
             }
         }
-        return (playlists, items)
+        estimate = items.reduce(estimate) { Self.saturatingSum($0, $1.range?.length ?? 0) }
+        let unknown = items.contains { $0.range == nil }
+        return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: unknown && bandwidth == nil ? nil : estimate)
     }
 
     /// The playlist at `url`, read through the cache, and the URL its relative URIs resolve against.
@@ -226,6 +245,13 @@ extension CachingReader {
             configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
         }
+    }
+
+    /// `a + b` for non-negative counts, `Int64.max` where it would overflow (a hostile
+    /// playlist may name any number of huge ranges).
+    static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : sum
     }
 
     /// The variant `choice` picks.

@@ -64,6 +64,11 @@ public final class CachingReader: Sendable {
         public var revalidationInterval: Duration = .seconds(60)
         /// How many resources' last validation is remembered (see ``ValidationMemory``).
         package var validationMemoryLimit = 10_000
+        /// Never contact an origin: cached bytes are served whatever their freshness, and
+        /// anything else fails with ``CacheError/Code/offline`` (a proxy answers `504`, as
+        /// RFC 9111 §5.2.1.7 has a cache answer `only-if-cached`). For a flight, with pinned
+        /// downloads (``DownloadQueue``).
+        public var isOffline = false
         /// Serve cached resources without asking the origin whatever their freshness (a
         /// music app streaming from its own CDN wants zero traffic on every replay). The
         /// trade: a file changed at the origin is noticed only when a read reaches bytes
@@ -112,7 +117,7 @@ public final class CachingReader: Sendable {
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
         self.store = store
         CacheMetrics.register()
-        self.fetcher = MeteredFetcher(base: fetcher)
+        self.fetcher = MeteredFetcher(base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher)
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)
@@ -174,7 +179,7 @@ public final class CachingReader: Sendable {
             try? await store.remove(key)
             stored = nil
         }
-        if let stored, isCurrent(stored, key: key), maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true {
+        if let stored, isCurrent(stored, key: key), configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true) {
             return stored
         }
         // A request carrying the player's own conditions may get the origin's `304` for it:
@@ -344,6 +349,10 @@ public final class CachingReader: Sendable {
             }
             let range = ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
             let handle = metadata.isStorable ? try? store.openEntry(key) : nil
+            if configuration.isOffline, !range.isEmpty, (try? handle?.spans())?.contains(range) != true {
+                handle?.close()
+                throw OfflineFetcher.error(url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
+            }
             let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
             if !metadata.isStorable { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle) {
@@ -467,7 +476,7 @@ public final class CachingReader: Sendable {
     /// app prefers the cache. Requests that arrive while a validation runs share it
     /// (``contentInfo(for:readingFrom:length:headers:maximumAge:)``).
     func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
-        configuration.prefersCache || metadata.isFresh(at: store.configuration.clock.now)
+        configuration.prefersCache || configuration.isOffline || metadata.isFresh(at: store.configuration.clock.now)
     }
 
     /// Whether `now` is less than `interval` after `start` (and not before it).

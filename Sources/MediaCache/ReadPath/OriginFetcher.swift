@@ -98,3 +98,26 @@ public struct OriginResponse: Sendable {
         self.body = body
     }
 }
+
+/// The fetcher of a read path that is offline: it never contacts the origin, and says so.
+struct OfflineFetcher: OriginFetcher {
+    let base: any OriginFetcher
+
+    static func error(_ url: URL, _ what: String) -> CacheError {
+        CacheError(.offline, "Offline: \(url.absoluteString.prefix(200)) is not served from the origin, and \(what).")
+    }
+
+    func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
+        throw Self.error(url, "the cache does not know it")
+    }
+
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+        throw Self.error(url, "the cache does not hold " + (range.map { "bytes \($0.lowerBound)-\($0.upperBound - 1)" } ?? "it"))
+    }
+
+    func checkOrigin(_ url: URL) throws {
+        try base.checkOrigin(url)
+    }
+
+    var securityWarning: String? { base.securityWarning }
+}

@@ -113,8 +113,14 @@ public final class CacheEntryHandle: Sendable {
             }
             let incoming = range.length - record.spans.spans(in: range).reduce(0) { $0 + $1.length }
             // Checked before evicting: a resource past its share must not push others out.
-            let share = store.configuration.maxEntryBytes
-            if incoming > 0, record.spans.byteCount + incoming > share {
+            if incoming > 0, record.isPinned {
+                let quota = store.configuration.pinnedQuota
+                let pinned = state.pinnedBytes
+                if pinned + incoming > quota {
+                    throw CacheError(.capacityExceeded, "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes); unpin something or raise --max-pinned-size.")
+                }
+            } else if incoming > 0, record.spans.byteCount + incoming > store.configuration.maxEntryBytes {
+                let share = store.configuration.maxEntryBytes
                 throw CacheError(.capacityExceeded, "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached.")
             }
             var evicted = 0
@@ -230,8 +236,8 @@ public final class CacheEntryHandle: Sendable {
         guard generation.withLock({ generation in defer { generation = nil }; return generation != nil }) else { return }
         store.state.withLock { state in
             guard state.records[key] != nil else { return }
-            state.records[key]!.pinnedBy.remove(id)
-            if state.records[key]!.pinnedBy.isEmpty, state.records[key]!.file != nil {
+            state.records[key]!.openBy.remove(id)
+            if state.records[key]!.openBy.isEmpty, state.records[key]!.file != nil {
                 state.keepFileOpen(key)
             }
         }

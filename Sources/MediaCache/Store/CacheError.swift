@@ -9,7 +9,7 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
             case cannotOpenStore, storeLocked, storeClosed, ioFailure, indexFailure, notCached, outOfBounds, entryInvalidated
             case capacityExceeded, originUnavailable, originNotAllowed, originTimedOut, originRejected, resourceChanged
-            case rangeNotSatisfiable, encryptionKeyRequired, originAnswered
+            case rangeNotSatisfiable, encryptionKeyRequired, originAnswered, offline
         }
 
         private let base: Base
@@ -57,6 +57,9 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
 
         /// The store's folder is encrypted and was opened without a key.
         public static let encryptionKeyRequired = Code(.encryptionKeyRequired)
+        /// The read path is offline (``CachingReader/Configuration/isOffline``) and the store
+        /// does not hold what was asked for.
+        public static let offline = Code(.offline)
 
         public var description: String { base.rawValue }
     }

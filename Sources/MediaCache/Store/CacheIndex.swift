@@ -17,6 +17,8 @@ struct CacheIndex: Sendable {
         var spans: SpanSet
         var createdAt: Date
         var lastAccess: Date
+        /// Kept whatever the store's size and age limits (``CacheStore/pin(_:)``).
+        var isPinned = false
     }
 
     /// A row this store cannot use as an entry: sealed with another key (or sealed, and the
@@ -61,6 +63,15 @@ struct CacheIndex: Sendable {
                     )
                     """)
             }
+            migrator.registerMigration("v2 pins and jobs") { db in
+                try db.execute(sql: "ALTER TABLE entry ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
+                try db.execute(sql: """
+                    CREATE TABLE job (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        body TEXT NOT NULL -- JSON, sealed in an encrypted store
+                    )
+                    """)
+            }
             try migrator.migrate(queue)
         } catch {
             throw CacheError(.indexFailure, "Cannot open the cache index at \(path). Remove the cache folder if it is damaged.", underlyingError: error)
@@ -97,7 +108,8 @@ struct CacheIndex: Sendable {
                         continue
                     }
                     rows.append(Row(key: opened.key, fileName: fileName, metadata: opened.metadata, spans: spans,
-                                    createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess))
+                                    createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess,
+                                    isPinned: (row["pinned"] as Int?) == 1))
                 }
                 return (rows, others)
             }
@@ -140,15 +152,15 @@ struct CacheIndex: Sendable {
                         ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
                     try db.execute(
                         sql: """
-                            INSERT INTO entry (key, fileName, metadata, spans, byteCount, createdAt, lastAccess)
-                            VALUES (?, ?, ?, ?, ?, ?, ?)
+                            INSERT INTO entry (key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                             ON CONFLICT(key) DO UPDATE SET fileName = excluded.fileName, metadata = excluded.metadata,
                                 spans = excluded.spans, byteCount = excluded.byteCount,
-                                createdAt = excluded.createdAt, lastAccess = excluded.lastAccess
+                                createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned
                             """,
                         arguments: [
                             rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
-                            row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970,
+                            row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970, row.isPinned ? 1 : 0,
                         ])
                 }
             }
@@ -156,6 +168,44 @@ struct CacheIndex: Sendable {
             throw error
         } catch {
             throw CacheError(.indexFailure, "Writing the cache index failed; the cached bytes stay, but the newest may be forgotten on restart.", underlyingError: error)
+        }
+    }
+
+    // MARK: Jobs
+
+    /// The stored download jobs (JSON), by id; rows that cannot be opened (sealed with
+    /// another key) are skipped.
+    func loadJobs() throws -> [(id: String, body: Data)] {
+        do {
+            return try queue.read { db in
+                try GRDB.Row.fetchAll(db, sql: "SELECT id, body FROM job").compactMap { row -> (String, Data)? in
+                    let id: String = row["id"]
+                    let body: String = row["body"]
+                    if let sealer { return sealer.open(body, boundTo: id).map { (id, $0) } }
+                    return body.hasPrefix(IndexSealer.prefix) ? nil : (id, Data(body.utf8))
+                }
+            }
+        } catch {
+            throw CacheError(.indexFailure, "Cannot read the download jobs from the cache index.", underlyingError: error)
+        }
+    }
+
+    /// Writes the job `id` as `body` gives it when the write runs (JSON), or deletes it when
+    /// `body` gives `nil`. Writes run one at a time in the order called, each with the job as
+    /// it is then, so a slower caller never writes an older state over a newer one.
+    func saveJob(_ id: String, body: @escaping @Sendable () throws -> Data?) async throws {
+        do {
+            try await queue.write { db in
+                guard let body = try body() else {
+                    try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id])
+                    return
+                }
+                let column = try sealer?.seal(body, boundTo: id) ?? String(decoding: body, as: UTF8.self)
+                try db.execute(sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+                               arguments: [id, column])
+            }
+        } catch {
+            throw CacheError(.indexFailure, "Cannot write a download job to the cache index.", underlyingError: error)
         }
     }
 

@@ -76,3 +76,63 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
 
     public var description: String { rawValue }
 }
+
+/// Which parts of a URL do not name the resource: the query parameters a CDN signs a URL
+/// with change on every play (`?Expires=…&Signature=…`), so a key that keeps them never hits.
+/// The key drops them; the request to the origin keeps them. A new version under the same
+/// key is still told apart by its validators and length, never mixed with the old one.
+public struct CacheKeyRule: Sendable, Equatable {
+    /// Query parameter names left out of the key, compared without regard to case.
+    public var ignoredQueryParameters: Set<String> {
+        didSet { lowercased = Set(ignoredQueryParameters.map { $0.lowercased() }) }
+    }
+
+    private var lowercased: Set<String>
+
+    /// A rule that leaves out `ignoredQueryParameters`.
+    public init(ignoredQueryParameters: Set<String> = []) {
+        self.ignoredQueryParameters = ignoredQueryParameters
+        lowercased = Set(ignoredQueryParameters.map { $0.lowercased() })
+    }
+
+    /// The parameters of common CDN signatures, by the name ``preset(named:)`` takes.
+    public static let presets: [String: Set<String>] = [
+        // Amazon CloudFront signed URLs (canned and custom policy).
+        "cloudfront": ["Expires", "Signature", "Key-Pair-Id", "Policy"],
+        // Amazon S3 presigned URLs (Signature Version 4).
+        "s3": ["X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"],
+        // Google Cloud Storage signed URLs (V4).
+        "gcs": ["X-Goog-Algorithm", "X-Goog-Credential", "X-Goog-Date", "X-Goog-Expires", "X-Goog-SignedHeaders", "X-Goog-Signature"],
+        // Akamai token authentication.
+        "akamai": ["hdnts", "__token__"],
+        // Azure Blob Storage shared access signatures.
+        "azure": ["sv", "ss", "srt", "sp", "se", "st", "spr", "sig", "sr", "si", "skoid", "sktid", "skt", "ske", "sks", "skv"],
+        // A bare `token` or `expires` parameter (many smaller CDNs and Wowza).
+        "token": ["token", "expires", "wmsAuthSign"],
+    ]
+
+    /// The rule of the preset `name` (see ``presets``), or `nil` when there is none.
+    public static func preset(named name: String) -> CacheKeyRule? {
+        presets[name.lowercased()].map { CacheKeyRule(ignoredQueryParameters: $0) }
+    }
+
+    /// This rule with the parameters of `other` too.
+    public func adding(_ other: CacheKeyRule) -> CacheKeyRule {
+        CacheKeyRule(ignoredQueryParameters: ignoredQueryParameters.union(other.ignoredQueryParameters))
+    }
+
+    /// `url` without the ignored parameters (the others keep their order and encoding).
+    public func keyURL(for url: URL) -> URL {
+        guard !lowercased.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let items = components.percentEncodedQueryItems else { return url }
+        let kept = items.filter { !lowercased.contains(($0.name.removingPercentEncoding ?? $0.name).lowercased()) }
+        guard kept.count != items.count else { return url }
+        components.percentEncodedQueryItems = kept.isEmpty ? nil : kept
+        return components.url ?? url
+    }
+
+    /// The key of `url` under this rule.
+    public func key(for url: URL) -> CacheKey {
+        CacheKey(url: keyURL(for: url))
+    }
+}

@@ -20,6 +20,8 @@ public struct CacheEntrySummary: Sendable, Codable, Equatable {
     public var freshUntil: Date?
     public var createdAt: Date
     public var lastAccess: Date
+    /// Whether the entry is pinned (kept whatever the limits, see ``CacheStore/pin(_:)``).
+    public var isPinned = false
 
     /// Whether every byte is stored.
     public var isComplete: Bool { length.map { $0 == storedBytes } ?? false }
@@ -49,6 +51,10 @@ public struct CacheStoreSummary: Sendable, Codable, Equatable {
     public var entriesSealedWithAnotherKey: Int
     /// Sealed blocks that failed their check since the store opened (each fetched again).
     public var rejectedBlocks: Int
+    /// Of ``bytes``, those in pinned entries.
+    public var pinnedBytes: Int64 = 0
+    /// ``CacheStore/Configuration/pinnedQuota``.
+    public var pinnedLimit: Int64 = 0
 }
 
 extension CacheStore {
@@ -69,7 +75,8 @@ extension CacheStore {
         state.withLock { state in
             CacheStoreSummary(directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes,
                               encrypted: isEncrypted, entriesSealedWithAnotherKey: state.otherRows.count,
-                              rejectedBlocks: rejectedBlocks.load(ordering: .relaxed))
+                              rejectedBlocks: rejectedBlocks.load(ordering: .relaxed), pinnedBytes: state.pinnedBytes,
+                              pinnedLimit: configuration.pinnedQuota)
         }
     }
 
@@ -77,7 +84,8 @@ extension CacheStore {
         let metadata = record.metadata
         return CacheEntrySummary(key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length, storedBytes: record.spans.byteCount,
                                  spans: record.spans.spans.map { [$0.lowerBound, $0.upperBound] }, mimeType: metadata.mimeType, etag: metadata.etag,
-                                 lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt, lastAccess: record.lastAccess)
+                                 lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt, lastAccess: record.lastAccess,
+                                 isPinned: record.isPinned)
     }
 }
 

@@ -11,9 +11,12 @@ extension CacheStore {
         var spans: SpanSet
         var createdAt: Date
         var lastAccess: Date
-        /// The handles that have this key open; a pinned entry is never evicted.
-        var pinnedBy: Set<UInt64> = []
-        /// The open data file, kept while the entry is pinned.
+        /// The handles that have this key open; an open entry is never evicted.
+        var openBy: Set<UInt64> = []
+        /// Whether the entry is pinned (``CacheStore/pin(_:)``): never evicted, its bytes
+        /// counted against ``CacheStore/Configuration/maxPinnedBytes``.
+        var isPinned = false
+        /// The open data file, kept while the entry is open.
         var file: EntryFile?
         /// Whether the index row is older than this record.
         var isDirty: Bool
@@ -54,8 +57,13 @@ extension CacheStore {
             unpinnedOpenFiles.append(key)
             while unpinnedOpenFiles.count > Self.keptOpenFiles {
                 let oldest = unpinnedOpenFiles.removeFirst()
-                if records[oldest]?.pinnedBy.isEmpty == true { records[oldest]!.file = nil }
+                if records[oldest]?.openBy.isEmpty == true { records[oldest]!.file = nil }
             }
+        }
+
+        /// The bytes stored in pinned entries.
+        var pinnedBytes: Int64 {
+            records.values.reduce(0) { $0 + ($1.isPinned ? $1.spans.byteCount : 0) }
         }
 
         mutating func makeGeneration() -> UInt64 {
@@ -83,7 +91,7 @@ extension CacheStore {
         @discardableResult
         mutating func evict(using evictor: Evictor, incomingBytes: Int64 = 0, now: Date) -> Int {
             var candidates = records.map { key, record in
-                Evictor.Candidate(key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess, isPinned: !record.pinnedBy.isEmpty)
+                Evictor.Candidate(key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess, isPinned: record.isPinned || !record.openBy.isEmpty)
             }
             // An other row takes part under a name no entry has: NUL and its file's random name.
             var otherNames: [CacheKey: String] = [:]

@@ -30,11 +30,24 @@ public final class CacheStore: Sendable {
         /// larger resource past its share are refused, so playing one huge file streams the
         /// rest uncached instead of evicting every other entry.
         public var maxEntryFraction = 0.5
+        /// The most bytes pinned entries (``CacheStore/pin(_:)``) may hold together, within
+        /// ``maxBytes``; `nil` (the default) for half of ``maxBytes``. Pinned entries are never
+        /// evicted; the least-recently-used entries share what pinned bytes leave of ``maxBytes``.
+        public var maxPinnedBytes: Int64?
         /// How long an entry may go unread before it is evicted; `nil` keeps entries until
         /// space is needed.
         public var maxAge: Duration?
-        /// Maps a resource URL to its cache key; by default ``CacheKey/init(url:)``.
+        /// Maps a resource URL to its cache key; by default ``CacheKey/init(url:)``. Setting
+        /// ``keyRule`` sets it.
         public var keyFunction: @Sendable (URL) -> CacheKey = { CacheKey(url: $0) }
+        /// Query parameters left out of keys (a CDN's signature, see ``CacheKeyRule``); the
+        /// origin still gets them. Setting it sets ``keyFunction``.
+        public var keyRule = CacheKeyRule() {
+            didSet {
+                let rule = keyRule
+                keyFunction = { rule.key(for: $0) }
+            }
+        }
         /// The clock for last-access times and age-based eviction.
         public var clock: any WallClock = SystemClock()
         /// Whether data files are flushed to disk (`fdatasync`) before the index claims their
@@ -65,6 +78,11 @@ public final class CacheStore: Sendable {
         /// The most bytes one entry may hold (see ``maxEntryFraction``).
         var maxEntryBytes: Int64 {
             Int64(Double(maxBytes) * min(1, max(0, maxEntryFraction)))
+        }
+
+        /// ``maxPinnedBytes`` as it applies: within `0...maxBytes`.
+        public var pinnedQuota: Int64 {
+            min(maxBytes, max(0, maxPinnedBytes ?? maxBytes / 2))
         }
 
         var evictor: Evictor {
@@ -126,7 +144,7 @@ public final class CacheStore: Sendable {
             }
             try Self.keepPrivate(folder: folder)
         }
-        for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "server.json"] {
+        for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "server.json", "settings.json"] {
             // SQLite gives its -wal and -shm files the index's mode; an index it creates gets the umask's.
             try Self.keepPrivate(file: directory.appendingPathComponent(name).path, create: name == "index.sqlite")
         }
@@ -246,7 +264,7 @@ public final class CacheStore: Sendable {
             knownFiles.insert(row.fileName)
             state.records[row.key] = Record(
                 fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
-                createdAt: row.createdAt, lastAccess: row.lastAccess, isDirty: spans != row.spans)
+                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned, isDirty: spans != row.spans)
             state.totalBytes += spans.byteCount
         }
         var unsealed = 0
@@ -337,7 +355,7 @@ public final class CacheStore: Sendable {
                     fileName: UUID().uuidString, generation: state.makeGeneration(), metadata: ContentMetadata(),
                     spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
             }
-            state.records[key]!.pinnedBy.insert(id)
+            state.records[key]!.openBy.insert(id)
             state.records[key]!.lastAccess = now
             return (id, state.records[key]!.generation)
         }
@@ -358,6 +376,64 @@ public final class CacheStore: Sendable {
             for name in Array(state.otherRows.keys) { state.dropOtherRow(name) }
         }
         try await flush()
+    }
+
+    // MARK: Pins
+
+    /// Pins the entries for `keys` (creating empty ones for keys with none, so the bytes
+    /// that arrive later are pinned too): they are never evicted by size or age, and their
+    /// bytes count against ``Configuration/pinnedQuota``. Removing an entry (``remove(_:)``)
+    /// still removes it. The pin is committed before this returns.
+    public func pin(_ keys: some Sequence<CacheKey>) async throws {
+        let now = configuration.clock.now
+        try state.withLock { state in
+            guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
+            for key in keys {
+                if state.records[key] == nil {
+                    state.records[key] = Record(
+                        fileName: UUID().uuidString, generation: state.makeGeneration(), metadata: ContentMetadata(),
+                        spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
+                }
+                state.records[key]!.isPinned = true
+                state.records[key]!.isDirty = true
+            }
+        }
+        try await flush()
+    }
+
+    /// Gives the entries for `keys` back to the least-recently-used policy (their bytes stay
+    /// until it evicts them); empty entries are removed. Then trims the store.
+    public func unpin(_ keys: some Sequence<CacheKey>) async throws {
+        state.withLock { state in
+            for key in keys where state.records[key]?.isPinned == true {
+                state.records[key]!.isPinned = false
+                state.records[key]!.isDirty = true
+                if state.records[key]!.spans.isEmpty, state.records[key]!.openBy.isEmpty { state.drop(key) }
+            }
+        }
+        try await trim()
+    }
+
+    /// Whether the entry for `key` is pinned.
+    public func isPinned(_ key: CacheKey) -> Bool {
+        state.withLock { $0.records[key]?.isPinned ?? false }
+    }
+
+    /// The bytes stored in pinned entries.
+    public var pinnedBytes: Int64 {
+        state.withLock { $0.pinnedBytes }
+    }
+
+    /// The download jobs kept with the store (JSON bodies, by id).
+    func loadJobs() throws -> [(id: String, body: Data)] {
+        try index.loadJobs()
+    }
+
+    /// Keeps the job `id` with the store as `body` gives it then (JSON), or forgets it when
+    /// `body` gives `nil` (see ``CacheIndex/saveJob(_:body:)``).
+    func saveJob(_ id: String, body: @escaping @Sendable () throws -> Data?) async throws {
+        guard !state.withLock({ $0.isClosed }) else { throw CacheError(.storeClosed, "The cache store is closed.") }
+        try await index.saveJob(id, body: body)
     }
 
     /// Evicts expired entries and, if the store is over its limit, the least recently used
@@ -382,7 +458,7 @@ public final class CacheStore: Sendable {
                 for (key, record) in state.records where record.isDirty {
                     changes.rows.append(CacheIndex.Row(
                         key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
-                        createdAt: record.createdAt, lastAccess: record.lastAccess))
+                        createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned))
                     if record.needsSync, configuration.synchronizesData {
                         toSync.append((record.fileName, record.file))
                     }

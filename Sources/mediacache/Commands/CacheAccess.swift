@@ -19,11 +19,13 @@ enum CacheAccess {
         directory.appendingPathComponent("server.json")
     }
 
-    /// Opens `directory`, or finds the server that holds it.
+    /// Opens `directory`, or finds the server that holds it. A folder opened here gets the
+    /// limits and key rule its last `serve` recorded (``FolderSettings``), so a command never
+    /// evicts what the server kept nor looks a URL up under another key.
     /// - Throws: ``CommandFailure`` with a one-line reason.
     static func open(_ directory: URL, encryptionKey: SymmetricKey? = nil) async throws -> CacheAccess {
         do {
-            var configuration = CacheStore.Configuration()
+            var configuration = try FolderSettings.load(from: directory)?.storeConfiguration() ?? CacheStore.Configuration()
             configuration.encryptionKey = encryptionKey
             let store = try await CacheStore.open(directory: directory, configuration: configuration)
             let fetcher = HTTPOriginFetcher()
@@ -122,12 +124,7 @@ enum CacheAccess {
             var query = [URLQueryItem(name: "target", value: url.absoluteString)]
             if let range = request.range { query.append(URLQueryItem(name: "range", value: "\(range.lowerBound)-\(range.upperBound - 1)")) }
             if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
-            switch request.variant {
-            case .first: break
-            case .lowestBandwidth: query.append(URLQueryItem(name: "variant", value: "lowest"))
-            case .highestBandwidth: query.append(URLQueryItem(name: "variant", value: "highest"))
-            case .atMost(let bps): query.append(URLQueryItem(name: "variant", value: String(bps)))
-            }
+            if let variant = PrefetchRequest.text(of: request.variant) { query.append(URLQueryItem(name: "variant", value: variant)) }
             let response = try await HTTPClient.shared.execute(try Self.request(info, .POST, "prefetch", query: query), timeout: .hours(24))
             guard response.status == .ok else { throw try await Self.failure(response) }
             var pending: [UInt8] = []
@@ -146,6 +143,147 @@ enum CacheAccess {
                 }
             }
             throw CommandFailure("The server at \(info.baseURL) ended the prefetch without a result.")
+        }
+    }
+
+    // MARK: Pinned downloads
+
+    /// Every download job.
+    func downloads() async throws -> [DownloadJob] {
+        switch self {
+        case .local(_, let reader, _): return try Self.queue(reader).jobs
+        case .server(let info): return try await Self.ask(info, .GET, "downloads")
+        }
+    }
+
+    /// Pins `url` and follows its download until it settles, reporting each change. Here,
+    /// the download runs in this process (cancel the task to stop: it resumes later); with a
+    /// server, the server runs it and cancelling only stops following it.
+    func pin(_ url: URL, _ request: PrefetchRequest, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+        switch self {
+        case .local(_, let reader, _):
+            let queue = try Self.queue(reader)
+            return try await Self.localRun(queue) { try await queue.pin(url, variant: request.variant, seconds: request.seconds) } progress: { progress($0) }
+        case .server(let info):
+            var query = [URLQueryItem(name: "target", value: url.absoluteString)]
+            if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
+            if let variant = PrefetchRequest.text(of: request.variant) { query.append(URLQueryItem(name: "variant", value: variant)) }
+            let job: DownloadJob = try await Self.ask(info, .POST, "pin", query: query)
+            return try await Self.follow(job, on: info, progress: progress)
+        }
+    }
+
+    /// Unpins `url`; whether it was pinned.
+    func unpin(_ url: URL) async throws -> Bool {
+        switch self {
+        case .local(_, let reader, _):
+            return try await Self.failing { try await Self.queue(reader).unpin(url) }
+        case .server(let info):
+            let answer: [String: Bool] = try await Self.ask(info, .POST, "unpin", target: url)
+            return answer["unpinned"] ?? false
+        }
+    }
+
+    /// What `pause`, `resume` and `cancel` do to a job.
+    enum JobAction: String {
+        case pause, resume, cancel
+    }
+
+    /// Does `action` to the job `text` names (an id or a URL); the job after it, `nil` once cancelled.
+    /// A job resumed here downloads in this process until it settles (see ``pin(_:_:progress:)``).
+    func control(_ action: JobAction, _ text: String, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? {
+        switch self {
+        case .local(_, let reader, _):
+            let queue = try Self.queue(reader)
+            guard let job = queue.job(matching: text) else {
+                throw CommandFailure("No download job is \(text.prefix(60)); `mediacache downloads` lists them.")
+            }
+            switch action {
+            case .pause: return try await Self.failing { try await queue.pause(job.id) }
+            case .cancel:
+                try await Self.failing { try await queue.cancel(job.id) }
+                return nil
+            case .resume: return try await Self.localRun(queue) { try await queue.resume(job.id) } progress: { progress($0) }
+            }
+        case .server(let info):
+            let query = [URLQueryItem(name: "job", value: text)]
+            if action == .cancel {
+                let _: [String: Bool] = try await Self.ask(info, .POST, action.rawValue, query: query)
+                return nil
+            }
+            let job: DownloadJob = try await Self.ask(info, .POST, action.rawValue, query: query)
+            return action == .resume ? try await Self.follow(job, on: info, progress: progress) : job
+        }
+    }
+
+    /// Writes what is cached of `url` to `destination` (see ``CachingReader/export(_:to:variant:seconds:)``).
+    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary {
+        switch self {
+        case .local(_, let reader, _):
+            return try await Self.failing { try await reader.export(url, to: destination, variant: request.variant, seconds: request.seconds) }
+        case .server(let info):
+            var query = [URLQueryItem(name: "target", value: url.absoluteString), URLQueryItem(name: "output", value: destination.path)]
+            if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
+            if let variant = PrefetchRequest.text(of: request.variant) { query.append(URLQueryItem(name: "variant", value: variant)) }
+            return try await Self.ask(info, .POST, "export", query: query)
+        }
+    }
+
+    private static func queue(_ reader: CachingReader) throws -> DownloadQueue {
+        try failing { try DownloadQueue(reader: reader) }
+    }
+
+    /// Runs the job `start` gives in this process until it settles; a cancelled task stops it
+    /// as a shutdown does (it resumes next time).
+    private static func localRun(_ queue: DownloadQueue, start: () async throws -> DownloadJob,
+                                 progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+        let updates = queue.updates()
+        let job = try await failing { try await start() }
+        progress(job)
+        queue.start()
+        var last = queue.job(matching: job.id) ?? job
+        if !last.state.isSettled {
+            for await update in updates {
+                guard case .changed(let changed) = update, changed.id == job.id else { continue }
+                last = changed
+                progress(changed)
+                if changed.state.isSettled { break }
+            }
+        }
+        await queue.shutDown()
+        return queue.job(matching: job.id) ?? last
+    }
+
+    /// Asks the server for `job` until it settles.
+    private static func follow(_ job: DownloadJob, on info: ServerInfo, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+        var job = job
+        progress(job)
+        while !job.state.isSettled {
+            try await Task.sleep(for: .milliseconds(200))
+            let jobs: [DownloadJob] = try await ask(info, .GET, "downloads")
+            guard let current = jobs.first(where: { $0.id == job.id }) else {
+                throw CommandFailure("The server no longer has the download job \(job.id) (cancelled?).")
+            }
+            job = current
+            progress(job)
+        }
+        return job
+    }
+
+    /// `body`'s value, a ``CacheError`` turned into a ``CommandFailure``.
+    private static func failing<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as CacheError {
+            throw CommandFailure(error.message)
+        }
+    }
+
+    private static func failing<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CacheError {
+            throw CommandFailure(error.message)
         }
     }
 
@@ -168,7 +306,10 @@ enum CacheAccess {
     }
 
     private static func ask<T: Decodable>(_ info: ServerInfo, _ method: HTTPMethod, _ name: String, target: URL? = nil) async throws -> T {
-        let query = target.map { [URLQueryItem(name: "target", value: $0.absoluteString)] } ?? []
+        try await ask(info, method, name, query: target.map { [URLQueryItem(name: "target", value: $0.absoluteString)] } ?? [])
+    }
+
+    private static func ask<T: Decodable>(_ info: ServerInfo, _ method: HTTPMethod, _ name: String, query: [URLQueryItem]) async throws -> T {
         let response: HTTPClientResponse
         do {
             response = try await HTTPClient.shared.execute(try request(info, method, name, query: query), timeout: .seconds(60))
@@ -202,4 +343,57 @@ struct CommandFailure: Error, CustomStringConvertible {
         self.status = status
     }
     var description: String { message }
+}
+
+/// What `serve` records in its cache folder (`settings.json`) for the commands that open the
+/// folder without it: the limits and the key rule it serves with.
+struct FolderSettings: Codable, Equatable {
+    var maxBytes: Int64
+    var maxPinnedBytes: Int64?
+    var maxAgeSeconds: Double?
+    var ignoredQueryParameters: [String]
+
+    static func file(in directory: URL) -> URL {
+        directory.appendingPathComponent("settings.json")
+    }
+
+    init(_ configuration: CacheStore.Configuration) {
+        maxBytes = configuration.maxBytes
+        maxPinnedBytes = configuration.maxPinnedBytes
+        maxAgeSeconds = configuration.maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        ignoredQueryParameters = configuration.keyRule.ignoredQueryParameters.sorted()
+    }
+
+    func storeConfiguration() -> CacheStore.Configuration {
+        var configuration = CacheStore.Configuration()
+        configuration.maxBytes = maxBytes
+        configuration.maxPinnedBytes = maxPinnedBytes
+        configuration.maxAge = maxAgeSeconds.map { .seconds($0) }
+        configuration.keyRule = CacheKeyRule(ignoredQueryParameters: Set(ignoredQueryParameters))
+        return configuration
+    }
+
+    /// The settings recorded in `directory`, or `nil` when there are none.
+    /// - Throws: ``CommandFailure`` when the file is there but cannot be read.
+    static func load(from directory: URL) throws -> FolderSettings? {
+        guard let data = try? Data(contentsOf: file(in: directory)) else { return nil }
+        do {
+            let settings = try JSONDecoder().decode(FolderSettings.self, from: data)
+            guard settings.maxBytes > 0, (settings.maxPinnedBytes ?? 0) >= 0, settings.ignoredQueryParameters.count <= 1000 else {
+                throw CommandFailure("limits out of range")
+            }
+            return settings
+        } catch {
+            throw CommandFailure("\(file(in: directory).path) cannot be read (\(error)); remove it, and `mediacache serve` writes it again.")
+        }
+    }
+
+    /// Records these settings in `directory`, readable by this user only.
+    func save(in directory: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let path = Self.file(in: directory)
+        try encoder.encode(self).write(to: path, options: .atomic)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path.path)
+    }
 }

@@ -23,6 +23,21 @@ struct CacheOptions: ParsableArguments {
         _ = try KeyFile.load(encryptionKeyFile)
     }
 
+    /// The key rule of `--ignore-query-param` and `--ignore-query-preset`.
+    static func keyRule(parameters: [String], presets: [String]) throws -> CacheKeyRule {
+        var rule = CacheKeyRule(ignoredQueryParameters: Set(parameters))
+        for name in parameters where name.isEmpty || name.utf8.count > 200 {
+            throw ValidationError("--ignore-query-param takes a parameter name (1 to 200 bytes), not \(name.prefix(60)).")
+        }
+        for name in presets {
+            guard let preset = CacheKeyRule.preset(named: name) else {
+                throw ValidationError("--ignore-query-preset takes one of \(CacheKeyRule.presets.keys.sorted().joined(separator: ", ")), not \(name.prefix(60)).")
+            }
+            rule = rule.adding(preset)
+        }
+        return rule
+    }
+
     /// Runs `body` with the cache folder opened here or reached through its server, then closes it.
     func withCache<T>(_ body: (CacheAccess) async throws -> T) async throws -> T {
         let (key, warning) = try KeyFile.load(encryptionKeyFile)
@@ -151,9 +166,10 @@ struct ListCommand: AsyncParsableCommand {
                 }
             }
             guard !entries.isEmpty else { return print("Nothing is cached in \(options.directory.path).") }
-            let header = ["SIZE", "CACHED", "", "TYPE", "LAST ACCESS", "URL"]
+            let header = ["SIZE", "CACHED", "", "PIN", "TYPE", "LAST ACCESS", "URL"]
             let rows = entries.map { entry in
-                [entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction), Format.bytes(entry.storedBytes), entry.mimeType ?? "-",
+                [entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction), Format.bytes(entry.storedBytes), entry.isPinned ? "yes" : "-",
+                 entry.mimeType ?? "-",
                  Format.date(entry.lastAccess), entry.url ?? "(key \(entry.key.prefix(16)))"]
             }
             let widths = (0..<header.count).map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
@@ -251,6 +267,7 @@ struct StatsCommand: AsyncParsableCommand {
             print("Folder:      \(stats.store.directory)")
             print("Entries:     \(stats.store.entries)")
             print("Size:        \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit)) (\(Format.percent(stats.store.limit > 0 ? Double(stats.store.bytes) / Double(stats.store.limit) : 0)))")
+            print("Pinned:      \(Format.bytes(stats.store.pinnedBytes)) of \(Format.bytes(stats.store.pinnedLimit)) (the pinned quota)")
             if stats.store.encrypted {
                 print("Encrypted:   yes; \(stats.store.rejectedBlocks) block\(stats.store.rejectedBlocks == 1 ? "" : "s") failed the check and were fetched again, \(stats.store.entriesSealedWithAnotherKey) entr\(stats.store.entriesSealedWithAnotherKey == 1 ? "y" : "ies") sealed with another key")
             }

@@ -42,6 +42,21 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("cors-origin"), help: "Let pages from this web origin (https://app.example) read answers from script (repeat for several).")
     var corsOrigins: [String] = []
 
+    @Option(help: "The most pinned downloads may hold, within --max-size (default: half of it), e.g. 4G.", transform: ByteSize.parse)
+    var maxPinnedSize: Int64?
+
+    @Option(help: "How many pinned downloads run at once; the others wait, queued.")
+    var maxDownloads = DownloadQueue.Configuration().maxConcurrent
+
+    @Flag(help: "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
+    var offline = false
+
+    @Option(name: .customLong("ignore-query-param"), help: "Leave this query parameter out of cache keys; the origin still gets it (a CDN's signature: repeat for several).")
+    var ignoredQueryParameters: [String] = []
+
+    @Option(name: .customLong("ignore-query-preset"), help: "Leave a CDN's signature parameters out of cache keys: cloudfront, s3, gcs, akamai, azure or token (repeat for several).")
+    var ignoredQueryPresets: [String] = []
+
     @Flag(name: .customLong("prefer-cache"), help: "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached).")
     var preferCache = false
 
@@ -142,6 +157,11 @@ struct ServeCommand: AsyncParsableCommand {
         if let token = accessToken, token.isEmpty { throw ValidationError("--token (or MEDIACACHE_TOKEN) must not be empty.") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
         _ = try KeyFile.load(encryptionKeyFile)
+        _ = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
+        if let maxPinnedSize, maxPinnedSize > maxSize {
+            throw ValidationError("--max-pinned-size (\(ByteSize.format(maxPinnedSize))) must fit within --max-size (\(ByteSize.format(maxSize))).")
+        }
+        guard (1...64).contains(maxDownloads) else { throw ValidationError("--max-downloads must be 1...64.") }
     }
 
     func run() async throws {
@@ -162,12 +182,19 @@ struct ServeCommand: AsyncParsableCommand {
         storeConfiguration.encryptionKey = encryptionKey
         storeConfiguration.maxBytes = maxSize
         storeConfiguration.maxAge = maxAge
+        storeConfiguration.maxPinnedBytes = maxPinnedSize
+        storeConfiguration.keyRule = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         storeConfiguration.logger = logger
         let store: CacheStore
         do {
             store = try await CacheStore.open(directory: directory, configuration: storeConfiguration)
         } catch let error as CacheError {
             throw ValidationError(error.message)
+        }
+        do {
+            try FolderSettings(storeConfiguration).save(in: directory)
+        } catch {
+            logger.warning("Cannot record the settings in the cache folder; commands run without the server use the defaults", metadata: ["error": "\(error)"])
         }
         var fetcherConfiguration = HTTPOriginFetcher.Configuration()
         fetcherConfiguration.allowedHosts = Set(allowHosts)
@@ -181,7 +208,19 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.logger = logger
         readerConfiguration.prefersCache = preferCache
         readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
+        readerConfiguration.isOffline = offline
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
+        var downloadsConfiguration = DownloadQueue.Configuration()
+        downloadsConfiguration.maxConcurrent = maxDownloads
+        downloadsConfiguration.logger = logger
+        let downloads: DownloadQueue
+        do {
+            downloads = try DownloadQueue(reader: reader, configuration: downloadsConfiguration)
+        } catch let error as CacheError {
+            throw ValidationError(error.message)
+        }
+        // Offline, the queue waits: its jobs would only fail.
+        if !offline { downloads.start() }
         var configuration = try proxyConfiguration(logger: logger)
         configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
@@ -189,10 +228,11 @@ struct ServeCommand: AsyncParsableCommand {
         let hasToken = accessToken != nil
         let limit = maxSize
         let encrypted = encryptionKey != nil
-        let app = ProxyServer.application(reader: reader, configuration: proxy) { port in
+        let isOffline = offline
+        let app = ProxyServer.application(reader: reader, downloads: downloads, configuration: proxy) { port in
             let base = "http://\(proxy.host.contains(":") ? "[\(proxy.host)]" : proxy.host):\(port)"
             let example = "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
-            print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : ""))")
+            print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : "")\(isOffline ? ", offline: no origin is contacted" : ""))")
             // The token itself is not printed: the output may end up in a journal.
             print("Give a player: \(base)/?url=\(example)\(hasToken ? "&token=<the token>" : "")")
             fflush(nil)
@@ -201,13 +241,15 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await group.run()
         } catch {
+            await downloads.shutDown()
             await reader.shutDown()
             try? await store.close()
             try? await fetcher.shutdown()
             throw error
         }
         // In-flight requests have ended; stop the downloads that outlive them (a prefetch's),
-        // then commit what they all wrote.
+        // then commit what they all wrote. Pinned downloads stop as they are: the next start resumes them.
+        await downloads.shutDown()
         await reader.shutDown()
         try await store.close()
         try await fetcher.shutdown()

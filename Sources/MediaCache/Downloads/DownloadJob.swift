@@ -1,0 +1,83 @@
+public import Foundation
+
+/// One pinned download: a file, or an HLS asset (a variant, its default audio, their init
+/// sections and segments), kept whatever the store's size and age limits. Jobs are kept with
+/// the store, so a job cut by a restart resumes, fetching only what is missing.
+public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
+    /// Where a job is.
+    public enum State: String, Sendable, Codable, Equatable {
+        /// Waiting for a free slot (``DownloadQueue/Configuration/maxConcurrent``).
+        case queued
+        case downloading
+        /// Stopped by ``DownloadQueue/pause(_:)``; what arrived stays pinned.
+        case paused
+        /// Every byte is stored.
+        case completed
+        /// Stopped by an error, ``DownloadJob/failure`` says which; ``DownloadQueue/resume(_:)`` tries again.
+        case failed
+
+        /// Whether the job has ended, well or not, or waits for the user.
+        public var isSettled: Bool { self == .completed || self == .failed || self == .paused }
+    }
+
+    /// A short identifier, unique in the store.
+    public var id: String
+    /// The file's or the playlist's URL.
+    public var url: URL
+    /// For an HLS asset, which variant and how many seconds (`nil` for all); `nil` for a file.
+    public var hls: HLSChoice?
+    public var state: State
+    /// Why the job failed, in words.
+    public var failure: String?
+    /// Bytes of the pinned resources stored so far.
+    public var bytesDone: Int64 = 0
+    /// All the bytes the job pins: exact when ``totalIsEstimate`` is `false`, otherwise an
+    /// estimate (an HLS variant's `BANDWIDTH` times its duration) until every length is known;
+    /// `nil` while nothing is known.
+    public var bytesTotal: Int64?
+    public var totalIsEstimate = false
+    /// Resources stored, of those the job pins (1 for a file).
+    public var resourcesDone = 0
+    public var resourcesTotal = 0
+    /// Bytes per second fetched since the job last started, while it downloads.
+    public var bytesPerSecond: Double?
+    /// Seconds left at that rate, when the total is known.
+    public var secondsLeft: Double?
+    public var createdAt: Date
+    /// The entries the job pins: its playlists and resources.
+    var keys: [CacheKey] = []
+
+    /// What of an HLS asset a job pins.
+    public struct HLSChoice: Sendable, Codable, Equatable {
+        public var variant: HLSPrefetchOptions.VariantChoice
+        public var seconds: Double?
+    }
+
+    /// The fraction stored, 0...1, when the total is known.
+    public var fraction: Double? {
+        guard let total = bytesTotal else { return nil }
+        return total > 0 ? min(1, Double(bytesDone) / Double(total)) : 1
+    }
+}
+
+/// All jobs together, for a "Downloads" screen's header or `mediacache downloads`.
+public struct DownloadTotals: Sendable, Codable, Equatable {
+    public var jobs = 0
+    public var active = 0
+    public var bytesDone: Int64 = 0
+    /// The sum of the totals known (estimates included).
+    public var bytesTotal: Int64 = 0
+    public var bytesPerSecond: Double = 0
+    public var secondsLeft: Double?
+
+    public init(_ jobs: [DownloadJob]) {
+        self.jobs = jobs.count
+        for job in jobs {
+            if job.state == .downloading || job.state == .queued { active += 1 }
+            bytesDone += job.bytesDone
+            bytesTotal += job.bytesTotal ?? job.bytesDone
+            bytesPerSecond += job.bytesPerSecond ?? 0
+        }
+        if bytesPerSecond > 0 { secondsLeft = Double(max(0, bytesTotal - bytesDone)) / bytesPerSecond }
+    }
+}

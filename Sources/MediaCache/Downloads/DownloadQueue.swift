@@ -1,0 +1,435 @@
+public import Foundation
+public import Logging
+import Synchronization
+
+/// Pinned downloads: a queue of ``DownloadJob``s kept with the store, at most
+/// ``Configuration/maxConcurrent`` downloading at once.
+///
+/// ```swift
+/// let downloads = try DownloadQueue(reader: reader)
+/// downloads.start()                                   // resumes what a restart cut
+/// let job = try await downloads.pin(filmURL)          // refused at once if it cannot fit
+/// for await update in downloads.updates() { screen.show(update) }
+/// ```
+/// A pinned resource is read as any other (play while it downloads); it is never evicted
+/// until it is unpinned, and its bytes count against ``CacheStore/Configuration/pinnedQuota``.
+public final class DownloadQueue: Sendable {
+    /// Options for the queue.
+    public struct Configuration: Sendable {
+        /// How many jobs download at once; the others wait, queued.
+        public var maxConcurrent = 2
+        /// A downloading job has the store commit its bytes after about this many, so a
+        /// job cut by a crash or `kill -9` fetches at most about this much again.
+        public var commitInterval: Int64 = 1 << 20
+        /// Where the queue logs.
+        public var logger = Logger(label: "mediacache.downloads", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// Creates the default configuration.
+        public init() {}
+    }
+
+    /// A change of the queue, as ``updates()`` tells it.
+    public enum Update: Sendable, Equatable {
+        /// A job was added, or its state or progress changed.
+        case changed(DownloadJob)
+        /// A job was cancelled or unpinned: its bytes went back to the streaming cache.
+        case removed(id: String)
+    }
+
+    /// The read path the jobs download through.
+    public let reader: CachingReader
+    /// The queue's options.
+    public let configuration: Configuration
+
+    /// Why a running job's task was cancelled.
+    private enum Stop {
+        case pause, cancel, shutDown
+    }
+
+    private struct Running {
+        var task: Task<Void, Never>?
+        var startedAt = ContinuousClock.now
+        /// The job's bytes when the store last committed.
+        var committedBytes: Int64 = 0
+        var stop: Stop?
+    }
+
+    private struct State {
+        var jobs: [String: DownloadJob] = [:]
+        var running: [String: Running] = [:]
+        var subscribers: [UInt64: AsyncStream<Update>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+        var isShutDown = false
+        var isStarted = false
+
+        /// Tells every subscriber; called under the lock, so updates arrive in the order of the changes.
+        func publish(_ update: Update) {
+            for subscriber in subscribers.values { subscriber.yield(update) }
+        }
+
+        /// The jobs in the order they were added.
+        var ordered: [DownloadJob] {
+            jobs.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+        }
+    }
+
+    private let state = Mutex(State())
+    private var store: CacheStore { reader.store }
+
+    /// The queue of `reader`'s store, with the jobs kept there. A job that was downloading
+    /// when the store was last closed is queued again; call ``start()`` to run them.
+    /// - Throws: ``CacheError`` `.indexFailure` when the jobs cannot be read.
+    public init(reader: CachingReader, configuration: Configuration = Configuration()) throws {
+        self.reader = reader
+        self.configuration = configuration
+        var jobs: [String: DownloadJob] = [:]
+        for (id, body) in try reader.store.loadJobs() {
+            guard var job = try? JSONDecoder().decode(DownloadJob.self, from: body), job.id == id else {
+                configuration.logger.warning("Skipped a download job the index holds in an unreadable form", metadata: ["job": "\(id.prefix(40))"])
+                continue
+            }
+            if job.state == .downloading { job.state = .queued }
+            job.bytesPerSecond = nil
+            job.secondsLeft = nil
+            jobs[id] = job
+        }
+        state.withLock { $0.jobs = jobs }
+    }
+
+    /// Starts downloading the queued jobs (those a restart cut among them).
+    public func start() {
+        state.withLock { $0.isStarted = true }
+        schedule()
+    }
+
+    /// Every job, in the order they were added.
+    public var jobs: [DownloadJob] {
+        state.withLock { $0.ordered }
+    }
+
+    /// The job whose id is `text`, or whose URL is `text`, or that pins the entry of that URL.
+    public func job(matching text: String) -> DownloadJob? {
+        let key = URL(string: text).map(store.key(for:))
+        return state.withLock { state in
+            state.jobs[text] ?? state.ordered.first { $0.url.absoluteString == text || ($0.keys.first.map { $0 == key } ?? false) }
+        }
+    }
+
+    /// The changes of every job from now on, until ``shutDown()``.
+    public func updates() -> AsyncStream<Update> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Update.self, bufferingPolicy: .bufferingNewest(1024))
+        let id = state.withLock { state -> UInt64? in
+            guard !state.isShutDown else { return nil }
+            defer { state.nextSubscriber += 1 }
+            state.subscribers[state.nextSubscriber] = continuation
+            return state.nextSubscriber
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    // MARK: Pinning
+
+    /// Pins `url` and queues its download: a file, or, when `url` is an HLS playlist, the
+    /// asset `variant` and `seconds` choose (``HLSPrefetchOptions``). Asking for the content
+    /// information (a `HEAD`, or the playlists) is all it fetches before it decides; a pin
+    /// that cannot fit the pinned quota is refused then, saying how much it needs and how
+    /// much is free. Pinning a URL that has a job already returns that job (resumed if it
+    /// was paused or failed).
+    /// - Throws: ``CacheError``: `.capacityExceeded` with the numbers; `.originRejected` for a
+    ///   resource of unknown length or one the origin forbids storing; origin errors.
+    @discardableResult
+    public func pin(_ url: URL, variant: HLSPrefetchOptions.VariantChoice = .first, seconds: Double? = nil) async throws -> DownloadJob {
+        try reader.checkOrigin(url)
+        let key = store.key(for: url)
+        if let existing = job(matching: url.absoluteString) {
+            if existing.state == .paused || existing.state == .failed { return try await resume(existing.id) }
+            return existing
+        }
+        let metadata = try await reader.contentInfo(for: url)
+        var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: store.configuration.clock.now)
+        var keys = [key]
+        if try await reader.isPlaylist(url, metadata) {
+            let plan = try await reader.prefetchPlan(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+            keys += plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
+            job.hls = DownloadJob.HLSChoice(variant: variant, seconds: seconds)
+            job.bytesTotal = plan.estimatedBytes
+            job.totalIsEstimate = plan.items.contains { $0.range == nil }
+            job.resourcesTotal = plan.items.count
+        } else {
+            guard let length = metadata.length else {
+                throw CacheError(.originRejected, "The origin does not say how long \(url.absoluteString.prefix(200)) is, so it cannot be pinned.")
+            }
+            guard metadata.isStorable else {
+                throw CacheError(.originRejected, "The origin forbids storing \(url.absoluteString.prefix(200)) (no-store), so it cannot be pinned.")
+            }
+            job.bytesTotal = length
+            job.resourcesTotal = 1
+        }
+        var seen: Set<CacheKey> = []
+        job.keys = keys.filter { seen.insert($0).inserted }
+        try checkRoom(for: job)
+        try await store.pin(job.keys)
+        state.withLock { state in
+            state.jobs[job.id] = job
+            state.publish(.changed(job))
+        }
+        configuration.logger.info("Pinned", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))", "bytes": "\(job.bytesTotal.map(String.init) ?? "unknown")"])
+        try await persist(job.id)
+        schedule()
+        return job
+    }
+
+    /// Refuses `job` when what it still needs exceeds what the pinned quota has free, the
+    /// outstanding bytes of the other unfinished jobs counted as taken.
+    private func checkRoom(for job: DownloadJob) throws {
+        guard let total = job.bytesTotal else { return }
+        let quota = store.configuration.pinnedQuota
+        let pinned = store.pinnedBytes
+        let alreadyPinned = job.keys.reduce(Int64(0)) { $0 + (store.isPinned($1) ? store.spans(for: $1).byteCount : 0) }
+        let promised = state.withLock { state in
+            state.jobs.values.filter { $0.state != .completed }.reduce(Int64(0)) { $0 + max(0, ($1.bytesTotal ?? 0) - $1.bytesDone) }
+        }
+        let needed = max(0, total - alreadyPinned)
+        let free = max(0, quota - pinned - promised)
+        guard needed <= free else {
+            let about = job.totalIsEstimate ? "about " : ""
+            let error = CacheError(.capacityExceeded, "Pinning \(job.url.absoluteString.prefix(200)) needs \(about)\(ByteCountText.format(needed)) (\(needed) bytes), "
+                + "but only \(ByteCountText.format(free)) (\(free) bytes) of the \(ByteCountText.format(quota)) pinned quota is free "
+                + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads). "
+                + "Unpin something or raise --max-pinned-size.")
+            configuration.logger.warning("Refused a pin over the quota", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw error
+        }
+    }
+
+    /// Unpins `url`: its job (if any) stops and is forgotten, and its entries go back to the
+    /// streaming cache. Returns whether anything was pinned.
+    @discardableResult
+    public func unpin(_ url: URL) async throws -> Bool {
+        if let job = job(matching: url.absoluteString) {
+            try await cancel(job.id)
+            return true
+        }
+        let key = store.key(for: url)
+        let wasPinned = store.isPinned(key)
+        try await store.unpin([key])
+        return wasPinned
+    }
+
+    // MARK: Control
+
+    /// Stops a job; what arrived stays pinned. A queued job is paused before it starts.
+    /// - Throws: ``CacheError`` `.notCached` when there is no such job.
+    @discardableResult
+    public func pause(_ id: String) async throws -> DownloadJob {
+        let task = try state.withLock { state -> Task<Void, Never>? in
+            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            if state.running[id] != nil {
+                state.running[id]!.stop = .pause
+                return state.running[id]!.task
+            }
+            if job.state == .queued {
+                state.jobs[id]!.state = .paused
+                state.publish(.changed(state.jobs[id]!))
+            }
+            return nil
+        }
+        if let task {
+            task.cancel()
+            await task.value
+        } else {
+            try await persist(id)
+        }
+        return try current(id)
+    }
+
+    /// Queues a paused or failed job again; it resumes with the bytes that are missing.
+    @discardableResult
+    public func resume(_ id: String) async throws -> DownloadJob {
+        try state.withLock { state in
+            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            guard job.state == .paused || job.state == .failed else { return }
+            state.jobs[id]!.state = .queued
+            state.jobs[id]!.failure = nil
+            state.publish(.changed(state.jobs[id]!))
+        }
+        try await persist(id)
+        schedule()
+        return try current(id)
+    }
+
+    /// Stops a job, forgets it and unpins its entries (their bytes stay, as streaming-cache
+    /// entries the least-recently-used policy may evict).
+    public func cancel(_ id: String) async throws {
+        let task = try state.withLock { state -> Task<Void, Never>? in
+            guard state.jobs[id] != nil else { throw Self.noJob(id) }
+            state.running[id]?.stop = .cancel
+            return state.running[id]?.task
+        }
+        task?.cancel()
+        await task?.value
+        let removed = state.withLock { state in
+            defer { state.publish(.removed(id: id)) }
+            return state.jobs.removeValue(forKey: id)
+        }
+        guard let job = removed else { return }
+        try await store.saveJob(id) { nil }
+        try await store.unpin(job.keys)
+        configuration.logger.info("Unpinned", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
+        schedule()
+    }
+
+    /// Stops every running job without changing what is kept (a restart resumes them) and
+    /// ends the ``updates()`` streams. Call it before ``CachingReader/shutDown()``.
+    public func shutDown() async {
+        let (tasks, subscribers) = state.withLock { state in
+            state.isShutDown = true
+            for id in state.running.keys { state.running[id]!.stop = .shutDown }
+            defer { state.subscribers = [:] }
+            return (state.running.values.compactMap(\.task), Array(state.subscribers.values))
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    // MARK: Running
+
+    /// Starts queued jobs, oldest first, while fewer than ``Configuration/maxConcurrent`` run.
+    private func schedule() {
+        state.withLock { state in
+            guard state.isStarted, !state.isShutDown else { return }
+            for job in state.ordered where job.state == .queued && state.running.count < max(1, configuration.maxConcurrent) {
+                state.running[job.id] = Running()
+                state.jobs[job.id]!.state = .downloading
+                state.publish(.changed(state.jobs[job.id]!))
+                let id = job.id
+                state.running[id]!.task = Task { await self.run(id) }
+            }
+        }
+    }
+
+    /// Downloads the job `id` through the read path, then settles it.
+    private func run(_ id: String) async {
+        guard let job = state.withLock({ $0.jobs[id] }) else { return }
+        try? await persist(id)
+        configuration.logger.info("Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
+        var failure: String?
+        do {
+            let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
+            if let hls = job.hls {
+                let options = HLSPrefetchOptions(variant: hls.variant, seconds: hls.seconds)
+                let plan = try await reader.prefetchPlan(job.url, options: options)
+                // A playlist may name more than when it was pinned: those are pinned too.
+                let keys = plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
+                let added = state.withLock { state -> [CacheKey] in
+                    let known = Set(state.jobs[id]?.keys ?? [])
+                    var seen: Set<CacheKey> = []
+                    let added = keys.filter { !known.contains($0) && seen.insert($0).inserted }
+                    state.jobs[id]?.keys += added
+                    return added
+                }
+                if !added.isEmpty { try await store.pin(added) }
+                _ = try await reader.prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
+            } else {
+                _ = try await reader.prefetch(job.url, progress: progress)
+            }
+        } catch is CancellationError {
+        } catch let error as CacheError {
+            failure = error.message
+        } catch {
+            failure = "\(error)"
+        }
+        let stop = state.withLock { state -> Stop? in
+            defer { state.running[id] = nil }
+            let stop = state.running[id]?.stop
+            guard state.jobs[id] != nil else { return stop }
+            state.jobs[id]!.bytesPerSecond = nil
+            state.jobs[id]!.secondsLeft = nil
+            switch stop {
+            case .pause: state.jobs[id]!.state = .paused
+            case .cancel: break
+            case .shutDown: state.jobs[id]!.state = .downloading  // kept so: the next start resumes it
+            case nil:
+                state.jobs[id]!.state = failure == nil ? .completed : .failed
+                state.jobs[id]!.failure = failure
+                if failure == nil { state.jobs[id]!.totalIsEstimate = false }
+            }
+            if stop != .shutDown { state.publish(.changed(state.jobs[id]!)) }
+            return stop
+        }
+        if stop != .cancel {
+            try? await persist(id)
+            try? await store.flush()
+            if let job = state.withLock({ $0.jobs[id] }) {
+                if let failure {
+                    configuration.logger.warning("A download failed", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))", "reason": "\(failure)"])
+                } else {
+                    configuration.logger.info("Download \(job.state.rawValue)", metadata: ["job": "\(id)", "bytes": "\(job.bytesDone)"])
+                }
+            }
+        }
+        if stop != .shutDown { schedule() }
+    }
+
+    /// Takes a prefetch's progress into the job; has the store commit every
+    /// ``Configuration/commitInterval`` bytes.
+    private func record(_ progress: PrefetchProgress, of id: String) {
+        let now = ContinuousClock.now
+        let commits = state.withLock { state -> Bool in
+            guard state.jobs[id] != nil, let running = state.running[id], running.stop == nil else { return false }
+            var job = state.jobs[id]!
+            job.bytesDone = progress.bytesDone
+            job.resourcesDone = progress.resourcesDone
+            job.resourcesTotal = progress.resourcesTotal
+            if let total = progress.bytesTotal {
+                job.bytesTotal = total
+                job.totalIsEstimate = false
+            } else if let total = job.bytesTotal, progress.bytesDone > total {
+                job.bytesTotal = progress.bytesDone
+            }
+            let elapsed = now - running.startedAt
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            if seconds > 0.05 {
+                let rate = Double(progress.bytesDone - progress.bytesAlreadyCached) / seconds
+                job.bytesPerSecond = rate
+                job.secondsLeft = rate > 0 ? job.bytesTotal.map { Double(max(0, $0 - job.bytesDone)) / rate } : nil
+            }
+            state.jobs[id] = job
+            state.publish(.changed(job))
+            let commits = job.bytesDone - running.committedBytes >= configuration.commitInterval
+            if commits { state.running[id]!.committedBytes = job.bytesDone }
+            return commits
+        }
+        if commits { store.scheduleFlush() }
+    }
+
+    // MARK: Helpers
+
+    private func persist(_ id: String) async throws {
+        try await store.saveJob(id) { [self] in
+            try state.withLock { $0.jobs[id] }.map { try JSONEncoder().encode($0) }
+        }
+    }
+
+    private func current(_ id: String) throws -> DownloadJob {
+        guard let job = state.withLock({ $0.jobs[id] }) else { throw Self.noJob(id) }
+        return job
+    }
+
+    private static func noJob(_ id: String) -> CacheError {
+        CacheError(.notCached, "There is no download job \(id.prefix(60)); `mediacache downloads` lists them.")
+    }
+
+    /// Eight hexadecimal digits.
+    private static func makeID() -> String {
+        String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
+    }
+}

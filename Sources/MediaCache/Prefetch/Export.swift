@@ -1,0 +1,158 @@
+public import Foundation
+import NIOCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What ``CachingReader/export(_:to:variant:seconds:)`` wrote.
+public struct ExportSummary: Sendable, Codable, Equatable {
+    /// The file written, or for an HLS asset the folder's `index.m3u8`.
+    public var path: String
+    /// Files written (1 for a file).
+    public var files: Int
+    public var bytes: Int64
+}
+
+extension CachingReader {
+    /// Writes what the cache holds of `url` outside it, without contacting the origin: a
+    /// file as a normal file at `destination` (every byte must be cached); an HLS asset as
+    /// a folder at `destination` holding `index.m3u8` (the chosen variant and its default
+    /// audio, as ``prefetchHLS(_:options:progress:)`` chooses them with `variant` and `seconds`),
+    /// the media playlists and their segments, init sections and cached keys, under local
+    /// names, so a player plays it with no network. A segment outside the chosen ones keeps
+    /// its origin URL.
+    /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.ioFailure` when the
+    ///   destination cannot be written (an existing file or folder is not replaced).
+    @discardableResult
+    public func export(_ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice = .first,
+                       seconds: Double? = nil) async throws -> ExportSummary {
+        var offlineConfiguration = configuration
+        offlineConfiguration.isOffline = true
+        let offline = CachingReader(store: store, fetcher: fetcher, configuration: offlineConfiguration)
+        guard !FileManager.default.fileExists(atPath: destination.path) else {
+            throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
+        }
+        let metadata = try await offline.contentInfo(for: url)
+        guard try await offline.isPlaylist(url, metadata) else {
+            let bytes = try await offline.write(url, range: nil, to: destination.path)
+            return ExportSummary(path: destination.path, files: 1, bytes: bytes)
+        }
+        let plan = try await offline.prefetchPlan(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+        do {
+            try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
+        } catch {
+            throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
+        }
+        // Local names: each resource URL once, its ranges written at their offsets.
+        var names: [URL: String] = [:]
+        var ranges: [URL: [ByteRange]] = [:]
+        for item in plan.items {
+            if names[item.url] == nil { names[item.url] = Self.localName(for: item.url, index: names.count) }
+            if let range = item.range { ranges[item.url, default: []].append(range) } else { ranges[item.url] = nil }
+        }
+        var files = 0
+        var bytes: Int64 = 0
+        for (resource, name) in names.sorted(by: { $0.value < $1.value }) {
+            let path = destination.appendingPathComponent(name).path
+            if let parts = ranges[resource] {
+                for part in parts { bytes += try await offline.write(resource, range: part, to: path) }
+            } else {
+                bytes += try await offline.write(resource, range: nil, to: path)
+            }
+            files += 1
+        }
+        // The media playlists, their URIs mapped to the local names (keys when cached).
+        var playlistNames: [String] = []
+        for (index, playlistURL) in plan.playlists.enumerated() {
+            let (body, playlistMetadata) = try await offline.playlistBody(playlistURL)
+            let playlist: HLSPlaylist
+            do {
+                playlist = try HLSPlaylist(parsing: body)
+            } catch let error as HLSPlaylistError {
+                throw CacheError(.originRejected, "The cached playlist \(playlistURL.absoluteString.prefix(200)) cannot be read: \(error.message)")
+            }
+            var keys: [URL] = []
+            let text = playlist.rewritten(base: playlistMetadata.finalURL ?? playlistURL) { uri, tag in
+                if let name = names[uri] { return name }
+                if let tag, HLSPlaylist.keyTags.contains(tag), offline.cachedContentInfo(for: uri) != nil {
+                    keys.append(uri)
+                    return Self.localName(for: uri, index: 10_000 + keys.count)
+                }
+                return uri.absoluteString
+            }
+            for (offset, key) in keys.enumerated() {
+                let name = Self.localName(for: key, index: 10_001 + offset)
+                bytes += try await offline.write(key, range: nil, to: destination.appendingPathComponent(name).path)
+                files += 1
+            }
+            let name = index == 0 && plan.playlists.count == 1 && plan.playlists[0] == url ? "index.m3u8" : "media\(index).m3u8"
+            try Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
+            playlistNames.append(name)
+            files += 1
+        }
+        if !playlistNames.contains("index.m3u8") {
+            try Self.writeFile(Array(try await offline.exportedMaster(url, playlistNames: playlistNames, options: HLSPrefetchOptions(variant: variant)).utf8),
+                               to: destination.appendingPathComponent("index.m3u8").path)
+            files += 1
+        }
+        return ExportSummary(path: destination.appendingPathComponent("index.m3u8").path, files: files, bytes: bytes)
+    }
+
+    /// A master playlist naming the exported variant (and its audio rendition, if any).
+    private func exportedMaster(_ url: URL, playlistNames: [String], options: HLSPrefetchOptions) async throws -> String {
+        let (body, _) = try await playlistBody(url)
+        let master = try? HLSPlaylist(parsing: body)
+        let variant = master.flatMap { Self.choose(options.variant, among: $0.variants) }
+        var lines = ["#EXTM3U"]
+        var audio = ""
+        if playlistNames.count > 1 {
+            lines.append(#"#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="audio",NAME="audio",DEFAULT=YES,AUTOSELECT=YES,URI="\#(playlistNames[1])""#)
+            audio = #",AUDIO="audio""#
+        }
+        lines.append("#EXT-X-STREAM-INF:BANDWIDTH=\(variant?.bandwidth ?? 1)\(audio)")
+        lines.append(playlistNames[0])
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `index` and the URL's extension (letters and digits, at most 5), e.g. `r0003.m4s`.
+    private static func localName(for url: URL, index: Int) -> String {
+        let ext = url.pathExtension.filter { $0.isASCII && ($0.isLetter || $0.isNumber) }.prefix(5)
+        return String(format: "r%04d", index) + (ext.isEmpty ? "" : "." + ext)
+    }
+
+    /// Writes `range` of `url` (all of it when `nil`), read from the store alone, at its own
+    /// offset in the file at `path` (created when missing); returns the bytes written.
+    private func write(_ url: URL, range: ByteRange?, to path: String) async throws -> Int64 {
+        let stream = try await read(url, offset: range?.lowerBound ?? 0, length: range?.length)
+        defer { stream.cancel() }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
+        }
+        defer { close(descriptor) }
+        var offset = stream.range.lowerBound
+        for try await chunk in stream {
+            try chunk.withUnsafeReadableBytes { buffer in
+                var done = 0
+                while done < buffer.count {
+                    let written = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                    if written < 0, errno == EINTR { continue }
+                    guard written > 0 else { throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).") }
+                    done += written
+                }
+            }
+            offset += Int64(chunk.readableBytes)
+        }
+        return offset - stream.range.lowerBound
+    }
+
+    private static func writeFile(_ bytes: [UInt8], to path: String) throws {
+        do {
+            try Data(bytes).write(to: URL(fileURLWithPath: path), options: .withoutOverwriting)
+        } catch {
+            throw CacheError(.ioFailure, "Cannot write \(path).", underlyingError: error)
+        }
+    }
+}

@@ -1,0 +1,283 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import Synchronization
+
+struct PinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pin",
+        abstract: "Download files or HLS assets and keep them whatever the cache's limits (for offline play).",
+        discussion: """
+            A playlist URL pins the chosen variant, its default audio and their segments; any other URL pins the file. \
+            A pin that cannot fit the pinned quota (serve --max-pinned-size) is refused before its bytes are fetched. \
+            With a server running, the server downloads and Ctrl-C only stops watching; without one, the download runs \
+            here and Ctrl-C stops it: it resumes with the next `mediacache serve` or `mediacache resume`.
+            """
+    )
+
+    @Argument(help: "Origin URLs (files or HLS playlists).")
+    var urls: [String]
+
+    @Option(help: "Only the first this many seconds of an HLS asset.")
+    var seconds: String?
+
+    @Option(help: "Which variant of an HLS master playlist: first, lowest, highest, or the best at most this many bits per second.")
+    var variant: String?
+
+    @OptionGroup var options: CacheOptions
+
+    func request() throws -> PrefetchRequest {
+        do {
+            return try PrefetchRequest.parse(range: nil, seconds: seconds, variant: variant)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
+        for url in urls { _ = try originURL(url) }
+        _ = try request()
+    }
+
+    func run() async throws {
+        let targets = try urls.map(originURL)
+        let request = try request()
+        try await followingDownloads(options: options, targets.map { url in
+            (url.absoluteString, { access, progress in try await access.pin(url, request, progress: progress) })
+        })
+    }
+}
+
+struct UnpinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unpin",
+        abstract: "Stop keeping these URLs: their downloads stop and their bytes go back to the streaming cache."
+    )
+
+    @Argument(help: "Origin URLs.")
+    var urls: [String]
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
+        for url in urls { _ = try originURL(url) }
+    }
+
+    func run() async throws {
+        let targets = try urls.map(originURL)
+        try await failing {
+            let results = try await options.withCache { access in
+                var results: [String: Bool] = [:]
+                for url in targets { results[url.absoluteString] = try await access.unpin(url) }
+                return results
+            }
+            if options.json { return try printJSON(results) }
+            for url in targets {
+                print(results[url.absoluteString] == true ? "unpinned \(url.absoluteString)" : "was not pinned: \(url.absoluteString)")
+            }
+        }
+    }
+}
+
+struct DownloadsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "downloads",
+        abstract: "List the pinned downloads: state, progress, rate and time left."
+    )
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        try await failing {
+            let jobs = try await options.withCache { try await $0.downloads() }
+            if options.json { return try printJSON(jobs) }
+            guard !jobs.isEmpty else { return print("No pinned downloads in \(options.directory.path).") }
+            let header = ["ID", "STATE", "DONE", "SIZE", "RATE", "LEFT", "URL"]
+            let rows = jobs.map { job in
+                [job.id, job.state.rawValue + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
+                 job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
+                 job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
+                 job.bytesPerSecond.map { Format.bytes(Int64($0)) + "/s" } ?? "-",
+                 job.secondsLeft.map { "\(Int($0.rounded(.up)))s" } ?? "-", job.url.absoluteString]
+            }
+            let widths = (0..<header.count).map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+            for row in [header] + rows {
+                print(row.enumerated().map { column, text in
+                    column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                }.joined(separator: "  "))
+            }
+            let totals = DownloadTotals(jobs)
+            print("\(totals.jobs) job\(totals.jobs == 1 ? "" : "s"), \(totals.active) active: \(Format.bytes(totals.bytesDone)) of \(Format.bytes(totals.bytesTotal))"
+                + (totals.secondsLeft.map { ", about \(Int($0.rounded(.up)))s left" } ?? ""))
+        }
+    }
+}
+
+/// `pause`, `resume` and `cancel`: one command each, the same shape.
+struct JobCommand<Action: JobActionName>: AsyncParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: Action.action.rawValue, abstract: Action.abstract)
+    }
+
+    @Argument(help: "Job ids or the URLs they pin (`mediacache downloads` lists them).")
+    var jobs: [String]
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        guard !jobs.isEmpty else { throw ValidationError("Give at least one job id or URL.") }
+    }
+
+    func run() async throws {
+        let action = Action.action
+        try await followingDownloads(options: options, jobs.map { text in
+            (text, { access, progress in try await access.control(action, text, progress: progress) })
+        })
+    }
+}
+
+protocol JobActionName {
+    static var action: CacheAccess.JobAction { get }
+    static var abstract: String { get }
+}
+
+enum PauseAction: JobActionName {
+    static let action = CacheAccess.JobAction.pause
+    static let abstract = "Pause pinned downloads; what arrived stays pinned."
+}
+
+enum ResumeAction: JobActionName {
+    static let action = CacheAccess.JobAction.resume
+    static let abstract = "Resume paused or failed downloads; only the missing bytes are fetched."
+}
+
+enum CancelAction: JobActionName {
+    static let action = CacheAccess.JobAction.cancel
+    static let abstract = "Cancel pinned downloads and unpin them; their bytes go back to the streaming cache."
+}
+
+/// Runs each of `work` in turn (each may follow a download until it settles), printing a
+/// progress bar on a terminal and a line per job at the end (JSON with `--json`). Ctrl-C
+/// stops: a download running here stops and resumes later; one a server runs goes on.
+func followingDownloads(options: CacheOptions,
+                        _ work: [(name: String, run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?)]) async throws {
+    let json = options.json
+    try await failing {
+        let interrupted = Atomic(false)
+        let (results, fromServer) = try await options.withCache { access in
+            var results: [String: DownloadJob?] = [:]
+            for (name, run) in work {
+                let printer = JobPrinter(onTerminal: !json && isatty(STDOUT_FILENO) != 0)
+                let task = Task { try await run(access) { printer.update($0) } }
+                signal(SIGINT, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+                source.setEventHandler {
+                    interrupted.store(true, ordering: .relaxed)
+                    task.cancel()
+                }
+                source.resume()
+                defer { source.cancel() }
+                let job = try await task.value
+                results[name] = job
+                if !json { printer.finish(job, name: name) }
+                if interrupted.load(ordering: .relaxed) { break }
+            }
+            return (results, access.isServer)
+        }
+        if json { try printJSON(results) }
+        if interrupted.load(ordering: .relaxed) {
+            if !json {
+                print(fromServer ? "Stopped watching; the server goes on downloading." : "Stopped; the downloads resume with `mediacache serve` or `mediacache resume`.")
+            }
+            throw ExitCode(130)
+        }
+        if results.values.contains(where: { $0?.state == .failed }) { throw ExitCode(1) }
+    }
+}
+
+/// A job's progress on a terminal: the prefetch bar, redrawn in place.
+final class JobPrinter: Sendable {
+    private let bar: Mutex<(printer: ProgressPrinter?, firstBytes: Int64?)> = Mutex((nil, nil))
+    private let onTerminal: Bool
+
+    init(onTerminal: Bool) {
+        self.onTerminal = onTerminal
+    }
+
+    func update(_ job: DownloadJob) {
+        let (printer, progress) = bar.withLock { bar -> (ProgressPrinter, PrefetchProgress) in
+            let printer = bar.printer ?? ProgressPrinter(url: job.url, onTerminal: onTerminal)
+            bar.printer = printer
+            if bar.firstBytes == nil { bar.firstBytes = job.bytesDone }
+            var progress = PrefetchProgress()
+            progress.bytesDone = job.bytesDone
+            progress.bytesTotal = job.bytesTotal
+            progress.resourcesDone = job.resourcesDone
+            progress.resourcesTotal = job.resourcesTotal
+            // The rate counts what arrived while watching.
+            progress.bytesAlreadyCached = bar.firstBytes ?? 0
+            return (printer, progress)
+        }
+        printer.update(progress)
+    }
+
+    func finish(_ job: DownloadJob?, name: String) {
+        if onTerminal { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
+        guard let job else { return print("cancelled \(name)") }
+        let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(Format.bytes($0))" } ?? ""
+        print("\(job.id) \(job.state.rawValue): \(Format.bytes(job.bytesDone))\(total), \(job.resourcesDone)/\(job.resourcesTotal) resources  \(job.url.absoluteString)"
+            + (job.failure.map { "\n  \($0)" } ?? ""))
+    }
+}
+
+struct ExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write what is cached of a URL outside the cache, with no network: a file, or an HLS asset as a folder a player plays offline.",
+        discussion: "Every byte must be cached (pin it first). An HLS asset becomes a folder with index.m3u8, its media playlists and segments."
+    )
+
+    @Argument(help: "The origin URL (a file or an HLS playlist).")
+    var url: String
+
+    @Option(help: "Where to write: a new file, or for an HLS asset a new folder.")
+    var output: String
+
+    @Option(help: "Only the first this many seconds of an HLS asset (as it was pinned).")
+    var seconds: String?
+
+    @Option(help: "Which variant of an HLS master playlist (as it was pinned): first, lowest, highest, or bits per second.")
+    var variant: String?
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        _ = try originURL(url)
+        _ = try request()
+        guard !output.isEmpty else { throw ValidationError("--output needs a path.") }
+    }
+
+    func request() throws -> PrefetchRequest {
+        do {
+            return try PrefetchRequest.parse(range: nil, seconds: seconds, variant: variant)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    func run() async throws {
+        let url = try originURL(url)
+        let request = try request()
+        // A server resolves a relative path against its own working folder: give it an absolute one.
+        let destination = URL(fileURLWithPath: output).standardizedFileURL
+        try await failing {
+            let summary = try await options.withCache { try await $0.export(url, to: destination, request) }
+            if options.json { return try printJSON(summary) }
+            print("Exported \(url.absoluteString): \(summary.files) file\(summary.files == 1 ? "" : "s"), \(Format.bytes(summary.bytes)); play \(summary.path)")
+        }
+    }
+}
