@@ -121,14 +121,20 @@ public struct CacheKeyRule: Sendable, Equatable {
         CacheKeyRule(ignoredQueryParameters: ignoredQueryParameters.union(other.ignoredQueryParameters))
     }
 
-    /// `url` without the ignored parameters (the others keep their order and encoding).
+    /// `url` without the ignored parameters; the rest of its text stays as it is (the other
+    /// parameters keep their order and encoding).
     public func keyURL(for url: URL) -> URL {
-        guard !lowercased.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-              let items = components.percentEncodedQueryItems else { return url }
-        let kept = items.filter { !lowercased.contains(($0.name.removingPercentEncoding ?? $0.name).lowercased()) }
+        let text = url.absoluteString
+        // The query runs from the first `?` to the fragment's `#`; a `?` after a `#` is the fragment's.
+        guard !lowercased.isEmpty, let mark = text.firstIndex(where: { $0 == "?" || $0 == "#" }), text[mark] == "?" else { return url }
+        let end = text[mark...].firstIndex(of: "#") ?? text.endIndex
+        let items = text[text.index(after: mark)..<end].split(separator: "&", omittingEmptySubsequences: false)
+        let kept = items.filter { item in
+            let name = item.prefix { $0 != "=" }
+            return !lowercased.contains((name.removingPercentEncoding ?? String(name)).lowercased())
+        }
         guard kept.count != items.count else { return url }
-        components.percentEncodedQueryItems = kept.isEmpty ? nil : kept
-        return components.url ?? url
+        return URL(string: String(text[..<mark]) + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + text[end...]) ?? url
     }
 
     /// The key of `url` under this rule.

@@ -555,6 +555,56 @@ import Testing
         try Self.expectVaried(outcomes, ["rewritten", "unchanged", "refused"])
     }
 
+    /// The model of ``CacheKeyRule/keyURL(for:)`` on a query: its `&`-separated items in
+    /// order, less those whose name (before the first `=`, percent-decoded) is ignored,
+    /// compared without regard to case.
+    static func modelQuery(_ query: String, ignoring names: Set<String>) -> [String] {
+        query.split(separator: "&", omittingEmptySubsequences: false).map(String.init).filter { item in
+            let name = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            return !names.contains((name.removingPercentEncoding ?? name).lowercased())
+        }
+    }
+
+    @Test func keyRulesDropOnlyTheIgnoredParametersAndIgnoreTheirValues() throws {
+        let rule = CacheKeyRule.preset(named: "cloudfront")!.adding(.preset(named: "token")!).adding(.preset(named: "azure")!)
+            .adding(.preset(named: "s3")!).adding(.preset(named: "akamai")!)
+        let names = Set(rule.ignoredQueryParameters.map { $0.lowercased() })
+        var values = try Mutator(corpus: "number")
+        let outcomes = try Mutator.run("key-url", share: 5) { input in
+            guard let url = URL(string: input) else { return ("not a URL", nil) }
+            let keyURL = rule.keyURL(for: url)
+            guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true), let query = components.percentEncodedQuery else {
+                return keyURL == url ? ("no query", nil) : ("no query", "a URL without a query changed: \(keyURL)")
+            }
+            let kept = Self.modelQuery(query, ignoring: names)
+            let after = URLComponents(url: keyURL, resolvingAgainstBaseURL: true)
+            guard after?.scheme == components.scheme, after?.percentEncodedHost == components.percentEncodedHost, after?.port == components.port,
+                  after?.percentEncodedPath == components.percentEncodedPath, after?.percentEncodedFragment == components.percentEncodedFragment else {
+                return ("query", "more than the query changed: \(keyURL)")
+            }
+            let keptQuery = after?.percentEncodedQuery.map { $0.split(separator: "&", omittingEmptySubsequences: false).map(String.init) } ?? []
+            let dropsSome = kept.count < query.split(separator: "&", omittingEmptySubsequences: false).count
+            guard dropsSome ? keptQuery == kept : keyURL == url else {
+                return ("query", "kept \(keptQuery), the model keeps \(kept)")
+            }
+            // The values of ignored parameters never change the key.
+            let resigned = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
+                let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = String(parts[0])
+                guard names.contains((name.removingPercentEncoding ?? name).lowercased()) else { return String(item) }
+                return name + "=" + HLSPlaylist.percentEncoded(values.input())
+            }.joined(separator: "&")
+            // Only the query's text changes (URLComponents would also re-encode other parts of odd URLs).
+            let text = url.absoluteString
+            guard let range = text.range(of: "?" + query), let other = URL(string: text.replacingCharacters(in: range, with: "?" + resigned)) else {
+                return ("query", nil)
+            }
+            guard rule.key(for: other) == rule.key(for: url) else { return ("query", "new signature values changed the key: \(other)") }
+            return (dropsSome ? "dropped" : "kept", nil)
+        }
+        try Self.expectVaried(outcomes, ["dropped", "kept"])
+    }
+
     static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
         let total = outcomes.values.reduce(0, +)
         for label in labels {

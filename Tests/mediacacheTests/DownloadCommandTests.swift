@@ -1,0 +1,180 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import MediaCacheTestSupport
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import Testing
+
+/// `pin`, `unpin`, `downloads`, `pause`, `resume`, `cancel` and `export`, with and without a
+/// server, and pinned downloads that survive `kill -9` of the server.
+@Suite struct DownloadCommandTests {
+    static func mediacache(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
+        try await CacheCommandTests.mediacache(arguments)
+    }
+
+    /// Without a server: `pin` downloads in the foreground, `downloads` and `ls` show it,
+    /// `export` writes the origin's bytes, `unpin` gives it back to the streaming cache.
+    @Test func pinDownloadsExportsAndUnpinsWithoutAServer() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        CacheCommandTests.serveFiles(on: origin)
+        let film = origin.url("/b/film.mp4").absoluteString
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            let pinned = try await Self.mediacache(["pin", "--cache-dir", folder, film])
+            #expect(pinned.status == 0, "\(pinned.error)")
+            #expect(pinned.output.contains("completed: 1.9 MiB of 1.9 MiB, 1/1 resources  \(film)"), "\(pinned.output)")
+            let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
+            #expect(jobs.map(\.state) == [.completed] && jobs.first?.bytesDone == 2_000_000)
+            let listed = try await Self.mediacache(["ls", "--cache-dir", folder])
+            #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(film) && $0.contains(" yes ") }, "\(listed.output)")
+
+            let output = directory.appendingPathComponent("film.mp4")
+            let exported = try await Self.mediacache(["export", "--cache-dir", folder, film, "--output", output.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            let bytes = try Data(contentsOf: output)
+            #expect(bytes.count == 2_000_000)
+            #expect(DeterministicContent(seed: 2).firstMismatch(in: ByteBuffer(bytes: bytes), at: 0) == nil)
+            let again = try await Self.mediacache(["export", "--cache-dir", folder, film, "--output", output.path])
+            #expect(again.status == 1 && again.error.contains("exists already"), "\(again.error)")
+            let song = origin.url("/a/song.mp3").absoluteString
+            let notCached = try await Self.mediacache(["export", "--cache-dir", folder, song, "--output", directory.appendingPathComponent("song.mp3").path])
+            #expect(notCached.status == 1 && notCached.error.contains("Offline"), "\(notCached.error)")
+            #expect(origin.requests("/a/song.mp3").isEmpty, "export contacted the origin")
+
+            let unpinned = try await Self.mediacache(["unpin", "--cache-dir", folder, film])
+            #expect(unpinned.status == 0 && unpinned.output.contains("unpinned \(film)"), "\(unpinned.output) \(unpinned.error)")
+            #expect(try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder]).isEmpty)
+            let entry = try await CacheCommandTests.json(CacheEntrySummary.self, ["info", "--cache-dir", folder, film])
+            #expect(!entry.isPinned && entry.storedBytes == 2_000_000)
+        }
+    }
+
+    /// With a server: a pin over the quota exits 1 with the numbers before any byte is asked
+    /// for; one that fits is downloaded by the server; pause, resume and cancel reach it.
+    @Test func theServerRefusesAPinOverTheQuotaAndControlsTheRest() async throws {
+        try await RunningServer.with(["--max-size", "20M", "--max-pinned-size", "1M"]) { server in
+            let folder = server.folder
+            let film = server.origin.url("/b/film.mp4").absoluteString
+            let refused = try await Self.mediacache(["pin", "--cache-dir", folder, film])
+            #expect(refused.status == 1, "\(refused.output)")
+            #expect(refused.error.contains("needs 1.9 MiB (2000000 bytes)") && refused.error.contains("1048576 bytes"), "\(refused.error)")
+            #expect(server.origin.bodyBytesSent("/b/film.mp4") == 0)
+
+            let song = server.origin.url("/a/song.mp3").absoluteString
+            let pinned = try await Self.mediacache(["pin", "--cache-dir", folder, song])
+            #expect(pinned.status == 0 && pinned.output.contains("completed"), "\(pinned.output) \(pinned.error)")
+            let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
+            #expect(jobs.count == 1 && jobs[0].state == .completed)
+            let text = try await Self.mediacache(["downloads", "--cache-dir", folder])
+            #expect(text.output.contains(jobs[0].id) && text.output.contains("completed") && text.output.contains("100%"), "\(text.output)")
+            let paused = try await Self.mediacache(["pause", "--cache-dir", folder, jobs[0].id])
+            #expect(paused.status == 0 && paused.output.contains("completed"), "a completed job stays completed: \(paused.output) \(paused.error)")
+            let missing = try await Self.mediacache(["resume", "--cache-dir", folder, "nothing"])
+            #expect(missing.status == 1 && missing.error.contains("No download job is nothing"), "\(missing.error)")
+            let cancelled = try await Self.mediacache(["cancel", "--cache-dir", folder, song])
+            #expect(cancelled.status == 0 && cancelled.output.contains("cancelled \(song)"), "\(cancelled.output) \(cancelled.error)")
+            #expect(try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder]).isEmpty)
+            let stats = try await CacheCommandTests.json(AdminStats.self, ["stats", "--cache-dir", folder])
+            #expect(stats.store.pinnedBytes == 0 && stats.store.pinnedLimit == 1 << 20)
+        }
+    }
+
+    enum Asset: String, CaseIterable, Sendable {
+        case file, hls
+    }
+
+    /// `kill -9` of the server at 30 % and at 70 % of a pinned download: after each restart
+    /// the job resumes, it completes with the origin's bytes, and the origin sent at most the
+    /// asset's size plus a little per kill (what was in flight and not yet committed).
+    @Test(arguments: Asset.allCases) func aPinnedDownloadSurvivesKillDashNine(_ asset: Asset) async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        let (target, paths, size) = Self.serve(asset, on: origin)
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            var (server, info) = try await Self.startServer(folder)
+            let pin = try await Self.post(info, "pin", ["target": target.absoluteString])
+            #expect(pin.status == .ok, "\(String(buffer: pin.body))")
+            let job = try CacheCommandTests.decoder.decode(DownloadJob.self, from: Data(buffer: pin.body))
+            for (round, threshold) in [0.3, 0.7].enumerated() {
+                try await waitUntil { (try await Self.job(job.id, on: info)?.fraction ?? 0) >= threshold }
+                kill(server.processIdentifier, SIGKILL)
+                await server.exited()
+                #expect(server.terminationReason == .signalled(SIGKILL))
+                if round == 1 { for path in paths { origin.update(path) { $0.faults.bytesPerSecond = nil } } }
+                (server, info) = try await Self.startServer(folder)
+            }
+            try await runThenTearDown(server, { _ in
+                try await waitUntil { try await Self.job(job.id, on: info)?.state == .completed }
+                for path in paths {
+                    let url = info.baseURL + ProxyURL.path(for: origin.url(path), token: nil)
+                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                    let body = try await response.body.collect(upTo: 128 << 20)
+                    let resource = try #require(origin.resource(at: path))
+                    #expect(body == resource.bytes(0..<resource.length), "\(path)")
+                }
+                let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
+                let perKill = DownloadQueue.Configuration().commitInterval + Int64(CachingReader.Configuration().writeBatchLimit)
+                print("kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)")
+                #expect(sent <= size + 2 * perKill, "sent \(sent) for \(size)")
+            }, tearDown: { await $0.stop() })
+        }
+    }
+
+    /// The asset the kill test pins: its URL, the paths of its media bytes and their size.
+    static func serve(_ asset: Asset, on origin: TestOrigin) -> (URL, [String], Int64) {
+        // About 5 s a pass: long enough to stop at 30 % and 70 %, whatever the machine's load.
+        let rate: Int64 = 12 << 20
+        switch asset {
+        case .file:
+            var film = TestOrigin.Resource.generated(length: 64 << 20, seed: 90)
+            film.faults.bytesPerSecond = rate
+            origin.serve(film, at: "/pinned/film.mp4")
+            return (origin.url("/pinned/film.mp4"), ["/pinned/film.mp4"], 64 << 20)
+        case .hls:
+            // 16 segments of 2 MiB, 4 s each: BANDWIDTH tells the size before it is known.
+            var playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+            var paths: [String] = []
+            for index in 0..<16 {
+                playlist += "#EXTINF:4.0,\nseg\(index).ts\n"
+                var segment = TestOrigin.Resource(body: .generated(DeterministicContent(seed: UInt64(200 + index)), length: 2 << 20), mimeType: "video/mp2t")
+                segment.faults.bytesPerSecond = rate / 2
+                origin.serve(segment, at: "/pinned/v/seg\(index).ts")
+                paths.append("/pinned/v/seg\(index).ts")
+            }
+            playlist += "#EXT-X-ENDLIST\n"
+            let type = "application/vnd.apple.mpegurl"
+            origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: type), at: "/pinned/v/index.m3u8")
+            origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4194304\nv/index.m3u8\n".utf8)), mimeType: type),
+                         at: "/pinned/master.m3u8")
+            return (origin.url("/pinned/master.m3u8"), paths, 32 << 20)
+        }
+    }
+
+    static func startServer(_ folder: String) async throws -> (SpawnedProcess, ServerInfo) {
+        let executable = try ChildProcess.executable(named: "mediacache")
+        let (server, _) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--cache-dir", folder], readyLinePrefix: "mediacache: serving on")
+        let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+        return (server, info)
+    }
+
+    static func post(_ info: ServerInfo, _ name: String, _ query: [String: String]) async throws -> (status: HTTPResponseStatus, body: ByteBuffer) {
+        let text = query.map { $0.key + "=" + HLSPlaylist.percentEncoded($0.value) }.joined(separator: "&")
+        var request = HTTPClientRequest(url: info.baseURL + "/_mediacache/" + name + "?" + text)
+        request.method = .POST
+        request.headers.add(name: "X-MediaCache-Admin", value: "1")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        return (response.status, try await response.body.collect(upTo: 1 << 20))
+    }
+
+    /// The job `id` as the server says now.
+    static func job(_ id: String, on info: ServerInfo) async throws -> DownloadJob? {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: info.baseURL + "/_mediacache/downloads"), timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return try CacheCommandTests.decoder.decode([DownloadJob].self, from: Data(buffer: body)).first { $0.id == id }
+    }
+}
