@@ -36,7 +36,7 @@ extension CachingReader {
         }
         let metadata = try await offline.contentInfo(for: url)
         guard try await offline.isPlaylist(url, metadata) else {
-            let bytes = try await offline.write(url, range: nil, to: destination.path)
+            let bytes = try await offline.write(url, range: nil, to: destination.path, exclusive: true)
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }
         let plan = try await offline.prefetchPlan(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
@@ -123,11 +123,12 @@ extension CachingReader {
     }
 
     /// Writes `range` of `url` (all of it when `nil`), read from the store alone, at its own
-    /// offset in the file at `path` (created when missing); returns the bytes written.
-    private func write(_ url: URL, range: ByteRange?, to path: String) async throws -> Int64 {
+    /// offset in the file at `path` (created when missing; when `exclusive`, it must not exist);
+    /// returns the bytes written. A link at `path` is never followed.
+    private func write(_ url: URL, range: ByteRange?, to path: String, exclusive: Bool = false) async throws -> Int64 {
         let stream = try await read(url, offset: range?.lowerBound ?? 0, length: range?.length)
         defer { stream.cancel() }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (exclusive ? O_EXCL : 0), 0o644)
         guard descriptor >= 0 else {
             throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
         }
