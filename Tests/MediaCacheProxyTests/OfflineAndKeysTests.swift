@@ -43,6 +43,37 @@ import Testing
         }
     }
 
+    /// HLS segment URLs inside playlists follow the key rule: a playlist re-signed at the
+    /// origin names the same segments under new signatures, and they are hits.
+    @Test func resignedSegmentsInAPlaylistAreHits() async throws {
+        try await ProxyHarness.with(store: Self.cloudFront()) { h in
+            func playlist(_ signature: String) -> TestOrigin.Resource {
+                var resource = TestOrigin.Resource(body: .bytes(Array(
+                    "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ts?Expires=1&Signature=\(signature)\n#EXT-X-ENDLIST\n".utf8)),
+                    mimeType: "application/vnd.apple.mpegurl")
+                resource.cacheControl = "no-cache"
+                resource.etag = "\"\(signature)\""
+                return resource
+            }
+            h.origin.serve(playlist("first"), at: "/s/index.m3u8")
+            h.origin.serve(.generated(length: 50_000, seed: 84), at: "/s/seg0.ts")
+            func segmentURL() async throws -> String {
+                let text = String(buffer: try await h.get(h.url("/s/index.m3u8")).body)
+                return try #require(text.split(separator: "\n").first { !$0.hasPrefix("#") }.map(String.init))
+            }
+            let first = try await segmentURL()
+            #expect(first.contains("Signature%3Dfirst"), "\(first)")
+            #expect(DeterministicContent(seed: 84).firstMismatch(in: try await h.get(first).body, at: 0) == nil)
+            h.origin.serve(playlist("second"), at: "/s/index.m3u8")
+            let second = try await segmentURL()
+            #expect(second.contains("Signature%3Dsecond"), "\(second)")
+            let before = h.origin.requests("/s/seg0.ts").count
+            let reply = try await h.get(second)
+            #expect(reply.status == 200 && DeterministicContent(seed: 84).firstMismatch(in: reply.body, at: 0) == nil)
+            #expect(h.origin.requests("/s/seg0.ts").count == before)
+        }
+    }
+
     /// Offline, what is cached is served whatever its freshness, with no connection to the
     /// origin; the rest is a 504 that says why.
     @Test func offlineServesWhatIsCachedAndAnswers504ForTheRest() async throws {

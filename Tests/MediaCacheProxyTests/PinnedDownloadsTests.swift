@@ -232,6 +232,25 @@ import Testing
         }
     }
 
+    /// In an encrypted store a job is sealed like an entry: its URL appears nowhere in the
+    /// folder, and the job reads back after a reopen with the key.
+    @Test func anEncryptedStoreSealsItsJobs() async throws {
+        var configuration = Self.store(limit: 10_000_000, pinned: 5_000_000)
+        configuration.encryptionKey = TestSetup.encryptionKey
+        try await Harness.with(store: configuration) { h in
+            h.origin.serve(.generated(length: 100_000, seed: 77), at: "/secret-film-name.mp4")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.pin(h.origin.url("/secret-film-name.mp4"))
+            #expect(try await Self.settled(job.id, in: queue).state == .completed)
+            await queue.shutDown()
+            try await h.store.flush()
+            #expect(try HLSProxyTests.filesUnder(h.directory, contain: Array("secret-film-name".utf8)) == [])
+            let again = try DownloadQueue(reader: h.reader)
+            #expect(again.job(matching: job.id)?.url == h.origin.url("/secret-film-name.mp4"))
+        }
+    }
+
     @Test func aFileOfUnknownLengthOrNoStoreIsNotPinned() async throws {
         try await Harness.with { h in
             var noStore = TestOrigin.Resource.generated(length: 10_000, seed: 76)

@@ -71,6 +71,12 @@ import Testing
             #expect(jobs.count == 1 && jobs[0].state == .completed)
             let text = try await Self.mediacache(["downloads", "--cache-dir", folder])
             #expect(text.output.contains(jobs[0].id) && text.output.contains("completed") && text.output.contains("100%"), "\(text.output)")
+            let status = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.info.baseURL + "/status.json"), timeout: .seconds(30))
+            let report = try CacheCommandTests.decoder.decode(StatusReport.self, from: Data(buffer: try await status.body.collect(upTo: 4 << 20)))
+            #expect(report.pinned.map(\.id) == [jobs[0].id] && report.entries.contains { $0.url == song && $0.isPinned })
+            let page = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.info.baseURL + "/status"), timeout: .seconds(30))
+            let html = String(buffer: try await page.body.collect(upTo: 4 << 20))
+            #expect(html.contains("<h2>Pinned downloads</h2>") && html.contains("<b>completed</b>") && html.contains("<b>pinned</b>"))
             let paused = try await Self.mediacache(["pause", "--cache-dir", folder, jobs[0].id])
             #expect(paused.status == 0 && paused.output.contains("completed"), "a completed job stays completed: \(paused.output) \(paused.error)")
             let missing = try await Self.mediacache(["resume", "--cache-dir", folder, "nothing"])
@@ -80,6 +86,19 @@ import Testing
             #expect(try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder]).isEmpty)
             let stats = try await CacheCommandTests.json(AdminStats.self, ["stats", "--cache-dir", folder])
             #expect(stats.store.pinnedBytes == 0 && stats.store.pinnedLimit == 1 << 20)
+        }
+    }
+
+    /// `serve --offline` says so when it starts, and answers 504 for what it does not hold
+    /// without asking the origin.
+    @Test func serveOfflineNeverAsksTheOrigin() async throws {
+        try await RunningServer.with(["--offline"]) { server in
+            #expect(server.line.contains("offline: no origin is contacted"), "\(server.line)")
+            let url = server.info.baseURL + ProxyURL.path(for: server.origin.url("/a/song.mp3"), token: nil)
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+            let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            #expect(response.status == .gatewayTimeout && body.contains("Offline"), "\(response.status) \(body)")
+            #expect(server.origin.connectionsAccepted == 0)
         }
     }
 
