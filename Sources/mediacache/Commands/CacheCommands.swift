@@ -83,6 +83,21 @@ func originURL(_ text: String) throws -> URL {
     return url
 }
 
+/// Does `change` to each of `targets` and says for each whether it was done: a line
+/// `done URL` or `notDone URL`, or with `--json` an object of URL → `true`/`false`.
+func forEachURL(_ targets: [URL], options: CacheOptions, done: String, notDone: String,
+                _ change: @escaping (CacheAccess, URL) async throws -> Bool) async throws {
+    try await failing {
+        let results = try await options.withCache { access in
+            var results: [String: Bool] = [:]
+            for url in targets { results[url.absoluteString] = try await change(access, url) }
+            return results
+        }
+        if options.json { return try printJSON(results) }
+        for url in targets { print((results[url.absoluteString] == true ? done : notDone) + " " + url.absoluteString) }
+    }
+}
+
 /// Runs a command's body, turning a ``CommandFailure`` into its one-line reason and exit status 1.
 func failing(_ body: () async throws -> Void) async throws {
     do {
@@ -212,8 +227,21 @@ struct InfoCommand: AsyncParsableCommand {
     }
 }
 
-struct RemoveCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove what is cached of these URLs.")
+/// A command that changes each URL it is given and says whether it did (`rm`, `unpin`).
+protocol URLChange {
+    static var name: String { get }
+    static var abstract: String { get }
+    /// What a line starts with for a URL changed, and for one that was not.
+    static var done: String { get }
+    static var notDone: String { get }
+    /// Changes `url`; whether there was something to change.
+    static func change(_ access: CacheAccess, _ url: URL) async throws -> Bool
+}
+
+struct URLChangeCommand<Change: URLChange>: AsyncParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: Change.name, abstract: Change.abstract)
+    }
 
     @Argument(help: "Origin URLs.")
     var urls: [String]
@@ -221,24 +249,21 @@ struct RemoveCommand: AsyncParsableCommand {
     @OptionGroup var options: CacheOptions
 
     func validate() throws {
-        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
-        for url in urls { _ = try originURL(url) }
+        _ = try AssetOptions.targets(urls)
     }
 
     func run() async throws {
-        let targets = try urls.map(originURL)
-        try await failing {
-            let results = try await options.withCache { access in
-                var results: [String: Bool] = [:]
-                for url in targets { results[url.absoluteString] = try await access.remove(url) }
-                return results
-            }
-            if options.json { return try printJSON(results) }
-            for url in targets {
-                print(results[url.absoluteString] == true ? "removed \(url.absoluteString)" : "not cached: \(url.absoluteString)")
-            }
-        }
+        try await forEachURL(try AssetOptions.targets(urls), options: options, done: Change.done, notDone: Change.notDone, Change.change)
     }
+}
+
+/// `rm`.
+enum Remove: URLChange {
+    static let name = "rm"
+    static let abstract = "Remove what is cached of these URLs."
+    static let done = "removed"
+    static let notDone = "not cached:"
+    static func change(_ access: CacheAccess, _ url: URL) async throws -> Bool { try await access.remove(url) }
 }
 
 struct ClearCommand: AsyncParsableCommand {

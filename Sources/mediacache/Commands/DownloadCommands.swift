@@ -20,67 +20,31 @@ struct PinCommand: AsyncParsableCommand {
     @Argument(help: "Origin URLs (files or HLS playlists).")
     var urls: [String]
 
-    @Option(help: "Only the first this many seconds of an HLS asset.")
-    var seconds: String?
-
-    @Option(help: "Which variant of an HLS master playlist: first, lowest, highest, or the best at most this many bits per second.")
-    var variant: String?
+    @OptionGroup var asset: AssetOptions
 
     @OptionGroup var options: CacheOptions
 
-    func request() throws -> PrefetchRequest {
-        do {
-            return try PrefetchRequest.parse(range: nil, seconds: seconds, variant: variant)
-        } catch {
-            throw ValidationError(error.message)
-        }
-    }
-
     func validate() throws {
-        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
-        for url in urls { _ = try originURL(url) }
-        _ = try request()
+        _ = try AssetOptions.targets(urls)
+        _ = try asset.request()
     }
 
     func run() async throws {
-        let targets = try urls.map(originURL)
-        let request = try request()
+        let targets = try AssetOptions.targets(urls)
+        let request = try asset.request()
         try await followingDownloads(options: options, targets.map { url in
             (url.absoluteString, { access, progress in try await access.pin(url, request, progress: progress) })
         })
     }
 }
 
-struct UnpinCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "unpin",
-        abstract: "Stop keeping these URLs: their downloads stop and their bytes go back to the streaming cache."
-    )
-
-    @Argument(help: "Origin URLs.")
-    var urls: [String]
-
-    @OptionGroup var options: CacheOptions
-
-    func validate() throws {
-        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
-        for url in urls { _ = try originURL(url) }
-    }
-
-    func run() async throws {
-        let targets = try urls.map(originURL)
-        try await failing {
-            let results = try await options.withCache { access in
-                var results: [String: Bool] = [:]
-                for url in targets { results[url.absoluteString] = try await access.unpin(url) }
-                return results
-            }
-            if options.json { return try printJSON(results) }
-            for url in targets {
-                print(results[url.absoluteString] == true ? "unpinned \(url.absoluteString)" : "was not pinned: \(url.absoluteString)")
-            }
-        }
-    }
+/// `unpin`.
+enum Unpin: URLChange {
+    static let name = "unpin"
+    static let abstract = "Stop keeping these URLs: their downloads stop and their bytes go back to the streaming cache."
+    static let done = "unpinned"
+    static let notDone = "was not pinned:"
+    static func change(_ access: CacheAccess, _ url: URL) async throws -> Bool { try await access.unpin(url) }
 }
 
 struct DownloadsCommand: AsyncParsableCommand {
@@ -167,29 +131,20 @@ func followingDownloads(options: CacheOptions,
                         _ work: [(name: String, run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?)]) async throws {
     let json = options.json
     try await failing {
-        let interrupted = Atomic(false)
+        let interrupted = Interruption()
         let (results, fromServer) = try await options.withCache { access in
             var results: [String: DownloadJob?] = [:]
             for (name, run) in work {
                 let printer = JobPrinter(onTerminal: !json && isatty(STDOUT_FILENO) != 0)
-                let task = Task { try await run(access) { printer.update($0) } }
-                signal(SIGINT, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-                source.setEventHandler {
-                    interrupted.store(true, ordering: .relaxed)
-                    task.cancel()
-                }
-                source.resume()
-                defer { source.cancel() }
-                let job = try await task.value
+                let job = try await cancellingOnInterrupt(Task { try await run(access) { printer.update($0) } }, interrupted: interrupted)
                 results[name] = job
                 if !json { printer.finish(job, name: name) }
-                if interrupted.load(ordering: .relaxed) { break }
+                if interrupted.happened { break }
             }
             return (results, access.isServer)
         }
         if json { try printJSON(results) }
-        if interrupted.load(ordering: .relaxed) {
+        if interrupted.happened {
             if !json {
                 print(fromServer ? "Stopped watching; the server goes on downloading." : "Stopped; the downloads resume with `mediacache serve` or `mediacache resume`.")
             }
@@ -247,31 +202,19 @@ struct ExportCommand: AsyncParsableCommand {
     @Option(help: "Where to write: a new file, or for an HLS asset a new folder.")
     var output: String
 
-    @Option(help: "Only the first this many seconds of an HLS asset (as it was pinned).")
-    var seconds: String?
-
-    @Option(help: "Which variant of an HLS master playlist (as it was pinned): first, lowest, highest, or bits per second.")
-    var variant: String?
+    @OptionGroup(title: "What of an HLS asset (as it was pinned)") var asset: AssetOptions
 
     @OptionGroup var options: CacheOptions
 
     func validate() throws {
         _ = try originURL(url)
-        _ = try request()
+        _ = try asset.request()
         guard !output.isEmpty else { throw ValidationError("--output needs a path.") }
-    }
-
-    func request() throws -> PrefetchRequest {
-        do {
-            return try PrefetchRequest.parse(range: nil, seconds: seconds, variant: variant)
-        } catch {
-            throw ValidationError(error.message)
-        }
     }
 
     func run() async throws {
         let url = try originURL(url)
-        let request = try request()
+        let request = try asset.request()
         // A server resolves a relative path against its own working folder: give it an absolute one.
         let destination = URL(fileURLWithPath: output).standardizedFileURL
         try await failing {

@@ -18,53 +18,32 @@ struct PrefetchCommand: AsyncParsableCommand {
     @Option(help: "Only these bytes of a file: first-last, e.g. 0-1048575.")
     var range: String?
 
-    @Option(help: "Only the first this many seconds of an HLS asset.")
-    var seconds: String?
-
-    @Option(help: "Which variant of an HLS master playlist: first, lowest, highest, or the best at most this many bits per second.")
-    var variant: String?
+    @OptionGroup var asset: AssetOptions
 
     @OptionGroup var options: CacheOptions
 
-    func request() throws -> PrefetchRequest {
-        do {
-            return try PrefetchRequest.parse(range: range, seconds: seconds, variant: variant)
-        } catch {
-            throw ValidationError(error.message)
-        }
-    }
-
     func validate() throws {
-        guard !urls.isEmpty else { throw ValidationError("Give at least one URL.") }
-        for url in urls { _ = try originURL(url) }
-        _ = try request()
+        _ = try AssetOptions.targets(urls)
+        _ = try asset.request(range: range)
     }
 
     func run() async throws {
-        let targets = try urls.map(originURL)
-        let request = try request()
+        let targets = try AssetOptions.targets(urls)
+        let request = try asset.request(range: range)
         let json = options.json
         try await failing {
-            let interrupted = Atomic(false)
+            let interrupted = Interruption()
             let results = try await options.withCache { access in
                 var results: [PrefetchProgress] = []
                 for url in targets {
                     let printer = ProgressPrinter(url: url, onTerminal: !json && isatty(STDOUT_FILENO) != 0)
-                    let work = Task { try await access.prefetch(url, request) { printer.update($0) } }
                     // Ctrl-C: stop this prefetch; what arrived stays cached.
-                    signal(SIGINT, SIG_IGN)
-                    let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-                    source.setEventHandler {
-                        interrupted.store(true, ordering: .relaxed)
-                        work.cancel()
-                    }
-                    source.resume()
-                    defer { source.cancel() }
+                    let work = Task { try await access.prefetch(url, request) { printer.update($0) } }
                     do {
-                        let result = try await work.value
+                        let result = try await cancellingOnInterrupt(work, interrupted: interrupted)
                         results.append(result)
                         if !json { printer.finish(result) }
-                    } catch where interrupted.load(ordering: .relaxed) {
+                    } catch where interrupted.happened {
                         printer.stopped()
                         return results
                     }
@@ -72,8 +51,52 @@ struct PrefetchCommand: AsyncParsableCommand {
                 return results
             }
             if json { try printJSON(results) }
-            if interrupted.load(ordering: .relaxed) { throw ExitCode(130) }
+            if interrupted.happened { throw ExitCode(130) }
         }
+    }
+}
+
+/// Whether Ctrl-C was pressed (see ``cancellingOnInterrupt(_:interrupted:)``).
+final class Interruption: Sendable {
+    private let flag = Atomic(false)
+    var happened: Bool { flag.load(ordering: .relaxed) }
+    func note() { flag.store(true, ordering: .relaxed) }
+}
+
+/// The value of `task`, cancelling it at Ctrl-C (SIGINT) and noting that in `interrupted`.
+func cancellingOnInterrupt<T: Sendable>(_ task: Task<T, any Error>, interrupted: Interruption) async throws -> T {
+    signal(SIGINT, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+    source.setEventHandler {
+        interrupted.note()
+        task.cancel()
+    }
+    source.resume()
+    defer { source.cancel() }
+    return try await task.value
+}
+
+/// `--seconds` and `--variant`: what of an HLS asset a command takes.
+struct AssetOptions: ParsableArguments {
+    @Option(help: "Only the first this many seconds of an HLS asset.")
+    var seconds: String?
+
+    @Option(help: "Which variant of an HLS master playlist: first, lowest, highest, or the best at most this many bits per second.")
+    var variant: String?
+
+    /// The request these options and `range` make.
+    func request(range: String? = nil) throws -> PrefetchRequest {
+        do {
+            return try PrefetchRequest.parse(range: range, seconds: seconds, variant: variant)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    /// The origin URLs of `texts`, at least one.
+    static func targets(_ texts: [String]) throws -> [URL] {
+        guard !texts.isEmpty else { throw ValidationError("Give at least one URL.") }
+        return try texts.map(originURL)
     }
 }
 
