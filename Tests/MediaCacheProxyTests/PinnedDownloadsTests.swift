@@ -203,14 +203,21 @@ import Testing
             let seen = Task {
                 var states: [DownloadJob.State] = []
                 for await update in updates {
-                    if case .changed(let job) = update, states.last != job.state { states.append(job.state) }
-                    if case .removed = update { break }
+                    if case .changed(let changed) = update, changed.url.path == "/film.mp4", states.last != changed.state { states.append(changed.state) }
+                    if case .removed = update, states.count >= 6 { break }
                 }
                 return states
             }
             queue.start()
             let job = try await queue.pin(url)
             try await waitUntil { (queue.job(matching: job.id)?.bytesDone ?? 0) > 500_000 }
+            // One at a time: a second pin waits, queued.
+            h.origin.serve(.generated(length: 100_000, seed: 78), at: "/second.mp4")
+            let second = try await queue.pin(h.origin.url("/second.mp4"))
+            #expect(second.state == .queued && queue.job(matching: second.id)?.state == .queued)
+            // A pinned resource plays while it downloads: an ordinary read.
+            let early = try await collect(try await h.reader.read(url, offset: 0, length: 200_000))
+            #expect(early.readableBytes == 200_000 && DeterministicContent(seed: 75).firstMismatch(in: early, at: 0) == nil)
             let paused = try await queue.pause(job.id)
             #expect(paused.state == .paused)
             #expect(h.store.isPinned(h.store.key(for: url)))
@@ -220,6 +227,8 @@ import Testing
             let done = try await Self.settled(job.id, in: queue)
             #expect(done.state == .completed)
             #expect(done.bytesDone == size)
+            #expect(try await Self.settled(second.id, in: queue).state == .completed)
+            try await queue.cancel(second.id)
             try await queue.cancel(job.id)
             #expect(queue.jobs.isEmpty)
             #expect(!h.store.isPinned(h.store.key(for: url)))
