@@ -108,4 +108,34 @@ public enum ProxyURL {
         if memoryOnly { path += "&memory=1" }
         return path
     }
+
+    /// The path form, `/o/<origin>[.<token>]/<origin path>[?<origin query>]`, for resources
+    /// whose relative references players resolve themselves (DASH manifests and segment
+    /// templates): the origin's scheme and authority (base64url) and the proxy's token live in
+    /// the first segment, the rest of the path and the query are the origin's as they are, so
+    /// a relative reference resolved against a proxy URL is the proxy URL of what it names.
+    public static func pathForm(for originURL: URL, token: String?) -> String {
+        let text = originURL.absoluteString
+        guard let scheme = originURL.scheme, let host = originURL.host, let start = text.range(of: "://") else { return path(for: originURL, token: token) }
+        let afterScheme = text[start.upperBound...]
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let rest = String(afterScheme[authorityEnd...].prefix { $0 != "#" })
+        var origin = scheme.lowercased() + "://" + (host.contains(":") ? "[\(host)]" : host)
+        if let port = originURL.port { origin += ":\(port)" }
+        var segment = base64URL(origin)
+        if let token { segment += "." + base64URL(token) }
+        return "/o/" + segment + (rest.hasPrefix("/") ? rest : "/" + rest)
+    }
+
+    static func base64URL(_ text: String) -> String {
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func fromBase64URL(_ text: Substring) -> String? {
+        guard text.count <= 2048, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while standard.count % 4 != 0 { standard += "=" }
+        return Data(base64Encoded: standard).flatMap { String(data: $0, encoding: .utf8) }
+    }
 }

@@ -207,8 +207,10 @@ struct ProxyHandler: Sendable {
             }
             // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
             // lets a server ignore it; ffmpeg asks for `bytes=0-`).
-            if try await reader.isPlaylist(url, metadata, headers: forwarded, planned: metadata) {
-                return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded, planned: metadata))
+            switch try await reader.manifestKind(url, metadata, headers: forwarded, planned: metadata) {
+            case .hls: return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded, planned: metadata))
+            case .dash: return log.finish(try await manifest(url, head: head, localPort: localPort, headers: forwarded, planned: metadata))
+            case nil: break
             }
             let now = reader.store.configuration.clock.now
             switch asked.conditions.evaluate(against: metadata) {
@@ -285,6 +287,44 @@ struct ProxyHandler: Sendable {
             }
         }
         return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+    }
+
+    /// The DASH manifest at `url` with every URL it names (and a base for what it names
+    /// relatively) rewritten to the proxy's path form (``ProxyURL/pathForm(for:token:)``), at
+    /// the host and port the player used. A live (`dynamic`) manifest is never older than its
+    /// `minimumUpdatePeriod` (at least 1 s), whatever the origin's freshness said. A body that
+    /// is not a manifest after all goes through unchanged; one that cannot be read gets a 502.
+    private func manifest(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata) async throws -> ProxyResponse {
+        var (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: planned)
+        if DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic {
+            let lifetime = Duration.milliseconds(Int64(max(1, min(parsed.minimumUpdatePeriod ?? 2, 3600)) * 1000))
+            if !reader.wasConfirmed(url, within: lifetime) {
+                let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
+                (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
+            }
+        }
+        var fields = HTTPHeaders()
+        fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/dash+xml")
+        if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
+        fields.add(name: "Cache-Control", value: "no-cache")
+        fields.add(name: "Accept-Ranges", value: "none")
+        guard DASHManifest.looksLikeManifest(body) else {
+            fields.add(name: "Content-Length", value: String(body.count))
+            return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
+        }
+        let parsed: DASHManifest
+        do {
+            parsed = try DASHManifest(parsing: body)
+        } catch {
+            configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
+        }
+        let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
+        let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved in
+            "http://" + authority + ProxyURL.pathForm(for: resolved, token: configuration.token)
+        }
+        fields.add(name: "Content-Length", value: String(text.utf8.count))
+        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .text(text))
     }
 
     /// A resource kept in memory only (an HLS key: see ``RequestTarget/isMemoryOnly``),
@@ -451,7 +491,7 @@ struct ProxyHandler: Sendable {
     /// compared in time that does not depend on where a guess first differs.
     func hasToken(_ target: RequestTarget, _ head: HTTPRequestHead) -> Bool {
         guard let token = configuration.token else { return true }
-        guard let given = target.query("token") ?? head.headers.first(name: "X-MediaCache-Token") else { return false }
+        guard let given = target.token ?? head.headers.first(name: "X-MediaCache-Token") else { return false }
         let (expected, offered) = (Array(token.utf8), Array(given.utf8))
         var difference = expected.count ^ offered.count
         for index in expected.indices { difference |= Int(expected[index] ^ (index < offered.count ? offered[index] : 0)) }

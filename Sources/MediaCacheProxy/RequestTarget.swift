@@ -3,22 +3,50 @@ import MediaCache
 import MediaCacheHTTP
 import Synchronization
 
-/// A proxy request target, `/?url=ENC[&token=T][&memory=1]`, parsed without trusting a byte of it.
+/// A proxy request target, `/?url=ENC[&token=T][&memory=1]` or the path form
+/// `/o/<origin>[.<token>]/<path>[?<query>]` (``ProxyURL/pathForm(for:token:)``), parsed
+/// without trusting a byte of it.
 struct RequestTarget: Sendable {
     /// The path, or `nil` when the target is not a URI reference.
     let path: String?
-    /// The query items, percent-decoded.
+    /// The query items, percent-decoded (the proxy's own in the `?url=` form; the origin's
+    /// in the path form, where the proxy reads none of them).
     let items: [URLQueryItem]
+    /// In the path form: the origin URL's text and the token of the first segment, or why
+    /// the segment cannot be read.
+    let pathForm: Result<(url: String, token: String?), ProxyRequestError>?
 
     init(_ uri: String) {
         let components = URLComponents(string: uri)
         path = components?.path
         items = components?.queryItems ?? []
+        pathForm = uri.hasPrefix("/o/") ? Self.parsePathForm(uri) : nil
+    }
+
+    /// The origin URL text and token of a path-form target.
+    private static func parsePathForm(_ uri: String) -> Result<(url: String, token: String?), ProxyRequestError> {
+        let rest = uri.dropFirst(3)
+        let segmentEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        let parts = rest[..<segmentEnd].split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let origin = parts.first.flatMap(ProxyURL.fromBase64URL), origin.hasPrefix("http://") || origin.hasPrefix("https://"),
+              !origin.dropFirst(8).contains("/"), !origin.contains("?"), !origin.contains("#") else {
+            return .failure(ProxyRequestError(status: .badRequest, "Malformed path-form target: its first segment names no http or https origin."))
+        }
+        let token = parts.count == 2 ? ProxyURL.fromBase64URL(parts[1]) : nil
+        if parts.count == 2, token == nil { return .failure(ProxyRequestError(status: .badRequest, "Malformed path-form target: its token cannot be read.")) }
+        let tail = rest[segmentEnd...].prefix { $0 != "#" }
+        return .success((origin + (tail.hasPrefix("/") ? String(tail) : "/" + tail), token))
+    }
+
+    /// The proxy's token the target carries: the path form's, or `token=`.
+    var token: String? {
+        if let pathForm { return (try? pathForm.get())?.token }
+        return query("token")
     }
 
     /// `memory=1`: the resource is kept in memory only, never in the store (an HLS key; the
     /// proxy adds this to the key URIs of the playlists it rewrites).
-    var isMemoryOnly: Bool { query("memory") == "1" }
+    var isMemoryOnly: Bool { pathForm == nil && query("memory") == "1" }
 
     /// The first value of the query item `name`.
     func query(_ name: String) -> String? {
@@ -34,19 +62,17 @@ struct RequestTarget: Sendable {
     /// - Throws: ``ProxyRequestError`` with 404 for another path without `url=`, 400 for a
     ///   missing or bad URL.
     func originURL() throws -> URL {
+        if let pathForm {
+            let text = try pathForm.get().url
+            return try Self.checked(text)
+        }
         guard let path, path == "/" || (path.hasPrefix("/") && query("url") != nil) else {
             throw ProxyRequestError(status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
         }
         guard let text = query("url"), !text.isEmpty else {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-              let authority = HostAndPort(authorityIn: text), authority.port.map({ $0 > 0 }) ?? true else {
-            throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
-        }
-        guard scheme == "http" || scheme == "https" else {
-            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
-        }
+        let url = try Self.checked(text)
         let reload = items.filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
         guard !reload.isEmpty else { return url }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
@@ -55,6 +81,18 @@ struct RequestTarget: Sendable {
         components.queryItems = (components.queryItems ?? []).filter { !HLSPlaylist.blockingReloadParameters.contains($0.name) } + reload
         guard let withReload = components.url else { throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".") }
         return withReload
+    }
+
+    /// `text` as an origin URL: absolute http or https, with a host and a port in 1...65535.
+    private static func checked(_ text: String) throws -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+              let authority = HostAndPort(authorityIn: text), authority.port.map({ $0 > 0 }) ?? true else {
+            throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
+        }
+        return url
     }
 }
 

@@ -4,6 +4,16 @@ public import Foundation
 extension CachingReader {
     /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
     public static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+    /// The media type of DASH manifests (ISO/IEC 23009-1 Annex C).
+    public static let manifestTypes: Set<String> = ["application/dash+xml"]
+
+    /// What kind of manifest a resource is.
+    public enum ManifestKind: Sendable, Equatable {
+        /// An HLS playlist.
+        case hls
+        /// A DASH manifest (MPD).
+        case dash
+    }
 
     /// The media type of `metadata`, lower-cased, without parameters.
     static func mediaType(_ metadata: ContentMetadata) -> String? {
@@ -13,12 +23,31 @@ extension CachingReader {
 
     /// Whether a whole read of the resource must first be looked at as a playlist: its type
     /// says it is one, or it has no particular type and is small enough to be one.
+    /// Whether a whole read of the resource must first be looked at as a playlist or a
+    /// manifest: its type says it is one, or it has no particular type (or a generic XML one)
+    /// and is small enough to be one.
     public static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
         let type = mediaType(metadata)
-        if let type, playlistTypes.contains(type) { return true }
-        guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream"].contains(type),
+        if let type, playlistTypes.contains(type) || manifestTypes.contains(type) { return true }
+        guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"].contains(type),
               let length = metadata.length else { return false }
-        return (7...Int64(HLSPlaylist.maximumSize)).contains(length)
+        return (7...Int64(max(HLSPlaylist.maximumSize, DASHManifest.maximumSize))).contains(length)
+    }
+
+    /// Whether the resource is an HLS playlist or a DASH manifest: by its media type, or (for
+    /// a small resource of no particular type) by how its body starts, read through the cache.
+    /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    public func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
+        guard Self.mayBePlaylist(metadata) else { return nil }
+        if let type = Self.mediaType(metadata) {
+            if Self.playlistTypes.contains(type) { return .hls }
+            if Self.manifestTypes.contains(type) { return .dash }
+        }
+        let stream = try await read(url, offset: 0, length: 1024, headers: headers, planned: planned)
+        var first: [UInt8] = []
+        for try await chunk in stream { first += chunk.readableBytesView }
+        if HLSPlaylist.looksLikePlaylist(first) { return .hls }
+        return DASHManifest.looksLikeManifest(first) ? .dash : nil
     }
 
     /// Whether the resource `metadata` describes is an HLS playlist: by its media type, or
@@ -26,18 +55,13 @@ extension CachingReader {
     /// read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
     public func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> Bool {
-        guard Self.mayBePlaylist(metadata) else { return false }
-        if let type = Self.mediaType(metadata), Self.playlistTypes.contains(type) { return true }
-        let stream = try await read(url, offset: 0, length: 7, headers: headers, planned: planned)
-        var first: [UInt8] = []
-        for try await chunk in stream { first += chunk.readableBytesView }
-        return HLSPlaylist.looksLikePlaylist(first)
+        try await manifestKind(url, metadata, headers: headers, planned: planned) == .hls
     }
 
     /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
     /// and the metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     public func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
-        try await storedBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize, planned: planned)
+        try await storedBody(of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned)
     }
 }

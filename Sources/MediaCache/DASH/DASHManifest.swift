@@ -1,0 +1,378 @@
+public import Foundation
+
+/// An MPEG-DASH manifest (MPD) from outside: read with bounds, kept as its bytes, rewritten
+/// only where it names a URL.
+///
+/// It is not a general XML parser: it reads tags, attributes, text, comments, CDATA and
+/// processing instructions well enough to know each element's name, parents and attributes,
+/// and refuses what it cannot read (a tag left open, an end tag that closes another element,
+/// more than ``maximumDepth`` levels). Everything it does not rewrite stays byte for byte.
+public struct DASHManifest: Sendable {
+    /// The largest manifest read.
+    public static let maximumSize = 16 << 20
+    /// The deepest nesting of elements read.
+    public static let maximumDepth = 64
+
+    /// One element as read: its local name (the part after a namespace prefix), its parent,
+    /// its attributes (value ranges in the bytes, entities undecoded), and, for elements whose
+    /// text is a URL, that text's range.
+    struct Element: Sendable {
+        var name: String
+        var parent: Int?
+        /// Where the start tag ends (just past `>`), for an insertion after it.
+        var startTagEnd: Int
+        var attributes: [(name: String, value: Range<Int>)]
+        var text: Range<Int>?
+    }
+
+    let bytes: [UInt8]
+    let elements: [Element]
+
+    /// Whether the manifest is `type="dynamic"` (live).
+    public let isDynamic: Bool
+    /// `minimumUpdatePeriod` in seconds, when given and readable.
+    public let minimumUpdatePeriod: Double?
+
+    /// The elements whose text is a URL.
+    static let urlTextElements: Set<String> = ["BaseURL", "Location", "PatchLocation"]
+    /// The attributes that hold a URL (or a URL template), by element.
+    static let urlAttributes: [String: Set<String>] = [
+        "SegmentURL": ["media", "index"],
+        "Initialization": ["sourceURL"],
+        "RepresentationIndex": ["sourceURL"],
+        "BitstreamSwitching": ["sourceURL"],
+        "SegmentTemplate": ["media", "initialization", "index", "bitstreamSwitching"],
+    ]
+
+    /// Reads `bytes`.
+    /// - Throws: ``DASHManifestError`` saying what is wrong.
+    public init(parsing bytes: [UInt8]) throws(DASHManifestError) {
+        guard bytes.count <= Self.maximumSize else { throw DASHManifestError("The manifest is larger than \(Self.maximumSize >> 20) MiB.") }
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw DASHManifestError("The manifest is not UTF-8 text.") }
+        self.bytes = bytes
+        elements = try Self.scan(bytes)
+        guard let root = elements.first, root.name == "MPD", root.parent == nil else {
+            throw DASHManifestError("The document's root element is not MPD.")
+        }
+        let type = Self.attribute("type", of: root, in: bytes)
+        isDynamic = type == "dynamic"
+        minimumUpdatePeriod = Self.attribute("minimumUpdatePeriod", of: root, in: bytes).flatMap(Self.seconds(ofISO8601Duration:))
+    }
+
+    /// Whether `bytes` look like an MPD: after a byte order mark, white space, an XML
+    /// declaration and comments, the first element is named `MPD` (any namespace prefix).
+    public static func looksLikeManifest(_ bytes: some Collection<UInt8>) -> Bool {
+        var rest = Array(bytes.prefix(4096))[...]
+        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+        while true {
+            rest = rest.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+            if rest.starts(with: Array("<?".utf8)) || rest.starts(with: Array("<!--".utf8)) || rest.starts(with: Array("<!".utf8)) {
+                guard let end = rest.firstIndex(of: UInt8(ascii: ">")) else { return false }
+                rest = rest[(end + 1)...]
+                continue
+            }
+            guard rest.first == UInt8(ascii: "<") else { return false }
+            let name = rest.dropFirst().prefix { !Self.isNameEnd($0) }
+            return Self.localName(String(decoding: name, as: UTF8.self)) == "MPD"
+        }
+    }
+
+    // MARK: Rewriting
+
+    /// The manifest with every URL it names mapped by `map` (given the absolute URL, it
+    /// returns the text to write): each `BaseURL` resolved (RFC 3986) against its parent's
+    /// base and written absolute, so players need not agree on nested relative bases; an
+    /// absolute base for the whole manifest (`base`'s folder) added when it has none, so
+    /// relative references resolve through `map` too; `Location`, `PatchLocation`,
+    /// `xlink:href` and absolute segment, initialization and index URLs (templates included)
+    /// mapped. `UTCTiming` and `ContentProtection` are left alone, and so is everything else.
+    /// - Parameter base: the URL the manifest came from, after redirects.
+    public func rewritten(base: URL, map: (URL) -> String) -> String {
+        var edits: [(range: Range<Int>, text: String)] = []
+        // The base each element's children resolve against, before and after its own BaseURL.
+        var inherited: [URL] = []
+        var bases: [URL] = []
+        var hasOwnBase: [Bool] = []
+        var rootHasBase = false
+        for element in elements {
+            let parentBase = element.parent.map { bases[$0] } ?? base
+            inherited.append(parentBase)
+            bases.append(parentBase)
+            hasOwnBase.append(false)
+            if let text = element.text {
+                let anchor = element.parent.map { inherited[$0] } ?? base
+                let value = Self.textValue(bytes[text])
+                if element.name == "BaseURL", let parent = element.parent, let resolved = Self.resolve(value, against: anchor) {
+                    edits.append((text, Self.escaped(map(resolved))))
+                    if !hasOwnBase[parent] {
+                        hasOwnBase[parent] = true
+                        bases[parent] = resolved
+                        if parent == 0 { rootHasBase = true }
+                    }
+                } else if element.name != "BaseURL", let resolved = Self.resolve(value, against: base) {
+                    edits.append((text, Self.escaped(map(resolved))))
+                }
+            }
+            let urlNames = Self.urlAttributes[element.name] ?? []
+            for attribute in element.attributes {
+                let isLink = attribute.name.hasSuffix(":href")
+                guard isLink || urlNames.contains(attribute.name) else { continue }
+                let value = Self.decodedText(bytes[attribute.value])
+                if isLink {
+                    guard value != "urn:mpeg:dash:resolve-to-zero:2013", let resolved = Self.resolve(value, against: parentBase) else { continue }
+                    edits.append((attribute.value, Self.escaped(map(resolved))))
+                } else if Self.isAbsoluteHTTP(value), let resolved = Self.resolve(value, against: parentBase) {
+                    // A relative one resolves against the (rewritten, absolute) base by itself.
+                    edits.append((attribute.value, Self.escaped(map(resolved))))
+                }
+            }
+        }
+        // The folder the manifest came from (RFC 3986: `./` keeps neither the file name nor the query).
+        if !rootHasBase, let root = elements.first, let folder = URL(string: "./", relativeTo: base)?.absoluteURL {
+            edits.append((root.startTagEnd..<root.startTagEnd, "<BaseURL>" + Self.escaped(map(folder)) + "</BaseURL>"))
+        }
+        edits.sort { $0.range.lowerBound < $1.range.lowerBound }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count + edits.count * 64)
+        var cursor = 0
+        for edit in edits where edit.range.lowerBound >= cursor {
+            output += bytes[cursor..<edit.range.lowerBound]
+            output += Array(edit.text.utf8)
+            cursor = edit.range.upperBound
+        }
+        output += bytes[cursor...]
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// `text` resolved against `base`, when the result is an http(s) URL with a host.
+    static func resolve(_ text: String, against base: URL) -> URL? {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, let url = URL(string: trimmed, relativeTo: base)?.absoluteURL,
+              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else { return nil }
+        return url
+    }
+
+    static func isAbsoluteHTTP(_ text: String) -> Bool {
+        let lower = text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+    }
+
+    // MARK: Reading
+
+    /// The elements of `bytes`, in document order.
+    private static func scan(_ bytes: [UInt8]) throws(DASHManifestError) -> [Element] {
+        var elements: [Element] = []
+        var open: [Int] = []
+        var index = 0
+        let count = bytes.count
+        func find(_ needle: [UInt8], from start: Int) -> Int? {
+            guard needle.count <= count else { return nil }
+            var position = start
+            while position + needle.count <= count {
+                if bytes[position] == needle[0], bytes[position..<(position + needle.count)].elementsEqual(needle) { return position }
+                position += 1
+            }
+            return nil
+        }
+        while index < count {
+            guard bytes[index] == UInt8(ascii: "<") else {
+                index += 1
+                continue
+            }
+            if bytes[index...].starts(with: Array("<!--".utf8)) {
+                guard let end = find(Array("-->".utf8), from: index + 4) else { throw DASHManifestError("A comment is not closed.") }
+                index = end + 3
+            } else if bytes[index...].starts(with: Array("<![CDATA[".utf8)) {
+                guard let end = find(Array("]]>".utf8), from: index + 9) else { throw DASHManifestError("A CDATA section is not closed.") }
+                index = end + 3
+            } else if bytes[index...].starts(with: Array("<?".utf8)) {
+                guard let end = find(Array("?>".utf8), from: index + 2) else { throw DASHManifestError("A processing instruction is not closed.") }
+                index = end + 2
+            } else if bytes[index...].starts(with: Array("<!".utf8)) {
+                guard let end = bytes[index...].firstIndex(of: UInt8(ascii: ">")) else { throw DASHManifestError("A declaration is not closed.") }
+                index = end + 1
+            } else if index + 1 < count, bytes[index + 1] == UInt8(ascii: "/") {
+                let nameStart = index + 2
+                var nameEnd = nameStart
+                while nameEnd < count, !isNameEnd(bytes[nameEnd]) { nameEnd += 1 }
+                guard let close = bytes[nameEnd...].firstIndex(of: UInt8(ascii: ">")) else { throw DASHManifestError("An end tag is not closed.") }
+                let name = localName(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self))
+                guard let top = open.popLast(), elements[top].name == name else {
+                    throw DASHManifestError("The end tag </\(name.prefix(40))> does not close the element open there.")
+                }
+                if urlTextElements.contains(name) {
+                    elements[top].text = elements[top].startTagEnd..<index
+                }
+                index = close + 1
+            } else {
+                let (element, end, selfClosing) = try startTag(bytes, at: index, parent: open.last)
+                guard open.count < maximumDepth else { throw DASHManifestError("The manifest nests deeper than \(maximumDepth) levels.") }
+                guard !open.isEmpty || elements.isEmpty else { throw DASHManifestError("The manifest has more than one root element.") }
+                elements.append(element)
+                if !selfClosing { open.append(elements.count - 1) }
+                index = end
+            }
+        }
+        guard open.isEmpty else { throw DASHManifestError("The element <\(elements[open.last!].name.prefix(40))> is not closed.") }
+        guard !elements.isEmpty else { throw DASHManifestError("The manifest has no element.") }
+        return elements
+    }
+
+    /// The start tag at `start`: the element, where the tag ends and whether it closes itself.
+    private static func startTag(_ bytes: [UInt8], at start: Int, parent: Int?) throws(DASHManifestError) -> (Element, Int, Bool) {
+        let count = bytes.count
+        var index = start + 1
+        while index < count, !isNameEnd(bytes[index]) { index += 1 }
+        guard index > start + 1 else { throw DASHManifestError("A tag has no name.") }
+        let name = localName(String(decoding: bytes[(start + 1)..<index], as: UTF8.self))
+        var attributes: [(name: String, value: Range<Int>)] = []
+        while true {
+            while index < count, isSpace(bytes[index]) { index += 1 }
+            guard index < count else { throw DASHManifestError("The tag <\(name.prefix(40))> is not closed.") }
+            if bytes[index] == UInt8(ascii: ">") {
+                return (Element(name: name, parent: parent, startTagEnd: index + 1, attributes: attributes), index + 1, false)
+            }
+            if bytes[index] == UInt8(ascii: "/") {
+                guard index + 1 < count, bytes[index + 1] == UInt8(ascii: ">") else { throw DASHManifestError("The tag <\(name.prefix(40))> is malformed.") }
+                return (Element(name: name, parent: parent, startTagEnd: index + 2, attributes: attributes), index + 2, true)
+            }
+            let nameStart = index
+            while index < count, !isNameEnd(bytes[index]), bytes[index] != UInt8(ascii: "=") { index += 1 }
+            guard index > nameStart else { throw DASHManifestError("The tag <\(name.prefix(40))> has a malformed attribute.") }
+            let attributeName = String(decoding: bytes[nameStart..<index], as: UTF8.self)
+            while index < count, isSpace(bytes[index]) { index += 1 }
+            guard index < count, bytes[index] == UInt8(ascii: "=") else { throw DASHManifestError("The attribute \(attributeName.prefix(40)) has no value.") }
+            index += 1
+            while index < count, isSpace(bytes[index]) { index += 1 }
+            guard index < count, bytes[index] == UInt8(ascii: "\"") || bytes[index] == UInt8(ascii: "'") else {
+                throw DASHManifestError("The attribute \(attributeName.prefix(40)) has no quoted value.")
+            }
+            let quote = bytes[index]
+            guard let close = bytes[(index + 1)...].firstIndex(of: quote) else { throw DASHManifestError("The attribute \(attributeName.prefix(40)) is not closed.") }
+            guard !bytes[(index + 1)..<close].contains(UInt8(ascii: "<")) else { throw DASHManifestError("The attribute \(attributeName.prefix(40)) holds a <.") }
+            attributes.append((attributeName, (index + 1)..<close))
+            index = close + 1
+        }
+    }
+
+    static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    }
+
+    static func isNameEnd(_ byte: UInt8) -> Bool {
+        isSpace(byte) || byte == UInt8(ascii: ">") || byte == UInt8(ascii: "/")
+    }
+
+    /// `name` without its namespace prefix.
+    static func localName(_ name: String) -> String {
+        name.split(separator: ":", maxSplits: 1).last.map(String.init) ?? name
+    }
+
+    static func attribute(_ name: String, of element: Element, in bytes: [UInt8]) -> String? {
+        element.attributes.first { $0.name == name }.map { decodedText(bytes[$0.value]) }
+    }
+
+    /// An element's text as a value: a CDATA section's content as it is, otherwise decoded.
+    static func textValue(_ text: ArraySlice<UInt8>) -> String {
+        let string = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if string.hasPrefix("<![CDATA["), string.hasSuffix("]]>"), string.count >= 12 {
+            return String(string.dropFirst(9).dropLast(3))
+        }
+        return decodedText(text)
+    }
+
+    /// `text` with XML's predefined entities and character references decoded; an unknown
+    /// entity stays as it is.
+    static func decodedText(_ text: ArraySlice<UInt8>) -> String {
+        let string = String(decoding: text, as: UTF8.self)
+        guard string.contains("&") else { return string }
+        var output = ""
+        var rest = Substring(string)
+        while let amp = rest.firstIndex(of: "&") {
+            output += rest[..<amp]
+            let after = rest[amp...]
+            guard let semicolon = after.prefix(12).firstIndex(of: ";") else {
+                output += "&"
+                rest = rest[rest.index(after: amp)...]
+                continue
+            }
+            let entity = after[after.index(after: after.startIndex)..<semicolon]
+            let named = ["amp": "&", "lt": "<", "gt": ">", "quot": "\"", "apos": "'"][String(entity)]
+            var scalar: Unicode.Scalar?
+            if entity.hasPrefix("#x") || entity.hasPrefix("#X") {
+                scalar = UInt32(entity.dropFirst(2), radix: 16).flatMap(Unicode.Scalar.init)
+            } else if entity.hasPrefix("#") {
+                scalar = UInt32(entity.dropFirst(), radix: 10).flatMap(Unicode.Scalar.init)
+            }
+            if let replacement = named ?? scalar.map({ String(Character($0)) }) {
+                output += replacement
+                rest = rest[rest.index(after: semicolon)...]
+            } else {
+                output += "&"
+                rest = rest[rest.index(after: amp)...]
+            }
+        }
+        return output + rest
+    }
+
+    /// `text` safe as XML text or a quoted attribute value.
+    static func escaped(_ text: String) -> String {
+        var output = ""
+        for character in text {
+            switch character {
+            case "&": output += "&amp;"
+            case "<": output += "&lt;"
+            case ">": output += "&gt;"
+            case "\"": output += "&quot;"
+            case "'": output += "&apos;"
+            default: output.append(character)
+            }
+        }
+        return output
+    }
+
+    /// An ISO 8601 duration as DASH writes it (`PT2S`, `PT1M30.5S`, `P1DT2H`), in seconds;
+    /// `nil` when it is not one or is beyond a year.
+    static func seconds(ofISO8601Duration text: String) -> Double? {
+        var rest = Substring(text.trimmingCharacters(in: .whitespaces))
+        guard rest.hasPrefix("P"), rest.count <= 64 else { return nil }
+        rest = rest.dropFirst()
+        var total = 0.0
+        var inTime = false
+        var number = ""
+        var sawValue = false
+        for character in rest {
+            if character == "T" {
+                guard !inTime, number.isEmpty else { return nil }
+                inTime = true
+                continue
+            }
+            if character.isASCII, character.isNumber || character == "." {
+                number.append(character)
+                continue
+            }
+            guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
+            number = ""
+            sawValue = true
+            switch (character, inTime) {
+            case ("Y", false): total += value * 365 * 86400
+            case ("M", false): total += value * 30 * 86400
+            case ("W", false): total += value * 7 * 86400
+            case ("D", false): total += value * 86400
+            case ("H", true): total += value * 3600
+            case ("M", true): total += value * 60
+            case ("S", true): total += value
+            default: return nil
+            }
+        }
+        guard number.isEmpty, sawValue, total <= 366 * 86400 else { return nil }
+        return total
+    }
+}
+
+/// Why a manifest cannot be read.
+public struct DASHManifestError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
