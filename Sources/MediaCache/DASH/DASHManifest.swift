@@ -99,6 +99,9 @@ public struct DASHManifest: Sendable {
             inherited.append(parentBase)
             bases.append(parentBase)
             hasOwnBase.append(false)
+            // A base for the whole manifest is added only where it has none at all: one that
+            // cannot be read is the origin's to answer for, not replaced by a guess.
+            if element.name == "BaseURL", element.parent == 0 { rootHasBase = true }
             if let text = element.text {
                 let anchor = element.parent.map { inherited[$0] } ?? base
                 let value = Self.textValue(bytes[text])
@@ -107,7 +110,6 @@ public struct DASHManifest: Sendable {
                     if !hasOwnBase[parent] {
                         hasOwnBase[parent] = true
                         bases[parent] = resolved
-                        if parent == 0 { rootHasBase = true }
                     }
                 } else if element.name != "BaseURL", let resolved = Self.resolve(value, against: base) {
                     edits.append((text, Self.escaped(map(resolved))))
@@ -200,7 +202,8 @@ public struct DASHManifest: Sendable {
                 guard let top = open.popLast(), elements[top].name == name else {
                     throw DASHManifestError("The end tag </\(name.prefix(40))> does not close the element open there.")
                 }
-                if urlTextElements.contains(name) {
+                // Text only: an element with elements inside is not a URL, whatever its name.
+                if urlTextElements.contains(name), elements.count - 1 == top {
                     elements[top].text = elements[top].startTagEnd..<index
                 }
                 index = close + 1

@@ -1,6 +1,6 @@
 @testable import MediaCacheProxy
 import Foundation
-import MediaCache
+@testable import MediaCache
 @testable import MediaCacheHTTP
 import MediaCacheTestSupport
 import NIOHTTP1
@@ -603,6 +603,66 @@ import Testing
             return (dropsSome ? "dropped" : "kept", nil)
         }
         try Self.expectVaried(outcomes, ["dropped", "kept"])
+    }
+
+    /// The model of ``DASHManifest/rewritten(base:map:)``: read again, the output has the
+    /// input's elements in order (and an added base first in MPD when it had none), with the
+    /// same attribute names, the same values except URL attributes, each of which is either as
+    /// it was or mapped; and the text of each BaseURL, Location and PatchLocation is either as
+    /// it was or mapped.
+    @Test func manifestsParseOrAreRefusedAndRewriteOnlyURLs() throws {
+        let base = URL(string: "https://cdn.example/a/b/m.mpd?token=t")!
+        let outcomes = try Mutator.run("mpd", share: 5) { input in
+            let text = input.replacingOccurrences(of: "|", with: "\n")
+            let manifest: DASHManifest
+            do {
+                manifest = try DASHManifest(parsing: Array(text.utf8))
+            } catch let error as DASHManifestError {
+                return error.message.isEmpty ? ("refused", "an empty reason") : ("refused", nil)
+            } catch {
+                return ("refused", "threw \(error), not a DASHManifestError")
+            }
+            let output = manifest.rewritten(base: base) { "P[" + $0.absoluteString + "]" }
+            guard let again = try? DASHManifest(parsing: Array(output.utf8)) else { return ("parsed", "the output does not read again") }
+            var before = manifest.elements
+            var after = again.elements
+            let added = after.count == before.count + 1 && after.count > 1 && after[1].name == "BaseURL" && after[1].parent == 0
+            if added {
+                guard !before.contains(where: { $0.name == "BaseURL" && $0.parent == 0 }) else { return ("parsed", "a base added beside one") }
+                guard Self.text(of: after[1], in: again).hasPrefix("P[https://cdn.example/a/b/]") else { return ("parsed", "the added base is not the folder") }
+                after.remove(at: 1)
+                before = before.map { var element = $0; element.parent = element.parent.map { $0 == 0 ? 0 : $0 + 1 }; return element }
+            }
+            guard before.count == after.count else { return ("parsed", "\(before.count) elements became \(after.count)") }
+            var rewrote = false
+            for (old, new) in zip(before, after) {
+                guard old.name == new.name, old.attributes.map(\.name) == new.attributes.map(\.name) else {
+                    return ("parsed", "<\(old.name)> became <\(new.name)> or its attributes changed names")
+                }
+                let urlNames = DASHManifest.urlAttributes[old.name] ?? []
+                for (a, b) in zip(old.attributes, new.attributes) {
+                    let was = String(decoding: manifest.bytes[a.value], as: UTF8.self)
+                    let now = String(decoding: again.bytes[b.value], as: UTF8.self)
+                    guard was != now else { continue }
+                    guard (urlNames.contains(a.name) || a.name.hasSuffix(":href")), now.hasPrefix("P[http") else {
+                        return ("parsed", "\(old.name)@\(a.name) \(was.debugDescription) became \(now.debugDescription)")
+                    }
+                    rewrote = true
+                }
+                if DASHManifest.urlTextElements.contains(old.name) {
+                    let was = Self.text(of: old, in: manifest)
+                    let now = Self.text(of: new, in: again)
+                    guard was == now || now.hasPrefix("P[http") else { return ("parsed", "<\(old.name)> \(was.debugDescription) became \(now.debugDescription)") }
+                    if was != now { rewrote = true }
+                }
+            }
+            return (rewrote || added ? "rewritten" : "unchanged", nil)
+        }
+        try Self.expectVaried(outcomes, ["rewritten", "refused"])
+    }
+
+    static func text(of element: DASHManifest.Element, in manifest: DASHManifest) -> String {
+        element.text.map { String(decoding: manifest.bytes[$0], as: UTF8.self) } ?? ""
     }
 
     static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {

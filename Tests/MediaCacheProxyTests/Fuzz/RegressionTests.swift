@@ -37,6 +37,25 @@ import Testing
         #expect(rule.keyURL(for: signed) == signed)
     }
 
+    /// `<dash:MPD><dash:BaseURL><![CDATA[http:cdn.example/a/]]></dash:BaseURL></dash:MPD>` (found
+    /// by `manifestsParseOrAreRefusedAndRewriteOnlyURLs` at its 60th input): a base for the whole
+    /// manifest was added beside one that could not be resolved, so players used the guess. One
+    /// is added now only where the manifest has no base at all.
+    @Test func anUnreadableBaseIsNotJoinedByAGuess() throws {
+        let text = "<MPD><BaseURL>http:cdn.example/a/</BaseURL><Period/></MPD>"
+        let out = try DASHManifest(parsing: Array(text.utf8)).rewritten(base: URL(string: "https://o.example/m.mpd")!) { "P[\($0)]" }
+        #expect(out == text)
+    }
+
+    /// A `BaseURL` with elements inside (found by the same target at its 16,552nd input, where
+    /// a broken `<![CDAT` declaration swallowed a tag): its whole content was taken for a URL
+    /// and replaced, elements and all. Only an element with text alone holds a URL.
+    @Test func aBaseWithElementsInsideIsNotAURL() throws {
+        let text = "<MPD><BaseURL>a/<BaseURL>b/</BaseURL></BaseURL></MPD>"
+        let out = try DASHManifest(parsing: Array(text.utf8)).rewritten(base: URL(string: "https://o.example/m.mpd")!) { "P[\($0)]" }
+        #expect(out == "<MPD><BaseURL>a/<BaseURL>P[https://o.example/b/]</BaseURL></BaseURL></MPD>")
+    }
+
     /// The first saturating parser multiplied values up to 2^60 by ten: 20 digits trapped
     /// (found by the hostile-client suite's `bytes=9223372036854775807-`).
     @Test func twentyDigitsSaturateInsteadOfOverflowing() {

@@ -1,0 +1,111 @@
+import Foundation
+@testable import MediaCache
+import Testing
+
+/// Reading and rewriting MPDs: which URLs change and how, what never changes, and what is refused.
+@Suite struct DASHManifestTests {
+    static let base = URL(string: "https://cdn.example/show/m.mpd?token=abc")!
+
+    static func rewrite(_ text: String, base: URL = base) throws -> String {
+        try DASHManifest(parsing: Array(text.utf8)).rewritten(base: base) { "P[" + $0.absoluteString + "]" }
+    }
+
+    @Test func nestedRelativeBasesAreResolvedAndWrittenAbsolute() throws {
+        let text = """
+        <?xml version="1.0"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static">
+          <BaseURL>media/</BaseURL>
+          <Period><BaseURL>p1/</BaseURL>
+            <AdaptationSet><BaseURL>../v/</BaseURL><BaseURL>https://other.example/x/</BaseURL>
+              <Representation id="1"><BaseURL>r1/</BaseURL>
+                <SegmentTemplate media="s-$Number$.m4s" initialization="https://cdn.example/i/$RepresentationID$.mp4"/>
+              </Representation>
+            </AdaptationSet>
+          </Period>
+        </MPD>
+        """
+        let out = try Self.rewrite(text)
+        #expect(out.contains("<BaseURL>P[https://cdn.example/show/media/]</BaseURL>"))
+        #expect(out.contains("<BaseURL>P[https://cdn.example/show/media/p1/]</BaseURL>"))
+        #expect(out.contains("<BaseURL>P[https://cdn.example/show/media/v/]</BaseURL>"))
+        // An alternative base at the same level resolves against the parent, not its sibling.
+        #expect(out.contains("<BaseURL>P[https://other.example/x/]</BaseURL>"))
+        // The first base of a level is what its children resolve against.
+        #expect(out.contains("<BaseURL>P[https://cdn.example/show/media/v/r1/]</BaseURL>"))
+        // Relative templates stay (they resolve under the rewritten base); absolute ones are mapped.
+        #expect(out.contains("media=\"s-$Number$.m4s\""))
+        #expect(out.contains("initialization=\"P[https://cdn.example/i/$RepresentationID$.mp4]\""))
+        // Nothing else changed: the rest is byte for byte.
+        #expect(out.hasPrefix("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\">\n  <BaseURL>"))
+    }
+
+    @Test func aManifestWithoutABaseGetsTheFolderItCameFrom() throws {
+        let out = try Self.rewrite("<MPD><Period><AdaptationSet><SegmentList><SegmentURL media=\"a.m4s\"/><SegmentURL media=\"http://cdn.example/b.m4s?x=1&amp;y=2\"/></SegmentList></AdaptationSet></Period></MPD>")
+        #expect(out.hasPrefix("<MPD><BaseURL>P[https://cdn.example/show/]</BaseURL><Period>"), "\(out)")
+        #expect(out.contains("media=\"a.m4s\""))
+        #expect(out.contains("media=\"P[http://cdn.example/b.m4s?x=1&amp;y=2]\""), "entities decoded, then escaped again: \(out)")
+    }
+
+    @Test func locationsLinksAndTheirNeighbours() throws {
+        let text = """
+        <MPD type="dynamic" minimumUpdatePeriod="PT2.5S" xmlns:xlink="http://www.w3.org/1999/xlink">
+        <Location>next.mpd</Location><PatchLocation ttl="60">patch.mpp</PatchLocation>
+        <UTCTiming schemeIdUri="urn:mpeg:dash:utc:http-xsdate:2014" value="https://time.example/now"/>
+        <Period xlink:href="remote-period.xml" xlink:actuate="onLoad"/>
+        <Period xlink:href="urn:mpeg:dash:resolve-to-zero:2013"/>
+        <Period><AdaptationSet><ContentProtection schemeIdUri="urn:uuid:x"><dashif:Laurl xmlns:dashif="https://dashif.org/">https://licence.example/</dashif:Laurl></ContentProtection>
+        <!-- <BaseURL>commented/</BaseURL> --><![CDATA[ <BaseURL>cdata/</BaseURL> ]]></AdaptationSet></Period>
+        </MPD>
+        """
+        let manifest = try DASHManifest(parsing: Array(text.utf8))
+        #expect(manifest.isDynamic && manifest.minimumUpdatePeriod == 2.5)
+        let out = try Self.rewrite(text)
+        #expect(out.contains("<Location>P[https://cdn.example/show/next.mpd]</Location>"))
+        #expect(out.contains("<PatchLocation ttl=\"60\">P[https://cdn.example/show/patch.mpp]</PatchLocation>"))
+        #expect(out.contains("value=\"https://time.example/now\""), "UTCTiming is left alone")
+        #expect(out.contains("xlink:href=\"P[https://cdn.example/show/remote-period.xml]\""))
+        #expect(out.contains("xlink:href=\"urn:mpeg:dash:resolve-to-zero:2013\""))
+        #expect(out.contains(">https://licence.example/</dashif:Laurl>"), "licence URLs are left alone")
+        #expect(out.contains("<!-- <BaseURL>commented/</BaseURL> --><![CDATA[ <BaseURL>cdata/</BaseURL> ]]>"))
+    }
+
+    @Test func badManifestsAreRefusedWithAReason() {
+        let cases = [
+            "<MPD><Period></MPD>": "does not close",
+            "<MPD><Period>": "not closed",
+            "<Manifest/>": "not MPD",
+            "<MPD a=b/>": "quoted value",
+            "<MPD a=\"b/>": "not closed",
+            "<MPD/><MPD/>": "more than one root",
+            "<MPD><!-- open": "comment",
+            "": "no element",
+            String(repeating: "<a>", count: 70): "deeper",
+        ]
+        for (text, reason) in cases {
+            #expect(throws: DASHManifestError.self, "\(text.prefix(40))") { try DASHManifest(parsing: Array(text.utf8)) }
+            do {
+                _ = try DASHManifest(parsing: Array(text.utf8))
+            } catch {
+                #expect(error.message.contains(reason), "\(text.prefix(40)): \(error.message)")
+            }
+        }
+        #expect(throws: DASHManifestError.self) { try DASHManifest(parsing: [0x3C, 0x4D, 0xFF, 0x3E]) }
+    }
+
+    @Test func manifestsAreToldApartFromOtherBodies() {
+        #expect(DASHManifest.looksLikeManifest(Array("\u{FEFF}<?xml version=\"1.0\"?>\n<!-- made by x -->\n<MPD>".utf8)))
+        #expect(DASHManifest.looksLikeManifest(Array("<dash:MPD xmlns:dash=\"urn:mpeg:dash:schema:mpd:2011\">".utf8)))
+        #expect(!DASHManifest.looksLikeManifest(Array("#EXTM3U\n".utf8)))
+        #expect(!DASHManifest.looksLikeManifest(Array("<html><body>".utf8)))
+        #expect(!DASHManifest.looksLikeManifest([0x00, 0x00, 0x00, 0x18, 0x66, 0x74, 0x79, 0x70]))
+    }
+
+    @Test func durationsAreReadWithBounds() {
+        #expect(DASHManifest.seconds(ofISO8601Duration: "PT2S") == 2)
+        #expect(DASHManifest.seconds(ofISO8601Duration: "PT1M30.5S") == 90.5)
+        #expect(DASHManifest.seconds(ofISO8601Duration: "P1DT2H") == 93600)
+        for bad in ["2S", "PT", "P", "PTS", "PT-1S", "PT1.2.3S", "P400D", "PT1X", "PT1e9S", "P1H"] {
+            #expect(DASHManifest.seconds(ofISO8601Duration: bad) == nil, "\(bad)")
+        }
+    }
+}
