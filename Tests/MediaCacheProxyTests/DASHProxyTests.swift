@@ -98,6 +98,79 @@ import Testing
         return String(decoding: result.output, as: UTF8.self)
     }
 
+    /// A dynamic MPD whose segments advance at the origin advances through the proxy once
+    /// its `minimumUpdatePeriod` has passed, though the origin called it fresh for a minute;
+    /// a static one with the same headers is served from the cache. A templated segment the
+    /// origin does not have yet (404) is asked for again, never remembered.
+    @Test func aLiveManifestAdvancesThroughTheProxy() async throws {
+        let clock = ManualClock()
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        try await ProxyHarness.with(store: store) { h in
+            h.origin.useClock(clock)
+            func manifest(start: Int, live: Bool) -> TestOrigin.Resource {
+                let text = """
+                <?xml version="1.0"?>
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="\(live ? "dynamic" : "static")" minimumUpdatePeriod="PT2S">
+                  <Period start="PT0S"><AdaptationSet><Representation id="v" bandwidth="100000">
+                    <SegmentTemplate media="seg-$Number$.m4s" initialization="init.mp4" startNumber="\(start)" duration="2" timescale="1"/>
+                  </Representation></AdaptationSet></Period>
+                </MPD>
+                """
+                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"s\(start)\"")
+                resource.cacheControl = "max-age=60"
+                return resource
+            }
+            for (path, live) in [("/live/m.mpd", true), ("/vod/m.mpd", false)] {
+                h.origin.serve(manifest(start: 1, live: live), at: path)
+                let first = String(buffer: try await h.get(h.url(path)).body)
+                #expect(first.contains("startNumber=\"1\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(path): \(first)")
+                h.origin.serve(manifest(start: 5, live: live), at: path)
+                clock.advance(by: 2.3)
+                let later = String(buffer: try await h.get(h.url(path)).body)
+                if live {
+                    #expect(later.contains("startNumber=\"5\""), "\(path) did not advance: \(later)")
+                } else {
+                    #expect(later == first, "\(path): a static manifest fresh for a minute is served from the cache")
+                }
+            }
+            // The player asks for a segment through the base; it is not there yet, then it is.
+            let later = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
+            let base = try #require(later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
+            var missing = TestOrigin.Resource(body: .bytes([]), mimeType: "video/iso.segment")
+            missing.faults.status = 404
+            h.origin.serve(missing, at: "/live/seg-6.m4s")
+            #expect(try await h.get(base + "seg-6.m4s").status == 404)
+            h.origin.serve(.generated(length: 10_000, seed: 85), at: "/live/seg-6.m4s")
+            let arrived = try await h.get(base + "seg-6.m4s")
+            #expect(arrived.status == 200 && DeterministicContent(seed: 85).firstMismatch(in: arrived.body, at: 0) == nil)
+        }
+    }
+
+    /// The path form carries the same checks as `?url=`: the token (in its first segment),
+    /// the allow-list; a first segment that names no origin is a 400.
+    @Test func thePathFormIsCheckedAsUrlIs() async throws {
+        try await ProxyHarness.with(allowedHosts: ["127.0.0.1"], token: "s3cret") { h in
+            h.origin.serve(.generated(length: 5_000, seed: 86), at: "/a/film.mp4")
+            let url = h.origin.url("/a/film.mp4?x=1")
+            let good = "http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: "s3cret")
+            let reply = try await h.get(good)
+            #expect(reply.status == 200 && DeterministicContent(seed: 86).firstMismatch(in: reply.body, at: 0) == nil)
+            #expect(h.origin.requests("/a/film.mp4").last?.query == "x=1", "the origin's query goes to the origin")
+            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: nil)).status == 403)
+            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: "wrong")).status == 403)
+            // A query token= is the origin's, not the proxy's.
+            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: h.origin.url("/a/film.mp4?token=s3cret"), token: nil)).status == 403)
+            let elsewhere = URL(string: "http://localhost:\(h.origin.port)/a/film.mp4")!
+            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: elsewhere, token: "s3cret")).status == 403)
+            // (The token is checked first: without it these are 403s that say nothing of the target.)
+            for bad in ["/o/!!!/x", "/o/" + Data("ftp://x".utf8).base64EncodedString() + "/x", "/o/aHR0cDovL2EvYg/x"] {
+                let reply = try await h.get("http://127.0.0.1:\(h.port)" + bad, headers: [("X-MediaCache-Token", "s3cret")])
+                #expect(reply.status == 400, "\(bad): \(reply.status) \(String(buffer: reply.body))")
+            }
+        }
+    }
+
     @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: Form.allCases)
     func playsThroughTheProxyThenFromTheCache(_ form: Form) async throws {
         try await withTemporaryDirectory { directory in
