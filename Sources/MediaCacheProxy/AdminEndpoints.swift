@@ -292,12 +292,14 @@ public struct PrefetchRequest: Sendable, Equatable {
         }
     }
 
-    /// Prefetches `url`: an HLS asset when it is a playlist (``seconds`` and ``variant``
+    /// Prefetches `url`: an HLS asset when it is a playlist, a DASH presentation when it is a manifest (``seconds`` and ``variant``
     /// apply), else the file (``range`` applies).
     public func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
         let metadata = try await reader.contentInfo(for: url)
-        if try await reader.isPlaylist(url, metadata) {
-            return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
+        switch try await reader.manifestKind(url, metadata) {
+        case .hls: return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
+        case .dash: return try await reader.prefetchDASH(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
+        case nil: break
         }
         return try await reader.prefetch(url, range: range, progress: progress)
     }

@@ -42,8 +42,9 @@ import Testing
         var direct: String { self == .nestedBaseURLs ? "/dash/flat.mpd" : "/dash/m.mpd" }
     }
 
-    /// Makes `form` in `directory`.
-    static func make(_ form: Form, in directory: URL) async throws {
+    /// Makes `form` in `directory`; with `extraVideo`, a second, higher video representation
+    /// (stream 1; the audio is stream 2), and `low.mpd`, the same manifest without it.
+    static func make(_ form: Form, in directory: URL, extraVideo: Bool = false) async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var options: [String] = []
         switch form {
@@ -52,11 +53,22 @@ import Testing
         case .templateTime: options = ["-media_seg_name", "chunk-$RepresentationID$-$Time$.$ext$"]
         case .segmentList: options = ["-use_template", "0"]
         }
+        let streams = extraVideo
+            ? ["-map", "0:v", "-map", "0:v", "-map", "1:a", "-b:v:0", "100k", "-b:v:1", "400k", "-adaptation_sets", "id=0,streams=0,1 id=1,streams=2"]
+            : []
         let result = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
-                                        "-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1"]
+                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1"] + streams
+                                       + ["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1"]
                                        + options + [directory.appendingPathComponent("m.mpd").path])
         #expect(result.status == 0, "ffmpeg \(form): \(result.error)")
+        if extraVideo {
+            // The same presentation without the higher representation: what the pinned one plays.
+            let text = try String(contentsOf: directory.appendingPathComponent("m.mpd"), encoding: .utf8)
+            let start = try #require(text.range(of: "<Representation id=\"1\""))
+            let end = try #require(text.range(of: "</Representation>", range: start.upperBound..<text.endIndex))
+            try text.replacingCharacters(in: start.lowerBound..<end.upperBound, with: "")
+                .write(to: directory.appendingPathComponent("low.mpd"), atomically: true, encoding: .utf8)
+        }
         guard form == .nestedBaseURLs else { return }
         // The segments move to media/v/, named by a Period base and an AdaptationSet base.
         let nested = directory.appendingPathComponent("media/v")
@@ -96,6 +108,53 @@ import Testing
         let result = try await runTool(["ffmpeg", "-v", "error", "-i", input, "-map", "0", "-threads", "1", "-f", "md5", "-"])
         #expect(result.status == 0, "ffmpeg \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
+    }
+
+    /// A DASH presentation pinned through the engine (the lowest representation of each
+    /// adaptation set, two video representations to choose from) then plays through an
+    /// offline proxy with the origin stopped, to the direct play's md5; the other
+    /// representation was never fetched. The manifest's lists are read as a player would.
+    /// (Not with a `$Number$` template and a duration: ffmpeg's muxer writes an audio segment
+    /// past the presentation's duration and ffmpeg's player reads it, while the manifest, and so
+    /// the pin, counts the segments the duration covers; offline, ffmpeg then ends on a 504.)
+    @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: [Form.templateTimeline, .segmentList])
+    func aPinnedPresentationPlaysWithTheOriginStopped(_ form: Form) async throws {
+        try await withTemporaryDirectory { directory in
+            let origin = try await TestOrigin.start()
+            let made = directory.appendingPathComponent("made")
+            try await Self.make(form, in: made, extraVideo: true)
+            let paths = try Self.serve(made, on: origin)
+            let direct = try await Self.decodeHash(origin.url("/dash/low.mpd").absoluteString)
+            let folder = directory.appendingPathComponent("store")
+            try await Self.pinLowest(origin.url("/dash/low.mpd"), in: folder)
+            let fetched = paths.filter { !origin.requests($0).isEmpty }
+            #expect(!fetched.contains { $0.contains("stream1") }, "the higher representation was fetched: \(fetched)")
+            try await origin.shutdown()
+            try await OfflineAndKeysTests.withProxy(folder, offline: true) { h in
+                let played = try await Self.decodeHash(h.proxyURL(for: origin.url("/dash/low.mpd").absoluteString))
+                #expect(played == direct, "with the origin stopped")
+            }
+        }
+    }
+
+    /// Pins the lowest representations of the presentation `m.mpd` beside `url` in the store in
+    /// `folder`, and stores `url`, the same presentation with only those.
+    static func pinLowest(_ url: URL, in folder: URL) async throws {
+        try await PinnedDownloadsTests.withEngine(folder) { _, reader in
+            let queue = try DownloadQueue(reader: reader)
+            queue.start()
+            let job = try await queue.pin(url.appendingPathComponent("../m.mpd").standardized, variant: .lowestBandwidth)
+            #expect(job.asset?.format == .dash)
+            #expect(job.bytesTotal != nil)
+            let done = try await PinnedDownloadsTests.settled(job.id, in: queue)
+            #expect(done.state == .completed, "\(done.failure ?? "")")
+            // Video stream 0 (the lower one) and audio stream 2: an init and three segments each.
+            #expect(done.resourcesTotal == 8, "\(done)")
+            await queue.shutDown()
+            // The player below is given the manifest without the higher representation (ffmpeg
+            // opens every representation it is offered): only that manifest is stored besides.
+            try await reader.prefetch(url)
+        }
     }
 
     /// A dynamic MPD whose segments advance at the origin advances through the proxy once

@@ -108,4 +108,43 @@ import Testing
             #expect(DASHManifest.seconds(ofISO8601Duration: bad) == nil, "\(bad)")
         }
     }
+
+    @Test func templatesExpandTheirIdentifiersOrAreRefused() {
+        #expect(DASHManifest.expand("c-$RepresentationID$-$Number%05d$.m4s", id: "v1", bandwidth: 9, number: 42, time: nil) == "c-v1-00042.m4s")
+        #expect(DASHManifest.expand("t/$Time$/$Bandwidth$/$$.m4s", id: "", bandwidth: 800000, number: nil, time: 12288) == "t/12288/800000/$.m4s")
+        #expect(DASHManifest.expand("$Number$", id: "", bandwidth: 0, number: nil, time: 1) == nil)
+        #expect(DASHManifest.expand("$Unknown$", id: "", bandwidth: 0, number: 1, time: 1) == nil)
+        #expect(DASHManifest.expand("$Number%5d$", id: "", bandwidth: 0, number: 1, time: 1) == nil)
+        #expect(DASHManifest.expand("$Number%099d$", id: "", bandwidth: 0, number: 1, time: 1) == nil)
+        #expect(DASHManifest.expand("open $Number", id: "", bandwidth: 0, number: 1, time: 1) == nil)
+    }
+
+    @Test func aPresentationListsEachRepresentationsResources() throws {
+        let text = """
+        <MPD mediaPresentationDuration="PT5S">
+          <Period>
+            <AdaptationSet><SegmentTemplate timescale="10" duration="20" initialization="i-$RepresentationID$.mp4" media="s-$RepresentationID$-$Number$.m4s" startNumber="3"/>
+              <Representation id="lo" bandwidth="100"/>
+              <Representation id="hi" bandwidth="900"><SegmentTemplate media="h-$Time$.m4s"><SegmentTimeline><S t="10" d="20" r="1"/><S d="5"/></SegmentTimeline></SegmentTemplate></Representation>
+            </AdaptationSet>
+            <AdaptationSet><Representation id="a" bandwidth="64"><SegmentList><Initialization sourceURL="one.mp4" range="0-99"/><SegmentURL media="one.mp4" mediaRange="100-199"/><SegmentURL mediaRange="200-299"/></SegmentList><BaseURL>sub/one.mp4</BaseURL></Representation></AdaptationSet>
+            <AdaptationSet><Representation id="b" bandwidth="64"><BaseURL>whole.mp4</BaseURL><SegmentBase indexRange="10-20"/></Representation></AdaptationSet>
+          </Period>
+        </MPD>
+        """
+        let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/d/m.mpd")!)
+        let sets = try #require(presentation.periods.first?.adaptationSets)
+        #expect(sets.count == 3)
+        let lo = sets[0].representations[0].resources
+        // 5 s in 2 s segments: three, numbered from 3; the template is inherited from the set.
+        #expect(lo.map(\.url.path) == ["/d/i-lo.mp4", "/d/s-lo-3.m4s", "/d/s-lo-4.m4s", "/d/s-lo-5.m4s"])
+        #expect(lo.map(\.duration) == [0, 2, 2, 1])
+        let hi = sets[0].representations[1].resources
+        #expect(hi.map(\.url.path) == ["/d/i-hi.mp4", "/d/h-10.m4s", "/d/h-30.m4s", "/d/h-50.m4s"])
+        let list = sets[1].representations[0].resources
+        #expect(list.map(\.url.path) == ["/d/sub/one.mp4", "/d/sub/one.mp4", "/d/sub/one.mp4"])
+        #expect(list.map(\.range) == [ByteRange(0, 100), ByteRange(100, 200), ByteRange(200, 300)])
+        #expect(sets[2].representations[0].resources.map(\.url.path) == ["/d/whole.mp4"])
+        #expect(sets[2].representations[0].resources.first?.range == nil)
+    }
 }

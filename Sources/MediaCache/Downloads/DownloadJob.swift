@@ -1,7 +1,8 @@
 public import Foundation
 
-/// One pinned download: a file, or an HLS asset (a variant, its default audio, their init
-/// sections and segments), kept whatever the store's size and age limits. Jobs are kept with
+/// One pinned download: a file, an HLS asset (a variant, its default audio, their init
+/// sections and segments) or a DASH presentation (a representation of each adaptation set,
+/// its initialization and segments), kept whatever the store's size and age limits. Jobs are kept with
 /// the store, so a job cut by a restart resumes, fetching only what is missing.
 public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     /// Where a job is.
@@ -24,8 +25,8 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     public var id: String
     /// The file's or the playlist's URL.
     public var url: URL
-    /// For an HLS asset, which variant and how many seconds (`nil` for all); `nil` for a file.
-    public var hls: HLSChoice?
+    /// For an HLS asset or a DASH presentation, which and how much of it; `nil` for a file.
+    public var asset: AssetChoice?
     public var state: State
     /// Why the job failed, in words.
     public var failure: String?
@@ -47,9 +48,12 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     /// The entries the job pins: its playlists and resources.
     var keys: [CacheKey] = []
 
-    /// What of an HLS asset a job pins.
-    public struct HLSChoice: Sendable, Codable, Equatable {
+    /// What of an HLS asset or a DASH presentation a job pins.
+    public struct AssetChoice: Sendable, Codable, Equatable {
+        public var format: CachingReader.ManifestKind
+        /// The HLS variant, or the representation of each DASH adaptation set, by bandwidth.
         public var variant: HLSPrefetchOptions.VariantChoice
+        /// From the start, how many seconds; `nil` for all.
         public var seconds: Double?
     }
 

@@ -136,8 +136,8 @@ public final class DownloadQueue: Sendable {
 
     // MARK: Pinning
 
-    /// Pins `url` and queues its download: a file, or, when `url` is an HLS playlist, the
-    /// asset `variant` and `seconds` choose (``HLSPrefetchOptions``). Asking for the content
+    /// Pins `url` and queues its download: a file, or, when `url` is an HLS playlist or a
+    /// DASH manifest, the asset `variant` and `seconds` choose (``HLSPrefetchOptions``). Asking for the content
     /// information (a `HEAD`, or the playlists) is all it fetches before it decides; a pin
     /// that cannot fit the pinned quota is refused then, saying how much it needs and how
     /// much is free. Pinning a URL that has a job already returns that job (resumed if it
@@ -155,10 +155,10 @@ public final class DownloadQueue: Sendable {
         let metadata = try await reader.contentInfo(for: url)
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: store.configuration.clock.now)
         var keys = [key]
-        if try await reader.isPlaylist(url, metadata) {
-            let plan = try await reader.prefetchPlan(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+        if let kind = try await reader.manifestKind(url, metadata) {
+            let plan = try await reader.assetPlan(url, kind: kind, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
             keys += plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
-            job.hls = DownloadJob.HLSChoice(variant: variant, seconds: seconds)
+            job.asset = DownloadJob.AssetChoice(format: kind, variant: variant, seconds: seconds)
             job.bytesTotal = plan.estimatedBytes
             job.totalIsEstimate = plan.items.contains { $0.range == nil }
             job.resourcesTotal = plan.items.count
@@ -324,9 +324,9 @@ public final class DownloadQueue: Sendable {
         var failure: String?
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
-            if let hls = job.hls {
-                let options = HLSPrefetchOptions(variant: hls.variant, seconds: hls.seconds)
-                let plan = try await reader.prefetchPlan(job.url, options: options)
+            if let asset = job.asset {
+                let options = HLSPrefetchOptions(variant: asset.variant, seconds: asset.seconds)
+                let plan = try await reader.assetPlan(job.url, kind: asset.format, options: options)
                 // A playlist may name more than when it was pinned: those are pinned too.
                 let keys = plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
                 let added = state.withLock { state -> [CacheKey] in

@@ -35,7 +35,11 @@ extension CachingReader {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
         let metadata = try await offline.contentInfo(for: url)
-        guard try await offline.isPlaylist(url, metadata) else {
+        let kind = try await offline.manifestKind(url, metadata)
+        guard kind != .dash else {
+            throw CacheError(.originRejected, "Exporting a DASH presentation is not supported yet; play it through the proxy (offline too).")
+        }
+        guard kind == .hls else {
             let bytes = try await offline.write(url, range: nil, to: destination.path, exclusive: true)
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }

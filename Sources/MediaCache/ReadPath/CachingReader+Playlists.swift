@@ -8,7 +8,7 @@ extension CachingReader {
     public static let manifestTypes: Set<String> = ["application/dash+xml"]
 
     /// What kind of manifest a resource is.
-    public enum ManifestKind: Sendable, Equatable {
+    public enum ManifestKind: String, Sendable, Equatable, Codable {
         /// An HLS playlist.
         case hls
         /// A DASH manifest (MPD).

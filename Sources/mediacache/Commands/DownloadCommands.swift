@@ -10,7 +10,8 @@ struct PinCommand: AsyncParsableCommand {
         commandName: "pin",
         abstract: "Download files or HLS assets and keep them whatever the cache's limits (for offline play).",
         discussion: """
-            A playlist URL pins the chosen variant, its default audio and their segments; any other URL pins the file. \
+            A playlist URL pins the chosen variant, its default audio and their segments; a DASH manifest, the chosen \
+            representation of each adaptation set; any other URL pins the file. \
             A pin that cannot fit the pinned quota (serve --max-pinned-size) is refused before its bytes are fetched. \
             With a server running, the server downloads and Ctrl-C only stops watching; without one, the download runs \
             here and Ctrl-C stops it: it resumes with the next `mediacache serve` or `mediacache resume`.

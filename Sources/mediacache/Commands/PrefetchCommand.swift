@@ -9,7 +9,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prefetch",
         abstract: "Cache files or HLS assets ahead of playing them (before a flight).",
-        discussion: "A playlist URL caches the chosen variant's segments (and its default audio); any other URL caches the file. Ctrl-C stops and keeps what arrived."
+        discussion: "A playlist URL caches the chosen variant's segments (and its default audio); a DASH manifest, the chosen representation of each adaptation set; any other URL caches the file. Ctrl-C stops and keeps what arrived."
     )
 
     @Argument(help: "Origin URLs (files or HLS playlists).")

@@ -1,0 +1,210 @@
+public import Foundation
+
+/// What a DASH manifest presents, as far as storing it ahead of play needs: each period's
+/// adaptation sets, their representations, and each representation's resources (an
+/// initialization and media segments, whole files or byte ranges of one), with durations.
+/// Read with bounds: at most ``maximumSegments`` segments per representation.
+public struct DASHPresentation: Sendable {
+    public static let maximumSegments = 100_000
+
+    public struct Resource: Sendable, Equatable {
+        public var url: URL
+        public var range: ByteRange?
+        /// Seconds of media (0 for an initialization or an index).
+        public var duration: Double
+    }
+
+    public struct Representation: Sendable {
+        public var id: String
+        public var bandwidth: Int64
+        public var resources: [Resource]
+    }
+
+    public struct AdaptationSet: Sendable {
+        public var representations: [Representation]
+    }
+
+    public struct Period: Sendable {
+        public var adaptationSets: [AdaptationSet]
+        /// Seconds, when known.
+        public var duration: Double?
+    }
+
+    public var periods: [Period]
+    public var isDynamic: Bool
+}
+
+extension DASHManifest {
+    /// The presentation, its URLs resolved against `base` (the manifest's URL after
+    /// redirects) through every level's `BaseURL`. A representation whose segments cannot be
+    /// listed (a live template without an end, a template it cannot expand) has none.
+    public func presentation(base: URL) -> DASHPresentation {
+        var children = [[Int]](repeating: [], count: elements.count)
+        for (index, element) in elements.enumerated() {
+            if let parent = element.parent { children[parent].append(index) }
+        }
+        func child(_ index: Int, named name: String) -> Int? { children[index].first { elements[$0].name == name } }
+        func kids(_ index: Int, named name: String) -> [Int] { children[index].filter { elements[$0].name == name } }
+        func attribute(_ name: String, _ index: Int?) -> String? { index.flatMap { Self.attribute(name, of: elements[$0], in: bytes) } }
+        func baseURL(of index: Int, inherited: URL) -> URL {
+            guard let baseElement = child(index, named: "BaseURL"), let text = elements[baseElement].text,
+                  let resolved = Self.resolve(Self.textValue(bytes[text]), against: inherited) else { return inherited }
+            return resolved
+        }
+        let root = 0
+        let rootBase = baseURL(of: root, inherited: base)
+        let total = attribute("mediaPresentationDuration", root).flatMap(Self.seconds(ofISO8601Duration:))
+        var periods: [DASHPresentation.Period] = []
+        let periodIndices = kids(root, named: "Period")
+        for (position, period) in periodIndices.enumerated() {
+            let periodBase = baseURL(of: period, inherited: rootBase)
+            let start = attribute("start", period).flatMap(Self.seconds(ofISO8601Duration:)) ?? 0
+            var duration = attribute("duration", period).flatMap(Self.seconds(ofISO8601Duration:))
+            if duration == nil {
+                if position + 1 < periodIndices.count, let next = attribute("start", periodIndices[position + 1]).flatMap(Self.seconds(ofISO8601Duration:)) {
+                    duration = next - start
+                } else if let total {
+                    duration = total - start
+                }
+            }
+            var sets: [DASHPresentation.AdaptationSet] = []
+            for set in kids(period, named: "AdaptationSet") {
+                let setBase = baseURL(of: set, inherited: periodBase)
+                var representations: [DASHPresentation.Representation] = []
+                for representation in kids(set, named: "Representation") {
+                    let representationBase = baseURL(of: representation, inherited: setBase)
+                    let id = attribute("id", representation) ?? ""
+                    let bandwidth = attribute("bandwidth", representation).flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 0
+                    // Segment information is inherited level by level, the nearest level winning per attribute.
+                    let levels = [period, set, representation]
+                    var resources: [DASHPresentation.Resource] = []
+                    if let list = levels.compactMap({ child($0, named: "SegmentList") }).last {
+                        resources = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, child: child, kids: kids)
+                    } else if levels.contains(where: { child($0, named: "SegmentTemplate") != nil }) {
+                        let templates = levels.compactMap { child($0, named: "SegmentTemplate") }
+                        resources = segmentTemplate(templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration,
+                                                    child: child, kids: kids)
+                    } else {
+                        // SegmentBase, or nothing: the representation's base is one file.
+                        resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
+                    }
+                    representations.append(DASHPresentation.Representation(id: id, bandwidth: bandwidth, resources: resources))
+                }
+                sets.append(DASHPresentation.AdaptationSet(representations: representations))
+            }
+            periods.append(DASHPresentation.Period(adaptationSets: sets, duration: duration))
+        }
+        return DASHPresentation(periods: periods, isDynamic: isDynamic)
+    }
+
+    private func segmentList(_ list: Int, base: URL, id: String, bandwidth: Int64, child: (Int, String) -> Int?,
+                             kids: (Int, String) -> [Int]) -> [DASHPresentation.Resource] {
+        var resources: [DASHPresentation.Resource] = []
+        let timescale = Self.attribute("timescale", of: elements[list], in: bytes).flatMap { Double($0) }.map { max(1, $0) } ?? 1
+        let each = (Self.attribute("duration", of: elements[list], in: bytes).flatMap { Double($0) } ?? 0) / timescale
+        if let initialization = child(list, "Initialization") {
+            let source = Self.attribute("sourceURL", of: elements[initialization], in: bytes)
+            if let url = source.map({ Self.resolve($0, against: base) }) ?? base {
+                resources.append(.init(url: url, range: Self.attribute("range", of: elements[initialization], in: bytes).flatMap(Self.byteRange), duration: 0))
+            }
+        }
+        for segment in kids(list, "SegmentURL").prefix(DASHPresentation.maximumSegments) {
+            let media = Self.attribute("media", of: elements[segment], in: bytes)
+            guard let url = media.map({ Self.resolve($0, against: base) }) ?? base else { continue }
+            resources.append(.init(url: url, range: Self.attribute("mediaRange", of: elements[segment], in: bytes).flatMap(Self.byteRange), duration: each))
+        }
+        return resources
+    }
+
+    private func segmentTemplate(_ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?,
+                                 child: (Int, String) -> Int?, kids: (Int, String) -> [Int]) -> [DASHPresentation.Resource] {
+        // The nearest level's attribute wins.
+        func value(_ name: String) -> String? {
+            templates.reversed().lazy.compactMap { Self.attribute(name, of: self.elements[$0], in: self.bytes) }.first
+        }
+        let timescale = value("timescale").flatMap { Double($0) }.map { max(1, $0) } ?? 1
+        let startNumber = value("startNumber").flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 1
+        var resources: [DASHPresentation.Resource] = []
+        if let initialization = value("initialization"),
+           let url = Self.expand(initialization, id: id, bandwidth: bandwidth, number: nil, time: nil).flatMap({ Self.resolve($0, against: base) }) {
+            resources.append(.init(url: url, range: nil, duration: 0))
+        }
+        guard let media = value("media") else { return resources }
+        // (number, time, seconds) of each segment.
+        var segments: [(Int64, Int64, Double)] = []
+        if let timeline = templates.reversed().compactMap({ child($0, "SegmentTimeline") }).first {
+            var number = startNumber
+            var time: Int64 = 0
+            for entry in kids(timeline, "S") {
+                let s = elements[entry]
+                if let t = Self.attribute("t", of: s, in: bytes).flatMap({ Int64($0) }) { time = t }
+                guard let d = Self.attribute("d", of: s, in: bytes).flatMap({ Int64($0) }), d > 0 else { break }
+                let repeats = Self.attribute("r", of: s, in: bytes).flatMap { Int64($0) } ?? 0
+                guard repeats >= 0 else { break }  // -1: to the next S or the end; a live timeline
+                for _ in 0...min(repeats, Int64(DASHPresentation.maximumSegments)) where segments.count < DASHPresentation.maximumSegments {
+                    segments.append((number, time, Double(d) / timescale))
+                    number += 1
+                    time = time.addingReportingOverflow(d).partialValue
+                }
+            }
+        } else if let each = value("duration").flatMap({ Double($0) }), each > 0, let duration, duration > 0, !isDynamic {
+            let seconds = each / timescale
+            let count = min(Int64((duration / seconds).rounded(.up)), Int64(DASHPresentation.maximumSegments))
+            for index in 0..<max(0, count) {
+                segments.append((startNumber + index, Int64(Double(index) * each), min(seconds, duration - Double(index) * seconds)))
+            }
+        }
+        for (number, time, seconds) in segments {
+            guard let text = Self.expand(media, id: id, bandwidth: bandwidth, number: number, time: time),
+                  let url = Self.resolve(text, against: base) else { continue }
+            resources.append(.init(url: url, range: nil, duration: seconds))
+        }
+        return resources
+    }
+
+    /// `a-b` (inclusive) as a byte range.
+    static func byteRange(_ text: String) -> ByteRange? {
+        let parts = text.split(separator: "-", maxSplits: 1)
+        guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
+              last < ByteRange.maximumOffset else { return nil }
+        return ByteRange(first, last + 1)
+    }
+
+    /// A template with its identifiers substituted (ISO/IEC 23009-1 §5.3.9.4.4): `$$`,
+    /// `$RepresentationID$`, `$Bandwidth$`, `$Number$`, `$Time$`, each number with an optional
+    /// `%0Nd` width; `nil` for an identifier it does not know or cannot fill.
+    static func expand(_ template: String, id: String, bandwidth: Int64, number: Int64?, time: Int64?) -> String? {
+        var output = ""
+        var rest = Substring(template)
+        while let dollar = rest.firstIndex(of: "$") {
+            output += rest[..<dollar]
+            let after = rest[rest.index(after: dollar)...]
+            guard let close = after.firstIndex(of: "$") else { return nil }
+            let identifier = after[..<close]
+            rest = after[after.index(after: close)...]
+            if identifier.isEmpty {
+                output += "$"
+                continue
+            }
+            let parts = identifier.split(separator: "%", maxSplits: 1)
+            let name = parts.first.map(String.init) ?? ""
+            var width = 0
+            if parts.count == 2 {
+                let format = parts[1]
+                guard format.hasPrefix("0"), format.hasSuffix("d"), let n = Int(format.dropFirst().dropLast()), (1...20).contains(n) else { return nil }
+                width = n
+            }
+            let value: String
+            switch name {
+            case "RepresentationID": value = id
+            case "Bandwidth": value = String(bandwidth)
+            case "Number": guard let number else { return nil }; value = String(number)
+            case "Time": guard let time else { return nil }; value = String(time)
+            default: return nil
+            }
+            let digits = name == "RepresentationID" ? value : String(repeating: "0", count: max(0, width - value.count)) + value
+            output += digits
+        }
+        return output + rest
+    }
+}

@@ -1,0 +1,65 @@
+public import Foundation
+
+extension CachingReader {
+    /// Stores a DASH presentation ahead of playing it: the manifest at `url`, then in each
+    /// period the representation `options.variant` chooses in each adaptation set (by
+    /// `bandwidth`, as for HLS variants), its initialization and its segments for
+    /// `options.seconds` or all of them, each a cache entry as if a player had read it.
+    /// Cancel the calling task to stop: what arrived stays cached.
+    /// - Returns: the final progress.
+    /// - Throws: ``CacheError`` for a manifest that cannot be had or read (a live one, whose
+    ///   segments have no end, among them), or an origin failure.
+    @discardableResult
+    public func prefetchDASH(_ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
+                             progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
+        let plan = try await dashPlan(url, options: options)
+        return try await prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
+    }
+
+    /// What a prefetch of the DASH presentation at `url` stores; the estimate is each chosen
+    /// representation's `bandwidth` times the seconds chosen.
+    func dashPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
+        let (body, metadata) = try await playlistBody(url, headers: options.headers)
+        let manifest: DASHManifest
+        do {
+            manifest = try DASHManifest(parsing: body)
+        } catch {
+            configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+        }
+        guard !manifest.isDynamic else {
+            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) is live (type=\"dynamic\"): it has no end to store.")
+        }
+        let presentation = manifest.presentation(base: metadata.finalURL ?? url)
+        var items: [PrefetchItem] = []
+        var seen: Set<PrefetchItem> = []
+        var estimate: Int64 = 0
+        for period in presentation.periods {
+            for set in period.adaptationSets {
+                let variants = set.representations.enumerated().map { HLSPlaylist.Variant(bandwidth: $0.element.bandwidth, uri: String($0.offset)) }
+                guard let chosen = Self.choose(options.variant, among: variants).flatMap({ Int($0.uri) }) else { continue }
+                let representation = set.representations[chosen]
+                var seconds = 0.0
+                for resource in representation.resources {
+                    if let limit = options.seconds, resource.duration > 0, seconds >= limit { break }
+                    seconds += resource.duration
+                    let item = PrefetchItem(url: resource.url, range: resource.range)
+                    if seen.insert(item).inserted { items.append(item) }
+                }
+                estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(representation.bandwidth) / 8 * seconds)))
+            }
+        }
+        guard !items.isEmpty else {
+            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments this cache can store.")
+        }
+        return PrefetchPlan(playlists: [url], items: items, estimatedBytes: estimate)
+    }
+
+    /// What a prefetch of the asset at `url` stores, an HLS playlist or a DASH manifest.
+    func assetPlan(_ url: URL, kind: ManifestKind, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
+        switch kind {
+        case .hls: try await prefetchPlan(url, options: options)
+        case .dash: try await dashPlan(url, options: options)
+        }
+    }
+}
