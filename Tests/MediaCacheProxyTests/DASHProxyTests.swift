@@ -91,12 +91,12 @@ import Testing
         try text.write(to: manifest, atomically: true, encoding: .utf8)
     }
 
-    /// Serves every file of `directory` under `/dash/`; returns their paths.
-    static func serve(_ directory: URL, on origin: TestOrigin) throws -> [String] {
+    /// Serves every file of `directory` under `prefix`; returns their paths.
+    static func serve(_ directory: URL, on origin: TestOrigin, under prefix: String = "/dash") throws -> [String] {
         let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
         var paths: [String] = []
         for file in files where ["mpd", "m4s", "mp4"].contains(file.pathExtension) {
-            let path = "/dash" + file.path.dropFirst(directory.path.count)
+            let path = prefix + file.path.dropFirst(directory.path.count)
             let type = file.pathExtension == "mpd" ? "application/dash+xml" : "video/iso.segment"
             origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
             paths.append(path)
@@ -108,6 +108,87 @@ import Testing
         let result = try await runTool(["ffmpeg", "-v", "error", "-i", input, "-map", "0", "-threads", "1", "-f", "md5", "-"])
         #expect(result.status == 0, "ffmpeg \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
+    }
+
+    static let hasGStreamer = toolExists("gst-launch-1.0")
+
+    /// The forms ffmpeg cannot play, played by GStreamer's `dashdemux`: one file per
+    /// representation addressed by `SegmentBase` (`indexRange` and `Initialization@range`,
+    /// written over ffmpeg's `-single_file 1 -global_sidx 1` output), and a presentation of
+    /// two periods. Each decodes through the proxy to what it decodes to direct, and a second
+    /// play makes no origin request.
+    @Test(.enabled(if: hasFFmpeg && hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"))
+    func segmentBaseAndMultiPeriodPlayInGStreamer() async throws {
+        try await withTemporaryDirectory { directory in
+            try await ProxyHarness.with { h in
+                let single = directory.appendingPathComponent("single")
+                try FileManager.default.createDirectory(at: single, withIntermediateDirectories: true)
+                let made = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
+                                              "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
+                                              "-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1",
+                                              "-single_file", "1", "-global_sidx", "1", single.appendingPathComponent("m.mpd").path])
+                #expect(made.status == 0, "\(made.error)")
+                var text = try String(contentsOf: single.appendingPathComponent("m.mpd"), encoding: .utf8)
+                for stream in ["0", "1"] {
+                    let file = [UInt8](try Data(contentsOf: single.appendingPathComponent("m-stream\(stream).mp4")))
+                    let boxes = Self.topLevelBoxes(file)
+                    let moov = try #require(boxes["moov"])
+                    let sidx = try #require(boxes["sidx"])
+                    let list = try #require(text.range(of: "<SegmentList"), "\(text)")
+                    let end = try #require(text.range(of: "</SegmentList>", range: list.upperBound..<text.endIndex))
+                    text.replaceSubrange(list.lowerBound..<end.upperBound,
+                                         with: "<SegmentBase indexRange=\"\(sidx.lowerBound)-\(sidx.upperBound - 1)\"><Initialization range=\"0-\(moov.upperBound - 1)\"/></SegmentBase>")
+                }
+                try text.write(to: single.appendingPathComponent("base.mpd"), atomically: true, encoding: .utf8)
+                let multi = directory.appendingPathComponent("multi")
+                try await Self.make(.templateNumber, in: multi)
+                var two = try String(contentsOf: multi.appendingPathComponent("m.mpd"), encoding: .utf8)
+                let period = try #require(two.range(of: "<Period").map { two[$0.lowerBound...] }.flatMap { rest in rest.range(of: "</Period>").map { String(rest[..<$0.upperBound]) } })
+                two = two.replacingOccurrences(of: "mediaPresentationDuration=\"PT3.0S\"", with: "mediaPresentationDuration=\"PT6.0S\"")
+                    .replacingOccurrences(of: period, with: period + "\n\t" + period.replacingOccurrences(of: "<Period id=\"0\" start=\"PT0.0S\">", with: "<Period id=\"1\" start=\"PT3.0S\">"))
+                try two.write(to: multi.appendingPathComponent("two.mpd"), atomically: true, encoding: .utf8)
+                var paths = try Self.serve(single, on: h.origin)
+                paths += try Self.serve(multi, on: h.origin, under: "/two")
+                #expect(paths.contains("/dash/base.mpd") && paths.contains("/two/two.mpd"))
+                for entry in ["/dash/base.mpd", "/two/two.mpd"] {
+                    let direct = try await Self.gstreamerHash(h.origin.url(entry).absoluteString, in: directory)
+                    let proxied = try await Self.gstreamerHash(h.proxyURL(for: h.origin.url(entry).absoluteString), in: directory)
+                    #expect(!direct.isEmpty && proxied == direct, "\(entry): direct \(direct), proxied \(proxied)")
+                    h.origin.resetCounters()
+                    #expect(try await Self.gstreamerHash(h.proxyURL(for: h.origin.url(entry).absoluteString), in: directory) == direct)
+                    let asked = paths.flatMap { h.origin.requests($0) }
+                    #expect(asked.isEmpty, "\(entry): the second play reached the origin: \(asked)")
+                }
+            }
+        }
+    }
+
+    /// The ranges of an MP4 file's top-level boxes, by type (the first of each).
+    static func topLevelBoxes(_ file: [UInt8]) -> [String: Range<Int>] {
+        var boxes: [String: Range<Int>] = [:]
+        var offset = 0
+        while offset + 8 <= file.count {
+            let size = file[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+            guard size >= 8, offset + size <= file.count else { break }
+            let type = String(decoding: file[(offset + 4)..<(offset + 8)], as: UTF8.self)
+            if boxes[type] == nil { boxes[type] = offset..<(offset + size) }
+            offset += size
+        }
+        return boxes
+    }
+
+    /// The md5 of what GStreamer decodes from `uri` (raw audio and video, not in real time);
+    /// empty when it fails.
+    static func gstreamerHash(_ uri: String, in directory: URL) async throws -> String {
+        let audio = directory.appendingPathComponent("a-\(UUID().uuidString).raw").path
+        let video = directory.appendingPathComponent("v-\(UUID().uuidString).raw").path
+        let result = try await runTool(["timeout", "120", "gst-launch-1.0", "-q", "playbin", "uri=\(uri)",
+                                        "audio-sink=audioconvert ! audio/x-raw,format=S16LE ! filesink sync=false location=\(audio)",
+                                        "video-sink=videoconvert ! video/x-raw,format=I420 ! filesink sync=false location=\(video)"])
+        #expect(result.status == 0, "gst-launch \(uri): \(result.error) \(String(decoding: result.output, as: UTF8.self).suffix(500))")
+        guard result.status == 0 else { return "" }
+        let hash = try await runTool(["md5sum", audio, video])
+        return String(decoding: hash.output, as: UTF8.self).split(separator: "\n").map { $0.prefix(32) }.joined(separator: ",")
     }
 
     /// A DASH presentation pinned through the engine (the lowest representation of each
