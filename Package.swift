@@ -152,6 +152,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            // The fuzz corpus is read from the source tree at test time (`Mutator`), not built.
+            exclude: ["Fuzz/Corpus"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -54,16 +54,24 @@ public final class ProxyServer: Service {
         let handler = handler
         let configuration = configuration
         let connections = connections
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(ChannelOptions.backlog, value: 256)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)
+        let server: any Channel
+        do {
+            server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.backlog, value: 256)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)
+                    }
                 }
-            }
-            .bind(host: configuration.host, port: configuration.port).get()
+                .bind(host: configuration.host, port: configuration.port).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw ProxyError("Port \(configuration.port) on \(configuration.host) is already in use (another mediacache serve?). "
+                + "Stop what listens there, or choose another port with --port (0 picks a free one).")
+        } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
+            throw ProxyError("\(configuration.host) is not an address of this machine; choose one it has with --host.")
+        }
         let port = server.localAddress?.port ?? configuration.port
         if let file = configuration.serverInfoFile {
             let info = ServerInfo(host: configuration.host, port: port, token: configuration.token, pid: getpid())

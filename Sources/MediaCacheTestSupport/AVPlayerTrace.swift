@@ -1,10 +1,11 @@
-/// Requests AVPlayer made through a resource loader (DESIGN.md, `traces/`).
+/// Requests AVPlayer makes through a resource loader, as recorded on a Mac and kept here as
+/// data: the trace is the whole of it (the recording is not part of the repository).
 public enum AVPlayerTrace {
-    /// The length of the MP4 of `avplayer-mp4-video.tsv`.
+    /// The length of the MP4 of the recorded session.
     public static let mp4Length: Int64 = 61_574_237
 
-    /// `avplayer-mp4-video.tsv`: the 21 data requests (offset, length) AVPlayer made for a
-    /// 61,574,237-byte MP4, in order.
+    /// The 21 data requests (offset, length) AVPlayer made for a 61,574,237-byte MP4 whose
+    /// `moov` is at the end, in order.
     public static let mp4: [(offset: Int64, length: Int64)] = [
         (4849664, 65536), (30129037, 31445200), (30146560, 31427677), (32112640, 29461597), (7798784, 720896),
         (8650752, 65536), (8847360, 65536), (8978432, 65536), (9109504, 65536), (9240576, 131072),

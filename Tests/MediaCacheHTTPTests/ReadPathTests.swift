@@ -62,7 +62,7 @@ import Testing
         }
     }
 
-    /// DESIGN.md's AVPlayer session: 0-1, 0-to-end cancelled after 700 KiB, resume,
+    /// How AVPlayer reads a file through a resource loader: 0-1, 0-to-end cancelled after 700 KiB, resume,
     /// seek forward, seek back, replay; then the whole session again from cache.
     @Test(arguments: OriginScheme.allCases)
     func avPlayerPatternFetchesEachByteOnceAndReplaysFromCache(scheme: OriginScheme) async throws {

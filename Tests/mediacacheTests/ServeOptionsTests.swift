@@ -21,6 +21,23 @@ import Testing
         }
     }
 
+    /// A second `serve` on a port already in use stops at once and says which port and what
+    /// to do, not NIO's `bind(descriptor:ptr:bytes:)` text; the first goes on serving.
+    @Test func aPortInUseIsNamedWithWhatToDo() async throws {
+        try await RunningServer.with { first in
+            let executable = try ChildProcess.executable(named: "mediacache")
+            try await withTemporaryDirectory { directory in
+                let result = try await ChildProcess.run([executable.path, "serve", "--port", String(first.info.port),
+                                                         "--cache-dir", directory.appendingPathComponent("cache").path])
+                #expect(result.status == 1)
+                #expect(result.error == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another mediacache serve?). "
+                    + "Stop what listens there, or choose another port with --port (0 picks a free one).\n", "\(result.error)")
+            }
+            let stats = try await CacheCommandTests.mediacache(["stats", "--cache-dir", first.folder])
+            #expect(stats.status == 0, "the first server still answers: \(stats.error)")
+        }
+    }
+
     /// `--insecure-skip-verify` warns as the server starts (and on every request's log line:
     /// `HTTPSOriginTests`).
     @Test func skippingVerificationWarnsAtStart() async throws {

@@ -91,7 +91,7 @@ struct Workloads {
                   reference: String(format: "origin direct %.1f ms", Self.percentile(0.5, direct) * 1000))
     }
 
-    /// The MP4 AVPlayer trace of DESIGN.md (moov at the end) and 200 random 64 KiB windows.
+    /// The MP4 AVPlayer trace (``AVPlayerTrace``, moov at the end) and 200 random 64 KiB windows.
     static let movieLength = AVPlayerTrace.mp4Length
     static let windowsLength: Int64 = 256 << 20
 

@@ -245,6 +245,10 @@ struct ServeCommand: AsyncParsableCommand {
             await reader.shutDown()
             try? await store.close()
             try? await fetcher.shutdown()
+            if let error = error as? ProxyError {
+                FileHandle.standardError.write(Data("mediacache: \(error.message)\n".utf8))
+                throw ExitCode(1)
+            }
             throw error
         }
         // In-flight requests have ended; stop the downloads that outlive them (a prefetch's),
