@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "MediaCacheHTTP", targets: ["MediaCacheHTTP"]),
         .library(name: "MediaCacheProxy", targets: ["MediaCacheProxy"]),
         .library(name: "MediaCacheAVFoundation", targets: ["MediaCacheAVFoundation"]),
+        // For the tests of packages built on this one (AppleCheck/): a test origin, traces.
+        .library(name: "MediaCacheTestSupport", targets: ["MediaCacheTestSupport"]),
         .executable(name: "mediacache", targets: ["mediacache"]),
         .executable(name: "mediacache-bench", targets: ["mediacache-bench"]),
     ],

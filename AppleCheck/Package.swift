@@ -1,0 +1,38 @@
+// swift-tools-version: 6.1
+// Compiles MediaCache's Apple adapter (Sources/MediaCacheAVFoundation, linked here unchanged)
+// against a stand-in of the AVFoundation it uses, and drives it with simulated AVPlayer
+// loading requests. Linux only, built by .ci/run; it never ships: on Apple platforms the
+// adapter builds against the real AVFoundation in the main package.
+import PackageDescription
+
+let package = Package(
+    name: "AppleCheck",
+    dependencies: [
+        .package(name: "MediaCache", path: ".."),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+    ],
+    targets: [
+        .target(name: "AVFoundation", path: "Sources/AVFoundation"),
+        .target(
+            name: "CheckedAVFoundationAdapter",
+            dependencies: [
+                "AVFoundation",
+                .product(name: "MediaCache", package: "MediaCache"),
+                .product(name: "MediaCacheProxy", package: "MediaCache"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Sources/CheckedAVFoundationAdapter",
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("InternalImportsByDefault")]
+        ),
+        .testTarget(
+            name: "AppleCheckTests",
+            dependencies: [
+                "AVFoundation", "CheckedAVFoundationAdapter",
+                .product(name: "MediaCache", package: "MediaCache"),
+                .product(name: "MediaCacheHTTP", package: "MediaCache"),
+                .product(name: "MediaCacheProxy", package: "MediaCache"),
+                .product(name: "MediaCacheTestSupport", package: "MediaCache"),
+            ]
+        ),
+    ]
+)
