@@ -287,6 +287,73 @@ import Testing
         }
     }
 
+    /// A live presentation ffmpeg makes as the test runs (`-streaming 1 -window_size 5`, in real
+    /// time): its manifest advances through the proxy as it does direct (the origin calls it
+    /// fresh for a minute; its `minimumUpdatePeriod` is 1 s), it never shows what the origin
+    /// did not, and a segment it names comes through with the origin's bytes. The origin serves
+    /// ffmpeg's folder as it is whenever the test asks for the manifest.
+    @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"))
+    func anFFmpegLiveManifestAdvancesThroughTheProxyAsItDoesDirect() async throws {
+        try await withTemporaryDirectory { directory in
+            try await ProxyHarness.with { h in
+                let manifest = directory.appendingPathComponent("m.mpd")
+                let ffmpeg = try SpawnedProcess("ffmpeg", ["-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=duration=60:size=160x120:rate=10",
+                                                           "-c:v", "mpeg4", "-q:v", "8", "-threads", "1", "-f", "dash", "-seg_duration", "1",
+                                                           "-streaming", "1", "-window_size", "5", manifest.path], searchingPath: true)
+                try await runThenTearDown(ffmpeg, { _ in
+                    var published: Set<String> = []
+                    /// Serves the folder as it is now; returns the manifest's publishTime.
+                    func mirror() throws -> String? {
+                        guard let text = try? String(contentsOf: manifest, encoding: .utf8), text.contains("</MPD>") else { return nil }
+                        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".m4s") {
+                            let bytes = [UInt8](try Data(contentsOf: directory.appendingPathComponent(name)))
+                            h.origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/iso.segment", etag: "\"\(bytes.count)\""), at: "/live/" + name)
+                        }
+                        let time = Self.attribute("publishTime", in: text)
+                        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"\(time ?? "")\"")
+                        resource.cacheControl = "max-age=60"
+                        h.origin.serve(resource, at: "/live/m.mpd")
+                        if let time { published.insert(time) }
+                        return time
+                    }
+                    try await waitUntil { (try? mirror()) != nil }
+                    let first = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
+                    #expect(first.contains("type=\"dynamic\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(first)")
+                    let firstTime = try #require(Self.attribute("publishTime", in: first))
+                    #expect(published.contains(firstTime))
+                    // The origin's manifest moves on as ffmpeg writes; so does the proxy's.
+                    var later = first
+                    try await waitUntil {
+                        _ = try mirror()
+                        later = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
+                        return Self.attribute("publishTime", in: later) != firstTime
+                    }
+                    let laterTime = try #require(Self.attribute("publishTime", in: later))
+                    #expect(published.contains(laterTime), "the proxy showed a manifest the origin never served: \(laterTime)")
+                    // A segment ffmpeg has written whole, through the base the manifest gives.
+                    let base = try #require(later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
+                    _ = try mirror()
+                    let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                        .filter { $0.hasPrefix("chunk-stream0-") && $0.hasSuffix(".m4s") }.max())
+                    let resource = try #require(h.origin.resource(at: "/live/" + segment))
+                    let expected = resource.bytes(0..<resource.length)
+                    let reply = try await h.get(base + segment)
+                    #expect(reply.status == 200 && reply.body == expected, "\(segment)")
+                }, tearDown: { ffmpeg in
+                    // SIGKILL: a process spawned from a thread that blocks SIGTERM inherits the block.
+                    kill(ffmpeg.processIdentifier, SIGKILL)
+                    await ffmpeg.exited()
+                })
+            }
+        }
+    }
+
+    /// The value of the first `name="…"` in `text`.
+    static func attribute(_ name: String, in text: String) -> String? {
+        guard let start = text.range(of: name + "=\"") else { return nil }
+        return text[start.upperBound...].split(separator: "\"", maxSplits: 1).first.map(String.init)
+    }
+
     /// The path form carries the same checks as `?url=`: the token (in its first segment),
     /// the allow-list; a first segment that names no origin is a 400.
     @Test func thePathFormIsCheckedAsUrlIs() async throws {
