@@ -303,14 +303,8 @@ struct ProxyHandler: Sendable {
                 (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
             }
         }
-        var fields = HTTPHeaders()
-        fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/dash+xml")
-        if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
-        fields.add(name: "Cache-Control", value: "no-cache")
-        fields.add(name: "Accept-Ranges", value: "none")
         guard DASHManifest.looksLikeManifest(body) else {
-            fields.add(name: "Content-Length", value: String(body.count))
-            return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
+            return Self.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/dash+xml", head: head)
         }
         let parsed: DASHManifest
         do {
@@ -323,8 +317,19 @@ struct ProxyHandler: Sendable {
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved in
             "http://" + authority + ProxyURL.pathForm(for: resolved, token: configuration.token)
         }
-        fields.add(name: "Content-Length", value: String(text.utf8.count))
-        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .text(text))
+        return Self.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
+    }
+
+    /// The answer with a playlist or manifest, rewritten (or, when it was not one after all,
+    /// as it came): the player comes back for each reload, and the cache decides what that costs.
+    private static func rewritten(_ body: ProxyResponse.Body, length: Int, metadata: ContentMetadata, type: String, head: HTTPRequestHead) -> ProxyResponse {
+        var fields = HTTPHeaders()
+        fields.add(name: "Content-Type", value: metadata.mimeType ?? type)
+        if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
+        fields.add(name: "Cache-Control", value: "no-cache")
+        fields.add(name: "Accept-Ranges", value: "none")
+        fields.add(name: "Content-Length", value: String(length))
+        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : body)
     }
 
     /// A resource kept in memory only (an HLS key: see ``RequestTarget/isMemoryOnly``),
@@ -340,16 +345,9 @@ struct ProxyHandler: Sendable {
     }
 
     private func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
-        var fields = HTTPHeaders()
-        fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/vnd.apple.mpegurl")
-        if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
-        // The player comes back for each reload; the cache decides what that costs.
-        fields.add(name: "Cache-Control", value: "no-cache")
-        fields.add(name: "Accept-Ranges", value: "none")
         guard HLSPlaylist.looksLikePlaylist(body) else {
             // Not a playlist after all: the bytes as they came.
-            fields.add(name: "Content-Length", value: String(body.count))
-            return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
+            return Self.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
         }
         let parsed: HLSPlaylist
         do {
@@ -363,8 +361,7 @@ struct ProxyHandler: Sendable {
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
             "http://" + authority + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
         }
-        fields.add(name: "Content-Length", value: String(text.utf8.count))
-        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .text(text))
+        return Self.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }
 
     /// Fields of a player's request that the proxy does not send on: hop-by-hop ones (RFC

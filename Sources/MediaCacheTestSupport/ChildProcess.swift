@@ -43,7 +43,7 @@ public enum ChildProcess {
                                    errorFile: URL? = nil) async throws -> (SpawnedProcess, String) {
         let (process, output) = try start(executable, arguments, errorFile: errorFile)
         do {
-            let text = try await onDispatchThread { try waitForLine(prefix, on: output) }
+            let text = try await onOwnThread { try waitForLine(prefix, on: output) }
             let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) ?? text
             return (process, line)
         } catch {
@@ -53,10 +53,10 @@ public enum ChildProcess {
     }
 
     /// Runs a command-line tool found on the `PATH` and returns its exit status, standard
-    /// output and standard error. The waiting happens on a Dispatch thread: blocking the
+    /// output and standard error. The waiting happens on a thread of its own: blocking the
     /// cooperative pool would starve servers running in the same process.
     public static func run(_ arguments: [String]) async throws -> (status: Int32, output: Data, error: String) {
-        try await onDispatchThread { try runBlocking(arguments) }
+        try await onOwnThread { try runBlocking(arguments) }
     }
 
     /// Whether a tool named `name` is on the `PATH`.
@@ -64,9 +64,14 @@ public enum ChildProcess {
         (try? runBlocking(["which", name]).status) == 0
     }
 
-    private static func onDispatchThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `body`, which blocks, on a thread of its own. Not on a Dispatch global queue:
+    /// their threads are few and shared with the cooperative pool on Linux, so a blocked one
+    /// held up the servers of the test it waited for until Dispatch's monitor, which looks once
+    /// a second, added a thread (a curl through the proxy took whole seconds to its first
+    /// byte, and under load more than its 30 s limit).
+    static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+            Thread { continuation.resume(with: Result { try body() }) }.start()
         }
     }
 
@@ -84,11 +89,11 @@ public enum ChildProcess {
         let group = DispatchGroup()
         for (index, pipe) in [output, errors].enumerated() {
             group.enter()
-            DispatchQueue.global().async {
+            Thread {
                 let data = pipe.fileHandleForReading.readDataToEndOfFile()
                 collected.withLock { if index == 0 { $0.0 = data } else { $0.1 = data } }
                 group.leave()
-            }
+            }.start()
         }
         group.wait()
         process.waitUntilExit()
@@ -96,9 +101,9 @@ public enum ChildProcess {
         return (process.terminationStatus, out, String(decoding: err, as: UTF8.self))
     }
 
-    /// ``waitForLine(_:on:)`` on a Dispatch thread, for async code.
+    /// ``waitForLine(_:on:)`` on a thread of its own, for async code.
     public static func lineArrives(_ line: String, on pipe: Pipe) async throws -> String {
-        try await onDispatchThread { try waitForLine(line, on: pipe) }
+        try await onOwnThread { try waitForLine(line, on: pipe) }
     }
 
     /// Reads `pipe` until a line equal to `line` arrives; throws at end of file.
@@ -164,15 +169,15 @@ public final class SpawnedProcess: Sendable {
         _ = reap(blocking: true)
     }
 
-    /// Waits for the process to end on a Dispatch thread: in a test, blocking one of the
+    /// Waits for the process to end on a thread of its own: in a test, blocking one of the
     /// cooperative pool's few threads (two on a two-core machine) stalls every other test
     /// of the process, whose timeouts then fire.
     public func exited() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
+            Thread {
                 self.waitUntilExit()
                 continuation.resume()
-            }
+            }.start()
         }
     }
 

@@ -320,18 +320,7 @@ public struct DASHManifest: Sendable {
 
     /// `text` safe as XML text or a quoted attribute value.
     static func escaped(_ text: String) -> String {
-        var output = ""
-        for character in text {
-            switch character {
-            case "&": output += "&amp;"
-            case "<": output += "&lt;"
-            case ">": output += "&gt;"
-            case "\"": output += "&quot;"
-            case "'": output += "&apos;"
-            default: output.append(character)
-            }
-        }
-        return output
+        MarkupText.escaped(text)
     }
 
     /// An ISO 8601 duration as DASH writes it (`PT2S`, `PT1M30.5S`, `P1DT2H`), in seconds;
@@ -378,4 +367,24 @@ public struct DASHManifestError: Error, Sendable, CustomStringConvertible {
     public var message: String
     init(_ message: String) { self.message = message }
     public var description: String { message }
+}
+
+/// Text for XML and HTML.
+package enum MarkupText {
+    /// `text` safe as XML or HTML text and as a quoted attribute value.
+    package static func escaped(_ text: String) -> String {
+        var output = ""
+        output.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": output += "&amp;"
+            case "<": output += "&lt;"
+            case ">": output += "&gt;"
+            case "\"": output += "&quot;"
+            case "'": output += "&#39;"
+            default: output.append(character)
+            }
+        }
+        return output
+    }
 }
