@@ -472,25 +472,30 @@ import Testing
 
     @Test(arguments: TestSetup.all)
     func theProxysOwnFailuresGet502Or504(setup: TestSetup) async throws {
-        var fetcher = HTTPOriginFetcher.Configuration()
-        // Long enough for a 404 to arrive while every suite runs at once on two cores (all
-        // share two event loops; a 404 over TLS once took longer than 2 s, at 300 ms one over
-        // plain HTTP did), short against the slow origin's minute.
-        fetcher.responseTimeout = .seconds(8)
-        try await ProxyHarness.with(setup: setup, fetcher: fetcher) { h in
+        // The origin's own answer and an unreachable origin, with the default timeouts: a 404
+        // over TLS took more than 8 s to arrive with the whole suite and two CPU burners beside
+        // it, and a shorter limit turned it into the proxy's 504.
+        try await ProxyHarness.with(setup: setup) { h in
             var missing = TestOrigin.Faults()
             missing.status = 404
             h.origin.serve(.generated(length: 10, faults: missing), at: "/missing.mp4")
-            var slow = TestOrigin.Faults()
-            slow.headDelay = .seconds(60)
-            h.origin.serve(.generated(length: 10, faults: slow), at: "/slow.mp4")
             let missingReply = try await h.get(h.url("/missing.mp4"))
             #expect(missingReply.status == 404, "the origin's answer, not the proxy's failure")
             let unreachable = try await h.get(h.proxyURL(for: "http://127.0.0.1:1/x.mp4"))
             #expect(unreachable.status == 502)
             #expect(String(buffer: unreachable.body) == "Cannot reach 127.0.0.1:1: Connection refused.\n", "\(String(buffer: unreachable.body))")
+        }
+        // An origin that never answers (its head held by a gate nobody opens): a 504 after the
+        // response timeout, however loaded the machine.
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.responseTimeout = .milliseconds(500)
+        try await ProxyHarness.with(setup: setup, fetcher: fetcher) { h in
+            var silent = TestOrigin.Faults()
+            silent.gate = TestOrigin.Gate()
+            h.origin.serve(.generated(length: 10, faults: silent), at: "/slow.mp4")
             let timedOut = try await h.get(h.url("/slow.mp4"))
             #expect(timedOut.status == 504)
+            silent.gate?.open()
         }
     }
 
