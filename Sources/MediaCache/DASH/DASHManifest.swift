@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// An MPEG-DASH manifest (MPD) from outside: read with bounds, kept as its bytes, rewritten
 /// only where it names a URL.
@@ -7,11 +7,11 @@ public import Foundation
 /// processing instructions well enough to know each element's name, parents and attributes,
 /// and refuses what it cannot read (a tag left open, an end tag that closes another element,
 /// more than ``maximumDepth`` levels). Everything it does not rewrite stays byte for byte.
-public struct DASHManifest: Sendable {
+package struct DASHManifest: Sendable {
     /// The largest manifest read.
-    public static let maximumSize = 16 << 20
+    package static let maximumSize = 16 << 20
     /// The deepest nesting of elements read.
-    public static let maximumDepth = 64
+    package static let maximumDepth = 64
 
     /// One element as read: its local name (the part after a namespace prefix), its parent,
     /// its attributes (value ranges in the bytes, entities undecoded), and, for elements whose
@@ -29,9 +29,9 @@ public struct DASHManifest: Sendable {
     let elements: [Element]
 
     /// Whether the manifest is `type="dynamic"` (live).
-    public let isDynamic: Bool
+    package let isDynamic: Bool
     /// `minimumUpdatePeriod` in seconds, when given and readable.
-    public let minimumUpdatePeriod: Double?
+    package let minimumUpdatePeriod: Double?
 
     /// The elements whose text is a URL.
     static let urlTextElements: Set<String> = ["BaseURL", "Location", "PatchLocation"]
@@ -46,7 +46,7 @@ public struct DASHManifest: Sendable {
 
     /// Reads `bytes`.
     /// - Throws: ``DASHManifestError`` saying what is wrong.
-    public init(parsing bytes: [UInt8]) throws(DASHManifestError) {
+    package init(parsing bytes: [UInt8]) throws(DASHManifestError) {
         guard bytes.count <= Self.maximumSize else { throw DASHManifestError("The manifest is larger than \(Self.maximumSize >> 20) MiB.") }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw DASHManifestError("The manifest is not UTF-8 text.") }
         self.bytes = bytes
@@ -61,7 +61,7 @@ public struct DASHManifest: Sendable {
 
     /// Whether `bytes` look like an MPD: after a byte order mark, white space, an XML
     /// declaration and comments, the first element is named `MPD` (any namespace prefix).
-    public static func looksLikeManifest(_ bytes: some Collection<UInt8>) -> Bool {
+    package static func looksLikeManifest(_ bytes: some Collection<UInt8>) -> Bool {
         var rest = Array(bytes.prefix(4096))[...]
         if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
         while true {
@@ -87,7 +87,7 @@ public struct DASHManifest: Sendable {
     /// `xlink:href` and absolute segment, initialization and index URLs (templates included)
     /// mapped. `UTCTiming` and `ContentProtection` are left alone, and so is everything else.
     /// - Parameter base: the URL the manifest came from, after redirects.
-    public func rewritten(base: URL, map: (URL) -> String) -> String {
+    package func rewritten(base: URL, map: (URL) -> String) -> String {
         var edits: [(range: Range<Int>, text: String)] = []
         // The base each element's children resolve against, before and after its own BaseURL.
         var inherited: [URL] = []
@@ -363,10 +363,10 @@ public struct DASHManifest: Sendable {
 }
 
 /// Why a manifest cannot be read.
-public struct DASHManifestError: Error, Sendable, CustomStringConvertible {
-    public var message: String
+package struct DASHManifestError: Error, Sendable, CustomStringConvertible {
+    package var message: String
     init(_ message: String) { self.message = message }
-    public var description: String { message }
+    package var description: String { message }
 }
 
 /// Text for XML and HTML.

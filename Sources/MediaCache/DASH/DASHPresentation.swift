@@ -1,44 +1,44 @@
-public import Foundation
+package import Foundation
 
 /// What a DASH manifest presents, as far as storing it ahead of play needs: each period's
 /// adaptation sets, their representations, and each representation's resources (an
 /// initialization and media segments, whole files or byte ranges of one), with durations.
 /// Read with bounds: at most ``maximumSegments`` segments per representation.
-public struct DASHPresentation: Sendable {
-    public static let maximumSegments = 100_000
+package struct DASHPresentation: Sendable {
+    package static let maximumSegments = 100_000
 
-    public struct Resource: Sendable, Equatable {
-        public var url: URL
-        public var range: ByteRange?
+    package struct Resource: Sendable, Equatable {
+        package var url: URL
+        package var range: ByteRange?
         /// Seconds of media (0 for an initialization or an index).
-        public var duration: Double
+        package var duration: Double
     }
 
-    public struct Representation: Sendable {
-        public var id: String
-        public var bandwidth: Int64
-        public var resources: [Resource]
+    package struct Representation: Sendable {
+        package var id: String
+        package var bandwidth: Int64
+        package var resources: [Resource]
     }
 
-    public struct AdaptationSet: Sendable {
-        public var representations: [Representation]
+    package struct AdaptationSet: Sendable {
+        package var representations: [Representation]
     }
 
-    public struct Period: Sendable {
-        public var adaptationSets: [AdaptationSet]
+    package struct Period: Sendable {
+        package var adaptationSets: [AdaptationSet]
         /// Seconds, when known.
-        public var duration: Double?
+        package var duration: Double?
     }
 
-    public var periods: [Period]
-    public var isDynamic: Bool
+    package var periods: [Period]
+    package var isDynamic: Bool
 }
 
 extension DASHManifest {
     /// The presentation, its URLs resolved against `base` (the manifest's URL after
     /// redirects) through every level's `BaseURL`. A representation whose segments cannot be
     /// listed (a live template without an end, a template it cannot expand) has none.
-    public func presentation(base: URL) -> DASHPresentation {
+    package func presentation(base: URL) -> DASHPresentation {
         var children = [[Int]](repeating: [], count: elements.count)
         for (index, element) in elements.enumerated() {
             if let parent = element.parent { children[parent].append(index) }

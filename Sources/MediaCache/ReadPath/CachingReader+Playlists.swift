@@ -37,7 +37,7 @@ extension CachingReader {
     /// Whether the resource is an HLS playlist or a DASH manifest: by its media type, or (for
     /// a small resource of no particular type) by how its body starts, read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    public func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
+    package func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
         guard Self.mayBePlaylist(metadata) else { return nil }
         if let type = Self.mediaType(metadata) {
             if Self.playlistTypes.contains(type) { return .hls }
