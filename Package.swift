@@ -1,4 +1,6 @@
 // swift-tools-version: 6.1
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [

@@ -1,4 +1,6 @@
 // swift-tools-version: 6.1
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 // Compiles MediaCache's Apple adapter (Sources/MediaCacheAVFoundation, linked here unchanged)
 // against a stand-in of the AVFoundation it uses, and drives it with simulated AVPlayer
 // loading requests. Linux only, built by .ci/run; it never ships: on Apple platforms the

@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// The directives of `Cache-Control` header fields (RFC 9111 §5.2): names compared without
 /// case, values as tokens or quoted strings, several fields or lines joined by commas.
 ///

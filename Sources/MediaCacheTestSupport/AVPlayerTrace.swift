@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// Requests AVPlayer makes through a resource loader, as recorded on a Mac and kept here as
 /// data: the trace is the whole of it (the recording is not part of the repository).
 public enum AVPlayerTrace {

@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 // A stand-in for the parts of AVFoundation (and of Apple's Foundation) that MediaCache's
 // Apple adapter uses, so that the adapter's sources compile and run on Linux unchanged. It
 // is never shipped: only this check package, built by CI, has it.

@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 public import Crypto
 public import Foundation
 

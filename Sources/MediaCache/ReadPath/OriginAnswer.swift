@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// An origin's answer that is not the resource's bytes: a `404`, a `410`, a `503`, a
 /// `204`, or a `304` to a player's own conditional request. The engine never stores it
 /// as media; a front door passes it on to its player as the origin gave it (the proxy sends

@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// What a read waits on when it pauses at a hole (``CachingReader/Configuration/holeDelay``):
 /// real time, or in tests a timer the test fires, so a test of the pause waits on the pause
 /// itself and never on a duration.

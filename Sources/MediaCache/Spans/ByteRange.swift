@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// A half-open range of byte offsets in a resource: `lowerBound ..< upperBound`.
 ///
 /// Offsets and lengths are `Int64`, as NIO's file APIs use. A `ByteRange` is never empty

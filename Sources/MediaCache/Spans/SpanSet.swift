@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// A set of cached byte ranges (spans) of one resource, kept sorted and merged.
 ///
 /// Spans that touch or overlap are merged into one, so the set's spans are always sorted,

@@ -1,3 +1,6 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
 /// An error from the cache store.
 ///
 /// The code says what went wrong; ``message`` says it in words with what to do, and
