@@ -20,56 +20,19 @@ import NIOSSL
 /// Bodies stream as they arrive, and dropping a body's iterator closes the origin request.
 public final class HTTPOriginFetcher: OriginFetcher {
     /// Options for origin requests.
-    public struct Configuration: Sendable {
-        /// How long to wait for a connection.
-        public var connectTimeout: Duration = .seconds(10)
-        /// How long to wait for a response head.
-        public var responseTimeout: Duration = .seconds(30)
-        /// How long a body may go without a byte.
-        public var readTimeout: Duration = .seconds(30)
-        /// How many redirects to follow; one more is refused.
-        public var maxRedirects = 5
-        /// If not empty, only these hosts may be fetched (compared case-insensitively), both
-        /// as the URL asked for and as the target of every redirect.
-        public var allowedHosts: Set<String> = []
-        /// The longest origin URL accepted, asked for or redirected to.
-        public var maxURLBytes = 8 << 10
-        /// Without `max-age` or `Expires`, an answer with `Last-Modified` stays fresh for this
-        /// fraction of its age at the time (RFC 9111 §4.2.2) ...
-        public var heuristicFraction = 0.1
-        /// ... but at most this long.
-        public var heuristicCap: Duration = .seconds(24 * 3600)
-        /// The clock that times answers for their freshness (tests share one with the store).
-        public var clock: any WallClock = SystemClock()
-        /// Certificates trusted as roots for HTTPS origins besides the system's (a private CA;
-        /// `serve --ca-file`).
-        public var trustRoots = TrustRoots()
-        /// Accepts any certificate from any HTTPS origin: an expired one, a self-signed one,
-        /// one for another host. Anyone on the path can then read and change what is cached.
-        /// Never the default; the proxy warns at start and on every request's log line.
-        public var skipsCertificateVerification = false
-        /// Speaks HTTP/2 with HTTPS origins that offer it (ALPN): a player's range requests
-        /// then share one connection. Off: HTTP/1.1 only.
-        public var usesHTTP2 = true
-        /// The `User-Agent` sent to origins.
-        public var userAgent = "MediaCache/1.0"
-        /// Where refused redirects and rejected answers are logged (at warning level).
-        public var logger = Logger(label: "mediacache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
-
-        /// Creates the default configuration.
-        public init() {}
-    }
+    public typealias Configuration = OriginFetcherConfiguration
 
     let client: HTTPClient
     let configuration: Configuration
     /// How origins' certificates are checked (system roots plus ``Configuration/trustRoots``).
     let tlsConfiguration: TLSConfiguration
+    private let exchange: OriginExchange<Transport>
 
     /// Creates a fetcher with its own HTTP client; call ``shutdown()`` when done.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         var clientConfiguration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow,  // followed by `execute`, which checks every hop
+            redirectConfiguration: .disallow,  // followed by the exchange, which checks every hop
             timeout: .init(connect: .init(configuration.connectTimeout), read: .init(configuration.readTimeout)),
             decompression: .disabled
         )
@@ -89,6 +52,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
         // connect timeout: a certificate that is not trusted will not become trusted.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+        exchange = OriginExchange(transport: Transport(client: client, configuration: configuration), policy: configuration.policy)
     }
 
     /// Closes the HTTP client's connections.
@@ -99,93 +63,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
     // MARK: OriginFetcher
 
     public func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
-        var head = try makeRequest(url, headers: headers)
-        head.method = .HEAD
-        let requested = configuration.clock.now
-        let (response, finalURL) = try await execute(head, url: url)
-        let status = Int(response.status.code)
-        if status == 200, let length = try contentLength(response.headers, url: url) {
-            var metadata = metadata(from: response.headers, requested: requested, request: headers)
-            metadata.length = length
-            metadata.finalURL = finalURL
-            metadata.sourceURL = url
-            return metadata
-        }
-        if status != 200, status != 405, status != 501 {
-            // The origin's own answer (a 404, a 503, a 304 to the player's condition): the
-            // same to a GET, so there is nothing more to ask.
-            throw CacheError(answer: try await answer(response, url: url), url: url.absoluteString)
-        }
-        // HEAD refused or without a length: ask for two bytes instead.
-        let probe = try await fetch(url, range: ByteRange(0, 2), ifRange: nil, headers: headers)
-        return probe.metadata
+        try await exchange.contentInfo(for: url, headers: headers)
     }
 
     public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
-        var request = try makeRequest(url, headers: headers)
-        if let range { request.headers.replaceOrAdd(name: "Range", value: RangeSpecifier.headerValue(for: range)) }
-        if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
-        let requested = configuration.clock.now
-        let (response, finalURL) = try await execute(request, url: url)
-        var metadata = metadata(from: response.headers, requested: requested, request: headers)
-        metadata.finalURL = finalURL
-        metadata.sourceURL = url
-        let contentLength = try contentLength(response.headers, url: url)
-        switch response.status.code {
-        case 304:
-            // The answer to a conditional request: the cached version is current (or, when
-            // the condition was the player's, the answer to pass on).
-            var notModified = OriginResponse(metadata: metadata, bodyOffset: range?.lowerBound ?? 0, body: response.body)
-            notModified.isNotModified = true
-            notModified.answer = OriginAnswer(status: 304, reason: String(response.status.reasonPhrase), headers: Self.passedFields(response.headers), body: [])
-            return notModified
-        case 206:
-            let header = response.headers.first(name: "content-range")
-            guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)), let got = contentRange.range,
-                  got.lowerBound == range.lowerBound, got.upperBound <= range.upperBound
-            else {
-                throw rejected("answered a range request for \(range.map { RangeSpecifier.headerValue(for: $0) } ?? "nothing") with Content-Range \(header.map { "\"\($0.prefix(100))\"" } ?? "missing")", url: url)
-            }
-            if let contentLength, contentLength != got.length {
-                throw rejected("sent Content-Length \(contentLength) with Content-Range \(contentRange.headerValue)", url: url)
-            }
-            metadata.length = contentRange.totalLength
-            metadata.acceptsRanges = true
-            return OriginResponse(metadata: metadata, bodyOffset: got.lowerBound, body: response.body)
-        case 200:
-            metadata.length = contentLength
-            if range != nil, ifRange == nil {
-                // A range request answered in full: the origin does not do ranges.
-                metadata.acceptsRanges = false
-            }
-            return OriginResponse(metadata: metadata, bodyOffset: 0, body: response.body)
-        case 416:
-            var error = CacheError(.rangeNotSatisfiable, "\(url.absoluteString) has no bytes at the requested range.")
-            error.resourceLength = response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:))?.totalLength
-            throw error
-        default:
-            // Not the resource's bytes (4xx, 5xx, a 2xx other than 200, a redirect not
-            // followed): the origin's answer, passed on as it is and never stored as media.
-            // A 5xx is a failure to serve now (retried, and a stale copy may stand in).
-            throw CacheError(answer: try await answer(response, url: url), url: url.absoluteString)
-        }
-    }
-
-    /// The origin's answer as it is, its body read whole within ``OriginAnswer/maximumBodySize``.
-    /// - Throws: `.originRejected` for a longer body.
-    private func answer(_ response: HTTPClientResponse, url: URL) async throws -> OriginAnswer {
-        let body: ByteBuffer
-        do {
-            body = try await response.body.collect(upTo: OriginAnswer.maximumBodySize)
-        } catch is NIOTooManyBytesError {
-            throw rejected("answered \(response.status.code) with a body over \(OriginAnswer.maximumBodySize) bytes", url: url)
-        }
-        let answer = OriginAnswer(status: Int(response.status.code), reason: String(response.status.reasonPhrase),
-                                  headers: Self.passedFields(response.headers), body: Array(body.readableBytesView))
-        if answer.isServerError || answer.status == 404 || answer.status == 410 {
-            configuration.logger.warning("The origin answered with an error", metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(answer.status)"])
-        }
-        return answer
+        try await exchange.fetch(url, range: range, ifRange: ifRange, headers: headers)
     }
 
     public var securityWarning: String? {
@@ -196,137 +78,55 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// on the allow-list if there is one. The same check applies to every redirect target.
     /// - Throws: ``CacheError/Code/originNotAllowed`` with the reason.
     public func checkOrigin(_ url: URL) throws {
-        func refuse(_ reason: String) -> CacheError { CacheError(.originNotAllowed, reason) }
-        let text = url.absoluteString
-        guard text.utf8.count <= configuration.maxURLBytes else {
-            throw refuse("The URL is longer than \(configuration.maxURLBytes) bytes.")
-        }
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw refuse("Only http and https URLs can be fetched, not \(url.scheme.map { "\($0.prefix(20)):" } ?? "a URL without a scheme").")
-        }
-        guard let host = url.host, !host.isEmpty else { throw refuse("The URL \(text.prefix(200)) has no host.") }
-        guard let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
-            throw refuse("The URL \(text.prefix(200)) has no valid host and port (1...65535).")
-        }
-        if !configuration.allowedHosts.isEmpty, !configuration.allowedHosts.contains(where: { $0.lowercased() == host.lowercased() }) {
-            throw refuse("The host \(host.prefix(200)) is not on the allow-list.")
-        }
+        try exchange.checkOrigin(url)
     }
 
-    // MARK: Helpers
+    /// Sends one request with AsyncHTTPClient, its failures told apart by cause.
+    struct Transport: OriginTransport {
+        let client: HTTPClient
+        let configuration: Configuration
 
-    /// A request for `url` carrying the player's `headers`; the player's `User-Agent`, if
-    /// any, replaces ours. The range and validator fields are the caller's to add.
-    private func makeRequest(_ url: URL, headers: RequestHeaders) throws -> HTTPClientRequest {
-        try checkOrigin(url)
-        var request = HTTPClientRequest(url: url.absoluteString)
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if !request.headers.contains(name: "User-Agent") { request.headers.add(name: "User-Agent", value: configuration.userAgent) }
-        request.headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
-        return request
-    }
-
-    /// Fields that carry the player's credentials: not sent on to another origin after a
-    /// redirect (as browsers and curl do).
-    static let credentialFields = ["authorization", "cookie", "proxy-authorization"]
-
-    /// Sends `request`, following redirects: each hop is checked with ``checkOrigin(_:)``,
-    /// at most ``Configuration/maxRedirects`` are followed and none twice (a loop).
-    /// - Returns: the last answer, and the URL it came from when redirects led elsewhere.
-    private func execute(_ request: HTTPClientRequest, url: URL) async throws -> (HTTPClientResponse, finalURL: URL?) {
-        var request = request
-        var current = url
-        var visited: Set<String> = [url.absoluteString]
-        while true {
-            let response = try await send(request, url: current)
-            guard [301, 302, 303, 307, 308].contains(response.status.code) else { return (response, current == url ? nil : current) }
-            // The redirect's own body is not wanted; read a little of it so the connection
-            // can be reused, or give up on it (the client then closes that connection).
-            _ = try? await response.body.collect(upTo: 16 << 10)
-            guard let location = response.headers.first(name: "location") else {
-                throw rejected("answered \(response.status.code) without a Location", url: current)
-            }
-            guard visited.count <= configuration.maxRedirects else {
-                throw rejected("redirected more than \(configuration.maxRedirects) times", url: url)
-            }
-            guard let next = URL(string: location, relativeTo: current)?.absoluteURL else {
-                throw rejected("redirected to a malformed Location \"\(location.prefix(200))\"", url: current)
-            }
+        func send(_ request: OriginRequest) async throws -> OriginReply {
+            var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+            outgoing.method = request.method
+            outgoing.headers = request.headers
+            let url = request.url
+            let response: HTTPClientResponse
             do {
-                try checkOrigin(next)
-            } catch let error as CacheError {
-                throw rejected("redirected to \(next.absoluteString.prefix(200)), which is refused: \(error.message)", url: current)
+                response = try await client.execute(outgoing, timeout: .init(configuration.responseTimeout))
+            } catch let error as HTTPClientError where [.connectTimeout, .readTimeout, .deadlineExceeded].contains(error) {
+                throw CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
+            } catch let error as HTTPParserError {
+                // A malformed status line, header or framing: the answer cannot be trusted.
+                throw OriginExchange<Self>.rejected("sent a malformed response (\(error))", url: url, logger: configuration.logger)
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                if let kind = OriginTLSFailure.kind(of: error) {
+                    // Never retried: the same handshake fails the same way. The explanation takes
+                    // one more handshake, given the connect timeout: capped shorter, a busy machine
+                    // gave the vaguer reason instead of the certificate's own fault.
+                    let reason = await OriginTLSFailure.explain(kind, url: url, trustRoots: configuration.trustRoots,
+                                                                timeout: configuration.connectTimeout)
+                    configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+                    throw CacheError(.originRejected, reason, underlyingError: error)
+                }
+                throw HTTPOriginFetcher.unreachable(url, error)
             }
-            guard visited.insert(next.absoluteString).inserted else {
-                throw rejected("redirected in a loop back to \(next.absoluteString.prefix(200))", url: current)
-            }
-            if HostAndPort(authorityOf: next) != HostAndPort(authorityOf: current) || next.scheme?.lowercased() != current.scheme?.lowercased() {
-                for name in Self.credentialFields { request.headers.remove(name: name) }
-            }
-            current = next
-            request.url = next.absoluteString
+            return OriginReply(status: Int(response.status.code), reason: String(response.status.reasonPhrase), headers: response.headers, body: response.body)
         }
     }
 
-    private func send(_ request: HTTPClientRequest, url: URL) async throws -> HTTPClientResponse {
-        do {
-            return try await client.execute(request, timeout: .init(configuration.responseTimeout))
-        } catch let error as HTTPClientError where [.connectTimeout, .readTimeout, .deadlineExceeded].contains(error) {
-            throw CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
-        } catch let error as HTTPParserError {
-            // A malformed status line, header or framing: the answer cannot be trusted.
-            throw rejected("sent a malformed response (\(error))", url: url)
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            if let kind = OriginTLSFailure.kind(of: error) {
-                // Never retried: the same handshake fails the same way. The explanation takes
-                // one more handshake, given the connect timeout: capped shorter, a busy machine
-                // gave the vaguer reason instead of the certificate's own fault.
-                let reason = await OriginTLSFailure.explain(kind, url: url, trustRoots: configuration.trustRoots,
-                                                            timeout: configuration.connectTimeout)
-                configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
-                throw CacheError(.originRejected, reason, underlyingError: error)
-            }
-            let authority = HostAndPort(authorityOf: url).map { "\($0.name):\($0.port ?? (url.scheme == "https" ? 443 : 80))" } ?? url.absoluteString
-            throw CacheError(.originUnavailable, "Cannot reach \(authority.prefix(200)): \(Self.cause(of: error)).", underlyingError: error)
-        }
+    /// The error for an origin that cannot be reached, naming it and the cause.
+    static func unreachable(_ url: URL, _ error: any Error) -> CacheError {
+        let authority = HostAndPort(authorityOf: url).map { "\($0.name):\($0.port ?? (url.scheme == "https" ? 443 : 80))" } ?? url.absoluteString
+        return CacheError(.originUnavailable, "Cannot reach \(authority.prefix(200)): \(cause(of: error)).", underlyingError: error)
     }
 
     /// Why a connection failed, in a few words (`Connection refused`).
     static func cause(of error: any Error) -> String {
         if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
         return String("\(error)".prefix(200))
-    }
-
-    /// A rejected answer, logged at warning level with its cause.
-    private func rejected(_ reason: String, url: URL) -> CacheError {
-        let error = CacheError(.originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
-        configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
-        return error
-    }
-
-    /// The `Content-Length`, or `nil` if absent.
-    /// - Throws: `.originRejected` when a value is not a bounded number or two values differ.
-    private func contentLength(_ headers: HTTPHeaders, url: URL) throws -> Int64? {
-        let values = headers[canonicalForm: "content-length"]
-        guard let first = values.first else { return nil }
-        guard let length = HTTPNumber.strict(first), values.allSatisfy({ HTTPNumber.strict($0) == length }) else {
-            throw rejected("sent an invalid Content-Length (\(values.joined(separator: ", ").prefix(100)))", url: url)
-        }
-        return length
-    }
-
-    /// What an answer received now, to a request with the player's fields `request` sent at
-    /// `requested`, says of the resource.
-    private func metadata(from headers: HTTPHeaders, requested: Date, request: RequestHeaders) -> ContentMetadata {
-        var metadata = Self.metadata(from: headers)
-        metadata.recordVaryingFields(of: request)
-        let freshness = Self.freshness(headers, requested: requested, received: configuration.clock.now,
-                                       heuristicFraction: configuration.heuristicFraction, heuristicCap: configuration.heuristicCap)
-        metadata.freshUntil = freshness.freshUntil
-        metadata.generatedAt = freshness.generatedAt
-        return metadata
     }
 
     /// Until when an answer may be reused without asking the origin (RFC 9111 §4.2): its
@@ -448,5 +248,54 @@ extension TimeAmount {
     init(_ duration: Duration) {
         let (seconds, attoseconds) = duration.components
         self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+/// Options for origin requests, of ``HTTPOriginFetcher`` and ``URLSessionOriginFetcher``
+/// alike; the TLS and connection options (``connectTimeout``, ``trustRoots``,
+/// ``skipsCertificateVerification``, ``usesHTTP2``) are AsyncHTTPClient's: with URLSession,
+/// the session's own configuration and delegate decide those.
+public struct OriginFetcherConfiguration: Sendable {
+    /// How long to wait for a connection.
+    public var connectTimeout: Duration = .seconds(10)
+    /// How long to wait for a response head.
+    public var responseTimeout: Duration = .seconds(30)
+    /// How long a body may go without a byte.
+    public var readTimeout: Duration = .seconds(30)
+    /// How many redirects to follow; one more is refused.
+    public var maxRedirects = 5
+    /// If not empty, only these hosts may be fetched (compared case-insensitively), both
+    /// as the URL asked for and as the target of every redirect.
+    public var allowedHosts: Set<String> = []
+    /// The longest origin URL accepted, asked for or redirected to.
+    public var maxURLBytes = 8 << 10
+    /// Without `max-age` or `Expires`, an answer with `Last-Modified` stays fresh for this
+    /// fraction of its age at the time (RFC 9111 §4.2.2) ...
+    public var heuristicFraction = 0.1
+    /// ... but at most this long.
+    public var heuristicCap: Duration = .seconds(24 * 3600)
+    /// The clock that times answers for their freshness (tests share one with the store).
+    public var clock: any WallClock = SystemClock()
+    /// Certificates trusted as roots for HTTPS origins besides the system's (a private CA;
+    /// `serve --ca-file`).
+    public var trustRoots = TrustRoots()
+    /// Accepts any certificate from any HTTPS origin: an expired one, a self-signed one,
+    /// one for another host. Anyone on the path can then read and change what is cached.
+    /// Never the default; the proxy warns at start and on every request's log line.
+    public var skipsCertificateVerification = false
+    /// Speaks HTTP/2 with HTTPS origins that offer it (ALPN): a player's range requests
+    /// then share one connection. Off: HTTP/1.1 only.
+    public var usesHTTP2 = true
+    /// The `User-Agent` sent to origins.
+    public var userAgent = "MediaCache/1.0"
+    /// Where refused redirects and rejected answers are logged (at warning level).
+    public var logger = Logger(label: "mediacache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Creates the default configuration.
+    public init() {}
+
+    var policy: OriginPolicy {
+        OriginPolicy(maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes, heuristicFraction: heuristicFraction,
+                     heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, logger: logger)
     }
 }

@@ -10,14 +10,29 @@ public import NIOCore
 public struct Harness: Sendable {
     public let origin: TestOrigin
     public let store: CacheStore
-    public let fetcher: HTTPOriginFetcher
+    public let fetcher: any OriginFetcher
+    private let shutDownFetcher: @Sendable () async throws -> Void
     public let reader: CachingReader
     public let directory: URL
+
+    /// Runs `body` with a fresh harness and tears everything down afterwards; the origin
+    /// speaks `setup`'s scheme, the fetcher is `setup`'s and trusts the test CA.
+    public static func with<T>(
+        setup: FetcherSetup,
+        store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
+        reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
+        fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
+        _ body: (Harness) async throws -> T
+    ) async throws -> T {
+        try await with(scheme: setup.scheme, fetcherKind: setup.fetcher, store: storeConfiguration, reader: readerConfiguration,
+                       fetcher: fetcherConfiguration, body)
+    }
 
     /// Runs `body` with a fresh harness and tears everything down afterwards; the origin
     /// speaks `scheme`, and the fetcher trusts the test CA.
     public static func with<T>(
         scheme: OriginScheme = .http,
+        fetcherKind: FetcherKind = .asyncHTTPClient,
         store storeConfiguration: CacheStore.Configuration = CacheStore.Configuration(),
         reader readerConfiguration: CachingReader.Configuration = CachingReader.Configuration(),
         fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
@@ -28,9 +43,18 @@ public struct Harness: Sendable {
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
             var fetcherConfiguration = fetcherConfiguration
             fetcherConfiguration.trustRoots.append(try TrustRoots(pem: TestCertificateAuthority.shared.certificatePEM))
-            let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
+            let fetcher: any OriginFetcher
+            let shutDown: @Sendable () async throws -> Void
+            switch fetcherKind {
+            case .asyncHTTPClient:
+                let client = HTTPOriginFetcher(configuration: fetcherConfiguration)
+                (fetcher, shutDown) = (client, { try await client.shutdown() })
+            case .urlSession:
+                let session = URLSessionOriginFetcher(configuration: fetcherConfiguration)
+                (fetcher, shutDown) = (session, { try await session.shutdown() })
+            }
             let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
-            let harness = Harness(origin: origin, store: store, fetcher: fetcher, reader: reader, directory: directory)
+            let harness = Harness(origin: origin, store: store, fetcher: fetcher, shutDownFetcher: shutDown, reader: reader, directory: directory)
             return try await runThenTearDown(harness, body) { try await $0.tearDown() }
         }
     }
@@ -38,7 +62,7 @@ public struct Harness: Sendable {
     func tearDown() async throws {
         await reader.shutDown()
         try? await store.close()
-        try await fetcher.shutdown()
+        try await shutDownFetcher()
         try await origin.shutdown()
     }
 }

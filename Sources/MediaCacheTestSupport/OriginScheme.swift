@@ -32,6 +32,32 @@ public enum OriginScheme: String, CaseIterable, Sendable, CustomStringConvertibl
     public var description: String { rawValue }
 }
 
+/// What sends the read path's requests to the origin.
+public enum FetcherKind: String, Sendable {
+    /// ``HTTPOriginFetcher``.
+    case asyncHTTPClient
+    /// ``URLSessionOriginFetcher``, on swift-corelibs-foundation here.
+    case urlSession
+}
+
+/// The origin's scheme and the fetcher that reaches it. The read-path contract runs over
+/// AsyncHTTPClient for every scheme, and over URLSession for plain HTTP: Linux's URLSession
+/// (libcurl underneath) takes its trusted roots from the system only, so it cannot trust the
+/// test CA, and HTTP/2 needs TLS.
+public struct FetcherSetup: Sendable, CustomStringConvertible {
+    public var scheme: OriginScheme
+    public var fetcher: FetcherKind
+
+    public init(_ scheme: OriginScheme, _ fetcher: FetcherKind) {
+        self.scheme = scheme
+        self.fetcher = fetcher
+    }
+
+    public static let all = OriginScheme.allCases.map { FetcherSetup($0, .asyncHTTPClient) } + [FetcherSetup(.http, .urlSession)]
+
+    public var description: String { fetcher == .urlSession ? "\(scheme), URLSession" : scheme.rawValue }
+}
+
 /// How a suite's harness is set up: the origin's scheme and whether the store is encrypted.
 /// The proxy-contract suite runs once for each scheme and once more over an encrypted store,
 /// so every behaviour it checks holds with encryption at rest too.

@@ -46,9 +46,9 @@ import Testing
         return received
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func sequentialReadThenReplayMakesNoOriginRequest(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func sequentialReadThenReplayMakesNoOriginRequest(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             h.origin.serve(.generated(length: 3_000_000, seed: 1), at: "/song.mp3")
             let first = try await Self.readAndCheck(h, "/song.mp3")
             #expect(first.bytesFromOrigin == 3_000_000)
@@ -67,15 +67,15 @@ import Testing
 
     /// How AVPlayer reads a file through a resource loader: 0-1, 0-to-end cancelled after 700 KiB, resume,
     /// seek forward, seek back, replay; then the whole session again from cache.
-    @Test(arguments: OriginScheme.allCases)
-    func avPlayerPatternFetchesEachByteOnceAndReplaysFromCache(scheme: OriginScheme) async throws {
+    @Test(arguments: FetcherSetup.all)
+    func avPlayerPatternFetchesEachByteOnceAndReplaysFromCache(setup: FetcherSetup) async throws {
         // A stream reads ahead of its player; at a hole it waits `holeDelay` before asking the
         // origin, so a player that hangs up meanwhile costs nothing. 20 ms (the default) was
         // once shorter than a hang-up took to arrive while every suite ran over three schemes
         // (the replay then asked for 256 KiB past what the first session's player took).
         var configuration = CachingReader.Configuration()
         configuration.holeDelay = .milliseconds(200)
-        try await Harness.with(scheme: scheme, reader: configuration) { h in
+        try await Harness.with(setup: setup, reader: configuration) { h in
             let size: Int64 = 6_000_000
             h.origin.serve(.generated(length: size, seed: 2, mimeType: "audio/mpeg"), at: "/a.mp3")
             var consumed = SpanSet()
@@ -114,9 +114,9 @@ import Testing
 }
 
 @Suite struct ReadPathPatternTests {
-    @Test(arguments: OriginScheme.allCases)
-    func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             let size: Int64 = 40 << 20
             h.origin.serve(.generated(length: size, seed: 3), at: "/v.mp4")
             var random = SplitMix(seed: 77)
@@ -137,9 +137,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func sixteenConcurrentReadersShareOneDownload(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func sixteenConcurrentReadersShareOneDownload(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             let size: Int64 = 24 << 20
             h.origin.serve(.generated(length: size, seed: 4), at: "/cold.mp4")
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -154,9 +154,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func aDroppedConnectionIsResumedWithIfRange(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func aDroppedConnectionIsResumedWithIfRange(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             var faults = TestOrigin.Faults()
             // Below the first request's 256 KiB, so the first two responses really drop
             // (the fault counts every response, dropped or not).
@@ -181,11 +181,11 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func aConnectionThatKeepsDroppingEndsInAnErrorAfterTheRightBytes(scheme: OriginScheme) async throws {
+    @Test(arguments: FetcherSetup.all)
+    func aConnectionThatKeepsDroppingEndsInAnErrorAfterTheRightBytes(setup: FetcherSetup) async throws {
         var configuration = CachingReader.Configuration()
         configuration.retryDelay = .milliseconds(1)
-        try await Harness.with(scheme: scheme, reader: configuration) { h in
+        try await Harness.with(setup: setup, reader: configuration) { h in
             var faults = TestOrigin.Faults()
             faults.dropAfterBytes = 0
             h.origin.serve(.generated(length: 1_000_000, seed: 6, faults: faults), at: "/broken.mp4")
@@ -204,9 +204,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func anOriginWithoutRangesIsReadFromTheStartAndCached(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func anOriginWithoutRangesIsReadFromTheStartAndCached(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             var faults = TestOrigin.Faults()
             faults.ignoresRanges = true
             h.origin.serve(.generated(length: 3_000_000, seed: 7, faults: faults), at: "/norange.mp3")
@@ -225,11 +225,11 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func aChangedFileIsNeverMixedWithTheOldOne(scheme: OriginScheme) async throws {
+    @Test(arguments: FetcherSetup.all)
+    func aChangedFileIsNeverMixedWithTheOldOne(setup: FetcherSetup) async throws {
         var configuration = CachingReader.Configuration()
         configuration.revalidationInterval = .zero
-        try await Harness.with(scheme: scheme, reader: configuration) { h in
+        try await Harness.with(setup: setup, reader: configuration) { h in
             h.origin.serve(.generated(length: 2_000_000, seed: 8), at: "/changing.mp4")
             // Play 1 caches the first 500 000 bytes of version 1.
             try await ReadPathTests.readAndCheck(h, "/changing.mp4", offset: 0, length: 500_000)
@@ -247,11 +247,11 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func aFileThatChangesDuringAReadEndsItWithAnErrorAfterOldBytesOnly(scheme: OriginScheme) async throws {
+    @Test(arguments: FetcherSetup.all)
+    func aFileThatChangesDuringAReadEndsItWithAnErrorAfterOldBytesOnly(setup: FetcherSetup) async throws {
         var configuration = CachingReader.Configuration()
         configuration.retryDelay = .milliseconds(200)
-        try await Harness.with(scheme: scheme, reader: configuration) { h in
+        try await Harness.with(setup: setup, reader: configuration) { h in
             var faults = TestOrigin.Faults()
             faults.dropAfterBytes = 400_000
             faults.dropCount = 1
@@ -318,9 +318,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func aReaderThatGoesAwayCancelsTheOriginRequest(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func aReaderThatGoesAwayCancelsTheOriginRequest(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             var faults = TestOrigin.Faults()
             faults.bytesPerSecond = 4_000_000
             h.origin.serve(.generated(length: 40_000_000, seed: 11, faults: faults), at: "/slow.mp4")
@@ -412,9 +412,9 @@ import Testing
         }
     }
 
-    @Test(arguments: OriginScheme.allCases)
-    func originErrorsAndOddHeadersAreHandled(scheme: OriginScheme) async throws {
-        try await Harness.with(scheme: scheme) { h in
+    @Test(arguments: FetcherSetup.all)
+    func originErrorsAndOddHeadersAreHandled(setup: FetcherSetup) async throws {
+        try await Harness.with(setup: setup) { h in
             var missing = TestOrigin.Faults()
             missing.status = 404
             h.origin.serve(.generated(length: 1000, faults: missing), at: "/missing.mp3")
