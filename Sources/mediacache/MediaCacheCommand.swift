@@ -11,7 +11,7 @@ struct MediaCacheCommand: AsyncParsableCommand {
         subcommands: [
             ServeCommand.self, URLCommand.self, PrefetchCommand.self, PinCommand.self, URLChangeCommand<Unpin>.self, DownloadsCommand.self,
             JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self, ExportCommand.self,
-            ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self,
+            ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self, ServiceCommand.self,
         ]
     )
 }
