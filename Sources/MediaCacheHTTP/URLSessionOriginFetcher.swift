@@ -18,8 +18,9 @@ public import FoundationNetworking
 /// The same contract as ``HTTPOriginFetcher``: the player's fields, ranges and `If-Range`;
 /// redirects followed here, never by the session, so every hop is checked against the
 /// allow-list; every answer checked before a byte of it is used; the body streams as it
-/// arrives (the task is suspended while more than 2 MiB wait to be read), and dropping the
-/// body's iterator cancels the task.
+/// arrives (on Apple platforms the task is suspended while more than 2 MiB wait to be read;
+/// swift-corelibs-foundation cannot suspend a transfer safely, so there the body is buffered as
+/// it comes), and dropping the body's iterator cancels the task.
 ///
 /// Pass your own session to use its configuration and its delegate (authentication
 /// challenges, certificate pinning); per-task delegates carry the body, so the session's
@@ -148,6 +149,18 @@ final class SessionBody: AsyncSequence, Sendable {
     static let highWater = 2 << 20
     static let lowWater = 512 << 10
 
+    /// Whether a task is suspended while ``highWater`` bytes wait. Not with
+    /// swift-corelibs-foundation, where suspending a transfer loses or repeats bytes: with it,
+    /// `sixteenConcurrentReadersShareOneDownload` over URLSession got wrong bytes from 7, 14 or
+    /// 21 MiB of its 24 MiB file in most runs (none without), and a small program that resumes
+    /// while the delegate suspends trapped in `_NativeProtocol.stopLoading()`. There the body is
+    /// buffered as fast as the origin sends it.
+    #if canImport(Darwin)
+    static let suspendsTasks = true
+    #else
+    static let suspendsTasks = false
+    #endif
+
     let task: URLSessionDataTask
     let receiver: Receiver
     let url: URL
@@ -233,26 +246,31 @@ final class SessionBody: AsyncSequence, Sendable {
         /// The next chunk, `nil` at the end; resumes a suspended task once few bytes wait.
         func nextChunk(_ task: URLSessionTask) async throws -> Data? {
             try await withCheckedThrowingContinuation { continuation in
-                let (ready, resume): (Result<Data?, any Error>?, Bool) = state.withLock { state in
+                // The task is resumed under the lock, so a resume cannot overtake the suspend
+                // it answers (Apple's URLSession does not call delegates from either).
+                let ready: Result<Data?, any Error>? = state.withLock { state in
                     if !state.chunks.isEmpty {
                         let chunk = state.chunks.removeFirst()
                         state.buffered -= chunk.count
-                        let resume = state.isSuspended && state.buffered <= SessionBody.lowWater
-                        if resume { state.isSuspended = false }
-                        return (.success(chunk), resume)
+                        if state.isSuspended, state.buffered <= SessionBody.lowWater {
+                            state.isSuspended = false
+                            task.resume()
+                        }
+                        return .success(chunk)
                     }
                     switch state.completion {
-                    case .success: return (.success(nil), false)
-                    case .failure(let error): return (.failure(error), false)
+                    case .success: return .success(nil)
+                    case .failure(let error): return .failure(error)
                     case nil:
                         state.chunkWaiter = continuation
-                        // Nothing waits to be read: a suspended task must go on.
-                        let resume = state.isSuspended
-                        state.isSuspended = false
-                        return (nil, resume)
+                        if state.isSuspended {
+                            // Nothing waits to be read: a suspended task must go on.
+                            state.isSuspended = false
+                            task.resume()
+                        }
+                        return nil
                     }
                 }
-                if resume { task.resume() }
                 if let ready { continuation.resume(with: ready) }
             }
         }
@@ -274,18 +292,19 @@ final class SessionBody: AsyncSequence, Sendable {
         }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-            let (waiter, suspend) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Bool) in
+            let waiter = state.withLock { state -> CheckedContinuation<Data?, any Error>? in
                 if let waiter = state.chunkWaiter {
                     state.chunkWaiter = nil
-                    return (waiter, false)
+                    return waiter
                 }
                 state.chunks.append(data)
                 state.buffered += data.count
-                let suspend = !state.isSuspended && state.buffered > SessionBody.highWater
-                if suspend { state.isSuspended = true }
-                return (nil, suspend)
+                if SessionBody.suspendsTasks, !state.isSuspended, state.buffered > SessionBody.highWater {
+                    state.isSuspended = true
+                    dataTask.suspend()
+                }
+                return nil
             }
-            if suspend { dataTask.suspend() }
             waiter?.resume(returning: data)
         }
 
