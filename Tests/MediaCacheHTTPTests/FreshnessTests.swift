@@ -11,7 +11,7 @@ import Testing
 /// Freshness as RFC 9111 defines it for a private cache, with the store's and the fetcher's
 /// clock one manual clock, so time passes without sleeping. Every read is checked byte for
 /// byte; the origin's requests and body bytes are counted.
-@Suite struct FreshnessTests {
+@Suite(.endToEnd) struct FreshnessTests {
     static let size: Int64 = 600_000
 
     static func with(_ scheme: OriginScheme, prefersCache: Bool = false, servesStale: Bool = true,

@@ -8,7 +8,7 @@ import MediaCacheTestSupport
 import NIOCore
 import Testing
 
-@Suite struct ReadPathTests {
+@Suite(.endToEnd) struct ReadPathTests {
     /// Reads `offset ..< offset + length` (to the end when `length` is nil) and checks every byte.
     @discardableResult
     static func readAndCheck(_ h: Harness, _ path: String, offset: Int64 = 0, length: Int64? = nil,
@@ -113,7 +113,7 @@ import Testing
     }
 }
 
-@Suite struct ReadPathPatternTests {
+@Suite(.endToEnd) struct ReadPathPatternTests {
     @Test(arguments: FetcherSetup.all)
     func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache(setup: FetcherSetup) async throws {
         try await Harness.with(setup: setup) { h in

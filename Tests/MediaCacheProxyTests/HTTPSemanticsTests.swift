@@ -13,7 +13,7 @@ import Testing
 /// in-process origin: origin answers passed on as they are, `Vary`, a player's own
 /// conditional requests, one origin request per client request. Every test counts what the
 /// origin was asked and checks statuses, fields and bytes.
-@Suite struct HTTPSemanticsTests {
+@Suite(.endToEnd) struct HTTPSemanticsTests {
     /// An answer that is not the resource's bytes reaches the player with its status, its
     /// fields and its body, costs one origin request, is never stored, and is asked again next time.
     @Test(arguments: [400, 403, 404, 410, 500, 502, 503, 504, 599, 201, 202, 203, 204, 299])

@@ -11,7 +11,7 @@ import NIOCore
 import Testing
 
 /// Through the proxy: signed URLs under a key rule, offline mode, and export.
-@Suite struct OfflineAndKeysTests {
+@Suite(.endToEnd) struct OfflineAndKeysTests {
     static func cloudFront() -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()
         configuration.keyRule = CacheKeyRule.preset(named: "cloudfront")!

@@ -11,7 +11,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-@Suite struct ProxyContractTests {
+@Suite(.endToEnd) struct ProxyContractTests {
     static let size: Int64 = 1_500_000
 
     func serve(_ h: ProxyHarness, _ path: String = "/v.mp4") -> TestOrigin.Resource {

@@ -4,11 +4,12 @@
 import Crypto
 import Foundation
 @testable import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 /// The encrypted-block layer: a block opens only where, for whom and in the state it was
 /// sealed for; the layout and the write plans are exact; key files are read strictly.
-@Suite struct BlockCipherTests {
+@Suite(.cpuBound) struct BlockCipherTests {
     static var master: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8($0) }) }
     static let entry = EntryCipher(masterKey: master, cacheKey: CacheKey("entry-a"))
     static let plaintext: [UInt8] = (0..<(64 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }

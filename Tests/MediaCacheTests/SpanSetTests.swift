@@ -5,7 +5,7 @@
 import MediaCacheTestSupport
 import Testing
 
-@Suite struct SpanSetTests {
+@Suite(.cpuBound) struct SpanSetTests {
     @Test func touchingAndOverlappingSpansMerge() {
         var set = SpanSet()
         set.insert(ByteRange(10, 20))

@@ -11,7 +11,7 @@ import Testing
 
 /// `mediacache serve` as SECURITY.md describes it: a listener beyond loopback needs a token,
 /// signed URLs leave no secret in the log at the default level, refusals are counted.
-@Suite struct ServeSecurityTests {
+@Suite(.endToEnd) struct ServeSecurityTests {
     /// Listening for other machines without `--token` would make the proxy an open door to
     /// the user's network for anyone on it: `serve` refuses to start, saying why.
     @Test func allowRemoteWithoutATokenDoesNotStart() async throws {
