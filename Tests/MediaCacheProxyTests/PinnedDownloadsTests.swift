@@ -12,7 +12,7 @@ import Testing
 /// Pins and the download queue in the engine: pinned entries survive streaming, the pinned
 /// quota refuses a pin before its bytes are asked for, jobs are kept with the store and
 /// resume fetching only what is missing, and pause, resume and cancel do what they say.
-@Suite struct PinnedDownloadsTests {
+@Suite(.endToEnd) struct PinnedDownloadsTests {
     /// A store of `limit` bytes with `pinned` of them for pins.
     static func store(limit: Int64, pinned: Int64) -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()
@@ -175,6 +175,45 @@ import Testing
                 let queue = try DownloadQueue(reader: reader)
                 #expect(queue.job(matching: id)?.state == .completed)
                 #expect(store.isPinned(store.key(for: url)))
+            }
+        }
+    }
+
+    /// A job's settled state is in the index before it is published, so a client that sees a
+    /// job complete and stops the queue at once (`mediacache pin` without a server does so)
+    /// finds it completed when the store is opened again. It was once published first and
+    /// written after, and a store closed in between kept the job downloading (seen under load
+    /// in `pinDownloadsExportsAndUnpinsWithoutAServer`). Ten jobs, each stopped on its update.
+    @Test func aJobSeenToCompleteIsStoredCompletedWhenTheQueueStopsAtOnce() async throws {
+        try await withTemporaryDirectory { directory in
+            let origin = try await TestOrigin.start()
+            defer { Task { try? await origin.shutdown() } }
+            let folder = directory.appendingPathComponent("store")
+            var ids: [String] = []
+            for index in 0..<10 {
+                origin.serve(.generated(length: 50_000, seed: UInt64(80 + index)), at: "/clip\(index).mp4")
+                let id = try await Self.withEngine(folder) { _, reader in
+                    let queue = try DownloadQueue(reader: reader)
+                    let updates = queue.updates()
+                    let job = try await queue.pin(origin.url("/clip\(index).mp4"))
+                    queue.start()
+                    for await update in updates {
+                        guard case .changed(let changed) = update, changed.id == job.id, changed.state.isSettled else { continue }
+                        let stored = try reader.store.loadJobs().first { $0.id == job.id }.map { try JSONDecoder().decode(DownloadJob.self, from: $0.body) }
+                        #expect(stored?.state == .completed, "published \(changed.state), stored \(String(describing: stored?.state))")
+                        break
+                    }
+                    await queue.shutDown()
+                    return job.id
+                }
+                ids.append(id)
+            }
+            try await Self.withEngine(folder) { _, reader in
+                let queue = try DownloadQueue(reader: reader)
+                for id in ids {
+                    let job = try #require(queue.job(matching: id))
+                    #expect(job.state == .completed && job.bytesDone == 50_000, "\(job.state) \(job.bytesDone)")
+                }
             }
         }
     }

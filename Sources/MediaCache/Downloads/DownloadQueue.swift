@@ -55,6 +55,9 @@ public final class DownloadQueue: Sendable {
         /// The job's bytes when the store last committed.
         var committedBytes: Int64 = 0
         var stop: Stop?
+        /// Its download has ended and its state is being written: it is not cancelled, and
+        /// ``shutDown()`` waits for the write.
+        var isSettling = false
     }
 
     private struct State {
@@ -232,20 +235,21 @@ public final class DownloadQueue: Sendable {
     /// - Throws: ``CacheError`` `.notCached` when there is no such job.
     @discardableResult
     public func pause(_ id: String) async throws -> DownloadJob {
-        let task = try state.withLock { state -> Task<Void, Never>? in
+        // A job whose download has just ended is not cancelled while its state is written.
+        let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
             guard let job = state.jobs[id] else { throw Self.noJob(id) }
-            if state.running[id] != nil {
-                state.running[id]!.stop = .pause
-                return state.running[id]!.task
+            if let running = state.running[id] {
+                if !running.isSettling { state.running[id]!.stop = .pause }
+                return (running.task, !running.isSettling)
             }
             if job.state == .queued {
                 state.jobs[id]!.state = .paused
                 state.publish(.changed(state.jobs[id]!))
             }
-            return nil
+            return (nil, false)
         }
         if let task {
-            task.cancel()
+            if cancels { task.cancel() }
             await task.value
         } else {
             try await persist(id)
@@ -271,12 +275,13 @@ public final class DownloadQueue: Sendable {
     /// Stops a job, forgets it and unpins its entries (their bytes stay, as streaming-cache
     /// entries the least-recently-used policy may evict).
     public func cancel(_ id: String) async throws {
-        let task = try state.withLock { state -> Task<Void, Never>? in
+        let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
             guard state.jobs[id] != nil else { throw Self.noJob(id) }
-            state.running[id]?.stop = .cancel
-            return state.running[id]?.task
+            guard let running = state.running[id] else { return (nil, false) }
+            if !running.isSettling { state.running[id]!.stop = .cancel }
+            return (running.task, !running.isSettling)
         }
-        task?.cancel()
+        if cancels { task?.cancel() }
         await task?.value
         let removed = state.withLock { state in
             defer { state.publish(.removed(id: id)) }
@@ -294,12 +299,14 @@ public final class DownloadQueue: Sendable {
     public func shutDown() async {
         let (tasks, subscribers) = state.withLock { state in
             state.isShutDown = true
-            for id in state.running.keys { state.running[id]!.stop = .shutDown }
+            for id in state.running.keys where !state.running[id]!.isSettling { state.running[id]!.stop = .shutDown }
             defer { state.subscribers = [:] }
-            return (state.running.values.compactMap(\.task), Array(state.subscribers.values))
+            return (state.running.values.compactMap { running in running.task.map { (task: $0, cancels: !running.isSettling) } }, Array(state.subscribers.values))
         }
-        for task in tasks { task.cancel() }
-        for task in tasks { await task.value }
+        // A job whose download has ended is not cancelled: its last state (completed, say) is
+        // being written, and a client that saw it settle may close the store next.
+        for (task, cancels) in tasks where cancels { task.cancel() }
+        for (task, _) in tasks { await task.value }
         for subscriber in subscribers { subscriber.finish() }
     }
 
@@ -351,7 +358,7 @@ public final class DownloadQueue: Sendable {
             failure = "\(error)"
         }
         let stop = state.withLock { state -> Stop? in
-            defer { state.running[id] = nil }
+            state.running[id]?.isSettling = true
             let stop = state.running[id]?.stop
             guard state.jobs[id] != nil else { return stop }
             state.jobs[id]!.bytesPerSecond = nil
@@ -365,12 +372,15 @@ public final class DownloadQueue: Sendable {
                 state.jobs[id]!.failure = failure
                 if failure == nil { state.jobs[id]!.totalIsEstimate = false }
             }
-            if stop != .shutDown { state.publish(.changed(state.jobs[id]!)) }
+            if stop == .cancel { state.publish(.changed(state.jobs[id]!)) }
             return stop
         }
         if stop != .cancel {
             try? await persist(id)
             try? await store.flush()
+            // Published once written: a client that sees a job settle may stop the queue and
+            // close the store at once, and must find the job as it saw it.
+            if stop != .shutDown { state.withLock { state in state.jobs[id].map { state.publish(.changed($0)) } } }
             if let job = state.withLock({ $0.jobs[id] }) {
                 if let failure {
                     configuration.logger.warning("A download failed", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))", "reason": "\(failure)"])
@@ -379,6 +389,7 @@ public final class DownloadQueue: Sendable {
                 }
             }
         }
+        state.withLock { _ = $0.running.removeValue(forKey: id) }
         if stop != .shutDown { schedule() }
     }
 
