@@ -2,43 +2,43 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 #if canImport(AVFoundation)
-public import AVFoundation
-public import MediaCache
-public import MediaCacheProxy
+    public import AVFoundation
+    public import MediaCache
+    public import MediaCacheProxy
 
-/// Makes the right asset for a URL: a progressive file (MP3, MP4) loads through the resource
-/// loader (``CachingAVURLAsset``); an HLS playlist, whose segments a resource loader cannot
-/// see, plays through the app's embedded proxy. The choice is ``EmbeddedProxy/route(for:headers:)``.
-///
-/// ```swift
-/// let assets = try await CachingAssets.start(reader: reader)   // at app launch
-/// let asset = try await assets.asset(for: url)
-/// player.replaceCurrentItem(with: AVPlayerItem(asset: asset))
-/// await assets.stop()                                          // when the app terminates
-/// ```
-public final class CachingAssets: Sendable {
-    public let proxy: EmbeddedProxy
+    /// Makes the right asset for a URL: a progressive file (MP3, MP4) loads through the resource
+    /// loader (``CachingAVURLAsset``); an HLS playlist, whose segments a resource loader cannot
+    /// see, plays through the app's embedded proxy. The choice is ``EmbeddedProxy/route(for:headers:)``.
+    ///
+    /// ```swift
+    /// let assets = try await CachingAssets.start(reader: reader)   // at app launch
+    /// let asset = try await assets.asset(for: url)
+    /// player.replaceCurrentItem(with: AVPlayerItem(asset: asset))
+    /// await assets.stop()                                          // when the app terminates
+    /// ```
+    public final class CachingAssets: Sendable {
+        public let proxy: EmbeddedProxy
 
-    private init(proxy: EmbeddedProxy) {
-        self.proxy = proxy
-    }
+        private init(proxy: EmbeddedProxy) {
+            self.proxy = proxy
+        }
 
-    /// Starts the embedded proxy (127.0.0.1, a free port, a random token) over `reader`.
-    public static func start(reader: CachingReader) async throws -> CachingAssets {
-        CachingAssets(proxy: try await EmbeddedProxy.start(reader: reader))
-    }
+        /// Starts the embedded proxy (127.0.0.1, a free port, a random token) over `reader`.
+        public static func start(reader: CachingReader) async throws -> CachingAssets {
+            CachingAssets(proxy: try await EmbeddedProxy.start(reader: reader))
+        }
 
-    /// The asset to play `url` with.
-    public func asset(for url: URL, options: [String: Any]? = nil) async throws -> AVURLAsset {
-        switch try await proxy.route(for: url) {
-        case .resourceLoader: CachingAVURLAsset(url: url, reader: proxy.reader, options: options)
-        case .proxy(let proxied): AVURLAsset(url: proxied, options: options)
+        /// The asset to play `url` with.
+        public func asset(for url: URL, options: [String: Any]? = nil) async throws -> AVURLAsset {
+            switch try await proxy.route(for: url) {
+            case .resourceLoader: CachingAVURLAsset(url: url, reader: proxy.reader, options: options)
+            case .proxy(let proxied): AVURLAsset(url: proxied, options: options)
+            }
+        }
+
+        /// Stops the embedded proxy.
+        public func stop() async {
+            await proxy.stop()
         }
     }
-
-    /// Stops the embedded proxy.
-    public func stop() async {
-        await proxy.stop()
-    }
-}
 #endif

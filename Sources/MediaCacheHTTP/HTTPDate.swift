@@ -16,18 +16,21 @@ public enum HTTPDate {
         case 6 where fields[0].hasSuffix(","):
             // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
             guard fields[5] == "GMT", let day = number(fields[1], digits: 2...2), let month = month(fields[2]),
-                  let year = number(fields[3], digits: 4...4) else { return nil }
+                let year = number(fields[3], digits: 4...4)
+            else { return nil }
             return seconds(year: year, month: month, day: day, time: fields[4])
         case 4 where fields[0].hasSuffix(","):
             // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT (a two-digit year: 1970...2069, §5.6.7)
             let date = fields[1].split(separator: "-", omittingEmptySubsequences: false)
             guard fields[3] == "GMT", date.count == 3, let day = number(String(date[0]), digits: 2...2), let month = month(String(date[1])),
-                  let short = number(String(date[2]), digits: 2...2) else { return nil }
+                let short = number(String(date[2]), digits: 2...2)
+            else { return nil }
             return seconds(year: short < 70 ? 2000 + short : 1900 + short, month: month, day: day, time: fields[2])
         case 5:
             // asctime: Sun Nov  6 08:49:37 1994
             guard weekdays.contains(fields[0].lowercased()), let month = month(fields[1]), let day = number(fields[2], digits: 1...2),
-                  let year = number(fields[4], digits: 4...4) else { return nil }
+                let year = number(fields[4], digits: 4...4)
+            else { return nil }
             return seconds(year: year, month: month, day: day, time: fields[3])
         default:
             return nil
@@ -58,10 +61,11 @@ public enum HTTPDate {
     private static func seconds(year: Int64, month: Int64, day: Int64, time: String) -> Int64? {
         let parts = time.split(separator: ":", omittingEmptySubsequences: false)
         guard (1900...9999).contains(year), parts.count == 3,
-              let hour = number(String(parts[0]), digits: 2...2), let minute = number(String(parts[1]), digits: 2...2),
-              let second = number(String(parts[2]), digits: 2...2),
-              hour < 24, minute < 60, second < 61,  // 60: a leap second
-              day >= 1, day <= daysIn(month: month, year: year) else { return nil }
+            let hour = number(String(parts[0]), digits: 2...2), let minute = number(String(parts[1]), digits: 2...2),
+            let second = number(String(parts[2]), digits: 2...2),
+            hour < 24, minute < 60, second < 61,  // 60: a leap second
+            day >= 1, day <= daysIn(month: month, year: year)
+        else { return nil }
         return days(year: year, month: month, day: day) * 86400 + hour * 3600 + minute * 60 + second
     }
 

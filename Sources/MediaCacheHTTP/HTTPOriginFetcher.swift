@@ -106,8 +106,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
                     // Never retried: the same handshake fails the same way. The explanation takes
                     // one more handshake, given the connect timeout: capped shorter, a busy machine
                     // gave the vaguer reason instead of the certificate's own fault.
-                    let reason = await OriginTLSFailure.explain(kind, url: url, trustRoots: configuration.trustRoots,
-                                                                timeout: configuration.connectTimeout)
+                    let reason = await OriginTLSFailure.explain(
+                        kind, url: url, trustRoots: configuration.trustRoots,
+                        timeout: configuration.connectTimeout)
                     configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
                     throw CacheError(.originRejected, reason, underlyingError: error)
                 }
@@ -295,7 +296,8 @@ public struct OriginFetcherConfiguration: Sendable {
     public init() {}
 
     var policy: OriginPolicy {
-        OriginPolicy(maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes, heuristicFraction: heuristicFraction,
-                     heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, logger: logger)
+        OriginPolicy(
+            maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes, heuristicFraction: heuristicFraction,
+            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, logger: logger)
     }
 }

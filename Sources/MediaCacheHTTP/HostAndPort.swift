@@ -46,7 +46,8 @@ package struct HostAndPort: Hashable, Sendable {
             guard let close = text.firstIndex(of: UInt8(ascii: "]")) else { return nil }
             let literal = text[(text.startIndex + 1)..<close]
             guard !literal.isEmpty, literal.contains(UInt8(ascii: ":")),
-                  literal.allSatisfy({ Self.isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else { return nil }
+                literal.allSatisfy({ Self.isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+            else { return nil }
             nameBytes = literal
             let rest = text[(close + 1)...]
             if rest.isEmpty {

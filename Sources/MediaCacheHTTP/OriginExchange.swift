@@ -96,9 +96,11 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         case 206:
             let header = response.headers.first(name: "content-range")
             guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)), let got = contentRange.range,
-                  got.lowerBound == range.lowerBound, got.upperBound <= range.upperBound
+                got.lowerBound == range.lowerBound, got.upperBound <= range.upperBound
             else {
-                throw rejected("answered a range request for \(range.map { RangeSpecifier.headerValue(for: $0) } ?? "nothing") with Content-Range \(header.map { "\"\($0.prefix(100))\"" } ?? "missing")", url: url)
+                throw rejected(
+                    "answered a range request for \(range.map { RangeSpecifier.headerValue(for: $0) } ?? "nothing") with Content-Range \(header.map { "\"\($0.prefix(100))\"" } ?? "missing")",
+                    url: url)
             }
             if let contentLength, contentLength != got.length {
                 throw rejected("sent Content-Length \(contentLength) with Content-Range \(contentRange.headerValue)", url: url)
@@ -131,8 +133,9 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         guard let body = try await Self.collect(response.body, upTo: OriginAnswer.maximumBodySize) else {
             throw rejected("answered \(response.status) with a body over \(OriginAnswer.maximumBodySize) bytes", url: url)
         }
-        let answer = OriginAnswer(status: response.status, reason: response.reason,
-                                  headers: HTTPOriginFetcher.passedFields(response.headers), body: body)
+        let answer = OriginAnswer(
+            status: response.status, reason: response.reason,
+            headers: HTTPOriginFetcher.passedFields(response.headers), body: body)
         if answer.isServerError || answer.status == 404 || answer.status == 410 {
             policy.logger.warning("The origin answered with an error", metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(answer.status)"])
         }
@@ -250,8 +253,9 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     private func metadata(from headers: HTTPHeaders, requested: Date, request: RequestHeaders) -> ContentMetadata {
         var metadata = HTTPOriginFetcher.metadata(from: headers)
         metadata.recordVaryingFields(of: request)
-        let freshness = HTTPOriginFetcher.freshness(headers, requested: requested, received: policy.clock.now,
-                                                    heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap)
+        let freshness = HTTPOriginFetcher.freshness(
+            headers, requested: requested, received: policy.clock.now,
+            heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap)
         metadata.freshUntil = freshness.freshUntil
         metadata.generatedAt = freshness.generatedAt
         return metadata

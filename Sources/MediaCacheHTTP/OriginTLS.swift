@@ -29,7 +29,8 @@ public struct TrustRoots: Sendable {
     /// - Throws: ``TrustRootsError`` when there is no certificate, a block has no end, or a
     ///   block is not a certificate.
     public init(pem: String, source: String = "the PEM text") throws {
-        let begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----"
+        let begin = "-----BEGIN CERTIFICATE-----"
+        let end = "-----END CERTIFICATE-----"
         var certificates: [NIOSSLCertificate] = []
         var block: [String]?
         for line in pem.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {

@@ -33,7 +33,8 @@ public enum RangeSpecifier: Sendable, Hashable {
         let value = trimmed(bytes)
         let prefix = "bytes=".utf8
         guard value.count >= prefix.count,
-              zip(value, prefix).allSatisfy({ byte, expected in byte == expected || (65...90).contains(byte) && byte + 32 == expected }) else {
+            zip(value, prefix).allSatisfy({ byte, expected in byte == expected || (65...90).contains(byte) && byte + 32 == expected })
+        else {
             return .invalid
         }
         var first: RangeSpecifier?
@@ -131,7 +132,8 @@ public struct ContentRange: Sendable, Hashable {
         // An origin's numbers are read strictly: past the bound, the answer is malformed
         // (and `last + 1` stays within it).
         guard bounds.count == 2, let first = HTTPNumber.strict(bounds[0]), let last = HTTPNumber.strict(bounds[1]),
-              last >= first else { return nil }
+            last >= first
+        else { return nil }
         if let total = totalLength, last >= total { return nil }
         range = ByteRange(first, last + 1)
     }
@@ -174,7 +176,8 @@ public enum HTTPNumber {
             sawDigit = true
             // Once past a tenth of the bound the next digit takes it past the bound, so the
             // multiplication only ever runs on values up to 2^60 / 10: it cannot overflow.
-            value = value > ByteRange.maximumOffset / 10
+            value =
+                value > ByteRange.maximumOffset / 10
                 ? ByteRange.maximumOffset
                 : min(value * 10 + Int64(byte - UInt8(ascii: "0")), ByteRange.maximumOffset)
         }

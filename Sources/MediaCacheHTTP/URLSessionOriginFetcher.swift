@@ -8,7 +8,7 @@ import NIOHTTP1
 import Synchronization
 
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+    public import FoundationNetworking
 #endif
 
 /// Fetches from origins with URLSession: what network code on Apple platforms is expected to
@@ -51,8 +51,9 @@ public final class URLSessionOriginFetcher: OriginFetcher {
             ownsSession = true
         }
         self.configuration = configuration
-        exchange = OriginExchange(transport: SessionTransport(session: self.session, router: router, configuration: configuration),
-                                  policy: configuration.policy)
+        exchange = OriginExchange(
+            transport: SessionTransport(session: self.session, router: router, configuration: configuration),
+            policy: configuration.policy)
     }
 
     /// Cancels the fetcher's own session's tasks and invalidates it (a session passed in is
@@ -128,7 +129,7 @@ struct SessionTransport: OriginTransport, @unchecked Sendable {
         case .timedOut:
             return CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid,
-             .serverCertificateHasUnknownRoot, .clientCertificateRejected, .clientCertificateRequired:
+            .serverCertificateHasUnknownRoot, .clientCertificateRejected, .clientCertificateRequired:
             // Never retried: the same handshake fails the same way.
             let reason = "TLS with \(url.host ?? url.absoluteString) failed: \(error.localizedDescription) (URLError \(error.code.rawValue))."
             configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
@@ -156,9 +157,9 @@ final class SessionBody: AsyncSequence, Sendable {
     /// while the delegate suspends trapped in `_NativeProtocol.stopLoading()`. There the body is
     /// buffered as fast as the origin sends it.
     #if canImport(Darwin)
-    static let suspendsTasks = true
+        static let suspendsTasks = true
     #else
-    static let suspendsTasks = false
+        static let suspendsTasks = false
     #endif
 
     let task: URLSessionDataTask
@@ -275,8 +276,10 @@ final class SessionBody: AsyncSequence, Sendable {
             }
         }
 
-        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        func urlSession(
+            _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+            completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+        ) {
             let waiter = state.withLock { state -> CheckedContinuation<HTTPURLResponse, any Error>? in
                 guard let response = response as? HTTPURLResponse else { return nil }
                 state.response = response
@@ -327,8 +330,10 @@ final class SessionBody: AsyncSequence, Sendable {
             }
         }
 
-        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+        ) {
             // The redirect itself is the answer: the exchange checks its target, then asks.
             completionHandler(nil)
         }
@@ -349,8 +354,10 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         receivers.withLock { $0[task.taskIdentifier] }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         guard let receiver = receiver(of: dataTask) else { return completionHandler(.cancel) }
         receiver.urlSession(session, dataTask: dataTask, didReceive: response, completionHandler: completionHandler)
     }
@@ -364,8 +371,10 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         receiver?.urlSession(session, task: task, didCompleteWithError: error)
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+    ) {
         completionHandler(nil)  // the exchange checks the target, then asks (see `SessionBody.Receiver`)
     }
 }

@@ -137,7 +137,7 @@ struct AdminEndpoints {
                 try Self.json(try await reader.export(try originURL(target), to: URL(fileURLWithPath: output), variant: request.variant, seconds: request.seconds))
             }
         case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"),
-             (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"):
+            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"):
             throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         default:
             throw ProxyRequestError(status: .notFound, "No admin endpoint /_mediacache/\(name.prefix(60)).")
@@ -261,7 +261,8 @@ public struct PrefetchRequest: Sendable, Equatable {
         if let range {
             let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
-                  last < ByteRange.maximumOffset else {
+                last < ByteRange.maximumOffset
+            else {
                 throw PrefetchRequestError(message: "--range takes a-b, the first and last byte (0-1048575), not \(range.prefix(60)).")
             }
             request.range = ByteRange(first, last + 1)

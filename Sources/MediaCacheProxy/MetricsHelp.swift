@@ -27,7 +27,8 @@ public enum MetricsHelp {
         var previous: Substring = ""
         for line in export.split(separator: "\n", omittingEmptySubsequences: false) {
             if line.hasPrefix("# TYPE "), let name = line.split(separator: " ").dropFirst(2).first, !previous.hasPrefix("# HELP "),
-               let help = texts[String(name)] {
+                let help = texts[String(name)]
+            {
                 lines.append(Substring("# HELP \(name) \(help)"))
             }
             lines.append(line)

@@ -16,4 +16,3 @@ extension ProxyConfiguration {
         return ["0.0.0.0", "::", ""].contains(listening) && header.isIPLiteral
     }
 }
-

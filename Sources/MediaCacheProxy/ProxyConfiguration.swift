@@ -66,10 +66,13 @@ public struct ProxyConfiguration: Sendable {
     public func validate() throws {
         let loopback = ["127.0.0.1", "localhost", "::1"].contains(host.lowercased()) || host.hasPrefix("127.")
         if !loopback && !allowsRemoteClients {
-            throw ProxyError("Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote with --token to do it on purpose (and consider --allow-host).")
+            throw ProxyError(
+                "Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote with --token to do it on purpose (and consider --allow-host).")
         }
         if allowsRemoteClients && (token ?? "").isEmpty {
-            throw ProxyError("--allow-remote needs --token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache. Pass --token with a long random value (openssl rand -hex 16).")
+            throw ProxyError(
+                "--allow-remote needs --token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache. Pass --token with a long random value (openssl rand -hex 16)."
+            )
         }
         guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }
         guard maxConnections > 0, maxURIBytes > 0, maxHeaderBytes > 0 else {

@@ -133,8 +133,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 first = stream.nextPartWithoutWaiting()
                 if case .file(let descriptor, let range)? = first, range.upperBound == stream.range.upperBound {
                     stream.cancel()  // it has given its last byte
-                    Self.sendAtOnce(stored, region: (descriptor, range), log: log, statistics: stream.statistics, on: context, version: head.version,
-                                    keepAlive: head.isKeepAlive) { this.value.isResponding = false }
+                    Self.sendAtOnce(
+                        stored, region: (descriptor, range), log: log, statistics: stream.statistics, on: context, version: head.version,
+                        keepAlive: head.isKeepAlive
+                    ) { this.value.isResponding = false }
                     return
                 }
             }
@@ -152,8 +154,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// failure after the head is sent cuts the connection: a player must never get wrong
     /// bytes under a success status.
     /// Writes the head, `region` (the whole body) and the end in one flush, on the event loop.
-    private static func sendAtOnce(_ response: ProxyResponse, region: (descriptor: CInt, range: ByteRange), log: RequestLog, statistics: ReadStatistics,
-                                   on context: ChannelHandlerContext, version: HTTPVersion, keepAlive: Bool, done: @escaping () -> Void) {
+    private static func sendAtOnce(
+        _ response: ProxyResponse, region: (descriptor: CInt, range: ByteRange), log: RequestLog, statistics: ReadStatistics,
+        on context: ChannelHandlerContext, version: HTTPVersion, keepAlive: Bool, done: @escaping () -> Void
+    ) {
         var log = log
         let keepAlive = keepAlive && ((version.major, version.minor) >= (1, 1) || response.headers.contains(name: "content-length"))
         var headers = response.headers

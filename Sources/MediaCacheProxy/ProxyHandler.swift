@@ -79,10 +79,12 @@ struct ProxyHandler: Sendable {
     /// Never waits, so an event loop can call it.
     func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> StoreAnswer {
         guard head.method == .GET, (try? checkRequest(head, localPort: localPort)) != nil, let (url, target) = try? checkedOriginURL(head),
-              !target.isMemoryOnly, let asked = try? parse(head, url: url) else { return .needsGeneralPath(nil) }
+            !target.isMemoryOnly, let asked = try? parse(head, url: url)
+        else { return .needsGeneralPath(nil) }
         let checked = CheckedRequest(url: url, target: target, asked: asked)
         guard asked.conditions.isEmpty, let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded),
-              let total = metadata.length else { return .needsGeneralPath(checked) }
+            let total = metadata.length
+        else { return .needsGeneralPath(checked) }
         // A playlist (or what may be one) is rewritten: the general path.
         if CachingReader.mayBePlaylist(metadata) { return .needsGeneralPath(checked) }
         var wanted = ByteRange(0, total)
@@ -99,16 +101,20 @@ struct ProxyHandler: Sendable {
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
         log.status = Int(status.code)
-        var response = ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: wanted, isPartial: asked.specifier != nil,
-                                                                           now: reader.store.configuration.clock.now),
-                                     body: .stream(stream, log: log))
+        var response = ProxyResponse(
+            status: status,
+            headers: Self.headers(
+                stream.metadata, range: wanted, isPartial: asked.specifier != nil,
+                now: reader.store.configuration.clock.now),
+            body: .stream(stream, log: log))
         addCORSHeaders(to: &response, for: head)
         return .answered(response)
     }
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
-        RequestLog(method: String(head.method.rawValue.prefix(20)), range: head.headers.first(name: "range").map { String($0.prefix(100)) },
-                   started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
+        RequestLog(
+            method: String(head.method.rawValue.prefix(20)), range: head.headers.first(name: "range").map { String($0.prefix(100)) },
+            started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
     }
 
     /// What a checked `GET` or `HEAD` asks for.
@@ -150,8 +156,9 @@ struct ProxyHandler: Sendable {
             case .suffix?: firstByte = nil
             }
         }
-        return Asked(url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
-                     conditions: PlayerConditions(head.headers))
+        return Asked(
+            url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
+            conditions: PlayerConditions(head.headers))
     }
 
     private func answer(_ head: HTTPRequestHead, localPort: Int, checked: CheckedRequest?) async -> ProxyResponse {
@@ -185,11 +192,13 @@ struct ProxyHandler: Sendable {
                 log.passesThrough = true
                 let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: HLSPlaylist.maximumSize)
                 if let awaited = HLSPlaylist.awaitedSegment(of: url), HLSPlaylist.looksLikePlaylist(body),
-                   let parsed = try? HLSPlaylist(parsing: body), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part) {
+                    let parsed = try? HLSPlaylist(parsing: body), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part)
+                {
                     // Never a playlist without what the player waits for (AVPlayer fails the
                     // stream with -15410): a retriable 503 instead.
                     let wanted = "segment \(awaited.mediaSequence)" + (awaited.part.map { " part \($0)" } ?? "")
-                    configuration.logger.warning("Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
+                    configuration.logger.warning(
+                        "Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
                     throw ProxyRequestError(status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.", headers: [("Retry-After", "1")])
                 }
                 return log.finish(try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort))
@@ -261,8 +270,9 @@ struct ProxyHandler: Sendable {
                 log.status = Int(status.code)
                 log.passesThrough = !stream.metadata.isStorable
                 log.storedAtArrival = (storedAtArrival, stream.range.lowerBound)
-                return ProxyResponse(status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil, now: now),
-                                     body: .stream(stream, log: log))
+                return ProxyResponse(
+                    status: status, headers: Self.headers(stream.metadata, range: stream.range, isPartial: specifier != nil, now: now),
+                    body: .stream(stream, log: log))
             }
             throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while the answer was planned; try again.")
         } catch {
@@ -462,8 +472,10 @@ struct ProxyHandler: Sendable {
             throw ProxyRequestError(status: .badRequest, "The request's Host header is malformed.")
         }
         guard configuration.accepts(host, localPort: localPort) else {
-            throw ProxyRequestError(status: .misdirectedRequest, "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).",
-                                    refusal: .host)
+            throw ProxyRequestError(
+                status: .misdirectedRequest,
+                "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).",
+                refusal: .host)
         }
         try checkSite(head)
     }
@@ -483,8 +495,10 @@ struct ProxyHandler: Sendable {
         if sites.isEmpty { return }
         if sites.count == 1, Self.sitesServed.contains(sites[0].lowercased()) { return }
         if allowedWebOrigin(head) != nil { return }
-        throw ProxyRequestError(status: .forbidden, "A page of another site asked for this (Sec-Fetch-Site: \(sites.joined(separator: ", ").prefix(40))): the proxy serves players, the user, and pages listed with --cors-origin asking in CORS mode.",
-                                refusal: .crossSite)
+        throw ProxyRequestError(
+            status: .forbidden,
+            "A page of another site asked for this (Sec-Fetch-Site: \(sites.joined(separator: ", ").prefix(40))): the proxy serves players, the user, and pages listed with --cors-origin asking in CORS mode.",
+            refusal: .crossSite)
     }
 
     /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
@@ -604,8 +618,9 @@ struct ProxyHandler: Sendable {
         // 1xx, 204 and 304 carry no body (RFC 9110 §6.4.1) and so no length of one.
         let hasBody = !(100..<200).contains(answer.status) && answer.status != 204 && answer.status != 304
         if hasBody { headers.add(name: "Content-Length", value: String(answer.body.count)) }
-        return ProxyResponse(status: HTTPResponseStatus(statusCode: answer.status, reasonPhrase: answer.reason), headers: headers,
-                             body: hasBody && !answer.body.isEmpty ? .bytes(answer.body) : .none)
+        return ProxyResponse(
+            status: HTTPResponseStatus(statusCode: answer.status, reasonPhrase: answer.reason), headers: headers,
+            body: hasBody && !answer.body.isEmpty ? .bytes(answer.body) : .none)
     }
 
     static func unsatisfiable(total: Int64) -> ProxyResponse {
@@ -703,9 +718,11 @@ struct RequestLog: Sendable {
         }
         let result = result(statistics)
         ProxyMetrics.record(result, cache: statistics.bytesFromCache, origin: statistics.bytesFromOrigin, duration: ContinuousClock.now - started)
-        self.statistics?.record(ProxyStatistics.RecentRequest(at: Date(), method: method, url: url.utf8.count > 300 ? String(url.prefix(300)) : url, range: range,
-                                                              status: status, result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
-                                                              bytesFromOrigin: statistics.bytesFromOrigin), result: result)
+        self.statistics?.record(
+            ProxyStatistics.RecentRequest(
+                at: Date(), method: method, url: url.utf8.count > 300 ? String(url.prefix(300)) : url, range: range,
+                status: status, result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
+                bytesFromOrigin: statistics.bytesFromOrigin), result: result)
         guard logger.logLevel <= .info else { return }  // the line costs a tenth of a hot request
         let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
         var metadata: Logger.Metadata = [

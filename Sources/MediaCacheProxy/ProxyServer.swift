@@ -41,8 +41,9 @@ public final class ProxyServer: Service {
         configuration: ProxyConfiguration,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ProxyServer {
-        ProxyServer(handler: ProxyHandler(reader: reader, downloads: downloads, configuration: configuration), configuration: configuration,
-                    onServerRunning: onServerRunning)
+        ProxyServer(
+            handler: ProxyHandler(reader: reader, downloads: downloads, configuration: configuration), configuration: configuration,
+            onServerRunning: onServerRunning)
     }
 
     private init(handler: ProxyHandler, configuration: ProxyConfiguration, onServerRunning: @escaping @Sendable (Int) async -> Void) {
@@ -70,8 +71,9 @@ public final class ProxyServer: Service {
                 }
                 .bind(host: configuration.host, port: configuration.port).get()
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw ProxyError("Port \(configuration.port) on \(configuration.host) is already in use (another mediacache serve?). "
-                + "Stop what listens there, or choose another port with --port (0 picks a free one).")
+            throw ProxyError(
+                "Port \(configuration.port) on \(configuration.host) is already in use (another mediacache serve?). "
+                    + "Stop what listens there, or choose another port with --port (0 picks a free one).")
         } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
             throw ProxyError("\(configuration.host) is not an address of this machine; choose one it has with --host.")
         }
@@ -167,4 +169,3 @@ final class ConnectionRegistry: Sendable {
         }
     }
 }
-

@@ -111,15 +111,17 @@ public final class ProxyStatistics: Sendable {
 /// The proxy's metrics, through swift-metrics (see the engine's for origin, store and
 /// revalidation figures).
 enum ProxyMetrics {
-    private static let requests = Dictionary(uniqueKeysWithValues: CacheResult.allCases.map {
-        ($0, Counter(label: "mediacache_requests_total", dimensions: [("result", $0 == .none ? "none" : $0.rawValue)]))
-    })
+    private static let requests = Dictionary(
+        uniqueKeysWithValues: CacheResult.allCases.map {
+            ($0, Counter(label: "mediacache_requests_total", dimensions: [("result", $0 == .none ? "none" : $0.rawValue)]))
+        })
     private static let bytesFromCache = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "cache")])
     private static let bytesFromOrigin = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "origin")])
     private static let duration = Metrics.Timer(label: "mediacache_request_duration_seconds")
-    private static let refusals = Dictionary(uniqueKeysWithValues: ProxyRequestError.Refusal.allCases.map {
-        ($0, Counter(label: "mediacache_refused_requests_total", dimensions: [("cause", $0.rawValue)]))
-    })
+    private static let refusals = Dictionary(
+        uniqueKeysWithValues: ProxyRequestError.Refusal.allCases.map {
+            ($0, Counter(label: "mediacache_refused_requests_total", dimensions: [("cause", $0.rawValue)]))
+        })
 
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {

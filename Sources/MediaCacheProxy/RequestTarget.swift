@@ -32,7 +32,8 @@ struct RequestTarget: Sendable {
         let segmentEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
         let parts = rest[..<segmentEnd].split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard let origin = parts.first.flatMap(ProxyURL.fromBase64URL), origin.hasPrefix("http://") || origin.hasPrefix("https://"),
-              !origin.dropFirst(8).contains("/"), !origin.contains("?"), !origin.contains("#") else {
+            !origin.dropFirst(8).contains("/"), !origin.contains("?"), !origin.contains("#")
+        else {
             return .failure(ProxyRequestError(status: .badRequest, "Malformed path-form target: its first segment names no http or https origin."))
         }
         let token = parts.count == 2 ? ProxyURL.fromBase64URL(parts[1]) : nil
@@ -89,7 +90,8 @@ struct RequestTarget: Sendable {
     /// `text` as an origin URL: absolute http or https, with a host and a port in 1...65535.
     private static func checked(_ text: String) throws -> URL {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-              let authority = HostAndPort(authorityIn: text), authority.port.map({ $0 > 0 }) ?? true else {
+            let authority = HostAndPort(authorityIn: text), authority.port.map({ $0 > 0 }) ?? true
+        else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
         guard scheme == "http" || scheme == "https" else {
@@ -116,13 +118,15 @@ final class RecentTargets: Sendable {
     func parse(_ uri: String, check: (URL) throws(ProxyRequestError) -> Void) -> Parsed {
         if let known = parsed.withLock({ $0[uri] }) { return known }
         let target = RequestTarget(uri)
-        let result = Parsed(target: target, originURL: Result {
-            let url = try target.originURL()
-            try check(url)
-            return url
-        }.mapError { error in
-            error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "Malformed request target.")
-        })
+        let result = Parsed(
+            target: target,
+            originURL: Result {
+                let url = try target.originURL()
+                try check(url)
+                return url
+            }.mapError { error in
+                error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "Malformed request target.")
+            })
         parsed.withLock { parsed in
             if parsed.count >= Self.limit { parsed.removeAll(keepingCapacity: true) }
             parsed[uri] = result

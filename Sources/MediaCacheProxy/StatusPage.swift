@@ -22,8 +22,9 @@ enum StatusPage {
 
     static func report(reader: CachingReader, downloads: DownloadQueue?, statistics: ProxyStatistics) -> StatusReport {
         let entries = reader.store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
-        return StatusReport(store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
-                            pinned: downloads?.jobs ?? [], entries: Array(entries.prefix(entryLimit)))
+        return StatusReport(
+            store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
+            pinned: downloads?.jobs ?? [], entries: Array(entries.prefix(entryLimit)))
     }
 
     static func html(_ report: StatusReport) -> String {
@@ -31,52 +32,69 @@ enum StatusPage {
         let store = report.store
         let requests = CacheResult.allCases.map { "<li><b>\(escape($0.rawValue))</b> \(proxy.requests[$0.rawValue] ?? 0)</li>" }.joined()
         let fill = store.limit > 0 ? min(100, Double(store.bytes) * 100 / Double(store.limit)) : 0
-        let downloads = report.downloads.isEmpty ? "<p class=dim>None.</p>" : "<ul>" + report.downloads.map { download in
-            let done = download.end > download.start ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
-            return "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
-        }.joined() + "</ul>"
-        let pinned = report.pinned.isEmpty ? "<p class=dim>None.</p>" : "<ul>" + report.pinned.map { job in
-            let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
-            return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
-                + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
-        }.joined() + "</ul>"
-        let entries = report.entries.isEmpty ? "<p class=dim>Nothing is cached.</p>" : "<ul class=entries>" + report.entries.map { entry in
-            let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
-            return "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
-                + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
-        }.joined() + "</ul>"
-        let recent = proxy.recent.isEmpty ? "<p class=dim>No request yet.</p>" : "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>"
-            + proxy.recent.reversed().map { request in
-                "<tr><td>\(request.status)</td><td>\(escape(request.result))</td><td>\(escape(request.range ?? "-"))</td><td class=url>\(escape(request.url))</td></tr>"
-            }.joined() + "</table>"
+        let downloads =
+            report.downloads.isEmpty
+            ? "<p class=dim>None.</p>"
+            : "<ul>"
+                + report.downloads.map { download in
+                    let done = download.end > download.start ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
+                    return
+                        "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
+                }.joined() + "</ul>"
+        let pinned =
+            report.pinned.isEmpty
+            ? "<p class=dim>None.</p>"
+            : "<ul>"
+                + report.pinned.map { job in
+                    let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
+                    return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
+                        + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
+                }.joined() + "</ul>"
+        let entries =
+            report.entries.isEmpty
+            ? "<p class=dim>Nothing is cached.</p>"
+            : "<ul class=entries>"
+                + report.entries.map { entry in
+                    let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
+                    return
+                        "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
+                        + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
+                }.joined() + "</ul>"
+        let recent =
+            proxy.recent.isEmpty
+            ? "<p class=dim>No request yet.</p>"
+            : "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>"
+                + proxy.recent.reversed().map { request in
+                    "<tr><td>\(request.status)</td><td>\(escape(request.result))</td><td>\(escape(request.range ?? "-"))</td><td class=url>\(escape(request.url))</td></tr>"
+                }.joined() + "</table>"
         return """
-        <!doctype html>
-        <html lang=en><head><meta charset=utf-8><meta name=viewport content="width=device-width, initial-scale=1">
-        <meta http-equiv=refresh content=5><title>mediacache status</title>
-        <style>
-        body{font:15px/1.4 system-ui,sans-serif;margin:0 auto;max-width:60em;padding:1em;color:#222;background:#fafafa}
-        h1{font-size:1.3em;margin:.2em 0}h2{font-size:1.05em;margin:1.2em 0 .4em}
-        .cards{display:flex;flex-wrap:wrap;gap:.6em}.card{background:#fff;border:1px solid #ddd;border-radius:8px;padding:.6em .9em;min-width:9em}
-        .card b{display:block;font-size:1.4em}.dim{color:#777}.url{word-break:break-all;font-size:.9em}
-        .meter{height:.6em;background:#e5e5e5;border-radius:4px;overflow:hidden;margin:.3em 0}.meter span{display:block;height:100%;background:#2a7ae2}
-        ul{padding-left:1.1em}ul.entries{list-style:none;padding:0}ul.entries li{margin:.5em 0}code.cover{font-size:.75em;letter-spacing:-.05em;color:#2a7ae2}
-        table{border-collapse:collapse;width:100%;font-size:.9em}td,th{text-align:left;padding:.2em .4em;border-bottom:1px solid #eee;vertical-align:top}
-        </style></head><body>
-        <h1>mediacache</h1>
-        <div class=cards>
-        <div class=card id=hit-ratio><b>\(String(format: "%.0f", proxy.byteHitRatio * 100))%</b>of bytes from the cache</div>
-        <div class=card id=saved><b>\(bytes(proxy.bytesFromCache))</b>saved (served from the cache)</div>
-        <div class=card id=size><b>\(bytes(store.bytes))</b>of \(bytes(store.limit)) in \(store.entries) entr\(store.entries == 1 ? "y" : "ies")<div class=meter><span style="width:\(String(format: "%.1f", fill))%"></span></div></div>
-        </div>
-        <h2>Requests</h2><ul id=requests>\(requests)</ul>
-        <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
-        <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>
-        <h2>Cached</h2><div id=entries>\(entries)</div>
-        <h2>Recent requests</h2><div id=recent>\(recent)</div>
-        <p class=dim>\(escape(store.directory)) · reloads every 5 s · <a href="/status.json">JSON</a></p>
-        </body></html>
+            <!doctype html>
+            <html lang=en><head><meta charset=utf-8><meta name=viewport content="width=device-width, initial-scale=1">
+            <meta http-equiv=refresh content=5><title>mediacache status</title>
+            <style>
+            body{font:15px/1.4 system-ui,sans-serif;margin:0 auto;max-width:60em;padding:1em;color:#222;background:#fafafa}
+            h1{font-size:1.3em;margin:.2em 0}h2{font-size:1.05em;margin:1.2em 0 .4em}
+            .cards{display:flex;flex-wrap:wrap;gap:.6em}.card{background:#fff;border:1px solid #ddd;border-radius:8px;padding:.6em .9em;min-width:9em}
+            .card b{display:block;font-size:1.4em}.dim{color:#777}.url{word-break:break-all;font-size:.9em}
+            .meter{height:.6em;background:#e5e5e5;border-radius:4px;overflow:hidden;margin:.3em 0}.meter span{display:block;height:100%;background:#2a7ae2}
+            ul{padding-left:1.1em}ul.entries{list-style:none;padding:0}ul.entries li{margin:.5em 0}code.cover{font-size:.75em;letter-spacing:-.05em;color:#2a7ae2}
+            table{border-collapse:collapse;width:100%;font-size:.9em}td,th{text-align:left;padding:.2em .4em;border-bottom:1px solid #eee;vertical-align:top}
+            </style></head><body>
+            <h1>mediacache</h1>
+            <div class=cards>
+            <div class=card id=hit-ratio><b>\(String(format: "%.0f", proxy.byteHitRatio * 100))%</b>of bytes from the cache</div>
+            <div class=card id=saved><b>\(bytes(proxy.bytesFromCache))</b>saved (served from the cache)</div>
+            <div class=card id=size><b>\(bytes(store.bytes))</b>of \(bytes(store.limit)) in \(store.entries) entr\(store.entries == 1 ? "y" : "ies")<div class=meter><span style="width:\(String(format: "%.1f", fill))%"></span></div></div>
+            </div>
+            <h2>Requests</h2><ul id=requests>\(requests)</ul>
+            <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
+            <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>
+            <h2>Cached</h2><div id=entries>\(entries)</div>
+            <h2>Recent requests</h2><div id=recent>\(recent)</div>
+            <p class=dim>\(escape(store.directory)) · reloads every 5 s · <a href="/status.json">JSON</a></p>
+            </body></html>
 
-        """
+            """
     }
 
     private static func bar(_ percent: Double) -> String {

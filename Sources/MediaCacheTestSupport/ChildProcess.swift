@@ -33,8 +33,9 @@ public enum ChildProcess {
             errors = try FileHandle(forWritingTo: errorFile)
         }
         defer { try? errors?.close() }
-        let process = try SpawnedProcess(executable.path, arguments, standardOutput: output.fileHandleForWriting.fileDescriptor,
-                                         standardError: errors?.fileDescriptor)
+        let process = try SpawnedProcess(
+            executable.path, arguments, standardOutput: output.fileHandleForWriting.fileDescriptor,
+            standardError: errors?.fileDescriptor)
         try output.fileHandleForWriting.close()
         return (process, output)
     }
@@ -42,8 +43,10 @@ public enum ChildProcess {
     /// Starts `executable` and waits, off the cooperative pool, until it prints a line that
     /// starts with `prefix`; returns the process and that line. Its standard error goes to
     /// `errorFile` if given.
-    public static func startServer(_ executable: URL, _ arguments: [String], readyLinePrefix prefix: String,
-                                   errorFile: URL? = nil) async throws -> (SpawnedProcess, String) {
+    public static func startServer(
+        _ executable: URL, _ arguments: [String], readyLinePrefix prefix: String,
+        errorFile: URL? = nil
+    ) async throws -> (SpawnedProcess, String) {
         let (process, output) = try start(executable, arguments, errorFile: errorFile)
         do {
             let text = try await onOwnThread { try waitForLine(prefix, on: output) }
@@ -82,9 +85,10 @@ public enum ChildProcess {
         guard let tool = arguments.first else { throw ChildProcessError(message: "No command to run.") }
         let output = Pipe()
         let errors = Pipe()
-        let process = try SpawnedProcess(tool, Array(arguments.dropFirst()), searchingPath: true,
-                                         standardOutput: output.fileHandleForWriting.fileDescriptor,
-                                         standardError: errors.fileHandleForWriting.fileDescriptor)
+        let process = try SpawnedProcess(
+            tool, Array(arguments.dropFirst()), searchingPath: true,
+            standardOutput: output.fileHandleForWriting.fileDescriptor,
+            standardError: errors.fileHandleForWriting.fileDescriptor)
         try output.fileHandleForWriting.close()
         try errors.fileHandleForWriting.close()
         // Read both pipes to the end before waiting, so a chatty tool cannot block on a full pipe.
@@ -147,8 +151,10 @@ public final class SpawnedProcess: Sendable {
     /// Starts `executable` (a path, or with `searchingPath` a name looked up on `PATH`) with
     /// `arguments`; the given descriptors become its standard output and error (else it
     /// shares the parent's).
-    public init(_ executable: String, _ arguments: [String], searchingPath: Bool = false,
-                standardOutput: Int32? = nil, standardError: Int32? = nil) throws {
+    public init(
+        _ executable: String, _ arguments: [String], searchingPath: Bool = false,
+        standardOutput: Int32? = nil, standardError: Int32? = nil
+    ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -171,7 +177,8 @@ public final class SpawnedProcess: Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let result = searchingPath
+        let result =
+            searchingPath
             ? posix_spawnp(&pid, executable, &actions, &attributes, argv, environ)
             : posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         guard result == 0 else {

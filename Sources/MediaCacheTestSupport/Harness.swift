@@ -24,8 +24,9 @@ public struct Harness: Sendable {
         fetcher fetcherConfiguration: HTTPOriginFetcher.Configuration = HTTPOriginFetcher.Configuration(),
         _ body: (Harness) async throws -> T
     ) async throws -> T {
-        try await with(scheme: setup.scheme, fetcherKind: setup.fetcher, store: storeConfiguration, reader: readerConfiguration,
-                       fetcher: fetcherConfiguration, body)
+        try await with(
+            scheme: setup.scheme, fetcherKind: setup.fetcher, store: storeConfiguration, reader: readerConfiguration,
+            fetcher: fetcherConfiguration, body)
     }
 
     /// Runs `body` with a fresh harness and tears everything down afterwards; the origin

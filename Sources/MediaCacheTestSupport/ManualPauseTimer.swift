@@ -33,7 +33,10 @@ public final class ManualPauseTimer: PauseTimer {
 
     package func sleep(for duration: Duration) async throws {
         let id = sleepers.withLock { sleepers in
-            defer { sleepers.nextID += 1; sleepers.begun += 1 }
+            defer {
+                sleepers.nextID += 1
+                sleepers.begun += 1
+            }
             return sleepers.nextID
         }
         try await withTaskCancellationHandler {

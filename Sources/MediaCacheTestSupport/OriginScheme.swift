@@ -3,6 +3,7 @@
 
 public import Crypto
 public import MediaCache
+
 /// How a test reaches its test origin. The suites that check origin behaviour (the read
 /// path, freshness, the proxy contract) run once for each, so every behaviour they check
 /// holds over plain HTTP, over TLS with HTTP/1.1, and over TLS with HTTP/2.

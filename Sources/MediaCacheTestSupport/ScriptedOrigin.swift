@@ -32,8 +32,10 @@ public final class ScriptedOrigin: OriginFetcher {
         }
         private let progress: Mutex<Progress>
 
-        init(url: URL, range: ByteRange?, ifRange: String?, content: DeterministicContent, bodyRange: ByteRange,
-             continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation) {
+        init(
+            url: URL, range: ByteRange?, ifRange: String?, content: DeterministicContent, bodyRange: ByteRange,
+            continuation: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
+        ) {
             self.url = url
             self.range = range
             self.ifRange = ifRange
@@ -199,8 +201,10 @@ public struct ScriptedHarness: Sendable {
     public let reader: CachingReader
 
     /// Runs `body` with a fresh harness and closes the store afterwards.
-    public static func with<T>(answersWhole: Bool = false, holdsHeads: Bool = false, reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
-                               _ body: (ScriptedHarness) async throws -> T) async throws -> T {
+    public static func with<T>(
+        answersWhole: Bool = false, holdsHeads: Bool = false, reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
+        _ body: (ScriptedHarness) async throws -> T
+    ) async throws -> T {
         try await withTemporaryDirectory { directory in
             let origin = ScriptedOrigin(answersWhole: answersWhole, holdsHeads: holdsHeads)
             let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"))

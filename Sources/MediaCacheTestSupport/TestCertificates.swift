@@ -46,22 +46,28 @@ public struct TestCertificateAuthority: Sendable {
 
     /// A server certificate for `names` (host names, or IPv4/IPv6 literals), valid from
     /// `notValidBefore` to `notValidAfter` (by default an hour ago to a day from now).
-    public func issue(for names: [String] = ["localhost", "127.0.0.1", "::1"],
-                      notValidBefore: Date = Date() - 3600, notValidAfter: Date = Date() + 86400) throws -> Identity {
-        try Self.serverIdentity(for: names, subject: try DistinguishedName { CommonName(names.first ?? "server") },
-                                issuer: (name, key), notValidBefore: notValidBefore, notValidAfter: notValidAfter)
+    public func issue(
+        for names: [String] = ["localhost", "127.0.0.1", "::1"],
+        notValidBefore: Date = Date() - 3600, notValidAfter: Date = Date() + 86400
+    ) throws -> Identity {
+        try Self.serverIdentity(
+            for: names, subject: try DistinguishedName { CommonName(names.first ?? "server") },
+            issuer: (name, key), notValidBefore: notValidBefore, notValidAfter: notValidAfter)
     }
 
     /// A self-signed server certificate for `names` (its own issuer, trusted by nobody).
     public static func selfSigned(for names: [String] = ["localhost", "127.0.0.1", "::1"]) throws -> Identity {
-        try serverIdentity(for: names, subject: try DistinguishedName { CommonName("Self-Signed Media Server") },
-                           issuer: nil, notValidBefore: Date() - 3600, notValidAfter: Date() + 86400)
+        try serverIdentity(
+            for: names, subject: try DistinguishedName { CommonName("Self-Signed Media Server") },
+            issuer: nil, notValidBefore: Date() - 3600, notValidAfter: Date() + 86400)
     }
 
     /// A new key and a server certificate for it, signed by `issuer` (`nil`: by itself).
-    private static func serverIdentity(for names: [String], subject: DistinguishedName,
-                                       issuer: (name: DistinguishedName, key: P256.Signing.PrivateKey)?,
-                                       notValidBefore: Date, notValidAfter: Date) throws -> Identity {
+    private static func serverIdentity(
+        for names: [String], subject: DistinguishedName,
+        issuer: (name: DistinguishedName, key: P256.Signing.PrivateKey)?,
+        notValidBefore: Date, notValidAfter: Date
+    ) throws -> Identity {
         let serverKey = P256.Signing.PrivateKey()
         let alternativeNames = names.map { name -> GeneralName in
             addressBytes(name).map { .ipAddress(ASN1OctetString(contentBytes: $0[...])) } ?? .dnsName(name)

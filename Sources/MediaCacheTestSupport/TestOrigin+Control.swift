@@ -18,7 +18,8 @@ extension TestOrigin {
         switch command {
         case "serve":
             guard let path = query["path"], path.hasPrefix("/"), !path.hasPrefix(Self.controlPrefix),
-                  let length = query["length"].flatMap(Int64.init), length >= 0 else {
+                let length = query["length"].flatMap(Int64.init), length >= 0
+            else {
                 return (.badRequest, "serve needs path=/… and length=N\n")
             }
             var faults = Faults()

@@ -2,9 +2,9 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheHTTP
 import NIOCore
 import NIOHTTP1
-import MediaCacheHTTP
 
 /// Answers one connection's requests for ``TestOrigin``, streaming bodies with backpressure.
 final class OriginHandler: ChannelInboundHandler {
@@ -94,8 +94,10 @@ final class OriginHandler: ChannelInboundHandler {
                 state.drops += 1
                 plan.dropAfter = dropAfter
             }
-            state.requests.append(TestOrigin.Request(method: head.method.rawValue, path: path, query: components?.query, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
-                                                     connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
+            state.requests.append(
+                TestOrigin.Request(
+                    method: head.method.rawValue, path: path, query: components?.query, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
+                    connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
             return plan
         }
@@ -124,8 +126,9 @@ final class OriginHandler: ChannelInboundHandler {
                 context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: plan.statusBody)))), promise: nil)
                 finishResponse(context: context, keepAlive: keepsAlive)
             } else if let body = plan.body, let resource = plan.resource, head.method == .GET {
-                sending = Sending(path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
-                                  dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepsAlive)
+                sending = Sending(
+                    path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
+                    dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepsAlive)
                 sendMore(context: context)
             } else {
                 finishResponse(context: context, keepAlive: keepsAlive)
@@ -190,7 +193,8 @@ final class OriginHandler: ChannelInboundHandler {
                 return Plan(status: .notModified, headers: headers, body: nil, resource: resource)
             }
         } else if let since = head.headers.first(name: "if-modified-since").flatMap(HTTPDate.parse),
-                  let modified = resource.lastModified.flatMap(HTTPDate.parse), modified <= since {
+            let modified = resource.lastModified.flatMap(HTTPDate.parse), modified <= since
+        {
             return Plan(status: .notModified, headers: headers, body: nil, resource: resource)
         }
         if faults.lengthless != nil {

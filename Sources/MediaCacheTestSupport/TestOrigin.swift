@@ -46,8 +46,10 @@ public final class TestOrigin: Sendable {
         /// Bumped by ``TestOrigin/changeContent(at:)``.
         public var version: Int
 
-        public init(body: Body, mimeType: String = "video/mp4", etag: String? = "\"v1\"",
-                    lastModified: String? = "Mon, 02 Jan 2028 10:00:00 GMT", faults: Faults = Faults()) {
+        public init(
+            body: Body, mimeType: String = "video/mp4", etag: String? = "\"v1\"",
+            lastModified: String? = "Mon, 02 Jan 2028 10:00:00 GMT", faults: Faults = Faults()
+        ) {
             self.body = body
             self.mimeType = mimeType
             self.etag = etag
@@ -267,7 +269,8 @@ public final class TestOrigin: Sendable {
                     channel.configureHTTP2SecureUpgrade(
                         h2ChannelConfigurator: { channel in
                             channel.eventLoop.makeCompletedFuture {
-                                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()) { stream in
+                                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()) {
+                                    stream in
                                     stream.eventLoop.makeCompletedFuture {
                                         try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                                         try stream.pipeline.syncOperations.addHandler(OriginHandler(origin: origin, raw: nil, connection: connection))
@@ -297,7 +300,10 @@ public final class TestOrigin: Sendable {
 
     /// Stops listening.
     public func shutdown() async throws {
-        let channel = self.channel.withLock { channel in defer { channel = nil }; return channel }
+        let channel = self.channel.withLock { channel in
+            defer { channel = nil }
+            return channel
+        }
         try await channel?.close()
     }
 

@@ -46,7 +46,7 @@ final class DedicatedThreadExecutor: TaskExecutor, @unchecked Sendable {
     init(name: String, niceness: Int32 = 0) {
         let thread = Thread { [unowned self] in
             #if os(Linux)
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)  // 0: this thread, on Linux
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)  // 0: this thread, on Linux
             #endif
             run()
         }

@@ -12,7 +12,8 @@ import MediaCache
 struct CryptoBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crypto",
-        abstract: "Seal and open 64 KiB blocks with the store's EntryCipher (AES-GCM) and with swift-crypto's ChaCha20-Poly1305 and AES-GCM alone; prints MiB/s and the ratio to a plain copy, in one run."
+        abstract:
+            "Seal and open 64 KiB blocks with the store's EntryCipher (AES-GCM) and with swift-crypto's ChaCha20-Poly1305 and AES-GCM alone; prints MiB/s and the ratio to a plain copy, in one run."
     )
 
     @Option(help: "MiB sealed and opened per cipher.")
@@ -54,8 +55,10 @@ struct CryptoBenchCommand: ParsableCommand {
         start = ContinuousClock.now
         for _ in 0..<blocks { sink &+= Int(try cipher.open(sealed[...], index: Int64(blocks - 1), version: 1).plaintext[0]) }
         let entryOpen = mib / seconds(start)
-        print(String(format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [EntryCipher]",
-                     entrySeal, entrySeal / copyRate, entryOpen, entryOpen / copyRate))
+        print(
+            String(
+                format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [EntryCipher]",
+                entrySeal, entrySeal / copyRate, entryOpen, entryOpen / copyRate))
 
         var chacha = try ChaChaPoly.seal(plaintext, using: key)
         start = ContinuousClock.now
@@ -64,8 +67,10 @@ struct CryptoBenchCommand: ParsableCommand {
         start = ContinuousClock.now
         for _ in 0..<blocks { sink &+= Int(try ChaChaPoly.open(chacha, using: key)[0]) }
         let rawChachaOpen = mib / seconds(start)
-        print(String(format: "ChaCha20-Poly1305: seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
-                     rawChachaSeal, rawChachaSeal / copyRate, rawChachaOpen, rawChachaOpen / copyRate))
+        print(
+            String(
+                format: "ChaCha20-Poly1305: seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
+                rawChachaSeal, rawChachaSeal / copyRate, rawChachaOpen, rawChachaOpen / copyRate))
 
         var box = try AES.GCM.seal(plaintext, using: key)
         start = ContinuousClock.now
@@ -74,8 +79,10 @@ struct CryptoBenchCommand: ParsableCommand {
         start = ContinuousClock.now
         for _ in 0..<blocks { sink &+= Int(try AES.GCM.open(box, using: key)[0]) }
         let gcmOpen = mib / seconds(start)
-        print(String(format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
-                     gcmSeal, gcmSeal / copyRate, gcmOpen, gcmOpen / copyRate))
+        print(
+            String(
+                format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
+                gcmSeal, gcmSeal / copyRate, gcmOpen, gcmOpen / copyRate))
         print("(\(blocks) blocks of \(blockSize) bytes each; checksum \(sink & 0xff))")
     }
 }

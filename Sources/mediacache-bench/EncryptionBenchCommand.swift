@@ -48,16 +48,20 @@ struct EncryptionBenchCommand: AsyncParsableCommand {
         let (originProcess, originPort) = try await BenchServers.startOrigin(bench)
         started.append(originProcess)
         let origin = OriginControl(port: originPort, client: client)
-        let plain = try await BenchServers.startOurs(executable, directory: root.appendingPathComponent("plain"), originPort: originPort,
-                                                    name: "unencrypted", prefix: "/plain")
+        let plain = try await BenchServers.startOurs(
+            executable, directory: root.appendingPathComponent("plain"), originPort: originPort,
+            name: "unencrypted", prefix: "/plain")
         started.append(plain.process)
-        let sealed = try await BenchServers.startOurs(executable, directory: root.appendingPathComponent("sealed"), originPort: originPort,
-                                                     name: "encrypted", prefix: "/sealed", arguments: ["--encryption-key-file", keyFile.path])
+        let sealed = try await BenchServers.startOurs(
+            executable, directory: root.appendingPathComponent("sealed"), originPort: originPort,
+            name: "encrypted", prefix: "/sealed", arguments: ["--encryption-key-file", keyFile.path])
         started.append(sealed.process)
         let servers = [plain, sealed]
         let length = Int64(size) << 20
         let content = DeterministicContent(seed: 77)
-        print("mediacache serve, unencrypted vs --encryption-key-file — \(size) MiB file, \(ProcessInfo.processInfo.activeProcessorCount) cores, origin, servers and curl on one machine")
+        print(
+            "mediacache serve, unencrypted vs --encryption-key-file — \(size) MiB file, \(ProcessInfo.processInfo.activeProcessorCount) cores, origin, servers and curl on one machine"
+        )
         var cold = [Double](repeating: .infinity, count: servers.count)
         var coldCPU = [Double](repeating: .infinity, count: servers.count)
         var hot = [Double](repeating: .infinity, count: servers.count)
@@ -83,9 +87,10 @@ struct EncryptionBenchCommand: AsyncParsableCommand {
         for server in servers { try await client.read(server.url("\(server.prefix)/cold-0.mp4"), content: content, length: length) }
         let mib = Double(size)
         func row(_ name: String, _ values: [Double], _ format: String, ratio: Double) {
-            print(name.padding(toLength: 34, withPad: " ", startingAt: 0)
-                  + values.map { String(format: format, $0).padding(toLength: 14, withPad: " ", startingAt: 0) }.joined()
-                  + String(format: "%.2f×", ratio))
+            print(
+                name.padding(toLength: 34, withPad: " ", startingAt: 0)
+                    + values.map { String(format: format, $0).padding(toLength: 14, withPad: " ", startingAt: 0) }.joined()
+                    + String(format: "%.2f×", ratio))
         }
         print("".padding(toLength: 34, withPad: " ", startingAt: 0) + "unencrypted   encrypted     encrypted / unencrypted")
         row("cold whole file, MiB/s (best of \(rounds))", cold.map { mib / $0 }, "%.0f", ratio: cold[0] / cold[1])

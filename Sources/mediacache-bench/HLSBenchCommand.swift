@@ -58,8 +58,10 @@ struct HLSBenchCommand: ParsableCommand {
             guard playlist.segments.count == segments else { throw ValidationError("parsed \(playlist.segments.count) segments of \(segments)") }
         }
         times.sort()
-        print(String(format: "%d segments, %.0f KiB in, %.0f KiB out: parse + rewrite median %.1f ms (min %.1f, max %.1f) over %d rounds",
-                     segments, Double(bytes.count) / 1024, Double(outputBytes) / 1024, times[times.count / 2], times[0], times[times.count - 1], rounds))
+        print(
+            String(
+                format: "%d segments, %.0f KiB in, %.0f KiB out: parse + rewrite median %.1f ms (min %.1f, max %.1f) over %d rounds",
+                segments, Double(bytes.count) / 1024, Double(outputBytes) / 1024, times[times.count / 2], times[0], times[times.count - 1], rounds))
         if let peak = ProcessMemory.peakResidentBytes() {
             print(String(format: "peak memory (VmHWM): %.1f MiB", Double(peak) / 1_048_576))
         }

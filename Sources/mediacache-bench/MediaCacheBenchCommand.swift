@@ -10,7 +10,10 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mediacache-bench",
         abstract: "Measure the cache (build with -c release first), and developer tools for its tests.",
-        subcommands: [StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, TLSBenchCommand.self, HLSBenchCommand.self, CryptoBenchCommand.self, EncryptionBenchCommand.self,
-                      OriginCommand.self, CrashWriterCommand.self]
+        subcommands: [
+            StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, TLSBenchCommand.self, HLSBenchCommand.self, CryptoBenchCommand.self,
+            EncryptionBenchCommand.self,
+            OriginCommand.self, CrashWriterCommand.self,
+        ]
     )
 }

@@ -49,19 +49,23 @@ struct StoreBenchCommand: AsyncParsableCommand {
         }
         for round in 0..<rounds {
             let plainPath = root.appendingPathComponent("plain-\(round)").path
-            record("plain write", try time {
-                FileManager.default.createFile(atPath: plainPath, contents: nil)
-                let handle = try FileHandle(forWritingAtPath: plainPath).unwrap()
-                for _ in 0..<(total / Int64(chunkBytes)) { try handle.write(contentsOf: blockData) }
-                try handle.close()
-            })
-            record("plain read", try time {
-                let handle = try FileHandle(forReadingAtPath: plainPath).unwrap()
-                var count = 0
-                while let data = try handle.read(upToCount: chunkBytes), !data.isEmpty { count += data.count }
-                try handle.close()
-                precondition(count == total)
-            })
+            record(
+                "plain write",
+                try time {
+                    FileManager.default.createFile(atPath: plainPath, contents: nil)
+                    let handle = try FileHandle(forWritingAtPath: plainPath).unwrap()
+                    for _ in 0..<(total / Int64(chunkBytes)) { try handle.write(contentsOf: blockData) }
+                    try handle.close()
+                })
+            record(
+                "plain read",
+                try time {
+                    let handle = try FileHandle(forReadingAtPath: plainPath).unwrap()
+                    var count = 0
+                    while let data = try handle.read(upToCount: chunkBytes), !data.isEmpty { count += data.count }
+                    try handle.close()
+                    precondition(count == total)
+                })
             try FileManager.default.removeItem(atPath: plainPath)
 
             for synchronizes in [true, false] {
@@ -74,24 +78,28 @@ struct StoreBenchCommand: AsyncParsableCommand {
                 let key = CacheKey("bench")
                 let handle = try store.openEntry(key)
                 try handle.updateMetadata(ContentMetadata(length: total, mimeType: "video/mp4", acceptsRanges: true))
-                record(label, try await time {
-                    var offset: Int64 = 0
-                    while offset < total {
-                        try await handle.write(block, at: offset)
-                        offset += Int64(chunkBytes)
-                    }
-                })
-                if !synchronizes {
-                    record("store read", try await time {
+                record(
+                    label,
+                    try await time {
                         var offset: Int64 = 0
-                        var count = 0
                         while offset < total {
-                            let bytes = try await handle.read(ByteRange(offset: offset, length: Int64(chunkBytes)))
-                            count += bytes.readableBytes
+                            try await handle.write(block, at: offset)
                             offset += Int64(chunkBytes)
                         }
-                        precondition(count == total)
                     })
+                if !synchronizes {
+                    record(
+                        "store read",
+                        try await time {
+                            var offset: Int64 = 0
+                            var count = 0
+                            while offset < total {
+                                let bytes = try await handle.read(ByteRange(offset: offset, length: Int64(chunkBytes)))
+                                count += bytes.readableBytes
+                                offset += Int64(chunkBytes)
+                            }
+                            precondition(count == total)
+                        })
                 }
                 handle.close()
                 try await store.close()
@@ -102,8 +110,10 @@ struct StoreBenchCommand: AsyncParsableCommand {
         func mbps(_ name: String) -> Double { Double(total) / 1_048_576 / results[name]! }
         print("Store benchmark: \(size) MiB resource, \(chunk) KiB chunks, best of \(rounds) rounds")
         print(pad("measurement", 40) + pad("MiB/s", 10) + "ratio vs FileHandle")
-        for (name, baseline) in [("plain write", "plain write"), ("store write (fdatasync before commit)", "plain write"),
-                                 ("store write (no fdatasync)", "plain write"), ("plain read", "plain read"), ("store read", "plain read")] {
+        for (name, baseline) in [
+            ("plain write", "plain write"), ("store write (fdatasync before commit)", "plain write"),
+            ("store write (no fdatasync)", "plain write"), ("plain read", "plain read"), ("store read", "plain read"),
+        ] {
             print(pad(name, 40) + pad(String(format: "%.0f", mbps(name)), 10) + String(format: "%.2f", mbps(name) / mbps(baseline)))
         }
         if let peak = ProcessMemory.peakResidentBytes() {

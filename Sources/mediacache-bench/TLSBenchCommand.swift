@@ -13,10 +13,10 @@ struct TLSBenchCommand: AsyncParsableCommand {
         commandName: "tls",
         abstract: "Cold first byte over HTTPS, first and second file of a host: mediacache vs a direct curl.",
         discussion: """
-        The test origin serves HTTPS on loopback (HTTP/2 and HTTP/1.1 by ALPN) with a certificate from a CA made for the run. \
-        Each round starts a new `mediacache serve --ca-file` with an empty cache, then curl fetches two new files through it on one \
-        connection; the direct figures are curl fetching two other new files from the origin on one connection. Needs curl.
-        """
+            The test origin serves HTTPS on loopback (HTTP/2 and HTTP/1.1 by ALPN) with a certificate from a CA made for the run. \
+            Each round starts a new `mediacache serve --ca-file` with an empty cache, then curl fetches two new files through it on one \
+            connection; the direct figures are curl fetching two other new files from the origin on one connection. Needs curl.
+            """
     )
 
     @Option(help: "Rounds; the figures are medians.")
@@ -77,7 +77,10 @@ struct TLSBenchCommand: AsyncParsableCommand {
                     var arguments = ["serve", "--port", "0", "--cache-dir", cache.path, "--ca-file", caFile.path, "--log-level", "warning"]
                     if version == "HTTP/1.1" { arguments.append("--http1-only") }
                     let (process, line) = try await ChildProcess.startServer(executable, arguments, readyLinePrefix: "mediacache: serving on")
-                    defer { process.terminate(); process.waitUntilExit() }
+                    defer {
+                        process.terminate()
+                        process.waitUntilExit()
+                    }
                     guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else {
                         throw ValidationError("No port in: \(line)")
                     }
@@ -100,22 +103,31 @@ struct TLSBenchCommand: AsyncParsableCommand {
             try await origin.shutdown()
             try await warmUp.shutdown()
             func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-            let directFirst = median(direct.map(\.first)), directSecond = median(direct.map(\.second))
+            let directFirst = median(direct.map(\.first))
+            let directSecond = median(direct.map(\.second))
             print("Cold time to first byte over HTTPS (loopback), median of \(rounds) rounds, \(size) KiB files:")
             func label(_ text: String) -> String { "  " + text.padding(toLength: 34, withPad: " ", startingAt: 0) }
             print(label("direct curl, --cacert CA") + String(format: "first file %7.2f ms   second file %7.2f ms", directFirst, directSecond))
             if !directWithSystemRoots.isEmpty {
-                print(label("direct curl, system roots + CA") + String(format: "first file %7.2f ms   second file %7.2f ms",
-                                                                     median(directWithSystemRoots.map(\.first)), median(directWithSystemRoots.map(\.second))))
+                print(
+                    label("direct curl, system roots + CA")
+                        + String(
+                            format: "first file %7.2f ms   second file %7.2f ms",
+                            median(directWithSystemRoots.map(\.first)), median(directWithSystemRoots.map(\.second))))
             }
             for version in ["HTTP/2", "HTTP/1.1"] {
                 let runs = ours[version]!
-                let first = median(runs.map(\.first)), second = median(runs.map(\.second))
-                var line = label("mediacache, \(version) to origin") + String(format: "first file %7.2f ms   second file %7.2f ms   ours/direct %.2f and %.2f",
-                                                                               first, second, first / directFirst, second / directSecond)
+                let first = median(runs.map(\.first))
+                let second = median(runs.map(\.second))
+                var line =
+                    label("mediacache, \(version) to origin")
+                    + String(
+                        format: "first file %7.2f ms   second file %7.2f ms   ours/direct %.2f and %.2f",
+                        first, second, first / directFirst, second / directSecond)
                 if !directWithSystemRoots.isEmpty {
-                    line += String(format: " (vs system roots: %.2f and %.2f)",
-                                   first / median(directWithSystemRoots.map(\.first)), second / median(directWithSystemRoots.map(\.second)))
+                    line += String(
+                        format: " (vs system roots: %.2f and %.2f)",
+                        first / median(directWithSystemRoots.map(\.first)), second / median(directWithSystemRoots.map(\.second)))
                 }
                 print(line)
                 let newForSecond = runs.filter { $0.secondOpenedConnection == true }.count

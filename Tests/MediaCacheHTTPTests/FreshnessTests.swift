@@ -14,8 +14,10 @@ import Testing
 @Suite(.endToEnd) struct FreshnessTests {
     static let size: Int64 = 600_000
 
-    static func with(_ scheme: OriginScheme, prefersCache: Bool = false, servesStale: Bool = true,
-                     _ body: (Harness, ManualClock) async throws -> Void) async throws {
+    static func with(
+        _ scheme: OriginScheme, prefersCache: Bool = false, servesStale: Bool = true,
+        _ body: (Harness, ManualClock) async throws -> Void
+    ) async throws {
         let clock = ManualClock(start: Date())
         var store = CacheStore.Configuration()
         store.clock = clock

@@ -3,11 +3,12 @@
 
 import Foundation
 import MediaCache
-@testable import MediaCacheHTTP
 import MediaCacheTestSupport
 import NIOCore
 import NIOSSL
 import Testing
+
+@testable import MediaCacheHTTP
 
 /// The origin fetcher over HTTPS: trust roots from a CA file, HTTP/2 connection sharing,
 /// connection reuse across files (the failures a player sees are in `HTTPSOriginTests`).
@@ -18,7 +19,9 @@ import Testing
         #expect(OriginTLSFailure.kind(of: NIOSSLError.uncleanShutdown) == nil)
         #expect(OriginTLSFailure.kind(of: NIOSSLError.readInInvalidTLSState) == nil)
         #expect(OriginTLSFailure.kind(of: NIOSSLExtraError.failedToValidateHostname) == .wrongName)
-        #expect(OriginTLSFailure.libraryReason(in: "[Error: 268435581 error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x.cc:320]") == "CERTIFICATE_VERIFY_FAILED")
+        #expect(
+            OriginTLSFailure.libraryReason(in: "[Error: 268435581 error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x.cc:320]")
+                == "CERTIFICATE_VERIFY_FAILED")
     }
 
     /// `--ca-file`: a PEM file with one or more certificates adds trust roots; the system's

@@ -11,8 +11,10 @@ import Testing
 @Suite(.endToEnd) struct ReadPathTests {
     /// Reads `offset ..< offset + length` (to the end when `length` is nil) and checks every byte.
     @discardableResult
-    static func readAndCheck(_ h: Harness, _ path: String, offset: Int64 = 0, length: Int64? = nil,
-                             sourceLocation: SourceLocation = #_sourceLocation) async throws -> ReadStatistics {
+    static func readAndCheck(
+        _ h: Harness, _ path: String, offset: Int64 = 0, length: Int64? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> ReadStatistics {
         let resource = try #require(h.origin.resource(at: path))
         let stream = try await h.reader.read(h.origin.url(path), offset: offset, length: length)
         let bytes = try await collect(stream)
@@ -33,8 +35,10 @@ import Testing
 
     /// Reads up to `limit` bytes then stops (the player cancels); checks the bytes it got.
     @discardableResult
-    static func readThenCancel(_ h: Harness, _ path: String, offset: Int64, limit: Int64,
-                               sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int64 {
+    static func readThenCancel(
+        _ h: Harness, _ path: String, offset: Int64, limit: Int64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Int64 {
         let resource = try #require(h.origin.resource(at: path))
         let stream = try await h.reader.read(h.origin.url(path), offset: offset, length: nil)
         var received: Int64 = 0
@@ -126,7 +130,10 @@ import Testing
                 try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)
             }
             let pass1 = h.origin.bodyBytesSent("/v.mp4")
-            #expect(pass1 <= unique, "pass 1: origin sent \(pass1) bytes for \(unique) unique bytes requested; requests: \(h.origin.requests("/v.mp4").filter { $0.method == "GET" }.map { $0.range ?? "-" })")
+            #expect(
+                pass1 <= unique,
+                "pass 1: origin sent \(pass1) bytes for \(unique) unique bytes requested; requests: \(h.origin.requests("/v.mp4").filter { $0.method == "GET" }.map { $0.range ?? "-" })"
+            )
             h.origin.resetCounters()
             for window in windows {
                 let statistics = try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)

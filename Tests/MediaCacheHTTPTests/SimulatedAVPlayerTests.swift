@@ -44,7 +44,12 @@ final class CheckingResponder: LoadingRequestResponder {
     }
 
     func finishLoading() { state.withLock { $0.finished = true } }
-    func finishLoading(with error: any Error) { state.withLock { $0.finished = true; $0.error = error } }
+    func finishLoading(with error: any Error) {
+        state.withLock {
+            $0.finished = true
+            $0.error = error
+        }
+    }
 
     /// Waits until `bytes` have arrived or the request finished.
     func wait(for bytes: Int64 = .max) async throws {
@@ -63,7 +68,12 @@ final class SimulatedPlayer: Sendable {
         resource = h.origin.resource(at: path)!
     }
 
-    func nextID() -> Int { ids.withLock { $0 += 1; return $0 } }
+    func nextID() -> Int {
+        ids.withLock {
+            $0 += 1
+            return $0
+        }
+    }
 
     /// The first request: content information, on the wire bytes 0-1. Must finish first.
     func contentInformation() async throws -> ContentInformation {
@@ -129,8 +139,12 @@ final class SimulatedPlayer: Sendable {
                     seekResponder.withLock { $0 = seek }
                     engine.cancel(oldID)
                 }
-                engine.start(oldID, LoadingRequest(wantsContentInformation: false, data: DataRequest(
-                    requestedOffset: 1_500 * k, requestedLength: 4_500 * k, requestsAllDataToEndOfResource: true)), responder: oldResponder)
+                engine.start(
+                    oldID,
+                    LoadingRequest(
+                        wantsContentInformation: false,
+                        data: DataRequest(
+                            requestedOffset: 1_500 * k, requestedLength: 4_500 * k, requestsAllDataToEndOfResource: true)), responder: oldResponder)
                 try await oldResponder.wait(for: 500 * k)
                 try await waitUntil { seekResponder.withLock { $0 } != nil }
                 let seeking = try #require(seekResponder.withLock { $0 })
@@ -214,8 +228,9 @@ final class SimulatedPlayer: Sendable {
             for round in 0..<300 {
                 if round % 3 == 0 {
                     let responder = CheckingResponder(resource: player.resource, start: 0)
-                    player.engine.start(player.nextID(), LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
-                                        responder: responder)
+                    player.engine.start(
+                        player.nextID(), LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
+                        responder: responder)
                     try await responder.wait()
                     #expect(responder.state.withLock { $0.finished && $0.error == nil && $0.received == 2 })
                 } else {

@@ -56,13 +56,17 @@ import Testing
         case .templateTime: options = ["-media_seg_name", "chunk-$RepresentationID$-$Time$.$ext$"]
         case .segmentList: options = ["-use_template", "0"]
         }
-        let streams = extraVideo
+        let streams =
+            extraVideo
             ? ["-map", "0:v", "-map", "0:v", "-map", "1:a", "-b:v:0", "100k", "-b:v:1", "400k", "-adaptation_sets", "id=0,streams=0,1 id=1,streams=2"]
             : []
-        let result = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1"] + streams
-                                       + ["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1"]
-                                       + options + [directory.appendingPathComponent("m.mpd").path])
+        let result = try await runTool(
+            [
+                "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
+                "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
+            ] + streams
+                + ["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1"]
+                + options + [directory.appendingPathComponent("m.mpd").path])
         #expect(result.status == 0, "ffmpeg \(form): \(result.error)")
         if extraVideo {
             // The same presentation without the higher representation: what the pinned one plays.
@@ -87,10 +91,12 @@ import Testing
             .write(to: directory.appendingPathComponent("flat.mpd"), atomically: true, encoding: .utf8)
         text = text.replacingOccurrences(of: "<Period id=\"0\" start=\"PT0.0S\">", with: "<Period id=\"0\" start=\"PT0.0S\">\n\t\t<BaseURL>media/</BaseURL>")
         let sets = text.components(separatedBy: "<AdaptationSet ")
-        text = sets[0] + sets.dropFirst().map { set in
-            guard let close = set.firstIndex(of: ">") else { return "<AdaptationSet " + set }
-            return "<AdaptationSet " + set[...close] + "\n\t\t\t<BaseURL>v/</BaseURL>" + set[set.index(after: close)...]
-        }.joined()
+        text =
+            sets[0]
+            + sets.dropFirst().map { set in
+                guard let close = set.firstIndex(of: ">") else { return "<AdaptationSet " + set }
+                return "<AdaptationSet " + set[...close] + "\n\t\t\t<BaseURL>v/</BaseURL>" + set[set.index(after: close)...]
+            }.joined()
         try text.write(to: manifest, atomically: true, encoding: .utf8)
     }
 
@@ -127,10 +133,12 @@ import Testing
             try await ProxyHarness.with { h in
                 let single = directory.appendingPathComponent("single")
                 try FileManager.default.createDirectory(at: single, withIntermediateDirectories: true)
-                let made = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                                              "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
-                                              "-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1",
-                                              "-single_file", "1", "-global_sidx", "1", single.appendingPathComponent("m.mpd").path])
+                let made = try await runTool([
+                    "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
+                    "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
+                    "-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1",
+                    "-single_file", "1", "-global_sidx", "1", single.appendingPathComponent("m.mpd").path,
+                ])
                 #expect(made.status == 0, "\(made.error)")
                 var text = try String(contentsOf: single.appendingPathComponent("m.mpd"), encoding: .utf8)
                 for stream in ["0", "1"] {
@@ -140,8 +148,9 @@ import Testing
                     let sidx = try #require(boxes["sidx"])
                     let list = try #require(text.range(of: "<SegmentList"), "\(text)")
                     let end = try #require(text.range(of: "</SegmentList>", range: list.upperBound..<text.endIndex))
-                    text.replaceSubrange(list.lowerBound..<end.upperBound,
-                                         with: "<SegmentBase indexRange=\"\(sidx.lowerBound)-\(sidx.upperBound - 1)\"><Initialization range=\"0-\(moov.upperBound - 1)\"/></SegmentBase>")
+                    text.replaceSubrange(
+                        list.lowerBound..<end.upperBound,
+                        with: "<SegmentBase indexRange=\"\(sidx.lowerBound)-\(sidx.upperBound - 1)\"><Initialization range=\"0-\(moov.upperBound - 1)\"/></SegmentBase>")
                 }
                 try text.write(to: single.appendingPathComponent("base.mpd"), atomically: true, encoding: .utf8)
                 let paths = try Self.serve(single, on: h.origin)
@@ -178,9 +187,11 @@ import Testing
     static func gstreamerHash(_ uri: String, in directory: URL) async throws -> String {
         let audio = directory.appendingPathComponent("a-\(UUID().uuidString).raw").path
         let video = directory.appendingPathComponent("v-\(UUID().uuidString).raw").path
-        let result = try await runTool(["timeout", "120", "gst-launch-1.0", "-q", "playbin", "uri=\(uri)",
-                                        "audio-sink=audioconvert ! audio/x-raw,format=S16LE ! filesink sync=false location=\(audio)",
-                                        "video-sink=videoconvert ! video/x-raw,format=I420 ! filesink sync=false location=\(video)"])
+        let result = try await runTool([
+            "timeout", "120", "gst-launch-1.0", "-q", "playbin", "uri=\(uri)",
+            "audio-sink=audioconvert ! audio/x-raw,format=S16LE ! filesink sync=false location=\(audio)",
+            "video-sink=videoconvert ! video/x-raw,format=I420 ! filesink sync=false location=\(video)",
+        ])
         #expect(result.status == 0, "gst-launch \(uri): \(result.error) \(String(decoding: result.output, as: UTF8.self).suffix(500))")
         guard result.status == 0 else { return "" }
         let hash = try await runTool(["md5sum", audio, video])
@@ -246,13 +257,13 @@ import Testing
             h.origin.useClock(clock)
             func manifest(start: Int, live: Bool) -> TestOrigin.Resource {
                 let text = """
-                <?xml version="1.0"?>
-                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="\(live ? "dynamic" : "static")" minimumUpdatePeriod="PT2S">
-                  <Period start="PT0S"><AdaptationSet><Representation id="v" bandwidth="100000">
-                    <SegmentTemplate media="seg-$Number$.m4s" initialization="init.mp4" startNumber="\(start)" duration="2" timescale="1"/>
-                  </Representation></AdaptationSet></Period>
-                </MPD>
-                """
+                    <?xml version="1.0"?>
+                    <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="\(live ? "dynamic" : "static")" minimumUpdatePeriod="PT2S">
+                      <Period start="PT0S"><AdaptationSet><Representation id="v" bandwidth="100000">
+                        <SegmentTemplate media="seg-$Number$.m4s" initialization="init.mp4" startNumber="\(start)" duration="2" timescale="1"/>
+                      </Representation></AdaptationSet></Period>
+                    </MPD>
+                    """
                 var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"s\(start)\"")
                 resource.cacheControl = "max-age=60"
                 return resource
@@ -293,53 +304,61 @@ import Testing
         try await withTemporaryDirectory { directory in
             try await ProxyHarness.with { h in
                 let manifest = directory.appendingPathComponent("m.mpd")
-                let ffmpeg = try SpawnedProcess("ffmpeg", ["-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=duration=60:size=160x120:rate=10",
-                                                           "-c:v", "mpeg4", "-q:v", "8", "-threads", "1", "-f", "dash", "-seg_duration", "1",
-                                                           "-streaming", "1", "-window_size", "5", manifest.path], searchingPath: true)
-                try await runThenTearDown(ffmpeg, { _ in
-                    var published: Set<String> = []
-                    /// Serves the folder as it is now; returns the manifest's publishTime.
-                    func mirror() throws -> String? {
-                        guard let text = try? String(contentsOf: manifest, encoding: .utf8), text.contains("</MPD>") else { return nil }
-                        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".m4s") {
-                            let bytes = [UInt8](try Data(contentsOf: directory.appendingPathComponent(name)))
-                            h.origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/iso.segment", etag: "\"\(bytes.count)\""), at: "/live/" + name)
+                let ffmpeg = try SpawnedProcess(
+                    "ffmpeg",
+                    [
+                        "-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=duration=60:size=160x120:rate=10",
+                        "-c:v", "mpeg4", "-q:v", "8", "-threads", "1", "-f", "dash", "-seg_duration", "1",
+                        "-streaming", "1", "-window_size", "5", manifest.path,
+                    ], searchingPath: true)
+                try await runThenTearDown(
+                    ffmpeg,
+                    { _ in
+                        var published: Set<String> = []
+                        /// Serves the folder as it is now; returns the manifest's publishTime.
+                        func mirror() throws -> String? {
+                            guard let text = try? String(contentsOf: manifest, encoding: .utf8), text.contains("</MPD>") else { return nil }
+                            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".m4s") {
+                                let bytes = [UInt8](try Data(contentsOf: directory.appendingPathComponent(name)))
+                                h.origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/iso.segment", etag: "\"\(bytes.count)\""), at: "/live/" + name)
+                            }
+                            let time = Self.attribute("publishTime", in: text)
+                            var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"\(time ?? "")\"")
+                            resource.cacheControl = "max-age=60"
+                            h.origin.serve(resource, at: "/live/m.mpd")
+                            if let time { published.insert(time) }
+                            return time
                         }
-                        let time = Self.attribute("publishTime", in: text)
-                        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"\(time ?? "")\"")
-                        resource.cacheControl = "max-age=60"
-                        h.origin.serve(resource, at: "/live/m.mpd")
-                        if let time { published.insert(time) }
-                        return time
-                    }
-                    try await waitUntil { (try? mirror()) != nil }
-                    let first = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
-                    #expect(first.contains("type=\"dynamic\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(first)")
-                    let firstTime = try #require(Self.attribute("publishTime", in: first))
-                    #expect(published.contains(firstTime))
-                    // The origin's manifest moves on as ffmpeg writes; so does the proxy's.
-                    var later = first
-                    try await waitUntil {
+                        try await waitUntil { (try? mirror()) != nil }
+                        let first = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
+                        #expect(first.contains("type=\"dynamic\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(first)")
+                        let firstTime = try #require(Self.attribute("publishTime", in: first))
+                        #expect(published.contains(firstTime))
+                        // The origin's manifest moves on as ffmpeg writes; so does the proxy's.
+                        var later = first
+                        try await waitUntil {
+                            _ = try mirror()
+                            later = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
+                            return Self.attribute("publishTime", in: later) != firstTime
+                        }
+                        let laterTime = try #require(Self.attribute("publishTime", in: later))
+                        #expect(published.contains(laterTime), "the proxy showed a manifest the origin never served: \(laterTime)")
+                        // A segment ffmpeg has written whole, through the base the manifest gives.
+                        let base = try #require(later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
                         _ = try mirror()
-                        later = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
-                        return Self.attribute("publishTime", in: later) != firstTime
-                    }
-                    let laterTime = try #require(Self.attribute("publishTime", in: later))
-                    #expect(published.contains(laterTime), "the proxy showed a manifest the origin never served: \(laterTime)")
-                    // A segment ffmpeg has written whole, through the base the manifest gives.
-                    let base = try #require(later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
-                    _ = try mirror()
-                    let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.path)
-                        .filter { $0.hasPrefix("chunk-stream0-") && $0.hasSuffix(".m4s") }.max())
-                    let resource = try #require(h.origin.resource(at: "/live/" + segment))
-                    let expected = resource.bytes(0..<resource.length)
-                    let reply = try await h.get(base + segment)
-                    #expect(reply.status == 200 && reply.body == expected, "\(segment)")
-                }, tearDown: { ffmpeg in
-                    // Nothing of what it would write on a gentler stop is needed.
-                    kill(ffmpeg.processIdentifier, SIGKILL)
-                    await ffmpeg.exited()
-                })
+                        let segment = try #require(
+                            try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                                .filter { $0.hasPrefix("chunk-stream0-") && $0.hasSuffix(".m4s") }.max())
+                        let resource = try #require(h.origin.resource(at: "/live/" + segment))
+                        let expected = resource.bytes(0..<resource.length)
+                        let reply = try await h.get(base + segment)
+                        #expect(reply.status == 200 && reply.body == expected, "\(segment)")
+                    },
+                    tearDown: { ffmpeg in
+                        // Nothing of what it would write on a gentler stop is needed.
+                        kill(ffmpeg.processIdentifier, SIGKILL)
+                        await ffmpeg.exited()
+                    })
             }
         }
     }

@@ -2,11 +2,12 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import MediaCacheTestSupport
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import MediaCache
 
 /// Prefetching an HLS asset through the engine: the chosen variant and its audio, as many
 /// seconds as asked, progress that adds up, cancellation that keeps what arrived, and a
@@ -19,16 +20,20 @@ import Testing
     /// an init section and four 2-second segments. Returns every segment and init path with its content.
     static func serveAsset(on origin: TestOrigin) -> [String: (DeterministicContent, Int64)] {
         var files: [String: (DeterministicContent, Int64)] = [:]
-        origin.serve(TestOrigin.Resource(body: .bytes(Array("""
-        #EXTM3U
-        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="fr",URI="audio/fr.m3u8"
-        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="en",DEFAULT=YES,URI="audio/en.m3u8"
-        #EXT-X-STREAM-INF:BANDWIDTH=800000,AUDIO="aud"
-        hi/index.m3u8
-        #EXT-X-STREAM-INF:BANDWIDTH=200000,AUDIO="aud"
-        /p/lo/index.m3u8
+        origin.serve(
+            TestOrigin.Resource(
+                body: .bytes(
+                    Array(
+                        """
+                        #EXTM3U
+                        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="fr",URI="audio/fr.m3u8"
+                        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="en",DEFAULT=YES,URI="audio/en.m3u8"
+                        #EXT-X-STREAM-INF:BANDWIDTH=800000,AUDIO="aud"
+                        hi/index.m3u8
+                        #EXT-X-STREAM-INF:BANDWIDTH=200000,AUDIO="aud"
+                        /p/lo/index.m3u8
 
-        """.utf8)), mimeType: playlistType), at: "/p/master.m3u8")
+                        """.utf8)), mimeType: playlistType), at: "/p/master.m3u8")
         for (index, folder) in ["lo", "hi", "audio/en", "audio/fr"].enumerated() {
             var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MAP:URI=\"init.mp4\"\n"
             for segment in 0..<4 { text += "#EXTINF:2.0,\ns\(segment).m4s\n" }
@@ -37,8 +42,12 @@ import Testing
             let playlist = folder.hasPrefix("audio/") ? "/p/\(folder).m3u8" : "/p/\(folder)/index.m3u8"
             let directory = folder.hasPrefix("audio/") ? "/p/audio" : "/p/\(folder)"
             let prefix = folder.hasPrefix("audio/") ? String(folder.dropFirst(6)) + "-" : ""
-            origin.serve(TestOrigin.Resource(body: .bytes(Array(text.replacingOccurrences(of: "init.mp4", with: prefix + "init.mp4")
-                .replacingOccurrences(of: "\ns", with: "\n" + prefix + "s").utf8)), mimeType: playlistType), at: playlist)
+            origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(
+                        Array(
+                            text.replacingOccurrences(of: "init.mp4", with: prefix + "init.mp4")
+                                .replacingOccurrences(of: "\ns", with: "\n" + prefix + "s").utf8)), mimeType: playlistType), at: playlist)
             for (number, name) in (["init.mp4"] + (0..<4).map { "s\($0).m4s" }).enumerated() {
                 let content = DeterministicContent(seed: UInt64(index * 10 + number + 1))
                 let length = Int64(20_000 + index * 1_000 + number * 333)
@@ -124,8 +133,13 @@ import Testing
         try await Harness.with { h in
             let content = DeterministicContent(seed: 77)
             h.origin.serve(TestOrigin.Resource(body: .generated(content, length: 30_000), mimeType: "video/mp2t"), at: "/b/all.ts")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:10000@0\nall.ts\n#EXTINF:1,\n#EXT-X-BYTERANGE:10000\nall.ts\n#EXTINF:1,\n#EXT-X-BYTERANGE:5000@25000\nall.ts\n#EXT-X-ENDLIST\n".utf8)),
-                                               mimeType: Self.playlistType), at: "/b/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(
+                        Array(
+                            "#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:10000@0\nall.ts\n#EXTINF:1,\n#EXT-X-BYTERANGE:10000\nall.ts\n#EXTINF:1,\n#EXT-X-BYTERANGE:5000@25000\nall.ts\n#EXT-X-ENDLIST\n"
+                                .utf8)),
+                    mimeType: Self.playlistType), at: "/b/index.m3u8")
             let reports = Reports()
             let result = try await h.reader.prefetchHLS(h.origin.url("/b/index.m3u8"), progress: reports.add)
             #expect(reports.list.first?.bytesTotal == 25_000 && result.bytesDone == 25_000 && result.resourcesTotal == 3)

@@ -44,8 +44,11 @@ import Testing
     }
 
     static func ffmpeg(_ arguments: [String]) async throws {
-        let result = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                                        "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1"] + arguments)
+        let result = try await runTool(
+            [
+                "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
+                "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
+            ] + arguments)
         #expect(result.status == 0, "ffmpeg \(arguments): \(result.error)")
     }
 
@@ -66,8 +69,11 @@ import Testing
             try "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120\nv0/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=320x240\n/hls/v1/index.m3u8\n"
                 .write(to: directory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
         case .fragmentedMP4:
-            try await ffmpeg(["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac"] + hls + ["-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
-                             "-hls_segment_filename", v0.appendingPathComponent("seg%03d.m4s").path, playlist])
+            try await ffmpeg(
+                ["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac"] + hls + [
+                    "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
+                    "-hls_segment_filename", v0.appendingPathComponent("seg%03d.m4s").path, playlist,
+                ])
         case .singleFileByteRanges:
             try await ffmpeg(ts + hls + ["-hls_flags", "single_file", playlist])
         case .aes128:
@@ -81,7 +87,8 @@ import Testing
             let other = directory.appendingPathComponent("other")
             try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
             var index = 0
-            let lines = try String(contentsOf: v0.appendingPathComponent("index.m3u8"), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            let lines = try String(contentsOf: v0.appendingPathComponent("index.m3u8"), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map {
+                line -> String in
                 guard line.hasPrefix("seg") else { return String(line) }
                 defer { index += 1 }
                 switch index % 3 {  // the clip has three segments
@@ -100,7 +107,8 @@ import Testing
         var paths: [String] = []
         for file in files where ["m3u8", "ts", "m4s", "mp4", "bin"].contains(file.pathExtension) {
             let path = "/hls" + file.path.dropFirst(directory.path.count)
-            let type = ["m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4"][file.pathExtension]
+            let type =
+                ["m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4"][file.pathExtension]
                 ?? "application/octet-stream"
             origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
             paths.append(path)
@@ -164,8 +172,9 @@ import Testing
     @Test func aRedirectedPlaylistResolvesAgainstWhereItLanded() async throws {
         try await ProxyHarness.with { h in
             let segment: [UInt8] = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nseg.ts?s=1\n#EXT-X-ENDLIST\n".utf8)), mimeType: "application/x-mpegURL"),
-                           at: "/real/dir/list.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nseg.ts?s=1\n#EXT-X-ENDLIST\n".utf8)), mimeType: "application/x-mpegURL"),
+                at: "/real/dir/list.m3u8")
             h.origin.serve(TestOrigin.Resource(body: .bytes(segment), mimeType: "video/mp2t"), at: "/real/dir/seg.ts")
             var moved = TestOrigin.Resource(body: .bytes([]), mimeType: "text/plain")
             moved.faults.redirect = (302, "/real/dir/list.m3u8")
@@ -186,8 +195,10 @@ import Testing
     @Test func aKeyIsKeptInMemoryAndNeverStored() async throws {
         try await ProxyHarness.with { h in
             let key: [UInt8] = (0..<16).map { UInt8($0 &* 13 &+ 5) }
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\",IV=0x01\n#EXTINF:1,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
-                                               mimeType: "application/vnd.apple.mpegurl"), at: "/enc/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\",IV=0x01\n#EXTINF:1,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    mimeType: "application/vnd.apple.mpegurl"), at: "/enc/index.m3u8")
             h.origin.serve(TestOrigin.Resource(body: .bytes(key), mimeType: "application/octet-stream"), at: "/enc/k/key.bin")
             h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 3), length: 9000), mimeType: "video/mp2t"), at: "/enc/s.ts")
             let text = String(buffer: try await h.get(h.url("/enc/index.m3u8")).body)
@@ -223,8 +234,9 @@ import Testing
     /// answered rewritten, and is not stored.
     @Test func blockingReloadsGoStraightToTheOrigin() async throws {
         try await ProxyHarness.with { h in
-            var live = TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PART-INF:PART-TARGET=1\n#EXTINF:4,\na.ts\n#EXT-X-PART:DURATION=1,URI=\"a.1.ts\"\n".utf8)),
-                                           mimeType: "application/vnd.apple.mpegurl")
+            var live = TestOrigin.Resource(
+                body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PART-INF:PART-TARGET=1\n#EXTINF:4,\na.ts\n#EXT-X-PART:DURATION=1,URI=\"a.1.ts\"\n".utf8)),
+                mimeType: "application/vnd.apple.mpegurl")
             live.cacheControl = "max-age=60"
             h.origin.serve(live, at: "/ll/index.m3u8")
             let entry = h.url("/ll/index.m3u8")
@@ -311,7 +323,8 @@ import Testing
                 let text = String(buffer: reply.body)
                 #expect(reply.status == 200 && text.hasPrefix("#EXTM3U"), "\(path): \(reply.status)")
                 #expect(!text.contains(origin), "\(path) names the origin: \(text)")
-                let uris = text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+                let uris =
+                    text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
                     + text.split(separator: "\"").filter { $0.hasPrefix("http") }
                 #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("http://127.0.0.1:\(h.port)/") && $0.contains("?url=") }, "\(path): \(uris)")
             }

@@ -26,23 +26,33 @@ import Testing
     }
 
     static let failures: [Failure] = [
-        Failure(name: "certificate from an unknown CA", tls: {
-            TestOrigin.TLSOptions(identity: try TestCertificateAuthority(commonName: "Unknown Media CA").issue())
-        }, says: ["certificate not trusted:", "issued by CN=Unknown Media CA", "--ca-file"]),
-        Failure(name: "self-signed certificate", tls: {
-            TestOrigin.TLSOptions(identity: try TestCertificateAuthority.selfSigned())
-        }, says: ["certificate not trusted:", "is self-signed (CN=Self-Signed Media Server)"]),
-        Failure(name: "expired certificate", tls: {
-            TestOrigin.TLSOptions(identity: try TestCertificateAuthority.shared.issue(notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400))
-        }, says: ["certificate not trusted:", "expired on"]),
-        Failure(name: "certificate for another host", tls: {
-            TestOrigin.TLSOptions(identity: try TestCertificateAuthority.shared.issue(for: ["media.example"]))
-        }, says: ["certificate not valid for 127.0.0.1", "names media.example"]),
-        Failure(name: "handshake refused by the server", tls: {
-            var options = try TestOrigin.TLSOptions.trusted()
-            options.requiresClientCertificate = true
-            return options
-        }, says: ["TLS handshake failed:", "refused it"]),
+        Failure(
+            name: "certificate from an unknown CA",
+            tls: {
+                TestOrigin.TLSOptions(identity: try TestCertificateAuthority(commonName: "Unknown Media CA").issue())
+            }, says: ["certificate not trusted:", "issued by CN=Unknown Media CA", "--ca-file"]),
+        Failure(
+            name: "self-signed certificate",
+            tls: {
+                TestOrigin.TLSOptions(identity: try TestCertificateAuthority.selfSigned())
+            }, says: ["certificate not trusted:", "is self-signed (CN=Self-Signed Media Server)"]),
+        Failure(
+            name: "expired certificate",
+            tls: {
+                TestOrigin.TLSOptions(identity: try TestCertificateAuthority.shared.issue(notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400))
+            }, says: ["certificate not trusted:", "expired on"]),
+        Failure(
+            name: "certificate for another host",
+            tls: {
+                TestOrigin.TLSOptions(identity: try TestCertificateAuthority.shared.issue(for: ["media.example"]))
+            }, says: ["certificate not valid for 127.0.0.1", "names media.example"]),
+        Failure(
+            name: "handshake refused by the server",
+            tls: {
+                var options = try TestOrigin.TLSOptions.trusted()
+                options.requiresClientCertificate = true
+                return options
+            }, says: ["TLS handshake failed:", "refused it"]),
         Failure(name: "https to a plain HTTP port", tls: { nil }, says: ["TLS handshake failed:", "did not answer in TLS"]),
     ]
 
@@ -60,7 +70,14 @@ import Testing
         fetcher.connectTimeout = .seconds(120)
         fetcher.responseTimeout = .seconds(120)
         fetcher.logger = logs.logger("origin")
-        try await ProxyHarness.with(fetcher: fetcher, configure: { var c = $0; c.logger = logs.logger("proxy"); return c }) { h in
+        try await ProxyHarness.with(
+            fetcher: fetcher,
+            configure: {
+                var c = $0
+                c.logger = logs.logger("proxy")
+                return c
+            }
+        ) { h in
             let origin = try await TestOrigin.start(tls: try failure.tls())
             origin.serve(.generated(length: 100_000, seed: 90), at: "/a.mp3")
             let url = "https://127.0.0.1:\(origin.port)/a.mp3"
@@ -78,10 +95,12 @@ import Testing
             #expect(logs.all.contains { $0.level == .warning && $0.message == "TLS with the origin failed" && $0.metadata["reason"]?.contains(failure.says[0]) == true })
             try await origin.shutdown()
             // The proxy goes on serving a trusted origin.
-            let resource = h.origin.resource(at: "/ok.mp3") ?? {
-                h.origin.serve(.generated(length: 50_000, seed: 91), at: "/ok.mp3")
-                return h.origin.resource(at: "/ok.mp3")!
-            }()
+            let resource =
+                h.origin.resource(at: "/ok.mp3")
+                ?? {
+                    h.origin.serve(.generated(length: 50_000, seed: 91), at: "/ok.mp3")
+                    return h.origin.resource(at: "/ok.mp3")!
+                }()
             let ok = try await h.get(h.url("/ok.mp3"))
             #expect(ok.status == 200 && resource.firstMismatch(in: ok.body, at: 0) == nil)
         }
@@ -93,7 +112,14 @@ import Testing
         let logs = LogRecorder()
         var fetcher = HTTPOriginFetcher.Configuration()
         fetcher.skipsCertificateVerification = true
-        try await ProxyHarness.with(fetcher: fetcher, configure: { var c = $0; c.logger = logs.logger("proxy"); return c }) { h in
+        try await ProxyHarness.with(
+            fetcher: fetcher,
+            configure: {
+                var c = $0
+                c.logger = logs.logger("proxy")
+                return c
+            }
+        ) { h in
             let stranger = try TestCertificateAuthority(commonName: "Stranger CA")
             let identity = try stranger.issue(for: ["elsewhere.example"], notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400)
             let origin = try await TestOrigin.start(tls: TestOrigin.TLSOptions(identity: identity))

@@ -141,7 +141,11 @@ struct HostileHarness {
     var port: Int { proxy.port }
 
     static func with(configure: @escaping (inout ProxyConfiguration) -> Void = { _ in }, _ body: (HostileHarness) async throws -> Void) async throws {
-        try await ProxyHarness.with(configure: { var c = $0; configure(&c); return c }) { proxy in
+        try await ProxyHarness.with(configure: {
+            var c = $0
+            configure(&c)
+            return c
+        }) { proxy in
             proxy.origin.serve(.generated(length: HostileClientTests.size, seed: 77, mimeType: "audio/mpeg"), at: "/a.mp3")
             let harness = HostileHarness(proxy: proxy, client: RawHTTPClient(port: proxy.port), resource: proxy.origin.resource(at: "/a.mp3")!)
             // Cache the whole file first, so "still serving" reads come from the cache.
@@ -174,7 +178,8 @@ struct HostileHarness {
         let exchange = try await client.exchange([get(range: "bytes=100000-164999")])
         let response = try #require(exchange.first, "the proxy did not answer", sourceLocation: sourceLocation)
         #expect(response.status == 206, sourceLocation: sourceLocation)
-        #expect(response.body.count == 65000 && resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 100_000) == nil,
-                "wrong bytes after a hostile request", sourceLocation: sourceLocation)
+        #expect(
+            response.body.count == 65000 && resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 100_000) == nil,
+            "wrong bytes after a hostile request", sourceLocation: sourceLocation)
     }
 }

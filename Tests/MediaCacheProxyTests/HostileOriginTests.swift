@@ -62,7 +62,9 @@ import Testing
         },
         Lie(name: "two different Content-Lengths") { r, range in
             let start = asked(range).lowerBound
-            return answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000", "Content-Length: 999"], body: start..<(start + 1000), of: r)
+            return answer(
+                ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000", "Content-Length: 999"],
+                body: start..<(start + 1000), of: r)
         },
         Lie(name: "negative Content-Length") { r, _ in
             answer(["HTTP/1.1 200 OK", "Content-Length: -1"], body: 0..<1000, of: r)
@@ -80,17 +82,23 @@ import Testing
         Lie(name: "100 KB of headers") { r, range in
             let start = asked(range).lowerBound
             let junk = (0..<100).map { "X-Junk-\($0): " + String(repeating: "j", count: 1000) }
-            return answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000"] + junk, body: start..<(start + 1000), of: r)
+            return answer(
+                ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000"] + junk, body: start..<(start + 1000), of: r)
         },
-        Lie(name: "body cut short on every answer", answer: { r, range in
-            // An honest head, then 50,000 bytes and a close: resumed until the file is whole.
-            // (At 10,000 bytes the 30 resumes, each a new connection after a retry pause, took
-            // longer than the client's 15 s while every suite ran at once over three schemes.)
-            let wanted = asked(range)
-            let sent = wanted.lowerBound..<min(wanted.upperBound, wanted.lowerBound + 50_000)
-            return answer(["HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"",
-                           "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/\(size)", "Content-Length: \(wanted.count)"], body: sent, of: r)
-        }, is502: false),
+        Lie(
+            name: "body cut short on every answer",
+            answer: { r, range in
+                // An honest head, then 50,000 bytes and a close: resumed until the file is whole.
+                // (At 10,000 bytes the 30 resumes, each a new connection after a retry pause, took
+                // longer than the client's 15 s while every suite ran at once over three schemes.)
+                let wanted = asked(range)
+                let sent = wanted.lowerBound..<min(wanted.upperBound, wanted.lowerBound + 50_000)
+                return answer(
+                    [
+                        "HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"",
+                        "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/\(size)", "Content-Length: \(wanted.count)",
+                    ], body: sent, of: r)
+            }, is502: false),
     ]
 
     @Test(arguments: lies)
@@ -107,8 +115,9 @@ import Testing
                 if lie.is502 {
                     #expect(response.status == 502, "\(lie.name): \(String(decoding: response.body.prefix(300), as: UTF8.self))")
                 } else {
-                    #expect(response.status == 200 && response.isComplete,
-                            "\(lie.name): \(response.status), \(response.body.count) body bytes, closed by the server: \(exchange.closedByServer)")
+                    #expect(
+                        response.status == 200 && response.isComplete,
+                        "\(lie.name): \(response.status), \(response.body.count) body bytes, closed by the server: \(exchange.closedByServer)")
                 }
                 if (200..<300).contains(response.status) {
                     #expect(resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 0) == nil, "\(lie.name): wrong bytes served")
@@ -132,9 +141,12 @@ import Testing
             h.proxy.origin.update("/known.mp3") { stored in
                 stored.faults.rawResponse = { range in
                     let wanted = Self.asked(range)
-                    return Self.answer(["HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"", "Last-Modified: Mon, 02 Jan 2028 10:00:00 GMT",
-                                   "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/400000", "Content-Length: \(wanted.count)"],
-                                  body: wanted, of: resource)
+                    return Self.answer(
+                        [
+                            "HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"", "Last-Modified: Mon, 02 Jan 2028 10:00:00 GMT",
+                            "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/400000", "Content-Length: \(wanted.count)",
+                        ],
+                        body: wanted, of: resource)
                 }
             }
             // Past what the first request's download fetched (256 KiB), so the origin is asked.
@@ -194,10 +206,12 @@ import Testing
             let lied = try await proxy.get(proxy.url("/lying"))
             #expect(refused.status == 502 && lied.status == 502)
             let warnings = recorder.all.filter { $0.level == .warning }
-            #expect(warnings.contains { $0.metadata["reason"]?.contains("localhost") == true && $0.metadata["reason"]?.contains("allow-list") == true },
-                    "\(warnings.map(\.metadata))")
-            #expect(warnings.contains { $0.metadata["reason"]?.contains("Content-Range") == true && $0.metadata["url"]?.contains("/lying") == true },
-                    "\(warnings.map(\.metadata))")
+            #expect(
+                warnings.contains { $0.metadata["reason"]?.contains("localhost") == true && $0.metadata["reason"]?.contains("allow-list") == true },
+                "\(warnings.map(\.metadata))")
+            #expect(
+                warnings.contains { $0.metadata["reason"]?.contains("Content-Range") == true && $0.metadata["url"]?.contains("/lying") == true },
+                "\(warnings.map(\.metadata))")
         }
     }
 

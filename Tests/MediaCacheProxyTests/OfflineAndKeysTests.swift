@@ -51,8 +51,10 @@ import Testing
     @Test func resignedSegmentsInAPlaylistAreHits() async throws {
         try await ProxyHarness.with(store: Self.cloudFront()) { h in
             func playlist(_ signature: String) -> TestOrigin.Resource {
-                var resource = TestOrigin.Resource(body: .bytes(Array(
-                    "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ts?Expires=1&Signature=\(signature)\n#EXT-X-ENDLIST\n".utf8)),
+                var resource = TestOrigin.Resource(
+                    body: .bytes(
+                        Array(
+                            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ts?Expires=1&Signature=\(signature)\n#EXT-X-ENDLIST\n".utf8)),
                     mimeType: "application/vnd.apple.mpegurl")
                 resource.cacheControl = "no-cache"
                 resource.etag = "\"\(signature)\""

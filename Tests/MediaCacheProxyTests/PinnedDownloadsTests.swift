@@ -2,12 +2,13 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import MediaCacheHTTP
 import MediaCacheTestSupport
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import MediaCache
 
 /// Pins and the download queue in the engine: pinned entries survive streaming, the pinned
 /// quota refuses a pin before its bytes are asked for, jobs are kept with the store and
@@ -106,14 +107,20 @@ import Testing
             #expect(!h.store.isPinned(h.store.key(for: h.origin.url("/big.mp4"))))
 
             // An HLS asset is measured by its variant's bandwidth and duration: 8 s at 2 Mbit/s.
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("""
-            #EXTM3U
-            #EXT-X-STREAM-INF:BANDWIDTH=2000000
-            v/index.m3u8
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(
+                        Array(
+                            """
+                            #EXTM3U
+                            #EXT-X-STREAM-INF:BANDWIDTH=2000000
+                            v/index.m3u8
 
-            """.utf8)), mimeType: HLSPrefetchTests.playlistType), at: "/q/master.m3u8")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:4.0,\na.ts\n#EXTINF:4.0,\nb.ts\n#EXT-X-ENDLIST\n".utf8)),
-                                               mimeType: HLSPrefetchTests.playlistType), at: "/q/v/index.m3u8")
+                            """.utf8)), mimeType: HLSPrefetchTests.playlistType), at: "/q/master.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:4.0,\na.ts\n#EXTINF:4.0,\nb.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    mimeType: HLSPrefetchTests.playlistType), at: "/q/v/index.m3u8")
             h.origin.serve(.generated(length: 1_000, seed: 72), at: "/q/v/a.ts")
             h.origin.serve(.generated(length: 1_000, seed: 73), at: "/q/v/b.ts")
             let hls = await #expect(throws: CacheError.self) { try await queue.pin(h.origin.url("/q/master.m3u8")) }
@@ -223,11 +230,13 @@ import Testing
         let store = try await CacheStore.open(directory: folder)
         let fetcher = HTTPOriginFetcher()
         let reader = CachingReader(store: store, fetcher: fetcher)
-        return try await runThenTearDown((store, reader), { try await body($0.0, $0.1) }, tearDown: { store, reader in
-            await reader.shutDown()
-            try await store.close()
-            try await fetcher.shutdown()
-        })
+        return try await runThenTearDown(
+            (store, reader), { try await body($0.0, $0.1) },
+            tearDown: { store, reader in
+                await reader.shutDown()
+                try await store.close()
+                try await fetcher.shutdown()
+            })
     }
 
     @Test func pauseResumeAndCancelDoWhatTheySay() async throws {

@@ -5,11 +5,12 @@ import AsyncHTTPClient
 import Foundation
 import MediaCache
 import MediaCacheHTTP
-@testable import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore
 import NIOPosix
 import Testing
+
+@testable import MediaCacheProxy
 
 @Suite(.endToEnd) struct ProxyContractTests {
     static let size: Int64 = 1_500_000
@@ -82,14 +83,16 @@ import Testing
         }
     }
 
-    @Test(arguments: TestSetup.all, [
-        ("bytes=0-1", 0, 2),
-        ("bytes=1000-1999", 1000, 1000),
-        ("bytes=1499000-", 1_499_000, 1000),
-        ("bytes=-500", 1_499_500, 500),
-        ("bytes=1400000-9999999", 1_400_000, 100_000),
-        ("bytes=10-19, 50-59", 10, 10),  // several ranges: the first is answered
-    ] as [(String, Int64, Int64)])
+    @Test(
+        arguments: TestSetup.all,
+        [
+            ("bytes=0-1", 0, 2),
+            ("bytes=1000-1999", 1000, 1000),
+            ("bytes=1499000-", 1_499_000, 1000),
+            ("bytes=-500", 1_499_500, 500),
+            ("bytes=1400000-9999999", 1_400_000, 100_000),
+            ("bytes=10-19, 50-59", 10, 10),  // several ranges: the first is answered
+        ] as [(String, Int64, Int64)])
     func singleRangesInEveryForm(setup: TestSetup, form: (range: String, start: Int64, length: Int64)) async throws {
         let (range, start, length) = form
         try await ProxyHarness.with(setup: setup) { h in
@@ -268,8 +271,9 @@ import Testing
                 #expect(fields.first(name: "content-language") == "de" && fields.first(name: "vary") == "Accept-Language", sourceLocation: sourceLocation)
                 #expect(fields.first(name: "cache-control") == "max-age=600" && fields.first(name: "x-origin-note") == note, sourceLocation: sourceLocation)
                 #expect(fields["date"] == [date] && fields["age"] == [age], "\(fields)", sourceLocation: sourceLocation)
-                #expect(fields["set-cookie"].isEmpty && fields["access-control-allow-origin"].isEmpty && fields["keep-alive"].isEmpty, "\(fields)",
-                        sourceLocation: sourceLocation)
+                #expect(
+                    fields["set-cookie"].isEmpty && fields["access-control-allow-origin"].isEmpty && fields["keep-alive"].isEmpty, "\(fields)",
+                    sourceLocation: sourceLocation)
                 #expect(fields["content-length"] == ["\(reply.status == 206 ? 1000 : 400_000)"] && fields["etag"] == ["\"v1\""], sourceLocation: sourceLocation)
             }
             let cold = try await h.get(h.url("/h.mp3"))
@@ -369,7 +373,11 @@ import Testing
             let preflight = try await h.get(h.url("/v.mp4"), method: .OPTIONS, headers: [("Origin", "https://app.example")])
             #expect(preflight.status == 405)
         }
-        try await ProxyHarness.with(configure: { var c = $0; c.corsOrigins = ["https://app.example"]; return c }) { h in
+        try await ProxyHarness.with(configure: {
+            var c = $0
+            c.corsOrigins = ["https://app.example"]
+            return c
+        }) { h in
             let resource = serve(h)
             let read = try await h.get(h.url("/v.mp4"), headers: [("Origin", "https://app.example"), ("Range", "bytes=100-199")])
             #expect(read.status == 206 && resource.firstMismatch(in: read.body, at: 100) == nil)
@@ -381,10 +389,12 @@ import Testing
             let other = try await h.get(h.url("/v.mp4"), headers: [("Origin", "https://evil.example"), ("Range", "bytes=0-9")])
             #expect(other.headers.first(name: "access-control-allow-origin") == nil)
             let requestsBefore = h.origin.requests("/v.mp4").count
-            let preflight = try await h.get(h.url("/v.mp4"), method: .OPTIONS, headers: [
-                ("Origin", "https://app.example"), ("Access-Control-Request-Method", "GET"),
-                ("Access-Control-Request-Headers", "range, x-player"), ("Access-Control-Request-Private-Network", "true"),
-            ])
+            let preflight = try await h.get(
+                h.url("/v.mp4"), method: .OPTIONS,
+                headers: [
+                    ("Origin", "https://app.example"), ("Access-Control-Request-Method", "GET"),
+                    ("Access-Control-Request-Headers", "range, x-player"), ("Access-Control-Request-Private-Network", "true"),
+                ])
             #expect(preflight.status == 204)
             #expect(preflight.headers.first(name: "access-control-allow-origin") == "https://app.example")
             #expect(preflight.headers.first(name: "access-control-allow-methods") == "GET, HEAD")

@@ -3,8 +3,9 @@
 
 import Foundation
 import MediaCache
-@testable import MediaCacheProxy
 import Testing
+
+@testable import MediaCacheProxy
 
 /// The proxy's counts: by result, bytes by source, and the last 50 requests oldest first.
 @Suite struct ProxyStatisticsTests {
@@ -13,8 +14,10 @@ import Testing
         let results: [CacheResult] = [.hit, .miss, .partial, .error]
         for index in 0..<123 {
             let result = results[index % results.count]
-            statistics.record(.init(at: Date(), method: "GET", url: "u\(index)", range: nil, status: 200, result: result.rawValue,
-                                    bytesFromCache: result == .hit ? 10 : 0, bytesFromOrigin: result == .miss ? 7 : 0), result: result)
+            statistics.record(
+                .init(
+                    at: Date(), method: "GET", url: "u\(index)", range: nil, status: 200, result: result.rawValue,
+                    bytesFromCache: result == .hit ? 10 : 0, bytesFromOrigin: result == .miss ? 7 : 0), result: result)
         }
         let snapshot = statistics.snapshot
         #expect(snapshot.recent.map(\.url) == (73..<123).map { "u\($0)" })

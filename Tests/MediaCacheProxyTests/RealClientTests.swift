@@ -58,8 +58,10 @@ import Testing
         let mp4 = directory.appendingPathComponent("clip.mp4").path
         let a = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=4", "-c:a", "libmp3lame", "-b:a", "128k", mp3])
         #expect(a.status == 0, "\(a.error)")
-        let v = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=320x240:rate=25",
-                             "-f", "lavfi", "-i", "sine=frequency=220:duration=3", "-c:v", "mpeg4", "-q:v", "5", "-c:a", "aac", "-shortest", mp4])
+        let v = try await runTool([
+            "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=320x240:rate=25",
+            "-f", "lavfi", "-i", "sine=frequency=220:duration=3", "-c:v", "mpeg4", "-q:v", "5", "-c:a", "aac", "-shortest", mp4,
+        ])
         #expect(v.status == 0, "\(v.error)")
         return (try Data(contentsOf: URL(fileURLWithPath: mp3)), try Data(contentsOf: URL(fileURLWithPath: mp4)))
     }

@@ -27,19 +27,25 @@ import Testing
 
         var headers: [(String, String)] {
             guard let site else { return [("User-Agent", "Lavf/61.7.100"), ("Range", "bytes=0-")] }  // a player: no Sec-Fetch-*
-            var fields: [(String, String)] = [("Sec-Fetch-Site", site), ("Sec-Fetch-Dest", destination),
-                                              ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0.0.0 Safari/537.36")]
+            var fields: [(String, String)] = [
+                ("Sec-Fetch-Site", site), ("Sec-Fetch-Dest", destination),
+                ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0.0.0 Safari/537.36"),
+            ]
             switch destination {
             case "document":
-                fields += [("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-User", "?1"), ("Upgrade-Insecure-Requests", "1"),
-                           ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")]
+                fields += [
+                    ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-User", "?1"), ("Upgrade-Insecure-Requests", "1"),
+                    ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
+                ]
             case "image":
                 fields += [("Sec-Fetch-Mode", origin == nil ? "no-cors" : "cors"), ("Accept", "image/avif,image/webp,image/apng,*/*;q=0.8")]
             case "empty":
                 fields += [("Sec-Fetch-Mode", "cors"), ("Accept", "*/*")]
             default:  // video, audio
-                fields += [("Sec-Fetch-Mode", origin == nil ? "no-cors" : "cors"), ("Accept", "*/*"), ("Range", "bytes=0-"),
-                           ("Accept-Encoding", "identity;q=1, *;q=0")]
+                fields += [
+                    ("Sec-Fetch-Mode", origin == nil ? "no-cors" : "cors"), ("Accept", "*/*"), ("Range", "bytes=0-"),
+                    ("Accept-Encoding", "identity;q=1, *;q=0"),
+                ]
             }
             if site != "none" { fields.append(("Referer", (origin ?? WebPageIsolationTests.evil) + "/watch")) }
             if let origin { fields.append(("Origin", origin)) }
@@ -219,15 +225,21 @@ import Testing
         let browser = try #require(chromium)
         let null = try #require(FileHandle(forWritingAtPath: "/dev/null"))
         defer { try? null.close() }
-        let process = try SpawnedProcess(browser, ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
-                                                   "--autoplay-policy=no-user-gesture-required", "--user-data-dir=\(profile.path)", url],
-                                         searchingPath: true, standardOutput: null.fileDescriptor, standardError: null.fileDescriptor)
-        return try await runThenTearDown(process, { _ in
-            try await waitUntil { !pages.requests(report).isEmpty }
-            let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
-            func item(_ name: String) -> String { items.first { $0.name == name }?.value ?? "-" }
-            return (item("video"), item("fetch"), item("range"))
-        }, tearDown: { await $0.stop() })
+        let process = try SpawnedProcess(
+            browser,
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
+                "--autoplay-policy=no-user-gesture-required", "--user-data-dir=\(profile.path)", url,
+            ],
+            searchingPath: true, standardOutput: null.fileDescriptor, standardError: null.fileDescriptor)
+        return try await runThenTearDown(
+            process,
+            { _ in
+                try await waitUntil { !pages.requests(report).isEmpty }
+                let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
+                func item(_ name: String) -> String { items.first { $0.name == name }?.value ?? "-" }
+                return (item("video"), item("fetch"), item("range"))
+            }, tearDown: { await $0.stop() })
     }
 
     /// In a real browser: a page served from `http://localhost:A` is of another site than the
@@ -254,14 +266,17 @@ import Testing
             }) { h in
                 h.origin.serve(TestOrigin.Resource(body: .bytes(Self.tone), mimeType: "audio/wav"), at: "/tone.wav")
                 let target = h.url("/tone.wav")
-                let cases: [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String, range: String))] = listed
+                let cases: [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String, range: String))] =
+                    listed
                     ? [("localhost", false, ("error 4", digest, "206 100")), ("localhost", true, (plays, digest, "206 100"))]
                     : [("localhost", false, refused), ("localhost", true, refused), ("127.0.0.1", false, (plays, "error TypeError", "error TypeError"))]
                 for (host, crossOrigin, expected) in cases {
                     visits += 1
                     let before = h.origin.requests("/tone.wav").count
-                    pages.serve(TestOrigin.Resource(body: .bytes(Array(Self.page(target: target, crossOrigin: crossOrigin, report: "/report-\(visits)").utf8)),
-                                                    mimeType: "text/html"), at: "/page-\(visits).html")
+                    pages.serve(
+                        TestOrigin.Resource(
+                            body: .bytes(Array(Self.page(target: target, crossOrigin: crossOrigin, report: "/report-\(visits)").utf8)),
+                            mimeType: "text/html"), at: "/page-\(visits).html")
                     pages.serve(TestOrigin.Resource(body: .bytes([]), mimeType: "image/gif"), at: "/report-\(visits)")
                     let seen = try await withTemporaryDirectory { profile in
                         try await Self.visit("http://\(host):\(pages.port)/page-\(visits).html", report: "/report-\(visits)", on: pages, profile: profile)
@@ -272,8 +287,10 @@ import Testing
                 }
                 // The user opens the status page: typed, so not refused.
                 let status = try await withTemporaryDirectory { profile in
-                    try await ChildProcess.run([try #require(Self.chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                                "--user-data-dir=\(profile.path)", "--dump-dom", "http://127.0.0.1:\(h.port)/status"])
+                    try await ChildProcess.run([
+                        try #require(Self.chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        "--user-data-dir=\(profile.path)", "--dump-dom", "http://127.0.0.1:\(h.port)/status",
+                    ])
                 }
                 #expect(String(decoding: status.output, as: UTF8.self).contains("id=\"hit-ratio\""), "\(status.error.suffix(500))")
             }

@@ -3,9 +3,10 @@
 
 import Crypto
 import Foundation
-@testable import MediaCache
 import MediaCacheTestSupport
 import Testing
+
+@testable import MediaCache
 
 /// The encrypted-block layer: a block opens only where, for whom and in the state it was
 /// sealed for; the layout and the write plans are exact; key files are read strictly.
@@ -72,7 +73,10 @@ import Testing
             var header: [UInt8]
             if round % 2 == 0 {
                 header = (0..<Int.random(in: 0...140, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
-                if round % 4 == 0, header.count > 2 { header[0] = 0; header[1] = UInt8.random(in: 0...16, using: &random) }
+                if round % 4 == 0, header.count > 2 {
+                    header[0] = 0
+                    header[1] = UInt8.random(in: 0...16, using: &random)
+                }
             } else {
                 var runs: [ByteRange] = []
                 var at: Int64 = 0
@@ -170,11 +174,16 @@ import Testing
             var after = spans
             after.insert(written)
             let covered = SpanSet(plans.flatMap { plan in plan.coverage.map { ByteRange($0.lowerBound + plan.index * 1000, $0.upperBound + plan.index * 1000) } })
-            #expect(covered == SpanSet(after.spans.flatMap { span in plans.compactMap { plan in
-                let block = layout.range(ofBlock: plan.index, length: nil)
-                let (lower, upper) = (max(block.lowerBound, span.lowerBound), min(block.upperBound, span.upperBound))
-                return lower < upper ? ByteRange(lower, upper) : nil
-            } }))
+            #expect(
+                covered
+                    == SpanSet(
+                        after.spans.flatMap { span in
+                            plans.compactMap { plan in
+                                let block = layout.range(ofBlock: plan.index, length: nil)
+                                let (lower, upper) = (max(block.lowerBound, span.lowerBound), min(block.upperBound, span.upperBound))
+                                return lower < upper ? ByteRange(lower, upper) : nil
+                            }
+                        }))
             #expect(plans.reduce(0) { $0 + $1.source.length } == written.length)
             #expect(zip(plans, plans.dropFirst()).allSatisfy { $0.source.upperBound == $1.source.lowerBound })
         }

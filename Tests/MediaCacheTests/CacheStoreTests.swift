@@ -2,18 +2,21 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import MediaCacheTestSupport
 import NIOCore
 import Testing
+
+@testable import MediaCache
 
 @Suite struct CacheStoreTests {
     static let content = DeterministicContent(seed: 42)
 
     /// A store configuration; entries may fill the whole store unless `maxEntryFraction` says
     /// otherwise, so the eviction tests test eviction alone.
-    static func configuration(maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock(), maxAge: Duration? = nil,
-                              maxEntryFraction: Double = 1) -> CacheStore.Configuration {
+    static func configuration(
+        maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock(), maxAge: Duration? = nil,
+        maxEntryFraction: Double = 1
+    ) -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()
         configuration.maxBytes = maxBytes
         configuration.maxEntryFraction = maxEntryFraction
@@ -23,8 +26,10 @@ import Testing
     }
 
     /// Reads `range` and checks it byte for byte against `content`.
-    static func expectBytes(_ handle: CacheEntryHandle, _ range: ByteRange, content: DeterministicContent = content,
-                            sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func expectBytes(
+        _ handle: CacheEntryHandle, _ range: ByteRange, content: DeterministicContent = content,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let bytes = try await handle.read(range)
         #expect(bytes.readableBytes == Int(range.length), sourceLocation: sourceLocation)
         #expect(content.firstMismatch(in: bytes, at: range.lowerBound) == nil, sourceLocation: sourceLocation)
@@ -124,7 +129,9 @@ import Testing
         for (mime, uti) in table {
             #expect(ContentMetadata(mimeType: mime).uniformTypeIdentifier == uti, "\(mime)")
         }
-        for (ext, uti) in [("mp3", "public.mp3"), ("M4A", "com.apple.m4a-audio"), ("mov", "com.apple.quicktime-movie"), ("ts", "public.mpeg-2-transport-stream"), ("m3u8", "public.m3u-playlist")] {
+        for (ext, uti) in [
+            ("mp3", "public.mp3"), ("M4A", "com.apple.m4a-audio"), ("mov", "com.apple.quicktime-movie"), ("ts", "public.mpeg-2-transport-stream"), ("m3u8", "public.m3u-playlist"),
+        ] {
             #expect(MediaType.uniformTypeIdentifier(forPathExtension: ext) == uti, "\(ext)")
         }
         #expect(ContentMetadata(mimeType: "application/x-unknown").uniformTypeIdentifier == nil)
@@ -428,4 +435,3 @@ import Testing
         }
     }
 }
-

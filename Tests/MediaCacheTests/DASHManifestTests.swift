@@ -2,8 +2,9 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import Testing
+
+@testable import MediaCache
 
 /// Reading and rewriting MPDs: which URLs change and how, what never changes, and what is refused.
 @Suite struct DASHManifestTests {
@@ -15,18 +16,18 @@ import Testing
 
     @Test func nestedRelativeBasesAreResolvedAndWrittenAbsolute() throws {
         let text = """
-        <?xml version="1.0"?>
-        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static">
-          <BaseURL>media/</BaseURL>
-          <Period><BaseURL>p1/</BaseURL>
-            <AdaptationSet><BaseURL>../v/</BaseURL><BaseURL>https://other.example/x/</BaseURL>
-              <Representation id="1"><BaseURL>r1/</BaseURL>
-                <SegmentTemplate media="s-$Number$.m4s" initialization="https://cdn.example/i/$RepresentationID$.mp4"/>
-              </Representation>
-            </AdaptationSet>
-          </Period>
-        </MPD>
-        """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static">
+              <BaseURL>media/</BaseURL>
+              <Period><BaseURL>p1/</BaseURL>
+                <AdaptationSet><BaseURL>../v/</BaseURL><BaseURL>https://other.example/x/</BaseURL>
+                  <Representation id="1"><BaseURL>r1/</BaseURL>
+                    <SegmentTemplate media="s-$Number$.m4s" initialization="https://cdn.example/i/$RepresentationID$.mp4"/>
+                  </Representation>
+                </AdaptationSet>
+              </Period>
+            </MPD>
+            """
         let out = try Self.rewrite(text)
         #expect(out.contains("<BaseURL>P[https://cdn.example/show/media/]</BaseURL>"))
         #expect(out.contains("<BaseURL>P[https://cdn.example/show/media/p1/]</BaseURL>"))
@@ -43,7 +44,9 @@ import Testing
     }
 
     @Test func aManifestWithoutABaseGetsTheFolderItCameFrom() throws {
-        let out = try Self.rewrite("<MPD><Period><AdaptationSet><SegmentList><SegmentURL media=\"a.m4s\"/><SegmentURL media=\"http://cdn.example/b.m4s?x=1&amp;y=2\"/></SegmentList></AdaptationSet></Period></MPD>")
+        let out = try Self.rewrite(
+            "<MPD><Period><AdaptationSet><SegmentList><SegmentURL media=\"a.m4s\"/><SegmentURL media=\"http://cdn.example/b.m4s?x=1&amp;y=2\"/></SegmentList></AdaptationSet></Period></MPD>"
+        )
         #expect(out.hasPrefix("<MPD><BaseURL>P[https://cdn.example/show/]</BaseURL><Period>"), "\(out)")
         #expect(out.contains("media=\"a.m4s\""))
         #expect(out.contains("media=\"P[http://cdn.example/b.m4s?x=1&amp;y=2]\""), "entities decoded, then escaped again: \(out)")
@@ -51,15 +54,15 @@ import Testing
 
     @Test func locationsLinksAndTheirNeighbours() throws {
         let text = """
-        <MPD type="dynamic" minimumUpdatePeriod="PT2.5S" xmlns:xlink="http://www.w3.org/1999/xlink">
-        <Location>next.mpd</Location><PatchLocation ttl="60">patch.mpp</PatchLocation>
-        <UTCTiming schemeIdUri="urn:mpeg:dash:utc:http-xsdate:2014" value="https://time.example/now"/>
-        <Period xlink:href="remote-period.xml" xlink:actuate="onLoad"/>
-        <Period xlink:href="urn:mpeg:dash:resolve-to-zero:2013"/>
-        <Period><AdaptationSet><ContentProtection schemeIdUri="urn:uuid:x"><dashif:Laurl xmlns:dashif="https://dashif.org/">https://licence.example/</dashif:Laurl></ContentProtection>
-        <!-- <BaseURL>commented/</BaseURL> --><![CDATA[ <BaseURL>cdata/</BaseURL> ]]></AdaptationSet></Period>
-        </MPD>
-        """
+            <MPD type="dynamic" minimumUpdatePeriod="PT2.5S" xmlns:xlink="http://www.w3.org/1999/xlink">
+            <Location>next.mpd</Location><PatchLocation ttl="60">patch.mpp</PatchLocation>
+            <UTCTiming schemeIdUri="urn:mpeg:dash:utc:http-xsdate:2014" value="https://time.example/now"/>
+            <Period xlink:href="remote-period.xml" xlink:actuate="onLoad"/>
+            <Period xlink:href="urn:mpeg:dash:resolve-to-zero:2013"/>
+            <Period><AdaptationSet><ContentProtection schemeIdUri="urn:uuid:x"><dashif:Laurl xmlns:dashif="https://dashif.org/">https://licence.example/</dashif:Laurl></ContentProtection>
+            <!-- <BaseURL>commented/</BaseURL> --><![CDATA[ <BaseURL>cdata/</BaseURL> ]]></AdaptationSet></Period>
+            </MPD>
+            """
         let manifest = try DASHManifest(parsing: Array(text.utf8))
         #expect(manifest.isDynamic && manifest.minimumUpdatePeriod == 2.5)
         let out = try Self.rewrite(text)
@@ -124,17 +127,17 @@ import Testing
 
     @Test func aPresentationListsEachRepresentationsResources() throws {
         let text = """
-        <MPD mediaPresentationDuration="PT5S">
-          <Period>
-            <AdaptationSet><SegmentTemplate timescale="10" duration="20" initialization="i-$RepresentationID$.mp4" media="s-$RepresentationID$-$Number$.m4s" startNumber="3"/>
-              <Representation id="lo" bandwidth="100"/>
-              <Representation id="hi" bandwidth="900"><SegmentTemplate media="h-$Time$.m4s"><SegmentTimeline><S t="10" d="20" r="1"/><S d="5"/></SegmentTimeline></SegmentTemplate></Representation>
-            </AdaptationSet>
-            <AdaptationSet><Representation id="a" bandwidth="64"><SegmentList><Initialization sourceURL="one.mp4" range="0-99"/><SegmentURL media="one.mp4" mediaRange="100-199"/><SegmentURL mediaRange="200-299"/></SegmentList><BaseURL>sub/one.mp4</BaseURL></Representation></AdaptationSet>
-            <AdaptationSet><Representation id="b" bandwidth="64"><BaseURL>whole.mp4</BaseURL><SegmentBase indexRange="10-20"/></Representation></AdaptationSet>
-          </Period>
-        </MPD>
-        """
+            <MPD mediaPresentationDuration="PT5S">
+              <Period>
+                <AdaptationSet><SegmentTemplate timescale="10" duration="20" initialization="i-$RepresentationID$.mp4" media="s-$RepresentationID$-$Number$.m4s" startNumber="3"/>
+                  <Representation id="lo" bandwidth="100"/>
+                  <Representation id="hi" bandwidth="900"><SegmentTemplate media="h-$Time$.m4s"><SegmentTimeline><S t="10" d="20" r="1"/><S d="5"/></SegmentTimeline></SegmentTemplate></Representation>
+                </AdaptationSet>
+                <AdaptationSet><Representation id="a" bandwidth="64"><SegmentList><Initialization sourceURL="one.mp4" range="0-99"/><SegmentURL media="one.mp4" mediaRange="100-199"/><SegmentURL mediaRange="200-299"/></SegmentList><BaseURL>sub/one.mp4</BaseURL></Representation></AdaptationSet>
+                <AdaptationSet><Representation id="b" bandwidth="64"><BaseURL>whole.mp4</BaseURL><SegmentBase indexRange="10-20"/></Representation></AdaptationSet>
+              </Period>
+            </MPD>
+            """
         let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/d/m.mpd")!)
         let sets = try #require(presentation.periods.first?.adaptationSets)
         #expect(sets.count == 3)

@@ -2,9 +2,10 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import MediaCacheTestSupport
 import Testing
+
+@testable import MediaCache
 
 /// A real full disk: a small tmpfs mounted for the test (needs root, as on CI).
 @Suite struct DiskFullTests {

@@ -1,9 +1,10 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-@testable import MediaCache
 import NIOCore
 import Testing
+
+@testable import MediaCache
 
 /// The download's lifecycle without I/O: every transition, a cancel in every state, a
 /// failure in every state, and who is woken by what.
@@ -65,14 +66,15 @@ import Testing
 
     @Test(arguments: Stage.allCases) func eachStageIsReachedAsDescribed(stage: Stage) {
         let machine = Self.machine(at: stage)
-        let expected: String = switch stage {
-        case .awaitingResponse: "awaitingResponse"
-        case .receiving: "receiving"
-        case .resuming, .resumingBeforeAnyResponse: "resuming(1)"
-        case .completed: "completed"
-        case .failed: "failed(bad answer)"
-        case .cancelled: "cancelled"
-        }
+        let expected: String =
+            switch stage {
+            case .awaitingResponse: "awaitingResponse"
+            case .receiving: "receiving"
+            case .resuming, .resumingBeforeAnyResponse: "resuming(1)"
+            case .completed: "completed"
+            case .failed: "failed(bad answer)"
+            case .cancelled: "cancelled"
+            }
         #expect(Self.name(machine.state) == expected)
         #expect(machine.isFinished == stage.isTerminal)
     }
@@ -82,7 +84,8 @@ import Testing
     @Test func theResponseWakesOnlyThoseWaitingForIt() {
         var machine = Machine(position: 100, storedChunkLimit: 1 << 20)
         _ = machine.addReader(at: 100)
-        let response = machine.makeWaiterID(), bytes = machine.makeWaiterID()
+        let response = machine.makeWaiterID()
+        let bytes = machine.makeWaiterID()
         let suspended = machine.wait(response, for: .response)
         #expect(suspended)
         let suspended2 = machine.wait(bytes, for: .bytes(at: 100))
@@ -102,7 +105,9 @@ import Testing
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
         _ = machine.addReader(at: 0)
         _ = machine.responseReceived()
-        let waitsAt0 = machine.makeWaiterID(), waitsAt15 = machine.makeWaiterID(), waitsAt30 = machine.makeWaiterID()
+        let waitsAt0 = machine.makeWaiterID()
+        let waitsAt15 = machine.makeWaiterID()
+        let waitsAt30 = machine.makeWaiterID()
         let suspended = machine.wait(waitsAt0, for: .bytes(at: 0))
         #expect(suspended)
         let suspended2 = machine.wait(waitsAt15, for: .bytes(at: 15))
@@ -156,7 +161,8 @@ import Testing
 
     @Test func allBytesArrivingCompletesAndWakesEveryone() {
         var machine = Self.machine(at: .receiving)
-        let reader = machine.makeWaiterID(), room = machine.makeWaiterID()
+        let reader = machine.makeWaiterID()
+        let room = machine.makeWaiterID()
         let suspended = machine.wait(reader, for: .bytes(at: 50))
         #expect(suspended)
         _ = machine.bytesArrived(Self.bytes(40), storage: .stored)  // 50 ahead of the reader at 0
@@ -246,7 +252,8 @@ import Testing
 
     @Test func pacingFollowsTheFastestReaderWhileBytesAreStored() {
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
-        let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
+        let slow = machine.addReader(at: 0)!
+        let fast = machine.addReader(at: 0)!
         _ = machine.responseReceived()
         _ = machine.bytesArrived(Self.bytes(100), storage: .stored)
         let room = machine.makeWaiterID()
@@ -261,7 +268,8 @@ import Testing
 
     @Test func pacingFollowsTheSlowestReaderWhileBytesAreOnlyInMemory() {
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
-        let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
+        let slow = machine.addReader(at: 0)!
+        let fast = machine.addReader(at: 0)!
         _ = machine.responseReceived()
         _ = machine.bytesArrived(Self.bytes(100), storage: .memoryOnly)
         #expect(machine.holdsUnstoredBytes)
@@ -276,7 +284,8 @@ import Testing
 
     @Test func keptChunksServeReadersUntilEveryReaderHasPassedThem() {
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
-        let first = machine.addReader(at: 0)!, second = machine.addReader(at: 0)!
+        let first = machine.addReader(at: 0)!
+        let second = machine.addReader(at: 0)!
         _ = machine.responseReceived()
         _ = machine.bytesArrived(Self.bytes(10, 1), storage: .stored)
         _ = machine.bytesArrived(Self.bytes(10, 2), storage: .stored)
@@ -341,7 +350,8 @@ import Testing
 
     @Test func aFailedWriteLeavesTheBytesInMemoryOnly() {
         var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
-        let slow = machine.addReader(at: 0)!, fast = machine.addReader(at: 0)!
+        let slow = machine.addReader(at: 0)!
+        let fast = machine.addReader(at: 0)!
         _ = machine.responseReceived()
         _ = machine.bytesArrived(Self.bytes(100), storage: .writing)
         _ = machine.moveReader(fast, to: 100)

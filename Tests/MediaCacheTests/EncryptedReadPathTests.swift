@@ -4,10 +4,11 @@
 import Crypto
 import Foundation
 import Logging
-@testable import MediaCache
 import MediaCacheTestSupport
 import NIOCore
 import Testing
+
+@testable import MediaCache
 
 /// The read path over an encrypted store, against the test origin: every way a block can be
 /// wrong on disk gives the right bytes with a refetch of that block only, and a wrong key
@@ -151,8 +152,10 @@ import Testing
     func hlsKeysAreStoredSealedOnlyInAnEncryptedStore(encrypted: Bool) async throws {
         try await Harness.with(reader: Self.readerConfiguration()) { h in
             let keyBytes: [UInt8] = (0..<16).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 11) }
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\"\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
-                                               mimeType: "application/vnd.apple.mpegurl"), at: "/hls/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\"\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    mimeType: "application/vnd.apple.mpegurl"), at: "/hls/index.m3u8")
             h.origin.serve(TestOrigin.Resource(body: .bytes(keyBytes), mimeType: "application/octet-stream"), at: "/hls/k/key.bin")
             h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 8), length: 5000), mimeType: "video/mp2t"), at: "/hls/s.ts")
             let folder = h.directory.appendingPathComponent("store-\(encrypted)")

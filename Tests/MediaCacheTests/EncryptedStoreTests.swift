@@ -3,10 +3,11 @@
 
 import Crypto
 import Foundation
-@testable import MediaCache
 import MediaCacheTestSupport
 import NIOCore
 import Testing
+
+@testable import MediaCache
 
 /// An encrypted store: what is written reads back exactly and survives a reopen, nothing in
 /// the folder shows what was stored, a block wrong on disk is a hole (never bytes), and keys
@@ -187,7 +188,10 @@ import Testing
                 for _ in 0..<2 {
                     group.addTask {
                         for _ in 0..<200 {
-                            guard let span = try handle.spans().spans.randomElement() else { await Task.yield(); continue }
+                            guard let span = try handle.spans().spans.randomElement() else {
+                                await Task.yield()
+                                continue
+                            }
                             try await CacheStoreTests.expectBytes(handle, span)
                         }
                     }

@@ -2,8 +2,9 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import Testing
+
+@testable import MediaCache
 
 @Suite struct EvictorTests {
     let now = Date(timeIntervalSince1970: 1_000_000)

@@ -2,8 +2,9 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-@testable import MediaCache
 import Testing
+
+@testable import MediaCache
 
 /// The playlist parser and rewriter, without I/O: every tag that names a resource, relative
 /// URIs resolved by RFC 3986, every other byte kept, and bad playlists refused with a reason.
@@ -19,42 +20,43 @@ import Testing
 
     @Test func uriLinesResolveByRFC3986() throws {
         let playlist = """
-        #EXTM3U
-        #EXT-X-TARGETDURATION:6
-        #EXTINF:6.0,
-        seg001.ts
-        #EXTINF:6.0,
-        ../480p/seg002.ts
-        #EXTINF:6.0,
-        /root/seg003.ts
-        #EXTINF:6.0,
-        https://other.example/abs/seg004.ts?sig=1&x=%2F
-        #EXTINF:6.0,
-        seg005.ts?part=5
-        #EXTINF:6.0,
-        //cdn2.example/seg006.ts
-        #EXT-X-ENDLIST
+            #EXTM3U
+            #EXT-X-TARGETDURATION:6
+            #EXTINF:6.0,
+            seg001.ts
+            #EXTINF:6.0,
+            ../480p/seg002.ts
+            #EXTINF:6.0,
+            /root/seg003.ts
+            #EXTINF:6.0,
+            https://other.example/abs/seg004.ts?sig=1&x=%2F
+            #EXTINF:6.0,
+            seg005.ts?part=5
+            #EXTINF:6.0,
+            //cdn2.example/seg006.ts
+            #EXT-X-ENDLIST
 
-        """
+            """
         let out = try Self.rewrite(playlist)
-        #expect(out == """
-        #EXTM3U
-        #EXT-X-TARGETDURATION:6
-        #EXTINF:6.0,
-        P(https://cdn.example/video/hls/720p/seg001.ts)
-        #EXTINF:6.0,
-        P(https://cdn.example/video/hls/480p/seg002.ts)
-        #EXTINF:6.0,
-        P(https://cdn.example/root/seg003.ts)
-        #EXTINF:6.0,
-        P(https://other.example/abs/seg004.ts?sig=1&x=%2F)
-        #EXTINF:6.0,
-        P(https://cdn.example/video/hls/720p/seg005.ts?part=5)
-        #EXTINF:6.0,
-        P(https://cdn2.example/seg006.ts)
-        #EXT-X-ENDLIST
+        #expect(
+            out == """
+                #EXTM3U
+                #EXT-X-TARGETDURATION:6
+                #EXTINF:6.0,
+                P(https://cdn.example/video/hls/720p/seg001.ts)
+                #EXTINF:6.0,
+                P(https://cdn.example/video/hls/480p/seg002.ts)
+                #EXTINF:6.0,
+                P(https://cdn.example/root/seg003.ts)
+                #EXTINF:6.0,
+                P(https://other.example/abs/seg004.ts?sig=1&x=%2F)
+                #EXTINF:6.0,
+                P(https://cdn.example/video/hls/720p/seg005.ts?part=5)
+                #EXTINF:6.0,
+                P(https://cdn2.example/seg006.ts)
+                #EXT-X-ENDLIST
 
-        """)
+                """)
         let parsed = try HLSPlaylist(parsing: Array(playlist.utf8))
         #expect(parsed.segments.count == 6 && parsed.segments.allSatisfy { $0.duration == 6 })
         #expect(parsed.isFinal && !parsed.isMaster && parsed.targetDuration == 6)
@@ -62,16 +64,24 @@ import Testing
 
     /// Every tag with a `URI` attribute, with other attributes (and commas inside quotes) around it.
     @Test(arguments: [
-        ("EXT-X-KEY", #"METHOD=AES-128,URI="key.bin",IV=0x0123456789ABCDEF0123456789ABCDEF"#,
-         #"METHOD=AES-128,URI="P(https://cdn.example/video/hls/720p/key.bin)",IV=0x0123456789ABCDEF0123456789ABCDEF"#),
-        ("EXT-X-SESSION-KEY", #"METHOD=SAMPLE-AES,URI="../keys/k1",KEYFORMAT="identity""#,
-         #"METHOD=SAMPLE-AES,URI="P(https://cdn.example/video/hls/keys/k1)",KEYFORMAT="identity""#),
+        (
+            "EXT-X-KEY", #"METHOD=AES-128,URI="key.bin",IV=0x0123456789ABCDEF0123456789ABCDEF"#,
+            #"METHOD=AES-128,URI="P(https://cdn.example/video/hls/720p/key.bin)",IV=0x0123456789ABCDEF0123456789ABCDEF"#
+        ),
+        (
+            "EXT-X-SESSION-KEY", #"METHOD=SAMPLE-AES,URI="../keys/k1",KEYFORMAT="identity""#,
+            #"METHOD=SAMPLE-AES,URI="P(https://cdn.example/video/hls/keys/k1)",KEYFORMAT="identity""#
+        ),
         ("EXT-X-MAP", #"URI="init.mp4",BYTERANGE="720@0""#, #"URI="P(https://cdn.example/video/hls/720p/init.mp4)",BYTERANGE="720@0""#),
-        ("EXT-X-MEDIA", #"TYPE=AUDIO,GROUP-ID="aac",NAME="English, main",URI="/audio/en.m3u8""#,
-         #"TYPE=AUDIO,GROUP-ID="aac",NAME="English, main",URI="P(https://cdn.example/audio/en.m3u8)""#),
+        (
+            "EXT-X-MEDIA", #"TYPE=AUDIO,GROUP-ID="aac",NAME="English, main",URI="/audio/en.m3u8""#,
+            #"TYPE=AUDIO,GROUP-ID="aac",NAME="English, main",URI="P(https://cdn.example/audio/en.m3u8)""#
+        ),
         ("EXT-X-I-FRAME-STREAM-INF", #"BANDWIDTH=86000,URI="iframes.m3u8""#, #"BANDWIDTH=86000,URI="P(https://cdn.example/video/hls/720p/iframes.m3u8)""#),
-        ("EXT-X-SESSION-DATA", #"DATA-ID="com.example.lyrics",URI="lyrics.json""#,
-         #"DATA-ID="com.example.lyrics",URI="P(https://cdn.example/video/hls/720p/lyrics.json)""#),
+        (
+            "EXT-X-SESSION-DATA", #"DATA-ID="com.example.lyrics",URI="lyrics.json""#,
+            #"DATA-ID="com.example.lyrics",URI="P(https://cdn.example/video/hls/720p/lyrics.json)""#
+        ),
         ("EXT-X-PART", #"DURATION=0.5,URI="part1.1.mp4",INDEPENDENT=YES"#, #"DURATION=0.5,URI="P(https://cdn.example/video/hls/720p/part1.1.mp4)",INDEPENDENT=YES"#),
         ("EXT-X-PRELOAD-HINT", #"TYPE=PART,URI="part1.2.mp4""#, #"TYPE=PART,URI="P(https://cdn.example/video/hls/720p/part1.2.mp4)""#),
         ("EXT-X-RENDITION-REPORT", #"URI="../1080p/index.m3u8",LAST-MSN=7"#, #"URI="P(https://cdn.example/video/hls/1080p/index.m3u8)",LAST-MSN=7"#),
@@ -96,7 +106,8 @@ import Testing
     }
 
     @Test func nonHTTPURIsAndUnknownTagsAreLeftAlone() throws {
-        let playlist = "#EXTM3U\r\n#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://key-id-42\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\r\n"
+        let playlist =
+            "#EXTM3U\r\n#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://key-id-42\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\r\n"
             + "#EXT-X-SESSION-DATA:DATA-ID=\"x\",URI=\"data:text/plain;base64,SGk=\"\r\n#EXT-X-FUTURE-TAG:URI=\"kept.bin\"\r\n"
             + "# a comment with URI=\"x\"\r\n#EXT-X-MEDIA-SEQUENCE:1234\r\n#EXTINF:4.004,title, with comma\r\nseg.ts\r\n"
         let out = try Self.rewrite(playlist)
@@ -106,12 +117,12 @@ import Testing
 
     @Test func masterPlaylistVariantsAreReadWithTheirBandwidth() throws {
         let playlist = """
-        #EXTM3U
-        #EXT-X-STREAM-INF:BANDWIDTH=1280000,RESOLUTION=640x360,CODECS="avc1.42e00a,mp4a.40.2"
-        low/index.m3u8
-        #EXT-X-STREAM-INF:BANDWIDTH=2560000,RESOLUTION=1280x720
-        high/index.m3u8
-        """
+            #EXTM3U
+            #EXT-X-STREAM-INF:BANDWIDTH=1280000,RESOLUTION=640x360,CODECS="avc1.42e00a,mp4a.40.2"
+            low/index.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=2560000,RESOLUTION=1280x720
+            high/index.m3u8
+            """
         let parsed = try HLSPlaylist(parsing: Array(playlist.utf8))
         #expect(parsed.variants == [.init(bandwidth: 1_280_000, uri: "low/index.m3u8"), .init(bandwidth: 2_560_000, uri: "high/index.m3u8")])
         #expect(parsed.isMaster && parsed.isFinal && parsed.segments.isEmpty)
@@ -134,48 +145,51 @@ import Testing
     /// section in force for each segment (with its byte range).
     @Test func renditionsAndInitSectionsAreRead() throws {
         let master = """
-        #EXTM3U
-        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="en",DEFAULT=YES,URI="audio/en.m3u8"
-        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="fr",URI="audio/fr.m3u8"
-        #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc1",INSTREAM-ID="CC1"
-        #EXT-X-STREAM-INF:BANDWIDTH=500000,AUDIO="aud"
-        v.m3u8
-        """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="en",DEFAULT=YES,URI="audio/en.m3u8"
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="fr",URI="audio/fr.m3u8"
+            #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc1",INSTREAM-ID="CC1"
+            #EXT-X-STREAM-INF:BANDWIDTH=500000,AUDIO="aud"
+            v.m3u8
+            """
         let parsed = try HLSPlaylist(parsing: Array(master.utf8))
-        #expect(parsed.renditions == [.init(type: "AUDIO", groupID: "aud", uri: "audio/en.m3u8", isDefault: true),
-                                      .init(type: "AUDIO", groupID: "aud", uri: "audio/fr.m3u8", isDefault: false)])
+        #expect(
+            parsed.renditions == [
+                .init(type: "AUDIO", groupID: "aud", uri: "audio/en.m3u8", isDefault: true),
+                .init(type: "AUDIO", groupID: "aud", uri: "audio/fr.m3u8", isDefault: false),
+            ])
         #expect(parsed.variants == [.init(bandwidth: 500_000, uri: "v.m3u8", audioGroup: "aud")])
         let media = """
-        #EXTM3U
-        #EXTINF:2,
-        a.ts
-        #EXT-X-MAP:URI="all.mp4",BYTERANGE="720@0"
-        #EXTINF:2,
-        #EXT-X-BYTERANGE:1000@720
-        all.mp4
-        #EXT-X-MAP:URI="init2.mp4"
-        #EXTINF:2,
-        b.m4s
-        """
+            #EXTM3U
+            #EXTINF:2,
+            a.ts
+            #EXT-X-MAP:URI="all.mp4",BYTERANGE="720@0"
+            #EXTINF:2,
+            #EXT-X-BYTERANGE:1000@720
+            all.mp4
+            #EXT-X-MAP:URI="init2.mp4"
+            #EXTINF:2,
+            b.m4s
+            """
         let segments = try HLSPlaylist(parsing: Array(media.utf8)).segments
         #expect(segments.map(\.initSection) == [nil, .init(uri: "all.mp4", byteRange: ByteRange(0, 720)), .init(uri: "init2.mp4", byteRange: nil)])
     }
 
     @Test func byteRangeSegmentsOfOneFile() throws {
         let playlist = """
-        #EXTM3U
-        #EXT-X-VERSION:4
-        #EXTINF:10,
-        #EXT-X-BYTERANGE:75232@0
-        all.ts
-        #EXTINF:10,
-        #EXT-X-BYTERANGE:82112
-        all.ts
-        #EXTINF:10,
-        #EXT-X-BYTERANGE:69864@200000
-        all.ts
-        #EXT-X-ENDLIST
-        """
+            #EXTM3U
+            #EXT-X-VERSION:4
+            #EXTINF:10,
+            #EXT-X-BYTERANGE:75232@0
+            all.ts
+            #EXTINF:10,
+            #EXT-X-BYTERANGE:82112
+            all.ts
+            #EXTINF:10,
+            #EXT-X-BYTERANGE:69864@200000
+            all.ts
+            #EXT-X-ENDLIST
+            """
         let parsed = try HLSPlaylist(parsing: Array(playlist.utf8))
         #expect(parsed.segments.map(\.byteRange) == [ByteRange(0, 75232), ByteRange(75232, 157_344), ByteRange(200_000, 269_864)])
         #expect(Set(parsed.segments.map(\.uri)) == ["all.ts"])

@@ -1,9 +1,10 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-@testable import MediaCache
 import NIOCore
 import Testing
+
+@testable import MediaCache
 
 /// A read's decisions without I/O: what it gives from the store, from a download's memory,
 /// when it pauses, joins, waits, finishes and fails, for every download state.
@@ -134,12 +135,14 @@ import Testing
             for _ in 0..<20 {
                 let cursor = machine.cursor
                 let storedEnd = cursor + next(50)
-                var seen = Seen(stored: next(2) == 0 && storedEnd > cursor ? ByteRange(cursor - next(10), storedEnd) : nil, storedBefore: next(2) == 0,
-                                encrypted: next(4) == 0, hasEntry: next(8) != 0)
+                var seen = Seen(
+                    stored: next(2) == 0 && storedEnd > cursor ? ByteRange(cursor - next(10), storedEnd) : nil, storedBefore: next(2) == 0,
+                    encrypted: next(4) == 0, hasEntry: next(8) != 0)
                 if next(3) != 0 {
                     let start = next(1000)
-                    seen.download = Self.download(states[Int(next(Int64(states.count)))], start: start, end: start + next(1000) + 1,
-                                                  position: start + next(500), held: next(2) == 0 ? Self.held(Int(next(64)) + 1) : nil)
+                    seen.download = Self.download(
+                        states[Int(next(Int64(states.count)))], start: start, end: start + next(1000) + 1,
+                        position: start + next(500), held: next(2) == 0 ? Self.held(Int(next(64)) + 1) : nil)
                 }
                 let action = machine.next(seen)
                 switch action {

@@ -1,9 +1,10 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-@testable import MediaCache
 import MediaCacheTestSupport
 import Testing
+
+@testable import MediaCache
 
 @Suite(.cpuBound) struct SpanSetTests {
     @Test func touchingAndOverlappingSpansMerge() {
@@ -71,7 +72,10 @@ import Testing
         var start: Int?
         for i in range {
             if model[i] == value, start == nil { start = i }
-            if model[i] != value, let s = start { result.append(ByteRange(Int64(s), Int64(i))); start = nil }
+            if model[i] != value, let s = start {
+                result.append(ByteRange(Int64(s), Int64(i)))
+                start = nil
+            }
         }
         if let s = start { result.append(ByteRange(Int64(s), Int64(range.upperBound))) }
         return result

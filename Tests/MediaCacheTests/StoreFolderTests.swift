@@ -54,7 +54,9 @@ import Testing
             chmod(folder.path, mode_t(mode))
             let error = await #expect(throws: CacheError.self) { try await CacheStore.open(directory: folder) }
             #expect(error?.code == .cannotOpenStore)
-            #expect(error?.message.contains("Other users may write to the cache folder \(folder.path) (mode \(String(mode & 0o777, radix: 8)))") == true, "\(String(describing: error))")
+            #expect(
+                error?.message.contains("Other users may write to the cache folder \(folder.path) (mode \(String(mode & 0o777, radix: 8)))") == true, "\(String(describing: error))"
+            )
             #expect(error?.message.contains("chmod 700") == true)
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty, "nothing was made in it")
             #expect(Self.mode(folder.path) == mode_t(mode & 0o777), "its mode is the user's to change")

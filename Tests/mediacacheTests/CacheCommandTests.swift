@@ -57,8 +57,9 @@ import Testing
         #expect(entries.map(\.mimeType) == ["audio/mpeg", "video/mp4"])
         let text = try await mediacache(["ls", "--cache-dir", folder, "--sort", "size"])
         let lines = text.output.split(separator: "\n")
-        #expect(lines.count == 3 && lines[0].hasPrefix("SIZE") && lines[1].hasSuffix(film) && lines[1].contains("0%") && lines[2].hasSuffix(song) && lines[2].contains("100%"),
-                "\(text.output)")
+        #expect(
+            lines.count == 3 && lines[0].hasPrefix("SIZE") && lines[1].hasSuffix(film) && lines[1].contains("0%") && lines[2].hasSuffix(song) && lines[2].contains("100%"),
+            "\(text.output)")
 
         let info = try await json(CacheEntrySummary.self, ["info", "--cache-dir", folder, film])
         #expect(info.spans == [[0, 1000]] && info.storedBytes == 1000 && info.etag == "\"v1\"")
@@ -113,8 +114,9 @@ import Testing
             let withoutKey = try await Self.mediacache(["ls", "--cache-dir", folder])
             #expect(withoutKey.status == 1 && withoutKey.error.contains("is encrypted: open it with its key (--encryption-key-file)"), "\(withoutKey.error)")
             let otherKey = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", otherKeyFile])
-            #expect(otherKey.status == 0 && otherKey.output.contains("Nothing is cached") && otherKey.output.contains("(1 more entry is sealed with another key"),
-                    "\(otherKey.output)")
+            #expect(
+                otherKey.status == 0 && otherKey.output.contains("Nothing is cached") && otherKey.output.contains("(1 more entry is sealed with another key"),
+                "\(otherKey.output)")
             let listed = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", keyFile])
             #expect(listed.output.contains(origin.url("/a/song.mp3").absoluteString), "\(listed.output)")
             let badKey = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", folder + "/index.sqlite"])
@@ -177,8 +179,9 @@ import Testing
     static func removeWhileStreaming(origin: TestOrigin, folder: String) async throws {
         let info = try Self.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
         for command in ["rm", "clear"] {
-            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: origin.url("/slow.mp4"), token: nil)),
-                                                               timeout: .seconds(30))
+            let response = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: origin.url("/slow.mp4"), token: nil)),
+                timeout: .seconds(30))
             var received = ByteBuffer()
             var removedAt: Int?
             do {
@@ -232,14 +235,17 @@ import Testing
 @Suite(.endToEnd) struct PrefetchCommandTests {
     static func serveAsset(on origin: TestOrigin) {
         let type = "application/vnd.apple.mpegurl"
-        origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=900000\nhi.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=300000\nlo.m3u8\n".utf8)),
-                                         mimeType: type), at: "/hls/master.m3u8")
+        origin.serve(
+            TestOrigin.Resource(
+                body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=900000\nhi.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=300000\nlo.m3u8\n".utf8)),
+                mimeType: type), at: "/hls/master.m3u8")
         for variant in ["hi", "lo"] {
             var text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n"
             for index in 0..<3 {
                 text += "#EXTINF:4,\n\(variant)\(index).ts\n"
-                origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: UInt64(index + 1)), length: 50_000), mimeType: "video/mp2t"),
-                             at: "/hls/\(variant)\(index).ts")
+                origin.serve(
+                    TestOrigin.Resource(body: .generated(DeterministicContent(seed: UInt64(index + 1)), length: 50_000), mimeType: "video/mp2t"),
+                    at: "/hls/\(variant)\(index).ts")
             }
             origin.serve(TestOrigin.Resource(body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: type), at: "/hls/\(variant).m3u8")
         }
@@ -285,8 +291,9 @@ import Testing
             kill(process.processIdentifier, SIGINT)
             await process.exited()
             let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(process.terminationStatus == 130 && output.contains("\(url): stopped after ") && output.contains("what arrived stays cached"),
-                    "\(process.terminationStatus) \(output)")
+            #expect(
+                process.terminationStatus == 130 && output.contains("\(url): stopped after ") && output.contains("what arrived stays cached"),
+                "\(process.terminationStatus) \(output)")
             let kept = try await CacheCommandTests.json(CacheEntrySummary.self, ["info", "--cache-dir", directory.path, url])
             #expect(kept.storedBytes > 200_000 && kept.storedBytes < 8_000_000 && kept.spans.first?.first == 0, "\(kept.spans)")
             // The kept bytes are stored (a prefetch of them fetches nothing) and are the origin's.

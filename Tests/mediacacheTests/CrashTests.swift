@@ -24,8 +24,10 @@ import Testing
             var random = SplitMix(seed: 2026)
             var rounds: [(checked: Int64, problems: [String], rejected: Int)] = []
             for round in 0..<20 {
-                let (process, output) = try ChildProcess.start(executable, ["crash-writer", "--directory", store.path, "--seed", "\(round + 1)"]
-                                                                 + (encrypted ? ["--encryption-key-file", keyFile.path] : []))
+                let (process, output) = try ChildProcess.start(
+                    executable,
+                    ["crash-writer", "--directory", store.path, "--seed", "\(round + 1)"]
+                        + (encrypted ? ["--encryption-key-file", keyFile.path] : []))
                 _ = try await ChildProcess.lineArrives("ready", on: output)
                 try await Task.sleep(for: .milliseconds(30 + Int(random.next() % 500)))
                 kill(process.processIdentifier, SIGKILL)

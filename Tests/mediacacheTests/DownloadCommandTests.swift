@@ -130,20 +130,22 @@ import Testing
                 if round == 1 { for path in paths { origin.update(path) { $0.faults.bytesPerSecond = nil } } }
                 (server, info) = try await Self.startServer(folder)
             }
-            try await runThenTearDown(server, { _ in
-                try await waitUntil { try await Self.job(job.id, on: info)?.state == .completed }
-                for path in paths {
-                    let url = info.baseURL + ProxyURL.path(for: origin.url(path), token: nil)
-                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
-                    let body = try await response.body.collect(upTo: 128 << 20)
-                    let resource = try #require(origin.resource(at: path))
-                    #expect(body == resource.bytes(0..<resource.length), "\(path)")
-                }
-                let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
-                let perKill = DownloadQueue.Configuration().commitInterval + Int64(CachingReader.Configuration().writeBatchLimit)
-                print("kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)")
-                #expect(sent <= size + 2 * perKill, "sent \(sent) for \(size)")
-            }, tearDown: { await $0.stop() })
+            try await runThenTearDown(
+                server,
+                { _ in
+                    try await waitUntil { try await Self.job(job.id, on: info)?.state == .completed }
+                    for path in paths {
+                        let url = info.baseURL + ProxyURL.path(for: origin.url(path), token: nil)
+                        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                        let body = try await response.body.collect(upTo: 128 << 20)
+                        let resource = try #require(origin.resource(at: path))
+                        #expect(body == resource.bytes(0..<resource.length), "\(path)")
+                    }
+                    let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
+                    let perKill = DownloadQueue.Configuration().commitInterval + Int64(CachingReader.Configuration().writeBatchLimit)
+                    print("kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)")
+                    #expect(sent <= size + 2 * perKill, "sent \(sent) for \(size)")
+                }, tearDown: { await $0.stop() })
         }
     }
 
@@ -171,8 +173,9 @@ import Testing
             playlist += "#EXT-X-ENDLIST\n"
             let type = "application/vnd.apple.mpegurl"
             origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: type), at: "/pinned/v/index.m3u8")
-            origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4194304\nv/index.m3u8\n".utf8)), mimeType: type),
-                         at: "/pinned/master.m3u8")
+            origin.serve(
+                TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4194304\nv/index.m3u8\n".utf8)), mimeType: type),
+                at: "/pinned/master.m3u8")
             return (origin.url("/pinned/master.m3u8"), paths, 32 << 20)
         }
     }

@@ -21,8 +21,10 @@ import Testing
     static func withServedRequests(token: String? = nil, _ body: (ServerInfo, TestOrigin) async throws -> Void) async throws {
         try await RunningServer.with(token.map { ["--token", $0] } ?? []) { server in
             let (info, origin) = (server.info, server.origin)
-            let plays: [(String, (String, String)?, Int)] = [("/a/song.mp3", nil, 200), ("/a/song.mp3", nil, 200), ("/b/film.mp4", ("Range", "bytes=0-99999"), 206),
-                                                              ("/missing.mp3", nil, 404)]
+            let plays: [(String, (String, String)?, Int)] = [
+                ("/a/song.mp3", nil, 200), ("/a/song.mp3", nil, 200), ("/b/film.mp4", ("Range", "bytes=0-99999"), 206),
+                ("/missing.mp3", nil, 404),
+            ]
             for (path, header, status) in plays {
                 var request = HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: origin.url(path), token: token))
                 if let (name, value) = header { request.headers.add(name: name, value: value) }

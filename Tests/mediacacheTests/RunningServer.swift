@@ -19,8 +19,10 @@ struct RunningServer {
     /// `environment` (`NAME=value`) set, its standard error written to `errorFile` if given, in
     /// front of `origin` (by default a new one serving ``CacheCommandTests/serveFiles(on:)``);
     /// stops it afterwards (SIGTERM, then waits for it to end).
-    static func with(_ arguments: [String] = [], environment: [String] = [], readyLinePrefix: String = "mediacache: serving on",
-                     errorFile: URL? = nil, origin given: TestOrigin? = nil, _ body: (RunningServer) async throws -> Void) async throws {
+    static func with(
+        _ arguments: [String] = [], environment: [String] = [], readyLinePrefix: String = "mediacache: serving on",
+        errorFile: URL? = nil, origin given: TestOrigin? = nil, _ body: (RunningServer) async throws -> Void
+    ) async throws {
         let origin: TestOrigin
         if let given { origin = given } else { origin = try await TestOrigin.start() }
         defer { if given == nil { Task { try? await origin.shutdown() } } }
@@ -29,12 +31,15 @@ struct RunningServer {
             let folder = directory.appendingPathComponent("cache").path
             let executable = try ChildProcess.executable(named: "mediacache")
             let command = [executable.path, "serve", "--port", "0", "--cache-dir", folder] + arguments
-            let (process, line) = try await ChildProcess.startServer(URL(fileURLWithPath: "/usr/bin/env"), environment + command,
-                                                                     readyLinePrefix: readyLinePrefix, errorFile: errorFile)
-            try await runThenTearDown(process, { _ in
-                let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
-                try await body(RunningServer(origin: origin, folder: folder, info: info, line: line))
-            }, tearDown: { await $0.stop() })
+            let (process, line) = try await ChildProcess.startServer(
+                URL(fileURLWithPath: "/usr/bin/env"), environment + command,
+                readyLinePrefix: readyLinePrefix, errorFile: errorFile)
+            try await runThenTearDown(
+                process,
+                { _ in
+                    let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+                    try await body(RunningServer(origin: origin, folder: folder, info: info, line: line))
+                }, tearDown: { await $0.stop() })
         }
     }
 }

@@ -30,11 +30,14 @@ import Testing
         try await RunningServer.with { first in
             let executable = try ChildProcess.executable(named: "mediacache")
             try await withTemporaryDirectory { directory in
-                let result = try await ChildProcess.run([executable.path, "serve", "--port", String(first.info.port),
-                                                         "--cache-dir", directory.appendingPathComponent("cache").path])
+                let result = try await ChildProcess.run([
+                    executable.path, "serve", "--port", String(first.info.port),
+                    "--cache-dir", directory.appendingPathComponent("cache").path,
+                ])
                 #expect(result.status == 1)
-                #expect(result.error == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another mediacache serve?). "
-                    + "Stop what listens there, or choose another port with --port (0 picks a free one).\n", "\(result.error)")
+                #expect(
+                    result.error == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another mediacache serve?). "
+                        + "Stop what listens there, or choose another port with --port (0 picks a free one).\n", "\(result.error)")
             }
             let stats = try await CacheCommandTests.mediacache(["stats", "--cache-dir", first.folder])
             #expect(stats.status == 0, "the first server still answers: \(stats.error)")
@@ -47,8 +50,10 @@ import Testing
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in
             // Stopped with SIGINT after 4 s, as a user would with Ctrl-C.
-            let result = try await ChildProcess.run(["timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0",
-                                                     "--cache-dir", directory.appendingPathComponent("cache").path, "--insecure-skip-verify"])
+            let result = try await ChildProcess.run([
+                "timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0",
+                "--cache-dir", directory.appendingPathComponent("cache").path, "--insecure-skip-verify",
+            ])
             #expect(result.error.contains("warning") && result.error.contains("Origin certificates are NOT verified (--insecure-skip-verify)"), "\(result.error)")
             #expect(String(decoding: result.output, as: UTF8.self).contains("mediacache: serving on"))
         }
@@ -77,8 +82,10 @@ import Testing
             let readable = directory.appendingPathComponent("key").path
             try Data(repeating: 9, count: 32).write(to: URL(fileURLWithPath: readable))
             chmod(readable, 0o644)
-            let result = try await ChildProcess.run(["timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0", "--cache-dir", cache,
-                                                     "--encryption-key-file", readable])
+            let result = try await ChildProcess.run([
+                "timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0", "--cache-dir", cache,
+                "--encryption-key-file", readable,
+            ])
             #expect(result.error.contains("warning") && result.error.contains("may be read by other users (mode 644): chmod 600 it"), "\(result.error)")
             #expect(String(decoding: result.output, as: UTF8.self).contains(", encrypted)"))
         }

@@ -18,8 +18,10 @@ import Testing
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in
             for host in ["0.0.0.0", "127.0.0.1"] {
-                let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--host", host, "--allow-remote",
-                                                         "--cache-dir", directory.appendingPathComponent("cache").path])
+                let result = try await ChildProcess.run([
+                    executable.path, "serve", "--port", "0", "--host", host, "--allow-remote",
+                    "--cache-dir", directory.appendingPathComponent("cache").path,
+                ])
                 #expect(result.status != 0, "serve --allow-remote without a token must not start on \(host)")
                 #expect(result.error.contains("--allow-remote needs --token") && result.error.contains("fetch any address"), "\(result.error)")
             }
@@ -33,8 +35,10 @@ import Testing
     /// line does not print the token, and the server file that holds it is readable by its
     /// owner only.
     @Test func allowRemoteWithATokenRefusesRequestsWithoutIt() async throws {
-        try await RunningServer.with(["--host", "0.0.0.0", "--allow-remote"], environment: ["MEDIACACHE_TOKEN=t0k3n-for-the-lan"],
-                                     readyLinePrefix: "Give a player:") { server in
+        try await RunningServer.with(
+            ["--host", "0.0.0.0", "--allow-remote"], environment: ["MEDIACACHE_TOKEN=t0k3n-for-the-lan"],
+            readyLinePrefix: "Give a player:"
+        ) { server in
             let (origin, info) = (server.origin, server.info)
             #expect(server.line.hasSuffix("&token=<the token>"), "the start-up line does not print the token: \(server.line)")
             var file = stat()
@@ -70,13 +74,17 @@ import Testing
         moved.faults.redirect = (302, "/signed/film.mp4?Expires=1798761600&Signature=sEcReT-lOcAtIoN&Key-Pair-Id=APKAsecret")
         origin.serve(moved, at: "/moved.mp4")
         var liar = TestOrigin.Resource.generated(length: 1000, seed: 153)
-        liar.faults.rawResponse = { _ in Array("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 500-549/1000\r\nContent-Length: 50\r\n\r\n".utf8) + Array(repeating: 7, count: 50) }
+        liar.faults.rawResponse = { _ in
+            Array("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 500-549/1000\r\nContent-Length: 50\r\n\r\n".utf8) + Array(repeating: 7, count: 50)
+        }
         origin.serve(liar, at: "/liar.mp4")
         let playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts?hdnts=exp=1798761600~hmac=sEcReT-sEgMeNt\n#EXT-X-ENDLIST\n"
         origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/hls/index.m3u8")
         origin.serve(.generated(length: 5000, seed: 154, mimeType: "video/mp2t"), at: "/hls/seg0.ts")
-        let secrets = ["sEcReT-fIlM", "sEcReT-gOnE", "sEcReT-mOvEd", "sEcReT-lOcAtIoN", "APKAsecret", "sEcReT-lIaR", "sEcReT-sEgMeNt", "sEcReT-pAsSwOrD",
-                       "sEcReT-pLaYlIsT", "sEcReT-rEfErEr"]
+        let secrets = [
+            "sEcReT-fIlM", "sEcReT-gOnE", "sEcReT-mOvEd", "sEcReT-lOcAtIoN", "APKAsecret", "sEcReT-lIaR", "sEcReT-sEgMeNt", "sEcReT-pAsSwOrD",
+            "sEcReT-pLaYlIsT", "sEcReT-rEfErEr",
+        ]
         let signed = origin.url("/signed/film.mp4").absoluteString + "?Expires=1798761600&Signature=sEcReT-fIlM&Key-Pair-Id=APKAsecret"
         let withPassword = "http://viewer:sEcReT-pAsSwOrD@127.0.0.1:\(origin.port)/signed/film.mp4"
         let requests: [(url: String, headers: [(String, String)], status: Int)] = [
@@ -85,8 +93,13 @@ import Testing
             (origin.url("/moved.mp4").absoluteString + "?sig=sEcReT-mOvEd", [], 200),
             (origin.url("/liar.mp4").absoluteString + "?Signature=sEcReT-lIaR", [("Range", "bytes=0-99")], 502),
             (withPassword, [("Range", "bytes=0-99")], 206),
-            (signed, [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "video"),
-                      ("Referer", "https://evil.example/watch?session=sEcReT-rEfErEr")], 403),
+            (
+                signed,
+                [
+                    ("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "video"),
+                    ("Referer", "https://evil.example/watch?session=sEcReT-rEfErEr"),
+                ], 403
+            ),
         ]
         for level in ["info", "debug"] {
             try await withTemporaryDirectory { directory in
@@ -98,9 +111,11 @@ import Testing
                 let leaked = secrets.filter(text.contains)
                 if level == "info" {
                     #expect(leaked.isEmpty, "secrets in the log: \(leaked)\n\(text)")
-                    for line in ["Signature=REDACTED&Key-Pair-Id=REDACTED", "token=REDACTED", "sig=REDACTED", "hdnts=REDACTED", "http://REDACTED@127.0.0.1",
-                                 "Refused a request", "cause=cross-site", "referer=https://evil.example", "The origin answered with an error",
-                                 "Rejected an origin answer"] {
+                    for line in [
+                        "Signature=REDACTED&Key-Pair-Id=REDACTED", "token=REDACTED", "sig=REDACTED", "hdnts=REDACTED", "http://REDACTED@127.0.0.1",
+                        "Refused a request", "cause=cross-site", "referer=https://evil.example", "The origin answered with an error",
+                        "Rejected an origin answer",
+                    ] {
                         #expect(text.contains(line), "\(line) in:\n\(text)")
                     }
                 } else {
@@ -113,8 +128,10 @@ import Testing
 
     /// Sends `requests` through the proxy at `base`, checking statuses and the film's bytes,
     /// then the HLS playlist and the segment it names, then the refusal count in `/metrics`.
-    static func play(_ requests: [(url: String, headers: [(String, String)], status: Int)], through base: String, film: TestOrigin.Resource,
-                     origin: TestOrigin) async throws {
+    static func play(
+        _ requests: [(url: String, headers: [(String, String)], status: Int)], through base: String, film: TestOrigin.Resource,
+        origin: TestOrigin
+    ) async throws {
         for (url, headers, status) in requests {
             var request = HTTPClientRequest(url: base + "/?url=" + HLSPlaylist.percentEncoded(url))
             for (name, value) in headers { request.headers.add(name: name, value: value) }

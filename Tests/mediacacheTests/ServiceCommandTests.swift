@@ -27,9 +27,13 @@ import Testing
         while let character = characters.next() {
             switch (character, current) {
             case ("\"", nil): current = ""
-            case ("\"", let text?): arguments.append(text); current = nil
+            case ("\"", let text?):
+                arguments.append(text)
+                current = nil
             case ("\\", _?): current!.append(characters.next() ?? "\\")
-            case ("$", _?), ("%", _?): current!.append(character); _ = characters.next()
+            case ("$", _?), ("%", _?):
+                current!.append(character)
+                _ = characters.next()
             case (_, _?): current!.append(character)
             case (_, nil): continue  // the spaces between arguments
             }
@@ -62,23 +66,27 @@ import Testing
             let executable = try ChildProcess.executable(named: "mediacache")
             #expect(arguments == [executable.resolvingSymlinksInPath().path, "serve", "--cache-dir", folder, "--port", "0", "--max-size", "64M"])
             let post = try #require(lines.first { $0.hasPrefix("ExecStartPost=") })
-            #expect(Array(Self.systemdArguments(post.dropFirst("ExecStartPost=".count)).dropFirst())
-                == ["service", "check", "--wait", "30", "--cache-dir", folder])
+            #expect(
+                Array(Self.systemdArguments(post.dropFirst("ExecStartPost=".count)).dropFirst())
+                    == ["service", "check", "--wait", "30", "--cache-dir", folder])
 
             // Before the server runs, the check fails with the reason.
             let down = try await Self.mediacache(["service", "check", "--cache-dir", folder], home: home)
             #expect(down.status == 1 && down.error.contains("No proxy serves \(folder)"), "\(down.error)")
 
-            let (server, _) = try await ChildProcess.startServer(URL(fileURLWithPath: arguments[0]), Array(arguments.dropFirst()),
-                                                                 readyLinePrefix: "mediacache: serving on")
-            try await runThenTearDown(server, { _ in
-                let check = try await Self.mediacache(["service", "check", "--wait", "30", "--cache-dir", folder], home: home)
-                #expect(check.status == 0, "\(check.error)")
-                #expect(check.output.hasPrefix("Healthy: http://127.0.0.1:") && check.output.contains("serves \(folder): 0 entries"), "\(check.output)")
-                let status = try await Self.mediacache(["service", "status", "--cache-dir", folder], home: home)
-                #expect(status.output.contains("Definition: \(unit.path) (installed)"), "\(status.output)")
-                #expect(status.output.contains("Healthy: "), "\(status.output) \(status.error)")
-            }, tearDown: { await $0.stop() })
+            let (server, _) = try await ChildProcess.startServer(
+                URL(fileURLWithPath: arguments[0]), Array(arguments.dropFirst()),
+                readyLinePrefix: "mediacache: serving on")
+            try await runThenTearDown(
+                server,
+                { _ in
+                    let check = try await Self.mediacache(["service", "check", "--wait", "30", "--cache-dir", folder], home: home)
+                    #expect(check.status == 0, "\(check.error)")
+                    #expect(check.output.hasPrefix("Healthy: http://127.0.0.1:") && check.output.contains("serves \(folder): 0 entries"), "\(check.output)")
+                    let status = try await Self.mediacache(["service", "status", "--cache-dir", folder], home: home)
+                    #expect(status.output.contains("Definition: \(unit.path) (installed)"), "\(status.output)")
+                    #expect(status.output.contains("Healthy: "), "\(status.output) \(status.error)")
+                }, tearDown: { await $0.stop() })
 
             let removed = try await Self.mediacache(["service", "uninstall", "--no-stop"], home: home)
             #expect(removed.status == 0, "\(removed.error)")
@@ -113,7 +121,8 @@ import Testing
     /// again when it exits with a failure.
     @Test func theLaunchdAgentIsAPropertyListThatRestartsOnFailure() async throws {
         try await withTemporaryDirectory { home in
-            let result = try await Self.mediacache(["service", "install", "--print", "--manager", "launchd", "--cache-dir", "/srv/media cache", "--", "--port", "8090"], home: home)
+            let result = try await Self.mediacache(
+                ["service", "install", "--print", "--manager", "launchd", "--cache-dir", "/srv/media cache", "--", "--port", "8090"], home: home)
             #expect(result.status == 0, "\(result.error)")
             let plist = try PropertyListSerialization.propertyList(from: Data(result.output.utf8), format: nil)
             let agent = try #require(plist as? [String: Any])

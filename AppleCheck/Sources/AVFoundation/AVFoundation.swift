@@ -20,6 +20,8 @@
 @_exported import Foundation
 import Synchronization
 
+// swift-format-ignore: TypeNamesShouldBeCapitalized
+// (Apple's own name, which the adapter's sources use.)
 public typealias dispatch_queue_t = DispatchQueue
 
 /// A value behind a lock (what the stand-in holds is not all `Sendable`: delegates, closures).
@@ -311,14 +313,19 @@ extension AVPlayer: KeyValueObservingStandIn {}
 extension KeyValueObservingStandIn where Self: AVPlayer {
     /// `func observe<Value>(_ keyPath: KeyPath<Self, Value>, options: NSKeyValueObservingOptions = [], changeHandler: @escaping (Self, NSKeyValueObservedChange<Value>) -> Void) -> NSKeyValueObservation`,
     /// for `currentItem` only.
-    public func observe<Value>(_ keyPath: KeyPath<Self, Value>, options: NSKeyValueObservingOptions = [],
-                               changeHandler: @escaping (Self, NSKeyValueObservedChange<Value>) -> Void) -> NSKeyValueObservation {
+    public func observe<Value>(
+        _ keyPath: KeyPath<Self, Value>, options: NSKeyValueObservingOptions = [],
+        changeHandler: @escaping (Self, NSKeyValueObservedChange<Value>) -> Void
+    ) -> NSKeyValueObservation {
         precondition(keyPath == \Self.currentItem, "the stand-in observes currentItem only")
         let id = nextObserver.add(1, ordering: .relaxed).newValue
         observers.withLock {
             $0[id] = { [unowned self] old, new in
-                changeHandler(self, NSKeyValueObservedChange(oldValue: options.contains(.old) ? (old as! Value) : nil,
-                                                             newValue: options.contains(.new) ? (new as! Value) : nil))
+                changeHandler(
+                    self,
+                    NSKeyValueObservedChange(
+                        oldValue: options.contains(.old) ? (old as! Value) : nil,
+                        newValue: options.contains(.new) ? (new as! Value) : nil))
             }
         }
         return NSKeyValueObservation { [weak self] in _ = self?.observers.withLock { $0.removeValue(forKey: id) } }

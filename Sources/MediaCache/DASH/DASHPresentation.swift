@@ -51,7 +51,8 @@ extension DASHManifest {
         func attribute(_ name: String, _ index: Int?) -> String? { index.flatMap { Self.attribute(name, of: elements[$0], in: bytes) } }
         func baseURL(of index: Int, inherited: URL) -> URL {
             guard let baseElement = child(index, named: "BaseURL"), let text = elements[baseElement].text,
-                  let resolved = Self.resolve(Self.textValue(bytes[text]), against: inherited) else { return inherited }
+                let resolved = Self.resolve(Self.textValue(bytes[text]), against: inherited)
+            else { return inherited }
             return resolved
         }
         let root = 0
@@ -85,8 +86,9 @@ extension DASHManifest {
                         resources = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, child: child, kids: kids)
                     } else if levels.contains(where: { child($0, named: "SegmentTemplate") != nil }) {
                         let templates = levels.compactMap { child($0, named: "SegmentTemplate") }
-                        resources = segmentTemplate(templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration,
-                                                    child: child, kids: kids)
+                        resources = segmentTemplate(
+                            templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration,
+                            child: child, kids: kids)
                     } else {
                         // SegmentBase, or nothing: the representation's base is one file.
                         resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
@@ -100,8 +102,10 @@ extension DASHManifest {
         return DASHPresentation(periods: periods, isDynamic: isDynamic)
     }
 
-    private func segmentList(_ list: Int, base: URL, id: String, bandwidth: Int64, child: (Int, String) -> Int?,
-                             kids: (Int, String) -> [Int]) -> [DASHPresentation.Resource] {
+    private func segmentList(
+        _ list: Int, base: URL, id: String, bandwidth: Int64, child: (Int, String) -> Int?,
+        kids: (Int, String) -> [Int]
+    ) -> [DASHPresentation.Resource] {
         var resources: [DASHPresentation.Resource] = []
         let timescale = Self.attribute("timescale", of: elements[list], in: bytes).flatMap { Double($0) }.map { max(1, $0) } ?? 1
         let each = (Self.attribute("duration", of: elements[list], in: bytes).flatMap { Double($0) } ?? 0) / timescale
@@ -119,8 +123,10 @@ extension DASHManifest {
         return resources
     }
 
-    private func segmentTemplate(_ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?,
-                                 child: (Int, String) -> Int?, kids: (Int, String) -> [Int]) -> [DASHPresentation.Resource] {
+    private func segmentTemplate(
+        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?,
+        child: (Int, String) -> Int?, kids: (Int, String) -> [Int]
+    ) -> [DASHPresentation.Resource] {
         // The nearest level's attribute wins.
         func value(_ name: String) -> String? {
             templates.reversed().lazy.compactMap { Self.attribute(name, of: self.elements[$0], in: self.bytes) }.first
@@ -129,7 +135,8 @@ extension DASHManifest {
         let startNumber = value("startNumber").flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 1
         var resources: [DASHPresentation.Resource] = []
         if let initialization = value("initialization"),
-           let url = Self.expand(initialization, id: id, bandwidth: bandwidth, number: nil, time: nil).flatMap({ Self.resolve($0, against: base) }) {
+            let url = Self.expand(initialization, id: id, bandwidth: bandwidth, number: nil, time: nil).flatMap({ Self.resolve($0, against: base) })
+        {
             resources.append(.init(url: url, range: nil, duration: 0))
         }
         guard let media = value("media") else { return resources }
@@ -159,7 +166,8 @@ extension DASHManifest {
         }
         for (number, time, seconds) in segments {
             guard let text = Self.expand(media, id: id, bandwidth: bandwidth, number: number, time: time),
-                  let url = Self.resolve(text, against: base) else { continue }
+                let url = Self.resolve(text, against: base)
+            else { continue }
             resources.append(.init(url: url, range: nil, duration: seconds))
         }
         return resources
@@ -169,7 +177,8 @@ extension DASHManifest {
     static func byteRange(_ text: String) -> ByteRange? {
         let parts = text.split(separator: "-", maxSplits: 1)
         guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
-              last < ByteRange.maximumOffset else { return nil }
+            last < ByteRange.maximumOffset
+        else { return nil }
         return ByteRange(first, last + 1)
     }
 
@@ -201,8 +210,12 @@ extension DASHManifest {
             switch name {
             case "RepresentationID": value = id
             case "Bandwidth": value = String(bandwidth)
-            case "Number": guard let number else { return nil }; value = String(number)
-            case "Time": guard let time else { return nil }; value = String(time)
+            case "Number":
+                guard let number else { return nil }
+                value = String(number)
+            case "Time":
+                guard let time else { return nil }
+                value = String(time)
             default: return nil
             }
             let digits = name == "RepresentationID" ? value : String(repeating: "0", count: max(0, width - value.count)) + value

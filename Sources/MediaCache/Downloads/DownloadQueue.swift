@@ -206,10 +206,12 @@ public final class DownloadQueue: Sendable {
         let free = max(0, quota - pinned - promised)
         guard needed <= free else {
             let about = job.totalIsEstimate ? "about " : ""
-            let error = CacheError(.capacityExceeded, "Pinning \(job.url.absoluteString.prefix(200)) needs \(about)\(ByteCountText.format(needed)) (\(needed) bytes), "
-                + "but only \(ByteCountText.format(free)) (\(free) bytes) of the \(ByteCountText.format(quota)) pinned quota is free "
-                + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads). "
-                + "Unpin something or raise --max-pinned-size.")
+            let error = CacheError(
+                .capacityExceeded,
+                "Pinning \(job.url.absoluteString.prefix(200)) needs \(about)\(ByteCountText.format(needed)) (\(needed) bytes), "
+                    + "but only \(ByteCountText.format(free)) (\(free) bytes) of the \(ByteCountText.format(quota)) pinned quota is free "
+                    + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads). "
+                    + "Unpin something or raise --max-pinned-size.")
             configuration.logger.warning("Refused a pin over the quota", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw error
         }

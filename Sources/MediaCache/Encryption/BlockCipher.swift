@@ -137,8 +137,9 @@ public struct EntryCipher: Sendable {
 
     /// ``seal(_:index:version:coverage:)``, appending the slot to `output` (no copy of it is made).
     public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange], appendingTo output: inout [UInt8]) throws {
-        precondition(!coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns && Int64(plaintext.count) == coverage.last!.upperBound,
-                     "a sealing covers 1...\(BlockLayout.maximumRuns) runs and its plaintext ends with the last")
+        precondition(
+            !coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns && Int64(plaintext.count) == coverage.last!.upperBound,
+            "a sealing covers 1...\(BlockLayout.maximumRuns) runs and its plaintext ends with the last")
         let header = layout.header(naming: coverage)
         let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(), authenticating: Self.associatedData(index: index, version: version, header: header))
         output += header
@@ -212,10 +213,11 @@ extension BlockLayout {
             let part = ByteRange(max(block.lowerBound, written.lowerBound), min(block.upperBound, written.upperBound))
             let storedHere = stored.spans(in: block)
             let outside = storedHere.contains { $0.lowerBound < part.lowerBound || $0.upperBound > part.upperBound }
-            return BlockWrite(index: index, source: ByteRange(part.lowerBound - written.lowerBound, part.upperBound - written.lowerBound),
-                              destination: ByteRange(part.lowerBound - block.lowerBound, part.upperBound - block.lowerBound),
-                              coverage: after.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) },
-                              mergesStoredBytes: outside)
+            return BlockWrite(
+                index: index, source: ByteRange(part.lowerBound - written.lowerBound, part.upperBound - written.lowerBound),
+                destination: ByteRange(part.lowerBound - block.lowerBound, part.upperBound - block.lowerBound),
+                coverage: after.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) },
+                mergesStoredBytes: outside)
         }
     }
 }

@@ -41,7 +41,8 @@ struct IndexSealer: Sendable {
     /// with another key, for another name, or changed since.
     func open(_ column: String, boundTo name: String) -> Data? {
         guard column.hasPrefix(Self.prefix), let combined = Data(base64Encoded: String(column.dropFirst(Self.prefix.count))),
-              let box = try? AES.GCM.SealedBox(combined: combined) else { return nil }
+            let box = try? AES.GCM.SealedBox(combined: combined)
+        else { return nil }
         return try? AES.GCM.open(box, using: sealingKey.key, authenticating: Data(name.utf8))
     }
 

@@ -120,7 +120,8 @@ public struct HLSPlaylist: Sendable {
     /// (or its numbers cannot be read: decimal, at most 2^60).
     public static func awaitedSegment(of url: URL) -> (mediaSequence: Int64, part: Int64?)? {
         guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems,
-              let msn = items.first(where: { $0.name == "_HLS_msn" })?.value.flatMap({ decimal(Substring($0)) }) else { return nil }
+            let msn = items.first(where: { $0.name == "_HLS_msn" })?.value.flatMap({ decimal(Substring($0)) })
+        else { return nil }
         let part = items.first(where: { $0.name == "_HLS_part" })?.value
         guard let part else { return (msn, nil) }
         guard let index = decimal(Substring(part)) else { return nil }
@@ -256,7 +257,8 @@ public struct HLSPlaylist: Sendable {
     public static func resolve(_ uri: String, base: URL) -> URL? {
         let trimmed = trimmingSpaces(uri)
         guard !trimmed.isEmpty, let url = URL(string: trimmed, relativeTo: base)?.absoluteURL,
-              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else { return nil }
+            let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false
+        else { return nil }
         return url
     }
 
@@ -270,7 +272,7 @@ public struct HLSPlaylist: Sendable {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 bytes.append(byte)
             default:
                 bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
@@ -313,8 +315,10 @@ public struct HLSPlaylist: Sendable {
         return .tag(name: String(body[..<colon]), value: String(body[body.index(after: colon)...]))
     }
 
-    private mutating func readTag(_ name: String, _ value: String?, duration: inout Double?, range: inout (length: Int64, offset: Int64?)?,
-                                  variant: inout Variant?) throws {
+    private mutating func readTag(
+        _ name: String, _ value: String?, duration: inout Double?, range: inout (length: Int64, offset: Int64?)?,
+        variant: inout Variant?
+    ) throws {
         switch name {
         case "EXTINF":
             let number = value?.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
@@ -353,7 +357,8 @@ public struct HLSPlaylist: Sendable {
             if let text = attributes["BYTERANGE"] {
                 let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
                 guard let length = Self.decimal(parts[0]), let offset = parts.count == 2 ? Self.decimal(parts[1]) : 0,
-                      offset <= ByteRange.maximumOffset - length else {
+                    offset <= ByteRange.maximumOffset - length
+                else {
                     throw HLSPlaylistError("EXT-X-MAP needs BYTERANGE=\"<length>[@<offset>]\" ending before \(ByteRange.maximumOffset), not \"\(text.prefix(60))\".")
                 }
                 byteRange = ByteRange(offset, offset + length)
@@ -432,7 +437,8 @@ public struct HLSPlaylist: Sendable {
     /// `list` with the value of its `URI` attribute rewritten (the quotes kept).
     private static func rewritingURIAttribute(in list: String, base: URL, map: (URL) -> String) -> String {
         guard let entries = try? attributeEntries(list),
-              let uri = entries.first(where: { $0.name == "URI" }), uri.value.count >= 2, uri.value.hasPrefix("\"") else { return list }
+            let uri = entries.first(where: { $0.name == "URI" }), uri.value.count >= 2, uri.value.hasPrefix("\"")
+        else { return list }
         let inner = String(uri.value.dropFirst().dropLast())
         guard let resolved = resolve(inner, base: base) else { return list }
         var result = list

@@ -1,8 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import Metrics
 public import Foundation
+import Metrics
 public import NIOCore
 import Synchronization
 
@@ -33,9 +33,10 @@ enum CacheMetrics {
         case failed
     }
 
-    private static let revalidations = Dictionary(uniqueKeysWithValues: Revalidation.allCases.map {
-        ($0, Counter(label: "mediacache_revalidations_total", dimensions: [("outcome", $0.rawValue)]))
-    })
+    private static let revalidations = Dictionary(
+        uniqueKeysWithValues: Revalidation.allCases.map {
+            ($0, Counter(label: "mediacache_revalidations_total", dimensions: [("outcome", $0.rawValue)]))
+        })
 
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {

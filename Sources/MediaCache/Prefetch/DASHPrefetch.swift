@@ -13,8 +13,10 @@ extension CachingReader {
     /// - Throws: ``CacheError`` for a manifest that cannot be had or read (a live one, whose
     ///   segments have no end, among them), or an origin failure.
     @discardableResult
-    public func prefetchDASH(_ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
-                             progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
+    public func prefetchDASH(
+        _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
         let plan = try await dashPlan(url, options: options)
         return try await prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
     }

@@ -3,10 +3,11 @@
 
 public import Foundation
 import NIOCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What ``CachingReader/export(_:to:variant:seconds:)`` wrote.
@@ -29,8 +30,10 @@ extension CachingReader {
     /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.ioFailure` when the
     ///   destination cannot be written (an existing file or folder is not replaced).
     @discardableResult
-    public func export(_ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice = .first,
-                       seconds: Double? = nil) async throws -> ExportSummary {
+    public func export(
+        _ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice = .first,
+        seconds: Double? = nil
+    ) async throws -> ExportSummary {
         var offlineConfiguration = configuration
         offlineConfiguration.isOffline = true
         let offline = CachingReader(store: store, fetcher: fetcher, configuration: offlineConfiguration)
@@ -100,8 +103,9 @@ extension CachingReader {
             files += 1
         }
         if !playlistNames.contains("index.m3u8") {
-            try Self.writeFile(Array(try await offline.exportedMaster(url, playlistNames: playlistNames, options: HLSPrefetchOptions(variant: variant)).utf8),
-                               to: destination.appendingPathComponent("index.m3u8").path)
+            try Self.writeFile(
+                Array(try await offline.exportedMaster(url, playlistNames: playlistNames, options: HLSPrefetchOptions(variant: variant)).utf8),
+                to: destination.appendingPathComponent("index.m3u8").path)
             files += 1
         }
         return ExportSummary(path: destination.appendingPathComponent("index.m3u8").path, files: files, bytes: bytes)

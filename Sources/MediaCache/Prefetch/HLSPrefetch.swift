@@ -3,10 +3,11 @@
 
 public import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What to cache of an HLS asset ahead of playing it (see ``CachingReader/prefetchHLS(_:options:progress:)``).
@@ -132,8 +133,10 @@ extension CachingReader {
     /// - Returns: the final progress.
     /// - Throws: ``CacheError`` for a playlist that cannot be had or read, or an origin failure.
     @discardableResult
-    public func prefetchHLS(_ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
-                            progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
+    public func prefetchHLS(
+        _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
         let plan = try await prefetchPlan(url, options: options)
         return try await prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
@@ -142,16 +145,20 @@ extension CachingReader {
     /// player's read would. Cancel the calling task to stop; what arrived stays cached.
     /// - Returns: the final progress (one resource).
     @discardableResult
-    public func prefetch(_ url: URL, range: ByteRange? = nil, headers: RequestHeaders = [],
-                         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }) async throws -> PrefetchProgress {
+    public func prefetch(
+        _ url: URL, range: ByteRange? = nil, headers: RequestHeaders = [],
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
         var options = HLSPrefetchOptions()
         options.headers = headers
         return try await prefetch([PrefetchItem(url: url, range: range)], playlists: [], options: options, progress: progress)
     }
 
     /// Stores `items`, `options.concurrency` at a time, reporting progress.
-    func prefetch(_ items: [PrefetchItem], playlists: [URL], options: HLSPrefetchOptions,
-                          progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
+    func prefetch(
+        _ items: [PrefetchItem], playlists: [URL], options: HLSPrefetchOptions,
+        progress: @escaping @Sendable (PrefetchProgress) -> Void
+    ) async throws -> PrefetchProgress {
         let tracker = PrefetchTracker(items: items, playlists: playlists, progress: progress)
         try await withThrowingTaskGroup(of: Void.self) { group in
             var pending = items[...]
@@ -199,7 +206,8 @@ extension CachingReader {
             bandwidth = variant.bandwidth
             let audio = entry.renditions.filter { $0.type == "AUDIO" && $0.groupID == variant.audioGroup }
             if let rendition = audio.first(where: \.isDefault) ?? audio.first, let audioURL = HLSPlaylist.resolve(rendition.uri, base: base),
-               audioURL != variantURL {
+                audioURL != variantURL
+            {
                 playlists.append(audioURL)
             }
         }
@@ -270,8 +278,10 @@ extension CachingReader {
 
     /// Stores `item`, telling `length` the resource's byte count once known and `stored`
     /// each run of bytes stored (and whether it was cached already).
-    private func prefetch(_ item: PrefetchItem, options: HLSPrefetchOptions, length: (Int64) -> Void,
-                          stored: (Int64, _ wasCached: Bool) -> Void) async throws {
+    private func prefetch(
+        _ item: PrefetchItem, options: HLSPrefetchOptions, length: (Int64) -> Void,
+        stored: (Int64, _ wasCached: Bool) -> Void
+    ) async throws {
         try Task.checkCancellation()
         // Already stored and current: nothing to fetch.
         if let metadata = cachedContentInfo(for: item.url), let total = metadata.length {

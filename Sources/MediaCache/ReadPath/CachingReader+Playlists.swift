@@ -33,7 +33,8 @@ extension CachingReader {
         let type = mediaType(metadata)
         if let type, playlistTypes.contains(type) || manifestTypes.contains(type) { return true }
         guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"].contains(type),
-              let length = metadata.length else { return false }
+            let length = metadata.length
+        else { return false }
         return (7...Int64(max(HLSPlaylist.maximumSize, DASHManifest.maximumSize))).contains(length)
     }
 

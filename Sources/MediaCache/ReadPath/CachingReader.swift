@@ -128,8 +128,9 @@ public final class CachingReader: Sendable {
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
     func transfer(for download: Download, firstResponse: OriginResponse?) -> OriginTransfer {
-        OriginTransfer(store: store, fetcher: fetcher, configuration: configuration, validations: validations,
-                       download: download, firstResponse: firstResponse)
+        OriginTransfer(
+            store: store, fetcher: fetcher, configuration: configuration, validations: validations,
+            download: download, firstResponse: firstResponse)
     }
 
     // MARK: Content information
@@ -153,8 +154,10 @@ public final class CachingReader: Sendable {
     ///   ago than this is revalidated whatever its freshness and ``Configuration/prefersCache``
     ///   say (a live HLS playlist: RFC 8216 §6.3.4 has a client reload it after at most its
     ///   target duration, and a cache in front must not make it older).
-    public func contentInfo(for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
-                            maximumAge: Duration? = nil) async throws -> ContentMetadata {
+    public func contentInfo(
+        for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
+        maximumAge: Duration? = nil
+    ) async throws -> ContentMetadata {
         try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false)
     }
 
@@ -171,8 +174,10 @@ public final class CachingReader: Sendable {
         scheduler.releaseReservation(store.key(for: url))
     }
 
-    private func contentInfo(for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
-                             maximumAge: Duration?, reserves: Bool) async throws -> ContentMetadata {
+    private func contentInfo(
+        for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
+        maximumAge: Duration?, reserves: Bool
+    ) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
         var stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
@@ -272,7 +277,8 @@ public final class CachingReader: Sendable {
     /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
     public func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
         guard let metadata = cachedContentInfo(for: url, headers: headers), metadata.isStorable, let total = metadata.length,
-              range.upperBound <= total, !range.isEmpty else { return nil }
+            range.upperBound <= total, !range.isEmpty
+        else { return nil }
         let key = store.key(for: url)
         guard let handle = try? store.openEntry(key) else { return nil }
         guard (try? handle.spans())?.contains(range) == true else {
@@ -324,8 +330,10 @@ public final class CachingReader: Sendable {
     ///   ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for this same request: the
     ///   read plans from it instead of asking again, so a resource that must be validated on
     ///   every use (`no-cache`) or is never stored (`no-store`) costs one origin request, not two.
-    public func read(_ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = [],
-                     planned: ContentMetadata? = nil) async throws -> ReadStream {
+    public func read(
+        _ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = [],
+        planned: ContentMetadata? = nil
+    ) async throws -> ReadStream {
         guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
             throw CacheError(.rangeNotSatisfiable, "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
         }
@@ -405,8 +413,9 @@ public final class CachingReader: Sendable {
             }
         }
         configuration.logger.info("Streaming an answer without a length through", metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
-        let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
-                                  passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
+        let session = ReadSession(
+            reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
+            passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
         return ReadStream(metadata: response.metadata, range: range, session: session)
     }
 
@@ -510,7 +519,8 @@ public final class CachingReader: Sendable {
             }
             guard !stored.requiresRevalidation else {
                 CacheMetrics.revalidated(.failed)
-                configuration.logger.warning("Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it", metadata: logMetadata)
+                configuration.logger.warning(
+                    "Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it", metadata: logMetadata)
                 throw error
             }
             configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
@@ -549,15 +559,19 @@ public final class CachingReader: Sendable {
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
     /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
-    private func adopt(_ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
-                       reserves: Bool = false) async throws -> ContentMetadata {
+    private func adopt(
+        _ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
+        reserves: Bool = false
+    ) async throws -> ContentMetadata {
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let metadata = await store(response.metadata, key: key)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
-        let download = metadata.acceptsRanges
-            ? scheduler.makeDownload(url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
-                                     stores: metadata.isStorable, headers: headers)
+        let download =
+            metadata.acceptsRanges
+            ? scheduler.makeDownload(
+                url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
+                stores: metadata.isStorable, headers: headers)
             : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
         // Bytes that are not stored are held for the read that asked (see `contentInfoForRead`).
         if reserves, !metadata.isStorable { scheduler.reserve(download) }

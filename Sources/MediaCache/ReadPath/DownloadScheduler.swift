@@ -42,15 +42,18 @@ final class DownloadScheduler: Sendable {
     /// A download for the hole `cursor ..< holeEnd` of `key`, with a reader added at `cursor`:
     /// one under way that will soon reach `cursor`, or a new one (`isNew`), registered but not
     /// started (see ``start(_:transfer:)``).
-    func join(url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool,
-              headers: RequestHeaders) -> (download: Download, reader: UInt64, isNew: Bool) {
+    func join(
+        url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool,
+        headers: RequestHeaders
+    ) -> (download: Download, reader: UInt64, isNew: Bool) {
         downloads.withLock { downloads in
             let active = (downloads[key] ?? []).filter { !$0.isFinished }
             for candidate in active {
                 let position = candidate.position
                 // Bytes a download holds only in memory may be gone before a reader behind it.
                 let unstored = candidate.holdsUnstoredBytes
-                let reachable = acceptsRanges
+                let reachable =
+                    acceptsRanges
                     ? candidate.start <= cursor && cursor < candidate.end && cursor <= position + configuration.joinDistance
                         && (!unstored || cursor >= position)
                     : candidate.isFullBody && (!unstored || cursor >= position)
@@ -60,8 +63,9 @@ final class DownloadScheduler: Sendable {
             }
             // Stop where another download already fetches, rather than fetch its bytes twice.
             let nextStart = active.filter { $0.start > cursor }.map(\.start).min() ?? holeEnd
-            let download = makeDownload(url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
-                                        isFullBody: !acceptsRanges, stores: stores, headers: headers)
+            let download = makeDownload(
+                url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
+                isFullBody: !acceptsRanges, stores: stores, headers: headers)
             let id = download.addReader(at: cursor)!
             downloads[key] = active + [download]
             return (download, id, true)
@@ -101,8 +105,9 @@ final class DownloadScheduler: Sendable {
     }
 
     func makeDownload(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) -> Download {
-        Download(url: url, key: key, start: start, end: end, isFullBody: isFullBody, stores: stores, headers: headers,
-                 keptBytes: configuration.readAhead)
+        Download(
+            url: url, key: key, start: start, end: end, isFullBody: isFullBody, stores: stores, headers: headers,
+            keptBytes: configuration.readAhead)
     }
 
     /// Registers `download` (if it is not yet) and runs `transfer` for it on a task of its own,
@@ -118,14 +123,15 @@ final class DownloadScheduler: Sendable {
             }
             CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
         }
-        download.attach(Task { [self] in
-            await transfer.run()
-            downloads.withLock { downloads in
-                downloads[download.key]?.removeAll { $0 === download }
-                if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
-                CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
-            }
-        })
+        download.attach(
+            Task { [self] in
+                await transfer.run()
+                downloads.withLock { downloads in
+                    downloads[download.key]?.removeAll { $0 === download }
+                    if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
+                    CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
+                }
+            })
     }
 
     static let shutDownError = CacheError(.storeClosed, "The cache is shutting down.")

@@ -40,7 +40,9 @@ struct OriginTransfer: Sendable {
             }
             // Each request asks for as many bytes as were delivered so far, within the bounds.
             let delivered = position - download.start
-            var requestEnd = download.isFullBody ? download.end
+            var requestEnd =
+                download.isFullBody
+                ? download.end
                 : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
             if !download.isFullBody, firstResponse == nil, let spans = try? handle?.spans() {
                 // Never ask the origin for bytes the store has: another download may have
@@ -58,8 +60,9 @@ struct OriginTransfer: Sendable {
                     response = first
                     firstResponse = nil
                 } else {
-                    response = try await fetcher.fetch(url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                                                       ifRange: stored?.ifRangeValidator, headers: download.headers)
+                    response = try await fetcher.fetch(
+                        url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
+                        ifRange: stored?.ifRangeValidator, headers: download.headers)
                 }
                 try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
                 if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
@@ -138,8 +141,10 @@ struct OriginTransfer: Sendable {
     /// Reads the body, cut to `start ..< requestEnd`, delivering each chunk and queueing it
     /// for the store (if `queue`); `.stop` when the download ended or another download has
     /// stored the next bytes (in the entry `handle` writes to).
-    private func read(_ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue?,
-                      checking handle: CacheEntryHandle?) async throws -> BodyEnd {
+    private func read(
+        _ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue?,
+        checking handle: CacheEntryHandle?
+    ) async throws -> BodyEnd {
         var offset = response.bodyOffset
         var next = start
         /// Ends the body early. Bytes the origin has sent are not thrown away when the

@@ -56,7 +56,10 @@ final class ReadSession: Sendable {
         var currentWriter: CacheEntryHandle? { writer.withLock { $0 } }
 
         func takeWriter() -> CacheEntryHandle? {
-            writer.withLock { writer in defer { writer = nil }; return writer }
+            writer.withLock { writer in
+                defer { writer = nil }
+                return writer
+            }
         }
 
         func next() async throws -> ByteBuffer? {
@@ -72,8 +75,10 @@ final class ReadSession: Sendable {
     let headers: RequestHeaders
     private let state: Mutex<State>
 
-    init(reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
-         passThrough: PassThrough? = nil) {
+    init(
+        reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
+        passThrough: PassThrough? = nil
+    ) {
         self.passThrough = passThrough
         self.headers = headers
         self.reader = reader
@@ -109,7 +114,10 @@ final class ReadSession: Sendable {
     func close() {
         if let writer = passThrough?.takeWriter() { finishWriting(writer, length: nil) }
         let (download, handle, wasOpen) = state.withLock { state in
-            defer { state.machine.close(); state.handle = nil }
+            defer {
+                state.machine.close()
+                state.handle = nil
+            }
             state.readAhead?.task.cancel()
             state.readAhead = nil
             return (Self.leaveDownload(&state), state.handle, !state.isClosed)
@@ -207,7 +215,8 @@ final class ReadSession: Sendable {
     /// What the read sees at `cursor`: the stored span there, the bytes `download` holds
     /// there, and that download's progress; with the entry's spans.
     private func observe(at cursor: Int64, handle: CacheEntryHandle?, download: Download?, chunkSize: Int64) async throws
-        -> (ReaderStateMachine.Observation, SpanSet) {
+        -> (ReaderStateMachine.Observation, SpanSet)
+    {
         if passThrough != nil { return (ReaderStateMachine.Observation(passesThrough: true), SpanSet()) }
         let encrypted = handle?.cipher != nil
         var view: ReaderStateMachine.DownloadView?
@@ -215,12 +224,14 @@ final class ReadSession: Sendable {
             let snapshot = download.snapshot(at: cursor)
             // An encrypted entry's reader takes the kept chunks joined into one part.
             let held = encrypted ? download.heldBytes(at: cursor, joiningUpTo: Int(chunkSize)) : snapshot.heldBytes
-            view = ReaderStateMachine.DownloadView(start: download.start, end: download.end, position: snapshot.position,
-                                                   state: snapshot.state, held: held)
+            view = ReaderStateMachine.DownloadView(
+                start: download.start, end: download.end, position: snapshot.position,
+                state: snapshot.state, held: held)
         }
         let spans = try await versioned { try handle?.spans() } ?? SpanSet()
-        let seen = ReaderStateMachine.Observation(stored: spans.span(containing: cursor), storedBefore: cursor > 0 && spans.span(containing: cursor - 1) != nil,
-                                                  download: view, encrypted: encrypted, hasEntry: handle != nil)
+        let seen = ReaderStateMachine.Observation(
+            stored: spans.span(containing: cursor), storedBefore: cursor > 0 && spans.span(containing: cursor - 1) != nil,
+            download: view, encrypted: encrypted, hasEntry: handle != nil)
         return (seen, spans)
     }
 
@@ -309,8 +320,9 @@ final class ReadSession: Sendable {
                     try await writer.write(chunk, at: chunkStart)
                 } catch {
                     // Past its share of the store, or the disk refused: it streams on uncached.
-                    reader.configuration.logger.warning("Cannot store an answer without a length; streaming it uncached",
-                                                        metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error)"])
+                    reader.configuration.logger.warning(
+                        "Cannot store an answer without a length; streaming it uncached",
+                        metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error)"])
                     if let taken = passThrough.takeWriter() { finishWriting(taken, length: nil) }
                 }
             }
@@ -351,8 +363,9 @@ final class ReadSession: Sendable {
     private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
         let stores = state.withLock { $0.handle != nil }
-        let (download, readerID, isNew) = reader.scheduler.join(url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
-                                                                stores: stores, headers: headers)
+        let (download, readerID, isNew) = reader.scheduler.join(
+            url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
+            stores: stores, headers: headers)
         if isNew { reader.scheduler.start(download, transfer: reader.transfer(for: download, firstResponse: nil)) }
         let retries = download.retries
         let stale = state.withLock { state -> Bool in
@@ -379,7 +392,8 @@ final class ReadSession: Sendable {
     func fileRegionWithoutWaiting() -> ReadPart? {
         let (cursor, handle, isClosed) = state.withLock { ($0.cursor, $0.handle, $0.isClosed) }
         guard !isClosed, passThrough == nil, cursor < range.upperBound, let handle, handle.cipher == nil,
-              let span = (try? handle.spans())?.span(containing: cursor) else { return nil }
+            let span = (try? handle.spans())?.span(containing: cursor)
+        else { return nil }
         let region = region(at: cursor, in: span)
         guard let descriptor = try? handle.duplicateDescriptorIfOpen(for: region) else { return nil }
         advance(to: region.upperBound)

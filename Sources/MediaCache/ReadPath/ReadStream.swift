@@ -3,10 +3,11 @@
 
 public import NIOCore
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The bytes of one read, in order, as an async sequence of chunks.

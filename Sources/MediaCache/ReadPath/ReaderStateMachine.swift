@@ -131,7 +131,8 @@ struct ReaderStateMachine {
         // reader further behind reads the longer stored span in one part instead, unless the
         // entry is encrypted.
         if let held = seen.download?.held,
-           seen.encrypted || (seen.stored?.upperBound ?? 0) - cursor <= Int64(held.readableBytes) {
+            seen.encrypted || (seen.stored?.upperBound ?? 0) - cursor <= Int64(held.readableBytes)
+        {
             return .takeHeld(held)
         }
         if seen.hasEntry, let span = seen.stored { return .readStored(span: span) }

@@ -82,11 +82,12 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
         do {
             if request.wantsContentInformation {
                 let metadata = try await reader.contentInfo(for: url)
-                responder.fill(ContentInformation(
-                    contentLength: metadata.length ?? 0,
-                    contentType: metadata.uniformTypeIdentifier ?? MediaType.uniformTypeIdentifier(forPathExtension: url.pathExtension),
-                    // The cache can answer any range, even for an origin that cannot.
-                    isByteRangeAccessSupported: true))
+                responder.fill(
+                    ContentInformation(
+                        contentLength: metadata.length ?? 0,
+                        contentType: metadata.uniformTypeIdentifier ?? MediaType.uniformTypeIdentifier(forPathExtension: url.pathExtension),
+                        // The cache can answer any range, even for an origin that cannot.
+                        isByteRangeAccessSupported: true))
             }
             if let data = request.data {
                 try await serve(data, responder: responder)
@@ -131,7 +132,10 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
         guard let length else { return }
         let spans = reader.store.spans(for: reader.store.key(for: url))
         guard spans.contains(ByteRange(0, length)) else { return }
-        let first = completed.withLock { done in defer { done = true }; return !done }
+        let first = completed.withLock { done in
+            defer { done = true }
+            return !done
+        }
         if first { eventContinuation.yield(.resourceCompleted) }
     }
 }

@@ -131,7 +131,8 @@ extension SpanSet {
         for part in text.split(separator: ",") {
             let bounds = part.split(separator: "-")
             guard bounds.count == 2, let lower = Int64(bounds[0]), let upper = Int64(bounds[1]),
-                  lower >= 0, upper > lower else { return nil }
+                lower >= 0, upper > lower
+            else { return nil }
             insert(ByteRange(lower, upper))
         }
     }

@@ -142,7 +142,8 @@ extension CacheEntryHandle {
             let block = layout.range(ofBlock: index, length: nil)
             let wanted = ByteRange(max(range.lowerBound, block.lowerBound) - block.lowerBound, min(range.upperBound, block.upperBound) - block.lowerBound)
             guard let (coverage, plaintext) = try? cipher.open(slots[from..<min(from + slotSize, available)], index: index, version: version),
-                  coverage.contains(where: { $0.lowerBound <= wanted.lowerBound && $0.upperBound >= wanted.upperBound }) else {
+                coverage.contains(where: { $0.lowerBound <= wanted.lowerBound && $0.upperBound >= wanted.upperBound })
+            else {
                 rejected.append(index)
                 continue
             }
@@ -170,8 +171,9 @@ extension CacheEntryHandle {
     private func rejected(_ index: Int64, fileName: String, during operation: String) {
         store.rejectedBlocks.add(1, ordering: .relaxed)
         CacheMetrics.rejectedBlocks.increment()
-        store.configuration.logger.warning("A sealed block failed its check (tampered with, torn by a crash, or sealed with another key); its bytes are dropped and fetched again",
-                                           metadata: ["block": "\(index)", "entry": "\(fileName)", "during": "\(operation)"])
+        store.configuration.logger.warning(
+            "A sealed block failed its check (tampered with, torn by a crash, or sealed with another key); its bytes are dropped and fetched again",
+            metadata: ["block": "\(index)", "entry": "\(fileName)", "during": "\(operation)"])
     }
 
     /// The entry's spans while its data file is `fileName`; `nil` once it was replaced.

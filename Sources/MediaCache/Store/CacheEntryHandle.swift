@@ -120,7 +120,8 @@ public final class CacheEntryHandle: Sendable {
                 let quota = store.configuration.pinnedQuota
                 let pinned = state.pinnedBytes
                 if pinned + incoming > quota {
-                    throw CacheError(.capacityExceeded, "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes); unpin something or raise --max-pinned-size.")
+                    throw CacheError(
+                        .capacityExceeded, "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes); unpin something or raise --max-pinned-size.")
                 }
             } else if incoming > 0, record.spans.byteCount + incoming > store.configuration.maxEntryBytes {
                 let share = store.configuration.maxEntryBytes
@@ -236,7 +237,12 @@ public final class CacheEntryHandle: Sendable {
 
     /// Unpins the entry. Further calls throw `.entryInvalidated`. Safe to call twice.
     public func close() {
-        guard generation.withLock({ generation in defer { generation = nil }; return generation != nil }) else { return }
+        guard
+            generation.withLock({ generation in
+                defer { generation = nil }
+                return generation != nil
+            })
+        else { return }
         store.state.withLock { state in
             guard state.records[key] != nil else { return }
             state.records[key]!.openBy.remove(id)

@@ -54,26 +54,28 @@ struct CacheIndex: Sendable {
             queue = try DatabaseQueue(path: path, configuration: configuration)
             var migrator = DatabaseMigrator()
             migrator.registerMigration("v1") { db in
-                try db.execute(sql: """
-                    CREATE TABLE entry (
-                        key BLOB PRIMARY KEY NOT NULL, -- UTF-8 bytes: a key may hold any character, NUL included
-                        fileName TEXT NOT NULL,
-                        metadata TEXT NOT NULL,
-                        spans TEXT NOT NULL,
-                        byteCount INTEGER NOT NULL,
-                        createdAt DOUBLE NOT NULL,
-                        lastAccess DOUBLE NOT NULL
-                    )
-                    """)
+                try db.execute(
+                    sql: """
+                        CREATE TABLE entry (
+                            key BLOB PRIMARY KEY NOT NULL, -- UTF-8 bytes: a key may hold any character, NUL included
+                            fileName TEXT NOT NULL,
+                            metadata TEXT NOT NULL,
+                            spans TEXT NOT NULL,
+                            byteCount INTEGER NOT NULL,
+                            createdAt DOUBLE NOT NULL,
+                            lastAccess DOUBLE NOT NULL
+                        )
+                        """)
             }
             migrator.registerMigration("v2 pins and jobs") { db in
                 try db.execute(sql: "ALTER TABLE entry ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
-                try db.execute(sql: """
-                    CREATE TABLE job (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        body TEXT NOT NULL -- JSON, sealed in an encrypted store
-                    )
-                    """)
+                try db.execute(
+                    sql: """
+                        CREATE TABLE job (
+                            id TEXT PRIMARY KEY NOT NULL,
+                            body TEXT NOT NULL -- JSON, sealed in an encrypted store
+                        )
+                        """)
             }
             try migrator.migrate(queue)
         } catch {
@@ -110,9 +112,11 @@ struct CacheIndex: Sendable {
                         others.append(other)
                         continue
                     }
-                    rows.append(Row(key: opened.key, fileName: fileName, metadata: opened.metadata, spans: spans,
-                                    createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess,
-                                    isPinned: (row["pinned"] as Int?) == 1))
+                    rows.append(
+                        Row(
+                            key: opened.key, fileName: fileName, metadata: opened.metadata, spans: spans,
+                            createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess,
+                            isPinned: (row["pinned"] as Int?) == 1))
                 }
                 return (rows, others)
             }
@@ -151,7 +155,8 @@ struct CacheIndex: Sendable {
                     try db.execute(sql: "DELETE FROM entry WHERE key = ?", arguments: [rowKey])
                 }
                 for row in rows {
-                    let metadata = try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
+                    let metadata =
+                        try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
                         ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
                     try db.execute(
                         sql: """
@@ -204,8 +209,9 @@ struct CacheIndex: Sendable {
                     return
                 }
                 let column = try sealer?.seal(body, boundTo: id) ?? String(decoding: body, as: UTF8.self)
-                try db.execute(sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
-                               arguments: [id, column])
+                try db.execute(
+                    sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+                    arguments: [id, column])
             }
         } catch {
             throw CacheError(.indexFailure, "Cannot write a download job to the cache index.", underlyingError: error)

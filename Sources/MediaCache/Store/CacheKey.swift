@@ -1,8 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
 import Crypto
+public import Foundation
 
 /// The identity of a cached resource.
 ///
@@ -69,7 +69,8 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
         components.scheme = components.scheme?.lowercased()
         components.host = components.host?.lowercased()
         if let port = components.port,
-           (components.scheme == "http" && port == 80) || (components.scheme == "https" && port == 443) {
+            (components.scheme == "http" && port == 80) || (components.scheme == "https" && port == 443)
+        {
             components.port = nil
         }
         components.fragment = nil

@@ -76,19 +76,21 @@ extension CacheStore {
     /// Counts and sizes.
     public func summary() -> CacheStoreSummary {
         state.withLock { state in
-            CacheStoreSummary(directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes,
-                              encrypted: isEncrypted, entriesSealedWithAnotherKey: state.otherRows.count,
-                              rejectedBlocks: rejectedBlocks.load(ordering: .relaxed), pinnedBytes: state.pinnedBytes,
-                              pinnedLimit: configuration.pinnedQuota)
+            CacheStoreSummary(
+                directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes,
+                encrypted: isEncrypted, entriesSealedWithAnotherKey: state.otherRows.count,
+                rejectedBlocks: rejectedBlocks.load(ordering: .relaxed), pinnedBytes: state.pinnedBytes,
+                pinnedLimit: configuration.pinnedQuota)
         }
     }
 
     private static func summary(_ key: CacheKey, _ record: Record) -> CacheEntrySummary {
         let metadata = record.metadata
-        return CacheEntrySummary(key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length, storedBytes: record.spans.byteCount,
-                                 spans: record.spans.spans.map { [$0.lowerBound, $0.upperBound] }, mimeType: metadata.mimeType, etag: metadata.etag,
-                                 lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt, lastAccess: record.lastAccess,
-                                 isPinned: record.isPinned)
+        return CacheEntrySummary(
+            key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length, storedBytes: record.spans.byteCount,
+            spans: record.spans.spans.map { [$0.lowerBound, $0.upperBound] }, mimeType: metadata.mimeType, etag: metadata.etag,
+            lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt, lastAccess: record.lastAccess,
+            isPinned: record.isPinned)
     }
 }
 
@@ -111,12 +113,13 @@ extension SpanSet {
     /// `█` where a cell is wholly stored, `▒` partly, `░` not at all.
     public func coverageBar(length: Int64, width: Int = 40) -> String {
         guard length > 0, width > 0 else { return String(repeating: isEmpty ? "░" : "█", count: max(0, width)) }
-        return String((0..<width).map { cell -> Character in
-            let start = length * Int64(cell) / Int64(width)
-            let end = max(start + 1, length * Int64(cell + 1) / Int64(width))
-            let cellRange = ByteRange(start, min(end, length))
-            if contains(cellRange) { return "█" }
-            return spans(in: cellRange).isEmpty ? "░" : "▒"
-        })
+        return String(
+            (0..<width).map { cell -> Character in
+                let start = length * Int64(cell) / Int64(width)
+                let end = max(start + 1, length * Int64(cell + 1) / Int64(width))
+                let cellRange = ByteRange(start, min(end, length))
+                if contains(cellRange) { return "█" }
+                return spans(in: cellRange).isEmpty ? "░" : "▒"
+            })
     }
 }

@@ -6,12 +6,13 @@ public import Foundation
 public import Logging
 public import NIOCore
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A size-limited, crash-safe store of media bytes, kept sparse by byte range.
@@ -181,8 +182,10 @@ public final class CacheStore: Sendable {
         self.lockDescriptor = Mutex(lockDescriptor)
         do {
             index = try CacheIndex(path: directory.appendingPathComponent("index.sqlite").path, sealer: configuration.encryptionKey.map(IndexSealer.init))
-            state = Mutex(try CacheStore.recover(index: index, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
-                                                 directory: directory))
+            state = Mutex(
+                try CacheStore.recover(
+                    index: index, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
+                    directory: directory))
         } catch {
             closeDescriptor(lockDescriptor)
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
@@ -205,10 +208,15 @@ public final class CacheStore: Sendable {
         }
         let mode = info.st_mode & 0o777
         guard info.st_uid == geteuid() else {
-            throw CacheError(.cannotOpenStore, "The cache folder \(folder) belongs to another user (uid \(info.st_uid)): they could read what is played and change what is served. Choose a folder of your own.")
+            throw CacheError(
+                .cannotOpenStore,
+                "The cache folder \(folder) belongs to another user (uid \(info.st_uid)): they could read what is played and change what is served. Choose a folder of your own.")
         }
         guard mode & 0o022 == 0 else {
-            throw CacheError(.cannotOpenStore, "Other users may write to the cache folder \(folder) (mode \(String(mode, radix: 8))): they could plant files the cache would serve or overwrite. Run chmod 700 on it, or choose another folder.")
+            throw CacheError(
+                .cannotOpenStore,
+                "Other users may write to the cache folder \(folder) (mode \(String(mode, radix: 8))): they could plant files the cache would serve or overwrite. Run chmod 700 on it, or choose another folder."
+            )
         }
         if mode != 0o700, chmod(folder, 0o700) != 0 {
             throw CacheError(.cannotOpenStore, "Cannot make the cache folder \(folder) private (chmod 700): \(String(cString: strerror(errno))).")
@@ -246,8 +254,10 @@ public final class CacheStore: Sendable {
     }
 
     /// Loads the index and reconciles it with the data files on disk.
-    private static func recover(index: CacheIndex, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
-                                directory: URL) throws -> State {
+    private static func recover(
+        index: CacheIndex, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
+        directory: URL
+    ) throws -> State {
         var state = State()
         var knownFiles: Set<String> = []
         let (rows, others) = try index.loadAll()
@@ -286,12 +296,14 @@ public final class CacheStore: Sendable {
             }
         }
         if !state.otherRows.isEmpty {
-            configuration.logger.warning("Cache entries sealed with another key are misses for this key; they stay until evicted",
-                                         metadata: ["entries": "\(state.otherRows.count)", "folder": "\(directory.path)"])
+            configuration.logger.warning(
+                "Cache entries sealed with another key are misses for this key; they stay until evicted",
+                metadata: ["entries": "\(state.otherRows.count)", "folder": "\(directory.path)"])
         }
         if unsealed > 0 {
-            configuration.logger.notice("The cache was not encrypted before: its unencrypted entries are removed",
-                                        metadata: ["entries": "\(unsealed)", "folder": "\(directory.path)"])
+            configuration.logger.notice(
+                "The cache was not encrypted before: its unencrypted entries are removed",
+                metadata: ["entries": "\(unsealed)", "folder": "\(directory.path)"])
         }
         // Files the index does not name were written after the last commit or belong to a
         // removed entry: nothing refers to them.
@@ -459,9 +471,10 @@ public final class CacheStore: Sendable {
             var changes = self.state.withLock { state in
                 var changes = CacheIndex.Changes()
                 for (key, record) in state.records where record.isDirty {
-                    changes.rows.append(CacheIndex.Row(
-                        key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
-                        createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned))
+                    changes.rows.append(
+                        CacheIndex.Row(
+                            key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
+                            createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned))
                     if record.needsSync, configuration.synchronizesData {
                         toSync.append((record.fileName, record.file))
                     }

@@ -4,12 +4,13 @@
 import Foundation
 import NIOCore
 import NIOPosix
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One entry's data file: bytes written at their own offsets, read back with `pread`.
@@ -105,10 +106,10 @@ final class EntryFile: @unchecked Sendable {
     /// where a file system does not support it, `fsync` is the fallback.
     func synchronize() throws {
         #if canImport(Darwin)
-        if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
-        let result = fsync(descriptor)
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+            let result = fsync(descriptor)
         #else
-        let result = fdatasync(descriptor)
+            let result = fdatasync(descriptor)
         #endif
         guard result == 0 else {
             throw CacheError(.ioFailure, "Flushing the data file \(path) to disk failed: \(String(cString: strerror(errno))).")

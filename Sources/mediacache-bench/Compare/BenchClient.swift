@@ -66,16 +66,19 @@ struct BenchClient {
     /// bodies to /dev/null; checks each answered 200 with `expectedBytes`. Returns each
     /// transfer's figures as curl measured them (the process start-up is not in them).
     func curl(_ urls: [String], parallel: Int, expectedBytes: Int64) async throws -> [Transfer] {
-        var arguments = ["curl", "--silent", "--show-error", "--no-progress-meter",
-                         "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total}\\n"]
+        var arguments = [
+            "curl", "--silent", "--show-error", "--no-progress-meter",
+            "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total}\\n",
+        ]
         if parallel > 1 { arguments += ["--parallel", "--parallel-immediate", "--parallel-max", "\(parallel)"] }
         for url in urls { arguments += [url, "--output", "/dev/null"] }
         let result = try await ChildProcess.run(arguments)
         guard result.status == 0 else { throw ValidationError("curl failed (\(result.status)): \(result.error)") }
         let transfers = String(decoding: result.output, as: UTF8.self).split(separator: "\n").map { line -> Transfer in
             let fields = line.split(separator: " ")
-            return Transfer(status: Int(fields[0]) ?? 0, bytes: Int64(fields[1]) ?? -1,
-                            firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
+            return Transfer(
+                status: Int(fields[0]) ?? 0, bytes: Int64(fields[1]) ?? -1,
+                firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
         }
         guard transfers.count == urls.count, transfers.allSatisfy({ $0.status == 200 && $0.bytes == expectedBytes }) else {
             throw ValidationError("curl: expected \(urls.count) × 200 with \(expectedBytes) bytes, got \(transfers.map { "\($0.status)/\($0.bytes)" })")
@@ -92,22 +95,28 @@ struct BenchClient {
         for (index, range) in ranges.enumerated() {
             if index > 0 { arguments.append("--next") }
             if newConnections { arguments += ["--header", "Connection: close"] }
-            arguments += ["--silent", "--show-error", "--no-progress-meter", "--range", "\(range.lowerBound)-\(range.upperBound - 1)",
-                          "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total} %{num_connects}\\n", url, "--output", "/dev/null"]
+            arguments += [
+                "--silent", "--show-error", "--no-progress-meter", "--range", "\(range.lowerBound)-\(range.upperBound - 1)",
+                "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total} %{num_connects}\\n", url, "--output", "/dev/null",
+            ]
         }
         let result = try await ChildProcess.run(arguments)
         guard result.status == 0 else { throw ValidationError("curl failed (\(result.status)): \(result.error)") }
         let lines = String(decoding: result.output, as: UTF8.self).split(separator: "\n")
         let transfers = lines.map { line -> Transfer in
             let fields = line.split(separator: " ")
-            return Transfer(status: Int(fields[0]) ?? 0, bytes: Int64(fields[1]) ?? -1,
-                            firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
+            return Transfer(
+                status: Int(fields[0]) ?? 0, bytes: Int64(fields[1]) ?? -1,
+                firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
         }
         let connections = lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
         let expectedConnections = newConnections ? ranges.count : 1
         guard transfers.count == ranges.count, zip(transfers, ranges).allSatisfy({ $0.status == 206 && $0.bytes == $1.length }),
-              connections == expectedConnections else {
-            throw ValidationError("curl: expected \(ranges.count) × 206 on \(expectedConnections) connections, got \(transfers.prefix(5).map { "\($0.status)/\($0.bytes)" }), \(connections) connections")
+            connections == expectedConnections
+        else {
+            throw ValidationError(
+                "curl: expected \(ranges.count) × 206 on \(expectedConnections) connections, got \(transfers.prefix(5).map { "\($0.status)/\($0.bytes)" }), \(connections) connections"
+            )
         }
         return transfers
     }

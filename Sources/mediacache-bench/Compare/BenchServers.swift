@@ -92,8 +92,10 @@ enum BenchServers {
     }
 
     /// Starts `mediacache serve` on a free port, caching in `directory`, with `arguments` more.
-    static func startOurs(_ executable: URL, directory: URL, originPort: Int, name: String = "mediacache", prefix: String = "/mc",
-                          arguments: [String] = []) async throws -> BenchServer {
+    static func startOurs(
+        _ executable: URL, directory: URL, originPort: Int, name: String = "mediacache", prefix: String = "/mc",
+        arguments: [String] = []
+    ) async throws -> BenchServer {
         let (process, line) = try await ChildProcess.startServer(
             executable, ["serve", "--port", "0", "--cache-dir", directory.path, "--max-size", "8G", "--log-level", "warning"] + arguments,
             readyLinePrefix: "mediacache: serving on")

@@ -13,7 +13,8 @@ struct CompareBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "compare",
         abstract: "mediacache vs nginx (slice cache) on ten workloads; prints a table with ratios.",
-        discussion: "Starts the test origin, `mediacache serve` and nginx on loopback, runs the workloads against both and stops everything. Installs Debian's nginx-light if nginx is missing (as root)."
+        discussion:
+            "Starts the test origin, `mediacache serve` and nginx on loopback, runs the workloads against both and stops everything. Installs Debian's nginx-light if nginx is missing (as root)."
     )
 
     @Option(help: "The hot file's size in MiB (workload 1), and the cold one's (workload 9).")
@@ -70,8 +71,9 @@ struct CompareBenchCommand: AsyncParsableCommand {
             if only.contains(4) { try await workloads.seekSession(into: &table) }
             if only.contains(5) { try await workloads.coalescing(into: &table) }
             if only.contains(7) {
-                table.add("7. peak memory, MiB (after the workloads above)", values: [ours, nginx].map { Double($0.peakMemory) / 1_048_576 }, format: "%.1f",
-                          note: "nginx: master + workers + cache processes")
+                table.add(
+                    "7. peak memory, MiB (after the workloads above)", values: [ours, nginx].map { Double($0.peakMemory) / 1_048_576 }, format: "%.1f",
+                    note: "nginx: master + workers + cache processes")
             }
             if only.contains(6) { try await workloads.replay(into: &table) }
             if only.contains(8) || only.contains(10) { try await workloads.hotRangeLatency(newConnections: only.contains(10), into: &table) }
@@ -110,8 +112,9 @@ struct ResultTable {
 
     mutating func add(_ name: String, values: [Double], format: String, reference: String = "", note: String = "") {
         rows.append(Row(name: name, values: values, format: format, reference: reference, note: note))
-        print("  " + name + ": " + zip(servers, values).map { "\($0) " + String(format: format, $1) }.joined(separator: ", ")
-              + (reference.isEmpty ? "" : "; " + reference))
+        print(
+            "  " + name + ": " + zip(servers, values).map { "\($0) " + String(format: format, $1) }.joined(separator: ", ")
+                + (reference.isEmpty ? "" : "; " + reference))
     }
 
     func render() -> String {

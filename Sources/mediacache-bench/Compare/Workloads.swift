@@ -90,8 +90,9 @@ struct Workloads {
                 times[index].append(try await client.firstByte(server.url(server.prefix + path), content: content))
             }
         }
-        table.add("3. cold first byte, origin at \(bytesPerSecond >> 10) KiB/s, median ms", values: times.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f",
-                  reference: String(format: "origin direct %.1f ms", Self.percentile(0.5, direct) * 1000))
+        table.add(
+            "3. cold first byte, origin at \(bytesPerSecond >> 10) KiB/s, median ms", values: times.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f",
+            reference: String(format: "origin direct %.1f ms", Self.percentile(0.5, direct) * 1000))
     }
 
     /// The MP4 AVPlayer trace (``AVPlayerTrace``, moov at the end) and 200 random 64 KiB windows.
@@ -152,10 +153,12 @@ struct Workloads {
             overKept.append(bytes / Double(unique.kept))
             overAsked.append(bytes / Double(unique.asked))
         }
-        table.add("4. seek session, origin bytes / unique bytes asked for", values: overAsked, format: "%.3f",
-                  reference: String(format: "asked for %.1f MiB (open ranges to the end)", Double(unique.asked) / 1_048_576))
-        table.add("4. seek session, origin bytes / unique bytes kept", values: overKept, format: "%.2f",
-                  reference: String(format: "client kept %.1f MiB before hanging up", Double(unique.kept) / 1_048_576))
+        table.add(
+            "4. seek session, origin bytes / unique bytes asked for", values: overAsked, format: "%.3f",
+            reference: String(format: "asked for %.1f MiB (open ranges to the end)", Double(unique.asked) / 1_048_576))
+        table.add(
+            "4. seek session, origin bytes / unique bytes kept", values: overKept, format: "%.2f",
+            reference: String(format: "client kept %.1f MiB before hanging up", Double(unique.kept) / 1_048_576))
     }
 
     /// 5. Sixteen clients read one cold file at once.
@@ -265,9 +268,11 @@ struct Workloads {
                 best[index] = max(best[index], Double(sizeMiB) / run[0].total)
             }
         }
-        table.add("9. cold whole file, \(sizeMiB) MiB, fast origin, MiB/s", values: best, format: "%.0f",
-                  reference: String(format: "direct from the origin %.0f MiB/s; ours / direct %.2f; a copy to a new file (dd) %.0f MiB/s",
-                                    direct, best[0] / direct, copy))
+        table.add(
+            "9. cold whole file, \(sizeMiB) MiB, fast origin, MiB/s", values: best, format: "%.0f",
+            reference: String(
+                format: "direct from the origin %.0f MiB/s; ours / direct %.2f; a copy to a new file (dd) %.0f MiB/s",
+                direct, best[0] / direct, copy))
     }
 
     /// Copies `source` to `destination` with dd, 1 MiB at a time; returns dd's own time.

@@ -166,7 +166,11 @@ enum CacheAccess {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
-            return try await Self.localRun(queue) { try await queue.pin(url, variant: request.variant, seconds: request.seconds) } progress: { progress($0) }
+            return try await Self.localRun(queue) {
+                try await queue.pin(url, variant: request.variant, seconds: request.seconds)
+            } progress: {
+                progress($0)
+            }
         case .server(let info):
             var query = [URLQueryItem(name: "target", value: url.absoluteString)]
             if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
@@ -206,7 +210,12 @@ enum CacheAccess {
             case .cancel:
                 try await Self.failing { try await queue.cancel(job.id) }
                 return nil
-            case .resume: return try await Self.localRun(queue) { try await queue.resume(job.id) } progress: { progress($0) }
+            case .resume:
+                return try await Self.localRun(queue) {
+                    try await queue.resume(job.id)
+                } progress: {
+                    progress($0)
+                }
             }
         case .server(let info):
             let query = [URLQueryItem(name: "job", value: text)]
@@ -238,8 +247,10 @@ enum CacheAccess {
 
     /// Runs the job `start` gives in this process until it settles; a cancelled task stops it
     /// as a shutdown does (it resumes next time).
-    private static func localRun(_ queue: DownloadQueue, start: () async throws -> DownloadJob,
-                                 progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+    private static func localRun(
+        _ queue: DownloadQueue, start: () async throws -> DownloadJob,
+        progress: @escaping @Sendable (DownloadJob) -> Void
+    ) async throws -> DownloadJob {
         let updates = queue.updates()
         let job = try await failing { try await start() }
         progress(job)

@@ -88,8 +88,10 @@ func originURL(_ text: String) throws -> URL {
 
 /// Does `change` to each of `targets` and says for each whether it was done: a line
 /// `done URL` or `notDone URL`, or with `--json` an object of URL → `true`/`false`.
-func forEachURL(_ targets: [URL], options: CacheOptions, done: String, notDone: String,
-                _ change: @escaping (CacheAccess, URL) async throws -> Bool) async throws {
+func forEachURL(
+    _ targets: [URL], options: CacheOptions, done: String, notDone: String,
+    _ change: @escaping (CacheAccess, URL) async throws -> Bool
+) async throws {
     try await failing {
         let results = try await options.withCache { access in
             var results: [String: Bool] = [:]
@@ -143,19 +145,19 @@ struct URLCommand: AsyncParsableCommand {
     var token: String?
 
     func validate() throws {
-        _ = try MediaCache_originURL(originURL)
+        _ = try mediaCacheOriginURL(originURL)
         guard (1...65535).contains(port) else { throw ValidationError("--port must be 1...65535.") }
     }
 
     func run() async throws {
-        let url = try MediaCache_originURL(originURL)
+        let url = try mediaCacheOriginURL(originURL)
         let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         print("http://\(authority)" + ProxyURL.path(for: url, token: token))
     }
 }
 
 /// `originURL(_:)` under a name no command's property shadows.
-func MediaCache_originURL(_ text: String) throws -> URL { try originURL(text) }
+func mediaCacheOriginURL(_ text: String) throws -> URL { try originURL(text) }
 
 struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "ls", abstract: "List what is cached: each entry's size, how much of it is cached, type, last access and URL.")
@@ -180,21 +182,26 @@ struct ListCommand: AsyncParsableCommand {
             if options.json { return try printJSON(entries) }
             defer {
                 if store.entriesSealedWithAnotherKey > 0 {
-                    print("(\(store.entriesSealedWithAnotherKey) more entr\(store.entriesSealedWithAnotherKey == 1 ? "y is" : "ies are") sealed with another key: only that key shows them.)")
+                    print(
+                        "(\(store.entriesSealedWithAnotherKey) more entr\(store.entriesSealedWithAnotherKey == 1 ? "y is" : "ies are") sealed with another key: only that key shows them.)"
+                    )
                 }
             }
             guard !entries.isEmpty else { return print("Nothing is cached in \(options.directory.path).") }
             let header = ["SIZE", "CACHED", "", "PIN", "TYPE", "LAST ACCESS", "URL"]
             let rows = entries.map { entry in
-                [entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction), Format.bytes(entry.storedBytes), entry.isPinned ? "yes" : "-",
-                 entry.mimeType ?? "-",
-                 Format.date(entry.lastAccess), entry.url ?? "(key \(entry.key.prefix(16)))"]
+                [
+                    entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction), Format.bytes(entry.storedBytes), entry.isPinned ? "yes" : "-",
+                    entry.mimeType ?? "-",
+                    Format.date(entry.lastAccess), entry.url ?? "(key \(entry.key.prefix(16)))",
+                ]
             }
             let widths = (0..<header.count).map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
             for row in [header] + rows {
-                print(row.enumerated().map { column, text in
-                    column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                }.joined(separator: "  "))
+                print(
+                    row.enumerated().map { column, text in
+                        column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    }.joined(separator: "  "))
             }
         }
     }
@@ -294,10 +301,14 @@ struct StatsCommand: AsyncParsableCommand {
             if options.json { return try printJSON(stats) }
             print("Folder:      \(stats.store.directory)")
             print("Entries:     \(stats.store.entries)")
-            print("Size:        \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit)) (\(Format.percent(stats.store.limit > 0 ? Double(stats.store.bytes) / Double(stats.store.limit) : 0)))")
+            print(
+                "Size:        \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit)) (\(Format.percent(stats.store.limit > 0 ? Double(stats.store.bytes) / Double(stats.store.limit) : 0)))"
+            )
             print("Pinned:      \(Format.bytes(stats.store.pinnedBytes)) of \(Format.bytes(stats.store.pinnedLimit)) (the pinned quota)")
             if stats.store.encrypted {
-                print("Encrypted:   yes; \(stats.store.rejectedBlocks) block\(stats.store.rejectedBlocks == 1 ? "" : "s") failed the check and were fetched again, \(stats.store.entriesSealedWithAnotherKey) entr\(stats.store.entriesSealedWithAnotherKey == 1 ? "y" : "ies") sealed with another key")
+                print(
+                    "Encrypted:   yes; \(stats.store.rejectedBlocks) block\(stats.store.rejectedBlocks == 1 ? "" : "s") failed the check and were fetched again, \(stats.store.entriesSealedWithAnotherKey) entr\(stats.store.entriesSealedWithAnotherKey == 1 ? "y" : "ies") sealed with another key"
+                )
             }
             guard fromServer else { return print("(No server holds the folder: request counts are kept by a running server.)") }
             let proxy = stats.proxy

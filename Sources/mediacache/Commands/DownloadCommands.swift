@@ -36,9 +36,11 @@ struct PinCommand: AsyncParsableCommand {
     func run() async throws {
         let targets = try AssetOptions.targets(urls)
         let request = try asset.request()
-        try await followingDownloads(options: options, targets.map { url in
-            (url.absoluteString, { access, progress in try await access.pin(url, request, progress: progress) })
-        })
+        try await followingDownloads(
+            options: options,
+            targets.map { url in
+                (url.absoluteString, { access, progress in try await access.pin(url, request, progress: progress) })
+            })
     }
 }
 
@@ -66,21 +68,25 @@ struct DownloadsCommand: AsyncParsableCommand {
             guard !jobs.isEmpty else { return print("No pinned downloads in \(options.directory.path).") }
             let header = ["ID", "STATE", "DONE", "SIZE", "RATE", "LEFT", "URL"]
             let rows = jobs.map { job in
-                [job.id, job.state.rawValue + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
-                 job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
-                 job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
-                 job.bytesPerSecond.map { Format.bytes(Int64($0)) + "/s" } ?? "-",
-                 job.secondsLeft.map { "\(Int($0.rounded(.up)))s" } ?? "-", job.url.absoluteString]
+                [
+                    job.id, job.state.rawValue + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
+                    job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
+                    job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
+                    job.bytesPerSecond.map { Format.bytes(Int64($0)) + "/s" } ?? "-",
+                    job.secondsLeft.map { "\(Int($0.rounded(.up)))s" } ?? "-", job.url.absoluteString,
+                ]
             }
             let widths = (0..<header.count).map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
             for row in [header] + rows {
-                print(row.enumerated().map { column, text in
-                    column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                }.joined(separator: "  "))
+                print(
+                    row.enumerated().map { column, text in
+                        column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    }.joined(separator: "  "))
             }
             let totals = DownloadTotals(jobs)
-            print("\(totals.jobs) job\(totals.jobs == 1 ? "" : "s"), \(totals.active) active: \(Format.bytes(totals.bytesDone)) of \(Format.bytes(totals.bytesTotal))"
-                + (totals.secondsLeft.map { ", about \(Int($0.rounded(.up)))s left" } ?? ""))
+            print(
+                "\(totals.jobs) job\(totals.jobs == 1 ? "" : "s"), \(totals.active) active: \(Format.bytes(totals.bytesDone)) of \(Format.bytes(totals.bytesTotal))"
+                    + (totals.secondsLeft.map { ", about \(Int($0.rounded(.up)))s left" } ?? ""))
         }
     }
 }
@@ -102,9 +108,11 @@ struct JobCommand<Action: JobActionName>: AsyncParsableCommand {
 
     func run() async throws {
         let action = Action.action
-        try await followingDownloads(options: options, jobs.map { text in
-            (text, { access, progress in try await access.control(action, text, progress: progress) })
-        })
+        try await followingDownloads(
+            options: options,
+            jobs.map { text in
+                (text, { access, progress in try await access.control(action, text, progress: progress) })
+            })
     }
 }
 
@@ -131,8 +139,10 @@ enum CancelAction: JobActionName {
 /// Runs each of `work` in turn (each may follow a download until it settles), printing a
 /// progress bar on a terminal and a line per job at the end (JSON with `--json`). Ctrl-C
 /// stops: a download running here stops and resumes later; one a server runs goes on.
-func followingDownloads(options: CacheOptions,
-                        _ work: [(name: String, run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?)]) async throws {
+func followingDownloads(
+    options: CacheOptions,
+    _ work: [(name: String, run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?)]
+) async throws {
     let json = options.json
     try await failing {
         let interrupted = Interruption()
@@ -188,8 +198,9 @@ final class JobPrinter: Sendable {
         if onTerminal { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
         guard let job else { return print("cancelled \(name)") }
         let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(Format.bytes($0))" } ?? ""
-        print("\(job.id) \(job.state.rawValue): \(Format.bytes(job.bytesDone))\(total), \(job.resourcesDone)/\(job.resourcesTotal) resources  \(job.url.absoluteString)"
-            + (job.failure.map { "\n  \($0)" } ?? ""))
+        print(
+            "\(job.id) \(job.state.rawValue): \(Format.bytes(job.bytesDone))\(total), \(job.resourcesDone)/\(job.resourcesTotal) resources  \(job.url.absoluteString)"
+                + (job.failure.map { "\n  \($0)" } ?? ""))
     }
 }
 

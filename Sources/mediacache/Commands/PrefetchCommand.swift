@@ -12,7 +12,8 @@ struct PrefetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prefetch",
         abstract: "Cache files or HLS assets ahead of playing them (before a flight).",
-        discussion: "A playlist URL caches the chosen variant's segments (and its default audio); a DASH manifest, the chosen representation of each adaptation set; any other URL caches the file. Ctrl-C stops and keeps what arrived."
+        discussion:
+            "A playlist URL caches the chosen variant's segments (and its default audio); a DASH manifest, the chosen representation of each adaptation set; any other URL caches the file. Ctrl-C stops and keeps what arrived."
     )
 
     @Argument(help: "Origin URLs (files or HLS playlists).")
@@ -46,7 +47,7 @@ struct PrefetchCommand: AsyncParsableCommand {
                         let result = try await cancellingOnInterrupt(work, interrupted: interrupted)
                         results.append(result)
                         if !json { printer.finish(result) }
-                    } catch where interrupted.happened {
+                    } catch  where interrupted.happened {
                         printer.stopped()
                         return results
                     }
@@ -135,7 +136,8 @@ final class ProgressPrinter: Sendable {
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let cached = result.bytesAlreadyCached > 0 ? " (\(Format.bytes(result.bytesAlreadyCached)) already cached)" : ""
-        let summary = "\(url.absoluteString): \(result.resourcesDone)/\(result.resourcesTotal) \(result.playlists.isEmpty ? "file" : "segments"), "
+        let summary =
+            "\(url.absoluteString): \(result.resourcesDone)/\(result.resourcesTotal) \(result.playlists.isEmpty ? "file" : "segments"), "
             + "\(Format.bytes(result.bytesDone))\(cached) in \(String(format: "%.1f", seconds)) s"
         write((onTerminal ? "\r\u{1B}[K" : "") + summary + "\n")
     }

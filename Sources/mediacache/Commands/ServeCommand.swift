@@ -57,10 +57,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("ignore-query-param"), help: "Leave this query parameter out of cache keys; the origin still gets it (a CDN's signature: repeat for several).")
     var ignoredQueryParameters: [String] = []
 
-    @Option(name: .customLong("ignore-query-preset"), help: "Leave a CDN's signature parameters out of cache keys: cloudfront, s3, gcs, akamai, azure or token (repeat for several).")
+    @Option(
+        name: .customLong("ignore-query-preset"), help: "Leave a CDN's signature parameters out of cache keys: cloudfront, s3, gcs, akamai, azure or token (repeat for several).")
     var ignoredQueryPresets: [String] = []
 
-    @Flag(name: .customLong("prefer-cache"), help: "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached).")
+    @Flag(
+        name: .customLong("prefer-cache"),
+        help: "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached).")
     var preferCache = false
 
     @Flag(name: .customLong("no-stale-on-error"), help: "Do not serve a stale cached copy when the origin cannot be reached or answers 5xx.")
@@ -87,16 +90,23 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("ca-file"), help: "Also trust the CA certificates in this PEM file for https origins (repeat for several); the system's roots stay trusted.")
     var caFiles: [String] = []
 
-    @Flag(name: .customLong("insecure-skip-verify"), help: "Accept any certificate from https origins (expired, self-signed, another host's). Anyone on the path can then change what is cached; every log line warns.")
+    @Flag(
+        name: .customLong("insecure-skip-verify"),
+        help: "Accept any certificate from https origins (expired, self-signed, another host's). Anyone on the path can then change what is cached; every log line warns.")
     var insecureSkipVerify = false
 
     @Flag(name: .customLong("http1-only"), help: "Speak HTTP/1.1 to https origins even when they offer HTTP/2.")
     var http1Only = false
 
-    @Option(name: .customLong("encryption-key-file"), help: "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key).")
+    @Option(
+        name: .customLong("encryption-key-file"),
+        help: "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key).")
     var encryptionKeyFile: String?
 
-    @Option(help: "Require this token as ?token= or the X-MediaCache-Token header (or set MEDIACACHE_TOKEN: other users can read a command line, not the environment). Needed with --allow-remote.")
+    @Option(
+        help:
+            "Require this token as ?token= or the X-MediaCache-Token header (or set MEDIACACHE_TOKEN: other users can read a command line, not the environment). Needed with --allow-remote."
+    )
     var token: String?
 
     /// `--token`, else `MEDIACACHE_TOKEN`.
@@ -106,7 +116,8 @@ struct ServeCommand: AsyncParsableCommand {
     var logLevel: Logger.Level = .info
 
     static func defaultCacheDirectory() -> URL {
-        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+        let caches =
+            FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
             ?? URL(fileURLWithPath: NSTemporaryDirectory())
         return caches.appendingPathComponent("mediacache")
     }
@@ -235,7 +246,9 @@ struct ServeCommand: AsyncParsableCommand {
         let app = ProxyServer.application(reader: reader, downloads: downloads, configuration: proxy) { port in
             let base = "http://\(proxy.host.contains(":") ? "[\(proxy.host)]" : proxy.host):\(port)"
             let example = "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
-            print("mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : "")\(isOffline ? ", offline: no origin is contacted" : ""))")
+            print(
+                "mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : "")\(isOffline ? ", offline: no origin is contacted" : ""))"
+            )
             // The token itself is not printed: the output may end up in a journal.
             print("Give a player: \(base)/?url=\(example)\(hasToken ? "&token=<the token>" : "")")
             fflush(nil)
@@ -304,6 +317,8 @@ enum Age {
     }
 }
 
+// swift-format-ignore: AvoidRetroactiveConformances
+// (`--log-level` parses swift-log's own levels; neither package will conform one to the other.)
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 extension CharacterSet {

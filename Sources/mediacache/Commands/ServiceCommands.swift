@@ -30,9 +30,9 @@ struct ServiceDefinition: Equatable {
     /// The manager of this platform.
     static var platformManager: Manager {
         #if os(macOS)
-        return .launchd
+            return .launchd
         #else
-        return .systemd
+            return .systemd
         #endif
     }
 
@@ -42,7 +42,8 @@ struct ServiceDefinition: Equatable {
         let home = URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory())
         switch manager {
         case .systemd:
-            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
+            let config =
+                environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
                 ?? home.appendingPathComponent(".config")
             return config.appendingPathComponent("systemd/user/\(systemdUnitName)")
         case .launchd:
@@ -318,6 +319,7 @@ struct ServiceCheck: AsyncParsableCommand {
             throw CommandFailure("No proxy serves \(directory.path) (no \(file.lastPathComponent) in it).")
         }
         let stats = try await CacheAccess.server(info).stats()
-        return "Healthy: \(info.baseURL) (process \(info.pid)) serves \(directory.path): \(stats.store.entries) entries, \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit))."
+        return
+            "Healthy: \(info.baseURL) (process \(info.pid)) serves \(directory.path): \(stats.store.entries) entries, \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit))."
     }
 }

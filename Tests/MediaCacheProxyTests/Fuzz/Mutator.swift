@@ -82,8 +82,10 @@ struct Mutator {
     @discardableResult
     /// - Parameter share: the fraction of ``iterations`` to run, for targets whose inputs are
     ///   large (whole header blocks).
-    static func run(_ corpus: String, share: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
-                    check: (String) -> (label: String, failure: String?)) throws -> [String: Int] {
+    static func run(
+        _ corpus: String, share: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
+        check: (String) -> (label: String, failure: String?)
+    ) throws -> [String: Int] {
         let iterations = max(1, iterations / share)
         var mutator = try Mutator(corpus: corpus)
         var outcomes: [String: Int] = [:]

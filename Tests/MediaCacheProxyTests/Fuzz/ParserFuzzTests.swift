@@ -1,13 +1,14 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-@testable import MediaCacheProxy
 import Foundation
-@testable import MediaCache
-@testable import MediaCacheHTTP
 import MediaCacheTestSupport
 import NIOHTTP1
 import Testing
+
+@testable import MediaCache
+@testable import MediaCacheHTTP
+@testable import MediaCacheProxy
 
 /// Every parser of outside input, run on generated inputs (see ``Mutator``) and checked
 /// against a reference model written another way: byte by byte, with numbers compared as
@@ -263,8 +264,10 @@ import Testing
                 return ("bounds", "\(kept.count) fields, \(bytes) bytes")
             }
             let named = Set(headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
-            if let bad = kept.first(where: { HTTPOriginFetcher.fieldsNotStored.contains($0.name.lowercased()) || named.contains($0.name.lowercased())
-                || $0.name.lowercased().hasPrefix("access-control-") }) {
+            if let bad = kept.first(where: {
+                HTTPOriginFetcher.fieldsNotStored.contains($0.name.lowercased()) || named.contains($0.name.lowercased())
+                    || $0.name.lowercased().hasPrefix("access-control-")
+            }) {
                 return ("not stored", "kept \(bad.name)")
             }
             let all = headers.map { HeaderField(name: $0.name, value: $0.value) }
@@ -273,8 +276,9 @@ import Testing
                 guard let index = rest.firstIndex(of: field) else { return ("order", "\(field.name) out of order") }
                 rest = rest[(index + 1)...]
             }
-            let freshness = HTTPOriginFetcher.freshness(headers, requested: received.addingTimeInterval(-1), received: received,
-                                                        heuristicFraction: 0.1, heuristicCap: .seconds(86400))
+            let freshness = HTTPOriginFetcher.freshness(
+                headers, requested: received.addingTimeInterval(-1), received: received,
+                heuristicFraction: 0.1, heuristicCap: .seconds(86400))
             let lifetime = freshness.freshUntil.timeIntervalSince(freshness.generatedAt)
             guard freshness.generatedAt <= received, lifetime >= 0, lifetime <= Double(CacheControl.maximumSeconds) || freshness.freshUntil == received else {
                 return ("freshness", "generated \(freshness.generatedAt), fresh until \(freshness.freshUntil)")
@@ -282,7 +286,8 @@ import Testing
             // No max-age and not one valid Expires: stale at once (RFC 9111 §5.3).
             let directives = CacheControl(headers["cache-control"])
             if directives.maxAge == nil, headers.contains(name: "expires"),
-               headers["expires"].count != 1 || HTTPDate.parse(headers["expires"][0]) == nil, freshness.freshUntil > received {
+                headers["expires"].count != 1 || HTTPDate.parse(headers["expires"][0]) == nil, freshness.freshUntil > received
+            {
                 return ("expires", "an invalid Expires \(headers["expires"]) gave freshness until \(freshness.freshUntil)")
             }
             return (kept.count < all.count ? "some dropped" : "all kept", nil)
@@ -320,7 +325,7 @@ import Testing
             }
             guard stored.matches(request: request) else { return ("self", "the request it was stored for does not match") }
             guard stored.matches(request: request + [(name: "X-Not-Named-\(names.count)", value: "z")]),
-                  stored.matches(request: request.filter { $0.name.lowercased() != "accept-encoding" } + [(name: "Accept-Encoding", value: "br")])
+                stored.matches(request: request.filter { $0.name.lowercased() != "accept-encoding" } + [(name: "Accept-Encoding", value: "br")])
             else { return ("unnamed", "a field Vary does not name changed the match") }
             guard let named = names.first(where: { $0 != "accept-encoding" && $0.utf8.allSatisfy(CacheControl.isTokenByte) }) else { return ("no names", nil) }
             var changed = request.filter { $0.name.lowercased() != named }
@@ -344,7 +349,7 @@ import Testing
                 let bytes = Array(tag.utf8)
                 let opaque = bytes.starts(with: Array("W/".utf8)) ? bytes.dropFirst(2) : bytes[...]
                 guard opaque.count >= 2, opaque.first == UInt8(ascii: "\""), opaque.last == UInt8(ascii: "\""),
-                      !opaque.dropFirst().dropLast().contains(where: { $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F })
+                    !opaque.dropFirst().dropLast().contains(where: { $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F })
                 else { return ("tags", "malformed \(tag.debugDescription)") }
             }
             guard EntityTagList(parsing: list.tags.joined(separator: ", ")) == list else { return ("tags", "round trip") }
@@ -454,7 +459,8 @@ import Testing
         let first = TestCertificateAuthority.shared.certificatePEM
         let second = try TestCertificateAuthority(commonName: "Fuzz CA").certificatePEM
         let key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n"
-        let begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----"
+        let begin = "-----BEGIN CERTIFICATE-----"
+        let end = "-----END CERTIFICATE-----"
         let outcomes = try Mutator.run("pem", share: 10) { input in
             let text = input.replacingOccurrences(of: "{CERT}", with: first).replacingOccurrences(of: "{CERT2}", with: second)
                 .replacingOccurrences(of: "{KEY}", with: key).replacingOccurrences(of: "|", with: "\n")
@@ -501,7 +507,7 @@ import Testing
         // Every second of the range formats to a date that parses back to it.
         var random = Mutator.seed
         for _ in 0..<Mutator.iterations {
-            random = random &* 6364136223846793005 &+ 1442695040888963407
+            random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             let seconds = lowest + Int64(random >> 1) % (highest - lowest)
             #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds, "\(seconds) → \(HTTPDate.format(seconds))")
         }
@@ -548,9 +554,10 @@ import Testing
             }
             guard let again = try? HLSPlaylist(parsing: Array(output.utf8)) else { return ("parsed", "the rewritten playlist does not parse") }
             guard again.segments.count == playlist.segments.count, again.variants.count == playlist.variants.count,
-                  again.segments.map(\.byteRange) == playlist.segments.map(\.byteRange),
-                  again.segments.map(\.initSection?.byteRange) == playlist.segments.map(\.initSection?.byteRange),
-                  again.renditions.map(\.groupID) == playlist.renditions.map(\.groupID), again.variants.map(\.audioGroup) == playlist.variants.map(\.audioGroup) else {
+                again.segments.map(\.byteRange) == playlist.segments.map(\.byteRange),
+                again.segments.map(\.initSection?.byteRange) == playlist.segments.map(\.initSection?.byteRange),
+                again.renditions.map(\.groupID) == playlist.renditions.map(\.groupID), again.variants.map(\.audioGroup) == playlist.variants.map(\.audioGroup)
+            else {
                 return ("parsed", "the rewritten playlist reads differently")
             }
             return (rewrote ? "rewritten" : "unchanged", nil)
@@ -582,7 +589,8 @@ import Testing
             let kept = Self.modelQuery(query, ignoring: names)
             let after = URLComponents(url: keyURL, resolvingAgainstBaseURL: true)
             guard after?.scheme == components.scheme, after?.percentEncodedHost == components.percentEncodedHost, after?.port == components.port,
-                  after?.percentEncodedPath == components.percentEncodedPath, after?.percentEncodedFragment == components.percentEncodedFragment else {
+                after?.percentEncodedPath == components.percentEncodedPath, after?.percentEncodedFragment == components.percentEncodedFragment
+            else {
                 return ("query", "more than the query changed: \(keyURL)")
             }
             let keptQuery = after?.percentEncodedQuery.map { $0.split(separator: "&", omittingEmptySubsequences: false).map(String.init) } ?? []
@@ -634,7 +642,11 @@ import Testing
                 guard !before.contains(where: { $0.name == "BaseURL" && $0.parent == 0 }) else { return ("parsed", "a base added beside one") }
                 guard Self.text(of: after[1], in: again).hasPrefix("P[https://cdn.example/a/b/]") else { return ("parsed", "the added base is not the folder") }
                 after.remove(at: 1)
-                before = before.map { var element = $0; element.parent = element.parent.map { $0 == 0 ? 0 : $0 + 1 }; return element }
+                before = before.map {
+                    var element = $0
+                    element.parent = element.parent.map { $0 == 0 ? 0 : $0 + 1 }
+                    return element
+                }
             }
             guard before.count == after.count else { return ("parsed", "\(before.count) elements became \(after.count)") }
             var rewrote = false
@@ -647,7 +659,7 @@ import Testing
                     let was = String(decoding: manifest.bytes[a.value], as: UTF8.self)
                     let now = String(decoding: again.bytes[b.value], as: UTF8.self)
                     guard was != now else { continue }
-                    guard (urlNames.contains(a.name) || a.name.hasSuffix(":href")), now.hasPrefix("P[http") else {
+                    guard urlNames.contains(a.name) || a.name.hasSuffix(":href"), now.hasPrefix("P[http") else {
                         return ("parsed", "\(old.name)@\(a.name) \(was.debugDescription) became \(now.debugDescription)")
                     }
                     rewrote = true

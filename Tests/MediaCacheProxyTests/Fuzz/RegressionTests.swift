@@ -1,11 +1,12 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-@testable import MediaCacheProxy
 import Foundation
 import MediaCache
 import MediaCacheHTTP
 import Testing
+
+@testable import MediaCacheProxy
 
 /// Inputs that once crashed or fooled a parser, each kept as its own test.
 @Suite struct ParserRegressionTests {
