@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import AsyncHTTPClient
+import AsyncHTTPClient
 public import Foundation
 public import Logging
 public import MediaCache
@@ -16,7 +16,7 @@ import NIOSSL
 /// Connect, response-head and idle-read timeouts are set. Every answer is checked before a
 /// byte of it is used: numbers are parsed with bounds, a `206` must carry the range asked
 /// for, `Content-Length` values must agree with each other and with the range, and a
-/// malformed response is rejected (``CacheError/Code/originRejected``), never retried.
+/// malformed response is rejected (`CacheError/Code/originRejected`), never retried.
 /// Bodies stream as they arrive, and dropping a body's iterator closes the origin request.
 public final class HTTPOriginFetcher: OriginFetcher {
     /// Options for origin requests.
@@ -76,7 +76,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     /// Whether `url` may be fetched: http or https, a host, a valid port, not too long, and
     /// on the allow-list if there is one. The same check applies to every redirect target.
-    /// - Throws: ``CacheError/Code/originNotAllowed`` with the reason.
+    /// - Throws: `CacheError/Code/originNotAllowed` with the reason.
     public func checkOrigin(_ url: URL) throws {
         try exchange.checkOrigin(url)
     }
@@ -276,7 +276,7 @@ public struct OriginFetcherConfiguration: Sendable {
     /// ... but at most this long.
     public var heuristicCap: Duration = .seconds(24 * 3600)
     /// The clock that times answers for their freshness (tests share one with the store).
-    public var clock: any WallClock = SystemClock()
+    package var clock: any WallClock = SystemClock()
     /// Certificates trusted as roots for HTTPS origins besides the system's (a private CA;
     /// `serve --ca-file`).
     public var trustRoots = TrustRoots()

@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 
 /// A host with an optional port, as a `Host` header (RFC 9110 §7.2) or a URL's authority
 /// (RFC 3986 §3.2.2) holds it: `name[:port]` or `[IPv6]:port`. The name is lower-cased and

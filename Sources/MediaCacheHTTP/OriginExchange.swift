@@ -27,7 +27,7 @@ struct OriginReply: Sendable {
 /// (``URLSessionOriginFetcher``). Everything else of the HTTP exchange is ``OriginExchange``'s.
 protocol OriginTransport: Sendable {
     /// Sends `request` and returns once the answer's head has arrived.
-    /// - Throws: ``CacheError`` with the cause: `.originTimedOut`, `.originUnavailable`, or
+    /// - Throws: `CacheError` with the cause: `.originTimedOut`, `.originUnavailable`, or
     ///   `.originRejected` for a malformed answer or a failed TLS handshake.
     func send(_ request: OriginRequest) async throws -> OriginReply
 }
@@ -154,7 +154,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
 
     /// Whether `url` may be fetched: http or https, a host, a valid port, not too long, and
     /// on the allow-list if there is one. The same check applies to every redirect target.
-    /// - Throws: ``CacheError/Code/originNotAllowed`` with the reason.
+    /// - Throws: `CacheError/Code/originNotAllowed` with the reason.
     func checkOrigin(_ url: URL) throws {
         func refuse(_ reason: String) -> CacheError { CacheError(.originNotAllowed, reason) }
         let text = url.absoluteString

@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -25,6 +25,7 @@ public struct TrustRoots: Sendable {
     /// The certificates in PEM text: each block from a line `-----BEGIN CERTIFICATE-----` to
     /// a line `-----END CERTIFICATE-----`; text outside blocks (comments, a key's block) is
     /// ignored.
+    /// - Parameter pem: the PEM text.
     /// - Parameter source: names the text in an error (a file's path).
     /// - Throws: ``TrustRootsError`` when there is no certificate, a block has no end, or a
     ///   block is not a certificate.

@@ -61,7 +61,7 @@ public enum RangeSpecifier: Sendable, Hashable {
         return bytes[lower..<upper]
     }
 
-    /// A client's numbers are read saturating at ``ByteRange/maximumOffset``: a larger last
+    /// A client's numbers are read saturating at `ByteRange/maximumOffset`: a larger last
     /// position or suffix means "to the end" (RFC 9110 allows a last position past the end),
     /// and a larger first position can never be satisfied, so it gets a 416.
     private static func parseOne(_ spec: Bytes) -> RangeSpecifier? {
@@ -150,7 +150,7 @@ public struct ContentRange: Sendable, Hashable {
 /// `Int64.init`'s leniency (`+5`, `-0`) and without a trap however long the digit string.
 public enum HTTPNumber {
     /// The value, or `nil` when `text` is not all ASCII digits (or empty) or is not below
-    /// ``ByteRange/maximumOffset``. For numbers from origins: past the bound is a lie.
+    /// `ByteRange/maximumOffset`. For numbers from origins: past the bound is a lie.
     public static func strict(_ text: some StringProtocol) -> Int64? {
         strict(digits: text.utf8)
     }
@@ -161,7 +161,7 @@ public enum HTTPNumber {
         return value
     }
 
-    /// The value, capped at ``ByteRange/maximumOffset``; `nil` when `text` is not all ASCII
+    /// The value, capped at `ByteRange/maximumOffset`; `nil` when `text` is not all ASCII
     /// digits (or empty). For numbers from clients, where "more than any file" has a meaning.
     public static func saturating(_ text: some StringProtocol) -> Int64? {
         saturating(digits: text.utf8)

@@ -8,7 +8,7 @@ import ServiceLifecycle
 import Synchronization
 
 /// The proxy inside an app: listens on `127.0.0.1` on a free port, behind a random token,
-/// until ``stop()``. An app's player is given ``url(for:)``; ``route(for:)`` says whether a
+/// until ``stop()``. An app's player is given ``url(for:)``; ``route(for:headers:)`` says whether a
 /// resource needs the proxy at all (HLS does: a resource loader cannot see segment requests).
 ///
 /// ```swift
@@ -90,8 +90,8 @@ public final class EmbeddedProxy: Sendable {
 
     /// Whether `url` is an HLS playlist, which only the proxy can serve (its segments are
     /// separate requests), or a file a resource loader can. Decided by what the origin
-    /// says and sends (``CachingReader/isPlaylist(_:_:headers:)``), through the cache.
-    /// - Throws: ``CacheError`` when the origin cannot be asked and nothing is cached.
+    /// says and sends (`CachingReader/isPlaylist(_:_:headers:)`), through the cache.
+    /// - Throws: `CacheError` when the origin cannot be asked and nothing is cached.
     public func route(for url: URL, headers: RequestHeaders = []) async throws -> Route {
         let metadata = try await reader.contentInfo(for: url, headers: headers)
         return try await reader.isPlaylist(url, metadata, headers: headers) ? .proxy(self.url(for: url)) : .resourceLoader

@@ -20,7 +20,7 @@ public struct ProxyConfiguration: Sendable {
     /// (`0.0.0.0`, `::`) any IP literal is too. A request naming another host gets `421`:
     /// a web page that rebinds its own domain to 127.0.0.1 must not reach the proxy.
     ///
-    /// The allow-list of *origin* hosts is ``HTTPOriginFetcher/Configuration/allowedHosts``,
+    /// The allow-list of *origin* hosts is `HTTPOriginFetcher.Configuration.allowedHosts`,
     /// checked on the URL asked for and on every redirect.
     public var serverNames: Set<String> = []
     /// If set, every request must carry it as the `token` query item or the

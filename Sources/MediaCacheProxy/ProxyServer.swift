@@ -2,9 +2,9 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-public import Logging
+import Logging
 public import MediaCache
-public import NIOCore
+import NIOCore
 import NIOHTTP1
 import NIOPosix
 public import ServiceLifecycle

@@ -8,10 +8,10 @@ public import MediaCache
 public struct StatusReport: Sendable, Codable, Equatable {
     public var store: CacheStoreSummary
     public var proxy: ProxyStatistics.Snapshot
-    public var downloads: [DownloadSummary]
-    /// The pinned downloads (``DownloadQueue``), when the server keeps a queue.
+    package var downloads: [DownloadSummary]
+    /// The pinned downloads (`DownloadQueue`), when the server keeps a queue.
     public var pinned: [DownloadJob] = []
-    /// The most recently used entries (at most ``StatusPage/entryLimit``).
+    /// The most recently used entries (at most `StatusPage/entryLimit`).
     public var entries: [CacheEntrySummary]
 }
 

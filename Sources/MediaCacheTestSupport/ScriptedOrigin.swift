@@ -3,7 +3,7 @@
 
 public import Foundation
 public import MediaCache
-public import NIOCore
+import NIOCore
 import Synchronization
 
 /// An origin without a network for engine tests: an ``OriginFetcher`` whose every request
@@ -148,7 +148,7 @@ public final class ScriptedOrigin: OriginFetcher {
     /// An origin whose answers are fresh for a day by `clock`; with `answersWhole` every body
     /// is sent whole as soon as it is asked for; with `holdsHeads` no answer's head comes
     /// before the test sends it.
-    public init(clock: any WallClock = SystemClock(), answersWhole: Bool = false, holdsHeads: Bool = false) {
+    package init(clock: any WallClock = SystemClock(), answersWhole: Bool = false, holdsHeads: Bool = false) {
         self.clock = clock
         self.answersWhole = answersWhole
         self.holdsHeads = holdsHeads

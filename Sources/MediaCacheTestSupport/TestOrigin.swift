@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Foundation
-public import MediaCache
+package import MediaCache
 public import NIOCore
 import NIOHTTP1
 import NIOHTTP2
@@ -313,7 +313,7 @@ public final class TestOrigin: Sendable {
     }
 
     /// Dates answers with `clock` from now on.
-    public func useClock(_ clock: any WallClock) {
+    package func useClock(_ clock: any WallClock) {
         self.clock.withLock { $0 = clock }
     }
 

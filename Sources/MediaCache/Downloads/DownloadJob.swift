@@ -68,7 +68,7 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
 }
 
 /// All jobs together, for a "Downloads" screen's header or `mediacache downloads`.
-public struct DownloadTotals: Sendable, Codable, Equatable {
+package struct DownloadTotals: Sendable, Codable, Equatable {
     public var jobs = 0
     public var active = 0
     public var bytesDone: Int64 = 0

@@ -1,8 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Crypto
-public import Foundation
+package import Crypto
+package import Foundation
 
 /// How an encrypted entry's bytes lie in its data file: fixed plaintext blocks, each sealed
 /// on its own (AES-256-GCM) so any range can be read by opening only the blocks it
@@ -10,7 +10,7 @@ public import Foundation
 /// at file offset `i × slotSize`: a 128-byte coverage header (which bytes of the block the
 /// sealing holds), a 12-byte nonce, the ciphertext (as long as the block's last covered
 /// byte: a block stored only in part is shorter), a 16-byte tag.
-public struct BlockLayout: Sendable, Equatable {
+package struct BlockLayout: Sendable, Equatable {
     public static let headerSize = 128
     public static let nonceSize = 12
     public static let tagSize = 16
@@ -115,7 +115,7 @@ public struct BlockLayout: Sendable, Equatable {
 /// includes what the index claims. A restored older sealing of the same block (less
 /// coverage) so never gives a byte it did not hold, and a sealing newer than the index (a
 /// crash between the write and the index's commit) still serves what the index claims.
-public struct EntryCipher: Sendable {
+package struct EntryCipher: Sendable {
     public let layout: BlockLayout
     private let box: KeyBox
     private var key: SymmetricKey { box.key }
@@ -183,12 +183,12 @@ public struct EntryCipher: Sendable {
 }
 
 /// A block whose tag does not verify: it is treated as not stored, and fetched again.
-public struct BlockAuthenticationError: Error, Sendable, Equatable {
+package struct BlockAuthenticationError: Error, Sendable, Equatable {
     public var index: Int64
 }
 
 /// What writing bytes into an encrypted entry does to one block.
-public struct BlockWrite: Sendable, Equatable {
+package struct BlockWrite: Sendable, Equatable {
     public var index: Int64
     /// The bytes of the write that land in this block, relative to the write's start.
     public var source: ByteRange

@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Crypto
-public import Foundation
+import Foundation
 
 /// The master key of an encrypted store: 256 bits, from a key file of 32 raw bytes or 64
 /// hexadecimal characters (a final line end allowed).

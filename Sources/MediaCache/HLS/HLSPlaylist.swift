@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 
 /// An HLS playlist (RFC 8216), read from outside and so trusted in nothing: parsed line by
 /// line, every number bounded, every byte kept so that a rewrite changes only URIs.
@@ -10,7 +10,7 @@ public import Foundation
 /// let playlist = try HLSPlaylist(parsing: body)
 /// let text = playlist.rewritten(base: finalURL) { absolute, tag in proxyURL(for: absolute) }
 /// ```
-public struct HLSPlaylist: Sendable {
+package struct HLSPlaylist: Sendable {
     /// The largest playlist read (a 10,000-segment playlist is about 1 MiB).
     public static let maximumSize = 16 << 20
     /// The longest line read.
@@ -448,7 +448,7 @@ public struct HLSPlaylist: Sendable {
 }
 
 /// A playlist that cannot be read, and why.
-public struct HLSPlaylistError: Error, Sendable, CustomStringConvertible {
+package struct HLSPlaylistError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }

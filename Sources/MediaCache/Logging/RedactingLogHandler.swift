@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Logging
+package import Logging
 
 /// Keeps the secrets URLs carry out of logs: wraps a log handler and, unless its level is
 /// `debug` or `trace`, replaces every query value and every user-info part of what it logs with
@@ -14,7 +14,7 @@ public import Logging
 /// ```swift
 /// LoggingSystem.bootstrap { RedactingLogHandler(StreamLogHandler.standardError(label: $0)) }
 /// ```
-public struct RedactingLogHandler: LogHandler {
+package struct RedactingLogHandler: LogHandler {
     private var wrapped: any LogHandler
 
     /// Wraps `handler`.

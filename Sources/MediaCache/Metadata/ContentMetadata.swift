@@ -221,7 +221,7 @@ public struct HeaderField: Hashable, Sendable, Codable {
 }
 
 /// The table from MIME types and file extensions to Uniform Type Identifiers.
-public enum MediaType {
+package enum MediaType {
     /// Lower-cases a MIME type and drops its parameters (`audio/MPEG; x=1` → `audio/mpeg`).
     public static func normalized(mimeType: String) -> String {
         let bytes = mimeType.utf8

@@ -1,9 +1,9 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+import Foundation
 import Metrics
-public import NIOCore
+import NIOCore
 import Synchronization
 
 /// The engine's metrics, through swift-metrics: whatever backend the app bootstraps gets them
@@ -92,7 +92,7 @@ struct CountedBody: AsyncSequence, Sendable {
 }
 
 /// One running origin download: the bytes `start..<end` of `url`, fetched up to `position`.
-public struct DownloadSummary: Sendable, Codable, Equatable {
+package struct DownloadSummary: Sendable, Codable, Equatable {
     public var url: String
     public var start: Int64
     public var end: Int64

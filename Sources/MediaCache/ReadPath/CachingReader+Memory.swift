@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 import Synchronization
 
 /// Whole bodies: small resources that must not be written to disk unencrypted (HLS keys),
@@ -10,7 +10,7 @@ import Synchronization
 /// bodies read whole through the cache (playlists).
 extension CachingReader {
     /// The largest body kept in memory by ``memoryOnlyBody(of:headers:)`` (an AES-128 key is 16 bytes).
-    public static let memoryOnlyLimit = 64 << 10
+    package static let memoryOnlyLimit = 64 << 10
 
     /// The whole body of `url`, never read from or written to an unencrypted store: from
     /// memory while it may be used without asking the origin (fresh, or
@@ -20,7 +20,7 @@ extension CachingReader {
     /// offline.
     /// - Throws: ``CacheError`` for an origin failure, or `.originRejected` for a body over
     ///   ``memoryOnlyLimit``.
-    public func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         if store.isEncrypted { return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit) }
         let key = store.key(for: url)
         if let kept = memoryBodies.withLock({ $0.entries[key] }), isCurrent(kept.metadata, key: key) {
@@ -38,7 +38,7 @@ extension CachingReader {
     /// metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    public func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    package func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned)
         var body: [UInt8] = []
         for try await chunk in stream {
@@ -55,7 +55,7 @@ extension CachingReader {
     /// nothing is read from or written to the store.
     /// - Throws: ``CacheError``: the origin's failure; `.originRejected` when the body is
     ///   longer than `limit` or than its stated length; `.originUnavailable` when it is shorter.
-    public func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
         try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
         var body: [UInt8] = []

@@ -1,14 +1,14 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 
 /// Telling HLS playlists from media, by what the origin says and sends, never by the URL.
 extension CachingReader {
     /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
-    public static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+    package static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
     /// The media type of DASH manifests (ISO/IEC 23009-1 Annex C).
-    public static let manifestTypes: Set<String> = ["application/dash+xml"]
+    package static let manifestTypes: Set<String> = ["application/dash+xml"]
 
     /// What kind of manifest a resource is.
     public enum ManifestKind: String, Sendable, Equatable, Codable {
@@ -29,7 +29,7 @@ extension CachingReader {
     /// Whether a whole read of the resource must first be looked at as a playlist or a
     /// manifest: its type says it is one, or it has no particular type (or a generic XML one)
     /// and is small enough to be one.
-    public static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
+    package static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
         let type = mediaType(metadata)
         if let type, playlistTypes.contains(type) || manifestTypes.contains(type) { return true }
         guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"].contains(type),
@@ -58,14 +58,14 @@ extension CachingReader {
     /// (for a small resource of no particular type) by a body that starts with `#EXTM3U`,
     /// read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    public func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> Bool {
+    package func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> Bool {
         try await manifestKind(url, metadata, headers: headers, planned: planned) == .hls
     }
 
     /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
     /// and the metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
-    public func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    package func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         try await storedBody(of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned)
     }
 }

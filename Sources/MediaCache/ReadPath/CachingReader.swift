@@ -20,45 +20,45 @@ public final class CachingReader: Sendable {
     /// Options for the read path.
     public struct Configuration: Sendable {
         /// The largest chunk a stream yields when reading from disk.
-        public var chunkSize = 1 << 20
+        package var chunkSize = 1 << 20
         /// The largest file region ``ReadStream/nextPart()`` gives for cached bytes (sent with
         /// `sendfile`, so no memory is held for it); the first region of a read is
         /// ``minimumChunkSize``, so its first bytes leave at once.
-        public var fileRegionSize = 1 << 20
+        package var fileRegionSize = 1 << 20
         /// About how many bytes the file regions of all open streams may span together: with
         /// `n` streams open a region is `fileRegionBudget / n`, within ``minimumChunkSize`` ...
         /// ``fileRegionSize``. A server sends a region with one `sendfile` call on its event
         /// loop, so with many clients smaller regions take turns sooner: a client that has
         /// just asked gets its first bytes without waiting behind megabytes sent to others.
-        public var fileRegionBudget = 16 << 20
+        package var fileRegionBudget = 16 << 20
         /// The smallest chunk a stream yields from disk (unless fewer bytes are left).
-        public var minimumChunkSize = 32 << 10
+        package var minimumChunkSize = 32 << 10
         /// About how much memory the chunks of all open streams may hold together: each
         /// open stream may have one chunk being read and two being sent, so with `n`
         /// streams open a chunk is `readBufferBudget / 3n`, within ``minimumChunkSize``
         /// ... ``chunkSize``. One stream gets large reads (few hops per byte); many get
         /// small ones, so memory stays flat as clients are added.
-        public var readBufferBudget = 8 << 20
+        package var readBufferBudget = 8 << 20
         /// The most bytes a download gathers for one write to the store: while a write is
         /// under way, the chunks that arrive are queued and then written (and delivered)
         /// together, up to this many; the origin waits while the queue is full.
-        public var writeBatchLimit = 1 << 20
+        package var writeBatchLimit = 1 << 20
         /// How far a download may run ahead of its fastest reader.
-        public var readAhead: Int64 = 4 << 20
+        package var readAhead: Int64 = 4 << 20
         /// The first origin request of a download asks for at most this many bytes; each
         /// next one asks for as many as the download has delivered so far (doubling), up
         /// to ``maximumRequest``. A reader that goes away early so wastes little traffic,
         /// and one that keeps reading soon gets large requests.
-        public var minimumRequest: Int64 = 256 << 10
+        package var minimumRequest: Int64 = 256 << 10
         /// The most bytes one origin request asks for.
-        public var maximumRequest: Int64 = 8 << 20
+        package var maximumRequest: Int64 = 8 << 20
         /// A reader joins a download whose next byte is at most this far before its cursor,
         /// rather than starting its own.
-        public var joinDistance: Int64 = 1 << 20
+        package var joinDistance: Int64 = 1 << 20
         /// How many times a broken origin connection is resumed (without progress between).
         public var maxRetries = 3
         /// The wait before a resume, multiplied by the attempt number.
-        public var retryDelay: Duration = .milliseconds(100)
+        package var retryDelay: Duration = .milliseconds(100)
         /// A read with missing bytes first asks the origin whether the cached bytes are still
         /// current, before it yields any, unless the origin confirmed them this recently.
         /// Within the interval a read serves cached bytes at once; if the origin then turns
@@ -86,7 +86,7 @@ public final class CachingReader: Sendable {
         /// it needs sends the cancel while earlier bytes are still in flight (socket buffers
         /// hold megabytes); the wait lets the cancel arrive first, so a replayed session
         /// does not fetch bytes nobody takes. `.zero` never waits.
-        public var holeDelay: Duration = .milliseconds(20)
+        package var holeDelay: Duration = .milliseconds(20)
         /// What ``holeDelay`` is waited on: real time, or a test's ``PauseTimer``.
         package var pauseTimer: any PauseTimer = SystemPauseTimer()
         /// Where the read path logs.
@@ -141,12 +141,13 @@ public final class CachingReader: Sendable {
     /// answer costs no body bytes and refreshes it; a new version replaces it), an unknown
     /// one is asked for. Concurrent calls share one origin request.
     ///
+    /// - Parameter url: the resource.
     /// - Parameter offset: where a read will start, if one follows. For an uncached
     ///   resource the origin is then asked with a ranged `GET` from there instead of a
     ///   `HEAD`: its head gives the content information and its body becomes the first
     ///   download, which the read joins, so the first byte costs one round trip, not two.
     /// - Parameter length: how many bytes that read wants, if it says: the `GET` then asks
-    ///   for no more than that (at most ``Configuration/minimumRequest``).
+    ///   for no more than that (at most 256 KiB).
     /// - Parameter headers: the player's request headers to send to the origin (see
     ///   ``RequestHeaders``); they do not change the cache key.
     /// - Throws: ``CacheError`` with an origin code when the origin fails.
@@ -266,7 +267,7 @@ public final class CachingReader: Sendable {
     /// known and it may be used without asking the origin (see ``contentInfo(for:readingFrom:headers:)``);
     /// `nil` otherwise. Never waits.
     /// - Parameter headers: the player's request fields, matched against the stored answer's `Vary`.
-    public func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
+    package func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
         let key = store.key(for: url)
         guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key), stored.matches(request: headers) else { return nil }
         return stored
@@ -275,7 +276,7 @@ public final class CachingReader: Sendable {
     /// A read of `range` when the store alone can serve it: every byte is stored and the
     /// entry may be used without asking the origin (a read with no missing bytes is never
     /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
-    public func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
+    package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
         guard let metadata = cachedContentInfo(for: url, headers: headers), metadata.isStorable, let total = metadata.length,
             range.upperBound <= total, !range.isEmpty
         else { return nil }
@@ -306,11 +307,11 @@ public final class CachingReader: Sendable {
     }
 
     /// The fetcher's ``OriginFetcher/securityWarning``.
-    public var securityWarning: String? { fetcher.securityWarning }
+    package var securityWarning: String? { fetcher.securityWarning }
 
     /// Whether `url` may be fetched at all (see ``OriginFetcher/checkOrigin(_:)``).
     /// - Throws: ``CacheError`` with ``CacheError/Code/originNotAllowed`` and the reason.
-    public func checkOrigin(_ url: URL) throws {
+    package func checkOrigin(_ url: URL) throws {
         try fetcher.checkOrigin(url)
     }
 
@@ -323,6 +324,9 @@ public final class CachingReader: Sendable {
     /// ``ReadStream/range`` can be sent to a player before the first byte.
     /// - Throws: `.rangeNotSatisfiable` (with ``CacheError/resourceLength``) when `offset`
     ///   is at or past the end; origin errors.
+    /// - Parameter url: the resource.
+    /// - Parameter offset: the first byte to read.
+    /// - Parameter length: how many bytes to read; `nil` for all to the end.
     /// - Parameter headers: the player's request headers, sent with the origin requests this
     ///   read starts (a download shared by several reads carries those of the read that
     ///   started it: one cache serves one user).
@@ -426,7 +430,7 @@ public final class CachingReader: Sendable {
     }
 
     /// What each running origin download fetches (the status page).
-    public var activeDownloadSummaries: [DownloadSummary] {
+    package var activeDownloadSummaries: [DownloadSummary] {
         scheduler.summaries
     }
 

@@ -12,12 +12,13 @@ public typealias RequestHeaders = [(name: String, value: String)]
 
 /// Fetches a resource's content information and bytes from its origin.
 ///
-/// `MediaCacheHTTP` provides one on AsyncHTTPClient; the read path depends only on this
+/// `MediaCacheHTTP` provides two, on AsyncHTTPClient and on URLSession; the read path depends only on this
 /// protocol. Implementations throw ``CacheError`` with an origin code
 /// (`.originUnavailable`, `.originTimedOut`, `.originRejected`, `.rangeNotSatisfiable`), or
 /// `.originAnswered` with the origin's own answer when it is not the resource's bytes.
 public protocol OriginFetcher: Sendable {
     /// The resource's length, type, range support and validators, without its body.
+    /// - Parameter url: the resource.
     /// - Parameter headers: the player's request headers to send along.
     func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata
 

@@ -38,7 +38,7 @@ public struct ReadStream: AsyncSequence, Sendable {
     /// cached bytes come as a descriptor of the cache's data file and the range to send
     /// from it (the caller owns the descriptor and must close it), other bytes as buffers.
     /// `nil` at the end. Use either this or the iterator, not both.
-    public func nextPart() async throws -> ReadPart? {
+    package func nextPart() async throws -> ReadPart? {
         try await session.next(fileRegions: true)
     }
 
@@ -46,7 +46,7 @@ public struct ReadStream: AsyncSequence, Sendable {
     /// bytes at the cursor are stored and the file is open; `nil` otherwise (then use
     /// ``nextPart()``, which also reports errors). A server on an event loop uses it to
     /// answer a cached range in one step, without handing the request to another thread.
-    public func nextPartWithoutWaiting() -> ReadPart? {
+    package func nextPartWithoutWaiting() -> ReadPart? {
         session.fileRegionWithoutWaiting()
     }
 
@@ -71,7 +71,7 @@ public struct ReadStream: AsyncSequence, Sendable {
 }
 
 /// A part of a read (see ``ReadStream/nextPart()``).
-public enum ReadPart: Sendable {
+package enum ReadPart: Sendable {
     /// Bytes in memory.
     case bytes(ByteBuffer)
     /// The bytes at `range` of the open file `descriptor`, which the receiver must close.

@@ -5,7 +5,7 @@
 ///
 /// Spans that touch or overlap are merged into one, so the set's spans are always sorted,
 /// disjoint and separated by at least one missing byte. A missing range is a *hole*.
-public struct SpanSet: Hashable, Sendable, CustomStringConvertible {
+package struct SpanSet: Hashable, Sendable, CustomStringConvertible {
     /// The spans, sorted by offset, disjoint and never touching.
     public private(set) var spans: [ByteRange]
 

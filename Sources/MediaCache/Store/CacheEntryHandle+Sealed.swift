@@ -148,7 +148,7 @@ extension CacheEntryHandle {
                 continue
             }
             guard rejected.isEmpty else { continue }
-            plaintext.withUnsafeBytes { output.writeBytes(UnsafeRawBufferPointer(rebasing: $0[Int(wanted.lowerBound)..<Int(wanted.upperBound)])) }
+            _ = plaintext.withUnsafeBytes { output.writeBytes(UnsafeRawBufferPointer(rebasing: $0[Int(wanted.lowerBound)..<Int(wanted.upperBound)])) }
         }
         return rejected.isEmpty ? .opened(output) : .rejected(rejected)
     }

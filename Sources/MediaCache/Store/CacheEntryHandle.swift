@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-public import NIOCore
+package import NIOCore
 import Synchronization
 
 /// An open entry of a ``CacheStore``: reads and writes its bytes and metadata.
@@ -10,7 +10,7 @@ import Synchronization
 /// While a handle is open its entry is not evicted. Close it with ``close()`` when done
 /// (it also closes when released). If the entry is removed, or replaced because the
 /// resource changed, the handle's calls throw `.entryInvalidated`.
-public final class CacheEntryHandle: Sendable {
+package final class CacheEntryHandle: Sendable {
     /// The entry's key.
     public let key: CacheKey
     let store: CacheStore

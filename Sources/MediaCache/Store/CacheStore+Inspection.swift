@@ -36,7 +36,7 @@ public struct CacheEntrySummary: Sendable, Codable, Equatable {
     }
 
     /// The stored spans.
-    public var spanSet: SpanSet { SpanSet(spans.compactMap { $0.count == 2 && $0[0] <= $0[1] ? ByteRange($0[0], $0[1]) : nil }) }
+    package var spanSet: SpanSet { SpanSet(spans.compactMap { $0.count == 2 && $0[0] <= $0[1] ? ByteRange($0[0], $0[1]) : nil }) }
 }
 
 /// The store as a whole.
@@ -95,7 +95,7 @@ extension CacheStore {
 }
 
 /// Byte counts for people: `512 B`, `5.2 KiB`, `1.9 MiB` (powers of 1024).
-public enum ByteCountText {
+package enum ByteCountText {
     public static func format(_ count: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(count)

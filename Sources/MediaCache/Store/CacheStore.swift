@@ -4,7 +4,7 @@
 public import Crypto
 public import Foundation
 public import Logging
-public import NIOCore
+import NIOCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -23,8 +23,8 @@ import Synchronization
 /// only after its bytes are written (and, by default, flushed to disk), so after a crash
 /// the index never claims bytes that are not there.
 ///
-/// Open an entry with ``openEntry(_:)`` to read or write it; an open entry is never
-/// evicted. Call ``close()`` when done with the store.
+/// A ``CachingReader`` reads and writes the entries; an entry being read is never evicted.
+/// Call ``close()`` when done with the store.
 public final class CacheStore: Sendable {
     /// Options for a store.
     public struct Configuration: Sendable {
@@ -53,7 +53,7 @@ public final class CacheStore: Sendable {
             }
         }
         /// The clock for last-access times and age-based eviction.
-        public var clock: any WallClock = SystemClock()
+        package var clock: any WallClock = SystemClock()
         /// Whether data files are flushed to disk (`fdatasync`) before the index claims their
         /// bytes. With it, the index is right even after a power loss; without it, only after
         /// a process crash. Writers never wait for it: flushes run in the background.
@@ -64,7 +64,7 @@ public final class CacheStore: Sendable {
         public var logger = Logger(label: "mediacache.store", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The 256-bit master key that encrypts the store at rest, or `nil` (the default) for
         /// an unencrypted store. With a key, every block of every data file is sealed
-        /// (AES-256-GCM, a key per entry, see ``EntryCipher``) and the index hides URLs and
+        /// (AES-256-GCM, a key per entry) and the index hides URLs and
         /// metadata; a block that fails its check is fetched again, never served. Keep the key
         /// out of the cache folder (on Apple platforms, in the Keychain). An encrypted folder
         /// opened without a key is refused; opened with another key, its entries are misses
@@ -337,7 +337,7 @@ public final class CacheStore: Sendable {
     }
 
     /// The spans cached for `key` (empty when there is no entry).
-    public func spans(for key: CacheKey) -> SpanSet {
+    package func spans(for key: CacheKey) -> SpanSet {
         state.withLock { $0.records[key]?.spans ?? SpanSet() }
     }
 
@@ -359,7 +359,7 @@ public final class CacheStore: Sendable {
     /// Opens the entry for `key`, creating an empty one if there is none, and pins it so it
     /// is not evicted until the handle is closed.
     /// - Throws: ``CacheError`` `.storeClosed` after ``close()``.
-    public func openEntry(_ key: CacheKey) throws -> CacheEntryHandle {
+    package func openEntry(_ key: CacheKey) throws -> CacheEntryHandle {
         let now = configuration.clock.now
         let (id, generation) = try state.withLock { state in
             guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }

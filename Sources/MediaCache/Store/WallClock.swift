@@ -1,20 +1,20 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 import Synchronization
 
 /// The source of wall-clock time for last-access times and age-based eviction.
 ///
 /// Times are stored in the index, so they must be wall-clock dates that survive a restart.
 /// Tests inject a ``ManualClock`` to drive age expiry without sleeping.
-public protocol WallClock: Sendable {
+package protocol WallClock: Sendable {
     /// The current time.
     var now: Date { get }
 }
 
 /// The system's clock.
-public struct SystemClock: WallClock {
+package struct SystemClock: WallClock {
     /// Creates the system clock.
     public init() {}
     /// The current time.
@@ -22,7 +22,7 @@ public struct SystemClock: WallClock {
 }
 
 /// A clock that moves only when told to, for tests.
-public final class ManualClock: WallClock {
+package final class ManualClock: WallClock {
     private let current: Mutex<Date>
 
     /// Creates a clock showing `start`.
