@@ -27,46 +27,39 @@ enum StatusPage {
             pinned: downloads?.jobs ?? [], entries: Array(entries.prefix(entryLimit)))
     }
 
+    /// `items` as HTML rows between `open` and `close`, or a line that says there are none.
+    private static func list<Items: Sequence>(
+        _ items: Items, empty: String, open: String = "<ul>", close: String = "</ul>", row: (Items.Element) -> String
+    ) -> String {
+        let rows = items.map(row)
+        return rows.isEmpty ? "<p class=dim>\(empty)</p>" : open + rows.joined() + close
+    }
+
     static func html(_ report: StatusReport) -> String {
         let proxy = report.proxy
         let store = report.store
         let requests = CacheResult.allCases.map { "<li><b>\(escape($0.rawValue))</b> \(proxy.requests[$0.rawValue] ?? 0)</li>" }.joined()
         let fill = store.limit > 0 ? min(100, Double(store.bytes) * 100 / Double(store.limit)) : 0
-        let downloads =
-            report.downloads.isEmpty
-            ? "<p class=dim>None.</p>"
-            : "<ul>"
-                + report.downloads.map { download in
-                    let done = download.end > download.start ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
-                    return
-                        "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
-                }.joined() + "</ul>"
-        let pinned =
-            report.pinned.isEmpty
-            ? "<p class=dim>None.</p>"
-            : "<ul>"
-                + report.pinned.map { job in
-                    let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
-                    return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
-                        + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
-                }.joined() + "</ul>"
-        let entries =
-            report.entries.isEmpty
-            ? "<p class=dim>Nothing is cached.</p>"
-            : "<ul class=entries>"
-                + report.entries.map { entry in
-                    let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
-                    return
-                        "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
-                        + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
-                }.joined() + "</ul>"
-        let recent =
-            proxy.recent.isEmpty
-            ? "<p class=dim>No request yet.</p>"
-            : "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>"
-                + proxy.recent.reversed().map { request in
-                    "<tr><td>\(request.status)</td><td>\(escape(request.result))</td><td>\(escape(request.range ?? "-"))</td><td class=url>\(escape(request.url))</td></tr>"
-                }.joined() + "</table>"
+        let downloads = list(report.downloads, empty: "None.") { download in
+            let done = download.end > download.start ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
+            return "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
+        }
+        let pinned = list(report.pinned, empty: "None.") { job in
+            let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
+            return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
+                + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
+        }
+        let entries = list(report.entries, empty: "Nothing is cached.", open: "<ul class=entries>") { entry in
+            let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
+            return
+                "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
+                + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
+        }
+        let recent = list(
+            proxy.recent.reversed(), empty: "No request yet.", open: "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>", close: "</table>"
+        ) { request in
+            "<tr><td>\(request.status)</td><td>\(escape(request.result))</td><td>\(escape(request.range ?? "-"))</td><td class=url>\(escape(request.url))</td></tr>"
+        }
         return """
             <!doctype html>
             <html lang=en><head><meta charset=utf-8><meta name=viewport content="width=device-width, initial-scale=1">

@@ -72,11 +72,7 @@ import Testing
         fetcher.logger = logs.logger("origin")
         try await ProxyHarness.with(
             fetcher: fetcher,
-            configure: {
-                var c = $0
-                c.logger = logs.logger("proxy")
-                return c
-            }
+            configure: logs.proxyLogger
         ) { h in
             let origin = try await TestOrigin.start(tls: try failure.tls())
             origin.serve(.generated(length: 100_000, seed: 90), at: "/a.mp3")
@@ -114,11 +110,7 @@ import Testing
         fetcher.skipsCertificateVerification = true
         try await ProxyHarness.with(
             fetcher: fetcher,
-            configure: {
-                var c = $0
-                c.logger = logs.logger("proxy")
-                return c
-            }
+            configure: logs.proxyLogger
         ) { h in
             let stranger = try TestCertificateAuthority(commonName: "Stranger CA")
             let identity = try stranger.issue(for: ["elsewhere.example"], notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400)
@@ -171,5 +163,14 @@ import Testing
             #expect(secure.requests("/song.mp3").isEmpty)
             try await secure.shutdown()
         }
+    }
+}
+
+extension LogRecorder {
+    /// A proxy configuration whose log goes to this recorder, labelled `proxy`.
+    func proxyLogger(_ configuration: ProxyConfiguration) -> ProxyConfiguration {
+        var configuration = configuration
+        configuration.logger = logger("proxy")
+        return configuration
     }
 }
