@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import Crypto
 import Foundation
 import MediaCache
 import MediaCacheProxy
@@ -46,8 +47,9 @@ import Testing
     }
 
     /// Makes `form` in `directory`; with `extraVideo`, a second, higher video representation
-    /// (stream 1; the audio is stream 2), and `low.mpd`, the same manifest without it.
-    static func make(_ form: Form, in directory: URL, extraVideo: Bool = false) async throws {
+    /// (stream 1; the audio is stream 2), and `low.mpd`, the same manifest without it; with
+    /// `other`, another picture and tone; with `options`, more of the DASH muxer's options.
+    static func make(_ form: Form, in directory: URL, extraVideo: Bool = false, other: Bool = false, options more: [String] = []) async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var options: [String] = []
         switch form {
@@ -62,11 +64,11 @@ import Testing
             : []
         let result = try await runTool(
             [
-                "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                "-f", "lavfi", "-i", "sine=frequency=330:duration=3", "-shortest", "-threads", "1",
+                "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "\(other ? "testsrc2" : "testsrc")=duration=3:size=160x120:rate=10",
+                "-f", "lavfi", "-i", "sine=frequency=\(other ? 440 : 330):duration=3", "-shortest", "-threads", "1",
             ] + streams
                 + ["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1"]
-                + options + [directory.appendingPathComponent("m.mpd").path])
+                + options + more + [directory.appendingPathComponent("m.mpd").path])
         #expect(result.status == 0, "ffmpeg \(form): \(result.error)")
         if extraVideo {
             // The same presentation without the higher representation: what the pinned one plays.
@@ -104,9 +106,10 @@ import Testing
     static func serve(_ directory: URL, on origin: TestOrigin, under prefix: String = "/dash") throws -> [String] {
         let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
         var paths: [String] = []
-        for file in files where ["mpd", "m4s", "mp4"].contains(file.pathExtension) {
+        let types = ["mpd": "application/dash+xml", "m3u8": "application/vnd.apple.mpegurl", "m4s": "video/iso.segment", "mp4": "video/mp4"]
+        for file in files {
+            guard let type = types[file.pathExtension] else { continue }
             let path = prefix + file.path.dropFirst(directory.path.count)
-            let type = file.pathExtension == "mpd" ? "application/dash+xml" : "video/iso.segment"
             origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
             paths.append(path)
         }
@@ -124,9 +127,7 @@ import Testing
     /// The form ffmpeg cannot play, played by GStreamer's `dashdemux`: one file per
     /// representation addressed by `SegmentBase` (`indexRange` and `Initialization@range`,
     /// written over ffmpeg's `-single_file 1 -global_sidx 1` output). It decodes through the
-    /// proxy to what it decodes to direct, and a second play makes no origin request. (A
-    /// presentation of two periods is not played here: GStreamer hung on it under load, played
-    /// direct as well as through the proxy.)
+    /// proxy to what it decodes to direct, and a second play makes no origin request.
     @Test(.enabled(if: hasFFmpeg && hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"))
     func segmentBasePlaysInGStreamer() async throws {
         try await withTemporaryDirectory { directory in
@@ -155,17 +156,63 @@ import Testing
                 try text.write(to: single.appendingPathComponent("base.mpd"), atomically: true, encoding: .utf8)
                 let paths = try Self.serve(single, on: h.origin)
                 #expect(paths.contains("/dash/base.mpd"))
-                for entry in ["/dash/base.mpd"] {
-                    let direct = try await Self.gstreamerHash(h.origin.url(entry).absoluteString, in: directory)
-                    let proxied = try await Self.gstreamerHash(h.proxyURL(for: h.origin.url(entry).absoluteString), in: directory)
-                    #expect(!direct.isEmpty && proxied == direct, "\(entry): direct \(direct), proxied \(proxied)")
-                    h.origin.resetCounters()
-                    #expect(try await Self.gstreamerHash(h.proxyURL(for: h.origin.url(entry).absoluteString), in: directory) == direct)
-                    let asked = paths.flatMap { h.origin.requests($0) }
-                    #expect(asked.isEmpty, "\(entry): the second play reached the origin: \(asked)")
+                try await Self.expectGStreamerPlays("/dash/base.mpd", served: paths, through: h, in: directory)
+            }
+        }
+    }
+
+    /// A presentation of two periods, each with its own picture, tone and folder (a relative
+    /// `BaseURL` per period), played by GStreamer: both periods decode through the proxy to
+    /// what they decode to direct, six seconds of video, and a second play makes no origin
+    /// request.
+    @Test(.enabled(if: hasFFmpeg && hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"))
+    func multiPeriodPlaysInGStreamer() async throws {
+        try await withTemporaryDirectory { directory in
+            try await ProxyHarness.with { h in
+                let made = directory.appendingPathComponent("made")
+                try await Self.make(.templateNumber, in: made.appendingPathComponent("p1"))
+                try await Self.make(.templateNumber, in: made.appendingPathComponent("p2"), other: true)
+                let one = try String(contentsOf: made.appendingPathComponent("p1/m.mpd"), encoding: .utf8)
+                let start = try #require(one.range(of: "<Period id=\"0\" start=\"PT0.0S\">"), "\(one)")
+                let end = try #require(one.range(of: "</Period>", range: start.upperBound..<one.endIndex))
+                let period = String(one[start.upperBound..<end.upperBound])
+                let two =
+                    String(one[..<start.lowerBound]).replacingOccurrences(of: "mediaPresentationDuration=\"PT3.0S\"", with: "mediaPresentationDuration=\"PT6.0S\"")
+                    + "<Period id=\"0\" start=\"PT0.0S\">\n\t\t<BaseURL>p1/</BaseURL>" + period
+                    + "\n\t<Period id=\"1\" start=\"PT3.0S\">\n\t\t<BaseURL>p2/</BaseURL>" + period + one[end.upperBound...]
+                #expect(two.contains("PT6.0S") && two.components(separatedBy: "<Period ").count == 3, "\(two)")
+                try two.write(to: made.appendingPathComponent("two.mpd"), atomically: true, encoding: .utf8)
+                let paths = try Self.serve(made, on: h.origin, under: "/two")
+                let direct = try await Self.expectGStreamerPlays("/two/two.mpd", served: paths, through: h, in: directory)
+                // Six seconds of 160x120 I420 at 10 frames a second: both periods were played.
+                #expect(direct.videoBytes == 6 * 10 * 160 * 120 * 3 / 2, "\(direct)")
+                for folder in ["/two/p1/", "/two/p2/"] {
+                    #expect(paths.contains { $0.hasPrefix(folder + "chunk-stream0-") }, "\(paths)")
                 }
             }
         }
+    }
+
+    /// Plays the manifest at `entry` of the test origin with GStreamer direct, through the
+    /// proxy, and through the proxy again: each decodes to the same, the manifest the proxy
+    /// gives names no origin address, and the second play asks the origin for none of `served`.
+    /// Returns the direct play.
+    @discardableResult
+    static func expectGStreamerPlays(_ entry: String, served: [String], through h: ProxyHarness, in directory: URL) async throws -> GStreamerPlay {
+        let origin = h.origin.url(entry).absoluteString
+        let manifest = try await h.get(h.proxyURL(for: origin))
+        let text = String(buffer: manifest.body)
+        #expect(manifest.status == 200 && text.contains("<MPD"), "\(entry): \(manifest.status)")
+        #expect(!text.contains(String(h.origin.url("/").absoluteString.dropLast())), "\(entry): the manifest names the origin: \(text)")
+        let direct = try await Self.gstreamerPlay(origin, in: directory)
+        let proxied = try await Self.gstreamerPlay(h.proxyURL(for: origin), in: directory)
+        #expect(direct.videoBytes > 0 && proxied == direct, "\(entry): direct \(direct), proxied \(proxied)")
+        h.origin.resetCounters()
+        let again = try await Self.gstreamerPlay(h.proxyURL(for: origin), in: directory)
+        #expect(again == direct, "\(entry): the second play")
+        let asked = served.flatMap { h.origin.requests($0) }
+        #expect(asked.isEmpty, "\(entry): the second play reached the origin: \(asked)")
+        return direct
     }
 
     /// The ranges of an MP4 file's top-level boxes, by type (the first of each).
@@ -182,20 +229,31 @@ import Testing
         return boxes
     }
 
-    /// The md5 of what GStreamer decodes from `uri` (raw audio and video, not in real time);
-    /// empty when it fails.
-    static func gstreamerHash(_ uri: String, in directory: URL) async throws -> String {
-        let audio = directory.appendingPathComponent("a-\(UUID().uuidString).raw").path
-        let video = directory.appendingPathComponent("v-\(UUID().uuidString).raw").path
+    /// What GStreamer decodes from a URI: the md5 and the size of its raw audio and video.
+    struct GStreamerPlay: Equatable, CustomStringConvertible {
+        var audio = "", video = ""
+        var audioBytes = 0, videoBytes = 0
+        var description: String { "audio \(audioBytes) bytes \(audio.prefix(8)), video \(videoBytes) bytes \(video.prefix(8))" }
+    }
+
+    /// What GStreamer decodes from `uri` (raw audio and video, not in real time); empty when
+    /// it fails.
+    static func gstreamerPlay(_ uri: String, in directory: URL) async throws -> GStreamerPlay {
+        let audio = directory.appendingPathComponent("a-\(UUID().uuidString).raw")
+        let video = directory.appendingPathComponent("v-\(UUID().uuidString).raw")
         let result = try await runTool([
             "timeout", "120", "gst-launch-1.0", "-q", "playbin", "uri=\(uri)",
-            "audio-sink=audioconvert ! audio/x-raw,format=S16LE ! filesink sync=false location=\(audio)",
-            "video-sink=videoconvert ! video/x-raw,format=I420 ! filesink sync=false location=\(video)",
+            "audio-sink=audioconvert ! audio/x-raw,format=S16LE ! filesink sync=false location=\(audio.path)",
+            "video-sink=videoconvert ! video/x-raw,format=I420 ! filesink sync=false location=\(video.path)",
         ])
         #expect(result.status == 0, "gst-launch \(uri): \(result.error) \(String(decoding: result.output, as: UTF8.self).suffix(500))")
-        guard result.status == 0 else { return "" }
-        let hash = try await runTool(["md5sum", audio, video])
-        return String(decoding: hash.output, as: UTF8.self).split(separator: "\n").map { $0.prefix(32) }.joined(separator: ",")
+        guard result.status == 0 else { return GStreamerPlay() }
+        let audioBytes = try Data(contentsOf: audio)
+        let videoBytes = try Data(contentsOf: video)
+        return GStreamerPlay(
+            audio: Insecure.MD5.hash(data: audioBytes).map { String(format: "%02x", $0) }.joined(),
+            video: Insecure.MD5.hash(data: videoBytes).map { String(format: "%02x", $0) }.joined(),
+            audioBytes: audioBytes.count, videoBytes: videoBytes.count)
     }
 
     /// A DASH presentation pinned through the engine (the lowest representation of each
@@ -389,6 +447,33 @@ import Testing
             for bad in ["/o/!!!/x", "/o/" + Data("ftp://x".utf8).base64EncodedString() + "/x", "/o/aHR0cDovL2EvYg/x"] {
                 let reply = try await h.get("http://127.0.0.1:\(h.port)" + bad, headers: [("X-MediaCache-Token", "s3cret")])
                 #expect(reply.status == 400, "\(bad): \(reply.status) \(String(buffer: reply.body))")
+            }
+        }
+    }
+
+    /// ffmpeg's DASH muxer with `-hls_playlist 1` writes HLS playlists beside the manifest,
+    /// naming the same segments. Played as HLS through the proxy, then as DASH, each to its
+    /// direct play's md5: the DASH play asks the origin for its manifest alone, as the HLS
+    /// play does after a DASH one, so the two forms share one set of cache entries.
+    @Test(.enabled(if: hasFFmpeg, "ffmpeg is installed by .ci/run"), arguments: [true, false])
+    func theHLSAndDASHFormsOfOnePresentationShareTheirEntries(hlsFirst: Bool) async throws {
+        try await withTemporaryDirectory { directory in
+            try await ProxyHarness.with { h in
+                try await Self.make(.templateTimeline, in: directory, options: ["-hls_playlist", "1"])
+                let paths = try Self.serve(directory, on: h.origin)
+                let segments = paths.filter { $0.hasSuffix(".m4s") }
+                #expect(paths.contains("/dash/master.m3u8") && segments.count >= 6, "\(paths)")
+                let forms = hlsFirst ? ["/dash/master.m3u8", "/dash/m.mpd"] : ["/dash/m.mpd", "/dash/master.m3u8"]
+                let direct = [try await Self.decodeHash(h.origin.url(forms[0]).absoluteString), try await Self.decodeHash(h.origin.url(forms[1]).absoluteString)]
+                h.origin.resetCounters()
+                #expect(try await Self.decodeHash(h.proxyURL(for: h.origin.url(forms[0]).absoluteString)) == direct[0], "\(forms[0]) through the proxy")
+                let fetched = segments.filter { !h.origin.requests($0).isEmpty }
+                #expect(fetched == segments, "\(forms[0]) played without: \(Set(segments).subtracting(fetched).sorted())")
+                h.origin.resetCounters()
+                #expect(try await Self.decodeHash(h.proxyURL(for: h.origin.url(forms[1]).absoluteString)) == direct[1], "\(forms[1]) through the proxy")
+                let asked = paths.filter { !h.origin.requests($0).isEmpty }
+                let manifests = hlsFirst ? ["/dash/m.mpd"] : ["/dash/master.m3u8", "/dash/media_0.m3u8", "/dash/media_1.m3u8"]
+                #expect(asked.sorted() == manifests, "\(forms[1]) after \(forms[0]) asked the origin for \(asked.sorted())")
             }
         }
     }
