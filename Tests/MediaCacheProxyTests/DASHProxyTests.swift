@@ -195,8 +195,8 @@ import Testing
 
     /// Plays the manifest at `entry` of the test origin with GStreamer direct, through the
     /// proxy, and through the proxy again: each decodes to the same, the manifest the proxy
-    /// gives names no origin address, and the second play asks the origin for none of `served`.
-    /// Returns the direct play.
+    /// gives names no origin address, and the second play asks the origin for none of `served`;
+    /// then exports what was stored and plays the folder, to the same. Returns the direct play.
     @discardableResult
     static func expectGStreamerPlays(_ entry: String, served: [String], through h: ProxyHarness, in directory: URL) async throws -> GStreamerPlay {
         let origin = h.origin.url(entry).absoluteString
@@ -212,6 +212,10 @@ import Testing
         #expect(again == direct, "\(entry): the second play")
         let asked = served.flatMap { h.origin.requests($0) }
         #expect(asked.isEmpty, "\(entry): the second play reached the origin: \(asked)")
+        // What the plays stored, exported: a folder that plays the same.
+        let exported = directory.appendingPathComponent("exported-\(UUID().uuidString)")
+        let summary = try await h.base.reader.export(h.origin.url(entry), to: exported)
+        #expect(try await Self.gstreamerPlay(URL(fileURLWithPath: summary.path).absoluteString, in: directory) == direct, "\(entry): the export")
         return direct
     }
 
@@ -259,7 +263,8 @@ import Testing
     /// A DASH presentation pinned through the engine (the lowest representation of each
     /// adaptation set, two video representations to choose from) then plays through an
     /// offline proxy with the origin stopped, to the direct play's md5; the other
-    /// representation was never fetched. The manifest's lists are read as a player would.
+    /// representation was never fetched; exported, it plays from a folder. The manifest's lists
+    /// are read as a player would.
     /// (Not with a `$Number$` template and a duration: ffmpeg's muxer writes an audio segment
     /// past the presentation's duration and ffmpeg's player reads it, while the manifest, and so
     /// the pin, counts the segments the duration covers; offline, ffmpeg then ends on a 504.)
@@ -280,6 +285,19 @@ import Testing
                 let played = try await Self.decodeHash(h.proxyURL(for: origin.url("/dash/low.mpd").absoluteString))
                 #expect(played == direct, "with the origin stopped")
             }
+            // Exported from the store, the origin still stopped: a folder a player plays as it is.
+            let exported = directory.appendingPathComponent("exported")
+            try await PinnedDownloadsTests.withEngine(folder) { _, reader in
+                let summary = try await reader.export(origin.url("/dash/m.mpd"), to: exported, variant: .lowestBandwidth)
+                #expect(summary.path == exported.appendingPathComponent("index.mpd").path && summary.files == 9, "\(summary)")
+                // A template names every segment: a part of the presentation is refused, not cut short.
+                let part = directory.appendingPathComponent("part")
+                await #expect(throws: CacheError.self) { try await reader.export(origin.url("/dash/m.mpd"), to: part, variant: .lowestBandwidth, seconds: 1) }
+                #expect(!FileManager.default.fileExists(atPath: part.path))
+            }
+            let manifest = try String(contentsOf: exported.appendingPathComponent("index.mpd"), encoding: .utf8)
+            #expect(!manifest.contains(String(origin.url("/").absoluteString.dropLast())) && !manifest.contains("<Representation id=\"1\""), "\(manifest)")
+            #expect(try await Self.decodeHash(exported.appendingPathComponent("index.mpd").path) == direct, "the export")
         }
     }
 

@@ -43,6 +43,49 @@ import Testing
         #expect(out.hasPrefix("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\">\n  <BaseURL>"))
     }
 
+    /// An export's rewrite: the representations not chosen left out whole, and every reference
+    /// written relative to the base it resolves against (RFC 3986), so that resolved level by
+    /// level, as a player does, each names the local path `map` gave.
+    @Test func anExportLeavesOutRepresentationsAndWritesReferencesRelative() throws {
+        let text = """
+            <MPD type="static"><BaseURL>media/</BaseURL>
+              <Period><BaseURL>p1/</BaseURL>
+                <AdaptationSet><BaseURL>../v/</BaseURL><BaseURL>https://other.example/x/</BaseURL>
+                  <Representation id="1" bandwidth="1"><BaseURL>r1/</BaseURL>
+                    <SegmentTemplate media="s-$Number$.m4s" initialization="https://cdn.example/i/$RepresentationID$.mp4"/>
+                  </Representation>
+                  <Representation id="2" bandwidth="2"><BaseURL>r2/</BaseURL><SegmentList><SegmentURL media="https://cdn.example/gone.m4s"/></SegmentList></Representation>
+                </AdaptationSet>
+              </Period>
+            </MPD>
+            """
+        let manifest = try DASHManifest(parsing: Array(text.utf8))
+        let representations = manifest.presentation(base: Self.base).periods[0].adaptationSets[0].representations
+        #expect(representations.map(\.id) == ["1", "2"])
+        let out = manifest.rewritten(base: Self.base, removing: [representations[1].element], relative: true) { url in
+            url.host == "cdn.example" ? "o0" + url.path(percentEncoded: false) : url.absoluteString
+        }
+        #expect(out.contains("<BaseURL>o0/show/media/</BaseURL>"), "\(out)")
+        #expect(out.contains("<BaseURL>p1/</BaseURL>"))
+        #expect(out.contains("<BaseURL>../v/</BaseURL>"))
+        #expect(out.contains("<BaseURL>https://other.example/x/</BaseURL>"))
+        #expect(out.contains("<BaseURL>r1/</BaseURL>"))
+        #expect(out.contains("initialization=\"../../../../i/$RepresentationID$.mp4\""), "\(out)")
+        #expect(!out.contains("r2/") && !out.contains("gone.m4s") && !out.contains("id=\"2\""), "\(out)")
+        #expect(out.components(separatedBy: "<Representation").count == 2)
+        // What was left is read again as it was, less the one representation.
+        let again = try DASHManifest(parsing: Array(out.utf8))
+        #expect(again.elements.count == manifest.elements.count - 4)
+    }
+
+    @Test(arguments: [
+        ("o0/a/b.m4s", "o0/a/", "b.m4s"), ("o0/a/", "o0/a/", "./"), ("o1/x/", "o0/a/", "../../o1/x/"),
+        ("https://x.example/", "o0/", "https://x.example/"), ("o0/a/", "", "o0/a/"), ("o0/b.mp4", "o0/a/c/", "../../b.mp4"),
+    ])
+    func referencesBetweenLocalPaths(path: String, folder: String, expected: String) {
+        #expect(DASHManifest.relativeReference(to: path, from: folder) == expected)
+    }
+
     @Test func aManifestWithoutABaseGetsTheFolderItCameFrom() throws {
         let out = try Self.rewrite(
             "<MPD><Period><AdaptationSet><SegmentList><SegmentURL media=\"a.m4s\"/><SegmentURL media=\"http://cdn.example/b.m4s?x=1&amp;y=2\"/></SegmentList></AdaptationSet></Period></MPD>"

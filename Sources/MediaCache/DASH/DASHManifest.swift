@@ -22,6 +22,9 @@ package struct DASHManifest: Sendable {
     struct Element: Sendable {
         var name: String
         var parent: Int?
+        /// Where the start tag begins (its `<`) and where the element ends (just past the end
+        /// tag's `>`, or the start tag's when it closes itself).
+        var extent: Range<Int>
         /// Where the start tag ends (just past `>`), for an insertion after it.
         var startTagEnd: Int
         var attributes: [(name: String, value: Range<Int>)]
@@ -89,33 +92,51 @@ package struct DASHManifest: Sendable {
     /// relative references resolve through `map` too; `Location`, `PatchLocation`,
     /// `xlink:href` and absolute segment, initialization and index URLs (templates included)
     /// mapped. `UTCTiming` and `ContentProtection` are left alone, and so is everything else.
-    /// - Parameter base: the URL the manifest came from, after redirects.
-    package func rewritten(base: URL, map: (URL) -> String) -> String {
+    /// - Parameters:
+    ///   - base: the URL the manifest came from, after redirects.
+    ///   - removing: elements (by index) left out whole, children included.
+    ///   - relative: whether `map` gives paths relative to the manifest's own folder (an
+    ///     export); each is then written relative to the base it is resolved against, as
+    ///     RFC 3986 resolves it, rather than as given.
+    package func rewritten(base: URL, removing removed: Set<Int> = [], relative: Bool = false, map: (URL) -> String) -> String {
         var edits: [(range: Range<Int>, text: String)] = []
-        // The base each element's children resolve against, before and after its own BaseURL.
+        // The base each element's children resolve against, before and after its own BaseURL,
+        // and (relative) each as written.
         var inherited: [URL] = []
         var bases: [URL] = []
+        var writtenInherited: [String] = []
+        var writtenBases: [String] = []
         var hasOwnBase: [Bool] = []
-        var rootHasBase = false
-        for element in elements {
+        // A base for the whole manifest is added only where it has none at all: one that
+        // cannot be read is the origin's to answer for, not replaced by a guess.
+        let rootHasBase = elements.contains { $0.name == "BaseURL" && $0.parent == 0 }
+        // The folder the manifest came from (RFC 3986: `./` keeps neither the file name nor the query).
+        let folder = rootHasBase ? nil : URL(string: "./", relativeTo: base)?.absoluteURL
+        let writtenFolder = folder.map(map)
+        func write(_ mapped: String, from anchor: String) -> String {
+            Self.escaped(relative ? Self.relativeReference(to: mapped, from: anchor) : mapped)
+        }
+        for (index, element) in elements.enumerated() {
             let parentBase = element.parent.map { bases[$0] } ?? base
+            let parentWritten = element.parent.map { writtenBases[$0] } ?? ""
             inherited.append(parentBase)
             bases.append(parentBase)
+            writtenInherited.append(parentWritten)
+            writtenBases.append(element.parent == nil ? writtenFolder ?? "" : parentWritten)
             hasOwnBase.append(false)
-            // A base for the whole manifest is added only where it has none at all: one that
-            // cannot be read is the origin's to answer for, not replaced by a guess.
-            if element.name == "BaseURL", element.parent == 0 { rootHasBase = true }
+            if removed.contains(index) { edits.append((element.extent, "")) }
             if let text = element.text {
-                let anchor = element.parent.map { inherited[$0] } ?? base
                 let value = Self.textValue(bytes[text])
-                if element.name == "BaseURL", let parent = element.parent, let resolved = Self.resolve(value, against: anchor) {
-                    edits.append((text, Self.escaped(map(resolved))))
+                if element.name == "BaseURL", let parent = element.parent, let resolved = Self.resolve(value, against: inherited[parent]) {
+                    let mapped = map(resolved)
+                    edits.append((text, write(mapped, from: writtenInherited[parent])))
                     if !hasOwnBase[parent] {
                         hasOwnBase[parent] = true
                         bases[parent] = resolved
+                        writtenBases[parent] = mapped
                     }
                 } else if element.name != "BaseURL", let resolved = Self.resolve(value, against: base) {
-                    edits.append((text, Self.escaped(map(resolved))))
+                    edits.append((text, write(map(resolved), from: "")))
                 }
             }
             let urlNames = Self.urlAttributes[element.name] ?? []
@@ -125,18 +146,19 @@ package struct DASHManifest: Sendable {
                 let value = Self.decodedText(bytes[attribute.value])
                 if isLink {
                     guard value != "urn:mpeg:dash:resolve-to-zero:2013", let resolved = Self.resolve(value, against: parentBase) else { continue }
-                    edits.append((attribute.value, Self.escaped(map(resolved))))
+                    edits.append((attribute.value, write(map(resolved), from: parentWritten)))
                 } else if Self.isAbsoluteHTTP(value), let resolved = Self.resolve(value, against: parentBase) {
-                    // A relative one resolves against the (rewritten, absolute) base by itself.
-                    edits.append((attribute.value, Self.escaped(map(resolved))))
+                    // A relative one resolves against the (rewritten) base by itself.
+                    edits.append((attribute.value, write(map(resolved), from: parentWritten)))
                 }
             }
         }
-        // The folder the manifest came from (RFC 3986: `./` keeps neither the file name nor the query).
-        if !rootHasBase, let root = elements.first, let folder = URL(string: "./", relativeTo: base)?.absoluteURL {
-            edits.append((root.startTagEnd..<root.startTagEnd, "<BaseURL>" + Self.escaped(map(folder)) + "</BaseURL>"))
+        if let writtenFolder, let root = elements.first {
+            edits.append((root.startTagEnd..<root.startTagEnd, "<BaseURL>" + write(writtenFolder, from: "") + "</BaseURL>"))
         }
-        edits.sort { $0.range.lowerBound < $1.range.lowerBound }
+        // Earlier first; of two at one place, the longer (a removal) first, so that an edit
+        // inside a removed element is dropped with it.
+        edits.sort { ($0.range.lowerBound, -$0.range.count) < ($1.range.lowerBound, -$1.range.count) }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count + edits.count * 64)
         var cursor = 0
@@ -147,6 +169,19 @@ package struct DASHManifest: Sendable {
         }
         output += bytes[cursor...]
         return String(decoding: output, as: UTF8.self)
+    }
+
+    /// `path` (slash-separated, relative to one root; a folder ends with `/`) as a reference
+    /// relative to `folder` (likewise, or empty for the root); an absolute URL as it is.
+    static func relativeReference(to path: String, from folder: String) -> String {
+        guard !path.contains("://"), !path.hasPrefix("/") else { return path }
+        let from = folder.split(separator: "/", omittingEmptySubsequences: true)
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        let directories = parts.dropLast()
+        var common = 0
+        while common < from.count, common < directories.count, from[common] == directories[common] { common += 1 }
+        let reference = String(repeating: "../", count: from.count - common) + parts[common...].joined(separator: "/")
+        return reference.isEmpty ? "./" : reference
     }
 
     /// `text` resolved against `base`, when the result is an http(s) URL with a host.
@@ -211,6 +246,7 @@ package struct DASHManifest: Sendable {
                     elements[top].text = elements[top].startTagEnd..<index
                 }
                 index = close + 1
+                elements[top].extent = elements[top].extent.lowerBound..<index
             } else {
                 let (element, end, selfClosing) = try startTag(bytes, at: index, parent: open.last)
                 guard open.count < maximumDepth else { throw DASHManifestError("The manifest nests deeper than \(maximumDepth) levels.") }
@@ -237,11 +273,11 @@ package struct DASHManifest: Sendable {
             while index < count, isSpace(bytes[index]) { index += 1 }
             guard index < count else { throw DASHManifestError("The tag <\(name.prefix(40))> is not closed.") }
             if bytes[index] == UInt8(ascii: ">") {
-                return (Element(name: name, parent: parent, startTagEnd: index + 1, attributes: attributes), index + 1, false)
+                return (Element(name: name, parent: parent, extent: start..<(index + 1), startTagEnd: index + 1, attributes: attributes), index + 1, false)
             }
             if bytes[index] == UInt8(ascii: "/") {
                 guard index + 1 < count, bytes[index + 1] == UInt8(ascii: ">") else { throw DASHManifestError("The tag <\(name.prefix(40))> is malformed.") }
-                return (Element(name: name, parent: parent, startTagEnd: index + 2, attributes: attributes), index + 2, true)
+                return (Element(name: name, parent: parent, extent: start..<(index + 2), startTagEnd: index + 2, attributes: attributes), index + 2, true)
             }
             let nameStart = index
             while index < count, !isNameEnd(bytes[index]), bytes[index] != UInt8(ascii: "=") { index += 1 }

@@ -18,6 +18,8 @@ package struct DASHPresentation: Sendable {
     }
 
     package struct Representation: Sendable {
+        /// Its element in the manifest (``DASHManifest/rewritten(base:removing:relative:map:)``).
+        package var element: Int
         package var id: String
         package var bandwidth: Int64
         package var resources: [Resource]
@@ -93,7 +95,7 @@ extension DASHManifest {
                         // SegmentBase, or nothing: the representation's base is one file.
                         resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
                     }
-                    representations.append(DASHPresentation.Representation(id: id, bandwidth: bandwidth, resources: resources))
+                    representations.append(DASHPresentation.Representation(element: representation, id: id, bandwidth: bandwidth, resources: resources))
                 }
                 sets.append(DASHPresentation.AdaptationSet(representations: representations))
             }

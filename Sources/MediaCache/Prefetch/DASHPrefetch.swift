@@ -24,7 +24,31 @@ extension CachingReader {
     /// What a prefetch of the DASH presentation at `url` stores; the estimate is each chosen
     /// representation's `bandwidth` times the seconds chosen.
     func dashPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
-        let (body, metadata) = try await playlistBody(url, headers: options.headers)
+        let (manifest, base) = try await dashManifest(url, headers: options.headers)
+        var items: [PrefetchItem] = []
+        var seen: Set<PrefetchItem> = []
+        var estimate: Int64 = 0
+        for representation in Self.chosenRepresentations(of: manifest.presentation(base: base), options.variant) {
+            var seconds = 0.0
+            for resource in representation.resources {
+                if let limit = options.seconds, resource.duration > 0, seconds >= limit { break }
+                seconds += resource.duration
+                let item = PrefetchItem(url: resource.url, range: resource.range)
+                if seen.insert(item).inserted { items.append(item) }
+            }
+            estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(representation.bandwidth) / 8 * seconds)))
+        }
+        guard !items.isEmpty else {
+            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments this cache can store.")
+        }
+        return PrefetchPlan(playlists: [url], items: items, estimatedBytes: estimate)
+    }
+
+    /// The static manifest at `url` (stored, or fetched and stored) and the base its references
+    /// resolve against.
+    /// - Throws: ``CacheError`` `.originRejected` for one that cannot be read or is live.
+    func dashManifest(_ url: URL, headers: RequestHeaders = []) async throws -> (manifest: DASHManifest, base: URL) {
+        let (body, metadata) = try await playlistBody(url, headers: headers)
         let manifest: DASHManifest
         do {
             manifest = try DASHManifest(parsing: body)
@@ -35,29 +59,16 @@ extension CachingReader {
         guard !manifest.isDynamic else {
             throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) is live (type=\"dynamic\"): it has no end to store.")
         }
-        let presentation = manifest.presentation(base: metadata.finalURL ?? url)
-        var items: [PrefetchItem] = []
-        var seen: Set<PrefetchItem> = []
-        var estimate: Int64 = 0
-        for period in presentation.periods {
-            for set in period.adaptationSets {
-                let variants = set.representations.enumerated().map { HLSPlaylist.Variant(bandwidth: $0.element.bandwidth, uri: String($0.offset)) }
-                guard let chosen = Self.choose(options.variant, among: variants).flatMap({ Int($0.uri) }) else { continue }
-                let representation = set.representations[chosen]
-                var seconds = 0.0
-                for resource in representation.resources {
-                    if let limit = options.seconds, resource.duration > 0, seconds >= limit { break }
-                    seconds += resource.duration
-                    let item = PrefetchItem(url: resource.url, range: resource.range)
-                    if seen.insert(item).inserted { items.append(item) }
-                }
-                estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(representation.bandwidth) / 8 * seconds)))
-            }
+        return (manifest, metadata.finalURL ?? url)
+    }
+
+    /// In each period, the representation of each adaptation set that `variant` chooses by
+    /// `bandwidth`, as for HLS variants.
+    static func chosenRepresentations(of presentation: DASHPresentation, _ variant: HLSPrefetchOptions.VariantChoice) -> [DASHPresentation.Representation] {
+        presentation.periods.flatMap(\.adaptationSets).compactMap { set in
+            let variants = set.representations.enumerated().map { HLSPlaylist.Variant(bandwidth: $0.element.bandwidth, uri: String($0.offset)) }
+            return choose(variant, among: variants).flatMap { Int($0.uri) }.map { set.representations[$0] }
         }
-        guard !items.isEmpty else {
-            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments this cache can store.")
-        }
-        return PrefetchPlan(playlists: [url], items: items, estimatedBytes: estimate)
     }
 
     /// What a prefetch of the asset at `url` stores, an HLS playlist or a DASH manifest.

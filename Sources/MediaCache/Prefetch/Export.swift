@@ -12,7 +12,7 @@ import NIOCore
 
 /// What ``CachingReader/export(_:to:variant:seconds:)`` wrote.
 public struct ExportSummary: Sendable, Codable, Equatable {
-    /// The file written, or for an HLS asset the folder's `index.m3u8`.
+    /// The file written, or for an HLS asset the folder's `index.m3u8`, for a DASH one its `index.mpd`.
     public var path: String
     /// Files written (1 for a file).
     public var files: Int
@@ -26,7 +26,10 @@ extension CachingReader {
     /// audio, as ``prefetchHLS(_:options:progress:)`` chooses them with `variant` and `seconds`),
     /// the media playlists and their segments, init sections and cached keys, under local
     /// names, so a player plays it with no network. A segment outside the chosen ones keeps
-    /// its origin URL.
+    /// its origin URL. A DASH presentation is written whole as a folder holding `index.mpd`,
+    /// the manifest with only the representation of each adaptation set that `variant`
+    /// chooses, and their resources at their origin paths under a folder per origin (`o0`, …);
+    /// a resource URL with a query cannot be written so, and `seconds` is refused.
     /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.ioFailure` when the
     ///   destination cannot be written (an existing file or folder is not replaced).
     @discardableResult
@@ -42,8 +45,8 @@ extension CachingReader {
         }
         let metadata = try await offline.contentInfo(for: url)
         let kind = try await offline.manifestKind(url, metadata)
-        guard kind != .dash else {
-            throw CacheError(.originRejected, "Exporting a DASH presentation is not supported yet; play it through the proxy (offline too).")
+        if kind == .dash {
+            return try await offline.exportDASH(url, to: destination, variant: variant, seconds: seconds)
         }
         guard kind == .hls else {
             let bytes = try await offline.write(url, range: nil, to: destination.path, exclusive: true)
@@ -109,6 +112,68 @@ extension CachingReader {
             files += 1
         }
         return ExportSummary(path: destination.appendingPathComponent("index.m3u8").path, files: files, bytes: bytes)
+    }
+
+    /// A DASH presentation as a folder at `destination`: `index.mpd`, the manifest with the
+    /// representation `variant` chooses in each adaptation set and the others left out, and
+    /// under a folder per origin (`o0`, …) each resource of those at its origin path, which the
+    /// manifest's bases, written relative, name.
+    private func exportDASH(_ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice, seconds: Double?) async throws -> ExportSummary {
+        guard seconds == nil else {
+            throw CacheError(.outOfBounds, "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
+        }
+        let (manifest, base) = try await dashManifest(url)
+        let presentation = manifest.presentation(base: base)
+        let chosen = Self.chosenRepresentations(of: presentation, variant)
+        let kept = Set(chosen.map(\.element))
+        let others = Set(presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).map(\.element)).subtracting(kept)
+        var origins: [String: String] = [:]
+        func localPath(_ resource: URL) -> String? {
+            // A folder's query is inherited by nothing under it; a file's would be lost.
+            guard let components = URLComponents(url: resource, resolvingAgainstBaseURL: false), components.query == nil || components.path.hasSuffix("/") else {
+                return nil
+            }
+            let parts = components.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+            // A folder (`…/`) keeps its trailing slash; no part may climb or hide.
+            guard parts.dropLast().allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." && !$0.hasPrefix(".") }),
+                parts.last.map({ $0 != "." && $0 != ".." && !$0.hasPrefix(".") }) ?? false
+            else { return nil }
+            let authority = "\(components.scheme ?? "")://\(components.host ?? ""):\(components.port ?? 0)"
+            if origins[authority] == nil { origins[authority] = "o\(origins.count)" }
+            return origins[authority]! + "/" + parts.joined(separator: "/")
+        }
+        var ranges: [String: (url: URL, parts: [ByteRange]?)] = [:]
+        for resource in chosen.flatMap(\.resources) {
+            guard let path = localPath(resource.url), !path.hasSuffix("/") else {
+                throw CacheError(.outOfBounds, "\(resource.url.absoluteString.prefix(200)) cannot be written as a file (a query, or a path that is not a file's).")
+            }
+            if let range = resource.range, ranges[path]?.parts != nil || ranges[path] == nil {
+                ranges[path, default: (resource.url, [])].parts?.append(range)
+            } else {
+                ranges[path] = (resource.url, nil)
+            }
+        }
+        guard !ranges.isEmpty else {
+            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments to export.")
+        }
+        let text = manifest.rewritten(base: base, removing: others, relative: true) { localPath($0) ?? $0.absoluteString }
+        do {
+            try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
+        } catch {
+            throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
+        }
+        var bytes: Int64 = 0
+        for (path, resource) in ranges.sorted(by: { $0.key < $1.key }) {
+            let file = destination.appendingPathComponent(path)
+            do {
+                try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw CacheError(.ioFailure, "Cannot create the folder \(file.deletingLastPathComponent().path).", underlyingError: error)
+            }
+            for part in resource.parts?.map(Optional.some) ?? [nil] { bytes += try await write(resource.url, range: part, to: file.path) }
+        }
+        try Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.mpd").path)
+        return ExportSummary(path: destination.appendingPathComponent("index.mpd").path, files: ranges.count + 1, bytes: bytes)
     }
 
     /// A master playlist naming the exported variant (and its audio rendition, if any).

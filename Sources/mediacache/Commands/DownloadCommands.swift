@@ -207,17 +207,18 @@ final class JobPrinter: Sendable {
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write what is cached of a URL outside the cache, with no network: a file, or an HLS asset as a folder a player plays offline.",
-        discussion: "Every byte must be cached (pin it first). An HLS asset becomes a folder with index.m3u8, its media playlists and segments."
+        abstract: "Write what is cached of a URL outside the cache, with no network: a file, or an HLS or DASH asset as a folder a player plays offline.",
+        discussion:
+            "Every byte must be cached (pin it first). An HLS asset becomes a folder with index.m3u8, its media playlists and segments; a DASH presentation a folder with index.mpd (the chosen representations) and its segments."
     )
 
-    @Argument(help: "The origin URL (a file or an HLS playlist).")
+    @Argument(help: "The origin URL (a file, an HLS playlist or a DASH manifest).")
     var url: String
 
-    @Option(help: "Where to write: a new file, or for an HLS asset a new folder.")
+    @Option(help: "Where to write: a new file, or for an HLS or DASH asset a new folder.")
     var output: String
 
-    @OptionGroup(title: "What of an HLS asset (as it was pinned)") var asset: AssetOptions
+    @OptionGroup(title: "What of an HLS or DASH asset (as it was pinned)") var asset: AssetOptions
 
     @OptionGroup var options: CacheOptions
 

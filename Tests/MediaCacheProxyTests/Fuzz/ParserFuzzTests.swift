@@ -676,6 +676,40 @@ import Testing
         try Self.expectVaried(outcomes, ["rewritten", "refused"])
     }
 
+    /// An export's rewrite (``DASHManifest/rewritten(base:removing:relative:map:)`` leaving out
+    /// every other `Representation`, references relative): read again, the output has the
+    /// input's elements in order less the removed ones and everything inside them (and an added
+    /// base first in MPD when it had none), each with its attribute names.
+    @Test func exportRewritesLeaveOutWhatTheyRemoveAndReadAgain() throws {
+        let base = URL(string: "https://cdn.example/a/b/m.mpd?token=t")!
+        let outcomes = try Mutator.run("mpd", share: 5) { input in
+            guard let manifest = try? DASHManifest(parsing: Array(input.replacingOccurrences(of: "|", with: "\n").utf8)) else { return ("refused", nil) }
+            let representations = manifest.elements.indices.filter { manifest.elements[$0].name == "Representation" }
+            let removed = Set(representations.enumerated().filter { $0.offset % 2 == 0 }.map(\.element))
+            let output = manifest.rewritten(base: base, removing: removed, relative: true) { url in
+                url.host == "cdn.example" ? "o0" + url.path(percentEncoded: false) : url.absoluteString
+            }
+            guard let again = try? DASHManifest(parsing: Array(output.utf8)) else { return ("parsed", "the output does not read again") }
+            var gone = [Bool](repeating: false, count: manifest.elements.count)
+            for (index, element) in manifest.elements.enumerated() {
+                gone[index] = removed.contains(index) || element.parent.map { gone[$0] } ?? false
+            }
+            let kept = manifest.elements.indices.filter { !gone[$0] }.map { manifest.elements[$0] }
+            var after = again.elements
+            if after.count == kept.count + 1, after.count > 1, after[1].name == "BaseURL", after[1].parent == 0,
+                !kept.contains(where: { $0.name == "BaseURL" && $0.parent == 0 })
+            {
+                guard Self.text(of: after[1], in: again) == "o0/a/b/" else { return ("parsed", "the added base is \(Self.text(of: after[1], in: again))") }
+                after.remove(at: 1)
+            }
+            guard kept.map(\.name) == after.map(\.name), kept.map({ $0.attributes.map(\.name) }) == after.map({ $0.attributes.map(\.name) }) else {
+                return ("parsed", "\(kept.count) elements kept, \(after.count) read again, or their names differ")
+            }
+            return (removed.isEmpty ? "nothing removed" : "removed", nil)
+        }
+        try Self.expectVaried(outcomes, ["removed", "refused"])
+    }
+
     static func text(of element: DASHManifest.Element, in manifest: DASHManifest) -> String {
         element.text.map { String(decoding: manifest.bytes[$0], as: UTF8.self) } ?? ""
     }
