@@ -79,9 +79,15 @@ final class PrefetchTracker: Sendable {
         var knownBytes: Int64 = 0
         /// How many whole resources have no known length yet.
         var unknown = 0
+        /// How many changes there have been.
+        var changes = 0
     }
 
     private let state: Mutex<State>
+    /// The number of the last change reported: concurrent fetches change the progress in one
+    /// order, and `onChange` hears them in that order, a change already overtaken left out (a
+    /// progress bar never goes back).
+    private let reported = Mutex<Int>(0)
     private let onChange: @Sendable (PrefetchProgress) -> Void
 
     init(items: [PrefetchItem], playlists: [URL], progress: @escaping @Sendable (PrefetchProgress) -> Void) {
@@ -100,24 +106,33 @@ final class PrefetchTracker: Sendable {
     var progress: PrefetchProgress { state.withLock { $0.progress } }
 
     func report(_ change: (inout PrefetchProgress) -> Void) {
-        let snapshot = state.withLock { state in
-            change(&state.progress)
-            return state.progress
-        }
-        onChange(snapshot)
+        publish { change(&$0.progress) }
     }
 
     /// Records the byte count of a whole resource (`item.range == nil`), once known.
     func learned(_ length: Int64, of item: PrefetchItem) {
-        let snapshot = state.withLock { state in
+        publish { state in
             if item.range == nil, state.known.insert(item).inserted {
                 state.knownBytes += length
                 state.unknown -= 1
                 if state.unknown == 0 { state.progress.bytesTotal = state.knownBytes }
             }
-            return state.progress
         }
-        onChange(snapshot)
+    }
+
+    /// Applies `change` and reports the progress after it, unless a later change has been
+    /// reported already.
+    private func publish(_ change: (inout State) -> Void) {
+        let (snapshot, number) = state.withLock { state in
+            change(&state)
+            state.changes += 1
+            return (state.progress, state.changes)
+        }
+        reported.withLock { last in
+            guard number > last else { return }
+            last = number
+            onChange(snapshot)
+        }
     }
 }
 
