@@ -161,10 +161,11 @@ import Testing
         }
     }
 
-    /// A presentation of two periods, each with its own picture, tone and folder (a relative
+    /// A presentation of two periods, each with its own picture and folder (a relative
     /// `BaseURL` per period), played by GStreamer: both periods decode through the proxy to
     /// what they decode to direct, six seconds of video, and a second play makes no origin
-    /// request.
+    /// request. Video only: GStreamer 1.22's `playbin` deadlocks at a period switch with audio
+    /// and video when segments arrive slowly, direct from any server (docs/dash.md).
     @Test(.enabled(if: hasFFmpeg && hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"))
     func multiPeriodPlaysInGStreamer() async throws {
         try await withTemporaryDirectory { directory in
@@ -175,7 +176,10 @@ import Testing
                 let one = try String(contentsOf: made.appendingPathComponent("p1/m.mpd"), encoding: .utf8)
                 let start = try #require(one.range(of: "<Period id=\"0\" start=\"PT0.0S\">"), "\(one)")
                 let end = try #require(one.range(of: "</Period>", range: start.upperBound..<one.endIndex))
-                let period = String(one[start.upperBound..<end.upperBound])
+                var period = String(one[start.upperBound..<end.upperBound])
+                let audio = try #require(period.range(of: "<AdaptationSet id=\"1\" contentType=\"audio\""), "\(period)")
+                let audioEnd = try #require(period.range(of: "</AdaptationSet>", range: audio.upperBound..<period.endIndex))
+                period.removeSubrange(audio.lowerBound..<audioEnd.upperBound)
                 let two =
                     String(one[..<start.lowerBound]).replacingOccurrences(of: "mediaPresentationDuration=\"PT3.0S\"", with: "mediaPresentationDuration=\"PT6.0S\"")
                     + "<Period id=\"0\" start=\"PT0.0S\">\n\t\t<BaseURL>p1/</BaseURL>" + period
@@ -185,7 +189,7 @@ import Testing
                 let paths = try Self.serve(made, on: h.origin, under: "/two")
                 let direct = try await Self.expectGStreamerPlays("/two/two.mpd", served: paths, through: h, in: directory)
                 // Six seconds of 160x120 I420 at 10 frames a second: both periods were played.
-                #expect(direct.videoBytes == 6 * 10 * 160 * 120 * 3 / 2, "\(direct)")
+                #expect(direct.videoBytes == 6 * 10 * 160 * 120 * 3 / 2 && direct.audioBytes == 0, "\(direct)")
                 for folder in ["/two/p1/", "/two/p2/"] {
                     #expect(paths.contains { $0.hasPrefix(folder + "chunk-stream0-") }, "\(paths)")
                 }
@@ -252,7 +256,8 @@ import Testing
         ])
         #expect(result.status == 0, "gst-launch \(uri): \(result.error) \(String(decoding: result.output, as: UTF8.self).suffix(500))")
         guard result.status == 0 else { return GStreamerPlay() }
-        let audioBytes = try Data(contentsOf: audio)
+        // A presentation without audio never starts the audio sink, which then writes no file.
+        let audioBytes = FileManager.default.fileExists(atPath: audio.path) ? try Data(contentsOf: audio) : Data()
         let videoBytes = try Data(contentsOf: video)
         return GStreamerPlay(
             audio: Insecure.MD5.hash(data: audioBytes).map { String(format: "%02x", $0) }.joined(),
