@@ -154,10 +154,11 @@ public final class ScriptedOrigin: OriginFetcher {
         self.holdsHeads = holdsHeads
     }
 
-    /// Serves `length` deterministic bytes seeded by `seed` at `url`.
-    public func serve(_ url: URL, length: Int64, seed: UInt64, etag: String = "\"v1\"") {
+    /// Serves `length` deterministic bytes seeded by `seed` at `url`, with `etag` (none when
+    /// `nil`), fresh for `lifetime` seconds from now by the origin's clock.
+    public func serve(_ url: URL, length: Int64, seed: UInt64, etag: String? = "\"v1\"", lifetime: TimeInterval = 86_400) {
         var metadata = ContentMetadata(length: length, mimeType: "video/mp4", acceptsRanges: true, etag: etag)
-        metadata.freshUntil = clock.now.addingTimeInterval(86_400)
+        metadata.freshUntil = clock.now.addingTimeInterval(lifetime)
         metadata.generatedAt = clock.now
         resources.withLock { $0[url.absoluteString] = Resource(content: DeterministicContent(seed: seed), metadata: metadata) }
     }
@@ -201,13 +202,17 @@ public struct ScriptedHarness: Sendable {
     public let reader: CachingReader
 
     /// Runs `body` with a fresh harness and closes the store afterwards.
-    public static func with<T>(
-        answersWhole: Bool = false, holdsHeads: Bool = false, reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
+    /// With `clock`, the origin's answers and the store's freshness are timed by it.
+    package static func with<T>(
+        answersWhole: Bool = false, holdsHeads: Bool = false, clock: ManualClock? = nil,
+        reader configuration: CachingReader.Configuration = CachingReader.Configuration(),
         _ body: (ScriptedHarness) async throws -> T
     ) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let origin = ScriptedOrigin(answersWhole: answersWhole, holdsHeads: holdsHeads)
-            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"))
+            let origin = ScriptedOrigin(clock: clock ?? SystemClock(), answersWhole: answersWhole, holdsHeads: holdsHeads)
+            var storeConfiguration = CacheStore.Configuration()
+            if let clock { storeConfiguration.clock = clock }
+            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
             let harness = ScriptedHarness(origin: origin, store: store, reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
             return try await runThenTearDown(harness, body) { harness in
                 await harness.reader.shutDown()

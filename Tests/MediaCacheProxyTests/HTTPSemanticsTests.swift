@@ -184,8 +184,11 @@ import Testing
     }
 
     /// A live playlist (`max-age=1`, target duration 2 s) polled every 4.5 s is never older
-    /// than its freshness allows: each poll gets the version the origin has then.
-    @Test func aLivePlaylistPolledEvery4Point5SecondsIsNeverOld() async throws {
+    /// than its freshness allows: each poll gets the version the origin has then, for one
+    /// origin request. Without validators every version has the same length, so only the
+    /// answer itself tells them apart.
+    @Test(arguments: [true, false])
+    func aLivePlaylistPolledEvery4Point5SecondsIsNeverOld(validators: Bool) async throws {
         let clock = ManualClock(start: Date())
         var store = CacheStore.Configuration()
         store.clock = clock
@@ -193,19 +196,25 @@ import Testing
         fetcher.clock = clock
         try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
             h.origin.useClock(clock)
-            func playlist(_ sequence: Int) -> TestOrigin.Resource {
+            @Sendable func playlist(_ sequence: Int) -> TestOrigin.Resource {
                 let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\ns\(sequence).ts\n#EXTINF:2,\ns\(sequence + 1).ts\n"
                 var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl")
-                resource.etag = "\"p\(sequence)\""
+                resource.etag = validators ? "\"p\(sequence)\"" : nil
+                resource.lastModified = nil
                 resource.cacheControl = "max-age=1"
                 return resource
             }
             for sequence in 0..<5 {
                 if sequence > 0 { clock.advance(by: 4.5) }
-                h.origin.serve(playlist(sequence), at: "/live/index.m3u8")
+                if sequence == 0 {
+                    h.origin.serve(playlist(sequence), at: "/live/index.m3u8")
+                } else {
+                    h.origin.update("/live/index.m3u8") { $0 = playlist(sequence) }
+                }
                 let reply = try await h.get(h.url("/live/index.m3u8"))
                 let text = String(buffer: reply.body)
                 #expect(reply.status == 200 && text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n") && text.contains("s\(sequence + 1).ts"), "poll \(sequence): \(text)")
+                #expect(h.origin.requests("/live/index.m3u8").count == sequence + 1, "one origin request per poll")
             }
         }
     }

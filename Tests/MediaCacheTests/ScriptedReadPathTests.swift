@@ -293,6 +293,38 @@ import Testing
         }
     }
 
+    /// A stale entry from an origin that sends no validator is replaced by the origin's next
+    /// answer even when that answer has the old length: the old bytes are dropped before the
+    /// read plans from them, so every byte read is the new version's. (A live playlist whose
+    /// versions kept one length was served old: the old bytes were taken for the new ones.)
+    @Test func aStaleEntryWithoutValidatorsIsReplacedByAnAnswerOfTheSameLength() async throws {
+        let clock = ManualClock()
+        try await ScriptedHarness.with(clock: clock) { h in
+            let size: Int64 = 3_000
+            h.origin.serve(Self.url, length: size, seed: 31, etag: nil, lifetime: 1)
+            let first = Task { try await collect(try await h.reader.read(Self.url)) }
+            try await waitUntil { !h.origin.exchanges.isEmpty }
+            h.origin.exchanges[0].finish()
+            let old = try await first.value
+            #expect(old.readableBytes == Int(size) && DeterministicContent(seed: 31).firstMismatch(in: old, at: 0) == nil)
+            let key = h.store.key(for: Self.url)
+            try await waitUntil { h.store.spans(for: key).contains(ByteRange(0, size)) }
+
+            clock.advance(by: 4.5)
+            h.origin.serve(Self.url, length: size, seed: 32, etag: nil, lifetime: 1)
+            let stream = try await h.reader.read(Self.url)
+            // The revalidation's answer is in, its body not yet sent: the old version's bytes
+            // are no longer claimed, so nothing can be read from them.
+            #expect(h.origin.exchanges.count == 2)
+            #expect(h.store.spans(for: key).byteCount == 0, "old bytes still claimed: \(h.store.spans(for: key))")
+            let reading = Task { try await collect(stream) }
+            h.origin.exchanges[1].finish()
+            let new = try await reading.value
+            #expect(new.readableBytes == Int(size) && DeterministicContent(seed: 32).firstMismatch(in: new, at: 0) == nil, "the new version's bytes")
+            #expect(h.origin.exchanges.count == 2, "\(h.origin.exchanges.map(\.range))")
+        }
+    }
+
     /// However many resources are read, the read path remembers the last validation of at
     /// most `validationMemoryLimit` of them, and every byte read is still right.
     @Test func readingManyResourcesKeepsTheValidationMemoryBounded() async throws {

@@ -194,6 +194,19 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         return nil
     }
 
+    /// Whether a validator both carry shows `other` to be the version `self` describes: the
+    /// same strong ETag, or (neither carrying an ETag) the same Last-Modified, with lengths
+    /// that agree. ``isSameVersion(as:)`` only says nothing contradicts it: two answers
+    /// without validators never contradict each other, yet a stale entry's bytes cannot be
+    /// kept on the strength of that (RFC 9111 §4.3.3 updates a stored answer only for a
+    /// `304`; §3.4 combines parts only under one strong validator).
+    package func isProvenSameVersion(as other: ContentMetadata) -> Bool {
+        guard isSameVersion(as: other) else { return false }
+        if let a = etag, let b = other.etag { return a == b && !a.hasPrefix("W/") }
+        guard etag == nil, other.etag == nil, let a = lastModified, let b = other.lastModified else { return false }
+        return a == b
+    }
+
     /// Whether `other` describes the same version of the resource as `self`.
     ///
     /// Validators and lengths known on both sides must agree; a side that lacks one

@@ -292,7 +292,8 @@ public final class CachingReader: Sendable {
 
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
-    private func store(_ metadata: ContentMetadata, key: CacheKey) async -> ContentMetadata {
+    /// With `replacing`, the stored bytes are dropped whatever the validators say.
+    private func store(_ metadata: ContentMetadata, key: CacheKey, replacing: Bool = false) async -> ContentMetadata {
         // Without a length the bytes stream through uncached (see `passThrough`).
         guard metadata.length != nil || store.metadata(for: key)?.length != nil else { return metadata }
         guard metadata.isStorable else {
@@ -302,7 +303,7 @@ public final class CachingReader: Sendable {
         }
         guard let handle = try? store.openEntry(key) else { return metadata }
         defer { handle.close() }
-        _ = try? handle.updateMetadata(metadata)
+        _ = try? handle.updateMetadata(metadata, replacing: replacing)
         return (try? handle.metadata()) ?? metadata
     }
 
@@ -538,9 +539,16 @@ public final class CachingReader: Sendable {
             markValidated(key)
             return metadata
         }
-        // A full answer: another version, or the same one from an origin that ignores conditions.
-        CacheMetrics.revalidated(response.metadata.isSameVersion(as: stored) ? .notModified : .changed)
-        return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers)
+        // A full answer: another version, or the same one from an origin that ignores
+        // conditions. Only a validator both carry shows it is the same: an answer without one
+        // (a live playlist from an origin that sends neither `ETag` nor `Last-Modified`) is a
+        // new version even when its length is the old one's, and the stored bytes go.
+        let same = response.metadata.isProvenSameVersion(as: stored)
+        CacheMetrics.revalidated(same ? .notModified : .changed)
+        if !same, response.metadata.isSameVersion(as: stored) {
+            configuration.logger.debug("A stale entry without a shared validator is replaced by the origin's answer", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+        }
+        return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers, replacing: !same)
     }
 
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
@@ -565,10 +573,10 @@ public final class CachingReader: Sendable {
     /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
     private func adopt(
         _ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
-        reserves: Bool = false
+        reserves: Bool = false, replacing: Bool = false
     ) async throws -> ContentMetadata {
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
-        let metadata = await store(response.metadata, key: key)
+        let metadata = await store(response.metadata, key: key, replacing: replacing)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download =

@@ -49,13 +49,15 @@ package final class CacheEntryHandle: Sendable {
     /// agree where both are known), unknown fields are filled in and the cached bytes stay.
     /// Otherwise the resource has changed: every cached byte of the old version is dropped
     /// and this handle moves to the new version, while other handles become invalid.
+    /// With `replacing`, the old version's bytes are dropped whatever the validators say (an
+    /// answer that cannot be shown to be the stored version).
     /// - Returns: `true` when the old version's bytes were dropped.
     @discardableResult
-    public func updateMetadata(_ metadata: ContentMetadata) throws -> Bool {
+    public func updateMetadata(_ metadata: ContentMetadata, replacing: Bool = false) throws -> Bool {
         let replaced = try store.state.withLock { state -> Bool in
             let record = try currentRecord(in: &state)
             var updated = record.metadata
-            guard updated.isSameVersion(as: metadata) else {
+            guard !replacing, updated.isSameVersion(as: metadata) else {
                 state.totalBytes -= record.spans.byteCount
                 state.filesToUnlink.append(record.fileName)
                 let generation = state.makeGeneration()
