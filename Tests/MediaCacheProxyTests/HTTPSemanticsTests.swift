@@ -183,6 +183,44 @@ import Testing
         }
     }
 
+    /// A `304` to the cache's own validation updates the stored answer (RFC 9111 §3.2,
+    /// §4.3.4): each field it carries replaces the stored fields of that name (one `Date`, the
+    /// new `Cache-Control` and its lifetime), the rest stay as stored.
+    @Test(arguments: [false, true])
+    func aNotModifiedAnswerUpdatesTheStoredFields(lowercase: Bool) async throws {
+        let clock = ManualClock(start: Date())
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
+            h.origin.useClock(clock)
+            var resource = TestOrigin.Resource.generated(length: 5_000, seed: 98, mimeType: "audio/mpeg")
+            resource.cacheControl = "max-age=1"
+            resource.extraHeaders = [("X-Version", "one"), ("Content-Disposition", "inline")]
+            resource.faults.lowercaseHeaders = lowercase
+            h.origin.serve(resource, at: "/u.mp3")
+            let first = try await h.get(h.url("/u.mp3"))
+            #expect(first.status == 200 && resource.firstMismatch(in: first.body, at: 0) == nil)
+            clock.advance(by: 10)
+            h.origin.update("/u.mp3") { resource in
+                resource.cacheControl = "max-age=3600"
+                resource.extraHeaders = [("X-Version", "two")]
+            }
+            let second = try await h.get(h.url("/u.mp3"))
+            #expect(second.status == 200 && resource.firstMismatch(in: second.body, at: 0) == nil && second.body.readableBytes == 5_000)
+            #expect(h.origin.requests("/u.mp3").last?.status == 304, "\(h.origin.requests("/u.mp3"))")
+            #expect(second.headers["date"] == [HTTPDate.format(Int64(clock.now.timeIntervalSince1970))], "\(second.headers)")
+            #expect(second.headers["x-version"] == ["two"] && second.headers["cache-control"] == ["max-age=3600"], "\(second.headers)")
+            #expect(second.headers["content-disposition"] == ["inline"], "a field the 304 does not carry stays")
+            #expect(second.headers["etag"] == ["\"v1\""] && second.headers["age"] == ["0"], "\(second.headers)")
+            clock.advance(by: 100)
+            let third = try await h.get(h.url("/u.mp3"))
+            #expect(third.status == 200 && h.origin.requests("/u.mp3").count == 2, "fresh for the 304's max-age")
+            #expect(third.headers["x-version"] == ["two"] && third.headers["date"].count == 1, "\(third.headers)")
+        }
+    }
+
     /// A live playlist (`max-age=1`, target duration 2 s) polled every 4.5 s is never older
     /// than its freshness allows: each poll gets the version the origin has then, for one
     /// origin request. Without validators every version has the same length, so only the

@@ -61,11 +61,14 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     }
 
     /// This stored version as refreshed by an origin's "not modified" answer described by
-    /// `notModified` (RFC 9111 §4.3.4): each header field it carries replaces the stored
-    /// fields of that name; its freshness applies if it says one (`Cache-Control` or
-    /// `Expires`), else the stored freshness lifetime starts again from its age.
+    /// `notModified` (RFC 9111 §3.2, §4.3.4): each header field it carries replaces the stored
+    /// fields of that name (its `ETag` and `Last-Modified` too); its freshness applies if it
+    /// says one (`Cache-Control` or `Expires`), else the stored freshness lifetime starts
+    /// again from its age.
     public func refreshed(by notModified: ContentMetadata) -> ContentMetadata {
         var refreshed = self
+        refreshed.etag = notModified.etag ?? etag
+        refreshed.lastModified = notModified.lastModified ?? lastModified
         let names = Set(notModified.responseHeaders.map { $0.name.lowercased() })
         refreshed.responseHeaders = responseHeaders.filter { !names.contains($0.name.lowercased()) } + notModified.responseHeaders
         let saysFreshness = names.contains("cache-control") || names.contains("expires")

@@ -292,8 +292,8 @@ public final class CachingReader: Sendable {
 
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
-    /// With `replacing`, the stored bytes are dropped whatever the validators say.
-    private func store(_ metadata: ContentMetadata, key: CacheKey, replacing: Bool = false) async -> ContentMetadata {
+    /// `version` can say how it relates to the stored version (see ``VersionChange``).
+    private func store(_ metadata: ContentMetadata, key: CacheKey, version: VersionChange = .compare) async -> ContentMetadata {
         // Without a length the bytes stream through uncached (see `passThrough`).
         guard metadata.length != nil || store.metadata(for: key)?.length != nil else { return metadata }
         guard metadata.isStorable else {
@@ -303,7 +303,7 @@ public final class CachingReader: Sendable {
         }
         guard let handle = try? store.openEntry(key) else { return metadata }
         defer { handle.close() }
-        _ = try? handle.updateMetadata(metadata, replacing: replacing)
+        _ = try? handle.updateMetadata(metadata, version: version)
         return (try? handle.metadata()) ?? metadata
     }
 
@@ -535,7 +535,7 @@ public final class CachingReader: Sendable {
         guard !response.isNotModified else {
             CacheMetrics.revalidated(.notModified)
             configuration.logger.debug("The origin confirmed the stored version", metadata: ["url": "\(url.absoluteString.prefix(200))"])
-            let metadata = await store(stored.refreshed(by: response.metadata), key: key)
+            let metadata = await store(stored.refreshed(by: response.metadata), key: key, version: .confirms(stored))
             markValidated(key)
             return metadata
         }
@@ -548,7 +548,7 @@ public final class CachingReader: Sendable {
         if !same, response.metadata.isSameVersion(as: stored) {
             configuration.logger.debug("A stale entry without a shared validator is replaced by the origin's answer", metadata: ["url": "\(url.absoluteString.prefix(200))"])
         }
-        return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers, replacing: !same)
+        return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers, version: same ? .compare : .new)
     }
 
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
@@ -573,10 +573,10 @@ public final class CachingReader: Sendable {
     /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
     private func adopt(
         _ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
-        reserves: Bool = false, replacing: Bool = false
+        reserves: Bool = false, version: VersionChange = .compare
     ) async throws -> ContentMetadata {
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
-        let metadata = await store(response.metadata, key: key, replacing: replacing)
+        let metadata = await store(response.metadata, key: key, version: version)
         markValidated(key)
         guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
         let download =

@@ -5,6 +5,18 @@ import Foundation
 package import NIOCore
 import Synchronization
 
+/// How an answer's metadata relates to the version an entry holds (see
+/// ``CacheEntryHandle/updateMetadata(_:version:)``).
+package enum VersionChange: Sendable {
+    /// Told by validators and length: a contradiction is a new version.
+    case compare
+    /// The version described by the associated metadata, confirmed (a `304`): if the entry
+    /// still holds it, its bytes stay whatever validators the answer brings.
+    case confirms(ContentMetadata)
+    /// A version the stored one cannot be shown to be: its bytes go.
+    case new
+}
+
 /// An open entry of a ``CacheStore``: reads and writes its bytes and metadata.
 ///
 /// While a handle is open its entry is not evicted. Close it with ``close()`` when done
@@ -49,15 +61,22 @@ package final class CacheEntryHandle: Sendable {
     /// agree where both are known), unknown fields are filled in and the cached bytes stay.
     /// Otherwise the resource has changed: every cached byte of the old version is dropped
     /// and this handle moves to the new version, while other handles become invalid.
-    /// With `replacing`, the old version's bytes are dropped whatever the validators say (an
-    /// answer that cannot be shown to be the stored version).
+    /// `version` can say it instead of the validators: `.new` for an answer that cannot be
+    /// shown to be the stored version, `.confirms` for a `304` that confirmed the version
+    /// asked about (its new validators are taken, the bytes kept).
     /// - Returns: `true` when the old version's bytes were dropped.
     @discardableResult
-    public func updateMetadata(_ metadata: ContentMetadata, replacing: Bool = false) throws -> Bool {
+    public func updateMetadata(_ metadata: ContentMetadata, version: VersionChange = .compare) throws -> Bool {
         let replaced = try store.state.withLock { state -> Bool in
             let record = try currentRecord(in: &state)
             var updated = record.metadata
-            guard !replacing, updated.isSameVersion(as: metadata) else {
+            let same =
+                switch version {
+                case .compare: updated.isSameVersion(as: metadata)
+                case .confirms(let asked): updated.isSameVersion(as: asked)
+                case .new: false
+                }
+            guard same else {
                 state.totalBytes -= record.spans.byteCount
                 state.filesToUnlink.append(record.fileName)
                 let generation = state.makeGeneration()
