@@ -50,24 +50,24 @@ import Testing
 
             let answered = Set(answer.responseHeaders.map { $0.name.lowercased() })
             let all = answered.union(stored.responseHeaders.map { $0.name.lowercased() })
-            let case_ = "round \(round): \(stored.responseHeaders) + \(answer.responseHeaders) → \(merged.responseHeaders)"
+            let described = "round \(round): \(stored.responseHeaders) + \(answer.responseHeaders) → \(merged.responseHeaders)"
             var expectedCount = 0
             for name in all {
                 let expected = answered.contains(name) ? Self.lines(answer.responseHeaders, named: name) : Self.lines(stored.responseHeaders, named: name)
                 expectedCount += expected.count
                 guard Self.lines(merged.responseHeaders, named: name) == expected else {
-                    Issue.record("\(name) lost or duplicated, \(case_)")
+                    Issue.record("\(name) lost or duplicated, \(described)")
                     return
                 }
             }
             guard merged.responseHeaders.count == expectedCount else {
-                Issue.record("a field from nowhere, \(case_)")
+                Issue.record("a field from nowhere, \(described)")
                 return
             }
             guard merged.etag == (answer.etag ?? stored.etag), merged.lastModified == (answer.lastModified ?? stored.lastModified),
                 merged.length == stored.length, merged.generatedAt == answer.generatedAt
             else {
-                Issue.record("validators, length or age not as the 304 says, \(case_)")
+                Issue.record("validators, length or age not as the 304 says, \(described)")
                 return
             }
         }
