@@ -10,24 +10,32 @@ public enum HTTPDate {
     private static let weekdays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
     /// Seconds since 1970-01-01 00:00:00 UTC, or `nil` when `text` is not an HTTP date.
+    ///
+    /// Parts are separated by exactly one space, as the grammar has them (a doubled space or a
+    /// tab makes an invalid date, so an `Expires` with one is already expired, RFC 9111 §5.3);
+    /// the only two spaces in a row are asctime's before a one-digit day. Names of days,
+    /// months and the zone are taken in any letter case (`gmt`), as RFC 9110 §5.6.7 lets a
+    /// recipient be lenient about.
     public static func parse(_ text: String) -> Int64? {
-        let fields = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map { String($0) }
+        var fields = text.split(separator: " ", omittingEmptySubsequences: false).map { String($0) }
+        // asctime's `Nov  6`: an empty field before a one-digit day is the day's padding.
+        if fields.count == 6, !fields[0].hasSuffix(","), fields[2].isEmpty, fields[3].utf8.count == 1 { fields.remove(at: 2) }
         switch fields.count {
         case 6 where fields[0].hasSuffix(","):
             // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-            guard fields[5] == "GMT", let day = number(fields[1], digits: 2...2), let month = month(fields[2]),
+            guard isGMT(fields[5]), let day = number(fields[1], digits: 2...2), let month = month(fields[2]),
                 let year = number(fields[3], digits: 4...4)
             else { return nil }
             return seconds(year: year, month: month, day: day, time: fields[4])
         case 4 where fields[0].hasSuffix(","):
             // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT (a two-digit year: 1970...2069, §5.6.7)
             let date = fields[1].split(separator: "-", omittingEmptySubsequences: false)
-            guard fields[3] == "GMT", date.count == 3, let day = number(String(date[0]), digits: 2...2), let month = month(String(date[1])),
+            guard isGMT(fields[3]), date.count == 3, let day = number(String(date[0]), digits: 2...2), let month = month(String(date[1])),
                 let short = number(String(date[2]), digits: 2...2)
             else { return nil }
             return seconds(year: short < 70 ? 2000 + short : 1900 + short, month: month, day: day, time: fields[2])
         case 5:
-            // asctime: Sun Nov  6 08:49:37 1994
+            // asctime: Sun Nov  6 08:49:37 1994 (the padding space removed above)
             guard weekdays.contains(fields[0].lowercased()), let month = month(fields[1]), let day = number(fields[2], digits: 1...2),
                 let year = number(fields[4], digits: 4...4)
             else { return nil }
@@ -35,6 +43,10 @@ public enum HTTPDate {
         default:
             return nil
         }
+    }
+
+    private static func isGMT(_ text: String) -> Bool {
+        text.utf8.count == 3 && text.lowercased() == "gmt"
     }
 
     /// The IMF-fixdate for `seconds` since 1970 (within years 1900...9999).

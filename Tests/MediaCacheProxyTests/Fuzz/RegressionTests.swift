@@ -104,6 +104,20 @@ import Testing
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC") == nil && HTTPDate.parse("Sat, 31 Apr 2026 00:00:00 GMT") == nil)
     }
 
+    /// Parts of a date are separated by one space: a doubled space or a tab makes it invalid
+    /// (an `Expires` like that is already expired), asctime's padding before a one-digit day
+    /// aside; a lower-case `gmt` is accepted.
+    @Test func aDateWithADoubledSpaceIsNotADate() {
+        #expect(HTTPDate.parse("Sun,  06 Nov 1994 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994  08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT ") == nil && HTTPDate.parse(" Sun, 06 Nov 1994 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sun,\t06 Nov 1994 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sunday,  06-Nov-94 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sun Nov 6 08:49:37 1994") == 784_111_777 && HTTPDate.parse("Sun Nov   6 08:49:37 1994") == nil)
+        #expect(HTTPDate.parse("Sun Nov  16 08:49:37 1994") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 gmt") == 784_111_777 && HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 gmt") == 784_111_777)
+    }
+
     /// A quoted value with an escaped quote followed by a combining mark: the parser reads
     /// bytes, so the escape holds (the fuzz target's own serializer got it wrong on Characters).
     @Test func anEscapedQuoteBeforeACombiningMark() {
