@@ -240,6 +240,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
         // `Vary: *`: no later request can be shown to match (RFC 9111 §4.1), so keeping it is useless.
         if metadata.varyingFieldNames.contains("*") { metadata.isStorable = false }
         metadata.requiresRevalidation = directives.contains("must-revalidate") || directives.contains("no-cache")
+        metadata.staleWhileRevalidate = directives.seconds("stale-while-revalidate")
         metadata.responseHeaders = storedFields(headers)
         return metadata
     }

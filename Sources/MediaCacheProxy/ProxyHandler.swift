@@ -219,9 +219,10 @@ struct ProxyHandler: Sendable {
             }
             // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
             // lets a server ignore it; ffmpeg asks for `bytes=0-`).
-            switch try await reader.manifestKind(url, metadata, headers: forwarded, planned: metadata) {
-            case .hls: return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded, planned: metadata))
-            case .dash: return log.finish(try await manifest(url, head: head, localPort: localPort, headers: forwarded, planned: metadata))
+            let (kind, unstored) = try await manifestKind(url, metadata, asked: asked)
+            switch kind {
+            case .hls: return log.finish(try await playlist(url, head: head, localPort: localPort, headers: forwarded, planned: metadata, read: unstored))
+            case .dash: return log.finish(try await manifest(url, head: head, localPort: localPort, headers: forwarded, planned: metadata, read: unstored))
             case nil: break
             }
             let now = reader.store.configuration.clock.now
@@ -260,6 +261,14 @@ struct ProxyHandler: Sendable {
                 guard sendsBody, !wanted.isEmpty else {
                     return log.finish(ProxyResponse(status: status, headers: Self.headers(metadata, range: wanted, isPartial: specifier != nil, now: now), body: .none))
                 }
+                if let unstored, Int64(unstored.body.count) == total, unstored.metadata.isSameVersion(as: metadata) {
+                    // Read whole to be looked at, and not stored: answered from those bytes.
+                    let bytes = Array(unstored.body[Int(wanted.lowerBound)..<Int(wanted.upperBound)])
+                    log.passesThrough = true
+                    return log.finish(
+                        ProxyResponse(
+                            status: status, headers: Self.headers(unstored.metadata, range: wanted, isPartial: specifier != nil, now: now), body: .bytes(bytes)))
+                }
                 let stream = try await reader.read(url, offset: wanted.lowerBound, length: wanted.length, headers: forwarded, planned: planned)
                 planned = nil
                 guard stream.metadata.length == total, stream.range == wanted, metadata.isSameVersion(as: stream.metadata) else {
@@ -281,18 +290,39 @@ struct ProxyHandler: Sendable {
         }
     }
 
+    /// Whether `url` is a playlist or a manifest; and, when only its bytes can tell and it is
+    /// not stored, its whole body. Not stored, its bytes can be read only once (one origin
+    /// request per client request), so a small body that may be a playlist is read whole
+    /// here, looked at, and answered from memory. A range that does not start at 0 or has an
+    /// end is taken for media (a player asks for a playlist whole) and read as asked.
+    private func manifestKind(_ url: URL, _ metadata: ContentMetadata, asked: Asked) async throws -> (
+        CachingReader.ManifestKind?, (body: [UInt8], metadata: ContentMetadata)?
+    ) {
+        guard !metadata.isStorable, CachingReader.mayBePlaylist(metadata) else {
+            return (try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata), nil)
+        }
+        guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else { return (CachingReader.declaredKind(metadata), nil) }
+        let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata)
+        return (CachingReader.declaredKind(read.metadata) ?? CachingReader.sniffedKind(read.body), read)
+    }
+
     // MARK: HLS
 
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
     /// at the host and port the player used. A body that is not a playlist after all goes
     /// through unchanged; one that cannot be read gets a 502 that says why.
-    private func playlist(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata) async throws -> ProxyResponse {
-        var (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: planned)
+    /// - Parameter read: the body and its metadata when they were read already (an answer
+    ///   that is not stored: it was just fetched, and is not asked for again).
+    private func playlist(
+        _ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata,
+        read: (body: [UInt8], metadata: ContentMetadata)?
+    ) async throws -> ProxyResponse {
+        var (body, metadata) = if let read { read } else { try await reader.playlistBody(url, headers: headers, planned: planned) }
         // A live or EVENT playlist is never older than half its target duration (at least
         // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
         // The version read was checked against the origin's freshness before it was read;
         // one the origin gave or confirmed longer ago than that is validated, then read again.
-        if HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
+        if read == nil, HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
             let lifetime = Duration.milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
             if !reader.wasConfirmed(url, within: lifetime) {
                 let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
@@ -307,9 +337,13 @@ struct ProxyHandler: Sendable {
     /// the host and port the player used. A live (`dynamic`) manifest is never older than its
     /// `minimumUpdatePeriod` (at least 1 s), whatever the origin's freshness said. A body that
     /// is not a manifest after all goes through unchanged; one that cannot be read gets a 502.
-    private func manifest(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata) async throws -> ProxyResponse {
-        var (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: planned)
-        if DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic {
+    /// - Parameter read: as in ``playlist(_:head:localPort:headers:planned:read:)``.
+    private func manifest(
+        _ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata,
+        read: (body: [UInt8], metadata: ContentMetadata)?
+    ) async throws -> ProxyResponse {
+        var (body, metadata) = if let read { read } else { try await reader.playlistBody(url, headers: headers, planned: planned) }
+        if read == nil, DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic {
             let lifetime = Duration.milliseconds(Int64(max(1, min(parsed.minimumUpdatePeriod ?? 2, 3600)) * 1000))
             if !reader.wasConfirmed(url, within: lifetime) {
                 let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)

@@ -221,6 +221,79 @@ import Testing
         }
     }
 
+    /// Every shape of answer costs one origin request per client request when it is not
+    /// stored: an origin that ignores `Range` and sends the whole body, or one that sends it
+    /// without a length (chunked), `no-store` or not.
+    @Test(arguments: [(true, false), (false, true), (true, true)])
+    func anAnswerThatIsNotStoredCostsOneOriginRequestWhateverItsShape(ignoresRanges: Bool, chunked: Bool) async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 90, seed: 99, mimeType: "application/octet-stream")
+            resource.cacheControl = "no-store"
+            resource.faults.ignoresRanges = ignoresRanges
+            if chunked { resource.faults.lengthless = .chunked }
+            h.origin.serve(resource, at: "/shape.bin")
+            for round in 1...2 {
+                let reply = try await h.get(h.url("/shape.bin"))
+                #expect(reply.status == 200 && reply.body.readableBytes == 90 && resource.firstMismatch(in: reply.body, at: 0) == nil)
+                #expect(h.origin.requests("/shape.bin").count == round, "round \(round): \(h.origin.requests("/shape.bin").map { "\($0.method) \($0.range ?? "-")" })")
+            }
+            let ranged = try await h.get(h.url("/shape.bin"), headers: [("Range", "bytes=10-19")])
+            #expect(
+                [200, 206].contains(ranged.status) && h.origin.requests("/shape.bin").count == 3, "\(h.origin.requests("/shape.bin").map { "\($0.method) \($0.range ?? "-")" })")
+            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/shape.bin"))) == nil)
+            // A playlist that says no type is told by its bytes, read once and rewritten.
+            var playlist = TestOrigin.Resource(
+                body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXT-X-ENDLIST\n".utf8)), mimeType: "application/octet-stream")
+            playlist.cacheControl = "no-store"
+            playlist.faults.ignoresRanges = ignoresRanges
+            if chunked { playlist.faults.lengthless = .chunked }
+            h.origin.serve(playlist, at: "/shape.m3u8")
+            let rewritten = try await h.get(h.url("/shape.m3u8"))
+            let text = String(buffer: rewritten.body)
+            // Without a length nothing says it may be a playlist: it streams through as it is.
+            #expect(rewritten.status == 200 && text.contains("s0.ts") && text.contains("127.0.0.1") != chunked, "\(text)")
+            #expect(h.origin.requests("/shape.m3u8").count == 1, "\(h.origin.requests("/shape.m3u8").map { "\($0.method) \($0.range ?? "-")" })")
+        }
+    }
+
+    /// `stale-while-revalidate` (RFC 5861): within the window a stale answer is served at
+    /// once while one revalidation runs in the background, which brings the new version for
+    /// the next request; past the window the request waits for the origin, never stale.
+    @Test func staleWhileRevalidateServesStaleOnlyWithinItsWindow() async throws {
+        let clock = ManualClock(start: Date())
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
+            h.origin.useClock(clock)
+            var resource = TestOrigin.Resource.generated(length: 5_000, seed: 100, mimeType: "audio/mpeg")
+            resource.cacheControl = "max-age=1, stale-while-revalidate=60"
+            h.origin.serve(resource, at: "/swr.mp3")
+            let first = try await h.get(h.url("/swr.mp3"))
+            #expect(first.status == 200 && resource.firstMismatch(in: first.body, at: 0) == nil)
+
+            clock.advance(by: 10)  // stale, within the window
+            h.origin.changeContent(at: "/swr.mp3")
+            let second = try await h.get(h.url("/swr.mp3"))
+            #expect(second.status == 200 && resource.firstMismatch(in: second.body, at: 0) == nil, "the stored version, at once")
+            try await waitUntil { h.origin.requests("/swr.mp3").count == 2 && h.base.reader.backgroundRevalidationCount == 0 }
+            #expect(h.origin.requests("/swr.mp3").last?.header("If-None-Match") == "\"v1\"")
+            let changed = try #require(h.origin.resource(at: "/swr.mp3"))
+            let third = try await h.get(h.url("/swr.mp3"))
+            #expect(third.status == 200 && changed.firstMismatch(in: third.body, at: 0) == nil && third.body.readableBytes == 5_000, "the new version")
+            #expect(h.origin.requests("/swr.mp3").count == 2, "\(h.origin.requests("/swr.mp3"))")
+
+            clock.advance(by: 100)  // past max-age and the window
+            h.origin.changeContent(at: "/swr.mp3")
+            let before = h.origin.requests("/swr.mp3").count
+            let fourth = try await h.get(h.url("/swr.mp3"))
+            let latest = try #require(h.origin.resource(at: "/swr.mp3"))
+            #expect(fourth.status == 200 && latest.firstMismatch(in: fourth.body, at: 0) == nil, "past the window: never stale")
+            #expect(h.origin.requests("/swr.mp3").count > before && h.base.reader.backgroundRevalidationCount == 0)
+        }
+    }
+
     /// A live playlist (`max-age=1`, target duration 2 s) polled every 4.5 s is never older
     /// than its freshness allows: each poll gets the version the origin has then, for one
     /// origin request. Without validators every version has the same length, so only the

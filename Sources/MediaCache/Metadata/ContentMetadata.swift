@@ -34,6 +34,10 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     public var finalURL: URL?
     /// The URL the resource was asked for by (the cache key is a hash of it): what `ls` shows.
     public var sourceURL: URL?
+    /// The origin's `stale-while-revalidate` (RFC 5861 §3), in seconds: for this long after
+    /// it turns stale, the stored answer may be served while one revalidation runs in the
+    /// background; `nil` without it.
+    package var staleWhileRevalidate: Int64?
     /// The request's values of the fields the answer's `Vary` names (RFC 9111 §4.1), lower-case
     /// names in `Vary`'s order, each value normalised; `nil` without `Vary`.
     private var varyingRequestFields: [HeaderField]?
@@ -72,7 +76,10 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         let names = Set(notModified.responseHeaders.map { $0.name.lowercased() })
         refreshed.responseHeaders = responseHeaders.filter { !names.contains($0.name.lowercased()) } + notModified.responseHeaders
         let saysFreshness = names.contains("cache-control") || names.contains("expires")
-        if names.contains("cache-control") { refreshed.requiresRevalidation = notModified.requiresRevalidation }
+        if names.contains("cache-control") {
+            refreshed.requiresRevalidation = notModified.requiresRevalidation
+            refreshed.staleWhileRevalidate = notModified.staleWhileRevalidate
+        }
         refreshed.generatedAt = notModified.generatedAt ?? generatedAt
         refreshed.finalURL = notModified.finalURL
         if saysFreshness || freshUntil == nil || generatedAt == nil || notModified.generatedAt == nil {
@@ -147,6 +154,14 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// Whether the cached resource may be served at `now` without asking the origin.
     public func isFresh(at now: Date) -> Bool {
         freshUntil.map { now < $0 } ?? false
+    }
+
+    /// Whether at `now` the resource is stale but within its `stale-while-revalidate` window,
+    /// so it may be served while a revalidation runs in the background (RFC 5861 §3); never
+    /// when the origin said `must-revalidate` or `no-cache`.
+    package func mayServeWhileRevalidating(at now: Date) -> Bool {
+        guard let freshUntil, let window = staleWhileRevalidate, window > 0, !requiresRevalidation, now >= freshUntil else { return false }
+        return now < freshUntil.addingTimeInterval(Double(window))
     }
 
     /// Whether the origin lets a cache store the resource (`Cache-Control: no-store` says

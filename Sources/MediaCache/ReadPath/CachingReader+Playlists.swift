@@ -43,13 +43,22 @@ extension CachingReader {
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
     package func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
         guard Self.mayBePlaylist(metadata) else { return nil }
-        if let type = Self.mediaType(metadata) {
-            if Self.playlistTypes.contains(type) { return .hls }
-            if Self.manifestTypes.contains(type) { return .dash }
-        }
+        if let declared = Self.declaredKind(metadata) { return declared }
         let stream = try await read(url, offset: 0, length: 1024, headers: headers, planned: planned)
         var first: [UInt8] = []
         for try await chunk in stream { first += chunk.readableBytesView }
+        return Self.sniffedKind(first)
+    }
+
+    /// The kind the resource's media type names, if it names one.
+    package static func declaredKind(_ metadata: ContentMetadata) -> ManifestKind? {
+        guard let type = mediaType(metadata) else { return nil }
+        if playlistTypes.contains(type) { return .hls }
+        return manifestTypes.contains(type) ? .dash : nil
+    }
+
+    /// The kind a body that starts with `first` is, if it looks like a playlist or a manifest.
+    package static func sniffedKind(_ first: [UInt8]) -> ManifestKind? {
         if HLSPlaylist.looksLikePlaylist(first) { return .hls }
         return DASHManifest.looksLikeManifest(first) ? .dash : nil
     }

@@ -107,6 +107,9 @@ public final class CachingReader: Sendable {
     /// When the origin last confirmed each resource, on the store's clock.
     let validations: ValidationMemory
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
+    /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
+    /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
+    private let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
     private let waitingForOrigin = Atomic<Int>(0)
     /// How many calls wait on the origin for content information (probes and validations,
     /// shared or not): tests wait on it to know that requests are sharing one.
@@ -163,9 +166,9 @@ public final class CachingReader: Sendable {
     }
 
     /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for a caller that reads
-    /// next: when the answer is not stored (`no-store`), the probe's bytes are held for that
-    /// read, so the probe's request is the read's (one origin request, not two). The caller
-    /// calls ``releaseReservation(for:)`` when it is done, read or not.
+    /// next: when the answer is not stored (`no-store`) or has no length, the probe's bytes
+    /// are held for that read, so the probe's request is the read's (one origin request, not
+    /// two). The caller calls ``releaseReservation(for:)`` when it is done, read or not.
     package func contentInfoForRead(_ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ContentMetadata {
         try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true)
     }
@@ -189,6 +192,12 @@ public final class CachingReader: Sendable {
             stored = nil
         }
         if let stored, isCurrent(stored, key: key), configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true) {
+            return stored
+        }
+        if let stored, maximumAge == nil, !headers.hasConditions, !scheduler.hasShutDown, stored.mayServeWhileRevalidating(at: store.configuration.clock.now) {
+            // Stale, within the origin's `stale-while-revalidate`: served as it is while one
+            // revalidation runs in the background (RFC 5861 §3).
+            revalidateInBackground(url, key: key, stored: stored, headers: headers.withoutConditions)
             return stored
         }
         // A request carrying the player's own conditions may get the origin's `304` for it:
@@ -218,6 +227,24 @@ public final class CachingReader: Sendable {
         }
     }
 
+    /// Starts a revalidation of `stored` on a task of its own unless one runs for `key`
+    /// already (see ``backgroundRevalidations``); its result goes to the store only.
+    private func revalidateInBackground(_ url: URL, key: CacheKey, stored: ContentMetadata, headers: RequestHeaders) {
+        backgroundRevalidations.withLock { tasks in
+            // Checked under the lock `shutDown()` takes to collect them: none starts after.
+            guard tasks[key] == nil, !scheduler.hasShutDown else { return }
+            configuration.logger.debug("Serving a stale copy while it is revalidated (stale-while-revalidate)", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            // Only this task removes `key`, and the lock held here makes it wait until it is in.
+            tasks[key] = Task { [self] in
+                defer { _ = backgroundRevalidations.withLock { $0.removeValue(forKey: key) } }
+                _ = try? await revalidate(url, key: key, stored: stored, offset: 0, headers: headers)
+            }
+        }
+    }
+
+    /// How many background revalidations run (tests wait on it).
+    package var backgroundRevalidationCount: Int { backgroundRevalidations.withLock { $0.count } }
+
     /// Stops the origin work the read path does on its own tasks: every download (a
     /// prefetch's too) and every probe or revalidation, and returns once they have ended, so
     /// a store closed afterwards has no writer left. Reads waiting on them fail; reads started
@@ -230,6 +257,10 @@ public final class CachingReader: Sendable {
             return Array(tasks.values)
         }
         for task in tasks {
+            task.cancel()
+            _ = await task.result
+        }
+        for task in backgroundRevalidations.withLock({ Array($0.values) }) {
             task.cancel()
             _ = await task.result
         }
@@ -395,7 +426,12 @@ public final class CachingReader: Sendable {
     /// read. A whole read of a storable body is also written to a new entry, which becomes
     /// complete when the body ends. The stream's range then ends at ``ByteRange/maximumOffset``.
     private func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
-        let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
+        let response: OriginResponse
+        if let held = scheduler.takeReservedBody(key) {
+            response = held  // the probe's, held for this read (see `contentInfoForRead`)
+        } else {
+            response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
+        }
         try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
         let end = min(length.map { offset + $0 } ?? ByteRange.maximumOffset, response.metadata.length ?? ByteRange.maximumOffset)
         guard offset < end || (offset == 0 && end == 0) else {
@@ -578,7 +614,13 @@ public final class CachingReader: Sendable {
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let metadata = await store(response.metadata, key: key, version: version)
         markValidated(key)
-        guard let total = metadata.length, response.bodyOffset <= offset, offset < total else { return metadata }
+        guard let total = metadata.length else {
+            // No length: the read streams the body through (`passThrough`); the probe's is
+            // held for the read that asked, so it costs no second request.
+            if reserves, response.bodyOffset == 0 { scheduler.reserve(body: response, for: key) }
+            return metadata
+        }
+        guard response.bodyOffset <= offset, offset < total else { return metadata }
         let download =
             metadata.acceptsRanges
             ? scheduler.makeDownload(

@@ -13,10 +13,21 @@ import Synchronization
 /// ``OriginTransfer`` on a task of its own.
 final class DownloadScheduler: Sendable {
     private let downloads = Mutex<[CacheKey: [Download]]>([:])
-    /// Readers held on downloads that do not store (a `no-store` probe's), for the read that
-    /// planned them: their bytes exist nowhere else, so they are kept until that read joins
-    /// (see ``reserve(_:)``).
-    private let reservations = Mutex<[CacheKey: (download: Download, reader: UInt64)]>([:])
+    /// What a probe got that exists nowhere else, held for the read that planned it until
+    /// that read takes it or lets it go (see ``reserve(_:)`` and ``reserve(body:for:)``).
+    private enum Reservation {
+        /// A reader on a download that does not store (a `no-store` probe's).
+        case download(Download, reader: UInt64)
+        /// A body without a length (chunked or close-delimited), not yet read.
+        case body(OriginResponse)
+
+        /// Lets it go: the download loses its held reader (and ends if nobody else reads);
+        /// the body is dropped, which ends its request.
+        func release() {
+            if case .download(let download, let reader) = self { download.removeReader(reader) }
+        }
+    }
+    private let reservations = Mutex<[CacheKey: Reservation]>([:])
     private let configuration: CachingReader.Configuration
     /// Set by ``shutDown()``: a download started after it ends at once.
     private let isShutDown = Atomic<Bool>(false)
@@ -76,32 +87,51 @@ final class DownloadScheduler: Sendable {
     /// reservation before (which is let go).
     func reserve(_ download: Download) {
         guard let id = download.addReader(at: download.start) else { return }
+        hold(.download(download, reader: id), for: download.key)
+    }
+
+    /// Holds a probe's body without a length for the read that will stream it, so that read
+    /// costs no second request; in place of any reservation before (which is let go).
+    func reserve(body response: OriginResponse, for key: CacheKey) {
+        hold(.body(response), for: key)
+    }
+
+    private func hold(_ reservation: Reservation, for key: CacheKey) {
         let replaced = reservations.withLock { reservations in
-            defer { reservations[download.key] = (download, id) }
-            return reservations[download.key]
+            defer { reservations[key] = reservation }
+            return reservations[key]
         }
-        if let replaced { replaced.download.removeReader(replaced.reader) }
+        replaced?.release()
     }
 
     /// The download held for `key` with its reader, moved to `cursor`, when it fetches the
     /// bytes there; the reservation is then the caller's.
     func takeReservation(_ key: CacheKey, at cursor: Int64) -> (download: Download, reader: UInt64)? {
         let reserved = reservations.withLock { reservations -> (download: Download, reader: UInt64)? in
-            guard let held = reservations[key], held.download.start <= cursor, cursor < held.download.end else { return nil }
+            guard case .download(let download, let reader)? = reservations[key], download.start <= cursor, cursor < download.end else { return nil }
             reservations[key] = nil
-            return held
+            return (download, reader)
         }
         reserved?.download.moveReader(reserved!.reader, to: cursor)
         return reserved
     }
 
-    /// Lets go of the reader held for `key`, if no read took it: a download nobody joined ends.
+    /// The body without a length held for `key`, if any; it is then the caller's.
+    func takeReservedBody(_ key: CacheKey) -> OriginResponse? {
+        reservations.withLock { reservations in
+            guard case .body(let response)? = reservations[key] else { return nil }
+            reservations[key] = nil
+            return response
+        }
+    }
+
+    /// Lets go of what is held for `key`, if no read took it: a download nobody joined ends.
     func releaseReservation(_ key: CacheKey) {
         let held = reservations.withLock { reservations in
             defer { reservations[key] = nil }
             return reservations[key]
         }
-        if let held { held.download.removeReader(held.reader) }
+        held?.release()
     }
 
     func makeDownload(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) -> Download {
@@ -144,7 +174,7 @@ final class DownloadScheduler: Sendable {
             defer { reservations = [:] }
             return Array(reservations.values)
         }
-        for (download, reader) in held { download.removeReader(reader) }
+        for reservation in held { reservation.release() }
         let all = downloads.withLock { $0.values.flatMap { $0 } }
         await withTaskGroup(of: Void.self) { group in
             for download in all { group.addTask { await download.stop(Self.shutDownError) } }

@@ -100,6 +100,7 @@ package final class CacheEntryHandle: Sendable {
             updated.generatedAt = metadata.generatedAt ?? updated.generatedAt
             if !metadata.responseHeaders.isEmpty { updated.responseHeaders = metadata.responseHeaders }
             updated.requiresRevalidation = metadata.requiresRevalidation
+            updated.staleWhileRevalidate = metadata.staleWhileRevalidate
             updated.acceptsRanges = metadata.acceptsRanges
             updated.finalURL = metadata.finalURL
             updated.sourceURL = metadata.sourceURL ?? updated.sourceURL
