@@ -131,39 +131,74 @@ public final class HTTPOriginFetcher: OriginFetcher {
     }
 
     /// Until when an answer may be reused without asking the origin (RFC 9111 §4.2): its
-    /// freshness lifetime from `max-age`, else `Expires` less `Date`, else a fraction of the
-    /// time since `Last-Modified`; less its age when received (§4.2.3: `Age`, the apparent
-    /// age from `Date`, and the request's delay). `no-cache` makes it stale at once.
-    /// (`s-maxage` is for shared caches: a private cache ignores it.) Also when the origin
-    /// generated it: received less that age.
-    static func freshness(_ headers: HTTPHeaders, requested: Date, received: Date, heuristicFraction: Double, heuristicCap: Duration)
-        -> (freshUntil: Date, generatedAt: Date)
-    {
+    /// freshness lifetime from `s-maxage` (a shared cache only), else `max-age`, else `Expires`
+    /// less `Date`, else — for a status that is heuristically cacheable (§4.2.2) — a fraction of
+    /// the time since `Last-Modified`; less its age when received (§4.2.3: `Age`, the apparent
+    /// age from `Date`, and the request's delay). `no-cache` makes it stale at once. Also when
+    /// the origin generated it: received less that age; and whether the lifetime was explicit
+    /// (the origin's own word, not a heuristic).
+    static func freshness(
+        _ headers: HTTPHeaders, status: Int = 200, shared: Bool = false, requested: Date, received: Date, heuristicFraction: Double,
+        heuristicCap: Duration
+    ) -> (freshUntil: Date, generatedAt: Date, isExplicit: Bool) {
         let directives = CacheControl(headers["cache-control"])
         let now = Int64(received.timeIntervalSince1970)
         let date = headers.first(name: "date").flatMap(HTTPDate.parse)
         let lifetime: Int64
+        var isExplicit = true
         if directives.contains("no-cache") {
             lifetime = 0
+        } else if shared, let sharedMaxAge = directives.seconds("s-maxage") {
+            lifetime = sharedMaxAge
         } else if let maxAge = directives.maxAge {
             lifetime = maxAge
         } else if headers.contains(name: "expires") {
             // An Expires that is not one date ("0", "-1", two fields) means already expired (§5.3).
             let values = headers["expires"]
             lifetime = values.count == 1 ? HTTPDate.parse(values[0]).map { max(0, $0 - (date ?? now)) } ?? 0 : 0
-        } else if let modified = headers.first(name: "last-modified").flatMap(HTTPDate.parse) {
+        } else if heuristicallyCacheable.contains(status) || directives.contains("public"),
+            let modified = headers.first(name: "last-modified").flatMap(HTTPDate.parse)
+        {
             let since = max(0, (date ?? now) - modified)
             lifetime = min(heuristicCap.components.seconds, Int64(Double(since) * heuristicFraction))
+            isExplicit = false
         } else {
             lifetime = 0
+            isExplicit = false
         }
         let ageValue = min(ageSeconds(headers["age"]) ?? 0, CacheControl.maximumSeconds)
         let apparentAge = date.map { max(0, now - $0) } ?? 0
         let delay = max(0, received.timeIntervalSince(requested))
         let initialAge = max(Double(apparentAge), Double(ageValue) + delay)
         let generatedAt = received.addingTimeInterval(-initialAge)
-        if directives.contains("no-cache") { return (received, generatedAt) }
-        return (generatedAt.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds))), generatedAt)
+        if directives.contains("no-cache") { return (received, generatedAt, isExplicit) }
+        return (generatedAt.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds))), generatedAt, isExplicit)
+    }
+
+    /// The statuses a cache may give a heuristic lifetime (RFC 9110 §15.1, RFC 9111 §4.2.2);
+    /// also those whose caching rules this cache follows, for `must-understand` (§5.2.2.3).
+    static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    /// Whether a cache may store an answer with `status` and `headers` given to a request
+    /// with the fields `request` (RFC 9111 §3): not with `no-store` (unless `must-understand`
+    /// comes with a status whose rules this cache follows, §5.2.2.3; with another status, never),
+    /// not with `Vary: *`; in a shared cache also not with `private` (§5.2.2.7), nor for a
+    /// request with `Authorization` unless the answer says `public`, `s-maxage` or
+    /// `must-revalidate` (§3.5).
+    static func mayStore(status: Int, headers: HTTPHeaders, request: RequestHeaders, shared: Bool) -> Bool {
+        let directives = CacheControl(headers["cache-control"])
+        if directives.contains("must-understand") {
+            guard heuristicallyCacheable.contains(status) else { return false }
+        } else if directives.noStore {
+            return false
+        }
+        if headers["vary"].contains(where: { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "*" } }) { return false }
+        guard shared else { return true }
+        if directives.contains("private") { return false }
+        if request.contains(where: { $0.name.lowercased() == "authorization" }) {
+            return directives.contains("public") || directives.contains("s-maxage") || directives.contains("must-revalidate")
+        }
+        return true
     }
 
     /// The `Age` of an answer (RFC 9111 §5.1): the first member of its field lines, a
@@ -225,8 +260,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
     }
 
     /// Type, range support, validators, cache directives and the fields to keep, from
-    /// response headers (names in any case).
-    static func metadata(from headers: HTTPHeaders) -> ContentMetadata {
+    /// response headers (names in any case), as a private cache reads them; `shared` reads
+    /// them as a shared cache does (`proxy-revalidate` and `s-maxage` require revalidation
+    /// once stale, RFC 9111 §5.2.2.8 and §5.2.2.10).
+    static func metadata(from headers: HTTPHeaders, shared: Bool = false) -> ContentMetadata {
         let acceptsRanges = headers[canonicalForm: "accept-ranges"].contains { $0.lowercased() == "bytes" }
         var metadata = ContentMetadata(
             length: nil,
@@ -239,7 +276,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
         metadata.isStorable = !directives.noStore
         // `Vary: *`: no later request can be shown to match (RFC 9111 §4.1), so keeping it is useless.
         if metadata.varyingFieldNames.contains("*") { metadata.isStorable = false }
-        metadata.requiresRevalidation = directives.contains("must-revalidate") || directives.contains("no-cache")
+        metadata.requiresRevalidation =
+            directives.contains("must-revalidate") || directives.contains("no-cache")
+            || (shared && (directives.contains("proxy-revalidate") || directives.contains("s-maxage")))
         metadata.staleWhileRevalidate = directives.seconds("stale-while-revalidate")
         metadata.responseHeaders = storedFields(headers)
         return metadata
@@ -290,6 +329,11 @@ public struct OriginFetcherConfiguration: Sendable {
     public var usesHTTP2 = true
     /// The `User-Agent` sent to origins.
     public var userAgent = "MediaCache/1.0"
+    /// Reads answers as a shared cache does (RFC 9111: `private` never stored, `s-maxage`
+    /// and `proxy-revalidate` honoured, answers to requests with `Authorization` stored only
+    /// when the origin allows it): for a proxy that serves several people (`serve
+    /// --shared-cache`, implied by `--allow-remote`).
+    package var isSharedCache = false
     /// Where refused redirects and rejected answers are logged (at warning level).
     public var logger = Logger(label: "mediacache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -299,6 +343,6 @@ public struct OriginFetcherConfiguration: Sendable {
     var policy: OriginPolicy {
         OriginPolicy(
             maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes, heuristicFraction: heuristicFraction,
-            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, logger: logger)
+            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, isShared: isSharedCache, logger: logger)
     }
 }

@@ -41,6 +41,8 @@ struct OriginPolicy: Sendable {
     var heuristicCap: Duration
     var clock: any WallClock
     var userAgent: String
+    /// Whether answers are read as a shared cache reads them (see ``OriginFetcherConfiguration/isSharedCache``).
+    var isShared: Bool
     var logger: Logger
 }
 
@@ -59,7 +61,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         let requested = policy.clock.now
         let (response, finalURL) = try await execute(head, url: url)
         if response.status == 200, let length = try contentLength(response.headers, url: url) {
-            var metadata = metadata(from: response.headers, requested: requested, request: headers)
+            var metadata = metadata(from: response.headers, status: 200, requested: requested, request: headers)
             metadata.length = length
             metadata.finalURL = finalURL
             metadata.sourceURL = url
@@ -81,7 +83,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
         let requested = policy.clock.now
         let (response, finalURL) = try await execute(request, url: url)
-        var metadata = metadata(from: response.headers, requested: requested, request: headers)
+        var metadata = metadata(from: response.headers, status: response.status, requested: requested, request: headers)
         metadata.finalURL = finalURL
         metadata.sourceURL = url
         let contentLength = try contentLength(response.headers, url: url)
@@ -123,7 +125,9 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             // Not the resource's bytes (4xx, 5xx, a 2xx other than 200, a redirect not
             // followed): the origin's answer, passed on as it is and never stored as media.
             // A 5xx is a failure to serve now (retried, and a stale copy may stand in).
-            throw CacheError(answer: try await answer(response, url: url), url: url.absoluteString)
+            var answer = try await answer(response, url: url)
+            markReusable(&answer, headers: response.headers, request: headers, requested: requested)
+            throw CacheError(answer: answer, url: url.absoluteString)
         }
     }
 
@@ -248,16 +252,38 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         return length
     }
 
-    /// What an answer received now, to a request with the player's fields `request` sent at
-    /// `requested`, says of the resource.
-    private func metadata(from headers: HTTPHeaders, requested: Date, request: RequestHeaders) -> ContentMetadata {
-        var metadata = HTTPOriginFetcher.metadata(from: headers)
+    /// What an answer with `status` received now, to a request with the player's fields
+    /// `request` sent at `requested`, says of the resource.
+    private func metadata(from headers: HTTPHeaders, status: Int, requested: Date, request: RequestHeaders) -> ContentMetadata {
+        var metadata = HTTPOriginFetcher.metadata(from: headers, shared: policy.isShared)
+        metadata.isStorable = HTTPOriginFetcher.mayStore(status: status == 304 ? 200 : status, headers: headers, request: request, shared: policy.isShared)
         metadata.recordVaryingFields(of: request)
-        let freshness = HTTPOriginFetcher.freshness(
-            headers, requested: requested, received: policy.clock.now,
-            heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap)
+        let freshness = freshness(of: headers, status: status, requested: requested)
         metadata.freshUntil = freshness.freshUntil
         metadata.generatedAt = freshness.generatedAt
         return metadata
+    }
+
+    private func freshness(of headers: HTTPHeaders, status: Int, requested: Date) -> (freshUntil: Date, generatedAt: Date, isExplicit: Bool) {
+        // A 206 and a 304 describe the 200 they stand for.
+        HTTPOriginFetcher.freshness(
+            headers, status: [206, 304].contains(status) ? 200 : status, shared: policy.isShared, requested: requested, received: policy.clock.now,
+            heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap)
+    }
+
+    /// Marks `answer` (to a `GET` with the player's fields `request`, sent at `requested`) as
+    /// reusable until it turns stale, when a cache may store it and it is fresh for a while:
+    /// by the origin's word, or heuristically for a status that allows it (RFC 9111 §3, §4.2).
+    /// A `Vary` answer, a `304` or `412` to the player's own conditions, and a partial answer
+    /// are not.
+    private func markReusable(_ answer: inout OriginAnswer, headers: HTTPHeaders, request: RequestHeaders, requested: Date) {
+        guard ![206, 304, 412].contains(answer.status), !(100..<200).contains(answer.status), !request.hasConditions,
+            !headers.contains(name: "vary"),
+            HTTPOriginFetcher.mayStore(status: answer.status, headers: headers, request: request, shared: policy.isShared)
+        else { return }
+        let freshness = freshness(of: headers, status: answer.status, requested: requested)
+        guard freshness.freshUntil > policy.clock.now else { return }
+        answer.freshUntil = freshness.freshUntil
+        answer.generatedAt = freshness.generatedAt
     }
 }

@@ -15,11 +15,13 @@ import Testing
 /// origin was asked and checks statuses, fields and bytes.
 @Suite(.endToEnd) struct HTTPSemanticsTests {
     /// An answer that is not the resource's bytes reaches the player with its status, its
-    /// fields and its body, costs one origin request, is never stored, and is asked again next time.
+    /// fields and its body, costs one origin request; without freshness it is never stored,
+    /// and is asked again next time.
     @Test(arguments: [400, 403, 404, 410, 500, 502, 503, 504, 599, 201, 202, 203, 204, 299])
     func originAnswersPassThroughAsTheyAre(status: Int) async throws {
         try await ProxyHarness.with { h in
             var resource = TestOrigin.Resource.generated(length: 1000, seed: 90)
+            resource.cacheControl = nil
             resource.faults.status = status
             resource.faults.statusBody = status == 204 ? [] : Array("the origin's page for \(status)\n".utf8)
             resource.extraHeaders = [("Retry-After", "120"), ("WWW-Authenticate", "Bearer realm=\"media\""), ("X-Origin", "yes")]
@@ -37,6 +39,64 @@ import Testing
             #expect(head.status == status && head.body.readableBytes == 0)
             #expect(h.origin.requests("/answer.mp4").count == 3 && h.origin.requests("/answer.mp4").last?.method == "HEAD")
             #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/answer.mp4"))) == nil, "never stored")
+        }
+    }
+
+    /// An answer the origin declares fresh is reused while fresh, whatever its status (RFC
+    /// 9111 §3, §4.2): a player retrying a missing segment does not hammer the origin. It comes
+    /// back with its status, fields and body and an `Age`; once stale it is asked for again.
+    @Test(arguments: [203, 204, 400, 404, 410, 500, 503, 299])
+    func aFreshAnswerOfAnyStatusIsReusedUntilStale(status: Int) async throws {
+        let clock = ManualClock(start: Date())
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
+            h.origin.useClock(clock)
+            var resource = TestOrigin.Resource.generated(length: 1000, seed: 93)
+            resource.cacheControl = "max-age=60"
+            resource.faults.status = status
+            resource.faults.statusBody = status == 204 ? [] : Array("gone for now: \(status)\n".utf8)
+            resource.extraHeaders = [("X-Origin", "yes")]
+            h.origin.serve(resource, at: "/fresh-answer.ts")
+            let first = try await h.get(h.url("/fresh-answer.ts"))
+            #expect(first.status == status && Array(first.body.readableBytesView) == resource.faults.statusBody)
+            clock.advance(by: 30)
+            let again = try await h.get(h.url("/fresh-answer.ts"), headers: [("Range", "bytes=0-99")])
+            #expect(again.status == status && Array(again.body.readableBytesView) == resource.faults.statusBody)
+            #expect(again.headers["x-origin"] == ["yes"] && again.headers["age"] == ["30"], "\(again.headers)")
+            #expect(h.origin.requests("/fresh-answer.ts").count == 1, "reused while fresh")
+            clock.advance(by: 31)
+            let stale = try await h.get(h.url("/fresh-answer.ts"))
+            #expect(stale.status == status && h.origin.requests("/fresh-answer.ts").count == 2, "asked again once stale")
+            // Once the resource is there, its bytes replace the remembered answer.
+            clock.advance(by: 61)
+            h.origin.update("/fresh-answer.ts") { $0.faults.status = nil }
+            let found = try await h.get(h.url("/fresh-answer.ts"))
+            #expect(found.status == 200 && resource.firstMismatch(in: found.body, at: 0) == nil && found.body.readableBytes == 1000)
+        }
+    }
+
+    /// Without explicit freshness, only a status that allows a heuristic lifetime (a `404`,
+    /// a `410`, RFC 9111 §4.2.2) with `Last-Modified` is reused; `no-store` and a `400` are not.
+    @Test func heuristicFreshnessOnlyForTheStatusesThatAllowIt() async throws {
+        try await ProxyHarness.with { h in
+            for (path, status, cacheControl, reused) in [
+                ("/h404.ts", 404, nil, true), ("/h410.ts", 410, nil, true), ("/h400.ts", 400, nil, false), ("/ns404.ts", 404, "no-store, max-age=60", false),
+                ("/mu299.ts", 299, "max-age=60, must-understand, no-store", false), ("/mu404.ts", 404, "max-age=60, must-understand, no-store", true),
+            ] as [(String, Int, String?, Bool)] {
+                var resource = TestOrigin.Resource.generated(length: 1000, seed: 94)
+                resource.cacheControl = cacheControl
+                resource.faults.status = status
+                resource.extraHeaders = [("Last-Modified", "Mon, 02 Jan 2023 10:00:00 GMT")]
+                h.origin.serve(resource, at: path)
+                for _ in 0..<2 {
+                    let reply = try await h.get(h.url(path))
+                    #expect(reply.status == status)
+                }
+                #expect(h.origin.requests(path).count == (reused ? 1 : 2), "\(path)")
+            }
         }
     }
 

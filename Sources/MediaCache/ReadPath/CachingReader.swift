@@ -106,6 +106,8 @@ public final class CachingReader: Sendable {
     let openStreams = Atomic<Int>(0)
     /// When the origin last confirmed each resource, on the store's clock.
     let validations: ValidationMemory
+    /// Origin answers other than the resource's bytes that may be reused while fresh.
+    let answers = AnswerMemory()
     private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
     /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
     /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
@@ -184,6 +186,10 @@ public final class CachingReader: Sendable {
     ) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
+        if !headers.hasConditions, let remembered = answers.answer(for: key, at: store.configuration.clock.now) {
+            // The origin's own answer (a `404`, a `301`), still fresh: given again, not asked for.
+            throw CacheError(answer: remembered, url: url.absoluteString)
+        }
         var stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
         if let varied = stored, !varied.matches(request: headers) {
             // Stored for a request whose varying fields differ: a miss that fetches and replaces.
@@ -207,10 +213,18 @@ public final class CachingReader: Sendable {
         let task = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }
             let task = Task { [self, stored] in
-                if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers.withoutConditions) }
-                guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
-                let size = min(configuration.minimumRequest, max(1, length ?? configuration.minimumRequest))
-                return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
+                do {
+                    if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers.withoutConditions) }
+                    guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
+                    let size = min(configuration.minimumRequest, max(1, length ?? configuration.minimumRequest))
+                    return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
+                } catch let error as CacheError {
+                    // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
+                    if shares, let answer = error.originAnswer, answer.freshUntil != nil {
+                        answers.remember(answer, for: key, at: store.configuration.clock.now)
+                    }
+                    throw error
+                }
             }
             if shares { tasks[key] = task }
             return task
@@ -505,6 +519,7 @@ public final class CachingReader: Sendable {
 
     func markValidated(_ key: CacheKey) {
         validations.record(key, at: store.configuration.clock.now)
+        answers.forget(key)  // the resource's own answer replaces any other the origin gave
     }
 
     /// How many resources' last validation the read path remembers (at most

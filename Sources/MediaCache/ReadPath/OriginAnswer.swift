@@ -1,6 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+package import Foundation
+
 /// An origin's answer that is not the resource's bytes: a `404`, a `410`, a `503`, a
 /// `204`, or a `304` to a player's own conditional request. The engine never stores it
 /// as media; a front door passes it on to its player as the origin gave it (the proxy sends
@@ -21,6 +23,12 @@ public struct OriginAnswer: Sendable, Hashable {
     public var headers: [HeaderField]
     /// The body, at most ``maximumBodySize`` bytes.
     public var body: [UInt8]
+    /// Until when a cache may answer the same request with it without asking the origin
+    /// (RFC 9111 §4.2: the origin said it is fresh, or its status allows a heuristic
+    /// lifetime); `nil` when it may not be reused.
+    package var freshUntil: Date?
+    /// When the origin generated it (for the `Age` of a reuse), with ``freshUntil``.
+    package var generatedAt: Date?
 
     /// Creates an answer.
     public init(status: Int, reason: String, headers: [HeaderField], body: [UInt8]) {

@@ -24,8 +24,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The port to listen on (0: any free port).")
     var port = ProxyServer.defaultPort
 
-    @Flag(name: .customLong("allow-remote"), help: "Allow listening on an address other than loopback.")
+    @Flag(name: .customLong("allow-remote"), help: "Allow listening on an address other than loopback (implies --shared-cache).")
     var allowRemote = false
+
+    @Flag(
+        name: .customLong("shared-cache"),
+        help: "Cache as a shared cache does (RFC 9111): several people's devices use one store, so private answers are never kept.")
+    var sharedCache = false
 
     @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
     var cacheDir: String?
@@ -217,6 +222,10 @@ struct ServeCommand: AsyncParsableCommand {
         fetcherConfiguration.trustRoots = try trustRoots()
         fetcherConfiguration.skipsCertificateVerification = insecureSkipVerify
         fetcherConfiguration.usesHTTP2 = !http1Only
+        fetcherConfiguration.isSharedCache = sharedCache || allowRemote
+        if fetcherConfiguration.isSharedCache {
+            logger.notice("Caching as a shared cache: private answers and answers to requests with Authorization are not kept (unless the origin allows it).")
+        }
         let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
         var readerConfiguration = CachingReader.Configuration()
         readerConfiguration.logger = logger
