@@ -135,6 +135,10 @@ import Testing
             #expect(try await play([("Accept-Language", "en"), ("X-Variant", "a")]) == 0, "the new answer replaced the old one")
             #expect(try await play([("Accept-Language", "en")]) > 0, "a field absent here but present before: a miss")
             #expect(try await play([("Accept-Language", "en")]) == 0)
+            #expect(try await play([("accept-language", "EN")]) == 0, "language ranges compare without case")
+            #expect(try await play([("Accept-Language", "en"), ("Accept-Language", "de")]) > 0)
+            #expect(try await play([("Accept-Language", "en, DE")]) == 0, "two lines are one list")
+            #expect(try await play([("Accept-Language", "de, en")]) > 0, "the order is a preference: a miss")
 
             var star = TestOrigin.Resource.generated(length: 200_000, seed: 93, mimeType: "audio/mpeg")
             star.extraHeaders = [("Vary", "*")]
@@ -351,6 +355,46 @@ import Testing
             let latest = try #require(h.origin.resource(at: "/swr.mp3"))
             #expect(fourth.status == 200 && latest.firstMismatch(in: fourth.body, at: 0) == nil, "past the window: never stale")
             #expect(h.origin.requests("/swr.mp3").count > before && h.base.reader.backgroundRevalidationCount == 0)
+        }
+    }
+
+    /// Eight live playlists without validators, each polled by eight players at once every
+    /// 4.5 s: every answer is the version the origin has then, and each poll of a playlist
+    /// costs one origin request, shared by its eight players.
+    @Test func eightPlayersOnEachOfEightLivePlaylistsNeverGetAnOldOne() async throws {
+        let clock = ManualClock(start: Date())
+        var store = CacheStore.Configuration()
+        store.clock = clock
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.clock = clock
+        try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
+            h.origin.useClock(clock)
+            @Sendable func playlist(_ index: Int, _ sequence: Int) -> TestOrigin.Resource {
+                let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\nl\(index)s\(sequence).ts\n"
+                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: nil, lastModified: nil)
+                resource.cacheControl = "max-age=1"
+                return resource
+            }
+            for index in 0..<8 { h.origin.serve(playlist(index, 0), at: "/live\(index).m3u8") }
+            for sequence in 0..<4 {
+                if sequence > 0 {
+                    clock.advance(by: 4.5)
+                    for index in 0..<8 { h.origin.update("/live\(index).m3u8") { $0 = playlist(index, sequence) } }
+                }
+                try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                    for index in 0..<8 {
+                        for _ in 0..<8 {
+                            group.addTask { (index, String(buffer: try await h.get(h.url("/live\(index).m3u8")).body)) }
+                        }
+                    }
+                    for try await (index, text) in group {
+                        #expect(text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n") && text.contains("l\(index)s\(sequence).ts"), "poll \(sequence), playlist \(index): \(text)")
+                    }
+                }
+                for index in 0..<8 {
+                    #expect(h.origin.requests("/live\(index).m3u8").count == sequence + 1, "playlist \(index), poll \(sequence): one origin request")
+                }
+            }
         }
     }
 

@@ -127,12 +127,19 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     }
 
     /// The value of every line named `name` in `request`, joined as one list, each member's
-    /// surrounding whitespace removed (RFC 9111 §4.1 lets a cache normalise this way).
+    /// surrounding whitespace removed, and lower-cased for the fields whose values are
+    /// case-insensitive (RFC 9111 §4.1 lets a cache normalise this way; the order of members
+    /// stays, since in these fields it says a preference).
     private static func normalizedValue(of name: String, in request: RequestHeaders) -> String? {
         let lines = request.filter { $0.name.lowercased() == name }.map(\.value)
         guard !lines.isEmpty else { return nil }
-        return listMembers(lines.joined(separator: ",")).joined(separator: ", ")
+        let joined = listMembers(lines.joined(separator: ",")).joined(separator: ", ")
+        return caseInsensitiveFields.contains(name) ? joined.lowercased() : joined
     }
+
+    /// Request fields whose values compare without regard to case: media ranges, charsets
+    /// and language ranges (RFC 9110 §8.3.1, §12.5.1-12.5.4; RFC 4647 §2).
+    private static let caseInsensitiveFields: Set<String> = ["accept", "accept-charset", "accept-language"]
 
     /// The members of a comma-separated field value (RFC 9110 §5.6.1), spaces and tabs
     /// around each removed, empty ones dropped; split on bytes, so a combining mark after a
