@@ -256,6 +256,11 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     /// `request` sent at `requested`, says of the resource.
     private func metadata(from headers: HTTPHeaders, status: Int, requested: Date, request: RequestHeaders) -> ContentMetadata {
         var metadata = HTTPOriginFetcher.metadata(from: headers, shared: policy.isShared)
+        if status == 200 {
+            // An odd field on a whole answer is the origin's to send: it comes back as sent
+            // (a partial answer's own `Content-Range` is the proxy's to write).
+            metadata.responseHeaders += headers["content-range"].prefix(1).map { HeaderField(name: "Content-Range", value: $0) }
+        }
         metadata.isStorable = HTTPOriginFetcher.mayStore(status: status == 304 ? 200 : status, headers: headers, request: request, shared: policy.isShared)
         metadata.recordVaryingFields(of: request)
         let freshness = freshness(of: headers, status: status, requested: requested)

@@ -441,7 +441,11 @@ struct ProxyHandler: Sendable {
     /// not offered.
     static func headers(_ metadata: ContentMetadata, range: ByteRange?, isPartial: Bool, now: Date) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        for field in metadata.responseHeaders { headers.add(name: field.name, value: field.value) }
+        for field in metadata.responseHeaders {
+            // A stored whole answer's odd `Content-Range` never rides on a partial one.
+            if isPartial || range == nil, field.name.utf8.count == 13, field.name.lowercased() == "content-range" { continue }
+            headers.add(name: field.name, value: field.value)
+        }
         if !headers.contains(name: "date") { headers.add(name: "Date", value: HTTPDate.format(Int64(now.timeIntervalSince1970))) }
         if let generatedAt = metadata.generatedAt {
             headers.add(name: "Age", value: String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds))))))

@@ -398,6 +398,25 @@ import Testing
         }
     }
 
+    /// The origin's fields come back as it sent them, an odd `Content-Range` on a whole
+    /// answer too; a partial answer carries only the proxy's own.
+    @Test func anOddFieldOnAWholeAnswerComesBackAsSent() async throws {
+        try await ProxyHarness.with { h in
+            var resource = TestOrigin.Resource.generated(length: 5_000, seed: 101, mimeType: "audio/mpeg")
+            resource.faults.ignoresRanges = true
+            resource.extraHeaders = [("Content-Range", "bytes 0-4999/5000"), ("X-Odd", "a, b")]
+            h.origin.serve(resource, at: "/odd.mp3")
+            for _ in 0..<2 {
+                let whole = try await h.get(h.url("/odd.mp3"))
+                #expect(whole.status == 200 && resource.firstMismatch(in: whole.body, at: 0) == nil)
+                #expect(whole.headers["content-range"] == ["bytes 0-4999/5000"] && whole.headers["x-odd"] == ["a, b"], "\(whole.headers)")
+            }
+            let part = try await h.get(h.url("/odd.mp3"), headers: [("Range", "bytes=10-19")])
+            #expect(part.status == 206 && part.headers["content-range"] == ["bytes 10-19/5000"], "\(part.headers)")
+            #expect(h.origin.requests("/odd.mp3").count == 1)
+        }
+    }
+
     /// A live playlist (`max-age=1`, target duration 2 s) polled every 4.5 s is never older
     /// than its freshness allows: each poll gets the version the origin has then, for one
     /// origin request. Without validators every version has the same length, so only the
