@@ -54,6 +54,18 @@ import Testing
             let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
             let body = try await response.body.collect(upTo: 1 << 20)
             #expect(response.status.code == 200 && DeterministicContent(seed: 1).firstMismatch(in: body, at: 0) == nil && body.readableBytes == 300_000)
+            // Several people's devices share this store: it caches as a shared cache, so an
+            // answer marked private is never kept.
+            var personal = TestOrigin.Resource.generated(length: 20_000, seed: 2, mimeType: "audio/mpeg")
+            personal.cacheControl = "private, max-age=600"
+            origin.serve(personal, at: "/a/mine.mp3")
+            for _ in 0..<2 {
+                let mine = try await HTTPClient.shared.execute(
+                    HTTPClientRequest(url: base + ProxyURL.path(for: origin.url("/a/mine.mp3"), token: "t0k3n-for-the-lan")), timeout: .seconds(10))
+                let bytes = try await mine.body.collect(upTo: 1 << 20)
+                #expect(mine.status.code == 200 && personal.firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 20_000)
+            }
+            #expect(origin.requests("/a/mine.mp3").count == 2, "--allow-remote implies --shared-cache")
         }
     }
 
