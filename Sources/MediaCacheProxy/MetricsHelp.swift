@@ -7,6 +7,7 @@ public enum MetricsHelp {
     public static let texts: [String: String] = [
         "mediacache_requests_total": "Proxy requests by how they were answered (hit, partial, miss, pass-through, error, none).",
         "mediacache_served_bytes_total": "Body bytes served to players, by where they came from (cache or origin).",
+        "mediacache_listener_closed_total": "Times the listening socket closed under the proxy (it then listens again on the same port).",
         "mediacache_refused_requests_total": "Requests a guard refused, by cause (cross-site page, host, token, origin, admin header).",
         "mediacache_request_duration_seconds": "Time from a request's arrival to the end of its answer.",
         "mediacache_origin_requests_total": "Requests sent to origins (content information, ranges, revalidations).",

@@ -53,23 +53,15 @@ public final class ProxyServer: Service {
     }
 
     /// Listens until a graceful shutdown, then closes every connection and waits for their
-    /// requests to end (so a store closed afterwards has no writer left).
+    /// requests to end (so a store closed afterwards has no writer left). A listening socket
+    /// that closes under it (iOS closes an app's server sockets while the device is locked or
+    /// the app suspended) is noticed, logged at warning level, counted, and replaced on the
+    /// same port as soon as the port can be had again, so the URLs given to players stay good.
     public func run() async throws {
-        let handler = handler
         let configuration = configuration
-        let connections = connections
         let server: any Channel
         do {
-            server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(ChannelOptions.backlog, value: 256)
-                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)
-                    }
-                }
-                .bind(host: configuration.host, port: configuration.port).get()
+            server = try await bind(port: configuration.port)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
             throw ProxyError(
                 "Port \(configuration.port) on \(configuration.host) is already in use (another mediacache serve?). "
@@ -90,12 +82,82 @@ public final class ProxyServer: Service {
         }
         defer { if let file = configuration.serverInfoFile { try? FileManager.default.removeItem(at: file) } }
         await onServerRunning(port)
-        try await withGracefulShutdownHandler {
-            try await server.closeFuture.get()
+        let listener = Listener(server)
+        await withGracefulShutdownHandler {
+            await keepListening(listener, port: port)
         } onGracefulShutdown: {
-            server.close(promise: nil)
+            listener.stop()
         }
         await connections.closeAll()
+    }
+
+    /// Waits while `listener` listens; when its socket closes without a shutdown, binds
+    /// `port` again (waiting longer between tries, up to 2 s, while the port cannot be had).
+    private func keepListening(_ listener: Listener, port: Int) async {
+        while let channel = listener.current {
+            try? await channel.closeFuture.get()
+            guard !listener.isStopped else { return }
+            ProxyMetrics.listenerClosed()
+            configuration.logger.warning("The listening socket closed under the proxy; listening again", metadata: ["port": "\(port)"])
+            var delay = Duration.milliseconds(50)
+            while !listener.isStopped {
+                do {
+                    listener.replace(with: try await bind(port: port))
+                    configuration.logger.notice("Listening again", metadata: ["port": "\(port)"])
+                    break
+                } catch {
+                    configuration.logger.warning("Cannot listen again yet", metadata: ["port": "\(port)", "error": "\(error)"])
+                    try? await Task.sleep(for: delay)
+                    delay = min(delay * 2, .seconds(2))
+                }
+            }
+        }
+    }
+
+    private func bind(port: Int) async throws -> any Channel {
+        let handler = handler
+        let configuration = configuration
+        let connections = connections
+        return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)
+                }
+            }
+            .bind(host: configuration.host, port: port).get()
+    }
+
+    /// The listening channel now, and whether the server was told to stop.
+    private final class Listener: Sendable {
+        private let state: Mutex<(channel: any Channel, isStopped: Bool)>
+
+        init(_ channel: any Channel) {
+            state = Mutex((channel, false))
+        }
+
+        /// The channel, or `nil` once stopped.
+        var current: (any Channel)? { state.withLock { $0.isStopped ? nil : $0.channel } }
+        var isStopped: Bool { state.withLock { $0.isStopped } }
+
+        /// Stops listening for good: closes the channel, and any that replaces it later.
+        func stop() {
+            state.withLock { state in
+                state.isStopped = true
+                return state.channel
+            }.close(promise: nil)
+        }
+
+        /// Listens on `channel` from now on; closed at once when the server stopped meanwhile.
+        func replace(with channel: any Channel) {
+            let stopped = state.withLock { state in
+                state.channel = channel
+                return state.isStopped
+            }
+            if stopped { channel.close(promise: nil) }
+        }
     }
 }
 

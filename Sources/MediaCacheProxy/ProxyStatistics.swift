@@ -123,9 +123,16 @@ enum ProxyMetrics {
             ($0, Counter(label: "mediacache_refused_requests_total", dimensions: [("cause", $0.rawValue)]))
         })
 
+    private static let listenerClosures = Counter(label: "mediacache_listener_closed_total")
+
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {
-        _ = (requests, bytesFromCache, bytesFromOrigin, duration, refusals)
+        _ = (requests, bytesFromCache, bytesFromOrigin, duration, refusals, listenerClosures)
+    }
+
+    /// The listening socket closed under the proxy (which then listens again).
+    static func listenerClosed() {
+        listenerClosures.increment()
     }
 
     static func refused(_ cause: ProxyRequestError.Refusal) {

@@ -45,6 +45,50 @@ import Testing
         }
     }
 
+    /// The listening socket of this process on `port`, found as the system sees it (iOS
+    /// closes such a socket under an app that is suspended; here the test does it).
+    static func listeningSocket(on port: Int) -> Int32? {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for fd in fds.compactMap(Int32.init) {
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            guard named == 0, address.sin_family == sa_family_t(AF_INET), Int(UInt16(bigEndian: address.sin_port)) == port else { continue }
+            var listening: Int32 = 0
+            var size = socklen_t(MemoryLayout<Int32>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0, listening == 1 { return fd }
+        }
+        return nil
+    }
+
+    /// A listening socket that dies under the proxy (as iOS does to a suspended app's server
+    /// sockets) is noticed, logged at warning level and replaced on the same port: the URLs
+    /// the player holds work again, and the bytes are right.
+    @Test func aListenerThatDiesIsReplacedOnTheSamePort() async throws {
+        try await Harness.with { h in
+            let content = DeterministicContent(seed: 22)
+            h.origin.serve(TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3")
+            let log = LogRecorder()
+            var configuration = EmbeddedProxy.appConfiguration
+            configuration.logger = log.logger()
+            let proxy = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration)
+            let url = proxy.url(for: h.origin.url("/song.mp3"))
+            #expect(try await Self.get(HTTPClient.shared, url).status == 200)
+            for round in 1...2 {
+                let socket = try #require(Self.listeningSocket(on: proxy.port))
+                #expect(shutdown(socket, Int32(SHUT_RDWR)) == 0)
+                try await waitUntil { log.all.filter { $0.message.contains("listening again") && $0.level == .warning }.count == round }
+                try await waitUntil { Self.listeningSocket(on: proxy.port) != nil }
+                let reply = try await Self.get(HTTPClient.shared, url)
+                #expect(reply.status == 200 && reply.body.readableBytes == 100_000 && content.firstMismatch(in: reply.body, at: 0) == nil)
+            }
+            await proxy.stop()
+            #expect(Self.listeningSocket(on: proxy.port) == nil, "stopped: nothing listens")
+        }
+    }
+
     /// HLS goes to the proxy (a resource loader cannot see segment requests), whether the
     /// origin types the playlist or only its body says so; a progressive file goes to the
     /// resource loader; an origin that cannot be asked is an error, not a guess.
