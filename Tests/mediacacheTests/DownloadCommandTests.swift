@@ -20,6 +20,35 @@ import Testing
 
     /// Without a server: `pin` downloads in the foreground, `downloads` and `ls` show it,
     /// `export` writes the origin's bytes, `unpin` gives it back to the streaming cache.
+    /// A cache folder whose index was damaged (200 bytes of garbage over its head) still
+    /// opens: the command says, once, that it rebuilt the index, and the pin, the job and
+    /// the bytes are all there.
+    @Test func aDamagedIndexIsRebuiltAndThePinKept() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        CacheCommandTests.serveFiles(on: origin)
+        let film = origin.url("/b/film.mp4").absoluteString
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            let pinned = try await Self.mediacache(["pin", "--cache-dir", folder, film])
+            #expect(pinned.status == 0, "\(pinned.error)")
+            let handle = try #require(FileHandle(forUpdatingAtPath: folder + "/index.sqlite"))
+            try handle.write(contentsOf: Data((0..<200).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }))
+            try handle.close()
+            let listed = try await Self.mediacache(["ls", "--cache-dir", folder])
+            #expect(listed.status == 0, "\(listed.error)")
+            #expect(listed.error.components(separatedBy: "rebuilt it from the entry records").count == 2, "said once: \(listed.error)")
+            #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(film) && $0.contains(" yes ") }, "\(listed.output)")
+            let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
+            #expect(jobs.map(\.state) == [.completed] && jobs.first?.bytesDone == 2_000_000)
+            let output = directory.appendingPathComponent("film.mp4")
+            let exported = try await Self.mediacache(["export", "--cache-dir", folder, film, "--output", output.path])
+            #expect(exported.status == 0, "\(exported.error)")
+            #expect(DeterministicContent(seed: 2).firstMismatch(in: ByteBuffer(bytes: try Data(contentsOf: output)), at: 0) == nil)
+            #expect(origin.bodyBytesSent("/b/film.mp4") == 2_000_000, "nothing fetched again")
+        }
+    }
+
     @Test func pinDownloadsExportsAndUnpinsWithoutAServer() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }

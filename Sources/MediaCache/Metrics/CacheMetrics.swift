@@ -20,6 +20,12 @@ enum CacheMetrics {
     static let cacheLimit = Gauge(label: "mediacache_cache_limit_bytes")
     static let cacheEntries = Gauge(label: "mediacache_cache_entries")
     static let rejectedBlocks = Counter(label: "mediacache_rejected_blocks_total")
+    static let indexRebuilds = Counter(label: "mediacache_index_rebuilds_total")
+
+    /// The index was found damaged or missing at open and rebuilt from the entry records.
+    static func indexRebuilt() {
+        indexRebuilds.increment()
+    }
 
     /// How a revalidation ended.
     enum Revalidation: String, CaseIterable {
@@ -40,7 +46,10 @@ enum CacheMetrics {
 
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {
-        _ = (originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations)
+        _ = (
+            originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
+            indexRebuilds
+        )
     }
 
     static func revalidated(_ outcome: Revalidation) {

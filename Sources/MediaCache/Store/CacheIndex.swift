@@ -38,9 +38,12 @@ struct CacheIndex: Sendable {
 
     let queue: DatabaseQueue
     let sealer: IndexSealer?
+    /// The rows and jobs said again beside the data (see ``EntryRecords``), if kept.
+    let records: EntryRecords?
 
-    init(path: String, sealer: IndexSealer? = nil) throws {
+    init(path: String, sealer: IndexSealer? = nil, records: EntryRecords? = nil) throws {
         self.sealer = sealer
+        self.records = records
         var configuration = Configuration()
         let encrypted = sealer != nil
         configuration.prepareDatabase { db in
@@ -79,8 +82,26 @@ struct CacheIndex: Sendable {
             }
             try migrator.migrate(queue)
         } catch {
-            throw CacheError(.indexFailure, "Cannot open the cache index at \(path). Remove the cache folder if it is damaged.", underlyingError: error)
+            throw CacheError(.indexFailure, "Cannot open the cache index at \(path).", underlyingError: error)
         }
+    }
+
+    /// What SQLite's check of every page (`PRAGMA quick_check`) finds wrong, or `nil` when the
+    /// index is sound.
+    func damage() -> String? {
+        do {
+            let findings = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check(5)") }
+            return findings == ["ok"] ? nil : findings.joined(separator: "; ").prefix(300).description
+        } catch {
+            return "its check failed (\(String(describing: error).prefix(200)))"
+        }
+    }
+
+    /// Whether `error` says the index file is damaged (not a database, corrupt, its schema
+    /// unreadable), rather than that it cannot be reached now (permissions, a full disk).
+    static func isDamage(_ error: (any Error)?) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_ERROR, .SQLITE_FORMAT, .SQLITE_SCHEMA, .SQLITE_MISMATCH].contains(error.resultCode)
     }
 
     /// Every row this store can use, and the others; rows that cannot be decoded are
@@ -150,32 +171,57 @@ struct CacheIndex: Sendable {
             try await queue.write { db in
                 let changes = try prepare()
                 let (rows, deletedKeys) = (changes.rows, changes.deletedKeys)
-                db.afterNextTransaction(onCommit: { _ in changes.onCommit() }, onRollback: { _ in changes.onRollback() })
+                db.afterNextTransaction(
+                    onCommit: { [records] _ in
+                        records?.write(rows)
+                        changes.onCommit()
+                    }, onRollback: { _ in changes.onRollback() })
                 for rowKey in deletedKeys.map(rowKey(for:)) + changes.deletedRowKeys {
                     try db.execute(sql: "DELETE FROM entry WHERE key = ?", arguments: [rowKey])
                 }
-                for row in rows {
-                    let metadata =
-                        try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
-                        ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
-                    try db.execute(
-                        sql: """
-                            INSERT INTO entry (key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                            ON CONFLICT(key) DO UPDATE SET fileName = excluded.fileName, metadata = excluded.metadata,
-                                spans = excluded.spans, byteCount = excluded.byteCount,
-                                createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned
-                            """,
-                        arguments: [
-                            rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
-                            row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970, row.isPinned ? 1 : 0,
-                        ])
-                }
+                for row in rows { try insert(row, into: db) }
             }
         } catch let error as CacheError {
             throw error
         } catch {
             throw CacheError(.indexFailure, "Writing the cache index failed; the cached bytes stay, but the newest may be forgotten on restart.", underlyingError: error)
+        }
+    }
+
+    private func insert(_ row: Row, into db: Database) throws {
+        let metadata =
+            try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
+            ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
+        try db.execute(
+            sql: """
+                INSERT INTO entry (key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(key) DO UPDATE SET fileName = excluded.fileName, metadata = excluded.metadata,
+                    spans = excluded.spans, byteCount = excluded.byteCount,
+                    createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned
+                """,
+            arguments: [
+                rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
+                row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970, row.isPinned ? 1 : 0,
+            ])
+    }
+
+    private func insertJob(_ id: String, body: Data, into db: Database) throws {
+        let column = try sealer?.seal(body, boundTo: id) ?? String(decoding: body, as: UTF8.self)
+        try db.execute(sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body", arguments: [id, column])
+    }
+
+    /// Writes `rows` and `jobs` into this index in one transaction, now (on the calling
+    /// thread: the store is being opened, on a thread made for blocking work). Two rows of
+    /// one key keep the one used last.
+    func rebuild(rows: [Row], jobs: [(id: String, body: Data)]) throws {
+        do {
+            try queue.write { db in
+                for row in rows.sorted(by: { $0.lastAccess < $1.lastAccess }) { try insert(row, into: db) }
+                for job in jobs { try insertJob(job.id, body: job.body, into: db) }
+            }
+        } catch {
+            throw CacheError(.indexFailure, "Cannot write the rebuilt cache index.", underlyingError: error)
         }
     }
 
@@ -203,15 +249,14 @@ struct CacheIndex: Sendable {
     /// it is then, so a slower caller never writes an older state over a newer one.
     func saveJob(_ id: String, body: @escaping @Sendable () throws -> Data?) async throws {
         do {
-            try await queue.write { db in
-                guard let body = try body() else {
+            try await queue.write { [records] db in
+                let body = try body()
+                db.afterNextTransaction(onCommit: { _ in records?.writeJob(id, body: body) })
+                guard let body else {
                     try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id])
                     return
                 }
-                let column = try sealer?.seal(body, boundTo: id) ?? String(decoding: body, as: UTF8.self)
-                try db.execute(
-                    sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
-                    arguments: [id, column])
+                try insertJob(id, body: body, into: db)
             }
         } catch {
             throw CacheError(.indexFailure, "Cannot write a download job to the cache index.", underlyingError: error)

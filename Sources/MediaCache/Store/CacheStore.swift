@@ -103,6 +103,8 @@ public final class CacheStore: Sendable {
 
     let state: Mutex<State>
     let index: CacheIndex
+    /// Each entry's row and each job, said again beside the data (see ``EntryRecords``).
+    let records: EntryRecords
     /// The keys ``key(for:)`` computed lately.
     private let recentKeys = Mutex<[URL: CacheKey]>([:])
     let dataDirectory: String
@@ -148,6 +150,8 @@ public final class CacheStore: Sendable {
             }
             try Self.keepPrivate(folder: folder)
         }
+        let indexPath = directory.appendingPathComponent("index.sqlite").path
+        let hadIndex = access(indexPath, F_OK) == 0
         for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "server.json", "settings.json"] {
             // SQLite gives its -wal and -shm files the index's mode; an index it creates gets the umask's.
             try Self.keepPrivate(file: directory.appendingPathComponent(name).path, create: name == "index.sqlite")
@@ -180,11 +184,14 @@ public final class CacheStore: Sendable {
         }
         self.lockPathKey = lockPathKey
         self.lockDescriptor = Mutex(lockDescriptor)
+        let records = EntryRecords(folder: directory, sealer: configuration.encryptionKey.map(IndexSealer.init))
+        self.records = records
         do {
-            index = try CacheIndex(path: directory.appendingPathComponent("index.sqlite").path, sealer: configuration.encryptionKey.map(IndexSealer.init))
+            try records.prepare()
+            index = try Self.openIndex(path: indexPath, existed: hadIndex, records: records, configuration: configuration)
             state = Mutex(
                 try CacheStore.recover(
-                    index: index, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
+                    index: index, records: records, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
                     directory: directory))
         } catch {
             closeDescriptor(lockDescriptor)
@@ -253,14 +260,72 @@ public final class CacheStore: Sendable {
         if released { _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) } }
     }
 
-    /// Loads the index and reconciles it with the data files on disk.
+    /// Opens the index at `path`. One that SQLite cannot read or whose pages fail its check,
+    /// or that is missing while entry records are there, is moved aside (kept as
+    /// `index.sqlite.damaged-<time>`) and rebuilt from the records (``EntryRecords``): every
+    /// entry with its key, validators, spans and pin, and every download job. The store then
+    /// starts, and says what it did once, at warning level.
+    private static func openIndex(path: String, existed: Bool, records: EntryRecords, configuration: Configuration) throws -> CacheIndex {
+        let sealer = configuration.encryptionKey.map(IndexSealer.init)
+        let problem: String
+        do {
+            let index = try CacheIndex(path: path, sealer: sealer, records: records)
+            if existed, let damage = index.damage() {
+                try? index.close()
+                problem = "its pages fail SQLite's check: \(damage)"
+            } else if !existed, !records.isEmpty {
+                return try rebuild(index, from: records, because: "it was missing", movedTo: nil, configuration: configuration)
+            } else {
+                return index
+            }
+        } catch let error as CacheError where CacheIndex.isDamage(error.underlyingError) {
+            problem = "SQLite cannot read it (\(String(describing: error.underlyingError!).prefix(200)))"
+        }
+        let aside = path + ".damaged-\(Int64(configuration.clock.now.timeIntervalSince1970))"
+        for suffix in ["", "-wal", "-shm"] where rename(path + suffix, aside + suffix) != 0 && errno != ENOENT {
+            throw CacheError(.indexFailure, "The cache index at \(path) is damaged (\(problem)) and cannot be moved aside: \(String(cString: strerror(errno))).")
+        }
+        let created = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)  // mode 0600, before SQLite makes it
+        if created >= 0 { closeDescriptor(created) }
+        return try rebuild(CacheIndex(path: path, sealer: sealer, records: records), from: records, because: problem, movedTo: aside, configuration: configuration)
+    }
+
+    /// Writes every entry record and job record into `index`, which is new.
+    private static func rebuild(_ index: CacheIndex, from records: EntryRecords, because problem: String, movedTo aside: String?, configuration: Configuration)
+        throws -> CacheIndex
+    {
+        let (rows, unreadable) = records.load()
+        let jobs = records.loadJobs()
+        try index.rebuild(rows: rows, jobs: jobs)
+        var metadata: Logger.Metadata = [
+            "problem": "\(problem)", "entries": "\(rows.count)", "pinned": "\(rows.filter(\.isPinned).count)", "jobs": "\(jobs.count)",
+            "unreadable records": "\(unreadable.count)",
+        ]
+        if let aside { metadata["moved to"] = "\(aside)" }
+        configuration.logger.warning("The cache index was damaged; rebuilt it from the entry records", metadata: metadata)
+        CacheMetrics.indexRebuilt()
+        return index
+    }
+
+    /// Loads the index and reconciles it with the data files on disk: an entry record whose
+    /// row the index lacks (a row it could not decode) is taken back when its data file is
+    /// there; records and data files nothing names are removed.
     private static func recover(
-        index: CacheIndex, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
+        index: CacheIndex, records: EntryRecords, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
         directory: URL
     ) throws -> State {
         var state = State()
         var knownFiles: Set<String> = []
-        let (rows, others) = try index.loadAll()
+        var (rows, others) = try index.loadAll()
+        let named = Set(rows.map(\.fileName) + others.map(\.fileName))
+        let keys = Set(rows.map(\.key))
+        var recordNames = Set<String>()
+        for record in records.load().rows {
+            recordNames.insert(record.fileName)
+            guard !named.contains(record.fileName), !keys.contains(record.key), access(dataDirectory + "/" + record.fileName, F_OK) == 0 else { continue }
+            configuration.logger.warning("An entry the cache index lost is taken back from its record", metadata: ["file": "\(record.fileName)"])
+            rows.append(record)
+        }
         if layout == nil, others.contains(where: { $0.kind == .sealed }) {
             throw CacheError(.encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key (--encryption-key-file).")
         }
@@ -277,7 +342,7 @@ public final class CacheStore: Sendable {
             knownFiles.insert(row.fileName)
             state.records[row.key] = Record(
                 fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
-                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned, isDirty: spans != row.spans)
+                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned, isDirty: spans != row.spans || !named.contains(row.fileName))
             state.totalBytes += spans.byteCount
         }
         var unsealed = 0
@@ -310,6 +375,7 @@ public final class CacheStore: Sendable {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? [] where !knownFiles.contains(name) {
             unlink(dataDirectory + "/" + name)
         }
+        for name in recordNames.subtracting(knownFiles) { records.remove(fileName: name) }
         return state
     }
 
@@ -490,9 +556,12 @@ public final class CacheStore: Sendable {
                 state.unflushedBytes = 0
                 CacheMetrics.cacheSize.record(state.totalBytes)
                 CacheMetrics.cacheEntries.record(state.records.count)
-                changes.onCommit = { [dataDirectory] in
+                changes.onCommit = { [dataDirectory, records] in
                     // Nothing committed refers to these files any more.
-                    for name in files { unlink(dataDirectory + "/" + name) }
+                    for name in files {
+                        unlink(dataDirectory + "/" + name)
+                        records.remove(fileName: name)
+                    }
                 }
                 return changes
             }

@@ -4,6 +4,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import Logging
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
@@ -30,6 +31,9 @@ enum CacheAccess {
         do {
             var configuration = try FolderSettings.load(from: directory)?.storeConfiguration() ?? CacheStore.Configuration()
             configuration.encryptionKey = encryptionKey
+            // What the store says at warning level (an index it rebuilt) reaches the user.
+            configuration.logger = Logger(label: "mediacache") { StreamLogHandler.standardError(label: $0) }
+            configuration.logger.logLevel = .warning
             let store = try await CacheStore.open(directory: directory, configuration: configuration)
             let fetcher = HTTPOriginFetcher()
             return .local(store: store, reader: CachingReader(store: store, fetcher: fetcher), fetcher: fetcher)

@@ -1,0 +1,158 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+
+/// Each entry's row of the index, also kept as a small file of its own (`entries/<data
+/// file>`), and each download job as `jobs/<id>`: what the index says, said again beside the
+/// data, so that an index that is damaged, half-written or gone can be rebuilt with every
+/// entry's key, validators, stored spans and pin, and every job.
+///
+/// A record is written after the index commit that wrote its row, so it never claims a span
+/// the index did not (whose bytes were on disk before that commit); it is replaced whole
+/// (written beside, then renamed), and one that cannot be read is skipped: its entry is
+/// forgotten and fetched again, never served wrong. In an encrypted store the whole record
+/// is sealed (``IndexSealer``) and bound to its name, as the index's rows are.
+struct EntryRecords: Sendable {
+    let entriesDirectory: String
+    let jobsDirectory: String
+    let sealer: IndexSealer?
+
+    init(folder: URL, sealer: IndexSealer?) {
+        entriesDirectory = folder.appendingPathComponent("entries").path
+        jobsDirectory = folder.appendingPathComponent("jobs").path
+        self.sealer = sealer
+    }
+
+    /// The fields of a row, as a record holds them.
+    private struct Record: Codable {
+        var key: String
+        var metadata: ContentMetadata
+        var spans: String
+        var createdAt: Double
+        var lastAccess: Double
+        var pinned: Bool
+    }
+
+    /// Makes the folders (private to their owner) if they are missing.
+    func prepare() throws {
+        for folder in [entriesDirectory, jobsDirectory] {
+            if mkdir(folder, 0o700) != 0, errno != EEXIST {
+                throw CacheError(.cannotOpenStore, "Cannot create \(folder): \(String(cString: strerror(errno))).")
+            }
+        }
+    }
+
+    /// Writes the records of `rows`; a record that cannot be written is skipped (the index
+    /// has the row; only a rebuild would miss it).
+    func write(_ rows: [CacheIndex.Row]) {
+        for row in rows {
+            let record = Record(
+                key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded, createdAt: row.createdAt.timeIntervalSince1970,
+                lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned)
+            guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName) else { continue }
+            Self.replace(entriesDirectory + "/" + row.fileName, with: text)
+        }
+    }
+
+    /// Removes the record of the entry whose data file is `fileName`.
+    func remove(fileName: String) {
+        unlink(entriesDirectory + "/" + fileName)
+    }
+
+    /// Every record that can be read, as rows; the names of the others.
+    func load() -> (rows: [CacheIndex.Row], unreadable: [String]) {
+        var rows: [CacheIndex.Row] = []
+        var unreadable: [String] = []
+        for name in Self.names(in: entriesDirectory) {
+            guard let data = opened(Self.read(entriesDirectory + "/" + name), boundTo: name),
+                let record = try? JSONDecoder().decode(Record.self, from: data), let spans = SpanSet(encoded: record.spans)
+            else {
+                unreadable.append(name)
+                continue
+            }
+            rows.append(
+                CacheIndex.Row(
+                    key: CacheKey(record.key), fileName: name, metadata: record.metadata, spans: spans,
+                    createdAt: Date(timeIntervalSince1970: record.createdAt), lastAccess: Date(timeIntervalSince1970: record.lastAccess),
+                    isPinned: record.pinned))
+        }
+        return (rows, unreadable)
+    }
+
+    /// Writes the job `id` (JSON), or removes it when `body` is `nil`.
+    func writeJob(_ id: String, body: Data?) {
+        guard Self.isPlainName(id) else { return }
+        guard let body else {
+            unlink(jobsDirectory + "/" + id)
+            return
+        }
+        guard let text = try? sealed(body, boundTo: id) else { return }
+        Self.replace(jobsDirectory + "/" + id, with: text)
+    }
+
+    /// Every job that can be read (JSON bodies, by id).
+    func loadJobs() -> [(id: String, body: Data)] {
+        Self.names(in: jobsDirectory).compactMap { id in opened(Self.read(jobsDirectory + "/" + id), boundTo: id).map { (id, $0) } }
+    }
+
+    /// Whether any record is there to rebuild from.
+    var isEmpty: Bool { Self.names(in: entriesDirectory).isEmpty && Self.names(in: jobsDirectory).isEmpty }
+
+    private func sealed(_ plaintext: Data, boundTo name: String) throws -> Data {
+        guard let sealer else { return plaintext }
+        return Data(try sealer.seal(plaintext, boundTo: name).utf8)
+    }
+
+    private func opened(_ stored: Data?, boundTo name: String) -> Data? {
+        guard let stored else { return nil }
+        guard let sealer else { return stored.first == UInt8(ascii: "{") ? stored : nil }
+        return sealer.open(String(decoding: stored, as: UTF8.self), boundTo: name)
+    }
+
+    /// The names in `folder` that a record may have (no dot files: a write's temporary file
+    /// starts with one).
+    private static func names(in folder: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter(isPlainName)
+    }
+
+    private static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && !name.hasPrefix(".") && !name.contains("/") && name.utf8.count <= 200
+    }
+
+    /// A record's bytes, at most 4 MiB, never through a link.
+    private static func read(_ path: String) -> Data? {
+        let descriptor = openDescriptor(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        defer { closeDescriptor(descriptor) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while data.count <= 4 << 20 {
+            let count = buffer.withUnsafeMutableBytes { Foundation.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return count == 0 ? data : nil }
+            data.append(contentsOf: buffer[..<count])
+        }
+        return nil
+    }
+
+    /// Writes `bytes` beside `path` (mode 0600, never through a link) and renames it over `path`.
+    private static func replace(_ path: String, with bytes: Data) {
+        let folder = (path as NSString).deletingLastPathComponent
+        let temporary = folder + "/." + (path as NSString).lastPathComponent + ".new"
+        let descriptor = openDescriptor(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return }
+        let written = bytes.withUnsafeBytes { raw -> Bool in
+            var offset = 0
+            while offset < raw.count {
+                let count = Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+        closeDescriptor(descriptor)
+        if !written || rename(temporary, path) != 0 { unlink(temporary) }
+    }
+}

@@ -1,0 +1,124 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Crypto
+import Foundation
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+@testable import MediaCache
+
+/// A damaged, missing or partly unreadable index never stops the store: it is moved aside
+/// and rebuilt from the entry records kept beside the data, with every entry's validators,
+/// stored bytes and pin and every download job; the store says so once at warning level.
+@Suite struct IndexRecoveryTests {
+    enum Damage: String, CaseIterable, Sendable {
+        /// 200 bytes of garbage over the file's header: not a database any more.
+        case header
+        /// Its second page overwritten with garbage: SQLite opens it, its check fails.
+        case pages
+        /// The index deleted (with its journal).
+        case deleted
+    }
+
+    static let film = CacheKey("https://cdn.example/film.mp4")
+    static let song = CacheKey("https://cdn.example/song.mp3")
+
+    static func configuration(encrypted: Bool, log: LogRecorder? = nil) -> CacheStore.Configuration {
+        var configuration = CacheStore.Configuration()
+        if encrypted { configuration.encryptionKey = SymmetricKey(data: Data(repeating: 7, count: 32)) }
+        if let log { configuration.logger = log.logger() }
+        return configuration
+    }
+
+    /// Two entries (one pinned, one partly stored) and a job, then the store closed.
+    static func fill(_ folder: URL, encrypted: Bool) async throws {
+        let store = try await CacheStore.open(directory: folder, configuration: configuration(encrypted: encrypted))
+        var metadata = ContentMetadata(length: 300_000, mimeType: "video/mp4", acceptsRanges: true, etag: "\"f1\"")
+        metadata.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=60")]
+        let film = try store.openEntry(Self.film)
+        try film.updateMetadata(metadata)
+        try await film.write(DeterministicContent(seed: 5).buffer(offset: 0, length: 300_000), at: 0)
+        film.close()
+        let song = try store.openEntry(Self.song)
+        try song.updateMetadata(ContentMetadata(length: 100_000, mimeType: "audio/mpeg", acceptsRanges: true, lastModified: "Mon, 02 Jan 2028 10:00:00 GMT"))
+        try await song.write(DeterministicContent(seed: 6).buffer(offset: 10_000, length: 20_000), at: 10_000)
+        song.close()
+        try await store.pin([Self.film])
+        try await store.saveJob("job1") { Data("{\"id\":\"job1\"}".utf8) }
+        try await store.flush()
+        try await store.close()
+    }
+
+    static func damage(_ folder: URL, _ damage: Damage) throws {
+        let path = folder.appendingPathComponent("index.sqlite").path
+        switch damage {
+        case .deleted:
+            for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+        case .header, .pages:
+            let handle = try #require(FileHandle(forUpdatingAtPath: path))
+            let size = try handle.seekToEnd()
+            #expect(size >= 8192, "an index of \(size) bytes")
+            try handle.seek(toOffset: damage == .header ? 0 : 4096)
+            // Garbage, the same every run: the first byte (a page's type) is 11, which no page has.
+            try handle.write(contentsOf: Data((0..<(damage == .header ? 200 : 4096)).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }))
+            try handle.close()
+        }
+    }
+
+    @Test(arguments: Damage.allCases, [false, true])
+    func aDamagedIndexIsRebuiltWithEveryEntryPinAndJob(damage: Damage, encrypted: Bool) async throws {
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache")
+            try await Self.fill(folder, encrypted: encrypted)
+            try Self.damage(folder, damage)
+            let log = LogRecorder()
+            let store = try await CacheStore.open(directory: folder, configuration: Self.configuration(encrypted: encrypted, log: log))
+            let warnings = log.all.filter { $0.level == .warning && $0.message.contains("rebuilt it from the entry records") }
+            #expect(warnings.count == 1, "\(log.all.map(\.message))")
+            #expect(warnings.first?.metadata["entries"] == "2" && warnings.first?.metadata["pinned"] == "1" && warnings.first?.metadata["jobs"] == "1")
+            if damage != .deleted {
+                let aside = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("index.sqlite.damaged-") }
+                #expect(!aside.isEmpty, "the damaged index is kept aside")
+            }
+            #expect(store.metadata(for: Self.film)?.etag == "\"f1\"" && store.metadata(for: Self.film)?.responseHeader("cache-control") == "max-age=60")
+            #expect(store.metadata(for: Self.song)?.lastModified == "Mon, 02 Jan 2028 10:00:00 GMT")
+            #expect(store.isPinned(Self.film) && !store.isPinned(Self.song))
+            #expect(store.spans(for: Self.film) == SpanSet([ByteRange(0, 300_000)]) && store.spans(for: Self.song) == SpanSet([ByteRange(10_000, 30_000)]))
+            #expect(try store.loadJobs().map(\.id) == ["job1"])
+            let handle = try store.openEntry(Self.film)
+            let bytes = try await handle.read(ByteRange(0, 300_000))
+            handle.close()
+            #expect(DeterministicContent(seed: 5).firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 300_000)
+            try await store.close()
+            // Opened again: the rebuilt index is sound, nothing more to say.
+            let again = LogRecorder()
+            let reopened = try await CacheStore.open(directory: folder, configuration: Self.configuration(encrypted: encrypted, log: again))
+            #expect(!again.all.contains { $0.level == .warning } && reopened.summary().entries == 2, "\(again.all.map(\.message))")
+            try await reopened.close()
+        }
+    }
+
+    /// A first start (no index, no records) says nothing; records nobody names are removed.
+    @Test func aNewFolderIsNotARebuildAndStrayRecordsGo() async throws {
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache")
+            let log = LogRecorder()
+            var configuration = CacheStore.Configuration()
+            configuration.logger = log.logger()
+            let store = try await CacheStore.open(directory: folder, configuration: configuration)
+            #expect(!log.all.contains { $0.level == .warning })
+            let handle = try store.openEntry(Self.film)
+            try await handle.write(DeterministicContent(seed: 5).buffer(offset: 0, length: 1000), at: 0)
+            handle.close()
+            try await store.flush()
+            let records = try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("entries").path)
+            #expect(records.count == 1)
+            try await store.remove(Self.film)
+            try await store.flush()
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("entries").path).isEmpty, "a removed entry's record goes")
+            try await store.close()
+        }
+    }
+}
