@@ -65,9 +65,13 @@ public enum ChildProcess {
         try await onOwnThread { try runBlocking(arguments) }
     }
 
-    /// Whether a tool named `name` is on the `PATH`.
+    /// Whether a tool named `name` is on the `PATH`: an executable file of that name in one
+    /// of its folders. Looked up without starting a process (it was `which`, started and
+    /// waited for on the calling thread: a blocked thread of the cooperative pool when a test
+    /// asked at its start).
     public static func toolExists(_ name: String) -> Bool {
-        (try? runBlocking(["which", name]).status) == 0
+        let folders = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        return folders.contains { access("\($0)/\(name)", X_OK) == 0 }
     }
 
     /// Runs `body`, which blocks, on a thread of its own. Not on a Dispatch global queue:
@@ -234,13 +238,23 @@ public final class SpawnedProcess: Sendable {
         }
     }
 
+    /// How it ended, once it has; with `blocking`, waits for that first. The wait holds no
+    /// lock: `waitid` with `WNOWAIT` sees the end without reaping it (the process stays a
+    /// zombie, so its pid is not reused), and only the reaping, which does not wait, is done
+    /// under the lock. (The wait once held the lock, so `terminate()` and `isRunning` from
+    /// another task blocked a thread of the cooperative pool until the process ended on its
+    /// own, and the signal meant to end it was never sent.)
     private func reap(blocking: Bool) -> Ending? {
-        ending.withLock { ending in
+        if blocking, ending.withLock({ $0 }) == nil {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOWAIT) == -1, errno == EINTR {}
+        }
+        return ending.withLock { ending in
             if let ending { return ending }
             var status: Int32 = 0
             var result: pid_t
             repeat {
-                result = waitpid(processIdentifier, &status, blocking ? 0 : WNOHANG)
+                result = waitpid(processIdentifier, &status, WNOHANG)
             } while result == -1 && errno == EINTR
             guard result == processIdentifier else { return nil }
             // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import as functions.

@@ -446,6 +446,7 @@ public final class DownloadQueue: Sendable {
 
     /// Eight hexadecimal digits.
     private static func makeID() -> String {
-        String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
+        let hex = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
     }
 }

@@ -54,7 +54,7 @@ extension CachingReader {
         }
         let plan = try await offline.prefetchPlan(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
         do {
-            try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
+            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
         } catch {
             throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
         }
@@ -101,12 +101,12 @@ extension CachingReader {
                 files += 1
             }
             let name = index == 0 && plan.playlists.count == 1 && plan.playlists[0] == url ? "index.m3u8" : "media\(index).m3u8"
-            try Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
+            try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
             playlistNames.append(name)
             files += 1
         }
         if !playlistNames.contains("index.m3u8") {
-            try Self.writeFile(
+            try await Self.writeFile(
                 Array(try await offline.exportedMaster(url, playlistNames: playlistNames, options: HLSPrefetchOptions(variant: variant)).utf8),
                 to: destination.appendingPathComponent("index.m3u8").path)
             files += 1
@@ -158,7 +158,7 @@ extension CachingReader {
         }
         let text = manifest.rewritten(base: base, removing: others, relative: true) { localPath($0) ?? $0.absoluteString }
         do {
-            try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
+            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
         } catch {
             throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
         }
@@ -166,13 +166,13 @@ extension CachingReader {
         for (path, resource) in ranges.sorted(by: { $0.key < $1.key }) {
             let file = destination.appendingPathComponent(path)
             do {
-                try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true) }
             } catch {
                 throw CacheError(.ioFailure, "Cannot create the folder \(file.deletingLastPathComponent().path).", underlyingError: error)
             }
             for part in resource.parts?.map(Optional.some) ?? [nil] { bytes += try await write(resource.url, range: part, to: file.path) }
         }
-        try Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.mpd").path)
+        try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.mpd").path)
         return ExportSummary(path: destination.appendingPathComponent("index.mpd").path, files: ranges.count + 1, bytes: bytes)
     }
 
@@ -204,20 +204,26 @@ extension CachingReader {
     private func write(_ url: URL, range: ByteRange?, to path: String, exclusive: Bool = false) async throws -> Int64 {
         let stream = try await read(url, offset: range?.lowerBound ?? 0, length: range?.length)
         defer { stream.cancel() }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (exclusive ? O_EXCL : 0), 0o644)
-        guard descriptor >= 0 else {
-            throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
+        // File work on a thread made for blocking, never on the cooperative pool's.
+        let descriptor = try await BlockingIO.runToCompletion {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (exclusive ? O_EXCL : 0), 0o644)
+            guard descriptor >= 0 else {
+                throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
+            }
+            return descriptor
         }
         defer { close(descriptor) }
         var offset = stream.range.lowerBound
         for try await chunk in stream {
-            try chunk.withUnsafeReadableBytes { buffer in
-                var done = 0
-                while done < buffer.count {
-                    let written = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-                    if written < 0, errno == EINTR { continue }
-                    guard written > 0 else { throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).") }
-                    done += written
+            try await BlockingIO.runToCompletion { [offset] in
+                try chunk.withUnsafeReadableBytes { buffer in
+                    var done = 0
+                    while done < buffer.count {
+                        let written = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                        if written < 0, errno == EINTR { continue }
+                        guard written > 0 else { throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).") }
+                        done += written
+                    }
                 }
             }
             offset += Int64(chunk.readableBytes)
@@ -225,9 +231,9 @@ extension CachingReader {
         return offset - stream.range.lowerBound
     }
 
-    private static func writeFile(_ bytes: [UInt8], to path: String) throws {
+    private static func writeFile(_ bytes: [UInt8], to path: String) async throws {
         do {
-            try Data(bytes).write(to: URL(fileURLWithPath: path), options: .withoutOverwriting)
+            try await BlockingIO.runToCompletion { try Data(bytes).write(to: URL(fileURLWithPath: path), options: .withoutOverwriting) }
         } catch {
             throw CacheError(.ioFailure, "Cannot write \(path).", underlyingError: error)
         }

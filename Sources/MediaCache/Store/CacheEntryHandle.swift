@@ -81,7 +81,7 @@ package final class CacheEntryHandle: Sendable {
                 state.filesToUnlink.append(record.fileName)
                 let generation = state.makeGeneration()
                 var fresh = record
-                fresh.fileName = UUID().uuidString
+                fresh.fileName = CacheStore.newFileName()
                 fresh.generation = generation
                 fresh.file = nil
                 fresh.spans = SpanSet()

@@ -102,6 +102,8 @@ public final class CacheStore: Sendable {
     public let configuration: Configuration
 
     let state: Mutex<State>
+    /// The download jobs, as saved (see ``loadJobs()``).
+    private let jobs: Mutex<[String: Data]>
     let index: CacheIndex
     /// Each entry's row and each job, said again beside the data (see ``EntryRecords``).
     let records: EntryRecords
@@ -189,6 +191,7 @@ public final class CacheStore: Sendable {
         do {
             try records.prepare()
             index = try Self.openIndex(path: indexPath, existed: hadIndex, records: records, configuration: configuration)
+            jobs = Mutex(Dictionary(try index.loadJobs(), uniquingKeysWith: { $1 }))
             state = Mutex(
                 try CacheStore.recover(
                     index: index, records: records, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
@@ -433,7 +436,7 @@ public final class CacheStore: Sendable {
             state.nextHandleID += 1
             if state.records[key] == nil {
                 state.records[key] = Record(
-                    fileName: UUID().uuidString, generation: state.makeGeneration(), metadata: ContentMetadata(),
+                    fileName: Self.newFileName(), generation: state.makeGeneration(), metadata: ContentMetadata(),
                     spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
             }
             state.records[key]!.openBy.insert(id)
@@ -472,7 +475,7 @@ public final class CacheStore: Sendable {
             for key in keys {
                 if state.records[key] == nil {
                     state.records[key] = Record(
-                        fileName: UUID().uuidString, generation: state.makeGeneration(), metadata: ContentMetadata(),
+                        fileName: Self.newFileName(), generation: state.makeGeneration(), metadata: ContentMetadata(),
                         spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
                 }
                 state.records[key]!.isPinned = true
@@ -505,16 +508,22 @@ public final class CacheStore: Sendable {
         state.withLock { $0.pinnedBytes }
     }
 
-    /// The download jobs kept with the store (JSON bodies, by id).
+    /// The download jobs kept with the store (JSON bodies, by id), from memory: read from the
+    /// index when the store opened, and kept as they are saved since.
     func loadJobs() throws -> [(id: String, body: Data)] {
-        try index.loadJobs()
+        jobs.withLock { $0.sorted { $0.key < $1.key }.map { (id: $0.key, body: $0.value) } }
     }
 
     /// Keeps the job `id` with the store as `body` gives it then (JSON), or forgets it when
     /// `body` gives `nil` (see ``CacheIndex/saveJob(_:body:)``).
     func saveJob(_ id: String, body: @escaping @Sendable () throws -> Data?) async throws {
         guard !state.withLock({ $0.isClosed }) else { throw CacheError(.storeClosed, "The cache store is closed.") }
-        try await index.saveJob(id, body: body)
+        // The body is taken on the index's queue, in call order; memory follows the same order.
+        try await index.saveJob(id) { [self] in
+            let saved = try body()
+            self.jobs.withLock { $0[id] = saved }
+            return saved
+        }
     }
 
     /// Evicts expired entries and, if the store is over its limit, the least recently used
@@ -616,6 +625,19 @@ public final class CacheStore: Sendable {
         await pending?.value
         defer { releaseLock() }
         try await flush()
-        try index.close()
+        // Closing checkpoints SQLite's journal into the index (reads, writes, a sync): work for
+        // a thread made for blocking, not one of the cooperative pool's.
+        try await BlockingIO.runToCompletion { [index] in try index.close() }
+    }
+
+    /// A new data file's name: 128 random bits as 32 hex digits, from the system's random
+    /// source without opening a device (Foundation's `UUID()` opens `/dev/urandom` on Linux,
+    /// a blocking call on whichever thread makes it).
+    static func newFileName() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return [generator.next(), generator.next()].map { (value: UInt64) in
+            let hex = String(value, radix: 16, uppercase: true)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
     }
 }
