@@ -26,13 +26,15 @@ public final class EmbeddedProxy: Sendable {
     public let reader: CachingReader
     private let group: ServiceGroup
     private let running: Task<Void, any Error>
+    private let server: ProxyServer
 
-    private init(port: Int, token: String?, reader: CachingReader, group: ServiceGroup, running: Task<Void, any Error>) {
+    private init(port: Int, token: String?, reader: CachingReader, group: ServiceGroup, running: Task<Void, any Error>, server: ProxyServer) {
         self.port = port
         self.token = token
         self.reader = reader
         self.group = group
         self.running = running
+        self.server = server
     }
 
     /// A configuration for an app: loopback, any free port, a random 128-bit token (so that
@@ -66,7 +68,16 @@ public final class EmbeddedProxy: Sendable {
             try await running.value
             throw ProxyError("The proxy stopped before it listened.")
         }
-        return EmbeddedProxy(port: port, token: configuration.token, reader: reader, group: group, running: running)
+        return EmbeddedProxy(port: port, token: configuration.token, reader: reader, group: group, running: running, server: server)
+    }
+
+    /// Makes sure the proxy listens: call it when the app comes back to the foreground. iOS
+    /// closes an app's listening sockets while the device is locked or the app suspended; the
+    /// proxy replaces a socket that closes on its own, and this also catches one the system
+    /// left open but unusable. It returns once the proxy answers on ``port`` again, so the URLs
+    /// given to players stay valid.
+    public func ensureListening() async {
+        await server.ensureListening()
     }
 
     /// Stops listening, ends every open connection, and returns when the last request has ended.

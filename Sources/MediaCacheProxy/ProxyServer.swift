@@ -27,6 +27,8 @@ public final class ProxyServer: Service {
     private let configuration: ProxyConfiguration
     private let onServerRunning: @Sendable (Int) async -> Void
     let connections = ConnectionRegistry()
+    /// The listener while ``run()`` runs.
+    private let listening = Mutex<Listener?>(nil)
 
     /// Builds the proxy.
     /// - Parameters:
@@ -82,7 +84,8 @@ public final class ProxyServer: Service {
         }
         defer { if let file = configuration.serverInfoFile { try? FileManager.default.removeItem(at: file) } }
         await onServerRunning(port)
-        let listener = Listener(server)
+        let listener = Listener(server, port: port)
+        listening.withLock { $0 = listener }
         await withGracefulShutdownHandler {
             await keepListening(listener, port: port)
         } onGracefulShutdown: {
@@ -114,6 +117,25 @@ public final class ProxyServer: Service {
         }
     }
 
+    /// Makes sure the proxy listens, for an app that comes back to the foreground: connects
+    /// to its own port and, when that fails (a listening socket the system closed or left
+    /// unusable while the app was suspended), closes the socket so that it is replaced, and
+    /// returns once the proxy listens again on the same port.
+    func ensureListening() async {
+        guard let listener = listening.withLock({ $0 }), let (channel, generation) = listener.currentWithGeneration else { return }
+        let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
+        let connected = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.seconds(1))
+            .connect(host: host, port: listener.port).get()
+        if let connected {
+            try? await connected.close()
+            return
+        }
+        configuration.logger.warning("The proxy's own port refused a connection; listening again", metadata: ["port": "\(listener.port)"])
+        try? await channel.close()
+        await listener.waitUntilReplaced(after: generation)
+    }
+
     private func bind(port: Int) async throws -> any Channel {
         let handler = handler
         let configuration = configuration
@@ -130,33 +152,64 @@ public final class ProxyServer: Service {
             .bind(host: configuration.host, port: port).get()
     }
 
-    /// The listening channel now, and whether the server was told to stop.
-    private final class Listener: Sendable {
-        private let state: Mutex<(channel: any Channel, isStopped: Bool)>
+    /// The listening channel now, how many times it was replaced, whether the server was told
+    /// to stop, and who waits for a replacement.
+    final class Listener: Sendable {
+        private struct State {
+            var channel: any Channel
+            var generation = 0
+            var isStopped = false
+            var waiters: [(after: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        }
+        private let state: Mutex<State>
+        /// The port it listens on, kept across replacements.
+        let port: Int
 
-        init(_ channel: any Channel) {
-            state = Mutex((channel, false))
+        init(_ channel: any Channel, port: Int) {
+            state = Mutex(State(channel: channel))
+            self.port = port
         }
 
         /// The channel, or `nil` once stopped.
         var current: (any Channel)? { state.withLock { $0.isStopped ? nil : $0.channel } }
+        /// The channel and its generation, or `nil` once stopped.
+        var currentWithGeneration: (any Channel, Int)? { state.withLock { $0.isStopped ? nil : ($0.channel, $0.generation) } }
         var isStopped: Bool { state.withLock { $0.isStopped } }
 
         /// Stops listening for good: closes the channel, and any that replaces it later.
         func stop() {
-            state.withLock { state in
+            let (channel, waiters) = state.withLock { state in
                 state.isStopped = true
-                return state.channel
-            }.close(promise: nil)
+                defer { state.waiters = [] }
+                return (state.channel, state.waiters)
+            }
+            channel.close(promise: nil)
+            for waiter in waiters { waiter.continuation.resume() }
         }
 
         /// Listens on `channel` from now on; closed at once when the server stopped meanwhile.
         func replace(with channel: any Channel) {
-            let stopped = state.withLock { state in
+            let (stopped, ready) = state.withLock { state in
                 state.channel = channel
-                return state.isStopped
+                state.generation += 1
+                let ready = state.waiters.filter { $0.after < state.generation }
+                state.waiters.removeAll { $0.after < state.generation }
+                return (state.isStopped, ready)
             }
             if stopped { channel.close(promise: nil) }
+            for waiter in ready { waiter.continuation.resume() }
+        }
+
+        /// Returns once a channel newer than `generation` listens, or the server stopped.
+        func waitUntilReplaced(after generation: Int) async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.isStopped || state.generation > generation { return true }
+                    state.waiters.append((generation, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
         }
     }
 }

@@ -84,6 +84,14 @@ import Testing
                 let reply = try await Self.get(HTTPClient.shared, url)
                 #expect(reply.status == 200 && reply.body.readableBytes == 100_000 && content.firstMismatch(in: reply.body, at: 0) == nil)
             }
+            // The app's check on foreground: returns at once while all is well, and once the
+            // proxy listens again when its socket was taken away.
+            await proxy.ensureListening()
+            let socket = try #require(Self.listeningSocket(on: proxy.port))
+            #expect(shutdown(socket, Int32(SHUT_RDWR)) == 0)
+            await proxy.ensureListening()
+            let reply = try await Self.get(HTTPClient.shared, url)
+            #expect(reply.status == 200 && content.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == 100_000)
             await proxy.stop()
             #expect(Self.listeningSocket(on: proxy.port) == nil, "stopped: nothing listens")
         }
