@@ -191,7 +191,10 @@ public final class CacheStore: Sendable {
         do {
             try records.prepare()
             index = try Self.openIndex(path: indexPath, existed: hadIndex, records: records, configuration: configuration)
-            jobs = Mutex(Dictionary(try index.loadJobs(), uniquingKeysWith: { $1 }))
+            // A job the index lost (a journal gone with its last commits) comes back from its record.
+            var known = Dictionary(try index.loadJobs(), uniquingKeysWith: { $1 })
+            for job in records.loadJobs() where known[job.id] == nil { known[job.id] = job.body }
+            jobs = Mutex(known)
             state = Mutex(
                 try CacheStore.recover(
                     index: index, records: records, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
@@ -323,8 +326,10 @@ public final class CacheStore: Sendable {
         let named = Set(rows.map(\.fileName) + others.map(\.fileName))
         let keys = Set(rows.map(\.key))
         var recordNames = Set<String>()
+        var recorded: [String: CacheIndex.Row] = [:]
         for record in records.load().rows {
             recordNames.insert(record.fileName)
+            recorded[record.fileName] = record
             guard !named.contains(record.fileName), !keys.contains(record.key), access(dataDirectory + "/" + record.fileName, F_OK) == 0 else { continue }
             configuration.logger.warning("An entry the cache index lost is taken back from its record", metadata: ["file": "\(record.fileName)"])
             rows.append(record)
@@ -334,6 +339,11 @@ public final class CacheStore: Sendable {
         }
         for row in rows {
             var spans = row.spans
+            if let record = recorded[row.fileName], record.key == row.key, record.spans != spans {
+                // A row and its record claim different bytes: only what both claim is sure (a
+                // record lags its row by at most one commit; a row garbled in place says more).
+                spans = SpanSet(spans.spans.flatMap { record.spans.spans(in: $0) })
+            }
             let path = dataDirectory + "/" + row.fileName
             var info = stat()
             let fileSize: Int64 = stat(path, &info) == 0 ? Int64(info.st_size) : 0
