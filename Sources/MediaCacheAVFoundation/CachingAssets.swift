@@ -36,6 +36,12 @@
             }
         }
 
+        /// Makes sure the embedded proxy listens: call it when the app returns to the foreground
+        /// (iOS closes a suspended app's listening sockets). The URLs players hold stay valid.
+        public func ensureListening() async {
+            await proxy.ensureListening()
+        }
+
         /// Stops the embedded proxy.
         public func stop() async {
             await proxy.stop()
