@@ -70,6 +70,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
         try await exchange.fetch(url, range: range, ifRange: ifRange, headers: headers)
     }
 
+    public var cookieJar: CookieJar? { configuration.cookieJar }
+
     public var securityWarning: String? {
         configuration.skipsCertificateVerification ? "origin certificates are NOT verified (--insecure-skip-verify)" : nil
     }
@@ -334,6 +336,12 @@ public struct OriginFetcherConfiguration: Sendable {
     /// when the origin allows it): for a proxy that serves several people (`serve
     /// --shared-cache`, implied by `--allow-remote`).
     package var isSharedCache = false
+    /// The cookies kept for origins (RFC 6265): sent with each request they match, taken
+    /// from each answer's `Set-Cookie` and from the player's `Cookie`; never given to the
+    /// player. `nil` keeps none and sends a player's `Cookie` on as it is (`serve
+    /// --no-cookies`, and a shared cache, where one person's cookies must not open a stream
+    /// for another).
+    public var cookieJar: CookieJar? = CookieJar()
     /// Where refused redirects and rejected answers are logged (at warning level).
     public var logger = Logger(label: "mediacache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -343,6 +351,6 @@ public struct OriginFetcherConfiguration: Sendable {
     var policy: OriginPolicy {
         OriginPolicy(
             maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes, heuristicFraction: heuristicFraction,
-            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, isShared: isSharedCache, logger: logger)
+            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, isShared: isSharedCache, cookieJar: cookieJar, logger: logger)
     }
 }

@@ -43,6 +43,7 @@ struct OriginPolicy: Sendable {
     var userAgent: String
     /// Whether answers are read as a shared cache reads them (see ``OriginFetcherConfiguration/isSharedCache``).
     var isShared: Bool
+    var cookieJar: CookieJar?
     var logger: Logger
 }
 
@@ -199,8 +200,17 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         var request = request
         var current = url
         var visited: Set<String> = [url.absoluteString]
+        if let jar = policy.cookieJar {
+            // The player's cookies are kept for the host it asked for, then sent from the jar.
+            for value in request.headers["cookie"] { jar.receive(cookieField: value, for: url, now: policy.clock.now) }
+        }
         while true {
+            if let jar = policy.cookieJar {
+                request.headers.remove(name: "cookie")
+                if let field = jar.field(for: current, now: policy.clock.now) { request.headers.add(name: "Cookie", value: field) }
+            }
             let response = try await transport.send(request)
+            keepCookies(of: response, from: current)
             guard [301, 302, 303, 307, 308].contains(response.status) else { return (response, current == url ? nil : current) }
             // The redirect's own body is not wanted; read a little of it so the connection
             // can be reused, or give up on it (the transport then closes that connection).
@@ -227,6 +237,18 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             }
             current = next
             request.url = next
+        }
+    }
+
+    /// Keeps the cookies `response` sets in the jar; a refused one is logged at warning level.
+    private func keepCookies(of response: OriginReply, from url: URL) {
+        guard let jar = policy.cookieJar else { return }
+        let values = response.headers["set-cookie"]
+        guard !values.isEmpty else { return }
+        for (value, refusal) in jar.receive(setCookie: values, from: url, now: policy.clock.now) {
+            let name = value.prefix { $0 != "=" && $0 != ";" }.prefix(100)
+            policy.logger.warning(
+                "Refused a cookie", metadata: ["url": "\(url.absoluteString.prefix(200))", "cookie": "\(name)", "reason": "\(refusal)"])
         }
     }
 

@@ -33,7 +33,8 @@ public final class URLSessionOriginFetcher: OriginFetcher {
     private let exchange: OriginExchange<SessionTransport>
 
     /// Creates a fetcher on `session`, or on an ephemeral session of its own (no URL cache,
-    /// no cookie store: the player's `Cookie` passes as a field) when `session` is `nil`.
+    /// no cookie store of URLSession's: cookies are the configuration's ``OriginFetcherConfiguration/cookieJar``'s)
+    /// when `session` is `nil`.
     public init(session: URLSession? = nil, configuration: OriginFetcherConfiguration = OriginFetcherConfiguration()) {
         var router: SessionRouter?
         if let session {
@@ -73,6 +74,8 @@ public final class URLSessionOriginFetcher: OriginFetcher {
     public func checkOrigin(_ url: URL) throws {
         try exchange.checkOrigin(url)
     }
+
+    public var cookieJar: CookieJar? { configuration.cookieJar }
 }
 
 /// Sends one request as a URLSession data task whose own delegate stops redirects and takes

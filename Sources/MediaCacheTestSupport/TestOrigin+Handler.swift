@@ -166,6 +166,12 @@ final class OriginHandler: ChannelInboundHandler {
         if let (name, value) = faults.requiredHeader, head.headers.first(name: name) != value {
             return Plan(status: .unauthorized, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
+        if let (name, value) = faults.requiredCookie {
+            let sent = head.headers["cookie"].flatMap { $0.split(separator: ";") }.map { $0.trimmingCharacters(in: .whitespaces) }
+            if !sent.contains("\(name)=\(value)") {
+                return Plan(status: .forbidden, headers: [("Content-Length", "0")], body: nil, resource: resource)
+            }
+        }
         if let rawResponse = faults.rawResponse {
             return Plan(status: .ok, headers: [], body: nil, resource: resource, rawResponse: rawResponse(range))
         }

@@ -109,6 +109,9 @@ public final class TestOrigin: Sendable {
         /// Answer 401 unless the request carries this header with this value (a media
         /// server behind a login).
         public var requiredHeader: (name: String, value: String)?
+        /// Answer 403 unless the request's `Cookie` carries this cookie (a stream behind
+        /// signed cookies).
+        public var requiredCookie: (name: String, value: String)?
         /// Answer with a redirect: this status (301, 302, 303, 307, 308) and `Location`.
         public var redirect: (status: Int, location: String)?
         /// Answer with exactly these bytes (status line, headers, body: anything, lies

@@ -49,6 +49,87 @@ import Testing
         }
     }
 
+    /// The ways a cache folder gets hurt, each after a `serve` that pinned a file stopped
+    /// (killed with `kill -9` when its journal is what is lost).
+    enum Harm: String, CaseIterable, Sendable {
+        /// 200 bytes of garbage over the index's head.
+        case indexHead
+        /// 64 bytes of garbage at 20 places spread over the index.
+        case indexScattered
+        /// The index, its `-wal` and `-shm` deleted.
+        case indexDeleted
+        /// The `-wal` deleted (with it, the commits the killed server made since its last checkpoint).
+        case walDeleted
+        /// The pinned file's data file cut to a third.
+        case dataTruncated
+    }
+
+    /// After each harm `serve` starts, serves every
+    /// byte of the pinned file right (what a cut data file lost is fetched again, nothing else),
+    /// and the job and its pin are there.
+    @Test(arguments: Harm.allCases) func aHurtCacheFolderStillServesEveryByteRightAndKeepsThePin(_ harm: Harm) async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        CacheCommandTests.serveFiles(on: origin)
+        let film = origin.url("/b/film.mp4")
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            var (server, info) = try await Self.startServer(folder)
+            let pin = try await Self.post(info, "pin", ["target": film.absoluteString])
+            #expect(pin.status == .ok, "\(String(buffer: pin.body))")
+            let job = try CacheCommandTests.decoder.decode(DownloadJob.self, from: Data(buffer: pin.body))
+            try await waitUntil { try await Self.job(job.id, on: info)?.state == .completed }
+            if harm == .walDeleted {
+                kill(server.processIdentifier, SIGKILL)
+                await server.exited()
+            } else {
+                await server.stop()
+            }
+            let index = folder + "/index.sqlite"
+            switch harm {
+            case .indexHead, .indexScattered:
+                let handle = try #require(FileHandle(forUpdatingAtPath: index))
+                let size = try handle.seekToEnd()
+                for place in 0..<(harm == .indexHead ? 1 : 20) {
+                    try handle.seek(toOffset: harm == .indexHead ? 0 : UInt64(place) * size / 20 + 37)
+                    try handle.write(contentsOf: Data((0..<(harm == .indexHead ? 200 : 64)).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ place &* 7 &+ 11) }))
+                }
+                try handle.close()
+            case .indexDeleted:
+                for suffix in ["", "-wal", "-shm"] { unlink(index + suffix) }
+            case .walDeleted:
+                for suffix in ["-wal", "-shm"] { unlink(index + suffix) }
+            case .dataTruncated:
+                let data = folder + "/data/"
+                let files = try FileManager.default.contentsOfDirectory(atPath: data)
+                func size(_ name: String) -> Int64 { ((try? FileManager.default.attributesOfItem(atPath: data + name))?[.size] as? Int64) ?? 0 }
+                let largest = try #require(files.max { size($0) < size($1) })
+                #expect(truncate(data + largest, off_t(size(largest) / 3)) == 0)
+            }
+            origin.resetCounters()
+            (server, info) = try await Self.startServer(folder)
+            try await runThenTearDown(
+                server,
+                { _ in
+                    let url = info.baseURL + ProxyURL.path(for: film, token: nil)
+                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                    let body = try await response.body.collect(upTo: 8 << 20)
+                    #expect(response.status == .ok && body.readableBytes == 2_000_000 && DeterministicContent(seed: 2).firstMismatch(in: body, at: 0) == nil)
+                    let kept = try await Self.job(job.id, on: info)
+                    #expect(kept?.state == .completed, "\(String(describing: kept))")
+                    let listed = try await Self.mediacache(["ls", "--cache-dir", folder])
+                    #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(film.absoluteString) && $0.contains(" yes ") }, "pinned: \(listed.output)")
+                    let sent = origin.bodyBytesSent("/b/film.mp4")
+                    // Killed, the server may have committed rows whose records it had not yet
+                    // written: what the records cannot prove is fetched again.
+                    switch harm {
+                    case .dataTruncated, .walDeleted: #expect(sent <= 2_000_000 && (harm == .walDeleted || sent > 0), "the origin sent \(sent) bytes again")
+                    case .indexHead, .indexScattered, .indexDeleted: #expect(sent == 0, "the origin sent \(sent) bytes again")
+                    }
+                }, tearDown: { await $0.stop() })
+        }
+    }
+
     @Test func pinDownloadsExportsAndUnpinsWithoutAServer() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
@@ -136,6 +217,10 @@ import Testing
 
     enum Asset: String, CaseIterable, Sendable {
         case file, hls
+        /// The HLS asset behind signed cookies: the master playlist's answer sets them, every
+        /// other resource is refused without them. After a restart the stored playlists are
+        /// fresh, so only the cookies kept with the job open the segments.
+        case hlsBehindSignedCookies
     }
 
     /// `kill -9` of the server at 30 % and at 70 % of a pinned download: after each restart
@@ -172,6 +257,8 @@ import Testing
                     }
                     let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
                     let perKill = DownloadQueue.Configuration().commitInterval + Int64(CachingReader.Configuration().writeBatchLimit)
+                    let refused = (paths + ["/pinned/v/index.m3u8"]).flatMap { origin.requests($0) }.filter { $0.status == 403 }
+                    #expect(refused.isEmpty, "requests without the cookie: \(refused)")
                     print("kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)")
                     #expect(sent <= size + 2 * perKill, "sent \(sent) for \(size)")
                 }, tearDown: { await $0.stop() })
@@ -188,7 +275,7 @@ import Testing
             film.faults.bytesPerSecond = rate
             origin.serve(film, at: "/pinned/film.mp4")
             return (origin.url("/pinned/film.mp4"), ["/pinned/film.mp4"], 64 << 20)
-        case .hls:
+        case .hls, .hlsBehindSignedCookies:
             // 16 segments of 2 MiB, 4 s each: BANDWIDTH tells the size before it is known.
             var playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n"
             var paths: [String] = []
@@ -205,6 +292,10 @@ import Testing
             origin.serve(
                 TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4194304\nv/index.m3u8\n".utf8)), mimeType: type),
                 at: "/pinned/master.m3u8")
+            if asset == .hlsBehindSignedCookies {
+                origin.update("/pinned/master.m3u8") { $0.extraHeaders.append((name: "Set-Cookie", value: "CloudFront-Signature=s1g; Path=/pinned")) }
+                for path in paths + ["/pinned/v/index.m3u8"] { origin.update(path) { $0.faults.requiredCookie = (name: "CloudFront-Signature", value: "s1g") } }
+            }
             return (origin.url("/pinned/master.m3u8"), paths, 32 << 20)
         }
     }

@@ -66,6 +66,18 @@ import Testing
                 #expect(mine.status.code == 200 && personal.firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 20_000)
             }
             #expect(origin.requests("/a/mine.mp3").count == 2, "--allow-remote implies --shared-cache")
+            // Nor are cookies kept: one person's signed cookie must not open a stream for another.
+            var entry = TestOrigin.Resource.generated(length: 100, seed: 3, mimeType: "audio/mpeg")
+            entry.extraHeaders = [(name: "Set-Cookie", value: "sig=one-persons; Path=/")]
+            origin.serve(entry, at: "/c/entry.mp3")
+            var next = TestOrigin.Resource.generated(length: 100, seed: 4, mimeType: "audio/mpeg")
+            next.faults.requiredCookie = (name: "sig", value: "one-persons")
+            origin.serve(next, at: "/c/next.mp3")
+            for (path, status) in [("/c/entry.mp3", 200), ("/c/next.mp3", 403)] {
+                let reply = try await MetricsAndStatusTests.get(base + ProxyURL.path(for: origin.url(path), token: "t0k3n-for-the-lan"))
+                #expect(reply.status == status, "\(path)")
+            }
+            #expect(origin.requests("/c/next.mp3").allSatisfy { $0.header("cookie") == nil })
         }
     }
 

@@ -50,6 +50,9 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     public var createdAt: Date
     /// The entries the job pins: its playlists and resources.
     var keys: [CacheKey] = []
+    /// The cookies its stream needs (those of its host in the fetcher's jar when it was last
+    /// written), for after a restart; sealed with the job in an encrypted store.
+    var cookies: [OriginCookie]?
 
     /// What of an HLS asset or a DASH presentation a job pins.
     public struct AssetChoice: Sendable, Codable, Equatable {

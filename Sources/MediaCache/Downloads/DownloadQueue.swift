@@ -95,6 +95,9 @@ public final class DownloadQueue: Sendable {
                 continue
             }
             if job.state == .downloading { job.state = .queued }
+            // Its cookies go back to the jar, from which every request and write takes them.
+            if let kept = job.cookies { reader.fetcher.cookieJar?.restore(kept, now: reader.store.configuration.clock.now) }
+            job.cookies = nil
             job.bytesPerSecond = nil
             job.secondsLeft = nil
             jobs[id] = job
@@ -429,9 +432,16 @@ public final class DownloadQueue: Sendable {
 
     // MARK: Helpers
 
+    /// Writes the job as it is, with the cookies its stream's host has in the fetcher's jar:
+    /// a stream behind signed cookies resumes after a restart, when the jar is empty.
     private func persist(_ id: String) async throws {
         try await store.saveJob(id) { [self] in
-            try state.withLock { $0.jobs[id] }.map { try JSONEncoder().encode($0) }
+            guard var job = state.withLock({ $0.jobs[id] }) else { return nil }
+            if let jar = reader.fetcher.cookieJar, let host = job.url.host {
+                let cookies = jar.cookies(for: host, now: store.configuration.clock.now)
+                job.cookies = cookies.isEmpty ? nil : cookies
+            }
+            return try JSONEncoder().encode(job)
         }
     }
 

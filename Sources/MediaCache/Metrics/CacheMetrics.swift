@@ -78,6 +78,8 @@ struct MeteredFetcher: OriginFetcher {
     }
 
     var securityWarning: String? { base.securityWarning }
+
+    var cookieJar: CookieJar? { base.cookieJar }
 }
 
 /// A body that adds each chunk's size to ``CacheMetrics/originBytes``.

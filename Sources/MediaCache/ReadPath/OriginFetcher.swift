@@ -41,6 +41,11 @@ public protocol OriginFetcher: Sendable {
     /// A warning every request's log line must carry while the fetcher runs in a mode that
     /// weakens what the cache guarantees (certificates not verified), or `nil`.
     var securityWarning: String? { get }
+
+    /// The cookies the fetcher keeps for its origins and sends with its requests, or `nil`
+    /// when it keeps none. Download jobs keep the cookies their stream needs in the jar's
+    /// stead, so a pinned stream behind signed cookies resumes after a restart.
+    var cookieJar: CookieJar? { get }
 }
 
 extension OriginFetcher {
@@ -49,6 +54,9 @@ extension OriginFetcher {
 
     /// None.
     public var securityWarning: String? { nil }
+
+    /// None.
+    public var cookieJar: CookieJar? { nil }
 }
 
 extension OriginResponse {
@@ -124,4 +132,6 @@ struct OfflineFetcher: OriginFetcher {
     }
 
     var securityWarning: String? { base.securityWarning }
+
+    var cookieJar: CookieJar? { base.cookieJar }
 }

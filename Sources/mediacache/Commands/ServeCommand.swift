@@ -103,6 +103,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("http1-only"), help: "Speak HTTP/1.1 to https origins even when they offer HTTP/2.")
     var http1Only = false
 
+    @Flag(
+        name: .customLong("no-cookies"),
+        help: "Keep no cookies for origins: a player's Cookie field is sent on as it is, and streams behind signed cookies it does not send fail.")
+    var noCookies = false
+
     @Option(
         name: .customLong("encryption-key-file"),
         help: "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key).")
@@ -224,8 +229,11 @@ struct ServeCommand: AsyncParsableCommand {
         fetcherConfiguration.usesHTTP2 = !http1Only
         fetcherConfiguration.isSharedCache = sharedCache || allowRemote
         if fetcherConfiguration.isSharedCache {
-            logger.notice("Caching as a shared cache: private answers and answers to requests with Authorization are not kept (unless the origin allows it).")
+            logger.notice(
+                "Caching as a shared cache: private answers and answers to requests with Authorization are not kept (unless the origin allows it), and no cookies are kept.")
         }
+        // One person's cookies must not open a stream for another: a shared cache keeps none.
+        if noCookies || fetcherConfiguration.isSharedCache { fetcherConfiguration.cookieJar = nil }
         let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
         var readerConfiguration = CachingReader.Configuration()
         readerConfiguration.logger = logger
