@@ -67,13 +67,13 @@ final class OriginHandler: ChannelInboundHandler {
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
         let components = URLComponents(string: head.uri)
-        let path = components?.path ?? head.uri
+        let requestPath = components?.path ?? head.uri
         let rangeHeader = head.headers.first(name: "range")
         let ifRange = head.headers.first(name: "if-range")
         let keepAlive = head.isKeepAlive
-        if origin.acceptsControl, path.hasPrefix(TestOrigin.controlPrefix) {
+        if origin.acceptsControl, requestPath.hasPrefix(TestOrigin.controlPrefix) {
             let query = Dictionary((components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-            let (status, text) = origin.control(String(path.dropFirst(TestOrigin.controlPrefix.count)), query: query)
+            let (status, text) = origin.control(String(requestPath.dropFirst(TestOrigin.controlPrefix.count)), query: query)
             var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
             headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
@@ -83,9 +83,11 @@ final class OriginHandler: ChannelInboundHandler {
         }
 
         // Decide the answer under the origin's lock, then send it on the event loop.
-        let plan = origin.paths.withLock { paths -> Plan in
+        let (plan, path) = origin.paths.withLock { paths -> (Plan, String) in
+            var path = requestPath
+            if let query = components?.percentEncodedQuery, paths[path + "?" + query] != nil { path += "?" + query }
             guard var state = paths[path] else {
-                return Plan(status: .notFound, headers: [], body: nil, resource: nil)
+                return (Plan(status: .notFound, headers: [], body: nil, resource: nil), path)
             }
             let resource = state.resource
             let now = Int64(origin.clock.withLock { $0.now }.timeIntervalSince1970)
@@ -99,7 +101,7 @@ final class OriginHandler: ChannelInboundHandler {
                     method: head.method.rawValue, path: path, query: components?.query, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
                     connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
-            return plan
+            return (plan, path)
         }
 
         if let rawResponse = plan.rawResponse {

@@ -320,7 +320,8 @@ public final class TestOrigin: Sendable {
         self.clock.withLock { $0 = clock }
     }
 
-    /// Serves `resource` at `path`.
+    /// Serves `resource` at `path`. A `path` with a query (`/live.m3u8?_HLS_skip=YES`) answers
+    /// requests with exactly that query; other queries get the path's own resource.
     public func serve(_ resource: Resource, at path: String) {
         paths.withLock { $0[path] = PathState(resource: resource) }
     }
