@@ -203,6 +203,13 @@ struct ProxyHandler: Sendable {
                 }
                 return log.finish(try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort))
             }
+            if SteeringManifest.isSteeringRequest(url) {
+                // A steering server's answer depends on what the player says of its pathway
+                // and throughput: the origin's, never stored.
+                log.passesThrough = true
+                let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
+                return log.finish(try steering(body, metadata: metadata, url: url, head: head, localPort: localPort))
+            }
             var (specifier, forwarded) = (asked.specifier, asked.forwarded)
             // The player's conditions go to the origin when the cache holds nothing to answer
             // them with (RFC 9111 §4.3.2); its `304` then comes back as it is.
@@ -367,6 +374,29 @@ struct ProxyHandler: Sendable {
         return Self.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
     }
 
+    /// A steering manifest with its URLs leading back through the proxy (see
+    /// ``SteeringManifest``): `RELOAD-URI` in the path form, a clone's playlists in the
+    /// `?url=` form; clones that cannot go through the proxy left out, with a warning.
+    private func steering(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+        let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
+        let rewritten: (bytes: [UInt8], droppedClones: [String])
+        do {
+            rewritten = try SteeringManifest.rewritten(
+                body, base: metadata.finalURL ?? url,
+                reload: { "http://" + authority + ProxyURL.pathForm(for: $0, token: configuration.token) },
+                resource: { "http://" + authority + ProxyURL.path(for: $0, token: configuration.token) })
+        } catch {
+            configuration.logger.warning("Rejected a steering manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's steering manifest cannot be read: \(error.message)")
+        }
+        if !rewritten.droppedClones.isEmpty {
+            configuration.logger.warning(
+                "Left out pathway clones that would lead the player past the proxy (HOST or PARAMS replacement)",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "clones": "\(rewritten.droppedClones.joined(separator: ","))"])
+        }
+        return Self.rewritten(.bytes(rewritten.bytes), length: rewritten.bytes.count, metadata: metadata, type: "application/json", head: head)
+    }
+
     /// The answer with a playlist or manifest, rewritten (or, when it was not one after all,
     /// as it came): the player comes back for each reload, and the cache decides what that costs.
     private static func rewritten(_ body: ProxyResponse.Body, length: Int, metadata: ContentMetadata, type: String, head: HTTPRequestHead) -> ProxyResponse {
@@ -406,7 +436,10 @@ struct ProxyHandler: Sendable {
         let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
         // Relative URIs resolve against where the playlist came from, after redirects.
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
-            "http://" + authority + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
+            // A steering server's URI in the path form: the parameters the player adds to it
+            // (`_HLS_pathway`, `_HLS_throughput`) are then the origin URL's own.
+            if tag == HLSPlaylist.steeringTag { return "http://" + authority + ProxyURL.pathForm(for: resolved, token: configuration.token) }
+            return "http://" + authority + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
         }
         return Self.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }

@@ -90,4 +90,17 @@ import Testing
             #expect(String(decoding: result.output, as: UTF8.self).contains(", encrypted)"))
         }
     }
+
+    /// `--same-content-hosts` takes two or more host names; anything else stops serve with the
+    /// reason, before the cache folder is touched.
+    @Test(arguments: ["one.example", "a.example,", "a.example,b.example:8080", "a.example,b/c"])
+    func aHostGroupThatIsNotOneIsRefused(_ value: String) async throws {
+        let executable = try ChildProcess.executable(named: "mediacache")
+        try await withTemporaryDirectory { directory in
+            let cache = directory.appendingPathComponent("cache").path
+            let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, "--same-content-hosts", value])
+            #expect(result.status != 0 && result.error.contains("--same-content-hosts takes two or more host names"), "\(result.error)")
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
 }

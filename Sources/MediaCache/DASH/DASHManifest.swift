@@ -40,7 +40,7 @@ package struct DASHManifest: Sendable {
     package let minimumUpdatePeriod: Double?
 
     /// The elements whose text is a URL.
-    static let urlTextElements: Set<String> = ["BaseURL", "Location", "PatchLocation"]
+    static let urlTextElements: Set<String> = ["BaseURL", "Location", "PatchLocation", "ContentSteering"]
     /// The attributes that hold a URL (or a URL template), by element.
     static let urlAttributes: [String: Set<String>] = [
         "SegmentURL": ["media", "index"],

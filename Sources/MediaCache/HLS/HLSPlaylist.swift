@@ -101,6 +101,10 @@ package struct HLSPlaylist: Sendable {
         "EXT-X-SESSION-DATA", "EXT-X-PART", "EXT-X-PRELOAD-HINT", "EXT-X-RENDITION-REPORT",
     ]
 
+    /// The tag that names a content steering server, in its `SERVER-URI` attribute (RFC
+    /// 8216bis §4.4.6.6).
+    public static let steeringTag = "EXT-X-CONTENT-STEERING"
+
     /// The tags whose `URI` names a key: the proxy keeps these resources in memory only
     /// while the store is not encrypted.
     public static let keyTags: Set<String> = ["EXT-X-KEY", "EXT-X-SESSION-KEY"]
@@ -232,8 +236,8 @@ package struct HLSPlaylist: Sendable {
     }
 
     /// The playlist with every URI that resolves (against `base`, by RFC 3986) to an `http`
-    /// or `https` URL replaced by `map(url)`: URI lines and the `URI` attributes of
-    /// ``tagsWithURIAttribute``. Other URIs (`skd://`, `data:`) and every other byte stay as
+    /// or `https` URL replaced by `map(url)`: URI lines, the `URI` attributes of
+    /// ``tagsWithURIAttribute`` and the `SERVER-URI` of ``steeringTag``. Other URIs (`skd://`, `data:`) and every other byte stay as
     /// they were. `map` is also given the name of the tag the URI is in (`EXT-X-KEY`, …), or
     /// `nil` for a URI line.
     public func rewritten(base: URL, map: (_ url: URL, _ tag: String?) -> String) -> String {
@@ -243,8 +247,9 @@ package struct HLSPlaylist: Sendable {
             switch line.kind {
             case .uri(let uri):
                 output += Self.resolve(uri, base: base).map { map($0, nil) } ?? line.text
-            case .tag(let name, let value?) where Self.tagsWithURIAttribute.contains(name):
-                output += "#" + name + ":" + Self.rewritingURIAttribute(in: value, base: base) { map($0, name) }
+            case .tag(let name, let value?) where Self.tagsWithURIAttribute.contains(name) || name == Self.steeringTag:
+                let attribute = name == Self.steeringTag ? "SERVER-URI" : "URI"
+                output += "#" + name + ":" + Self.rewritingURIAttribute(attribute, in: value, base: base) { map($0, name) }
             default:
                 output += line.text
             }
@@ -365,7 +370,7 @@ package struct HLSPlaylist: Sendable {
             }
             currentInitSection = InitSection(uri: uri, byteRange: byteRange)
         default:
-            if Self.tagsWithURIAttribute.contains(name) { _ = try Self.attributes(value ?? "") }
+            if Self.tagsWithURIAttribute.contains(name) || name == Self.steeringTag { _ = try Self.attributes(value ?? "") }
         }
     }
 
@@ -434,10 +439,10 @@ package struct HLSPlaylist: Sendable {
         return entries
     }
 
-    /// `list` with the value of its `URI` attribute rewritten (the quotes kept).
-    private static func rewritingURIAttribute(in list: String, base: URL, map: (URL) -> String) -> String {
+    /// `list` with the value of its attribute `attribute` rewritten (the quotes kept).
+    private static func rewritingURIAttribute(_ attribute: String, in list: String, base: URL, map: (URL) -> String) -> String {
         guard let entries = try? attributeEntries(list),
-            let uri = entries.first(where: { $0.name == "URI" }), uri.value.count >= 2, uri.value.hasPrefix("\"")
+            let uri = entries.first(where: { $0.name == attribute }), uri.value.count >= 2, uri.value.hasPrefix("\"")
         else { return list }
         let inner = String(uri.value.dropFirst().dropLast())
         guard let resolved = resolve(inner, base: base) else { return list }

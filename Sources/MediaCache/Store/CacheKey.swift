@@ -93,10 +93,33 @@ public struct CacheKeyRule: Sendable, Equatable {
 
     private var lowercased: Set<String>
 
-    /// A rule that leaves out `ignoredQueryParameters`.
-    public init(ignoredQueryParameters: Set<String> = []) {
+    /// Groups of hosts that serve the same resources at the same paths (the pathways, or
+    /// CDNs, of a stream with content steering): a URL on any host of a group has the key of
+    /// the same URL on the group's first host, so a segment fetched from one CDN is a hit when
+    /// the player steers to another. Opt-in: hosts that serve different bytes at one path must
+    /// never be grouped. A host is compared without case; the port is the URL's own.
+    public var sameContentHosts: [[String]] {
+        didSet { aliases = Self.aliases(of: sameContentHosts) }
+    }
+
+    private var aliases: [String: String]
+
+    /// A rule that leaves out `ignoredQueryParameters` and treats each group of
+    /// `sameContentHosts` as one host.
+    public init(ignoredQueryParameters: Set<String> = [], sameContentHosts: [[String]] = []) {
         self.ignoredQueryParameters = ignoredQueryParameters
         lowercased = Set(ignoredQueryParameters.map { $0.lowercased() })
+        self.sameContentHosts = sameContentHosts
+        aliases = Self.aliases(of: sameContentHosts)
+    }
+
+    private static func aliases(of groups: [[String]]) -> [String: String] {
+        var aliases: [String: String] = [:]
+        for group in groups {
+            guard let first = group.first?.lowercased() else { continue }
+            for host in group.dropFirst() where aliases[host.lowercased()] == nil { aliases[host.lowercased()] = first }
+        }
+        return aliases
     }
 
     /// The parameters of common CDN signatures, by the name ``preset(named:)`` takes.
@@ -120,14 +143,22 @@ public struct CacheKeyRule: Sendable, Equatable {
         presets[name.lowercased()].map { CacheKeyRule(ignoredQueryParameters: $0) }
     }
 
-    /// This rule with the parameters of `other` too.
+    /// This rule with the parameters and host groups of `other` too.
     public func adding(_ other: CacheKeyRule) -> CacheKeyRule {
-        CacheKeyRule(ignoredQueryParameters: ignoredQueryParameters.union(other.ignoredQueryParameters))
+        CacheKeyRule(
+            ignoredQueryParameters: ignoredQueryParameters.union(other.ignoredQueryParameters), sameContentHosts: sameContentHosts + other.sameContentHosts)
     }
 
-    /// `url` without the ignored parameters; the rest of its text stays as it is (the other
-    /// parameters keep their order and encoding).
+    /// `url` without the ignored parameters, on its group's first host; the rest of its text
+    /// stays as it is (the other parameters keep their order and encoding).
     public func keyURL(for url: URL) -> URL {
+        var url = url
+        if !aliases.isEmpty, let host = url.host?.lowercased(), let canonical = aliases[host],
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        {
+            components.host = canonical
+            url = components.url ?? url
+        }
         let text = url.absoluteString
         // The query runs from the first `?` to the fragment's `#`; a `?` after a `#` is the fragment's.
         guard !lowercased.isEmpty, let mark = text.firstIndex(where: { $0 == "?" || $0 == "#" }), text[mark] == "?" else { return url }

@@ -370,6 +370,7 @@ struct FolderSettings: Codable, Equatable {
     var maxPinnedBytes: Int64?
     var maxAgeSeconds: Double?
     var ignoredQueryParameters: [String]
+    var sameContentHosts: [[String]]?
 
     static func file(in directory: URL) -> URL {
         directory.appendingPathComponent("settings.json")
@@ -380,6 +381,7 @@ struct FolderSettings: Codable, Equatable {
         maxPinnedBytes = configuration.maxPinnedBytes
         maxAgeSeconds = configuration.maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         ignoredQueryParameters = configuration.keyRule.ignoredQueryParameters.sorted()
+        sameContentHosts = configuration.keyRule.sameContentHosts.isEmpty ? nil : configuration.keyRule.sameContentHosts
     }
 
     func storeConfiguration() -> CacheStore.Configuration {
@@ -387,7 +389,7 @@ struct FolderSettings: Codable, Equatable {
         configuration.maxBytes = maxBytes
         configuration.maxPinnedBytes = maxPinnedBytes
         configuration.maxAge = maxAgeSeconds.map { .seconds($0) }
-        configuration.keyRule = CacheKeyRule(ignoredQueryParameters: Set(ignoredQueryParameters))
+        configuration.keyRule = CacheKeyRule(ignoredQueryParameters: Set(ignoredQueryParameters), sameContentHosts: sameContentHosts ?? [])
         return configuration
     }
 
@@ -397,7 +399,9 @@ struct FolderSettings: Codable, Equatable {
         guard let data = try? Data(contentsOf: file(in: directory)) else { return nil }
         do {
             let settings = try JSONDecoder().decode(FolderSettings.self, from: data)
-            guard settings.maxBytes > 0, (settings.maxPinnedBytes ?? 0) >= 0, settings.ignoredQueryParameters.count <= 1000 else {
+            guard settings.maxBytes > 0, (settings.maxPinnedBytes ?? 0) >= 0, settings.ignoredQueryParameters.count <= 1000,
+                (settings.sameContentHosts ?? []).joined().count <= 1000
+            else {
                 throw CommandFailure("limits out of range")
             }
             return settings

@@ -5,6 +5,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import MediaCache
+import MediaCacheHTTP
 import MediaCacheProxy
 
 /// Options every cache command takes.
@@ -24,6 +25,19 @@ struct CacheOptions: ParsableArguments {
 
     func validate() throws {
         _ = try KeyFile.load(encryptionKeyFile)
+    }
+
+    /// The host groups of `--same-content-hosts` (each `a.example,b.example`).
+    static func hostGroups(_ values: [String]) throws -> [[String]] {
+        try values.map { value in
+            let hosts = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard hosts.count >= 2, hosts.count <= 50,
+                hosts.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 253 && HostAndPort(parsing: $0).map { $0.port == nil } == true })
+            else {
+                throw ValidationError("--same-content-hosts takes two or more host names, comma-separated (a.example.com,b.example.com), not \(value.prefix(100)).")
+            }
+            return hosts
+        }
     }
 
     /// The key rule of `--ignore-query-param` and `--ignore-query-preset`.

@@ -66,6 +66,11 @@ struct ServeCommand: AsyncParsableCommand {
         name: .customLong("ignore-query-preset"), help: "Leave a CDN's signature parameters out of cache keys: cloudfront, s3, gcs, akamai, azure or token (repeat for several).")
     var ignoredQueryPresets: [String] = []
 
+    @Option(
+        name: .customLong("same-content-hosts"),
+        help: "Hosts, comma-separated, that serve the same bytes at the same paths (a stream's CDNs under content steering): one cache key for all (repeat for several groups).")
+    var sameContentHosts: [String] = []
+
     @Flag(
         name: .customLong("prefer-cache"),
         help: "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached).")
@@ -182,6 +187,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
         _ = try KeyFile.load(encryptionKeyFile)
         _ = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
+        _ = try CacheOptions.hostGroups(sameContentHosts)
         if let maxPinnedSize, maxPinnedSize > maxSize {
             throw ValidationError("--max-pinned-size (\(ByteSize.format(maxPinnedSize))) must fit within --max-size (\(ByteSize.format(maxSize))).")
         }
@@ -208,6 +214,7 @@ struct ServeCommand: AsyncParsableCommand {
         storeConfiguration.maxAge = maxAge
         storeConfiguration.maxPinnedBytes = maxPinnedSize
         storeConfiguration.keyRule = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
+        storeConfiguration.keyRule.sameContentHosts = try CacheOptions.hostGroups(sameContentHosts)
         storeConfiguration.logger = logger
         let store: CacheStore
         do {

@@ -535,6 +535,39 @@ import Testing
         try Self.expectVaried(outcomes, ["cookie", "refused", "expired"])
     }
 
+    /// Steering manifests from a steering server: refused with a reason, or written again as
+    /// JSON whose `RELOAD-URI` and clone URIs all lead through the mapping, with no clone that
+    /// replaces a host or adds parameters left; the output reads again to itself.
+    @Test func steeringManifestsAreRefusedOrLeadOnlyThroughTheProxy() throws {
+        let base = URL(string: "https://steer.example/s/steer.json?_HLS_pathway=A")!
+        let outcomes = try Mutator.run("steering", share: 4) { input in
+            let written: [UInt8]
+            do {
+                written = try SteeringManifest.rewritten(
+                    Array(input.utf8), base: base, reload: { "http://p/R/" + $0.absoluteString }, resource: { "http://p/P/" + $0.absoluteString }
+                ).bytes
+            } catch {
+                return ("refused", nil)
+            }
+            guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(written)) else { return ("output", "not a JSON object") }
+            if let reload = object["RELOAD-URI"], reload != .string("") {
+                guard case .string(let text) = reload, text.hasPrefix("http://p/R/") else { return ("reload", "\(reload)") }
+            }
+            if case .array(let clones)? = object["PATHWAY-CLONES"] {
+                for case .object(let clone) in clones {
+                    guard case .object(let replacement)? = clone["URI-REPLACEMENT"] else { continue }
+                    guard replacement["HOST"] == nil, replacement["PARAMS"] == nil else { return ("clone", "\(clone)") }
+                }
+            }
+            // Written again with mappings that change nothing, the output stays as it is.
+            guard let again = try? SteeringManifest.rewritten(written, base: base, reload: { $0.absoluteString }, resource: { $0.absoluteString }).bytes,
+                again == written
+            else { return ("again", String(decoding: written, as: UTF8.self)) }
+            return ("manifest", nil)
+        }
+        try Self.expectVaried(outcomes, ["manifest", "refused"])
+    }
+
     @Test func httpDatesStayInBoundsAndRoundTrip() throws {
         let lowest = HTTPDate.parse("Mon, 01 Jan 1900 00:00:00 GMT")!
         let highest = HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT")!
