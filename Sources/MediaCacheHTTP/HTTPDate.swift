@@ -1,6 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCache
+
 /// HTTP dates (RFC 9110 §5.6.7) as seconds since 1970: the preferred IMF-fixdate
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two obsolete forms recipients must accept,
 /// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`).
@@ -76,30 +78,12 @@ public enum HTTPDate {
             let hour = number(String(parts[0]), digits: 2...2), let minute = number(String(parts[1]), digits: 2...2),
             let second = number(String(parts[2]), digits: 2...2),
             hour < 24, minute < 60, second < 61,  // 60: a leap second
-            day >= 1, day <= daysIn(month: month, year: year)
+            day >= 1, day <= CivilDate.daysIn(month: month, year: year)
         else { return nil }
-        return days(year: year, month: month, day: day) * 86400 + hour * 3600 + minute * 60 + second
+        return CivilDate.days(year: year, month: month, day: day) * 86400 + hour * 3600 + minute * 60 + second
     }
 
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-    private static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    /// The inverse of `days(year:month:day:)` (H. Hinnant's `civil_from_days`).
+    /// The inverse of `CivilDate.days(year:month:day:)` (H. Hinnant's `civil_from_days`).
     private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097

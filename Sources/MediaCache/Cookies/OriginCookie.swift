@@ -193,11 +193,11 @@ package enum CookieDate {
         }
         guard let (hour, minute, second) = time, let day, let month, var year else { return nil }
         if (70...99).contains(year) { year += 1900 } else if (0...69).contains(year) { year += 2000 }
-        guard (1...31).contains(day), year >= 1601, hour <= 23, minute <= 59, second <= 59, day <= daysIn(month: month, year: year) else {
+        guard (1...31).contains(day), year >= 1601, hour <= 23, minute <= 59, second <= 59, day <= CivilDate.daysIn(month: Int64(month), year: Int64(year)) else {
             return nil
         }
-        let days = daysFromCivil(year: year, month: month, day: day)
-        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3600 + minute * 60 + second))
+        let days = CivilDate.days(year: Int64(year), month: Int64(month), day: Int64(day))
+        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + Int64(hour * 3600 + minute * 60 + second)))
     }
 
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
@@ -233,23 +233,5 @@ package enum CookieDate {
         let digits = bytes.prefix { (0x30...0x39).contains($0) }
         guard count.contains(digits.count) else { return nil }
         return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-    }
-
-    private static func daysIn(month: Int, year: Int) -> Int {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }
