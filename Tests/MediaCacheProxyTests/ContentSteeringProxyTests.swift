@@ -109,4 +109,33 @@ import Testing
             }
         }
     }
+
+    /// ffmpeg, which does not steer, plays a steered master playlist (a variant on each CDN)
+    /// through the proxy to what it decodes direct: the steering tag and the second pathway's
+    /// absolute URIs break nothing.
+    @Test(.enabled(if: HLSProxyTests.hasFFmpeg, "ffmpeg is installed by .ci/run"))
+    func ffmpegPlaysASteeredStreamThroughTheProxyAsItDoesDirect() async throws {
+        try await withTemporaryDirectory { directory in
+            try await ProxyHarness.with { h in
+                let cdnB = try await TestOrigin.start(host: "127.0.0.2", port: h.origin.port)
+                defer { Task { try? await cdnB.shutdown() } }
+                try await HLSProxyTests.make(.masterWithTwoVariants, in: directory, originURL: String(h.origin.url("/").absoluteString.dropLast()))
+                _ = try HLSProxyTests.serve(directory, on: h.origin)
+                _ = try HLSProxyTests.serve(directory, on: cdnB)
+                let master = """
+                    #EXTM3U
+                    #EXT-X-CONTENT-STEERING:SERVER-URI="/steer.json",PATHWAY-ID="A"
+                    #EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120,PATHWAY-ID="A",STABLE-VARIANT-ID="low"
+                    v0/index.m3u8
+                    #EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120,PATHWAY-ID="B",STABLE-VARIANT-ID="low"
+                    \(cdnB.url("/hls/v0/index.m3u8").absoluteString)
+
+                    """
+                h.origin.serve(TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/hls/steered.m3u8")
+                let direct = try await HLSProxyTests.decodeHash(h.origin.url("/hls/steered.m3u8").absoluteString)
+                let proxied = try await HLSProxyTests.decodeHash(h.url("/hls/steered.m3u8"))
+                #expect(direct.hasPrefix("MD5=") && proxied == direct, "direct \(direct), proxied \(proxied)")
+            }
+        }
+    }
 }
