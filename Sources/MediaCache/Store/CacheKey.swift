@@ -104,9 +104,14 @@ public struct CacheKeyRule: Sendable, Equatable {
 
     private var aliases: [String: String]
 
+    /// A rule that leaves out `ignoredQueryParameters`.
+    public init(ignoredQueryParameters: Set<String> = []) {
+        self.init(ignoredQueryParameters: ignoredQueryParameters, sameContentHosts: [])
+    }
+
     /// A rule that leaves out `ignoredQueryParameters` and treats each group of
     /// `sameContentHosts` as one host.
-    public init(ignoredQueryParameters: Set<String> = [], sameContentHosts: [[String]] = []) {
+    public init(ignoredQueryParameters: Set<String> = [], sameContentHosts: [[String]]) {
         self.ignoredQueryParameters = ignoredQueryParameters
         lowercased = Set(ignoredQueryParameters.map { $0.lowercased() })
         self.sameContentHosts = sameContentHosts
