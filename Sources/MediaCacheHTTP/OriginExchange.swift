@@ -240,7 +240,8 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         }
     }
 
-    /// Keeps the cookies `response` sets in the jar; a refused one is logged at warning level.
+    /// Keeps the cookies `response` sets in the jar; a refused one is logged at warning level
+    /// (and counted by the jar).
     private func keepCookies(of response: OriginReply, from url: URL) {
         guard let jar = policy.cookieJar else { return }
         let values = response.headers["set-cookie"]

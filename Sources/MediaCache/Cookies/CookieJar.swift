@@ -33,6 +33,7 @@ public final class CookieJar: Sendable {
             }
         }
         cookies.withLock { for cookie in taken { $0.store(cookie, now: now) } }
+        if !refused.isEmpty { CacheMetrics.refusedCookies.increment(by: refused.count) }
         return refused
     }
 

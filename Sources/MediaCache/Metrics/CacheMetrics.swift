@@ -21,6 +21,7 @@ enum CacheMetrics {
     static let cacheEntries = Gauge(label: "mediacache_cache_entries")
     static let rejectedBlocks = Counter(label: "mediacache_rejected_blocks_total")
     static let indexRebuilds = Counter(label: "mediacache_index_rebuilds_total")
+    static let refusedCookies = Counter(label: "mediacache_refused_cookies_total")
 
     /// The index was found damaged or missing at open and rebuilt from the entry records.
     static func indexRebuilt() {
@@ -48,7 +49,7 @@ enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds
+            indexRebuilds, refusedCookies
         )
     }
 
