@@ -367,9 +367,9 @@ struct ProxyHandler: Sendable {
             configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
         }
-        let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved in
-            "http://" + authority + ProxyURL.pathForm(for: resolved, token: configuration.token)
+            proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
         }
         return Self.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
     }
@@ -378,13 +378,13 @@ struct ProxyHandler: Sendable {
     /// ``SteeringManifest``): `RELOAD-URI` in the path form, a clone's playlists in the
     /// `?url=` form; clones that cannot go through the proxy left out, with a warning.
     private func steering(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
-        let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
         let rewritten: (bytes: [UInt8], droppedClones: [String])
         do {
             rewritten = try SteeringManifest.rewritten(
                 body, base: metadata.finalURL ?? url,
-                reload: { "http://" + authority + ProxyURL.pathForm(for: $0, token: configuration.token) },
-                resource: { "http://" + authority + ProxyURL.path(for: $0, token: configuration.token) })
+                reload: { proxy + ProxyURL.pathForm(for: $0, token: configuration.token) },
+                resource: { proxy + ProxyURL.path(for: $0, token: configuration.token) })
         } catch {
             configuration.logger.warning("Rejected a steering manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's steering manifest cannot be read: \(error.message)")
@@ -395,6 +395,12 @@ struct ProxyHandler: Sendable {
                 metadata: ["url": "\(url.absoluteString.prefix(200))", "clones": "\(rewritten.droppedClones.joined(separator: ","))"])
         }
         return Self.rewritten(.bytes(rewritten.bytes), length: rewritten.bytes.count, metadata: metadata, type: "application/json", head: head)
+    }
+
+    /// `http://` and the host and port the player used to reach the proxy: where the URLs
+    /// written into playlists, manifests and steering answers lead.
+    private static func proxyOrigin(_ head: HTTPRequestHead, localPort: Int) -> String {
+        "http://" + (head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)")
     }
 
     /// The answer with a playlist or manifest, rewritten (or, when it was not one after all,
@@ -433,13 +439,13 @@ struct ProxyHandler: Sendable {
             configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
-        let authority = head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)"
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
         // Relative URIs resolve against where the playlist came from, after redirects.
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
             // A steering server's URI in the path form: the parameters the player adds to it
             // (`_HLS_pathway`, `_HLS_throughput`) are then the origin URL's own.
-            if tag == HLSPlaylist.steeringTag { return "http://" + authority + ProxyURL.pathForm(for: resolved, token: configuration.token) }
-            return "http://" + authority + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
+            if tag == HLSPlaylist.steeringTag { return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token) }
+            return proxy + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
         }
         return Self.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }

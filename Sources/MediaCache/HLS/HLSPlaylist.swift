@@ -103,7 +103,7 @@ package struct HLSPlaylist: Sendable {
 
     /// The tag that names a content steering server, in its `SERVER-URI` attribute (RFC
     /// 8216bis §4.4.6.6).
-    public static let steeringTag = "EXT-X-CONTENT-STEERING"
+    package static let steeringTag = "EXT-X-CONTENT-STEERING"
 
     /// The tags whose `URI` names a key: the proxy keeps these resources in memory only
     /// while the store is not encrypted.
