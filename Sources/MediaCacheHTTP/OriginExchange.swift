@@ -110,7 +110,9 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             }
             metadata.length = contentRange.totalLength
             metadata.acceptsRanges = true
-            return OriginResponse(metadata: metadata, bodyOffset: got.lowerBound, body: response.body)
+            var partial = OriginResponse(metadata: metadata, bodyOffset: got.lowerBound, body: response.body)
+            partial.bodyEnd = got.upperBound
+            return partial
         case 200:
             metadata.length = contentLength
             if range != nil, ifRange == nil {

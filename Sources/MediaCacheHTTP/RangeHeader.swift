@@ -91,9 +91,10 @@ public enum RangeSpecifier: Sendable, Hashable {
         }
     }
 
-    /// The header value for `range`: `bytes=a-b`, with `b` inclusive.
+    /// The header value for `range`: `bytes=a-b`, with `b` inclusive; `bytes=a-` (to the
+    /// end, however far it is) when the range ends at ``ByteRange/maximumOffset``.
     public static func headerValue(for range: ByteRange) -> String {
-        "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
+        range.upperBound >= ByteRange.maximumOffset ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
     }
 }
 

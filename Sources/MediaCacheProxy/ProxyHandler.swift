@@ -248,14 +248,8 @@ struct ProxyHandler: Sendable {
             // head always describes the bytes that follow it.
             for _ in 0..<3 {
                 guard let total = metadata.length else {
-                    // No length (chunked or close-delimited: internet radio, a generated file):
-                    // the whole body streams through as it arrives, `200` without a length
-                    // (a `Range` is ignored, as RFC 9110 §14.2 allows).
                     guard sendsBody else { return log.finish(ProxyResponse(status: .ok, headers: Self.headers(metadata, range: nil, isPartial: false, now: now), body: .none)) }
-                    let stream = try await reader.read(url, offset: 0, length: nil, headers: forwarded, planned: planned)
-                    log.status = 200
-                    log.passesThrough = true
-                    return ProxyResponse(status: .ok, headers: Self.headers(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
+                    return try await lengthless(url, asked: asked, specifier: specifier, headers: forwarded, planned: planned, log: log, now: now)
                 }
                 var wanted = ByteRange(0, total)
                 if let specifier {
@@ -295,6 +289,40 @@ struct ProxyHandler: Sendable {
             noteRefusal(error, head)
             return log.finish(Self.response(for: error), error: error)
         }
+    }
+
+    /// The answer for a resource whose length the origin does not say, streamed as it
+    /// arrives without a length. A range from a known first byte is asked for as it is: an
+    /// origin that serves it (a resource that grows while it is read, such as a low-latency
+    /// HLS segment hinted from `BYTERANGE-START`) gives a `206` whose `Content-Range` the
+    /// player gets as the origin wrote it; one that answers whole (internet radio, a generated
+    /// file) gives the whole body, `200` (a `Range` is ignored, as RFC 9110 §14.2 allows).
+    private func lengthless(
+        _ url: URL, asked: Asked, specifier: RangeSpecifier?, headers: RequestHeaders, planned: ContentMetadata?, log: RequestLog, now: Date
+    ) async throws -> ProxyResponse {
+        var (log, planned) = (log, planned)
+        log.passesThrough = true
+        // The probe's answer says which: a `206` is the origin serving ranges.
+        if specifier != nil, let firstByte = asked.firstByte, planned?.acceptsRanges ?? true {
+            let stream = try await reader.read(url, offset: firstByte, length: asked.length, headers: headers, planned: planned)
+            if stream.isPartOfUnknownLength {
+                var fields = Self.headers(stream.metadata, range: nil, isPartial: false, now: now)
+                fields.replaceOrAdd(name: "Accept-Ranges", value: "bytes")
+                fields.replaceOrAdd(name: "Content-Range", value: ContentRange(range: stream.range, totalLength: nil).headerValue)
+                log.status = 206
+                return ProxyResponse(status: .partialContent, headers: fields, body: .stream(stream, log: log))
+            }
+            if firstByte == 0, asked.length == nil {
+                log.status = 200
+                return ProxyResponse(status: .ok, headers: Self.headers(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
+            }
+            // The origin answered whole after all: the player gets the whole body, from its start.
+            stream.cancel()
+            planned = nil
+        }
+        let stream = try await reader.read(url, offset: 0, length: nil, headers: headers, planned: planned)
+        log.status = 200
+        return ProxyResponse(status: .ok, headers: Self.headers(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
     }
 
     /// Whether `url` is a playlist or a manifest; and, when only its bytes can tell and it is

@@ -208,6 +208,16 @@ final class OriginHandler: ChannelInboundHandler {
         if faults.lengthless != nil {
             return Plan(status: .ok, headers: headers, body: 0..<length, resource: resource)
         }
+        if let growth = faults.growth, !growth.isFinished {
+            // Still being made: bytes sent as they exist, no length (see `Faults.growth`).
+            guard let range, case .single(.from(let first, let last)) = RangeSpecifier.parse(range), first < length else {
+                return Plan(status: .ok, headers: headers, body: 0..<length, resource: resource)
+            }
+            let claimedLast = last ?? 999_999_999_999
+            headers.append(("Accept-Ranges", "bytes"))
+            headers.append(("Content-Range", "bytes \(first)-\(claimedLast)/*"))
+            return Plan(status: .partialContent, headers: headers, body: first..<min(length, claimedLast + 1), resource: resource)
+        }
         if !faults.ignoresRanges { headers.append(("Accept-Ranges", "bytes")) }
 
         var requested: Range<Int64>?
@@ -250,6 +260,16 @@ final class OriginHandler: ChannelInboundHandler {
                 return
             }
             var size = min(Int64(64 << 10), current.end - current.next)
+            if let growth = current.resource.faults.growth, !growth.isFinished {
+                // Only what is made so far; the rest when the test makes it.
+                size = min(size, growth.made - current.next)
+                if size <= 0 {
+                    let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                    let eventLoop = context.eventLoop
+                    growth.whenPast(current.next) { eventLoop.execute { loopBound.value.0.sendMore(context: loopBound.value.1) } }
+                    return
+                }
+            }
             if let rate = current.bytesPerSecond { size = min(size, max(1, rate / 20)) }
             if let dropAfter = current.dropAfter { size = min(size, dropAfter - current.sentInResponse) }
             if size <= 0 {

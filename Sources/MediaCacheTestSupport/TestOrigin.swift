@@ -120,8 +120,60 @@ public final class TestOrigin: Sendable {
         /// Send every answer without a length: `200` with the whole body, no `Content-Length`
         /// and no `Accept-Ranges`, framed as chosen (internet radio, a generated file).
         public var lengthless: LengthlessFraming?
+        /// A resource still being made (a low-latency HLS segment whose parts are being
+        /// encoded): until ``Growth/finish()`` only ``Growth/made`` bytes exist. A range
+        /// request is then answered `206` with `Content-Range: bytes a-b/*` (b the request's
+        /// last byte, or RFC 8673's "very large" 999999999999 for `bytes=a-`), a whole request
+        /// `200`; both chunked, their bytes sent as they are made, the body ending with the
+        /// resource (or at b). Once finished, the resource is answered as any other.
+        public var growth: Growth?
 
         public init() {}
+    }
+
+    /// How much of a growing resource exists (see ``Faults/growth``); the test makes more.
+    public final class Growth: Sendable {
+        private let state: Mutex<(made: Int64, isFinished: Bool, waiting: [@Sendable () -> Void])>
+
+        /// A resource of which the first `made` bytes exist.
+        public init(made: Int64) {
+            state = Mutex((made, false, []))
+        }
+
+        /// How many bytes exist.
+        public var made: Int64 { state.withLock { $0.made } }
+
+        /// Whether the resource is complete.
+        public var isFinished: Bool { state.withLock { $0.isFinished } }
+
+        /// The bytes up to `made` exist now: held answers send them.
+        public func make(upTo made: Int64) {
+            change { $0.made = max($0.made, made) }
+        }
+
+        /// The resource is complete (its whole length exists): held answers end.
+        public func finish() {
+            change { $0.isFinished = true }
+        }
+
+        private func change(_ body: (inout (made: Int64, isFinished: Bool, waiting: [@Sendable () -> Void])) -> Void) {
+            let waiting = state.withLock { state in
+                body(&state)
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for call in waiting { call() }
+        }
+
+        /// Runs `call` once more than `offset` bytes exist or the resource is complete.
+        func whenPast(_ offset: Int64, _ call: @escaping @Sendable () -> Void) {
+            let now = state.withLock { state in
+                let ready = state.made > offset || state.isFinished
+                if !ready { state.waiting.append(call) }
+                return ready
+            }
+            if now { call() }
+        }
     }
 
     /// Holds answers until a test opens it (see ``Faults/gate``).

@@ -49,9 +49,14 @@ import Testing
             let start = asked(range).lowerBound + 100
             return answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000"], body: start..<(start + 1000), of: r)
         },
-        Lie(name: "Content-Range past what was asked") { r, range in
-            let start = asked(range).lowerBound
-            return answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(size - 1)/\(size)", "Content-Length: \(size - start)"], body: start..<size, of: r)
+        Lie(name: "Content-Range past what was asked, or past the end") { r, range in
+            // A bounded ask gets the rest of the file; an open-ended one (`bytes=a-`, the
+            // proxy's first request) a range one byte longer than the file.
+            let wanted = asked(range)
+            let end = range?.hasSuffix("-") == true ? size + 1 : size
+            return answer(
+                ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(wanted.lowerBound)-\(end - 1)/\(size)", "Content-Length: \(end - wanted.lowerBound)"],
+                body: wanted.lowerBound..<min(end, size), of: r)
         },
         Lie(name: "206 without Content-Range") { r, _ in
             answer(["HTTP/1.1 206 Partial Content", "Content-Length: 1000"], body: 0..<1000, of: r)

@@ -1,9 +1,11 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import AsyncHTTPClient
 import Foundation
 import MediaCache
 import MediaCacheTestSupport
+import NIOCore
 import Testing
 
 /// Low-Latency HLS (RFC 8216bis) through the proxy, requested the way AVPlayer and hls.js
@@ -116,6 +118,62 @@ import Testing
             }
             let deltaURL = try #require(URL(string: h.origin.url("/ll/index.m3u8").absoluteString + "?_HLS_skip=YES"))
             #expect(h.base.store.metadata(for: h.base.store.key(for: deltaURL)) == nil)
+        }
+    }
+
+    /// A part hinted by `BYTERANGE-START` alone, in a segment the origin is still making: the
+    /// player asks for `bytes=<start>-` and gets each byte as the origin makes it, under the
+    /// origin's own `Content-Range` (RFC 8673's indeterminate form), in one origin request.
+    /// Nothing of it is stored as the segment: once made, the segment is answered whole and
+    /// right.
+    @Test(.timeLimit(.minutes(1))) func anOpenEndedHintOnAGrowingSegmentIsStreamedAsItGrows() async throws {
+        try await ProxyHarness.with { h in
+            let (start, length): (Int64, Int64) = (30_000, 90_000)
+            let growth = TestOrigin.Growth(made: start)
+            var segment = TestOrigin.Resource.generated(length: length, seed: 41, mimeType: "video/iso.segment")
+            segment.faults.growth = growth
+            h.origin.serve(segment, at: "/br/seg3.mp4")
+            var text = String(decoding: Self.playlist(parts: 0).bytes(0..<Self.playlist(parts: 0).length).readableBytesView, as: UTF8.self)
+            text = text.replacingOccurrences(
+                of: "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg3.0.mp4\"",
+                with: """
+                    #EXT-X-PART:DURATION=0.5,URI="seg3.mp4",BYTERANGE=\(start)@0,INDEPENDENT=YES
+                    #EXT-X-PRELOAD-HINT:TYPE=PART,URI="seg3.mp4",BYTERANGE-START=\(start)
+                    """)
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: Self.type), at: "/br/index.m3u8")
+
+            let mapped = String(buffer: try await h.get(h.url("/br/index.m3u8")).body)
+            let hint = try #require(Self.uri(of: "#EXT-X-PRELOAD-HINT:", in: mapped), "\(mapped)")
+            #expect(Self.origin(of: hint) == h.origin.url("/br/seg3.mp4").absoluteString && mapped.contains("BYTERANGE-START=\(start)"), "\(mapped)")
+
+            var request = HTTPClientRequest(url: hint)
+            request.headers.add(name: "Range", value: "bytes=\(start)-")
+            // The proxy answers once it has the first byte: the origin makes some once asked.
+            async let answered = h.client.execute(request, timeout: .seconds(30))
+            try await waitUntil { !h.origin.requests("/br/seg3.mp4").isEmpty }
+            growth.make(upTo: start + 15_000)
+            let response = try await answered
+            #expect(response.status == .partialContent)
+            #expect(response.headers["content-range"] == ["bytes \(start)-999999999999/*"] && response.headers["content-length"].isEmpty, "\(response.headers)")
+            var received = ByteBuffer()
+            var body = response.body.makeAsyncIterator()
+            // Each piece the origin makes reaches the player before the next is made.
+            for made in stride(from: start + 15_000, through: length, by: 15_000) {
+                growth.make(upTo: made)
+                while start + Int64(received.readableBytes) < made, var chunk = try await body.next() {
+                    received.writeBuffer(&chunk)
+                }
+                #expect(start + Int64(received.readableBytes) == made)
+            }
+            growth.finish()
+            while var chunk = try await body.next() { received.writeBuffer(&chunk) }
+            #expect(Int64(received.readableBytes) == length - start && segment.firstMismatch(in: received, at: start) == nil)
+            #expect(h.origin.requests("/br/seg3.mp4").map(\.range) == ["bytes=\(start)-"])
+
+            // Made: a later player gets the finished segment's bytes, with its length.
+            let later = try await h.get(h.url("/br/seg3.mp4"), headers: [("Range", "bytes=\(start)-")])
+            #expect(later.status == 206 && later.headers.first(name: "content-range") == "bytes \(start)-\(length - 1)/\(length)")
+            #expect(later.body.readableBytes == Int(length - start) && segment.firstMismatch(in: later.body, at: start) == nil)
         }
     }
 }

@@ -148,7 +148,8 @@ import Testing
             h.origin.serve(Self.url, length: size, seed: 5)
             let key = h.store.key(for: Self.url)
             // The probe's download runs with no reader, as when a proxy asks for the head first.
-            let probing = Task { try await h.reader.contentInfo(for: Self.url, readingFrom: 0) }
+            // It asks for the first 256 KiB, as a player's bounded request would.
+            let probing = Task { try await h.reader.contentInfo(for: Self.url, readingFrom: 0, length: 262_144) }
             try await waitUntil { !h.origin.exchanges.isEmpty }
             let probe = h.origin.exchanges[0]
             probe.send(1711)
@@ -205,10 +206,12 @@ import Testing
             h.origin.serve(Self.url, length: 4_000_000, seed: 18)
             let other = URL(string: "https://scripted.example/other.mp4")!
             h.origin.serve(other, length: 1_000_000, seed: 19)
-            let opened = Task { try await h.reader.read(Self.url) }
+            // A probe for the first 256 KiB (a player's bounded request), then a whole read.
+            let probing = Task { try await h.reader.contentInfo(for: Self.url, readingFrom: 0, length: 262_144) }
             try await waitUntil { h.origin.exchanges.count == 1 }
             h.origin.exchanges[0].sendHead()
-            let stream = try await opened.value
+            _ = try await probing.value
+            let stream = try await h.reader.read(Self.url)
             let taken = Taken()
             let reading = Self.consume(stream, content: content, from: 0, taken: taken)
             h.origin.exchanges[0].finish()  // the probe's range, read on by the stream

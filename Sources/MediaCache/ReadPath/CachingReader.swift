@@ -216,7 +216,9 @@ public final class CachingReader: Sendable {
                 do {
                     if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers.withoutConditions) }
                     guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
-                    let size = min(configuration.minimumRequest, max(1, length ?? configuration.minimumRequest))
+                    // The bytes the read asks for, in one request: an open-ended read asks to
+                    // the end (`bytes=a-`), which the origin streams as the player reads.
+                    let size = max(1, min(length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
                     return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
                 } catch let error as CacheError {
                     // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
@@ -435,19 +437,24 @@ public final class CachingReader: Sendable {
     }
 
     /// A read of a resource whose length the origin does not say (a chunked or
-    /// close-delimited body: internet radio, a generated file): one `GET` of the whole body,
-    /// streamed straight to this reader from `offset` until the body ends, shared with no other
-    /// read. A whole read of a storable body is also written to a new entry, which becomes
-    /// complete when the body ends. The stream's range then ends at ``ByteRange/maximumOffset``.
+    /// close-delimited body: internet radio, a generated file, a low-latency HLS segment
+    /// still being made): one `GET`, streamed straight to this reader from `offset` until the
+    /// body ends, shared with no other read. It asks for the read's range, so an origin that
+    /// serves a growing resource by range (`206` with `bytes a-b/*`) sends the bytes from
+    /// `offset` as they are made; one that answers whole is read from its start. A whole read
+    /// of a storable body is also written to a new entry, which becomes complete when the body
+    /// ends. The stream's range then ends at ``ByteRange/maximumOffset`` or the part's end.
     private func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
+        let asked = ByteRange(offset, length.map { min(offset + $0, ByteRange.maximumOffset) } ?? ByteRange.maximumOffset)
         let response: OriginResponse
-        if let held = scheduler.takeReservedBody(key) {
+        if let held = scheduler.takeReservedBody(key), held.bodyOffset == 0 || held.bodyOffset == offset {
             response = held  // the probe's, held for this read (see `contentInfoForRead`)
         } else {
-            response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
+            let range = asked == ByteRange(0, ByteRange.maximumOffset) || asked.isEmpty ? nil : asked
+            response = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers)
         }
-        try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
-        let end = min(length.map { offset + $0 } ?? ByteRange.maximumOffset, response.metadata.length ?? ByteRange.maximumOffset)
+        try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
+        let end = min(asked.upperBound, response.metadata.length ?? ByteRange.maximumOffset, response.bodyEnd ?? ByteRange.maximumOffset)
         guard offset < end || (offset == 0 && end == 0) else {
             var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the resource.")
             error.resourceLength = response.metadata.length
@@ -456,9 +463,10 @@ public final class CachingReader: Sendable {
         let range = ByteRange(offset, end)
         // A whole read of a storable body writes it to a new entry as it passes; the entry
         // gets its length when the body ends (see `ReadSession.PassThrough`). One such
-        // writer per resource at a time.
+        // writer per resource at a time. (Not a part of a resource of unknown length: where
+        // a part ends says nothing of where the resource does.)
         var writer: CacheEntryHandle?
-        if offset == 0, length == nil, response.metadata.isStorable, passThroughWriters.withLock({ $0.insert(key).inserted }) {
+        if offset == 0, length == nil, response.bodyEnd == nil, response.metadata.isStorable, passThroughWriters.withLock({ $0.insert(key).inserted }) {
             // An entry without a length is the leftover of a writer that did not finish.
             if let stale = store.metadata(for: key), stale.length == nil { try? await store.remove(key) }
             if store.metadata(for: key) == nil, let handle = try? store.openEntry(key), (try? handle.updateMetadata(response.metadata)) != nil {
@@ -471,7 +479,9 @@ public final class CachingReader: Sendable {
         let session = ReadSession(
             reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
             passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
-        return ReadStream(metadata: response.metadata, range: range, session: session)
+        var stream = ReadStream(metadata: response.metadata, range: range, session: session)
+        stream.isPartOfUnknownLength = response.metadata.length == nil && response.bodyEnd != nil
+        return stream
     }
 
     private func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
@@ -632,7 +642,7 @@ public final class CachingReader: Sendable {
         guard let total = metadata.length else {
             // No length: the read streams the body through (`passThrough`); the probe's is
             // held for the read that asked, so it costs no second request.
-            if reserves, response.bodyOffset == 0 { scheduler.reserve(body: response, for: key) }
+            if reserves, response.bodyOffset == 0 || response.bodyOffset == offset { scheduler.reserve(body: response, for: key) }
             return metadata
         }
         guard response.bodyOffset <= offset, offset < total else { return metadata }

@@ -94,6 +94,10 @@ public struct OriginResponse: Sendable {
     /// The offset in the resource of the body's first byte: the range start for a 206,
     /// 0 for a 200.
     public var bodyOffset: Int64
+    /// For a `206`, the offset just past the last byte its `Content-Range` names. Of a
+    /// resource whose length is unknown (`bytes a-b/*`: one that grows while it is read,
+    /// such as a low-latency HLS segment), the body may end sooner; it never goes further.
+    public var bodyEnd: Int64?
     /// The body, in chunks as they arrive.
     public var body: any AsyncSequence<ByteBuffer, any Error> & Sendable
     /// Whether the origin answered a conditional request with "not modified": the cached

@@ -6,8 +6,9 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// Moves one download's bytes from the origin into the store and to its readers: asks for
-/// them (doubling request sizes, never asking for bytes the store has), checks each answer,
+/// Moves one download's bytes from the origin into the store and to its readers: reads the
+/// probe's answer (the player's range as asked) to its end, then asks for the rest (doubling
+/// request sizes, never asking for bytes the store has), checks each answer,
 /// delivers what arrives to the ``Download`` (which wakes only the readers waiting for it)
 /// while writing it to the store, and resumes a broken connection. Runs on the download's
 /// own task, with what it is given: it does not call back into the ``CachingReader``.
@@ -44,6 +45,10 @@ struct OriginTransfer: Sendable {
                 download.isFullBody
                 ? download.end
                 : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
+            if let first = firstResponse {
+                // The probe's answer, to the end it asked for: the read's own range.
+                requestEnd = min(download.end, first.bodyEnd ?? download.end)
+            }
             if !download.isFullBody, firstResponse == nil, let spans = try? handle?.spans() {
                 // Never ask the origin for bytes the store has: another download may have
                 // stored them since this one was planned.

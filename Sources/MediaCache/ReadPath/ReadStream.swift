@@ -22,6 +22,10 @@ public struct ReadStream: AsyncSequence, Sendable {
     /// The bytes this stream yields.
     public let range: ByteRange
     let session: ReadSession
+    /// Whether the origin answered with a part of a resource whose length it does not say
+    /// (`206` with `bytes a-b/*`, a resource that grows while it is read): ``range`` is that
+    /// part, and the body may end before its end.
+    package var isPartOfUnknownLength = false
 
     /// How many bytes so far came from the cache and how many from the origin.
     public var statistics: ReadStatistics {
