@@ -392,6 +392,24 @@ public final class CachingReader: Sendable {
         // Lengths past the bound mean "to the end" (no resource is that long), and the
         // bound keeps `offset + length` from overflowing.
         let length = length.map { min($0, ByteRange.maximumOffset) }
+        return try await read(url, headers: headers, planned: planned, lengthless: (offset, length)) { total in
+            guard offset < total || (offset == 0 && total == 0) else { return nil }
+            return ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
+        }
+    }
+
+    /// Starts reading the bytes `resolve` picks from the resource's length, in the version
+    /// the read finds: when the origin turns out to hold another version than `planned`, the
+    /// range is resolved again from the new length, so ``ReadStream/metadata`` and
+    /// ``ReadStream/range`` always agree (a front door writes its head from them alone). The
+    /// one place a read plans again, at most three times.
+    /// - Parameter lengthless: the offset and length to read when the resource has no length.
+    /// - Parameter resolve: the bytes to read of a resource of the given length; `nil` when
+    ///   none can be (`.rangeNotSatisfiable`, with ``CacheError/resourceLength``).
+    package func read(
+        _ url: URL, headers: RequestHeaders, planned: ContentMetadata?, lengthless: (offset: Int64, length: Int64?),
+        resolving resolve: (Int64) -> ByteRange?
+    ) async throws -> ReadStream {
         let key = store.key(for: url)
         var planned = planned
         for _ in 0..<3 {
@@ -403,14 +421,13 @@ public final class CachingReader: Sendable {
                 metadata = try await contentInfo(for: url, headers: headers)
             }
             guard let total = metadata.length else {
-                return try await passThrough(url, key: key, offset: offset, length: length, headers: headers)
+                return try await passThrough(url, key: key, offset: lengthless.offset, length: lengthless.length, headers: headers)
             }
-            guard offset < total || (offset == 0 && total == 0) else {
-                var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the \(total)-byte resource.")
+            guard let range = resolve(total) else {
+                var error = CacheError(.rangeNotSatisfiable, "The range is outside the \(total)-byte resource.")
                 error.resourceLength = total
                 throw error
             }
-            let range = ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
             let handle = metadata.isStorable ? try? store.openEntry(key) : nil
             if configuration.isOffline, !range.isEmpty, (try? handle?.spans())?.contains(range) != true {
                 handle?.close()
@@ -431,7 +448,12 @@ public final class CachingReader: Sendable {
                     throw error
                 }
             }
-            return ReadStream(metadata: (try? handle?.metadata()) ?? metadata, range: range, session: session)
+            let current = (try? handle?.metadata()) ?? metadata
+            guard current.length == total, current.isSameVersion(as: metadata) else {
+                session.close()  // another version was stored meanwhile: plan again from it
+                continue
+            }
+            return ReadStream(metadata: current, range: range, session: session)
         }
         throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
     }

@@ -78,12 +78,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         let response: ProxyResponse
         switch parserError {
         case .headerOverflow:
-            response = ProxyHandler.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
+            response = ProxyResponse.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
         case .invalidMethod:
             // The parser cannot tell a made-up method from a garbled request line.
-            response = ProxyHandler.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
+            response = ProxyResponse.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
         default:
-            response = ProxyHandler.error(.badRequest, "Malformed HTTP request (\(parserError)).")
+            response = ProxyResponse.error(.badRequest, "Malformed HTTP request (\(parserError)).")
         }
         var headers = response.headers
         if parserError == .invalidMethod { headers.add(name: "Allow", value: "GET, HEAD") }
@@ -109,7 +109,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             self.head = nil
             let channel = context.channel
             guard !isOverCapacity else {
-                var refusal = ProxyHandler.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
+                var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
                 refusal.headers.add(name: "Retry-After", value: "1")
                 let response = refusal
                 configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
@@ -223,7 +223,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     if part == nil { part = try await stream.nextPart() }
                 } catch {
                     stream.cancel()
-                    let failure = ProxyHandler.response(for: error)
+                    let failure = ProxyResponse.failure(error)
                     log.status = Int(failure.status.code)
                     log.end(stream.statistics, error: error)
                     await send(failure, on: channel, version: version, keepAlive: keepAlive)

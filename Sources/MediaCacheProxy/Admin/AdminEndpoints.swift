@@ -35,16 +35,16 @@ struct AdminEndpoints {
         let target = RequestTarget(head.uri)
         guard let path = target.path, path.hasPrefix(Self.prefix) || Self.pages.contains(path), target.query("url") == nil else { return nil }
         do {
-            try handler.checkSender(head, localPort: localPort)
+            try handler.router.checkSender(head, localPort: localPort)
             // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
             // field without a CORS preflight, which the proxy refuses to pages it does not list.
             if head.method == .POST, head.headers.first(name: "X-MediaCache-Admin") != "1" {
                 throw ProxyRequestError(status: .forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.", refusal: .admin)
             }
-            guard handler.hasToken(target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
+            guard handler.router.hasToken(target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
         } catch {
-            handler.noteRefusal(error, head)
-            return ProxyHandler.response(for: error)
+            handler.router.noteRefusal(error, head)
+            return ProxyResponse.failure(error)
         }
         do {
             if Self.pages.contains(path) {
@@ -57,7 +57,7 @@ struct AdminEndpoints {
             }
             return try await answer(String(path.dropFirst(Self.prefix.count)), method: head.method, target: target)
         } catch let error as ProxyRequestError {
-            return ProxyHandler.response(for: error)
+            return ProxyResponse.failure(error)
         }
     }
 
@@ -164,7 +164,7 @@ struct AdminEndpoints {
         do {
             return try await body()
         } catch let error as CacheError {
-            return ProxyHandler.response(for: error)
+            return ProxyResponse.failure(error)
         }
     }
 

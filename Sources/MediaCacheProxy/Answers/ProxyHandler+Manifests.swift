@@ -1,0 +1,182 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import NIOHTTP1
+
+/// Playlists, manifests and steering answers: read (and validated when live), their URLs
+/// rewritten to lead back through the proxy, answered from memory.
+extension ProxyHandler {
+    /// Whether `url` is a playlist or a manifest; and, when only its bytes can tell and it is
+    /// not stored, its whole body. Not stored, its bytes can be read only once (one origin
+    /// request per client request), so a small body that may be a playlist is read whole
+    /// here, looked at, and answered from memory. A range that does not start at 0 or has an
+    /// end is taken for media (a player asks for a playlist whole) and read as asked.
+    func manifestKind(_ url: URL, _ metadata: ContentMetadata, asked: ProxyRouter.Asked) async throws -> (
+        CachingReader.ManifestKind?, (body: [UInt8], metadata: ContentMetadata)?
+    ) {
+        guard !metadata.isStorable, CachingReader.mayBePlaylist(metadata) else {
+            return (try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata), nil)
+        }
+        guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else { return (CachingReader.declaredKind(metadata), nil) }
+        let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata)
+        return (CachingReader.declaredKind(read.metadata) ?? CachingReader.sniffedKind(read.body), read)
+    }
+
+    // MARK: HLS
+
+    /// A blocking playlist reload or delta update, held by the origin until the next segment
+    /// or part exists: never the cache's to answer, and never answered with a playlist that
+    /// lacks what the player waits for (AVPlayer fails the stream with -15410 on one): a
+    /// retriable `503` instead.
+    func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
+        let (body, metadata) = try await reader.originBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize)
+        if let awaited = HLSPlaylist.awaitedSegment(of: url), HLSPlaylist.looksLikePlaylist(body),
+            let parsed = try? HLSPlaylist(parsing: body), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part)
+        {
+            let wanted = "segment \(awaited.mediaSequence)" + (awaited.part.map { " part \($0)" } ?? "")
+            configuration.logger.warning(
+                "Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
+            throw ProxyRequestError(status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.", headers: [("Retry-After", "1")])
+        }
+        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+    }
+
+    /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
+    /// at the host and port the player used. A body that is not a playlist after all goes
+    /// through unchanged; one that cannot be read gets a 502 that says why.
+    /// - Parameter read: the body and its metadata when they were read already (an answer
+    ///   that is not stored: it was just fetched, and is not asked for again).
+    func playlist(
+        _ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata,
+        read: (body: [UInt8], metadata: ContentMetadata)?
+    ) async throws -> ProxyResponse {
+        var (body, metadata) = if let read { read } else { try await reader.playlistBody(url, headers: headers, planned: planned) }
+        // A live or EVENT playlist is never older than half its target duration (at least
+        // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
+        // The version read was checked against the origin's freshness before it was read;
+        // one the origin gave or confirmed longer ago than that is validated, then read again.
+        if read == nil, HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
+            let lifetime = Duration.milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
+            if !reader.wasConfirmed(url, within: lifetime) {
+                let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
+                (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
+            }
+        }
+        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+    }
+
+    /// The DASH manifest at `url` with every URL it names (and a base for what it names
+    /// relatively) rewritten to the proxy's path form (``ProxyURL/pathForm(for:token:)``), at
+    /// the host and port the player used. A live (`dynamic`) manifest is never older than its
+    /// `minimumUpdatePeriod` (at least 1 s), whatever the origin's freshness said. A body that
+    /// is not a manifest after all goes through unchanged; one that cannot be read gets a 502.
+    /// - Parameter read: as in ``playlist(_:head:localPort:headers:planned:read:)``.
+    func manifest(
+        _ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata,
+        read: (body: [UInt8], metadata: ContentMetadata)?
+    ) async throws -> ProxyResponse {
+        var (body, metadata) = if let read { read } else { try await reader.playlistBody(url, headers: headers, planned: planned) }
+        if read == nil, DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic {
+            let lifetime = Duration.milliseconds(Int64(max(1, min(parsed.minimumUpdatePeriod ?? 2, 3600)) * 1000))
+            if !reader.wasConfirmed(url, within: lifetime) {
+                let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
+                (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
+            }
+        }
+        guard DASHManifest.looksLikeManifest(body) else {
+            return ProxyHandler.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/dash+xml", head: head)
+        }
+        let parsed: DASHManifest
+        do {
+            parsed = try DASHManifest(parsing: body)
+        } catch {
+            configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
+        }
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
+        let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved in
+            proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
+        }
+        return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
+    }
+
+    /// A steering manifest with its URLs leading back through the proxy (see
+    /// ``SteeringManifest``): `RELOAD-URI` in the path form, a clone's playlists in the
+    /// `?url=` form; clones that cannot go through the proxy left out, with a warning.
+    func steering(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
+        let rewritten: (bytes: [UInt8], droppedClones: [String])
+        do {
+            rewritten = try SteeringManifest.rewritten(
+                body, base: metadata.finalURL ?? url,
+                reload: { proxy + ProxyURL.pathForm(for: $0, token: configuration.token) },
+                resource: { proxy + ProxyURL.path(for: $0, token: configuration.token) })
+        } catch {
+            configuration.logger.warning("Rejected a steering manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's steering manifest cannot be read: \(error.message)")
+        }
+        if !rewritten.droppedClones.isEmpty {
+            configuration.logger.warning(
+                "Left out pathway clones that would lead the player past the proxy (HOST or PARAMS replacement)",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "clones": "\(rewritten.droppedClones.joined(separator: ","))"])
+        }
+        return ProxyHandler.rewritten(.bytes(rewritten.bytes), length: rewritten.bytes.count, metadata: metadata, type: "application/json", head: head)
+    }
+
+    /// `http://` and the host and port the player used to reach the proxy: where the URLs
+    /// written into playlists, manifests and steering answers lead.
+    static func proxyOrigin(_ head: HTTPRequestHead, localPort: Int) -> String {
+        "http://" + (head.headers.first(name: "host") ?? "127.0.0.1:\(localPort)")
+    }
+
+    /// The answer with a playlist or manifest, rewritten (or, when it was not one after all,
+    /// as it came): the player comes back for each reload, and the cache decides what that costs.
+    static func rewritten(_ body: ProxyResponse.Body, length: Int, metadata: ContentMetadata, type: String, head: HTTPRequestHead) -> ProxyResponse {
+        var fields = HTTPHeaders()
+        fields.add(name: "Content-Type", value: metadata.mimeType ?? type)
+        if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
+        fields.add(name: "Cache-Control", value: "no-cache")
+        fields.add(name: "Accept-Ranges", value: "none")
+        fields.add(name: "Content-Length", value: String(length))
+        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : body)
+    }
+
+    /// A resource kept in memory only (an HLS key: see ``RequestTarget/isMemoryOnly``),
+    /// answered whole whatever the `Range`.
+    func memoryOnly(_ url: URL, head: HTTPRequestHead, headers: RequestHeaders) async throws -> ProxyResponse {
+        let (body, metadata) = try await reader.memoryOnlyBody(of: url, headers: headers)
+        var fields = HTTPHeaders()
+        fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
+        fields.add(name: "Cache-Control", value: "no-store")
+        fields.add(name: "Accept-Ranges", value: "none")
+        fields.add(name: "Content-Length", value: String(body.count))
+        return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
+    }
+
+    func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+        guard HLSPlaylist.looksLikePlaylist(body) else {
+            // Not a playlist after all: the bytes as they came.
+            return ProxyHandler.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
+        }
+        let parsed: HLSPlaylist
+        do {
+            parsed = try HLSPlaylist(parsing: body)
+        } catch let error as HLSPlaylistError {
+            configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
+        }
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
+        // Relative URIs resolve against where the playlist came from, after redirects.
+        let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
+            // A steering server's URI in the path form: the parameters the player adds to it
+            // (`_HLS_pathway`, `_HLS_throughput`) are then the origin URL's own.
+            if tag == HLSPlaylist.steeringTag { return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token) }
+            return proxy + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
+        }
+        return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
+    }
+
+}

@@ -1,0 +1,235 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Logging
+import MediaCache
+import MediaCacheHTTP
+import NIOCore
+import NIOHTTP1
+
+/// Answers one proxy request: the ``ProxyRouter`` checks it and says where it goes, an
+/// ``AnswerPlan`` says what to answer from what is known of the resource, and the handler
+/// carries that out with the engine (content information, reads, playlists).
+struct ProxyHandler: Sendable {
+    let reader: CachingReader
+    let configuration: ProxyConfiguration
+    /// What it answered, since it started.
+    let statistics: ProxyStatistics
+    let router: ProxyRouter
+
+    /// The pinned downloads the admin endpoints control, if the app keeps a queue.
+    let downloads: DownloadQueue?
+
+    init(reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration, statistics: ProxyStatistics = ProxyStatistics()) {
+        self.reader = reader
+        self.downloads = downloads
+        self.configuration = configuration
+        self.statistics = statistics
+        self.router = ProxyRouter(configuration: configuration, reader: reader)
+        ProxyMetrics.register()
+    }
+
+    typealias CheckedRequest = ProxyRouter.CheckedRequest
+
+    /// Answers `head`, which arrived on a connection to `localPort`.
+    /// - Parameter checked: what ``respondFromStore(to:localPort:)`` found when it could not
+    ///   answer, so its checks are not run again.
+    func respond(to head: HTTPRequestHead, localPort: Int, checked: CheckedRequest? = nil) async -> ProxyResponse {
+        var log = requestLog(for: head)
+        var response: ProxyResponse
+        do {
+            response = try await answer(head, localPort: localPort, checked: checked, log: &log)
+        } catch {
+            router.noteRefusal(error, head)
+            response = log.finish(ProxyResponse.failure(error), error: error)
+        }
+        router.addCORSHeaders(to: &response, for: head)
+        if head.method == .HEAD {
+            // A HEAD answer has no body, whatever the status (RFC 9110 §9.3.2).
+            if case .stream(let stream, _) = response.body { stream.cancel() }
+            response.body = .none
+        }
+        return response
+    }
+
+    /// What ``respondFromStore(to:localPort:)`` did.
+    enum StoreAnswer {
+        /// The store alone answered.
+        case answered(ProxyResponse)
+        /// The answer needs the general path: ``respond(to:localPort:checked:)`` with what the
+        /// checks found (`nil` when a check failed or the request is not a proxy `GET`).
+        case needsGeneralPath(CheckedRequest?)
+    }
+
+    /// Answers `head` at once when the store alone can: a `GET` of a stored, current range.
+    /// Otherwise (the origin, a revalidation, an error page) the general path answers it.
+    /// Never waits, so an event loop can call it.
+    func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> StoreAnswer {
+        guard head.method == .GET, case .request(let checked)? = try? router.check(head, localPort: localPort), ProxyRouter.route(checked) != .memoryOnly
+        else { return .needsGeneralPath(nil) }
+        let asked = checked.asked
+        guard asked.conditions.isEmpty, let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded), metadata.length != nil,
+            !CachingReader.mayBePlaylist(metadata),  // a playlist (or what may be one) is rewritten
+            case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: metadata, sendsBody: true),
+            let stream = reader.cachedRead(asked.url, range: wanted, headers: asked.forwarded)
+        else { return .needsGeneralPath(checked) }
+        guard stream.metadata.length == metadata.length, stream.range == wanted else {
+            stream.cancel()
+            return .needsGeneralPath(checked)
+        }
+        var log = requestLog(for: head)
+        log.url = asked.url.absoluteString
+        var response = media(stream, isPartial: specifier != nil, log: &log)
+        router.addCORSHeaders(to: &response, for: head)
+        return .answered(response)
+    }
+
+    private func requestLog(for head: HTTPRequestHead) -> RequestLog {
+        RequestLog(
+            method: String(head.method.rawValue.prefix(20)), range: head.headers.first(name: "range").map { String($0.prefix(100)) },
+            started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
+    }
+
+    /// Checks the request (unless `checked`), then answers it by its route.
+    private func answer(_ head: HTTPRequestHead, localPort: Int, checked: CheckedRequest?, log: inout RequestLog) async throws -> ProxyResponse {
+        var request: CheckedRequest
+        if let checked {
+            request = checked
+        } else {
+            if let admin = try await AdminEndpoints(handler: self).respond(to: head, localPort: localPort) { return admin }
+            switch try router.check(head, localPort: localPort) {
+            case .preflight(let response): return log.finish(response)
+            case .request(let found): request = found
+            }
+        }
+        log.url = request.url.absoluteString
+        let (url, asked) = (request.url, request.asked)
+        switch ProxyRouter.route(request) {
+        case .memoryOnly:
+            log.passesThrough = true
+            return log.finish(try await memoryOnly(url, head: head, headers: asked.forwarded))
+        case .blockingReload:
+            log.passesThrough = true
+            return log.finish(try await blockingReload(url, head: head, localPort: localPort, headers: asked.forwarded))
+        case .steering:
+            // A steering server's answer depends on what the player says of its pathway and
+            // throughput: the origin's, never stored.
+            log.passesThrough = true
+            let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
+            return log.finish(try steering(body, metadata: metadata, url: url, head: head, localPort: localPort))
+        case .cache:
+            return try await throughCache(request, head: head, localPort: localPort, log: &log)
+        }
+    }
+
+    /// A request answered through the cache: its content information (one ranged `GET` of
+    /// what it asks for when nothing is stored), a playlist or manifest rewritten, else the
+    /// ``AnswerPlan`` for it carried out.
+    private func throughCache(_ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, log: inout RequestLog) async throws -> ProxyResponse {
+        let (url, asked) = (request.url, request.asked)
+        // What was stored when the request came: its bytes count as served from the cache,
+        // the rest as from the origin (a download started for this request may store some
+        // before the read reaches them).
+        let storedAtArrival = reader.store.spans(for: reader.store.key(for: url))
+        // The player's conditions go to the origin when the cache holds nothing to answer
+        // them with (RFC 9111 §4.3.2); its `304` then comes back as it is.
+        let holdsVersion = asked.conditions.isEmpty || reader.store.metadata(for: reader.store.key(for: url))?.length != nil
+        let asking = holdsVersion ? asked.forwarded : asked.forwarded + asked.conditions.fields
+        // A probe's bytes that are not stored (`no-store`) wait for this request's read,
+        // which takes them; whatever this request does, they are let go when it is answered.
+        defer { reader.releaseReservation(for: url) }
+        let metadata =
+            if let firstByte = asked.firstByte {
+                try await reader.contentInfoForRead(url, from: firstByte, length: asked.length, headers: asking)
+            } else {
+                try await reader.contentInfo(for: url, headers: asking)
+            }
+        // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
+        // lets a server ignore it; ffmpeg asks for `bytes=0-`).
+        let (kind, unstored) = try await manifestKind(url, metadata, asked: asked)
+        switch kind {
+        case .hls: return log.finish(try await playlist(url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
+        case .dash: return log.finish(try await manifest(url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
+        case nil: break
+        }
+        let now = reader.store.configuration.clock.now
+        switch AnswerPlan.plan(asked, metadata: metadata, sendsBody: head.method != .HEAD) {
+        case .notModified:
+            return log.finish(ProxyResponse(status: .notModified, headers: ProxyResponse.notModifiedFields(metadata, now: now), body: .none))
+        case .preconditionFailed:
+            return log.finish(ProxyResponse.error(.preconditionFailed, "A precondition of the request (If-Match or If-Unmodified-Since) does not hold for the current version."))
+        case .unsatisfiable(let total):
+            return log.finish(ProxyResponse.unsatisfiable(total: total))
+        case .headOnly(let status, let range, let isPartial):
+            return log.finish(ProxyResponse(status: status, headers: ProxyResponse.fields(metadata, range: range, isPartial: isPartial, now: now), body: .none))
+        case .stream(let firstByte, let length):
+            log.passesThrough = true
+            return try await lengthless(url, from: firstByte, length: length, headers: asked.forwarded, planned: metadata, log: log, now: now)
+        case .read(let wanted, let specifier):
+            if let unstored, Int64(unstored.body.count) == metadata.length, unstored.metadata.isSameVersion(as: metadata) {
+                // Read whole to be looked at, and not stored: answered from those bytes.
+                log.passesThrough = true
+                let bytes = Array(unstored.body[Int(wanted.lowerBound)..<Int(wanted.upperBound)])
+                let fields = ProxyResponse.fields(unstored.metadata, range: wanted, isPartial: specifier != nil, now: now)
+                return log.finish(ProxyResponse(status: specifier != nil ? .partialContent : .ok, headers: fields, body: .bytes(bytes)))
+            }
+            // The range is resolved again if the read finds another version (see `read`).
+            let stream = try await reader.read(url, headers: asked.forwarded, planned: metadata, lengthless: (0, nil)) { total in
+                specifier.map { $0.resolve(length: total) } ?? ByteRange(0, total)
+            }
+            log.storedAtArrival = (storedAtArrival, stream.range.lowerBound)
+            return media(stream, isPartial: specifier != nil, log: &log)
+        }
+    }
+
+    /// The answer carrying `stream`: its head written from the stream's own metadata and
+    /// range, so it always describes the bytes that follow it.
+    private func media(_ stream: ReadStream, isPartial: Bool, log: inout RequestLog) -> ProxyResponse {
+        let now = reader.store.configuration.clock.now
+        let status: HTTPResponseStatus
+        let fields: HTTPHeaders
+        if stream.metadata.length == nil {  // a version without a length, found by the read
+            status = .ok
+            fields = ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now)
+        } else {
+            status = isPartial ? .partialContent : .ok
+            fields = ProxyResponse.fields(stream.metadata, range: stream.range, isPartial: isPartial, now: now)
+        }
+        log.status = Int(status.code)
+        log.passesThrough = log.passesThrough || !stream.metadata.isStorable
+        return ProxyResponse(status: status, headers: fields, body: .stream(stream, log: log))
+    }
+
+    /// The answer for a resource whose length the origin does not say, streamed as it
+    /// arrives without a length. A range from `firstByte` is asked for as it is: an origin
+    /// that serves it (a resource that grows while it is read, such as a low-latency HLS
+    /// segment hinted from `BYTERANGE-START`) gives a `206` whose `Content-Range` the player
+    /// gets as the origin wrote it; one that answers whole (internet radio, a generated file)
+    /// gives the whole body, `200` (a `Range` is ignored, as RFC 9110 §14.2 allows).
+    private func lengthless(
+        _ url: URL, from firstByte: Int64?, length: Int64?, headers: RequestHeaders, planned: ContentMetadata, log: RequestLog, now: Date
+    ) async throws -> ProxyResponse {
+        var (log, planned) = (log, Optional(planned))
+        if let firstByte {
+            let stream = try await reader.read(url, offset: firstByte, length: length, headers: headers, planned: planned)
+            if stream.isPartOfUnknownLength {
+                var fields = ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now)
+                fields.replaceOrAdd(name: "Accept-Ranges", value: "bytes")
+                fields.replaceOrAdd(name: "Content-Range", value: ContentRange(range: stream.range, totalLength: nil).headerValue)
+                log.status = 206
+                return ProxyResponse(status: .partialContent, headers: fields, body: .stream(stream, log: log))
+            }
+            if firstByte == 0, length == nil {
+                log.status = 200
+                return ProxyResponse(status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
+            }
+            // The origin answered whole after all: the player gets the whole body, from its start.
+            stream.cancel()
+            planned = nil
+        }
+        let stream = try await reader.read(url, offset: 0, length: nil, headers: headers, planned: planned)
+        log.status = 200
+        return ProxyResponse(status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
+    }
+}

@@ -1,0 +1,130 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import NIOHTTP1
+
+/// What the proxy answers to one request: a status, headers and where the body comes from.
+struct ProxyResponse {
+    enum Body {
+        case none
+        case text(String)
+        case bytes([UInt8])
+        /// Lines sent as they come, each flushed (chunked: no length); the stream's end ends the body.
+        case lines(AsyncStream<String>)
+        /// The bytes of a read, in order; `log` is finished when the body ends.
+        case stream(ReadStream, log: RequestLog)
+    }
+
+    var status: HTTPResponseStatus
+    var headers: HTTPHeaders
+    var body: Body
+}
+
+
+extension ProxyResponse {
+    /// The head of an answer carrying `range` of the resource `metadata` describes, at `now`:
+    /// the fields the cache writes from what it serves, then the origin's end-to-end fields
+    /// kept with the entry (``ContentMetadata/responseHeaders``), the origin's `Date` (or
+    /// `now` when it sent none) and `Age` (RFC 9111 §5.1: how long ago the origin generated
+    /// the stored answer).
+    /// With no `range` (a body without a length) there is no `Content-Length` and ranges are
+    /// not offered.
+    static func fields(_ metadata: ContentMetadata, range: ByteRange?, isPartial: Bool, now: Date) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for field in metadata.responseHeaders {
+            // A stored whole answer's odd `Content-Range` never rides on a partial one.
+            if isPartial || range == nil, field.name.utf8.count == 13, field.name.lowercased() == "content-range" { continue }
+            headers.add(name: field.name, value: field.value)
+        }
+        if !headers.contains(name: "date") { headers.add(name: "Date", value: HTTPDate.format(Int64(now.timeIntervalSince1970))) }
+        if let generatedAt = metadata.generatedAt {
+            headers.add(name: "Age", value: String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds))))))
+        }
+        // The origin's Content-Type as it spelled it, kept with the entry; else the type known.
+        if !headers.contains(name: "content-type") { headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream") }
+        guard let range else {
+            headers.add(name: "Accept-Ranges", value: "none")
+            return headers
+        }
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        headers.add(name: "Content-Length", value: String(range.length))
+        if let etag = metadata.etag { headers.add(name: "ETag", value: etag) }
+        if let lastModified = metadata.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
+        if isPartial, let total = metadata.length {
+            headers.add(name: "Content-Range", value: ContentRange(range: range, totalLength: total).headerValue)
+        }
+        return headers
+    }
+
+    /// The head of a `304 Not Modified` for the version `metadata` describes (RFC 9110
+    /// §15.4.5): the fields a `200` would carry less those that describe the body.
+    static func notModifiedFields(_ metadata: ContentMetadata, now: Date) -> HTTPHeaders {
+        var fields = Self.fields(metadata, range: nil, isPartial: false, now: now)
+        for name in ["content-type", "content-length", "content-range", "accept-ranges", "content-encoding", "content-language", "content-disposition"] {
+            fields.remove(name: name)
+        }
+        if let etag = metadata.etag { fields.add(name: "ETag", value: etag) }
+        if let lastModified = metadata.lastModified { fields.add(name: "Last-Modified", value: lastModified) }
+        return fields
+    }
+
+    /// The answer to a request that failed with `error`: a refusal's status, the origin's own
+    /// answer as it is, or the status an engine error stands for, with its message.
+    static func failure(_ error: any Error) -> ProxyResponse {
+        if let error = error as? ProxyRequestError {
+            var response = Self.error(error.status, error.message)
+            for (name, value) in error.headers { response.headers.add(name: name, value: value) }
+            return response
+        }
+        guard let error = error as? CacheError else {
+            return Self.error(.badGateway, "The origin request failed.")
+        }
+        if let answer = error.originAnswer { return passedOn(answer) }
+        switch error.code {
+        case .rangeNotSatisfiable:
+            if let total = error.resourceLength { return unsatisfiable(total: total) }
+            return Self.error(.rangeNotSatisfiable, error.message)
+        case .originTimedOut, .offline:
+            return Self.error(.gatewayTimeout, error.message)
+        case .originUnavailable, .originRejected, .resourceChanged:
+            return Self.error(.badGateway, error.message)
+        case .originNotAllowed:
+            return Self.error(.forbidden, error.message)
+        case .capacityExceeded:
+            return Self.error(.insufficientStorage, error.message)
+        case .notCached:
+            return Self.error(.notFound, error.message)
+        default:
+            return Self.error(.internalServerError, error.message)
+        }
+    }
+
+    /// The origin's own answer as it gave it: status, reason, end-to-end fields, body.
+    static func passedOn(_ answer: OriginAnswer) -> ProxyResponse {
+        var headers = HTTPHeaders()
+        for field in answer.headers { headers.add(name: field.name, value: field.value) }
+        // 1xx, 204 and 304 carry no body (RFC 9110 §6.4.1) and so no length of one.
+        let hasBody = !(100..<200).contains(answer.status) && answer.status != 204 && answer.status != 304
+        if hasBody { headers.add(name: "Content-Length", value: String(answer.body.count)) }
+        return ProxyResponse(
+            status: HTTPResponseStatus(statusCode: answer.status, reasonPhrase: answer.reason), headers: headers,
+            body: hasBody && !answer.body.isEmpty ? .bytes(answer.body) : .none)
+    }
+
+    static func unsatisfiable(total: Int64) -> ProxyResponse {
+        var response = Self.error(.rangeNotSatisfiable, "The range is outside the \(total)-byte resource.")
+        response.headers.add(name: "Content-Range", value: ContentRange(range: nil, totalLength: total).headerValue)
+        return response
+    }
+
+    static func error(_ status: HTTPResponseStatus, _ message: String) -> ProxyResponse {
+        let line = message.replacingOccurrences(of: "\n", with: " ") + "\n"
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(line.utf8.count))
+        return ProxyResponse(status: status, headers: headers, body: .text(line))
+    }
+}

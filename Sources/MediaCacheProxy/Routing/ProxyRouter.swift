@@ -1,0 +1,277 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Logging
+import MediaCache
+import MediaCacheHTTP
+import NIOHTTP1
+
+/// The proxy's gate: which requests are served at all (the method, the request's size, a
+/// `Host` that names the proxy, the site that sent it, the token, an origin on the
+/// allow-list), what a checked request asks for, where it goes, and the CORS fields of its
+/// answer. Everything it decides, it decides from the request alone, before anything of the
+/// cache is looked at.
+struct ProxyRouter: Sendable {
+    let configuration: ProxyConfiguration
+    /// Asked whether an origin URL may be fetched at all (the allow-list).
+    let reader: CachingReader
+    private let recentTargets = RecentTargets()
+
+    init(configuration: ProxyConfiguration, reader: CachingReader) {
+        self.configuration = configuration
+        self.reader = reader
+    }
+
+    /// A request that passed the checks every proxy request passes, with what they found.
+    struct CheckedRequest: Sendable {
+        let url: URL
+        let target: RequestTarget
+        let asked: Asked
+    }
+
+    /// Where a checked request goes.
+    enum Route: Equatable, Sendable {
+        /// A resource kept in memory only (an HLS key: ``RequestTarget/isMemoryOnly``).
+        case memoryOnly
+        /// A blocking playlist reload or delta update: the origin's every time.
+        case blockingReload
+        /// A content steering server's answer: the origin's every time, rewritten.
+        case steering
+        /// Media, a playlist or a manifest, through the cache.
+        case cache
+    }
+
+    /// Where `request` goes (pure).
+    static func route(_ request: CheckedRequest) -> Route {
+        if request.target.isMemoryOnly { return .memoryOnly }
+        if HLSPlaylist.isBlockingReload(request.url) { return .blockingReload }
+        if SteeringManifest.isSteeringRequest(request.url) { return .steering }
+        return .cache
+    }
+
+    /// What a request is once checked: a CORS preflight, answered at once, or a request for
+    /// an origin URL.
+    enum Checked {
+        case preflight(ProxyResponse)
+        case request(CheckedRequest)
+    }
+
+    /// Runs every check on a request that is not an admin one.
+    /// - Throws: ``ProxyRequestError`` with the status and reason of the refusal.
+    func check(_ head: HTTPRequestHead, localPort: Int) throws -> Checked {
+        try checkRequest(head, localPort: localPort)
+        if head.method == .OPTIONS { return .preflight(try preflight(head)) }
+        let (url, target) = try checkedOriginURL(head)
+        return .request(CheckedRequest(url: url, target: target, asked: try Self.parse(head, url: url)))
+    }
+
+    /// What a checked `GET` or `HEAD` asks for.
+    struct Asked: Sendable {
+        var url: URL
+        /// The first range of the `Range` header, if any.
+        var specifier: RangeSpecifier?
+        /// Where the body will start, when known before the length: an uncached resource is
+        /// then asked for with one ranged GET rather than a HEAD and a GET.
+        var firstByte: Int64?
+        /// How many bytes from ``firstByte`` are asked for, when the range says (`bytes=a-b`).
+        var length: Int64?
+        /// The player's fields for the origin.
+        var forwarded: RequestHeaders
+        /// The player's own conditions (`If-None-Match`, …).
+        var conditions: PlayerConditions
+    }
+
+    /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedOriginURL(_:)``).
+
+    static func parse(_ head: HTTPRequestHead, url: URL) throws -> Asked {
+        // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
+        var specifier: RangeSpecifier?
+        if let rangeHeader = head.headers.first(name: "range") {
+            switch RangeSpecifier.parse(rangeHeader) {
+            case .invalid:
+                throw ProxyRequestError(status: .badRequest, "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n.")
+            case .single(let one): specifier = one
+            case .multiple(let first): specifier = first  // answered with the first range only
+            }
+        }
+        var firstByte: Int64?
+        var length: Int64?
+        if head.method != .HEAD {
+            switch specifier {
+            case nil: firstByte = 0
+            case .from(let first, let last)?:
+                firstByte = first
+                length = last.map { $0 - first + 1 }  // the parser guarantees first <= last <= 2^60
+            case .suffix?: firstByte = nil
+            }
+        }
+        return Asked(
+            url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
+            conditions: PlayerConditions(head.headers))
+    }
+
+
+    /// Fields of a player's request that the proxy does not send on: hop-by-hop ones (RFC
+    /// 9110 §7.6.1, plus those the request's `Connection` names), the target's `Host`, the
+    /// range, validator and caching fields the cache manages itself, its encoding (bodies are
+    /// cached as sent), and the proxy's own token.
+    static let fieldsNotForwarded: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authorization", "proxy-authenticate", "host", "content-length", "expect",
+        "range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+        "cache-control", "pragma", "accept-encoding", "x-mediacache-token",
+    ]
+
+    /// The player's end-to-end request fields, for the origin: credentials, cookies,
+    /// referer, user agent, languages (one cache serves one user).
+    static func endToEndHeaders(_ headers: HTTPHeaders) -> RequestHeaders {
+        var dropped = fieldsNotForwarded
+        for value in headers["connection"] {
+            for token in value.split(separator: ",") { dropped.insert(String(token).trimmingCharacters(in: .whitespaces).lowercased()) }
+        }
+        return headers.filter { !dropped.contains($0.name.lowercased()) }.map { (name: $0.name, value: $0.value) }
+    }
+
+
+    /// The checks every request passes before its URL is looked at: the method, then
+    /// ``checkSender(_:localPort:)``.
+    func checkRequest(_ head: HTTPRequestHead, localPort: Int) throws {
+        let allowsPreflight = head.method == .OPTIONS && !configuration.corsOrigins.isEmpty
+        guard head.method == .GET || head.method == .HEAD || allowsPreflight else {
+            throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
+        }
+        try checkSender(head, localPort: localPort)
+    }
+
+    /// The checks every request passes first, admin ones included, before anything of the
+    /// cache is looked at (so a refusal's timing says nothing of what is cached): the
+    /// request's size, a `Host` that names this proxy (so a web page that rebinds its own name
+    /// to 127.0.0.1 cannot reach it), and the site that sent it (``checkSite(_:)``).
+    func checkSender(_ head: HTTPRequestHead, localPort: Int) throws {
+        guard head.uri.utf8.count <= configuration.maxURIBytes else {
+            throw ProxyRequestError(status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
+        }
+        let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        guard headerBytes <= configuration.maxHeaderBytes else {
+            throw ProxyRequestError(status: .requestHeaderFieldsTooLarge, "The request's header fields are larger than \(configuration.maxHeaderBytes) bytes.")
+        }
+        let hosts = head.headers["host"]
+        if hosts.isEmpty {
+            // RFC 9112 §3.2: an HTTP/1.1 request without Host is malformed; HTTP/1.0 has none.
+            guard head.version == .http1_0 else { throw ProxyRequestError(status: .badRequest, "The request has no Host header.") }
+            return
+        }
+        guard hosts.count == 1, let host = HostAndPort(parsing: hosts[0]) else {
+            throw ProxyRequestError(status: .badRequest, "The request's Host header is malformed.")
+        }
+        guard configuration.accepts(host, localPort: localPort) else {
+            throw ProxyRequestError(
+                status: .misdirectedRequest,
+                "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).",
+                refusal: .host)
+        }
+        try checkSite(head)
+    }
+
+    /// The `Sec-Fetch-Site` values a request may carry: the proxy's own pages, pages of the
+    /// same site (another port of the same host), and what the user typed or bookmarked.
+    static let sitesServed: Set<String> = ["same-origin", "same-site", "none"]
+
+    /// Fetch Metadata resource isolation: a request a browser sent for a page of another site
+    /// (`Sec-Fetch-Site: cross-site`, or a value the proxy does not know) is refused, unless it
+    /// is a CORS request from a web origin listed in ``ProxyConfiguration/corsOrigins``. Any page
+    /// could otherwise make the proxy fetch addresses on the user's network, fill and evict the
+    /// cache, and time a request to learn what the user played. Players and tools send no
+    /// `Sec-Fetch-*` field and are not concerned.
+    private func checkSite(_ head: HTTPRequestHead) throws {
+        let sites = head.headers["sec-fetch-site"]
+        if sites.isEmpty { return }
+        if sites.count == 1, Self.sitesServed.contains(sites[0].lowercased()) { return }
+        if allowedWebOrigin(head) != nil { return }
+        throw ProxyRequestError(
+            status: .forbidden,
+            "A page of another site asked for this (Sec-Fetch-Site: \(sites.joined(separator: ", ").prefix(40))): the proxy serves players, the user, and pages listed with --cors-origin asking in CORS mode.",
+            refusal: .crossSite)
+    }
+
+    /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
+    /// compared in time that does not depend on where a guess first differs.
+    func hasToken(_ target: RequestTarget, _ head: HTTPRequestHead) -> Bool {
+        guard let token = configuration.token else { return true }
+        guard let given = target.token ?? head.headers.first(name: "X-MediaCache-Token") else { return false }
+        let (expected, offered) = (Array(token.utf8), Array(given.utf8))
+        var difference = expected.count ^ offered.count
+        for index in expected.indices { difference |= Int(expected[index] ^ (index < offered.count ? offered[index] : 0)) }
+        return difference == 0
+    }
+
+    /// Logs a request a guard refused (a page of another site, a wrong `Host`, a missing token,
+    /// an origin not allowed) at warning level with its cause, and counts it by cause.
+    func noteRefusal(_ error: any Error, _ head: HTTPRequestHead) {
+        guard let refused = error as? ProxyRequestError, let refusal = refused.refusal else { return }
+        ProxyMetrics.refused(refusal)
+        var metadata: Logger.Metadata = ["cause": "\(refusal.rawValue)", "status": "\(refused.status.code)"]
+        for name in ["sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "origin", "host"] {
+            if let value = head.headers.first(name: name) { metadata[name] = "\(value.prefix(100))" }
+        }
+        // The referring page's origin only: its path and query may hold what is not ours to log.
+        if let referer = head.headers.first(name: "referer").flatMap(URL.init(string:)), let scheme = referer.scheme, let host = referer.host {
+            metadata["referer"] = "\(scheme)://\(host.prefix(100))\(referer.port.map { ":\($0)" } ?? "")"
+        }
+        configuration.logger.warning("Refused a request: \(refused.message)", metadata: metadata)
+    }
+
+    // MARK: CORS (opt-in)
+
+    /// The request's `Origin`, if it is one of ``ProxyConfiguration/corsOrigins``.
+    private func allowedWebOrigin(_ head: HTTPRequestHead) -> String? {
+        guard !configuration.corsOrigins.isEmpty, let origin = head.headers.first(name: "origin") else { return nil }
+        return configuration.corsOrigins.contains(origin) ? origin : nil
+    }
+
+    /// Lets a listed web origin's page read the answer, and its player see the range fields.
+    func addCORSHeaders(to response: inout ProxyResponse, for head: HTTPRequestHead) {
+        guard !configuration.corsOrigins.isEmpty else { return }
+        response.headers.add(name: "Vary", value: "Origin")
+        guard let origin = allowedWebOrigin(head) else { return }
+        response.headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
+        if head.method != .OPTIONS {
+            response.headers.add(name: "Access-Control-Expose-Headers", value: "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified")
+        }
+    }
+
+    /// The answer to a CORS preflight (`OPTIONS`): `204` for a listed web origin, with the
+    /// methods, the request fields it asked for and, if asked, Private Network Access.
+    func preflight(_ head: HTTPRequestHead) throws -> ProxyResponse {
+        guard allowedWebOrigin(head) != nil else {
+            throw ProxyRequestError(status: .forbidden, "Pages from this origin may not read through the proxy (add it with --cors-origin).")
+        }
+        var headers = HTTPHeaders()
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD")
+        let asked = head.headers["access-control-request-headers"].joined(separator: ",").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && $0.utf8.allSatisfy(CacheControl.isTokenByte) }
+        if !asked.isEmpty { headers.add(name: "Access-Control-Allow-Headers", value: asked.joined(separator: ", ")) }
+        if head.headers.first(name: "access-control-request-private-network")?.lowercased() == "true" {
+            headers.add(name: "Access-Control-Allow-Private-Network", value: "true")
+        }
+        headers.add(name: "Access-Control-Max-Age", value: "600")
+        headers.add(name: "Content-Length", value: "0")
+        return ProxyResponse(status: .noContent, headers: headers, body: .none)
+    }
+
+    /// The origin URL from `url=`, after the token, scheme and origin checks, and the target it came in.
+    func checkedOriginURL(_ head: HTTPRequestHead) throws -> (URL, RequestTarget) {
+        let parsed = recentTargets.parse(head.uri) { [reader] url throws(ProxyRequestError) in
+            do {
+                try reader.checkOrigin(url)
+            } catch {
+                throw ProxyRequestError(status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.", refusal: .origin)
+            }
+        }
+        guard hasToken(parsed.target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
+        return (try parsed.originURL.get(), parsed.target)
+    }
+
+}
