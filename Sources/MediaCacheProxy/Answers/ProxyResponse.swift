@@ -23,7 +23,6 @@ struct ProxyResponse {
     var body: Body
 }
 
-
 extension ProxyResponse {
     /// The head of an answer carrying `range` of the resource `metadata` describes, at `now`:
     /// the fields the cache writes from what it serves, then the origin's end-to-end fields

@@ -31,4 +31,3 @@ struct ProxyRequestError: Error, Sendable {
         self.refusal = refusal
     }
 }
-

@@ -111,7 +111,6 @@ struct ProxyRouter: Sendable {
             conditions: PlayerConditions(head.headers))
     }
 
-
     /// Fields of a player's request that the proxy does not send on: hop-by-hop ones (RFC
     /// 9110 §7.6.1, plus those the request's `Connection` names), the target's `Host`, the
     /// range, validator and caching fields the cache manages itself, its encoding (bodies are
@@ -132,7 +131,6 @@ struct ProxyRouter: Sendable {
         }
         return headers.filter { !dropped.contains($0.name.lowercased()) }.map { (name: $0.name, value: $0.value) }
     }
-
 
     /// The checks every request passes before its URL is looked at: the method, then
     /// ``checkSender(_:localPort:)``.
