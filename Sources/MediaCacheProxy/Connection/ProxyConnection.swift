@@ -63,10 +63,11 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Answers a request the HTTP parser refuses with a status and a one-line reason, then
-    /// lets the decoder close the connection: `431` when the head is over the size limit,
-    /// else `400` (with `Allow` when the method is one the parser does not know). (NIO's
-    /// `HTTPServerProtocolErrorHandler` does the same with a bare `400`.) The
+    /// Answers a request the HTTP parser refuses with a status and a one-line reason: `431`
+    /// when the head is over the size limit,
+    /// else `400` (with `Allow` when the method is one the parser does not know), and closes
+    /// the connection once it is written (NIO's `HTTPServerProtocolErrorHandler` does the
+    /// same with a bare `400`). The
     /// `HTTPServerPipelineHandler` before this handler holds a parser error back while an
     /// answer is being written and passes it on once that answer has ended, so no answer is
     /// ever cut in two.
@@ -92,7 +93,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         if case .text(let text) = response.body {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
         }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        // The request's framing is lost: the connection ends with the answer, as it says.
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
         configuration.logger.info("refused", metadata: ["status": "\(response.status.code)", "error": "\(parserError)"])
         context.fireErrorCaught(error)
     }
@@ -159,7 +162,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         on context: ChannelHandlerContext, version: HTTPVersion, keepAlive: Bool, done: @escaping () -> Void
     ) {
         var log = log
-        let keepAlive = keepAlive && ((version.major, version.minor) >= (1, 1) || response.headers.contains(name: "content-length"))
+        let keepAlive = ResponseWriter.keepsAlive(requested: keepAlive, version: version, headers: response.headers)
         var headers = response.headers
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
         let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
@@ -191,9 +194,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
 
     static func send(_ response: ProxyResponse, firstPart: ReadPart? = nil, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
         var headers = response.headers
-        // A body without a length ends with the connection for an HTTP/1.0 client (an
-        // HTTP/1.1 one gets it chunked).
-        let keepAlive = keepAlive && ((version.major, version.minor) >= (1, 1) || headers.contains(name: "content-length"))
+        let keepAlive = ResponseWriter.keepsAlive(requested: keepAlive, version: version, headers: headers)
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
         let head = HTTPServerResponsePart.head(HTTPResponseHead(version: version, status: response.status, headers: headers))
         do {
@@ -215,90 +216,94 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                     try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: line)))).get()
                 }
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
-            case .stream(let stream, var log):
-                // The first part is read before the head is sent: a read that fails before
-                // its first byte (a refused origin answer) still gets a status, not a cut.
-                var part = firstPart
-                do {
-                    if part == nil { part = try await stream.nextPart() }
-                } catch {
-                    stream.cancel()
-                    let failure = ProxyResponse.failure(error)
-                    log.status = Int(failure.status.code)
-                    log.end(stream.statistics, error: error)
-                    await send(failure, on: channel, version: version, keepAlive: keepAlive)
-                    return
-                }
-                var pendingHead: HTTPServerResponsePart? = head
-                var isComplete = false
-                // Where the next part starts: the last part (it reaches the stream's end) goes
-                // out with the end marker in one flush, and no further part is asked for.
-                var sent = stream.range.lowerBound
-                var ended: EventLoopFuture<Void>?
-                do {
-                    var previous: EventLoopFuture<Void>?
-                    while let current = part {
-                        if log.firstByte == nil { log.firstByte = ContinuousClock.now }
-                        let written = channel.eventLoop.makePromise(of: Void.self)
-                        let body: HTTPServerResponsePart
-                        switch current {
-                        case .bytes(let chunk):
-                            body = .body(.byteBuffer(chunk))
-                            sent += Int64(chunk.readableBytes)
-                        case .file(let descriptor, let range):
-                            sent = range.upperBound
-                            // Cached bytes go from the page cache to the socket with sendfile.
-                            let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
-                            let region = FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
-                            written.futureResult.whenComplete { _ in try? file.close() }
-                            body = .body(.fileRegion(region))
-                        }
-                        // (Bytes from memory may still be being written: the stream's end then
-                        // waits for the store, and the end marker goes after it.)
-                        let isLast = sent >= stream.range.upperBound && { if case .file = current { true } else { false } }()
-                        let end = isLast ? channel.eventLoop.makePromise(of: Void.self) : nil
-                        ended = end?.futureResult
-                        let first = pendingHead
-                        pendingHead = nil
-                        // The head, the part and (after the last part) the end marker reach the
-                        // event loop in one hop and leave in one flush.
-                        channel.eventLoop.execute {
-                            if let first { channel.write(first, promise: nil) }
-                            if let end {
-                                channel.write(body, promise: written)
-                                channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: end)
-                            } else {
-                                channel.writeAndFlush(body, promise: written)
-                            }
-                        }
-                        try await previous?.get()
-                        previous = written.futureResult
-                        part = isLast ? nil : try await stream.nextPart()
-                    }
-                    if let head = pendingHead { channel.write(head, promise: nil) }  // an empty body
-                    try await previous?.get()
-                    // Every body byte is in the socket: the response is whole even if the
-                    // client hangs up before the end marker (which adds no bytes) is written.
-                    isComplete = true
-                    log.end(stream.statistics, error: nil)
-                    if let ended {
-                        stream.cancel()  // it has given its last byte; this lets go of its entry now
-                        try await ended.get()
-                    } else {
-                        try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
-                    }
-                } catch {
-                    stream.cancel()
-                    // A client that has every byte of a sized body may hang up before the read
-                    // has seen its bytes stored (the read's last wait): that answer is whole.
-                    let handedOver = error is CancellationError && sent >= stream.range.upperBound
-                    if !isComplete { log.end(stream.statistics, error: handedOver ? nil : error) }
-                    throw error
-                }
+            case .stream(let stream, let log):
+                let answeredInstead = try await writeStream(stream, log: log, head: head, firstPart: firstPart, on: channel, version: version, keepAlive: keepAlive)
+                if answeredInstead { return }
             }
             if !keepAlive { try await channel.close() }
         } catch {
             channel.close(promise: nil)
+        }
+    }
+}
+
+extension ProxyConnectionHandler {
+    /// Writes a streamed body as a ``ResponseWriter`` decides: the head with the first part,
+    /// parts as they come with two at most in the socket's queue, the end marker with the
+    /// last stored part; an error answer when the read fails before its first byte, a cut
+    /// connection after.
+    /// - Returns: whether the read failed before its first byte and was answered with its error.
+    private static func writeStream(
+        _ stream: ReadStream, log: RequestLog, head: HTTPServerResponsePart, firstPart: ReadPart?, on channel: any Channel, version: HTTPVersion,
+        keepAlive: Bool
+    ) async throws -> Bool {
+        var log = log
+        var writer = ResponseWriter(range: stream.range)
+        var part = firstPart
+        var previous: EventLoopFuture<Void>?
+        var ended: EventLoopFuture<Void>?
+        do {
+            if part == nil { part = try await stream.nextPart() }
+            while let current = part {
+                if log.firstByte == nil { log.firstByte = ContinuousClock.now }
+                let written = channel.eventLoop.makePromise(of: Void.self)
+                let body: HTTPServerResponsePart
+                let decision: ResponseWriter.PartWrite
+                switch current {
+                case .bytes(let chunk):
+                    body = .body(.byteBuffer(chunk))
+                    decision = writer.write(.bytes(count: Int64(chunk.readableBytes)))
+                case .file(let descriptor, let range):
+                    // Cached bytes go from the page cache to the socket with sendfile.
+                    let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
+                    written.futureResult.whenComplete { _ in try? file.close() }
+                    body = .body(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))))
+                    decision = writer.write(.file(end: range.upperBound))
+                }
+                let end = decision.endsBody ? channel.eventLoop.makePromise(of: Void.self) : nil
+                ended = end?.futureResult
+                // The head, the part and the end marker reach the event loop in one hop and
+                // leave in one flush.
+                channel.eventLoop.execute {
+                    if decision.withHead { channel.write(head, promise: nil) }
+                    if let end {
+                        channel.write(body, promise: written)
+                        channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: end)
+                    } else {
+                        channel.writeAndFlush(body, promise: written)
+                    }
+                }
+                if decision.awaitsPrevious { try await previous?.get() }
+                previous = written.futureResult
+                part = decision.endsBody ? nil : try await stream.nextPart()
+            }
+            try await previous?.get()
+            let remaining = writer.allWritten(lastWriteEndedBody: ended != nil)
+            if remaining.writesHead { channel.write(head, promise: nil) }  // an empty body
+            // Every body byte is in the socket: the response is whole even if the client
+            // hangs up before the end marker (which adds no bytes) is written.
+            log.end(stream.statistics, error: nil)
+            if let ended {
+                stream.cancel()  // it has given its last byte; this lets go of its entry now
+                try await ended.get()
+            } else {
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+            }
+            return false
+        } catch {
+            stream.cancel()
+            switch writer.failed(isCancellation: error is CancellationError) {
+            case .answerInstead:
+                let failure = ProxyResponse.failure(error)
+                log.status = Int(failure.status.code)
+                log.end(stream.statistics, error: error)
+                await send(failure, on: channel, version: version, keepAlive: keepAlive)
+                return true
+            case .cut(.alreadyEnded): break
+            case .cut(.whole): log.end(stream.statistics, error: nil)
+            case .cut(.failed): log.end(stream.statistics, error: error)
+            }
+            throw error
         }
     }
 }

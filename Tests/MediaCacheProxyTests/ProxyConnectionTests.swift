@@ -1,0 +1,201 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Logging
+import MediaCache
+import MediaCacheTestSupport
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Testing
+
+@testable import MediaCacheProxy
+
+/// The proxy's connection without a socket: its whole pipeline (timers, HTTP codec,
+/// pipelining, the connection handler) on an in-memory channel, over a read path whose
+/// origin is scripted. A stored range is answered on the event loop within the write that
+/// brought the request (`EmbeddedChannel`); answers that need the origin run on a task, so
+/// they use the thread-safe `NIOAsyncTestingChannel`.
+@Suite struct ProxyConnectionTests {
+    static let url = URL(string: "https://scripted.example/a.mp4")!
+    static let size: Int64 = 300_000
+    static let content = DeterministicContent(seed: 7)
+
+    static func request(_ range: String? = nil, version: String = "HTTP/1.1", extra: String = "") -> ByteBuffer {
+        let target = "/?url=" + (url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        var text = "GET \(target) \(version)\r\nHost: 127.0.0.1:8080\r\n"
+        if let range { text += "Range: \(range)\r\n" }
+        return ByteBuffer(string: text + "\r\n" + extra)
+    }
+
+    static func handler(_ h: ScriptedHarness) -> ProxyHandler {
+        var configuration = ProxyConfiguration()
+        configuration.port = 8080
+        configuration.logger = Logger(label: "proxy-connection-test", factory: { _ in SwiftLogNoOpLogHandler() })
+        return ProxyHandler(reader: h.reader, configuration: configuration)
+    }
+
+    /// Stores the whole file through the read path (the scripted origin answers at once).
+    static func storeWholeFile(_ h: ScriptedHarness) async throws {
+        h.origin.serve(url, length: size, seed: 7)
+        var read: Int64 = 0
+        for try await chunk in try await h.reader.read(url) { read += Int64(chunk.readableBytes) }
+        #expect(read == size)
+        try await waitUntil { h.store.spans(for: h.store.key(for: url)).contains(ByteRange(0, size)) }
+    }
+
+    static func configure(_ channel: any Channel, _ handler: ProxyHandler) throws {
+        try channel.pipeline.syncOperations.addHandler(FileRegionReader())
+        try ProxyPipeline.configure(channel, handler: handler, configuration: handler.configuration, connections: ConnectionRegistry())
+    }
+
+    /// A stored range is answered within the write of its request: head, body and end are
+    /// out before the channel's loop runs anything else, with no task.
+    @Test func aStoredRangeIsAnsweredOnTheEventLoopAtOnce() async throws {
+        try await ScriptedHarness.with(answersWhole: true) { h in
+            try await Self.storeWholeFile(h)
+            let requests = h.origin.exchanges.count
+            let channel = EmbeddedChannel()
+            channel.localAddress = try SocketAddress(ipAddress: "127.0.0.1", port: 8080)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).wait()
+            try Self.configure(channel, Self.handler(h))
+            try channel.writeInbound(Self.request("bytes=1000-65999"))
+            let responses = RawHTTPClient.parse(try Self.outbound(of: channel))
+            #expect(responses.count == 1)
+            let response = try #require(responses.first)
+            #expect(response.status == 206 && response.header("content-range") == "bytes 1000-65999/\(Self.size)" && response.isComplete)
+            #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: 1000) == nil && response.body.count == 65_000)
+            // A second request on the kept connection, again at once.
+            try channel.writeInbound(Self.request("bytes=-10"))
+            let second = try #require(RawHTTPClient.parse(try Self.outbound(of: channel)).first)
+            #expect(second.status == 206 && Self.content.firstMismatch(in: ByteBuffer(bytes: second.body), at: Self.size - 10) == nil)
+            #expect(channel.isActive && h.origin.exchanges.count == requests)
+            _ = try channel.finish(acceptAlreadyClosed: true)
+        }
+    }
+
+    /// A request the parser refuses gets `400` with a reason, and the connection closes.
+    @Test func aMalformedRequestGets400AndTheConnectionCloses() async throws {
+        try await ScriptedHarness.with(answersWhole: true) { h in
+            let channel = EmbeddedChannel()
+            channel.localAddress = try SocketAddress(ipAddress: "127.0.0.1", port: 8080)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).wait()
+            try Self.configure(channel, Self.handler(h))
+            #expect(throws: (any Error).self) { try channel.writeInbound(ByteBuffer(string: "GET / HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n")) }
+            let response = try #require(RawHTTPClient.parse(try Self.outbound(of: channel)).first)
+            #expect(response.status == 400 && response.header("connection") == "close" && response.isComplete)
+            #expect(!channel.isActive)
+        }
+    }
+
+    /// A miss goes to the origin on a task: one origin request for the range, the bytes the
+    /// origin holds, and a parser error that arrived meanwhile is answered only after the
+    /// answer is whole, then the connection closes.
+    @Test func aMissIsAnsweredWholeBeforeAParserErrorThatArrivedDuringIt() async throws {
+        try await ScriptedHarness.with { h in
+            h.origin.serve(Self.url, length: Self.size, seed: 7)
+            let channel = NIOAsyncTestingChannel()
+            try await channel.testingEventLoop.executeInContext {
+                try Self.configure(channel, Self.handler(h))
+            }
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            var bytes = Self.request("bytes=5000-104999")
+            bytes.writeString("NOT HTTP\r\n\r\n")
+            try? await channel.writeInbound(bytes)  // the decoder's error, held until the answer ends
+            try await waitUntil { !h.origin.exchanges.isEmpty }
+            #expect(h.origin.exchanges.map(\.range) == [ByteRange(5000, 105_000)])
+            h.origin.exchanges[0].finish()
+            var received: [UInt8] = []
+            while RawHTTPClient.parse(received).count < 2 || RawHTTPClient.parse(received)[1].isComplete == false {
+                received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
+            }
+            let responses = RawHTTPClient.parse(received)
+            #expect(responses[0].status == 206 && responses[0].isComplete)
+            #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: responses[0].body), at: 5000) == nil && responses[0].body.count == 100_000)
+            #expect(responses[1].status == 400)
+            try await channel.closeFuture.get()
+        }
+    }
+
+    /// A read that fails before its first byte gets its own status (`502`), not a cut; one
+    /// that fails after the head cuts the connection, and the player never gets a short body
+    /// under a success status that looks whole.
+    @Test func aFailureIsAnsweredBeforeTheFirstByteAndCutAfter() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.maxRetries = 0  // a failed origin request fails the read
+        try await ScriptedHarness.with(reader: configuration) { h in
+            h.origin.serve(Self.url, length: Self.size, seed: 7)
+            let channel = NIOAsyncTestingChannel()
+            try await channel.testingEventLoop.executeInContext {
+                try Self.configure(channel, Self.handler(h))
+            }
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            try await channel.writeInbound(Self.request("bytes=0-99999"))
+            try await waitUntil { h.origin.exchanges.count == 1 }
+            h.origin.exchanges[0].fail()
+            var received: [UInt8] = []
+            while RawHTTPClient.parse(received).first?.isComplete != true {
+                received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
+            }
+            #expect(RawHTTPClient.parse(received).first?.status == 502)
+            #expect(channel.isActive)
+
+            try await channel.writeInbound(Self.request("bytes=0-99999"))
+            try await waitUntil { h.origin.exchanges.count == 2 }
+            h.origin.exchanges[1].send(30_000)
+            received = []
+            while RawHTTPClient.parse(received).first.map({ $0.body.count < 30_000 }) ?? true {
+                received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
+            }
+            h.origin.exchanges[1].fail()
+            try await channel.closeFuture.get()
+            while let more = try await channel.readOutbound(as: IOData.self) { received += try await Self.bytes(of: more) }
+            let cut = try #require(RawHTTPClient.parse(received).first)
+            #expect(cut.status == 206 && !cut.isComplete && Self.content.firstMismatch(in: ByteBuffer(bytes: cut.body), at: 0) == nil)
+        }
+    }
+
+    /// Every byte the channel wrote so far.
+    static func outbound(of channel: EmbeddedChannel) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        while let data = try channel.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(let buffer) = data else {
+                Issue.record("a file region reached the channel")
+                continue
+            }
+            bytes += buffer.readableBytesView
+        }
+        return bytes
+    }
+
+    static func bytes(of data: IOData) async throws -> [UInt8] {
+        guard case .byteBuffer(let buffer) = data else { throw CacheError(.ioFailure, "a file region reached the channel") }
+        return Array(buffer.readableBytesView)
+    }
+}
+
+/// Turns the file regions the proxy writes into the bytes they name, at the moment they are
+/// written (the proxy closes a region's file once it is written).
+private final class FileRegionReader: ChannelOutboundHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .fileRegion(let region) = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        var buffer = context.channel.allocator.buffer(capacity: region.readableBytes)
+        let read = try? region.fileHandle.withUnsafeFileDescriptor { descriptor in
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: region.readableBytes) { pointer in
+                max(0, pread(descriptor, pointer.baseAddress, region.readableBytes, off_t(region.readerIndex)))
+            }
+        }
+        guard read == region.readableBytes else {
+            promise?.fail(CacheError(.ioFailure, "could not read a file region"))
+            return
+        }
+        context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: promise)
+    }
+}
