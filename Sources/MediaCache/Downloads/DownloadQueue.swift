@@ -45,11 +45,11 @@ public final class DownloadQueue: Sendable {
     public let configuration: Configuration
 
     /// Why a running job's task was cancelled.
-    private enum Stop {
+    enum Stop {
         case pause, cancel, shutDown
     }
 
-    private struct Running {
+    struct Running {
         var task: Task<Void, Never>?
         var startedAt = ContinuousClock.now
         /// The job's bytes when the store last committed.
@@ -60,7 +60,7 @@ public final class DownloadQueue: Sendable {
         var isSettling = false
     }
 
-    private struct State {
+    struct State {
         var jobs: [String: DownloadJob] = [:]
         var running: [String: Running] = [:]
         var subscribers: [UInt64: AsyncStream<Update>.Continuation] = [:]
@@ -79,8 +79,8 @@ public final class DownloadQueue: Sendable {
         }
     }
 
-    private let state = Mutex(State())
-    private var store: CacheStore { reader.store }
+    let state = Mutex(State())
+    var store: CacheStore { reader.store }
 
     /// The queue of `reader`'s store, with the jobs kept there. A job that was downloading
     /// when the store was last closed is queued again; call ``start()`` to run them.
@@ -197,7 +197,7 @@ public final class DownloadQueue: Sendable {
 
     /// Refuses `job` when what it still needs exceeds what the pinned quota has free, the
     /// outstanding bytes of the other unfinished jobs counted as taken.
-    private func checkRoom(for job: DownloadJob) throws {
+    func checkRoom(for job: DownloadJob) throws {
         guard let total = job.bytesTotal else { return }
         let quota = store.configuration.pinnedQuota
         let pinned = store.pinnedBytes
@@ -234,91 +234,10 @@ public final class DownloadQueue: Sendable {
         return wasPinned
     }
 
-    // MARK: Control
-
-    /// Stops a job; what arrived stays pinned. A queued job is paused before it starts.
-    /// - Throws: ``CacheError`` `.notCached` when there is no such job.
-    @discardableResult
-    public func pause(_ id: String) async throws -> DownloadJob {
-        // A job whose download has just ended is not cancelled while its state is written.
-        let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
-            guard let job = state.jobs[id] else { throw Self.noJob(id) }
-            if let running = state.running[id] {
-                if !running.isSettling { state.running[id]!.stop = .pause }
-                return (running.task, !running.isSettling)
-            }
-            if job.state == .queued {
-                state.jobs[id]!.state = .paused
-                state.publish(.changed(state.jobs[id]!))
-            }
-            return (nil, false)
-        }
-        if let task {
-            if cancels { task.cancel() }
-            await task.value
-        } else {
-            try await persist(id)
-        }
-        return try current(id)
-    }
-
-    /// Queues a paused or failed job again; it resumes with the bytes that are missing.
-    @discardableResult
-    public func resume(_ id: String) async throws -> DownloadJob {
-        try state.withLock { state in
-            guard let job = state.jobs[id] else { throw Self.noJob(id) }
-            guard job.state == .paused || job.state == .failed else { return }
-            state.jobs[id]!.state = .queued
-            state.jobs[id]!.failure = nil
-            state.publish(.changed(state.jobs[id]!))
-        }
-        try await persist(id)
-        schedule()
-        return try current(id)
-    }
-
-    /// Stops a job, forgets it and unpins its entries (their bytes stay, as streaming-cache
-    /// entries the least-recently-used policy may evict).
-    public func cancel(_ id: String) async throws {
-        let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
-            guard state.jobs[id] != nil else { throw Self.noJob(id) }
-            guard let running = state.running[id] else { return (nil, false) }
-            if !running.isSettling { state.running[id]!.stop = .cancel }
-            return (running.task, !running.isSettling)
-        }
-        if cancels { task?.cancel() }
-        await task?.value
-        let removed = state.withLock { state in
-            defer { state.publish(.removed(id: id)) }
-            return state.jobs.removeValue(forKey: id)
-        }
-        guard let job = removed else { return }
-        try await store.saveJob(id) { nil }
-        try await store.unpin(job.keys)
-        configuration.logger.info("Unpinned", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
-        schedule()
-    }
-
-    /// Stops every running job without changing what is kept (a restart resumes them) and
-    /// ends the ``updates()`` streams. Call it before ``CachingReader/shutDown()``.
-    public func shutDown() async {
-        let (tasks, subscribers) = state.withLock { state in
-            state.isShutDown = true
-            for id in state.running.keys where !state.running[id]!.isSettling { state.running[id]!.stop = .shutDown }
-            defer { state.subscribers = [:] }
-            return (state.running.values.compactMap { running in running.task.map { (task: $0, cancels: !running.isSettling) } }, Array(state.subscribers.values))
-        }
-        // A job whose download has ended is not cancelled: its last state (completed, say) is
-        // being written, and a client that saw it settle may close the store next.
-        for (task, cancels) in tasks where cancels { task.cancel() }
-        for (task, _) in tasks { await task.value }
-        for subscriber in subscribers { subscriber.finish() }
-    }
-
     // MARK: Running
 
     /// Starts queued jobs, oldest first, while fewer than ``Configuration/maxConcurrent`` run.
-    private func schedule() {
+    func schedule() {
         state.withLock { state in
             guard state.isStarted, !state.isShutDown else { return }
             for job in state.ordered where job.state == .queued && state.running.count < max(1, configuration.maxConcurrent) {
@@ -332,7 +251,7 @@ public final class DownloadQueue: Sendable {
     }
 
     /// Downloads the job `id` through the read path, then settles it.
-    private func run(_ id: String) async {
+    func run(_ id: String) async {
         guard let job = state.withLock({ $0.jobs[id] }) else { return }
         try? await persist(id)
         configuration.logger.info("Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
@@ -400,7 +319,7 @@ public final class DownloadQueue: Sendable {
 
     /// Takes a prefetch's progress into the job; has the store commit every
     /// ``Configuration/commitInterval`` bytes.
-    private func record(_ progress: PrefetchProgress, of id: String) {
+    func record(_ progress: PrefetchProgress, of id: String) {
         let now = ContinuousClock.now
         let commits = state.withLock { state -> Bool in
             guard state.jobs[id] != nil, let running = state.running[id], running.stop == nil else { return false }
@@ -434,7 +353,7 @@ public final class DownloadQueue: Sendable {
 
     /// Writes the job as it is, with the cookies its stream's host has in the fetcher's jar:
     /// a stream behind signed cookies resumes after a restart, when the jar is empty.
-    private func persist(_ id: String) async throws {
+    func persist(_ id: String) async throws {
         try await store.saveJob(id) { [self] in
             guard var job = state.withLock({ $0.jobs[id] }) else { return nil }
             if let jar = reader.fetcher.cookieJar, let host = job.url.host {
@@ -445,17 +364,17 @@ public final class DownloadQueue: Sendable {
         }
     }
 
-    private func current(_ id: String) throws -> DownloadJob {
+    func current(_ id: String) throws -> DownloadJob {
         guard let job = state.withLock({ $0.jobs[id] }) else { throw Self.noJob(id) }
         return job
     }
 
-    private static func noJob(_ id: String) -> CacheError {
+    static func noJob(_ id: String) -> CacheError {
         CacheError(.notCached, "There is no download job \(id.prefix(60)); `mediacache downloads` lists them.")
     }
 
     /// Eight hexadecimal digits.
-    private static func makeID() -> String {
+    static func makeID() -> String {
         let hex = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         return String(repeating: "0", count: 8 - hex.count) + hex
     }

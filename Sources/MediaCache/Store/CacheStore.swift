@@ -103,7 +103,7 @@ public final class CacheStore: Sendable {
 
     let state: Mutex<State>
     /// The download jobs, as saved (see ``loadJobs()``).
-    private let jobs: Mutex<[String: Data]>
+    let jobs: Mutex<[String: Data]>
     let index: CacheIndex
     /// Each entry's row and each job, said again beside the data (see ``EntryRecords``).
     let records: EntryRecords
@@ -116,10 +116,10 @@ public final class CacheStore: Sendable {
     /// Sealed blocks that failed their check since the store opened.
     let rejectedBlocks = Atomic<Int>(0)
     /// Held open (with a record lock) while the store is open, so one process at a time uses the folder.
-    private let lockDescriptor: Mutex<CInt?>
-    private let lockPathKey: String
+    let lockDescriptor: Mutex<CInt?>
+    let lockPathKey: String
     /// The lock files of the stores open in this process.
-    private static let openFolders = Mutex<Set<String>>([])
+    static let openFolders = Mutex<Set<String>>([])
 
     /// Opens the store in `directory`, creating it if needed.
     ///
@@ -210,188 +210,6 @@ public final class CacheStore: Sendable {
         releaseLock()
     }
 
-    /// Makes `folder` private to its owner (`0700`), or refuses it with the reason: the folder
-    /// holds what the user played (URLs, bytes) and files the store trusts, so a folder another
-    /// user owns or may write to (where they could plant an index or a link in place of a data
-    /// file) is not used.
-    private static func keepPrivate(folder: String) throws {
-        var info = stat()
-        guard stat(folder, &info) == 0 else {
-            throw CacheError(.cannotOpenStore, "Cannot read the cache folder \(folder): \(String(cString: strerror(errno))).")
-        }
-        let mode = info.st_mode & 0o777
-        guard info.st_uid == geteuid() else {
-            throw CacheError(
-                .cannotOpenStore,
-                "The cache folder \(folder) belongs to another user (uid \(info.st_uid)): they could read what is played and change what is served. Choose a folder of your own.")
-        }
-        guard mode & 0o022 == 0 else {
-            throw CacheError(
-                .cannotOpenStore,
-                "Other users may write to the cache folder \(folder) (mode \(String(mode, radix: 8))): they could plant files the cache would serve or overwrite. Run chmod 700 on it, or choose another folder."
-            )
-        }
-        if mode != 0o700, chmod(folder, 0o700) != 0 {
-            throw CacheError(.cannotOpenStore, "Cannot make the cache folder \(folder) private (chmod 700): \(String(cString: strerror(errno))).")
-        }
-    }
-
-    /// Gives the store's file at `path` mode `0600` (creating it first if `create`); a file
-    /// that does not exist is left so.
-    private static func keepPrivate(file path: String, create: Bool) throws {
-        if create {
-            let descriptor = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)
-            guard descriptor >= 0 else {
-                throw CacheError(.cannotOpenStore, "Cannot open \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
-            }
-            closeDescriptor(descriptor)
-        }
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
-            throw CacheError(.cannotOpenStore, "\(path) is not a file of yours: the cache folder was changed by someone else. Remove it, or choose another folder.")
-        }
-        if info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0 {
-            throw CacheError(.cannotOpenStore, "Cannot make \(path) private (chmod 600): \(String(cString: strerror(errno))).")
-        }
-    }
-
-    private func releaseLock() {
-        let released = lockDescriptor.withLock { descriptor -> Bool in
-            defer { descriptor = nil }
-            guard let open = descriptor else { return false }
-            closeDescriptor(open)
-            return true
-        }
-        if released { _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) } }
-    }
-
-    /// Opens the index at `path`. One that SQLite cannot read or whose pages fail its check,
-    /// or that is missing while entry records are there, is moved aside (kept as
-    /// `index.sqlite.damaged-<time>`) and rebuilt from the records (``EntryRecords``): every
-    /// entry with its key, validators, spans and pin, and every download job. The store then
-    /// starts, and says what it did once, at warning level.
-    private static func openIndex(path: String, existed: Bool, records: EntryRecords, configuration: Configuration) throws -> CacheIndex {
-        let sealer = configuration.encryptionKey.map(IndexSealer.init)
-        let problem: String
-        do {
-            let index = try CacheIndex(path: path, sealer: sealer, records: records)
-            if existed, let damage = index.damage() {
-                try? index.close()
-                problem = "its pages fail SQLite's check: \(damage)"
-            } else if !existed, !records.isEmpty {
-                return try rebuild(index, from: records, because: "it was missing", movedTo: nil, configuration: configuration)
-            } else {
-                return index
-            }
-        } catch let error as CacheError where CacheIndex.isDamage(error.underlyingError) {
-            problem = "SQLite cannot read it (\(String(describing: error.underlyingError!).prefix(200)))"
-        }
-        let aside = path + ".damaged-\(Int64(configuration.clock.now.timeIntervalSince1970))"
-        for suffix in ["", "-wal", "-shm"] where rename(path + suffix, aside + suffix) != 0 && errno != ENOENT {
-            throw CacheError(.indexFailure, "The cache index at \(path) is damaged (\(problem)) and cannot be moved aside: \(String(cString: strerror(errno))).")
-        }
-        let created = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)  // mode 0600, before SQLite makes it
-        if created >= 0 { closeDescriptor(created) }
-        return try rebuild(CacheIndex(path: path, sealer: sealer, records: records), from: records, because: problem, movedTo: aside, configuration: configuration)
-    }
-
-    /// Writes every entry record and job record into `index`, which is new.
-    private static func rebuild(_ index: CacheIndex, from records: EntryRecords, because problem: String, movedTo aside: String?, configuration: Configuration)
-        throws -> CacheIndex
-    {
-        let (rows, unreadable) = records.load()
-        let jobs = records.loadJobs()
-        try index.rebuild(rows: rows, jobs: jobs)
-        var metadata: Logger.Metadata = [
-            "problem": "\(problem)", "entries": "\(rows.count)", "pinned": "\(rows.filter(\.isPinned).count)", "jobs": "\(jobs.count)",
-            "unreadable records": "\(unreadable.count)",
-        ]
-        if let aside { metadata["moved to"] = "\(aside)" }
-        configuration.logger.warning("The cache index was damaged; rebuilt it from the entry records", metadata: metadata)
-        CacheMetrics.indexRebuilt()
-        return index
-    }
-
-    /// Loads the index and reconciles it with the data files on disk: an entry record whose
-    /// row the index lacks (a row it could not decode) is taken back when its data file is
-    /// there; records and data files nothing names are removed.
-    private static func recover(
-        index: CacheIndex, records: EntryRecords, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
-        directory: URL
-    ) throws -> State {
-        var state = State()
-        var knownFiles: Set<String> = []
-        var (rows, others) = try index.loadAll()
-        let named = Set(rows.map(\.fileName) + others.map(\.fileName))
-        let keys = Set(rows.map(\.key))
-        var recordNames = Set<String>()
-        var recorded: [String: CacheIndex.Row] = [:]
-        for record in records.load().rows {
-            recordNames.insert(record.fileName)
-            recorded[record.fileName] = record
-            guard !named.contains(record.fileName), !keys.contains(record.key), access(dataDirectory + "/" + record.fileName, F_OK) == 0 else { continue }
-            configuration.logger.warning("An entry the cache index lost is taken back from its record", metadata: ["file": "\(record.fileName)"])
-            rows.append(record)
-        }
-        if layout == nil, others.contains(where: { $0.kind == .sealed }) {
-            throw CacheError(.encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key (--encryption-key-file).")
-        }
-        for row in rows {
-            var spans = row.spans
-            if let record = recorded[row.fileName], record.key == row.key, record.spans != spans {
-                // A row and its record claim different bytes: only what both claim is sure (a
-                // record lags its row by at most one commit; a row garbled in place says more).
-                spans = SpanSet(spans.spans.flatMap { record.spans.spans(in: $0) })
-            }
-            let path = dataDirectory + "/" + row.fileName
-            var info = stat()
-            let fileSize: Int64 = stat(path, &info) == 0 ? Int64(info.st_size) : 0
-            let storable = layout?.plaintextLength(fileSize: fileSize) ?? fileSize
-            if let last = spans.spans.last, last.upperBound > storable {
-                // Only possible after a power loss with data synchronisation off.
-                spans.remove(ByteRange(storable, last.upperBound))
-            }
-            knownFiles.insert(row.fileName)
-            state.records[row.key] = Record(
-                fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
-                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned, isDirty: spans != row.spans || !named.contains(row.fileName))
-            state.totalBytes += spans.byteCount
-        }
-        var unsealed = 0
-        for other in others {
-            switch other.kind {
-            case .sealed:
-                // Sealed with another key: a miss for this store, but kept (counted against the
-                // limit, evicted as any entry) so that the right key finds it again.
-                knownFiles.insert(other.fileName)
-                state.otherRows[other.fileName] = other
-                state.totalBytes += other.byteCount
-            case .unsealed:
-                // An entry stored before the store was encrypted: nothing unencrypted may stay.
-                state.deletedRowKeys.append(other.rowKey)
-                unsealed += 1
-            }
-        }
-        if !state.otherRows.isEmpty {
-            configuration.logger.warning(
-                "Cache entries sealed with another key are misses for this key; they stay until evicted",
-                metadata: ["entries": "\(state.otherRows.count)", "folder": "\(directory.path)"])
-        }
-        if unsealed > 0 {
-            configuration.logger.notice(
-                "The cache was not encrypted before: its unencrypted entries are removed",
-                metadata: ["entries": "\(unsealed)", "folder": "\(directory.path)"])
-        }
-        // Files the index does not name were written after the last commit or belong to a
-        // removed entry: nothing refers to them.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? [] where !knownFiles.contains(name) {
-            unlink(dataDirectory + "/" + name)
-        }
-        for name in recordNames.subtracting(knownFiles) { records.remove(fileName: name) }
-        return state
-    }
-
     // MARK: Queries
 
     /// The cache key for `url`, from the configured key function. The keys of recent URLs
@@ -469,78 +287,6 @@ public final class CacheStore: Sendable {
             for key in Array(state.records.keys) { state.drop(key) }
             for name in Array(state.otherRows.keys) { state.dropOtherRow(name) }
         }
-        try await flush()
-    }
-
-    // MARK: Pins
-
-    /// Pins the entries for `keys` (creating empty ones for keys with none, so the bytes
-    /// that arrive later are pinned too): they are never evicted by size or age, and their
-    /// bytes count against ``Configuration/pinnedQuota``. Removing an entry (``remove(_:)``)
-    /// still removes it. The pin is committed before this returns.
-    public func pin(_ keys: some Sequence<CacheKey>) async throws {
-        let now = configuration.clock.now
-        try state.withLock { state in
-            guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
-            for key in keys {
-                if state.records[key] == nil {
-                    state.records[key] = Record(
-                        fileName: Self.newFileName(), generation: state.makeGeneration(), metadata: ContentMetadata(),
-                        spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
-                }
-                state.records[key]!.isPinned = true
-                state.records[key]!.isDirty = true
-            }
-        }
-        try await flush()
-    }
-
-    /// Gives the entries for `keys` back to the least-recently-used policy (their bytes stay
-    /// until it evicts them); empty entries are removed. Then trims the store.
-    public func unpin(_ keys: some Sequence<CacheKey>) async throws {
-        state.withLock { state in
-            for key in keys where state.records[key]?.isPinned == true {
-                state.records[key]!.isPinned = false
-                state.records[key]!.isDirty = true
-                if state.records[key]!.spans.isEmpty, state.records[key]!.openBy.isEmpty { state.drop(key) }
-            }
-        }
-        try await trim()
-    }
-
-    /// Whether the entry for `key` is pinned.
-    public func isPinned(_ key: CacheKey) -> Bool {
-        state.withLock { $0.records[key]?.isPinned ?? false }
-    }
-
-    /// The bytes stored in pinned entries.
-    public var pinnedBytes: Int64 {
-        state.withLock { $0.pinnedBytes }
-    }
-
-    /// The download jobs kept with the store (JSON bodies, by id), from memory: read from the
-    /// index when the store opened, and kept as they are saved since.
-    func loadJobs() throws -> [(id: String, body: Data)] {
-        jobs.withLock { $0.sorted { $0.key < $1.key }.map { (id: $0.key, body: $0.value) } }
-    }
-
-    /// Keeps the job `id` with the store as `body` gives it then (JSON), or forgets it when
-    /// `body` gives `nil` (see ``CacheIndex/saveJob(_:body:)``).
-    func saveJob(_ id: String, body: @escaping @Sendable () throws -> Data?) async throws {
-        guard !state.withLock({ $0.isClosed }) else { throw CacheError(.storeClosed, "The cache store is closed.") }
-        // The body is taken on the index's queue, in call order; memory follows the same order.
-        try await index.saveJob(id) { [self] in
-            let saved = try body()
-            self.jobs.withLock { $0[id] = saved }
-            return saved
-        }
-    }
-
-    /// Evicts expired entries and, if the store is over its limit, the least recently used
-    /// ones, then flushes.
-    public func trim() async throws {
-        let now = configuration.clock.now
-        state.withLock { _ = $0.evict(using: configuration.evictor, now: now) }
         try await flush()
     }
 

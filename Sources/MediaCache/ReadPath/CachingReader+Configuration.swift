@@ -1,0 +1,86 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+public import Foundation
+public import Logging
+
+extension CachingReader {
+    /// Options for the read path.
+    public struct Configuration: Sendable {
+        /// The largest chunk a stream yields when reading from disk.
+        package var chunkSize = 1 << 20
+        /// The largest file region ``ReadStream/nextPart()`` gives for cached bytes (sent with
+        /// `sendfile`, so no memory is held for it); the first region of a read is
+        /// ``minimumChunkSize``, so its first bytes leave at once.
+        package var fileRegionSize = 1 << 20
+        /// About how many bytes the file regions of all open streams may span together: with
+        /// `n` streams open a region is `fileRegionBudget / n`, within ``minimumChunkSize`` ...
+        /// ``fileRegionSize``. A server sends a region with one `sendfile` call on its event
+        /// loop, so with many clients smaller regions take turns sooner: a client that has
+        /// just asked gets its first bytes without waiting behind megabytes sent to others.
+        package var fileRegionBudget = 16 << 20
+        /// The smallest chunk a stream yields from disk (unless fewer bytes are left).
+        package var minimumChunkSize = 32 << 10
+        /// About how much memory the chunks of all open streams may hold together: each
+        /// open stream may have one chunk being read and two being sent, so with `n`
+        /// streams open a chunk is `readBufferBudget / 3n`, within ``minimumChunkSize``
+        /// ... ``chunkSize``. One stream gets large reads (few hops per byte); many get
+        /// small ones, so memory stays flat as clients are added.
+        package var readBufferBudget = 8 << 20
+        /// The most bytes a download gathers for one write to the store: while a write is
+        /// under way, the chunks that arrive are queued and then written (and delivered)
+        /// together, up to this many; the origin waits while the queue is full.
+        package var writeBatchLimit = 1 << 20
+        /// How far a download may run ahead of its fastest reader.
+        package var readAhead: Int64 = 4 << 20
+        /// The first origin request of a download asks for at most this many bytes; each
+        /// next one asks for as many as the download has delivered so far (doubling), up
+        /// to ``maximumRequest``. A reader that goes away early so wastes little traffic,
+        /// and one that keeps reading soon gets large requests.
+        package var minimumRequest: Int64 = 256 << 10
+        /// The most bytes one origin request asks for.
+        package var maximumRequest: Int64 = 8 << 20
+        /// A reader joins a download whose next byte is at most this far before its cursor,
+        /// rather than starting its own.
+        package var joinDistance: Int64 = 1 << 20
+        /// How many times a broken origin connection is resumed (without progress between).
+        public var maxRetries = 3
+        /// The wait before a resume, multiplied by the attempt number.
+        package var retryDelay: Duration = .milliseconds(100)
+        /// A read with missing bytes first asks the origin whether the cached bytes are still
+        /// current, before it yields any, unless the origin confirmed them this recently.
+        /// Within the interval a read serves cached bytes at once; if the origin then turns
+        /// out to have a new version, the read ends with `.resourceChanged` after old bytes
+        /// only (never a mix). `.zero` checks every time.
+        public var revalidationInterval: Duration = .seconds(60)
+        /// How many resources' last validation is remembered (see ``ValidationMemory``).
+        package var validationMemoryLimit = 10_000
+        /// Never contact an origin: cached bytes are served whatever their freshness, and
+        /// anything else fails with ``CacheError/Code/offline`` (a proxy answers `504`, as
+        /// RFC 9111 §5.2.1.7 has a cache answer `only-if-cached`). For a flight, with pinned
+        /// downloads (``DownloadQueue``).
+        public var isOffline = false
+        /// Serve cached resources without asking the origin whatever their freshness (a
+        /// music app streaming from its own CDN wants zero traffic on every replay). The
+        /// trade: a file changed at the origin is noticed only when a read reaches bytes
+        /// that are not cached.
+        public var prefersCache = false
+        /// When a stale resource cannot be revalidated because the origin cannot be reached
+        /// (or answers 5xx), serve the cached copy anyway (and log a warning) — unless the
+        /// origin said `must-revalidate` or `no-cache` (``ContentMetadata/requiresRevalidation``).
+        public var servesStaleOnOriginFailure = true
+        /// When a read that has been giving cached bytes reaches missing ones, it waits this
+        /// long before asking the origin for them. A player that cancels once it has what
+        /// it needs sends the cancel while earlier bytes are still in flight (socket buffers
+        /// hold megabytes); the wait lets the cancel arrive first, so a replayed session
+        /// does not fetch bytes nobody takes. `.zero` never waits.
+        package var holeDelay: Duration = .milliseconds(20)
+        /// What ``holeDelay`` is waited on: real time, or a test's ``PauseTimer``.
+        package var pauseTimer: any PauseTimer = SystemPauseTimer()
+        /// Where the read path logs.
+        public var logger = Logger(label: "mediacache.read", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// Creates the default configuration.
+        public init() {}
+    }
+}

@@ -1,0 +1,196 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+public import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+extension CachingReader {
+    // MARK: Reading
+
+    /// Starts reading `length` bytes at `offset` (to the end when `length` is `nil`).
+    ///
+    /// Returns once the content information is known and, if bytes are missing, the origin
+    /// has confirmed the cached bytes are current, so ``ReadStream/metadata`` and
+    /// ``ReadStream/range`` can be sent to a player before the first byte.
+    /// - Throws: `.rangeNotSatisfiable` (with ``CacheError/resourceLength``) when `offset`
+    ///   is at or past the end; origin errors.
+    /// - Parameter url: the resource.
+    /// - Parameter offset: the first byte to read.
+    /// - Parameter length: how many bytes to read; `nil` for all to the end.
+    /// - Parameter headers: the player's request headers, sent with the origin requests this
+    ///   read starts (a download shared by several reads carries those of the read that
+    ///   started it: one cache serves one user).
+    /// - Parameter planned: the content information the caller just got from
+    ///   ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for this same request: the
+    ///   read plans from it instead of asking again, so a resource that must be validated on
+    ///   every use (`no-cache`) or is never stored (`no-store`) costs one origin request, not two.
+    public func read(
+        _ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = [],
+        planned: ContentMetadata? = nil
+    ) async throws -> ReadStream {
+        guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
+            throw CacheError(.rangeNotSatisfiable, "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
+        }
+        // Lengths past the bound mean "to the end" (no resource is that long), and the
+        // bound keeps `offset + length` from overflowing.
+        let length = length.map { min($0, ByteRange.maximumOffset) }
+        return try await read(url, headers: headers, planned: planned, lengthless: (offset, length)) { total in
+            guard offset < total || (offset == 0 && total == 0) else { return nil }
+            return ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
+        }
+    }
+
+    /// Starts reading the bytes `resolve` picks from the resource's length, in the version
+    /// the read finds: when the origin turns out to hold another version than `planned`, the
+    /// range is resolved again from the new length, so ``ReadStream/metadata`` and
+    /// ``ReadStream/range`` always agree (a front door writes its head from them alone). The
+    /// one place a read plans again, at most three times.
+    /// - Parameter lengthless: the offset and length to read when the resource has no length.
+    /// - Parameter resolve: the bytes to read of a resource of the given length; `nil` when
+    ///   none can be (`.rangeNotSatisfiable`, with ``CacheError/resourceLength``).
+    package func read(
+        _ url: URL, headers: RequestHeaders, planned: ContentMetadata?, lengthless: (offset: Int64, length: Int64?),
+        resolving resolve: (Int64) -> ByteRange?
+    ) async throws -> ReadStream {
+        let key = store.key(for: url)
+        var planned = planned
+        for _ in 0..<3 {
+            let metadata: ContentMetadata
+            if let known = planned {
+                metadata = known
+                planned = nil  // a version that changed under the read is asked for again
+            } else {
+                metadata = try await contentInfo(for: url, headers: headers)
+            }
+            guard let total = metadata.length else {
+                return try await passThrough(url, key: key, offset: lengthless.offset, length: lengthless.length, headers: headers)
+            }
+            guard let range = resolve(total) else {
+                var error = CacheError(.rangeNotSatisfiable, "The range is outside the \(total)-byte resource.")
+                error.resourceLength = total
+                throw error
+            }
+            let handle = metadata.isStorable ? try? store.openEntry(key) : nil
+            if configuration.isOffline, !range.isEmpty, (try? handle?.spans())?.contains(range) != true {
+                handle?.close()
+                throw OfflineFetcher.error(url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
+            }
+            let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
+            if !metadata.isStorable { session.joinReservedDownload() }
+            if needsValidation(key, range: range, handle: handle) {
+                switch await session.startFirstDownloadAndWaitForResponse() {
+                case .ready:
+                    break
+                case .resourceChanged:
+                    // The entry now holds the new version's metadata; plan again from it.
+                    session.close()
+                    continue
+                case .failed(let error):
+                    session.close()
+                    throw error
+                }
+            }
+            let current = (try? handle?.metadata()) ?? metadata
+            guard current.length == total, current.isSameVersion(as: metadata) else {
+                session.close()  // another version was stored meanwhile: plan again from it
+                continue
+            }
+            return ReadStream(metadata: current, range: range, session: session)
+        }
+        throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
+    }
+
+    /// A read of a resource whose length the origin does not say (a chunked or
+    /// close-delimited body: internet radio, a generated file, a low-latency HLS segment
+    /// still being made): one `GET`, streamed straight to this reader from `offset` until the
+    /// body ends, shared with no other read. It asks for the read's range, so an origin that
+    /// serves a growing resource by range (`206` with `bytes a-b/*`) sends the bytes from
+    /// `offset` as they are made; one that answers whole is read from its start. A whole read
+    /// of a storable body is also written to a new entry, which becomes complete when the body
+    /// ends. The stream's range then ends at ``ByteRange/maximumOffset`` or the part's end.
+    func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
+        let asked = ByteRange(offset, length.map { min(offset + $0, ByteRange.maximumOffset) } ?? ByteRange.maximumOffset)
+        let response: OriginResponse
+        if let held = scheduler.takeReservedBody(key), held.bodyOffset == 0 || held.bodyOffset == offset {
+            response = held  // the probe's, held for this read (see `contentInfoForRead`)
+        } else {
+            let range = asked == ByteRange(0, ByteRange.maximumOffset) || asked.isEmpty ? nil : asked
+            response = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers)
+        }
+        try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
+        let end = min(asked.upperBound, response.metadata.length ?? ByteRange.maximumOffset, response.bodyEnd ?? ByteRange.maximumOffset)
+        guard offset < end || (offset == 0 && end == 0) else {
+            var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the resource.")
+            error.resourceLength = response.metadata.length
+            throw error
+        }
+        let range = ByteRange(offset, end)
+        // A whole read of a storable body writes it to a new entry as it passes; the entry
+        // gets its length when the body ends (see `ReadSession.PassThrough`). One such
+        // writer per resource at a time. (Not a part of a resource of unknown length: where
+        // a part ends says nothing of where the resource does.)
+        var writer: CacheEntryHandle?
+        if offset == 0, length == nil, response.bodyEnd == nil, response.metadata.isStorable, passThroughWriters.withLock({ $0.insert(key).inserted }) {
+            // An entry without a length is the leftover of a writer that did not finish.
+            if let stale = store.metadata(for: key), stale.length == nil { try? await store.remove(key) }
+            if store.metadata(for: key) == nil, let handle = try? store.openEntry(key), (try? handle.updateMetadata(response.metadata)) != nil {
+                writer = handle
+            } else {
+                passThroughWriters.withLock { _ = $0.remove(key) }
+            }
+        }
+        configuration.logger.info("Streaming an answer without a length through", metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
+        let session = ReadSession(
+            reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
+            passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
+        var stream = ReadStream(metadata: response.metadata, range: range, session: session)
+        stream.isPartOfUnknownLength = response.metadata.length == nil && response.bodyEnd != nil
+        return stream
+    }
+
+    func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
+        guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
+        let last = validations.date(of: key)
+        return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
+    }
+
+    /// What each running origin download fetches (the status page).
+    package var activeDownloadSummaries: [DownloadSummary] {
+        scheduler.summaries
+    }
+
+    /// Records the gauges of the metrics (downloads in flight, and the store's size, limit and
+    /// entries) as they are now: call it before an export.
+    public func recordMetrics() {
+        CacheMetrics.downloadsInFlight.record(scheduler.count)
+        let summary = store.summary()
+        CacheMetrics.cacheSize.record(summary.bytes)
+        CacheMetrics.cacheEntries.record(summary.entries)
+        CacheMetrics.cacheLimit.record(summary.limit)
+    }
+
+    /// How many origin downloads are running (each one may serve several readers).
+    public var activeDownloads: Int {
+        scheduler.count
+    }
+
+    /// The chunk size for a stream now, given how many are open.
+    var currentChunkSize: Int64 {
+        share(of: configuration.readBufferBudget / 3, upTo: configuration.chunkSize)
+    }
+
+    /// The file region size for a stream now, given how many are open.
+    var currentRegionSize: Int64 {
+        share(of: configuration.fileRegionBudget, upTo: configuration.fileRegionSize)
+    }
+
+    /// One open stream's share of `budget`, in whole 16 KiB, within ``Configuration/minimumChunkSize`` ... `maximum`.
+    func share(of budget: Int, upTo maximum: Int) -> Int64 {
+        let open = max(1, openStreams.load(ordering: .relaxed))
+        let share = budget / open / (16 << 10) * (16 << 10)
+        return Int64(min(maximum, max(configuration.minimumChunkSize, share)))
+    }
+
+}
