@@ -114,10 +114,20 @@ public final class HTTPOriginFetcher: OriginFetcher {
                     configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
                     throw CacheError(.originRejected, reason, underlyingError: error)
                 }
-                throw HTTPOriginFetcher.unreachable(url, error)
+                let unreachable = HTTPOriginFetcher.unreachable(url, error)
+                if HTTPOriginFetcher.isStaleConnection(error) { throw StaleConnection(error: unreachable) }
+                throw unreachable
             }
             return OriginReply(status: Int(response.status.code), reason: String(response.status.reasonPhrase), headers: response.headers, body: response.body)
         }
+    }
+
+    /// Whether `error` says the connection closed under a request before its answer: a
+    /// connection from the pool that the origin had closed (its keep-alive ended) as the
+    /// request went out.
+    static func isStaleConnection(_ error: any Error) -> Bool {
+        if let error = error as? ChannelError, error == .ioOnClosedChannel || error == .outputClosed { return true }
+        return (error as? HTTPClientError) == .remoteConnectionClosed
     }
 
     /// The error for an origin that cannot be reached, naming it and the cause.

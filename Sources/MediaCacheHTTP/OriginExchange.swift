@@ -32,6 +32,13 @@ protocol OriginTransport: Sendable {
     func send(_ request: OriginRequest) async throws -> OriginReply
 }
 
+/// A transport's failure on a connection reused from its pool that closed before the answer
+/// came: the request may never have reached the origin. ``OriginExchange`` sends it once more;
+/// `error` is what the failure means if that fails too.
+struct StaleConnection: Error {
+    var error: CacheError
+}
+
 /// The rules of origin requests that do not depend on the transport.
 struct OriginPolicy: Sendable {
     var maxRedirects: Int
@@ -198,6 +205,25 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     /// Sends `request`, following redirects: each hop is checked with ``checkOrigin(_:)``,
     /// at most ``OriginPolicy/maxRedirects`` are followed and none twice (a loop).
     /// - Returns: the last answer, and the URL it came from when redirects led elsewhere.
+    /// Sends `request`; one whose pooled connection closed before it was answered
+    /// (``StaleConnection``) is sent once more, on a new connection: `GET` and `HEAD` are
+    /// idempotent (RFC 9110 §9.2.2). The retry is logged at warning level and counted.
+    private func send(_ request: OriginRequest) async throws -> OriginReply {
+        do {
+            return try await transport.send(request)
+        } catch let stale as StaleConnection {
+            policy.logger.warning(
+                "Retrying an origin request whose connection closed before it was answered",
+                metadata: ["url": "\(request.url.absoluteString.prefix(200))", "cause": "\(stale.error.message)"])
+            CacheMetrics.retried(.connectionClosed)
+            do {
+                return try await transport.send(request)
+            } catch let again as StaleConnection {
+                throw again.error
+            }
+        }
+    }
+
     private func execute(_ request: OriginRequest, url: URL) async throws -> (OriginReply, finalURL: URL?) {
         var request = request
         var current = url
@@ -211,7 +237,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
                 request.headers.remove(name: "cookie")
                 if let field = jar.field(for: current, now: policy.clock.now) { request.headers.add(name: "Cookie", value: field) }
             }
-            let response = try await transport.send(request)
+            let response = try await send(request)
             keepCookies(of: response, from: current)
             guard [301, 302, 303, 307, 308].contains(response.status) else { return (response, current == url ? nil : current) }
             // The redirect's own body is not wanted; read a little of it so the connection

@@ -237,50 +237,33 @@ public struct ServerInfo: Sendable, Codable, Equatable {
 
 /// The open connections and their running responses, so a shutdown can end them all.
 final class ConnectionRegistry: Sendable {
-    private struct State {
-        var channels: [ObjectIdentifier: any Channel] = [:]
-        var tasks: [UInt64: Task<Void, Never>] = [:]
-        var nextTask: UInt64 = 0
-    }
-
-    private let state = Mutex(State())
+    private let channels = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let tasks = OwnedTasks()
 
     /// How many connections are open.
     var count: Int {
-        state.withLock { $0.channels.count }
+        channels.withLock { $0.count }
     }
 
     func add(_ channel: any Channel) {
-        state.withLock { $0.channels[ObjectIdentifier(channel)] = channel }
+        channels.withLock { $0[ObjectIdentifier(channel)] = channel }
     }
 
     func remove(_ channel: any Channel) {
-        _ = state.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        _ = channels.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
     }
 
     /// Runs `body` as a tracked task.
     func run(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
-        state.withLock { state in
-            let id = state.nextTask
-            state.nextTask += 1
-            let task = Task { [weak self] in
-                await body()
-                _ = self?.state.withLock { $0.tasks.removeValue(forKey: id) }
-            }
-            state.tasks[id] = task
-            return task
-        }
+        tasks.run(body)
     }
 
     func closeAll() async {
-        let (channels, tasks) = state.withLock { (Array($0.channels.values), Array($0.tasks.values)) }
+        let open = channels.withLock { Array($0.values) }
         // Waits for each close, so that no request is answered once the server has stopped.
         await withTaskGroup(of: Void.self) { group in
-            for channel in channels { group.addTask { try? await channel.close() } }
+            for channel in open { group.addTask { try? await channel.close() } }
         }
-        for task in tasks {
-            task.cancel()
-            await task.value
-        }
+        await tasks.cancelAndWait()
     }
 }

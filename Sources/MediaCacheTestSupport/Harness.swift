@@ -106,20 +106,25 @@ extension TestOrigin.Resource {
 }
 
 extension Harness {
-    /// Waits until the read path runs no download and the origin has received no request
-    /// for `path` for 100 ms (at most 5 s), so counters reset afterwards start clean.
+    /// Waits until the read path runs no download and no probe, then until the origin has
+    /// received no request for `path` for 100 ms, so counters reset afterwards start clean.
+    /// The quiet window is the one wait of the suite that is not an event: a request its
+    /// download cancelled may still be on its way to the origin after the download ended, and
+    /// nothing on this side can see it arrive. Throws if the origin is not quiet within 30 s.
     public func waitUntilQuiet(_ path: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(5)
+        try await waitUntil { reader.activeDownloads == 0 && reader.contentInfoWaiters == 0 }
+        let deadline = ContinuousClock.now + .seconds(30)
         var count = origin.requests(path).count
         var stableSince = ContinuousClock.now
-        while ContinuousClock.now < deadline {
+        while ContinuousClock.now - stableSince < .milliseconds(100) {
+            guard ContinuousClock.now < deadline else {
+                throw CacheError(.originTimedOut, "waitUntilQuiet: \(path) kept getting requests for 30 s.")
+            }
             try await Task.sleep(for: .milliseconds(10))
             let now = origin.requests(path).count
             if now != count || reader.activeDownloads > 0 {
                 count = now
                 stableSince = ContinuousClock.now
-            } else if ContinuousClock.now - stableSince >= .milliseconds(100) {
-                return
             }
         }
     }

@@ -10,7 +10,7 @@ import Synchronization
 /// (`mediacache serve` exports them at `/metrics` with swift-prometheus). Names follow
 /// Prometheus: `mediacache_…`, base units, `_total` for counters; no URL is ever a label.
 /// Each is made on first use, so a backend bootstrapped before the first request sees all.
-enum CacheMetrics {
+package enum CacheMetrics {
     static let originRequests = Counter(label: "mediacache_origin_requests_total")
     static let originBytes = Counter(label: "mediacache_origin_bytes_total")
     static let evictions = Counter(label: "mediacache_evictions_total")
@@ -22,6 +22,22 @@ enum CacheMetrics {
     static let rejectedBlocks = Counter(label: "mediacache_rejected_blocks_total")
     static let indexRebuilds = Counter(label: "mediacache_index_rebuilds_total")
     static let refusedCookies = Counter(label: "mediacache_refused_cookies_total")
+
+    /// Why an origin request was made again.
+    package enum Retry: String, CaseIterable, Sendable {
+        /// A download resumed after its connection broke (`Range` from where it stopped).
+        case resume
+        /// A request whose pooled connection closed before it was answered, sent again.
+        case connectionClosed = "connection-closed"
+    }
+
+    private static let retries = Dictionary(
+        uniqueKeysWithValues: Retry.allCases.map { ($0, Counter(label: "mediacache_origin_retries_total", dimensions: [("cause", $0.rawValue)])) })
+
+    /// Counts an origin request made again, by its cause.
+    package static func retried(_ cause: Retry) {
+        retries[cause]?.increment()
+    }
 
     /// The index was found damaged or missing at open and rebuilt from the entry records.
     static func indexRebuilt() {
@@ -49,7 +65,7 @@ enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds, refusedCookies
+            indexRebuilds, refusedCookies, retries
         )
     }
 

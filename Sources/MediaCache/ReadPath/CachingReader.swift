@@ -37,6 +37,9 @@ public final class CachingReader: Sendable {
     /// How many calls wait on the origin for content information (probes and validations,
     /// shared or not): tests wait on it to know that requests are sharing one.
     package var contentInfoWaiters: Int { waitingForOrigin.load(ordering: .relaxed) }
+    /// The read path's other tasks: waiters on shared probes, removals of unfinished
+    /// entries (``shutDown()`` ends them too).
+    let owned = OwnedTasks()
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
@@ -158,7 +161,7 @@ public final class CachingReader: Sendable {
         // A caller that is cancelled stops waiting at once; a shared task goes on for the
         // others and for the store, one of this caller's own is cancelled with it.
         return try await withTaskCancellationHandler {
-            try await Self.value(of: task)
+            try await value(of: task)
         } onCancel: {
             if !shares { task.cancel() }
         }
@@ -201,17 +204,18 @@ public final class CachingReader: Sendable {
             task.cancel()
             _ = await task.result
         }
+        await owned.cancelAndWait()
     }
 
     /// The value of `task`, or `CancellationError` as soon as the calling task is cancelled,
     /// whether or not `task` has ended.
-    static func value<T: Sendable>(of task: Task<T, any Error>) async throws -> T {
+    func value<T: Sendable>(of task: Task<T, any Error>) async throws -> T {
         let waiter = Waiter<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 waiter.set(continuation)
                 if Task.isCancelled { waiter.resume(with: .failure(CancellationError())) }
-                Task { waiter.resume(with: await task.result) }
+                owned.run { waiter.resume(with: await task.result) }
             }
         } onCancel: {
             waiter.resume(with: .failure(CancellationError()))

@@ -128,7 +128,8 @@ struct OfflineFetcher: OriginFetcher {
     }
 
     func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
-        throw Self.error(url, "the cache does not hold " + (range.map { "bytes \($0.lowerBound)-\($0.upperBound - 1)" } ?? "it"))
+        let bytes = range.map { "bytes \($0.lowerBound)-" + ($0.upperBound >= ByteRange.maximumOffset ? "" : "\($0.upperBound - 1)") }
+        throw Self.error(url, "the cache does not hold " + (bytes ?? "it"))
     }
 
     func checkOrigin(_ url: URL) throws {

@@ -95,6 +95,7 @@ struct OriginTransfer: Sendable {
                 let finalError = cacheError ?? CacheError(.originUnavailable, "The origin connection failed and could not be resumed.", underlyingError: error)
                 guard let attempt = download.requestFailed(finalError, retryable: retryable, maxRetries: configuration.maxRetries) else { return }
                 configuration.logger.warning("Resuming an origin download", metadata: ["url": "\(url)", "at": "\(download.position)", "error": "\(error)"])
+                CacheMetrics.retried(.resume)
                 try? await Task.sleep(for: configuration.retryDelay * attempt)
                 download.resuming()
             }

@@ -352,7 +352,7 @@ final class ReadSession: Sendable {
             return
         }
         writer.close()
-        Task {
+        reader.owned.run {
             try? await reader.store.remove(key)
             reader.passThroughWriters.withLock { _ = $0.remove(key) }
         }

@@ -20,6 +20,8 @@ public enum MetricsHelp {
         "mediacache_cache_limit_bytes": "The most bytes the cache may hold.",
         "mediacache_cache_entries": "Entries in the cache.",
         "mediacache_index_rebuilds_total": "Times the cache index was found damaged or missing at open and rebuilt from the entry records.",
+        "mediacache_origin_retries_total":
+            "Origin requests made again, by cause: resume (a download resumed after its connection broke), connection-closed (a pooled connection closed before the answer); each is logged.",
         "mediacache_refused_cookies_total":
             "Set-Cookie fields from origins that the cookie jar refused (another site's domain, Secure over HTTP, malformed, too long); each is logged.",
         "mediacache_rejected_blocks_total": "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
