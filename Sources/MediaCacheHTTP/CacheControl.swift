@@ -7,15 +7,15 @@
 /// Parsing never fails as a whole: a malformed directive is skipped, as RFC 9111 §5.2 asks
 /// of directives a cache does not understand, and numbers are bounded (`delta-seconds`
 /// above 2^31 count as 2^31, §1.2.2).
-public struct CacheControl: Sendable, Hashable {
+package struct CacheControl: Sendable, Hashable {
     /// Each directive's lower-cased name and its value (`nil` for none), in order.
-    public var directives: [(name: String, value: String?)]
+    package var directives: [(name: String, value: String?)]
 
-    public static func == (a: CacheControl, b: CacheControl) -> Bool {
+    package static func == (a: CacheControl, b: CacheControl) -> Bool {
         a.directives.elementsEqual(b.directives) { $0.name == $1.name && $0.value == $1.value }
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         for (name, value) in directives {
             hasher.combine(name)
             hasher.combine(value)
@@ -23,31 +23,31 @@ public struct CacheControl: Sendable, Hashable {
     }
 
     /// The largest `delta-seconds` kept (RFC 9111 §1.2.2).
-    public static let maximumSeconds: Int64 = 1 << 31
+    package static let maximumSeconds: Int64 = 1 << 31
 
     /// Parses the values of every `Cache-Control` field of a message.
-    public init(_ values: [String]) {
+    package init(_ values: [String]) {
         directives = values.flatMap(Self.parse)
     }
 
     /// The value of directive `name` (lower-case), `.some(nil)` when present without one.
-    public func value(_ name: String) -> String?? {
+    package func value(_ name: String) -> String?? {
         directives.first { $0.name == name }.map(\.value)
     }
 
     /// Whether directive `name` (lower-case) is present.
-    public func contains(_ name: String) -> Bool {
+    package func contains(_ name: String) -> Bool {
         directives.contains { $0.name == name }
     }
 
     /// `no-store`: the response must not be stored.
-    public var noStore: Bool { contains("no-store") }
+    package var noStore: Bool { contains("no-store") }
 
     /// `max-age` in seconds, if present and a valid `delta-seconds`.
-    public var maxAge: Int64? { seconds("max-age") }
+    package var maxAge: Int64? { seconds("max-age") }
 
     /// A `delta-seconds` directive, bounded; `nil` when absent or not a number.
-    public func seconds(_ name: String) -> Int64? {
+    package func seconds(_ name: String) -> Int64? {
         guard case .some(.some(let text)) = value(name), let number = HTTPNumber.saturating(text) else { return nil }
         return min(number, Self.maximumSeconds)
     }

@@ -7,7 +7,7 @@ import MediaCache
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two obsolete forms recipients must accept,
 /// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`).
 /// Parsed by hand, without a locale or time zone, and bounded: years 1900...9999.
-public enum HTTPDate {
+package enum HTTPDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
     private static let weekdays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
@@ -18,7 +18,7 @@ public enum HTTPDate {
     /// the only two spaces in a row are asctime's before a one-digit day. Names of days,
     /// months and the zone are taken in any letter case (`gmt`), as RFC 9110 §5.6.7 lets a
     /// recipient be lenient about.
-    public static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         var fields = text.split(separator: " ", omittingEmptySubsequences: false).map { String($0) }
         // asctime's `Nov  6`: an empty field before a one-digit day is the day's padding.
         if fields.count == 6, !fields[0].hasSuffix(","), fields[2].isEmpty, fields[3].utf8.count == 1 { fields.remove(at: 2) }
@@ -52,7 +52,7 @@ public enum HTTPDate {
     }
 
     /// The IMF-fixdate for `seconds` since 1970 (within years 1900...9999).
-    public static func format(_ seconds: Int64) -> String {
+    package static func format(_ seconds: Int64) -> String {
         let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
         let secondOfDay = seconds - days * 86400
         let (year, month, day) = civil(fromDays: days)

@@ -4,14 +4,14 @@
 public import MediaCache
 
 /// A single byte range from an HTTP `Range` header: `a-b`, `a-` or `-n`.
-public enum RangeSpecifier: Sendable, Hashable {
+package enum RangeSpecifier: Sendable, Hashable {
     /// Bytes `first` through `last` (inclusive), or to the end when `last` is `nil`.
     case from(first: Int64, last: Int64?)
     /// The last `length` bytes.
     case suffix(length: Int64)
 
     /// What a `Range` header value holds.
-    public enum Parsed: Sendable, Hashable {
+    package enum Parsed: Sendable, Hashable {
         /// One range.
         case single(RangeSpecifier)
         /// Several ranges; the first is given.
@@ -21,7 +21,7 @@ public enum RangeSpecifier: Sendable, Hashable {
     }
 
     /// Parses a `Range` header value such as `bytes=0-1023`.
-    public static func parse(_ value: String) -> Parsed {
+    package static func parse(_ value: String) -> Parsed {
         var value = value
         return value.withUTF8 { parse(bytes: $0[...]) }
     }
@@ -80,7 +80,7 @@ public enum RangeSpecifier: Sendable, Hashable {
 
     /// The bytes this specifier selects in a resource of `length` bytes, or `nil` when it is
     /// unsatisfiable (it starts at or past the end, or asks for an empty suffix).
-    public func resolve(length: Int64) -> ByteRange? {
+    package func resolve(length: Int64) -> ByteRange? {
         switch self {
         case .from(let first, let last):
             guard first < length else { return nil }
@@ -93,26 +93,26 @@ public enum RangeSpecifier: Sendable, Hashable {
 
     /// The header value for `range`: `bytes=a-b`, with `b` inclusive; `bytes=a-` (to the
     /// end, however far it is) when the range ends at ``ByteRange/maximumOffset``.
-    public static func headerValue(for range: ByteRange) -> String {
+    package static func headerValue(for range: ByteRange) -> String {
         range.upperBound >= ByteRange.maximumOffset ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
     }
 }
 
 /// A `Content-Range` header: `bytes a-b/total`, `bytes a-b/*` or `bytes */total`.
-public struct ContentRange: Sendable, Hashable {
+package struct ContentRange: Sendable, Hashable {
     /// The bytes the body holds, or `nil` for `bytes */total` (with a 416).
-    public var range: ByteRange?
+    package var range: ByteRange?
     /// The resource's total length, if given.
-    public var totalLength: Int64?
+    package var totalLength: Int64?
 
     /// Creates a content range.
-    public init(range: ByteRange?, totalLength: Int64?) {
+    package init(range: ByteRange?, totalLength: Int64?) {
         self.range = range
         self.totalLength = totalLength
     }
 
     /// Parses a header value; `nil` when malformed.
-    public init?(parsing value: String) {
+    package init?(parsing value: String) {
         let trimmed = value.trimmingHTTPWhitespace()
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let rest = trimmed.dropFirst("bytes ".count)
@@ -140,7 +140,7 @@ public struct ContentRange: Sendable, Hashable {
     }
 
     /// The header value: `bytes a-b/total`, or `bytes */total` without a range.
-    public var headerValue: String {
+    package var headerValue: String {
         let total = totalLength.map(String.init) ?? "*"
         guard let range else { return "bytes */\(total)" }
         return "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)"
@@ -149,27 +149,27 @@ public struct ContentRange: Sendable, Hashable {
 
 /// Non-negative decimal numbers from HTTP headers (`1*DIGIT` in RFC 9110), read without
 /// `Int64.init`'s leniency (`+5`, `-0`) and without a trap however long the digit string.
-public enum HTTPNumber {
+package enum HTTPNumber {
     /// The value, or `nil` when `text` is not all ASCII digits (or empty) or is not below
     /// `ByteRange/maximumOffset`. For numbers from origins: past the bound is a lie.
-    public static func strict(_ text: some StringProtocol) -> Int64? {
+    package static func strict(_ text: some StringProtocol) -> Int64? {
         strict(digits: text.utf8)
     }
 
     /// ``strict(_:)`` on UTF-8 bytes.
-    public static func strict(digits: some Sequence<UInt8>) -> Int64? {
+    package static func strict(digits: some Sequence<UInt8>) -> Int64? {
         guard let value = saturating(digits: digits), value < ByteRange.maximumOffset else { return nil }
         return value
     }
 
     /// The value, capped at `ByteRange/maximumOffset`; `nil` when `text` is not all ASCII
     /// digits (or empty). For numbers from clients, where "more than any file" has a meaning.
-    public static func saturating(_ text: some StringProtocol) -> Int64? {
+    package static func saturating(_ text: some StringProtocol) -> Int64? {
         saturating(digits: text.utf8)
     }
 
     /// ``saturating(_:)`` on UTF-8 bytes.
-    public static func saturating(digits: some Sequence<UInt8>) -> Int64? {
+    package static func saturating(digits: some Sequence<UInt8>) -> Int64? {
         var value: Int64 = 0
         var sawDigit = false
         for byte in digits {

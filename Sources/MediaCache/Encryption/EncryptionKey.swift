@@ -6,10 +6,10 @@ import Foundation
 
 /// The master key of an encrypted store: 256 bits, from a key file of 32 raw bytes or 64
 /// hexadecimal characters (a final line end allowed).
-public enum EncryptionKey {
+package enum EncryptionKey {
     /// Reads the key in `contents` (a key file's bytes).
     /// - Throws: ``EncryptionKeyError`` that says what the file holds instead.
-    public static func parse(_ contents: [UInt8]) throws(EncryptionKeyError) -> SymmetricKey {
+    package static func parse(_ contents: [UInt8]) throws(EncryptionKeyError) -> SymmetricKey {
         if contents.count == 32 { return SymmetricKey(data: contents) }
         var text = contents[...]
         while let last = text.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { text = text.dropLast() }
@@ -31,7 +31,7 @@ public enum EncryptionKey {
 
     /// Reads the key file at `path`, and says (as `warning`) when users other than its owner
     /// may read it.
-    public static func load(path: String) throws(EncryptionKeyError) -> (key: SymmetricKey, warning: String?) {
+    package static func load(path: String) throws(EncryptionKeyError) -> (key: SymmetricKey, warning: String?) {
         let contents: Data
         do {
             contents = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -57,8 +57,8 @@ public enum EncryptionKey {
 }
 
 /// A key file that cannot be used, and why.
-public struct EncryptionKeyError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct EncryptionKeyError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }

@@ -11,12 +11,12 @@ import NIOCore
 #endif
 
 /// What ``CachingReader/export(_:to:variant:seconds:)`` wrote.
-public struct ExportSummary: Sendable, Codable, Equatable {
+package struct ExportSummary: Sendable, Codable, Equatable {
     /// The file written, or for an HLS asset the folder's `index.m3u8`, for a DASH one its `index.mpd`.
-    public var path: String
+    package var path: String
     /// Files written (1 for a file).
-    public var files: Int
-    public var bytes: Int64
+    package var files: Int
+    package var bytes: Int64
 }
 
 extension CachingReader {
@@ -33,7 +33,7 @@ extension CachingReader {
     /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.ioFailure` when the
     ///   destination cannot be written (an existing file or folder is not replaced).
     @discardableResult
-    public func export(
+    package func export(
         _ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice = .first,
         seconds: Double? = nil
     ) async throws -> ExportSummary {

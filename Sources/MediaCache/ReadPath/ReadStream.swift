@@ -28,7 +28,7 @@ public struct ReadStream: AsyncSequence, Sendable {
     package var isPartOfUnknownLength = false
 
     /// How many bytes so far came from the cache and how many from the origin.
-    public var statistics: ReadStatistics {
+    package var statistics: ReadStatistics {
         session.statistics
     }
 
@@ -83,17 +83,17 @@ package enum ReadPart: Sendable {
 }
 
 /// Where a read's bytes came from.
-public struct ReadStatistics: Sendable, Hashable {
+package struct ReadStatistics: Sendable, Hashable {
     /// Bytes that were already cached when the read reached them.
-    public var bytesFromCache: Int64 = 0
+    package var bytesFromCache: Int64 = 0
     /// Bytes the read had to wait for from the origin (its own download or a shared one).
-    public var bytesFromOrigin: Int64 = 0
+    package var bytesFromOrigin: Int64 = 0
     /// How many times the read waited for the origin with nothing to give.
-    public var stalls = 0
+    package var stalls = 0
     /// How many times an origin request this read waited on was resumed after a failure
     /// (a dropped connection, a body that ended early).
-    public var originRetries = 0
+    package var originRetries = 0
 
     /// Creates empty statistics.
-    public init() {}
+    package init() {}
 }

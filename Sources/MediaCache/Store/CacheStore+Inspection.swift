@@ -5,32 +5,32 @@ public import Foundation
 import Synchronization
 
 /// What one entry holds, for listings (`mediacache ls`, `info`, the status page).
-public struct CacheEntrySummary: Sendable, Codable, Equatable {
+package struct CacheEntrySummary: Sendable, Codable, Equatable {
     /// The cache key (the hex SHA-256 of the normalized URL by default).
-    public var key: String
+    package var key: String
     /// The URL the resource was last asked for by, if known.
-    public var url: String?
+    package var url: String?
     /// The resource's length, if known.
-    public var length: Int64?
+    package var length: Int64?
     /// How many of its bytes are stored.
-    public var storedBytes: Int64
+    package var storedBytes: Int64
     /// The stored byte ranges, each `[start, end)`.
-    public var spans: [[Int64]]
-    public var mimeType: String?
-    public var etag: String?
-    public var lastModified: String?
+    package var spans: [[Int64]]
+    package var mimeType: String?
+    package var etag: String?
+    package var lastModified: String?
     /// Until when it may be served without asking the origin, if the origin said.
-    public var freshUntil: Date?
-    public var createdAt: Date
-    public var lastAccess: Date
+    package var freshUntil: Date?
+    package var createdAt: Date
+    package var lastAccess: Date
     /// Whether the entry is pinned (kept whatever the limits, see ``CacheStore/pin(_:)``).
-    public var isPinned = false
+    package var isPinned = false
 
     /// Whether every byte is stored.
-    public var isComplete: Bool { length.map { $0 == storedBytes } ?? false }
+    package var isComplete: Bool { length.map { $0 == storedBytes } ?? false }
 
     /// The stored share of the resource, 0...1 (0 while the length is unknown).
-    public var fraction: Double {
+    package var fraction: Double {
         guard let length, length > 0 else { return length == 0 ? 1 : 0 }
         return Double(storedBytes) / Double(length)
     }
@@ -40,41 +40,41 @@ public struct CacheEntrySummary: Sendable, Codable, Equatable {
 }
 
 /// The store as a whole.
-public struct CacheStoreSummary: Sendable, Codable, Equatable {
-    public var directory: String
-    public var entries: Int
+package struct CacheStoreSummary: Sendable, Codable, Equatable {
+    package var directory: String
+    package var entries: Int
     /// Stored bytes in all entries.
-    public var bytes: Int64
+    package var bytes: Int64
     /// ``CacheStore/Configuration/maxBytes``.
-    public var limit: Int64
+    package var limit: Int64
     /// Whether the store is encrypted at rest.
-    public var encrypted: Bool
+    package var encrypted: Bool
     /// Entries sealed with another key: misses for this store, kept until evicted (their
     /// bytes are in ``bytes``).
-    public var entriesSealedWithAnotherKey: Int
+    package var entriesSealedWithAnotherKey: Int
     /// Sealed blocks that failed their check since the store opened (each fetched again).
-    public var rejectedBlocks: Int
+    package var rejectedBlocks: Int
     /// Of ``bytes``, those in pinned entries.
-    public var pinnedBytes: Int64 = 0
+    package var pinnedBytes: Int64 = 0
     /// ``CacheStore/Configuration/pinnedQuota``.
-    public var pinnedLimit: Int64 = 0
+    package var pinnedLimit: Int64 = 0
 }
 
 extension CacheStore {
     /// A summary of every entry, in no particular order.
-    public func entrySummaries() -> [CacheEntrySummary] {
+    package func entrySummaries() -> [CacheEntrySummary] {
         state.withLock { state in
             state.records.map { key, record in Self.summary(key, record) }
         }
     }
 
     /// The summary of the entry for `key`, if there is one.
-    public func entrySummary(for key: CacheKey) -> CacheEntrySummary? {
+    package func entrySummary(for key: CacheKey) -> CacheEntrySummary? {
         state.withLock { state in state.records[key].map { Self.summary(key, $0) } }
     }
 
     /// Counts and sizes.
-    public func summary() -> CacheStoreSummary {
+    package func summary() -> CacheStoreSummary {
         state.withLock { state in
             CacheStoreSummary(
                 directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes,
@@ -96,7 +96,7 @@ extension CacheStore {
 
 /// Byte counts for people: `512 B`, `5.2 KiB`, `1.9 MiB` (powers of 1024).
 package enum ByteCountText {
-    public static func format(_ count: Int64) -> String {
+    package static func format(_ count: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(count)
         var unit = 0
@@ -111,7 +111,7 @@ package enum ByteCountText {
 extension SpanSet {
     /// A picture of which parts of a `length`-byte resource are stored, `width` cells wide:
     /// `█` where a cell is wholly stored, `▒` partly, `░` not at all.
-    public func coverageBar(length: Int64, width: Int = 40) -> String {
+    package func coverageBar(length: Int64, width: Int = 40) -> String {
         guard length > 0, width > 0 else { return String(repeating: isEmpty ? "░" : "█", count: max(0, width)) }
         return String(
             (0..<width).map { cell -> Character in

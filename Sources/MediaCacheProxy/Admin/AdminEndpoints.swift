@@ -220,12 +220,12 @@ struct AdminEndpoints {
 }
 
 /// `GET /_mediacache/stats`.
-public struct AdminStats: Sendable, Codable, Equatable {
-    public var store: CacheStoreSummary
-    public var proxy: ProxyStatistics.Snapshot
-    public var downloadsInFlight: Int
+package struct AdminStats: Sendable, Codable, Equatable {
+    package var store: CacheStoreSummary
+    package var proxy: ProxyStatistics.Snapshot
+    package var downloadsInFlight: Int
 
-    public init(store: CacheStoreSummary, proxy: ProxyStatistics.Snapshot, downloadsInFlight: Int) {
+    package init(store: CacheStoreSummary, proxy: ProxyStatistics.Snapshot, downloadsInFlight: Int) {
         self.store = store
         self.proxy = proxy
         self.downloadsInFlight = downloadsInFlight
@@ -233,12 +233,12 @@ public struct AdminStats: Sendable, Codable, Equatable {
 }
 
 /// A prefetch as the command line and the admin endpoint describe it.
-public struct PrefetchRequest: Sendable, Equatable {
-    public var range: ByteRange?
-    public var seconds: Double?
-    public var variant: HLSPrefetchOptions.VariantChoice
+package struct PrefetchRequest: Sendable, Equatable {
+    package var range: ByteRange?
+    package var seconds: Double?
+    package var variant: HLSPrefetchOptions.VariantChoice
 
-    public init(range: ByteRange? = nil, seconds: Double? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) {
+    package init(range: ByteRange? = nil, seconds: Double? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) {
         self.range = range
         self.seconds = seconds
         self.variant = variant
@@ -256,7 +256,7 @@ public struct PrefetchRequest: Sendable, Equatable {
     }
 
     /// Parses the options' text forms (see above).
-    public static func parse(range: String?, seconds: String?, variant: String?) throws(PrefetchRequestError) -> PrefetchRequest {
+    package static func parse(range: String?, seconds: String?, variant: String?) throws(PrefetchRequestError) -> PrefetchRequest {
         var request = PrefetchRequest()
         if let range {
             let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -287,7 +287,7 @@ public struct PrefetchRequest: Sendable, Equatable {
     }
 
     /// The text form of `variant` that ``parse(range:seconds:variant:)`` reads; `nil` for `.first`.
-    public static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String? {
+    package static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String? {
         switch variant {
         case .first: nil
         case .lowestBandwidth: "lowest"
@@ -298,7 +298,7 @@ public struct PrefetchRequest: Sendable, Equatable {
 
     /// Prefetches `url`: an HLS asset when it is a playlist, a DASH presentation when it is a manifest (``seconds`` and ``variant``
     /// apply), else the file (``range`` applies).
-    public func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
+    package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
         let metadata = try await reader.contentInfo(for: url)
         switch try await reader.manifestKind(url, metadata) {
         case .hls: return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
@@ -310,6 +310,6 @@ public struct PrefetchRequest: Sendable, Equatable {
 }
 
 /// A prefetch option that cannot be read, and why.
-public struct PrefetchRequestError: Error, Sendable {
-    public var message: String
+package struct PrefetchRequestError: Error, Sendable {
+    package var message: String
 }

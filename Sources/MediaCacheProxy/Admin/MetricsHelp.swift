@@ -3,8 +3,8 @@
 
 /// The `# HELP` line of each metric, added to a text export (swift-metrics carries no help
 /// text, and Prometheus's linter asks for one).
-public enum MetricsHelp {
-    public static let texts: [String: String] = [
+package enum MetricsHelp {
+    package static let texts: [String: String] = [
         "mediacache_requests_total": "Proxy requests by how they were answered (hit, partial, miss, pass-through, error, none).",
         "mediacache_served_bytes_total": "Body bytes served to players, by where they came from (cache or origin).",
         "mediacache_listener_closed_total": "Times the listening socket closed under the proxy (it then listens again on the same port).",
@@ -28,7 +28,7 @@ public enum MetricsHelp {
     ]
 
     /// `export` with a `# HELP` line before each `# TYPE` line of a known metric that has none.
-    public static func annotate(_ export: String) -> String {
+    package static func annotate(_ export: String) -> String {
         var lines: [Substring] = []
         var previous: Substring = ""
         for line in export.split(separator: "\n", omittingEmptySubsequences: false) {

@@ -5,14 +5,14 @@ import Foundation
 public import MediaCache
 
 /// `GET /status.json`: what the status page shows.
-public struct StatusReport: Sendable, Codable, Equatable {
-    public var store: CacheStoreSummary
-    public var proxy: ProxyStatistics.Snapshot
+package struct StatusReport: Sendable, Codable, Equatable {
+    package var store: CacheStoreSummary
+    package var proxy: ProxyStatistics.Snapshot
     package var downloads: [DownloadSummary]
     /// The pinned downloads (`DownloadQueue`), when the server keeps a queue.
-    public var pinned: [DownloadJob] = []
+    package var pinned: [DownloadJob] = []
     /// The most recently used entries (at most `StatusPage/entryLimit`).
-    public var entries: [CacheEntrySummary]
+    package var entries: [CacheEntrySummary]
 }
 
 /// `GET /status`: one self-contained HTML page (no script, no external asset; it reloads
