@@ -14,7 +14,21 @@ import Synchronization
 final class DownloadScheduler: Sendable {
     private let downloads = Mutex<[CacheKey: [Download]]>([:])
     /// What a probe got that exists nowhere else, held for the read that planned it until
-    /// that read takes it or lets it go (see ``reserve(_:)`` and ``reserve(body:for:)``).
+    /// that read takes it or lets it go. The whole protocol, in one place:
+    ///
+    /// 1. A front door that reads next asks with ``CachingReader/contentInfoForRead(_:from:length:headers:)``
+    ///    (the probe is the read's first origin request).
+    /// 2. If the answer is stored as it arrives, nothing is held: the read finds the bytes in
+    ///    the store or joins the probe's download. Otherwise `CachingReader.adopt` holds what
+    ///    would be lost: a reader on a download that does not store (`no-store`,
+    ///    ``reserve(_:)``), or a body without a length (``reserve(body:for:)``); one per
+    ///    resource, a newer one letting the older go.
+    /// 3. The read takes it: ``ReadSession/joinReservedDownload()`` takes the held reader
+    ///    (``takeReservation(_:at:)``), `passThrough` the held body (``takeReservedBody(_:)``).
+    /// 4. Whatever the front door did, it calls ``CachingReader/releaseReservation(for:)`` when
+    ///    its answer is planned (the proxy in a `defer` in `throughCache`): what was not taken
+    ///    is let go (``Reservation/release()``), so a held download ends with its last reader
+    ///    and a held body's request is dropped.
     private enum Reservation {
         /// A reader on a download that does not store (a `no-store` probe's).
         case download(Download, reader: UInt64)
