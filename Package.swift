@@ -53,10 +53,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Origin fetching on AsyncHTTPClient.
+        // Parsers of HTTP fields from outside (Range, Content-Range, Cache-Control, dates,
+        // Host): pure, shared by the fetchers and the proxy.
+        .target(
+            name: "MediaCacheHTTPFields",
+            dependencies: ["MediaCache"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "MediaCacheHTTP",
             dependencies: [
                 "MediaCache",
+                "MediaCacheHTTPFields",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -72,7 +80,7 @@ let package = Package(
             name: "MediaCacheProxy",
             dependencies: [
                 "MediaCache",
-                "MediaCacheHTTP",
+                "MediaCacheHTTPFields",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -95,6 +103,7 @@ let package = Package(
             dependencies: [
                 "MediaCache",
                 "MediaCacheHTTP",
+                "MediaCacheHTTPFields",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -113,6 +122,7 @@ let package = Package(
             dependencies: [
                 "MediaCache",
                 "MediaCacheHTTP",
+                "MediaCacheHTTPFields",
                 "MediaCacheProxy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -131,6 +141,7 @@ let package = Package(
             dependencies: [
                 "MediaCache",
                 "MediaCacheHTTP",
+                "MediaCacheHTTPFields",
                 "MediaCacheTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -148,13 +159,13 @@ let package = Package(
         ),
         .testTarget(
             name: "MediaCacheHTTPTests",
-            dependencies: ["MediaCache", "MediaCacheHTTP", "MediaCacheTestSupport"],
+            dependencies: ["MediaCache", "MediaCacheHTTP", "MediaCacheHTTPFields", "MediaCacheTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "MediaCacheProxyTests",
             dependencies: [
-                "MediaCache", "MediaCacheHTTP", "MediaCacheProxy", "MediaCacheTestSupport",
+                "MediaCache", "MediaCacheHTTP", "MediaCacheHTTPFields", "MediaCacheProxy", "MediaCacheTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -166,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "mediacacheTests",
             dependencies: [
-                "mediacache", "mediacache-bench", "MediaCache", "MediaCacheProxy", "MediaCacheTestSupport",
+                "mediacache", "mediacache-bench", "MediaCache", "MediaCacheHTTPFields", "MediaCacheProxy", "MediaCacheTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

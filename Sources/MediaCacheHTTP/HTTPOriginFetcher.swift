@@ -5,6 +5,7 @@ import AsyncHTTPClient
 public import Foundation
 public import Logging
 public import MediaCache
+import MediaCacheHTTPFields
 import NIOCore
 import NIOHTTP1
 import NIOSSL

@@ -4,6 +4,7 @@
 import Foundation
 import Logging
 import MediaCache
+import MediaCacheHTTPFields
 import NIOCore
 import NIOHTTP1
 

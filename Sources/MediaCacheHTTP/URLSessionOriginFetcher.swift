@@ -3,6 +3,7 @@
 
 public import Foundation
 public import MediaCache
+import MediaCacheHTTPFields
 import NIOCore
 import NIOHTTP1
 import Synchronization

@@ -4,6 +4,7 @@
 public import Foundation
 public import MediaCache
 public import MediaCacheHTTP
+import MediaCacheHTTPFields
 public import NIOCore
 
 /// A test origin, a store in a temporary folder, an HTTP fetcher and a read path over them.

@@ -3,6 +3,7 @@
 
 import Foundation
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOCore
 import NIOHTTP1
 

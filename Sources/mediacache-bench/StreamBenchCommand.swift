@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheTestSupport
 import NIOCore
 

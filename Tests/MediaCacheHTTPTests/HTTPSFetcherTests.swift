@@ -9,6 +9,7 @@ import NIOSSL
 import Testing
 
 @testable import MediaCacheHTTP
+@testable import MediaCacheHTTPFields
 
 /// The origin fetcher over HTTPS: trust roots from a CA file, HTTP/2 connection sharing,
 /// connection reuse across files (the failures a player sees are in `HTTPSOriginTests`).

@@ -10,6 +10,7 @@ import Synchronization
 import Testing
 
 @testable import MediaCacheHTTP
+@testable import MediaCacheHTTPFields
 
 /// A request whose pooled connection closed before it was answered is sent once more, and
 /// only once; other failures are not retried here. Over a scripted transport, no network.

@@ -4,6 +4,7 @@
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheTestSupport
 import NIOCore
 import Testing

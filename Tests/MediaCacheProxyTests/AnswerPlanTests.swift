@@ -4,6 +4,7 @@
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOHTTP1
 import Testing
 

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore

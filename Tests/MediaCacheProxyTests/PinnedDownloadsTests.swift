@@ -3,6 +3,7 @@
 
 import Foundation
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheTestSupport
 import NIOCore
 import Synchronization

@@ -5,6 +5,7 @@ import AsyncHTTPClient
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheTestSupport
 import NIOCore
 import NIOPosix

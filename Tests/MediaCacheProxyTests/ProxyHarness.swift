@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore

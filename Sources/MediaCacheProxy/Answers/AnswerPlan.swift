@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOHTTP1
 
 /// What the proxy answers to a checked request for a resource whose content information it

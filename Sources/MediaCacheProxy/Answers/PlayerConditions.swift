@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOHTTP1
 
 /// A player's own conditional request fields (RFC 9110 §13), evaluated against the version

@@ -3,7 +3,7 @@
 
 import Foundation
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOHTTP1
 
 /// Playlists, manifests and steering answers: read (and validated when live), their URLs

@@ -4,7 +4,7 @@
 import Foundation
 import Logging
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOCore
 import NIOHTTP1
 

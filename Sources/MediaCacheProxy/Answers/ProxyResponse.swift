@@ -3,7 +3,7 @@
 
 import Foundation
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOHTTP1
 
 /// What the proxy answers to one request: a status, headers and where the body comes from.

@@ -4,7 +4,7 @@
 import Foundation
 import Logging
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import NIOHTTP1
 
 /// The proxy's gate: which requests are served at all (the method, the request's size, a

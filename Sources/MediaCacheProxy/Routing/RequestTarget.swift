@@ -3,7 +3,7 @@
 
 import Foundation
 import MediaCache
-import MediaCacheHTTP
+import MediaCacheHTTPFields
 import Synchronization
 
 /// A proxy request target, `/?url=ENC[&token=T][&memory=1]` or the path form

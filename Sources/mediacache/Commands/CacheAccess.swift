@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheProxy
 import NIOCore
 import NIOFoundationCompat

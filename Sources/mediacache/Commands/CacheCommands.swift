@@ -6,6 +6,7 @@ import Crypto
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheProxy
 
 /// Options every cache command takes.

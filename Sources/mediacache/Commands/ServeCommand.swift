@@ -6,6 +6,7 @@ import Foundation
 public import Logging
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheHTTPFields
 import MediaCacheProxy
 import Metrics
 import Prometheus

@@ -8,6 +8,7 @@ import Testing
 
 @testable import MediaCache
 @testable import MediaCacheHTTP
+@testable import MediaCacheHTTPFields
 @testable import MediaCacheProxy
 
 /// Every parser of outside input, run on generated inputs (see ``Mutator``) and checked

@@ -187,7 +187,7 @@ package enum HTTPNumber {
 }
 
 extension String {
-    func trimmingHTTPWhitespace() -> String {
+    package func trimmingHTTPWhitespace() -> String {
         var slice = Substring(self)
         while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
         while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
