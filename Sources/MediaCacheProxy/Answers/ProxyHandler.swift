@@ -131,20 +131,11 @@ struct ProxyHandler: Sendable {
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).
-        let storedAtArrival = reader.store.spans(for: reader.store.key(for: url))
-        // The player's conditions go to the origin when the cache holds nothing to answer
-        // them with (RFC 9111 §4.3.2); its `304` then comes back as it is.
-        let holdsVersion = asked.conditions.isEmpty || reader.store.metadata(for: reader.store.key(for: url))?.length != nil
-        let asking = holdsVersion ? asked.forwarded : asked.forwarded + asked.conditions.fields
+        log.storedAtArrival = (reader.store.spans(for: reader.store.key(for: url)), 0)
         // A probe's bytes that are not stored (`no-store`) wait for this request's read,
         // which takes them; whatever this request does, they are let go when it is answered.
         defer { reader.releaseReservation(for: url) }
-        let metadata =
-            if let firstByte = asked.firstByte {
-                try await reader.contentInfoForRead(url, from: firstByte, length: asked.length, headers: asking)
-            } else {
-                try await reader.contentInfo(for: url, headers: asking)
-            }
+        let metadata = try await contentInformation(for: request)
         // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
         // lets a server ignore it; ffmpeg asks for `bytes=0-`).
         let (kind, unstored) = try await manifestKind(url, metadata, asked: asked)
@@ -153,8 +144,30 @@ struct ProxyHandler: Sendable {
         case .dash: return log.finish(try await manifest(url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
         case nil: break
         }
+        let plan = AnswerPlan.plan(asked, metadata: metadata, sendsBody: head.method != .HEAD)
+        return try await carryOut(plan, for: request, metadata: metadata, unstored: unstored, log: &log)
+    }
+
+    /// The content information `request` is answered from: with one ranged `GET` of the bytes
+    /// it asks for when nothing is stored. The player's conditions go to the origin when the
+    /// cache holds nothing to answer them with (RFC 9111 §4.3.2); its `304` then comes back
+    /// as it is.
+    private func contentInformation(for request: CheckedRequest) async throws -> ContentMetadata {
+        let (url, asked) = (request.url, request.asked)
+        let holdsVersion = asked.conditions.isEmpty || reader.store.metadata(for: reader.store.key(for: url))?.length != nil
+        let asking = holdsVersion ? asked.forwarded : asked.forwarded + asked.conditions.fields
+        guard let firstByte = asked.firstByte else { return try await reader.contentInfo(for: url, headers: asking) }
+        return try await reader.contentInfoForRead(url, from: firstByte, length: asked.length, headers: asking)
+    }
+
+    /// Carries `plan` out for `request`, of the version `metadata` describes; `unstored` is its
+    /// whole body when it was read to be looked at and not stored.
+    private func carryOut(
+        _ plan: AnswerPlan, for request: CheckedRequest, metadata: ContentMetadata, unstored: (body: [UInt8], metadata: ContentMetadata)?,
+        log: inout RequestLog
+    ) async throws -> ProxyResponse {
         let now = reader.store.configuration.clock.now
-        switch AnswerPlan.plan(asked, metadata: metadata, sendsBody: head.method != .HEAD) {
+        switch plan {
         case .notModified:
             return log.finish(ProxyResponse(status: .notModified, headers: ProxyResponse.notModifiedFields(metadata, now: now), body: .none))
         case .preconditionFailed:
@@ -164,21 +177,22 @@ struct ProxyHandler: Sendable {
         case .headOnly(let status, let range, let isPartial):
             return log.finish(ProxyResponse(status: status, headers: ProxyResponse.fields(metadata, range: range, isPartial: isPartial, now: now), body: .none))
         case .stream(let firstByte, let length):
+            log.storedAtArrival = nil
             log.passesThrough = true
-            return try await lengthless(url, from: firstByte, length: length, headers: asked.forwarded, planned: metadata, log: log, now: now)
-        case .read(let wanted, let specifier):
-            if let unstored, Int64(unstored.body.count) == metadata.length, unstored.metadata.isSameVersion(as: metadata) {
-                // Read whole to be looked at, and not stored: answered from those bytes.
-                log.passesThrough = true
-                let bytes = Array(unstored.body[Int(wanted.lowerBound)..<Int(wanted.upperBound)])
-                let fields = ProxyResponse.fields(unstored.metadata, range: wanted, isPartial: specifier != nil, now: now)
-                return log.finish(ProxyResponse(status: specifier != nil ? .partialContent : .ok, headers: fields, body: .bytes(bytes)))
-            }
+            return try await lengthless(request.url, from: firstByte, length: length, headers: request.asked.forwarded, planned: metadata, log: log, now: now)
+        case .read(let wanted, let specifier) where unstored.map({ Int64($0.body.count) == metadata.length && $0.metadata.isSameVersion(as: metadata) }) == true:
+            // Read whole to be looked at, and not stored: answered from those bytes.
+            let unstored = unstored!
+            log.passesThrough = true
+            let fields = ProxyResponse.fields(unstored.metadata, range: wanted, isPartial: specifier != nil, now: now)
+            let bytes = Array(unstored.body[Int(wanted.lowerBound)..<Int(wanted.upperBound)])
+            return log.finish(ProxyResponse(status: specifier != nil ? .partialContent : .ok, headers: fields, body: .bytes(bytes)))
+        case .read(_, let specifier):
             // The range is resolved again if the read finds another version (see `read`).
-            let stream = try await reader.read(url, headers: asked.forwarded, planned: metadata, lengthless: (0, nil)) { total in
+            let stream = try await reader.read(request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil)) { total in
                 specifier.map { $0.resolve(length: total) } ?? ByteRange(0, total)
             }
-            log.storedAtArrival = (storedAtArrival, stream.range.lowerBound)
+            log.storedAtArrival?.start = stream.range.lowerBound
             return media(stream, isPartial: specifier != nil, log: &log)
         }
     }
