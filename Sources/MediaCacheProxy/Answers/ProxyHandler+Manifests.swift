@@ -44,6 +44,21 @@ extension ProxyHandler {
         return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
     }
 
+    /// The body of a playlist or manifest (`read` when it was read already), read through the
+    /// cache. A live one, whose `lifetime` says how old it may be (`nil` for a final one), is
+    /// checked against the origin's freshness before it is read; one the origin gave or
+    /// confirmed longer ago than its lifetime is validated, then read again.
+    private func liveBody(
+        _ url: URL, headers: RequestHeaders, planned: ContentMetadata, read: (body: [UInt8], metadata: ContentMetadata)?,
+        lifetime: ([UInt8]) -> Duration?
+    ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        if let read { return read }
+        let first = try await reader.playlistBody(url, headers: headers, planned: planned)
+        guard let lifetime = lifetime(first.body), !reader.wasConfirmed(url, within: lifetime) else { return first }
+        let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
+        return try await reader.playlistBody(url, headers: headers, planned: current)
+    }
+
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
     /// at the host and port the player used. A body that is not a playlist after all goes
     /// through unchanged; one that cannot be read gets a 502 that says why.
@@ -53,17 +68,11 @@ extension ProxyHandler {
         _ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata,
         read: (body: [UInt8], metadata: ContentMetadata)?
     ) async throws -> ProxyResponse {
-        var (body, metadata) = if let read { read } else { try await reader.playlistBody(url, headers: headers, planned: planned) }
         // A live or EVENT playlist is never older than half its target duration (at least
         // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
-        // The version read was checked against the origin's freshness before it was read;
-        // one the origin gave or confirmed longer ago than that is validated, then read again.
-        if read == nil, HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal {
-            let lifetime = Duration.milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
-            if !reader.wasConfirmed(url, within: lifetime) {
-                let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
-                (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
-            }
+        let (body, metadata) = try await liveBody(url, headers: headers, planned: planned, read: read) { body in
+            guard HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal else { return nil }
+            return .milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
         }
         return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
     }
@@ -78,13 +87,9 @@ extension ProxyHandler {
         _ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders, planned: ContentMetadata,
         read: (body: [UInt8], metadata: ContentMetadata)?
     ) async throws -> ProxyResponse {
-        var (body, metadata) = if let read { read } else { try await reader.playlistBody(url, headers: headers, planned: planned) }
-        if read == nil, DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic {
-            let lifetime = Duration.milliseconds(Int64(max(1, min(parsed.minimumUpdatePeriod ?? 2, 3600)) * 1000))
-            if !reader.wasConfirmed(url, within: lifetime) {
-                let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
-                (body, metadata) = try await reader.playlistBody(url, headers: headers, planned: current)
-            }
+        let (body, metadata) = try await liveBody(url, headers: headers, planned: planned, read: read) { body in
+            guard DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic else { return nil }
+            return .milliseconds(Int64(max(1, min(parsed.minimumUpdatePeriod ?? 2, 3600)) * 1000))
         }
         guard DASHManifest.looksLikeManifest(body) else {
             return ProxyHandler.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/dash+xml", head: head)
