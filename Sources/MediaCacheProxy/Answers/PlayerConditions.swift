@@ -45,6 +45,7 @@ struct PlayerConditions: Sendable {
 
     /// The outcome for a `GET` or `HEAD` of the version `metadata` describes.
     func evaluate(against metadata: ContentMetadata) -> Outcome {
+        if fields.isEmpty { return .proceed }  // most requests: nothing to parse
         let lastModified = (metadata.lastModified ?? metadata.responseHeader("date")).flatMap(HTTPDate.parse)
         if let ifMatch {
             // Strong comparison (§13.1.1).
