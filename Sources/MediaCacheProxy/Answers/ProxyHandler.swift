@@ -66,7 +66,8 @@ struct ProxyHandler: Sendable {
     /// Otherwise (the origin, a revalidation, an error page) the general path answers it.
     /// Never waits, so an event loop can call it.
     func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> StoreAnswer {
-        guard head.method == .GET, case .request(let checked)? = try? router.check(head, localPort: localPort), !checked.target.isMemoryOnly  // blocking reloads and steering answers are never stored
+        // (Blocking reloads and steering answers are never stored: only a key needs looking at.)
+        guard head.method == .GET, case .request(let checked)? = try? router.check(head, localPort: localPort), !checked.target.isMemoryOnly
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
         guard asked.conditions.isEmpty, let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded), metadata.length != nil,
