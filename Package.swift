@@ -154,7 +154,10 @@ let package = Package(
         ),
         .testTarget(
             name: "MediaCacheTests",
-            dependencies: ["MediaCache", "MediaCacheTestSupport", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "MediaCache", "MediaCacheHTTP", "MediaCacheHTTPFields", "MediaCacheTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

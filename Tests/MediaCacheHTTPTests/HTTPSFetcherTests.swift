@@ -88,7 +88,7 @@ import Testing
                 h.origin.serve(.generated(length: 8_000_000, seed: 94, faults: faults), at: "/film.mp4")
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for offset in [0, 2_000_000, 4_000_000, 6_000_000] as [Int64] {
-                        group.addTask { _ = try await ReadPathTests.readAndCheck(h, "/film.mp4", offset: offset, length: 1_000_000) }
+                        group.addTask { _ = try await h.readAndCheck("/film.mp4", offset: offset, length: 1_000_000) }
                     }
                     try await group.waitForAll()
                 }
@@ -110,11 +110,11 @@ import Testing
         try await Harness.with(scheme: scheme) { h in
             h.origin.serve(.generated(length: 1_500_000, seed: 95), at: "/one.mp3")
             h.origin.serve(.generated(length: 1_500_000, seed: 96), at: "/two.mp3")
-            _ = try await ReadPathTests.readAndCheck(h, "/one.mp3")
+            _ = try await h.readAndCheck("/one.mp3")
             try await h.waitUntilQuiet("/one.mp3")
             let afterFirst = h.origin.connectionsAccepted
             #expect(afterFirst >= 1)
-            _ = try await ReadPathTests.readAndCheck(h, "/two.mp3")
+            _ = try await h.readAndCheck("/two.mp3")
             let first = try #require(h.origin.requests("/two.mp3").first)
             #expect(first.connection <= afterFirst, "the second file's first request came on connection \(first.connection), opened after the first file")
             if scheme == .http2 { #expect(h.origin.connectionsAccepted == 1) }

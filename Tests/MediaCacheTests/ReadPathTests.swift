@@ -10,19 +10,14 @@ import NIOCore
 import Testing
 
 @Suite(.endToEnd) struct ReadPathTests {
-    /// Reads `offset ..< offset + length` (to the end when `length` is nil) and checks every byte.
+    /// Reads `offset ..< offset + length` (to the end when `length` is nil) and checks every
+    /// byte (``Harness/readAndCheck(_:offset:length:sourceLocation:)``).
     @discardableResult
     static func readAndCheck(
         _ h: Harness, _ path: String, offset: Int64 = 0, length: Int64? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> ReadStatistics {
-        let resource = try #require(h.origin.resource(at: path))
-        let stream = try await h.reader.read(h.origin.url(path), offset: offset, length: length)
-        let bytes = try await collect(stream)
-        let expectedLength = min(resource.length, offset + (length ?? resource.length)) - offset
-        #expect(Int64(bytes.readableBytes) == expectedLength, sourceLocation: sourceLocation)
-        #expect(resource.firstMismatch(in: bytes, at: offset) == nil, sourceLocation: sourceLocation)
-        return stream.statistics
+        try await h.readAndCheck(path, offset: offset, length: length, sourceLocation: sourceLocation)
     }
 
     /// The bytes a file region part points at, read back with `pread`.
