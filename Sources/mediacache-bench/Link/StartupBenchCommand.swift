@@ -1,0 +1,141 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import ArgumentParser
+import Foundation
+import MediaCacheTestSupport
+import NIOCore
+
+/// Start-up of a real decoder over a simulated far link: ffmpeg opens a file and decodes its
+/// first frame, or its first 10 s, going direct to the origin behind the link, through
+/// `mediacache serve` cold (nothing cached) and hot (all cached). The three paths run in the
+/// same round, so noise falls on all.
+struct StartupBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "startup",
+        abstract: "ffmpeg's first frame and first 10 s over a simulated link: direct vs through mediacache serve, cold and hot.",
+        discussion: """
+            The in-process test origin serves three files ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
+            with +faststart, an MP3) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
+            each way). Each round serves the files at new paths, so every cold play is cold. Prints the median of each figure \
+            and the ratios to direct, and the origin requests of a direct and a cold play.
+            """
+    )
+
+    @Option(help: "Rounds; the figures are medians over them.")
+    var rounds = 3
+
+    @Option(name: .customLong("rtt-ms"), help: "The link's round trip, in milliseconds.")
+    var roundTrip = 60
+
+    @Option(help: "The link's bandwidth each way, in megabits per second.")
+    var mbps = 40
+
+    func validate() throws {
+        guard (1...100).contains(rounds), (0...2000).contains(roundTrip), (1...10_000).contains(mbps) else {
+            throw ValidationError("--rounds must be 1...100, --rtt-ms 0...2000 and --mbps 1...10000.")
+        }
+        guard ChildProcess.toolExists("ffmpeg") else { throw ValidationError("ffmpeg is not installed (apt-get install ffmpeg).") }
+    }
+
+    struct Shape {
+        var name: String
+        var file: String
+        var type: String
+        var make: [String]
+        var firstFrame: [String]
+    }
+
+    static let shapes = [
+        Shape(
+            name: "MP4, moov at the end", file: "end.mp4", type: "video/mp4",
+            make: [
+                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
+                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-c:a", "aac",
+            ],
+            firstFrame: ["-frames:v", "1"]),
+        Shape(
+            name: "MP4, faststart", file: "fast.mp4", type: "video/mp4",
+            make: [
+                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
+                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-c:a", "aac", "-movflags", "+faststart",
+            ],
+            firstFrame: ["-frames:v", "1"]),
+        Shape(
+            name: "MP3", file: "song.mp3", type: "audio/mpeg",
+            make: ["-f", "lavfi", "-i", "sine=frequency=440", "-t", "30", "-c:a", "libmp3lame", "-b:a", "192k"],
+            firstFrame: ["-frames:a", "1"]),
+    ]
+
+    func run() async throws {
+        try await withTemporaryDirectory { directory in
+            var bodies: [String: [UInt8]] = [:]
+            for shape in Self.shapes {
+                let path = directory.appendingPathComponent(shape.file).path
+                let made = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [path])
+                guard made.status == 0 else { throw ValidationError("ffmpeg could not make \(shape.file): \(made.error)") }
+                bodies[shape.file] = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+            }
+            let origin = try await TestOrigin.start()
+            let relay = try await LinkRelay.start(
+                to: origin.port, shape: LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: Int64(mbps) * 125_000))
+            let executable = try ChildProcess.executable(named: "mediacache")
+            let (server, line) = try await ChildProcess.startServer(
+                executable, ["serve", "--port", "0", "--cache-dir", directory.appendingPathComponent("cache").path, "--log-level", "warning"],
+                readyLinePrefix: "mediacache: serving on")
+            defer {
+                server.terminate()
+                server.waitUntilExit()
+            }
+            guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else { throw ValidationError("No port in: \(line)") }
+            print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
+            for shape in Self.shapes {
+                try await measure(shape, body: bodies[shape.file]!, origin: origin, relayPort: relay.port, proxyPort: port)
+            }
+            await relay.stop()
+            try await origin.shutdown()
+        }
+    }
+
+    /// One shape's rounds: first frame and first 10 s, direct, cold and hot.
+    private func measure(_ shape: Shape, body: [UInt8], origin: TestOrigin, relayPort: Int, proxyPort: Int) async throws {
+        var times: [String: [Double]] = [:]
+        var requests: [String: [Int]] = [:]
+        for round in 0..<rounds {
+            for (workload, limit) in [("first frame", shape.firstFrame), ("first 10 s", ["-t", "10"])] {
+                let tag = workload == "first frame" ? "f" : "t"
+                let directPath = "/r\(round)\(tag)d/\(shape.file)"
+                let coldPath = "/r\(round)\(tag)c/\(shape.file)"
+                for path in [directPath, coldPath] {
+                    var resource = TestOrigin.Resource(body: .bytes(body), mimeType: shape.type)
+                    resource.etag = "\"\(shape.file)\""
+                    origin.serve(resource, at: path)
+                }
+                let direct = "http://127.0.0.1:\(relayPort)\(directPath)"
+                let proxied = "http://127.0.0.1:\(proxyPort)/?url=" + "http://127.0.0.1:\(relayPort)\(coldPath)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied)] {
+                    let start = ContinuousClock.now
+                    let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
+                    let elapsed = (ContinuousClock.now - start).seconds * 1000
+                    guard decoded.status == 0 else { throw ValidationError("ffmpeg failed on \(url): \(decoded.error)") }
+                    times["\(workload) \(path)", default: []].append(elapsed)
+                }
+                requests["\(workload) direct", default: []].append(origin.requests(directPath).count)
+                requests["\(workload) cold", default: []].append(origin.requests(coldPath).count)
+            }
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        print("  \(shape.name) (\(body.count / 1024) KiB):")
+        for workload in ["first frame", "first 10 s"] {
+            let direct = median(times["\(workload) direct"]!)
+            let cold = median(times["\(workload) cold"]!)
+            let hot = median(times["\(workload) hot"]!)
+            let origins =
+                "origin requests direct/cold \(requests["\(workload) direct"]!.map(String.init).joined(separator: ","))"
+                + " / \(requests["\(workload) cold"]!.map(String.init).joined(separator: ","))"
+            print(
+                "    " + workload.padding(toLength: 12, withPad: " ", startingAt: 0)
+                    + String(format: "direct %7.0f ms   cold %.2fx   hot %.2fx   ", direct, cold / direct, hot / direct) + origins)
+        }
+    }
+}
