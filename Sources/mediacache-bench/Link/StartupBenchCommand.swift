@@ -15,6 +15,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
         commandName: "startup",
         abstract: "ffmpeg's first frame and first 10 s over a simulated link: direct vs through mediacache serve, cold and hot.",
         discussion: """
+            The same decode of the file on disk is timed beside them: the floor, what a hot play cannot go under. \
             The in-process test origin serves three files ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
             with +faststart, an MP3) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
             each way). Each round serves the files at new paths, so every cold play is cold. Prints the median of each figure \
@@ -90,7 +91,9 @@ struct StartupBenchCommand: AsyncParsableCommand {
             guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else { throw ValidationError("No port in: \(line)") }
             print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
             for shape in Self.shapes {
-                try await measure(shape, body: bodies[shape.file]!, origin: origin, relayPort: relay.port, proxyPort: port)
+                try await measure(
+                    shape, body: bodies[shape.file]!, file: directory.appendingPathComponent(shape.file).path, origin: origin, relayPort: relay.port,
+                    proxyPort: port)
             }
             await relay.stop()
             try await origin.shutdown()
@@ -98,7 +101,8 @@ struct StartupBenchCommand: AsyncParsableCommand {
     }
 
     /// One shape's rounds: first frame and first 10 s, direct, cold and hot.
-    private func measure(_ shape: Shape, body: [UInt8], origin: TestOrigin, relayPort: Int, proxyPort: Int) async throws {
+    /// - Parameter file: the file on disk, decoded too: the floor, what decoding alone costs.
+    private func measure(_ shape: Shape, body: [UInt8], file: String, origin: TestOrigin, relayPort: Int, proxyPort: Int) async throws {
         var times: [String: [Double]] = [:]
         var requests: [String: [Int]] = [:]
         for round in 0..<rounds {
@@ -113,7 +117,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
                 }
                 let direct = "http://127.0.0.1:\(relayPort)\(directPath)"
                 let proxied = "http://127.0.0.1:\(proxyPort)/?url=" + "http://127.0.0.1:\(relayPort)\(coldPath)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied)] {
+                for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied), ("file", file)] {
                     let start = ContinuousClock.now
                     let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
                     let elapsed = (ContinuousClock.now - start).seconds * 1000
@@ -130,12 +134,14 @@ struct StartupBenchCommand: AsyncParsableCommand {
             let direct = median(times["\(workload) direct"]!)
             let cold = median(times["\(workload) cold"]!)
             let hot = median(times["\(workload) hot"]!)
+            let file = median(times["\(workload) file"]!)
             let origins =
                 "origin requests direct/cold \(requests["\(workload) direct"]!.map(String.init).joined(separator: ","))"
                 + " / \(requests["\(workload) cold"]!.map(String.init).joined(separator: ","))"
             print(
                 "    " + workload.padding(toLength: 12, withPad: " ", startingAt: 0)
-                    + String(format: "direct %7.0f ms   cold %.2fx   hot %.2fx   ", direct, cold / direct, hot / direct) + origins)
+                    + String(format: "direct %7.0f ms   cold %.2fx   hot %.2fx   local file %.2fx   ", direct, cold / direct, hot / direct, file / direct)
+                    + origins)
         }
     }
 }
