@@ -38,80 +38,73 @@ struct LLHLSBenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let executable = try ChildProcess.executable(named: "mediacache")
         let origin = try await TestOrigin.start()
         var configuration = HTTPClient.Configuration(decompression: .disabled)
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 2 * clients + 2)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         try await withTemporaryDirectory { directory in
-            let (server, line) = try await ChildProcess.startServer(
-                executable, ["serve", "--port", "0", "--cache-dir", directory.appendingPathComponent("cache").path, "--log-level", "warning"],
-                readyLinePrefix: "mediacache: serving on")
-            defer {
-                server.terminate()
-                server.waitUntilExit()
-            }
-            guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else { throw ValidationError("No port in: \(line)") }
-            let length = Int64(size) << 10
-            var direct: [Double] = []
-            var proxied: [Double] = []
-            var extraRequests = 0
-            for round in 0..<rounds {
-                let path = "/ll/seg\(round).part1.mp4"
-                let gate = TestOrigin.Gate()
-                var part = TestOrigin.Resource.generated(length: length, seed: UInt64(round + 1), mimeType: "video/iso.segment")
-                part.cacheControl = "max-age=60"
-                part.faults.gate = gate
-                origin.serve(part, at: path)
-                let directURL = origin.url(path).absoluteString
-                let proxyURL = "http://127.0.0.1:\(port)/part.mp4?url=" + directURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                let urls = Array(repeating: directURL, count: clients) + Array(repeating: proxyURL, count: clients)
-                let (start, ends) = try await withThrowingTaskGroup(of: (isDirect: Bool, end: ContinuousClock.Instant).self) { group in
-                    for url in urls {
-                        group.addTask {
-                            let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
-                            let body = try await response.body.collect(upTo: Int(length) + 1)
-                            let end = ContinuousClock.now
-                            guard response.status == .ok, body.readableBytes == Int(length) else {
-                                throw ValidationError("\(url): \(response.status), \(body.readableBytes) bytes")
+            try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
+                let length = Int64(size) << 10
+                var direct: [Double] = []
+                var proxied: [Double] = []
+                var extraRequests = 0
+                for round in 0..<rounds {
+                    let path = "/ll/seg\(round).part1.mp4"
+                    let gate = TestOrigin.Gate()
+                    var part = TestOrigin.Resource.generated(length: length, seed: UInt64(round + 1), mimeType: "video/iso.segment")
+                    part.cacheControl = "max-age=60"
+                    part.faults.gate = gate
+                    origin.serve(part, at: path)
+                    let directURL = origin.url(path).absoluteString
+                    let proxyURL = "http://127.0.0.1:\(port)/part.mp4?url=" + directURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    let urls = Array(repeating: directURL, count: clients) + Array(repeating: proxyURL, count: clients)
+                    let (start, ends) = try await withThrowingTaskGroup(of: (isDirect: Bool, end: ContinuousClock.Instant).self) { group in
+                        for url in urls {
+                            group.addTask {
+                                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                                let body = try await response.body.collect(upTo: Int(length) + 1)
+                                let end = ContinuousClock.now
+                                guard response.status == .ok, body.readableBytes == Int(length) else {
+                                    throw ValidationError("\(url): \(response.status), \(body.readableBytes) bytes")
+                                }
+                                return (url == directURL, end)
                             }
-                            return (url == directURL, end)
                         }
+                        // Every player waits: the direct ones at the origin, the proxy's behind its one request.
+                        let deadline = ContinuousClock.now + .seconds(20)
+                        while origin.requests(path).count < clients + 1 {
+                            guard ContinuousClock.now < deadline else { throw ValidationError("The players of \(path) did not all arrive.") }
+                            try await Task.sleep(for: .milliseconds(1))
+                        }
+                        try await Task.sleep(for: .milliseconds(20))
+                        let start = ContinuousClock.now
+                        gate.open()
+                        var ends: [(Bool, ContinuousClock.Instant)] = []
+                        for try await end in group { ends.append(end) }
+                        return (start, ends)
                     }
-                    // Every player waits: the direct ones at the origin, the proxy's behind its one request.
-                    let deadline = ContinuousClock.now + .seconds(20)
-                    while origin.requests(path).count < clients + 1 {
-                        guard ContinuousClock.now < deadline else { throw ValidationError("The players of \(path) did not all arrive.") }
-                        try await Task.sleep(for: .milliseconds(1))
+                    let latencies = ends.map { ($0.0, ($0.1 - start).seconds * 1000) }
+                    for (isDirect, milliseconds) in latencies {
+                        if isDirect { direct.append(milliseconds) } else { proxied.append(milliseconds) }
                     }
-                    try await Task.sleep(for: .milliseconds(20))
-                    let start = ContinuousClock.now
-                    gate.open()
-                    var ends: [(Bool, ContinuousClock.Instant)] = []
-                    for try await end in group { ends.append(end) }
-                    return (start, ends)
+                    extraRequests += origin.requests(path).count - clients - 1
                 }
-                let latencies = ends.map { ($0.0, ($0.1 - start).seconds * 1000) }
-                for (isDirect, milliseconds) in latencies {
-                    if isDirect { direct.append(milliseconds) } else { proxied.append(milliseconds) }
+                func percentile(_ values: [Double], _ fraction: Double) -> Double {
+                    let sorted = values.sorted()
+                    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
                 }
-                extraRequests += origin.requests(path).count - clients - 1
-            }
-            func percentile(_ values: [Double], _ fraction: Double) -> Double {
-                let sorted = values.sorted()
-                return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
-            }
-            print("LL-HLS part latency (loopback), \(rounds) parts of \(size) KiB, \(clients) players through the proxy and \(clients) direct on each:")
-            for (name, values) in [("direct", direct), ("through mediacache", proxied)] {
+                print("LL-HLS part latency (loopback), \(rounds) parts of \(size) KiB, \(clients) players through the proxy and \(clients) direct on each:")
+                for (name, values) in [("direct", direct), ("through mediacache", proxied)] {
+                    print(
+                        "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
+                            + String(format: "p50 %6.2f ms   p95 %6.2f ms   max %6.2f ms", percentile(values, 0.5), percentile(values, 0.95), values.max() ?? 0))
+                }
                 print(
-                    "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
-                        + String(format: "p50 %6.2f ms   p95 %6.2f ms   max %6.2f ms", percentile(values, 0.5), percentile(values, 0.95), values.max() ?? 0))
+                    String(
+                        format: "  added by the proxy   p50 %6.2f ms   p95 %6.2f ms", percentile(proxied, 0.5) - percentile(direct, 0.5),
+                        percentile(proxied, 0.95) - percentile(direct, 0.95)))
+                print("  origin requests for the proxy's players: \(rounds + extraRequests) for \(rounds) parts")
             }
-            print(
-                String(
-                    format: "  added by the proxy   p50 %6.2f ms   p95 %6.2f ms", percentile(proxied, 0.5) - percentile(direct, 0.5),
-                    percentile(proxied, 0.95) - percentile(direct, 0.95)))
-            print("  origin requests for the proxy's players: \(rounds + extraRequests) for \(rounds) parts")
         }
         try await client.shutdown()
         try await origin.shutdown()

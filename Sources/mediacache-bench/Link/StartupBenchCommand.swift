@@ -80,20 +80,13 @@ struct StartupBenchCommand: AsyncParsableCommand {
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(
                 to: origin.port, shape: LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: Int64(mbps) * 125_000))
-            let executable = try ChildProcess.executable(named: "mediacache")
-            let (server, line) = try await ChildProcess.startServer(
-                executable, ["serve", "--port", "0", "--cache-dir", directory.appendingPathComponent("cache").path, "--log-level", "warning"],
-                readyLinePrefix: "mediacache: serving on")
-            defer {
-                server.terminate()
-                server.waitUntilExit()
-            }
-            guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else { throw ValidationError("No port in: \(line)") }
-            print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
-            for shape in Self.shapes {
-                try await measure(
-                    shape, body: bodies[shape.file]!, file: directory.appendingPathComponent(shape.file).path, origin: origin, relayPort: relay.port,
-                    proxyPort: port)
+            try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
+                print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
+                for shape in Self.shapes {
+                    try await measure(
+                        shape, body: bodies[shape.file]!, file: directory.appendingPathComponent(shape.file).path, origin: origin, relayPort: relay.port,
+                        proxyPort: port)
+                }
             }
             await relay.stop()
             try await origin.shutdown()
