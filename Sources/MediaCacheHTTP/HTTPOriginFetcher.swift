@@ -125,9 +125,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     /// Whether `error` says the connection closed under a request before its answer: a
     /// connection from the pool that the origin had closed (its keep-alive ended) as the
-    /// request went out.
+    /// request went out, or reset (a request that reached a closing socket).
     static func isStaleConnection(_ error: any Error) -> Bool {
         if let error = error as? ChannelError, error == .ioOnClosedChannel || error == .outputClosed { return true }
+        if let error = error as? IOError, error.errnoCode == ECONNRESET { return true }
         return (error as? HTTPClientError) == .remoteConnectionClosed
     }
 

@@ -62,6 +62,8 @@ import Testing
     @Test func onlyAClosedConnectionIsStale() {
         #expect(HTTPOriginFetcher.isStaleConnection(ChannelError.ioOnClosedChannel))
         #expect(HTTPOriginFetcher.isStaleConnection(HTTPClientError.remoteConnectionClosed))
+        // Seen once in the suite: a request sent as the origin closed a kept-alive connection.
+        #expect(HTTPOriginFetcher.isStaleConnection(IOError(errnoCode: ECONNRESET, reason: "read")))
         #expect(!HTTPOriginFetcher.isStaleConnection(HTTPClientError.connectTimeout))
         #expect(!HTTPOriginFetcher.isStaleConnection(IOError(errnoCode: ECONNREFUSED, reason: "connect")))
     }
