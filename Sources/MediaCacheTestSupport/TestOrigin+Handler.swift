@@ -96,6 +96,7 @@ final class OriginHandler: ChannelInboundHandler {
             if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount, plan.body != nil, head.method == .GET {
                 state.drops += 1
                 plan.dropAfter = dropAfter
+                if resource.faults.changesAfterDrop { state.resource.changeContent() }
             }
             state.requests.append(
                 TestOrigin.Request(

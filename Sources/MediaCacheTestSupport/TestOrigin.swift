@@ -63,6 +63,18 @@ public final class TestOrigin: Sendable {
             Resource(body: .generated(DeterministicContent(seed: seed), length: length), mimeType: mimeType, faults: faults)
         }
 
+        /// Makes the next version: other bytes of the same length, a new `ETag` and `Last-Modified`.
+        mutating func changeContent() {
+            version += 1
+            if case .generated(let content, let length) = body {
+                body = .generated(DeterministicContent(seed: content.seed &+ 1_000_003), length: length)
+            } else if case .bytes(let bytes) = body {
+                body = .bytes(bytes.map { $0 ^ 0x5a })
+            }
+            etag = "\"v\(version)\""
+            lastModified = "Tue, 0\(min(version, 9)) Feb 2028 10:00:00 GMT"
+        }
+
         /// The resource's length.
         public var length: Int64 {
             switch body {
@@ -92,6 +104,9 @@ public final class TestOrigin: Sendable {
         public var dropAfterBytes: Int64?
         /// How many responses are dropped by ``dropAfterBytes`` before the fault stops.
         public var dropCount = Int.max
+        /// With ``dropAfterBytes``: a response that will be dropped is the last of its version
+        /// (the file changes while a download of it is broken: its resume finds another).
+        public var changesAfterDrop = false
         /// Send the body at about this many bytes per second.
         public var bytesPerSecond: Int64?
         /// Answer every request with this status and no media bytes (404, 500, …).
@@ -387,16 +402,7 @@ public final class TestOrigin: Sendable {
 
     /// Replaces the bytes at `path` with a new version: new content, ETag and Last-Modified.
     public func changeContent(at path: String) {
-        update(path) { resource in
-            resource.version += 1
-            if case .generated(let content, let length) = resource.body {
-                resource.body = .generated(DeterministicContent(seed: content.seed &+ 1_000_003), length: length)
-            } else if case .bytes(let bytes) = resource.body {
-                resource.body = .bytes(bytes.map { $0 ^ 0x5a })
-            }
-            resource.etag = "\"v\(resource.version)\""
-            resource.lastModified = "Tue, 0\(min(resource.version, 9)) Feb 2028 10:00:00 GMT"
-        }
+        update(path) { $0.changeContent() }
     }
 
     /// The resource served at `path`.

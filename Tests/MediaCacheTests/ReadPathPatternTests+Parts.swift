@@ -20,8 +20,11 @@ extension ReadPathPatternTests {
             // The download ends with its reader (that nothing more is then sent is shown
             // without a network by `ScriptedReadPathTests.aReaderThatGoesAwayCancelsTheOriginRequest`).
             try await waitUntil { h.reader.activeDownloads == 0 }
+            // The origin sends 4 MB/s, so what it sent before the cancel reached it depends on
+            // how busy the machine is (up to 3.7 MB seen while the whole suite ran); a download
+            // that went on without its reader would send all 40 MB before it ended.
             let sentAfterCancel = h.origin.bodyBytesSent("/slow.mp4")
-            #expect(sentAfterCancel < 2_000_000, "sent \(sentAfterCancel) after \(got) consumed")
+            #expect(sentAfterCancel < 20_000_000, "sent \(sentAfterCancel) after \(got) consumed")
             let key = h.store.key(for: h.origin.url("/slow.mp4"))
             #expect(h.store.spans(for: key).contains(ByteRange(0, got)))
         }

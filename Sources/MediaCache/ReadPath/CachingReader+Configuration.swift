@@ -31,15 +31,13 @@ extension CachingReader {
         /// under way, the chunks that arrive are queued and then written (and delivered)
         /// together, up to this many; the origin waits while the queue is full.
         package var writeBatchLimit = 1 << 20
-        /// How far a download may run ahead of its fastest reader.
+        /// How far a download may run ahead of its fastest reader, at most.
         package var readAhead: Int64 = 4 << 20
-        /// The first origin request of a download asks for at most this many bytes; each
-        /// next one asks for as many as the download has delivered so far (doubling), up
-        /// to ``maximumRequest``. A reader that goes away early so wastes little traffic,
-        /// and one that keeps reading soon gets large requests.
+        /// How far a download may run ahead of its readers at first; then as far as it has
+        /// delivered (doubling), up to ``readAhead``. A reader that goes away early so
+        /// leaves little unread behind it, and one that keeps reading is soon far ahead.
+        /// Also the size of the range a revalidation asks for with the cached bytes' validator.
         package var minimumRequest: Int64 = 256 << 10
-        /// The most bytes one origin request asks for.
-        package var maximumRequest: Int64 = 8 << 20
         /// A reader joins a download whose next byte is at most this far before its cursor,
         /// rather than starting its own.
         package var joinDistance: Int64 = 1 << 20

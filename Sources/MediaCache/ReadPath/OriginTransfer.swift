@@ -7,8 +7,8 @@ import NIOCore
 import Synchronization
 
 /// Moves one download's bytes from the origin into the store and to its readers: reads the
-/// probe's answer (the player's range as asked) to its end, then asks for the rest (doubling
-/// request sizes, never asking for bytes the store has), checks each answer,
+/// probe's answer (the player's range as asked) to its end, then asks for the rest in one
+/// request (never for bytes the store has), paced by how far its readers are, checks each answer,
 /// delivers what arrives to the ``Download`` (which wakes only the readers waiting for it)
 /// while writing it to the store, and resumes a broken connection. Runs on the download's
 /// own task, with what it is given: it does not call back into the ``CachingReader``.
@@ -39,12 +39,10 @@ struct OriginTransfer: Sendable {
                 download.complete()
                 return
             }
-            // Each request asks for as many bytes as were delivered so far, within the bounds.
-            let delivered = position - download.start
-            var requestEnd =
-                download.isFullBody
-                ? download.end
-                : min(download.end, position + min(configuration.maximumRequest, max(configuration.minimumRequest, delivered)))
+            // One request for the rest of the download's range, which is the read's own (as
+            // its player asked it): a request per window would cost a round trip each. How
+            // far it reads ahead of its readers is paced (see `read`), not cut into requests.
+            var requestEnd = download.end
             if let first = firstResponse {
                 // The probe's answer, to the end it asked for: the read's own range.
                 requestEnd = min(download.end, first.bodyEnd ?? download.end)
@@ -100,6 +98,15 @@ struct OriginTransfer: Sendable {
                 download.resuming()
             }
         }
+    }
+
+    /// How far the transfer may be ahead of its fastest reader once it has delivered
+    /// `delivered` bytes: ``CachingReader/Configuration/minimumRequest`` at first, then as
+    /// much as it has delivered (doubling), up to ``CachingReader/Configuration/readAhead``. A
+    /// player that hangs up early so leaves little unread behind it, and one that keeps
+    /// reading is soon far ahead.
+    private func readAhead(delivered: Int64) -> Int64 {
+        min(configuration.readAhead, max(configuration.minimumRequest, delivered))
     }
 
     private enum BodyEnd {
@@ -174,7 +181,7 @@ struct OriginTransfer: Sendable {
                 chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - next))!
             }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
-            await download.pace(readAhead: configuration.readAhead)
+            await download.pace(readAhead: readAhead(delivered: next - download.start))
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
                 return .stop  // another download stored these bytes first
