@@ -116,9 +116,11 @@ struct StartupBenchCommand: AsyncParsableCommand {
                     let elapsed = (ContinuousClock.now - start).seconds * 1000
                     guard decoded.status == 0 else { throw ValidationError("ffmpeg failed on \(url): \(decoded.error)") }
                     times["\(workload) \(path)", default: []].append(elapsed)
+                    // The cold play's own requests, before the hot play (which may read
+                    // further than the cold one stored) adds any.
+                    if path == "cold" { requests["\(workload) cold", default: []].append(origin.requests(coldPath).count) }
                 }
                 requests["\(workload) direct", default: []].append(origin.requests(directPath).count)
-                requests["\(workload) cold", default: []].append(origin.requests(coldPath).count)
             }
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
