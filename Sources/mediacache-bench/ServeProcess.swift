@@ -6,12 +6,12 @@ import Foundation
 import MediaCacheTestSupport
 
 /// Runs `body` with a `mediacache serve` process (the binary beside this one) on a free port
-/// of 127.0.0.1, its cache in `cacheDirectory`; the process is stopped when `body` returns or
-/// throws.
-func withServe<T>(cacheDirectory: URL, _ body: (_ port: Int) async throws -> T) async throws -> T {
+/// of 127.0.0.1, its cache in `cacheDirectory`, with `arguments` added to its command line;
+/// the process is stopped when `body` returns or throws.
+func withServe<T>(cacheDirectory: URL, arguments: [String] = [], _ body: (_ port: Int) async throws -> T) async throws -> T {
     let executable = try ChildProcess.executable(named: "mediacache")
     let (server, line) = try await ChildProcess.startServer(
-        executable, ["serve", "--port", "0", "--cache-dir", cacheDirectory.path, "--log-level", "warning"],
+        executable, ["serve", "--port", "0", "--cache-dir", cacheDirectory.path, "--log-level", "warning"] + arguments,
         readyLinePrefix: "mediacache: serving on")
     defer {
         server.terminate()

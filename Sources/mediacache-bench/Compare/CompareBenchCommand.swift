@@ -26,7 +26,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
     @Option(help: "The throttled origin's rate in KiB/s (workload 3).")
     var throttle: Int = 1024
 
-    @Option(help: "How many times to repeat the throughput measurements (the best is reported).")
+    @Option(help: "Rounds of the timed workloads (2 takes the best of at least 5; 1, 8, 9 and 10 give medians and the median of per-round ratios).")
     var rounds: Int = 3
 
     @Option(name: .customLong("only"), parsing: .upToNextOption, help: "Run only these workloads (1 to 10; 6 replays 4's session).")
@@ -99,6 +99,9 @@ struct ResultTable {
         var name: String
         var values: [Double]
         var format: String
+        /// Ours / nginx in each round, when the row was measured in interleaved rounds: the
+        /// ratio shown is their median, with the lowest and highest.
+        var ratios: [Double]
         var reference: String
         var note: String
     }
@@ -111,17 +114,43 @@ struct ResultTable {
     }
 
     mutating func add(_ name: String, values: [Double], format: String, reference: String = "", note: String = "") {
-        rows.append(Row(name: name, values: values, format: format, reference: reference, note: note))
+        rows.append(Row(name: name, values: values, format: format, ratios: [], reference: reference, note: note))
         print(
             "  " + name + ": " + zip(servers, values).map { "\($0) " + String(format: format, $1) }.joined(separator: ", ")
                 + (reference.isEmpty ? "" : "; " + reference))
+    }
+
+    /// A row measured in interleaved rounds: `rounds[server][round]`. Shows each server's
+    /// median and the median of the per-round ratios ours / nginx, with their spread, so a
+    /// busy moment of the machine, which falls on both servers of a round, does not move it.
+    mutating func add(_ name: String, rounds: [[Double]], format: String, reference: String = "", note: String = "") {
+        let values = rounds.map(Self.median)
+        let ratios = rounds.count == 2 ? zip(rounds[0], rounds[1]).map { $0 / $1 } : []
+        rows.append(Row(name: name, values: values, format: format, ratios: ratios, reference: reference, note: note))
+        print(
+            "  " + name + ": " + zip(servers, values).map { "\($0) " + String(format: format, $1) }.joined(separator: ", ")
+                + (ratios.isEmpty ? "" : ", per round ours / nginx " + ratios.map { String(format: "%.2f", $0) }.joined(separator: " "))
+                + (reference.isEmpty ? "" : "; " + reference))
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    /// The median of `ratios` with their lowest and highest, as "0.98 (0.91-1.04)".
+    static func spread(_ ratios: [Double]) -> String {
+        String(format: "%.2f (%.2f-%.2f)", median(ratios), ratios.min() ?? .nan, ratios.max() ?? .nan)
     }
 
     func render() -> String {
         let header = ["workload"] + servers + ["ratio", "reference / note"]
         var lines = [header]
         for row in rows {
-            let ratio = row.values.count == 2 && row.values[1] != 0 ? String(format: "%.2f", row.values[0] / row.values[1]) : "—"
+            let ratio =
+                !row.ratios.isEmpty
+                ? Self.spread(row.ratios) : row.values.count == 2 && row.values[1] != 0 ? String(format: "%.2f", row.values[0] / row.values[1]) : "—"
             let extra = [row.reference, row.note].filter { !$0.isEmpty }.joined(separator: "; ")
             lines.append([row.name] + row.values.map { String(format: row.format, $0) } + [ratio, extra])
         }

@@ -3,11 +3,14 @@
 
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// A simulated network link in front of a server on loopback: a TCP relay that delays each
-/// byte by half a round trip in each direction, paces each direction at a bandwidth, and adds
-/// one round trip before a new connection reaches the server (the TCP handshake a far origin
-/// costs; loopback's is free). What a player 20-150 ms from its origin sees, on one machine.
+/// byte by half a round trip in each direction, paces each direction at a bandwidth that all
+/// its connections share (as they share a real link: a second connection does not widen it),
+/// and adds one round trip before a new connection reaches the server (the TCP handshake a far
+/// origin costs; loopback's is free). What a player 20-150 ms from its origin sees, on one
+/// machine.
 final class LinkRelay: Sendable {
     struct Shape: Sendable {
         /// The round trip.
@@ -18,28 +21,35 @@ final class LinkRelay: Sendable {
 
     let port: Int
     private let channel: any Channel
+    private let toClient: Direction
 
-    private init(port: Int, channel: any Channel) {
+    /// The bytes the link has delivered from the server to clients still connected, so far.
+    var bytesToClients: Int64 { toClient.bytes }
+
+    private init(port: Int, channel: any Channel, toClient: Direction) {
         self.port = port
         self.channel = channel
+        self.toClient = toClient
     }
 
     /// Starts a relay on 127.0.0.1 (a free port) to `target` on 127.0.0.1.
     static func start(to target: Int, shape: Shape) async throws -> LinkRelay {
         let group = MultiThreadedEventLoopGroup.singleton
+        let toServer = Direction(shape: shape)
+        let toClient = Direction(shape: shape)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)  // until the far side is connected
             .childChannelInitializer { inbound in
                 inbound.eventLoop.makeCompletedFuture {
-                    let near = Pipe(shape: shape)
+                    let near = Pipe(shape: shape, direction: toServer)
                     try inbound.pipeline.syncOperations.addHandler(near)
                     // The handshake: one round trip before the server sees the connection.
                     inbound.eventLoop.scheduleTask(in: shape.roundTrip) {
                         ClientBootstrap(group: inbound.eventLoop)
                             .channelInitializer { outbound in
                                 outbound.eventLoop.makeCompletedFuture {
-                                    let far = Pipe(shape: shape)
+                                    let far = Pipe(shape: shape, direction: toClient)
                                     try outbound.pipeline.syncOperations.addHandler(far)
                                     far.peer = inbound
                                     near.peer = outbound
@@ -56,37 +66,97 @@ final class LinkRelay: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        return LinkRelay(port: channel.localAddress?.port ?? 0, channel: channel)
+        return LinkRelay(port: channel.localAddress?.port ?? 0, channel: channel, toClient: toClient)
     }
 
     func stop() async {
         try? await channel.close()
     }
 
-    /// One direction of the link: what arrives on its channel leaves on the peer half a round
-    /// trip after the link has carried it at the bandwidth, in order.
-    private final class Pipe: ChannelInboundHandler, @unchecked Sendable {
-        typealias InboundIn = ByteBuffer
+    /// One direction of the link, shared by every connection: when it is free again.
+    final class Direction: Sendable {
         let shape: Shape
-        /// The other side; set on its event loop before any byte is read.
-        var peer: (any Channel)?
-        /// When the link is free again in this direction.
-        private var free = NIODeadline.now()
-        /// When the last byte sent in this direction arrives.
-        private var lastArrival = NIODeadline.now()
+        /// When the link is free again, and the bytes it has delivered to open connections.
+        private let state = Mutex((free: NIODeadline.now(), bytes: Int64(0)))
 
         init(shape: Shape) {
             self.shape = shape
         }
 
+        var bytes: Int64 { state.withLock { $0.bytes } }
+
+        /// Carries `count` bytes after those already on the link; returns when the last of
+        /// them has left it.
+        func carry(_ count: Int) -> NIODeadline {
+            let carried = TimeAmount.nanoseconds(Int64(count) * 1_000_000_000 / max(1, shape.bytesPerSecond))
+            return state.withLock { state in
+                state.free = max(state.free, NIODeadline.now()) + carried
+                return state.free
+            }
+        }
+
+        /// Counts `count` bytes delivered to a connection still open.
+        func delivered(_ count: Int) {
+            state.withLock { $0.bytes += Int64(count) }
+        }
+    }
+
+    /// One direction of one connection: what arrives on its channel leaves on the peer half a
+    /// round trip after the link has carried it at the bandwidth, in order. At most a window
+    /// of bytes (the link's bandwidth times its round trip, and 64 KiB) is on the link at
+    /// once, as TCP's flow control allows: beyond it the pipe stops reading until bytes
+    /// arrive, so a sender cannot queue a whole file on the link ahead of another connection,
+    /// and a receiver that hangs up leaves at most a window behind it.
+    private final class Pipe: ChannelDuplexHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundIn = ByteBuffer
+        let shape: Shape
+        let direction: Direction
+        let window: Int
+        /// The other side; set on its event loop before any byte is read.
+        var peer: (any Channel)?
+        /// When the last byte sent in this direction arrives.
+        private var lastArrival = NIODeadline.now()
+        /// Bytes read and not yet arrived; on this channel's event loop, as all the state.
+        private var onTheLink = 0
+        /// Whether a read was held back because the window was full.
+        private var readHeld = false
+
+        init(shape: Shape, direction: Direction) {
+            self.shape = shape
+            self.direction = direction
+            self.window = Int(shape.bytesPerSecond * shape.roundTrip.nanoseconds / 1_000_000_000) + 65_536
+        }
+
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard let peer else { return }
             let buffer = unwrapInboundIn(data)
-            let now = NIODeadline.now()
-            let carried = TimeAmount.nanoseconds(Int64(buffer.readableBytes) * 1_000_000_000 / max(1, shape.bytesPerSecond))
-            free = max(free, now) + carried
-            lastArrival = free + .nanoseconds(shape.roundTrip.nanoseconds / 2)
-            peer.eventLoop.scheduleTask(deadline: lastArrival) { peer.writeAndFlush(buffer, promise: nil) }
+            let count = buffer.readableBytes
+            onTheLink += count
+            lastArrival = max(lastArrival, direction.carry(count) + .nanoseconds(shape.roundTrip.nanoseconds / 2))
+            let loop = context.eventLoop
+            let here = NIOLoopBound(context, eventLoop: loop)
+            let direction = direction
+            peer.eventLoop.scheduleTask(deadline: lastArrival) {
+                if peer.isActive { direction.delivered(count) }
+                peer.writeAndFlush(buffer, promise: nil)
+                loop.execute { self.arrived(count, context: here.value) }
+            }
+        }
+
+        func read(context: ChannelHandlerContext) {
+            if onTheLink >= window {
+                readHeld = true
+            } else {
+                context.read()
+            }
+        }
+
+        private func arrived(_ count: Int, context: ChannelHandlerContext) {
+            onTheLink -= count
+            guard readHeld, onTheLink < window else { return }
+            readHeld = false
+            context.read()
         }
 
         func channelInactive(context: ChannelHandlerContext) {

@@ -16,10 +16,11 @@ struct StartupBenchCommand: AsyncParsableCommand {
         abstract: "ffmpeg's first frame and first 10 s over a simulated link: direct vs through mediacache serve, cold and hot.",
         discussion: """
             The same decode of the file on disk is timed beside them: the floor, what a hot play cannot go under. \
-            The in-process test origin serves three files ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
-            with +faststart, an MP3) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
+            The in-process test origin serves what ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
+            with +faststart, an MP3, an HLS stream of 2 s segments) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
             each way). Each round serves the files at new paths, so every cold play is cold. Prints the median of each figure \
-            and the ratios to direct, and the origin requests of a direct and a cold play.
+            and the ratios to direct, the link floor (the bytes the link delivered to the direct play at its bandwidth, after two \
+            round trips), and the origin requests of a direct and a cold play.
             """
     )
 
@@ -41,41 +42,68 @@ struct StartupBenchCommand: AsyncParsableCommand {
 
     struct Shape {
         var name: String
+        /// The folder ffmpeg writes the shape's files into, and the round's path prefix serves.
+        var folder: String
+        /// The file ffmpeg opens: the media file, or an HLS stream's playlist (its segments
+        /// are written beside it).
         var file: String
-        var type: String
         var make: [String]
         var firstFrame: [String]
     }
 
     static let shapes = [
         Shape(
-            name: "MP4, moov at the end", file: "end.mp4", type: "video/mp4",
+            name: "MP4, moov at the end", folder: "end", file: "end.mp4",
             make: [
                 "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
                 "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-c:a", "aac",
             ],
             firstFrame: ["-frames:v", "1"]),
         Shape(
-            name: "MP4, faststart", file: "fast.mp4", type: "video/mp4",
+            name: "MP4, faststart", folder: "fast", file: "fast.mp4",
             make: [
                 "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
                 "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-c:a", "aac", "-movflags", "+faststart",
             ],
             firstFrame: ["-frames:v", "1"]),
         Shape(
-            name: "MP3", file: "song.mp3", type: "audio/mpeg",
+            name: "MP3", folder: "mp3", file: "song.mp3",
             make: ["-f", "lavfi", "-i", "sine=frequency=440", "-t", "30", "-c:a", "libmp3lame", "-b:a", "192k"],
             firstFrame: ["-frames:a", "1"]),
+        Shape(
+            name: "HLS, 2 s segments", folder: "hls", file: "index.m3u8",
+            make: [
+                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
+                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-g", "60", "-c:a", "aac",
+                "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod",
+            ],
+            firstFrame: ["-frames:v", "1"]),
     ]
+
+    /// The media type the origin gives a file of the shapes.
+    static func mediaType(of name: String) -> String {
+        switch (name as NSString).pathExtension {
+        case "mp4": "video/mp4"
+        case "mp3": "audio/mpeg"
+        case "m3u8": "application/vnd.apple.mpegurl"
+        case "ts": "video/mp2t"
+        default: "application/octet-stream"
+        }
+    }
 
     func run() async throws {
         try await withTemporaryDirectory { directory in
-            var bodies: [String: [UInt8]] = [:]
+            // Each shape's files by name (a media file, or a playlist and its segments).
+            var files: [String: [String: [UInt8]]] = [:]
             for shape in Self.shapes {
-                let path = directory.appendingPathComponent(shape.file).path
-                let made = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [path])
+                let folder = directory.appendingPathComponent(shape.folder)
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                let made = try await ChildProcess.run(
+                    ["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [folder.appendingPathComponent(shape.file).path])
                 guard made.status == 0 else { throw ValidationError("ffmpeg could not make \(shape.file): \(made.error)") }
-                bodies[shape.file] = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+                for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+                    files[shape.folder, default: [:]][name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
+                }
             }
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(
@@ -84,8 +112,8 @@ struct StartupBenchCommand: AsyncParsableCommand {
                 print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
                 for shape in Self.shapes {
                     try await measure(
-                        shape, body: bodies[shape.file]!, file: directory.appendingPathComponent(shape.file).path, origin: origin, relayPort: relay.port,
-                        proxyPort: port)
+                        shape, files: files[shape.folder]!, local: directory.appendingPathComponent(shape.folder).appendingPathComponent(shape.file).path,
+                        origin: origin, relay: relay, proxyPort: port)
                 }
             }
             await relay.stop()
@@ -94,48 +122,67 @@ struct StartupBenchCommand: AsyncParsableCommand {
     }
 
     /// One shape's rounds: first frame and first 10 s, direct, cold and hot.
-    /// - Parameter file: the file on disk, decoded too: the floor, what decoding alone costs.
-    private func measure(_ shape: Shape, body: [UInt8], file: String, origin: TestOrigin, relayPort: Int, proxyPort: Int) async throws {
+    /// - Parameter local: the file on disk, decoded too: the floor, what decoding alone costs.
+    private func measure(_ shape: Shape, files: [String: [UInt8]], local: String, origin: TestOrigin, relay: LinkRelay, proxyPort: Int) async throws {
+        let relayPort = relay.port
         var times: [String: [Double]] = [:]
         var requests: [String: [Int]] = [:]
         for round in 0..<rounds {
             for (workload, limit) in [("first frame", shape.firstFrame), ("first 10 s", ["-t", "10"])] {
                 let tag = workload == "first frame" ? "f" : "t"
-                let directPath = "/r\(round)\(tag)d/\(shape.file)"
-                let coldPath = "/r\(round)\(tag)c/\(shape.file)"
-                for path in [directPath, coldPath] {
-                    var resource = TestOrigin.Resource(body: .bytes(body), mimeType: shape.type)
-                    resource.etag = "\"\(shape.file)\""
-                    origin.serve(resource, at: path)
+                let directFolder = "/r\(round)\(tag)d/"
+                let coldFolder = "/r\(round)\(tag)c/"
+                for folder in [directFolder, coldFolder] {
+                    for (name, body) in files {
+                        var resource = TestOrigin.Resource(body: .bytes(body), mimeType: Self.mediaType(of: name))
+                        resource.etag = "\"\(name)\""
+                        origin.serve(resource, at: folder + name)
+                    }
                 }
-                let direct = "http://127.0.0.1:\(relayPort)\(directPath)"
-                let proxied = "http://127.0.0.1:\(proxyPort)/?url=" + "http://127.0.0.1:\(relayPort)\(coldPath)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied), ("file", file)] {
+                /// The origin requests for the files under `folder` so far.
+                func originRequests(_ folder: String) -> Int { files.keys.map { origin.requests(folder + $0).count }.reduce(0, +) }
+                let direct = "http://127.0.0.1:\(relayPort)\(directFolder)\(shape.file)"
+                let proxied =
+                    "http://127.0.0.1:\(proxyPort)/?url="
+                    + "http://127.0.0.1:\(relayPort)\(coldFolder)\(shape.file)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied), ("file", local)] {
+                    let carried = relay.bytesToClients
                     let start = ContinuousClock.now
                     let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
                     let elapsed = (ContinuousClock.now - start).seconds * 1000
                     guard decoded.status == 0 else { throw ValidationError("ffmpeg failed on \(url): \(decoded.error)") }
                     times["\(workload) \(path)", default: []].append(elapsed)
+                    // The link's floor: the bytes the link delivered to the direct play
+                    // before it hung up, at the link's bandwidth, after a handshake and a
+                    // request (two round trips). A proxy on the player's side of the link that
+                    // had to fetch the same bytes could not deliver them sooner.
+                    if path == "direct" {
+                        let bytes = Double(relay.bytesToClients - carried)
+                        times["\(workload) floor", default: []].append(bytes / (Double(mbps) * 125_000) * 1000 + 2 * Double(roundTrip))
+                    }
                     // The cold play's own requests, before the hot play (which may read
                     // further than the cold one stored) adds any.
-                    if path == "cold" { requests["\(workload) cold", default: []].append(origin.requests(coldPath).count) }
+                    if path == "cold" { requests["\(workload) cold", default: []].append(originRequests(coldFolder)) }
                 }
-                requests["\(workload) direct", default: []].append(origin.requests(directPath).count)
+                requests["\(workload) direct", default: []].append(originRequests(directFolder))
             }
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-        print("  \(shape.name) (\(body.count / 1024) KiB):")
+        print("  \(shape.name) (\(files.values.map(\.count).reduce(0, +) / 1024) KiB in \(files.count) files):")
         for workload in ["first frame", "first 10 s"] {
             let direct = median(times["\(workload) direct"]!)
             let cold = median(times["\(workload) cold"]!)
             let hot = median(times["\(workload) hot"]!)
             let file = median(times["\(workload) file"]!)
+            let floor = median(times["\(workload) floor"]!)
             let origins =
                 "origin requests direct/cold \(requests["\(workload) direct"]!.map(String.init).joined(separator: ","))"
                 + " / \(requests["\(workload) cold"]!.map(String.init).joined(separator: ","))"
             print(
                 "    " + workload.padding(toLength: 12, withPad: " ", startingAt: 0)
-                    + String(format: "direct %7.0f ms   cold %.2fx   hot %.2fx   local file %.2fx   ", direct, cold / direct, hot / direct, file / direct)
+                    + String(
+                        format: "direct %7.0f ms   cold %.2fx   hot %.2fx   local file %.2fx   link floor %.2fx   ", direct, cold / direct, hot / direct,
+                        file / direct, floor / direct)
                     + origins)
         }
     }
