@@ -156,6 +156,36 @@ import Testing
         }
     }
 
+    /// A player that plays on through a VOD playlist has the next segment read ahead: when it
+    /// asks for it, the bytes are on the way or stored, and its request costs the origin nothing
+    /// more. Every segment is fetched from the origin once, and every byte is the origin's.
+    @Test func thePlayingPlayersNextSegmentIsReadAheadAndFetchedOnce() async throws {
+        try await ProxyHarness.with { h in
+            var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+            for index in 0..<4 {
+                text += "#EXTINF:2.0,\nseg\(index).ts\n"
+                h.origin.serve(.generated(length: 300_000, seed: UInt64(index + 1), mimeType: "video/mp2t"), at: "/ra/seg\(index).ts")
+            }
+            text += "#EXT-X-ENDLIST\n"
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/ra/index.m3u8")
+            let segments = Self.uris(in: String(buffer: try await h.get(h.url("/ra/index.m3u8")).body))
+            try #require(segments.count == 4)
+            func play(_ index: Int) async throws {
+                let reply = try await h.get(segments[index])
+                #expect(reply.status == 200 && reply.body.readableBytes == 300_000)
+                #expect(DeterministicContent(seed: UInt64(index + 1)).firstMismatch(in: reply.body, at: 0) == nil, "segment \(index)")
+            }
+            try await play(0)
+            try await play(1)
+            // Playing on: segment 2 is asked for before the player asks.
+            try await waitUntil { h.origin.requests("/ra/seg2.ts").count == 1 }
+            try await play(2)
+            for index in 0..<3 {
+                #expect(h.origin.requests("/ra/seg\(index).ts").count == 1, "segment \(index): \(h.origin.requests("/ra/seg\(index).ts"))")
+            }
+        }
+    }
+
     /// The URIs of `text` (a rewritten playlist): its URI lines and quoted `http…` attribute values.
     static func uris(in text: String) -> [String] {
         text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)

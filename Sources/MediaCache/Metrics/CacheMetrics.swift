@@ -22,6 +22,7 @@ package enum CacheMetrics {
     static let rejectedBlocks = Counter(label: "mediacache_rejected_blocks_total")
     static let indexRebuilds = Counter(label: "mediacache_index_rebuilds_total")
     static let refusedCookies = Counter(label: "mediacache_refused_cookies_total")
+    static let segmentsReadAhead = Counter(label: "mediacache_segments_read_ahead_total")
 
     /// Why an origin request was made again.
     package enum Retry: String, CaseIterable, Sendable {
@@ -65,7 +66,7 @@ package enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds, refusedCookies, retries
+            indexRebuilds, refusedCookies, segmentsReadAhead, retries
         )
     }
 

@@ -40,6 +40,8 @@ public final class CachingReader: Sendable {
     /// The read path's other tasks: waiters on shared probes, removals of unfinished
     /// entries (``shutDown()`` ends them too).
     let owned = OwnedTasks()
+    /// The HLS segments to store ahead of players (see ``readAhead(of:headers:)``).
+    package let segmentReadAhead: SegmentReadAhead
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
@@ -53,6 +55,7 @@ public final class CachingReader: Sendable {
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)
+        segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).

@@ -174,6 +174,7 @@ extension ProxyHandler {
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
+        reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         // Relative URIs resolve against where the playlist came from, after redirects.
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
             // A steering server's URI in the path form: the parameters the player adds to it

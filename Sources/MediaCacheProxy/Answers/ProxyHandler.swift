@@ -79,6 +79,7 @@ struct ProxyHandler: Sendable {
             stream.cancel()
             return .needsGeneralPath(checked)
         }
+        reader.readAhead(of: asked.url, headers: asked.forwarded)
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
         var response = media(stream, isPartial: specifier != nil, log: &log)
@@ -129,6 +130,7 @@ struct ProxyHandler: Sendable {
     /// ``AnswerPlan`` for it carried out.
     private func throughCache(_ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, log: inout RequestLog) async throws -> ProxyResponse {
         let (url, asked) = (request.url, request.asked)
+        if head.method == .GET { reader.readAhead(of: url, headers: asked.forwarded) }
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).

@@ -80,6 +80,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-stale-on-error"), help: "Do not serve a stale cached copy when the origin cannot be reached or answers 5xx.")
     var noStaleOnError = false
 
+    @Option(
+        name: .customLong("read-ahead-segments"),
+        help: "How many HLS segments to store ahead of a player playing through a media playlist (0: none); saves it a round trip to the origin per segment.")
+    var readAheadSegments = 1
+
     @Option(help: "The most connections open at once; one more gets 503.")
     var maxConnections = ProxyConfiguration().maxConnections
 
@@ -193,6 +198,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--max-pinned-size (\(ByteSize.format(maxPinnedSize))) must fit within --max-size (\(ByteSize.format(maxSize))).")
         }
         guard (1...64).contains(maxDownloads) else { throw ValidationError("--max-downloads must be 1...64.") }
+        guard (0...8).contains(readAheadSegments) else { throw ValidationError("--read-ahead-segments must be 0...8.") }
     }
 
     func run() async throws {
@@ -248,6 +254,7 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.prefersCache = preferCache
         readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
         readerConfiguration.isOffline = offline
+        readerConfiguration.segmentReadAhead = readAheadSegments
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
         var downloadsConfiguration = DownloadQueue.Configuration()
         downloadsConfiguration.maxConcurrent = maxDownloads

@@ -1,0 +1,34 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+package import Foundation
+import Logging
+
+extension CachingReader {
+    /// Remembers the segments of the media playlist at `url` (parsed from its body, its
+    /// relative URIs resolved against `base`), so players playing through it are read ahead of.
+    package func learnSegments(of playlist: HLSPlaylist, at url: URL, base: URL) {
+        guard segmentReadAhead.depth > 0, !playlist.isMaster else { return }
+        segmentReadAhead.learn(
+            playlist: url, segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })
+    }
+
+    /// A player asked for `url`: when it is playing on through a media playlist, the next
+    /// segments are stored ahead of it (``SegmentReadAhead``), each on a task the read path
+    /// owns (``shutDown()`` ends it), with the player's forwarded `headers`. A segment already
+    /// stored costs a look at the store; one being downloaded is joined, not fetched again.
+    package func readAhead(of url: URL, headers: RequestHeaders) {
+        for next in segmentReadAhead.segmentsAfter(url) {
+            CacheMetrics.segmentsReadAhead.increment()
+            owned.run { [self] in
+                do {
+                    try await prefetch(next, headers: headers)
+                } catch {
+                    configuration.logger.debug(
+                        "A segment read ahead of a player did not finish", metadata: ["url": "\(next.absoluteString.prefix(200))", "reason": "\(error)"])
+                }
+                segmentReadAhead.finished(next)
+            }
+        }
+    }
+}
