@@ -8,6 +8,7 @@ public import MediaCache
 import MediaCacheHTTPFields
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOSSL
 
 /// Fetches content information and byte ranges from HTTP(S) origins with AsyncHTTPClient.
@@ -38,6 +39,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
             decompression: .disabled
         )
         clientConfiguration.httpVersion = configuration.usesHTTP2 ? .automatic : .http1Only
+        clientConfiguration.http2ConnectionDebugInitializer = Self.widenStreamWindows
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12  // TLS 1.0 and 1.1 are retired (RFC 8996)
         if configuration.trustRoots.count > 0 { tls.additionalTrustRoots = [.certificates(configuration.trustRoots.certificates)] }
@@ -54,6 +56,22 @@ public final class HTTPOriginFetcher: OriginFetcher {
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         exchange = OriginExchange(transport: Transport(client: client, configuration: configuration), policy: configuration.policy)
+    }
+
+    /// Each HTTP/2 stream's first window, announced once a connection is up.
+    static let initialStreamWindow = 1 << 20
+
+    /// Announces ``initialStreamWindow`` on a new HTTP/2 connection. AsyncHTTPClient's
+    /// connections announce no `SETTINGS_INITIAL_WINDOW_SIZE`, so each new stream may carry
+    /// 65,535 bytes (RFC 9113 §6.9.2) until the client's `WINDOW_UPDATE` comes back a round
+    /// trip later: over a far origin every answer larger than that cost a round trip more than
+    /// over HTTP/1.1 (a seek session's 13 ranges of 256 KiB at 60 ms: 2285 ms against 1491 ms).
+    /// The origin reads this `SETTINGS` before any request that follows it on the connection,
+    /// and acknowledges it before it sends their data; the client's stream channels then
+    /// widen their windows by the difference (NIOHTTP2's bulk window change).
+    @Sendable static func widenStreamWindows(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .initialWindowSize, value: initialStreamWindow)])))
+        return channel.writeAndFlush(settings)
     }
 
     /// Closes the HTTP client's connections.

@@ -304,6 +304,11 @@ public final class TestOrigin: Sendable {
     public let acceptsControl: Bool
     /// `https` with ``TLSOptions``, else `http`.
     public let scheme: String
+    /// The window each HTTP/2 stream opened with, in order: how many bytes of an answer the
+    /// origin could send before the client's first `WINDOW_UPDATE` (the client's
+    /// `SETTINGS_INITIAL_WINDOW_SIZE`, 65,535 when it announced none).
+    public var streamWindows: [Int] { windows.withLock { $0 } }
+    let windows = Mutex<[Int]>([])
     /// How many connections the origin has accepted (for HTTPS: TLS handshakes begun).
     public var connectionsAccepted: Int { connections.withLock { $0 } }
     let connections = Mutex(0)
@@ -338,14 +343,15 @@ public final class TestOrigin: Sendable {
                 }.flatMap {
                     channel.configureHTTP2SecureUpgrade(
                         h2ChannelConfigurator: { channel in
-                            channel.eventLoop.makeCompletedFuture {
-                                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()) {
-                                    stream in
-                                    stream.eventLoop.makeCompletedFuture {
-                                        try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                        try stream.pipeline.syncOperations.addHandler(OriginHandler(origin: origin, raw: nil, connection: connection))
-                                    }
+                            // The multiplexer as a handler of its own (not inside the protocol
+                            // handler), so the stream events pass the recorder before it.
+                            channel.configureHTTP2Pipeline(mode: .server) { stream in
+                                stream.eventLoop.makeCompletedFuture {
+                                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                                    try stream.pipeline.syncOperations.addHandler(OriginHandler(origin: origin, raw: nil, connection: connection))
                                 }
+                            }.flatMapThrowing { multiplexer in
+                                try channel.pipeline.syncOperations.addHandler(StreamWindowRecorder(origin: origin), position: .before(multiplexer))
                             }
                         },
                         http1ChannelConfigurator: { channel in
@@ -358,6 +364,24 @@ public final class TestOrigin: Sendable {
         holder.origin = origin
         origin.channel.withLock { $0 = channel }
         return origin
+    }
+
+    /// Records the window of each HTTP/2 stream the connection opens (``streamWindows``).
+    private final class StreamWindowRecorder: ChannelInboundHandler, Sendable {
+        typealias InboundIn = HTTP2Frame
+        let origin: TestOrigin
+
+        init(origin: TestOrigin) {
+            self.origin = origin
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            // The stream's window for what this side sends: the client's initial window.
+            if let created = event as? NIOHTTP2StreamCreatedEvent, let window = created.localInitialWindowSize {
+                origin.windows.withLock { $0.append(Int(window)) }
+            }
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 
     /// An HTTP/1.1 connection's handlers, after TLS if any.

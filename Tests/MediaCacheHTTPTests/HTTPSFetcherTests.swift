@@ -102,6 +102,23 @@ import Testing
         #expect((connections[.https] ?? 0) >= 4, "\(connections)")
     }
 
+    /// Over HTTP/2 every stream opens with a window of 1 MiB, not the protocol's 65,535 bytes:
+    /// an answer larger than that does not wait a round trip for the client's first
+    /// `WINDOW_UPDATE` (on a far origin, a round trip per request). The bytes are the origin's.
+    @Test func http2StreamsOpenWithAWindowOfOneMebibyte() async throws {
+        try await Harness.with(scheme: .http2) { h in
+            h.origin.serve(.generated(length: 3_000_000, seed: 95), at: "/wide.mp4")
+            for offset in [0, 1_000_000, 2_000_000] as [Int64] {
+                _ = try await h.readAndCheck("/wide.mp4", offset: offset, length: 500_000)
+            }
+            let requests = h.origin.requests("/wide.mp4")
+            #expect(requests.count >= 1 && requests.allSatisfy { $0.version == "HTTP/2.0" }, "\(requests.map(\.version))")
+            let windows = h.origin.streamWindows
+            #expect(windows.count == requests.count)
+            #expect(windows.allSatisfy { $0 == HTTPOriginFetcher.initialStreamWindow }, "\(windows)")
+        }
+    }
+
     /// A second cold file from the same HTTPS host starts on a connection already open, so
     /// its first byte pays no TLS handshake. (Over HTTP/1.1 a later request of the same read
     /// may still open a connection, when it overlaps another; over HTTP/2 none does.)

@@ -64,6 +64,8 @@ struct SeekBenchCommand: AsyncParsableCommand {
         var originRequests: Int
         /// Connections the origin accepted during the session.
         var originConnections: Int
+        /// The HTTP versions of the session's origin requests.
+        var versions: Set<String> = []
     }
 
     func run() async throws {
@@ -98,6 +100,7 @@ struct SeekBenchCommand: AsyncParsableCommand {
                                 scratch: directory.appendingPathComponent("range"))
                             session.originRequests = origin.requests(path).count - requestsBefore
                             session.originConnections = origin.connectionsAccepted - connectionsBefore
+                            session.versions = Set(origin.requests(path).dropFirst(requestsBefore).map(\.version))
                             sessions["\(scheme) \(kind)", default: []].append(session)
                         }
                     }
@@ -129,6 +132,7 @@ struct SeekBenchCommand: AsyncParsableCommand {
                 line +=
                     "   origin requests \(runs.map { String($0.originRequests) }.joined(separator: ","))"
                     + "   origin connections \(runs.map { String($0.originConnections) }.joined(separator: ","))"
+                    + "   \(runs.reduce(into: Set<String>()) { $0.formUnion($1.versions) }.sorted().joined(separator: ","))"
                 print(line)
             }
         }
