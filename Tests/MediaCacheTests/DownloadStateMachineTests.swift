@@ -384,4 +384,55 @@ import Testing
         let actions = machine.bytesArrived(Self.bytes(1), storage: .stored)
         #expect(actions.wake.isEmpty)
     }
+
+    /// A download can end (every byte arrived, or its last reader left) while its bytes are
+    /// still being written; the player had them from memory and may ask again at once. A wait
+    /// for them to be stored then holds until the write ends, not until the download ends
+    /// (found under load: the bytes of a finished download were not in the store yet, so a
+    /// replay fetched them a second time, and from an origin that had begun to lie, got 502).
+    @Test(arguments: ["completed", "cancelled", "failed"])
+    func aWaitForStoredBytesOutlivesTheDownloadUntilTheWriteEnds(_ ending: String) {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let reader = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(1000), storage: .writing)
+        _ = machine.moveReader(reader, to: 1000)
+        let bytesWaiter = machine.makeWaiterID()
+        let waitsForBytes = machine.wait(bytesWaiter, for: .bytes(at: 1000))
+        #expect(waitsForBytes)
+        switch ending {
+        case "completed": _ = machine.allBytesArrived()
+        case "cancelled": _ = machine.removeReader(reader)
+        default: _ = machine.fail(Failure(name: "origin gone"))
+        }
+        #expect(machine.isFinished && machine.isWriting(in: ByteRange(0, 1000)))
+        // A reader that comes now waits for the write, and the end of the download (which
+        // woke the wait for bytes) did not end it.
+        let storedWaiter = machine.makeWaiterID()
+        let waitsForStored = machine.wait(storedWaiter, for: .stored(upTo: 1000))
+        #expect(waitsForStored)
+        let endedAgain = machine.allBytesArrived()
+        #expect(endedAgain.wake.isEmpty)
+        let written = machine.writeFinished(upTo: 1000, stored: true)
+        #expect(written.wake == [storedWaiter])
+        #expect(!machine.isWriting(in: ByteRange(0, 1000)))
+        let lateWaiter = machine.makeWaiterID()
+        let lateWaits = machine.wait(lateWaiter, for: .stored(upTo: 1000))
+        #expect(!lateWaits, "the bytes are stored: nothing to wait for")
+    }
+
+    /// When the transfer ends, writes it never made (the entry was replaced) end the wait too.
+    @Test func theTransfersEndEndsEveryWaitForStoredBytes() {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        _ = machine.addReader(at: 0)
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(500), storage: .writing)
+        _ = machine.allBytesArrived()
+        let waiter = machine.makeWaiterID()
+        let waits = machine.wait(waiter, for: .stored(upTo: 500))
+        #expect(waits)
+        let ended = machine.transferEnded()
+        #expect(ended.wake == [waiter])
+        #expect(!machine.isWriting(in: ByteRange(0, 500)) && machine.holdsUnstoredBytes)
+    }
 }

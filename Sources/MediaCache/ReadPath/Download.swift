@@ -60,6 +60,10 @@ final class Download: Sendable {
     var wasLetGo: Bool { locked.withLock { $0.machine.wasLetGo } }
     var position: Int64 { locked.withLock { $0.machine.position } }
     var holdsUnstoredBytes: Bool { locked.withLock { $0.machine.holdsUnstoredBytes } }
+    /// Whether it has ended and bytes of `range` it fetched are still being written.
+    func isFinishedAndWriting(in range: ByteRange) -> Bool {
+        locked.withLock { $0.machine.isFinished && $0.machine.isWriting(in: range) }
+    }
     /// How many times the origin request was resumed after a failure.
     var retries: Int { locked.withLock { $0.machine.retries } }
 
@@ -152,6 +156,11 @@ final class Download: Sendable {
 
     func fail(_ error: any Error) {
         perform { $0.fail(error) }
+    }
+
+    /// The transfer's task is ending: see ``DownloadStateMachine/transferEnded()``.
+    func transferEnded() {
+        perform { $0.transferEnded() }
     }
 
     /// Ends the download with `error` and cancels its transfer; returns once the transfer's

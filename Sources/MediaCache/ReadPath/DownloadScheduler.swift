@@ -92,9 +92,20 @@ final class DownloadScheduler: Sendable {
                 url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
                 isFullBody: !acceptsRanges, stores: stores, headers: headers)
             let id = download.addReader(at: cursor)!
-            downloads[key] = active + [download]
+            // Ended downloads stay while their bytes are being written (see `waitForWrites`).
+            let writing = (downloads[key] ?? []).filter { $0.isFinishedAndWriting(in: ByteRange(0, ByteRange.maximumOffset)) }
+            downloads[key] = writing + active + [download]
             return (download, id, true)
         }
+    }
+
+    /// Waits until no download of `key` that has ended is still writing bytes of `range` (its
+    /// readers may have sent them already: a player that asks again at once must find them
+    /// in the store, not fetch them a second time); whether it waited.
+    func waitForWrites(_ key: CacheKey, in range: ByteRange) async -> Bool {
+        let writing = downloads.withLock { ($0[key] ?? []).filter { $0.isFinishedAndWriting(in: range) } }
+        for download in writing { await download.waitForStored(upTo: range.upperBound) }
+        return !writing.isEmpty && !Task.isCancelled
     }
 
     /// Holds a reader at `download`'s start for the read that will join it, in place of any

@@ -198,9 +198,10 @@ struct DownloadStateMachine {
     }
 
     /// Registers waiter `id` for `condition`; `false` when it holds already (or the
-    /// download has ended), so the caller does not suspend.
+    /// download has ended: except for `.stored`, which holds once the writes under way have
+    /// ended, see ``transferEnded()``), so the caller does not suspend.
     mutating func wait(_ id: UInt64, for condition: Condition) -> Bool {
-        guard !state.isTerminal, !isSatisfied(condition) else { return false }
+        guard !state.isTerminal || Self.isStored(condition), !isSatisfied(condition) else { return false }
         waiters.append((id, condition))
         return true
     }
@@ -282,6 +283,13 @@ struct DownloadStateMachine {
         return Actions(wake: takeAllWaiters())
     }
 
+    /// The transfer has ended: every write it started has ended, so chunks still marked as
+    /// being written never will be (the entry was replaced, the store stopped): they are in
+    /// memory only, and whoever waits for them to be stored stops waiting.
+    mutating func transferEnded() -> Actions {
+        writeFinished(upTo: .max, stored: false)
+    }
+
     /// A resumed request is about to be sent.
     mutating func resuming() {
         if case .resuming = state { state = .awaitingResponse }
@@ -335,9 +343,22 @@ struct DownloadStateMachine {
         return taken
     }
 
+    /// The waiters an ended download wakes: all but those waiting for writes still under
+    /// way (a finished download's bytes go on being written; ``transferEnded()`` ends that).
     private mutating func takeAllWaiters() -> [UInt64] {
-        defer { waiters = [] }
-        return waiters.map(\.id)
+        let now = self
+        var taken: [UInt64] = []
+        waiters.removeAll { waiter in
+            guard !Self.isStored(waiter.condition) || now.isSatisfied(waiter.condition) else { return false }
+            taken.append(waiter.id)
+            return true
+        }
+        return taken
+    }
+
+    /// Whether bytes of `range` are being written to the store.
+    func isWriting(in range: ByteRange) -> Bool {
+        chunks.contains { $0.storage == .writing && $0.offset < range.upperBound && range.lowerBound < $0.end }
     }
 
     /// Drops chunks every reader has passed, then stored chunks beyond the limit (oldest

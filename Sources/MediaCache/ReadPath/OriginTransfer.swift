@@ -30,6 +30,7 @@ struct OriginTransfer: Sendable {
             handle?.close()
             // Every way out ends the download, so no reader waits on a transfer that is gone.
             download.fail(CacheError(.originUnavailable, "The origin download of \(url.absoluteString) stopped."))
+            download.transferEnded()
         }
         var storeWorks = handle != nil
         var firstResponse = firstResponse

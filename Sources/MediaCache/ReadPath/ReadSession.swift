@@ -144,7 +144,12 @@ final class ReadSession: Sendable {
     /// which confirms (or not) that the cached bytes are of the current version.
     func startFirstDownloadAndWaitForResponse() async -> FirstResponse {
         let (handle, cursor) = state.withLock { ($0.handle, $0.cursor) }
-        guard let spans = try? handle?.spans(), let hole = spans.holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
+        guard var hole = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
+        if await reader.scheduler.waitForWrites(key, in: hole) {
+            // A download that has ended was still storing bytes of the hole: look again.
+            guard let rest = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
+            hole = rest
+        }
         let download = attach(at: hole.lowerBound, holeEnd: hole.upperBound)
         while true {
             let snapshot = download.snapshot(at: hole.lowerBound)
@@ -202,6 +207,8 @@ final class ReadSession: Sendable {
             case .attach(let at):
                 if let left = state.withLock({ Self.leaveDownload(&$0) }) { left.download.removeReader(left.reader) }
                 let holeEnd = spans.holes(in: ByteRange(at, range.upperBound)).first?.upperBound ?? range.upperBound
+                // A download that has ended may still be storing these bytes: then look again.
+                if await reader.scheduler.waitForWrites(key, in: ByteRange(at, holeEnd)) { continue }
                 attach(at: at, holeEnd: holeEnd)
             case .waitForBytes:
                 state.withLock { $0.statistics.stalls += 1 }
