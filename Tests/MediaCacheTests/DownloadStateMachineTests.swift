@@ -385,6 +385,16 @@ import Testing
         #expect(actions.wake.isEmpty)
     }
 
+    /// A machine whose one reader has taken `count` bytes that are still being written.
+    static func takenWhileWriting(_ count: Int) -> (machine: Machine, reader: UInt64) {
+        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
+        let reader = machine.addReader(at: 0)!
+        _ = machine.responseReceived()
+        _ = machine.bytesArrived(Self.bytes(count), storage: .writing)
+        _ = machine.moveReader(reader, to: Int64(count))
+        return (machine, reader)
+    }
+
     /// A download can end (every byte arrived, or its last reader left) while its bytes are
     /// still being written; the player had them from memory and may ask again at once. A wait
     /// for them to be stored then holds until the write ends, not until the download ends
@@ -392,11 +402,7 @@ import Testing
     /// replay fetched them a second time, and from an origin that had begun to lie, got 502).
     @Test(arguments: ["completed", "cancelled", "failed"])
     func aWaitForStoredBytesOutlivesTheDownloadUntilTheWriteEnds(_ ending: String) {
-        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
-        let reader = machine.addReader(at: 0)!
-        _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(1000), storage: .writing)
-        _ = machine.moveReader(reader, to: 1000)
+        var (machine, reader) = Self.takenWhileWriting(1000)
         let bytesWaiter = machine.makeWaiterID()
         let waitsForBytes = machine.wait(bytesWaiter, for: .bytes(at: 1000))
         #expect(waitsForBytes)
@@ -423,10 +429,7 @@ import Testing
 
     /// When the transfer ends, writes it never made (the entry was replaced) end the wait too.
     @Test func theTransfersEndEndsEveryWaitForStoredBytes() {
-        var machine = Machine(position: 0, storedChunkLimit: 1 << 20)
-        _ = machine.addReader(at: 0)
-        _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(500), storage: .writing)
+        var (machine, _) = Self.takenWhileWriting(500)
         _ = machine.allBytesArrived()
         let waiter = machine.makeWaiterID()
         let waits = machine.wait(waiter, for: .stored(upTo: 500))
