@@ -23,13 +23,25 @@ final class LinkRelay: Sendable {
     private let channel: any Channel
     private let toClient: Direction
 
+    private let toServer: Direction
+
     /// The bytes the link has delivered from the server to clients still connected, so far.
     var bytesToClients: Int64 { toClient.bytes }
 
-    private init(port: Int, channel: any Channel, toClient: Direction) {
+    /// Returns once every byte put on the link so far has arrived: a player that hung up
+    /// leaves up to a window of bytes on the link, which the next play would otherwise queue
+    /// behind (a user's next play starts on a link that is idle).
+    func drain() async throws {
+        let idle = max(toClient.freeAt, toServer.freeAt) + .nanoseconds(toClient.shape.roundTrip.nanoseconds / 2)
+        let wait = idle - NIODeadline.now()
+        if wait > .zero { try await Task.sleep(for: .nanoseconds(wait.nanoseconds)) }
+    }
+
+    private init(port: Int, channel: any Channel, toClient: Direction, toServer: Direction) {
         self.port = port
         self.channel = channel
         self.toClient = toClient
+        self.toServer = toServer
     }
 
     /// Starts a relay on 127.0.0.1 (a free port) to `target` on 127.0.0.1.
@@ -66,7 +78,7 @@ final class LinkRelay: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        return LinkRelay(port: channel.localAddress?.port ?? 0, channel: channel, toClient: toClient)
+        return LinkRelay(port: channel.localAddress?.port ?? 0, channel: channel, toClient: toClient, toServer: toServer)
     }
 
     func stop() async {
@@ -84,6 +96,8 @@ final class LinkRelay: Sendable {
         }
 
         var bytes: Int64 { state.withLock { $0.bytes } }
+        /// When the bytes put on the link so far have all left it.
+        var freeAt: NIODeadline { state.withLock { $0.free } }
 
         /// Carries `count` bytes after those already on the link; returns when the last of
         /// them has left it.

@@ -93,6 +93,7 @@ struct SeekBenchCommand: AsyncParsableCommand {
                             ("direct", base + "/r\(round)/direct.bin", "/r\(round)/direct.bin"), ("cold", proxied, "/r\(round)/proxied.bin"),
                             ("hot", proxied, "/r\(round)/proxied.bin"),
                         ] {
+                            try await (scheme == "HTTPS" ? secureLink : plainLink).drain()
                             let requestsBefore = origin.requests(path).count
                             let connectionsBefore = origin.connectionsAccepted
                             var session = try await Self.play(

@@ -33,6 +33,9 @@ struct StartupBenchCommand: AsyncParsableCommand {
     @Option(help: "The link's bandwidth each way, in megabits per second.")
     var mbps = 40
 
+    @Option(name: .customLong("serve-argument"), help: "An argument for mediacache serve (repeat; e.g. --serve-argument=--read-ahead-segments=0).")
+    var serveArguments: [String] = []
+
     func validate() throws {
         guard (1...100).contains(rounds), (0...2000).contains(roundTrip), (1...10_000).contains(mbps) else {
             throw ValidationError("--rounds must be 1...100, --rtt-ms 0...2000 and --mbps 1...10000.")
@@ -108,7 +111,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(
                 to: origin.port, shape: LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: Int64(mbps) * 125_000))
-            try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
+            try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: serveArguments) { port in
                 print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
                 for shape in Self.shapes {
                     try await measure(
@@ -146,6 +149,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
                     "http://127.0.0.1:\(proxyPort)/?url="
                     + "http://127.0.0.1:\(relayPort)\(coldFolder)\(shape.file)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                 for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied), ("file", local)] {
+                    try await relay.drain()
                     let carried = relay.bytesToClients
                     let start = ContinuousClock.now
                     let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
