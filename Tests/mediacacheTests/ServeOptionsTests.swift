@@ -103,4 +103,17 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: cache))
         }
     }
+
+    /// A read-ahead depth out of bounds, or not a number, stops `serve` before it touches the
+    /// cache folder, naming the option.
+    @Test(arguments: [("9", "--read-ahead-segments must be 0...8."), ("-1", "--read-ahead-segments must be 0...8."), ("two", "is invalid for '--read-ahead-segments")])
+    func aReadAheadDepthOutOfBoundsIsRefused(_ value: String, _ message: String) async throws {
+        let executable = try ChildProcess.executable(named: "mediacache")
+        try await withTemporaryDirectory { directory in
+            let cache = directory.appendingPathComponent("cache").path
+            let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, "--read-ahead-segments=\(value)"])
+            #expect(result.status != 0 && result.error.contains(message), "\(result.error)")
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
 }
