@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import ArgumentParser
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -178,4 +179,27 @@ final class LinkRelay: Sendable {
             peer.eventLoop.scheduleTask(deadline: lastArrival) { peer.close(promise: nil) }
         }
     }
+}
+
+/// The simulated link's options, for the benchmarks that run over it.
+struct LinkOptions: ParsableArguments {
+    @Option(name: .customLong("rtt-ms"), help: "The link's round trip, in milliseconds.")
+    var roundTrip = 60
+
+    @Option(help: "The link's bandwidth each way, in megabits per second.")
+    var mbps = 40
+
+    func validate() throws {
+        guard (0...2000).contains(roundTrip), (1...10_000).contains(mbps) else {
+            throw ValidationError("--rtt-ms must be 0...2000 and --mbps 1...10000.")
+        }
+    }
+
+    /// The link's bandwidth each way, in bytes per second.
+    var bytesPerSecond: Int64 { Int64(mbps) * 125_000 }
+
+    var shape: LinkRelay.Shape { LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: bytesPerSecond) }
+
+    /// "a link of 60 ms round trip and 40 Mbit/s"
+    var description: String { "a link of \(roundTrip) ms round trip and \(mbps) Mbit/s" }
 }

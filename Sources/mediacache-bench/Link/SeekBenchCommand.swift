@@ -34,11 +34,7 @@ struct SeekBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("range-kib"), help: "Each request's range, in KiB.")
     var rangeKiB = 256
 
-    @Option(name: .customLong("rtt-ms"), help: "The link's round trip, in milliseconds.")
-    var roundTrip = 60
-
-    @Option(help: "The link's bandwidth each way, in megabits per second.")
-    var mbps = 40
+    @OptionGroup var link: LinkOptions
 
     @Flag(name: .customLong("http1-only"), help: "The proxy speaks HTTP/1.1 to the HTTPS origin (mediacache serve --http1-only).")
     var http1Only = false
@@ -47,10 +43,8 @@ struct SeekBenchCommand: AsyncParsableCommand {
     static let fileLength: Int64 = 64 << 20
 
     func validate() throws {
-        guard (1...100).contains(rounds), (1...200).contains(seeks), (1...4096).contains(rangeKiB), (0...2000).contains(roundTrip),
-            (1...10_000).contains(mbps)
-        else {
-            throw ValidationError("--rounds must be 1...100, --seeks 1...200, --range-kib 1...4096, --rtt-ms 0...2000 and --mbps 1...10000.")
+        guard (1...100).contains(rounds), (1...200).contains(seeks), (1...4096).contains(rangeKiB) else {
+            throw ValidationError("--rounds must be 1...100, --seeks 1...200 and --range-kib 1...4096.")
         }
         guard ChildProcess.toolExists("curl") else { throw ValidationError("curl is not installed (apt-get install curl).") }
     }
@@ -72,7 +66,7 @@ struct SeekBenchCommand: AsyncParsableCommand {
         try await withTemporaryDirectory { directory in
             let caFile = directory.appendingPathComponent("ca.pem")
             try TestCertificateAuthority.shared.certificatePEM.write(to: caFile, atomically: true, encoding: .utf8)
-            let shape = LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: Int64(mbps) * 125_000)
+            let shape = link.shape
             let secure = try await TestOrigin.start(tls: try .trusted())
             let plain = try await TestOrigin.start()
             let secureLink = try await LinkRelay.start(to: secure.port, shape: shape)
@@ -118,7 +112,7 @@ struct SeekBenchCommand: AsyncParsableCommand {
     private func report(_ sessions: [String: [Session]]) {
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         print(
-            "A seek-heavy session over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s: \(seeks + 1) ranges of \(rangeKiB) KiB, "
+            "A seek-heavy session over \(link.description): \(seeks + 1) ranges of \(rangeKiB) KiB, "
                 + "a new connection each, \(rounds) rounds, medians (ratio: of each round's session to its direct one, lowest-highest):")
         for scheme in ["HTTPS", "HTTP"] {
             print("  \(scheme):")

@@ -27,19 +27,13 @@ struct StartupBenchCommand: AsyncParsableCommand {
     @Option(help: "Rounds; the figures are medians over them.")
     var rounds = 3
 
-    @Option(name: .customLong("rtt-ms"), help: "The link's round trip, in milliseconds.")
-    var roundTrip = 60
-
-    @Option(help: "The link's bandwidth each way, in megabits per second.")
-    var mbps = 40
+    @OptionGroup var link: LinkOptions
 
     @Option(name: .customLong("serve-argument"), help: "An argument for mediacache serve (repeat; e.g. --serve-argument=--read-ahead-segments=0).")
     var serveArguments: [String] = []
 
     func validate() throws {
-        guard (1...100).contains(rounds), (0...2000).contains(roundTrip), (1...10_000).contains(mbps) else {
-            throw ValidationError("--rounds must be 1...100, --rtt-ms 0...2000 and --mbps 1...10000.")
-        }
+        guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be 1...100.") }
         guard ChildProcess.toolExists("ffmpeg") else { throw ValidationError("ffmpeg is not installed (apt-get install ffmpeg).") }
     }
 
@@ -110,9 +104,9 @@ struct StartupBenchCommand: AsyncParsableCommand {
             }
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(
-                to: origin.port, shape: LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: Int64(mbps) * 125_000))
+                to: origin.port, shape: link.shape)
             try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: serveArguments) { port in
-                print("Start-up over a link of \(roundTrip) ms round trip and \(mbps) Mbit/s, \(rounds) rounds, medians (ffmpeg decoding to null):")
+                print("Start-up over \(link.description), \(rounds) rounds, medians (ffmpeg decoding to null):")
                 for shape in Self.shapes {
                     try await measure(
                         shape, files: files[shape.folder]!, local: directory.appendingPathComponent(shape.folder).appendingPathComponent(shape.file).path,
@@ -162,7 +156,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
                     // had to fetch the same bytes could not deliver them sooner.
                     if path == "direct" {
                         let bytes = Double(relay.bytesToClients - carried)
-                        times["\(workload) floor", default: []].append(bytes / (Double(mbps) * 125_000) * 1000 + 2 * Double(roundTrip))
+                        times["\(workload) floor", default: []].append(bytes / Double(link.bytesPerSecond) * 1000 + 2 * Double(link.roundTrip))
                     }
                     // The cold play's own requests, before the hot play (which may read
                     // further than the cold one stored) adds any.
