@@ -144,12 +144,12 @@ final class ReadSession: Sendable {
     /// which confirms (or not) that the cached bytes are of the current version.
     func startFirstDownloadAndWaitForResponse() async -> FirstResponse {
         let (handle, cursor) = state.withLock { ($0.handle, $0.cursor) }
-        guard var hole = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
-        if await reader.scheduler.waitForWrites(key, in: hole) {
-            // A download that has ended was still storing bytes of the hole: look again.
-            guard let rest = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
-            hole = rest
-        }
+        var hole: ByteRange
+        // A download that has ended may still be storing bytes of the hole: then look again.
+        repeat {
+            guard let first = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
+            hole = first
+        } while await reader.scheduler.waitForWrites(key, in: hole)
         let download = attach(at: hole.lowerBound, holeEnd: hole.upperBound)
         while true {
             let snapshot = download.snapshot(at: hole.lowerBound)

@@ -84,9 +84,9 @@ package final class SegmentReadAhead: Sendable {
     /// asked for the one before it, or they are running already.
     package func segmentsAfter(_ url: URL) -> [URL] {
         guard depth > 0 else { return [] }
-        let key = url.absoluteString
         return state.withLock { state in
-            guard let (playlistKey, index) = state.position[key], var playlist = state.playlists[playlistKey] else { return [] }
+            // Every request through the cache comes here: nothing to look up before a playlist.
+            guard !state.position.isEmpty, let (playlistKey, index) = state.position[url.absoluteString], var playlist = state.playlists[playlistKey] else { return [] }
             playlist.asked.insert(index)
             state.playlists[playlistKey] = playlist
             guard index > 0, playlist.asked.contains(index - 1) else { return [] }

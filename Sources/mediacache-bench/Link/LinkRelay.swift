@@ -55,14 +55,14 @@ final class LinkRelay: Sendable {
             .childChannelOption(.autoRead, value: false)  // until the far side is connected
             .childChannelInitializer { inbound in
                 inbound.eventLoop.makeCompletedFuture {
-                    let near = Pipe(shape: shape, direction: toServer)
+                    let near = Pipe(direction: toServer)
                     try inbound.pipeline.syncOperations.addHandler(near)
                     // The handshake: one round trip before the server sees the connection.
                     inbound.eventLoop.scheduleTask(in: shape.roundTrip) {
                         ClientBootstrap(group: inbound.eventLoop)
                             .channelInitializer { outbound in
                                 outbound.eventLoop.makeCompletedFuture {
-                                    let far = Pipe(shape: shape, direction: toClient)
+                                    let far = Pipe(direction: toClient)
                                     try outbound.pipeline.syncOperations.addHandler(far)
                                     far.peer = inbound
                                     near.peer = outbound
@@ -125,7 +125,6 @@ final class LinkRelay: Sendable {
     private final class Pipe: ChannelDuplexHandler, @unchecked Sendable {
         typealias InboundIn = ByteBuffer
         typealias OutboundIn = ByteBuffer
-        let shape: Shape
         let direction: Direction
         let window: Int
         /// The other side; set on its event loop before any byte is read.
@@ -137,10 +136,11 @@ final class LinkRelay: Sendable {
         /// Whether a read was held back because the window was full.
         private var readHeld = false
 
-        init(shape: Shape, direction: Direction) {
-            self.shape = shape
+        private var shape: Shape { direction.shape }
+
+        init(direction: Direction) {
             self.direction = direction
-            self.window = Int(shape.bytesPerSecond * shape.roundTrip.nanoseconds / 1_000_000_000) + 65_536
+            self.window = Int(direction.shape.bytesPerSecond * direction.shape.roundTrip.nanoseconds / 1_000_000_000) + 65_536
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
