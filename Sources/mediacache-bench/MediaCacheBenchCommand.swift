@@ -15,7 +15,7 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
             SeekBenchCommand.self,
             CryptoBenchCommand.self,
             EncryptionBenchCommand.self,
-            OriginCommand.self, CrashWriterCommand.self,
+            OriginCommand.self, CrashWriterCommand.self, FloorServerCommand.self,
         ]
     )
 }

@@ -125,11 +125,12 @@ struct ProxyRouter: Sendable {
     /// The player's end-to-end request fields, for the origin: credentials, cookies,
     /// referer, user agent, languages (one cache serves one user).
     static func endToEndHeaders(_ headers: HTTPHeaders) -> RequestHeaders {
-        var dropped = fieldsNotForwarded
-        for value in headers["connection"] {
-            for token in value.split(separator: ",") { dropped.insert(String(token).trimmingCharacters(in: .whitespaces).lowercased()) }
+        // Asked for every request, cached or not: no copy of the set, no Foundation.
+        let named = headers["connection"].flatMap { $0.split(separator: ",").map { String($0).trimmingHTTPWhitespace().lowercased() } }
+        return headers.compactMap { field in
+            let name = field.name.lowercased()
+            return fieldsNotForwarded.contains(name) || named.contains(name) ? nil : (name: field.name, value: field.value)
         }
-        return headers.filter { !dropped.contains($0.name.lowercased()) }.map { (name: $0.name, value: $0.value) }
     }
 
     /// The checks every request passes before its URL is looked at: the method, then

@@ -214,7 +214,7 @@ enum BenchServers {
         return channel.localAddress!.port!
     }
 
-    private static func port(in line: String) throws -> Int {
+    static func port(in line: String) throws -> Int {
         guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else {
             throw ValidationError("No port in the server's start-up line: \(line)")
         }

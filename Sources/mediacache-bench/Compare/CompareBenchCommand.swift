@@ -76,7 +76,9 @@ struct CompareBenchCommand: AsyncParsableCommand {
                     note: "nginx: master + workers + cache processes")
             }
             if only.contains(6) { try await workloads.replay(into: &table) }
-            if only.contains(8) || only.contains(10) { try await workloads.hotRangeLatency(newConnections: only.contains(10), into: &table) }
+            if only.contains(8) || only.contains(10) {
+                try await workloads.hotRangeLatency(newConnections: only.contains(10), floor: (bench, root), into: &table)
+            }
             if only.contains(9) { try await workloads.coldWholeFile(sizeMiB: hotSize, from: staticOrigin, into: &table) }
             print(table.render())
         } catch {

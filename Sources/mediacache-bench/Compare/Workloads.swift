@@ -195,8 +195,10 @@ struct Workloads {
     /// 8. Cached 64 KiB ranges at random offsets, one after another on one keep-alive
     /// connection: the latency of each, as a player seeking or scrubbing sees it. 10 (with
     /// `newConnections`): the same ranges, each on a new connection, as ffmpeg and mpv seek;
-    /// the time to the first byte includes the connection's set-up.
-    func hotRangeLatency(newConnections: Bool, into table: inout ResultTable) async throws {
+    /// the time to the first byte includes the connection's set-up. Beside them in each
+    /// round, the floor: the same ranges from a bare SwiftNIO server (`floor-server`, run
+    /// from `floor.bench` on a copy of the file in `floor.folder`).
+    func hotRangeLatency(newConnections: Bool, floor: (bench: URL, folder: URL), into table: inout ResultTable) async throws {
         let length: Int64 = 64 << 20
         let content = try await serve("/ranges.bin", length: length, seed: 66)
         var random = SplitMix(seed: 67)
@@ -204,6 +206,16 @@ struct Workloads {
             let offset = Int64(random.next() % UInt64(length - (64 << 10)))
             return ByteRange(offset, offset + (64 << 10))
         }
+        let floorFile = floor.folder.appendingPathComponent("floor-ranges.bin")
+        try Self.writeFile(floorFile, content: content, length: length)
+        let (floorProcess, line) = try await ChildProcess.startServer(
+            floor.bench, ["floor-server", "--file", floorFile.path], readyLinePrefix: "floor: listening on")
+        defer {
+            floorProcess.terminate()
+            floorProcess.waitUntilExit()
+        }
+        let floorURL = "http://127.0.0.1:\(try BenchServers.port(in: line))/ranges.bin"
+        try await client.read(floorURL, content: content, offset: ranges[0].lowerBound, length: ranges[0].length)
         for server in servers {
             let url = server.url(server.prefix + "/ranges.bin")
             // Cache the whole file, and check the bytes of one range.
@@ -211,14 +223,15 @@ struct Workloads {
             try await client.read(url, content: content, offset: ranges[0].lowerBound, length: ranges[0].length)
         }
         // The servers take turns in each round, so a busy moment of the machine falls on both;
-        // each round's percentiles are one sample of each server (`p50[server][round]`).
-        var p50 = [[Double]](repeating: [], count: servers.count)
+        // each round's percentiles are one sample of each server (`p50[server][round]`), the
+        // floor's the last.
+        let urls = servers.map { $0.url($0.prefix + "/ranges.bin") } + [floorURL]
+        var p50 = [[Double]](repeating: [], count: urls.count)
         var p99 = p50
         var newP50 = p50
         var newP99 = p50
         for _ in 0..<max(rounds, 2) {
-            for (index, server) in servers.enumerated() {
-                let url = server.url(server.prefix + "/ranges.bin")
+            for (index, url) in urls.enumerated() {
                 let totals = try await client.curlRanges(url, ranges).map(\.total)
                 p50[index].append(Self.percentile(0.5, totals) * 1000)
                 p99[index].append(Self.percentile(0.99, totals) * 1000)
@@ -229,11 +242,17 @@ struct Workloads {
                 }
             }
         }
-        table.add("8. hot 64 KiB range, one connection, p50 ms", rounds: p50, format: "%.3f")
-        table.add("8. hot 64 KiB range, one connection, p99 ms", rounds: p99, format: "%.3f")
+        func add(_ name: String, _ rounds: [[Double]]) {
+            let floor = rounds[servers.count]
+            let ratios = { (server: Int) in ResultTable.spread(zip(rounds[server], floor).map { $1 / $0 }) }
+            let reference = String(format: "bare SwiftNIO %.3f ms: ", ResultTable.median(floor)) + "floor / nginx \(ratios(1)), floor / ours \(ratios(0))"
+            table.add(name, rounds: Array(rounds.prefix(servers.count)), format: "%.3f", reference: reference)
+        }
+        add("8. hot 64 KiB range, one connection, p50 ms", p50)
+        add("8. hot 64 KiB range, one connection, p99 ms", p99)
         guard newConnections else { return }
-        table.add("10. hot 64 KiB range, new connection each, first byte p50 ms", rounds: newP50, format: "%.3f")
-        table.add("10. hot 64 KiB range, new connection each, first byte p99 ms", rounds: newP99, format: "%.3f")
+        add("10. hot 64 KiB range, new connection each, first byte p50 ms", newP50)
+        add("10. hot 64 KiB range, new connection each, first byte p99 ms", newP99)
     }
 
     /// 9. A file nobody read yet, read whole through an empty cache, from an origin as fast
