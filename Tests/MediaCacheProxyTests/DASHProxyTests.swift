@@ -46,6 +46,45 @@ import Testing
         var direct: String { self == .nestedBaseURLs ? "/dash/flat.mpd" : "/dash/m.mpd" }
     }
 
+    /// A player playing through a representation of a static manifest has its next segment
+    /// read ahead, as through an HLS media playlist: the second segment it asks for starts the
+    /// third, which it then gets without a second origin request. The initialization and the
+    /// first segment start nothing. Bytes checked.
+    @Test func thePlayingPlayersNextSegmentIsReadAheadAndFetchedOnce() async throws {
+        try await ProxyHarness.with { h in
+            let manifest = """
+                <?xml version="1.0"?>
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT8S" minBufferTime="PT2S">
+                  <Period>
+                    <AdaptationSet mimeType="video/mp4">
+                      <SegmentTemplate timescale="1" duration="2" initialization="init.mp4" media="seg$Number$.m4s" startNumber="0"/>
+                      <Representation id="v" bandwidth="100000"/>
+                    </AdaptationSet>
+                  </Period>
+                </MPD>
+                """
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/ra/m.mpd")
+            h.origin.serve(.generated(length: 2_000, seed: 70, mimeType: "video/mp4"), at: "/ra/init.mp4")
+            for index in 0..<4 {
+                h.origin.serve(.generated(length: 300_000, seed: UInt64(71 + index), mimeType: "video/mp4"), at: "/ra/seg\(index).m4s")
+            }
+            let rewritten = String(buffer: try await h.get(h.url("/ra/m.mpd")).body)
+            // The template stays relative to the manifest's base, now a proxy URL (path form).
+            let base = try #require(rewritten.firstMatch(of: /<BaseURL>([^<]+)<\/BaseURL>/).map { String($0.1) })
+            let template = try #require(rewritten.firstMatch(of: /media="([^"]+)"/).map { base + $0.1 })
+            let initialization = try #require(rewritten.firstMatch(of: /initialization="([^"]+)"/).map { base + $0.1 })
+            #expect(base.hasPrefix("http://") && !rewritten.contains(h.origin.url("/ra/").absoluteString), "\(rewritten)")
+            let start = try await h.get(initialization)
+            #expect(start.status == 200 && DeterministicContent(seed: 70).firstMismatch(in: start.body, at: 0) == nil)
+            func play(_ index: Int) async throws {
+                let reply = try await h.get(template.replacingOccurrences(of: "$Number$", with: "\(index)"))
+                #expect(reply.status == 200 && reply.body.readableBytes == 300_000)
+                #expect(DeterministicContent(seed: UInt64(71 + index)).firstMismatch(in: reply.body, at: 0) == nil, "segment \(index)")
+            }
+            try await HLSProxyTests.playOnAndExpectTheThirdReadAhead(play: play) { h.origin.requests("/ra/seg\($0).m4s") }
+        }
+    }
+
     /// Makes `form` in `directory`; with `extraVideo`, a second, higher video representation
     /// (stream 1; the audio is stream 2), and `low.mpd`, the same manifest without it; with
     /// `other`, another picture and tone; with `options`, more of the DASH muxer's options.

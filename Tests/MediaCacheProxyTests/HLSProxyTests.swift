@@ -175,15 +175,22 @@ import Testing
                 #expect(reply.status == 200 && reply.body.readableBytes == 300_000)
                 #expect(DeterministicContent(seed: UInt64(index + 1)).firstMismatch(in: reply.body, at: 0) == nil, "segment \(index)")
             }
-            try await play(0)
-            try await play(1)
-            // Playing on: segment 2 is asked for before the player asks.
-            try await waitUntil { h.origin.requests("/ra/seg2.ts").count == 1 }
-            try await play(2)
-            for index in 0..<3 {
-                #expect(h.origin.requests("/ra/seg\(index).ts").count == 1, "segment \(index): \(h.origin.requests("/ra/seg\(index).ts"))")
-            }
+            try await Self.playOnAndExpectTheThirdReadAhead(play: play) { h.origin.requests("/ra/seg\($0).ts") }
         }
+    }
+
+    /// Plays segments 0, 1 and 2 (`play` checks each one's bytes) as a player playing on does,
+    /// and expects the third asked of the origin (`requests` of a segment) before the player
+    /// asks for it, each of the three asked for once, and the fourth read ahead at most once.
+    static func playOnAndExpectTheThirdReadAhead(play: (Int) async throws -> Void, requests: @escaping @Sendable (Int) -> [TestOrigin.Request]) async throws {
+        try await play(0)
+        try await play(1)
+        try await waitUntil { requests(2).count == 1 }
+        try await play(2)
+        for index in 0..<3 {
+            #expect(requests(index).count == 1, "segment \(index): \(requests(index))")
+        }
+        #expect(requests(3).count <= 1, "read ahead at most once")
     }
 
     /// The URIs of `text` (a rewritten playlist): its URI lines and quoted `http…` attribute values.

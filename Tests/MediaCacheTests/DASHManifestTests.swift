@@ -196,4 +196,47 @@ import Testing
         #expect(sets[2].representations[0].resources.map(\.url.path) == ["/d/whole.mp4"])
         #expect(sets[2].representations[0].resources.first?.range == nil)
     }
+
+    /// A hostile manifest costs bounded work to read (the proxy reads each static manifest it
+    /// serves, to read ahead of its players): timelines whose `S` entries repeat a billion
+    /// times stop at the segment limit (the entries after it were once each walked through up
+    /// to the limit: 2 billion steps for this manifest), and many representations share one
+    /// limit of resources.
+    @Test func hugeRepeatsAndManyRepresentationsStopAtTheLimits() throws {
+        let huge = String(repeating: "<S d=\"1\" r=\"999999999\"/>", count: 20_000)
+        let timeline =
+            "<MPD><Period><AdaptationSet><Representation id=\"t\"><SegmentTemplate media=\"$Number$.m4s\"><SegmentTimeline>"
+            + huge + "</SegmentTimeline></SegmentTemplate></Representation></AdaptationSet></Period></MPD>"
+        let one = try DASHManifest(parsing: Array(timeline.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
+        let segments = try #require(one.periods.first?.adaptationSets.first?.representations.first?.resources)
+        #expect(segments.count == DASHPresentation.maximumSegments)
+        #expect(segments.last?.url.lastPathComponent == "\(DASHPresentation.maximumSegments).m4s")
+
+        // Five representations of 100,000 segments each: the first two fill the budget.
+        let many = String(repeating: "<Representation id=\"r\" bandwidth=\"1\"/>", count: 5)
+        let template =
+            "<MPD mediaPresentationDuration=\"PT100000S\"><Period><AdaptationSet>"
+            + "<SegmentTemplate duration=\"1\" media=\"$RepresentationID$-$Number$.m4s\"/>" + many + "</AdaptationSet></Period></MPD>"
+        let all = try DASHManifest(parsing: Array(template.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
+        let counts = try #require(all.periods.first?.adaptationSets.first?.representations.map(\.resources.count))
+        #expect(counts == [100_000, 100_000, 0, 0, 0])
+        #expect(counts.reduce(0, +) == DASHPresentation.maximumResources)
+    }
+
+    /// Found by `manifestsParseOrAreRefusedAndRewriteOnlyURLs`: a template whose segments last
+    /// 1e-300 s (a `timescale` of 1e300) made the segment count too large for an integer, and
+    /// reading the manifest trapped, in the proxy for every player that asked for it. The count
+    /// is now clamped to the limit.
+    @Test func aSegmentDurationTooSmallForAnIntegerCountIsClampedNotATrap() throws {
+        let text = """
+            <MPD mediaPresentationDuration="PT5S"><Period><AdaptationSet>
+              <SegmentTemplate timescale="1e300" duration="1" media="$Number$.m4s"/><Representation id="v" bandwidth="1"/>
+            </AdaptationSet></Period></MPD>
+            """
+        let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
+        #expect(presentation.periods.first?.adaptationSets.first?.representations.first?.resources.count == DASHPresentation.maximumSegments)
+        #expect(DASHManifest.clampedInteger(.nan, limit: 5) == 0 && DASHManifest.clampedInteger(.infinity, limit: 5) == 5)
+        #expect(DASHManifest.clampedInteger(-3, limit: 5) == 0 && DASHManifest.clampedInteger(3.7, limit: 5) == 3)
+        #expect(DASHManifest.clampedInteger(1e300, limit: .max) == .max)
+    }
 }

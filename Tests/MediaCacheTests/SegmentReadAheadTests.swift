@@ -69,4 +69,22 @@ import Testing
         _ = none.segmentsAfter(Self.segment("a"))
         #expect(none.segmentsAfter(Self.segment("b")).isEmpty)
     }
+
+    /// Segments remembered in all are bounded too: six playlists of the most segments each
+    /// leave the last five (and the one just learned is never the one forgotten).
+    @Test func theOldestPlaylistsAreForgottenBeyondTheTotalOfSegments() {
+        let readAhead = SegmentReadAhead(depth: 1)
+        let count = SegmentReadAhead.segmentLimit
+        #expect(SegmentReadAhead.totalSegmentLimit / count == 5)
+        for index in 0..<6 {
+            let base = "https://o.example/q\(index)/"
+            readAhead.learn(playlist: URL(string: base + "index.m3u8")!, segments: (0..<count).map { URL(string: base + "s\($0)")! })
+        }
+        _ = readAhead.segmentsAfter(URL(string: "https://o.example/q0/s0")!)
+        #expect(readAhead.segmentsAfter(URL(string: "https://o.example/q0/s1")!).isEmpty, "q0 was forgotten")
+        for index in 1..<6 {
+            _ = readAhead.segmentsAfter(URL(string: "https://o.example/q\(index)/s0")!)
+            #expect(readAhead.segmentsAfter(URL(string: "https://o.example/q\(index)/s1")!) == [URL(string: "https://o.example/q\(index)/s2")!])
+        }
+    }
 }

@@ -6,9 +6,12 @@ package import Foundation
 /// What a DASH manifest presents, as far as storing it ahead of play needs: each period's
 /// adaptation sets, their representations, and each representation's resources (an
 /// initialization and media segments, whole files or byte ranges of one), with durations.
-/// Read with bounds: at most ``maximumSegments`` segments per representation.
+/// Read with bounds: at most ``maximumSegments`` segments per representation and
+/// ``maximumResources`` resources in all, so a manifest of many representations, or of
+/// timelines with huge repeat counts, costs bounded work to read.
 package struct DASHPresentation: Sendable {
     package static let maximumSegments = 100_000
+    package static let maximumResources = 200_000
 
     package struct Resource: Sendable, Equatable {
         package var url: URL
@@ -61,6 +64,7 @@ extension DASHManifest {
         let rootBase = baseURL(of: root, inherited: base)
         let total = attribute("mediaPresentationDuration", root).flatMap(Self.seconds(ofISO8601Duration:))
         var periods: [DASHPresentation.Period] = []
+        var budget = DASHPresentation.maximumResources
         let periodIndices = kids(root, named: "Period")
         for (position, period) in periodIndices.enumerated() {
             let periodBase = baseURL(of: period, inherited: rootBase)
@@ -84,17 +88,19 @@ extension DASHManifest {
                     // Segment information is inherited level by level, the nearest level winning per attribute.
                     let levels = [period, set, representation]
                     var resources: [DASHPresentation.Resource] = []
+                    let limit = min(budget, DASHPresentation.maximumSegments)
                     if let list = levels.compactMap({ child($0, named: "SegmentList") }).last {
-                        resources = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, child: child, kids: kids)
+                        resources = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, limit: limit, child: child, kids: kids)
                     } else if levels.contains(where: { child($0, named: "SegmentTemplate") != nil }) {
                         let templates = levels.compactMap { child($0, named: "SegmentTemplate") }
                         resources = segmentTemplate(
-                            templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration,
+                            templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration, limit: limit,
                             child: child, kids: kids)
                     } else {
                         // SegmentBase, or nothing: the representation's base is one file.
                         resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
                     }
+                    budget = max(0, budget - resources.count)
                     representations.append(DASHPresentation.Representation(element: representation, id: id, bandwidth: bandwidth, resources: resources))
                 }
                 sets.append(DASHPresentation.AdaptationSet(representations: representations))
@@ -104,8 +110,9 @@ extension DASHManifest {
         return DASHPresentation(periods: periods, isDynamic: isDynamic)
     }
 
+    /// The resources of a `SegmentList`: its initialization and at most `limit` segments.
     private func segmentList(
-        _ list: Int, base: URL, id: String, bandwidth: Int64, child: (Int, String) -> Int?,
+        _ list: Int, base: URL, id: String, bandwidth: Int64, limit: Int, child: (Int, String) -> Int?,
         kids: (Int, String) -> [Int]
     ) -> [DASHPresentation.Resource] {
         var resources: [DASHPresentation.Resource] = []
@@ -117,7 +124,7 @@ extension DASHManifest {
                 resources.append(.init(url: url, range: Self.attribute("range", of: elements[initialization], in: bytes).flatMap(Self.byteRange), duration: 0))
             }
         }
-        for segment in kids(list, "SegmentURL").prefix(DASHPresentation.maximumSegments) {
+        for segment in kids(list, "SegmentURL").prefix(limit) {
             let media = Self.attribute("media", of: elements[segment], in: bytes)
             guard let url = media.map({ Self.resolve($0, against: base) }) ?? base else { continue }
             resources.append(.init(url: url, range: Self.attribute("mediaRange", of: elements[segment], in: bytes).flatMap(Self.byteRange), duration: each))
@@ -125,8 +132,10 @@ extension DASHManifest {
         return resources
     }
 
+    /// The resources of the `SegmentTemplate`s of a representation's levels: its
+    /// initialization and at most `limit` segments.
     private func segmentTemplate(
-        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?,
+        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?, limit: Int,
         child: (Int, String) -> Int?, kids: (Int, String) -> [Int]
     ) -> [DASHPresentation.Resource] {
         // The nearest level's attribute wins.
@@ -147,13 +156,14 @@ extension DASHManifest {
         if let timeline = templates.reversed().compactMap({ child($0, "SegmentTimeline") }).first {
             var number = startNumber
             var time: Int64 = 0
-            for entry in kids(timeline, "S") {
+            for entry in kids(timeline, "S") where segments.count < limit {
                 let s = elements[entry]
                 if let t = Self.attribute("t", of: s, in: bytes).flatMap({ Int64($0) }) { time = t }
                 guard let d = Self.attribute("d", of: s, in: bytes).flatMap({ Int64($0) }), d > 0 else { break }
                 let repeats = Self.attribute("r", of: s, in: bytes).flatMap { Int64($0) } ?? 0
                 guard repeats >= 0 else { break }  // -1: to the next S or the end; a live timeline
-                for _ in 0...min(repeats, Int64(DASHPresentation.maximumSegments)) where segments.count < DASHPresentation.maximumSegments {
+                // Each S repeats at most up to the limit: a huge `r` costs no more than that.
+                for _ in 0...min(repeats, Int64(limit - segments.count - 1)) {
                     segments.append((number, time, Double(d) / timescale))
                     number += 1
                     time = time.addingReportingOverflow(d).partialValue
@@ -161,9 +171,11 @@ extension DASHManifest {
             }
         } else if let each = value("duration").flatMap({ Double($0) }), each > 0, let duration, duration > 0, !isDynamic {
             let seconds = each / timescale
-            let count = min(Int64((duration / seconds).rounded(.up)), Int64(DASHPresentation.maximumSegments))
-            for index in 0..<max(0, count) {
-                segments.append((startNumber + index, Int64(Double(index) * each), min(seconds, duration - Double(index) * seconds)))
+            // Checked conversions: a manifest's numbers may make any ratio or product (a
+            // duration of 1e300 in segments of 1e-300 s once trapped here).
+            let count = Self.clampedInteger((duration / seconds).rounded(.up), limit: Int64(limit))
+            for index in 0..<count {
+                segments.append((startNumber + index, Self.clampedInteger(Double(index) * each, limit: .max), min(seconds, duration - Double(index) * seconds)))
             }
         }
         for (number, time, seconds) in segments {
@@ -173,6 +185,13 @@ extension DASHManifest {
             resources.append(.init(url: url, range: nil, duration: seconds))
         }
         return resources
+    }
+
+    /// `value` as an integer within `0...limit`: `limit` for anything larger (infinity too),
+    /// 0 for anything smaller or not a number.
+    static func clampedInteger(_ value: Double, limit: Int64) -> Int64 {
+        guard value > 0 else { return 0 }  // NaN as well
+        return value < Double(limit) ? Int64(value) : limit
     }
 
     /// `a-b` (inclusive) as a byte range.

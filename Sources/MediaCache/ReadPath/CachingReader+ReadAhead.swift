@@ -13,6 +13,25 @@ extension CachingReader {
             playlist: url, segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })
     }
 
+    /// Remembers the media segments of each representation of the static DASH manifest at
+    /// `url` (its references resolved against `base`) as a media playlist of its own, so a
+    /// player playing through a representation is read ahead of as through an HLS playlist.
+    /// Initializations and byte-range segments are not read ahead; a live manifest is not
+    /// learned (its segments are not listed ahead).
+    package func learnSegments(of manifest: DASHManifest, at url: URL, base: URL) {
+        guard segmentReadAhead.depth > 0, !manifest.isDynamic else { return }
+        for (p, period) in manifest.presentation(base: base).periods.enumerated() {
+            for (a, set) in period.adaptationSets.enumerated() {
+                for (r, representation) in set.representations.enumerated() {
+                    // Its own key: the manifest's URL with the representation's place as fragment.
+                    guard let key = URL(string: url.absoluteString.prefix { $0 != "#" } + "#representation-\(p)-\(a)-\(r)") else { continue }
+                    segmentReadAhead.learn(
+                        playlist: key, segments: representation.resources.map { $0.range == nil && $0.duration > 0 ? $0.url : nil })
+                }
+            }
+        }
+    }
+
     /// A player asked for `url`: when it is playing on through a media playlist, the next
     /// segments are stored ahead of it (``SegmentReadAhead``), each on a task the read path
     /// owns (``shutDown()`` ends it), with the player's forwarded `headers`. A segment already

@@ -19,6 +19,9 @@ package final class SegmentReadAhead: Sendable {
     package static let playlistLimit = 32
     /// The most segments remembered of one playlist (its first ones).
     package static let segmentLimit = 20_000
+    /// The most segments remembered in all: beyond it the oldest playlists are forgotten (a
+    /// DASH manifest brings all its representations at once).
+    package static let totalSegmentLimit = 100_000
 
     private struct Playlist {
         /// Its segments in order (`nil` for a byte-range one).
@@ -69,6 +72,12 @@ package final class SegmentReadAhead: Sendable {
             state.playlists[key] = Playlist(segments: listed, asked: asked)
             for (index, segment) in listed.enumerated() {
                 if let segment { state.position[segment] = (key, index) }
+            }
+            while state.playlists.values.reduce(0, { $0 + $1.segments.count }) > Self.totalSegmentLimit,
+                let oldest = state.order.firstIndex(where: { $0 != key })
+            {
+                let forgotten = state.order.remove(at: oldest)
+                if let playlist = state.playlists.removeValue(forKey: forgotten) { Self.forget(forgotten, playlist, in: &state) }
             }
         }
     }

@@ -102,6 +102,7 @@ extension ProxyHandler {
             throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
+        reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved in
             proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
         }
