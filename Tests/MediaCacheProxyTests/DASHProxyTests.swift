@@ -47,14 +47,14 @@ import Testing
     }
 
     /// A player playing through a representation of a static manifest has its next segment
-    /// read ahead, as through an HLS media playlist: the second segment it asks for starts the
-    /// third, which it then gets without a second origin request. The initialization and the
-    /// first segment start nothing. Bytes checked.
+    /// read ahead, as through an HLS media playlist: the third segment it asks for after the
+    /// two before it starts the fourth, which it then gets without a second origin request.
+    /// The initialization starts nothing. Bytes checked.
     @Test func thePlayingPlayersNextSegmentIsReadAheadAndFetchedOnce() async throws {
         try await ProxyHarness.with { h in
             let manifest = """
                 <?xml version="1.0"?>
-                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT8S" minBufferTime="PT2S">
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT10S" minBufferTime="PT2S">
                   <Period>
                     <AdaptationSet mimeType="video/mp4">
                       <SegmentTemplate timescale="1" duration="2" initialization="init.mp4" media="seg$Number$.m4s" startNumber="0"/>
@@ -65,7 +65,7 @@ import Testing
                 """
             h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/ra/m.mpd")
             h.origin.serve(.generated(length: 2_000, seed: 70, mimeType: "video/mp4"), at: "/ra/init.mp4")
-            for index in 0..<4 {
+            for index in 0..<5 {
                 h.origin.serve(.generated(length: 300_000, seed: UInt64(71 + index), mimeType: "video/mp4"), at: "/ra/seg\(index).m4s")
             }
             let rewritten = String(buffer: try await h.get(h.url("/ra/m.mpd")).body)
@@ -81,7 +81,7 @@ import Testing
                 #expect(reply.status == 200 && reply.body.readableBytes == 300_000)
                 #expect(DeterministicContent(seed: UInt64(71 + index)).firstMismatch(in: reply.body, at: 0) == nil, "segment \(index)")
             }
-            try await HLSProxyTests.playOnAndExpectTheThirdReadAhead(play: play) { h.origin.requests("/ra/seg\($0).m4s") }
+            try await HLSProxyTests.playOnAndExpectTheFourthReadAhead(play: play) { h.origin.requests("/ra/seg\($0).m4s") }
         }
     }
 

@@ -12,62 +12,71 @@ import Testing
     static let playlist = URL(string: "https://o.example/v/index.m3u8")!
 
     @Test func onlyAPlayerPlayingOnIsReadAheadOf() {
+        #expect(SegmentReadAhead.playedBefore == 2)
         let readAhead = SegmentReadAhead(depth: 1)
-        readAhead.learn(playlist: Self.playlist, segments: ["a", "b", "c", "d"].map(Self.segment))
-        // The first segment alone: a probe, or a first frame that should have the link alone.
+        readAhead.learn(playlist: Self.playlist, segments: ["a", "b", "c", "d", "e"].map(Self.segment))
+        // The first two segments: a probe, or a first frame that should have the link alone.
         #expect(readAhead.segmentsAfter(Self.segment("a")).isEmpty)
-        // The next one: playing on, so the one after it.
-        #expect(readAhead.segmentsAfter(Self.segment("b")) == [Self.segment("c")])
-        // While `c` is read ahead it is not started again; the player asking for it reads `d` ahead.
+        #expect(readAhead.segmentsAfter(Self.segment("b")).isEmpty)
+        // The third after the two before it: playing on, so the one after it.
         #expect(readAhead.segmentsAfter(Self.segment("c")) == [Self.segment("d")])
-        readAhead.finished(Self.segment("c"))
+        // While `d` is read ahead it is not started again; the player asking for it reads `e` ahead.
+        #expect(readAhead.segmentsAfter(Self.segment("d")) == [Self.segment("e")])
+        readAhead.finished(Self.segment("d"))
         // The last segment has nothing after it; an unknown URL starts nothing.
-        #expect(readAhead.segmentsAfter(Self.segment("d")).isEmpty)
+        #expect(readAhead.segmentsAfter(Self.segment("e")).isEmpty)
         #expect(readAhead.segmentsAfter(Self.segment("elsewhere")).isEmpty)
     }
 
     @Test func aSeekStartsNothingUntilThePlayerPlaysOn() {
         let readAhead = SegmentReadAhead(depth: 2)
         readAhead.learn(playlist: Self.playlist, segments: (0..<10).map { Self.segment("s\($0)") })
-        #expect(readAhead.segmentsAfter(Self.segment("s0")).isEmpty)
-        #expect(readAhead.segmentsAfter(Self.segment("s6")).isEmpty, "a seek: s5 was not asked for")
+        _ = readAhead.segmentsAfter(Self.segment("s0"))
+        #expect(readAhead.segmentsAfter(Self.segment("s1")).isEmpty)
+        #expect(readAhead.segmentsAfter(Self.segment("s5")).isEmpty, "a seek: s4 was not asked for")
+        #expect(readAhead.segmentsAfter(Self.segment("s6")).isEmpty, "s4 was not asked for")
         #expect(readAhead.segmentsAfter(Self.segment("s7")) == [Self.segment("s8"), Self.segment("s9")])
     }
 
     @Test func segmentsAskedForAlreadyOrThatCannotBeAreNotReadAhead() {
         let readAhead = SegmentReadAhead(depth: 3)
-        // `c` is a byte range of a file: not read ahead.
-        readAhead.learn(playlist: Self.playlist, segments: [Self.segment("a"), Self.segment("b"), nil, Self.segment("d"), Self.segment("e")])
-        _ = readAhead.segmentsAfter(Self.segment("d"))
+        // `d` is a byte range of a file: not read ahead.
+        let names: [String?] = ["a", "b", "c", nil, "e", "f"]
+        readAhead.learn(playlist: Self.playlist, segments: names.map { $0.map(Self.segment) })
+        _ = readAhead.segmentsAfter(Self.segment("e"))
         _ = readAhead.segmentsAfter(Self.segment("a"))
-        #expect(readAhead.segmentsAfter(Self.segment("b")) == [Self.segment("e")], "c cannot be, d was asked for")
+        _ = readAhead.segmentsAfter(Self.segment("b"))
+        #expect(readAhead.segmentsAfter(Self.segment("c")) == [Self.segment("f")], "d cannot be, e was asked for")
     }
 
     @Test func aLivePlaylistThatMovesOnKeepsWhatWasAsked() {
         let readAhead = SegmentReadAhead(depth: 1)
         readAhead.learn(playlist: Self.playlist, segments: ["s1", "s2", "s3", "s4"].map(Self.segment))
         _ = readAhead.segmentsAfter(Self.segment("s1"))
-        #expect(readAhead.segmentsAfter(Self.segment("s2")) == [Self.segment("s3")])
-        readAhead.finished(Self.segment("s3"))
+        _ = readAhead.segmentsAfter(Self.segment("s2"))
+        #expect(readAhead.segmentsAfter(Self.segment("s3")) == [Self.segment("s4")])
+        readAhead.finished(Self.segment("s4"))
         readAhead.learn(playlist: Self.playlist, segments: ["s2", "s3", "s4", "s5"].map(Self.segment))
-        #expect(readAhead.segmentsAfter(Self.segment("s3")) == [Self.segment("s4")], "s2 was asked for before the reload")
+        #expect(readAhead.segmentsAfter(Self.segment("s4")) == [Self.segment("s5")], "s2 and s3 were asked for before the reload")
     }
 
     @Test func theOldestPlaylistIsForgottenBeyondTheLimitAndDepthZeroReadsNothing() {
         let readAhead = SegmentReadAhead(depth: 1)
         for index in 0...SegmentReadAhead.playlistLimit {
             let base = "https://o.example/p\(index)/"
-            readAhead.learn(playlist: URL(string: base + "index.m3u8")!, segments: ["a", "b", "c"].map { URL(string: base + $0)! })
+            readAhead.learn(playlist: URL(string: base + "index.m3u8")!, segments: ["a", "b", "c", "d"].map { URL(string: base + $0)! })
         }
-        _ = readAhead.segmentsAfter(URL(string: "https://o.example/p0/a")!)
-        #expect(readAhead.segmentsAfter(URL(string: "https://o.example/p0/b")!).isEmpty, "p0 was forgotten")
-        _ = readAhead.segmentsAfter(URL(string: "https://o.example/p1/a")!)
-        #expect(readAhead.segmentsAfter(URL(string: "https://o.example/p1/b")!) == [URL(string: "https://o.example/p1/c")!])
+        func play(_ playlist: String, _ names: String...) -> [URL] {
+            names.map { readAhead.segmentsAfter(URL(string: "https://o.example/\(playlist)/\($0)")!) }.last ?? []
+        }
+        #expect(play("p0", "a", "b", "c").isEmpty, "p0 was forgotten")
+        #expect(play("p1", "a", "b", "c") == [URL(string: "https://o.example/p1/d")!])
 
         let none = SegmentReadAhead(depth: 0)
-        none.learn(playlist: Self.playlist, segments: ["a", "b", "c"].map(Self.segment))
+        none.learn(playlist: Self.playlist, segments: ["a", "b", "c", "d"].map(Self.segment))
         _ = none.segmentsAfter(Self.segment("a"))
-        #expect(none.segmentsAfter(Self.segment("b")).isEmpty)
+        _ = none.segmentsAfter(Self.segment("b"))
+        #expect(none.segmentsAfter(Self.segment("c")).isEmpty)
     }
 
     /// Segments remembered in all are bounded too: six playlists of the most segments each
@@ -80,11 +89,12 @@ import Testing
             let base = "https://o.example/q\(index)/"
             readAhead.learn(playlist: URL(string: base + "index.m3u8")!, segments: (0..<count).map { URL(string: base + "s\($0)")! })
         }
-        _ = readAhead.segmentsAfter(URL(string: "https://o.example/q0/s0")!)
-        #expect(readAhead.segmentsAfter(URL(string: "https://o.example/q0/s1")!).isEmpty, "q0 was forgotten")
+        func play(_ playlist: Int) -> [URL] {
+            (0..<3).map { readAhead.segmentsAfter(URL(string: "https://o.example/q\(playlist)/s\($0)")!) }.last ?? []
+        }
+        #expect(play(0).isEmpty, "q0 was forgotten")
         for index in 1..<6 {
-            _ = readAhead.segmentsAfter(URL(string: "https://o.example/q\(index)/s0")!)
-            #expect(readAhead.segmentsAfter(URL(string: "https://o.example/q\(index)/s1")!) == [URL(string: "https://o.example/q\(index)/s2")!])
+            #expect(play(index) == [URL(string: "https://o.example/q\(index)/s3")!])
         }
     }
 }

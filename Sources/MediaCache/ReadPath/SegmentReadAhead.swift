@@ -7,11 +7,12 @@ import Synchronization
 /// Which HLS segments to store ahead of a player that plays through a media playlist: the
 /// proxy tells it each media playlist it serves (``learn(playlist:segments:)``) and each
 /// resource a player asks for (``segmentsAfter(_:)``). A player that asks for a segment right
-/// after the one it asked for before is playing on, so the next `depth` segments are read
-/// ahead (each at most once at a time): when the player asks for them, their bytes are on the
-/// way or stored, and the round trip to the origin is not in its wait. The first segment
-/// asked for alone starts nothing, so a player that probes a stream, or wants its first frame
-/// fast, does not share the link with a read-ahead. Byte-range segments are not read ahead.
+/// after the ``playedBefore`` it asked for before is playing on, so the next `depth` segments
+/// are read ahead (each at most once at a time): when the player asks for them, their bytes
+/// are on the way or stored, and the round trip to the origin is not in its wait. The first
+/// segments of a play or of a seek start nothing: a player probing a stream (ffmpeg asks for
+/// the first two before its first frame), or waiting for its first frame, has the link to
+/// itself. Byte-range segments are not read ahead.
 ///
 /// Pure bookkeeping under a lock, no I/O: the read path starts and ends the reads.
 package final class SegmentReadAhead: Sendable {
@@ -19,6 +20,11 @@ package final class SegmentReadAhead: Sendable {
     package static let playlistLimit = 32
     /// The most segments remembered of one playlist (its first ones).
     package static let segmentLimit = 20_000
+    /// How many segments a player must have asked for right before the one it asks for to be
+    /// read ahead of. With one, ffmpeg's first frame of an HLS stream over a 60 ms, 40 Mbit/s
+    /// link waited for a read-ahead it started while probing (0.87-0.93x of direct against 0.74x
+    /// without read-ahead).
+    package static let playedBefore = 2
     /// The most segments remembered in all: beyond it the oldest playlists are forgotten (a
     /// DASH manifest brings all its representations at once).
     package static let totalSegmentLimit = 100_000
@@ -90,7 +96,7 @@ package final class SegmentReadAhead: Sendable {
 
     /// A player asked for `url`: the segments to read ahead of it now (marked running until
     /// ``finished(_:)``), or none when `url` is not a remembered segment, the player has not
-    /// asked for the one before it, or they are running already.
+    /// asked for the ``playedBefore`` before it, or they are running already.
     package func segmentsAfter(_ url: URL) -> [URL] {
         guard depth > 0 else { return [] }
         return state.withLock { state in
@@ -98,7 +104,7 @@ package final class SegmentReadAhead: Sendable {
             guard !state.position.isEmpty, let (playlistKey, index) = state.position[url.absoluteString], var playlist = state.playlists[playlistKey] else { return [] }
             playlist.asked.insert(index)
             state.playlists[playlistKey] = playlist
-            guard index > 0, playlist.asked.contains(index - 1) else { return [] }
+            guard index >= Self.playedBefore, (1...Self.playedBefore).allSatisfy({ playlist.asked.contains(index - $0) }) else { return [] }
             var next: [URL] = []
             for later in (index + 1)..<min(playlist.segments.count, index + 1 + depth) {
                 guard let segment = playlist.segments[later], !playlist.asked.contains(later), !state.running.contains(segment),

@@ -17,7 +17,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
         discussion: """
             The same decode of the file on disk is timed beside them: the floor, what a hot play cannot go under. \
             The in-process test origin serves what ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
-            with +faststart, an MP3, an HLS stream of 2 s segments) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
+            with +faststart, an MP3, HLS and DASH streams of 2 s segments) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
             each way). Each round serves the files at new paths, so every cold play is cold. Prints the median of each figure \
             and the ratios to direct, the link floor (the bytes the link delivered to the direct play at its bandwidth, after two \
             round trips), and the origin requests of a direct and a cold play.
@@ -41,8 +41,8 @@ struct StartupBenchCommand: AsyncParsableCommand {
         var name: String
         /// The folder ffmpeg writes the shape's files into, and the round's path prefix serves.
         var folder: String
-        /// The file ffmpeg opens: the media file, or an HLS stream's playlist (its segments
-        /// are written beside it).
+        /// The file ffmpeg opens: the media file, or an HLS stream's playlist or a DASH
+        /// manifest (its segments are written beside it).
         var file: String
         var make: [String]
         var firstFrame: [String]
@@ -69,12 +69,16 @@ struct StartupBenchCommand: AsyncParsableCommand {
             firstFrame: ["-frames:a", "1"]),
         Shape(
             name: "HLS, 2 s segments", folder: "hls", file: "index.m3u8",
-            make: [
-                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
-                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-g", "60", "-c:a", "aac",
-                "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod",
-            ],
-            firstFrame: ["-frames:v", "1"]),
+            make: streamEncoding + ["-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod"], firstFrame: ["-frames:v", "1"]),
+        Shape(
+            name: "DASH, 2 s segments", folder: "dash", file: "m.mpd",
+            make: streamEncoding + ["-f", "dash", "-seg_duration", "2", "-use_timeline", "0"], firstFrame: ["-frames:v", "1"]),
+    ]
+
+    /// The streams' 20 s of 720p video and a tone, a key frame every 2 s (where segments cut).
+    static let streamEncoding = [
+        "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
+        "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-g", "60", "-c:a", "aac",
     ]
 
     /// The media type the origin gives a file of the shapes.
@@ -84,6 +88,8 @@ struct StartupBenchCommand: AsyncParsableCommand {
         case "mp3": "audio/mpeg"
         case "m3u8": "application/vnd.apple.mpegurl"
         case "ts": "video/mp2t"
+        case "mpd": "application/dash+xml"
+        case "m4s": "video/iso.segment"
         default: "application/octet-stream"
         }
     }
