@@ -243,7 +243,10 @@ public final class CachingReader: Sendable {
     /// `nil` otherwise. Never waits.
     /// - Parameter headers: the player's request fields, matched against the stored answer's `Vary`.
     package func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
-        let key = store.key(for: url)
+        cachedContentInfo(key: store.key(for: url), headers: headers)
+    }
+
+    private func cachedContentInfo(key: CacheKey, headers: RequestHeaders) -> ContentMetadata? {
         guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key), stored.matches(request: headers) else { return nil }
         return stored
     }
@@ -252,10 +255,17 @@ public final class CachingReader: Sendable {
     /// entry may be used without asking the origin (a read with no missing bytes is never
     /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
     package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        guard let metadata = cachedContentInfo(for: url, headers: headers), metadata.isStorable, let total = metadata.length,
-            range.upperBound <= total, !range.isEmpty
-        else { return nil }
+        cachedRead(url, headers: headers) { _ in range }
+    }
+
+    /// ``cachedRead(_:range:headers:)`` of the range `choose` picks from the stored content
+    /// information (`nil`: none), which is looked up once: a server plans its answer from the
+    /// same metadata the read then serves.
+    package func cachedRead(_ url: URL, headers: RequestHeaders = [], range choose: (ContentMetadata) -> ByteRange?) -> ReadStream? {
         let key = store.key(for: url)
+        guard let metadata = cachedContentInfo(key: key, headers: headers), metadata.isStorable, let total = metadata.length,
+            let range = choose(metadata), range.upperBound <= total, !range.isEmpty
+        else { return nil }
         guard let handle = try? store.openEntry(key) else { return nil }
         guard (try? handle.spans())?.contains(range) == true else {
             handle.close()

@@ -70,11 +70,17 @@ struct ProxyHandler: Sendable {
         guard head.method == .GET, case .request(let checked)? = try? router.check(head, localPort: localPort), !checked.target.isMemoryOnly
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
-        guard asked.conditions.isEmpty, let metadata = reader.cachedContentInfo(for: asked.url, headers: asked.forwarded), metadata.length != nil,
-            !CachingReader.mayBePlaylist(metadata),  // a playlist (or what may be one) is rewritten
-            case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: metadata, sendsBody: true),
-            let stream = reader.cachedRead(asked.url, range: wanted, headers: asked.forwarded)
-        else { return .needsGeneralPath(checked) }
+        guard asked.conditions.isEmpty else { return .needsGeneralPath(checked) }
+        // The answer is planned from the stored content information the read then serves.
+        var planned: (metadata: ContentMetadata, range: ByteRange, specifier: RangeSpecifier?)?
+        let stream = reader.cachedRead(asked.url, headers: asked.forwarded) { metadata in
+            guard !CachingReader.mayBePlaylist(metadata),  // a playlist (or what may be one) is rewritten
+                case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: metadata, sendsBody: true)
+            else { return nil }
+            planned = (metadata, wanted, specifier)
+            return wanted
+        }
+        guard let stream, let (metadata, wanted, specifier) = planned else { return .needsGeneralPath(checked) }
         guard stream.metadata.length == metadata.length, stream.range == wanted else {
             stream.cancel()
             return .needsGeneralPath(checked)
