@@ -40,7 +40,7 @@ public final class CachingReader: Sendable {
     /// The read path's other tasks: waiters on shared probes, removals of unfinished
     /// entries (``shutDown()`` ends them too).
     let owned = OwnedTasks()
-    /// The HLS segments to store ahead of players (see ``readAhead(of:headers:)``).
+    /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
     package let segmentReadAhead: SegmentReadAhead
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])

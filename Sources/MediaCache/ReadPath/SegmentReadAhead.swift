@@ -4,9 +4,9 @@
 package import Foundation
 import Synchronization
 
-/// Which HLS segments to store ahead of a player that plays through a media playlist: the
-/// proxy tells it each media playlist it serves (``learn(playlist:segments:)``) and each
-/// resource a player asks for (``segmentsAfter(_:)``). A player that asks for a segment right
+/// Which segments to store ahead of a player that plays through an HLS media playlist (or a
+/// DASH representation, listed as one): the proxy tells it each media playlist it serves
+/// (``learn(playlist:segments:)``) and each resource a player asks for (``segmentsAfter(_:)``). A player that asks for a segment right
 /// after the ``playedBefore`` it asked for before is playing on, so the next `depth` segments
 /// are read ahead (each at most once at a time): when the player asks for them, their bytes
 /// are on the way or stored, and the round trip to the origin is not in its wait. The first

@@ -24,7 +24,7 @@ package enum MetricsHelp {
             "Origin requests made again, by cause: resume (a download resumed after its connection broke), connection-closed (a pooled connection closed before the answer); each is logged.",
         "mediacache_refused_cookies_total":
             "Set-Cookie fields from origins that the cookie jar refused (another site's domain, Secure over HTTP, malformed, too long); each is logged.",
-        "mediacache_segments_read_ahead_total": "HLS segments the proxy began to store ahead of a player playing through a media playlist.",
+        "mediacache_segments_read_ahead_total": "HLS and DASH segments the proxy began to store ahead of a player playing through a media playlist or a representation.",
         "mediacache_rejected_blocks_total": "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
     ]
 

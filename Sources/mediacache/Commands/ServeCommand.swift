@@ -82,7 +82,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("read-ahead-segments"),
-        help: "How many HLS segments to store ahead of a player playing through a media playlist (0: none); saves it a round trip to the origin per segment.")
+        help:
+            "How many segments to store ahead of a player playing through an HLS media playlist or a DASH representation (0: none); saves it a round trip per segment."
+    )
     var readAheadSegments = 1
 
     @Option(help: "The most connections open at once; one more gets 503.")
