@@ -41,8 +41,9 @@ extension CachingReader {
         /// A reader joins a download whose next byte is at most this far before its cursor,
         /// rather than starting its own.
         package var joinDistance: Int64 = 1 << 20
-        /// How many HLS segments are stored ahead of a player playing through a media
-        /// playlist the proxy served (see ``SegmentReadAhead``); 0 reads none ahead.
+        /// How many segments are stored ahead of a player playing through an HLS media
+        /// playlist or a DASH representation the proxy served (see ``SegmentReadAhead``); 0
+        /// reads none ahead.
         package var segmentReadAhead = 1
         /// How many times a broken origin connection is resumed (without progress between).
         public var maxRetries = 3

@@ -6,13 +6,13 @@ import Synchronization
 
 /// Which segments to store ahead of a player that plays through an HLS media playlist (or a
 /// DASH representation, listed as one): the proxy tells it each media playlist it serves
-/// (``learn(playlist:segments:)``) and each resource a player asks for (``segmentsAfter(_:)``). A player that asks for a segment right
-/// after the ``playedBefore`` it asked for before is playing on, so the next `depth` segments
-/// are read ahead (each at most once at a time): when the player asks for them, their bytes
-/// are on the way or stored, and the round trip to the origin is not in its wait. The first
-/// segments of a play or of a seek start nothing: a player probing a stream (ffmpeg asks for
-/// the first two before its first frame), or waiting for its first frame, has the link to
-/// itself. Byte-range segments are not read ahead.
+/// (``learn(playlist:segments:)``) and each resource a player asks for (``segmentsAfter(_:)``).
+/// A player that asks for a segment right after the ``playedBefore`` it asked for before is
+/// playing on, so the next `depth` segments are read ahead (each at most once at a time): when
+/// the player asks for them, their bytes are on the way or stored, and the round trip to the
+/// origin is not in its wait. The first segments of a play or of a seek start nothing: a
+/// player probing a stream (ffmpeg asks for the first two before its first frame), or waiting
+/// for its first frame, has the link to itself. Byte-range segments are not read ahead.
 ///
 /// Pure bookkeeping under a lock, no I/O: the read path starts and ends the reads.
 package final class SegmentReadAhead: Sendable {
