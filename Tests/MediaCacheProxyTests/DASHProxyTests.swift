@@ -85,6 +85,28 @@ import Testing
         }
     }
 
+    /// A manifest whose numbers are built to overflow or to cost billions of steps (segments of
+    /// 1e-300 s, a timeline entry repeated a billion times, 20,000 of them) is answered, read
+    /// within its bounds to read ahead of its players, and the proxy serves on. Bytes checked.
+    @Test func aManifestBuiltToOverflowIsAnsweredAndTheProxyServesOn() async throws {
+        try await ProxyHarness.with { h in
+            let huge = String(repeating: "<S d=\"1\" r=\"999999999\"/>", count: 20_000)
+            let manifest = """
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT5S"><Period>
+                <AdaptationSet><SegmentTemplate timescale="1e300" duration="1" media="a$Number$.m4s"/><Representation id="a" bandwidth="1"/></AdaptationSet>
+                <AdaptationSet><Representation id="b" bandwidth="1"><SegmentTemplate media="b$Number$.m4s"><SegmentTimeline>\(huge)</SegmentTimeline></SegmentTemplate></Representation></AdaptationSet>
+                </Period></MPD>
+                """
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/hostile/m.mpd")
+            let answer = try await h.get(h.url("/hostile/m.mpd"))
+            #expect(answer.status == 200 && String(buffer: answer.body).contains("<SegmentTimeline>"))
+            h.origin.serve(.generated(length: 200_000, seed: 79, mimeType: "audio/mpeg"), at: "/hostile/after.mp3")
+            let after = try await h.get(h.url("/hostile/after.mp3"))
+            #expect(after.status == 200 && after.body.readableBytes == 200_000)
+            #expect(DeterministicContent(seed: 79).firstMismatch(in: after.body, at: 0) == nil)
+        }
+    }
+
     /// Makes `form` in `directory`; with `extraVideo`, a second, higher video representation
     /// (stream 1; the audio is stream 2), and `low.mpd`, the same manifest without it; with
     /// `other`, another picture and tone; with `options`, more of the DASH muxer's options.
