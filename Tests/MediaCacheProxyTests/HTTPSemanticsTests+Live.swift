@@ -83,7 +83,9 @@ extension HTTPSemanticsTests {
                     }
                 }
                 for index in 0..<8 {
-                    #expect(h.origin.requests("/live\(index).m3u8").count == sequence + 1, "playlist \(index), poll \(sequence): one origin request")
+                    #expect(
+                        h.origin.requests("/live\(index).m3u8").count == sequence + 1,
+                        "playlist \(index), poll \(sequence): one origin request, not \(h.origin.requests("/live\(index).m3u8"))")
                 }
             }
         }

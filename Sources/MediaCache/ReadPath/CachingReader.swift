@@ -125,6 +125,15 @@ public final class CachingReader: Sendable {
             stored = nil
         }
         if let stored, isCurrent(stored, key: key), configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true) {
+            // A probe or revalidation that stored this metadata may not have started the
+            // download of the bytes it asked for yet: a read that went on now would find
+            // neither them nor a download to join, and ask the origin a second time. Its
+            // result is shared instead (it ends once the download is there).
+            if !headers.hasConditions, !configuration.isOffline, let running = contentInfoTasks.withLock({ $0[key] }),
+                let shared = try? await value(of: running)
+            {
+                return shared
+            }
             return stored
         }
         if let stored, maximumAge == nil, !headers.hasConditions, !scheduler.hasShutDown, stored.mayServeWhileRevalidating(at: store.configuration.clock.now) {
