@@ -106,6 +106,24 @@ import Testing
         }
     }
 
+    @Test func aHalfSentRequestAfterAnAnsweredOneIsCutOff() async throws {
+        try await HostileHarness.with(configure: { $0.requestTimeout = .milliseconds(500) }) { h in
+            // The timer's one check was scheduled for the first request, which ended long before
+            // it ran: it must then wait for the request under way, not for none.
+            let exchange = try await h.client.exchange(
+                [h.get(range: "bytes=0-9"), "GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n", "X-C: 3\r\n"],
+                pause: .milliseconds(200), expectedResponses: 2, timeout: .seconds(60))
+            #expect(exchange.closedByServer)
+            #expect(exchange.responses.count == 1)
+            #expect(exchange.responses.first?.status == 206)
+            if let first = exchange.responses.first {
+                #expect(h.resource.firstMismatch(in: ByteBuffer(bytes: first.body), at: 0) == nil)
+                #expect(first.body.count == 10)
+            }
+            try await h.expectStillServing()
+        }
+    }
+
     @Test func connectionsOverTheCapGet503WhileTheOthersAreServed() async throws {
         try await HostileHarness.with(configure: { $0.maxConnections = 3 }) { h in
             // Three connections held open without a request, until the test lets them go (a

@@ -107,7 +107,10 @@ import Testing
             #expect(gets.count <= 6, "\(gets)")
             let stored = h.store.spans(for: key).byteCount
             let paced: Int64 = (700 + 600 + 500 + 800) << 10
-            #expect(stored <= consumed.byteCount + paced, "stored \(stored) for \(consumed.byteCount) consumed (origin sent \(sent))")
+            #expect(
+                stored <= consumed.byteCount + paced,
+                "stored \(stored) (\(h.store.spans(for: key))) for \(consumed.byteCount) consumed (\(consumed)); origin sent \(sent) for \(gets.map { $0.range ?? "-" })"
+            )
             // No range request asked for a byte before the one it needed: each starts in a hole.
             for request in h.origin.requests("/a.mp3") where request.method == "GET" {
                 #expect(request.range != nil, "\(request)")

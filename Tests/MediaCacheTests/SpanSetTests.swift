@@ -61,6 +61,8 @@ import Testing
             let query = ByteRange(Int64(q), Int64(r))
             #expect(set.holes(in: query) == Self.runs(of: false, in: model, q..<r), "step \(step)")
             #expect(set.spans(in: query) == Self.runs(of: true, in: model, q..<r), "step \(step)")
+            #expect(set.clipped(to: query).spans == Self.runs(of: true, in: model, q..<r), "step \(step)")
+            #expect(set.byteCount(in: query) == Int64(model[q..<r].filter { $0 }.count), "step \(step)")
             #expect(set.contains(query) == model[q..<r].allSatisfy { $0 })
         }
         // The index's text form round-trips.

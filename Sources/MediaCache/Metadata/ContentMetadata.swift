@@ -262,21 +262,23 @@ public struct HeaderField: Hashable, Sendable, Codable {
 package enum MediaType {
     /// Lower-cases a MIME type and drops its parameters (`audio/MPEG; x=1` → `audio/mpeg`).
     public static func normalized(mimeType: String) -> String {
-        let bytes = mimeType.utf8
-        guard bytes.first != UInt8(ascii: ";"), bytes.allSatisfy({ $0 < 0x80 }) else {
-            let base = mimeType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? mimeType
-            return base.trimmingWhitespace().lowercased()
-        }
-        // ASCII (every real type; a leading `;`, which `split` skips, aside): the same on
-        // bytes, without a copy when nothing changes (a cached range's answer asks for its
-        // type's normalized form on every request).
+        // ASCII (every real type; a leading `;`, which `split` skips, aside): done on the
+        // bytes in place, without a copy when nothing changes (a cached range's answer asks
+        // for its type's normalized form on every request).
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
-        var base = bytes[...]
-        if let semicolon = base.firstIndex(of: UInt8(ascii: ";")) { base = base[..<semicolon] }
-        while let first = base.first, isSpace(first) { base.removeFirst() }
-        while let last = base.last, isSpace(last) { base.removeLast() }
-        if base.count == bytes.count, !base.contains(where: { (0x41...0x5A).contains($0) }) { return mimeType }
-        return String(decoding: base.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
+        var text = mimeType
+        let ascii = text.withUTF8 { bytes -> String? in
+            guard bytes.first != UInt8(ascii: ";"), bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
+            var base = bytes[...]
+            if let semicolon = base.firstIndex(of: UInt8(ascii: ";")) { base = base[..<semicolon] }
+            while let first = base.first, isSpace(first) { base.removeFirst() }
+            while let last = base.last, isSpace(last) { base.removeLast() }
+            if base.count == bytes.count, !base.contains(where: { (0x41...0x5A).contains($0) }) { return mimeType }
+            return String(decoding: base.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
+        }
+        if let ascii { return ascii }
+        let base = mimeType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? mimeType
+        return base.trimmingWhitespace().lowercased()
     }
 
     /// The UTI AVFoundation expects for a MIME type, or `nil` when the type is not in the table.

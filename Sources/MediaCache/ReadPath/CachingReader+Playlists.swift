@@ -30,11 +30,25 @@ extension CachingReader {
     /// manifest: its type says it is one, or it has no particular type (or a generic XML one)
     /// and is small enough to be one.
     package static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
-        let type = mediaType(metadata)
-        if let type, playlistTypes.contains(type) || manifestTypes.contains(type) { return true }
-        guard [nil, "application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"].contains(type),
-            let length = metadata.length
-        else { return false }
+        // Asked for every cached range a proxy answers: one set look-up for most types.
+        guard let type = mediaType(metadata) else { return isPlaylistSized(metadata) }
+        switch typesLookedAt[type] {
+        case true?: return true
+        case false?: return isPlaylistSized(metadata)
+        case nil: return false
+        }
+    }
+
+    /// Playlist and manifest types (`true`), and the generic types a playlist may be sent
+    /// with (`false`).
+    private static let typesLookedAt: [String: Bool] = {
+        var types = Dictionary(uniqueKeysWithValues: playlistTypes.union(manifestTypes).map { ($0, true) })
+        for generic in ["application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"] { types[generic] = false }
+        return types
+    }()
+
+    private static func isPlaylistSized(_ metadata: ContentMetadata) -> Bool {
+        guard let length = metadata.length else { return false }
         return (7...Int64(max(HLSPlaylist.maximumSize, DASHManifest.maximumSize))).contains(length)
     }
 

@@ -276,7 +276,7 @@ public final class CachingReader: Sendable {
             let range = choose(metadata), range.upperBound <= total, !range.isEmpty
         else { return nil }
         guard let handle = try? store.openEntry(key) else { return nil }
-        guard (try? handle.spans())?.contains(range) == true else {
+        guard (try? handle.holds(range)) == true else {
             handle.close()
             return nil
         }

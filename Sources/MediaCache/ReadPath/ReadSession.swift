@@ -85,7 +85,7 @@ final class ReadSession: Sendable {
         self.url = url
         self.key = key
         self.range = range
-        let cached = SpanSet((try? handle?.spans())?.spans(in: range) ?? [])
+        let cached = (try? handle?.spans(in: range)) ?? SpanSet()
         let machine = ReaderStateMachine(range: range, pausesAtHoles: reader.configuration.holeDelay > .zero)
         state = Mutex(State(machine: machine, handle: handle, cachedAtStart: cached))
         reader.openStreams.add(1, ordering: .relaxed)
@@ -413,11 +413,10 @@ final class ReadSession: Sendable {
     /// See ``ReadStream/nextPartWithoutWaiting()``.
     func fileRegionWithoutWaiting() -> ReadPart? {
         let (cursor, handle, isClosed) = state.withLock { ($0.cursor, $0.handle, $0.isClosed) }
-        guard !isClosed, passThrough == nil, cursor < range.upperBound, let handle, handle.cipher == nil,
-            let span = (try? handle.spans())?.span(containing: cursor)
+        guard !isClosed, passThrough == nil, cursor < range.upperBound, let (span, file) = handle?.openSpan(containing: cursor),
+            let descriptor = try? file.duplicateDescriptor()
         else { return nil }
         let region = region(at: cursor, in: span)
-        guard let descriptor = try? handle.duplicateDescriptorIfOpen(for: region) else { return nil }
         advance(to: region.upperBound)
         return .file(descriptor: descriptor, range: region)
     }
@@ -433,7 +432,7 @@ final class ReadSession: Sendable {
     private func advance(to cursor: Int64) {
         let download = state.withLock { state -> (Download, UInt64)? in
             let given = ByteRange(state.cursor, cursor)
-            let fromCache = state.cachedAtStart.spans(in: given).reduce(0) { $0 + $1.length }
+            let fromCache = state.cachedAtStart.byteCount(in: given)
             state.statistics.bytesFromCache += fromCache
             state.statistics.bytesFromOrigin += given.length - fromCache
             state.machine.advance(to: cursor)

@@ -67,6 +67,28 @@ package struct SpanSet: Hashable, Sendable, CustomStringConvertible {
         return spans[index]
     }
 
+    /// The set cut to `range`: its cached parts, already sorted and apart (one allocation).
+    public func clipped(to range: ByteRange) -> SpanSet {
+        var clipped = SpanSet()
+        var index = firstIndex { $0.upperBound > range.lowerBound }
+        while index < spans.count, spans[index].lowerBound < range.upperBound {
+            if let part = spans[index].clamped(to: range) { clipped.spans.append(part) }
+            index += 1
+        }
+        return clipped
+    }
+
+    /// How many bytes of `range` are cached (without listing them).
+    public func byteCount(in range: ByteRange) -> Int64 {
+        var count: Int64 = 0
+        var index = firstIndex { $0.upperBound > range.lowerBound }
+        while index < spans.count, spans[index].lowerBound < range.upperBound {
+            count += spans[index].clamped(to: range)?.length ?? 0
+            index += 1
+        }
+        return count
+    }
+
     /// The cached parts of `range`, in order.
     public func spans(in range: ByteRange) -> [ByteRange] {
         var result: [ByteRange] = []

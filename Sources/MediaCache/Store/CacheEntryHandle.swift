@@ -55,6 +55,18 @@ package final class CacheEntryHandle: Sendable {
         try withRecord { $0.spans }
     }
 
+    /// Whether every byte of `range` is cached (without copying the spans).
+    /// - Throws: `.entryInvalidated` or `.storeClosed`.
+    package func holds(_ range: ByteRange) throws -> Bool {
+        try withRecord { $0.spans.contains(range) }
+    }
+
+    /// The cached spans within `range`, cut to it.
+    /// - Throws: `.entryInvalidated` or `.storeClosed`.
+    package func spans(in range: ByteRange) throws -> SpanSet {
+        try withRecord { $0.spans.clipped(to: range) }
+    }
+
     /// Records what the origin said about the resource.
     ///
     /// If `metadata` describes the same version as what is stored (validators and length
@@ -136,7 +148,7 @@ package final class CacheEntryHandle: Sendable {
             if let length = record.metadata.length, range.upperBound > length {
                 throw CacheError(.outOfBounds, "Cannot write \(range) into a resource of \(length) bytes.")
             }
-            let incoming = range.length - record.spans.spans(in: range).reduce(0) { $0 + $1.length }
+            let incoming = range.length - record.spans.byteCount(in: range)
             // Checked before evicting: a resource past its share must not push others out.
             if incoming > 0, record.isPinned {
                 let quota = store.configuration.pinnedQuota
@@ -242,18 +254,35 @@ package final class CacheEntryHandle: Sendable {
         return try openFile.duplicateDescriptor()
     }
 
+    /// The cached span that holds `offset` and the entry's data file, when the file is open
+    /// (and the store does not encrypt): what a server needs to send stored bytes at once,
+    /// found under one lock. Counts as an access for eviction.
+    func openSpan(containing offset: Int64) -> (span: ByteRange, file: EntryFile)? {
+        guard cipher == nil else { return nil }
+        let now = store.configuration.clock.now
+        return try? store.state.withLock { state in
+            try withCurrentRecord(in: &state) { record -> (span: ByteRange, file: EntryFile)? in
+                guard let file = record.file, let span = record.spans.span(containing: offset) else { return nil }
+                record.lastAccess = now
+                record.isDirty = true
+                return (span, file)
+            }
+        }
+    }
+
     /// The entry's open file (if open) and file name, after checking `range` is cached;
     /// counts as an access for eviction.
     private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String) {
         let now = store.configuration.clock.now
         return try store.state.withLock { state in
-            let record = try currentRecord(in: &state)
-            guard record.spans.contains(range) else {
-                throw CacheError(.notCached, "The bytes \(range) are not cached.")
+            try withCurrentRecord(in: &state) { record in
+                guard record.spans.contains(range) else {
+                    throw CacheError(.notCached, "The bytes \(range) are not cached.")
+                }
+                record.lastAccess = now
+                record.isDirty = true
+                return (record.file, record.fileName)
             }
-            state.records[key]!.lastAccess = now
-            state.records[key]!.isDirty = true
-            return (record.file, record.fileName)
         }
     }
 
@@ -266,11 +295,11 @@ package final class CacheEntryHandle: Sendable {
             })
         else { return }
         store.state.withLock { state in
-            guard state.records[key] != nil else { return }
-            state.records[key]!.openBy.remove(id)
-            if state.records[key]!.openBy.isEmpty, state.records[key]!.file != nil {
-                state.keepFileOpen(key)
+            let keepsFile = state.withRecord(key) { record in
+                record.openBy.remove(id)
+                return record.openBy.isEmpty && record.file != nil
             }
+            if keepsFile == true { state.keepFileOpen(key) }
         }
     }
 
@@ -278,15 +307,28 @@ package final class CacheEntryHandle: Sendable {
 
     /// The record this handle may use, checked under the store's lock.
     private func currentRecord(in state: inout CacheStore.State) throws -> CacheStore.Record {
-        guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
-        guard let generation = generation.withLock({ $0 }), let record = state.records[key], record.generation == generation else {
-            throw CacheError(.entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
-        }
-        return record
+        try withCurrentRecord(in: &state) { $0 }
     }
 
-    private func withRecord<T>(_ body: (CacheStore.Record) -> T) throws -> T {
-        try store.state.withLock { state in body(try currentRecord(in: &state)) }
+    /// Runs `body` on the record this handle may use, in place (see ``currentRecord(in:)``):
+    /// one look-up, no copy.
+    private func withCurrentRecord<T>(in state: inout CacheStore.State, _ body: (inout CacheStore.Record) throws -> T) throws -> T {
+        guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
+        let key = key
+        func invalidated() -> CacheError {
+            CacheError(.entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
+        }
+        guard let generation = generation.withLock({ $0 }), let index = state.records.index(forKey: key) else { throw invalidated() }
+        // Checked in place: reading the record out of the dictionary would copy all of it.
+        func current(_ record: inout CacheStore.Record) throws -> T {
+            guard record.generation == generation else { throw invalidated() }
+            return try body(&record)
+        }
+        return try current(&state.records.values[index])
+    }
+
+    private func withRecord<T: Sendable>(_ body: (CacheStore.Record) -> T) throws -> T {
+        try store.state.withLock { state in try withCurrentRecord(in: &state) { body($0) } }
     }
 
     func resolve(_ openFile: EntryFile?, _ fileName: String) async throws -> EntryFile {

@@ -64,6 +64,13 @@ extension CacheStore {
             }
         }
 
+        /// Runs `body` on `key`'s record where it is held: one look-up, and no copy of the
+        /// record (a request looks its entry up several times); `nil` when there is none.
+        mutating func withRecord<T>(_ key: CacheKey, _ body: (inout Record) throws -> T) rethrows -> T? {
+            guard let index = records.index(forKey: key) else { return nil }
+            return try body(&records.values[index])
+        }
+
         /// The bytes stored in pinned entries.
         var pinnedBytes: Int64 {
             records.values.reduce(0) { $0 + ($1.isPinned ? $1.spans.byteCount : 0) }

@@ -230,12 +230,12 @@ public final class CacheStore: Sendable {
 
     /// The metadata stored for `key`, or `nil` when there is no entry.
     public func metadata(for key: CacheKey) -> ContentMetadata? {
-        state.withLock { $0.records[key]?.metadata }
+        state.withLock { $0.withRecord(key) { $0.metadata } }
     }
 
     /// The spans cached for `key` (empty when there is no entry).
     package func spans(for key: CacheKey) -> SpanSet {
-        state.withLock { $0.records[key]?.spans ?? SpanSet() }
+        state.withLock { $0.withRecord(key) { $0.spans } ?? SpanSet() }
     }
 
     /// The keys of every entry.
@@ -262,14 +262,17 @@ public final class CacheStore: Sendable {
             guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
             let id = state.nextHandleID
             state.nextHandleID += 1
-            if state.records[key] == nil {
-                state.records[key] = Record(
-                    fileName: Self.newFileName(), generation: state.makeGeneration(), metadata: ContentMetadata(),
-                    spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
+            let found = state.withRecord(key) { record in
+                record.openBy.insert(id)
+                record.lastAccess = now
+                return record.generation
             }
-            state.records[key]!.openBy.insert(id)
-            state.records[key]!.lastAccess = now
-            return (id, state.records[key]!.generation)
+            if let found { return (id, found) }
+            let generation = state.makeGeneration()
+            state.records[key] = Record(
+                fileName: Self.newFileName(), generation: generation, metadata: ContentMetadata(),
+                spans: SpanSet(), createdAt: now, lastAccess: now, openBy: [id], isDirty: true)
+            return (id, generation)
         }
         return CacheEntryHandle(store: self, key: key, id: id, generation: generation)
     }

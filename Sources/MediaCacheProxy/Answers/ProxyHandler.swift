@@ -95,8 +95,13 @@ struct ProxyHandler: Sendable {
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
         RequestLog(
-            method: String(head.method.rawValue.prefix(20)), range: head.headers.first(name: "range").map { String($0.prefix(100)) },
+            method: Self.clipped(head.method.rawValue, to: 20), range: head.headers.first(name: "range").map { Self.clipped($0, to: 100) },
             started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
+    }
+
+    /// `text`, cut to its first `limit` characters (a short one as it is, not copied).
+    private static func clipped(_ text: String, to limit: Int) -> String {
+        text.utf8.count <= limit ? text : String(text.prefix(limit))
     }
 
     /// Checks the request (unless `checked`), then answers it by its route.
@@ -210,17 +215,18 @@ struct ProxyHandler: Sendable {
     /// range, so it always describes the bytes that follow it.
     private func media(_ stream: ReadStream, isPartial: Bool, log: inout RequestLog) -> ProxyResponse {
         let now = reader.store.configuration.clock.now
+        let metadata = stream.metadata
         let status: HTTPResponseStatus
         let fields: HTTPHeaders
-        if stream.metadata.length == nil {  // a version without a length, found by the read
+        if metadata.length == nil {  // a version without a length, found by the read
             status = .ok
-            fields = ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now)
+            fields = ProxyResponse.fields(metadata, range: nil, isPartial: false, now: now)
         } else {
             status = isPartial ? .partialContent : .ok
-            fields = ProxyResponse.fields(stream.metadata, range: stream.range, isPartial: isPartial, now: now)
+            fields = ProxyResponse.fields(metadata, range: stream.range, isPartial: isPartial, now: now)
         }
         log.status = Int(status.code)
-        log.passesThrough = log.passesThrough || !stream.metadata.isStorable
+        log.passesThrough = log.passesThrough || !metadata.isStorable
         return ProxyResponse(status: status, headers: fields, body: .stream(stream, log: log))
     }
 

@@ -32,33 +32,42 @@ extension ProxyResponse {
     /// With no `range` (a body without a length) there is no `Content-Length` and ranges are
     /// not offered.
     static func fields(_ metadata: ContentMetadata, range: ByteRange?, isPartial: Bool, now: Date) -> HTTPHeaders {
-        var headers = HTTPHeaders()
-        // The stored fields and at most eight of ours (and Connection, which the writer adds):
-        // one allocation rather than one per doubling.
-        headers.reserveCapacity(metadata.responseHeaders.count + 9)
-        for field in metadata.responseHeaders {
+        let stored = metadata.responseHeaders
+        // Gathered in a list, then made a block at once: `HTTPHeaders.add` checks each name
+        // again. The stored fields and at most seven of ours (and Connection, which the
+        // writer adds): one allocation.
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(stored.count + 8)
+        var hasDate = false
+        var hasType = false
+        for field in stored {
+            switch field.name.utf8.count {
+            case 4: hasDate = hasDate || FieldName.matches(field.name, "date")
+            case 12: hasType = hasType || FieldName.matches(field.name, "content-type")
             // A stored whole answer's odd `Content-Range` never rides on a partial one.
-            if isPartial || range == nil, field.name.utf8.count == 13, field.name.lowercased() == "content-range" { continue }
-            headers.add(name: field.name, value: field.value)
+            case 13 where (isPartial || range == nil) && FieldName.matches(field.name, "content-range"): continue
+            default: break
+            }
+            fields.append((field.name, field.value))
         }
-        if !headers.contains(name: "date") { headers.add(name: "Date", value: HTTPDate.format(Int64(now.timeIntervalSince1970))) }
+        if !hasDate { fields.append(("Date", HTTPDate.format(Int64(now.timeIntervalSince1970)))) }
         if let generatedAt = metadata.generatedAt {
-            headers.add(name: "Age", value: String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds))))))
+            fields.append(("Age", String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds)))))))
         }
         // The origin's Content-Type as it spelled it, kept with the entry; else the type known.
-        if !headers.contains(name: "content-type") { headers.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream") }
+        if !hasType { fields.append(("Content-Type", metadata.mimeType ?? "application/octet-stream")) }
         guard let range else {
-            headers.add(name: "Accept-Ranges", value: "none")
-            return headers
+            fields.append(("Accept-Ranges", "none"))
+            return HTTPHeaders(fields)
         }
-        headers.add(name: "Accept-Ranges", value: "bytes")
-        headers.add(name: "Content-Length", value: String(range.length))
-        if let etag = metadata.etag { headers.add(name: "ETag", value: etag) }
-        if let lastModified = metadata.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
+        fields.append(("Accept-Ranges", "bytes"))
+        fields.append(("Content-Length", String(range.length)))
+        if let etag = metadata.etag { fields.append(("ETag", etag)) }
+        if let lastModified = metadata.lastModified { fields.append(("Last-Modified", lastModified)) }
         if isPartial, let total = metadata.length {
-            headers.add(name: "Content-Range", value: ContentRange(range: range, totalLength: total).headerValue)
+            fields.append(("Content-Range", ContentRange(range: range, totalLength: total).headerValue))
         }
-        return headers
+        return HTTPHeaders(fields)
     }
 
     /// The head of a `304 Not Modified` for the version `metadata` describes (RFC 9110

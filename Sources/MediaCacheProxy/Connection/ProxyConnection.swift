@@ -171,21 +171,19 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         log.firstByte = ContinuousClock.now
         let line = log
         context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: version, status: response.status, headers: headers))), promise: nil)
-        let written = context.eventLoop.makePromise(of: Void.self)
-        context.write(NIOAny(HTTPServerResponsePart.body(.fileRegion(body))), promise: written)
-        written.futureResult.whenComplete { result in
-            try? file.close()
-            switch result {
-            case .success: line.end(statistics, error: nil)  // every body byte is in the socket
-            case .failure(let error): line.end(statistics, error: error)
-            }
-        }
+        context.write(NIOAny(HTTPServerResponsePart.body(.fileRegion(body))), promise: nil)
+        // Writes complete in order, and a failed one fails those after it: the end's promise
+        // says how the region's write went too.
         let ended = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: ended)
         ended.futureResult.whenComplete { result in
-            if case .failure = result {
-                channel.close(promise: nil)
-            } else if !keepAlive {
+            try? file.close()
+            switch result {
+            case .success:
+                line.end(statistics, error: nil)  // every body byte is in the socket
+                if !keepAlive { channel.close(promise: nil) }
+            case .failure(let error):
+                line.end(statistics, error: error)
                 channel.close(promise: nil)
             }
             done()

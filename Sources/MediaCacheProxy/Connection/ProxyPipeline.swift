@@ -42,21 +42,47 @@ enum ProxyPipeline {
 /// it (it sees a request end); both run on the channel's event loop.
 final class RequestTimer {
     private let timeout: TimeAmount
-    private var deadline: Scheduled<Void>?
+    /// When the request under way began to arrive; `nil` between requests.
+    private var startedAt: NIODeadline?
+    /// The one check scheduled on the event loop, if any: a request does not schedule and
+    /// cancel a task of its own (most end long before the timeout), the check looks at
+    /// whichever request is under way when it runs and schedules itself again for it.
+    private var check: Scheduled<Void>?
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
     }
 
     fileprivate func start(_ context: ChannelHandlerContext) {
-        guard deadline == nil else { return }
-        let channel = context.channel
-        deadline = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        guard startedAt == nil else { return }
+        let now = NIODeadline.now()
+        startedAt = now
+        if check == nil { schedule(at: now + timeout, context.channel) }
     }
 
     fileprivate func stop() {
-        deadline?.cancel()
-        deadline = nil
+        startedAt = nil
+    }
+
+    /// Stops checking (the connection is gone).
+    fileprivate func cancel() {
+        startedAt = nil
+        check?.cancel()
+        check = nil
+    }
+
+    private func schedule(at deadline: NIODeadline, _ channel: any Channel) {
+        let timer = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        check = channel.eventLoop.scheduleTask(deadline: deadline) {
+            let timer = timer.value
+            timer.check = nil
+            guard let startedAt = timer.startedAt else { return }  // no request under way
+            if NIODeadline.now() >= startedAt + timer.timeout {
+                channel.close(promise: nil)
+            } else {
+                timer.schedule(at: startedAt + timer.timeout, channel)
+            }
+        }
     }
 
     final class RawSide: ChannelInboundHandler, RemovableChannelHandler {
@@ -70,7 +96,7 @@ final class RequestTimer {
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            timer.stop()
+            timer.cancel()
             context.fireChannelInactive()
         }
     }

@@ -115,7 +115,7 @@ struct ProxyRouter: Sendable {
     /// 9110 §7.6.1, plus those the request's `Connection` names), the target's `Host`, the
     /// range, validator and caching fields the cache manages itself, its encoding (bodies are
     /// cached as sent), and the proxy's own token.
-    static let fieldsNotForwarded: Set<String> = [
+    static let fieldsNotForwarded: [StaticString] = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
         "proxy-authorization", "proxy-authenticate", "host", "content-length", "expect",
         "range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
@@ -125,13 +125,26 @@ struct ProxyRouter: Sendable {
     /// The player's end-to-end request fields, for the origin: credentials, cookies,
     /// referer, user agent, languages (one cache serves one user).
     static func endToEndHeaders(_ headers: HTTPHeaders) -> RequestHeaders {
-        // Asked for every request, cached or not: no copy of the set, no Foundation.
+        // Asked for every request, cached or not: names are compared where they are, not
+        // lower-cased and hashed, and only with the names of their length.
         let named = headers["connection"].flatMap { $0.split(separator: ",").map { String($0).trimmingHTTPWhitespace().lowercased() } }
-        return headers.compactMap { field in
-            let name = field.name.lowercased()
-            return fieldsNotForwarded.contains(name) || named.contains(name) ? nil : (name: field.name, value: field.value)
+        var forwarded: RequestHeaders = []
+        forwarded.reserveCapacity(headers.count)
+        for field in headers {
+            let length = field.name.utf8.count
+            if length < notForwardedByLength.count, notForwardedByLength[length].contains(where: { FieldName.matches(field.name, $0) }) { continue }
+            if !named.isEmpty, named.contains(where: { $0.utf8.count == length && $0 == field.name.lowercased() }) { continue }
+            forwarded.append((name: field.name, value: field.value))
         }
+        return forwarded
     }
+
+    /// ``fieldsNotForwarded`` by their length.
+    private static let notForwardedByLength: [[StaticString]] = {
+        var table = [[StaticString]](repeating: [], count: (fieldsNotForwarded.map(\.utf8CodeUnitCount).max() ?? 0) + 1)
+        for name in fieldsNotForwarded { table[name.utf8CodeUnitCount].append(name) }
+        return table
+    }()
 
     /// The checks every request passes before its URL is looked at: the method, then
     /// ``checkSender(_:localPort:)``.
@@ -151,23 +164,32 @@ struct ProxyRouter: Sendable {
         guard head.uri.utf8.count <= configuration.maxURIBytes else {
             throw ProxyRequestError(status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
         }
-        let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        // One pass over the fields for their size and the Host (every request gets here).
+        var headerBytes = 0
+        var hostField: String?
+        var hostCount = 0
+        for field in head.headers {
+            headerBytes += field.name.utf8.count + field.value.utf8.count + 4
+            if FieldName.matches(field.name, "host") {
+                hostField = field.value
+                hostCount += 1
+            }
+        }
         guard headerBytes <= configuration.maxHeaderBytes else {
             throw ProxyRequestError(status: .requestHeaderFieldsTooLarge, "The request's header fields are larger than \(configuration.maxHeaderBytes) bytes.")
         }
-        let hosts = head.headers["host"]
-        if hosts.isEmpty {
+        guard let hostField else {
             // RFC 9112 §3.2: an HTTP/1.1 request without Host is malformed; HTTP/1.0 has none.
             guard head.version == .http1_0 else { throw ProxyRequestError(status: .badRequest, "The request has no Host header.") }
             return
         }
-        guard hosts.count == 1, let host = HostAndPort(parsing: hosts[0]) else {
+        guard hostCount == 1, let host = HostAndPort(parsing: hostField) else {
             throw ProxyRequestError(status: .badRequest, "The request's Host header is malformed.")
         }
         guard configuration.accepts(host, localPort: localPort) else {
             throw ProxyRequestError(
                 status: .misdirectedRequest,
-                "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hosts[0].prefix(100)) (add a name with --server-name).",
+                "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hostField.prefix(100)) (add a name with --server-name).",
                 refusal: .host)
         }
         try checkSite(head)
