@@ -75,6 +75,62 @@ import Testing
         }
     }
 
+    /// A kept connection's requests for one URL are checked once, then only their range is
+    /// read again; any other difference (a `Host`, a site, a bad range) is checked whole.
+    @Test func aRepeatedRequestSkipsOnlyChecksWhoseInputsAreTheSame() async throws {
+        try await ScriptedHarness.with(answersWhole: true) { h in
+            try await Self.storeWholeFile(h)
+            // Refusals are answered on a task: a channel that is safe from other threads.
+            let channel = NIOAsyncTestingChannel()
+            try await channel.testingEventLoop.executeInContext {
+                try Self.configure(channel, Self.handler(h))
+            }
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            func answer(_ range: String?, extra: [String] = [], host: String = "127.0.0.1:8080") async throws -> RawHTTPClient.Response {
+                let target = "/?url=" + (Self.url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+                let fields = ["Host: \(host)"] + (range.map { ["Range: \($0)"] } ?? []) + extra
+                try await channel.writeInbound(ByteBuffer(string: "GET \(target) HTTP/1.1\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"))
+                var received: [UInt8] = []
+                while RawHTTPClient.parse(received).first?.isComplete != true {
+                    received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
+                }
+                return RawHTTPClient.parse(received)[0]
+            }
+            for (first, last) in [(0, 9), (1000, 65_999), (299_990, 299_999)] as [(Int64, Int64)] {
+                let response = try await answer("bytes=\(first)-\(last)")
+                #expect(response.status == 206 && response.header("content-range") == "bytes \(first)-\(last)/\(Self.size)")
+                #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: first) == nil && response.body.count == Int(last - first + 1))
+            }
+            #expect(try await answer("bytes=5-1").status == 400)  // the range is read again, and refused
+            #expect(try await answer("bytes=0-9", host: "rebound.example:8080").status == 421)
+            #expect(try await answer("bytes=0-9", extra: ["Sec-Fetch-Site: cross-site"]).status == 403)
+            let whole = try await answer(nil)
+            #expect(whole.status == 200 && whole.body.count == Int(Self.size))
+            #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: whole.body), at: 0) == nil)
+            _ = try await channel.finish(acceptAlreadyClosed: true)
+        }
+    }
+
+    @Test func fieldsAreTheSameApartFromRangeExactlyWhenTheModelSaysSo() {
+        var random = SplitMix(seed: 11)
+        let names = ["Host", "Range", "range", "RANGE", "User-Agent", "Cookie", "Sec-Fetch-Site", "Rang", "X-Range"]
+        let values = ["a", "b", "bytes=0-1", ""]
+        func fields() -> [(String, String)] {
+            (0..<Int(random.next() % 5)).map { _ in (names[Int(random.next() % UInt64(names.count))], values[Int(random.next() % UInt64(values.count))]) }
+        }
+        var same = 0
+        for _ in 0..<5_000 {
+            let a = fields()
+            // Often b is a with its Range fields changed, moved or dropped; else another list.
+            var b = random.next() % 2 == 0 ? a : fields()
+            if random.next() % 2 == 0 { b = b.filter { $0.0.lowercased() != "range" } + [("Range", "bytes=9-")] }
+            let model = a.filter { $0.0.lowercased() != "range" }.map { "\($0.0):\($0.1)" } == b.filter { $0.0.lowercased() != "range" }.map { "\($0.0):\($0.1)" }
+            #expect(RepeatedRequestCheck.sameFieldsApartFromRange(HTTPHeaders(a), HTTPHeaders(b)) == model, "\(a) vs \(b)")
+            if model { same += 1 }
+        }
+        #expect(same > 1_000 && same < 4_000)
+    }
+
     /// A request the parser refuses gets `400` with a reason, and the connection closes.
     @Test func aMalformedRequestGets400AndTheConnectionCloses() async throws {
         try await ScriptedHarness.with(answersWhole: true) { h in

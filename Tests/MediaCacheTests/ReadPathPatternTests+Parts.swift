@@ -49,10 +49,10 @@ extension ReadPathPatternTests {
                     #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "bytes at \(cursor)")
                     cursor += Int64(buffer.readableBytes)
                     buffers += 1
-                case .file(let descriptor, let range):
-                    defer { close(descriptor) }
+                case .file(let region):
+                    let range = region.range
                     #expect(range.lowerBound == cursor)
-                    let buffer = ReadPathTests.bytes(of: descriptor, at: range)
+                    let buffer = ReadPathTests.bytes(of: region.descriptor, at: range)
                     #expect(buffer.readableBytes == Int(range.length))
                     #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "region \(range)")
                     cursor = range.upperBound
@@ -64,6 +64,30 @@ extension ReadPathPatternTests {
             // memory while it keeps them (a reader waiting at a hole gets the chunk it waited for).
             #expect(SpanSet(regions).contains(ByteRange(1_000_000, 2_000_000)), "\(regions)")
             #expect(buffers > 0)
+        }
+    }
+
+    /// A region is sent from the store's own descriptor, not a duplicate: held, it stays
+    /// readable (the same bytes) after its entry is removed and its file deleted, and a
+    /// region of another file opened since cannot take its descriptor's number.
+    @Test func aHeldRegionKeepsItsFileAfterTheEntryIsRemoved() async throws {
+        try await Harness.with { h in
+            let size: Int64 = 2_000_000
+            h.origin.serve(.generated(length: size, seed: 17), at: "/held.mp4")
+            h.origin.serve(.generated(length: size, seed: 18), at: "/other.mp4")
+            let resource = h.origin.resource(at: "/held.mp4")!
+            _ = try await ReadPathTests.readAndCheck(h, "/held.mp4")
+            let stream = try await h.reader.read(h.origin.url("/held.mp4"))
+            guard case .file(let region)? = try await stream.nextPart() else {
+                Issue.record("a cached read gave no file region")
+                return
+            }
+            stream.cancel()
+            try await h.store.remove(h.store.key(for: h.origin.url("/held.mp4")))
+            _ = try await ReadPathTests.readAndCheck(h, "/other.mp4")  // opens and writes another file
+            let buffer = ReadPathTests.bytes(of: region.descriptor, at: region.range)
+            #expect(buffer.readableBytes == Int(region.range.length) && region.range.length > 0)
+            #expect(resource.firstMismatch(in: buffer, at: region.range.lowerBound) == nil)
         }
     }
 
@@ -85,12 +109,12 @@ extension ReadPathPatternTests {
                 var regions: [ByteRange] = []
                 var cursor: Int64 = 0
                 while let part = try await stream.nextPart() {
-                    guard case .file(let descriptor, let range) = part else {
+                    guard case .file(let region) = part else {
                         Issue.record("a cached read gave a buffer")
                         return regions
                     }
-                    defer { close(descriptor) }
-                    let buffer = ReadPathTests.bytes(of: descriptor, at: range)
+                    let range = region.range
+                    let buffer = ReadPathTests.bytes(of: region.descriptor, at: range)
                     #expect(range.lowerBound == cursor)
                     #expect(resource.firstMismatch(in: buffer, at: cursor) == nil, "region \(range)")
                     cursor = range.upperBound

@@ -317,9 +317,7 @@ extension CachingReader {
         while let part = try await stream.nextPart() {
             switch part {
             case .bytes(let buffer): stored(Int64(buffer.readableBytes), false)
-            case .file(let descriptor, let range):
-                close(descriptor)
-                stored(range.length, false)
+            case .file(let region): stored(region.range.length, false)
             }
         }
     }

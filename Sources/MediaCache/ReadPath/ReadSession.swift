@@ -258,9 +258,9 @@ final class ReadSession: Sendable {
     private func readStored(at cursor: Int64, in span: ByteRange, handle: CacheEntryHandle, fileRegions: Bool, chunkSize: Int64) async throws -> ReadPart? {
         if fileRegions, handle.cipher == nil {
             let region = region(at: cursor, in: span)
-            let descriptor = try await versioned { try await handle.duplicateDescriptor(for: region) }
+            let stored = try await versioned { try await handle.storedRegion(region) }
             advance(to: region.upperBound)
-            return .file(descriptor: descriptor, range: region)
+            return .file(stored)
         }
         var end = chunkEnd(at: cursor, in: span, handle: handle, chunkSize: chunkSize)
         let bytes: ByteBuffer
@@ -413,12 +413,10 @@ final class ReadSession: Sendable {
     /// See ``ReadStream/nextPartWithoutWaiting()``.
     func fileRegionWithoutWaiting() -> ReadPart? {
         let (cursor, handle, isClosed) = state.withLock { ($0.cursor, $0.handle, $0.isClosed) }
-        guard !isClosed, passThrough == nil, cursor < range.upperBound, let (span, file) = handle?.openSpan(containing: cursor),
-            let descriptor = try? file.duplicateDescriptor()
-        else { return nil }
+        guard !isClosed, passThrough == nil, cursor < range.upperBound, let (span, file) = handle?.openSpan(containing: cursor) else { return nil }
         let region = region(at: cursor, in: span)
         advance(to: region.upperBound)
-        return .file(descriptor: descriptor, range: region)
+        return .file(StoredRegion(file: file, range: region))
     }
 
     /// Up to `limit` bytes of `held` (which starts at `cursor`), within the read's range;

@@ -53,9 +53,8 @@ public struct ReadStream: AsyncSequence, Sendable {
     }
 
     /// The next part of the read, for servers that can send a file region with `sendfile`:
-    /// cached bytes come as a descriptor of the cache's data file and the range to send
-    /// from it (the caller owns the descriptor and must close it), other bytes as buffers.
-    /// `nil` at the end. Use either this or the iterator, not both.
+    /// cached bytes come as a region of the cache's data file (``StoredRegion``), other bytes
+    /// as buffers. `nil` at the end. Use either this or the iterator, not both.
     package func nextPart() async throws -> ReadPart? {
         try await session.next(fileRegions: true)
     }
@@ -79,9 +78,7 @@ public struct ReadStream: AsyncSequence, Sendable {
         public mutating func next() async throws -> ByteBuffer? {
             switch try await session.next(fileRegions: false) {
             case .bytes(let buffer)?: return buffer
-            case .file(let descriptor, _)?:
-                close(descriptor)
-                preconditionFailure("A byte stream got a file region.")
+            case .file?: preconditionFailure("A byte stream got a file region.")
             case nil: return nil
             }
         }
@@ -92,8 +89,19 @@ public struct ReadStream: AsyncSequence, Sendable {
 package enum ReadPart: Sendable {
     /// Bytes in memory.
     case bytes(ByteBuffer)
-    /// The bytes at `range` of the open file `descriptor`, which the receiver must close.
-    case file(descriptor: CInt, range: ByteRange)
+    /// Stored bytes, in a data file.
+    case file(StoredRegion)
+}
+
+/// Stored bytes at `range` of an entry's data file, to send from ``descriptor`` with
+/// `sendfile`. The descriptor is the store's own, open for as long as a region of its file
+/// is held: send from it while holding the region, never close it. (Handing out a
+/// duplicate instead cost two system calls per cached range.)
+package struct StoredRegion: Sendable {
+    let file: EntryFile
+    package let range: ByteRange
+
+    package var descriptor: CInt { file.descriptor }
 }
 
 /// Where a read's bytes came from.

@@ -230,28 +230,20 @@ package final class CacheEntryHandle: Sendable {
         return try await BlockingIO.run { try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator) }
     }
 
-    /// A new descriptor of the entry's data file, from which `range` (which must be cached)
-    /// can be sent with `sendfile`; the bytes of a resource sit at their own offsets. The
-    /// caller owns the descriptor and must close it. What it reads never changes: a new
-    /// version of the resource gets a new file, and a removed file stays readable through
-    /// the descriptor.
+    /// `range` (which must be cached) of the entry's data file, to send with `sendfile`; the
+    /// bytes of a resource sit at their own offsets. What it reads never changes: a new
+    /// version of the resource gets a new file, and a removed file stays readable while the
+    /// region is held.
     /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
     ///   `.entryInvalidated`.
     /// An encrypted store's data files hold sealed blocks, never the bytes themselves: there
     /// this throws `.ioFailure`; use ``read(_:)``.
-    public func duplicateDescriptor(for range: ByteRange) async throws -> CInt {
+    package func storedRegion(_ range: ByteRange) async throws -> StoredRegion {
         guard cipher == nil else {
             throw CacheError(.ioFailure, "An encrypted cache's data files hold sealed blocks; read the bytes instead of sending the file.")
         }
         let (openFile, fileName) = try cachedFile(for: range)
-        return try await resolve(openFile, fileName).duplicateDescriptor()
-    }
-
-    /// ``duplicateDescriptor(for:)`` without waiting: `nil` when the data file is not open
-    /// yet (opening it is blocking I/O, left to the async call), and in an encrypted store.
-    public func duplicateDescriptorIfOpen(for range: ByteRange) throws -> CInt? {
-        guard cipher == nil, let openFile = try cachedFile(for: range).0 else { return nil }
-        return try openFile.duplicateDescriptor()
+        return StoredRegion(file: try await resolve(openFile, fileName), range: range)
     }
 
     /// The cached span that holds `offset` and the entry's data file, when the file is open

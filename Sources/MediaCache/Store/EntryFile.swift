@@ -21,7 +21,8 @@ import NIOPosix
 // fdatasync on one descriptor are safe from several threads at once.
 final class EntryFile: @unchecked Sendable {
     let path: String
-    private let descriptor: CInt
+    /// Open for as long as the object lives (closed by `deinit` only).
+    let descriptor: CInt
 
     /// Opens (creating if needed) the file at `path` for reading and writing, never through a
     /// symbolic link (one planted in the folder would point writes elsewhere).
@@ -36,15 +37,6 @@ final class EntryFile: @unchecked Sendable {
 
     deinit {
         close(descriptor)
-    }
-
-    /// A new descriptor of the file (close-on-exec), owned by the caller.
-    func duplicateDescriptor() throws -> CInt {
-        let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-        guard fd >= 0 else {
-            throw CacheError(.ioFailure, "Cannot duplicate the descriptor of \(path): \(String(cString: strerror(errno))).")
-        }
-        return fd
     }
 
     /// Writes all of `buffer`'s readable bytes at `offset`.

@@ -33,7 +33,7 @@ struct ProxyHandler: Sendable {
     typealias CheckedRequest = ProxyRouter.CheckedRequest
 
     /// Answers `head`, which arrived on a connection to `localPort`.
-    /// - Parameter checked: what ``respondFromStore(to:localPort:)`` found when it could not
+    /// - Parameter checked: what ``respondFromStore(to:localPort:checking:)`` found when it could not
     ///   answer, so its checks are not run again.
     func respond(to head: HTTPRequestHead, localPort: Int, checked: CheckedRequest? = nil) async -> ProxyResponse {
         var log = requestLog(for: head)
@@ -53,7 +53,7 @@ struct ProxyHandler: Sendable {
         return response
     }
 
-    /// What ``respondFromStore(to:localPort:)`` did.
+    /// What ``respondFromStore(to:localPort:checking:)`` did.
     enum StoreAnswer {
         /// The store alone answered.
         case answered(ProxyResponse)
@@ -65,9 +65,11 @@ struct ProxyHandler: Sendable {
     /// Answers `head` at once when the store alone can: a `GET` of a stored, current range.
     /// Otherwise (the origin, a revalidation, an error page) the general path answers it.
     /// Never waits, so an event loop can call it.
-    func respondFromStore(to head: HTTPRequestHead, localPort: Int) -> StoreAnswer {
+    /// - Parameter repeated: the connection's last checked request, used and updated.
+    func respondFromStore(to head: HTTPRequestHead, localPort: Int, checking repeated: inout RepeatedRequestCheck) -> StoreAnswer {
         // (Blocking reloads and steering answers are never stored: only a key needs looking at.)
-        guard head.method == .GET, case .request(let checked)? = try? router.check(head, localPort: localPort), !checked.target.isMemoryOnly
+        guard head.method == .GET, case .request(let checked)? = try? repeated.check(head, localPort: localPort, router: router),
+            !checked.target.isMemoryOnly
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
         guard asked.conditions.isEmpty else { return .needsGeneralPath(checked) }

@@ -18,6 +18,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     private let configuration: ProxyConfiguration
     private let connections: ConnectionRegistry
     private var head: HTTPRequestHead?
+    /// The connection's last request that passed the checks (see ``RepeatedRequestCheck``).
+    private var lastChecked = RepeatedRequestCheck()
     private var task: Task<Void, Never>?
     private var isResponding = false {
         didSet { lastActivity = .now() }
@@ -128,16 +130,16 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             var first: ReadPart?
             var stored: ProxyResponse?
             var checked: ProxyHandler.CheckedRequest?
-            switch handler.respondFromStore(to: head, localPort: localPort) {
+            switch handler.respondFromStore(to: head, localPort: localPort, checking: &lastChecked) {
             case .answered(let response): stored = response
             case .needsGeneralPath(let found): checked = found
             }
             if let stored, case .stream(let stream, let log) = stored.body {
                 first = stream.nextPartWithoutWaiting()
-                if case .file(let descriptor, let range)? = first, range.upperBound == stream.range.upperBound {
+                if case .file(let region)? = first, region.range.upperBound == stream.range.upperBound {
                     stream.cancel()  // it has given its last byte
                     Self.sendAtOnce(
-                        stored, region: (descriptor, range), log: log, statistics: stream.statistics, on: context, version: head.version,
+                        stored, region: region, log: log, statistics: stream.statistics, on: context, version: head.version,
                         keepAlive: head.isKeepAlive
                     ) { this.value.isResponding = false }
                     return
@@ -158,15 +160,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// bytes under a success status.
     /// Writes the head, `region` (the whole body) and the end in one flush, on the event loop.
     private static func sendAtOnce(
-        _ response: ProxyResponse, region: (descriptor: CInt, range: ByteRange), log: RequestLog, statistics: ReadStatistics,
+        _ response: ProxyResponse, region: StoredRegion, log: RequestLog, statistics: ReadStatistics,
         on context: ChannelHandlerContext, version: HTTPVersion, keepAlive: Bool, done: @escaping () -> Void
     ) {
         var log = log
         let keepAlive = ResponseWriter.keepsAlive(requested: keepAlive, version: version, headers: response.headers)
         var headers = response.headers
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
-        let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
-        let body = FileRegion(fileHandle: file, readerIndex: Int(region.range.lowerBound), endIndex: Int(region.range.upperBound))
+        let (body, file) = Self.fileRegion(region)
         let channel = context.channel
         log.firstByte = ContinuousClock.now
         let line = log
@@ -177,7 +178,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         let ended = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: ended)
         ended.futureResult.whenComplete { result in
-            try? file.close()
+            Self.release(file, of: region)
             switch result {
             case .success:
                 line.end(statistics, error: nil)  // every body byte is in the socket
@@ -188,6 +189,19 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             }
             done()
         }
+    }
+
+    /// A NIO file region of `region`, sent from the store's own descriptor. Once its write has
+    /// completed, ``release(_:of:)`` lets the descriptor go without closing it; the region is
+    /// held until then, which keeps the descriptor open.
+    private static func fileRegion(_ region: StoredRegion) -> (FileRegion, NIOFileHandle) {
+        let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
+        return (FileRegion(fileHandle: file, readerIndex: Int(region.range.lowerBound), endIndex: Int(region.range.upperBound)), file)
+    }
+
+    private static func release(_ file: NIOFileHandle, of region: StoredRegion) {
+        _ = try? file.takeDescriptorOwnership()
+        withExtendedLifetime(region) {}
     }
 
     static func send(_ response: ProxyResponse, firstPart: ReadPart? = nil, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
@@ -251,12 +265,12 @@ extension ProxyConnectionHandler {
                 case .bytes(let chunk):
                     body = .body(.byteBuffer(chunk))
                     decision = writer.write(.bytes(count: Int64(chunk.readableBytes)))
-                case .file(let descriptor, let range):
+                case .file(let region):
                     // Cached bytes go from the page cache to the socket with sendfile.
-                    let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
-                    written.futureResult.whenComplete { _ in try? file.close() }
-                    body = .body(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))))
-                    decision = writer.write(.file(end: range.upperBound))
+                    let (fileRegion, file) = Self.fileRegion(region)
+                    written.futureResult.whenComplete { _ in Self.release(file, of: region) }
+                    body = .body(.fileRegion(fileRegion))
+                    decision = writer.write(.file(end: region.range.upperBound))
                 }
                 let end = decision.endsBody ? channel.eventLoop.makePromise(of: Void.self) : nil
                 ended = end?.futureResult

@@ -27,7 +27,7 @@ struct ProxyRouter: Sendable {
     struct CheckedRequest: Sendable {
         let url: URL
         let target: RequestTarget
-        let asked: Asked
+        var asked: Asked
     }
 
     /// Where a checked request goes.
@@ -85,6 +85,15 @@ struct ProxyRouter: Sendable {
     /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedOriginURL(_:)``).
 
     static func parse(_ head: HTTPRequestHead, url: URL) throws -> Asked {
+        let (specifier, firstByte, length) = try rangeParts(of: head)
+        return Asked(
+            url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
+            conditions: PlayerConditions(head.headers))
+    }
+
+    /// What a request's `Range` asks for: the range, where the body starts (when known
+    /// before the length) and how many bytes from there (when the range says).
+    static func rangeParts(of head: HTTPRequestHead) throws -> (specifier: RangeSpecifier?, firstByte: Int64?, length: Int64?) {
         // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
         var specifier: RangeSpecifier?
         if let rangeHeader = head.headers.first(name: "range") {
@@ -106,9 +115,7 @@ struct ProxyRouter: Sendable {
             case .suffix?: firstByte = nil
             }
         }
-        return Asked(
-            url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
-            conditions: PlayerConditions(head.headers))
+        return (specifier, firstByte, length)
     }
 
     /// Fields of a player's request that the proxy does not send on: hop-by-hop ones (RFC
