@@ -149,7 +149,10 @@ public final class ProxyServer: Service {
         return try await ServerBootstrap(group: loop, childGroup: loop)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            // TCP_NODELAY is a TCP-level option: at the socket level its number is SO_DEBUG,
+            // which needs CAP_NET_ADMIN (every accepted connection then failed for anyone but
+            // root: ServeSecurityTests.anUnprivilegedUserIsServed).
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)

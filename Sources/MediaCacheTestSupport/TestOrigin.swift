@@ -328,7 +328,7 @@ public final class TestOrigin: Sendable {
         let context = try tls?.makeContext()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 let origin = holder.origin!
                 let connection = origin.connections.withLock { count in

@@ -12,6 +12,26 @@ import Testing
 /// `mediacache serve` as SECURITY.md describes it: a listener beyond loopback needs a token,
 /// signed URLs leave no secret in the log at the default level, refusals are counted.
 @Suite(.endToEnd) struct ServeSecurityTests {
+    /// A user without privileges gets every connection served. A socket option once set at the
+    /// wrong level (`SO_DEBUG` in place of `TCP_NODELAY`, the same number) needs `CAP_NET_ADMIN`
+    /// on Linux: run by anyone but root, the server closed every connection it accepted, while
+    /// every test (run as root) passed. As root, the server is started as `nobody`.
+    @Test(.enabled(if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "setpriv (util-linux) runs it as nobody"))
+    func anUnprivilegedUserIsServed() async throws {
+        let launcher = getuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+        try await RunningServer.with(launcher: launcher) { server in
+            let song = server.origin.url("/a/song.mp3").absoluteString
+            var request = HTTPClientRequest(url: server.info.baseURL + "/?url=" + (song.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))
+            request.headers.add(name: "Range", value: "bytes=1000-60999")
+            for _ in 0..<2 {  // from the origin, then from the cache
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                #expect(response.status.code == 206 && body.readableBytes == 60_000)
+                #expect(DeterministicContent(seed: 1).firstMismatch(in: body, at: 1000) == nil)
+            }
+        }
+    }
+
     /// Listening for other machines without `--token` would make the proxy an open door to
     /// the user's network for anyone on it: `serve` refuses to start, saying why.
     @Test func allowRemoteWithoutATokenDoesNotStart() async throws {
