@@ -276,12 +276,12 @@ public final class CachingReader: Sendable {
             let range = choose(metadata), range.upperBound <= total, !range.isEmpty
         else { return nil }
         guard let handle = try? store.openEntry(key) else { return nil }
-        guard (try? handle.holds(range)) == true else {
+        guard let (current, cached) = handle.cachedWhole(range) else {
             handle.close()
             return nil
         }
-        let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
-        return ReadStream(metadata: (try? handle.metadata()) ?? metadata, range: range, session: session)
+        let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
+        return ReadStream(metadata: current, range: range, session: session)
     }
 
     /// Stores `metadata` for `key` (the store may keep validators it already had) and

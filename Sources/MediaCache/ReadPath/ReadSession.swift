@@ -77,7 +77,7 @@ final class ReadSession: Sendable {
 
     init(
         reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
-        passThrough: PassThrough? = nil
+        passThrough: PassThrough? = nil, cached: SpanSet? = nil
     ) {
         self.passThrough = passThrough
         self.headers = headers
@@ -85,7 +85,8 @@ final class ReadSession: Sendable {
         self.url = url
         self.key = key
         self.range = range
-        let cached = (try? handle?.spans(in: range)) ?? SpanSet()
+        // What was cached of the range when the read began (given when just looked up).
+        let cached = cached ?? (try? handle?.spans(in: range)) ?? SpanSet()
         let machine = ReaderStateMachine(range: range, pausesAtHoles: reader.configuration.holeDelay > .zero)
         state = Mutex(State(machine: machine, handle: handle, cachedAtStart: cached))
         reader.openStreams.add(1, ordering: .relaxed)

@@ -55,10 +55,10 @@ package final class CacheEntryHandle: Sendable {
         try withRecord { $0.spans }
     }
 
-    /// Whether every byte of `range` is cached (without copying the spans).
-    /// - Throws: `.entryInvalidated` or `.storeClosed`.
-    package func holds(_ range: ByteRange) throws -> Bool {
-        try withRecord { $0.spans.contains(range) }
+    /// What a read of `range` starts from, under one lock: the metadata and the cached spans
+    /// within `range`, cut to it; `nil` unless every byte of `range` is cached.
+    package func cachedWhole(_ range: ByteRange) -> (metadata: ContentMetadata, spans: SpanSet)? {
+        try? withRecord { record in record.spans.contains(range) ? (record.metadata, record.spans.clipped(to: range)) : nil }
     }
 
     /// The cached spans within `range`, cut to it.
