@@ -26,7 +26,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     }
     /// When a request's bytes last arrived or its answer ended.
     private var lastActivity = NIODeadline.now()
-    private var idleCheck: Scheduled<Void>?
+    private var idleCheck: NIOScheduledCallback?
     /// Opened while ``ProxyConfiguration/maxConnections`` were open: its request gets 503.
     private let isOverCapacity: Bool
 
@@ -53,14 +53,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// Closes the connection if it is idle at `delay` from now, else looks again when it
     /// would be.
     private func scheduleIdleCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
-        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(in: delay) {
-            let handler = this.value
+        idleCheck = LoopCallback.schedule(at: .now() + delay, on: context.eventLoop) { [self] in
+            let handler = self
             guard handler.idleCheck != nil else { return }
             switch IdleRule.decide(idleFor: .now() - handler.lastActivity, isResponding: handler.isResponding, timeout: handler.configuration.idleTimeout) {
-            case .close: bound.value.close(promise: nil)
-            case .lookAgain(let delay): handler.scheduleIdleCheck(bound.value, in: delay)
+            case .close: context.close(promise: nil)
+            case .lookAgain(let delay): handler.scheduleIdleCheck(context, in: delay)
             }
         }
     }

@@ -47,7 +47,7 @@ final class RequestTimer {
     /// The one check scheduled on the event loop, if any: a request does not schedule and
     /// cancel a task of its own (most end long before the timeout), the check looks at
     /// whichever request is under way when it runs and schedules itself again for it.
-    private var check: Scheduled<Void>?
+    private var check: NIOScheduledCallback?
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -72,9 +72,8 @@ final class RequestTimer {
     }
 
     private func schedule(at deadline: NIODeadline, _ channel: any Channel) {
-        let timer = NIOLoopBound(self, eventLoop: channel.eventLoop)
-        check = channel.eventLoop.scheduleTask(deadline: deadline) {
-            let timer = timer.value
+        check = LoopCallback.schedule(at: deadline, on: channel.eventLoop) { [self] in
+            let timer = self
             timer.check = nil
             guard let startedAt = timer.startedAt else { return }  // no request under way
             if NIODeadline.now() >= startedAt + timer.timeout {
@@ -114,5 +113,21 @@ final class RequestTimer {
             }
             context.fireChannelRead(data)
         }
+    }
+}
+
+/// A callback on a channel's event loop, scheduled without the promise a scheduled task
+/// carries: a connection's timers are scheduled and cancelled once per connection, and
+/// NIO's scheduled callbacks cost a fraction of a task's.
+struct LoopCallback: NIOScheduledCallbackHandler, Sendable {
+    let action: NIOLoopBound<() -> Void>
+
+    func handleScheduledCallback(eventLoop: some EventLoop) {
+        action.value()
+    }
+
+    /// Runs `action` on `loop` at `deadline`; `nil` when the loop is shutting down.
+    static func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ action: @escaping () -> Void) -> NIOScheduledCallback? {
+        try? loop.scheduleCallback(at: deadline, handler: LoopCallback(action: NIOLoopBound(action, eventLoop: loop)))
     }
 }
