@@ -111,6 +111,57 @@ import Testing
         }
     }
 
+    /// A new connection repeating a request another connection had checked reuses those
+    /// checks (a player that opens a connection per seek); one that differs is checked whole.
+    @Test func aNewConnectionRepeatingARequestReusesOnlyIdenticalChecks() async throws {
+        try await ScriptedHarness.with(answersWhole: true) { h in
+            try await Self.storeWholeFile(h)
+            let handler = Self.handler(h)
+            func answer(_ range: String, extra: [String] = [], host: String = "127.0.0.1:8080") async throws -> RawHTTPClient.Response {
+                let channel = NIOAsyncTestingChannel()  // a new connection each time
+                try await channel.testingEventLoop.executeInContext { try Self.configure(channel, handler) }
+                try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+                let target = "/?url=" + (Self.url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+                let fields = ["Host: \(host)", "Range: \(range)"] + extra
+                try await channel.writeInbound(ByteBuffer(string: "GET \(target) HTTP/1.1\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"))
+                var received: [UInt8] = []
+                while RawHTTPClient.parse(received).first?.isComplete != true {
+                    received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
+                }
+                _ = try await channel.finish(acceptAlreadyClosed: true)
+                return RawHTTPClient.parse(received)[0]
+            }
+            for (first, last) in [(0, 9), (5000, 69_999), (299_000, 299_999)] as [(Int64, Int64)] {
+                let response = try await answer("bytes=\(first)-\(last)")
+                #expect(response.status == 206 && response.header("content-range") == "bytes \(first)-\(last)/\(Self.size)")
+                #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: first) == nil && response.body.count == Int(last - first + 1))
+            }
+            #expect(try await answer("bytes=0-9", host: "rebound.example:8080").status == 421)
+            #expect(try await answer("bytes=0-9", extra: ["Sec-Fetch-Site: cross-site"]).status == 403)
+            #expect(try await answer("bytes=9-0").status == 400)
+            #expect(try await answer("bytes=10-19").status == 206)
+        }
+    }
+
+    /// The checks shared across connections keep the last 16 that passed.
+    @Test func theSharedChecksKeepTheLastSixteen() throws {
+        let shared = RepeatedRequestCheck.Shared()
+        let url = try #require(URL(string: "https://example.com/a.mp4"))
+        let checked = ProxyRouter.CheckedRequest(
+            url: url, target: RequestTarget("/?url=x"),
+            asked: ProxyRouter.Asked(url: url, specifier: nil, firstByte: 0, length: nil, forwarded: [], conditions: PlayerConditions(HTTPHeaders())))
+        func head(_ index: Int) -> HTTPRequestHead {
+            HTTPRequestHead(version: .http1_1, method: .GET, uri: "/?url=\(index)", headers: ["Host": "127.0.0.1:8080", "Range": "bytes=\(index)-"])
+        }
+        for index in 0..<20 { shared.add(RepeatedRequestCheck.Remembered(head(index), 8080, checked)) }
+        #expect((0..<4).allSatisfy { shared.find(head($0), 8080) == nil })
+        #expect((4..<20).allSatisfy { shared.find(head($0), 8080) != nil })
+        #expect(shared.find(head(10), 8081) == nil)  // another port
+        var other = head(10)
+        other.headers.add(name: "Cookie", value: "a=b")
+        #expect(shared.find(other, 8080) == nil)
+    }
+
     @Test func fieldsAreTheSameApartFromRangeExactlyWhenTheModelSaysSo() {
         var random = SplitMix(seed: 11)
         let names = ["Host", "Range", "range", "RANGE", "User-Agent", "Cookie", "Sec-Fetch-Site", "Rang", "X-Range"]

@@ -17,6 +17,8 @@ struct ProxyRouter: Sendable {
     /// Asked whether an origin URL may be fetched at all (the allow-list).
     let reader: CachingReader
     private let recentTargets = RecentTargets()
+    /// The last requests that passed the checks, for a new connection that repeats one.
+    let recentChecks = RepeatedRequestCheck.Shared()
 
     init(configuration: ProxyConfiguration, reader: CachingReader) {
         self.configuration = configuration

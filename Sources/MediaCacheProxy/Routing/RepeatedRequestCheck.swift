@@ -3,11 +3,14 @@
 
 import MediaCacheHTTPFields
 import NIOHTTP1
+import Synchronization
 
 /// The last request one connection had checked, so that the next one differing only in its
 /// `Range` is not checked again: a player on a kept-alive connection asks for one URL many
 /// times, and the checks (the target parsed, the origin allowed, the token, the `Host`, the
-/// site, the fields sorted) cost a third of answering a cached range.
+/// site, the fields sorted) cost a third of answering a cached range. Otherwise it looks
+/// among the last requests any connection had checked (``Shared``): a player that opens a
+/// connection per seek (ffmpeg, mpv) repeats its request on each.
 ///
 /// ``ProxyRouter/check(_:localPort:)`` is a function of the method, target, version, fields
 /// and local port (and of the configuration, which does not change): with the same ones it
@@ -15,7 +18,7 @@ import NIOHTTP1
 /// remembered; anything else is checked whole.
 struct RepeatedRequestCheck {
     /// Held in an object: looking at it copies one reference, not a request and its result.
-    private final class Remembered {
+    final class Remembered: Sendable {
         let head: HTTPRequestHead
         let localPort: Int
         let checked: ProxyRouter.CheckedRequest
@@ -30,17 +33,45 @@ struct RepeatedRequestCheck {
         }
     }
 
+    /// The last requests that passed, across connections, newest last.
+    final class Shared: Sendable {
+        private let recent = Mutex<[Remembered]>([])
+        static let limit = 16
+
+        func find(_ head: HTTPRequestHead, _ localPort: Int) -> Remembered? {
+            recent.withLock { recent in recent.last { $0.matches(head, localPort) } }
+        }
+
+        func add(_ remembered: Remembered) {
+            recent.withLock { recent in
+                if recent.count >= Self.limit { recent.removeFirst() }
+                recent.append(remembered)
+            }
+        }
+    }
+
     private var last: Remembered?
 
     mutating func check(_ head: HTTPRequestHead, localPort: Int, router: ProxyRouter) throws -> ProxyRouter.Checked {
-        if let last, last.matches(head, localPort) {
-            var checked = last.checked
-            (checked.asked.specifier, checked.asked.firstByte, checked.asked.length) = try ProxyRouter.rangeParts(of: head)
-            return .request(checked)
+        if let last, last.matches(head, localPort) { return .request(try Self.reused(last, for: head)) }
+        if let shared = router.recentChecks.find(head, localPort) {
+            last = shared
+            return .request(try Self.reused(shared, for: head))
         }
         last = nil
         let checked = try router.check(head, localPort: localPort)
-        if case .request(let request) = checked { last = Remembered(head, localPort, request) }
+        if case .request(let request) = checked {
+            let remembered = Remembered(head, localPort, request)
+            last = remembered
+            router.recentChecks.add(remembered)
+        }
+        return checked
+    }
+
+    /// What `remembered` found, with the range `head` asks for.
+    private static func reused(_ remembered: Remembered, for head: HTTPRequestHead) throws -> ProxyRouter.CheckedRequest {
+        var checked = remembered.checked
+        (checked.asked.specifier, checked.asked.firstByte, checked.asked.length) = try ProxyRouter.rangeParts(of: head)
         return checked
     }
 
