@@ -31,15 +31,16 @@ package enum RangeSpecifier: Sendable, Hashable {
     /// Works on the header's bytes (one pass, no allocation: it runs on every request).
     private static func parse(bytes: Bytes) -> Parsed {
         let value = trimmed(bytes)
-        let prefix = "bytes=".utf8
-        guard value.count >= prefix.count,
-            zip(value, prefix).allSatisfy({ byte, expected in byte == expected || (65...90).contains(byte) && byte + 32 == expected })
+        let prefix: StaticString = "bytes="
+        let expected = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        guard value.count >= expected.count,
+            zip(value, expected).allSatisfy({ byte, expected in byte == expected || (65...90).contains(byte) && byte + 32 == expected })
         else {
             return .invalid
         }
         var first: RangeSpecifier?
         var count = 0
-        var start = value.startIndex + prefix.count
+        var start = value.startIndex + expected.count
         while true {
             let end = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
             guard let one = parseOne(trimmed(value[start..<end])) else { return .invalid }

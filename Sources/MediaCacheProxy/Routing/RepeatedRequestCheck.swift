@@ -81,7 +81,7 @@ struct RepeatedRequestCheck {
         var (left, right) = (a.makeIterator(), b.makeIterator())
         func next(_ fields: inout HTTPHeaders.Iterator) -> (name: String, value: String)? {
             while let field = fields.next() {
-                if !FieldName.matches(field.name, "range") { return field }
+                if field.name.utf8.count != 5 || !FieldName.matches(field.name, "range") { return field }
             }
             return nil
         }
