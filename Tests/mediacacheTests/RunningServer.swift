@@ -19,8 +19,8 @@ struct RunningServer {
     /// `environment` (`NAME=value`) set, its standard error written to `errorFile` if given, in
     /// front of `origin` (by default a new one serving ``CacheCommandTests/serveFiles(on:)``);
     /// stops it afterwards (SIGTERM, then waits for it to end).
-    /// With a `launcher` (a command that runs the rest, such as `setpriv` to another user), the
-    /// server is a copy of the executable in the temporary folder, which anyone may enter.
+    /// With a `launcher` (a command that runs the rest, such as `setpriv` to another user),
+    /// anyone may write in the temporary folder the cache folder is made in.
     static func with(
         _ arguments: [String] = [], environment: [String] = [], readyLinePrefix: String = "mediacache: serving on",
         errorFile: URL? = nil, origin given: TestOrigin? = nil, launcher: [String] = [], _ body: (RunningServer) async throws -> Void
@@ -31,14 +31,8 @@ struct RunningServer {
         if given == nil { CacheCommandTests.serveFiles(on: origin) }
         try await withTemporaryDirectory { directory in
             let folder = directory.appendingPathComponent("cache").path
-            var executable = try ChildProcess.executable(named: "mediacache")
-            if !launcher.isEmpty {
-                let copy = directory.appendingPathComponent("mediacache")
-                try FileManager.default.copyItem(at: executable, to: copy)
-                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy.path)
-                try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
-                executable = copy
-            }
+            let executable = try ChildProcess.executable(named: "mediacache")
+            if !launcher.isEmpty { try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path) }
             let command = launcher + [executable.path, "serve", "--port", "0", "--cache-dir", folder] + arguments
             let (process, line) = try await ChildProcess.startServer(
                 URL(fileURLWithPath: "/usr/bin/env"), environment + command,

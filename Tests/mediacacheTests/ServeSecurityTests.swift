@@ -15,10 +15,16 @@ import Testing
     /// A user without privileges gets every connection served. A socket option once set at the
     /// wrong level (`SO_DEBUG` in place of `TCP_NODELAY`, the same number) needs `CAP_NET_ADMIN`
     /// on Linux: run by anyone but root, the server closed every connection it accepted, while
-    /// every test (run as root) passed. As root, the server is started as `nobody`.
+    /// every test (run as root) passed. As root, the server is started as `nobody`, with one
+    /// capability only: to pass through folders (the build folder may be closed to others; a
+    /// copy of the executable, written while other tests start processes, could not be run at
+    /// once: "text file busy").
     @Test(.enabled(if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "setpriv (util-linux) runs it as nobody"))
     func anUnprivilegedUserIsServed() async throws {
-        let launcher = getuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+        let launcher =
+            getuid() == 0
+            ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+            : []
         try await RunningServer.with(launcher: launcher) { server in
             let song = server.origin.url("/a/song.mp3").absoluteString
             var request = HTTPClientRequest(url: server.info.baseURL + "/?url=" + (song.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))
