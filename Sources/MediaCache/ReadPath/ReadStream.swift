@@ -18,24 +18,10 @@ public struct ReadStream: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
     /// The resource's content information, as known when the read started.
-    public var metadata: ContentMetadata { described.metadata }
+    public let metadata: ContentMetadata
     /// The bytes this stream yields.
     public let range: ByteRange
     let session: ReadSession
-    /// The content information, held once: a stream is handed along by value, and copying
-    /// the information each time cost more than the rest of it.
-    private let described: Described
-
-    private final class Described: Sendable {
-        let metadata: ContentMetadata
-        init(_ metadata: ContentMetadata) { self.metadata = metadata }
-    }
-
-    init(metadata: ContentMetadata, range: ByteRange, session: ReadSession) {
-        described = Described(metadata)
-        self.range = range
-        self.session = session
-    }
     /// Whether the origin answered with a part of a resource whose length it does not say
     /// (`206` with `bytes a-b/*`, a resource that grows while it is read): ``range`` is that
     /// part, and the body may end before its end.

@@ -70,34 +70,29 @@ package struct SpanSet: Hashable, Sendable, CustomStringConvertible {
     /// The set cut to `range`: its cached parts, already sorted and apart (one allocation).
     public func clipped(to range: ByteRange) -> SpanSet {
         var clipped = SpanSet()
-        var index = firstIndex { $0.upperBound > range.lowerBound }
-        while index < spans.count, spans[index].lowerBound < range.upperBound {
-            if let part = spans[index].clamped(to: range) { clipped.spans.append(part) }
-            index += 1
-        }
+        forEachPart(in: range) { clipped.spans.append($0) }
         return clipped
     }
 
     /// How many bytes of `range` are cached (without listing them).
     public func byteCount(in range: ByteRange) -> Int64 {
         var count: Int64 = 0
-        var index = firstIndex { $0.upperBound > range.lowerBound }
-        while index < spans.count, spans[index].lowerBound < range.upperBound {
-            count += spans[index].clamped(to: range)?.length ?? 0
-            index += 1
-        }
+        forEachPart(in: range) { count += $0.length }
         return count
     }
 
     /// The cached parts of `range`, in order.
     public func spans(in range: ByteRange) -> [ByteRange] {
-        var result: [ByteRange] = []
+        clipped(to: range).spans
+    }
+
+    /// Calls `body` with each cached part of `range`, in order.
+    private func forEachPart(in range: ByteRange, _ body: (ByteRange) -> Void) {
         var index = firstIndex { $0.upperBound > range.lowerBound }
         while index < spans.count, spans[index].lowerBound < range.upperBound {
-            if let part = spans[index].clamped(to: range) { result.append(part) }
+            if let part = spans[index].clamped(to: range) { body(part) }
             index += 1
         }
-        return result
     }
 
     /// The missing parts (holes) of `range`, in order.

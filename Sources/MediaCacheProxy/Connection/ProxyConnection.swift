@@ -54,11 +54,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// would be.
     private func scheduleIdleCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
         idleCheck = LoopCallback.schedule(at: .now() + delay, on: context.eventLoop) { [self] in
-            let handler = self
-            guard handler.idleCheck != nil else { return }
-            switch IdleRule.decide(idleFor: .now() - handler.lastActivity, isResponding: handler.isResponding, timeout: handler.configuration.idleTimeout) {
+            guard idleCheck != nil else { return }
+            switch IdleRule.decide(idleFor: .now() - lastActivity, isResponding: isResponding, timeout: configuration.idleTimeout) {
             case .close: context.close(promise: nil)
-            case .lookAgain(let delay): handler.scheduleIdleCheck(context, in: delay)
+            case .lookAgain(let delay): scheduleIdleCheck(context, in: delay)
             }
         }
     }

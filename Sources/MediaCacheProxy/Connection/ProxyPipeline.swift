@@ -73,13 +73,12 @@ final class RequestTimer {
 
     private func schedule(at deadline: NIODeadline, _ channel: any Channel) {
         check = LoopCallback.schedule(at: deadline, on: channel.eventLoop) { [self] in
-            let timer = self
-            timer.check = nil
-            guard let startedAt = timer.startedAt else { return }  // no request under way
-            if NIODeadline.now() >= startedAt + timer.timeout {
+            check = nil
+            guard let startedAt else { return }  // no request under way
+            if NIODeadline.now() >= startedAt + timeout {
                 channel.close(promise: nil)
             } else {
-                timer.schedule(at: startedAt + timer.timeout, channel)
+                schedule(at: startedAt + timeout, channel)
             }
         }
     }
