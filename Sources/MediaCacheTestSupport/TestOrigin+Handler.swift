@@ -88,6 +88,7 @@ final class OriginHandler: ChannelInboundHandler {
             var path = requestPath
             if let query = components?.percentEncodedQuery, paths[path + "?" + query] != nil { path += "?" + query }
             guard var state = paths[path] else {
+                origin.notFound.withLock { $0.append(path) }
                 return (Plan(status: .notFound, headers: [], body: nil, resource: nil), path)
             }
             let resource = state.resource

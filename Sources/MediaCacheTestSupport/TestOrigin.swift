@@ -312,6 +312,9 @@ public final class TestOrigin: Sendable {
     /// How many connections the origin has accepted (for HTTPS: TLS handshakes begun).
     public var connectionsAccepted: Int { connections.withLock { $0 } }
     let connections = Mutex(0)
+    /// The paths asked for that the origin does not serve (answered `404`), in order.
+    public var notFoundPaths: [String] { notFound.withLock { $0 } }
+    let notFound = Mutex<[String]>([])
 
     private init(host: String, port: Int, acceptsControl: Bool, scheme: String) {
         self.host = host

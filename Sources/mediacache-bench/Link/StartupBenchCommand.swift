@@ -7,20 +7,20 @@ import MediaCacheTestSupport
 import NIOCore
 
 /// Start-up of a real decoder over a simulated far link: ffmpeg opens a file and decodes its
-/// first frame, or its first 10 s, going direct to the origin behind the link, through
+/// first frame, its first 10 s, or all of it, going direct to the origin behind the link, through
 /// `mediacache serve` cold (nothing cached) and hot (all cached). The three paths run in the
 /// same round, so noise falls on all.
 struct StartupBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "startup",
-        abstract: "ffmpeg's first frame and first 10 s over a simulated link: direct vs through mediacache serve, cold and hot.",
+        abstract: "ffmpeg's first frame, first 10 s and whole play over a simulated link: direct vs through mediacache serve, cold and hot.",
         discussion: """
             The same decode of the file on disk is timed beside them: the floor, what a hot play cannot go under. \
             The in-process test origin serves what ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
             with +faststart, an MP3, HLS and DASH streams of 2 s segments) behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps \
             each way). Each round serves the files at new paths, so every cold play is cold. Prints the median of each figure \
             and the ratios to direct, the link floor (the bytes the link delivered to the direct play at its bandwidth, after two \
-            round trips), and the origin requests of a direct and a cold play.
+            round trips), and the origin requests (404s included) and connections of a direct and a cold play.
             """
     )
 
@@ -81,6 +81,12 @@ struct StartupBenchCommand: AsyncParsableCommand {
         "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-g", "60", "-c:a", "aac",
     ]
 
+    /// What each play of a shape decodes: its first frame, its first 10 s, all of it (with the
+    /// tag that keeps each workload's paths apart).
+    static func workloads(_ shape: Shape) -> [(name: String, limit: [String], tag: String)] {
+        [("first frame", shape.firstFrame, "f"), ("first 10 s", ["-t", "10"], "t"), ("whole play", [], "w")]
+    }
+
     /// The media type the origin gives a file of the shapes.
     static func mediaType(of name: String) -> String {
         switch (name as NSString).pathExtension {
@@ -124,15 +130,15 @@ struct StartupBenchCommand: AsyncParsableCommand {
         }
     }
 
-    /// One shape's rounds: first frame and first 10 s, direct, cold and hot.
+    /// One shape's rounds: each workload direct, cold and hot.
     /// - Parameter local: the file on disk, decoded too: the floor, what decoding alone costs.
     private func measure(_ shape: Shape, files: [String: [UInt8]], local: String, origin: TestOrigin, relay: LinkRelay, proxyPort: Int) async throws {
         let relayPort = relay.port
         var times: [String: [Double]] = [:]
         var requests: [String: [Int]] = [:]
+        var connections: [String: [Int]] = [:]
         for round in 0..<rounds {
-            for (workload, limit) in [("first frame", shape.firstFrame), ("first 10 s", ["-t", "10"])] {
-                let tag = workload == "first frame" ? "f" : "t"
+            for (workload, limit, tag) in Self.workloads(shape) {
                 let directFolder = "/r\(round)\(tag)d/"
                 let coldFolder = "/r\(round)\(tag)c/"
                 for folder in [directFolder, coldFolder] {
@@ -142,8 +148,13 @@ struct StartupBenchCommand: AsyncParsableCommand {
                         origin.serve(resource, at: folder + name)
                     }
                 }
-                /// The origin requests for the files under `folder` so far.
-                func originRequests(_ folder: String) -> Int { files.keys.map { origin.requests(folder + $0).count }.reduce(0, +) }
+                /// The origin requests under `folder` so far: for the shape's files, and for
+                /// paths the origin does not have (a player, or a read-ahead, asking past a
+                /// stream's last segment).
+                func originRequests(_ folder: String) -> Int {
+                    files.keys.map { origin.requests(folder + $0).count }.reduce(0, +) + origin.notFoundPaths.filter { $0.hasPrefix(folder) }.count
+                }
+                var coldConnections = 0
                 let direct = "http://127.0.0.1:\(relayPort)\(directFolder)\(shape.file)"
                 let proxied =
                     "http://127.0.0.1:\(proxyPort)/?url="
@@ -151,6 +162,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
                 for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied), ("file", local)] {
                     try await relay.drain()
                     let carried = relay.bytesToClients
+                    let connectionsBefore = origin.connectionsAccepted
                     let start = ContinuousClock.now
                     let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
                     let elapsed = (ContinuousClock.now - start).seconds * 1000
@@ -167,21 +179,28 @@ struct StartupBenchCommand: AsyncParsableCommand {
                     // The cold play's own requests, before the hot play (which may read
                     // further than the cold one stored) adds any.
                     if path == "cold" { requests["\(workload) cold", default: []].append(originRequests(coldFolder)) }
+                    // The origin connections the play opened (each through the relay, so each
+                    // paid the link's handshake). A hot play may revalidate on one more.
+                    let opened = origin.connectionsAccepted - connectionsBefore
+                    if path == "direct" { connections["\(workload) direct", default: []].append(opened) }
+                    if path == "cold" { coldConnections = opened }
                 }
                 requests["\(workload) direct", default: []].append(originRequests(directFolder))
+                connections["\(workload) cold", default: []].append(coldConnections)
             }
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         print("  \(shape.name) (\(files.values.map(\.count).reduce(0, +) / 1024) KiB in \(files.count) files):")
-        for workload in ["first frame", "first 10 s"] {
+        for (workload, _, _) in Self.workloads(shape) {
             let direct = median(times["\(workload) direct"]!)
             let cold = median(times["\(workload) cold"]!)
             let hot = median(times["\(workload) hot"]!)
             let file = median(times["\(workload) file"]!)
             let floor = median(times["\(workload) floor"]!)
+            func list(_ counts: [String: [Int]], _ path: String) -> String { counts["\(workload) \(path)"]!.map(String.init).joined(separator: ",") }
             let origins =
-                "origin requests direct/cold \(requests["\(workload) direct"]!.map(String.init).joined(separator: ","))"
-                + " / \(requests["\(workload) cold"]!.map(String.init).joined(separator: ","))"
+                "origin requests direct/cold \(list(requests, "direct")) / \(list(requests, "cold"))"
+                + "   connections \(list(connections, "direct")) / \(list(connections, "cold"))"
             print(
                 "    " + workload.padding(toLength: 12, withPad: " ", startingAt: 0)
                     + String(
