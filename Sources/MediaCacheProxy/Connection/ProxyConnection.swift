@@ -151,10 +151,6 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Writes `response`. A body is written part by part (cached spans as file regions sent
-    /// with `sendfile`, other bytes as buffers) with at most two parts in the socket's queue, so a slow client holds the read back instead of filling memory. A
-    /// failure after the head is sent cuts the connection: a player must never get wrong
-    /// bytes under a success status.
     /// Writes the head, `region` (the whole body) and the end in one flush, on the event loop.
     private static func sendAtOnce(
         _ response: ProxyResponse, region: StoredRegion, log: RequestLog, statistics: ReadStatistics,
@@ -201,6 +197,11 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         withExtendedLifetime(region) {}
     }
 
+    /// Writes `response`. A body is written part by part (cached spans as file regions sent
+    /// with `sendfile`, other bytes as buffers) with at most two parts in the socket's queue,
+    /// so a slow client holds the read back instead of filling memory. A failure after the
+    /// head is sent cuts the connection: a player must never get wrong bytes under a success
+    /// status.
     static func send(_ response: ProxyResponse, firstPart: ReadPart? = nil, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
         var headers = response.headers
         let keepAlive = ResponseWriter.keepsAlive(requested: keepAlive, version: version, headers: headers)
