@@ -29,7 +29,8 @@ public final class CachingReader: Sendable {
     let validations: ValidationMemory
     /// Origin answers other than the resource's bytes that may be reused while fresh.
     let answers = AnswerMemory()
-    private let contentInfoTasks = Mutex<[CacheKey: Task<ContentMetadata, any Error>]>([:])
+    /// The probes and revalidations under way, one per resource for requests that share them.
+    private let contentInfoTasks = Mutex<[CacheKey: SharedTask<ContentMetadata>]>([:])
     /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
     /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
     private let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
@@ -37,7 +38,7 @@ public final class CachingReader: Sendable {
     /// How many calls wait on the origin for content information (probes and validations,
     /// shared or not): tests wait on it to know that requests are sharing one.
     package var contentInfoWaiters: Int { waitingForOrigin.load(ordering: .relaxed) }
-    /// The read path's other tasks: waiters on shared probes, removals of unfinished
+    /// The read path's other tasks: removals of unfinished
     /// entries (``shutDown()`` ends them too).
     let owned = OwnedTasks()
     /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
@@ -130,7 +131,7 @@ public final class CachingReader: Sendable {
             // neither them nor a download to join, and ask the origin a second time. Its
             // result is shared instead (it ends once the download is there).
             if !headers.hasConditions, !configuration.isOffline, let running = contentInfoTasks.withLock({ $0[key] }),
-                let shared = try? await value(of: running)
+                let shared = try? await running.value()
             {
                 return shared
             }
@@ -148,7 +149,7 @@ public final class CachingReader: Sendable {
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }
-            let task = Task { [self, stored] in
+            let task = SharedTask { [self, stored] in
                 do {
                     if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers.withoutConditions) }
                     guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
@@ -167,13 +168,13 @@ public final class CachingReader: Sendable {
             if shares { tasks[key] = task }
             return task
         }
-        defer { contentInfoTasks.withLock { if $0[key] == task { $0[key] = nil } } }
+        defer { contentInfoTasks.withLock { if $0[key] === task { $0[key] = nil } } }
         waitingForOrigin.add(1, ordering: .relaxed)
         defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
         // A caller that is cancelled stops waiting at once; a shared task goes on for the
         // others and for the store, one of this caller's own is cancelled with it.
         return try await withTaskCancellationHandler {
-            try await value(of: task)
+            try await task.value()
         } onCancel: {
             if !shares { task.cancel() }
         }
@@ -217,34 +218,6 @@ public final class CachingReader: Sendable {
             _ = await task.result
         }
         await owned.cancelAndWait()
-    }
-
-    /// The value of `task`, or `CancellationError` as soon as the calling task is cancelled,
-    /// whether or not `task` has ended.
-    func value<T: Sendable>(of task: Task<T, any Error>) async throws -> T {
-        let waiter = Waiter<T>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                waiter.set(continuation)
-                if Task.isCancelled { waiter.resume(with: .failure(CancellationError())) }
-                owned.run { waiter.resume(with: await task.result) }
-            }
-        } onCancel: {
-            waiter.resume(with: .failure(CancellationError()))
-        }
-    }
-
-    /// One continuation, resumed by whichever comes first: the result or a cancel.
-    private final class Waiter<T: Sendable>: Sendable {
-        private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
-
-        func set(_ continuation: CheckedContinuation<T, any Error>) {
-            self.continuation.withLock { $0 = continuation }
-        }
-
-        func resume(with result: Result<T, any Error>) {
-            continuation.withLock { $0.take() }?.resume(with: result)
-        }
     }
 
     /// The content information when the store alone can give it now: the entry's length is
