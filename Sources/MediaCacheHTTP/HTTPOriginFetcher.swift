@@ -224,7 +224,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
         } else if directives.noStore {
             return false
         }
-        if headers["vary"].contains(where: { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "*" } }) { return false }
+        if headers["vary"].contains(where: { $0.split(separator: ",").contains { FieldValue.trimmed($0) == "*" } }) { return false }
         guard shared else { return true }
         if directives.contains("private") { return false }
         if request.contains(where: { $0.name.lowercased() == "authorization" }) {
@@ -277,7 +277,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
     private static func endToEndFields(_ headers: HTTPHeaders, dropping names: Set<String>) -> [HeaderField] {
         var dropped = names
         for value in headers["connection"] {
-            for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters(in: .whitespaces).lowercased()) }
+            for token in value.split(separator: ",") { dropped.insert(FieldValue.trimmed(token).lowercased()) }
         }
         var fields: [HeaderField] = []
         var bytes = 0

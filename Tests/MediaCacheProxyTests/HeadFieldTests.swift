@@ -55,6 +55,31 @@ import Testing
         }
     }
 
+    @Test func fieldValuesLoseSpacesAndTabsAroundThemAndNothingElse() {
+        /// RFC 9110 §5.6.3: optional whitespace is spaces and horizontal tabs.
+        func model(_ text: String) -> String {
+            let scalars = Array(text.unicodeScalars)
+            let isOWS = { (scalar: Unicode.Scalar) in scalar == " " || scalar == "\t" }
+            guard let first = scalars.firstIndex(where: { !isOWS($0) }), let last = scalars.lastIndex(where: { !isOWS($0) }) else { return "" }
+            var kept = String.UnicodeScalarView()
+            kept.append(contentsOf: scalars[first...last])
+            return String(kept)
+        }
+        let pieces = [" ", "\t", "a", "*", ",", "\u{00A0}", "\u{2003}", "é", "\r", "\u{1F600}", "x y"]
+        var random = SplitMix(seed: 11)
+        var candidates = ["", " ", "\t \t", "close", " close ", "\u{00A0}close\u{00A0}"]
+        for _ in 0..<2_000 {
+            candidates.append((0..<Int(random.next() % 7)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined())
+        }
+        for candidate in candidates {
+            #expect(String(FieldValue.trimmed(Substring(candidate))) == model(candidate), "\(candidate.debugDescription)")
+            // A token of a list, as the callers take them.
+            for token in candidate.split(separator: ",") {
+                #expect(String(FieldValue.trimmed(token)) == model(String(token)), "\(token.debugDescription)")
+            }
+        }
+    }
+
     @Test func onlyEndToEndFieldsAreForwardedInAnyCase() {
         let head: HTTPHeaders = [
             "HOST": "127.0.0.1", "User-Agent": "mpv", "rAnGe": "bytes=0-1", "Connection": "keep-alive, X-Hop", "x-hop": "1",

@@ -24,8 +24,6 @@ extension CachingReader {
         metadata.mimeType.map { MediaType.normalized(mimeType: $0) }
     }
 
-    /// Whether a whole read of the resource must first be looked at as a playlist: its type
-    /// says it is one, or it has no particular type and is small enough to be one.
     /// Whether a whole read of the resource must first be looked at as a playlist or a
     /// manifest: its type says it is one, or it has no particular type (or a generic XML one)
     /// and is small enough to be one.
