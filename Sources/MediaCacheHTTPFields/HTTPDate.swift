@@ -69,6 +69,7 @@ package enum HTTPDate {
 
     private static let monthNames: [StaticString] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
     private static let weekdayNames: [StaticString] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+    private static let zoneNames: [StaticString] = ["gmt"]
 
     private static func parse(_ text: Bytes) -> Int64? {
         let bytes = text.bytes
@@ -85,7 +86,7 @@ package enum HTTPDate {
         fields.append(start..<bytes.count)
         // asctime's `Nov  6`: an empty field before a one-digit day is the day's padding.
         if fields.count == 6, !text.endsWithComma(fields[0]), fields[2].isEmpty, fields[3].count == 1 { fields.remove(at: 2) }
-        let isGMT = { (field: Range<Int>) in text.name(field, in: ["gmt"]) != nil }
+        let isGMT = { (field: Range<Int>) in text.name(field, in: zoneNames) != nil }
         switch fields.count {
         case 6 where text.endsWithComma(fields[0]):
             // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT

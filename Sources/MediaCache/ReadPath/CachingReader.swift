@@ -38,8 +38,8 @@ public final class CachingReader: Sendable {
     /// How many calls wait on the origin for content information (probes and validations,
     /// shared or not): tests wait on it to know that requests are sharing one.
     package var contentInfoWaiters: Int { waitingForOrigin.load(ordering: .relaxed) }
-    /// The read path's other tasks: removals of unfinished
-    /// entries (``shutDown()`` ends them too).
+    /// The read path's other tasks: removals of unfinished entries and segment read-aheads
+    /// (``shutDown()`` ends them too).
     let owned = OwnedTasks()
     /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
     package let segmentReadAhead: SegmentReadAhead
