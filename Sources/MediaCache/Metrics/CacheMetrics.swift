@@ -23,6 +23,9 @@ package enum CacheMetrics {
     static let indexRebuilds = Counter(label: "mediacache_index_rebuilds_total")
     static let refusedCookies = Counter(label: "mediacache_refused_cookies_total")
     static let segmentsReadAhead = Counter(label: "mediacache_segments_read_ahead_total")
+    static let yields = Counter(label: "mediacache_yields_to_players_total")
+    static let preloadedBytes = Counter(label: "mediacache_preloaded_bytes_total")
+    static let preloadHits = Counter(label: "mediacache_preload_hits_total")
 
     /// Why an origin request was made again.
     package enum Retry: String, CaseIterable, Sendable {
@@ -66,11 +69,33 @@ package enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds, refusedCookies, segmentsReadAhead, retries
+            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, preloadedBytes, preloadHits, preloads
         )
     }
 
     static func revalidated(_ outcome: Revalidation) {
         revalidations[outcome]?.increment()
+    }
+
+    /// One of the cache's own transfers stopped taking bytes so a waiting player goes first.
+    static func yieldedToPlayer() {
+        yields.increment()
+    }
+
+    /// How a preload item ended.
+    enum Preload: String, CaseIterable {
+        case done
+        case failed
+        /// Stopped for the byte budget.
+        case overBudget = "over_budget"
+        /// Dropped from the queue after it started.
+        case stopped
+    }
+
+    private static let preloads = Dictionary(
+        uniqueKeysWithValues: Preload.allCases.map { ($0, Counter(label: "mediacache_preloads_total", dimensions: [("outcome", $0.rawValue)])) })
+
+    static func preloaded(_ outcome: Preload) {
+        preloads[outcome]?.increment()
     }
 }

@@ -165,7 +165,9 @@ public final class DownloadQueue: Sendable {
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: store.configuration.clock.now)
         var keys = [key]
         if let kind = try await reader.manifestKind(url, metadata) {
-            let plan = try await reader.assetPlan(url, kind: kind, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+            let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
+                try await reader.assetPlan(url, kind: kind, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+            }
             keys += plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
             job.asset = DownloadJob.AssetChoice(format: kind, variant: variant, seconds: seconds)
             job.bytesTotal = plan.estimatedBytes
@@ -245,7 +247,8 @@ public final class DownloadQueue: Sendable {
                 state.jobs[job.id]!.state = .downloading
                 state.publish(.changed(state.jobs[job.id]!))
                 let id = job.id
-                state.running[id]!.task = Task { await self.run(id) }
+                // A pinned download is the cache's own work: it gives way to players (`OriginPriority`).
+                state.running[id]!.task = Task { await OriginPriority.$isCachesOwn.withValue(true) { await self.run(id) } }
             }
         }
     }

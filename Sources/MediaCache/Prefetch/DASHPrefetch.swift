@@ -17,7 +17,7 @@ extension CachingReader {
         _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
     ) async throws -> PrefetchProgress {
-        let plan = try await dashPlan(url, options: options)
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await dashPlan(url, options: options) }
         return try await prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
 

@@ -152,7 +152,7 @@ extension CachingReader {
         _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
     ) async throws -> PrefetchProgress {
-        let plan = try await prefetchPlan(url, options: options)
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await prefetchPlan(url, options: options) }
         return try await prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
 
@@ -175,6 +175,15 @@ extension CachingReader {
         progress: @escaping @Sendable (PrefetchProgress) -> Void
     ) async throws -> PrefetchProgress {
         let tracker = PrefetchTracker(items: items, playlists: playlists, progress: progress)
+        // A prefetch is the cache's own work (so are read-ahead and pinned downloads, which come
+        // here): its origin transfers give way to players (``OriginPriority``).
+        try await OriginPriority.$isCachesOwn.withValue(true) {
+            try await prefetchAll(items, options: options, tracker: tracker)
+        }
+        return tracker.progress
+    }
+
+    private func prefetchAll(_ items: [PrefetchItem], options: HLSPrefetchOptions, tracker: PrefetchTracker) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var pending = items[...]
             func startNext() {
@@ -194,7 +203,6 @@ extension CachingReader {
             for _ in 0..<max(1, options.concurrency) { startNext() }
             while try await group.next() != nil { startNext() }
         }
-        return tracker.progress
     }
 
     /// What a prefetch of an HLS asset stores.

@@ -79,6 +79,18 @@ extension CachingReader {
         package var holeDelay: Duration = .milliseconds(20)
         /// What ``holeDelay`` is waited on: real time, or a test's ``PauseTimer``.
         package var pauseTimer: any PauseTimer = SystemPauseTimer()
+        /// How long players must have stopped waiting on the origin before the cache's own
+        /// fetches (read-ahead, prefetch, preload, pinned downloads) take bytes again (see
+        /// ``OriginPriority``): a playing player waits chunk by chunk, so a short quiet means
+        /// it has what it needs.
+        package var playerQuietPeriod: Duration = .milliseconds(250)
+        /// What ``playerQuietPeriod`` is waited on: real time, or a test's ``PauseTimer``.
+        package var quietTimer: any PauseTimer = SystemPauseTimer()
+        /// The most bytes one preload queue fetches from origins (see ``CachingReader/preload(_:)``);
+        /// each new queue has its own.
+        public var preloadBudget: Int64 = 256 << 20
+        /// How many preload items are fetched at once.
+        public var preloadConcurrency = 1
         /// Where the read path logs.
         public var logger = Logger(label: "mediacache.read", factory: { _ in SwiftLogNoOpLogHandler() })
 

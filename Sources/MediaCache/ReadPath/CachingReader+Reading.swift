@@ -55,6 +55,7 @@ extension CachingReader {
         resolving resolve: (Int64) -> ByteRange?
     ) async throws -> ReadStream {
         let key = store.key(for: url)
+        preloads.played(key)
         var planned = planned
         for _ in 0..<3 {
             let metadata: ContentMetadata

@@ -47,6 +47,10 @@ public final class CachingReader: Sendable {
     let passThroughWriters = Mutex<Set<CacheKey>>([])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
     let memoryBodies = Mutex(MemoryBodies())
+    /// Where the cache's own fetches give way to players waiting on the origin.
+    let priority: OriginPriority
+    /// The preload queue (see ``preload(_:)``).
+    let preloads: Preloads
 
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
@@ -57,13 +61,15 @@ public final class CachingReader: Sendable {
         scheduler = DownloadScheduler(configuration: configuration)
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
+        priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
+        preloads = Preloads(maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
     func transfer(for download: Download, firstResponse: OriginResponse?) -> OriginTransfer {
         OriginTransfer(
             store: store, fetcher: fetcher, configuration: configuration, validations: validations,
-            download: download, firstResponse: firstResponse)
+            download: download, firstResponse: firstResponse, priority: priority)
     }
 
     // MARK: Content information
@@ -174,7 +180,7 @@ public final class CachingReader: Sendable {
         // A caller that is cancelled stops waiting at once; a shared task goes on for the
         // others and for the store, one of this caller's own is cancelled with it.
         return try await withTaskCancellationHandler {
-            try await task.value()
+            try await priority.whilePlayerWaits { try await task.value() }
         } onCancel: {
             if !shares { task.cancel() }
         }
@@ -249,6 +255,7 @@ public final class CachingReader: Sendable {
             let range = choose(metadata), range.upperBound <= total, !range.isEmpty
         else { return nil }
         guard let handle = try? store.openEntry(key) else { return nil }
+        preloads.played(key)
         guard let (current, cached) = handle.cachedWhole(range) else {
             handle.close()
             return nil

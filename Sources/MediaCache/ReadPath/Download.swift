@@ -20,6 +20,8 @@ final class Download: Sendable {
         var machine: DownloadStateMachine
         var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var task: Task<Void, Never>?
+        /// The readers that are players, not the cache's own fetches (``OriginPriority``).
+        var players: Set<UInt64> = []
     }
 
     /// What a reader sees at one moment.
@@ -69,15 +71,25 @@ final class Download: Sendable {
 
     // MARK: Readers
 
-    /// Adds a reader at `cursor`; `nil` if the download has already ended.
+    /// Adds a reader at `cursor`, a player's unless the calling task fetches for the cache
+    /// itself (``OriginPriority/isCachesOwn``); `nil` if the download has already ended.
     func addReader(at cursor: Int64) -> UInt64? {
-        locked.withLock { $0.machine.addReader(at: cursor) }
+        let isPlayer = !OriginPriority.isCachesOwn
+        return locked.withLock { locked in
+            let id = locked.machine.addReader(at: cursor)
+            if isPlayer, let id { locked.players.insert(id) }
+            return id
+        }
     }
 
     /// Removes a reader; the last one to leave cancels the origin request.
     func removeReader(_ id: UInt64) {
         perform { $0.removeReader(id) }
+        locked.withLock { _ = $0.players.remove(id) }
     }
+
+    /// Whether a player reads from it (else it is the cache's own, and yields to players).
+    var servesPlayer: Bool { locked.withLock { !$0.players.isEmpty } }
 
     /// Records that reader `id` has taken everything before `cursor`.
     func moveReader(_ id: UInt64, to cursor: Int64) {

@@ -21,6 +21,8 @@ struct OriginTransfer: Sendable {
     let download: Download
     /// An answer that was already asked for (the probe's), used for the first request.
     let firstResponse: OriginResponse?
+    /// Where a transfer that serves no player gives way to players (see ``OriginPriority``).
+    let priority: OriginPriority
 
     private var url: URL { download.url }
 
@@ -34,6 +36,7 @@ struct OriginTransfer: Sendable {
         }
         var storeWorks = handle != nil
         var firstResponse = firstResponse
+        var seen = priority.generation
         while !download.isFinished, !Task.isCancelled {
             let position = download.position
             if position >= download.end {
@@ -64,6 +67,8 @@ struct OriginTransfer: Sendable {
                     response = first
                     firstResponse = nil
                 } else {
+                    await yieldToPlayers(&seen)
+                    if download.isFinished || Task.isCancelled { return }
                     response = try await fetcher.fetch(
                         url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
                         ifRange: stored?.ifRangeValidator, headers: download.headers)
@@ -79,7 +84,7 @@ struct OriginTransfer: Sendable {
                 try handle?.updateMetadata(response.metadata)
                 validations.record(download.key, at: store.configuration.clock.now)
                 download.responseReceived()
-                switch try await receive(response, until: requestEnd, into: storeWorks ? handle : nil) {
+                switch try await receive(response, until: requestEnd, into: storeWorks ? handle : nil, seen: &seen) {
                 case .done: break
                 case .stop: return
                 case .storeFailed: storeWorks = false
@@ -99,6 +104,11 @@ struct OriginTransfer: Sendable {
                 download.resuming()
             }
         }
+    }
+
+    /// Waits while players wait on the origin, when no player reads this download.
+    private func yieldToPlayers(_ seen: inout UInt64) async {
+        if !download.servesPlayer { await priority.yieldToPlayers(seen: &seen) }
     }
 
     /// How far the transfer may be ahead of its fastest reader once it has delivered
@@ -126,17 +136,17 @@ struct OriginTransfer: Sendable {
     /// at once and writes it to the store in one call. While a write is under way the next
     /// chunks gather, so a fast origin gets large writes and few thread hops per byte, and no
     /// reader waits for a write.
-    private func receive(_ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?) async throws -> BodyEnd {
+    private func receive(_ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?, seen: inout UInt64) async throws -> BodyEnd {
         let start = download.position
         guard let handle else {
-            return try await read(response, from: start, until: requestEnd, into: nil, checking: nil)
+            return try await read(response, from: start, until: requestEnd, into: nil, checking: nil, seen: &seen)
         }
         let queue = ChunkQueue(limit: configuration.writeBatchLimit)
         return try await withThrowingTaskGroup(of: BodyEnd.self) { group in
             group.addTask { await self.store(from: queue, at: start, into: handle) }
             let received: BodyEnd
             do {
-                received = try await read(response, from: start, until: requestEnd, into: queue, checking: handle)
+                received = try await read(response, from: start, until: requestEnd, into: queue, checking: handle, seen: &seen)
             } catch {
                 queue.finish()
                 _ = try? await group.next()  // what was delivered is still stored
@@ -157,7 +167,7 @@ struct OriginTransfer: Sendable {
     /// stored the next bytes (in the entry `handle` writes to).
     private func read(
         _ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue?,
-        checking handle: CacheEntryHandle?
+        checking handle: CacheEntryHandle?, seen: inout UInt64
     ) async throws -> BodyEnd {
         var offset = response.bodyOffset
         var next = start
@@ -183,6 +193,7 @@ struct OriginTransfer: Sendable {
             }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             await download.pace(readAhead: readAhead(delivered: next - download.start))
+            await yieldToPlayers(&seen)
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
                 return .stop  // another download stored these bytes first

@@ -163,7 +163,7 @@ final class ReadSession: Sendable {
             case .awaitingResponse, .receiving, .resuming: break
             }
             if Task.isCancelled { return .failed(CancellationError()) }
-            await download.waitForResponse()
+            await reader.priority.whilePlayerWaits { await download.waitForResponse() }
         }
     }
 
@@ -213,7 +213,7 @@ final class ReadSession: Sendable {
                 attach(at: at, holeEnd: holeEnd)
             case .waitForBytes:
                 state.withLock { $0.statistics.stalls += 1 }
-                await current?.download.waitForBytes(at: cursor)
+                if let download = current?.download { await reader.priority.whilePlayerWaits { await download.waitForBytes(at: cursor) } }
             case .lookAgain:
                 continue
             }

@@ -25,6 +25,11 @@ package enum MetricsHelp {
         "mediacache_refused_cookies_total":
             "Set-Cookie fields from origins that the cookie jar refused (another site's domain, Secure over HTTP, malformed, too long); each is logged.",
         "mediacache_segments_read_ahead_total": "HLS and DASH segments the proxy began to store ahead of a player playing through a media playlist or a representation.",
+        "mediacache_yields_to_players_total":
+            "Times one of the cache's own transfers (read-ahead, prefetch, preload, pinned download) paused so a player waiting on the origin went first.",
+        "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
+        "mediacache_preloads_total": "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",
+        "mediacache_preload_hits_total": "Preloaded items a player then read.",
         "mediacache_rejected_blocks_total": "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
     ]
 

@@ -1,0 +1,104 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Synchronization
+
+/// Player first: the cache's own fetches (read-ahead, prefetch, preload, pinned downloads)
+/// yield the origin to players waiting on it.
+///
+/// Work is the cache's own when it runs with ``isCachesOwn`` set (``CachingReader/prefetch``
+/// sets it, and every such fetch goes through there). A player's read registers each wait on
+/// the origin (``whilePlayerWaits(_:)``); a transfer that serves no player calls
+/// ``yieldToPlayers(seen:)`` before each request and each chunk it takes from the origin, and
+/// returns only when no player waits and none has for ``grace``. While it waits it takes no
+/// bytes from the origin's body, so the connection's window closes and the link is the
+/// player's; it resumes where it stopped, fetching nothing twice.
+final class OriginPriority: Sendable {
+    /// Whether the current task fetches for the cache itself, not for a player.
+    @TaskLocal static var isCachesOwn = false
+
+    private struct State {
+        /// Player reads waiting on the origin now.
+        var waiting = 0
+        /// Counts every wait that began: a transfer that saw the same number twice knows no
+        /// player waited in between.
+        var generation: UInt64 = 0
+        var parked: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+    private let grace: Duration
+    private let timer: any PauseTimer
+
+    init(grace: Duration, timer: any PauseTimer) {
+        self.grace = grace
+        self.timer = timer
+    }
+
+    /// How many player reads wait on the origin now.
+    var playersWaiting: Int { state.withLock { $0.waiting } }
+    /// How many of the cache's own transfers are parked now.
+    var parkedTransfers: Int { state.withLock { $0.parked.count } }
+    /// The wait count a transfer starts from.
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// Runs `wait` (a player's wait on the origin) registered as such; the cache's own work runs
+    /// it as it is.
+    func whilePlayerWaits<T>(_ wait: () async throws -> T) async rethrows -> T {
+        guard !Self.isCachesOwn else { return try await wait() }
+        state.withLock {
+            $0.waiting += 1
+            $0.generation &+= 1
+        }
+        defer {
+            let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.waiting -= 1
+                guard state.waiting == 0 else { return [] }
+                defer { state.parked = [:] }
+                return Array(state.parked.values)
+            }
+            woken.forEach { $0.resume() }
+        }
+        return try await wait()
+    }
+
+    /// Returns once no player waits on the origin and none has begun to for ``grace``; at once
+    /// when none has since the wait count `seen`, which it updates. Returns early when the task
+    /// is cancelled.
+    func yieldToPlayers(seen: inout UInt64) async {
+        var yielded = false
+        while !Task.isCancelled {
+            let (waiting, generation) = state.withLock { ($0.waiting, $0.generation) }
+            if waiting == 0, generation == seen { return }
+            if !yielded {
+                yielded = true
+                CacheMetrics.yieldedToPlayer()
+            }
+            if waiting > 0 { await park() }
+            seen = state.withLock { $0.generation }
+            // Players' reads wait chunk by chunk: quiet for a while means the player has its bytes.
+            try? await timer.sleep(for: grace)
+        }
+    }
+
+    /// Waits until no player waits (at once if none does) or the task is cancelled.
+    private func park() async {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let parked = state.withLock { state -> Bool in
+                    guard state.waiting > 0, !Task.isCancelled else { return false }
+                    state.parked[id] = continuation
+                    return true
+                }
+                if !parked { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.parked.removeValue(forKey: id) }?.resume()
+        }
+    }
+}
