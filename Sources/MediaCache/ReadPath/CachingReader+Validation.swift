@@ -96,10 +96,6 @@ extension CachingReader {
     /// download that readers can join; returns the content information it carries.
     func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool) async throws -> ContentMetadata {
         let response: OriginResponse
-        if OriginPriority.isCachesOwn {
-            var seen = priority.generation
-            await priority.yieldToPlayers(seen: &seen)
-        }
         do {
             response = try await fetcher.fetch(url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers)
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {

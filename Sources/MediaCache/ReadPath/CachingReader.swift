@@ -152,6 +152,12 @@ public final class CachingReader: Sendable {
         // A request carrying the player's own conditions may get the origin's `304` for it:
         // such a request shares no task with others.
         let shares = !headers.hasConditions
+        if OriginPriority.isCachesOwn, contentInfoTasks.withLock({ $0[key] == nil }) {
+            // The cache's own question waits while players wait on an origin: before any shared
+            // task exists, so a player never waits on a task that waits for it.
+            var seen = priority.generation
+            await priority.yieldToPlayers(seen: &seen)
+        }
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }

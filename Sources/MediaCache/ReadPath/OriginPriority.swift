@@ -9,10 +9,14 @@ import Synchronization
 /// Work is the cache's own when it runs with ``isCachesOwn`` set (``CachingReader/prefetch``
 /// sets it, and every such fetch goes through there). A player's read registers each wait on
 /// the origin (``whilePlayerWaits(_:)``); a transfer that serves no player calls
-/// ``yieldToPlayers(seen:)`` before each request and each chunk it takes from the origin, and
-/// returns only when no player waits and none has for ``grace``. While it waits it takes no
-/// bytes from the origin's body, so the connection's window closes and the link is the
-/// player's; it resumes where it stopped, fetching nothing twice.
+/// ``yieldToPlayers(seen:unless:)`` before each request and each chunk it takes from the
+/// origin, and goes on only when no player waits and none has begun to for ``grace``. While
+/// it waits it takes no bytes from the origin's body, so the connection's window closes and
+/// the link is the player's; it resumes where it stopped, fetching nothing twice.
+///
+/// A player may join a transfer that is yielding (its bytes are what the player wants): every
+/// wait that begins wakes the yielding transfers, and one that now serves a player goes on at
+/// once, so a player never waits on a transfer that waits for it.
 final class OriginPriority: Sendable {
     /// Whether the current task fetches for the cache itself, not for a player.
     @TaskLocal static var isCachesOwn = false
@@ -23,8 +27,14 @@ final class OriginPriority: Sendable {
         /// Counts every wait that began: a transfer that saw the same number twice knows no
         /// player waited in between.
         var generation: UInt64 = 0
+        /// Yielding transfers, woken whenever a wait begins or the last one ends.
         var parked: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextID: UInt64 = 0
+
+        mutating func wakeAll() -> [CheckedContinuation<Void, Never>] {
+            defer { parked = [:] }
+            return Array(parked.values)
+        }
     }
 
     private let state = Mutex(State())
@@ -47,43 +57,53 @@ final class OriginPriority: Sendable {
     /// it as it is.
     func whilePlayerWaits<T>(_ wait: () async throws -> T) async rethrows -> T {
         guard !Self.isCachesOwn else { return try await wait() }
-        state.withLock {
-            $0.waiting += 1
-            $0.generation &+= 1
+        let woken = state.withLock { state in
+            state.waiting += 1
+            state.generation &+= 1
+            return state.wakeAll()
         }
+        woken.forEach { $0.resume() }
         defer {
-            let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let woken = state.withLock { state in
                 state.waiting -= 1
-                guard state.waiting == 0 else { return [] }
-                defer { state.parked = [:] }
-                return Array(state.parked.values)
+                return state.waiting == 0 ? state.wakeAll() : []
             }
             woken.forEach { $0.resume() }
         }
         return try await wait()
     }
 
-    /// Returns once no player waits on the origin and none has begun to for ``grace``; at once
-    /// when none has since the wait count `seen`, which it updates. Returns early when the task
-    /// is cancelled.
-    func yieldToPlayers(seen: inout UInt64) async {
+    /// Returns once no player waits on the origin and none has begun to for ``grace`` (at once
+    /// when none has since the wait count `seen`, which it updates), or as soon as `servesPlayer`
+    /// holds, or when the task is cancelled.
+    func yieldToPlayers(seen: inout UInt64, unless servesPlayer: () -> Bool = { false }) async {
         var yielded = false
-        while !Task.isCancelled {
+        while !Task.isCancelled, !servesPlayer() {
             let (waiting, generation) = state.withLock { ($0.waiting, $0.generation) }
             if waiting == 0, generation == seen { return }
             if !yielded {
                 yielded = true
                 CacheMetrics.yieldedToPlayer()
             }
-            if waiting > 0 { await park() }
-            seen = state.withLock { $0.generation }
-            // Players' reads wait chunk by chunk: quiet for a while means the player has its bytes.
-            try? await timer.sleep(for: grace)
+            if waiting > 0 {
+                await park(unlessChangedFrom: (waiting, generation))
+                continue
+            }
+            // Players' reads wait chunk by chunk: quiet for a while means the player has its
+            // bytes. A wait that begins meanwhile ends the quiet at once.
+            seen = generation
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { try? await self.timer.sleep(for: self.grace) }
+                group.addTask { await self.park(unlessChangedFrom: (waiting, generation)) }
+                await group.next()
+                group.cancelAll()
+            }
         }
     }
 
-    /// Waits until no player waits (at once if none does) or the task is cancelled.
-    private func park() async {
+    /// Waits until a player's wait begins, the last one ends, or the task is cancelled; at once
+    /// if either happened since the state `seen` was read (its wake-up would be lost).
+    private func park(unlessChangedFrom seen: (waiting: Int, generation: UInt64)) async {
         let id = state.withLock { state in
             defer { state.nextID += 1 }
             return state.nextID
@@ -91,7 +111,7 @@ final class OriginPriority: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let parked = state.withLock { state -> Bool in
-                    guard state.waiting > 0, !Task.isCancelled else { return false }
+                    guard !Task.isCancelled, state.generation == seen.generation, (state.waiting == 0) == (seen.waiting == 0) else { return false }
                     state.parked[id] = continuation
                     return true
                 }

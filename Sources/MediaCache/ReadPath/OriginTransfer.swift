@@ -108,7 +108,7 @@ struct OriginTransfer: Sendable {
 
     /// Waits while players wait on the origin, when no player reads this download.
     private func yieldToPlayers(_ seen: inout UInt64) async {
-        if !download.servesPlayer { await priority.yieldToPlayers(seen: &seen) }
+        await priority.yieldToPlayers(seen: &seen) { download.servesPlayer }
     }
 
     /// How far the transfer may be ahead of its fastest reader once it has delivered
