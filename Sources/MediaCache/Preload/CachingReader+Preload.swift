@@ -17,16 +17,21 @@ extension CachingReader {
     /// logged and the queue goes on. Call with `[]` to empty the queue.
     ///
     /// - Parameter items: media files (MP4 with `moov` first or last, fragmented MP4, MP3, AAC,
-    ///   WAV; others by an estimate), HLS playlists and DASH manifests, with their seconds.
+    ///   WAV; others by an estimate), HLS playlists and DASH manifests, with their seconds; the
+    ///   first ``maximumPreloadItems`` with a positive number of seconds and an http(s) URL count.
     public func preload(_ items: [PreloadItem]) {
         let valid = items.filter { $0.seconds.isFinite && $0.seconds > 0 && ["http", "https"].contains($0.url.scheme?.lowercased() ?? "") }
-        startPreloads(preloads.withMachine { $0.replace(with: valid) })
+            .prefix(Self.maximumPreloadItems)
+        startPreloads(preloads.withMachine { $0.replace(with: Array(valid)) })
     }
 
     /// The preload queue's items and where each is.
     public var preloadStatus: [PreloadItemStatus] {
         preloads.withMachine { $0.status }
     }
+
+    /// The most items a preload queue holds: it is what plays next, not a library.
+    public static let maximumPreloadItems = 100
 
     /// The most bytes of a file fetched between two of a preload's boundaries.
     public static let preloadPiece: Int64 = 1 << 20

@@ -24,6 +24,9 @@ import NIOHTTP1
 /// | `POST /_mediacache/pause?job=ID`, `resume?job=ID` | `DownloadJob`; 404 for no such job |
 /// | `POST /_mediacache/cancel?job=ID` | `{"cancelled": true}` |
 /// | `POST /_mediacache/export?target=URL&output=ABSOLUTE-PATH[&seconds=S][&variant=…]` | `ExportSummary`; 504 naming what is not cached |
+/// | `GET /_mediacache/preload` | `[PreloadItemStatus]`: the preload queue |
+/// | `POST /_mediacache/preload?target=URL[&target=URL…][&seconds=S]` | the new queue (it replaces the old one; returns at once) |
+/// | `DELETE /_mediacache/preload` | the queue, emptied |
 struct AdminEndpoints {
     static let prefix = "/_mediacache/"
     let handler: ProxyHandler
@@ -38,7 +41,7 @@ struct AdminEndpoints {
             try handler.router.checkSender(head, localPort: localPort)
             // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
             // field without a CORS preflight, which the proxy refuses to pages it does not list.
-            if head.method == .POST, head.headers.first(name: "X-MediaCache-Admin") != "1" {
+            if head.method != .GET, head.method != .HEAD, head.headers.first(name: "X-MediaCache-Admin") != "1" {
                 throw ProxyRequestError(status: .forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.", refusal: .admin)
             }
             guard handler.router.hasToken(target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
@@ -136,8 +139,16 @@ struct AdminEndpoints {
             return try await answering {
                 try Self.json(try await reader.export(try originURL(target), to: URL(fileURLWithPath: output), variant: request.variant, seconds: request.seconds))
             }
+        case (.GET, "preload"):
+            return try Self.json(reader.preloadStatus)
+        case (.POST, "preload"):
+            reader.preload(try preloadItems(target))
+            return try Self.json(reader.preloadStatus)
+        case (.DELETE, "preload"):
+            reader.preload([])
+            return try Self.json(reader.preloadStatus)
         case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"),
-            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"):
+            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"), (_, "preload"):
             throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         default:
             throw ProxyRequestError(status: .notFound, "No admin endpoint /_mediacache/\(name.prefix(60)).")
@@ -173,6 +184,22 @@ struct AdminEndpoints {
             throw ProxyRequestError(status: .badRequest, "Give the origin URL as target=<percent-encoded http or https URL>.")
         }
         return url
+    }
+
+    /// The queue `POST /_mediacache/preload` asks for: each `target=` with `seconds=` (5 by default).
+    private func preloadItems(_ target: RequestTarget) throws -> [PreloadItem] {
+        let texts = target.queries("target")
+        guard !texts.isEmpty, texts.count <= CachingReader.maximumPreloadItems else {
+            throw ProxyRequestError(
+                status: .badRequest, "Give 1 to \(CachingReader.maximumPreloadItems) origin URLs as target=<percent-encoded http or https URL>, in the order they will play.")
+        }
+        let seconds = try PrefetchRequest(range: nil, seconds: target.query("seconds"), variant: nil).seconds ?? 5
+        return try texts.map { text in
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                throw ProxyRequestError(status: .badRequest, "Each target must be a percent-encoded http or https URL, not \(text.prefix(100)).")
+            }
+            return PreloadItem(url, seconds: seconds)
+        }
     }
 
     /// Runs a prefetch, streaming its progress as JSON lines; the client leaving cancels it.

@@ -57,6 +57,11 @@ struct RequestTarget: Sendable {
         items.first { $0.name == name }?.value
     }
 
+    /// Every value of the query item `name`, in order.
+    func queries(_ name: String) -> [String] {
+        items.filter { $0.name == name }.compactMap(\.value)
+    }
+
     /// The origin URL the target asks for: an absolute http or https URL with a host and a
     /// port in 1...65535. The path is `/`, or any path when `url=` is given: URIs in rewritten
     /// HLS playlists end with the resource's file name (`/seg001.ts?url=…`), because

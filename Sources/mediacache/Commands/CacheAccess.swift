@@ -320,7 +320,7 @@ enum CacheAccess {
         var request = HTTPClientRequest(url: info.baseURL + "/_mediacache/" + name + (text.isEmpty ? "" : "?" + text))
         request.method = method
         if let token = info.token { request.headers.add(name: "X-MediaCache-Token", value: token) }
-        if method == .POST { request.headers.add(name: "X-MediaCache-Admin", value: "1") }
+        if method != .GET, method != .HEAD { request.headers.add(name: "X-MediaCache-Admin", value: "1") }
         return request
     }
 
@@ -328,13 +328,35 @@ enum CacheAccess {
         try await ask(info, method, name, query: target.map { [URLQueryItem(name: "target", value: $0.absoluteString)] } ?? [])
     }
 
-    private static func ask<T: Decodable>(_ info: ServerInfo, _ method: HTTPMethod, _ name: String, query: [URLQueryItem]) async throws -> T {
+    /// The preload queue of the server `info` describes.
+    static func preloadStatus(_ info: ServerInfo) async throws -> [PreloadItemStatus] {
+        try await ask(info, .GET, "preload", query: [], timeout: preloadTimeout)
+    }
+
+    /// The server answers a preload at once: a port nobody answers on is told in seconds, not
+    /// after the minute AsyncHTTPClient would go on trying to connect.
+    static let preloadTimeout: TimeAmount = .seconds(5)
+
+    /// Replaces the preload queue of the server `info` describes (an empty `urls` empties it).
+    static func preload(_ info: ServerInfo, _ urls: [URL], seconds: Double) async throws -> [PreloadItemStatus] {
+        guard !urls.isEmpty else { return try await ask(info, .DELETE, "preload", query: [], timeout: preloadTimeout) }
+        let query = urls.map { URLQueryItem(name: "target", value: $0.absoluteString) } + [URLQueryItem(name: "seconds", value: String(seconds))]
+        return try await ask(info, .POST, "preload", query: query, timeout: preloadTimeout)
+    }
+
+    private static func ask<T: Decodable>(
+        _ info: ServerInfo, _ method: HTTPMethod, _ name: String, query: [URLQueryItem], timeout: TimeAmount = .seconds(60)
+    ) async throws -> T {
         let response: HTTPClientResponse
         do {
-            response = try await HTTPClient.shared.execute(try request(info, method, name, query: query), timeout: .seconds(60))
+            response = try await HTTPClient.shared.execute(try request(info, method, name, query: query), timeout: timeout)
         } catch let failure as CommandFailure {
             throw failure
         } catch {
+            guard info.pid > 0 else {
+                // Addressed by port (`preload --port`), not found through a cache folder.
+                throw CommandFailure("No MediaCache server answers at \(info.baseURL) (is `mediacache serve` running on that port?): \(error).")
+            }
             throw CommandFailure("The server that holds the cache folder (\(info.baseURL), process \(info.pid)) does not answer: \(error).")
         }
         guard response.status == .ok else { throw try await failure(response) }
