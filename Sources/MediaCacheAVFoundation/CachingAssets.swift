@@ -14,6 +14,7 @@
     /// let assets = try await CachingAssets.start(reader: reader)   // at app launch
     /// let asset = try await assets.asset(for: url)
     /// player.replaceCurrentItem(with: AVPlayerItem(asset: asset))
+    /// assets.preload(nextItems)                                    // as the feed moves
     /// await assets.stop()                                          // when the app terminates
     /// ```
     public final class CachingAssets: Sendable {
@@ -34,6 +35,14 @@
             case .resourceLoader: CachingAVURLAsset(url: url, reader: proxy.reader, options: options)
             case .proxy(let proxied): AVURLAsset(url: proxied, options: options)
             }
+        }
+
+        /// Stores the first `seconds` of each of `urls` (the next items of a feed, in the order they
+        /// will play) ahead of the user, in place of the previous queue; returns at once. Files
+        /// and HLS assets alike; a preload pauses while a player waits on an origin. See
+        /// `CachingReader.preload(_:)`.
+        public func preload(_ urls: [URL], seconds: Double = 5) {
+            proxy.reader.preload(urls.map { PreloadItem($0, seconds: seconds) })
         }
 
         /// Makes sure the embedded proxy listens: call it when the app returns to the foreground

@@ -54,6 +54,8 @@ import Testing
             #expect(metrics.contains("mediacache_preload_hits_total 1"), "\(metrics)")
             #expect(metrics.contains("mediacache_preloaded_bytes_total \(2 * estimate)"))
             #expect(metrics.contains("mediacache_preloads_total{outcome=\"done\"} 2"))
+            let page = try await Self.request(server.info.baseURL + "/status", .GET).body
+            #expect(page.contains("<h2>Preloading</h2>") && page.contains("<b>done</b> 1 s") && page.contains(song.absoluteString), "\(page)")
 
             // A new queue replaces it; --clear empties it.
             let replaced = try await CacheCommandTests.json(

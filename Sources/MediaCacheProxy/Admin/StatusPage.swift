@@ -11,6 +11,8 @@ package struct StatusReport: Sendable, Codable, Equatable {
     package var downloads: [DownloadSummary]
     /// The pinned downloads (`DownloadQueue`), when the server keeps a queue.
     package var pinned: [DownloadJob] = []
+    /// The preload queue (`CachingReader.preload`).
+    package var preloads: [PreloadItemStatus] = []
     /// The most recently used entries (at most `StatusPage/entryLimit`).
     package var entries: [CacheEntrySummary]
 }
@@ -24,7 +26,7 @@ enum StatusPage {
         let entries = reader.store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
         return StatusReport(
             store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
-            pinned: downloads?.jobs ?? [], entries: Array(entries.prefix(entryLimit)))
+            pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, entries: Array(entries.prefix(entryLimit)))
     }
 
     /// `items` as HTML rows between `open` and `close`, or a line that says there are none.
@@ -48,6 +50,10 @@ enum StatusPage {
             let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
             return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
                 + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
+        }
+        let preloads = list(report.preloads, empty: "None.") { item in
+            "<li><b>\(escape(item.state.rawValue))</b> \(String(format: "%g", item.seconds)) s, \(bytes(item.bytesFetched)) fetched"
+                + (item.error.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(item.url.absoluteString))</span></li>"
         }
         let entries = list(report.entries, empty: "Nothing is cached.", open: "<ul class=entries>") { entry in
             let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
@@ -82,6 +88,7 @@ enum StatusPage {
             <h2>Requests</h2><ul id=requests>\(requests)</ul>
             <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
             <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>
+            <h2>Preloading</h2><div id=preloads>\(preloads)</div>
             <h2>Cached</h2><div id=entries>\(entries)</div>
             <h2>Recent requests</h2><div id=recent>\(recent)</div>
             <p class=dim>\(escape(store.directory)) · reloads every 5 s · <a href="/status.json">JSON</a></p>
