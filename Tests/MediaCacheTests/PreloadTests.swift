@@ -163,3 +163,28 @@ import Testing
         }
     }
 }
+
+extension PreloadTests {
+    @Test func anHLSAssetIsPreloadedSegmentBySegmentUntilItsSeconds() async throws {
+        try await Harness.with { h in
+            var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+            for index in 0..<10 {
+                playlist += "#EXTINF:2.0,\nseg\(index).ts\n"
+                h.origin.serve(.generated(length: 100_000, seed: UInt64(index + 20), mimeType: "video/mp2t"), at: "/show/seg\(index).ts")
+            }
+            playlist += "#EXT-X-ENDLIST\n"
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/show/index.m3u8")
+            h.reader.preload([PreloadItem(h.origin.url("/show/index.m3u8"), seconds: 5)])
+            try await waitUntil { Self.done(h.reader, 1) }
+            let status = try #require(h.reader.preloadStatus.first)
+            #expect(status.state == .done, "\(status)")
+            // 2 + 2 + 2 s reach 5 s: three segments, and no fourth.
+            #expect((0..<10).map { h.origin.requests("/show/seg\($0).ts").count } == [1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
+            #expect(status.bytesFetched >= 300_000)
+            for index in 0..<3 {
+                let bytes = try await collect(try #require(h.reader.cachedRead(h.origin.url("/show/seg\(index).ts"), range: ByteRange(0, 100_000))))
+                #expect(h.origin.resource(at: "/show/seg\(index).ts")!.firstMismatch(in: bytes, at: 0) == nil)
+            }
+        }
+    }
+}

@@ -64,17 +64,18 @@ extension CachingReader {
                 let key = store.key(for: piece.url)
                 let stored = store.spans(for: key)
                 let total = store.metadata(for: key)?.length
-                let missing =
-                    piece.range.map { stored.holes(in: $0).reduce(0) { $0 + $1.length } }
-                    ?? total.map { stored.holes(in: ByteRange(0, $0)).reduce(0) { $0 + $1.length } } ?? estimate
-                switch preloads.withMachine({ $0.boundary(start.id, missing: missing) }) {
+                // A resource never fetched has no known length: it is fetched, and the budget
+                // reserves the plan's estimate for it.
+                let known = piece.range ?? total.map { ByteRange(0, $0) }
+                let missing = known.map { stored.holes(in: $0).reduce(0) { $0 + $1.length } }
+                switch preloads.withMachine({ $0.boundary(start.id, missing: missing ?? estimate) }) {
                 case .fetch: break
                 case .stop: return PreloadOutcome(metric: .stopped)
                 case .overBudget: return PreloadOutcome(metric: .overBudget)
                 }
-                if missing > 0 { try await prefetch(piece.url, range: piece.range) }
+                if missing ?? 1 > 0 { try await prefetch(piece.url, range: piece.range) }
                 let fetched = max(0, store.spans(for: key).byteCount - stored.byteCount)
-                preloads.withMachine { $0.fetched(start.id, bytes: fetched, reserved: missing) }
+                preloads.withMachine { $0.fetched(start.id, bytes: fetched, reserved: missing ?? estimate) }
                 CacheMetrics.preloadedBytes.increment(by: fetched)
                 preloads.preloaded(key)
             }
