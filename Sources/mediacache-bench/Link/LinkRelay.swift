@@ -118,10 +118,11 @@ final class LinkRelay: Sendable {
 
     /// One direction of one connection: what arrives on its channel leaves on the peer half a
     /// round trip after the link has carried it at the bandwidth, in order. At most a window
-    /// of bytes (the link's bandwidth times its round trip, and 64 KiB) is on the link at
-    /// once, as TCP's flow control allows: beyond it the pipe stops reading until bytes
-    /// arrive, so a sender cannot queue a whole file on the link ahead of another connection,
-    /// and a receiver that hangs up leaves at most a window behind it.
+    /// of bytes (the link's bandwidth times its round trip, and 64 KiB) is on the link or
+    /// waiting for the receiver's socket at once, as TCP's flow control allows: beyond it the
+    /// pipe stops reading until the receiver takes bytes, so a sender cannot queue a whole file
+    /// on the link ahead of another connection, a receiver that stops reading stops its
+    /// sender, and one that hangs up leaves at most a window behind it.
     private final class Pipe: ChannelDuplexHandler, @unchecked Sendable {
         typealias InboundIn = ByteBuffer
         typealias OutboundIn = ByteBuffer
@@ -154,8 +155,13 @@ final class LinkRelay: Sendable {
             let direction = direction
             peer.eventLoop.scheduleTask(deadline: lastArrival) {
                 if peer.isActive { direction.delivered(count) }
-                peer.writeAndFlush(buffer, promise: nil)
-                loop.execute { self.arrived(count, context: here.value) }
+                // The bytes leave the window when the receiver's socket takes them: a receiver
+                // that stops reading closes the window, and the sender stops, as TCP's flow
+                // control has it (counting them out when written let a paused receiver's
+                // sender go on filling the link).
+                peer.writeAndFlush(buffer).whenComplete { _ in
+                    loop.execute { self.arrived(count, context: here.value) }
+                }
             }
         }
 

@@ -95,10 +95,14 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             figures["preload requests", default: []].append(Double(bench.requests(preloaded, shape.folder)))
             figures["segments", default: []].append(Double(bench.requests(preloaded, shape.folder, suffix: ".ts")))
             let before = bench.requests(preloaded, shape.folder)
+            let stored = bench.rangeStarts(preloaded, shape.file).end
             let proxied = bench.proxyURL(preloaded, shape.file)
             figures["first frame", default: []].append(try await bench.play(proxied, shape.firstFrame))
             figures["first 2 s", default: []].append(try await bench.play(proxied, ["-t", "2"]))
             figures["play requests", default: []].append(Double(bench.requests(preloaded, shape.folder) - before))
+            // Where the plays' own requests start: past the bytes the preload stored, or not.
+            let played = bench.rangeStarts(preloaded, shape.file).starts.dropFirst(before)
+            if let first = played.min() { figures["past", default: []].append(first >= stored ? 1 : 0) }
         }
         let direct = median(figures["direct"]!)
         print("  \(shape.name) (\(size / 1024) KiB in \(bench.files[shape.folder]!.count) files):")
@@ -112,6 +116,9 @@ struct PreloadBenchCommand: AsyncParsableCommand {
                 format: "    then through the proxy: first frame %.2fx direct (%.0f ms direct), first 2 s %.0f ms; origin requests of both plays: %@",
                 median(figures["first frame"]!) / direct, direct, median(figures["first 2 s"]!),
                 figures["play requests"]!.map { String(Int($0)) }.joined(separator: ",")))
+        if let past = figures["past"] {
+            print("    the plays' requests started past the preloaded bytes in \(Int(past.reduce(0, +))) of \(past.count) rounds")
+        }
     }
 
     /// A queue of five replaced by a queue of one after its first item started.
@@ -181,6 +188,19 @@ struct PreloadBenchCommand: AsyncParsableCommand {
 
         func requests(_ folder: String, _ shape: String, suffix: String = "") -> Int {
             files[shape]!.keys.filter { $0.hasSuffix(suffix) }.map { origin.requests(folder + $0).count }.reduce(0, +)
+        }
+
+        /// The first byte each request for `folder + file` asked for, and the end of the ranges
+        /// asked so far (what the store holds, when only a preload asked).
+        func rangeStarts(_ folder: String, _ file: String) -> (starts: [Int64], end: Int64) {
+            var end: Int64 = 0
+            let starts = origin.requests(folder + file).map { request -> Int64 in
+                let bounds = (request.range ?? "bytes=0-").dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+                let first = Int64(bounds.first ?? "") ?? 0
+                end = max(end, bounds.count > 1 ? (Int64(bounds[1]).map { $0 + 1 } ?? first) : first)
+                return first
+            }
+            return (starts, end)
         }
 
         func bodyBytes(_ folder: String, _ shape: String) -> Int64 {
