@@ -188,3 +188,38 @@ extension PreloadTests {
         }
     }
 }
+
+extension PreloadTests {
+    @Test func anHLSPreloadTakesTheVariantThePlayerLastPlayed() async throws {
+        try await Harness.with { h in
+            let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=800000\nlow/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=3000000\nhigh/index.m3u8\n"
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/a/master.m3u8")
+            var media: [String: HLSPlaylist] = [:]
+            for variant in ["low", "high"] {
+                var text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+                for index in 0..<3 {
+                    text += "#EXTINF:4.0,\ns\(index).ts\n"
+                    h.origin.serve(.generated(length: 50_000, seed: UInt64(index), mimeType: "video/mp2t"), at: "/a/\(variant)/s\(index).ts")
+                }
+                text += "#EXT-X-ENDLIST\n"
+                media[variant] = try HLSPlaylist(parsing: Array(text.utf8))
+                h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/a/\(variant)/index.m3u8")
+            }
+            func preloaded() async throws -> [String] {
+                try await waitUntil { Self.done(h.reader, 1) }
+                return ["low", "high"].filter { !h.origin.requests("/a/\($0)/s0.ts").isEmpty }
+            }
+            // No play yet: the first variant, as a player starts.
+            h.reader.preload([PreloadItem(h.origin.url("/a/master.m3u8"), seconds: 4)])
+            #expect(try await preloaded() == ["low"])
+            // The proxy served the master, then the player chose the high variant.
+            let masterURL = h.origin.url("/a/master.m3u8")
+            h.reader.learnSegments(of: try HLSPlaylist(parsing: Array(master.utf8)), at: masterURL, base: masterURL)
+            h.reader.learnSegments(of: media["high"]!, at: h.origin.url("/a/high/index.m3u8"), base: h.origin.url("/a/high/index.m3u8"))
+            h.reader.preload([])
+            h.reader.preload([PreloadItem(masterURL, seconds: 4)])
+            #expect(try await preloaded() == ["low", "high"])
+            #expect(h.origin.requests("/a/high/s1.ts").isEmpty, "4 s is one segment")
+        }
+    }
+}

@@ -93,7 +93,9 @@ extension CachingReader {
     /// assume for a piece of unknown length.
     func preloadPlan(_ item: PreloadItem) async throws -> (pieces: [PrefetchItem], estimate: Int64) {
         let metadata = try await contentInfo(for: item.url)
-        let options = HLSPrefetchOptions(variant: .first, seconds: item.seconds)
+        // The variant a player last played of this asset (by its bandwidth), else the first listed.
+        let played = playedVariants.lastPlayed(store.key(for: item.url))
+        let options = HLSPrefetchOptions(variant: played.map { .atMost(bitsPerSecond: $0) } ?? .first, seconds: item.seconds)
         if let kind = try await manifestKind(item.url, metadata) {
             let plan = try await assetPlan(item.url, kind: kind, options: options)
             let unknown = plan.items.filter { $0.range == nil }.count

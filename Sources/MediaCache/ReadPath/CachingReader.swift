@@ -51,6 +51,8 @@ public final class CachingReader: Sendable {
     let priority: OriginPriority
     /// The preload queue (see ``preload(_:)``).
     let preloads: Preloads
+    /// The HLS variant a player played last, per asset (for preloads).
+    let playedVariants = PlayedVariants()
 
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
