@@ -69,7 +69,7 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(to: origin.port, shape: link.shape)
             try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
-                let bench = Bench(origin: origin, relay: relay, proxyPort: port, files: files)
+                let bench = Bench(origin: origin, relay: relay, proxyPort: port, files: files, directory: directory)
                 print("Preload over \(link.description), \(rounds) rounds, medians (ffmpeg decoding to null), preloads of \(seconds) s:")
                 for shape in Self.shapes { try await preloaded(shape, bench) }
                 try await replaced(bench)
@@ -83,6 +83,7 @@ struct PreloadBenchCommand: AsyncParsableCommand {
     /// One shape: direct first frame, the preload's bytes, the preloaded item's start.
     private func preloaded(_ shape: StartupBenchCommand.Shape, _ bench: Bench) async throws {
         var figures: [String: [Double]] = [:]
+        var asked = ""
         let size = bench.files[shape.folder]!.values.map(\.count).reduce(0, +)
         for round in 0..<rounds {
             let direct = bench.serve(shape.folder, at: "/p\(round)d/")
@@ -94,15 +95,17 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             figures["preload bytes", default: []].append(Double(bench.bodyBytes(preloaded, shape.folder)))
             figures["preload requests", default: []].append(Double(bench.requests(preloaded, shape.folder)))
             figures["segments", default: []].append(Double(bench.requests(preloaded, shape.folder, suffix: ".ts")))
-            let before = bench.requests(preloaded, shape.folder)
-            let stored = bench.rangeStarts(preloaded, shape.file).end
+            let before = bench.requestLog(preloaded, shape.folder)
+            let bytesBefore = bench.bodyBytes(preloaded, shape.folder)
             let proxied = bench.proxyURL(preloaded, shape.file)
             figures["first frame", default: []].append(try await bench.play(proxied, shape.firstFrame))
             figures["first 2 s", default: []].append(try await bench.play(proxied, ["-t", "2"]))
-            figures["play requests", default: []].append(Double(bench.requests(preloaded, shape.folder) - before))
-            // Where the plays' own requests start: past the bytes the preload stored, or not.
-            let played = bench.rangeStarts(preloaded, shape.file).starts.dropFirst(before)
-            if let first = played.min() { figures["past", default: []].append(first >= stored ? 1 : 0) }
+            figures["file", default: []].append(try await bench.play(bench.localFile(shape), shape.firstFrame))
+            // What the two plays asked the origin for (the preload's own requests left out).
+            let played = bench.requestLog(preloaded, shape.folder).filter { !before.contains($0) }
+            figures["play requests", default: []].append(Double(played.count))
+            figures["play bytes", default: []].append(Double(bench.bodyBytes(preloaded, shape.folder) - bytesBefore))
+            if round == 0, !played.isEmpty { asked = played.joined(separator: ", ") }
         }
         let direct = median(figures["direct"]!)
         print("  \(shape.name) (\(size / 1024) KiB in \(bench.files[shape.folder]!.count) files):")
@@ -113,11 +116,12 @@ struct PreloadBenchCommand: AsyncParsableCommand {
                 shape.folder == "hls" ? String(format: " (%.0f segments)", median(figures["segments"]!)) : ""))
         print(
             String(
-                format: "    then through the proxy: first frame %.2fx direct (%.0f ms direct), first 2 s %.0f ms; origin requests of both plays: %@",
-                median(figures["first frame"]!) / direct, direct, median(figures["first 2 s"]!),
+                format:
+                    "    then through the proxy: first frame %.2fx direct (%.0f ms direct; decoding the file on disk %.2fx), first 2 s %.0f ms; origin requests of both plays: %@",
+                median(figures["first frame"]!) / direct, direct, median(figures["file"]!) / direct, median(figures["first 2 s"]!),
                 figures["play requests"]!.map { String(Int($0)) }.joined(separator: ",")))
-        if let past = figures["past"] {
-            print("    the plays' requests started past the preloaded bytes in \(Int(past.reduce(0, +))) of \(past.count) rounds")
+        if !asked.isEmpty {
+            print(String(format: "    the plays' origin requests, round 1: %@; their body bytes (median) %.0f KiB", asked, median(figures["play bytes"]!) / 1024))
         }
     }
 
@@ -169,6 +173,8 @@ struct PreloadBenchCommand: AsyncParsableCommand {
         let relay: LinkRelay
         let proxyPort: Int
         let files: [String: [String: [UInt8]]]
+        /// The run's folder, where ffmpeg made each shape's files.
+        let directory: URL
 
         /// Serves the files of `shape` under `folder`; returns it.
         func serve(_ shape: String, at folder: String) -> String {
@@ -190,17 +196,22 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             files[shape]!.keys.filter { $0.hasSuffix(suffix) }.map { origin.requests(folder + $0).count }.reduce(0, +)
         }
 
-        /// The first byte each request for `folder + file` asked for, and the end of the ranges
-        /// asked so far (what the store holds, when only a preload asked).
-        func rangeStarts(_ folder: String, _ file: String) -> (starts: [Int64], end: Int64) {
-            var end: Int64 = 0
-            let starts = origin.requests(folder + file).map { request -> Int64 in
-                let bounds = (request.range ?? "bytes=0-").dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
-                let first = Int64(bounds.first ?? "") ?? 0
-                end = max(end, bounds.count > 1 ? (Int64(bounds[1]).map { $0 + 1 } ?? first) : first)
-                return first
+        /// Every request for the files of `shape` under `folder`, as "METHOD name range #n" (n
+        /// counts requests alike, so a repeated one stays apart).
+        func requestLog(_ folder: String, _ shape: String) -> [String] {
+            files[shape]!.keys.sorted().flatMap { name in
+                var seen: [String: Int] = [:]
+                return origin.requests(folder + name).map { request in
+                    let text = "\(request.method) \(name) \(request.range ?? "whole")"
+                    seen[text, default: 0] += 1
+                    return text + " #\(seen[text]!)"
+                }
             }
-            return (starts, end)
+        }
+
+        /// The shape's file on disk, where ffmpeg made it.
+        func localFile(_ shape: StartupBenchCommand.Shape) -> String {
+            directory.appendingPathComponent(shape.folder).appendingPathComponent(shape.file).path
         }
 
         func bodyBytes(_ folder: String, _ shape: String) -> Int64 {
