@@ -162,3 +162,17 @@ import Testing
         }
     }
 }
+
+extension ReaderStateMachineTests {
+    /// The pause at a hole: `holeDelay` after a few cached bytes, the time a 40 Mbit/s client
+    /// takes to take in a long cached run (a preloaded item's seconds), 500 ms at most.
+    @Test func thePauseAtAHoleGrowsWithTheCachedBytesJustGiven() {
+        let configuration = CachingReader.Configuration()
+        #expect(configuration.holePause(afterCached: 0) == .milliseconds(20))
+        #expect(configuration.holePause(afterCached: 64 << 10) == .milliseconds(20))
+        let twoMiB = configuration.holePause(afterCached: 2 << 20)
+        #expect(twoMiB > .milliseconds(399) && twoMiB < .milliseconds(401))
+        #expect(configuration.holePause(afterCached: 1 << 30) == .milliseconds(500))
+        #expect(configuration.holePause(afterCached: ByteRange.maximumOffset) == .milliseconds(500))
+    }
+}

@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 /// What a media file is, as far as finding its first seconds goes.
-public enum MediaShape: String, Sendable, Equatable, Codable {
+package enum MediaShape: String, Sendable, Equatable, Codable {
     /// An MP4 with its samples indexed in `moov` (`moov` first or last).
     case mp4
     /// A fragmented MP4 (`moof` boxes, with or without a `sidx`).

@@ -10,7 +10,7 @@ extension CachingReader {
     ///
     /// Items of the previous queue that had not started are dropped; a started one goes on if
     /// `items` names it, else it stops at its next boundary (a segment, or a piece of at most
-    /// ``preloadPiece`` bytes). ``Configuration/preloadConcurrency`` items are fetched at once,
+    /// 1 MiB of a file). ``Configuration/preloadConcurrency`` items are fetched at once,
     /// and each queue fetches at most ``Configuration/preloadBudget`` bytes from origins;
     /// nothing stored is fetched again. A preload never makes a player wait: its origin
     /// transfers pause while a player waits on an origin. An item that cannot be preloaded is
@@ -34,7 +34,7 @@ extension CachingReader {
     public static let maximumPreloadItems = 100
 
     /// The most bytes of a file fetched between two of a preload's boundaries.
-    public static let preloadPiece: Int64 = 1 << 20
+    static let preloadPiece: Int64 = 1 << 20
 
     private func startPreloads(_ starts: [PreloadQueueStateMachine.Start]) {
         for start in starts {

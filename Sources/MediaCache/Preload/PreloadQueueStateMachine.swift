@@ -1,44 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
-
-/// One item of a preload queue: a file, an HLS asset or a DASH presentation, and how many
-/// seconds of it from its start.
-public struct PreloadItem: Sendable, Hashable, Codable {
-    public var url: URL
-    public var seconds: Double
-
-    /// - Parameters:
-    ///   - url: the origin URL (a media file, an HLS playlist or a DASH manifest).
-    ///   - seconds: how much of its start, in seconds of media.
-    public init(_ url: URL, seconds: Double = 5) {
-        self.url = url
-        self.seconds = seconds
-    }
-}
-
-/// Where one item of the preload queue is.
-public struct PreloadItemStatus: Sendable, Equatable, Codable {
-    public enum State: String, Sendable, Codable {
-        /// Waiting for a transfer (or for the budget).
-        case queued
-        case preloading
-        /// Its first seconds are stored.
-        case done
-        /// It could not be preloaded (`error` says why); the queue went on.
-        case failed
-        /// Stopped before its end: the byte budget was spent.
-        case overBudget
-    }
-
-    public var url: URL
-    public var seconds: Double
-    public var state: State
-    /// Bytes fetched from the origin for it.
-    public var bytesFetched: Int64
-    public var error: String?
-}
+import Foundation
 
 /// The preload queue's decisions, without I/O: which items start, whether a started one
 /// goes on at its next boundary, and what the byte budget allows.

@@ -77,6 +77,15 @@ extension CachingReader {
         /// hold megabytes); the wait lets the cancel arrive first, so a replayed session
         /// does not fetch bytes nobody takes. `.zero` never waits.
         package var holeDelay: Duration = .milliseconds(20)
+        /// The rate a client is assumed to take cached bytes at, at most: a read that reaches a
+        /// hole after giving `n` cached bytes in a row waits `n` at this rate (within
+        /// ``holeDelay`` ... ``maximumHolePause``), since its client needs that long to take
+        /// them in and hang up if it has what it wants (a player that stops after the first
+        /// seconds of a preloaded item). 5 MiB/s is 40 Mbit/s, beyond what a player plays in
+        /// real time: one that goes on playing still holds those bytes' seconds of media.
+        package var holePauseBytesPerSecond: Int64 = 5 << 20
+        /// The longest pause at a hole.
+        package var maximumHolePause: Duration = .milliseconds(500)
         /// What ``holeDelay`` is waited on: real time, or a test's ``PauseTimer``.
         package var pauseTimer: any PauseTimer = SystemPauseTimer()
         /// How long players must have stopped waiting on the origin before the cache's own
@@ -96,5 +105,12 @@ extension CachingReader {
 
         /// Creates the default configuration.
         public init() {}
+
+        /// How long a read pauses at a hole after giving `cachedRun` cached bytes in a row.
+        func holePause(afterCached cachedRun: Int64) -> Duration {
+            let limit = Double(maximumHolePause.components.seconds) + Double(maximumHolePause.components.attoseconds) * 1e-18
+            let seconds = min(limit, Double(max(0, cachedRun)) / Double(max(1, holePauseBytesPerSecond)))
+            return max(holeDelay, .seconds(seconds))
+        }
     }
 }

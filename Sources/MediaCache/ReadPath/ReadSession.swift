@@ -19,6 +19,9 @@ final class ReadSession: Sendable {
         var retriesAtJoin = 0
         var handle: CacheEntryHandle?
         var statistics = ReadStatistics()
+        /// Bytes given from the store since the read last gave bytes from the origin (what its
+        /// client may still be taking in when the read reaches a hole).
+        var cachedRun: Int64 = 0
         /// What of the range was cached when the read started: bytes read from there
         /// count as from the cache, all others as from the origin.
         var cachedAtStart: SpanSet
@@ -202,8 +205,11 @@ final class ReadSession: Sendable {
                 guard let handle else { continue }
                 if let part = try await readStored(at: cursor, in: span, handle: handle, fileRegions: fileRegions, chunkSize: chunkSize) { return part }
             case .pause:
-                state.withLock { $0.machine.paused() }
-                try await reader.configuration.pauseTimer.sleep(for: reader.configuration.holeDelay)
+                let cachedRun = state.withLock { state in
+                    state.machine.paused()
+                    return state.cachedRun
+                }
+                try await reader.configuration.pauseTimer.sleep(for: reader.configuration.holePause(afterCached: cachedRun))
                 if state.withLock({ $0.isClosed }) { throw CancellationError() }
             case .attach(let at):
                 if let left = state.withLock({ Self.leaveDownload(&$0) }) { left.download.removeReader(left.reader) }
@@ -434,6 +440,7 @@ final class ReadSession: Sendable {
             let fromCache = state.cachedAtStart.byteCount(in: given)
             state.statistics.bytesFromCache += fromCache
             state.statistics.bytesFromOrigin += given.length - fromCache
+            state.cachedRun = fromCache == given.length ? state.cachedRun + fromCache : 0
             state.machine.advance(to: cursor)
             return state.download
         }
