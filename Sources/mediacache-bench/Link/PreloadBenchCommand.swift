@@ -56,16 +56,7 @@ struct PreloadBenchCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withTemporaryDirectory { directory in
-            var files: [String: [String: [UInt8]]] = [:]
-            for shape in Self.shapes {
-                let folder = directory.appendingPathComponent(shape.folder)
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                let made = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [folder.appendingPathComponent(shape.file).path])
-                guard made.status == 0 else { throw ValidationError("ffmpeg could not make \(shape.file): \(made.error)") }
-                for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
-                    files[shape.folder, default: [:]][name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
-                }
-            }
+            let files = try await StartupBenchCommand.make(Self.shapes, in: directory)
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(to: origin.port, shape: link.shape)
             try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
@@ -178,11 +169,7 @@ struct PreloadBenchCommand: AsyncParsableCommand {
 
         /// Serves the files of `shape` under `folder`; returns it.
         func serve(_ shape: String, at folder: String) -> String {
-            for (name, body) in files[shape]! {
-                var resource = TestOrigin.Resource(body: .bytes(body), mimeType: StartupBenchCommand.mediaType(of: name))
-                resource.etag = "\"\(name)\""
-                origin.serve(resource, at: folder + name)
-            }
+            StartupBenchCommand.serve(files[shape]!, at: folder, on: origin)
             return folder
         }
 

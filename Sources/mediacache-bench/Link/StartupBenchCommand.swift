@@ -100,20 +100,34 @@ struct StartupBenchCommand: AsyncParsableCommand {
         }
     }
 
+    /// Has ffmpeg make each shape in a folder of its own under `directory`; each shape's files
+    /// by name (a media file, or a playlist and its segments).
+    static func make(_ shapes: [Shape], in directory: URL) async throws -> [String: [String: [UInt8]]] {
+        var files: [String: [String: [UInt8]]] = [:]
+        for shape in shapes {
+            let folder = directory.appendingPathComponent(shape.folder)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let made = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [folder.appendingPathComponent(shape.file).path])
+            guard made.status == 0 else { throw ValidationError("ffmpeg could not make \(shape.file): \(made.error)") }
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+                files[shape.folder, default: [:]][name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
+            }
+        }
+        return files
+    }
+
+    /// Serves `files` under `folder` (each with its type and an `ETag`).
+    static func serve(_ files: [String: [UInt8]], at folder: String, on origin: TestOrigin) {
+        for (name, body) in files {
+            var resource = TestOrigin.Resource(body: .bytes(body), mimeType: mediaType(of: name))
+            resource.etag = "\"\(name)\""
+            origin.serve(resource, at: folder + name)
+        }
+    }
+
     func run() async throws {
         try await withTemporaryDirectory { directory in
-            // Each shape's files by name (a media file, or a playlist and its segments).
-            var files: [String: [String: [UInt8]]] = [:]
-            for shape in Self.shapes {
-                let folder = directory.appendingPathComponent(shape.folder)
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                let made = try await ChildProcess.run(
-                    ["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [folder.appendingPathComponent(shape.file).path])
-                guard made.status == 0 else { throw ValidationError("ffmpeg could not make \(shape.file): \(made.error)") }
-                for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
-                    files[shape.folder, default: [:]][name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
-                }
-            }
+            let files = try await Self.make(Self.shapes, in: directory)
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(
                 to: origin.port, shape: link.shape)
@@ -141,13 +155,7 @@ struct StartupBenchCommand: AsyncParsableCommand {
             for (workload, limit, tag) in Self.workloads(shape) {
                 let directFolder = "/r\(round)\(tag)d/"
                 let coldFolder = "/r\(round)\(tag)c/"
-                for folder in [directFolder, coldFolder] {
-                    for (name, body) in files {
-                        var resource = TestOrigin.Resource(body: .bytes(body), mimeType: Self.mediaType(of: name))
-                        resource.etag = "\"\(name)\""
-                        origin.serve(resource, at: folder + name)
-                    }
-                }
+                for folder in [directFolder, coldFolder] { Self.serve(files, at: folder, on: origin) }
                 /// The origin requests under `folder` so far: for the shape's files, and for
                 /// paths the origin does not have (a player, or a read-ahead, asking past a
                 /// stream's last segment).

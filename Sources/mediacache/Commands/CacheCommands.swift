@@ -150,6 +150,21 @@ struct URLCommand: AsyncParsableCommand {
     @Argument(help: "The origin URL (http or https).")
     var originURL: String
 
+    @OptionGroup var server: ServerAddress
+
+    func validate() throws {
+        _ = try mediaCacheOriginURL(originURL)
+    }
+
+    func run() async throws {
+        let url = try mediaCacheOriginURL(originURL)
+        let authority = server.host.contains(":") ? "[\(server.host)]:\(server.port)" : "\(server.host):\(server.port)"
+        print("http://\(authority)" + ProxyURL.path(for: url, token: server.token))
+    }
+}
+
+/// Where a running proxy listens, for the commands that name it rather than its cache folder.
+struct ServerAddress: ParsableArguments {
     @Option(help: "The proxy's address.")
     var host = "127.0.0.1"
 
@@ -160,15 +175,11 @@ struct URLCommand: AsyncParsableCommand {
     var token: String?
 
     func validate() throws {
-        _ = try mediaCacheOriginURL(originURL)
         guard (1...65535).contains(port) else { throw ValidationError("--port must be 1...65535.") }
     }
 
-    func run() async throws {
-        let url = try mediaCacheOriginURL(originURL)
-        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        print("http://\(authority)" + ProxyURL.path(for: url, token: token))
-    }
+    /// The server as the admin requests reach it.
+    var info: ServerInfo { ServerInfo(host: host, port: port, token: token, pid: 0) }
 }
 
 /// `originURL(_:)` under a name no command's property shadows.

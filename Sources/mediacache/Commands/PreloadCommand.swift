@@ -28,20 +28,12 @@ struct PreloadCommand: AsyncParsableCommand {
     @Flag(help: "Empty the queue (a started item stops at its next boundary).")
     var clear = false
 
-    @Option(help: "The server's address.")
-    var host = "127.0.0.1"
-
-    @Option(help: "The server's port.")
-    var port = ProxyServer.defaultPort
-
-    @Option(help: "The server's access token, if it has one.")
-    var token: String?
+    @OptionGroup var server: ServerAddress
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
     func validate() throws {
-        guard (1...65535).contains(port) else { throw ValidationError("--port must be 1...65535.") }
         guard seconds.isFinite, seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds takes a number of seconds above 0, at most 3600.") }
         guard !(clear && !urls.isEmpty) else { throw ValidationError("--clear empties the queue: give it no URL.") }
         guard urls.count <= CachingReader.maximumPreloadItems else {
@@ -52,12 +44,11 @@ struct PreloadCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            let server = ServerInfo(host: host, port: port, token: token, pid: 0)
             let status: [PreloadItemStatus]
             if urls.isEmpty, !clear {
-                status = try await CacheAccess.preloadStatus(server)
+                status = try await CacheAccess.preloadStatus(server.info)
             } else {
-                status = try await CacheAccess.preload(server, try urls.map(mediaCacheOriginURL), seconds: seconds)
+                status = try await CacheAccess.preload(server.info, try urls.map(mediaCacheOriginURL), seconds: seconds)
             }
             if json { return try printJSON(status) }
             guard !status.isEmpty else { return print("The preload queue is empty.") }
