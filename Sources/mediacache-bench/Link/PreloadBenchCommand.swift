@@ -31,6 +31,9 @@ struct PreloadBenchCommand: AsyncParsableCommand {
 
     @OptionGroup var link: LinkOptions
 
+    @Option(name: .customLong("serve-argument"), help: "An argument for mediacache serve (repeat; e.g. --serve-argument=--read-ahead-segments=0).")
+    var serveArguments: [String] = []
+
     func validate() throws {
         guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be 1...100.") }
         guard seconds > 0, seconds <= 60 else { throw ValidationError("--seconds must be above 0, at most 60.") }
@@ -59,7 +62,7 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             let files = try await StartupBenchCommand.make(Self.shapes, in: directory)
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(to: origin.port, shape: link.shape)
-            try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
+            try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: serveArguments) { port in
                 let bench = Bench(origin: origin, relay: relay, proxyPort: port, files: files, directory: directory)
                 print("Preload over \(link.description), \(rounds) rounds, medians (ffmpeg decoding to null), preloads of \(seconds) s:")
                 for shape in Self.shapes { try await preloaded(shape, bench) }
