@@ -116,4 +116,20 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: cache))
         }
     }
+
+    /// A preload budget or concurrency out of bounds stops `serve` before it touches the cache
+    /// folder, naming the option.
+    @Test(arguments: [
+        ("--preload-budget=0", "is not a size"), ("--preload-budget=lots", "--preload-budget"),
+        ("--preload-concurrency=0", "--preload-concurrency must be 1...8."), ("--preload-concurrency=9", "--preload-concurrency must be 1...8."),
+    ])
+    func aPreloadLimitOutOfBoundsIsRefused(_ argument: String, _ message: String) async throws {
+        let executable = try ChildProcess.executable(named: "mediacache")
+        try await withTemporaryDirectory { directory in
+            let cache = directory.appendingPathComponent("cache").path
+            let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, argument])
+            #expect(result.status != 0 && result.error.contains(message), "\(result.error)")
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
 }

@@ -87,6 +87,12 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var readAheadSegments = 1
 
+    @Option(help: "The most bytes one preload queue fetches from origins (mediacache preload), e.g. 256M.", transform: ByteSize.parse)
+    var preloadBudget = CachingReader.Configuration().preloadBudget
+
+    @Option(help: "How many preload items are fetched at once.")
+    var preloadConcurrency = CachingReader.Configuration().preloadConcurrency
+
     @Option(help: "The most connections open at once; one more gets 503.")
     var maxConnections = ProxyConfiguration().maxConnections
 
@@ -201,6 +207,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         guard (1...64).contains(maxDownloads) else { throw ValidationError("--max-downloads must be 1...64.") }
         guard (0...8).contains(readAheadSegments) else { throw ValidationError("--read-ahead-segments must be 0...8.") }
+        guard preloadBudget > 0 else { throw ValidationError("--preload-budget must be above 0.") }
+        guard (1...8).contains(preloadConcurrency) else { throw ValidationError("--preload-concurrency must be 1...8.") }
     }
 
     func run() async throws {
@@ -257,6 +265,8 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
         readerConfiguration.isOffline = offline
         readerConfiguration.segmentReadAhead = readAheadSegments
+        readerConfiguration.preloadBudget = preloadBudget
+        readerConfiguration.preloadConcurrency = preloadConcurrency
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
         var downloadsConfiguration = DownloadQueue.Configuration()
         downloadsConfiguration.maxConcurrent = maxDownloads
