@@ -108,7 +108,14 @@ struct OriginTransfer: Sendable {
 
     /// Waits while players wait on the origin, when no player reads this download.
     private func yieldToPlayers(_ seen: inout UInt64) async {
+        let started = ContinuousClock.now
+        let before = seen
         await priority.yieldToPlayers(seen: &seen) { download.servesPlayer }
+        if seen != before, configuration.logger.logLevel <= .debug {
+            configuration.logger.debug(
+                "A transfer of the cache's own gave way to players",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)", "for": "\(ContinuousClock.now - started)"])
+        }
     }
 
     /// How far the transfer may be ahead of its fastest reader once it has delivered

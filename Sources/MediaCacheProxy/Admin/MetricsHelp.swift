@@ -29,7 +29,7 @@ package enum MetricsHelp {
             "Times one of the cache's own transfers (read-ahead, prefetch, preload, pinned download) paused so a player waiting on the origin went first.",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
         "mediacache_preloads_total": "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",
-        "mediacache_preload_hits_total": "Preloaded items a player then read.",
+        "mediacache_preload_hits_total": "Preloaded resources (a file, an HLS or DASH segment) a player then read, each counted once per preload.",
         "mediacache_rejected_blocks_total": "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
     ]
 
