@@ -109,16 +109,26 @@ import Testing
         }
     }
 
-    @Test func aPreloadWaitsWhileAPlayerWaitsOnTheOrigin() async throws {
+    /// A harness whose quiet period is the test's timer, with a 1 MiB file at `held` whose
+    /// answers wait for the gate, and `next` of `length` bytes.
+    static func withHeldPlayer(
+        _ held: String, next length: Int64, _ body: (Harness, TestOrigin.Gate, ManualPauseTimer) async throws -> Void
+    ) async throws {
         let quiet = ManualPauseTimer()
         var configuration = CachingReader.Configuration()
         configuration.quietTimer = quiet
         try await Harness.with(reader: configuration) { h in
             let gate = TestOrigin.Gate()
-            var movie = TestOrigin.Resource.generated(length: 1 << 20, seed: 7)
-            movie.faults.gate = gate
-            h.origin.serve(movie, at: "/movie")
-            h.origin.serve(.generated(length: 2 << 20, seed: 8), at: "/next")
+            var resource = TestOrigin.Resource.generated(length: 1 << 20, seed: 7)
+            resource.faults.gate = gate
+            h.origin.serve(resource, at: held)
+            h.origin.serve(.generated(length: length, seed: 8), at: "/next")
+            try await body(h, gate, quiet)
+        }
+    }
+
+    @Test func aPreloadWaitsWhileAPlayerWaitsOnTheOrigin() async throws {
+        try await Self.withHeldPlayer("/movie", next: 2 << 20) { h, gate, quiet in
             let player = Task { try await collect(try await h.reader.read(h.origin.url("/movie"))) }
             try await waitUntil { h.origin.requests("/movie").count == 1 && h.reader.priority.playersWaiting == 1 }
             h.reader.preload([PreloadItem(h.origin.url("/next"), seconds: 2)])
@@ -139,15 +149,7 @@ import Testing
     }
 
     @Test func aPlayerThatJoinsAYieldingPreloadIsNotKeptWaiting() async throws {
-        let quiet = ManualPauseTimer()
-        var configuration = CachingReader.Configuration()
-        configuration.quietTimer = quiet
-        try await Harness.with(reader: configuration) { h in
-            let gate = TestOrigin.Gate()
-            var other = TestOrigin.Resource.generated(length: 1 << 20, seed: 9)
-            other.faults.gate = gate
-            h.origin.serve(other, at: "/other")
-            h.origin.serve(.generated(length: 16 << 20, seed: 10), at: "/next")
+        try await Self.withHeldPlayer("/other", next: 16 << 20) { h, gate, quiet in
             // The preload is under way; a player then waits on another file, and the preload yields.
             h.reader.preload([PreloadItem(h.origin.url("/next"), seconds: 60)])
             try await waitUntil { h.origin.requests("/next").count >= 2 }

@@ -39,37 +39,6 @@ final class ReadSession: Sendable {
         case failed(any Error)
     }
 
-    /// An origin body a read takes straight from the origin (see `CachingReader.passThrough`).
-    /// Only the session's iterator uses it, one call at a time.
-    final class PassThrough: @unchecked Sendable {
-        private var iterator: any AsyncIteratorProtocol<ByteBuffer, any Error>
-        /// The resource offset of the next byte the body gives.
-        var offset: Int64
-        /// The new entry the body is written to as it passes, while every byte so far is in
-        /// it; whoever takes it (the end of the body, a failed write, the read's close) ends
-        /// the write.
-        private let writer: Mutex<CacheEntryHandle?>
-
-        init(body: any AsyncSequence<ByteBuffer, any Error> & Sendable, offset: Int64, writer: CacheEntryHandle?) {
-            iterator = body.makeAsyncIterator()
-            self.offset = offset
-            self.writer = Mutex(writer)
-        }
-
-        var currentWriter: CacheEntryHandle? { writer.withLock { $0 } }
-
-        func takeWriter() -> CacheEntryHandle? {
-            writer.withLock { writer in
-                defer { writer = nil }
-                return writer
-            }
-        }
-
-        func next() async throws -> ByteBuffer? {
-            try await iterator.next()
-        }
-    }
-
     let reader: CachingReader
     let passThrough: PassThrough?
     let url: URL
