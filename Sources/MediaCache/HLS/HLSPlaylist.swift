@@ -358,7 +358,7 @@ package struct HLSPlaylist: Sendable {
     }
 
     /// The entries of an attribute list in order, each with its exact text range.
-    private static func attributeEntries(_ list: String) throws -> [(name: String, value: String, valueRange: Range<String.Index>)] {
+    static func attributeEntries(_ list: String) throws -> [(name: String, value: String, valueRange: Range<String.Index>)] {
         var entries: [(name: String, value: String, valueRange: Range<String.Index>)] = []
         var index = list.startIndex
         while index < list.endIndex {

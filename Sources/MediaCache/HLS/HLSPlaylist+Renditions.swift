@@ -1,0 +1,66 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+package import Foundation
+
+extension HLSPlaylist {
+    /// The tags of a master playlist that name a playlist of their own in a `URI` attribute,
+    /// which a player may choose: renditions, I-frame and image (trick play) playlists.
+    static let choosableTags: Set<String> = ["EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF"]
+
+    /// This master playlist with only what a player can play from what is held, so that no
+    /// player chooses what is not there (offline): a variant (`EXT-X-STREAM-INF` and its URI
+    /// line), a rendition (`EXT-X-MEDIA`) or an I-frame or image playlist whose URI (resolved
+    /// against `base`) `isHeld` refuses is left out; so is a variant whose `AUDIO` or `VIDEO`
+    /// group has no rendition left (a group whose renditions name no URI, carried in the
+    /// variant, stays), and a variant's `SUBTITLES` whose group has none left is taken off it.
+    /// Every other line stays as it was. `nil` when no variant is left (or for a media playlist).
+    package func filteredMaster(base: URL, isHeld: (URL) -> Bool) -> String? {
+        guard isMaster else { return nil }
+        func held(_ uri: String) -> Bool { Self.resolve(uri, base: base).map(isHeld) ?? false }
+        var dropped = Set<Int>()
+        /// Each `EXT-X-MEDIA` group by type and ID: whether any member is left.
+        var groups: [String: Bool] = [:]
+        for (index, line) in lines.enumerated() {
+            guard case .tag(let name, let value?) = line.kind, Self.choosableTags.contains(name),
+                let attributes = try? Self.attributes(value)
+            else { continue }
+            let kept = attributes["URI"].map(held) ?? (name == "EXT-X-MEDIA")
+            if !kept { dropped.insert(index) }
+            if name == "EXT-X-MEDIA", let type = attributes["TYPE"], let group = attributes["GROUP-ID"] {
+                groups[type + "\u{0}" + group] = (groups[type + "\u{0}" + group] ?? false) || kept
+            }
+        }
+        var replaced: [Int: String] = [:]
+        var variantsLeft = 0
+        for (index, line) in lines.enumerated() {
+            // A tag without an attribute list still makes a variant of the URI after it.
+            guard case .tag("EXT-X-STREAM-INF", let value) = line.kind else { continue }
+            guard let uriLine = lines[(index + 1)...].firstIndex(where: { if case .uri = $0.kind { true } else { false } }),
+                case .uri(let uri) = lines[uriLine].kind
+            else { continue }
+            guard let entries = try? Self.attributeEntries(value ?? "") else {
+                dropped.formUnion([index, uriLine])
+                continue
+            }
+            func groupLeft(_ type: String, _ attribute: String) -> Bool? {
+                entries.first { $0.name == attribute }.flatMap { entry in groups[type + "\u{0}" + entry.value.trimmingCharacters(in: ["\""])] }
+            }
+            guard held(uri), groupLeft("AUDIO", "AUDIO") != false, groupLeft("VIDEO", "VIDEO") != false else {
+                dropped.formUnion([index, uriLine])
+                continue
+            }
+            variantsLeft += 1
+            if groupLeft("SUBTITLES", "SUBTITLES") == false {
+                let rest = entries.filter { $0.name != "SUBTITLES" }.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+                replaced[index] = "#EXT-X-STREAM-INF:" + rest
+            }
+        }
+        guard variantsLeft > 0 else { return nil }
+        var output = hasByteOrderMark ? "\u{FEFF}" : ""
+        for (index, line) in lines.enumerated() where !dropped.contains(index) {
+            output += (replaced[index] ?? line.text) + line.ending
+        }
+        return output
+    }
+}
