@@ -1,0 +1,31 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Testing
+
+@testable import MediaCache
+
+extension ParserFuzzTests {
+    /// A master playlist from outside filtered to what is held: never a trap; the output, if
+    /// any, parses again and names only held variants and renditions (a held set drawn from
+    /// the input's own URIs, by a hash, so each input has one).
+    @Test func filteredMastersParseAgainAndNameOnlyWhatIsHeld() throws {
+        let base = URL(string: "https://cdn.example/a/b/index.m3u8")!
+        let outcomes = try Mutator.run("hls", share: 5) { input in
+            let text = input.replacingOccurrences(of: "|", with: "\n").replacingOccurrences(of: "~", with: "\r")
+            guard let playlist = try? HLSPlaylist(parsing: Array(text.utf8)) else { return ("refused", nil) }
+            let isHeld = { (url: URL) in url.absoluteString.utf8.reduce(0) { $0 &+ Int($1) } % 3 != 0 }
+            guard let output = playlist.filteredMaster(base: base, isHeld: isHeld) else {
+                return (playlist.isMaster ? "nothing held" : "media", nil)
+            }
+            guard let again = try? HLSPlaylist(parsing: Array(output.utf8)) else { return ("filtered", "the output does not parse: \(output.debugDescription)") }
+            let named = again.variants.map(\.uri) + again.renditions.map(\.uri)
+            guard named.allSatisfy({ HLSPlaylist.resolve($0, base: base).map(isHeld) == true }) else {
+                return ("filtered", "names what is not held: \(named)")
+            }
+            return ("filtered", again.variants.isEmpty ? "no variant left in \(output.debugDescription)" : nil)
+        }
+        try Self.expectVaried(outcomes, ["filtered", "media"])
+    }
+}
