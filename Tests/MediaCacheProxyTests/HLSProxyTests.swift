@@ -161,13 +161,7 @@ import Testing
     /// more. Every segment is fetched from the origin once, and every byte is the origin's.
     @Test func thePlayingPlayersNextSegmentIsReadAheadAndFetchedOnce() async throws {
         try await ProxyHarness.with { h in
-            var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
-            for index in 0..<5 {
-                text += "#EXTINF:2.0,\nseg\(index).ts\n"
-                h.origin.serve(.generated(length: 300_000, seed: UInt64(index + 1), mimeType: "video/mp2t"), at: "/ra/seg\(index).ts")
-            }
-            text += "#EXT-X-ENDLIST\n"
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/ra/index.m3u8")
+            h.origin.serveVODPlaylist(at: "/ra/", segments: 5, length: 300_000)
             let segments = Self.uris(in: String(buffer: try await h.get(h.url("/ra/index.m3u8")).body))
             try #require(segments.count == 5)
             func play(_ index: Int) async throws {

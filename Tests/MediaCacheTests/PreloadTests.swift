@@ -169,13 +169,7 @@ import Testing
 extension PreloadTests {
     @Test func anHLSAssetIsPreloadedSegmentBySegmentUntilItsSeconds() async throws {
         try await Harness.with { h in
-            var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
-            for index in 0..<10 {
-                playlist += "#EXTINF:2.0,\nseg\(index).ts\n"
-                h.origin.serve(.generated(length: 100_000, seed: UInt64(index + 20), mimeType: "video/mp2t"), at: "/show/seg\(index).ts")
-            }
-            playlist += "#EXT-X-ENDLIST\n"
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/show/index.m3u8")
+            h.origin.serveVODPlaylist(at: "/show/", segments: 10, length: 100_000, firstSeed: 20)
             h.reader.preload([PreloadItem(h.origin.url("/show/index.m3u8"), seconds: 5)])
             try await waitUntil { Self.done(h.reader, 1) }
             let status = try #require(h.reader.preloadStatus.first)
