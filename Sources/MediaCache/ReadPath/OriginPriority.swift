@@ -78,20 +78,25 @@ final class OriginPriority: Sendable {
     /// holds, or when the task is cancelled.
     func yieldToPlayers(seen: inout UInt64, unless servesPlayer: () -> Bool = { false }) async {
         var yielded = false
+        // A player was seen waiting: going on needs a whole quiet period first, even when no
+        // other wait began (the count `seen` may have been taken while that wait was under way).
+        var needsQuiet = false
         while !Task.isCancelled, !servesPlayer() {
             let (waiting, generation) = state.withLock { ($0.waiting, $0.generation) }
-            if waiting == 0, generation == seen { return }
+            if waiting == 0, generation == seen, !needsQuiet { return }
             if !yielded {
                 yielded = true
                 CacheMetrics.yieldedToPlayer()
             }
             if waiting > 0 {
+                needsQuiet = true
                 await park(unlessChangedFrom: (waiting, generation))
                 continue
             }
             // Players' reads wait chunk by chunk: quiet for a while means the player has its
             // bytes. A wait that begins meanwhile ends the quiet at once.
             seen = generation
+            needsQuiet = false
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { try? await self.timer.sleep(for: self.grace) }
                 group.addTask { await self.park(unlessChangedFrom: (waiting, generation)) }
