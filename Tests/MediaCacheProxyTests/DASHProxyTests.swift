@@ -354,11 +354,13 @@ import Testing
             // Exported from the store, the origin still stopped: a folder a player plays as it is.
             let exported = directory.appendingPathComponent("exported")
             try await PinnedDownloadsTests.withEngine(folder) { _, reader in
-                let summary = try await reader.export(origin.url("/dash/m.mpd"), to: exported, variant: .lowestBandwidth)
+                let summary = try await reader.export(origin.url("/dash/m.mpd"), to: exported, renditions: RenditionChoice(variants: [.lowestBandwidth]))
                 #expect(summary.path == exported.appendingPathComponent("index.mpd").path && summary.files == 9, "\(summary)")
                 // A template names every segment: a part of the presentation is refused, not cut short.
                 let part = directory.appendingPathComponent("part")
-                await #expect(throws: CacheError.self) { try await reader.export(origin.url("/dash/m.mpd"), to: part, variant: .lowestBandwidth, seconds: 1) }
+                await #expect(throws: CacheError.self) {
+                    try await reader.export(origin.url("/dash/m.mpd"), to: part, renditions: RenditionChoice(variants: [.lowestBandwidth]), seconds: 1)
+                }
                 #expect(!FileManager.default.fileExists(atPath: part.path))
             }
             let manifest = try String(contentsOf: exported.appendingPathComponent("index.mpd"), encoding: .utf8)

@@ -105,10 +105,10 @@ import Testing
     static func serve(_ directory: URL, on origin: TestOrigin) throws -> [String] {
         let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
         var paths: [String] = []
-        for file in files where ["m3u8", "ts", "m4s", "mp4", "bin"].contains(file.pathExtension) {
+        for file in files where ["m3u8", "ts", "m4s", "mp4", "bin", "vtt"].contains(file.pathExtension) {
             let path = "/hls" + file.path.dropFirst(directory.path.count)
             let type =
-                ["m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4"][file.pathExtension]
+                ["m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4", "vtt": "text/vtt"][file.pathExtension]
                 ?? "application/octet-stream"
             origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
             paths.append(path)

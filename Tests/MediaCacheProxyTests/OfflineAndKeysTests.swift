@@ -139,7 +139,7 @@ import Testing
                 let done = try await PinnedDownloadsTests.settled(job.id, in: queue)
                 #expect(done.state == .completed && done.resourcesDone == 3, "\(done)")
                 await queue.shutDown()
-                let summary = try await reader.export(origin.url("/hls/master.m3u8"), to: exported, variant: .lowestBandwidth)
+                let summary = try await reader.export(origin.url("/hls/master.m3u8"), to: exported, renditions: RenditionChoice(variants: [.lowestBandwidth]))
                 #expect(summary.files == 5, "three segments, the media playlist and index.m3u8: \(summary)")
             }
             #expect(origin.requests("/hls/v1/seg000.ts").isEmpty)

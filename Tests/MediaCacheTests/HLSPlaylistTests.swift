@@ -124,7 +124,8 @@ import Testing
             high/index.m3u8
             """
         let parsed = try HLSPlaylist(parsing: Array(playlist.utf8))
-        #expect(parsed.variants == [.init(bandwidth: 1_280_000, uri: "low/index.m3u8"), .init(bandwidth: 2_560_000, uri: "high/index.m3u8")])
+        #expect(
+            parsed.variants == [.init(bandwidth: 1_280_000, uri: "low/index.m3u8", height: 360), .init(bandwidth: 2_560_000, uri: "high/index.m3u8", height: 720)])
         #expect(parsed.isMaster && parsed.isFinal && parsed.segments.isEmpty)
         // No final line end: none is added.
         #expect(try Self.rewrite(playlist).hasSuffix("P(https://cdn.example/video/hls/720p/high/index.m3u8)"))
@@ -155,8 +156,8 @@ import Testing
         let parsed = try HLSPlaylist(parsing: Array(master.utf8))
         #expect(
             parsed.renditions == [
-                .init(type: "AUDIO", groupID: "aud", uri: "audio/en.m3u8", isDefault: true),
-                .init(type: "AUDIO", groupID: "aud", uri: "audio/fr.m3u8", isDefault: false),
+                .init(type: "AUDIO", groupID: "aud", uri: "audio/en.m3u8", isDefault: true, name: "en"),
+                .init(type: "AUDIO", groupID: "aud", uri: "audio/fr.m3u8", isDefault: false, name: "fr"),
             ])
         #expect(parsed.variants == [.init(bandwidth: 500_000, uri: "v.m3u8", audioGroup: "aud")])
         let media = """

@@ -6,9 +6,14 @@ import CheckedAVFoundationAdapter
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The Apple adapter, compiled unchanged against the AVFoundation stand-in, driven as AVPlayer
 /// drives a resource loader: AVPlayer's recorded requests for an MP4 (``AVPlayerTrace``)
@@ -115,5 +120,54 @@ import Testing
             #expect(h.origin.requests("/next.mp4").count == requests, "the read after the preload is local")
             await assets.stop()
         }
+    }
+
+    /// The offline front door: an HLS asset pinned with the lower variant and French audio only,
+    /// the origin failing (`503`). The asset `CachingAssets` makes leads to the embedded proxy, whose master
+    /// lists only what is held (AVPlayer would otherwise pick the default English audio it
+    /// cannot have), and every playlist and segment it names answers with the origin's bytes.
+    @Test func aPinnedAssetPlaysTheRenditionsHeldThroughTheEmbeddedProxyWithTheOriginGone() async throws {
+        try await Harness.with { h in
+            h.origin.serveRenditionAsset()
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.pin(
+                h.origin.url("/hls/master.m3u8"), renditions: RenditionChoice(variants: [.lowestBandwidth], audio: .languages(["fr"])))
+            try await waitUntil { queue.job(matching: job.id)?.state == .completed }
+            await queue.shutDown()
+            // The origin fails from now on (its connections stay open, as a CDN's error pages do).
+            for path in ["/hls/master.m3u8"] + TestOrigin.renditionPlaylists.map({ "/hls/\($0).m3u8" }) { h.origin.update(path) { $0.faults.status = 503 } }
+
+            let assets = try await CachingAssets.start(reader: h.reader)
+            let asset = try await assets.asset(for: h.origin.url("/hls/master.m3u8"))
+            #expect(!(asset is CachingAVURLAsset), "an HLS asset plays through the embedded proxy")
+            let served = String(decoding: try await Self.get(asset.url), as: UTF8.self)
+            #expect(served.contains("v0.m3u8") && served.contains("a_fr.m3u8"), "\(served)")
+            #expect(!served.contains("v1.m3u8") && !served.contains("a_en.m3u8"), "\(served)")
+            var segments = 0
+            for line in served.split(separator: "\n") where !line.hasPrefix("#") || line.contains("URI=") {
+                let text = line.hasPrefix("#") ? String(line.components(separatedBy: "URI=\"")[1].prefix { $0 != "\"" }) : String(line)
+                let playlistURL = try #require(URL(string: text, relativeTo: asset.url)?.absoluteURL)
+                let media = String(decoding: try await Self.get(playlistURL), as: UTF8.self)
+                for segment in media.split(separator: "\n") where !segment.hasPrefix("#") {
+                    let segmentURL = try #require(URL(string: String(segment), relativeTo: playlistURL)?.absoluteURL)
+                    let bytes = try await Self.get(segmentURL)
+                    let originURL = try #require(
+                        URLComponents(url: segmentURL, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "url" }?.value.flatMap { URL(string: $0) })
+                    #expect(h.origin.resource(at: originURL.path)?.firstMismatch(in: ByteBuffer(bytes: bytes), at: 0) == nil, "\(originURL.path)")
+                    #expect(bytes.count == 40_000)
+                    segments += 1
+                }
+            }
+            #expect(segments == 4, "two segments of the video and two of the French audio")
+            await assets.stop()
+        }
+    }
+
+    /// The body of a `200` answer to `url`.
+    static func get(_ url: URL) async throws -> [UInt8] {
+        let (data, response) = try await URLSession.shared.data(from: url)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(url)")
+        return Array(data)
     }
 }

@@ -26,10 +26,28 @@ package struct DASHPresentation: Sendable {
         package var id: String
         package var bandwidth: Int64
         package var resources: [Resource]
+        /// `height`, its own or its adaptation set's, when given.
+        package var height: Int64? = nil
+    }
+
+    /// What an adaptation set carries, as far as choosing renditions needs.
+    package enum Content: String, Sendable, Codable {
+        case video, audio, text, images
+        /// Video for fast forward and rewind only (DASH-IF trick mode).
+        case trickPlay
     }
 
     package struct AdaptationSet: Sendable {
+        /// Its element in the manifest.
+        package var element: Int = 0
         package var representations: [Representation]
+        /// From `contentType`, else `mimeType` (its own or its first representation's);
+        /// `nil` when neither says.
+        package var content: Content? = nil
+        /// `lang`, when given.
+        package var language: String? = nil
+        /// The values of its `Role`s (`main`, `forced-subtitle`, …).
+        package var roles: [String] = []
     }
 
     package struct Period: Sendable {
@@ -101,9 +119,30 @@ extension DASHManifest {
                         resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
                     }
                     budget = max(0, budget - resources.count)
-                    representations.append(DASHPresentation.Representation(element: representation, id: id, bandwidth: bandwidth, resources: resources))
+                    let height = (attribute("height", representation) ?? attribute("height", set)).flatMap { HLSPlaylist.decimal(Substring($0)) }
+                    representations.append(
+                        DASHPresentation.Representation(element: representation, id: id, bandwidth: bandwidth, resources: resources, height: height))
                 }
-                sets.append(DASHPresentation.AdaptationSet(representations: representations))
+                let first = kids(set, named: "Representation").first
+                let isTrickPlay = (kids(set, named: "EssentialProperty") + kids(set, named: "SupplementalProperty")).contains {
+                    attribute("schemeIdUri", $0) == "http://dashif.org/guidelines/trickmode"
+                }
+                let type = attribute("contentType", set) ?? (attribute("mimeType", set) ?? attribute("mimeType", first))?.split(separator: "/").first.map(String.init)
+                let codecs = attribute("codecs", set) ?? attribute("codecs", first) ?? ""
+                var content: DASHPresentation.Content? =
+                    switch type?.lowercased() {
+                    case "video": .video
+                    case "audio": .audio
+                    case "text": .text
+                    case "image": .images
+                    case "application": codecs.hasPrefix("stpp") || codecs.hasPrefix("wvtt") ? .text : nil
+                    default: nil
+                    }
+                if isTrickPlay, content == .video || content == nil { content = .trickPlay }
+                sets.append(
+                    DASHPresentation.AdaptationSet(
+                        element: set, representations: representations, content: content, language: attribute("lang", set),
+                        roles: kids(set, named: "Role").compactMap { attribute("value", $0) }))
             }
             periods.append(DASHPresentation.Period(adaptationSets: sets, duration: duration))
         }

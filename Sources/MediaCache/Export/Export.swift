@@ -22,37 +22,39 @@ package struct ExportSummary: Sendable, Codable, Equatable {
 extension CachingReader {
     /// Writes what the cache holds of `url` outside it, without contacting the origin: a
     /// file as a normal file at `destination` (every byte must be cached); an HLS asset as
-    /// a folder at `destination` holding `index.m3u8` (the chosen variant and its default
-    /// audio, as ``prefetchHLS(_:options:progress:)`` chooses them with `variant` and `seconds`),
-    /// the media playlists and their segments, init sections and cached keys, under local
-    /// names, so a player plays it with no network. A segment outside the chosen ones keeps
-    /// its origin URL. A DASH presentation is written whole as a folder holding `index.mpd`,
-    /// the manifest with only the representation of each adaptation set that `variant`
-    /// chooses, and their resources at their origin paths under a folder per origin (`o0`, …);
-    /// a resource URL with a query cannot be written so, and `seconds` is refused.
-    /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.ioFailure` when the
-    ///   destination cannot be written (an existing file or folder is not replaced).
+    /// a folder at `destination` holding `index.m3u8`, the media playlists and their segments,
+    /// init sections and cached keys, under local names, so a player plays it with no network.
+    /// Which renditions: those `renditions` and `seconds` choose (as a pin chooses them; a
+    /// segment outside the chosen seconds keeps its origin URL), or, when both are left out,
+    /// every rendition wholly held. A master playlist is written as the origin's, with only the
+    /// renditions written (``HLSPlaylist/filteredMaster(base:isHeld:)``). A DASH presentation is
+    /// written as a folder holding `index.mpd`, the manifest with only the chosen (or held)
+    /// representations and the adaptation sets that keep one, and their resources at their
+    /// origin paths under a folder per origin (`o0`, …); a resource URL with a query cannot be
+    /// written so, and `seconds` is refused.
+    /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.notCached` when nothing
+    ///   is wholly held; `.ioFailure` when the destination cannot be written (an existing file
+    ///   or folder is not replaced).
     @discardableResult
-    package func export(
-        _ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice = .first,
-        seconds: Double? = nil
-    ) async throws -> ExportSummary {
-        var offlineConfiguration = configuration
-        offlineConfiguration.isOffline = true
-        let offline = CachingReader(store: store, fetcher: fetcher, configuration: offlineConfiguration)
+    package func export(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil) async throws -> ExportSummary {
+        let offline = offlineTwin
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
         let metadata = try await offline.contentInfo(for: url)
         let kind = try await offline.manifestKind(url, metadata)
+        let chosen = renditions.isEmpty && seconds == nil ? nil : HLSPrefetchOptions(renditions: renditions, seconds: seconds)
         if kind == .dash {
-            return try await offline.exportDASH(url, to: destination, variant: variant, seconds: seconds)
+            return try await offline.exportDASH(url, to: destination, options: chosen)
         }
         guard kind == .hls else {
             let bytes = try await offline.write(url, range: nil, to: destination.path, exclusive: true)
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }
-        let plan = try await offline.prefetchPlan(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+        let (body, masterMetadata) = try await offline.playlistBody(url)
+        let master = (try? HLSPlaylist(parsing: body)).flatMap { $0.isMaster ? $0 : nil }
+        let masterBase = masterMetadata.finalURL ?? url
+        let plan = try await offline.exportPlan(url, master: master, base: masterBase, options: chosen)
         do {
             try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
         } catch {
@@ -77,7 +79,7 @@ extension CachingReader {
             files += 1
         }
         // The media playlists, their URIs mapped to the local names (keys when cached).
-        var playlistNames: [String] = []
+        var playlistNames: [URL: String] = [:]
         for (index, playlistURL) in plan.playlists.enumerated() {
             let (body, playlistMetadata) = try await offline.playlistBody(playlistURL)
             let playlist: HLSPlaylist
@@ -100,33 +102,77 @@ extension CachingReader {
                 bytes += try await offline.write(key, range: nil, to: destination.appendingPathComponent(name).path)
                 files += 1
             }
-            let name = index == 0 && plan.playlists.count == 1 && plan.playlists[0] == url ? "index.m3u8" : "media\(index).m3u8"
+            let name = master == nil ? "index.m3u8" : "media\(index).m3u8"
             try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
-            playlistNames.append(name)
+            playlistNames[playlistURL] = name
             files += 1
         }
-        if !playlistNames.contains("index.m3u8") {
-            try await Self.writeFile(
-                Array(try await offline.exportedMaster(url, playlistNames: playlistNames, options: HLSPrefetchOptions(variant: variant)).utf8),
-                to: destination.appendingPathComponent("index.m3u8").path)
+        if let master {
+            // The origin's master, with only what was written, naming it locally.
+            guard let filtered = master.filteredMaster(base: masterBase, isHeld: { playlistNames[$0] != nil }), let parsed = try? HLSPlaylist(parsing: Array(filtered.utf8))
+            else {
+                throw CacheError(.notCached, "No variant of \(url.absoluteString.prefix(200)) was written.")
+            }
+            let text = parsed.rewritten(base: masterBase) { uri, _ in playlistNames[uri] ?? uri.absoluteString }
+            try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.m3u8").path)
             files += 1
         }
         return ExportSummary(path: destination.appendingPathComponent("index.m3u8").path, files: files, bytes: bytes)
     }
 
+    /// What an export of the HLS asset at `url` writes: what `options` choose, or, when `nil`,
+    /// every media playlist of `master` wholly held (or `url` itself, a media playlist).
+    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> PrefetchPlan {
+        if let options { return try await prefetchPlan(url, options: options) }
+        guard let master else { return try await prefetchPlan(url, options: HLSPrefetchOptions()) }
+        var playlists: [URL] = []
+        var items: [PrefetchItem] = []
+        var seen: Set<PrefetchItem> = []
+        for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
+            guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
+                let plan = try? await prefetchPlan(playlist, options: HLSPrefetchOptions()), plan.items.allSatisfy(isHeld)
+            else { continue }
+            playlists.append(playlist)
+            for item in plan.items where seen.insert(item).inserted { items.append(item) }
+        }
+        guard !playlists.isEmpty else {
+            throw CacheError(.notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached; pin it first (`mediacache pin`).")
+        }
+        return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
+    }
+
     /// A DASH presentation as a folder at `destination`: `index.mpd`, the manifest with the
-    /// representation `variant` chooses in each adaptation set and the others left out, and
+    /// representations `options` choose (or, when `nil`, those wholly held) and the others left out, and
     /// under a folder per origin (`o0`, …) each resource of those at its origin path, which the
     /// manifest's bases, written relative, name.
-    private func exportDASH(_ url: URL, to destination: URL, variant: HLSPrefetchOptions.VariantChoice, seconds: Double?) async throws -> ExportSummary {
-        guard seconds == nil else {
+    private func exportDASH(_ url: URL, to destination: URL, options: HLSPrefetchOptions?) async throws -> ExportSummary {
+        guard options?.seconds == nil else {
             throw CacheError(.outOfBounds, "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
         }
         let (manifest, base) = try await dashManifest(url)
         let presentation = manifest.presentation(base: base)
-        let chosen = Self.chosenRepresentations(of: presentation, variant)
+        let chosen: [DASHPresentation.Representation]
+        if let options {
+            do {
+                chosen = try options.renditions.representations(of: presentation, url: url).map(\.1)
+            } catch {
+                throw CacheError(.outOfBounds, error.message)
+            }
+        } else {
+            chosen = presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).filter {
+                $0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(isHeld)
+            }
+        }
+        guard options != nil || !chosen.isEmpty else {
+            throw CacheError(.notCached, "No representation of \(url.absoluteString.prefix(200)) is wholly cached; pin it first (`mediacache pin`).")
+        }
         let kept = Set(chosen.map(\.element))
-        let others = Set(presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).map(\.element)).subtracting(kept)
+        var others: Set<Int> = []
+        for set in presentation.periods.flatMap(\.adaptationSets) {
+            let gone = set.representations.map(\.element).filter { !kept.contains($0) }
+            others.formUnion(gone)
+            if gone.count == set.representations.count { others.insert(set.element) }
+        }
         var origins: [String: String] = [:]
         func localPath(_ resource: URL) -> String? {
             // A folder's query is inherited by nothing under it; a file's would be lost.
@@ -174,22 +220,6 @@ extension CachingReader {
         }
         try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.mpd").path)
         return ExportSummary(path: destination.appendingPathComponent("index.mpd").path, files: ranges.count + 1, bytes: bytes)
-    }
-
-    /// A master playlist naming the exported variant (and its audio rendition, if any).
-    private func exportedMaster(_ url: URL, playlistNames: [String], options: HLSPrefetchOptions) async throws -> String {
-        let (body, _) = try await playlistBody(url)
-        let master = try? HLSPlaylist(parsing: body)
-        let variant = master.flatMap { Self.choose(options.variant, among: $0.variants) }
-        var lines = ["#EXTM3U"]
-        var audio = ""
-        if playlistNames.count > 1 {
-            lines.append(#"#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="audio",NAME="audio",DEFAULT=YES,AUTOSELECT=YES,URI="\#(playlistNames[1])""#)
-            audio = #",AUDIO="audio""#
-        }
-        lines.append("#EXT-X-STREAM-INF:BANDWIDTH=\(variant?.bandwidth ?? 1)\(audio)")
-        lines.append(playlistNames[0])
-        return lines.joined(separator: "\n") + "\n"
     }
 
     /// `index` and the URL's extension (letters and digits, at most 5), e.g. `r0003.m4s`.

@@ -4,6 +4,25 @@
 package import Foundation
 
 extension HLSPlaylist {
+    /// A trick-play playlist of a master playlist: I-frames (`EXT-X-I-FRAME-STREAM-INF`) or
+    /// images (`EXT-X-IMAGE-STREAM-INF`, thumbnails for scrubbing).
+    package struct TrickPlayPlaylist: Sendable, Equatable {
+        package enum Kind: String, Sendable, Codable { case iFrames, images }
+        package var kind: Kind
+        package var uri: String
+        package var bandwidth: Int64
+        package var height: Int64?
+        package var videoGroup: String?
+    }
+
+    /// The height of a `RESOLUTION` (`<width>x<height>`), bounded; `nil` when it is not one.
+    static func height(_ resolution: String?) -> Int64? {
+        guard let parts = resolution?.split(separator: "x", maxSplits: 1, omittingEmptySubsequences: false), parts.count == 2,
+            Self.decimal(parts[0]) != nil, let height = Self.decimal(parts[1]), height <= 1 << 20
+        else { return nil }
+        return height
+    }
+
     /// The tags of a master playlist that name a playlist of their own in a `URI` attribute,
     /// which a player may choose: renditions, I-frame and image (trick play) playlists.
     static let choosableTags: Set<String> = ["EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF"]

@@ -41,6 +41,11 @@ package struct HLSPlaylist: Sendable {
         public var uri: String
         /// The `AUDIO` group whose renditions (``HLSPlaylist/renditions``) carry its sound, if any.
         public var audioGroup: String?
+        /// The height of `RESOLUTION` (`1280x720`: 720), when given.
+        package var height: Int64?
+        /// The `VIDEO` and `SUBTITLES` groups it names, if any.
+        package var videoGroup: String?
+        package var subtitlesGroup: String?
     }
 
     /// An alternative rendition (`EXT-X-MEDIA`) that has its own playlist.
@@ -51,6 +56,11 @@ package struct HLSPlaylist: Sendable {
         public var uri: String
         /// `DEFAULT=YES`: the rendition a player picks without a preference.
         public var isDefault: Bool
+        /// `LANGUAGE` (an RFC 5646 tag) and `NAME`, when given.
+        package var language: String? = nil
+        package var name: String? = nil
+        /// `FORCED=YES` (subtitles): shown without the user asking, for speech in another language.
+        package var isForced = false
     }
 
     /// A media initialization section (`EXT-X-MAP`): what a player needs before the segments after it.
@@ -78,6 +88,8 @@ package struct HLSPlaylist: Sendable {
     public private(set) var segments: [Segment] = []
     /// The `EXT-X-MEDIA` renditions that name a playlist.
     public private(set) var renditions: [Rendition] = []
+    /// The I-frame and image playlists of a master playlist.
+    package private(set) var trickPlayPlaylists: [TrickPlayPlaylist] = []
     /// The `EXT-X-MAP` in force after the lines read so far.
     private var currentInitSection: InitSection?
     /// `EXT-X-TARGETDURATION`, seconds.
@@ -98,7 +110,7 @@ package struct HLSPlaylist: Sendable {
     /// The tags whose `URI` attribute names a resource (RFC 8216 §4.3 and draft-pantos-hls-rfc8216bis).
     public static let tagsWithURIAttribute: Set<String> = [
         "EXT-X-KEY", "EXT-X-SESSION-KEY", "EXT-X-MAP", "EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF",
-        "EXT-X-SESSION-DATA", "EXT-X-PART", "EXT-X-PRELOAD-HINT", "EXT-X-RENDITION-REPORT",
+        "EXT-X-SESSION-DATA", "EXT-X-PART", "EXT-X-PRELOAD-HINT", "EXT-X-RENDITION-REPORT", "EXT-X-IMAGE-STREAM-INF",
     ]
 
     /// The tag that names a content steering server, in its `SERVER-URI` attribute (RFC
@@ -299,11 +311,25 @@ package struct HLSPlaylist: Sendable {
             hasEndList = true
         case "EXT-X-STREAM-INF":
             let attributes = try Self.attributes(value ?? "")
-            variant = Variant(bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, uri: "", audioGroup: attributes["AUDIO"])
+            variant = Variant(
+                bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, uri: "", audioGroup: attributes["AUDIO"],
+                height: Self.height(attributes["RESOLUTION"]), videoGroup: attributes["VIDEO"], subtitlesGroup: attributes["SUBTITLES"])
         case "EXT-X-MEDIA":
             let attributes = try Self.attributes(value ?? "")
             if let uri = attributes["URI"], let type = attributes["TYPE"], let group = attributes["GROUP-ID"] {
-                renditions.append(Rendition(type: type, groupID: group, uri: uri, isDefault: attributes["DEFAULT"] == "YES"))
+                renditions.append(
+                    Rendition(
+                        type: type, groupID: group, uri: uri, isDefault: attributes["DEFAULT"] == "YES", language: attributes["LANGUAGE"],
+                        name: attributes["NAME"], isForced: attributes["FORCED"] == "YES"))
+            }
+        case "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF":
+            let attributes = try Self.attributes(value ?? "")
+            if let uri = attributes["URI"] {
+                trickPlayPlaylists.append(
+                    TrickPlayPlaylist(
+                        kind: name == "EXT-X-I-FRAME-STREAM-INF" ? .iFrames : .images, uri: uri,
+                        bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, height: Self.height(attributes["RESOLUTION"]),
+                        videoGroup: attributes["VIDEO"]))
             }
         case "EXT-X-MAP":
             let attributes = try Self.attributes(value ?? "")

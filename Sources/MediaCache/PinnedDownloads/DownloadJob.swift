@@ -50,6 +50,9 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     public var createdAt: Date
     /// The entries the job pins: its playlists and resources.
     var keys: [CacheKey] = []
+    /// For an asset, each rendition the job pins and how much of it is stored (when last
+    /// looked: at the pin, as the download goes, when it settles).
+    package var renditions: [RenditionState]?
     /// The cookies its stream needs (those of its host in the fetcher's jar when it was last
     /// written), for after a restart; sealed with the job in an encrypted store.
     var cookies: [OriginCookie]?
@@ -57,10 +60,41 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     /// What of an HLS asset or a DASH presentation a job pins.
     public struct AssetChoice: Sendable, Codable, Equatable {
         public var format: CachingReader.ManifestKind
-        /// The HLS variant, or the representation of each DASH adaptation set, by bandwidth.
-        public var variant: HLSPrefetchOptions.VariantChoice
+        /// The variants, audio, subtitles and trick play, every part said (``RenditionChoice/resolved``).
+        public var renditions: RenditionChoice
         /// From the start, how many seconds; `nil` for all.
         public var seconds: Double?
+
+        /// The first HLS variant, or representation of each DASH video adaptation set, chosen.
+        public var variant: HLSPrefetchOptions.VariantChoice {
+            get { renditions.variants.first ?? .first }
+            set { renditions.variants = [newValue] }
+        }
+
+        init(format: CachingReader.ManifestKind, renditions: RenditionChoice, seconds: Double?) {
+            self.format = format
+            self.renditions = renditions.resolved
+            self.seconds = seconds
+        }
+
+        private enum CodingKeys: String, CodingKey { case format, renditions, seconds, variant }
+
+        /// A job written before renditions were chosen names only its variant.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            format = try container.decode(CachingReader.ManifestKind.self, forKey: .format)
+            seconds = try container.decodeIfPresent(Double.self, forKey: .seconds)
+            renditions =
+                try container.decodeIfPresent(RenditionChoice.self, forKey: .renditions)
+                ?? RenditionChoice(variants: [try container.decodeIfPresent(HLSPrefetchOptions.VariantChoice.self, forKey: .variant) ?? .first]).resolved
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(format, forKey: .format)
+            try container.encode(renditions, forKey: .renditions)
+            try container.encodeIfPresent(seconds, forKey: .seconds)
+        }
     }
 
     /// The fraction stored, 0...1, when the total is known.
@@ -68,6 +102,15 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
         guard let total = bytesTotal else { return nil }
         return total > 0 ? min(1, Double(bytesDone) / Double(total)) : 1
     }
+}
+
+/// A rendition a job pins, and how much of it is stored.
+package struct RenditionState: Sendable, Codable, Equatable {
+    package var rendition: ChosenRendition
+    package var state: HeldState
+    /// Its resources (segments, init sections), and of those wholly stored.
+    package var resources: Int
+    package var resourcesHeld: Int
 }
 
 /// All jobs together, for a "Downloads" screen's header or `mediacache downloads`.

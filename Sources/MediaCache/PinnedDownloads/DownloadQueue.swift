@@ -55,6 +55,8 @@ public final class DownloadQueue: Sendable {
         /// The job's bytes when the store last committed.
         var committedBytes: Int64 = 0
         var stop: Stop?
+        /// An asset's renditions and their resources, once planned.
+        var plan: [(rendition: ChosenRendition, items: [PrefetchItem])] = []
         /// Its download has ended and its state is being written: it is not cancelled, and
         /// ``shutDown()`` waits for the write.
         var isSettling = false
@@ -146,33 +148,54 @@ public final class DownloadQueue: Sendable {
     // MARK: Pinning
 
     /// Pins `url` and queues its download: a file, or, when `url` is an HLS playlist or a
-    /// DASH manifest, the asset `variant` and `seconds` choose (``HLSPrefetchOptions``). Asking for the content
-    /// information (a `HEAD`, or the playlists) is all it fetches before it decides; a pin
-    /// that cannot fit the pinned quota is refused then, saying how much it needs and how
-    /// much is free. Pinning a URL that has a job already returns that job (resumed if it
-    /// was paused or failed).
-    /// - Throws: ``CacheError``: `.capacityExceeded` with the numbers; `.originRejected` for a
-    ///   resource of unknown length or one the origin forbids storing; origin errors.
+    /// DASH manifest, the asset `variant` and `seconds` choose, with its default audio
+    /// (``pin(_:renditions:seconds:)`` chooses languages, subtitles and trick play too). Pinning
+    /// a URL that has a job already returns that job (resumed if it was paused or failed).
     @discardableResult
     public func pin(_ url: URL, variant: HLSPrefetchOptions.VariantChoice = .first, seconds: Double? = nil) async throws -> DownloadJob {
+        if let existing = job(matching: url.absoluteString) { return try await resumed(existing) }
+        return try await pin(url, renditions: RenditionChoice(variants: [variant]), seconds: seconds)
+    }
+
+    /// Pins `url` and queues its download: a file, or, when `url` is an HLS playlist or a
+    /// DASH manifest, the renditions `renditions` choose (a part left unsaid takes its default:
+    /// the first variant, the default audio, no subtitles) and `seconds` of each. Asking for
+    /// the content information (a `HEAD`, or the playlists) is all it fetches before it
+    /// decides; a pin that cannot fit the pinned quota is refused then, saying how much it
+    /// needs and how much is free.
+    ///
+    /// Pinning an asset that has a job already adds what `renditions` names to the job's
+    /// choice (another audio language, say): only the new renditions' resources are fetched,
+    /// what is stored already is not. With nothing new, the job is returned as it is (resumed
+    /// if it was paused or failed).
+    /// - Throws: ``CacheError``: `.capacityExceeded` with the numbers; `.outOfBounds` for a
+    ///   language the asset does not have; `.originRejected` for a resource of unknown length
+    ///   or one the origin forbids storing; origin errors.
+    @discardableResult
+    public func pin(_ url: URL, renditions: RenditionChoice, seconds: Double? = nil) async throws -> DownloadJob {
         try reader.checkOrigin(url)
         let key = store.key(for: url)
         if let existing = job(matching: url.absoluteString) {
-            if existing.state == .paused || existing.state == .failed { return try await resume(existing.id) }
-            return existing
+            if let asset = existing.asset, !renditions.isEmpty {
+                let merged = asset.renditions.adding(renditions)
+                if merged != asset.renditions { return try await rechoose(existing.id, merged) }
+            }
+            return try await resumed(existing)
         }
         let metadata = try await reader.contentInfo(for: url)
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: store.configuration.clock.now)
         var keys = [key]
         if let kind = try await reader.manifestKind(url, metadata) {
+            let asset = DownloadJob.AssetChoice(format: kind, renditions: renditions, seconds: seconds)
             let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.assetPlan(url, kind: kind, options: HLSPrefetchOptions(variant: variant, seconds: seconds))
+                try await reader.assetPlan(url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
             }
-            keys += plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
-            job.asset = DownloadJob.AssetChoice(format: kind, variant: variant, seconds: seconds)
+            keys += Self.keys(of: plan, in: store)
+            job.asset = asset
             job.bytesTotal = plan.estimatedBytes
             job.totalIsEstimate = plan.items.contains { $0.range == nil }
             job.resourcesTotal = plan.items.count
+            job.renditions = renditionStates(plan)
         } else {
             guard let length = metadata.length else {
                 throw CacheError(.originRejected, "The origin does not say how long \(url.absoluteString.prefix(200)) is, so it cannot be pinned.")
@@ -197,6 +220,17 @@ public final class DownloadQueue: Sendable {
         return job
     }
 
+    /// `job`, resumed if it was paused or failed.
+    private func resumed(_ job: DownloadJob) async throws -> DownloadJob {
+        if job.state == .paused || job.state == .failed { return try await resume(job.id) }
+        return job
+    }
+
+    /// The keys of a plan's playlists and resources.
+    static func keys(of plan: CachingReader.PrefetchPlan, in store: CacheStore) -> [CacheKey] {
+        plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
+    }
+
     /// Refuses `job` when what it still needs exceeds what the pinned quota has free, the
     /// outstanding bytes of the other unfinished jobs counted as taken.
     func checkRoom(for job: DownloadJob) throws {
@@ -205,7 +239,7 @@ public final class DownloadQueue: Sendable {
         let pinned = store.pinnedBytes
         let alreadyPinned = job.keys.reduce(Int64(0)) { $0 + (store.isPinned($1) ? store.spans(for: $1).byteCount : 0) }
         let promised = state.withLock { state in
-            state.jobs.values.filter { $0.state != .completed }.reduce(Int64(0)) { $0 + max(0, ($1.bytesTotal ?? 0) - $1.bytesDone) }
+            state.jobs.values.filter { $0.state != .completed && $0.id != job.id }.reduce(Int64(0)) { $0 + max(0, ($1.bytesTotal ?? 0) - $1.bytesDone) }
         }
         let needed = max(0, total - alreadyPinned)
         let free = max(0, quota - pinned - promised)
@@ -262,10 +296,11 @@ public final class DownloadQueue: Sendable {
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
             if let asset = job.asset {
-                let options = HLSPrefetchOptions(variant: asset.variant, seconds: asset.seconds)
+                let options = HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds)
                 let plan = try await reader.assetPlan(job.url, kind: asset.format, options: options)
+                state.withLock { $0.running[id]?.plan = plan.renditions }
                 // A playlist may name more than when it was pinned: those are pinned too.
-                let keys = plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
+                let keys = Self.keys(of: plan, in: store)
                 let added = state.withLock { state -> [CacheKey] in
                     let known = Set(state.jobs[id]?.keys ?? [])
                     var seen: Set<CacheKey> = []
@@ -284,8 +319,10 @@ public final class DownloadQueue: Sendable {
         } catch {
             failure = "\(error)"
         }
+        let settled = state.withLock { $0.running[id]?.plan }.map(renditionStates)
         let stop = state.withLock { state -> Stop? in
             state.running[id]?.isSettling = true
+            if let settled, !settled.isEmpty { state.jobs[id]?.renditions = settled }
             let stop = state.running[id]?.stop
             guard state.jobs[id] != nil else { return stop }
             state.jobs[id]!.bytesPerSecond = nil
@@ -349,7 +386,13 @@ public final class DownloadQueue: Sendable {
             if commits { state.running[id]!.committedBytes = job.bytesDone }
             return commits
         }
-        if commits { store.scheduleFlush() }
+        if commits {
+            store.scheduleFlush()
+            if let plan = state.withLock({ $0.running[id]?.plan }), !plan.isEmpty {
+                let states = renditionStates(plan)
+                state.withLock { $0.jobs[id]?.renditions = states }
+            }
+        }
     }
 
     // MARK: Helpers

@@ -25,23 +25,32 @@ extension CachingReader {
     /// representation's `bandwidth` times the seconds chosen.
     func dashPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
         let (manifest, base) = try await dashManifest(url, headers: options.headers)
+        let chosen: [(ChosenRendition, DASHPresentation.Representation)]
+        do {
+            chosen = try options.renditions.representations(of: manifest.presentation(base: base), url: url)
+        } catch {
+            throw CacheError(.outOfBounds, error.message)
+        }
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
         var estimate: Int64 = 0
-        for representation in Self.chosenRepresentations(of: manifest.presentation(base: base), options.variant) {
+        var renditions: [(rendition: ChosenRendition, items: [PrefetchItem])] = []
+        for (rendition, representation) in chosen {
             var seconds = 0.0
+            var own: [PrefetchItem] = []
             for resource in representation.resources {
                 if let limit = options.seconds, resource.duration > 0, seconds >= limit { break }
                 seconds += resource.duration
-                let item = PrefetchItem(url: resource.url, range: resource.range)
-                if seen.insert(item).inserted { items.append(item) }
+                own.append(PrefetchItem(url: resource.url, range: resource.range))
             }
+            for item in own where seen.insert(item).inserted { items.append(item) }
+            renditions.append((rendition, own))
             estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(representation.bandwidth) / 8 * seconds)))
         }
         guard !items.isEmpty else {
             throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments this cache can store.")
         }
-        return PrefetchPlan(playlists: [url], items: items, estimatedBytes: estimate)
+        return PrefetchPlan(playlists: [url], items: items, estimatedBytes: estimate, renditions: renditions)
     }
 
     /// The static manifest at `url` (stored, or fetched and stored) and the base its references
@@ -60,15 +69,6 @@ extension CachingReader {
             throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) is live (type=\"dynamic\"): it has no end to store.")
         }
         return (manifest, metadata.finalURL ?? url)
-    }
-
-    /// In each period, the representation of each adaptation set that `variant` chooses by
-    /// `bandwidth`, as for HLS variants.
-    static func chosenRepresentations(of presentation: DASHPresentation, _ variant: HLSPrefetchOptions.VariantChoice) -> [DASHPresentation.Representation] {
-        presentation.periods.flatMap(\.adaptationSets).compactMap { set in
-            let variants = set.representations.enumerated().map { HLSPlaylist.Variant(bandwidth: $0.element.bandwidth, uri: String($0.offset)) }
-            return choose(variant, among: variants).flatMap { Int($0.uri) }.map { set.representations[$0] }
-        }
     }
 
     /// What a prefetch of the asset at `url` stores, an HLS playlist or a DASH manifest.

@@ -20,9 +20,19 @@ public struct HLSPrefetchOptions: Sendable, Equatable {
         case highestBandwidth
         /// The highest `BANDWIDTH` of at most this many bits per second; the lowest if none is.
         case atMost(bitsPerSecond: Int64)
+        /// The tallest picture (`RESOLUTION`, DASH `height`) of at most this many lines, the
+        /// highest `BANDWIDTH` of those; the shortest if none is; the first when none says.
+        case atMostHeight(Int64)
     }
 
-    public var variant: VariantChoice = .first
+    /// The variants, audio and subtitle languages and trick-play playlists to store.
+    public var renditions = RenditionChoice()
+
+    /// The first of ``RenditionChoice/variants`` (setting it makes it the only one).
+    public var variant: VariantChoice {
+        get { renditions.variants.first ?? .first }
+        set { renditions.variants = [newValue] }
+    }
     /// How much of each media playlist, from its first segment: `nil` for all of it, else
     /// segments until their durations reach this many seconds.
     public var seconds: Double?
@@ -32,12 +42,18 @@ public struct HLSPrefetchOptions: Sendable, Equatable {
     public var headers: RequestHeaders = []
 
     public init(variant: VariantChoice = .first, seconds: Double? = nil) {
-        self.variant = variant
+        self.renditions = RenditionChoice(variants: [variant])
+        self.seconds = seconds
+    }
+
+    /// The options of `renditions` and `seconds`.
+    public init(renditions: RenditionChoice, seconds: Double? = nil) {
+        self.renditions = renditions
         self.seconds = seconds
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.variant == rhs.variant && lhs.seconds == rhs.seconds && lhs.concurrency == rhs.concurrency
+        lhs.renditions == rhs.renditions && lhs.seconds == rhs.seconds && lhs.concurrency == rhs.concurrency
             && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
     }
 }
@@ -205,69 +221,72 @@ extension CachingReader {
         }
     }
 
-    /// What a prefetch of an HLS asset stores.
+    /// What a prefetch of an HLS asset or a DASH presentation stores.
     struct PrefetchPlan {
-        /// The media playlists chosen.
+        /// The media playlists chosen (a DASH manifest's own URL).
         var playlists: [URL]
         var items: [PrefetchItem]
         /// The chosen variant's `BANDWIDTH` times each segment's duration, for segments of
         /// unknown length (a media playlist named directly has none: `nil`).
         var estimatedBytes: Int64?
+        /// Each rendition chosen and the resources it needs (an item may serve several).
+        var renditions: [(rendition: ChosenRendition, items: [PrefetchItem])] = []
     }
 
     /// The media playlists and resources a prefetch of `url` stores.
     func prefetchPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
         let (entry, base) = try await parsedPlaylist(url, headers: options.headers)
-        var playlists = [url]
-        var bandwidth: Int64?
-        var estimate: Int64 = 0
+        var chosen = [ChosenRendition(role: .variant, url: url, bandwidth: 0)]
         if entry.isMaster {
-            guard let variant = Self.choose(options.variant, among: entry.variants), let variantURL = HLSPlaylist.resolve(variant.uri, base: base) else {
-                throw CacheError(.originRejected, "The master playlist at \(url.absoluteString.prefix(200)) names no http(s) variant.")
+            do {
+                chosen = try options.renditions.renditions(of: entry, base: base)
+            } catch {
+                throw CacheError(.outOfBounds, error.message)
             }
-            playlists = [variantURL]
-            bandwidth = variant.bandwidth
-            let audio = entry.renditions.filter { $0.type == "AUDIO" && $0.groupID == variant.audioGroup }
-            if let rendition = audio.first(where: \.isDefault) ?? audio.first, let audioURL = HLSPlaylist.resolve(rendition.uri, base: base),
-                audioURL != variantURL
-            {
-                playlists.append(audioURL)
+            guard chosen.contains(where: { $0.role == .variant }) else {
+                throw CacheError(.originRejected, "The master playlist at \(url.absoluteString.prefix(200)) names no http(s) variant.")
             }
         }
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
-        for playlistURL in playlists {
+        var estimate: Int64 = 0
+        var renditions: [(rendition: ChosenRendition, items: [PrefetchItem])] = []
+        for rendition in chosen {
+            let playlistURL = rendition.url
             let (media, mediaBase) = playlistURL == url ? (entry, base) : try await parsedPlaylist(playlistURL, headers: options.headers)
             var seconds = 0.0
+            var own: [PrefetchItem] = []
             for segment in media.segments {
                 if let limit = options.seconds, seconds >= limit { break }
                 seconds += segment.duration
-                if playlistURL == playlists.first, segment.byteRange == nil, let bandwidth {
+                if rendition.role == .variant, segment.byteRange == nil, rendition.bandwidth > 0 {
                     // BANDWIDTH covers every rendition of the variant (RFC 8216 §4.3.4.2).
-                    estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(bandwidth) / 8 * max(0, segment.duration))))
+                    estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(rendition.bandwidth) / 8 * max(0, segment.duration))))
                 }
-                var resources: [PrefetchItem] = []
                 if let section = segment.initSection, let sectionURL = HLSPlaylist.resolve(section.uri, base: mediaBase) {
-                    resources.append(PrefetchItem(url: sectionURL, range: section.byteRange))
+                    own.append(PrefetchItem(url: sectionURL, range: section.byteRange))
                 }
                 if let segmentURL = HLSPlaylist.resolve(segment.uri, base: mediaBase) {
-                    resources.append(PrefetchItem(url: segmentURL, range: segment.byteRange))
+                    own.append(PrefetchItem(url: segmentURL, range: segment.byteRange))
                 }
-                for item in resources where seen.insert(item).inserted { items.append(item) }
             }
             if store.isEncrypted {
                 // The playlist's keys (rewriting is the one place URIs are found, with their tags).
                 _ = media.rewritten(base: mediaBase) { uri, tag in
-                    if let tag, HLSPlaylist.keyTags.contains(tag), seen.insert(PrefetchItem(url: uri, range: nil)).inserted {
-                        items.append(PrefetchItem(url: uri, range: nil))
-                    }
+                    if let tag, HLSPlaylist.keyTags.contains(tag) { own.append(PrefetchItem(url: uri, range: nil)) }
                     return uri.absoluteString
                 }
             }
+            var ownSeen: Set<PrefetchItem> = []
+            own = own.filter { ownSeen.insert($0).inserted }
+            for item in own where seen.insert(item).inserted { items.append(item) }
+            renditions.append((rendition, own))
         }
         estimate = items.reduce(estimate) { Self.saturatingSum($0, $1.range?.length ?? 0) }
         let unknown = items.contains { $0.range == nil }
-        return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: unknown && bandwidth == nil ? nil : estimate)
+        let estimated = chosen.contains { $0.role == .variant && $0.bandwidth > 0 }
+        return PrefetchPlan(
+            playlists: chosen.map(\.url), items: items, estimatedBytes: unknown && !estimated ? nil : estimate, renditions: renditions)
     }
 
     /// The playlist at `url`, read through the cache, and the URL its relative URIs resolve against.
@@ -296,6 +315,9 @@ extension CachingReader {
         case .highestBandwidth: variants.max { $0.bandwidth < $1.bandwidth }
         case .atMost(let limit):
             variants.filter { $0.bandwidth <= limit }.max { $0.bandwidth < $1.bandwidth } ?? variants.min { $0.bandwidth < $1.bandwidth }
+        case .atMostHeight(let limit):
+            variants.filter { ($0.height ?? .max) <= limit }.max { ($0.height ?? 0, $0.bandwidth) < ($1.height ?? 0, $1.bandwidth) }
+                ?? variants.filter { $0.height != nil }.min { ($0.height ?? 0, $0.bandwidth) < ($1.height ?? 0, $1.bandwidth) } ?? variants.first
         }
     }
 

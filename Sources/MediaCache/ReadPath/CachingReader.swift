@@ -21,7 +21,7 @@ public final class CachingReader: Sendable {
     public let store: CacheStore
     /// The read path's options.
     public let configuration: Configuration
-    let fetcher: any OriginFetcher
+    let fetcher: MeteredFetcher
     let scheduler: DownloadScheduler
     /// How many streams are open (see ``Configuration/readBufferBudget``).
     let openStreams = Atomic<Int>(0)

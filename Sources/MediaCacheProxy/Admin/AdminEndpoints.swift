@@ -118,10 +118,11 @@ struct AdminEndpoints {
         case (.GET, "downloads"):
             return try Self.json(try downloads().jobs)
         case (.POST, "pin"):
-            let request = try PrefetchRequest(range: nil, seconds: target.query("seconds"), variant: target.query("variant"))
-            return try await answering { try Self.json(try await downloads().pin(try originURL(target), variant: request.variant, seconds: request.seconds)) }
+            let request = try PrefetchRequest(target)
+            return try await answering { try Self.json(try await downloads().pin(try originURL(target), renditions: request.renditions, seconds: request.seconds)) }
         case (.POST, "unpin"):
-            return try await answering { try Self.json(["unpinned": try await downloads().unpin(try originURL(target))]) }
+            let request = try PrefetchRequest(target)
+            return try await answering { try Self.json(["unpinned": try await downloads().unpin(try originURL(target), renditions: request.renditions)]) }
         case (.POST, "pause"):
             return try await answering { try Self.json(try await downloads().pause(try job(target))) }
         case (.POST, "resume"):
@@ -132,12 +133,12 @@ struct AdminEndpoints {
                 return try Self.json(["cancelled": true])
             }
         case (.POST, "export"):
-            let request = try PrefetchRequest(range: nil, seconds: target.query("seconds"), variant: target.query("variant"))
+            let request = try PrefetchRequest(target)
             guard let output = target.query("output"), output.hasPrefix("/"), !output.contains("\u{0}") else {
                 throw ProxyRequestError(status: .badRequest, "Give the destination as output=<absolute path>.")
             }
             return try await answering {
-                try Self.json(try await reader.export(try originURL(target), to: URL(fileURLWithPath: output), variant: request.variant, seconds: request.seconds))
+                try Self.json(try await reader.export(try originURL(target), to: URL(fileURLWithPath: output), renditions: request.renditions, seconds: request.seconds))
             }
         case (.GET, "preload"):
             return try Self.json(reader.preloadStatus)
@@ -193,7 +194,7 @@ struct AdminEndpoints {
             throw ProxyRequestError(
                 status: .badRequest, "Give 1 to \(CachingReader.maximumPreloadItems) origin URLs as target=<percent-encoded http or https URL>, in the order they will play.")
         }
-        let seconds = try PrefetchRequest(range: nil, seconds: target.query("seconds"), variant: nil).seconds ?? 5
+        let seconds = try PrefetchRequest(target).seconds ?? 5
         return try texts.map { text in
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
                 throw ProxyRequestError(status: .badRequest, "Each target must be a percent-encoded http or https URL, not \(text.prefix(100)).")
@@ -205,7 +206,7 @@ struct AdminEndpoints {
     /// Runs a prefetch, streaming its progress as JSON lines; the client leaving cancels it.
     private func prefetch(_ target: RequestTarget) throws -> ProxyResponse {
         let url = try originURL(target)
-        let request = try PrefetchRequest(range: target.query("range"), seconds: target.query("seconds"), variant: target.query("variant"))
+        let request = try PrefetchRequest(target, range: true)
         let reader = reader
         let (lines, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
         let task = Task {
@@ -259,31 +260,57 @@ package struct AdminStats: Sendable, Codable, Equatable {
     }
 }
 
-/// A prefetch as the command line and the admin endpoint describe it.
+/// A prefetch, pin or export as the command line and the admin endpoints describe it.
 package struct PrefetchRequest: Sendable, Equatable {
     package var range: ByteRange?
     package var seconds: Double?
-    package var variant: HLSPrefetchOptions.VariantChoice
+    /// What of an HLS asset or a DASH presentation; parts left unsaid are empty (see ``RenditionChoice``).
+    package var renditions = RenditionChoice()
 
-    package init(range: ByteRange? = nil, seconds: Double? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) {
+    package init(range: ByteRange? = nil, seconds: Double? = nil, renditions: RenditionChoice = RenditionChoice()) {
         self.range = range
         self.seconds = seconds
-        self.variant = variant
+        self.renditions = renditions
     }
 
-    /// Parses the options' text forms: `range` `a-b` (inclusive, as in HTTP), `seconds` a
-    /// positive number, `variant` `first`, `lowest`, `highest` or a number of bits per second.
+    package init(range: ByteRange? = nil, seconds: Double? = nil, variant: HLSPrefetchOptions.VariantChoice) {
+        self.init(range: range, seconds: seconds, renditions: RenditionChoice(variants: [variant]))
+    }
+
+    /// The first variant chosen (`.first` when none is said).
+    package var variant: HLSPrefetchOptions.VariantChoice { renditions.variants.first ?? .first }
+
+    /// The options an admin endpoint's query gives (``queryItems``).
     /// - Throws: ``ProxyRequestError`` (400) that says which is wrong.
-    init(range: String?, seconds: String?, variant: String?) throws {
+    init(_ target: RequestTarget, range: Bool = false) throws {
         do {
-            self = try Self.parse(range: range, seconds: seconds, variant: variant)
+            self = try Self.parse(
+                range: range ? target.query("range") : nil, seconds: target.query("seconds"), variant: target.query("variant"), audio: target.query("audio"),
+                subtitles: target.query("subtitles"), trickPlay: target.query("trick-play"))
         } catch {
             throw ProxyRequestError(status: .badRequest, error.message)
         }
     }
 
-    /// Parses the options' text forms (see above).
-    package static func parse(range: String?, seconds: String?, variant: String?) throws(PrefetchRequestError) -> PrefetchRequest {
+    /// The query an admin endpoint reads these options from.
+    package var queryItems: [URLQueryItem] {
+        var items: [URLQueryItem] = []
+        if let range { items.append(URLQueryItem(name: "range", value: "\(range.lowerBound)-\(range.upperBound - 1)")) }
+        if let seconds { items.append(URLQueryItem(name: "seconds", value: String(seconds))) }
+        if let variant = renditions.variants.first { items.append(URLQueryItem(name: "variant", value: Self.text(of: variant))) }
+        if let audio = renditions.audio { items.append(URLQueryItem(name: "audio", value: audio.text)) }
+        if let subtitles = renditions.subtitles { items.append(URLQueryItem(name: "subtitles", value: subtitles.text)) }
+        if renditions.trickPlay { items.append(URLQueryItem(name: "trick-play", value: "yes")) }
+        return items
+    }
+
+    /// Parses the options' text forms: `range` `a-b` (inclusive, as in HTTP), `seconds` a
+    /// positive number, `variant` `first`, `lowest`, `highest`, a height (`720p`) or a number
+    /// of bits per second; `audio` and `subtitles` as ``LanguageChoice/parse(_:option:)``
+    /// reads them; `trickPlay` `yes` or `no`.
+    package static func parse(
+        range: String?, seconds: String?, variant: String?, audio: String? = nil, subtitles: String? = nil, trickPlay: String? = nil
+    ) throws(PrefetchRequestError) -> PrefetchRequest {
         var request = PrefetchRequest()
         if let range {
             let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -301,25 +328,38 @@ package struct PrefetchRequest: Sendable, Equatable {
             request.seconds = value
         }
         switch variant?.lowercased() {
-        case nil, "first": request.variant = .first
-        case "lowest": request.variant = .lowestBandwidth
-        case "highest": request.variant = .highestBandwidth
+        case nil: break
+        case "first": request.renditions.variants = [.first]
+        case "lowest": request.renditions.variants = [.lowestBandwidth]
+        case "highest": request.renditions.variants = [.highestBandwidth]
         case let text?:
-            guard let bps = HLSPlaylist.decimal(Substring(text)), bps > 0 else {
-                throw PrefetchRequestError(message: "--variant takes first, lowest, highest or a number of bits per second, not \(text.prefix(60)).")
+            if text.hasSuffix("p"), let height = HLSPlaylist.decimal(text.dropLast()), height > 0, height <= 1 << 20 {
+                request.renditions.variants = [.atMostHeight(height)]
+            } else if let bps = HLSPlaylist.decimal(Substring(text)), bps > 0 {
+                request.renditions.variants = [.atMost(bitsPerSecond: bps)]
+            } else {
+                throw PrefetchRequestError(
+                    message: "--variant takes first, lowest, highest, a height (720p) or a number of bits per second, not \(text.prefix(60)).")
             }
-            request.variant = .atMost(bitsPerSecond: bps)
+        }
+        if let audio { request.renditions.audio = try LanguageChoice.parse(audio, option: "--audio") }
+        if let subtitles { request.renditions.subtitles = try LanguageChoice.parse(subtitles, option: "--subtitles") }
+        switch trickPlay?.lowercased() {
+        case nil, "no", "false", "0": break
+        case "yes", "true", "1": request.renditions.trickPlay = true
+        case let text?: throw PrefetchRequestError(message: "trick-play takes yes or no, not \(text.prefix(60)).")
         }
         return request
     }
 
-    /// The text form of `variant` that ``parse(range:seconds:variant:)`` reads; `nil` for `.first`.
-    package static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String? {
+    /// The text form of `variant` that ``parse(range:seconds:variant:audio:subtitles:trickPlay:)`` reads.
+    package static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String {
         switch variant {
-        case .first: nil
+        case .first: "first"
         case .lowestBandwidth: "lowest"
         case .highestBandwidth: "highest"
         case .atMost(let bps): String(bps)
+        case .atMostHeight(let height): "\(height)p"
         }
     }
 
@@ -328,15 +368,10 @@ package struct PrefetchRequest: Sendable, Equatable {
     package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
         let metadata = try await reader.contentInfo(for: url)
         switch try await reader.manifestKind(url, metadata) {
-        case .hls: return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
-        case .dash: return try await reader.prefetchDASH(url, options: HLSPrefetchOptions(variant: variant, seconds: seconds), progress: progress)
+        case .hls: return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
+        case .dash: return try await reader.prefetchDASH(url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
         case nil: break
         }
         return try await reader.prefetch(url, range: range, progress: progress)
     }
-}
-
-/// A prefetch option that cannot be read, and why.
-package struct PrefetchRequestError: Error, Sendable {
-    package var message: String
 }

@@ -74,7 +74,9 @@ extension ProxyHandler {
             guard HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal else { return nil }
             return .milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
         }
-        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+        // Offline, or with the origin failing, a master lists only the renditions held.
+        let served = await reader.heldMaster(body, url: url, base: metadata.finalURL ?? url) ?? body
+        return try rewrite(served, metadata: metadata, url: url, head: head, localPort: localPort)
     }
 
     /// The DASH manifest at `url` with every URL it names (and a base for what it names
@@ -103,7 +105,9 @@ extension ProxyHandler {
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
-        let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved in
+        // Offline, or with the origin failing, only the representations held.
+        let removed = await reader.heldManifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
+        let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in
             proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
         }
         return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)

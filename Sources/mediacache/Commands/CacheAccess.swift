@@ -129,10 +129,7 @@ enum CacheAccess {
                 throw CommandFailure(error.message)
             }
         case .server(let info):
-            var query = [URLQueryItem(name: "target", value: url.absoluteString)]
-            if let range = request.range { query.append(URLQueryItem(name: "range", value: "\(range.lowerBound)-\(range.upperBound - 1)")) }
-            if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
-            if let variant = PrefetchRequest.text(of: request.variant) { query.append(URLQueryItem(name: "variant", value: variant)) }
+            let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems
             let response = try await HTTPClient.shared.execute(try Self.request(info, .POST, "prefetch", query: query), timeout: .hours(24))
             guard response.status == .ok else { throw try await Self.failure(response) }
             var pending: [UInt8] = []
@@ -172,26 +169,25 @@ enum CacheAccess {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
             return try await Self.localRun(queue) {
-                try await queue.pin(url, variant: request.variant, seconds: request.seconds)
+                try await queue.pin(url, renditions: request.renditions, seconds: request.seconds)
             } progress: {
                 progress($0)
             }
         case .server(let info):
-            var query = [URLQueryItem(name: "target", value: url.absoluteString)]
-            if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
-            if let variant = PrefetchRequest.text(of: request.variant) { query.append(URLQueryItem(name: "variant", value: variant)) }
+            let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems
             let job: DownloadJob = try await Self.ask(info, .POST, "pin", query: query)
             return try await Self.follow(job, on: info, progress: progress)
         }
     }
 
-    /// Unpins `url`; whether it was pinned.
-    func unpin(_ url: URL) async throws -> Bool {
+    /// Unpins `url`, or only the renditions `request` names; whether anything was released.
+    func unpin(_ url: URL, _ request: PrefetchRequest = PrefetchRequest()) async throws -> Bool {
         switch self {
         case .local(_, let reader, _):
-            return try await Self.failing { try await Self.queue(reader).unpin(url) }
+            return try await Self.failing { try await Self.queue(reader).unpin(url, renditions: request.renditions) }
         case .server(let info):
-            let answer: [String: Bool] = try await Self.ask(info, .POST, "unpin", target: url)
+            let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems
+            let answer: [String: Bool] = try await Self.ask(info, .POST, "unpin", query: query)
             return answer["unpinned"] ?? false
         }
     }
@@ -233,15 +229,13 @@ enum CacheAccess {
         }
     }
 
-    /// Writes what is cached of `url` to `destination` (see ``CachingReader/export(_:to:variant:seconds:)``).
+    /// Writes what is cached of `url` to `destination` (see ``CachingReader/export(_:to:renditions:seconds:)``).
     func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary {
         switch self {
         case .local(_, let reader, _):
-            return try await Self.failing { try await reader.export(url, to: destination, variant: request.variant, seconds: request.seconds) }
+            return try await Self.failing { try await reader.export(url, to: destination, renditions: request.renditions, seconds: request.seconds) }
         case .server(let info):
-            var query = [URLQueryItem(name: "target", value: url.absoluteString), URLQueryItem(name: "output", value: destination.path)]
-            if let seconds = request.seconds { query.append(URLQueryItem(name: "seconds", value: String(seconds))) }
-            if let variant = PrefetchRequest.text(of: request.variant) { query.append(URLQueryItem(name: "variant", value: variant)) }
+            let query = [URLQueryItem(name: "target", value: url.absoluteString), URLQueryItem(name: "output", value: destination.path)] + request.queryItems
             return try await Self.ask(info, .POST, "export", query: query)
         }
     }

@@ -142,6 +142,22 @@ enum Format {
     static func percent(_ fraction: Double) -> String {
         String(format: "%.0f%%", (fraction * 100).rounded(.down))
     }
+
+    /// One line per rendition: `audio    fr  "Français"  held (212/212)`.
+    static func renditions(_ states: [RenditionState]) -> [String] {
+        states.map { state in
+            let rendition = state.rendition
+            var what: [String] = []
+            if let height = rendition.height { what.append("\(height)p") }
+            if rendition.bandwidth > 0, rendition.role == .variant { what.append(String(format: "%.1f Mbit/s", Double(rendition.bandwidth) / 1e6)) }
+            if let language = rendition.language { what.append(language) }
+            if let name = rendition.name { what.append("\"\(name)\"") }
+            if let id = rendition.representation { what.append("id \(id)") }
+            if rendition.isForced { what.append("forced") }
+            return rendition.role.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0) + what.joined(separator: "  ")
+                + "  \(state.state.rawValue) (\(state.resourcesHeld)/\(state.resources))"
+        }
+    }
 }
 
 struct URLCommand: AsyncParsableCommand {
@@ -259,6 +275,10 @@ struct InfoCommand: AsyncParsableCommand {
             print("Fresh until:   \(entry.freshUntil.map(Format.date) ?? "- (revalidated before use)")")
             print("Created:       \(Format.date(entry.createdAt))")
             print("Last access:   \(Format.date(entry.lastAccess))")
+            if let job = try await options.withCache({ try await $0.downloads() }).first(where: { $0.url == url }), let renditions = job.renditions {
+                print("Pinned by:     job \(job.id), \(job.state.rawValue)")
+                for line in Format.renditions(renditions) { print("               " + line) }
+            }
         }
     }
 }

@@ -13,8 +13,9 @@ struct PinCommand: AsyncParsableCommand {
         commandName: "pin",
         abstract: "Download files or HLS assets and keep them whatever the cache's limits (for offline play).",
         discussion: """
-            A playlist URL pins the chosen variant, its default audio and their segments; a DASH manifest, the chosen \
-            representation of each adaptation set; any other URL pins the file. \
+            A playlist URL pins the chosen variant, audio and subtitle languages and their segments; a DASH manifest, \
+            the chosen representations (video by --variant, audio and text adaptation sets by language); any other URL \
+            pins the file. Pinning an asset again with more renditions (--audio fr) adds them, fetching only what is new. \
             A pin that cannot fit the pinned quota (serve --max-pinned-size) is refused before its bytes are fetched. \
             With a server running, the server downloads and Ctrl-C only stops watching; without one, the download runs \
             here and Ctrl-C stops it: it resumes with the next `mediacache serve` or `mediacache resume`.
@@ -44,13 +45,36 @@ struct PinCommand: AsyncParsableCommand {
     }
 }
 
-/// `unpin`.
-enum Unpin: URLChange {
-    static let name = "unpin"
-    static let abstract = "Stop keeping these URLs: their downloads stop and their bytes go back to the streaming cache."
-    static let done = "unpinned"
-    static let notDone = "was not pinned:"
-    static func change(_ access: CacheAccess, _ url: URL) async throws -> Bool { try await access.unpin(url) }
+struct UnpinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unpin",
+        abstract: "Stop keeping these URLs: their downloads stop and their bytes go back to the streaming cache.",
+        discussion: """
+            With --variant, --audio, --subtitles or --trick-play, only those renditions of a pinned asset are released \
+            (unpin URL --audio fr); the rest stays pinned.
+            """
+    )
+
+    @Argument(help: "Origin URLs.")
+    var urls: [String]
+
+    @OptionGroup var asset: AssetOptions
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        _ = try AssetOptions.targets(urls)
+        guard asset.seconds == nil else { throw ValidationError("unpin takes no --seconds: it releases whole renditions.") }
+        _ = try asset.request()
+    }
+
+    func run() async throws {
+        let request = try asset.request()
+        let what = request.renditions.isEmpty ? "" : " (renditions)"
+        try await forEachURL(try AssetOptions.targets(urls), options: options, done: "unpinned" + what, notDone: "was not pinned:") { access, url in
+            try await access.unpin(url, request)
+        }
+    }
 }
 
 struct DownloadsCommand: AsyncParsableCommand {
@@ -77,11 +101,12 @@ struct DownloadsCommand: AsyncParsableCommand {
                 ]
             }
             let widths = (0..<header.count).map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
-            for row in [header] + rows {
+            for (index, row) in ([header] + rows).enumerated() {
                 print(
                     row.enumerated().map { column, text in
                         column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
                     }.joined(separator: "  "))
+                if index > 0 { for line in Format.renditions(jobs[index - 1].renditions ?? []) { print("    " + line) } }
             }
             let totals = DownloadTotals(jobs)
             print(

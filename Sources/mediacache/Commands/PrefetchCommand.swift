@@ -80,18 +80,32 @@ func cancellingOnInterrupt<T: Sendable>(_ task: Task<T, any Error>, interrupted:
     return try await task.value
 }
 
-/// `--seconds` and `--variant`: what of an HLS asset a command takes.
+/// `--seconds`, `--variant`, `--audio`, `--subtitles`, `--trick-play`: what of an HLS asset
+/// or a DASH presentation a command takes.
 struct AssetOptions: ParsableArguments {
     @Option(help: "Only the first this many seconds of an HLS asset.")
     var seconds: String?
 
-    @Option(help: "Which variant of an HLS master playlist: first, lowest, highest, or the best at most this many bits per second.")
+    @Option(
+        help:
+            "Which variant (HLS) or video representation (DASH): first, lowest, highest, the tallest at most this high (720p), or the best at most this many bits per second."
+    )
     var variant: String?
+
+    @Option(help: "Audio languages: default, all, or RFC 5646 tags or names separated by commas (en,fr). Default: default.")
+    var audio: String?
+
+    @Option(help: "Subtitle languages: none, default, all, or tags separated by commas (en,fr). Default: none (forced subtitles in a chosen audio language are kept).")
+    var subtitles: String?
+
+    @Flag(help: "Also I-frame and thumbnail playlists (DASH trick-mode and image adaptation sets), for scrubbing.")
+    var trickPlay = false
 
     /// The request these options and `range` make.
     func request(range: String? = nil) throws -> PrefetchRequest {
         do {
-            return try PrefetchRequest.parse(range: range, seconds: seconds, variant: variant)
+            return try PrefetchRequest.parse(
+                range: range, seconds: seconds, variant: variant, audio: audio, subtitles: subtitles, trickPlay: trickPlay ? "yes" : nil)
         } catch {
             throw ValidationError(error.message)
         }

@@ -1,0 +1,112 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+public import Foundation
+import Logging
+import Synchronization
+
+extension DownloadQueue {
+    // MARK: Renditions
+
+    /// Unpins renditions of the asset at `url`: those `renditions` names (variants, audio and
+    /// subtitle languages, trick play) leave the job's choice, and the bytes only they used go
+    /// back to the streaming cache; the rest stays pinned. An empty choice unpins the whole
+    /// asset, as ``unpin(_:)``. Returns whether anything was released.
+    /// - Throws: ``CacheError`` `.outOfBounds` when it would leave no variant or no audio
+    ///   (unpin the asset instead), or names a language the job does not hold;
+    ///   `.notCached` when no job pins `url`.
+    @discardableResult
+    public func unpin(_ url: URL, renditions: RenditionChoice) async throws -> Bool {
+        guard !renditions.isEmpty else { return try await unpin(url) }
+        guard let job = job(matching: url.absoluteString), let asset = job.asset else {
+            throw CacheError(.notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)); `mediacache downloads` lists them.")
+        }
+        let plan = try await reader.assetPlan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+        var choice = asset.renditions
+        choice.variants.removeAll { renditions.variants.contains($0) }
+        guard !choice.variants.isEmpty else {
+            throw CacheError(.outOfBounds, "That would leave no variant pinned; unpin \(url.absoluteString.prefix(200)) without a rendition to release it all.")
+        }
+        if renditions.trickPlay { choice.trickPlay = false }
+        let chosen = plan.renditions.map(\.rendition)
+        if let removed = renditions.audio {
+            choice.audio = try Self.remaining(chosen.filter { $0.role == .audio }, removing: removed, kind: "audio")
+            if choice.audio?.isNone == true, chosen.contains(where: { $0.role == .audio }) {
+                throw CacheError(.outOfBounds, "That would leave no audio pinned; unpin \(url.absoluteString.prefix(200)) without a rendition to release it all.")
+            }
+        }
+        if let removed = renditions.subtitles {
+            choice.subtitles = try Self.remaining(chosen.filter { $0.role == .subtitles && !$0.isForced }, removing: removed, kind: "subtitles")
+        }
+        guard choice != asset.renditions else { return false }
+        _ = try await rechoose(job.id, choice)
+        return true
+    }
+
+    /// The languages of `held` left when `removing` is taken away, named explicitly.
+    private static func remaining(_ held: [ChosenRendition], removing: LanguageChoice, kind: String) throws -> LanguageChoice {
+        if removing.includesAll { return .none }
+        for tag in removing.languages where !held.contains(where: { LanguageChoice.tag(tag, names: $0.language, $0.name) }) {
+            throw CacheError(.outOfBounds, "No \(kind) in \(tag.prefix(64)) is pinned; pinned: \(held.compactMap { $0.language ?? $0.name }.joined(separator: ", ")).")
+        }
+        let kept = held.filter { rendition in !removing.languages.contains { LanguageChoice.tag($0, names: rendition.language, rendition.name) } }
+        var tags: [String] = []
+        for rendition in kept { if let tag = rendition.language ?? rendition.name, !tags.contains(tag) { tags.append(tag) } }
+        return .languages(tags)
+    }
+
+    /// Gives the job `id` the choice `choice`: its download stops, the keys only the old choice
+    /// used are unpinned, those of the new one pinned, and it is queued to fetch what is missing.
+    func rechoose(_ id: String, _ choice: RenditionChoice) async throws -> DownloadJob {
+        let job = try current(id)
+        guard var asset = job.asset else { return job }
+        asset.renditions = choice.resolved
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
+            try await reader.assetPlan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+        }
+        var seen: Set<CacheKey> = []
+        let keys = ([store.key(for: job.url)] + Self.keys(of: plan, in: store)).filter { seen.insert($0).inserted }
+        var proposed = job
+        proposed.keys = keys
+        proposed.bytesTotal = plan.estimatedBytes
+        proposed.totalIsEstimate = plan.items.contains { $0.range == nil }
+        try checkRoom(for: proposed)
+        let wasSettled = job.state == .completed || job.state == .paused || job.state == .failed
+        if !wasSettled { _ = try await pause(id) }
+        let states = renditionStates(plan)
+        let (released, added) = state.withLock { state -> ([CacheKey], [CacheKey]) in
+            let old = Set(state.jobs[id]?.keys ?? [])
+            let others = Set(state.jobs.values.filter { $0.id != id }.flatMap(\.keys))
+            state.jobs[id]?.asset = asset
+            state.jobs[id]?.keys = keys
+            state.jobs[id]?.bytesTotal = proposed.bytesTotal
+            state.jobs[id]?.totalIsEstimate = proposed.totalIsEstimate
+            state.jobs[id]?.resourcesTotal = plan.items.count
+            state.jobs[id]?.renditions = states
+            state.jobs[id]?.state = .queued
+            state.jobs[id]?.failure = nil
+            if let changed = state.jobs[id] { state.publish(.changed(changed)) }
+            let now = Set(keys)
+            return (old.subtracting(now).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
+        }
+        try await store.pin(added)
+        try await store.unpin(released)
+        configuration.logger.info(
+            "Changed the renditions of a pin", metadata: ["job": "\(id)", "added": "\(added.count) entries", "released": "\(released.count) entries"])
+        try await persist(id)
+        schedule()
+        return try current(id)
+    }
+
+    /// How much of each rendition in `plan` is stored.
+    func renditionStates(_ plan: [(rendition: ChosenRendition, items: [PrefetchItem])]) -> [RenditionState] {
+        plan.map { rendition, items in
+            RenditionState(
+                rendition: rendition, state: reader.heldState(of: items), resources: items.count, resourcesHeld: items.filter(reader.isHeld).count)
+        }
+    }
+
+    func renditionStates(_ plan: CachingReader.PrefetchPlan) -> [RenditionState] {
+        renditionStates(plan.renditions)
+    }
+}
