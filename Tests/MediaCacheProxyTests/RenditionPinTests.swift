@@ -109,6 +109,14 @@ import Testing
                 }
                 await queue.shutDown()
             }
+            // Online, the origin's master as it came (its URLs rewritten): every variant and language,
+            // at the cost of one conditional request, which tells the origin is there.
+            let asked = origin.requests("/hls/master.m3u8").count
+            try await OfflineAndKeysTests.withProxy(folder, offline: false) { h in
+                let text = String(buffer: try await h.get(h.proxyURL(for: master.absoluteString)).body)
+                for listed in ["v0%2F", "v1%2F", "v2%2F", "s_fr%2F", "a_fr%2F"] { #expect(text.contains(listed), "\(listed) missing online: \(text)") }
+            }
+            #expect(origin.requests("/hls/master.m3u8").dropFirst(asked).map(\.status) == [304], "\(origin.requests("/hls/master.m3u8"))")
             try await origin.shutdown()
 
             // The origin stopped, the proxy online: it finds out, and lists only what is held.
