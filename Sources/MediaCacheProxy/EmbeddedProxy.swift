@@ -141,6 +141,22 @@ public enum ProxyURL {
         return "/o/" + segment + (rest.hasPrefix("/") ? rest : "/" + rest)
     }
 
+    /// The prefix of the query items that carry a multivariant playlist's variables to its
+    /// media playlists (``RequestTarget/imports``), and how many are read at most.
+    static let importPrefix = "v."
+    static let maximumImports = 256
+
+    /// ``path(for:token:memoryOnly:)`` with what the proxy must know when it is asked for it:
+    /// that it is an interstitial's asset list, and the variables a media playlist may import.
+    static func path(for originURL: URL, token: String?, memoryOnly: Bool, assetList: Bool, imports: [String: String]) -> String {
+        var path = path(for: originURL, token: token, memoryOnly: memoryOnly)
+        if assetList { path += "&list=1" }
+        for (name, value) in imports.sorted(by: { $0.key < $1.key }).prefix(maximumImports) {
+            path += "&" + HLSPlaylist.percentEncoded(importPrefix + name) + "=" + HLSPlaylist.percentEncoded(value)
+        }
+        return path
+    }
+
     static func base64URL(_ text: String) -> String {
         Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")

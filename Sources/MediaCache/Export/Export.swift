@@ -52,7 +52,7 @@ extension CachingReader {
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }
         let (body, masterMetadata) = try await offline.playlistBody(url)
-        let master = (try? HLSPlaylist(parsing: body)).flatMap { $0.isMaster ? $0 : nil }
+        let master = (try? HLSPlaylist(parsing: body, url: url)).flatMap { $0.isMaster ? $0 : nil }
         let masterBase = masterMetadata.finalURL ?? url
         let plan = try await offline.exportPlan(url, master: master, base: masterBase, options: chosen)
         do {
@@ -84,7 +84,7 @@ extension CachingReader {
             let (body, playlistMetadata) = try await offline.playlistBody(playlistURL)
             let playlist: HLSPlaylist
             do {
-                playlist = try HLSPlaylist(parsing: body)
+                playlist = try HLSPlaylist(parsing: body, url: playlistURL, imports: master?.definitions ?? [:])
             } catch let error as HLSPlaylistError {
                 throw CacheError(.originRejected, "The cached playlist \(playlistURL.absoluteString.prefix(200)) cannot be read: \(error.message)")
             }
@@ -124,13 +124,14 @@ extension CachingReader {
     /// every media playlist of `master` wholly held (or `url` itself, a media playlist).
     private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> PrefetchPlan {
         if let options { return try await prefetchPlan(url, options: options) }
+        let imports = master?.definitions ?? [:]
         guard let master else { return try await prefetchPlan(url, options: HLSPrefetchOptions()) }
         var playlists: [URL] = []
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
         for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
             guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
-                let plan = try? await prefetchPlan(playlist, options: HLSPrefetchOptions()), plan.items.allSatisfy(isHeld)
+                let plan = try? await prefetchPlan(playlist, options: HLSPrefetchOptions(), imports: imports), plan.items.allSatisfy(isHeld)
             else { continue }
             playlists.append(playlist)
             for item in plan.items where seen.insert(item).inserted { items.append(item) }

@@ -10,6 +10,12 @@ extension HLSPlaylist {
     /// holds the request until the segment or part is there, so it is never answered by a cache.
     public static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
 
+    /// `EXT-X-DATERANGE`, which names an interstitial's asset or asset list.
+    package static let dateRangeTag = "EXT-X-DATERANGE"
+    /// The attributes of an interstitial (`CLASS="com.apple.hls.interstitial"`) that name a
+    /// resource: a multivariant playlist to play, or a JSON list of them.
+    package static let interstitialAttributes = ["X-ASSET-URI", "X-ASSET-LIST"]
+
     /// Whether `url` asks for a blocking reload or a delta update (see ``blockingReloadParameters``).
     public static func isBlockingReload(_ url: URL) -> Bool {
         guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems else { return false }

@@ -25,7 +25,7 @@ extension HLSPlaylist {
 
     /// The tags of a master playlist that name a playlist of their own in a `URI` attribute,
     /// which a player may choose: renditions, I-frame and image (trick play) playlists.
-    static let choosableTags: Set<String> = ["EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF"]
+    package static let choosableTags: Set<String> = ["EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF"]
 
     /// This master playlist with only what a player can play from what is held, so that no
     /// player chooses what is not there (offline): a variant (`EXT-X-STREAM-INF` and its URI

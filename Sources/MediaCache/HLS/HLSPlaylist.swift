@@ -88,6 +88,8 @@ package struct HLSPlaylist: Sendable {
     public private(set) var segments: [Segment] = []
     /// The `EXT-X-MEDIA` renditions that name a playlist.
     public private(set) var renditions: [Rendition] = []
+    /// The variables it defined (``HLSVariables``), resolved already: for a media playlist's `IMPORT`.
+    package var definitions: [String: String] = [:]
     /// The I-frame and image playlists of a master playlist.
     package private(set) var trickPlayPlaylists: [TrickPlayPlaylist] = []
     /// The `EXT-X-MAP` in force after the lines read so far.
@@ -199,9 +201,10 @@ package struct HLSPlaylist: Sendable {
 
     /// The playlist with every URI that resolves (against `base`, by RFC 3986) to an `http`
     /// or `https` URL replaced by `map(url)`: URI lines, the `URI` attributes of
-    /// ``tagsWithURIAttribute`` and the `SERVER-URI` of ``steeringTag``. Other URIs (`skd://`, `data:`) and every other byte stay as
-    /// they were. `map` is also given the name of the tag the URI is in (`EXT-X-KEY`, …), or
-    /// `nil` for a URI line.
+    /// ``tagsWithURIAttribute``, the `SERVER-URI` of ``steeringTag`` and an interstitial's
+    /// `X-ASSET-URI` and `X-ASSET-LIST` (`EXT-X-DATERANGE`). Other URIs (`skd://`, `data:`) and
+    /// every other byte stay as they were. `map` is also given the name of the tag the URI is in
+    /// (`EXT-X-KEY`, …), the attribute's for an interstitial (`X-ASSET-LIST`), or `nil` for a URI line.
     public func rewritten(base: URL, map: (_ url: URL, _ tag: String?) -> String) -> String {
         var output = hasByteOrderMark ? "\u{FEFF}" : ""
         output.reserveCapacity(lines.reduce(0) { $0 + $1.text.utf8.count + 2 } + lines.count * 64)
@@ -212,6 +215,11 @@ package struct HLSPlaylist: Sendable {
             case .tag(let name, let value?) where Self.tagsWithURIAttribute.contains(name) || name == Self.steeringTag:
                 let attribute = name == Self.steeringTag ? "SERVER-URI" : "URI"
                 output += "#" + name + ":" + Self.rewritingURIAttribute(attribute, in: value, base: base) { map($0, name) }
+            case .tag(Self.dateRangeTag, let value?):
+                // An interstitial's asset (a multivariant playlist) or its asset list (JSON).
+                var list = value
+                for attribute in Self.interstitialAttributes { list = Self.rewritingURIAttribute(attribute, in: list, base: base) { map($0, attribute) } }
+                output += "#" + Self.dateRangeTag + ":" + list
             default:
                 output += line.text
             }

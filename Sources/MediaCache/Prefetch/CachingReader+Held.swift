@@ -36,8 +36,8 @@ extension CachingReader {
     }
 
     /// Whether the media playlist at `url` and every segment and init section it names are stored.
-    func isPlaylistHeld(_ url: URL) async -> Bool {
-        guard let plan = try? await prefetchPlan(url, options: HLSPrefetchOptions()) else { return false }
+    func isPlaylistHeld(_ url: URL, imports: [String: String] = [:]) async -> Bool {
+        guard let plan = try? await prefetchPlan(url, options: HLSPrefetchOptions(), imports: imports) else { return false }
         return plan.items.allSatisfy(isHeld)
     }
 
@@ -47,24 +47,26 @@ extension CachingReader {
         configuration.isOffline || fetcher.reachability.isFailing(url)
     }
 
-    /// The master playlist `body` (from `url`, its URIs relative to `base`) as a player may be
-    /// shown it now: when ``servesHeldOnly(_:)``, with only the renditions held
+    /// The master playlist `body` (from `url`, its URIs relative to `base`, its variables
+    /// resolved) as a player may be shown it now: when ``servesHeldOnly(_:)``, with only the renditions held
     /// (``HLSPlaylist/filteredMaster(base:isHeld:)``); `nil` when it is to be served as it is
     /// (online, not a master, everything held, or nothing held). A master that is pinned but
     /// not all held is first validated with the origin, so that an origin gone while the master
     /// was still fresh is found out before a player is told of renditions it cannot have.
-    package func heldMaster(_ body: [UInt8], url: URL, base: URL) async -> [UInt8]? {
-        guard mayServeHeldOnly(url), HLSPlaylist.looksLikePlaylist(body), let master = try? HLSPlaylist(parsing: body), master.isMaster else { return nil }
+    package func heldMaster(_ body: [UInt8], url: URL, base: URL) async -> HLSPlaylist? {
+        guard mayServeHeldOnly(url), HLSPlaylist.looksLikePlaylist(body), let master = try? HLSPlaylist(parsing: body, url: url), master.isMaster else { return nil }
         let candidates = Set(
             (master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri)).compactMap { HLSPlaylist.resolve($0, base: base) })
         let offline = offlineTwin
         var held: Set<URL> = []
-        for candidate in candidates where await offline.isPlaylistHeld(candidate) { held.insert(candidate) }
+        for candidate in candidates where await offline.isPlaylistHeld(candidate, imports: master.definitions) { held.insert(candidate) }
         guard held.count < candidates.count, await mustServeHeldOnly(url) else { return nil }
-        guard let text = master.filteredMaster(base: base, isHeld: held.contains) else { return nil }
+        guard let text = master.filteredMaster(base: base, isHeld: held.contains), var filtered = try? HLSPlaylist(parsing: Array(text.utf8)) else { return nil }
+        // Its variables were resolved already; its media playlists may still import them.
+        filtered.definitions = master.definitions
         configuration.logger.info(
             "Served a master playlist with only the renditions held", metadata: ["url": "\(url.absoluteString.prefix(200))", "held": "\(held.count) of \(candidates.count)"])
-        return Array(text.utf8)
+        return filtered
     }
 
     /// The elements to leave out of the DASH manifest at `url` (read as `manifest`, its URLs

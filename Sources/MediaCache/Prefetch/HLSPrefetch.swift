@@ -234,8 +234,8 @@ extension CachingReader {
     }
 
     /// The media playlists and resources a prefetch of `url` stores.
-    func prefetchPlan(_ url: URL, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
-        let (entry, base) = try await parsedPlaylist(url, headers: options.headers)
+    func prefetchPlan(_ url: URL, options: HLSPrefetchOptions, imports: [String: String] = [:]) async throws -> PrefetchPlan {
+        let (entry, base) = try await parsedPlaylist(url, headers: options.headers, imports: imports)
         var chosen = [ChosenRendition(role: .variant, url: url, bandwidth: 0)]
         if entry.isMaster {
             do {
@@ -253,7 +253,8 @@ extension CachingReader {
         var renditions: [(rendition: ChosenRendition, items: [PrefetchItem])] = []
         for rendition in chosen {
             let playlistURL = rendition.url
-            let (media, mediaBase) = playlistURL == url ? (entry, base) : try await parsedPlaylist(playlistURL, headers: options.headers)
+            let (media, mediaBase) =
+                playlistURL == url ? (entry, base) : try await parsedPlaylist(playlistURL, headers: options.headers, imports: entry.definitions)
             var seconds = 0.0
             var own: [PrefetchItem] = []
             for segment in media.segments {
@@ -289,11 +290,12 @@ extension CachingReader {
             playlists: chosen.map(\.url), items: items, estimatedBytes: unknown && !estimated ? nil : estimate, renditions: renditions)
     }
 
-    /// The playlist at `url`, read through the cache, and the URL its relative URIs resolve against.
-    private func parsedPlaylist(_ url: URL, headers: RequestHeaders) async throws -> (HLSPlaylist, base: URL) {
+    /// The playlist at `url`, read through the cache (its variables resolved, `imports` those of
+    /// the multivariant playlist it was reached from), and the URL its relative URIs resolve against.
+    private func parsedPlaylist(_ url: URL, headers: RequestHeaders, imports: [String: String] = [:]) async throws -> (HLSPlaylist, base: URL) {
         let (body, metadata) = try await playlistBody(url, headers: headers)
         do {
-            return (try HLSPlaylist(parsing: body), metadata.finalURL ?? url)
+            return (try HLSPlaylist(parsing: body, url: url, imports: imports), metadata.finalURL ?? url)
         } catch let error as HLSPlaylistError {
             configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")

@@ -75,8 +75,10 @@ extension ProxyHandler {
             return .milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
         }
         // Offline, or with the origin failing, a master lists only the renditions held.
-        let served = await reader.heldMaster(body, url: url, base: metadata.finalURL ?? url) ?? body
-        return try rewrite(served, metadata: metadata, url: url, head: head, localPort: localPort)
+        if let held = await reader.heldMaster(body, url: url, base: metadata.finalURL ?? url) {
+            return rewrite(held, metadata: metadata, url: url, head: head, localPort: localPort)
+        }
+        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
     }
 
     /// The DASH manifest at `url` with every URL it names (and a base for what it names
@@ -136,6 +138,22 @@ extension ProxyHandler {
         return ProxyHandler.rewritten(.bytes(rewritten.bytes), length: rewritten.bytes.count, metadata: metadata, type: "application/json", head: head)
     }
 
+    /// An interstitial's asset list with each asset's URI leading back through the proxy
+    /// (``InterstitialAssetList``); never stored (made for one viewer).
+    func assetList(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+        let proxy = Self.proxyOrigin(head, localPort: localPort)
+        let bytes: [UInt8]
+        do {
+            bytes = try InterstitialAssetList.rewritten(body, base: metadata.finalURL ?? url) { proxy + ProxyURL.path(for: $0, token: configuration.token) }
+        } catch {
+            configuration.logger.warning("Rejected an interstitial asset list", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(status: .badGateway, "The origin's asset list cannot be read: \(error.message)")
+        }
+        var response = ProxyHandler.rewritten(.bytes(bytes), length: bytes.count, metadata: metadata, type: "application/json", head: head)
+        response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+        return response
+    }
+
     /// `http://` and the host and port the player used to reach the proxy: where the URLs
     /// written into playlists, manifests and steering answers lead.
     static func proxyOrigin(_ head: HTTPRequestHead, localPort: Int) -> String {
@@ -173,11 +191,17 @@ extension ProxyHandler {
         }
         let parsed: HLSPlaylist
         do {
-            parsed = try HLSPlaylist(parsing: body)
+            // Variables resolved here: the player gets no `EXT-X-DEFINE` it could not resolve.
+            parsed = try HLSPlaylist(parsing: body, url: url, imports: RequestTarget(head.uri).imports)
         } catch let error as HLSPlaylistError {
             configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
+        return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort)
+    }
+
+    /// The answer with the playlist `parsed` (from `url`), its URIs leading back through this proxy.
+    func rewrite(_ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         // Relative URIs resolve against where the playlist came from, after redirects.
@@ -185,7 +209,12 @@ extension ProxyHandler {
             // A steering server's URI in the path form: the parameters the player adds to it
             // (`_HLS_pathway`, `_HLS_throughput`) are then the origin URL's own.
             if tag == HLSPlaylist.steeringTag { return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token) }
-            return proxy + ProxyURL.path(for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true)
+            // A media playlist of a master that defines variables may import them.
+            let imports = parsed.isMaster && (tag == nil || tag.map(HLSPlaylist.choosableTags.contains) == true) ? parsed.definitions : [:]
+            return proxy
+                + ProxyURL.path(
+                    for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true, assetList: tag == "X-ASSET-LIST",
+                    imports: imports)
         }
         return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }

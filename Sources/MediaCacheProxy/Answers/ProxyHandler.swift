@@ -133,6 +133,10 @@ struct ProxyHandler: Sendable {
             log.passesThrough = true
             let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
             return log.finish(try steering(body, metadata: metadata, url: url, head: head, localPort: localPort))
+        case .assetList:
+            log.passesThrough = true
+            let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize)
+            return log.finish(try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort))
         case .cache:
             return try await throughCache(request, head: head, localPort: localPort, log: &log)
         }

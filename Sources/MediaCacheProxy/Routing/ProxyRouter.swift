@@ -40,6 +40,8 @@ struct ProxyRouter: Sendable {
         case blockingReload
         /// A content steering server's answer: the origin's every time, rewritten.
         case steering
+        /// An HLS interstitial's asset list: the origin's every time (made for one viewer), rewritten.
+        case assetList
         /// Media, a playlist or a manifest, through the cache.
         case cache
     }
@@ -49,6 +51,7 @@ struct ProxyRouter: Sendable {
         if request.target.isMemoryOnly { return .memoryOnly }
         if HLSPlaylist.isBlockingReload(request.url) { return .blockingReload }
         if SteeringManifest.isSteeringRequest(request.url) { return .steering }
+        if request.target.isAssetList { return .assetList }
         return .cache
     }
 

@@ -52,6 +52,22 @@ struct RequestTarget: Sendable {
     /// proxy adds this to the key URIs of the playlists it rewrites).
     var isMemoryOnly: Bool { pathForm == nil && query("memory") == "1" }
 
+    /// `list=1`: an HLS interstitial's asset list (the proxy adds this to the `X-ASSET-LIST`
+    /// URIs of the playlists it rewrites), whose asset URIs are rewritten in turn.
+    var isAssetList: Bool { pathForm == nil && query("list") == "1" }
+
+    /// The definitions of the multivariant playlist a media playlist was reached from, for its
+    /// `EXT-X-DEFINE:IMPORT` (the proxy adds them as `v.<name>=<value>` to the URIs of the
+    /// media playlists of a multivariant playlist that defines variables).
+    var imports: [String: String] {
+        guard pathForm == nil else { return [:] }
+        var imports: [String: String] = [:]
+        for item in items.prefix(ProxyURL.maximumImports) where item.name.hasPrefix(ProxyURL.importPrefix) {
+            imports[String(item.name.dropFirst(ProxyURL.importPrefix.count))] = item.value ?? ""
+        }
+        return imports
+    }
+
     /// The first value of the query item `name`.
     func query(_ name: String) -> String? {
         items.first { $0.name == name }?.value
@@ -66,8 +82,9 @@ struct RequestTarget: Sendable {
     /// port in 1...65535. The path is `/`, or any path when `url=` is given: URIs in rewritten
     /// HLS playlists end with the resource's file name (`/seg001.ts?url=…`), because
     /// ffmpeg's HLS reader refuses a segment whose path has no media extension.
-    /// The parameters of an HLS blocking reload (`_HLS_msn`, `_HLS_part`, `_HLS_skip`), which a
-    /// player appends to the playlist URL it was given (the proxy's), go on to the origin URL.
+    /// The `_HLS_` parameters a player appends to a URL it was given (the proxy's): a blocking
+    /// reload's (`_HLS_msn`, `_HLS_part`, `_HLS_skip`), an interstitial asset list's
+    /// (`_HLS_primary_id`, `_HLS_start_offset`), go on to the origin URL.
     /// - Throws: ``ProxyRequestError`` with 404 for another path without `url=`, 400 for a
     ///   missing or bad URL.
     func originURL() throws -> URL {
@@ -82,12 +99,18 @@ struct RequestTarget: Sendable {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
         let url = try Self.checked(text)
-        let reload = items.filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
+        // What a player adds to an HLS URL it was given (`_HLS_msn`, `_HLS_primary_id`, …) is the origin's.
+        let reload = items.filter { $0.name.hasPrefix("_HLS_") }
         guard !reload.isEmpty else { return url }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
-        components.queryItems = (components.queryItems ?? []).filter { !HLSPlaylist.blockingReloadParameters.contains($0.name) } + reload
+        // A blocking reload's parameters replace all of the origin URL's; any other the player
+        // added replaces the one of its name.
+        let added = Set(reload.map(\.name))
+        let reloads = !added.isDisjoint(with: HLSPlaylist.blockingReloadParameters)
+        components.queryItems =
+            (components.queryItems ?? []).filter { !added.contains($0.name) && !(reloads && HLSPlaylist.blockingReloadParameters.contains($0.name)) } + reload
         guard let withReload = components.url else { throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".") }
         return withReload
     }
