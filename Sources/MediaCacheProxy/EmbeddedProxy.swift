@@ -4,6 +4,7 @@
 public import Foundation
 import Logging
 public import MediaCache
+import MediaCacheHTTPFields
 import ServiceLifecycle
 import Synchronization
 
@@ -147,10 +148,12 @@ public enum ProxyURL {
     static let maximumImports = 256
 
     /// ``path(for:token:memoryOnly:)`` with what the proxy must know when it is asked for it:
-    /// that it is an interstitial's asset list, and the variables a media playlist may import.
-    static func path(for originURL: URL, token: String?, memoryOnly: Bool, assetList: Bool, imports: [String: String]) -> String {
+    /// that it is an interstitial's asset list, the variables a media playlist may import, and
+    /// the CMCD to send for it (`serve --cmcd`).
+    static func path(for originURL: URL, token: String?, memoryOnly: Bool, assetList: Bool, imports: [String: String], cmcd: CMCD? = nil) -> String {
         var path = path(for: originURL, token: token, memoryOnly: memoryOnly)
         if assetList { path += "&list=1" }
+        if let cmcd { path += "&c=" + HLSPlaylist.percentEncoded(cmcd.text) }
         for (name, value) in imports.sorted(by: { $0.key < $1.key }).prefix(maximumImports) {
             path += "&" + HLSPlaylist.percentEncoded(importPrefix + name) + "=" + HLSPlaylist.percentEncoded(value)
         }

@@ -33,6 +33,10 @@ public struct ProxyConfiguration: Sendable {
     /// cross-site`) is refused with `403` before the cache is looked at. Empty (the default): no
     /// CORS header is ever sent, and only the user, players and pages of the same site may use it.
     public var corsOrigins: Set<String> = []
+    /// Send CMCD (CTA-5004) to the origin for a player that sends none: a session id per
+    /// playback, the streaming format, each object's type and a segment's duration, as far as
+    /// the proxy knows them (`serve --cmcd`). A player's own CMCD always goes on as it came.
+    public var addsCMCD = false
     /// The longest request target (`/?url=…`) in bytes; a longer one gets `414`.
     public var maxURIBytes = 8 << 10
     /// The most bytes a request's header fields may hold; more gets `431`. The parser

@@ -116,7 +116,8 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         guard !names.isEmpty else { return true }
         guard !names.contains("*") else { return false }
         let recorded = varyingRequestFields ?? []
-        for name in names where name != "accept-encoding" {
+        // CMCD fields (CTA-5004) describe the player, not what it asks for: never a reason to differ.
+        for name in names where name != "accept-encoding" && !name.hasPrefix("cmcd-") {
             let stored = recorded.first { $0.name == name }
             let value = Self.normalizedValue(of: name, in: request)
             // A field recorded as absent is stored as "" (absent and empty compare equal, as

@@ -9,18 +9,25 @@ import Synchronization
 /// notes which origins failed when last asked.
 struct MeteredFetcher: OriginFetcher {
     let base: any OriginFetcher
+    /// Added to the requests of the cache's own work (``OriginPriority/isCachesOwn``).
+    var ownRequestFields: RequestHeaders = []
     let reachability = OriginReachability()
 
     func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
         CacheMetrics.originRequests.increment()
-        return try await reachability.noting(url) { try await base.contentInfo(for: url, headers: headers) }
+        return try await reachability.noting(url) { try await base.contentInfo(for: url, headers: marked(headers)) }
     }
 
     func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
         CacheMetrics.originRequests.increment()
-        var response = try await reachability.noting(url) { try await base.fetch(url, range: range, ifRange: ifRange, headers: headers) }
+        var response = try await reachability.noting(url) { try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers)) }
         response.body = CountedBody(base: response.body)
         return response
+    }
+
+    /// `headers` with ``ownRequestFields`` when the request is the cache's own.
+    private func marked(_ headers: RequestHeaders) -> RequestHeaders {
+        ownRequestFields.isEmpty || !OriginPriority.isCachesOwn ? headers : headers + ownRequestFields
     }
 
     func checkOrigin(_ url: URL) throws {

@@ -62,6 +62,10 @@ extension CachingReader {
         /// RFC 9111 §5.2.1.7 has a cache answer `only-if-cached`). For a flight, with pinned
         /// downloads (``DownloadQueue``).
         public var isOffline = false
+        /// Fields added to the origin requests the cache makes for itself (prefetch, preload,
+        /// read-ahead, pinned downloads), not for a waiting player: `serve --cmcd` marks them
+        /// with a CMCD custom key, so that a CDN can tell them from player demand.
+        public var ownRequestFields: RequestHeaders = []
         /// Serve cached resources without asking the origin whatever their freshness (a
         /// music app streaming from its own CDN wants zero traffic on every replay). The
         /// trade: a file changed at the origin is noticed only when a read reaches bytes

@@ -58,7 +58,7 @@ public final class CachingReader: Sendable {
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
         self.store = store
         CacheMetrics.register()
-        self.fetcher = MeteredFetcher(base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher)
+        self.fetcher = MeteredFetcher(base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher, ownRequestFields: configuration.ownRequestFields)
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)

@@ -88,7 +88,18 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
 public struct CacheKeyRule: Sendable, Equatable {
     /// Query parameter names left out of the key, compared without regard to case.
     public var ignoredQueryParameters: Set<String> {
-        didSet { lowercased = Set(ignoredQueryParameters.map { $0.lowercased() }) }
+        didSet { lowercased = Self.lowercased(ignoredQueryParameters) }
+    }
+
+    /// The rule of a store that sets none: it leaves out only ``alwaysIgnoredQueryParameters``.
+    public static let standard = CacheKeyRule()
+
+    /// Left out of every key: `CMCD` (CTA-5004 Common Media Client Data, which describes the
+    /// player's state on each request and never what it asks for; the origin still gets it).
+    public static let alwaysIgnoredQueryParameters: Set<String> = ["CMCD"]
+
+    private static func lowercased(_ names: Set<String>) -> Set<String> {
+        Set(names.union(alwaysIgnoredQueryParameters).map { $0.lowercased() })
     }
 
     private var lowercased: Set<String>
@@ -113,7 +124,7 @@ public struct CacheKeyRule: Sendable, Equatable {
     /// `sameContentHosts` as one host.
     public init(ignoredQueryParameters: Set<String> = [], sameContentHosts: [[String]]) {
         self.ignoredQueryParameters = ignoredQueryParameters
-        lowercased = Set(ignoredQueryParameters.map { $0.lowercased() })
+        lowercased = Self.lowercased(ignoredQueryParameters)
         self.sameContentHosts = sameContentHosts
         aliases = Self.aliases(of: sameContentHosts)
     }
@@ -166,7 +177,7 @@ public struct CacheKeyRule: Sendable, Equatable {
         }
         let text = url.absoluteString
         // The query runs from the first `?` to the fragment's `#`; a `?` after a `#` is the fragment's.
-        guard !lowercased.isEmpty, let mark = text.firstIndex(where: { $0 == "?" || $0 == "#" }), text[mark] == "?" else { return url }
+        guard let mark = text.firstIndex(where: { $0 == "?" || $0 == "#" }), text[mark] == "?" else { return url }
         let end = text[mark...].firstIndex(of: "#") ?? text.endIndex
         let items = text[text.index(after: mark)..<end].split(separator: "&", omittingEmptySubsequences: false)
         let kept = items.filter { item in

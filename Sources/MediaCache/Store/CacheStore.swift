@@ -41,9 +41,9 @@ public final class CacheStore: Sendable {
         /// How long an entry may go unread before it is evicted; `nil` keeps entries until
         /// space is needed.
         public var maxAge: Duration?
-        /// Maps a resource URL to its cache key; by default ``CacheKey/init(url:)``. Setting
-        /// ``keyRule`` sets it.
-        public var keyFunction: @Sendable (URL) -> CacheKey = { CacheKey(url: $0) }
+        /// Maps a resource URL to its cache key; by default ``CacheKey/init(url:)`` of the URL
+        /// without ``CacheKeyRule/alwaysIgnoredQueryParameters``. Setting ``keyRule`` sets it.
+        public var keyFunction: @Sendable (URL) -> CacheKey = { CacheKeyRule.standard.key(for: $0) }
         /// Query parameters left out of keys (a CDN's signature, see ``CacheKeyRule``); the
         /// origin still gets them. Setting it sets ``keyFunction``.
         public var keyRule = CacheKeyRule() {

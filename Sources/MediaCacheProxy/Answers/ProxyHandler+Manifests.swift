@@ -41,7 +41,7 @@ extension ProxyHandler {
                 "Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
             throw ProxyRequestError(status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.", headers: [("Retry-After", "1")])
         }
-        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
     /// The body of a playlist or manifest (`read` when it was read already), read through the
@@ -76,9 +76,9 @@ extension ProxyHandler {
         }
         // Offline, or with the origin failing, a master lists only the renditions held.
         if let held = await reader.heldMaster(body, url: url, base: metadata.finalURL ?? url) {
-            return rewrite(held, metadata: metadata, url: url, head: head, localPort: localPort)
+            return rewrite(held, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
         }
-        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort)
+        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
     /// The DASH manifest at `url` with every URL it names (and a base for what it names
@@ -154,6 +154,33 @@ extension ProxyHandler {
         return response
     }
 
+    /// The CMCD to send for `url`, named in `playlist` by `tag` (`nil`: a URI line), in `session`.
+    static func cmcd(for url: URL, tag: String?, in playlist: HLSPlaylist, session: CMCD, durations: [URL: Double]) -> CMCD {
+        var cmcd = CMCD(streamingFormat: "h", sessionID: session.sessionID)
+        switch tag {
+        case nil where playlist.isMaster: cmcd.objectType = "m"
+        case let tag? where HLSPlaylist.choosableTags.contains(tag) || tag == "X-ASSET-URI": cmcd.objectType = "m"
+        case "EXT-X-MAP": cmcd.objectType = "i"
+        case let tag? where HLSPlaylist.keyTags.contains(tag): cmcd.objectType = "k"
+        case nil:
+            cmcd.duration = durations[url].map { Int(($0 * 1000).rounded()) }
+            let ext = url.pathExtension.lowercased()
+            if ["vtt", "webvtt", "srt", "ttml"].contains(ext) { cmcd.objectType = "c" } else if ["aac", "m4a", "mp3", "ac3", "ec3"].contains(ext) { cmcd.objectType = "a" }
+        default: break
+        }
+        return cmcd
+    }
+
+    /// Each segment's duration, by its URL (the longest when a URL holds several, as byte ranges).
+    static func segmentDurations(_ playlist: HLSPlaylist, base: URL) -> [URL: Double] {
+        var durations: [URL: Double] = [:]
+        for segment in playlist.segments.prefix(100_000) {
+            guard let url = HLSPlaylist.resolve(segment.uri, base: base) else { continue }
+            durations[url] = max(durations[url] ?? 0, min(segment.duration, 86_400))
+        }
+        return durations
+    }
+
     /// `http://` and the host and port the player used to reach the proxy: where the URLs
     /// written into playlists, manifests and steering answers lead.
     static func proxyOrigin(_ head: HTTPRequestHead, localPort: Int) -> String {
@@ -184,7 +211,7 @@ extension ProxyHandler {
         return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
     }
 
-    func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+    func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) throws -> ProxyResponse {
         guard HLSPlaylist.looksLikePlaylist(body) else {
             // Not a playlist after all: the bytes as they came.
             return ProxyHandler.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
@@ -197,12 +224,16 @@ extension ProxyHandler {
             configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
-        return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort)
+        return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
-    /// The answer with the playlist `parsed` (from `url`), its URIs leading back through this proxy.
-    func rewrite(_ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) -> ProxyResponse {
+    /// The answer with the playlist `parsed` (from `url`), its URIs leading back through this
+    /// proxy; with `serve --cmcd`, each carrying the CMCD to send for it in the session of the
+    /// request (`headers`' `CMCD-Session`).
+    func rewrite(_ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
+        let session = configuration.addsCMCD ? CMCD.session(in: headers) : nil
+        let durations = session == nil ? [:] : Self.segmentDurations(parsed, base: metadata.finalURL ?? url)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         // Relative URIs resolve against where the playlist came from, after redirects.
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
@@ -214,7 +245,7 @@ extension ProxyHandler {
             return proxy
                 + ProxyURL.path(
                     for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true, assetList: tag == "X-ASSET-LIST",
-                    imports: imports)
+                    imports: imports, cmcd: session.map { Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations) })
         }
         return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }

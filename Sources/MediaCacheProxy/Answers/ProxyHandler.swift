@@ -101,6 +101,15 @@ struct ProxyHandler: Sendable {
             started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
     }
 
+    /// The CMCD fields for a request whose player sent none: what the URI the proxy wrote for
+    /// it says (``ProxyURL``'s `c=`), in a new session when it says none (a playback starts).
+    static func cmcdFields(for request: CheckedRequest) -> [(name: String, value: String)] {
+        guard !CMCD.isPresent(fields: request.asked.forwarded, query: request.url.query) else { return [] }
+        var cmcd = CMCD(parsing: request.target.query("c") ?? "")
+        if cmcd.sessionID == nil { cmcd.sessionID = UUID().uuidString.lowercased() }
+        return cmcd.fields
+    }
+
     /// `text`, cut to its first `limit` characters (a short one as it is, not copied).
     private static func clipped(_ text: String, to limit: Int) -> String {
         text.utf8.count <= limit ? text : String(text.prefix(limit))
@@ -119,6 +128,7 @@ struct ProxyHandler: Sendable {
             }
         }
         log.url = request.url.absoluteString
+        if configuration.addsCMCD { request.asked.forwarded += Self.cmcdFields(for: request) }
         let (url, asked) = (request.url, request.asked)
         switch ProxyRouter.route(request) {
         case .memoryOnly:

@@ -60,6 +60,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
     var offline = false
 
+    @Flag(
+        help:
+            "Send CMCD (CTA-5004) to origins for players that send none (session, format, object type, duration), and mark the cache's own fetches with io.mediacache-own."
+    )
+    var cmcd = false
+
     @Option(name: .customLong("ignore-query-param"), help: "Leave this query parameter out of cache keys; the origin still gets it (a CDN's signature: repeat for several).")
     var ignoredQueryParameters: [String] = []
 
@@ -163,6 +169,7 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         configuration.corsOrigins = Set(corsOrigins.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
+        configuration.addsCMCD = cmcd
         configuration.maxConnections = maxConnections
         configuration.maxURIBytes = maxUriBytes
         configuration.maxHeaderBytes = maxHeaderBytes
@@ -264,6 +271,7 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.prefersCache = preferCache
         readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
         readerConfiguration.isOffline = offline
+        if cmcd { readerConfiguration.ownRequestFields = CMCD(isCachesOwn: true).fields }
         readerConfiguration.segmentReadAhead = readAheadSegments
         readerConfiguration.preloadBudget = preloadBudget
         readerConfiguration.preloadConcurrency = preloadConcurrency

@@ -1,0 +1,115 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+/// Common Media Client Data (CTA-5004): what a player says of itself on each request, as a
+/// `CMCD` query parameter or in `CMCD-Object`, `CMCD-Request`, `CMCD-Session` and
+/// `CMCD-Status` fields. The cache keeps it out of keys and passes a player's on to the
+/// origin; with `serve --cmcd` it writes its own for players that send none, with the keys it
+/// knows: object type (`ot`), streaming format (`sf`), session id (`sid`), duration (`d`), and
+/// for its own fetches the custom key ``ownKey``.
+package struct CMCD: Sendable, Equatable {
+    /// `ot`: `m` manifest, `i` init segment, `k` key, `c` caption, `a`, `v`, `av` media.
+    package var objectType: String?
+    /// `sf`: `h` HLS, `d` DASH.
+    package var streamingFormat: String?
+    /// `sid`: one playback, from its first playlist to its last segment.
+    package var sessionID: String?
+    /// `d`: the object's duration, milliseconds.
+    package var duration: Int?
+    /// Whether the request is the cache's own (prefetch, preload, read-ahead, pinned download).
+    package var isCachesOwn = false
+
+    /// The custom key (CTA-5004 §3.3: a reverse-domain prefix, a hyphen, a name) that marks a
+    /// request the cache makes for itself, not for a waiting player.
+    package static let ownKey = "io.mediacache-own"
+
+    package init(objectType: String? = nil, streamingFormat: String? = nil, sessionID: String? = nil, duration: Int? = nil, isCachesOwn: Bool = false) {
+        self.objectType = objectType
+        self.streamingFormat = streamingFormat
+        self.sessionID = sessionID
+        self.duration = duration
+        self.isCachesOwn = isCachesOwn
+    }
+
+    /// The names of the fields CMCD travels in.
+    package static let fieldNames = ["CMCD-Object", "CMCD-Request", "CMCD-Session", "CMCD-Status"]
+
+    /// Whether a request (its fields and its URL's query) carries CMCD already.
+    package static func isPresent(fields: [(name: String, value: String)], query: String?) -> Bool {
+        fields.contains { field in fieldNames.contains { $0.caseInsensitiveCompare(field.name) } }
+            || (query?.split(separator: "&").contains { $0.prefix { $0 != "=" }.caseInsensitiveEquals("CMCD") } ?? false)
+    }
+
+    /// The fields to send, each key in its shard (CTA-5004 §2.2), keys in alphabetical order;
+    /// none for what is unknown.
+    package var fields: [(name: String, value: String)] {
+        var object: [String] = []
+        if let duration { object.append("d=\(duration)") }
+        if let objectType { object.append("ot=\(objectType)") }
+        var session: [String] = []
+        if let streamingFormat { session.append("sf=\(streamingFormat)") }
+        if let sessionID { session.append("sid=\"\(sessionID)\"") }
+        var result: [(name: String, value: String)] = []
+        if !object.isEmpty { result.append(("CMCD-Object", object.joined(separator: ","))) }
+        if isCachesOwn { result.append(("CMCD-Request", Self.ownKey)) }
+        if !session.isEmpty { result.append(("CMCD-Session", session.joined(separator: ","))) }
+        return result
+    }
+
+    /// The compact text the proxy carries in a URI it rewrites (`ot=m,sf=h,sid="…"`), which
+    /// ``init(parsing:)`` reads back.
+    package var text: String {
+        var keys: [String] = []
+        if let duration { keys.append("d=\(duration)") }
+        if let objectType { keys.append("ot=\(objectType)") }
+        if let streamingFormat { keys.append("sf=\(streamingFormat)") }
+        if let sessionID { keys.append("sid=\"\(sessionID)\"") }
+        return keys.joined(separator: ",")
+    }
+
+    /// Reads ``text`` back, from outside (a URI a player could change): known keys with
+    /// values in bounds, the rest left out; at most 512 bytes.
+    package init(parsing text: String) {
+        self.init()
+        guard text.utf8.count <= 512 else { return }
+        for pair in text.split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            let value = String(parts[1])
+            switch parts[0] {
+            case "d": duration = HTTPNumber.strict(value).flatMap { $0 <= 86_400_000 ? Int($0) : nil }
+            case "ot": objectType = ["m", "i", "k", "c", "a", "v", "av", "tt", "o"].contains(value) ? value : nil
+            case "sf": streamingFormat = ["h", "d", "s", "o"].contains(value) ? value : nil
+            case "sid":
+                let inner = value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 ? String(value.dropFirst().dropLast()) : ""
+                sessionID = !inner.isEmpty && inner.utf8.count <= 64 && inner.utf8.allSatisfy { Self.isSessionByte($0) } ? inner : nil
+            default: continue
+            }
+        }
+    }
+
+    /// The session keys (`sf`, `sid`) of the `CMCD-Session` field among `fields`, if any.
+    package static func session(in fields: [(name: String, value: String)]) -> CMCD? {
+        guard let value = fields.first(where: { $0.name.lowercased() == "cmcd-session" })?.value else { return nil }
+        let parsed = CMCD(parsing: value)
+        return parsed.sessionID == nil ? nil : CMCD(streamingFormat: parsed.streamingFormat, sessionID: parsed.sessionID)
+    }
+
+    /// Letters, digits and `-`: what a session id the proxy makes holds.
+    private static func isSessionByte(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+    }
+}
+
+extension String {
+    fileprivate func caseInsensitiveCompare(_ other: String) -> Bool {
+        lowercased() == other.lowercased()
+    }
+}
+
+extension Substring {
+    fileprivate func caseInsensitiveEquals(_ other: String) -> Bool {
+        lowercased() == other.lowercased()
+    }
+}
