@@ -106,7 +106,8 @@ extension CachingReader {
     /// A read of a resource whose length the origin does not say (a chunked or
     /// close-delimited body: internet radio, a generated file, a low-latency HLS segment
     /// still being made): one `GET`, streamed straight to this reader from `offset` until the
-    /// body ends, shared with no other read. It asks for the read's range, so an origin that
+    /// body ends, shared with every read that starts at the same byte while it comes
+    /// (``GrowingBody``). It asks for the read's range, so an origin that
     /// serves a growing resource by range (`206` with `bytes a-b/*`) sends the bytes from
     /// `offset` as they are made; one that answers whole is read from its start. A whole read
     /// of a storable body is also written to a new entry, which becomes complete when the body
@@ -116,9 +117,12 @@ extension CachingReader {
         let response: OriginResponse
         if let held = scheduler.takeReservedBody(key), held.bodyOffset == 0 || held.bodyOffset == offset {
             response = held  // the probe's, held for this read (see `contentInfoForRead`)
+        } else if let joined = joinGrowing(key, at: offset) {
+            response = joined  // another read's, still coming: shared
         } else {
             let range = asked == ByteRange(0, ByteRange.maximumOffset) || asked.isEmpty ? nil : asked
-            response = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers)
+            let fetched = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers)
+            response = fetched.metadata.length == nil ? sharing(fetched, key: key) : fetched
         }
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let end = min(asked.upperBound, response.metadata.length ?? ByteRange.maximumOffset, response.bodyEnd ?? ByteRange.maximumOffset)
@@ -149,6 +153,30 @@ extension CachingReader {
         var stream = ReadStream(metadata: response.metadata, range: range, session: session)
         stream.isPartOfUnknownLength = response.metadata.length == nil && response.bodyEnd != nil
         return stream
+    }
+
+    /// `response` (a body without a length) made shareable: registered for reads to join,
+    /// with a reader of it for the caller.
+    func sharing(_ response: OriginResponse, key: CacheKey) -> OriginResponse {
+        let growing = GrowingBody(response) { [weak self] in
+            // Ended, or closed to joiners: a later read asks the origin again.
+            self?.growingBodies.withLock { bodies in
+                if let current = bodies[key], !current.isJoinable { bodies[key] = nil }
+            }
+        }
+        guard let reader = growing.subscribe() else { return response }
+        growingBodies.withLock { $0[key] = growing }
+        var shared = response
+        shared.body = reader
+        return shared
+    }
+
+    /// A reader of the body without a length coming for `key` from `offset`, if one may be joined.
+    func joinGrowing(_ key: CacheKey, at offset: Int64) -> OriginResponse? {
+        guard let growing = growingBodies.withLock({ $0[key] }), growing.bodyOffset == offset, let reader = growing.subscribe() else { return nil }
+        var response = OriginResponse(metadata: growing.metadata, bodyOffset: growing.bodyOffset, body: reader)
+        response.bodyEnd = growing.bodyEnd
+        return response
     }
 
     func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {

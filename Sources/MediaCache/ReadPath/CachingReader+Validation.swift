@@ -122,7 +122,7 @@ extension CachingReader {
         guard let total = metadata.length else {
             // No length: the read streams the body through (`passThrough`); the probe's is
             // held for the read that asked, so it costs no second request.
-            if reserves, response.bodyOffset == 0 || response.bodyOffset == offset { scheduler.reserve(body: response, for: key) }
+            if reserves, response.bodyOffset == 0 || response.bodyOffset == offset { scheduler.reserve(body: sharing(response, key: key), for: key) }
             return metadata
         }
         guard response.bodyOffset <= offset, offset < total else { return metadata }

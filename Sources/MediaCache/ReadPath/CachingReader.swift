@@ -45,6 +45,8 @@ public final class CachingReader: Sendable {
     package let segmentReadAhead: SegmentReadAhead
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
+    /// Bodies without a length that reads may join (``GrowingBody``), by resource.
+    let growingBodies = Mutex<[CacheKey: GrowingBody]>([:])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
     let memoryBodies = Mutex(MemoryBodies())
     /// Where the cache's own fetches give way to players waiting on the origin.
@@ -132,6 +134,11 @@ public final class CachingReader: Sendable {
             configuration.logger.debug("The stored answer varies on fields this request does not match", metadata: ["url": "\(url.absoluteString.prefix(200))"])
             try? await store.remove(key)
             stored = nil
+        }
+        if stored == nil, let offset, let growing = growingBodies.withLock({ $0[key] }), growing.isJoinable, growing.bodyOffset == offset {
+            // A body without a length is coming from the origin for this read's start: the
+            // read joins it (``passThrough``) rather than asking again.
+            return growing.metadata
         }
         if let stored, isCurrent(stored, key: key), configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true) {
             // A probe or revalidation that stored this metadata may not have started the
