@@ -48,4 +48,37 @@ import Testing
             #expect(h.origin.requests("/ll/chunk.m4s").count == 1, "\(h.origin.requests("/ll/chunk.m4s"))")
         }
     }
+
+    /// Low-latency DASH: a segment asked for before it is available gets the origin's `404`,
+    /// which the origin says is fresh for a minute; the player's next try, once the segment is
+    /// made, reaches the origin (a live manifest's folder is noted when it is rewritten). Off a
+    /// live presentation, such a `404` is reused while fresh.
+    @Test func aSegmentAskedForBeforeItIsAvailableIsNotRememberedMissing() async throws {
+        try await ProxyHarness.with { h in
+            let text = """
+                <?xml version="1.0"?>
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" minimumUpdatePeriod="PT2S" availabilityStartTime="2026-01-01T00:00:00Z">
+                  <Period start="PT0S"><AdaptationSet><Representation id="v" bandwidth="100000">
+                    <SegmentTemplate media="seg-$Number$.m4s" startNumber="1" duration="2" timescale="1" availabilityTimeOffset="1.5" availabilityTimeComplete="false"/>
+                  </Representation></AdaptationSet></Period>
+                </MPD>
+                """
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml"), at: "/lldash/m.mpd")
+            let manifest = String(buffer: try await h.get(h.url("/lldash/m.mpd")).body)
+            let base = try #require(manifest.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
+            for (path, live) in [("/lldash/seg-9.m4s", true), ("/other/seg-9.m4s", false)] {
+                var missing = TestOrigin.Resource(body: .bytes([]), mimeType: "video/iso.segment")
+                missing.faults.status = 404
+                missing.cacheControl = "max-age=60"
+                h.origin.serve(missing, at: path)
+                let url = live ? base + "seg-9.m4s" : h.url(path)
+                #expect(try await h.get(url).status == 404)
+                h.origin.serve(.generated(length: 10_000, seed: 86), at: path)
+                let again = try await h.get(url)
+                #expect(again.status == (live ? 200 : 404), "\(path)")
+                // (Serving the path anew starts its request log again.)
+                #expect(h.origin.requests(path).count == (live ? 1 : 0), "\(h.origin.requests(path))")
+            }
+        }
+    }
 }

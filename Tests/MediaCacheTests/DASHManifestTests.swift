@@ -118,6 +118,24 @@ import Testing
         #expect(out.contains("<!-- <BaseURL>commented/</BaseURL> --><![CDATA[ <BaseURL>cdata/</BaseURL> ]]>"))
     }
 
+    /// A callback event's URL (the player fetches it: an ad beacon) leads through the mapping;
+    /// another scheme's event data is not a URL and stays; so does an image set's template,
+    /// which resolves under the mapped base as any other.
+    @Test func callbackEventsAndImageSetsLeadThroughTheMapping() throws {
+        let text = """
+            <MPD type="static"><Period>
+            <EventStream schemeIdUri="urn:mpeg:dash:event:callback:2015" value="1"><Event id="1" messageData="https://beacon.example/t?ad=1"/></EventStream>
+            <EventStream schemeIdUri="urn:scte:scte35:2014:xml+bin"><Event id="2" messageData="https://not-a-fetch.example/"/></EventStream>
+            <AdaptationSet contentType="image" mimeType="image/jpeg"><Representation id="thumbs" bandwidth="1000">
+            <SegmentTemplate media="thumbs/$Number$.jpg" duration="10"/></Representation></AdaptationSet>
+            </Period></MPD>
+            """
+        let out = try Self.rewrite(text)
+        #expect(out.contains(#"messageData="P[https://beacon.example/t?ad=1]""#), "\(out)")
+        #expect(out.contains(#"messageData="https://not-a-fetch.example/""#))
+        #expect(out.contains(#"media="thumbs/$Number$.jpg""#) && out.contains("<BaseURL>P[https://cdn.example/show/]</BaseURL>"))
+    }
+
     @Test func badManifestsAreRefusedWithAReason() {
         let cases = [
             "<MPD><Period></MPD>": "does not close",

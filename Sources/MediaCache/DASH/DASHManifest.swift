@@ -42,6 +42,9 @@ package struct DASHManifest: Sendable {
     /// The elements whose text is a URL.
     static let urlTextElements: Set<String> = ["BaseURL", "Location", "PatchLocation", "ContentSteering"]
     /// The attributes that hold a URL (or a URL template), by element.
+    /// The scheme of an `EventStream` whose events name a URL the player fetches.
+    static let callbackScheme = "urn:mpeg:dash:event:callback:2015"
+
     static let urlAttributes: [String: Set<String>] = [
         "SegmentURL": ["media", "index"],
         "Initialization": ["sourceURL"],
@@ -139,7 +142,13 @@ package struct DASHManifest: Sendable {
                     edits.append((text, write(map(resolved), from: "")))
                 }
             }
-            let urlNames = Self.urlAttributes[element.name] ?? []
+            var urlNames = Self.urlAttributes[element.name] ?? []
+            // A callback event's data is a URL the player fetches (ISO/IEC 23009-1 §5.10.4.5).
+            if element.name == "Event", let parent = element.parent, elements[parent].name == "EventStream",
+                Self.attribute("schemeIdUri", of: elements[parent], in: bytes) == Self.callbackScheme
+            {
+                urlNames = ["messageData"]
+            }
             for attribute in element.attributes {
                 let isLink = attribute.name.hasSuffix(":href")
                 guard isLink || urlNames.contains(attribute.name) else { continue }

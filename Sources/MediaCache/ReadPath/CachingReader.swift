@@ -45,6 +45,10 @@ public final class CachingReader: Sendable {
     package let segmentReadAhead: SegmentReadAhead
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
+    /// The folders of the live playlists and manifests the proxy rewrote lately (at most 64,
+    /// the oldest forgotten first): a `404` under one may be a segment asked for before it is
+    /// available, and is not remembered (``noteLive(_:)``).
+    let liveFolders = Mutex<[String]>([])
     /// Bodies without a length that reads may join (``GrowingBody``), by resource.
     let growingBodies = Mutex<[CacheKey: GrowingBody]>([:])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
@@ -180,7 +184,7 @@ public final class CachingReader: Sendable {
                     return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
                 } catch let error as CacheError {
                     // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
-                    if shares, let answer = error.originAnswer, answer.freshUntil != nil {
+                    if shares, let answer = error.originAnswer, answer.freshUntil != nil, !isNotYetAvailable(answer, url: url) {
                         answers.remember(answer, for: key, at: store.configuration.clock.now)
                     }
                     throw error

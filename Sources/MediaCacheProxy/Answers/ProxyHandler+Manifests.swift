@@ -110,7 +110,9 @@ extension ProxyHandler {
         // Offline, or with the origin failing, only the representations held.
         let removed = await reader.heldManifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
         let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in
-            proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
+            // A live manifest's bases are where its segments appear as they are made.
+            if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.noteLive(resolved) }
+            return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
         }
         return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
     }
@@ -232,6 +234,7 @@ extension ProxyHandler {
     /// request (`headers`' `CMCD-Session`).
     func rewrite(_ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
+        if !parsed.isFinal, let folder = URL(string: "./", relativeTo: metadata.finalURL ?? url)?.absoluteURL { reader.noteLive(folder) }
         let session = configuration.addsCMCD ? CMCD.session(in: headers) : nil
         let durations = session == nil ? [:] : Self.segmentDurations(parsed, base: metadata.finalURL ?? url)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
