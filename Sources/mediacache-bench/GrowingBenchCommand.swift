@@ -44,9 +44,7 @@ struct GrowingBenchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let origin = try await TestOrigin.start()
-        var configuration = HTTPClient.Configuration(decompression: .disabled)
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 2 * clients + 2)
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let client = HTTPClient.forPlayers(2 * clients)
         let piece = Int64(size) << 10
         try await withTemporaryDirectory { directory in
             try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in

@@ -39,9 +39,7 @@ struct LLHLSBenchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let origin = try await TestOrigin.start()
-        var configuration = HTTPClient.Configuration(decompression: .disabled)
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 2 * clients + 2)
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let client = HTTPClient.forPlayers(2 * clients)
         try await withTemporaryDirectory { directory in
             try await withServe(cacheDirectory: directory.appendingPathComponent("cache")) { port in
                 let length = Int64(size) << 10

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
 import MediaCacheTestSupport
 
@@ -19,4 +20,14 @@ func withServe<T>(cacheDirectory: URL, arguments: [String] = [], _ body: (_ port
     }
     guard let match = line.firstMatch(of: /127\.0\.0\.1:(\d+)/), let port = Int(match.1) else { throw ValidationError("No port in: \(line)") }
     return try await body(port)
+}
+
+extension HTTPClient {
+    /// A client for `players` concurrent players on one host (and two spare connections),
+    /// bodies as they come (no decompression).
+    static func forPlayers(_ players: Int) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(decompression: .disabled)
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: players + 2)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
 }
