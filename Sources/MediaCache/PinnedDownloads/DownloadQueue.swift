@@ -340,8 +340,13 @@ public final class DownloadQueue: Sendable {
             return stop
         }
         if stop != .cancel {
-            try? await persist(id)
-            try? await store.flush()
+            // Written on a task of its own: this one was cancelled to pause or stop the job, and
+            // the index's writes give up at once in a cancelled task (a pause was not kept, so
+            // the next start downloaded the paused job).
+            await Task { [self] in
+                try? await persist(id)
+                try? await store.flush()
+            }.value
             // Published once written: a client that sees a job settle may stop the queue and
             // close the store at once, and must find the job as it saw it.
             if stop != .shutDown { state.withLock { state in state.jobs[id].map { state.publish(.changed($0)) } } }

@@ -1,0 +1,78 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+/// Jobs outlive a restart and their index: after a stop (the index kept, or deleted and rebuilt
+/// from the entry and job records), an unfinished pin resumes and a paused one stays paused
+/// until resumed, each fetching only what is missing. (A pause was once not written at all: the
+/// job's own task, cancelled to pause it, could not write to the index.)
+@Suite(.endToEnd) struct JobRecordsTests {
+    @Test(arguments: [true, false])
+    func unfinishedAndPausedJobsResumeAfterARestart(deletingTheIndex: Bool) async throws {
+        let size: Int64 = 8_000_000
+        try await withTemporaryDirectory { directory in
+            let origin = try await TestOrigin.start()
+            defer { Task { try? await origin.shutdown() } }
+            for (seed, path) in [(91, "/running.mp4"), (92, "/paused.mp4")] {
+                var resource = TestOrigin.Resource.generated(length: size, seed: UInt64(seed))
+                // Slow enough that the stop comes long before the end, however loaded the machine.
+                resource.faults.bytesPerSecond = 1_000_000
+                origin.serve(resource, at: path)
+            }
+            let folder = directory.appendingPathComponent("store")
+            var configuration = DownloadQueue.Configuration()
+            configuration.commitInterval = 256 << 10
+            let (running, paused) = try await PinnedDownloadsTests.withEngine(folder) { _, reader in
+                let queue = try DownloadQueue(reader: reader, configuration: configuration)
+                queue.start()
+                let running = try await queue.pin(origin.url("/running.mp4"))
+                let paused = try await queue.pin(origin.url("/paused.mp4"))
+                try await waitUntil {
+                    [running.id, paused.id].allSatisfy { (queue.job(matching: $0)?.bytesDone ?? 0) >= size / 4 }
+                }
+                _ = try await queue.pause(paused.id)
+                await queue.shutDown()
+                return (running.id, paused.id)
+            }
+            let sent = ["/running.mp4", "/paused.mp4"].map { origin.bodyBytesSent($0) }
+            #expect(sent.allSatisfy { $0 < size })
+            let record = (try? String(contentsOf: folder.appendingPathComponent("jobs/\(paused)"), encoding: .utf8)) ?? "none"
+            #expect(record.contains("\"state\":\"paused\""), "\(record)")
+            if deletingTheIndex {
+                for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
+                    try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+                }
+                #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("index.sqlite").path))
+            }
+            for path in ["/running.mp4", "/paused.mp4"] { origin.update(path) { $0.faults.bytesPerSecond = nil } }
+
+            try await PinnedDownloadsTests.withEngine(folder) { store, reader in
+                let queue = try DownloadQueue(reader: reader, configuration: configuration)
+                #expect(queue.job(matching: running)?.state == .queued, "a job that was downloading is queued again")
+                #expect(queue.job(matching: paused)?.state == .paused)
+                for path in ["/running.mp4", "/paused.mp4"] {
+                    #expect(store.isPinned(store.key(for: origin.url(path))), "\(path) lost its pin")
+                    #expect(store.spans(for: store.key(for: origin.url(path))).byteCount >= size / 4 - (1 << 20), "\(path) lost its bytes")
+                }
+                queue.start()
+                #expect(try await PinnedDownloadsTests.settled(running, in: queue).state == .completed)
+                #expect(queue.job(matching: paused)?.state == .paused, "a paused job waits for the user")
+                _ = try await queue.resume(paused)
+                #expect(try await PinnedDownloadsTests.settled(paused, in: queue).state == .completed)
+                for (seed, path) in [(91, "/running.mp4"), (92, "/paused.mp4")] {
+                    let bytes = try await collect(try #require(reader.cachedRead(origin.url(path), range: ByteRange(0, size))))
+                    #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: bytes, at: 0) == nil, "\(path)")
+                    // Only what was missing: the file once, and at most what was in flight at the stop.
+                    #expect(origin.bodyBytesSent(path) <= size + (2 << 20), "\(path): \(origin.bodyBytesSent(path)) bytes for \(size)")
+                }
+                await queue.shutDown()
+            }
+        }
+    }
+}
