@@ -168,6 +168,9 @@ final class OriginHandler: ChannelInboundHandler {
         if head.method == .HEAD, faults.headFails {
             return Plan(status: .methodNotAllowed, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
+        if let required = faults.requiredQuery, !(head.uri.split(separator: "?", maxSplits: 1).dropFirst().first?.contains(required) ?? false) {
+            return Plan(status: .forbidden, headers: [("Content-Length", "0")], body: nil, resource: resource)
+        }
         if let (name, value) = faults.requiredHeader, head.headers.first(name: name) != value {
             return Plan(status: .unauthorized, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }

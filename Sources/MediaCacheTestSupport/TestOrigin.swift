@@ -123,6 +123,9 @@ public final class TestOrigin: Sendable {
         public var statusBody: [UInt8] = []
         /// Answer 401 unless the request carries this header with this value (a media
         /// server behind a login).
+        /// Answer 403 unless the request's query contains this text (a signed URL: another
+        /// signature, or an expired one, is refused).
+        public var requiredQuery: String?
         public var requiredHeader: (name: String, value: String)?
         /// Answer 403 unless the request's `Cookie` carries this cookie (a stream behind
         /// signed cookies).

@@ -75,4 +75,64 @@ import Testing
             }
         }
     }
+
+    /// A pinned download whose signed URL expired (the origin now answers `403`) finishes from a
+    /// new URL, given by hand (`replaceURL`) or by the app when the queue asks (`freshURL`),
+    /// fetching only what is missing: the key rule leaves the signature out of keys.
+    @Test func aJobWhoseURLExpiredFinishesFromANewOne() async throws {
+        let size: Int64 = 8_000_000
+        try await withTemporaryDirectory { directory in
+            let origin = try await TestOrigin.start()
+            defer { Task { try? await origin.shutdown() } }
+            for (seed, path) in [(93, "/a/film.mp4"), (94, "/b/film.mp4")] {
+                var resource = TestOrigin.Resource.generated(length: size, seed: UInt64(seed))
+                resource.faults.bytesPerSecond = 1_000_000
+                resource.faults.requiredQuery = "sig=1"
+                origin.serve(resource, at: path)
+            }
+            var storeConfiguration = CacheStore.Configuration()
+            storeConfiguration.keyRule = CacheKeyRule(ignoredQueryParameters: ["sig"])
+            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
+            let fetcher = HTTPOriginFetcher()
+            let reader = CachingReader(store: store, fetcher: fetcher)
+            var configuration = DownloadQueue.Configuration()
+            configuration.commitInterval = 256 << 10
+            // The app's answer when the queue asks: the same file under today's signature.
+            configuration.freshURL = { job in
+                var components = URLComponents(url: job.url, resolvingAgainstBaseURL: false)
+                components?.query = "sig=2"
+                return components?.url
+            }
+            let queue = try DownloadQueue(reader: reader, configuration: configuration)
+            queue.start()
+            var ids: [String] = []
+            for path in ["/a/film.mp4", "/b/film.mp4"] { ids.append(try await queue.pin(origin.url(path + "?sig=1")).id) }
+            try await waitUntil { ids.allSatisfy { (queue.job(matching: $0)?.bytesDone ?? 0) >= size / 4 } }
+            for id in ids { _ = try await queue.pause(id) }
+            // The signature expires.
+            for path in ["/a/film.mp4", "/b/film.mp4"] {
+                origin.update(path) { resource in
+                    resource.faults.requiredQuery = "sig=2"
+                    resource.faults.bytesPerSecond = nil
+                }
+            }
+            // By hand: the first job gets its new URL and finishes.
+            let replaced = try await queue.replaceURL(ids[0], with: origin.url("/a/film.mp4?sig=2"))
+            #expect(replaced.url == origin.url("/a/film.mp4?sig=2") && replaced.state != .failed)
+            // By the app: the second, resumed, is refused (403), asks for a new URL, and finishes.
+            _ = try await queue.resume(ids[1])
+            for (index, id) in ids.enumerated() {
+                try await waitUntil { queue.job(matching: id)?.state == .completed }
+                let path = ["/a/film.mp4", "/b/film.mp4"][index]
+                let bytes = try await collect(try #require(reader.cachedRead(origin.url(path + "?sig=2"), range: ByteRange(0, size))))
+                #expect(DeterministicContent(seed: UInt64(93 + index)).firstMismatch(in: bytes, at: 0) == nil, "\(path)")
+                #expect(origin.bodyBytesSent(path) <= size + (2 << 20), "\(path): \(origin.bodyBytesSent(path)) bytes for \(size)")
+            }
+            #expect(queue.job(matching: ids[1])?.url.query == "sig=2")
+            await queue.shutDown()
+            await reader.shutDown()
+            try await store.close()
+            try await fetcher.shutdown()
+        }
+    }
 }

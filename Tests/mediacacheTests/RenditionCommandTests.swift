@@ -53,4 +53,30 @@ import Testing
         }
         try await origin.shutdown()
     }
+
+    /// `pin --replace-url JOB URL` through a server: the job takes the new signed URL, and under
+    /// the server's key rule keeps every byte it holds (the origin sends nothing more).
+    @Test func aJobTakesANewSignedURL() async throws {
+        let origin = try await TestOrigin.start()
+        var film = TestOrigin.Resource.generated(length: 1_500_000, seed: 95)
+        film.faults.requiredQuery = "sig=1"
+        origin.serve(film, at: "/s/film.mp4")
+        try await RunningServer.with(["--ignore-query-param", "sig"], origin: origin) { server in
+            let folder = server.folder
+            let pinned = try await Self.mediacache(["pin", "--cache-dir", folder, origin.url("/s/film.mp4?sig=1").absoluteString])
+            #expect(pinned.status == 0 && pinned.output.contains("completed"), "\(pinned.output) \(pinned.error)")
+            let id = try #require(try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder]).first?.id)
+            origin.update("/s/film.mp4") { $0.faults.requiredQuery = "sig=2" }
+            let sent = origin.bodyBytesSent("/s/film.mp4")
+            let fresh = origin.url("/s/film.mp4?sig=2").absoluteString
+            let replaced = try await Self.mediacache(["pin", "--cache-dir", folder, "--replace-url", id, fresh])
+            #expect(replaced.status == 0 && replaced.output.contains("completed"), "\(replaced.output) \(replaced.error)")
+            let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
+            #expect(jobs.map(\.url.absoluteString) == [fresh] && jobs.first?.state == .completed)
+            #expect(origin.bodyBytesSent("/s/film.mp4") == sent, "bytes held were fetched again")
+            let twoURLs = try await Self.mediacache(["pin", "--cache-dir", folder, "--replace-url", id, fresh, fresh])
+            #expect(twoURLs.status != 0 && twoURLs.error.contains("one job and one new URL"), "\(twoURLs.error)")
+        }
+        try await origin.shutdown()
+    }
 }

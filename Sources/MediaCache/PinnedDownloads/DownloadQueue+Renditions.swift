@@ -55,6 +55,48 @@ extension DownloadQueue {
         return .languages(tags)
     }
 
+    /// Gives the job `id` a new URL for the same resource (a signed URL that expired): its
+    /// download stops, the job is planned again from `url`, the entries the new URL names are
+    /// pinned and those only the old one named unpinned, and it is queued to fetch what is
+    /// missing. Under a key rule that leaves the signature out of keys
+    /// (``CacheStore/Configuration/keyRule``), the keys are the same and every byte held stays.
+    /// - Throws: ``CacheError`` `.notCached` when there is no such job; origin errors planning an asset.
+    @discardableResult
+    public func replaceURL(_ id: String, with url: URL) async throws -> DownloadJob {
+        try reader.checkOrigin(url)
+        let job = try current(id)
+        var keys = [store.key(for: url)]
+        var plan: CachingReader.PrefetchPlan?
+        if let asset = job.asset {
+            plan = try await OriginPriority.$isCachesOwn.withValue(true) {
+                try await reader.assetPlan(url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+            }
+            keys += Self.keys(of: plan!, in: store)
+        }
+        var seen: Set<CacheKey> = []
+        keys = keys.filter { seen.insert($0).inserted }
+        if !(job.state == .completed || job.state == .paused || job.state == .failed) { _ = try await pause(id) }
+        let states = plan.map(renditionStates)
+        let (released, added) = state.withLock { state -> ([CacheKey], [CacheKey]) in
+            let old = Set(state.jobs[id]?.keys ?? [])
+            let others = Set(state.jobs.values.filter { $0.id != id }.flatMap(\.keys))
+            state.jobs[id]?.url = url
+            state.jobs[id]?.keys = keys
+            if let states { state.jobs[id]?.renditions = states }
+            state.jobs[id]?.state = .queued
+            state.jobs[id]?.failure = nil
+            if let changed = state.jobs[id] { state.publish(.changed(changed)) }
+            return (old.subtracting(keys).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
+        }
+        try await store.pin(added)
+        try await store.unpin(released)
+        configuration.logger.info(
+            "Gave a download a new URL", metadata: ["job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "keys kept": "\(keys.count - added.count) of \(keys.count)"])
+        try await persist(id)
+        schedule()
+        return try current(id)
+    }
+
     /// Gives the job `id` the choice `choice`: its download stops, the keys only the old choice
     /// used are unpinned, those of the new one pinned, and it is queued to fetch what is missing.
     func rechoose(_ id: String, _ choice: RenditionChoice) async throws -> DownloadJob {

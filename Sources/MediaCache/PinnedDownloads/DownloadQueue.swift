@@ -24,6 +24,10 @@ public final class DownloadQueue: Sendable {
         /// A downloading job has the store commit its bytes after about this many, so a
         /// job cut by a crash or `kill -9` fetches at most about this much again.
         public var commitInterval: Int64 = 1 << 20
+        /// Asked for a new URL when a job's origin refuses its URL (`401`, `403`, `410`: a
+        /// signed URL that expired): the job goes on from the URL given (``replaceURL(_:with:)``),
+        /// or fails as before when `nil` comes back.
+        public var freshURL: (@Sendable (DownloadJob) async -> URL?)?
         /// Where the queue logs.
         public var logger = Logger(label: "mediacache.downloads", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -293,6 +297,7 @@ public final class DownloadQueue: Sendable {
         try? await persist(id)
         configuration.logger.info("Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
         var failure: String?
+        var refused = false
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
             if let asset = job.asset {
@@ -316,6 +321,7 @@ public final class DownloadQueue: Sendable {
         } catch is CancellationError {
         } catch let error as CacheError {
             failure = error.message
+            refused = [401, 403, 410].contains(error.originAnswer?.status ?? 0)
         } catch {
             failure = "\(error)"
         }
@@ -360,6 +366,10 @@ public final class DownloadQueue: Sendable {
         }
         state.withLock { _ = $0.running.removeValue(forKey: id) }
         if stop != .shutDown { schedule() }
+        if refused, stop == nil, let freshURL = configuration.freshURL, let job = state.withLock({ $0.jobs[id] }) {
+            // The origin refused the URL: the app may have a new one (a fresh signature).
+            if let url = await freshURL(job) { _ = try? await replaceURL(id, with: url) }
+        }
     }
 
     /// Takes a prefetch's progress into the job; has the store commit every

@@ -123,6 +123,8 @@ struct AdminEndpoints {
         case (.POST, "unpin"):
             let request = try PrefetchRequest(target)
             return try await answering { try Self.json(["unpinned": try await downloads().unpin(try originURL(target), renditions: request.renditions)]) }
+        case (.POST, "replace-url"):
+            return try await answering { try Self.json(try await downloads().replaceURL(try job(target), with: try originURL(target))) }
         case (.POST, "pause"):
             return try await answering { try Self.json(try await downloads().pause(try job(target))) }
         case (.POST, "resume"):
@@ -148,7 +150,7 @@ struct AdminEndpoints {
         case (.DELETE, "preload"):
             reader.preload([])
             return try Self.json(reader.preloadStatus)
-        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"),
+        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"), (_, "replace-url"),
             (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"), (_, "preload"):
             throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         default:

@@ -229,6 +229,27 @@ enum CacheAccess {
         }
     }
 
+    /// Gives the job `text` names the new URL `url` (a signed URL that expired) and follows it
+    /// until it settles, as ``pin(_:_:progress:)`` does.
+    func replaceURL(_ text: String, _ url: URL, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+        switch self {
+        case .local(_, let reader, _):
+            let queue = try Self.queue(reader)
+            guard let job = queue.job(matching: text) else {
+                throw CommandFailure("No download job is \(text.prefix(60)); `mediacache downloads` lists them.")
+            }
+            return try await Self.localRun(queue) {
+                try await queue.replaceURL(job.id, with: url)
+            } progress: {
+                progress($0)
+            }
+        case .server(let info):
+            let query = [URLQueryItem(name: "job", value: text), URLQueryItem(name: "target", value: url.absoluteString)]
+            let job: DownloadJob = try await Self.ask(info, .POST, "replace-url", query: query)
+            return try await Self.follow(job, on: info, progress: progress)
+        }
+    }
+
     /// Writes what is cached of `url` to `destination` (see ``CachingReader/export(_:to:renditions:seconds:)``).
     func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary {
         switch self {

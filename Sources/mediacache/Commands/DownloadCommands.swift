@@ -27,15 +27,27 @@ struct PinCommand: AsyncParsableCommand {
 
     @OptionGroup var asset: AssetOptions
 
+    @Option(
+        name: .customLong("replace-url"),
+        help: "A job (id or URL) to give the one URL given instead of its own (a signed URL that expired): it resumes, keeping what it holds under a key rule.")
+    var replaceURL: String?
+
     @OptionGroup var options: CacheOptions
 
     func validate() throws {
         _ = try AssetOptions.targets(urls)
         _ = try asset.request()
+        if replaceURL != nil, urls.count != 1 { throw ValidationError("--replace-url takes one job and one new URL.") }
     }
 
     func run() async throws {
         let targets = try AssetOptions.targets(urls)
+        if let job = replaceURL, let url = targets.first {
+            let change: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? = { access, progress in
+                try await access.replaceURL(job, url, progress: progress)
+            }
+            return try await followingDownloads(options: options, [(url.absoluteString, change)])
+        }
         let request = try asset.request()
         try await followingDownloads(
             options: options,
