@@ -24,6 +24,9 @@ public final class DownloadQueue: Sendable {
         /// A downloading job has the store commit its bytes after about this many, so a
         /// job cut by a crash or `kill -9` fetches at most about this much again.
         public var commitInterval: Int64 = 1 << 20
+        /// At most this many bytes per second for all the downloads together (`nil`: no cap).
+        /// A download a player is reading is never held back.
+        public var maxBytesPerSecond: Int64?
         /// Asked for a new URL when a job's origin refuses its URL (`401`, `403`, `410`: a
         /// signed URL that expired): the job goes on from the URL given (``replaceURL(_:with:)``),
         /// or fails as before when `nil` comes back.
@@ -87,6 +90,8 @@ public final class DownloadQueue: Sendable {
 
     let state = Mutex(State())
     var store: CacheStore { reader.store }
+    /// The rate cap every job shares (``Configuration/maxBytesPerSecond``).
+    let rate: DownloadRate?
 
     /// The queue of `reader`'s store, with the jobs kept there. A job that was downloading
     /// when the store was last closed is queued again; call ``start()`` to run them.
@@ -94,6 +99,7 @@ public final class DownloadQueue: Sendable {
     public init(reader: CachingReader, configuration: Configuration = Configuration()) throws {
         self.reader = reader
         self.configuration = configuration
+        rate = configuration.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
         var jobs: [String: DownloadJob] = [:]
         for (id, body) in try reader.store.loadJobs() {
             guard var job = try? JSONDecoder().decode(DownloadJob.self, from: body), job.id == id else {
@@ -285,8 +291,13 @@ public final class DownloadQueue: Sendable {
                 state.jobs[job.id]!.state = .downloading
                 state.publish(.changed(state.jobs[job.id]!))
                 let id = job.id
-                // A pinned download is the cache's own work: it gives way to players (`OriginPriority`).
-                state.running[id]!.task = Task { await OriginPriority.$isCachesOwn.withValue(true) { await self.run(id) } }
+                // A pinned download is the cache's own work: it gives way to players (`OriginPriority`),
+                // within the queue's rate cap.
+                state.running[id]!.task = Task {
+                    await DownloadRate.$current.withValue(rate) {
+                        await OriginPriority.$isCachesOwn.withValue(true) { await self.run(id) }
+                    }
+                }
             }
         }
     }
