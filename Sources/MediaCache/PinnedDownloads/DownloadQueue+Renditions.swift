@@ -73,27 +73,13 @@ extension DownloadQueue {
             }
             keys += Self.keys(of: plan!, in: store)
         }
-        var seen: Set<CacheKey> = []
-        keys = keys.filter { seen.insert($0).inserted }
-        if !(job.state == .completed || job.state == .paused || job.state == .failed) { _ = try await pause(id) }
         let states = plan.map(renditionStates)
-        let (released, added) = state.withLock { state -> ([CacheKey], [CacheKey]) in
-            let old = Set(state.jobs[id]?.keys ?? [])
-            let others = Set(state.jobs.values.filter { $0.id != id }.flatMap(\.keys))
-            state.jobs[id]?.url = url
-            state.jobs[id]?.keys = keys
-            if let states { state.jobs[id]?.renditions = states }
-            state.jobs[id]?.state = .queued
-            state.jobs[id]?.failure = nil
-            if let changed = state.jobs[id] { state.publish(.changed(changed)) }
-            return (old.subtracting(keys).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
+        let (kept, added) = try await retarget(id, keys: keys) { job in
+            job.url = url
+            if let states { job.renditions = states }
         }
-        try await store.pin(added)
-        try await store.unpin(released)
         configuration.logger.info(
-            "Gave a download a new URL", metadata: ["job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "keys kept": "\(keys.count - added.count) of \(keys.count)"])
-        try await persist(id)
-        schedule()
+            "Gave a download a new URL", metadata: ["job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "keys kept": "\(kept) of \(kept + added)"])
         return try current(id)
     }
 
@@ -106,38 +92,47 @@ extension DownloadQueue {
         let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
             try await reader.assetPlan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         }
-        var seen: Set<CacheKey> = []
-        let keys = ([store.key(for: job.url)] + Self.keys(of: plan, in: store)).filter { seen.insert($0).inserted }
         var proposed = job
-        proposed.keys = keys
+        var seen: Set<CacheKey> = []
+        proposed.keys = ([store.key(for: job.url)] + Self.keys(of: plan, in: store)).filter { seen.insert($0).inserted }
         proposed.bytesTotal = plan.estimatedBytes
         proposed.totalIsEstimate = plan.items.contains { $0.range == nil }
         try checkRoom(for: proposed)
-        let wasSettled = job.state == .completed || job.state == .paused || job.state == .failed
-        if !wasSettled { _ = try await pause(id) }
         let states = renditionStates(plan)
+        let (kept, added) = try await retarget(id, keys: proposed.keys) { job in
+            job.asset = asset
+            job.bytesTotal = proposed.bytesTotal
+            job.totalIsEstimate = proposed.totalIsEstimate
+            job.resourcesTotal = plan.items.count
+            job.renditions = states
+        }
+        configuration.logger.info("Changed the renditions of a pin", metadata: ["job": "\(id)", "entries kept": "\(kept)", "added": "\(added)"])
+        return try current(id)
+    }
+
+    /// Points the job `id` at `keys` (each once) with `change` made to it: its download stops,
+    /// the keys only it used before are unpinned (to the streaming cache), the new ones pinned,
+    /// and it is queued to fetch what is missing. Returns how many keys were kept and added.
+    private func retarget(_ id: String, keys: [CacheKey], change: (inout DownloadJob) -> Void) async throws -> (kept: Int, added: Int) {
+        var seen: Set<CacheKey> = []
+        let keys = keys.filter { seen.insert($0).inserted }
+        let job = try current(id)
+        if !(job.state == .completed || job.state == .paused || job.state == .failed) { _ = try await pause(id) }
         let (released, added) = state.withLock { state -> ([CacheKey], [CacheKey]) in
             let old = Set(state.jobs[id]?.keys ?? [])
             let others = Set(state.jobs.values.filter { $0.id != id }.flatMap(\.keys))
-            state.jobs[id]?.asset = asset
+            if state.jobs[id] != nil { change(&state.jobs[id]!) }
             state.jobs[id]?.keys = keys
-            state.jobs[id]?.bytesTotal = proposed.bytesTotal
-            state.jobs[id]?.totalIsEstimate = proposed.totalIsEstimate
-            state.jobs[id]?.resourcesTotal = plan.items.count
-            state.jobs[id]?.renditions = states
             state.jobs[id]?.state = .queued
             state.jobs[id]?.failure = nil
             if let changed = state.jobs[id] { state.publish(.changed(changed)) }
-            let now = Set(keys)
-            return (old.subtracting(now).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
+            return (old.subtracting(keys).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
         }
         try await store.pin(added)
         try await store.unpin(released)
-        configuration.logger.info(
-            "Changed the renditions of a pin", metadata: ["job": "\(id)", "added": "\(added.count) entries", "released": "\(released.count) entries"])
         try await persist(id)
         schedule()
-        return try current(id)
+        return (keys.count - added.count, added.count)
     }
 
     /// How much of each rendition in `plan` is stored.
