@@ -326,6 +326,23 @@ public final class DownloadQueue: Sendable {
                 }
                 if !added.isEmpty { try await store.pin(added) }
                 _ = try await reader.prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
+            } else if let length = job.bytesTotal, length > Self.piece {
+                // In pieces, one request each: a player that comes waits for at most one piece
+                // in flight on the link, not for a whole file's request the transfer stopped reading.
+                var offset: Int64 = 0
+                while offset < length {
+                    let piece = ByteRange(offset, min(length, offset + Self.piece))
+                    let done = offset
+                    _ = try await reader.prefetch(job.url, range: piece) { partial in
+                        var whole = partial
+                        whole.bytesDone += done
+                        whole.bytesTotal = length
+                        whole.resourcesTotal = 1
+                        whole.resourcesDone = piece.upperBound == length && partial.isComplete ? 1 : 0
+                        progress(whole)
+                    }
+                    offset = piece.upperBound
+                }
             } else {
                 _ = try await reader.prefetch(job.url, progress: progress)
             }
@@ -444,6 +461,9 @@ public final class DownloadQueue: Sendable {
     static func noJob(_ id: String) -> CacheError {
         CacheError(.notCached, "There is no download job \(id.prefix(60)); `mediacache downloads` lists them.")
     }
+
+    /// The size of the requests a pinned file is fetched in (see ``run(_:)``).
+    static let piece: Int64 = 1 << 20
 
     /// Eight hexadecimal digits.
     static func makeID() -> String {

@@ -34,6 +34,9 @@ struct PreloadBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("serve-argument"), help: "An argument for mediacache serve (repeat; e.g. --serve-argument=--read-ahead-segments=0).")
     var serveArguments: [String] = []
 
+    @Flag(help: "Only a cold play alone and beside a running pinned download of a 120 MiB file (issue 53's goal).")
+    var besidePin = false
+
     func validate() throws {
         guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be 1...100.") }
         guard seconds > 0, seconds <= 60 else { throw ValidationError("--seconds must be above 0, at most 60.") }
@@ -64,6 +67,7 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             let relay = try await LinkRelay.start(to: origin.port, shape: link.shape)
             try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: serveArguments) { port in
                 let bench = Bench(origin: origin, relay: relay, proxyPort: port, files: files, directory: directory)
+                if besidePin { return try await besideAPin(bench) }
                 print("Preload over \(link.description), \(rounds) rounds, medians (ffmpeg decoding to null), preloads of \(seconds) s:")
                 for shape in Self.shapes { try await preloaded(shape, bench) }
                 try await replaced(bench)
@@ -159,6 +163,34 @@ struct PreloadBenchCommand: AsyncParsableCommand {
         }
     }
 
+    /// A cold play alone, and beside a running pinned download of a 120 MiB file (cancelled after).
+    private func besideAPin(_ bench: Bench) async throws {
+        print("Over \(link.description), \(rounds) rounds, medians (ffmpeg decoding to null):")
+        var figures: [String: [Double]] = [:]
+        for round in 0..<rounds {
+            for (workload, limit) in [("first frame", ["-frames:v", "1"]), ("first 10 s", ["-t", "10"])] {
+                let tag = "/p\(round)\(workload.prefix(7).filter(\.isLetter))"
+                let alone = bench.serve("end", at: tag + "a/")
+                figures["\(workload) alone", default: []].append(try await bench.play(bench.proxyURL(alone, "end.mp4"), limit))
+                bench.origin.serve(.generated(length: 120 << 20, seed: UInt64(round + 7)), at: tag + "/big.bin")
+                let big = "http://127.0.0.1:\(bench.relay.port)\(tag)/big.bin"
+                try await bench.admin("pin", ["target=" + big.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
+                try await bench.waitFor { bench.origin.bodyBytesSent(tag + "/big.bin") > 1 << 20 }
+                let played = bench.serve("end", at: tag + "p/")
+                figures["\(workload) beside", default: []].append(try await bench.play(bench.proxyURL(played, "end.mp4"), limit))
+                try await bench.admin("cancel", ["job=" + big.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
+                try await bench.waitFor { try await bench.downloadsInFlight() == 0 }
+                try await bench.relay.drain()
+            }
+        }
+        print("  A cold play of a 30 s MP4 (moov at the end) through the proxy, alone and beside a pinned download on the same link:")
+        for workload in ["first frame", "first 10 s"] {
+            let alone = median(figures["\(workload) alone"]!)
+            let beside = median(figures["\(workload) beside"]!)
+            print(String(format: "    %@: alone %.0f ms, beside %.0f ms: %.2fx", workload, alone, beside, beside / alone))
+        }
+    }
+
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 
     /// The origin, the link and the server one run shares.
@@ -226,6 +258,14 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             ])
             guard sent.status == 0 else { throw ValidationError("The preload was refused: \(sent.error)") }
             if waiting { try await waitFor { try await queue().allSatisfy { $0.state != .queued && $0.state != .preloading } } }
+        }
+
+        /// `POST /_mediacache/<name>?<query>` as an admin.
+        func admin(_ name: String, _ query: [String]) async throws {
+            let sent = try await ChildProcess.run([
+                "curl", "-s", "-f", "-X", "POST", "-H", "X-MediaCache-Admin: 1", "http://127.0.0.1:\(proxyPort)/_mediacache/\(name)?" + query.joined(separator: "&"),
+            ])
+            guard sent.status == 0 else { throw ValidationError("POST /_mediacache/\(name) was refused: \(sent.error)") }
         }
 
         /// The server's origin downloads under way.
