@@ -155,6 +155,13 @@ extension CachingReader {
         return stream
     }
 
+    /// Whether a read is writing the body without a length of `url` to the store, or removing
+    /// what an unfinished one left (a new whole read stores it only once this is over).
+    package func isWritingThrough(_ url: URL) -> Bool {
+        let key = store.key(for: url)
+        return passThroughWriters.withLock { $0.contains(key) }
+    }
+
     /// `response` (a body without a length) made shareable: registered for reads to join,
     /// with a reader of it for the caller.
     func sharing(_ response: OriginResponse, key: CacheKey) -> OriginResponse {
