@@ -39,8 +39,17 @@ import Testing
             for (seed, path) in files.enumerated() { h.origin.serve(.generated(length: 12_000, seed: UInt64(400 + seed)), at: path) }
             h.origin.serve(TestOrigin.Resource(body: .bytes(Array("ok".utf8)), mimeType: "text/plain"), at: "/beacon")
             let originAddress = "127.0.0.1:\(h.origin.port)"
+            // Each request named when it fails (a timeout was seen once, in a full run, unreproduced).
+            func get(_ url: String) async throws -> ProxyHarness.Reply {
+                do {
+                    return try await h.get(url)
+                } catch {
+                    Issue.record("GET \(url): \(error)")
+                    throw error
+                }
+            }
             var checks: [String: Bool] = [:]
-            let reply = try await h.get(h.url("/d/m.mpd"))
+            let reply = try await get(h.url("/d/m.mpd"))
             let served = String(buffer: reply.body)
             checks["manifest names no origin address"] = reply.status == 200 && !served.contains(originAddress)
             // The base, as a player resolves it: the one BaseURL the proxy wrote for the manifest.
@@ -49,7 +58,7 @@ import Testing
             let base = try #require(URL(string: bases.first ?? ""))
             func fetch(_ relative: String, _ path: String) async throws -> Bool {
                 let url = try #require(URL(string: relative, relativeTo: base)?.absoluteString)
-                let answer = try await h.get(url)
+                let answer = try await get(url)
                 return answer.status == 200 && h.origin.resource(at: path)!.firstMismatch(in: answer.body, at: 0) == nil
             }
             checks["init section"] = try await fetch("v0/init.mp4", "/d/media/v0/init.mp4")
@@ -59,10 +68,10 @@ import Testing
             checks["thumbnail"] = try await fetch("thumbs/1.jpg", "/d/media/thumbs/1.jpg")
             // The callback the player fetches, and the manifest's new location, through the proxy.
             let callback = served.components(separatedBy: "messageData=\"").dropFirst().first?.components(separatedBy: "\"").first ?? ""
-            let beacon = try await h.get(callback.replacingOccurrences(of: "&amp;", with: "&"))
+            let beacon = try await get(callback.replacingOccurrences(of: "&amp;", with: "&"))
             checks["callback event"] = callback.contains("127.0.0.1:\(h.port)") && beacon.status == 200 && String(buffer: beacon.body) == "ok"
             let location = served.components(separatedBy: "<Location>").dropFirst().first?.components(separatedBy: "</Location>").first ?? ""
-            let relocated = try await h.get(location)
+            let relocated = try await get(location)
             checks["location"] = location.contains("127.0.0.1:\(h.port)") && relocated.status == 200
             let failed = checks.filter { !$0.value }.map(\.key).sorted()
             #expect(checks.count == 7 && failed.isEmpty, "\(checks.count - failed.count) of \(checks.count) hold; failing: \(failed)\n\(served)")
