@@ -65,11 +65,22 @@ package enum CacheMetrics {
             ($0, Counter(label: "mediacache_revalidations_total", dimensions: [("outcome", $0.rawValue)]))
         })
 
+    private static let downloadWaits = Dictionary(
+        uniqueKeysWithValues: DownloadWait.allCases.map { ($0, Gauge(label: "mediacache_pinned_downloads_waiting", dimensions: [("reason", $0.rawValue)])) })
+    static let diskFree = Gauge(label: "mediacache_disk_free_bytes")
+
+    /// How many pinned downloads wait now, by reason.
+    static func recordWaiting(_ jobs: some Sequence<DownloadJob>) {
+        var counts: [DownloadWait: Int] = [:]
+        for job in jobs { if let reason = job.waiting { counts[reason, default: 0] += 1 } }
+        for (reason, gauge) in downloadWaits { gauge.record(counts[reason] ?? 0) }
+    }
+
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, preloadedBytes, preloadHits, preloads
+            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, preloadedBytes, preloadHits, preloads, downloadWaits, diskFree
         )
     }
 

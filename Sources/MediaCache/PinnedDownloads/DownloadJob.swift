@@ -10,7 +10,8 @@ public import Foundation
 public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     /// Where a job is.
     public enum State: String, Sendable, Codable, Equatable {
-        /// Waiting for a free slot (``DownloadQueue/Configuration/maxConcurrent``).
+        /// Waiting for a free slot (``DownloadQueue/Configuration/maxConcurrent``), or for its
+        /// rules to let it run (``DownloadJob/waiting`` says which).
         case queued
         case downloading
         /// Stopped by ``DownloadQueue/pause(_:)``; what arrived stays pinned.
@@ -48,6 +49,15 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     /// Seconds left at that rate, when the total is known.
     public var secondsLeft: Double?
     public var createdAt: Date
+    /// Why a queued job does not download now (outside its window, on a network its rule
+    /// forbids, short of disk space); `nil` when it runs or waits only for a free slot.
+    public var waiting: DownloadWait?
+    /// ``waiting`` in words, with what would end it.
+    public var waitingDetail: String?
+    /// The job's own rules, over the queue's (``DownloadQueue/setRules(_:_:)``).
+    public var rules: DownloadRules?
+    /// Its place in the queue: lower first; jobs of one rank in the order they were added.
+    var rank: Int?
     /// The entries the job pins: its playlists and resources.
     var keys: [CacheKey] = []
     /// For an asset, each rendition the job pins and how much of it is stored (when last

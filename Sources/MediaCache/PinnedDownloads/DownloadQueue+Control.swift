@@ -76,6 +76,8 @@ extension DownloadQueue {
     public func shutDown() async {
         let (tasks, subscribers) = state.withLock { state in
             state.isShutDown = true
+            state.watcher?.cancel()
+            state.watcher = nil
             for id in state.running.keys where !state.running[id]!.isSettling { state.running[id]!.stop = .shutDown }
             defer { state.subscribers = [:] }
             return (state.running.values.compactMap { running in running.task.map { (task: $0, cancels: !running.isSettling) } }, Array(state.subscribers.values))

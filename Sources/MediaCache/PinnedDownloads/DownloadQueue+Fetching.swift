@@ -20,6 +20,7 @@ extension DownloadQueue {
         while offset < length {
             let piece = ByteRange(offset, min(length, offset + Self.piece))
             let done = offset
+            if !reader.isHeld(PrefetchItem(url: job.url, range: piece)) { try DownloadPacer.current?.admit(piece.length) }
             _ = try await reader.prefetch(job.url, range: piece) { partial in
                 var whole = partial
                 whole.bytesDone += done

@@ -24,9 +24,14 @@ public final class DownloadQueue: Sendable {
         /// A downloading job has the store commit its bytes after about this many, so a
         /// job cut by a crash or `kill -9` fetches at most about this much again.
         public var commitInterval: Int64 = 1 << 20
-        /// At most this many bytes per second for all the downloads together (`nil`: no cap).
-        /// A download a player is reading is never held back.
-        public var maxBytesPerSecond: Int64?
+        /// The rules every job follows unless it sets its own (``setRules(_:_:)``): a daily
+        /// window, the networks allowed (by default unmetered only) and a rate cap for all the
+        /// downloads together. A download a player is reading is never held back.
+        public var rules = DownloadRules()
+        /// The time zone a daily window is read in.
+        package var timeZone = TimeZone.current
+        /// How often a queue with unfinished jobs looks at the disk's free space and the time again.
+        package var checkInterval: Duration = .seconds(5)
         /// Asked for a new URL when a job's origin refuses its URL (`401`, `403`, `410`: a
         /// signed URL that expired): the job goes on from the URL given (``replaceURL(_:with:)``),
         /// or fails as before when `nil` comes back.
@@ -52,8 +57,10 @@ public final class DownloadQueue: Sendable {
     public let configuration: Configuration
 
     /// Why a running job's task was cancelled.
-    enum Stop {
+    enum Stop: Equatable {
         case pause, cancel, shutDown
+        /// Queued again: its rules stop it now (the reason), or others come first (`nil`).
+        case wait(DownloadWait?)
     }
 
     struct Running {
@@ -76,15 +83,22 @@ public final class DownloadQueue: Sendable {
         var nextSubscriber: UInt64 = 0
         var isShutDown = false
         var isStarted = false
+        /// What the system says of the network, and what the user says over it.
+        var network = NetworkConditions.unknown
+        var networkOverride = NetworkOverride.auto
+        /// Looks at the rules again while jobs are unfinished (``watch()``).
+        var watcher: Task<Void, Never>?
+        /// When a window next opens or closes.
+        var nextCheck: Date?
 
         /// Tells every subscriber; called under the lock, so updates arrive in the order of the changes.
         func publish(_ update: Update) {
             for subscriber in subscribers.values { subscriber.yield(update) }
         }
 
-        /// The jobs in the order they were added.
+        /// The jobs in the queue's order: by rank (``DownloadQueue/move(_:toFront:)``), then as they were added.
         var ordered: [DownloadJob] {
-            jobs.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+            jobs.values.sorted { ($0.rank ?? 0, $0.createdAt, $0.id) < ($1.rank ?? 0, $1.createdAt, $1.id) }
         }
     }
 
@@ -99,7 +113,7 @@ public final class DownloadQueue: Sendable {
     public init(reader: CachingReader, configuration: Configuration = Configuration()) throws {
         self.reader = reader
         self.configuration = configuration
-        rate = configuration.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
+        rate = configuration.rules.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
         var jobs: [String: DownloadJob] = [:]
         for (id, body) in try reader.store.loadJobs() {
             guard var job = try? JSONDecoder().decode(DownloadJob.self, from: body), job.id == id else {
@@ -112,6 +126,12 @@ public final class DownloadQueue: Sendable {
             job.cookies = nil
             job.bytesPerSecond = nil
             job.secondsLeft = nil
+            if job.state == .completed, let vanished = Self.vanished(job, in: reader.store) {
+                // The system cleaned the folder (a phone's cache directory): said, and resumable.
+                job.state = .failed
+                job.failure = vanished
+                configuration.logger.warning("A pinned download's files vanished", metadata: ["job": "\(id)", "reason": "\(vanished)"])
+            }
             jobs[id] = job
         }
         state.withLock { $0.jobs = jobs }
@@ -181,11 +201,15 @@ public final class DownloadQueue: Sendable {
     /// - Throws: ``CacheError``: `.capacityExceeded` with the numbers; `.outOfBounds` for a
     ///   language the asset does not have; `.originRejected` for a resource of unknown length
     ///   or one the origin forbids storing; origin errors.
+    ///
+    /// `rules` are the job's own (``setRules(_:_:)``), in force before it first runs; a job
+    /// that exists already takes them too.
     @discardableResult
-    public func pin(_ url: URL, renditions: RenditionChoice, seconds: Double? = nil) async throws -> DownloadJob {
+    public func pin(_ url: URL, renditions: RenditionChoice, seconds: Double? = nil, rules: DownloadRules = DownloadRules()) async throws -> DownloadJob {
         try reader.checkOrigin(url)
         let key = store.key(for: url)
         if let existing = job(matching: url.absoluteString) {
+            if !rules.isEmpty { try await setRules(existing.id, rules) }
             if let asset = existing.asset, !renditions.isEmpty {
                 let merged = asset.renditions.adding(renditions)
                 if merged != asset.renditions { return try await rechoose(existing.id, merged) }
@@ -194,6 +218,7 @@ public final class DownloadQueue: Sendable {
         }
         let metadata = try await reader.contentInfo(for: url)
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: store.configuration.clock.now)
+        job.rules = rules.isEmpty ? nil : rules
         var keys = [key]
         if let kind = try await reader.manifestKind(url, metadata) {
             let asset = DownloadJob.AssetChoice(format: kind, renditions: renditions, seconds: seconds)
@@ -282,26 +307,6 @@ public final class DownloadQueue: Sendable {
 
     // MARK: Running
 
-    /// Starts queued jobs, oldest first, while fewer than ``Configuration/maxConcurrent`` run.
-    func schedule() {
-        state.withLock { state in
-            guard state.isStarted, !state.isShutDown else { return }
-            for job in state.ordered where job.state == .queued && state.running.count < max(1, configuration.maxConcurrent) {
-                state.running[job.id] = Running()
-                state.jobs[job.id]!.state = .downloading
-                state.publish(.changed(state.jobs[job.id]!))
-                let id = job.id
-                // A pinned download is the cache's own work: it gives way to players (`OriginPriority`),
-                // within the queue's rate cap.
-                state.running[id]!.task = Task {
-                    await DownloadRate.$current.withValue(rate) {
-                        await OriginPriority.$isCachesOwn.withValue(true) { await self.run(id) }
-                    }
-                }
-            }
-        }
-    }
-
     /// Downloads the job `id` through the read path, then settles it.
     func run(_ id: String) async {
         guard let job = state.withLock({ $0.jobs[id] }) else { return }
@@ -329,7 +334,14 @@ public final class DownloadQueue: Sendable {
             } else {
                 try await fetchFile(job, progress: progress)
             }
+            // Finished only when every byte is stored: the disk may have refused some.
+            if !Task.isCancelled, let short = shortfall(id) { throw short }
         } catch is CancellationError {
+        } catch let error as RoomWanted {
+            state.withLock { state in
+                if state.running[id]?.stop == nil { state.running[id]?.stop = .wait(.space) }
+            }
+            configuration.logger.warning("A download waits for disk space", metadata: ["job": "\(id)", "reason": "\(error.message)"])
         } catch let error as CacheError {
             failure = error.message
             refused = [401, 403, 410].contains(error.originAnswer?.status ?? 0)
@@ -348,6 +360,9 @@ public final class DownloadQueue: Sendable {
             case .pause: state.jobs[id]!.state = .paused
             case .cancel: break
             case .shutDown: state.jobs[id]!.state = .downloading  // kept so: the next start resumes it
+            case .wait(let reason):
+                state.jobs[id]!.state = .queued
+                state.jobs[id]!.waiting = reason
             case nil:
                 state.jobs[id]!.state = failure == nil ? .completed : .failed
                 state.jobs[id]!.failure = failure

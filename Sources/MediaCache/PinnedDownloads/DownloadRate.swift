@@ -29,13 +29,8 @@ struct RateBucket: Sendable, Equatable {
     }
 }
 
-/// The rate cap of the pinned downloads (``DownloadQueue/Configuration/maxBytesPerSecond``),
-/// shared by every job: an origin transfer of the cache's own waits in ``take(_:)`` before it
-/// takes each chunk. A transfer a player reads is never held back.
+/// A rate cap shared by the transfers that take from it (the queue's, or one job's).
 final class DownloadRate: Sendable {
-    /// The cap in force for the transfers started from the current task (a job's).
-    @TaskLocal static var current: DownloadRate?
-
     private let bucket: Mutex<RateBucket>
     private let start = ContinuousClock.now
 
@@ -49,4 +44,41 @@ final class DownloadRate: Sendable {
         let wait = bucket.withLock { $0.take(bytes, at: now) }
         if wait > .zero { try? await Task.sleep(for: wait) }
     }
+}
+
+/// What paces a pinned download's transfers: the rate caps it is under (the queue's, its own),
+/// taken before each chunk, and the disk's room, asked before each piece or resource. An origin
+/// transfer of the cache's own started from a job's task finds it there; a transfer a player
+/// reads is never held back.
+final class DownloadPacer: Sendable {
+    /// The pacer of the job the current task downloads.
+    @TaskLocal static var current: DownloadPacer?
+
+    let rates: [DownloadRate]
+    let store: CacheStore
+
+    init(rates: [DownloadRate], store: CacheStore) {
+        self.rates = rates
+        self.store = store
+    }
+
+    /// Waits until `bytes` more are within every cap.
+    func take(_ bytes: Int) async {
+        for rate in rates { await rate.take(bytes) }
+    }
+
+    /// Throws ``RoomWanted`` when the disk has less room above its floor than `bytes` (at most
+    /// a piece, at least a byte): the job waits for space rather than fetch what it cannot keep.
+    func admit(_ bytes: Int64) throws {
+        let wanted = min(DownloadQueue.piece, max(1, bytes))
+        guard let room = store.diskRoom, room < wanted else { return }
+        throw RoomWanted(
+            message: "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free, "
+                + "less than the \(ByteCountText.format(wanted)) the download takes next")
+    }
+}
+
+/// A pinned download stopped before fetching what the disk has no room for.
+struct RoomWanted: Error {
+    var message: String
 }

@@ -339,6 +339,8 @@ extension CachingReader {
                 return
             }
         }
+        // A pinned download waits for disk space rather than fetch what it cannot keep.
+        try DownloadPacer.current?.admit(item.range?.length ?? DownloadQueue.piece)
         // One round trip for an uncached resource: its first GET gives the content
         // information, and its body is the download the read joins.
         _ = try await contentInfo(for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)

@@ -201,8 +201,8 @@ struct OriginTransfer: Sendable {
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             await download.pace(readAhead: readAhead(delivered: next - download.start))
             await yieldToPlayers(&seen)
-            // A pinned download's rate cap (``DownloadRate``); never on bytes a player reads.
-            if !download.servesPlayer, let rate = DownloadRate.current { await rate.take(chunk.readableBytes) }
+            // A pinned download's rate caps (``DownloadPacer``); never on bytes a player reads.
+            if !download.servesPlayer, let pacer = DownloadPacer.current { await pacer.take(chunk.readableBytes) }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
                 return .stop  // another download stored these bytes first

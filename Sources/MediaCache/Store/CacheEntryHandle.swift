@@ -143,6 +143,7 @@ package final class CacheEntryHandle: Sendable {
         let range = ByteRange(offset: offset, length: Int64(bytes.readableBytes))
         let store = store
         let now = store.configuration.clock.now
+        let floor = store.configuration.minFreeDiskBytes
         let (openFile, fileName, incoming, evicted) = try store.state.withLock { state in
             let record = try currentRecord(in: &state)
             if let length = record.metadata.length, range.upperBound > length {
@@ -168,7 +169,10 @@ package final class CacheEntryHandle: Sendable {
                     throw CacheError(.capacityExceeded, "The cache is full of entries in use (limit \(store.configuration.maxBytes) bytes); the bytes are not cached.")
                 }
             }
+            // The disk keeps its floor of free space: streaming entries go first, then the write is refused.
+            evicted += try state.makeDiskRoom(for: incoming, floor: floor ?? state.disk?.defaultFloor ?? 0, now: now)
             state.reservedBytes += incoming
+            state.disk?.takenSince += incoming
             return (record.file, record.fileName, incoming, evicted)
         }
         if evicted > 0 { store.scheduleFlush() }
@@ -186,7 +190,10 @@ package final class CacheEntryHandle: Sendable {
                 shouldFlush = claim(range, fileName: fileName, incoming: incoming)
             }
         } catch {
-            store.state.withLock { $0.reservedBytes -= incoming }
+            store.state.withLock { state in
+                state.reservedBytes -= incoming
+                state.disk?.takenSince -= incoming
+            }
             throw error
         }
         if shouldFlush { store.scheduleFlush() }

@@ -47,6 +47,8 @@ extension CacheStore {
         var nextHandleID: UInt64 = 1
         var backgroundFlush: Task<Void, Never>?
         var isClosed = false
+        /// The disk's free space, as last measured (``CacheStore/measureDisk()``).
+        var disk: DiskSpace?
         /// Entries no handle pins whose data file is kept open, least recently let go first:
         /// a replayed range can then be sent without opening the file again (and without
         /// leaving the event loop). At most ``keptOpenFiles``.
@@ -85,6 +87,7 @@ extension CacheStore {
         mutating func drop(_ key: CacheKey) {
             guard let record = records.removeValue(forKey: key) else { return }
             totalBytes -= record.spans.byteCount
+            disk?.takenSince -= record.spans.byteCount
             deletedKeys.insert(key)
             filesToUnlink.append(record.fileName)
         }
@@ -93,6 +96,7 @@ extension CacheStore {
         mutating func dropOtherRow(_ fileName: String) {
             guard let row = otherRows.removeValue(forKey: fileName) else { return }
             totalBytes -= row.byteCount
+            disk?.takenSince -= row.byteCount
             deletedRowKeys.append(row.rowKey)
             filesToUnlink.append(fileName)
         }

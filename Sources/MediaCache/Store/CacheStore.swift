@@ -60,6 +60,10 @@ public final class CacheStore: Sendable {
         public var synchronizesData = true
         /// How many written bytes trigger a background flush of the index.
         public var flushThreshold: Int64 = 16 << 20
+        /// The free space the store leaves on its disk: past it, least recently used streaming
+        /// entries are evicted, and bytes that would still cross it are not stored (a pinned
+        /// download waits for space). `nil`: 5 % of the volume, at most 1 GiB.
+        public var minFreeDiskBytes: Int64?
         /// Where the store logs.
         public var logger = Logger(label: "mediacache.store", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The 256-bit master key that encrypts the store at rest, or `nil` (the default) for
@@ -204,6 +208,7 @@ public final class CacheStore: Sendable {
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
             throw error
         }
+        if let disk = Self.diskSpace(at: dataDirectory) { note(disk) }
     }
 
     deinit {
@@ -324,12 +329,14 @@ public final class CacheStore: Sendable {
                 state.unflushedBytes = 0
                 CacheMetrics.cacheSize.record(state.totalBytes)
                 CacheMetrics.cacheEntries.record(state.records.count)
-                changes.onCommit = { [dataDirectory, records] in
+                changes.onCommit = { [self, dataDirectory, records] in
                     // Nothing committed refers to these files any more.
                     for name in files {
                         unlink(dataDirectory + "/" + name)
                         records.remove(fileName: name)
                     }
+                    // The disk's free space, measured again now that they are gone.
+                    if let measured = Self.diskSpace(at: dataDirectory) { self.note(measured) }
                 }
                 return changes
             }

@@ -19,7 +19,10 @@ import NIOHTTP1
 /// | `POST /_mediacache/clear` | `{"removed": N}` |
 /// | `POST /_mediacache/prefetch?target=URL[&range=a-b][&seconds=S][&variant=first|lowest|highest|BPS]` | one `PrefetchProgress` JSON per line as it goes, then `{"done": …}` or `{"error": …}` |
 /// | `GET /_mediacache/downloads` | `[DownloadJob]` |
-/// | `POST /_mediacache/pin?target=URL[&seconds=S][&variant=…]` | `DownloadJob` (queued); 507 with the numbers when it cannot fit |
+/// | `POST /_mediacache/pin?target=URL[&seconds=S][&variant=…][&window=…][&network=…][&rate=B][&first=1]` | `DownloadJob` (queued); 507 with the numbers when it cannot fit |
+/// | `POST /_mediacache/rules?job=ID[&window=HH:MM-HH:MM|any][&network=any|unmetered|not-constrained][&rate=B]` | `DownloadJob`, under its new rules |
+/// | `POST /_mediacache/move?job=ID[&to=first|last]` | `DownloadJob`, moved in the queue |
+/// | `GET /_mediacache/network`, `POST /_mediacache/network?mode=auto|metered|unmetered` | ``NetworkReport`` |
 /// | `POST /_mediacache/unpin?target=URL` | `{"unpinned": true|false}` |
 /// | `POST /_mediacache/pause?job=ID`, `resume?job=ID` | `DownloadJob`; 404 for no such job |
 /// | `POST /_mediacache/cancel?job=ID` | `{"cancelled": true}` |
@@ -119,7 +122,27 @@ struct AdminEndpoints {
             return try Self.json(try downloads().jobs)
         case (.POST, "pin"):
             let request = try PrefetchRequest(target)
-            return try await answering { try Self.json(try await downloads().pin(try originURL(target), renditions: request.renditions, seconds: request.seconds)) }
+            let rules = try Self.rules(target)
+            return try await answering {
+                let job = try await downloads().pin(try originURL(target), renditions: request.renditions, seconds: request.seconds, rules: rules)
+                return try Self.json(target.query("first") == "1" ? try await downloads().move(job.id) : job)
+            }
+        case (.POST, "rules"):
+            let rules = try Self.rules(target)
+            return try await answering { try Self.json(try await downloads().setRules(try job(target), rules)) }
+        case (.POST, "move"):
+            guard let toFront = ["first": true, "last": false, nil: true][target.query("to")] else {
+                throw ProxyRequestError(status: .badRequest, "to= takes first or last.")
+            }
+            return try await answering { try Self.json(try await downloads().move(try job(target), toFront: toFront)) }
+        case (.GET, "network"):
+            return try Self.json(NetworkReport(try downloads()))
+        case (.POST, "network"):
+            guard let mode = target.query("mode").flatMap(NetworkOverride.init(rawValue:)) else {
+                throw ProxyRequestError(status: .badRequest, "mode= takes auto, metered or unmetered.")
+            }
+            try downloads().networkOverride = mode
+            return try Self.json(NetworkReport(try downloads()))
         case (.POST, "unpin"):
             let request = try PrefetchRequest(target)
             return try await answering { try Self.json(["unpinned": try await downloads().unpin(try originURL(target), renditions: request.renditions)]) }
@@ -151,7 +174,7 @@ struct AdminEndpoints {
             reader.preload([])
             return try Self.json(reader.preloadStatus)
         case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"), (_, "replace-url"),
-            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"), (_, "preload"):
+            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"), (_, "preload"), (_, "rules"), (_, "move"), (_, "network"):
             throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         default:
             throw ProxyRequestError(status: .notFound, "No admin endpoint /_mediacache/\(name.prefix(60)).")
@@ -179,6 +202,20 @@ struct AdminEndpoints {
             return try await body()
         } catch let error as CacheError {
             return ProxyResponse.failure(error)
+        }
+    }
+
+    /// A job's rules as `window=`, `network=` and `rate=` (bytes per second) give them.
+    private static func rules(_ target: RequestTarget) throws -> DownloadRules {
+        var rate: Int64?
+        if let text = target.query("rate") {
+            guard let value = HLSPlaylist.decimal(Substring(text)) else { throw ProxyRequestError(status: .badRequest, "rate= takes bytes per second, not \(text.prefix(40)).") }
+            rate = value
+        }
+        do {
+            return try DownloadRules.parse(window: target.query("window"), network: target.query("network"), rate: rate, option: "")
+        } catch let error as CacheError {
+            throw ProxyRequestError(status: .badRequest, error.message)
         }
     }
 
@@ -259,6 +296,21 @@ package struct AdminStats: Sendable, Codable, Equatable {
         self.store = store
         self.proxy = proxy
         self.downloadsInFlight = downloadsInFlight
+    }
+}
+
+/// `GET /_mediacache/network`: what downloads take the network to be, and who says so.
+package struct NetworkReport: Sendable, Codable, Equatable {
+    /// What downloads go by.
+    package var effective: NetworkConditions
+    /// What the system says.
+    package var system: NetworkConditions
+    /// What the user says over it (`mediacache network`).
+    package var override: NetworkOverride
+
+    package init(_ downloads: DownloadQueue) {
+        (effective, system) = downloads.network
+        override = downloads.networkOverride
     }
 }
 

@@ -17,6 +17,9 @@ package enum MetricsHelp {
         "mediacache_evicted_bytes_total": "Bytes of the entries evicted.",
         "mediacache_downloads_in_flight": "Origin downloads running now.",
         "mediacache_cache_size_bytes": "Bytes stored in the cache.",
+        "mediacache_pinned_downloads_waiting":
+            "Pinned downloads that wait, by reason: window (outside their hours), network (metered or low-data and their rule forbids it), space (the disk is at its free-space floor).",
+        "mediacache_disk_free_bytes": "Free space on the cache's disk, as last measured (the cache keeps --min-free-disk of it).",
         "mediacache_cache_limit_bytes": "The most bytes the cache may hold.",
         "mediacache_cache_entries": "Entries in the cache.",
         "mediacache_index_rebuilds_total": "Times the cache index was found damaged or missing at open and rebuilt from the entry records.",

@@ -164,17 +164,22 @@ enum CacheAccess {
     /// Pins `url` and follows its download until it settles, reporting each change. Here,
     /// the download runs in this process (cancel the task to stop: it resumes later); with a
     /// server, the server runs it and cancelling only stops following it.
-    func pin(_ url: URL, _ request: PrefetchRequest, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+    func pin(
+        _ url: URL, _ request: PrefetchRequest, rules: JobRuleOptions? = nil, first: Bool = false, progress: @escaping @Sendable (DownloadJob) -> Void
+    ) async throws -> DownloadJob {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
+            let own = try rules?.rules() ?? DownloadRules()
             return try await Self.localRun(queue) {
-                try await queue.pin(url, renditions: request.renditions, seconds: request.seconds)
+                let job = try await queue.pin(url, renditions: request.renditions, seconds: request.seconds, rules: own)
+                return first ? try await queue.move(job.id) : job
             } progress: {
                 progress($0)
             }
         case .server(let info):
-            let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems
+            let ruleItems = (rules?.query ?? []).map { URLQueryItem(name: $0.0, value: $0.1) }
+            let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems + ruleItems + (first ? [URLQueryItem(name: "first", value: "1")] : [])
             let job: DownloadJob = try await Self.ask(info, .POST, "pin", query: query)
             return try await Self.follow(job, on: info, progress: progress)
         }
@@ -261,13 +266,13 @@ enum CacheAccess {
         }
     }
 
-    private static func queue(_ reader: CachingReader) throws -> DownloadQueue {
+    static func queue(_ reader: CachingReader) throws -> DownloadQueue {
         try failing { try DownloadQueue(reader: reader) }
     }
 
     /// Runs the job `start` gives in this process until it settles; a cancelled task stops it
     /// as a shutdown does (it resumes next time).
-    private static func localRun(
+    static func localRun(
         _ queue: DownloadQueue, start: () async throws -> DownloadJob,
         progress: @escaping @Sendable (DownloadJob) -> Void
     ) async throws -> DownloadJob {
@@ -281,7 +286,8 @@ enum CacheAccess {
                 guard case .changed(let changed) = update, changed.id == job.id else { continue }
                 last = changed
                 progress(changed)
-                if changed.state.isSettled { break }
+                // A job that waits for its window, its network or disk space resumes with the next `serve`.
+                if changed.state.isSettled || changed.waiting != nil { break }
             }
         }
         await queue.shutDown()
@@ -289,10 +295,10 @@ enum CacheAccess {
     }
 
     /// Asks the server for `job` until it settles.
-    private static func follow(_ job: DownloadJob, on info: ServerInfo, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+    static func follow(_ job: DownloadJob, on info: ServerInfo, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
         var job = job
         progress(job)
-        while !job.state.isSettled {
+        while !job.state.isSettled, job.waiting == nil {
             try await Task.sleep(for: .milliseconds(200))
             let jobs: [DownloadJob] = try await ask(info, .GET, "downloads")
             guard let current = jobs.first(where: { $0.id == job.id }) else {
@@ -305,7 +311,7 @@ enum CacheAccess {
     }
 
     /// `body`'s value, a ``CacheError`` turned into a ``CommandFailure``.
-    private static func failing<T>(_ body: () async throws -> T) async throws -> T {
+    static func failing<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as CacheError {
@@ -341,6 +347,7 @@ struct FolderSettings: Codable, Equatable {
     var maxAgeSeconds: Double?
     var ignoredQueryParameters: [String]
     var sameContentHosts: [[String]]?
+    var minFreeDiskBytes: Int64?
 
     static func file(in directory: URL) -> URL {
         directory.appendingPathComponent("settings.json")
@@ -352,6 +359,7 @@ struct FolderSettings: Codable, Equatable {
         maxAgeSeconds = configuration.maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         ignoredQueryParameters = configuration.keyRule.ignoredQueryParameters.sorted()
         sameContentHosts = configuration.keyRule.sameContentHosts.isEmpty ? nil : configuration.keyRule.sameContentHosts
+        minFreeDiskBytes = configuration.minFreeDiskBytes
     }
 
     func storeConfiguration() -> CacheStore.Configuration {
@@ -360,6 +368,7 @@ struct FolderSettings: Codable, Equatable {
         configuration.maxPinnedBytes = maxPinnedBytes
         configuration.maxAge = maxAgeSeconds.map { .seconds($0) }
         configuration.keyRule = CacheKeyRule(ignoredQueryParameters: Set(ignoredQueryParameters), sameContentHosts: sameContentHosts ?? [])
+        configuration.minFreeDiskBytes = minFreeDiskBytes
         return configuration
     }
 

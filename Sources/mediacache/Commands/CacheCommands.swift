@@ -143,6 +143,15 @@ enum Format {
         String(format: "%.0f%%", (fraction * 100).rounded(.down))
     }
 
+    /// A job's rules: `window 01:00-06:00, network any, rate 2 MiB/s`.
+    static func rules(_ rules: DownloadRules) -> String {
+        let parts = [
+            rules.window.map { "window \($0)" }, rules.network.map { "network \($0.rawValue)" }, rules.maxBytesPerSecond.map { "rate \(bytes($0))/s" },
+        ]
+        let said = parts.compactMap { $0 }
+        return said.isEmpty ? "the server's" : said.joined(separator: ", ")
+    }
+
     /// One line per rendition: `audio    fr  "Français"  held (212/212)`.
     static func renditions(_ states: [RenditionState]) -> [String] {
         states.map { state in

@@ -27,6 +27,11 @@ struct PinCommand: AsyncParsableCommand {
 
     @OptionGroup var asset: AssetOptions
 
+    @OptionGroup(title: "This job's own rules (over serve's)") var rules: JobRuleOptions
+
+    @Flag(help: "Put the job first in the queue: it downloads now, before the others.")
+    var first = false
+
     @Option(
         name: .customLong("replace-url"),
         help: "A job (id or URL) to give the one URL given instead of its own (a signed URL that expired): it resumes, keeping what it holds under a key rule.")
@@ -52,7 +57,7 @@ struct PinCommand: AsyncParsableCommand {
         try await followingDownloads(
             options: options,
             targets.map { url in
-                (url.absoluteString, { access, progress in try await access.pin(url, request, progress: progress) })
+                (url.absoluteString, { access, progress in try await access.pin(url, request, rules: rules, first: first, progress: progress) })
             })
     }
 }
@@ -92,7 +97,16 @@ struct UnpinCommand: AsyncParsableCommand {
 struct DownloadsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "downloads",
-        abstract: "List the pinned downloads: state, progress, rate and time left."
+        abstract: "List the pinned downloads (state, why one waits, progress, rate, time left); change their rules and order.",
+        subcommands: [DownloadsListCommand.self, DownloadsSetCommand.self, DownloadsMoveCommand.self],
+        defaultSubcommand: DownloadsListCommand.self
+    )
+}
+
+struct DownloadsListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the pinned downloads: state, why one waits, progress, rate and time left."
     )
 
     @OptionGroup var options: CacheOptions
@@ -105,7 +119,7 @@ struct DownloadsCommand: AsyncParsableCommand {
             let header = ["ID", "STATE", "DONE", "SIZE", "RATE", "LEFT", "URL"]
             let rows = jobs.map { job in
                 [
-                    job.id, job.state.rawValue + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
+                    job.id, job.state.rawValue + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
                     job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
                     job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
                     job.bytesPerSecond.map { Format.bytes(Int64($0)) + "/s" } ?? "-",
@@ -118,12 +132,97 @@ struct DownloadsCommand: AsyncParsableCommand {
                     row.enumerated().map { column, text in
                         column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
                     }.joined(separator: "  "))
-                if index > 0 { for line in Format.renditions(jobs[index - 1].renditions ?? []) { print("    " + line) } }
+                guard index > 0 else { continue }
+                let job = jobs[index - 1]
+                if let detail = job.waitingDetail { print("    waits: " + detail) }
+                if let rules = job.rules { print("    rules: " + Format.rules(rules)) }
+                for line in Format.renditions(job.renditions ?? []) { print("    " + line) }
             }
             let totals = DownloadTotals(jobs)
             print(
                 "\(totals.jobs) job\(totals.jobs == 1 ? "" : "s"), \(totals.active) active: \(Format.bytes(totals.bytesDone)) of \(Format.bytes(totals.bytesTotal))"
                     + (totals.secondsLeft.map { ", about \(Int($0.rounded(.up)))s left" } ?? ""))
+        }
+    }
+}
+
+struct DownloadsSetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract: "Change a job's own rules, also while it runs: its window, its network (any: \"this one anyway\"), its rate."
+    )
+
+    @Argument(help: "A job id or the URL it pins.")
+    var job: String
+
+    @OptionGroup var rules: JobRuleOptions
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        guard !(try rules.rules()).isEmpty else { throw ValidationError("Give --window, --network or --rate.") }
+    }
+
+    func run() async throws {
+        try await failing {
+            let changed = try await options.withCache { try await $0.setRules(job, rules) }
+            if options.json { return try printJSON(changed) }
+            print(
+                "\(changed.id) \(changed.state.rawValue), rules: \(Format.rules(changed.rules ?? DownloadRules()))" + (changed.waitingDetail.map { "\n  waits: \($0)" } ?? ""))
+        }
+    }
+}
+
+struct DownloadsMoveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "move",
+        abstract: "Move a job to the front of the queue (it downloads now, a running job waiting behind it if need be) or to the back."
+    )
+
+    @Argument(help: "A job id or the URL it pins.")
+    var job: String
+
+    @Flag(exclusivity: .exclusive, help: "Where to: --first (the default) or --last.")
+    var place: Place = .first
+
+    enum Place: String, EnumerableFlag {
+        case first, last
+    }
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        try await failing {
+            let moved = try await options.withCache { try await $0.move(job, toFront: place == .first) }
+            if options.json { return try printJSON(moved) }
+            print("\(moved.id) moved \(place == .first ? "to the front" : "to the back"): \(moved.state.rawValue)")
+        }
+    }
+}
+
+struct NetworkCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "network",
+        abstract: "Tell the running server what the network is (metered: \"I am on a hotspot\"), or let it ask the system again (auto).",
+        discussion: "With no argument, prints what downloads take the network to be and who says so. Jobs whose network rule forbids it wait; the others go on."
+    )
+
+    @Argument(help: "metered, unmetered or auto.")
+    var mode: String?
+
+    func validate() throws {
+        if let mode, NetworkOverride(rawValue: mode.lowercased()) == nil { throw ValidationError("\(mode.prefix(40)) is not one of metered, unmetered, auto.") }
+    }
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        try await failing {
+            let report = try await options.withCache { try await $0.network(mode.flatMap { NetworkOverride(rawValue: $0.lowercased()) }) }
+            if options.json { return try printJSON(report) }
+            let effective = report.effective
+            let words = effective.isConstrained ? "in low-data mode" : effective.isMetered ? "metered" : "not metered"
+            print("The network is \(words) (\(report.override == .auto ? "as the system says" : "as you said: \(report.override.rawValue)")).")
         }
     }
 }

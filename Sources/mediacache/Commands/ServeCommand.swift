@@ -57,10 +57,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "How many pinned downloads run at once; the others wait, queued.")
     var maxDownloads = DownloadQueue.Configuration().maxConcurrent
 
-    @Option(
-        help: "At most this many bytes per second for the pinned downloads together, e.g. 2M (a player's reads are never held back).",
-        transform: ByteSize.parse)
-    var downloadRate: Int64?
+    @OptionGroup(title: "Pinned downloads: when, where, how fast")
+    var downloadRules: ServeDownloadOptions
 
     @Flag(help: "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
     var offline = false
@@ -218,7 +216,6 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--max-pinned-size (\(ByteSize.format(maxPinnedSize))) must fit within --max-size (\(ByteSize.format(maxSize))).")
         }
         guard (1...64).contains(maxDownloads) else { throw ValidationError("--max-downloads must be 1...64.") }
-        if let downloadRate, downloadRate < 1024 { throw ValidationError("--download-rate must be at least 1K (bytes per second).") }
         guard (0...8).contains(readAheadSegments) else { throw ValidationError("--read-ahead-segments must be 0...8.") }
         guard preloadBudget > 0 else { throw ValidationError("--preload-budget must be above 0.") }
         guard (1...8).contains(preloadConcurrency) else { throw ValidationError("--preload-concurrency must be 1...8.") }
@@ -245,6 +242,7 @@ struct ServeCommand: AsyncParsableCommand {
         storeConfiguration.maxPinnedBytes = maxPinnedSize
         storeConfiguration.keyRule = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         storeConfiguration.keyRule.sameContentHosts = try CacheOptions.hostGroups(sameContentHosts)
+        storeConfiguration.minFreeDiskBytes = downloadRules.minFreeDisk
         storeConfiguration.logger = logger
         let store: CacheStore
         do {
@@ -284,7 +282,7 @@ struct ServeCommand: AsyncParsableCommand {
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
         var downloadsConfiguration = DownloadQueue.Configuration()
         downloadsConfiguration.maxConcurrent = maxDownloads
-        downloadsConfiguration.maxBytesPerSecond = downloadRate
+        downloadsConfiguration.rules = try downloadRules.rules()
         downloadsConfiguration.logger = logger
         let downloads: DownloadQueue
         do {
@@ -293,7 +291,10 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         // Offline, the queue waits: its jobs would only fail.
-        if !offline { downloads.start() }
+        if !offline {
+            downloads.start()
+            SystemNetwork.follow(into: downloads, logger: logger)
+        }
         var configuration = try proxyConfiguration(logger: logger)
         configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }

@@ -1,0 +1,199 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+public import Foundation
+import Logging
+import Synchronization
+
+extension DownloadQueue {
+    // MARK: Rules and order
+
+    /// Gives the job `id` rules of its own, over the queue's (``Configuration/rules``): what
+    /// `rules` sets replaces what the job had (a window, a network rule, a rate cap); the
+    /// rest stays. A running job goes on under them (stopped at once if they forbid it now).
+    /// - Throws: ``CacheError`` `.notCached` when there is no such job.
+    @discardableResult
+    public func setRules(_ id: String, _ rules: DownloadRules) async throws -> DownloadJob {
+        let restarts = try state.withLock { state -> Bool in
+            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            let changed = (job.rules ?? DownloadRules()).changed(by: rules)
+            state.jobs[id]!.rules = changed.isEmpty ? nil : changed
+            state.publish(.changed(state.jobs[id]!))
+            // A running job starts again under its new rate cap (what it stored stays).
+            guard rules.maxBytesPerSecond != nil, let running = state.running[id], !running.isSettling, running.stop == nil else { return false }
+            state.running[id]!.stop = .wait(nil)
+            running.task?.cancel()
+            return true
+        }
+        configuration.logger.info("Changed a download's rules", metadata: ["job": "\(id)", "rules": "\(rules)"])
+        try await persist(id)
+        if !restarts { schedule() }
+        return try current(id)
+    }
+
+    /// Moves the job `id` to the front of the queue ("download this one now"): it runs first,
+    /// a job running in the last slot waiting behind it if need be; or, with `toFront` false,
+    /// to the back.
+    /// - Throws: ``CacheError`` `.notCached` when there is no such job.
+    @discardableResult
+    public func move(_ id: String, toFront: Bool = true) async throws -> DownloadJob {
+        try state.withLock { state in
+            guard state.jobs[id] != nil else { throw Self.noJob(id) }
+            let ranks = state.jobs.values.filter { $0.id != id }.map { $0.rank ?? 0 }
+            state.jobs[id]!.rank = toFront ? (ranks.min() ?? 0) - 1 : (ranks.max() ?? 0) + 1
+            state.publish(.changed(state.jobs[id]!))
+        }
+        try await persist(id)
+        schedule()
+        return try current(id)
+    }
+
+    /// Tells the queue what the system says of the network (the Apple front door's path
+    /// monitor, NetworkManager's metered property on Linux); jobs whose rules forbid it wait.
+    public func networkChanged(_ conditions: NetworkConditions) {
+        let changed = state.withLock { state in
+            defer { state.network = conditions }
+            return state.network != conditions
+        }
+        if changed {
+            configuration.logger.info("The network changed", metadata: ["metered": "\(conditions.isMetered)", "low data": "\(conditions.isConstrained)"])
+            schedule()
+        }
+    }
+
+    /// What the user says of the network, over the system ("I am on a hotspot").
+    public var networkOverride: NetworkOverride {
+        get { state.withLock { $0.networkOverride } }
+        set {
+            state.withLock { $0.networkOverride = newValue }
+            configuration.logger.info("The network was said to be \(newValue.rawValue)")
+            schedule()
+        }
+    }
+
+    /// The network as downloads go by it (the system's word under the user's), and the system's.
+    public var network: (effective: NetworkConditions, system: NetworkConditions) {
+        state.withLock { ($0.networkOverride.applied(to: $0.network), $0.network) }
+    }
+
+    // MARK: Scheduling
+
+    /// Starts and stops jobs as ``DownloadPlanner`` says: the first
+    /// ``Configuration/maxConcurrent`` jobs in the queue's order whose rules let them run
+    /// now. A job its rules stop is queued with the reason; what it stored stays.
+    func schedule() {
+        let now = store.configuration.clock.now
+        let room = store.diskRoom
+        let floor = store.diskFloor
+        let planner = DownloadPlanner(maxConcurrent: configuration.maxConcurrent)
+        let watches = state.withLock { state -> Bool in
+            guard state.isStarted, !state.isShutDown else { return false }
+            let conditions = DownloadPlanner.Conditions(
+                now: now, timeZone: configuration.timeZone, network: state.networkOverride.applied(to: state.network),
+                networkIsOverridden: state.networkOverride != .auto, diskRoom: room, diskFloor: floor)
+            let jobs = state.ordered.map { job in
+                let running = state.running[job.id]
+                return DownloadPlanner.Job(
+                    id: job.id, state: job.state, rules: (job.rules ?? DownloadRules()).over(configuration.rules),
+                    isRunning: running != nil && running?.stop == nil && running?.isSettling == false,
+                    bytesLeft: job.bytesTotal.map { max(0, $0 - job.bytesDone) })
+            }
+            let plan = planner.plan(jobs, conditions)
+            state.nextCheck = plan.nextCheck
+            for job in jobs where job.state == .queued || job.state == .downloading {
+                let wait = plan.waits[job.id]
+                guard state.jobs[job.id]?.waiting != wait?.reason || state.jobs[job.id]?.waitingDetail != wait?.detail else { continue }
+                state.jobs[job.id]!.waiting = wait?.reason
+                state.jobs[job.id]!.waitingDetail = wait?.detail
+                if let wait { configuration.logger.info("A download waits", metadata: ["job": "\(job.id)", "reason": "\(wait.detail)"]) }
+                state.publish(.changed(state.jobs[job.id]!))
+            }
+            for (id, reason) in plan.stops {
+                state.running[id]!.stop = .wait(reason)
+                state.running[id]!.task?.cancel()
+            }
+            for id in plan.starts where state.running[id] == nil { start(id, in: &state) }
+            CacheMetrics.recordWaiting(state.jobs.values)
+            let unfinished = state.jobs.values.contains { $0.state == .queued || $0.state == .downloading }
+            return unfinished && state.watcher == nil
+        }
+        if watches { watch() }
+    }
+
+    /// Starts the job `id`'s task.
+    private func start(_ id: String, in state: inout State) {
+        guard let job = state.jobs[id] else { return }
+        state.running[id] = Running()
+        state.jobs[id]!.state = .downloading
+        state.jobs[id]!.waiting = nil
+        state.jobs[id]!.waitingDetail = nil
+        state.publish(.changed(state.jobs[id]!))
+        let own = job.rules?.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
+        let pacer = DownloadPacer(rates: [rate, own].compactMap { $0 }, store: store)
+        // A pinned download is the cache's own work: it gives way to players (`OriginPriority`),
+        // within the rate caps.
+        state.running[id]!.task = Task {
+            await DownloadPacer.$current.withValue(pacer) {
+                await OriginPriority.$isCachesOwn.withValue(true) { await self.run(id) }
+            }
+        }
+    }
+
+    /// While jobs are unfinished, looks at the disk's free space and the time again every
+    /// ``Configuration/checkInterval`` (or when a window opens or closes, if sooner), so a
+    /// job waiting for space or for its window starts by itself.
+    private func watch() {
+        let task = Task { [weak self] in
+            while let self {
+                let next = state.withLock { $0.nextCheck }
+                var wait = configuration.checkInterval
+                if let next {
+                    let seconds = max(0.05, next.timeIntervalSince(store.configuration.clock.now))
+                    wait = min(wait, .milliseconds(Int64(seconds * 1000)))
+                }
+                try? await Task.sleep(for: wait)
+                await store.measureDisk()
+                let goesOn = state.withLock { state -> Bool in
+                    let unfinished = state.jobs.values.contains { $0.state == .queued || $0.state == .downloading }
+                    guard unfinished, !state.isShutDown, !Task.isCancelled else {
+                        state.watcher = nil
+                        return false
+                    }
+                    return true
+                }
+                guard goesOn else { return }
+                schedule()
+            }
+        }
+        state.withLock { state in
+            if state.watcher == nil, !state.isShutDown { state.watcher = task } else { task.cancel() }
+        }
+    }
+
+    // MARK: Checks
+
+    /// Why the job `id`'s download, ended without an error, does not hold every byte: room
+    /// wanted on the disk, or the store's refusal; `nil` when every byte is stored.
+    func shortfall(_ id: String) -> (any Error)? {
+        guard let job = state.withLock({ $0.jobs[id] }) else { return nil }
+        let plan = state.withLock { $0.running[id]?.plan } ?? []
+        let held =
+            job.asset == nil
+            ? reader.isHeld(PrefetchItem(url: job.url, range: nil))
+            : renditionStates(plan).allSatisfy { $0.state == .held }
+        guard !held else { return nil }
+        if let room = store.diskRoom, room < Self.piece {
+            return RoomWanted(message: "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free")
+        }
+        return CacheError(.capacityExceeded, "The cache did not store every byte of \(job.url.absoluteString.prefix(200)); resume the job to fetch what is missing.")
+    }
+
+    /// Why a completed `job`'s bytes are no longer all held (the system cleaned the cache
+    /// folder), or `nil` when they are.
+    static func vanished(_ job: DownloadJob, in store: CacheStore) -> String? {
+        let held = job.keys.reduce(Int64(0)) { $0 + (store.entrySummary(for: $1)?.storedBytes ?? 0) }
+        guard held < job.bytesDone else { return nil }
+        return "Its files vanished from the cache folder (\(ByteCountText.format(held)) of \(ByteCountText.format(job.bytesDone)) left); "
+            + "resume it (`mediacache resume \(job.id)`) to fetch what is missing."
+    }
+}

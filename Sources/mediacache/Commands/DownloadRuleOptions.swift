@@ -1,0 +1,109 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import MediaCache
+
+/// `serve`'s rules for every pinned download, and the disk's floor.
+struct ServeDownloadOptions: ParsableArguments {
+    @Option(
+        help: "At most this many bytes per second for the pinned downloads together, e.g. 2M (a player's reads are never held back).",
+        transform: ByteSize.parse)
+    var downloadRate: Int64?
+
+    @Option(help: "Download pinned jobs only in these hours, local time, e.g. 01:00-06:00 (a job's own --window goes before it).")
+    var downloadWindow: String?
+
+    @Option(help: "The networks pinned jobs download on: any, unmetered (the default: not metered, not in low-data mode) or not-constrained.")
+    var downloadNetwork: String?
+
+    @Option(
+        help: "Free space to leave on the cache's disk, e.g. 2G (default: 5% of the disk, at most 1G): streaming entries go first, then pinned jobs wait.",
+        transform: ByteSize.parse)
+    var minFreeDisk: Int64?
+
+    func validate() throws { _ = try rules() }
+
+    func rules() throws -> DownloadRules {
+        try DownloadRuleText.rules(window: downloadWindow, network: downloadNetwork, rate: downloadRate, flag: "--download-")
+    }
+}
+
+/// A job's own rules (`pin`, `downloads set`).
+struct JobRuleOptions: ParsableArguments {
+    @Option(help: "Download only in these hours, local time, e.g. 01:00-06:00, or any.")
+    var window: String?
+
+    @Option(help: "The networks to download on: any (\"this one anyway\"), unmetered or not-constrained.")
+    var network: String?
+
+    @Option(help: "At most this many bytes per second for this job, e.g. 500K.", transform: ByteSize.parse)
+    var rate: Int64?
+
+    func validate() throws { _ = try rules() }
+
+    func rules() throws -> DownloadRules {
+        try DownloadRuleText.rules(window: window, network: network, rate: rate, flag: "--")
+    }
+
+    /// The rules as admin query parameters.
+    var query: [(String, String)] {
+        [("window", window), ("network", network), ("rate", rate.map(String.init))].compactMap { name, value in value.map { (name, $0) } }
+    }
+}
+
+/// Rules from their words, with a clear error for a word that is not one.
+enum DownloadRuleText {
+    static func rules(window: String?, network: String?, rate: Int64?, flag: String) throws -> DownloadRules {
+        do {
+            return try DownloadRules.parse(window: window, network: network, rate: rate, option: flag)
+        } catch let error as CacheError {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+/// What the system says of the network: NetworkManager's `Metered` property (over D-Bus, by
+/// `busctl`), asked every 30 s. Without NetworkManager the network counts as unmetered.
+enum SystemNetwork {
+    static func follow(into downloads: DownloadQueue, logger: Logger) {
+        Task.detached {
+            var told: NetworkConditions?
+            while !Task.isCancelled {
+                let conditions = await ask() ?? .unknown
+                if conditions != told {
+                    if told != nil || conditions != .unknown { logger.info("NetworkManager says the network is \(conditions.isMetered ? "metered" : "not metered")") }
+                    downloads.networkChanged(conditions)
+                    told = conditions
+                }
+                try? await Task.sleep(for: .seconds(30))
+            }
+        }
+    }
+
+    /// NetworkManager's answer, asked on a thread of its own (a child process is waited for).
+    private static func ask() async -> NetworkConditions? {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["busctl", "get-property", "org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.NetworkManager", "Metered"]
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = FileHandle.nullDevice
+                do {
+                    try process.run()
+                } catch {
+                    return continuation.resume(returning: nil)
+                }
+                let data = output.fileHandleForReading.readDataToEndOfFile().prefix(256)
+                process.waitUntilExit()
+                guard process.terminationStatus == 0 else { return continuation.resume(returning: nil) }
+                continuation.resume(returning: NetworkConditions(networkManagerMetered: String(decoding: data, as: UTF8.self)))
+            }
+        }
+    }
+}
