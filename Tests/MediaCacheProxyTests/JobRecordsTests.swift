@@ -9,12 +9,13 @@ import NIOCore
 import Testing
 
 /// Jobs outlive a restart and their index: after a stop (the index kept, or deleted and rebuilt
-/// from the entry and job records), an unfinished pin resumes and a paused one stays paused
-/// until resumed, each fetching only what is missing. (A pause was once not written at all: the
+/// from the entry and job records), an unfinished pin resumes, a paused one stays paused
+/// until resumed and one waiting for its window still waits, with its rules, until they let it
+/// run, each fetching only what is missing. (A pause was once not written at all: the
 /// job's own task, cancelled to pause it, could not write to the index.)
 @Suite(.endToEnd) struct JobRecordsTests {
     @Test(arguments: [true, false])
-    func unfinishedAndPausedJobsResumeAfterARestart(deletingTheIndex: Bool) async throws {
+    func unfinishedPausedAndWaitingJobsResumeAfterARestart(deletingTheIndex: Bool) async throws {
         let size: Int64 = 8_000_000
         try await withTemporaryDirectory { directory in
             let origin = try await TestOrigin.start()
@@ -25,21 +26,26 @@ import Testing
                 resource.faults.bytesPerSecond = 1_000_000
                 origin.serve(resource, at: path)
             }
+            origin.serve(.generated(length: size, seed: 93), at: "/waiting.mp4")
             let folder = directory.appendingPathComponent("store")
             var configuration = DownloadQueue.Configuration()
             configuration.commitInterval = 256 << 10
-            let (running, paused) = try await PinnedDownloadsTests.withEngine(folder) { _, reader in
+            let closed = Self.closedWindow()
+            let (running, paused, waiting) = try await PinnedDownloadsTests.withEngine(folder) { _, reader in
                 let queue = try DownloadQueue(reader: reader, configuration: configuration)
                 queue.start()
                 let running = try await queue.pin(origin.url("/running.mp4"))
                 let paused = try await queue.pin(origin.url("/paused.mp4"))
+                let waiting = try await queue.pin(origin.url("/waiting.mp4"), renditions: RenditionChoice(), rules: DownloadRules(window: closed))
+                #expect(queue.job(matching: waiting.id)?.waiting == .window, "\(String(describing: queue.job(matching: waiting.id)))")
                 try await waitUntil {
                     [running.id, paused.id].allSatisfy { (queue.job(matching: $0)?.bytesDone ?? 0) >= size / 4 }
                 }
                 _ = try await queue.pause(paused.id)
                 await queue.shutDown()
-                return (running.id, paused.id)
+                return (running.id, paused.id, waiting.id)
             }
+            #expect(origin.bodyBytesSent("/waiting.mp4") == 0, "a job outside its window moves no byte")
             let sent = ["/running.mp4", "/paused.mp4"].map { origin.bodyBytesSent($0) }
             #expect(sent.allSatisfy { $0 < size })
             let record = (try? String(contentsOf: folder.appendingPathComponent("jobs/\(paused)"), encoding: .utf8)) ?? "none"
@@ -56,6 +62,7 @@ import Testing
                 let queue = try DownloadQueue(reader: reader, configuration: configuration)
                 #expect(queue.job(matching: running)?.state == .queued, "a job that was downloading is queued again")
                 #expect(queue.job(matching: paused)?.state == .paused)
+                #expect(queue.job(matching: waiting)?.rules == DownloadRules(window: closed), "its rules were kept")
                 for path in ["/running.mp4", "/paused.mp4"] {
                     #expect(store.isPinned(store.key(for: origin.url(path))), "\(path) lost its pin")
                     #expect(store.spans(for: store.key(for: origin.url(path))).byteCount >= size / 4 - (1 << 20), "\(path) lost its bytes")
@@ -63,9 +70,14 @@ import Testing
                 queue.start()
                 #expect(try await PinnedDownloadsTests.settled(running, in: queue).state == .completed)
                 #expect(queue.job(matching: paused)?.state == .paused, "a paused job waits for the user")
+                let stillWaiting = queue.job(matching: waiting)
+                #expect(stillWaiting?.state == .queued && stillWaiting?.waiting == .window, "\(String(describing: stillWaiting))")
+                #expect(origin.bodyBytesSent("/waiting.mp4") == 0)
                 _ = try await queue.resume(paused)
                 #expect(try await PinnedDownloadsTests.settled(paused, in: queue).state == .completed)
-                for (seed, path) in [(91, "/running.mp4"), (92, "/paused.mp4")] {
+                _ = try await queue.setRules(waiting, DownloadRules(window: .anyTime))
+                #expect(try await PinnedDownloadsTests.settled(waiting, in: queue).state == .completed)
+                for (seed, path) in [(91, "/running.mp4"), (92, "/paused.mp4"), (93, "/waiting.mp4")] {
                     let bytes = try await collect(try #require(reader.cachedRead(origin.url(path), range: ByteRange(0, size))))
                     #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: bytes, at: 0) == nil, "\(path)")
                     // Only what was missing: the file once, and at most what was in flight at the stop.
@@ -74,6 +86,13 @@ import Testing
                 await queue.shutDown()
             }
         }
+    }
+
+    /// An hour-long window two hours from now, local time: closed for the whole test.
+    static func closedWindow() -> DailyWindow {
+        let parts = Calendar.current.dateComponents([.hour, .minute], from: Date())
+        let start = ((parts.hour ?? 0) + 2) % 24 * 60
+        return DailyWindow(start: start, end: (start + 60) % 1440)
     }
 
     /// A pinned download whose signed URL expired (the origin now answers `403`) finishes from a

@@ -314,6 +314,7 @@ public final class DownloadQueue: Sendable {
         configuration.logger.info("Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
         var failure: String?
         var refused = false
+        var roomWanted: String?
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
             if let asset = job.asset {
@@ -338,6 +339,7 @@ public final class DownloadQueue: Sendable {
             if !Task.isCancelled, let short = shortfall(id) { throw short }
         } catch is CancellationError {
         } catch let error as RoomWanted {
+            roomWanted = error.message
             state.withLock { state in
                 if state.running[id]?.stop == nil { state.running[id]?.stop = .wait(.space) }
             }
@@ -363,6 +365,7 @@ public final class DownloadQueue: Sendable {
             case .wait(let reason):
                 state.jobs[id]!.state = .queued
                 state.jobs[id]!.waiting = reason
+                if let roomWanted { state.jobs[id]!.waitingDetail = roomWanted + "; it resumes when space returns" }
             case nil:
                 state.jobs[id]!.state = failure == nil ? .completed : .failed
                 state.jobs[id]!.failure = failure

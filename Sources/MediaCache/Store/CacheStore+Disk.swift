@@ -13,10 +13,15 @@ import Foundation
 
 /// The free space of the disk the store is on, as last measured, and the bytes the store took
 /// (less those it let go) since: between measures, free space is estimated from them.
-struct DiskSpace: Sendable, Equatable {
+package struct DiskSpace: Sendable, Equatable {
     var free: Int64
     var volume: Int64
     var takenSince: Int64 = 0
+
+    package init(free: Int64, volume: Int64) {
+        self.free = free
+        self.volume = volume
+    }
 
     /// The floor a store keeps when its configuration sets none: 5 % of the volume, at most 1 GiB.
     var defaultFloor: Int64 { min(1 << 30, volume / 20) }
@@ -65,14 +70,18 @@ extension CacheStore {
 
     /// Measures the disk's free space again (on the blocking pool).
     package func measureDisk() async {
-        let path = dataDirectory
-        let measured = try? await BlockingIO.run { Self.diskSpace(at: path) }
+        let (path, measure) = (dataDirectory, configuration.diskSpace)
+        let measured = try? await BlockingIO.run { measure(path) }
         if let measured = measured ?? nil { note(measured) }
     }
 
-    /// Takes a measure of the disk.
+    /// Takes a measure of the disk. Writes reserved may not show in it yet: they count as
+    /// taken (some may be on the disk already, so free space is rather under-estimated).
     func note(_ measured: DiskSpace) {
-        state.withLock { $0.disk = measured }
+        state.withLock { state in
+            state.disk = measured
+            state.disk!.takenSince = state.reservedBytes
+        }
         CacheMetrics.diskFree.record(measured.free)
     }
 

@@ -64,6 +64,8 @@ public final class CacheStore: Sendable {
         /// entries are evicted, and bytes that would still cross it are not stored (a pinned
         /// download waits for space). `nil`: 5 % of the volume, at most 1 GiB.
         public var minFreeDiskBytes: Int64?
+        /// Measures the free space of the file system holding a path (`statvfs`).
+        package var diskSpace: @Sendable (String) -> DiskSpace? = { CacheStore.diskSpace(at: $0) }
         /// Where the store logs.
         public var logger = Logger(label: "mediacache.store", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The 256-bit master key that encrypts the store at rest, or `nil` (the default) for
@@ -208,7 +210,7 @@ public final class CacheStore: Sendable {
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
             throw error
         }
-        if let disk = Self.diskSpace(at: dataDirectory) { note(disk) }
+        if let disk = configuration.diskSpace(dataDirectory) { note(disk) }
     }
 
     deinit {
@@ -336,7 +338,7 @@ public final class CacheStore: Sendable {
                         records.remove(fileName: name)
                     }
                     // The disk's free space, measured again now that they are gone.
-                    if let measured = Self.diskSpace(at: dataDirectory) { self.note(measured) }
+                    if let measured = configuration.diskSpace(dataDirectory) { self.note(measured) }
                 }
                 return changes
             }

@@ -1,0 +1,140 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCacheTestSupport
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import MediaCache
+
+/// Pinned downloads as guests: a job on a network its rule forbids stops and moves no byte
+/// while another "anyway" goes on; a job that meets the disk's floor waits for space instead
+/// of failing and resumes by itself when space returns; streaming goes on meanwhile. Each
+/// job ends holding the origin's bytes, fetched once.
+@Suite(.endToEnd) struct DownloadRulesTests {
+    /// A disk whose free space is `base` less what the store holds: space returns when the test
+    /// raises `base`.
+    final class FakeDisk: Sendable {
+        let state = Mutex<(base: Int64, store: CacheStore?)>((0, nil))
+
+        init(base: Int64) { state.withLock { $0.base = base } }
+
+        var measure: @Sendable (String) -> DiskSpace? {
+            { [self] _ in
+                let (base, store) = state.withLock { ($0.base, $0.store) }
+                return DiskSpace(free: base - (store?.totalBytes ?? 0), volume: 1 << 40)
+            }
+        }
+    }
+
+    @Test func aJobMeetingTheFloorWaitsForSpaceAndResumesByItself() async throws {
+        let size: Int64 = 10_000_000
+        let floor: Int64 = 8 << 20
+        let disk = FakeDisk(base: floor + (6 << 20))
+        var storeConfiguration = PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)
+        storeConfiguration.minFreeDiskBytes = floor
+        storeConfiguration.diskSpace = disk.measure
+        try await Harness.with(store: storeConfiguration) { h in
+            disk.state.withLock { $0.store = h.store }
+            h.origin.serve(.generated(length: size, seed: 61), at: "/film.mp4")
+            h.origin.serve(.generated(length: 2_000_000, seed: 62), at: "/song.mp3")
+            var configuration = DownloadQueue.Configuration()
+            configuration.checkInterval = .milliseconds(50)
+            let queue = try DownloadQueue(reader: h.reader, configuration: configuration)
+            let failed = Task {
+                for await update in queue.updates() { if case .changed(let job) = update, job.state == .failed { return job.failure } }
+                return nil
+            }
+            queue.start()
+            let job = try await queue.pin(h.origin.url("/film.mp4"))
+            try await waitUntil { queue.job(matching: job.id).map { $0.waiting == .space && $0.state == .queued } == true }
+            let waiting = try #require(queue.job(matching: job.id))
+            #expect(waiting.state == .queued && waiting.waitingDetail?.contains("keeps free") == true, "\(waiting)")
+            let held = h.store.spans(for: h.store.key(for: h.origin.url("/film.mp4"))).byteCount
+            #expect(held > 0 && held <= 6 << 20, "stored \(held) bytes before the floor")
+            // Streaming plays meanwhile (its bytes pass through: there is no room to keep them).
+            let song = try await collect(try await h.reader.read(h.origin.url("/song.mp3")))
+            #expect(song.readableBytes == 2_000_000 && DeterministicContent(seed: 62).firstMismatch(in: song, at: 0) == nil)
+            // Space returns: the job goes on by itself and completes with only what was missing.
+            disk.state.withLock { $0.base += 64 << 20 }
+            #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
+            let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url("/film.mp4"), range: ByteRange(0, size))))
+            #expect(DeterministicContent(seed: 61).firstMismatch(in: stored, at: 0) == nil)
+            #expect(h.origin.bodyBytesSent("/film.mp4") <= size + DownloadQueue.piece, "sent \(h.origin.bodyBytesSent("/film.mp4")) for \(size)")
+            await queue.shutDown()
+            #expect(await failed.value == nil, "the job never failed")
+        }
+    }
+
+    @Test func aMeteredNetworkStopsAJobWhileOneAnywayGoesOn() async throws {
+        let size: Int64 = 8_000_000
+        try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
+            var slow = TestOrigin.Resource.generated(length: size, seed: 63)
+            // Slow enough that the network changes long before the end, however loaded the machine.
+            slow.faults.bytesPerSecond = 2_000_000
+            h.origin.serve(slow, at: "/film.mp4")
+            h.origin.serve(.generated(length: 3_000_000, seed: 64), at: "/episode.mp3")
+            var configuration = DownloadQueue.Configuration()
+            configuration.maxConcurrent = 2
+            let queue = try DownloadQueue(reader: h.reader, configuration: configuration)
+            queue.start()
+            let film = try await queue.pin(h.origin.url("/film.mp4"))
+            try await waitUntil { (queue.job(matching: film.id)?.bytesDone ?? 0) >= 2_000_000 }
+            queue.networkChanged(NetworkConditions(isMetered: true))
+            try await waitUntil { queue.job(matching: film.id)?.waiting == .network && queue.job(matching: film.id)?.state == .queued }
+            #expect(queue.job(matching: film.id)?.waitingDetail?.contains("metered") == true)
+            let sentAtStop = h.origin.bodyBytesSent("/film.mp4")
+            // "This one anyway": a job whose own rule allows any network downloads.
+            let episode = try await queue.pin(h.origin.url("/episode.mp3"), renditions: RenditionChoice(), rules: DownloadRules(network: .any))
+            #expect(try await PinnedDownloadsTests.settled(episode.id, in: queue).state == .completed)
+            #expect(h.origin.bodyBytesSent("/film.mp4") == sentAtStop, "the waiting job moved bytes")
+            #expect(queue.job(matching: film.id)?.state == .queued)
+            // The user says the network is not metered after all: it resumes.
+            queue.networkOverride = .unmetered
+            h.origin.update("/film.mp4") { $0.faults.bytesPerSecond = nil }
+            #expect(try await PinnedDownloadsTests.settled(film.id, in: queue).state == .completed)
+            for (seed, path, length) in [(63, "/film.mp4", size), (64, "/episode.mp3", 3_000_000)] {
+                let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, length))))
+                #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: stored, at: 0) == nil, "\(path)")
+                #expect(h.origin.bodyBytesSent(path) <= length + DownloadQueue.piece, "\(path): sent \(h.origin.bodyBytesSent(path)) for \(length)")
+            }
+            await queue.shutDown()
+        }
+    }
+
+    /// The job moved to the front runs now; the one it displaced waits for a slot and
+    /// resumes after it, fetching only what it lacked.
+    @Test func aJobMovedFirstRunsNowAndTheOtherWaits() async throws {
+        let size: Int64 = 6_000_000
+        try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
+            for (seed, path) in [(65, "/a.mp4"), (66, "/b.mp4")] {
+                var resource = TestOrigin.Resource.generated(length: size, seed: UInt64(seed))
+                resource.faults.bytesPerSecond = 2_000_000
+                h.origin.serve(resource, at: path)
+            }
+            var configuration = DownloadQueue.Configuration()
+            configuration.maxConcurrent = 1
+            let queue = try DownloadQueue(reader: h.reader, configuration: configuration)
+            queue.start()
+            let a = try await queue.pin(h.origin.url("/a.mp4"))
+            let b = try await queue.pin(h.origin.url("/b.mp4"))
+            try await waitUntil { (queue.job(matching: a.id)?.bytesDone ?? 0) >= 1_000_000 }
+            #expect(queue.job(matching: b.id)?.state == .queued)
+            _ = try await queue.move(b.id)
+            try await waitUntil { queue.job(matching: b.id)?.state == .downloading && queue.job(matching: a.id)?.state == .queued }
+            #expect(queue.job(matching: a.id)?.waiting == nil, "waits for a slot, not for a rule")
+            #expect(queue.jobs.map(\.id) == [b.id, a.id])
+            for path in ["/a.mp4", "/b.mp4"] { h.origin.update(path) { $0.faults.bytesPerSecond = nil } }
+            #expect(try await PinnedDownloadsTests.settled(b.id, in: queue).state == .completed)
+            #expect(try await PinnedDownloadsTests.settled(a.id, in: queue).state == .completed)
+            for (seed, path) in [(65, "/a.mp4"), (66, "/b.mp4")] {
+                let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, size))))
+                #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: stored, at: 0) == nil, "\(path)")
+                #expect(h.origin.bodyBytesSent(path) <= size + DownloadQueue.piece, "\(path): sent \(h.origin.bodyBytesSent(path)) for \(size)")
+            }
+            await queue.shutDown()
+        }
+    }
+}
