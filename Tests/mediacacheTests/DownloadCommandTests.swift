@@ -308,9 +308,10 @@ import Testing
         }
     }
 
-    static func startServer(_ folder: String) async throws -> (SpawnedProcess, ServerInfo) {
+    static func startServer(_ folder: String, _ arguments: [String] = []) async throws -> (SpawnedProcess, ServerInfo) {
         let executable = try ChildProcess.executable(named: "mediacache")
-        let (server, _) = try await ChildProcess.startServer(executable, ["serve", "--port", "0", "--cache-dir", folder], readyLinePrefix: "mediacache: serving on")
+        let (server, _) = try await ChildProcess.startServer(
+            executable, ["serve", "--port", "0", "--cache-dir", folder] + arguments, readyLinePrefix: "mediacache: serving on")
         let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
         return (server, info)
     }

@@ -336,7 +336,7 @@ final class JobPrinter: Sendable {
         let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(Format.bytes($0))" } ?? ""
         print(
             "\(job.id) \(job.state.rawValue): \(Format.bytes(job.bytesDone))\(total), \(job.resourcesDone)/\(job.resourcesTotal) resources  \(job.url.absoluteString)"
-                + (job.failure.map { "\n  \($0)" } ?? ""))
+                + (job.failure.map { "\n  \($0)" } ?? "") + (job.waitingDetail.map { "\n  waits: \($0)" } ?? ""))
     }
 }
 
