@@ -104,6 +104,27 @@ import Testing
         }
     }
 
+    /// A job cancelled while it downloads stops downloading: no transfer of it is left, and
+    /// the origin sent a fraction of the file. (The planner once started a cancelled job's
+    /// download again, unowned: it ran to the file's end.)
+    @Test func aCancelledJobStopsDownloading() async throws {
+        let size: Int64 = 20_000_000
+        try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
+            var slow = TestOrigin.Resource.generated(length: size, seed: 67)
+            slow.faults.bytesPerSecond = 2_000_000
+            h.origin.serve(slow, at: "/film.mp4")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.pin(h.origin.url("/film.mp4"))
+            try await waitUntil { (queue.job(matching: job.id)?.bytesDone ?? 0) >= 1_000_000 }
+            try await queue.cancel(job.id)
+            try await waitUntil { h.reader.activeDownloads == 0 }
+            #expect(h.origin.bodyBytesSent("/film.mp4") < size / 2, "sent \(h.origin.bodyBytesSent("/film.mp4")) of \(size) after the cancel")
+            #expect(queue.jobs.isEmpty)
+            await queue.shutDown()
+        }
+    }
+
     /// The job moved to the front runs now; the one it displaced waits for a slot and
     /// resumes after it, fetching only what it lacked.
     @Test func aJobMovedFirstRunsNowAndTheOtherWaits() async throws {

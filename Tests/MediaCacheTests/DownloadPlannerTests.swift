@@ -127,6 +127,15 @@ import Testing
         #expect(skipped.starts == ["b", "c"])
     }
 
+    /// A job marked downloading that no task runs (being cancelled, or cut by a shutdown) is
+    /// not started again: the bench once found a cancelled pin downloading on, unowned.
+    @Test func aDownloadingJobNoTaskRunsIsNotStarted() {
+        let planner = DownloadPlanner(maxConcurrent: 2)
+        let orphan = DownloadPlanner.Job(id: "a", state: .downloading, rules: DownloadRules(), isRunning: false, bytesLeft: 1 << 20)
+        let plan = planner.plan([orphan, Self.job("b")], Self.conditions(Self.at(12)))
+        #expect(plan.starts == ["b"] && plan.stops.isEmpty && plan.waits.isEmpty)
+    }
+
     @Test func aJobsRulesGoOverTheQueues() {
         let queue = DownloadRules(window: DailyWindow("01:00-06:00"), network: .unmetered, maxBytesPerSecond: 2 << 20)
         let own = DownloadRules(window: .anyTime)

@@ -57,7 +57,9 @@ struct DownloadPlanner: Sendable {
     func plan(_ jobs: [Job], _ conditions: Conditions) -> Plan {
         var plan = Plan()
         var slots = max(1, maxConcurrent)
-        for job in jobs where job.state == .queued || job.state == .downloading {
+        // A job is started only from the queue: one marked downloading that no task runs is
+        // being cancelled or shut down (starting it again would run a download nobody owns).
+        for job in jobs where job.state == .queued || job.isRunning {
             if let wait = Self.wait(of: job, conditions, nextCheck: &plan.nextCheck) {
                 plan.waits[job.id] = wait
                 if job.isRunning { plan.stops[job.id] = wait.reason }

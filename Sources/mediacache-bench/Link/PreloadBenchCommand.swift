@@ -189,6 +189,39 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             let beside = median(figures["\(workload) beside"]!)
             print(String(format: "    %@: alone %.0f ms, beside %.0f ms: %.2fx", workload, alone, beside, beside / alone))
         }
+        try await pinSpeed(bench)
+    }
+
+    /// What fetching a pinned file in pieces costs its own speed: a 24 MiB pin alone through the
+    /// server against curl reading the same bytes over the link in one request (the floor),
+    /// taking turns which goes first.
+    private func pinSpeed(_ bench: Bench) async throws {
+        let size: Int64 = 24 << 20
+        var pinned: [Double] = []
+        var direct: [Double] = []
+        for round in 0..<rounds {
+            bench.origin.serve(.generated(length: size, seed: UInt64(round + 40)), at: "/s\(round)/pin.bin")
+            bench.origin.serve(.generated(length: size, seed: UInt64(round + 40)), at: "/s\(round)/direct.bin")
+            for pinFirst in round % 2 == 0 ? [true, false] : [false, true] {
+                try await bench.relay.drain()
+                let start = ContinuousClock.now
+                if pinFirst {
+                    let url = "http://127.0.0.1:\(bench.relay.port)/s\(round)/pin.bin"
+                    try await bench.admin("pin", ["target=" + url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
+                    try await bench.waitFor {
+                        guard bench.origin.bodyBytesSent("/s\(round)/pin.bin") >= size else { return false }
+                        return try await bench.downloadsInFlight() == 0
+                    }
+                    pinned.append((ContinuousClock.now - start).seconds * 1000)
+                } else {
+                    let read = try await ChildProcess.run(["curl", "-s", "-f", "-o", "/dev/null", bench.relayURL("/s\(round)/", "direct.bin")])
+                    guard read.status == 0 else { throw ValidationError("curl failed: \(read.error)") }
+                    direct.append((ContinuousClock.now - start).seconds * 1000)
+                }
+            }
+        }
+        let (pin, floor) = (median(pinned), median(direct))
+        print(String(format: "  A 24 MiB pin alone, in pieces of 1 MiB: %.0f ms; curl over the link in one request: %.0f ms: %.2fx", pin, floor, pin / floor))
     }
 
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
