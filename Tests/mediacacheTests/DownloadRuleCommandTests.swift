@@ -143,7 +143,7 @@ import Testing
         }
     }
 
-    /// The size of a pinned file's requests (one may be in flight when a job stops).
+    /// What a stopped job may have had in flight: two pieces of a pinned file (512 KiB each).
     static let piece: Int64 = 1 << 20
 
     /// An hour-long window two hours from now, local time: closed for the whole test.
