@@ -179,7 +179,7 @@ public final class DownloadQueue: Sendable {
 
     /// Pins `url` and queues its download: a file, or, when `url` is an HLS playlist or a
     /// DASH manifest, the asset `variant` and `seconds` choose, with its default audio
-    /// (``pin(_:renditions:seconds:)`` chooses languages, subtitles and trick play too). Pinning
+    /// (``pin(_:renditions:seconds:rules:)`` chooses languages, subtitles and trick play too). Pinning
     /// a URL that has a job already returns that job (resumed if it was paused or failed).
     @discardableResult
     public func pin(_ url: URL, variant: HLSPrefetchOptions.VariantChoice = .first, seconds: Double? = nil) async throws -> DownloadJob {

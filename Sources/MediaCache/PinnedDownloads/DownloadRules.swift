@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+import Foundation
 
 /// When, on which network and how fast pinned downloads may move bytes. The queue's rules
 /// (``DownloadQueue/Configuration/rules``) hold for every job; a job's own rules
@@ -188,7 +188,7 @@ public enum DownloadWait: String, Sendable, Codable, Equatable, CaseIterable {
     case window
     /// The network is metered or in low-data mode and its rule forbids that.
     case network
-    /// The disk has less free space than the floor (``DownloadQueue/Configuration/minFreeDiskBytes``) leaves.
+    /// The disk has less free space than the floor (``CacheStore/Configuration/minFreeDiskBytes``) leaves.
     case space
 }
 

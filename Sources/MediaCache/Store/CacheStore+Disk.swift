@@ -51,7 +51,7 @@ extension CacheStore.State {
 }
 
 extension CacheStore {
-    /// The free space the store leaves on its disk (``Configuration/minFreeDiskBytes``, or
+    /// The free space the store leaves on its disk (``CacheStore/Configuration/minFreeDiskBytes``, or
     /// its default: 5 % of the volume, at most 1 GiB).
     public var diskFloor: Int64 {
         configuration.minFreeDiskBytes ?? state.withLock { $0.disk?.defaultFloor } ?? 0
