@@ -68,13 +68,20 @@ import Testing
         }
     }
 
-    @Test func aMeteredNetworkStopsAJobWhileOneAnywayGoesOn() async throws {
-        let size: Int64 = 8_000_000
+    /// An engine whose origin serves `/film.mp4` (`length` bytes) at 2 MB/s: slow enough that
+    /// what the test does to its download comes long before the end, however loaded the machine.
+    static func withSlowFilm(_ length: Int64, seed: UInt64, _ body: (Harness) async throws -> Void) async throws {
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
-            var slow = TestOrigin.Resource.generated(length: size, seed: 63)
-            // Slow enough that the network changes long before the end, however loaded the machine.
+            var slow = TestOrigin.Resource.generated(length: length, seed: seed)
             slow.faults.bytesPerSecond = 2_000_000
             h.origin.serve(slow, at: "/film.mp4")
+            try await body(h)
+        }
+    }
+
+    @Test func aMeteredNetworkStopsAJobWhileOneAnywayGoesOn() async throws {
+        let size: Int64 = 8_000_000
+        try await Self.withSlowFilm(size, seed: 63) { h in
             h.origin.serve(.generated(length: 3_000_000, seed: 64), at: "/episode.mp3")
             var configuration = DownloadQueue.Configuration()
             configuration.maxConcurrent = 2
@@ -109,10 +116,7 @@ import Testing
     /// download again, unowned: it ran to the file's end.)
     @Test func aCancelledJobStopsDownloading() async throws {
         let size: Int64 = 20_000_000
-        try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
-            var slow = TestOrigin.Resource.generated(length: size, seed: 67)
-            slow.faults.bytesPerSecond = 2_000_000
-            h.origin.serve(slow, at: "/film.mp4")
+        try await Self.withSlowFilm(size, seed: 67) { h in
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
             let job = try await queue.pin(h.origin.url("/film.mp4"))
