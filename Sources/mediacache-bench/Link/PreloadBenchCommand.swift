@@ -221,7 +221,8 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             }
         }
         let (pin, floor) = (median(pinned), median(direct))
-        print(String(format: "  A 24 MiB pin alone, in pieces of 512 KiB (the next asked for 384 KiB before the end): %.0f ms; curl over the link in one request: %.0f ms: %.2fx", pin, floor, pin / floor))
+        let what = "  A 24 MiB pin alone, in pieces of 512 KiB (the next asked for 384 KiB before the end)"
+        print(String(format: "%@: %.0f ms; curl over the link in one request: %.0f ms: %.2fx", what, pin, floor, pin / floor))
     }
 
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
