@@ -107,6 +107,43 @@ import Testing
         }
     }
 
+    /// `downloads move JOB --first` on a server running one download at a time: the moved job
+    /// downloads now, the other waits for the slot (no reason: a slot, not a rule), then both
+    /// complete with the origin's bytes, each fetched once and what was in flight.
+    @Test func aJobMovedFirstDownloadsNow() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        let size = 4_000_000
+        for (seed, path) in [(UInt64(76), "/m/a.mp4"), (77, "/m/b.mp4")] {
+            var slow = TestOrigin.Resource.generated(length: Int64(size), seed: seed)
+            // Slow enough that the move comes long before the end, however loaded the machine.
+            slow.faults.bytesPerSecond = 1_000_000
+            origin.serve(slow, at: path)
+        }
+        try await RunningServer.with(["--max-downloads", "1"], origin: origin) { server in
+            let pins = try await ["/m/a.mp4", "/m/b.mp4"].asyncMap { path in
+                try await DownloadCommandTests.post(server.info, "pin", ["target": origin.url(path).absoluteString])
+            }
+            let ids = try pins.map { try CacheCommandTests.decoder.decode(DownloadJob.self, from: Data(buffer: $0.body)).id }
+            let (a, b) = (ids[0], ids[1])
+            try await waitUntil { try await DownloadCommandTests.job(a, on: server.info)?.state == .downloading }
+            let moved = try await Self.mediacache(["downloads", "move", b, "--first", "--cache-dir", server.folder])
+            #expect(moved.status == 0 && moved.output.contains("moved to the front"), "\(moved)")
+            try await waitUntil {
+                let (first, second) = (try await DownloadCommandTests.job(b, on: server.info), try await DownloadCommandTests.job(a, on: server.info))
+                return first?.state == .downloading && second?.state == .queued && second?.waiting == nil
+            }
+            let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", server.folder])
+            #expect(jobs.map(\.id) == [b, a], "the list follows the queue's order")
+            for path in ["/m/a.mp4", "/m/b.mp4"] { origin.update(path) { $0.faults.bytesPerSecond = nil } }
+            try await waitUntil { try await [a, b].asyncMap { try await DownloadCommandTests.job($0, on: server.info)?.state } == [.completed, .completed] }
+            for (seed, path) in [(UInt64(76), "/m/a.mp4"), (77, "/m/b.mp4")] {
+                #expect(origin.bodyBytesSent(path) <= Int64(size) + Self.piece, "\(path): sent \(origin.bodyBytesSent(path))")
+                try await Self.playsRight(path, seed: seed, length: size, on: server)
+            }
+        }
+    }
+
     @Test(.enabled(if: SmallDisk.canMount, "needs root to mount a small tmpfs"))
     func aDiskAtItsFloorMakesAPinWaitAndStreamingStillPlays() async throws {
         let origin = try await TestOrigin.start()
