@@ -63,6 +63,8 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     /// For an asset, each rendition the job pins and how much of it is stored (when last
     /// looked: at the pin, as the download goes, when it settles).
     package var renditions: [RenditionState]?
+    /// For a recording of a live stream (``DownloadQueue/record(_:for:variant:)``), what it holds.
+    package var recording: Recording?
     /// The cookies its stream needs (those of its host in the fetcher's jar when it was last
     /// written), for after a restart; sealed with the job in an encrypted store.
     var cookies: [OriginCookie]?
@@ -107,11 +109,31 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
         }
     }
 
+    /// Whether the job records a live stream (``DownloadQueue/record(_:for:variant:)``).
+    public var isRecording: Bool { recording != nil }
+
+    /// The seconds a recording holds (gaps left out); `nil` for another job.
+    public var recordedSeconds: Double? { recording?.timeline.duration }
+
     /// The fraction stored, 0...1, when the total is known.
     public var fraction: Double? {
         guard let total = bytesTotal else { return nil }
         return total > 0 ? min(1, Double(bytesDone) / Double(total)) : 1
     }
+}
+
+/// A recording of a live HLS stream: the media playlist it follows, until when, and the
+/// segments it holds.
+package struct Recording: Sendable, Codable, Equatable {
+    /// The variant chosen of a multivariant playlist.
+    package var variant: HLSPrefetchOptions.VariantChoice
+    /// The media playlist followed, once known (the job's URL, or the variant's playlist).
+    package var mediaPlaylist: URL?
+    /// When it stops, if not at the end of the presentation.
+    package var until: Date?
+    package var timeline = RecordingTimeline()
+    /// It stopped: at its time, at the end of the presentation, or by hand.
+    package var finished = false
 }
 
 /// A rendition a job pins, and how much of it is stored.

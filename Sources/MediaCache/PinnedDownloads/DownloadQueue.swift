@@ -317,7 +317,9 @@ public final class DownloadQueue: Sendable {
         var roomWanted: String?
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
-            if let asset = job.asset {
+            if job.isRecording {
+                try await runRecording(id)
+            } else if let asset = job.asset {
                 let options = HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds)
                 let plan = try await reader.assetPlan(job.url, kind: asset.format, options: options)
                 state.withLock { $0.running[id]?.plan = plan.renditions }
@@ -336,7 +338,7 @@ public final class DownloadQueue: Sendable {
                 try await fetchFile(job, progress: progress)
             }
             // Finished only when every byte is stored: the disk may have refused some.
-            if !Task.isCancelled, let short = shortfall(id) { throw short }
+            if !Task.isCancelled, !job.isRecording, let short = shortfall(id) { throw short }
         } catch is CancellationError {
         } catch let error as RoomWanted {
             roomWanted = error.message

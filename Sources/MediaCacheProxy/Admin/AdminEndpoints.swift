@@ -1,8 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
-public import MediaCache
+import Foundation
+package import MediaCache
 import NIOCore
 import NIOHTTP1
 
@@ -30,6 +30,8 @@ import NIOHTTP1
 /// | `GET /_mediacache/preload` | `[PreloadItemStatus]`: the preload queue |
 /// | `POST /_mediacache/preload?target=URL[&target=URL…][&seconds=S]` | the new queue (it replaces the old one; returns at once) |
 /// | `DELETE /_mediacache/preload` | the queue, emptied |
+/// | `POST /_mediacache/record?target=URL[&seconds=S][&variant=…]` | ``RecordingAnswer``: the job and the URL a player opens to watch it |
+/// | `GET /_mediacache/recording.m3u8?job=ID` | the recording's playlist (`EVENT` while it records, `VOD` after), its URIs through the proxy |
 struct AdminEndpoints {
     static let prefix = "/_mediacache/"
     let handler: ProxyHandler
@@ -61,7 +63,9 @@ struct AdminEndpoints {
                 if head.method == .HEAD { response.body = .none }
                 return response
             }
-            return try await answer(String(path.dropFirst(Self.prefix.count)), method: head.method, target: target)
+            let name = String(path.dropFirst(Self.prefix.count))
+            if name == "record" || name == "recording.m3u8" { return try await recording(name, head: head, target: target, localPort: localPort) }
+            return try await answer(name, method: head.method, target: target)
         } catch let error as ProxyRequestError {
             return ProxyResponse.failure(error)
         }
@@ -181,6 +185,39 @@ struct AdminEndpoints {
         }
     }
 
+    /// `record` (start a recording) and `recording.m3u8` (its playlist, for a player).
+    private func recording(_ name: String, head: HTTPRequestHead, target: RequestTarget, localPort: Int) async throws -> ProxyResponse {
+        let proxy = ProxyHandler.proxyOrigin(head, localPort: localPort)
+        switch (head.method, name) {
+        case (.POST, "record"):
+            let request = try PrefetchRequest(target)
+            return try await answering {
+                let job = try await downloads().record(try originURL(target), for: request.seconds.map { .milliseconds(Int64($0 * 1000)) }, variant: request.variant)
+                return try Self.json(RecordingAnswer(job: job, url: proxy + Self.recordingPath(job.id, token: handler.configuration.token)))
+            }
+        case (.GET, "recording.m3u8"), (.HEAD, "recording.m3u8"):
+            guard let (text, base) = try downloads().recordingPlaylist(try job(target)) else {
+                throw ProxyRequestError(status: .notFound, "That job is not a recording.")
+            }
+            let parsed: HLSPlaylist
+            do {
+                parsed = try HLSPlaylist(parsing: Array(text.utf8))
+            } catch let error as HLSPlaylistError {
+                throw ProxyRequestError(status: .internalServerError, "The recording's playlist cannot be written: \(error.message)")
+            }
+            var metadata = ContentMetadata()
+            metadata.mimeType = "application/vnd.apple.mpegurl"
+            return handler.rewrite(parsed, metadata: metadata, url: base, head: head, localPort: localPort, headers: [])
+        default:
+            throw ProxyRequestError(status: .methodNotAllowed, "\(head.method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
+        }
+    }
+
+    /// The path of the recording `id`'s playlist, with the token when the proxy has one.
+    static func recordingPath(_ id: String, token: String?) -> String {
+        Self.prefix + "recording.m3u8?job=" + id + (token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? "")
+    }
+
     private func downloads() throws -> DownloadQueue {
         guard let downloads = handler.downloads else {
             throw ProxyRequestError(status: .notFound, "This server keeps no download queue.")
@@ -286,6 +323,17 @@ struct AdminEndpoints {
     }
 }
 
+/// `POST /_mediacache/record`: the recording's job, and the URL a player opens to watch it.
+package struct RecordingAnswer: Sendable, Codable, Equatable {
+    package var job: DownloadJob
+    package var url: String
+
+    package init(job: DownloadJob, url: String) {
+        self.job = job
+        self.url = url
+    }
+}
+
 /// `GET /_mediacache/stats`.
 package struct AdminStats: Sendable, Codable, Equatable {
     package var store: CacheStoreSummary
@@ -311,121 +359,5 @@ package struct NetworkReport: Sendable, Codable, Equatable {
     package init(_ downloads: DownloadQueue) {
         (effective, system) = downloads.network
         override = downloads.networkOverride
-    }
-}
-
-/// A prefetch, pin or export as the command line and the admin endpoints describe it.
-package struct PrefetchRequest: Sendable, Equatable {
-    package var range: ByteRange?
-    package var seconds: Double?
-    /// What of an HLS asset or a DASH presentation; parts left unsaid are empty (see ``RenditionChoice``).
-    package var renditions = RenditionChoice()
-
-    package init(range: ByteRange? = nil, seconds: Double? = nil, renditions: RenditionChoice = RenditionChoice()) {
-        self.range = range
-        self.seconds = seconds
-        self.renditions = renditions
-    }
-
-    package init(range: ByteRange? = nil, seconds: Double? = nil, variant: HLSPrefetchOptions.VariantChoice) {
-        self.init(range: range, seconds: seconds, renditions: RenditionChoice(variants: [variant]))
-    }
-
-    /// The first variant chosen (`.first` when none is said).
-    package var variant: HLSPrefetchOptions.VariantChoice { renditions.variants.first ?? .first }
-
-    /// The options an admin endpoint's query gives (``queryItems``).
-    /// - Throws: ``ProxyRequestError`` (400) that says which is wrong.
-    init(_ target: RequestTarget, range: Bool = false) throws {
-        do {
-            self = try Self.parse(
-                range: range ? target.query("range") : nil, seconds: target.query("seconds"), variant: target.query("variant"), audio: target.query("audio"),
-                subtitles: target.query("subtitles"), trickPlay: target.query("trick-play"))
-        } catch {
-            throw ProxyRequestError(status: .badRequest, error.message)
-        }
-    }
-
-    /// The query an admin endpoint reads these options from.
-    package var queryItems: [URLQueryItem] {
-        var items: [URLQueryItem] = []
-        if let range { items.append(URLQueryItem(name: "range", value: "\(range.lowerBound)-\(range.upperBound - 1)")) }
-        if let seconds { items.append(URLQueryItem(name: "seconds", value: String(seconds))) }
-        if let variant = renditions.variants.first { items.append(URLQueryItem(name: "variant", value: Self.text(of: variant))) }
-        if let audio = renditions.audio { items.append(URLQueryItem(name: "audio", value: audio.text)) }
-        if let subtitles = renditions.subtitles { items.append(URLQueryItem(name: "subtitles", value: subtitles.text)) }
-        if renditions.trickPlay { items.append(URLQueryItem(name: "trick-play", value: "yes")) }
-        return items
-    }
-
-    /// Parses the options' text forms: `range` `a-b` (inclusive, as in HTTP), `seconds` a
-    /// positive number, `variant` `first`, `lowest`, `highest`, a height (`720p`) or a number
-    /// of bits per second; `audio` and `subtitles` as ``LanguageChoice/parse(_:option:)``
-    /// reads them; `trickPlay` `yes` or `no`.
-    package static func parse(
-        range: String?, seconds: String?, variant: String?, audio: String? = nil, subtitles: String? = nil, trickPlay: String? = nil
-    ) throws(PrefetchRequestError) -> PrefetchRequest {
-        var request = PrefetchRequest()
-        if let range {
-            let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
-                last < ByteRange.maximumOffset
-            else {
-                throw PrefetchRequestError(message: "--range takes a-b, the first and last byte (0-1048575), not \(range.prefix(60)).")
-            }
-            request.range = ByteRange(first, last + 1)
-        }
-        if let seconds {
-            guard let value = Double(seconds), value.isFinite, value > 0, value <= 1e7 else {
-                throw PrefetchRequestError(message: "--seconds takes a positive number of seconds, not \(seconds.prefix(60)).")
-            }
-            request.seconds = value
-        }
-        switch variant?.lowercased() {
-        case nil: break
-        case "first": request.renditions.variants = [.first]
-        case "lowest": request.renditions.variants = [.lowestBandwidth]
-        case "highest": request.renditions.variants = [.highestBandwidth]
-        case let text?:
-            if text.hasSuffix("p"), let height = HLSPlaylist.decimal(text.dropLast()), height > 0, height <= 1 << 20 {
-                request.renditions.variants = [.atMostHeight(height)]
-            } else if let bps = HLSPlaylist.decimal(Substring(text)), bps > 0 {
-                request.renditions.variants = [.atMost(bitsPerSecond: bps)]
-            } else {
-                throw PrefetchRequestError(
-                    message: "--variant takes first, lowest, highest, a height (720p) or a number of bits per second, not \(text.prefix(60)).")
-            }
-        }
-        if let audio { request.renditions.audio = try LanguageChoice.parse(audio, option: "--audio") }
-        if let subtitles { request.renditions.subtitles = try LanguageChoice.parse(subtitles, option: "--subtitles") }
-        switch trickPlay?.lowercased() {
-        case nil, "no", "false", "0": break
-        case "yes", "true", "1": request.renditions.trickPlay = true
-        case let text?: throw PrefetchRequestError(message: "trick-play takes yes or no, not \(text.prefix(60)).")
-        }
-        return request
-    }
-
-    /// The text form of `variant` that ``parse(range:seconds:variant:audio:subtitles:trickPlay:)`` reads.
-    package static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String {
-        switch variant {
-        case .first: "first"
-        case .lowestBandwidth: "lowest"
-        case .highestBandwidth: "highest"
-        case .atMost(let bps): String(bps)
-        case .atMostHeight(let height): "\(height)p"
-        }
-    }
-
-    /// Prefetches `url`: an HLS asset when it is a playlist, a DASH presentation when it is a manifest (``seconds`` and ``variant``
-    /// apply), else the file (``range`` applies).
-    package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
-        let metadata = try await reader.contentInfo(for: url)
-        switch try await reader.manifestKind(url, metadata) {
-        case .hls: return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
-        case .dash: return try await reader.prefetchDASH(url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
-        case nil: break
-        }
-        return try await reader.prefetch(url, range: range, progress: progress)
     }
 }

@@ -1,0 +1,146 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+public import Foundation
+import Logging
+import Synchronization
+
+extension DownloadQueue {
+    // MARK: Recording
+
+    /// Records the live HLS stream at `url` (a media playlist, or a multivariant playlist whose
+    /// `variant` is followed): a job that fetches each segment as it appears and keeps it
+    /// pinned, from the segments the live window shows now, until `duration` has passed or the
+    /// presentation ends (`EXT-X-ENDLIST`), or the job is cancelled or paused. Its playlist
+    /// (``recordingPlaylist(_:)``) plays what it holds from the first segment, while it records
+    /// and after. Segments it missed are a discontinuity; one it could not fetch a gap.
+    /// - Throws: ``CacheError`` `.originRejected` for a playlist that is not live; origin errors.
+    @discardableResult
+    public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) async throws -> DownloadJob {
+        try reader.checkOrigin(url)
+        if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false { return existing }
+        let metadata = try await reader.contentInfo(for: url)
+        guard try await reader.manifestKind(url, metadata) == .hls else {
+            throw CacheError(.originRejected, "\(url.absoluteString.prefix(200)) is not an HLS playlist; a recording follows a live HLS stream.")
+        }
+        let now = store.configuration.clock.now
+        var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
+        let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        job.recording = Recording(variant: variant, until: seconds.map { now.addingTimeInterval($0) })
+        job.keys = [store.key(for: url)]
+        job.resourcesTotal = 0
+        // A recording runs whatever the queue's window and network rules say: what it misses is gone.
+        job.rules = DownloadRules(window: .anyTime, network: .any)
+        try await store.pin(job.keys)
+        state.withLock { state in
+            state.jobs[job.id] = job
+            state.publish(.changed(job))
+        }
+        configuration.logger.info("Recording", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))"])
+        try await persist(job.id)
+        schedule()
+        return job
+    }
+
+    /// The recording `id` as a media playlist (URIs absolute, at the origin): `EVENT` while it
+    /// records, `VOD` once it stopped; `nil` when there is no such recording.
+    package func recordingPlaylist(_ id: String) -> (text: String, base: URL)? {
+        guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording else { return nil }
+        return (recording.timeline.playlist(finished: recording.finished || job.state == .completed), recording.mediaPlaylist ?? job.url)
+    }
+
+    /// Runs the recording `id`: follows its media playlist, storing each new segment, until it
+    /// is due to stop.
+    func runRecording(_ id: String) async throws {
+        let media = try await recordedPlaylist(id)
+        while true {
+            try Task.checkCancellation()
+            let info = try await reader.contentInfo(for: media, maximumAge: .milliseconds(500))
+            let (body, metadata) = try await reader.playlistBody(media, planned: info)
+            let playlist = try HLSPlaylist(parsing: body)
+            let snapshot = try RecordedSegment.segments(of: playlist, base: metadata.finalURL ?? media)
+            let new = state.withLock { state -> [RecordedSegment] in
+                state.jobs[id]?.recording?.timeline.merge(snapshot, endList: playlist.isFinal) ?? []
+            }
+            try await keep(new, of: id)
+            let (due, ended) = state.withLock { state -> (Bool, Bool) in
+                let recording = state.jobs[id]?.recording
+                return (recording?.until.map { store.configuration.clock.now >= $0 } ?? false, recording?.timeline.originEnded ?? true)
+            }
+            if due || ended {
+                state.withLock { $0.jobs[id]?.recording?.finished = true }
+                try? await persist(id)
+                return
+            }
+            try? await persist(id)
+            // Reloaded after half its target duration (RFC 8216bis 6.3.4 allows no less).
+            let wait = max(0.5, Double(playlist.targetDuration ?? 2) / 2)
+            try await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+        }
+    }
+
+    /// The media playlist the recording `id` follows: its URL, or its chosen variant's.
+    private func recordedPlaylist(_ id: String) async throws -> URL {
+        let job = try current(id)
+        guard let recording = job.recording else { throw Self.noJob(id) }
+        if let known = recording.mediaPlaylist { return known }
+        let (body, metadata) = try await reader.playlistBody(job.url)
+        let playlist = try HLSPlaylist(parsing: body)
+        var media = job.url
+        if playlist.isMaster {
+            guard let variant = Self.choose(recording.variant, among: playlist.variants),
+                let url = HLSPlaylist.resolve(variant.uri, base: metadata.finalURL ?? job.url)
+            else { throw CacheError(.originRejected, "\(job.url.absoluteString.prefix(200)) names no variant to record.") }
+            media = url
+        }
+        state.withLock { $0.jobs[id]?.recording?.mediaPlaylist = media }
+        return media
+    }
+
+    /// Pins and stores `segments` (and the init sections they name) for the recording `id`; a
+    /// segment that cannot be fetched is marked a gap (logged).
+    private func keep(_ segments: [RecordedSegment], of id: String) async throws {
+        for segment in segments {
+            guard let url = URL(string: segment.url) else { continue }
+            var keys = [store.key(for: url)]
+            if let map = segment.map.flatMap(Self.mapURL) { keys.append(store.key(for: map)) }
+            let added = state.withLock { state -> [CacheKey] in
+                let known = Set(state.jobs[id]?.keys ?? [])
+                let added = keys.filter { !known.contains($0) }
+                state.jobs[id]?.keys += added
+                return added
+            }
+            if !added.isEmpty { try await store.pin(added) }
+            guard !segment.gap else { continue }
+            do {
+                if let map = segment.map.flatMap(Self.mapURL) { _ = try await reader.prefetch(map) }
+                let done = try await reader.prefetch(url, range: segment.range)
+                state.withLock { state in
+                    guard state.jobs[id] != nil else { return }
+                    state.jobs[id]!.bytesDone += done.bytesDone
+                    state.jobs[id]!.resourcesDone += 1
+                    state.jobs[id]!.resourcesTotal += 1
+                    state.publish(.changed(state.jobs[id]!))
+                }
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                state.withLock { $0.jobs[id]?.recording?.timeline.markGap(segment.sequence) }
+                configuration.logger.warning(
+                    "A recording could not fetch a segment; it is marked a gap", metadata: ["job": "\(id)", "url": "\(segment.url.prefix(200))", "reason": "\(error)"])
+            }
+        }
+    }
+
+    /// The URI of an `EXT-X-MAP` line (made absolute already).
+    static func mapURL(_ line: String) -> URL? {
+        guard let value = line.split(separator: ":", maxSplits: 1).last, let attributes = try? HLSPlaylist.attributes(String(value)),
+            let uri = attributes["URI"]
+        else { return nil }
+        return URL(string: uri)
+    }
+
+    static func choose(_ choice: HLSPrefetchOptions.VariantChoice, among variants: [HLSPlaylist.Variant]) -> HLSPlaylist.Variant? {
+        CachingReader.choose(choice, among: variants)
+    }
+}

@@ -1,0 +1,56 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import ArgumentParser
+import Foundation
+import MediaCache
+import MediaCacheProxy
+
+struct RecordCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "record",
+        abstract: "Record a live HLS stream past the origin's window: every segment as it appears, kept pinned, playable from the first.",
+        discussion: """
+            With a server running, the server records and this prints the recording's id and the URL a player opens to \
+            watch it (from the beginning, while it records and after: an EVENT playlist, then a VOD one). Without one, \
+            the recording runs here until it ends; Ctrl-C stops it (it resumes with the next `mediacache serve`, the \
+            missed segments marked). It stops after --for, at the end of the presentation, or with `mediacache cancel`.
+            """
+    )
+
+    @Argument(help: "The live playlist (a media playlist, or a multivariant one whose --variant is recorded).")
+    var url: String
+
+    @Option(name: .customLong("for"), help: "How long to record, e.g. 90m, 2h, 600s (default: until the presentation ends).", transform: Age.parse)
+    var duration: Duration?
+
+    @Option(help: "Which variant of a multivariant playlist: first, lowest, highest, a height (720p) or bits per second.")
+    var variant: String?
+
+    @OptionGroup var options: CacheOptions
+
+    func validate() throws {
+        _ = try AssetOptions.targets([url])
+        _ = try Self.variantChoice(variant)
+    }
+
+    static func variantChoice(_ text: String?) throws -> HLSPrefetchOptions.VariantChoice {
+        do {
+            return try PrefetchRequest.parse(range: nil, seconds: nil, variant: text).variant
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    func run() async throws {
+        let target = try AssetOptions.targets([url])[0]
+        let choice = try Self.variantChoice(variant)
+        try await failing {
+            let answer = try await options.withCache { try await $0.record(target, for: duration, variant: choice) }
+            if options.json { return try printJSON(answer) }
+            print("\(answer.job.id) \(answer.job.state.rawValue): recording \(answer.job.url.absoluteString)")
+            if !answer.url.isEmpty { print("Watch it: \(answer.url)") }
+            if let seconds = answer.job.recordedSeconds { print(String(format: "%.1f s recorded", seconds)) }
+        }
+    }
+}

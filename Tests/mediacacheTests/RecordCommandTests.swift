@@ -1,0 +1,109 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+/// `mediacache record` against the real binary and a live window the test moves: each segment
+/// is taken once as it appears, the recording's URL plays from the first segment while it
+/// records (an `EVENT` playlist) and after (`VOD`), every segment's bytes are the origin's, and
+/// it still plays with the origin stopped.
+@Suite(.endToEnd) struct RecordCommandTests {
+    /// 12 segments of 1 s made by ffmpeg (`seg0.ts` …), by name.
+    static func makeSegments(in directory: URL) async throws -> [String: [UInt8]] {
+        let made = try await ChildProcess.run([
+            "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi", "-i", "sine=frequency=440",
+            "-t", "12", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-f", "hls", "-hls_time", "1",
+            "-hls_playlist_type", "vod", "-hls_segment_filename", directory.path + "/seg%d.ts", directory.path + "/made.m3u8",
+        ])
+        #expect(made.status == 0, "ffmpeg: \(made.error)")
+        var files: [String: [UInt8]] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".ts") {
+            files[name] = Array(try Data(contentsOf: directory.appendingPathComponent(name)))
+        }
+        return files
+    }
+
+    /// The live window of segments `first..<first + 3` (of `durations`), ended when `end`.
+    static func window(_ first: Int, durations: [Double], end: Bool) -> TestOrigin.Resource {
+        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
+        for index in first..<min(durations.count, first + 3) { text += "#EXTINF:\(durations[index]),\nseg\(index).ts\n" }
+        if end { text += "#EXT-X-ENDLIST\n" }
+        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"w\(first)\(end)\"")
+        resource.cacheControl = "max-age=1"
+        return resource
+    }
+
+    @Test(.enabled(if: ChildProcess.toolExists("ffmpeg"), "needs ffmpeg"))
+    func aLiveWindowIsRecordedAndPlaysFromTheFirstSegment() async throws {
+        let origin = try await TestOrigin.start()
+        try await withTemporaryDirectory { directory in
+            let files = try await Self.makeSegments(in: directory)
+            let count = files.count
+            try #require(count >= 10)
+            // Each segment's duration as ffmpeg wrote it.
+            let made = try String(contentsOf: directory.appendingPathComponent("made.m3u8"), encoding: .utf8)
+            let durations = made.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }
+            try #require(durations.count == count)
+            for (name, bytes) in files {
+                var segment = TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/mp2t", etag: "\"\(name)\"")
+                segment.cacheControl = "max-age=86400"
+                origin.serve(segment, at: "/live/" + name)
+            }
+            origin.serve(Self.window(0, durations: durations, end: false), at: "/live/index.m3u8")
+            try await RunningServer.with([], origin: origin) { server in
+                let live = origin.url("/live/index.m3u8").absoluteString
+                let started = try await CacheCommandTests.json(RecordingAnswer.self, ["record", "--cache-dir", server.folder, "--for", "10m", live])
+                #expect(started.url.hasPrefix(server.info.baseURL + "/_mediacache/recording.m3u8?job="), "\(started.url)")
+                let id = started.job.id
+                func taken() async throws -> Int { try await DownloadCommandTests.job(id, on: server.info)?.resourcesDone ?? 0 }
+                try await waitUntil { try await taken() >= 3 }
+                // The window moves on, a segment at a time; each is taken as it appears.
+                for first in 1...(count - 3) {
+                    origin.serve(Self.window(first, durations: durations, end: first == count - 3), at: "/live/index.m3u8")
+                    try await waitUntil { try await taken() >= first + 3 }
+                    if first == 4 {
+                        let growing = try await RecordingCommandChecks.get(started.url)
+                        #expect(growing.contains("#EXT-X-PLAYLIST-TYPE:EVENT") && !growing.contains("#EXT-X-ENDLIST"), "\(growing)")
+                        #expect(growing.contains(HLSPlaylist.percentEncoded(origin.url("/live/seg0.ts").absoluteString)), "from the first segment: \(growing)")
+                    }
+                }
+                try await waitUntil { try await DownloadCommandTests.job(id, on: server.info)?.state == .completed }
+                let final = try await RecordingCommandChecks.get(started.url)
+                #expect(final.contains("#EXT-X-PLAYLIST-TYPE:VOD") && final.hasSuffix("#EXT-X-ENDLIST\n"), "\(final)")
+                // Every segment once from the origin, and the recording's bytes are the origin's.
+                for index in 0..<count {
+                    #expect(origin.requests("/live/seg\(index).ts").count == 1, "seg\(index).ts: \(origin.requests("/live/seg\(index).ts"))")
+                }
+                let uris = final.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+                #expect(uris.count == count)
+                for (index, uri) in uris.enumerated() {
+                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: uri), timeout: .seconds(30))
+                    let body = try await response.body.collect(upTo: 16 << 20)
+                    #expect(Array(body.readableBytesView) == files["seg\(index).ts"], "segment \(index)")
+                }
+                // It plays from the first segment, all of it, with the origin stopped.
+                try await origin.shutdown()
+                let probe = try await ChildProcess.run([
+                    "ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1", started.url,
+                ])
+                let seconds = Double(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                #expect(probe.status == 0 && seconds >= durations.reduce(0, +) - 0.5, "ffprobe: \(seconds) s; \(probe.error)")
+                let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", started.url, "-f", "null", "-"])
+                #expect(decoded.status == 0 && decoded.error.isEmpty, "ffmpeg: \(decoded.error)")
+            }
+        }
+    }
+}
+
+enum RecordingCommandChecks {
+    static func get(_ url: String) async throws -> String {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+        return String(buffer: try await response.body.collect(upTo: 4 << 20))
+    }
+}
