@@ -42,6 +42,9 @@ import Testing
         let restarted = timeline.merge(try Self.window(0, 2), endList: false)
         #expect(restarted.map(\.sequence) == [0, 1] && restarted[0].discontinuity)
         #expect(timeline.merge(try Self.window(1, 2), endList: false).map(\.sequence) == [2])
+        // Stopped at the quota before 1: it and what came after leave.
+        timeline.cut(from: 1)
+        #expect(timeline.segments.map(\.sequence) == [10, 11, 12, 15, 16, 17, 0])
     }
 
     @Test func tagsInForceAreKeptWithEachSegment() throws {

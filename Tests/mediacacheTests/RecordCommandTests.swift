@@ -101,6 +101,66 @@ import Testing
     }
 }
 
+extension RecordCommandTests {
+    /// `kill -9` of the server while it records, the window moving on meanwhile: the next
+    /// `serve` resumes the recording, which plays back with a discontinuity where the missed
+    /// segments were, and every other segment present with the origin's bytes.
+    @Test(.enabled(if: ChildProcess.toolExists("ffmpeg"), "needs ffmpeg"))
+    func aRecordingCutByKillDashNineResumesWithTheGapMarked() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        try await withTemporaryDirectory { directory in
+            let files = try await Self.makeSegments(in: directory)
+            let made = try String(contentsOf: directory.appendingPathComponent("made.m3u8"), encoding: .utf8)
+            let durations = made.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }
+            let count = durations.count
+            try #require(count >= 10 && files.count == count)
+            for (name, bytes) in files {
+                var segment = TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/mp2t", etag: "\"\(name)\"")
+                segment.cacheControl = "max-age=86400"
+                origin.serve(segment, at: "/live/" + name)
+            }
+            origin.serve(Self.window(0, durations: durations, end: false), at: "/live/index.m3u8")
+            let folder = directory.appendingPathComponent("cache").path
+            var (server, info) = try await DownloadCommandTests.startServer(folder)
+            let answer = try await DownloadCommandTests.post(info, "record", ["target": origin.url("/live/index.m3u8").absoluteString])
+            let id = try CacheCommandTests.decoder.decode(RecordingAnswer.self, from: Data(buffer: answer.body)).job.id
+            func taken() async throws -> Int { try await DownloadCommandTests.job(id, on: info)?.resourcesDone ?? 0 }
+            try await waitUntil { try await taken() >= 3 }
+            origin.serve(Self.window(1, durations: durations, end: false), at: "/live/index.m3u8")
+            try await waitUntil { try await taken() >= 4 }
+            kill(server.processIdentifier, SIGKILL)
+            await server.exited()
+            // Down while the window moved from 1-3 to 6-8: segments 4 and 5 are missed.
+            origin.serve(Self.window(6, durations: durations, end: false), at: "/live/index.m3u8")
+            (server, info) = try await DownloadCommandTests.startServer(folder)
+            try await runThenTearDown(
+                server,
+                { _ in
+                    try await waitUntil { try await DownloadCommandTests.job(id, on: info)?.recording?.timeline.lastSequence == 8 }
+                    origin.serve(Self.window(count - 3, durations: durations, end: true), at: "/live/index.m3u8")
+                    try await waitUntil { try await DownloadCommandTests.job(id, on: info)?.state == .completed }
+                    let url = info.baseURL + "/_mediacache/recording.m3u8?job=" + id
+                    let final = try await RecordingCommandChecks.get(url)
+                    let lines = final.split(separator: "\n").map(String.init)
+                    let uris = lines.filter { !$0.hasPrefix("#") }
+                    let names = uris.compactMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "url" }?.value?.split(separator: "/").last.map(String.init) }
+                    let expected = (0..<count).filter { $0 != 4 && $0 != 5 }.map { "seg\($0).ts" }
+                    #expect(names == expected, "\(final)")
+                    // The discontinuity is right before seg6, and only there.
+                    let discontinuities = lines.indices.filter { lines[$0] == "#EXT-X-DISCONTINUITY" }
+                    #expect(discontinuities.count == 1 && lines[discontinuities[0] + 2].contains("seg6.ts"), "\(final)")
+                    for (name, uri) in zip(names, uris) {
+                        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: uri), timeout: .seconds(30))
+                        #expect(Array(try await response.body.collect(upTo: 16 << 20).readableBytesView) == files[name], "\(name)")
+                    }
+                    let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url, "-f", "null", "-"])
+                    #expect(decoded.status == 0, "ffmpeg: \(decoded.error)")
+                }, tearDown: { await $0.stop() })
+        }
+    }
+}
+
 enum RecordingCommandChecks {
     static func get(_ url: String) async throws -> String {
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))

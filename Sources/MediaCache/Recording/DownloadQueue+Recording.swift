@@ -53,6 +53,11 @@ extension DownloadQueue {
     /// is due to stop.
     func runRecording(_ id: String) async throws {
         let media = try await recordedPlaylist(id)
+        // Segments taken but not stored when the last run was cut (a kill, a crash): fetched now.
+        let unfinished = state.withLock { $0.jobs[id]?.recording?.timeline.segments ?? [] }.filter { segment in
+            !segment.gap && URL(string: segment.url).map { !reader.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
+        }
+        try await keep(unfinished, of: id)
         while true {
             try Task.checkCancellation()
             let info = try await reader.contentInfo(for: media, maximumAge: .milliseconds(500))
@@ -62,6 +67,8 @@ extension DownloadQueue {
             let new = state.withLock { state -> [RecordedSegment] in
                 state.jobs[id]?.recording?.timeline.merge(snapshot, endList: playlist.isFinal) ?? []
             }
+            // Written before the fetches: a cut run knows what it had taken, and the next one fetches it.
+            if !new.isEmpty { try? await persist(id) }
             try await keep(new, of: id)
             let (due, ended) = state.withLock { state -> (Bool, Bool) in
                 let recording = state.jobs[id]?.recording
@@ -115,6 +122,17 @@ extension DownloadQueue {
             do {
                 if let map = segment.map.flatMap(Self.mapURL) { _ = try await reader.prefetch(map) }
                 let done = try await reader.prefetch(url, range: segment.range)
+                if !reader.isHeld(PrefetchItem(url: url, range: segment.range)) {
+                    let quota = store.configuration.pinnedQuota
+                    if store.pinnedBytes + max(done.bytesDone, 1) > quota {
+                        // Full: the recording stops here, saying why (what it holds stays playable).
+                        throw CacheError(
+                            .capacityExceeded,
+                            "The recording stopped at the pinned quota: \(ByteCountText.format(store.pinnedBytes)) of \(ByteCountText.format(quota)) are pinned. "
+                                + "Unpin something or raise --max-pinned-size, and record again.")
+                    }
+                    throw CacheError(.ioFailure, "The segment was fetched but not stored.")
+                }
                 state.withLock { state in
                     guard state.jobs[id] != nil else { return }
                     state.jobs[id]!.bytesDone += done.bytesDone
@@ -124,6 +142,15 @@ extension DownloadQueue {
                 }
             } catch is CancellationError {
                 throw CancellationError()
+            } catch let error as CacheError where error.code == .capacityExceeded {
+                state.withLock { state in
+                    state.jobs[id]?.recording?.timeline.cut(from: segment.sequence)
+                    state.jobs[id]?.recording?.finished = true
+                }
+                configuration.logger.warning("A recording stopped at the pinned quota", metadata: ["job": "\(id)", "reason": "\(error.message)"])
+                throw error
+            } catch let error as RoomWanted {
+                throw error
             } catch {
                 state.withLock { $0.jobs[id]?.recording?.timeline.markGap(segment.sequence) }
                 configuration.logger.warning(

@@ -114,6 +114,13 @@ package struct RecordingTimeline: Sendable, Codable, Equatable {
         segments[index].gap = true
     }
 
+    /// Ends the recording before the segment of origin sequence `sequence` (the last one so
+    /// numbered): it and those after it leave the timeline (the recording stopped there).
+    package mutating func cut(from sequence: Int64) {
+        guard let index = segments.lastIndex(where: { $0.sequence == sequence }) else { return }
+        segments.removeSubrange(index...)
+    }
+
     /// The seconds held (gaps left out).
     package var duration: Double { segments.reduce(0) { $0 + ($1.gap ? 0 : $1.duration) } }
 

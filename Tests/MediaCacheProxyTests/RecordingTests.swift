@@ -1,0 +1,64 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+@testable import MediaCache
+
+/// A recording in the engine: it stops at the pinned quota with the reason, and what it holds
+/// stays a playable VOD playlist whose segments are the origin's bytes; a segment the origin
+/// refuses is a gap, not a hole papered over.
+@Suite(.endToEnd) struct RecordingTests {
+    static func window(_ first: Int, _ count: Int, total: Int, end: Bool = false) -> TestOrigin.Resource {
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
+        for index in first..<min(total, first + count) { text += "#EXTINF:1.0,\nseg\(index).ts\n" }
+        if end { text += "#EXT-X-ENDLIST\n" }
+        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"w\(first)\(end)\"")
+        resource.cacheControl = "max-age=1"
+        return resource
+    }
+
+    @Test func aRecordingStopsAtThePinnedQuotaAndKeepsWhatItHolds() async throws {
+        // Room for three segments of 100 kB in the pinned quota.
+        try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 350_000)) { h in
+            for index in 0..<8 { h.origin.serve(.generated(length: 100_000, seed: UInt64(80 + index)), at: "/live/seg\(index).ts") }
+            h.origin.serve(Self.window(0, 2, total: 8), at: "/live/index.m3u8")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/live/index.m3u8"))
+            try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 2 }
+            h.origin.serve(Self.window(2, 3, total: 8), at: "/live/index.m3u8")
+            let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
+            #expect(ended.state == .failed && ended.failure?.contains("pinned quota") == true, "\(ended)")
+            let (text, _) = try #require(queue.recordingPlaylist(job.id))
+            #expect(text.contains("#EXT-X-PLAYLIST-TYPE:VOD") && text.hasSuffix("#EXT-X-ENDLIST\n"), "\(text)")
+            let held = try RecordedSegment.segments(of: HLSPlaylist(parsing: Array(text.utf8)), base: h.origin.url("/live/index.m3u8")).filter { !$0.gap }
+            #expect(held.count == 3, "\(text)")
+            for segment in held {
+                let url = try #require(URL(string: segment.url))
+                let bytes = try await collect(try #require(h.reader.cachedRead(url, range: ByteRange(0, 100_000))))
+                #expect(DeterministicContent(seed: UInt64(80 + Int(segment.sequence))).firstMismatch(in: bytes, at: 0) == nil, "\(segment.url)")
+            }
+            await queue.shutDown()
+        }
+    }
+
+    @Test func aSegmentTheOriginRefusesIsAGap() async throws {
+        try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)) { h in
+            for index in 0..<4 where index != 2 { h.origin.serve(.generated(length: 50_000, seed: UInt64(90 + index)), at: "/live/seg\(index).ts") }
+            h.origin.serve(Self.window(0, 4, total: 4, end: true), at: "/live/index.m3u8")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/live/index.m3u8"))
+            #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
+            let (text, _) = try #require(queue.recordingPlaylist(job.id))
+            let lines = text.split(separator: "\n").map(String.init)
+            let gap = try #require(lines.firstIndex(of: "#EXT-X-GAP"), "\(text)")
+            #expect(lines[gap + 2].hasSuffix("seg2.ts") && lines.filter { $0 == "#EXT-X-GAP" }.count == 1, "\(text)")
+            await queue.shutDown()
+        }
+    }
+}
