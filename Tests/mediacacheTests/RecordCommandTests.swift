@@ -96,8 +96,27 @@ import Testing
                 #expect(probe.status == 0 && seconds >= durations.reduce(0, +) - 0.5, "ffprobe: \(seconds) s; \(probe.error)")
                 let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", started.url, "-f", "null", "-"])
                 #expect(decoded.status == 0 && decoded.error.isEmpty, "ffmpeg: \(decoded.error)")
+                // Exported, it is a VOD folder that plays with no network.
+                let folder = directory.appendingPathComponent("export")
+                let exported = try await Self.mediacache(["export", "--cache-dir", server.folder, live, "--output", folder.path])
+                #expect(exported.status == 0, "\(exported)")
+                let index = try String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8)
+                let names = index.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+                #expect(names.count == count && index.contains("#EXT-X-ENDLIST") && !index.contains("http"), "\(index)")
+                for (number, name) in names.enumerated() {
+                    #expect(Array(try Data(contentsOf: folder.appendingPathComponent(name))) == files["seg\(number).ts"], "\(name)")
+                }
+                let offline = try await ChildProcess.run([
+                    "ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1", folder.appendingPathComponent("index.m3u8").path,
+                ])
+                let local = Double(String(decoding: offline.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                #expect(offline.status == 0 && local >= durations.reduce(0, +) - 0.5, "ffprobe of the export: \(local) s; \(offline.error)")
             }
         }
+    }
+
+    static func mediacache(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
+        try await CacheCommandTests.mediacache(arguments)
     }
 }
 

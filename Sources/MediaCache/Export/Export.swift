@@ -224,7 +224,7 @@ extension CachingReader {
     }
 
     /// `index` and the URL's extension (letters and digits, at most 5), e.g. `r0003.m4s`.
-    private static func localName(for url: URL, index: Int) -> String {
+    static func localName(for url: URL, index: Int) -> String {
         let ext = url.pathExtension.filter { $0.isASCII && ($0.isLetter || $0.isNumber) }.prefix(5)
         return String(format: "r%04d", index) + (ext.isEmpty ? "" : "." + ext)
     }
@@ -232,7 +232,7 @@ extension CachingReader {
     /// Writes `range` of `url` (all of it when `nil`), read from the store alone, at its own
     /// offset in the file at `path` (created when missing; when `exclusive`, it must not exist);
     /// returns the bytes written. A link at `path` is never followed.
-    private func write(_ url: URL, range: ByteRange?, to path: String, exclusive: Bool = false) async throws -> Int64 {
+    func write(_ url: URL, range: ByteRange?, to path: String, exclusive: Bool = false) async throws -> Int64 {
         let stream = try await read(url, offset: range?.lowerBound ?? 0, length: range?.length)
         defer { stream.cancel() }
         // File work on a thread made for blocking, never on the cooperative pool's.
@@ -262,7 +262,7 @@ extension CachingReader {
         return offset - stream.range.lowerBound
     }
 
-    private static func writeFile(_ bytes: [UInt8], to path: String) async throws {
+    static func writeFile(_ bytes: [UInt8], to path: String) async throws {
         do {
             try await BlockingIO.runToCompletion { try Data(bytes).write(to: URL(fileURLWithPath: path), options: .withoutOverwriting) }
         } catch {

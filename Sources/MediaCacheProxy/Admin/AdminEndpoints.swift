@@ -167,7 +167,12 @@ struct AdminEndpoints {
                 throw ProxyRequestError(status: .badRequest, "Give the destination as output=<absolute path>.")
             }
             return try await answering {
-                try Self.json(try await reader.export(try originURL(target), to: URL(fileURLWithPath: output), renditions: request.renditions, seconds: request.seconds))
+                let url = try originURL(target)
+                // A live URL that was recorded exports as its recording.
+                if let queue = handler.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
+                    return try Self.json(try await queue.exportRecording(job.id, to: URL(fileURLWithPath: output)))
+                }
+                return try Self.json(try await reader.export(url, to: URL(fileURLWithPath: output), renditions: request.renditions, seconds: request.seconds))
             }
         case (.GET, "preload"):
             return try Self.json(reader.preloadStatus)

@@ -259,6 +259,11 @@ enum CacheAccess {
     func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary {
         switch self {
         case .local(_, let reader, _):
+            // A live URL that was recorded exports as its recording.
+            let queue = try Self.queue(reader)
+            if let job = queue.job(matching: url.absoluteString), job.isRecording {
+                return try await Self.failing { try await queue.exportRecording(job.id, to: destination) }
+            }
             return try await Self.failing { try await reader.export(url, to: destination, renditions: request.renditions, seconds: request.seconds) }
         case .server(let info):
             let query = [URLQueryItem(name: "target", value: url.absoluteString), URLQueryItem(name: "output", value: destination.path)] + request.queryItems

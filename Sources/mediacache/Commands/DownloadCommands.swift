@@ -120,7 +120,7 @@ struct DownloadsListCommand: AsyncParsableCommand {
             let rows = jobs.map { job in
                 [
                     job.id, job.state.rawValue + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
-                    job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
+                    job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
                     job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
                     job.bytesPerSecond.map { Format.bytes(Int64($0)) + "/s" } ?? "-",
                     job.secondsLeft.map { "\(Int($0.rounded(.up)))s" } ?? "-", job.url.absoluteString,
