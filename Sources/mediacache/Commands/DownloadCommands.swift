@@ -117,10 +117,11 @@ struct DownloadsListCommand: AsyncParsableCommand {
             if options.json { return try printJSON(jobs) }
             guard !jobs.isEmpty else { return print("No pinned downloads in \(options.directory.path).") }
             let header = ["ID", "STATE", "DONE", "SIZE", "RATE", "LEFT", "URL"]
-            let rows = jobs.map { job in
-                [
-                    job.id, job.state.rawValue + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? ""),
-                    job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone),
+            let rows = jobs.map { job -> [String] in
+                let state: String = job.state.rawValue + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? "")
+                let done: String = job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone)
+                return [
+                    job.id, state, done,
                     job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
                     job.bytesPerSecond.map { Format.bytes(Int64($0)) + "/s" } ?? "-",
                     job.secondsLeft.map { "\(Int($0.rounded(.up)))s" } ?? "-", job.url.absoluteString,
