@@ -12,7 +12,7 @@ extension DownloadQueue {
     /// `variant` is followed): a job that fetches each segment as it appears and keeps it
     /// pinned, from the segments the live window shows now, until `duration` has passed or the
     /// presentation ends (`EXT-X-ENDLIST`), or the job is cancelled or paused. Its playlist
-    /// (``recordingPlaylist(_:)``) plays what it holds from the first segment, while it records
+    /// (the proxy's `/_mediacache/recording.m3u8?job=ID`) plays what it holds from the first segment, while it records
     /// and after. Segments it missed are a discontinuity; one it could not fetch a gap.
     /// - Throws: ``CacheError`` `.originRejected` for a playlist that is not live; origin errors.
     @discardableResult
