@@ -193,7 +193,8 @@ extension DownloadQueue {
     static func vanished(_ job: DownloadJob, in store: CacheStore) -> String? {
         let held = job.keys.reduce(Int64(0)) { $0 + (store.entrySummary(for: $1)?.storedBytes ?? 0) }
         guard held < job.bytesDone else { return nil }
-        return "Its files vanished from the cache folder (\(ByteCountText.format(held)) of \(ByteCountText.format(job.bytesDone)) left); "
+        return "Its bytes vanished from the cache folder (\(ByteCountText.format(held)) of \(ByteCountText.format(job.bytesDone)) left: "
+            + "the system cleaned the folder, or a crash lost the index's last commits); "
             + "resume it (`mediacache resume \(job.id)`) to fetch what is missing."
     }
 }
