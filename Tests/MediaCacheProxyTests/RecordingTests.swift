@@ -46,6 +46,35 @@ import Testing
         }
     }
 
+    /// In an encrypted store a recording keeps each key its segments name (pinned, sealed like
+    /// the rest), so it plays offline; the playlist names the key where it changes.
+    @Test func anEncryptedStoreKeepsTheRecordingsKeys() async throws {
+        var configuration = PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)
+        configuration.encryptionKey = TestSetup.encryptionKey
+        try await Harness.with(store: configuration) { h in
+            for index in 0..<4 { h.origin.serve(.generated(length: 40_000, seed: UInt64(70 + index)), at: "/enc/seg\(index).ts") }
+            for name in ["k1", "k2"] { h.origin.serve(.generated(length: 16, seed: name == "k1" ? 1 : 2), at: "/enc/\(name).key") }
+            var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-KEY:METHOD=AES-128,URI=\"k1.key\"\n"
+            for index in 0..<4 {
+                if index == 2 { text += "#EXT-X-KEY:METHOD=AES-128,URI=\"k2.key\"\n" }
+                text += "#EXTINF:1.0,\nseg\(index).ts\n"
+            }
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/enc/index.m3u8")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/enc/index.m3u8"))
+            #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
+            for name in ["k1", "k2"] {
+                let key = h.store.key(for: h.origin.url("/enc/\(name).key"))
+                #expect(h.store.isPinned(key) && h.store.spans(for: key).byteCount == 16, "\(name).key")
+                #expect(h.origin.requests("/enc/\(name).key").count == 1)
+            }
+            let (playlist, _) = try #require(queue.recordingPlaylist(job.id))
+            #expect(playlist.components(separatedBy: "#EXT-X-KEY:").count == 3, "\(playlist)")
+            await queue.shutDown()
+        }
+    }
+
     @Test func aSegmentTheOriginRefusesIsAGap() async throws {
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)) { h in
             for index in 0..<4 where index != 2 { h.origin.serve(.generated(length: 50_000, seed: UInt64(90 + index)), at: "/live/seg\(index).ts") }

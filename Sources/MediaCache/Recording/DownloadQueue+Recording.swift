@@ -109,8 +109,11 @@ extension DownloadQueue {
     private func keep(_ segments: [RecordedSegment], of id: String) async throws {
         for segment in segments {
             guard let url = URL(string: segment.url) else { continue }
-            var keys = [store.key(for: url)]
-            if let map = segment.map.flatMap(Self.mapURL) { keys.append(store.key(for: map)) }
+            // Its init section, and its key in an encrypted store (a key never reaches the disk
+            // unencrypted: in a plain store it stays in memory, and the recording plays online only).
+            let key = store.isEncrypted ? segment.key.flatMap(Self.uriAttribute) : nil
+            let extras = [segment.map.flatMap(Self.uriAttribute), key].compactMap { $0 }
+            let keys = [store.key(for: url)] + extras.map(store.key(for:))
             let added = state.withLock { state -> [CacheKey] in
                 let known = Set(state.jobs[id]?.keys ?? [])
                 let added = keys.filter { !known.contains($0) }
@@ -120,7 +123,7 @@ extension DownloadQueue {
             if !added.isEmpty { try await store.pin(added) }
             guard !segment.gap else { continue }
             do {
-                if let map = segment.map.flatMap(Self.mapURL) { _ = try await reader.prefetch(map) }
+                for extra in extras { _ = try await reader.prefetch(extra) }
                 let done = try await reader.prefetch(url, range: segment.range)
                 if !reader.isHeld(PrefetchItem(url: url, range: segment.range)) {
                     let quota = store.configuration.pinnedQuota
@@ -159,8 +162,8 @@ extension DownloadQueue {
         }
     }
 
-    /// The URI of an `EXT-X-MAP` line (made absolute already).
-    static func mapURL(_ line: String) -> URL? {
+    /// The `URI` of an `EXT-X-MAP` or `EXT-X-KEY` line (made absolute already).
+    static func uriAttribute(_ line: String) -> URL? {
         guard let value = line.split(separator: ":", maxSplits: 1).last, let attributes = try? HLSPlaylist.attributes(String(value)),
             let uri = attributes["URI"]
         else { return nil }
