@@ -75,6 +75,35 @@ import Testing
         }
     }
 
+    /// Past the origin's window and past their freshness, recorded segments the origin now
+    /// answers 404 for still play, from the pin: a recording outlives the CDN.
+    @Test func recordedSegmentsTheOriginDroppedStillPlay() async throws {
+        let clock = ManualClock()
+        var configuration = PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)
+        configuration.clock = clock
+        try await Harness.with(store: configuration) { h in
+            h.origin.useClock(clock)
+            for index in 0..<3 {
+                var segment = TestOrigin.Resource.generated(length: 30_000, seed: UInt64(60 + index))
+                segment.cacheControl = "max-age=60"
+                h.origin.serve(segment, at: "/gone/seg\(index).ts")
+            }
+            h.origin.serve(Self.window(0, 3, total: 3, end: true), at: "/gone/index.m3u8")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/gone/index.m3u8"))
+            #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
+            await queue.shutDown()
+            clock.advance(by: 3600)
+            for index in 0..<3 { h.origin.update("/gone/seg\(index).ts") { $0.faults.status = 404 } }
+            for index in 0..<3 {
+                let bytes = try await collect(try await h.reader.read(h.origin.url("/gone/seg\(index).ts")))
+                #expect(bytes.readableBytes == 30_000 && DeterministicContent(seed: UInt64(60 + index)).firstMismatch(in: bytes, at: 0) == nil, "seg\(index)")
+                #expect(h.origin.requests("/gone/seg\(index).ts").count == 2, "fetched once, asked once more")
+            }
+        }
+    }
+
     @Test func aSegmentTheOriginRefusesIsAGap() async throws {
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)) { h in
             for index in 0..<4 where index != 2 { h.origin.serve(.generated(length: 50_000, seed: UInt64(90 + index)), at: "/live/seg\(index).ts") }

@@ -72,6 +72,13 @@ extension CachingReader {
             configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
             CacheMetrics.revalidated(.servedStale)
             return stored
+        } catch let error as CacheError where [404, 410].contains(error.originAnswer?.status ?? 0) && isWholePin(key, stored) {
+            // The user kept it: a pinned resource the origin no longer has (a live segment past
+            // the CDN's window, a download whose file was taken down) plays from the pin.
+            configuration.logger.warning(
+                "Serving a pinned copy the origin no longer has", metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(error.originAnswer?.status ?? 0)"])
+            CacheMetrics.revalidated(.servedStale)
+            return stored
         }
         guard !response.isNotModified else {
             CacheMetrics.revalidated(.notModified)
@@ -90,6 +97,12 @@ extension CachingReader {
             configuration.logger.debug("A stale entry without a shared validator is replaced by the origin's answer", metadata: ["url": "\(url.absoluteString.prefix(200))"])
         }
         return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers, version: same ? .compare : .new)
+    }
+
+    /// Whether `key` is pinned and holds every byte of `stored`.
+    func isWholePin(_ key: CacheKey, _ stored: ContentMetadata) -> Bool {
+        guard store.isPinned(key), let length = stored.length else { return false }
+        return length == 0 || store.spans(for: key).contains(ByteRange(0, length))
     }
 
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
