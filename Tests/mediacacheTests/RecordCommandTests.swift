@@ -29,6 +29,21 @@ import Testing
         return files
     }
 
+    /// Serves the segments of ``makeSegments(in:)`` under `/live/` (fresh for a day, as live
+    /// segments are); returns them by name, and each one's duration as ffmpeg wrote it.
+    static func serveSegments(on origin: TestOrigin, in directory: URL) async throws -> (files: [String: [UInt8]], durations: [Double]) {
+        let files = try await makeSegments(in: directory)
+        let made = try String(contentsOf: directory.appendingPathComponent("made.m3u8"), encoding: .utf8)
+        let durations = made.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }
+        try #require(durations.count >= 10 && files.count == durations.count)
+        for (name, bytes) in files {
+            var segment = TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/mp2t", etag: "\"\(name)\"")
+            segment.cacheControl = "max-age=86400"
+            origin.serve(segment, at: "/live/" + name)
+        }
+        return (files, durations)
+    }
+
     /// The live window of segments `first..<first + 3` (of `durations`), ended when `end`.
     static func window(_ first: Int, durations: [Double], end: Bool) -> TestOrigin.Resource {
         var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
@@ -43,18 +58,8 @@ import Testing
     func aLiveWindowIsRecordedAndPlaysFromTheFirstSegment() async throws {
         let origin = try await TestOrigin.start()
         try await withTemporaryDirectory { directory in
-            let files = try await Self.makeSegments(in: directory)
-            let count = files.count
-            try #require(count >= 10)
-            // Each segment's duration as ffmpeg wrote it.
-            let made = try String(contentsOf: directory.appendingPathComponent("made.m3u8"), encoding: .utf8)
-            let durations = made.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }
-            try #require(durations.count == count)
-            for (name, bytes) in files {
-                var segment = TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/mp2t", etag: "\"\(name)\"")
-                segment.cacheControl = "max-age=86400"
-                origin.serve(segment, at: "/live/" + name)
-            }
+            let (files, durations) = try await Self.serveSegments(on: origin, in: directory)
+            let count = durations.count
             origin.serve(Self.window(0, durations: durations, end: false), at: "/live/index.m3u8")
             try await RunningServer.with([], origin: origin) { server in
                 let live = origin.url("/live/index.m3u8").absoluteString
@@ -129,16 +134,8 @@ extension RecordCommandTests {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
         try await withTemporaryDirectory { directory in
-            let files = try await Self.makeSegments(in: directory)
-            let made = try String(contentsOf: directory.appendingPathComponent("made.m3u8"), encoding: .utf8)
-            let durations = made.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }
+            let (files, durations) = try await Self.serveSegments(on: origin, in: directory)
             let count = durations.count
-            try #require(count >= 10 && files.count == count)
-            for (name, bytes) in files {
-                var segment = TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/mp2t", etag: "\"\(name)\"")
-                segment.cacheControl = "max-age=86400"
-                origin.serve(segment, at: "/live/" + name)
-            }
             origin.serve(Self.window(0, durations: durations, end: false), at: "/live/index.m3u8")
             let folder = directory.appendingPathComponent("cache").path
             var (server, info) = try await DownloadCommandTests.startServer(folder)
