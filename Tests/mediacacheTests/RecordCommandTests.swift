@@ -177,6 +177,37 @@ extension RecordCommandTests {
     }
 }
 
+extension RecordCommandTests {
+    /// Without a server, `record` records in the foreground until the presentation ends, and
+    /// `export` then writes the recording from the folder.
+    @Test func recordWithoutAServerRunsHereUntilTheEnd() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:7\n"
+        for index in 7..<10 {
+            origin.serve(.generated(length: 20_000, seed: UInt64(index)), at: "/here/seg\(index).ts")
+            text += "#EXTINF:1.0,\nseg\(index).ts\n"
+        }
+        origin.serve(TestOrigin.Resource(body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/here/index.m3u8")
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appendingPathComponent("cache").path
+            let live = origin.url("/here/index.m3u8").absoluteString
+            let recorded = try await Self.mediacache(["record", "--cache-dir", folder, "--for", "60s", live])
+            #expect(recorded.status == 0 && recorded.output.contains("completed") && recorded.output.contains("3.0 s recorded"), "\(recorded)")
+            let output = directory.appendingPathComponent("export")
+            let exported = try await Self.mediacache(["export", "--cache-dir", folder, live, "--output", output.path])
+            #expect(exported.status == 0, "\(exported)")
+            let index = try String(contentsOf: output.appendingPathComponent("index.m3u8"), encoding: .utf8)
+            let names = index.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+            #expect(names.count == 3 && index.contains("#EXT-X-PLAYLIST-TYPE:VOD"), "\(index)")
+            for (offset, name) in names.enumerated() {
+                let bytes = try Data(contentsOf: output.appendingPathComponent(name))
+                #expect(bytes.count == 20_000 && DeterministicContent(seed: UInt64(7 + offset)).firstMismatch(in: ByteBuffer(data: bytes), at: 0) == nil, "\(name)")
+            }
+        }
+    }
+}
+
 enum RecordingCommandChecks {
     static func get(_ url: String) async throws -> String {
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
