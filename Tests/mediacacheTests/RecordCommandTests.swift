@@ -76,6 +76,10 @@ import Testing
                         let growing = try await RecordingCommandChecks.get(started.url)
                         #expect(growing.contains("#EXT-X-PLAYLIST-TYPE:EVENT") && !growing.contains("#EXT-X-ENDLIST"), "\(growing)")
                         #expect(growing.contains(HLSPlaylist.percentEncoded(origin.url("/live/seg0.ts").absoluteString)), "from the first segment: \(growing)")
+                        let listed = try await Self.mediacache(["downloads", "--cache-dir", server.folder])
+                        #expect(listed.output.contains("\(id)  recording"), "\(listed.output)")
+                        let status = try await RecordingCommandChecks.get(server.info.baseURL + "/status")
+                        #expect(status.contains("recording, ") && status.contains(" s held"), "the status page names the recording")
                     }
                 }
                 try await waitUntil { try await DownloadCommandTests.job(id, on: server.info)?.state == .completed }

@@ -50,6 +50,7 @@ enum StatusPage {
             let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
             return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
                 + (job.waitingDetail.map { " <span class=dim>waits: \(escape($0))</span>" } ?? "")
+                + (job.recordedSeconds.map { " <span class=dim>recording, \(String(format: "%.0f", $0)) s held</span>" } ?? "")
                 + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
         }
         let preloads = list(report.preloads, empty: "None.") { item in

@@ -118,7 +118,8 @@ struct DownloadsListCommand: AsyncParsableCommand {
             guard !jobs.isEmpty else { return print("No pinned downloads in \(options.directory.path).") }
             let header = ["ID", "STATE", "DONE", "SIZE", "RATE", "LEFT", "URL"]
             let rows = jobs.map { job -> [String] in
-                let state: String = job.state.rawValue + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? "")
+                let name = job.isRecording && job.state == .downloading ? "recording" : job.state.rawValue
+                let state: String = name + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? "")
                 let done: String = job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone)
                 return [
                     job.id, state, done,
