@@ -95,7 +95,7 @@ extension DownloadQueue {
         let playlist = try HLSPlaylist(parsing: body)
         var media = job.url
         if playlist.isMaster {
-            guard let variant = Self.choose(recording.variant, among: playlist.variants),
+            guard let variant = CachingReader.choose(recording.variant, among: playlist.variants),
                 let url = HLSPlaylist.resolve(variant.uri, base: metadata.finalURL ?? job.url)
             else { throw CacheError(.originRejected, "\(job.url.absoluteString.prefix(200)) names no variant to record.") }
             media = url
@@ -168,9 +168,5 @@ extension DownloadQueue {
             let uri = attributes["URI"]
         else { return nil }
         return URL(string: uri)
-    }
-
-    static func choose(_ choice: HLSPrefetchOptions.VariantChoice, among variants: [HLSPlaylist.Variant]) -> HLSPlaylist.Variant? {
-        CachingReader.choose(choice, among: variants)
     }
 }

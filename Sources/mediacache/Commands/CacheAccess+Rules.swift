@@ -58,7 +58,8 @@ extension CacheAccess {
         }
     }
 
-    private static func job(_ text: String, in queue: DownloadQueue) throws -> DownloadJob {
+    /// The job `text` names (an id or a URL), or a failure that says how to list them.
+    static func job(_ text: String, in queue: DownloadQueue) throws -> DownloadJob {
         guard let job = queue.job(matching: text) else {
             throw CommandFailure("No download job is \(text.prefix(60)); `mediacache downloads` lists them.")
         }

@@ -208,9 +208,7 @@ enum CacheAccess {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
-            guard let job = queue.job(matching: text) else {
-                throw CommandFailure("No download job is \(text.prefix(60)); `mediacache downloads` lists them.")
-            }
+            let job = try Self.job(text, in: queue)
             switch action {
             case .pause: return try await Self.failing { try await queue.pause(job.id) }
             case .cancel:
@@ -240,9 +238,7 @@ enum CacheAccess {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
-            guard let job = queue.job(matching: text) else {
-                throw CommandFailure("No download job is \(text.prefix(60)); `mediacache downloads` lists them.")
-            }
+            let job = try Self.job(text, in: queue)
             return try await Self.localRun(queue) {
                 try await queue.replaceURL(job.id, with: url)
             } progress: {
