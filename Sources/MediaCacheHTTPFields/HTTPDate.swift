@@ -118,7 +118,7 @@ package enum HTTPDate {
     package static func format(_ seconds: Int64) -> String {
         let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
         let secondOfDay = seconds - days * 86400
-        let (year, month, day) = civil(fromDays: days)
+        let (year, month, day) = CivilDate.civil(days: days)
         let weekday = weekdayNames[Int(((days % 7) + 7 + 3) % 7)].description  // 1970-01-01 was a Thursday
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let name = monthNames[Int(month - 1)].description
@@ -129,18 +129,5 @@ package enum HTTPDate {
     private static func seconds(year: Int64, month: Int64, day: Int64, time: Int64?) -> Int64? {
         guard let time, (1900...9999).contains(year), day >= 1, day <= CivilDate.daysIn(month: month, year: year) else { return nil }
         return CivilDate.days(year: year, month: month, day: day) * 86400 + time
-    }
-
-    /// The inverse of `CivilDate.days(year:month:day:)` (H. Hinnant's `civil_from_days`).
-    private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }

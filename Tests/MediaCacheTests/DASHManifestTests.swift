@@ -244,15 +244,18 @@ import Testing
     /// Found by `manifestsParseOrAreRefusedAndRewriteOnlyURLs`: a template whose segments last
     /// 1e-300 s (a `timescale` of 1e300) made the segment count too large for an integer, and
     /// reading the manifest trapped, in the proxy for every player that asked for it. The count
-    /// is now clamped to the limit.
+    /// is now clamped to the limit (and a timescale is an integer: `1e300` is not one, and
+    /// counts as 1).
     @Test func aSegmentDurationTooSmallForAnIntegerCountIsClampedNotATrap() throws {
-        let text = """
-            <MPD mediaPresentationDuration="PT5S"><Period><AdaptationSet>
-              <SegmentTemplate timescale="1e300" duration="1" media="$Number$.m4s"/><Representation id="v" bandwidth="1"/>
-            </AdaptationSet></Period></MPD>
-            """
-        let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
-        #expect(presentation.periods.first?.adaptationSets.first?.representations.first?.resources.count == DASHPresentation.maximumSegments)
+        for (timescale, count) in [("1e300", 5), ("9223372036854775807", DASHPresentation.maximumSegments)] {
+            let text = """
+                <MPD mediaPresentationDuration="PT5S"><Period><AdaptationSet>
+                  <SegmentTemplate timescale="\(timescale)" duration="1" media="$Number$.m4s"/><Representation id="v" bandwidth="1"/>
+                </AdaptationSet></Period></MPD>
+                """
+            let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
+            #expect(presentation.periods.first?.adaptationSets.first?.representations.first?.resources.count == count, "\(timescale)")
+        }
         #expect(DASHManifest.clampedInteger(.nan, limit: 5) == 0 && DASHManifest.clampedInteger(.infinity, limit: 5) == 5)
         #expect(DASHManifest.clampedInteger(-3, limit: 5) == 0 && DASHManifest.clampedInteger(3.7, limit: 5) == 3)
         #expect(DASHManifest.clampedInteger(1e300, limit: .max) == .max)

@@ -18,6 +18,22 @@ package struct DASHPresentation: Sendable {
         package var range: ByteRange?
         /// Seconds of media (0 for an initialization or an index).
         package var duration: Double
+        /// A media segment's number (`$Number$`, or its place in a list from `startNumber`),
+        /// its media time and its duration, in its representation's timescale.
+        package var number: Int64? = nil
+        package var time: Int64? = nil
+        package var units: Int64? = nil
+    }
+
+    /// How a representation's media time maps to its period's (for a recording of it).
+    package struct Timing: Sendable, Equatable {
+        package var timescale: Int64 = 1
+        /// `presentationTimeOffset`: the media time at the period's start.
+        package var offset: Int64 = 0
+        /// The initialization segment, when there is one.
+        package var initialization: URL?
+        /// The segments are listed by time (a `SegmentTimeline`), not only by number.
+        package var byTime = false
     }
 
     package struct Representation: Sendable {
@@ -28,6 +44,7 @@ package struct DASHPresentation: Sendable {
         package var resources: [Resource]
         /// `height`, its own or its adaptation set's, when given.
         package var height: Int64? = nil
+        package var timing = Timing()
     }
 
     /// What an adaptation set carries, as far as choosing renditions needs.
@@ -54,6 +71,9 @@ package struct DASHPresentation: Sendable {
         package var adaptationSets: [AdaptationSet]
         /// Seconds, when known.
         package var duration: Double?
+        /// Seconds from the presentation's start, and `id` (else its place).
+        package var start: Double = 0
+        package var id: String = ""
     }
 
     package var periods: [Period]
@@ -63,8 +83,10 @@ package struct DASHPresentation: Sendable {
 extension DASHManifest {
     /// The presentation, its URLs resolved against `base` (the manifest's URL after
     /// redirects) through every level's `BaseURL`. A representation whose segments cannot be
-    /// listed (a live template without an end, a template it cannot expand) has none.
-    package func presentation(base: URL) -> DASHPresentation {
+    /// listed (a template it cannot expand; a live template without an end, unless `now` is
+    /// given) has none. With `now`, a live presentation lists the segments available then
+    /// (``LiveEdge``).
+    package func presentation(base: URL, now: Date? = nil) -> DASHPresentation {
         var children = [[Int]](repeating: [], count: elements.count)
         for (index, element) in elements.enumerated() {
             if let parent = element.parent { children[parent].append(index) }
@@ -81,6 +103,7 @@ extension DASHManifest {
         let root = 0
         let rootBase = baseURL(of: root, inherited: base)
         let total = attribute("mediaPresentationDuration", root).flatMap(Self.seconds(ofISO8601Duration:))
+        let edge = now.flatMap { LiveEdge(manifest: self, now: $0) }
         var periods: [DASHPresentation.Period] = []
         var budget = DASHPresentation.maximumResources
         let periodIndices = kids(root, named: "Period")
@@ -106,14 +129,15 @@ extension DASHManifest {
                     // Segment information is inherited level by level, the nearest level winning per attribute.
                     let levels = [period, set, representation]
                     var resources: [DASHPresentation.Resource] = []
+                    var timing = DASHPresentation.Timing()
                     let limit = min(budget, DASHPresentation.maximumSegments)
                     if let list = levels.compactMap({ child($0, named: "SegmentList") }).last {
-                        resources = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, limit: limit, child: child, kids: kids)
+                        (resources, timing) = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, limit: limit, child: child, kids: kids)
                     } else if levels.contains(where: { child($0, named: "SegmentTemplate") != nil }) {
                         let templates = levels.compactMap { child($0, named: "SegmentTemplate") }
-                        resources = segmentTemplate(
+                        (resources, timing) = segmentTemplate(
                             templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration, limit: limit,
-                            child: child, kids: kids)
+                            live: edge.map { ($0, start) }, child: child, kids: kids)
                     } else {
                         // SegmentBase, or nothing: the representation's base is one file.
                         resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
@@ -121,7 +145,8 @@ extension DASHManifest {
                     budget = max(0, budget - resources.count)
                     let height = (attribute("height", representation) ?? attribute("height", set)).flatMap { HLSPlaylist.decimal(Substring($0)) }
                     representations.append(
-                        DASHPresentation.Representation(element: representation, id: id, bandwidth: bandwidth, resources: resources, height: height))
+                        DASHPresentation.Representation(
+                            element: representation, id: id, bandwidth: bandwidth, resources: resources, height: height, timing: timing))
                 }
                 let first = kids(set, named: "Representation").first
                 let isTrickPlay = (kids(set, named: "EssentialProperty") + kids(set, named: "SupplementalProperty")).contains {
@@ -144,7 +169,7 @@ extension DASHManifest {
                         element: set, representations: representations, content: content, language: attribute("lang", set),
                         roles: kids(set, named: "Role").compactMap { attribute("value", $0) }))
             }
-            periods.append(DASHPresentation.Period(adaptationSets: sets, duration: duration))
+            periods.append(DASHPresentation.Period(adaptationSets: sets, duration: duration, start: start, id: attribute("id", period) ?? String(position)))
         }
         return DASHPresentation(periods: periods, isDynamic: isDynamic)
     }
@@ -153,77 +178,127 @@ extension DASHManifest {
     private func segmentList(
         _ list: Int, base: URL, id: String, bandwidth: Int64, limit: Int, child: (Int, String) -> Int?,
         kids: (Int, String) -> [Int]
-    ) -> [DASHPresentation.Resource] {
+    ) -> ([DASHPresentation.Resource], DASHPresentation.Timing) {
         var resources: [DASHPresentation.Resource] = []
-        let timescale = Self.attribute("timescale", of: elements[list], in: bytes).flatMap { Double($0) }.map { max(1, $0) } ?? 1
-        let each = (Self.attribute("duration", of: elements[list], in: bytes).flatMap { Double($0) } ?? 0) / timescale
+        func value(_ name: String) -> String? { Self.attribute(name, of: elements[list], in: bytes) }
+        var timing = DASHPresentation.Timing(timescale: value("timescale").flatMap { Int64($0) }.map { max(1, $0) } ?? 1)
+        timing.offset = value("presentationTimeOffset").flatMap { Int64($0) } ?? 0
+        let units = value("duration").flatMap { Int64($0) }.map { max(0, $0) } ?? 0
+        let startNumber = value("startNumber").flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 1
         if let initialization = child(list, "Initialization") {
             let source = Self.attribute("sourceURL", of: elements[initialization], in: bytes)
             if let url = source.map({ Self.resolve($0, against: base) }) ?? base {
                 resources.append(.init(url: url, range: Self.attribute("range", of: elements[initialization], in: bytes).flatMap(Self.byteRange), duration: 0))
+                timing.initialization = url
             }
         }
-        for segment in kids(list, "SegmentURL").prefix(limit) {
+        for (index, segment) in kids(list, "SegmentURL").prefix(limit).enumerated() {
             let media = Self.attribute("media", of: elements[segment], in: bytes)
             guard let url = media.map({ Self.resolve($0, against: base) }) ?? base else { continue }
-            resources.append(.init(url: url, range: Self.attribute("mediaRange", of: elements[segment], in: bytes).flatMap(Self.byteRange), duration: each))
+            let time = Int64(index).multipliedReportingOverflow(by: units)
+            resources.append(
+                .init(
+                    url: url, range: Self.attribute("mediaRange", of: elements[segment], in: bytes).flatMap(Self.byteRange),
+                    duration: Double(units) / Double(timing.timescale), number: startNumber &+ Int64(index),
+                    time: time.overflow ? nil : timing.offset &+ time.partialValue, units: units))
         }
-        return resources
+        return (resources, timing)
     }
 
     /// The resources of the `SegmentTemplate`s of a representation's levels: its
-    /// initialization and at most `limit` segments.
+    /// initialization and at most `limit` segments. With `live` (the live edge and the period's
+    /// start), a live template lists the segments available at the edge.
     private func segmentTemplate(
-        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?, limit: Int,
+        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?, limit: Int, live: (LiveEdge, Double)?,
         child: (Int, String) -> Int?, kids: (Int, String) -> [Int]
-    ) -> [DASHPresentation.Resource] {
+    ) -> ([DASHPresentation.Resource], DASHPresentation.Timing) {
         // The nearest level's attribute wins.
         func value(_ name: String) -> String? {
             templates.reversed().lazy.compactMap { Self.attribute(name, of: self.elements[$0], in: self.bytes) }.first
         }
-        let timescale = value("timescale").flatMap { Double($0) }.map { max(1, $0) } ?? 1
+        var timing = DASHPresentation.Timing(timescale: value("timescale").flatMap { Int64($0) }.map { max(1, $0) } ?? 1)
+        timing.offset = value("presentationTimeOffset").flatMap { Int64($0) } ?? 0
+        let timescale = Double(timing.timescale)
         let startNumber = value("startNumber").flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 1
         var resources: [DASHPresentation.Resource] = []
         if let initialization = value("initialization"),
             let url = Self.expand(initialization, id: id, bandwidth: bandwidth, number: nil, time: nil).flatMap({ Self.resolve($0, against: base) })
         {
             resources.append(.init(url: url, range: nil, duration: 0))
+            timing.initialization = url
         }
-        guard let media = value("media") else { return resources }
-        // (number, time, seconds) of each segment.
-        var segments: [(Int64, Int64, Double)] = []
+        guard let media = value("media") else { return (resources, timing) }
+        // (number, time, units) of each segment.
+        var segments: [(Int64, Int64, Int64)] = []
         if let timeline = templates.reversed().compactMap({ child($0, "SegmentTimeline") }).first {
+            timing.byTime = true
             var number = startNumber
             var time: Int64 = 0
-            for entry in kids(timeline, "S") where segments.count < limit {
+            var reachesEdge = false
+            let entries = kids(timeline, "S")
+            // The media time the live edge is at, for a last `r="-1"`.
+            var edge = live.map { edge, start in timing.offset &+ Self.clampedInteger((edge.elapsed - start) * timescale, limit: .max / 2) }
+            if !isDynamic, let duration { edge = timing.offset &+ Self.clampedInteger(duration * timescale, limit: .max / 2) }
+            for (position, entry) in entries.enumerated() where segments.count < limit {
                 let s = elements[entry]
                 if let t = Self.attribute("t", of: s, in: bytes).flatMap({ Int64($0) }) { time = t }
                 guard let d = Self.attribute("d", of: s, in: bytes).flatMap({ Int64($0) }), d > 0 else { break }
-                let repeats = Self.attribute("r", of: s, in: bytes).flatMap { Int64($0) } ?? 0
-                guard repeats >= 0 else { break }  // -1: to the next S or the end; a live timeline
+                var repeats = Self.attribute("r", of: s, in: bytes).flatMap { Int64($0) } ?? 0
+                if repeats < 0 {
+                    // To the next S's time, or (the last) to the live edge or the period's end; else unknown.
+                    let next = entries.dropFirst(position + 1).first.flatMap { Self.attribute("t", of: elements[$0], in: bytes) }.flatMap { Int64($0) }
+                    guard let end = next ?? edge, end > time else { break }
+                    if next == nil, live != nil { reachesEdge = true }
+                    repeats = (end - time) / d - 1
+                    guard repeats >= 0 else { break }
+                }
                 // Each S repeats at most up to the limit: a huge `r` costs no more than that.
                 for _ in 0...min(repeats, Int64(limit - segments.count - 1)) {
-                    segments.append((number, time, Double(d) / timescale))
+                    segments.append((number, time, d))
                     number += 1
                     time = time.addingReportingOverflow(d).partialValue
                 }
             }
-        } else if let each = value("duration").flatMap({ Double($0) }), each > 0, let duration, duration > 0, !isDynamic {
-            let seconds = each / timescale
-            // Checked conversions: a manifest's numbers may make any ratio or product (a
-            // duration of 1e300 in segments of 1e-300 s once trapped here).
-            let count = Self.clampedInteger((duration / seconds).rounded(.up), limit: Int64(limit))
-            for index in 0..<count {
-                segments.append((startNumber + index, Self.clampedInteger(Double(index) * each, limit: .max), min(seconds, duration - Double(index) * seconds)))
+            if reachesEdge, let (edge, start) = live, let window = edge.window {
+                // A timeline run to the live edge: only what is in the time shift buffer (what
+                // the manifest lists one by one is the origin's word, whatever this clock says).
+                let earliest = timing.offset &+ Self.clampedInteger((edge.elapsed - window - start) * timescale, limit: .max / 2)
+                segments.removeAll { $0.1 &+ $0.2 <= earliest }
+            }
+        } else if let each = value("duration").flatMap({ Int64($0) }), each > 0 {
+            let seconds = Double(each) / timescale
+            var first: Int64 = 0
+            var count: Int64 = 0
+            if let (edge, start) = live {
+                // Segment i is available once it has ended: at start + (i + 1) * seconds.
+                let elapsed = min(edge.elapsed - start, duration ?? .infinity)
+                let available = Self.clampedInteger((elapsed / seconds).rounded(.down), limit: .max / 2)
+                first = max(0, Self.clampedInteger(((elapsed - (edge.window ?? LiveEdge.defaultWindow)) / seconds).rounded(.down), limit: .max / 2))
+                first = max(first, available - Int64(limit))
+                count = max(0, available - first)
+            } else if let duration, duration > 0, !isDynamic {
+                // Checked conversions: a manifest's numbers may make any ratio or product (a
+                // duration of 1e300 in segments of 1e-300 s once trapped here).
+                count = Self.clampedInteger((duration / seconds).rounded(.up), limit: Int64(limit))
+            }
+            for index in first..<(first + count) {
+                let time = index.multipliedReportingOverflow(by: each)
+                guard !time.overflow else { break }
+                segments.append((startNumber &+ index, timing.offset &+ time.partialValue, each))
             }
         }
-        for (number, time, seconds) in segments {
+        for (number, time, units) in segments {
             guard let text = Self.expand(media, id: id, bandwidth: bandwidth, number: number, time: time),
                 let url = Self.resolve(text, against: base)
             else { continue }
-            resources.append(.init(url: url, range: nil, duration: seconds))
+            var seconds = Double(units) / timescale
+            if live == nil, !timing.byTime, let duration {
+                // The last segment of a static template ends with the period.
+                seconds = max(0, min(seconds, duration - Double(time &- timing.offset) / timescale))
+            }
+            resources.append(.init(url: url, range: nil, duration: seconds, number: number, time: time, units: units))
         }
-        return resources
+        return (resources, timing)
     }
 
     /// `value` as an integer within `0...limit`: `limit` for anything larger (infinity too),

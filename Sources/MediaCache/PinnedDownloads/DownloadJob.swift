@@ -113,7 +113,7 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     public var isRecording: Bool { recording != nil }
 
     /// The seconds a recording holds (gaps left out); `nil` for another job.
-    public var recordedSeconds: Double? { recording?.timeline.duration }
+    public var recordedSeconds: Double? { recording?.duration }
 
     /// The fraction stored, 0...1, when the total is known.
     public var fraction: Double? {
@@ -122,10 +122,10 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     }
 }
 
-/// A recording of a live HLS stream: the media playlist it follows, until when, and the
-/// segments it holds.
+/// A recording of a live stream: for HLS the media playlist it follows and the segments it
+/// holds; for DASH the representations it follows, each a track; until when.
 package struct Recording: Sendable, Codable, Equatable {
-    /// The variant chosen of a multivariant playlist.
+    /// The variant chosen of a multivariant playlist (the representation, of DASH video).
     package var variant: HLSPrefetchOptions.VariantChoice
     /// The media playlist followed, once known (the job's URL, or the variant's playlist).
     package var mediaPlaylist: URL?
@@ -134,6 +134,33 @@ package struct Recording: Sendable, Codable, Equatable {
     package var timeline = RecordingTimeline()
     /// It stopped: at its time, at the end of the presentation, or by hand.
     package var finished = false
+    /// `.dash` for a DASH recording (`nil`: HLS).
+    package var format: CachingReader.ManifestKind?
+    /// A DASH recording's tracks, in the order first seen; the origin root's namespaces; and
+    /// when its first segment would have begun in real time (its live manifest's
+    /// `availabilityStartTime`).
+    package var tracks: [RecordedTrack]?
+    package var namespaces: String?
+    package var anchor: Date?
+
+    package var isDASH: Bool { format == .dash }
+
+    /// The seconds held (gaps left out): of a DASH recording, its longest track's per period.
+    package var duration: Double {
+        guard let tracks else { return timeline.duration }
+        let periods = Dictionary(grouping: tracks, by: \.period)
+        return periods.values.reduce(0) { $0 + ($1.map(\.timeline.duration).max() ?? 0) }
+    }
+
+    /// The timeline of `track` (a DASH track's place), or of the HLS recording (`nil`).
+    package mutating func update(_ track: Int?, _ body: (inout RecordingTimeline) -> Void) {
+        if let track {
+            guard let count = tracks?.count, track < count else { return }
+            body(&tracks![track].timeline)
+        } else {
+            body(&timeline)
+        }
+    }
 }
 
 /// A rendition a job pins, and how much of it is stored.

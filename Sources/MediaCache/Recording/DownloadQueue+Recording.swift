@@ -8,25 +8,29 @@ import Synchronization
 extension DownloadQueue {
     // MARK: Recording
 
-    /// Records the live HLS stream at `url` (a media playlist, or a multivariant playlist whose
-    /// `variant` is followed): a job that fetches each segment as it appears and keeps it
-    /// pinned, from the segments the live window shows now, until `duration` has passed or the
-    /// presentation ends (`EXT-X-ENDLIST`), or the job is cancelled or paused. Its playlist
-    /// (the proxy's `/_mediacache/recording.m3u8?job=ID`) plays what it holds from the first segment, while it records
-    /// and after. Segments it missed are a discontinuity; one it could not fetch a gap.
-    /// - Throws: ``CacheError`` `.originRejected` for a playlist that is not live; origin errors.
+    /// Records the live stream at `url`: an HLS media playlist, or a multivariant playlist whose
+    /// `variant` is followed, or a DASH manifest (the representation `variant` picks of its
+    /// video, and its default audio). A job that fetches each segment as it appears and keeps
+    /// it pinned, from the segments the live window shows now, until `duration` has passed or
+    /// the presentation ends (`EXT-X-ENDLIST`, a static manifest), or the job is cancelled or
+    /// paused. Its playlist (the proxy's `/_mediacache/recording.m3u8?job=ID`, for DASH
+    /// `recording.mpd`) plays what it holds from the first segment, while it records and
+    /// after. Segments it missed are a discontinuity; one it could not fetch a gap.
+    /// - Throws: ``CacheError`` `.originRejected` for what is neither; origin errors.
     @discardableResult
     public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) async throws -> DownloadJob {
         try reader.checkOrigin(url)
         if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false { return existing }
         let metadata = try await reader.contentInfo(for: url)
-        guard try await reader.manifestKind(url, metadata) == .hls else {
-            throw CacheError(.originRejected, "\(url.absoluteString.prefix(200)) is not an HLS playlist; a recording follows a live HLS stream.")
+        guard let kind = try await reader.manifestKind(url, metadata) else {
+            throw CacheError(
+                .originRejected, "\(url.absoluteString.prefix(200)) is neither an HLS playlist nor a DASH manifest; a recording follows a live stream.")
         }
         let now = store.configuration.clock.now
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
         let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         job.recording = Recording(variant: variant, until: seconds.map { now.addingTimeInterval($0) })
+        job.recording?.format = kind == .dash ? .dash : nil
         job.keys = [store.key(for: url)]
         job.resourcesTotal = 0
         // A recording runs whatever the queue's window and network rules say: what it misses is gone.
@@ -45,13 +49,14 @@ extension DownloadQueue {
     /// The recording `id` as a media playlist (URIs absolute, at the origin): `EVENT` while it
     /// records, `VOD` once it stopped; `nil` when there is no such recording.
     package func recordingPlaylist(_ id: String) -> (text: String, base: URL)? {
-        guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording else { return nil }
+        guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording, !recording.isDASH else { return nil }
         return (recording.timeline.playlist(finished: recording.finished || job.state == .completed), recording.mediaPlaylist ?? job.url)
     }
 
-    /// Runs the recording `id`: follows its media playlist, storing each new segment, until it
-    /// is due to stop.
+    /// Runs the recording `id`: follows its media playlist (or manifest), storing each new
+    /// segment, until it is due to stop.
     func runRecording(_ id: String) async throws {
+        if try current(id).recording?.isDASH == true { return try await runDASHRecording(id) }
         let media = try await recordedPlaylist(id)
         // Segments taken but not stored when the last run was cut (a kill, a crash): fetched now.
         let unfinished = state.withLock { $0.jobs[id]?.recording?.timeline.segments ?? [] }.filter { segment in
@@ -70,20 +75,23 @@ extension DownloadQueue {
             // Written before the fetches: a cut run knows what it had taken, and the next one fetches it.
             if !new.isEmpty { try? await persist(id) }
             try await keep(new, of: id)
-            let (due, ended) = state.withLock { state -> (Bool, Bool) in
-                let recording = state.jobs[id]?.recording
-                return (recording?.until.map { store.configuration.clock.now >= $0 } ?? false, recording?.timeline.originEnded ?? true)
-            }
-            if due || ended {
-                state.withLock { $0.jobs[id]?.recording?.finished = true }
-                try? await persist(id)
-                return
-            }
-            try? await persist(id)
+            let ended = state.withLock { $0.jobs[id]?.recording?.timeline.originEnded ?? true }
             // Reloaded after half its target duration (RFC 8216bis 6.3.4 allows no less).
-            let wait = max(0.5, Double(playlist.targetDuration ?? 2) / 2)
-            try await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+            guard try await stillRecording(id, ended: ended, wait: max(0.5, Double(playlist.targetDuration ?? 2) / 2)) else { return }
         }
+    }
+
+    /// Whether the recording `id` goes on (`ended`: the origin said the presentation ended):
+    /// if not, it is marked finished; either way persisted; if so, after `wait` seconds.
+    func stillRecording(_ id: String, ended: Bool, wait: Double) async throws -> Bool {
+        let due = state.withLock { state in
+            state.jobs[id]?.recording?.until.map { store.configuration.clock.now >= $0 } ?? false
+        }
+        if due || ended { state.withLock { $0.jobs[id]?.recording?.finished = true } }
+        try? await persist(id)
+        if due || ended { return false }
+        try await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+        return true
     }
 
     /// The media playlist the recording `id` follows: its URL, or its chosen variant's.
@@ -104,15 +112,16 @@ extension DownloadQueue {
         return media
     }
 
-    /// Pins and stores `segments` (and the init sections they name) for the recording `id`; a
-    /// segment that cannot be fetched is marked a gap (logged).
-    private func keep(_ segments: [RecordedSegment], of id: String) async throws {
+    /// Pins and stores `segments` (and the init sections they name, or for a DASH `track` its
+    /// `initialization`) for the recording `id`; a segment that cannot be fetched is marked a
+    /// gap (logged).
+    func keep(_ segments: [RecordedSegment], of id: String, track: Int? = nil, initialization: URL? = nil) async throws {
         for segment in segments {
             guard let url = URL(string: segment.url) else { continue }
             // Its init section, and its key in an encrypted store (a key never reaches the disk
             // unencrypted: in a plain store it stays in memory, and the recording plays online only).
             let key = store.isEncrypted ? segment.key.flatMap(Self.uriAttribute) : nil
-            let extras = [segment.map.flatMap(Self.uriAttribute), key].compactMap { $0 }
+            let extras = [initialization ?? segment.map.flatMap(Self.uriAttribute), key].compactMap { $0 }
             let keys = [store.key(for: url)] + extras.map(store.key(for:))
             let added = state.withLock { state -> [CacheKey] in
                 let known = Set(state.jobs[id]?.keys ?? [])
@@ -147,7 +156,7 @@ extension DownloadQueue {
                 throw CancellationError()
             } catch let error as CacheError where error.code == .capacityExceeded {
                 state.withLock { state in
-                    state.jobs[id]?.recording?.timeline.cut(from: segment.sequence)
+                    state.jobs[id]?.recording?.update(track) { $0.cut(from: segment.sequence) }
                     state.jobs[id]?.recording?.finished = true
                 }
                 configuration.logger.warning("A recording stopped at the pinned quota", metadata: ["job": "\(id)", "reason": "\(error.message)"])
@@ -155,7 +164,7 @@ extension DownloadQueue {
             } catch let error as RoomWanted {
                 throw error
             } catch {
-                state.withLock { $0.jobs[id]?.recording?.timeline.markGap(segment.sequence) }
+                state.withLock { $0.jobs[id]?.recording?.update(track) { $0.markGap(segment.sequence) } }
                 configuration.logger.warning(
                     "A recording could not fetch a segment; it is marked a gap", metadata: ["job": "\(id)", "url": "\(segment.url.prefix(200))", "reason": "\(error)"])
             }

@@ -5,16 +5,48 @@ package import Foundation
 
 extension DownloadQueue {
     /// Writes the recording `id` as a folder a player plays offline, with no network: its
-    /// segments and init sections under local names and `index.m3u8`, the recording's
-    /// playlist (`VOD` once it stopped) naming them. A gap's segment is not written (its
-    /// `EXT-X-GAP` tells a player so); a key stored in the cache is written beside them.
+    /// segments and init sections under local names and `index.m3u8` (a DASH recording:
+    /// `index.mpd`), the recording's playlist (`VOD`, or static, once it stopped) naming them.
+    /// A gap's segment is not written (its `EXT-X-GAP`, or the hole in the DASH timeline, tells
+    /// a player so); a key stored in the cache is written beside them.
     /// - Throws: ``CacheError`` `.notCached` when there is no such recording; `.offline` naming
     ///   what is not stored; `.ioFailure` when the destination cannot be written (an existing
     ///   file or folder is not replaced).
     package func exportRecording(_ id: String, to destination: URL) async throws -> ExportSummary {
-        guard let (text, base) = recordingPlaylist(id) else { throw Self.noJob(id) }
+        guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording else { throw Self.noJob(id) }
         let offline = reader.offlineTwin
-        let playlist = try HLSPlaylist(parsing: Array(text.utf8))
+        var items: [(url: URL, range: ByteRange?)] = []
+        let index: String
+        let write: ([URL: String]) -> String
+        if recording.isDASH {
+            let tracks = recording.tracks ?? []
+            for track in tracks {
+                if let initialization = track.initialization.flatMap(URL.init(string:)) { items.append((initialization, nil)) }
+                for segment in track.timeline.segments where !segment.gap {
+                    if let url = URL(string: segment.url) { items.append((url, segment.range)) }
+                }
+            }
+            index = "index.mpd"
+            let now = store.configuration.clock.now
+            write = { names in
+                DASHRecordingWriter.manifest(
+                    tracks, namespaces: recording.namespaces ?? "", finished: true, anchor: now, now: now,
+                    name: { URL(string: $0).flatMap { names[$0] } ?? $0 })
+            }
+        } else {
+            guard let (text, base) = recordingPlaylist(id) else { throw Self.noJob(id) }
+            let playlist = try HLSPlaylist(parsing: Array(text.utf8))
+            let gaps = Set(try RecordedSegment.segments(of: playlist, base: base).filter(\.gap).map(\.url))
+            for segment in playlist.segments where !gaps.contains(segment.uri) {
+                guard let url = URL(string: segment.uri) else { continue }
+                items.append((url, segment.byteRange))
+                if let map = segment.initSection, let mapURL = URL(string: map.uri) { items.append((mapURL, map.byteRange)) }
+            }
+            index = "index.m3u8"
+            write = { names in
+                playlist.rewritten(base: base) { url, _ in names[url] ?? url.absoluteString }
+            }
+        }
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
@@ -23,19 +55,13 @@ extension DownloadQueue {
         } catch {
             throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
         }
-        // Each resource once: the segments held (their ranges at their offsets), init sections, keys.
-        let gaps = Set(try RecordedSegment.segments(of: playlist, base: base).filter(\.gap).map(\.url))
+        // Each resource once, under a local name: whole, or its ranges at their offsets.
         var names: [URL: String] = [:]
         var ranges: [URL: [ByteRange]] = [:]
         var whole: Set<URL> = []
-        for segment in playlist.segments where !gaps.contains(segment.uri) {
-            guard let url = URL(string: segment.uri) else { continue }
+        for (url, range) in items {
             if names[url] == nil { names[url] = CachingReader.localName(for: url, index: names.count) }
-            if let range = segment.byteRange { ranges[url, default: []].append(range) } else { whole.insert(url) }
-            if let map = segment.initSection, let mapURL = URL(string: map.uri), names[mapURL] == nil {
-                names[mapURL] = CachingReader.localName(for: mapURL, index: names.count)
-                if let range = map.byteRange { ranges[mapURL, default: []].append(range) } else { whole.insert(mapURL) }
-            }
+            if let range { ranges[url, default: []].append(range) } else { whole.insert(url) }
         }
         var bytes: Int64 = 0
         for (url, name) in names.sorted(by: { $0.value < $1.value }) {
@@ -43,23 +69,27 @@ extension DownloadQueue {
             if whole.contains(url) {
                 bytes += try await offline.write(url, range: nil, to: path)
             } else {
-                for range in ranges[url] ?? [] { bytes += try await offline.write(url, range: range, to: path) }
+                for range in Set(ranges[url] ?? []).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+                    bytes += try await offline.write(url, range: range, to: path)
+                }
             }
         }
+        // An HLS recording's keys stored in the cache (an encrypted store's) are written beside.
         var keys: [URL: String] = [:]
-        let local = playlist.rewritten(base: base) { url, tag in
-            if let name = names[url] ?? keys[url] { return name }
-            if let tag, HLSPlaylist.keyTags.contains(tag), offline.cachedContentInfo(for: url) != nil {
-                keys[url] = CachingReader.localName(for: url, index: 10_000 + keys.count)
-                return keys[url]!
+        if !recording.isDASH, let (text, base) = recordingPlaylist(id) {
+            let playlist = try HLSPlaylist(parsing: Array(text.utf8))
+            _ = playlist.rewritten(base: base) { url, tag in
+                if names[url] == nil, let tag, HLSPlaylist.keyTags.contains(tag), offline.cachedContentInfo(for: url) != nil, keys[url] == nil {
+                    keys[url] = CachingReader.localName(for: url, index: 10_000 + keys.count)
+                }
+                return url.absoluteString
             }
-            return url.absoluteString
         }
         for (url, name) in keys {
             bytes += try await offline.write(url, range: nil, to: destination.appendingPathComponent(name).path)
         }
-        let files = names.count + keys.count
-        try await CachingReader.writeFile(Array(local.utf8), to: destination.appendingPathComponent("index.m3u8").path)
-        return ExportSummary(path: destination.appendingPathComponent("index.m3u8").path, files: files + 1, bytes: bytes)
+        let text = write(names.merging(keys) { first, _ in first })
+        try await CachingReader.writeFile(Array(text.utf8), to: destination.appendingPathComponent(index).path)
+        return ExportSummary(path: destination.appendingPathComponent(index).path, files: names.count + keys.count + 1, bytes: bytes)
     }
 }

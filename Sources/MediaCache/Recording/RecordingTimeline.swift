@@ -25,6 +25,12 @@ package struct RecordedSegment: Sendable, Codable, Equatable {
     package var discontinuity = false
     /// Not held: the origin marked it `EXT-X-GAP`, or fetching it failed. Written `EXT-X-GAP`.
     package var gap = false
+    /// A DASH segment's media time and duration in its timescale.
+    package var time: Int64?
+    package var units: Int64?
+    /// How far the next segment's ``sequence`` is when none is missing (1 when `nil`; a DASH
+    /// segment listed by time: its duration).
+    package var step: Int64?
 
     package init(sequence: Int64, duration: Double, url: String) {
         self.sequence = sequence
@@ -101,7 +107,8 @@ package struct RecordingTimeline: Sendable, Codable, Equatable {
             if !new.isEmpty { new[0].discontinuity = true }
         } else {
             new = snapshot.filter { $0.sequence > last }
-            if let first = new.first, first.sequence > last + 1 { new[0].discontinuity = true }
+            let next = segments.last.map { $0.sequence &+ ($0.step ?? 1) } ?? last &+ 1
+            if let first = new.first, first.sequence > next { new[0].discontinuity = true }
         }
         segments += new
         if let newest = new.last?.sequence { lastSequence = newest }

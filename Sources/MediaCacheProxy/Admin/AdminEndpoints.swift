@@ -32,6 +32,7 @@ import NIOHTTP1
 /// | `DELETE /_mediacache/preload` | the queue, emptied |
 /// | `POST /_mediacache/record?target=URL[&seconds=S][&variant=…]` | ``RecordingAnswer``: the job and the URL a player opens to watch it |
 /// | `GET /_mediacache/recording.m3u8?job=ID` | the recording's playlist (`EVENT` while it records, `VOD` after), its URIs through the proxy |
+/// | `GET /_mediacache/recording.mpd?job=ID` | a DASH recording's manifest (`dynamic` while it records, `static` after), the same |
 struct AdminEndpoints {
     static let prefix = "/_mediacache/"
     let handler: ProxyHandler
@@ -64,7 +65,7 @@ struct AdminEndpoints {
                 return response
             }
             let name = String(path.dropFirst(Self.prefix.count))
-            if name == "record" || name == "recording.m3u8" { return try await recording(name, head: head, target: target, localPort: localPort) }
+            if name == "record" || name == "recording.m3u8" || name == "recording.mpd" { return try await recording(name, head: head, target: target, localPort: localPort) }
             return try await answer(name, method: head.method, target: target)
         } catch let error as ProxyRequestError {
             return ProxyResponse.failure(error)
@@ -198,7 +199,7 @@ struct AdminEndpoints {
             let request = try PrefetchRequest(target)
             return try await answering {
                 let job = try await downloads().record(try originURL(target), for: request.seconds.map { .milliseconds(Int64($0 * 1000)) }, variant: request.variant)
-                return try Self.json(RecordingAnswer(job: job, url: proxy + Self.recordingPath(job.id, token: handler.configuration.token)))
+                return try Self.json(RecordingAnswer(job: job, url: proxy + Self.recordingPath(job, token: handler.configuration.token)))
             }
         case (.GET, "recording.m3u8"), (.HEAD, "recording.m3u8"):
             guard let (text, base) = try downloads().recordingPlaylist(try job(target)) else {
@@ -213,14 +214,30 @@ struct AdminEndpoints {
             var metadata = ContentMetadata()
             metadata.mimeType = "application/vnd.apple.mpegurl"
             return handler.rewrite(parsed, metadata: metadata, url: base, head: head, localPort: localPort, headers: [])
+        case (.GET, "recording.mpd"), (.HEAD, "recording.mpd"):
+            guard let (text, base) = try downloads().recordingManifest(try job(target)) else {
+                throw ProxyRequestError(status: .notFound, "That job is not a DASH recording.")
+            }
+            let parsed: DASHManifest
+            do {
+                parsed = try DASHManifest(parsing: Array(text.utf8))
+            } catch {
+                throw ProxyRequestError(status: .internalServerError, "The recording's manifest cannot be written: \(error.message)")
+            }
+            let rewritten = parsed.rewritten(base: base) { proxy + ProxyURL.pathForm(for: $0, token: handler.configuration.token) }
+            var metadata = ContentMetadata()
+            metadata.mimeType = "application/dash+xml"
+            return ProxyHandler.rewritten(.text(rewritten), length: rewritten.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
         default:
             throw ProxyRequestError(status: .methodNotAllowed, "\(head.method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         }
     }
 
-    /// The path of the recording `id`'s playlist, with the token when the proxy has one.
-    static func recordingPath(_ id: String, token: String?) -> String {
-        Self.prefix + "recording.m3u8?job=" + id + (token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? "")
+    /// The path of the recording `job`'s playlist (or DASH manifest), with the token when the
+    /// proxy has one.
+    static func recordingPath(_ job: DownloadJob, token: String?) -> String {
+        Self.prefix + (job.recording?.isDASH == true ? "recording.mpd" : "recording.m3u8") + "?job=" + job.id
+            + (token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? "")
     }
 
     private func downloads() throws -> DownloadQueue {
