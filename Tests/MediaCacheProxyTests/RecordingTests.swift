@@ -120,3 +120,65 @@ import Testing
         }
     }
 }
+
+extension RecordingTests {
+    /// A live `$Number$` template on a manual clock: the recorder's clock alone says which
+    /// segments exist (availabilityStartTime + their end), so each step of the clock brings
+    /// exactly the segment that ended; each is fetched once and holds the origin's bytes, and
+    /// the recording stops when its time is up, by the same clock, as a static manifest.
+    @Test func aLiveDASHTemplateFollowsTheClock() async throws {
+        let clock = ManualClock()
+        var configuration = PinnedDownloadsTests.store(limit: 50_000_000, pinned: 20_000_000)
+        configuration.clock = clock
+        try await Harness.with(store: configuration) { h in
+            h.origin.useClock(clock)
+            for name in ["v", "a"] { h.origin.serve(.generated(length: 1_000, seed: name == "v" ? 1 : 2), at: "/ld/init-\(name).m4s") }
+            for number in 1...20 {
+                for (name, seed) in [("v", 100), ("a", 200)] { h.origin.serve(.generated(length: 20_000, seed: UInt64(seed + number)), at: "/ld/\(name)-\(number).m4s") }
+            }
+            let start = clock.now
+            let manifest = """
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" availabilityStartTime="\(DASHRecordingWriter.date(start))" timeShiftBufferDepth="PT4S">
+                  <Period id="1" start="PT0S">
+                    <AdaptationSet contentType="video" mimeType="video/mp4"><SegmentTemplate timescale="1000" duration="2000" startNumber="1" initialization="init-$RepresentationID$.m4s" media="$RepresentationID$-$Number$.m4s"/>
+                      <Representation id="v" bandwidth="80000" codecs="avc1.42c00d"/></AdaptationSet>
+                    <AdaptationSet contentType="audio" mimeType="audio/mp4" lang="en"><SegmentTemplate timescale="1000" duration="2000" startNumber="1" initialization="init-$RepresentationID$.m4s" media="$RepresentationID$-$Number$.m4s"/>
+                      <Representation id="a" bandwidth="8000" codecs="mp4a.40.2"/></AdaptationSet>
+                  </Period>
+                </MPD>
+                """
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/ld/m.mpd")
+            clock.advance(by: 5)  // segments 1 and 2 have ended
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/ld/m.mpd"), for: .seconds(9))
+            try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 4 }
+            let (growing, _) = try #require(queue.recordingManifest(job.id))
+            #expect(growing.contains("type=\"dynamic\"") && growing.contains("/ld/v-1.m4s"), "\(growing)")
+            // Each 2 s of the clock, one more segment of each.
+            for step in 1...4 {
+                clock.advance(by: 2)
+                try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 4 + 2 * step }
+            }
+            // 15 s: past the recording's 9 s (from 5 s). Segment 7 (ended at 14 s) is taken if
+            // the recorder looked before it saw the time was up: 1-6 for certain.
+            clock.advance(by: 2)
+            let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
+            #expect(ended.state == .completed && ended.recordedSeconds ?? 0 >= 12, "\(ended)")
+            let (text, base) = try #require(queue.recordingManifest(job.id))
+            #expect(text.contains("type=\"static\""), "\(text)")
+            let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: base)
+            for (set, (name, seed)) in zip(presentation.periods[0].adaptationSets, [("v", 100), ("a", 200)]) {
+                let resources = set.representations[0].resources.dropFirst()
+                let numbers = resources.map { Int($0.url.lastPathComponent.dropFirst(2).dropLast(4)) ?? 0 }
+                #expect(numbers == Array(1...numbers.count) && numbers.count >= 6, "\(numbers)")
+                for (number, resource) in zip(numbers, resources) {
+                    #expect(h.origin.requests("/ld/\(name)-\(number).m4s").count == 1)
+                    let bytes = try await collect(try #require(h.reader.cachedRead(resource.url, range: ByteRange(0, 20_000))))
+                    #expect(DeterministicContent(seed: UInt64(seed + number)).firstMismatch(in: bytes, at: 0) == nil, "\(resource.url)")
+                }
+            }
+            await queue.shutDown()
+        }
+    }
+}

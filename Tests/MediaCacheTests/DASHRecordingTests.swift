@@ -79,6 +79,12 @@ import Testing
         let middle = try Self.manifest("><SegmentTimeline><S t=\"0\" d=\"20\" r=\"-1\"/><S t=\"60\" d=\"10\"/></SegmentTimeline>", extra: "")
         let listed = middle.presentation(base: Self.base, now: Self.start.addingTimeInterval(8)).periods[0].adaptationSets[0].representations[0]
         #expect(listed.resources.compactMap(\.time) == [0, 20, 40, 60] && listed.resources.compactMap(\.units) == [20, 20, 20, 10])
+        // Three days of 1-s segments, no buffer depth given: the last minute, not the first
+        // segments up to the bound.
+        let long = try Self.manifest("><SegmentTimeline><S t=\"0\" d=\"10\" r=\"-1\"/></SegmentTimeline>", extra: "")
+        let latest = long.presentation(base: Self.base, now: Self.start.addingTimeInterval(3 * 86_400)).periods[0].adaptationSets[0].representations[0]
+        let times = latest.resources.compactMap(\.time)
+        #expect(times.count == 60 && times.last == (3 * 86_400 - 1) * 10 && latest.resources.last?.number == 3 * 86_400, "\(times.suffix(3))")
     }
 
     /// Two snapshots of a timeline window merged: new segments once, a missed one a hole in

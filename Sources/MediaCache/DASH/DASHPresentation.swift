@@ -239,6 +239,10 @@ extension DASHManifest {
             // The media time the live edge is at, for a last `r="-1"`.
             var edge = live.map { edge, start in timing.offset &+ Self.clampedInteger((edge.elapsed - start) * timescale, limit: .max / 2) }
             if !isDynamic, let duration { edge = timing.offset &+ Self.clampedInteger(duration * timescale, limit: .max / 2) }
+            // The media time the time shift buffer begins at (a minute, when the manifest does not say).
+            let bufferStart = live.map { edge, start in
+                timing.offset &+ Self.clampedInteger((edge.elapsed - (edge.window ?? LiveEdge.defaultWindow) - start) * timescale, limit: .max / 2)
+            }
             for (position, entry) in entries.enumerated() where segments.count < limit {
                 let s = elements[entry]
                 if let t = Self.attribute("t", of: s, in: bytes).flatMap({ Int64($0) }) { time = t }
@@ -248,7 +252,16 @@ extension DASHManifest {
                     // To the next S's time, or (the last) to the live edge or the period's end; else unknown.
                     let next = entries.dropFirst(position + 1).first.flatMap { Self.attribute("t", of: elements[$0], in: bytes) }.flatMap { Int64($0) }
                     guard let end = next ?? edge, end > time else { break }
-                    if next == nil, live != nil { reachesEdge = true }
+                    if next == nil, let earliest = bufferStart {
+                        // Straight to the time shift buffer's start: what is older is gone (and
+                        // the newest must not fall past the limit).
+                        reachesEdge = true
+                        if earliest > time {
+                            let skip = min(earliest - time, end - time) / d
+                            number &+= skip
+                            time &+= skip * d
+                        }
+                    }
                     repeats = (end - time) / d - 1
                     guard repeats >= 0 else { break }
                 }
@@ -259,10 +272,9 @@ extension DASHManifest {
                     time = time.addingReportingOverflow(d).partialValue
                 }
             }
-            if reachesEdge, let (edge, start) = live, let window = edge.window {
+            if reachesEdge, let earliest = bufferStart {
                 // A timeline run to the live edge: only what is in the time shift buffer (what
                 // the manifest lists one by one is the origin's word, whatever this clock says).
-                let earliest = timing.offset &+ Self.clampedInteger((edge.elapsed - window - start) * timescale, limit: .max / 2)
                 segments.removeAll { $0.1 &+ $0.2 <= earliest }
             }
         } else if let each = value("duration").flatMap({ Int64($0) }), each > 0 {

@@ -33,7 +33,7 @@ package struct LiveEdge: Sendable, Equatable {
     }
 
     /// An `xs:dateTime` (`2026-11-26T08:00:00.5Z`, `…+01:00`, no zone read as UTC), with bounds:
-    /// years 1-9999, fields in range; `nil` for anything else.
+    /// years 1-9999 (in UTC as well), fields in range; `nil` for anything else.
     package static func date(_ text: String) -> Date? {
         let bytes = Array(text.trimmingCharacters(in: .whitespaces).utf8)
         guard bytes.count >= 19, bytes.count <= 40 else { return nil }
@@ -65,6 +65,8 @@ package struct LiveEdge: Sendable, Equatable {
         }
         guard index == bytes.count else { return nil }
         let seconds = CivilDate.days(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second - zone
+        // Within years 1-9999 in UTC too (a zone may move a date past either end).
+        guard seconds >= CivilDate.days(year: 1, month: 1, day: 1) * 86_400, seconds < CivilDate.days(year: 10_000, month: 1, day: 1) * 86_400 else { return nil }
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 }

@@ -139,7 +139,7 @@ package enum DASHRecordingWriter {
     }
 
     /// `date` as an `xs:dateTime` in UTC, to the millisecond.
-    static func date(_ date: Date) -> String {
+    package static func date(_ date: Date) -> String {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
         let days = milliseconds >= 0 ? milliseconds / 86_400_000 : (milliseconds - 86_399_999) / 86_400_000
         let (year, month, day) = CivilDate.civil(days: days)
