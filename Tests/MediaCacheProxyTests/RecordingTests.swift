@@ -33,7 +33,7 @@ import Testing
             h.origin.serve(Self.window(2, 3, total: 8), at: "/live/index.m3u8")
             let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
             #expect(ended.state == .failed && ended.failure?.contains("pinned quota") == true, "\(ended)")
-            let (text, _) = try #require(queue.recordingPlaylist(job.id))
+            let (text, _, _) = try #require(queue.recordingPlaylist(job.id))
             #expect(text.contains("#EXT-X-PLAYLIST-TYPE:VOD") && text.hasSuffix("#EXT-X-ENDLIST\n"), "\(text)")
             let held = try RecordedSegment.segments(of: HLSPlaylist(parsing: Array(text.utf8)), base: h.origin.url("/live/index.m3u8")).filter { !$0.gap }
             #expect(held.count == 3, "\(text)")
@@ -69,7 +69,7 @@ import Testing
                 #expect(h.store.isPinned(key) && h.store.spans(for: key).byteCount == 16, "\(name).key")
                 #expect(h.origin.requests("/enc/\(name).key").count == 1)
             }
-            let (playlist, _) = try #require(queue.recordingPlaylist(job.id))
+            let (playlist, _, _) = try #require(queue.recordingPlaylist(job.id))
             #expect(playlist.components(separatedBy: "#EXT-X-KEY:").count == 3, "\(playlist)")
             await queue.shutDown()
         }
@@ -112,7 +112,7 @@ import Testing
             queue.start()
             let job = try await queue.record(h.origin.url("/live/index.m3u8"))
             #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
-            let (text, _) = try #require(queue.recordingPlaylist(job.id))
+            let (text, _, _) = try #require(queue.recordingPlaylist(job.id))
             let lines = text.split(separator: "\n").map(String.init)
             let gap = try #require(lines.firstIndex(of: "#EXT-X-GAP"), "\(text)")
             #expect(lines[gap + 2].hasSuffix("seg2.ts") && lines.filter { $0 == "#EXT-X-GAP" }.count == 1, "\(text)")
@@ -178,6 +178,64 @@ extension RecordingTests {
                     #expect(DeterministicContent(seed: UInt64(seed + number)).firstMismatch(in: bytes, at: 0) == nil, "\(resource.url)")
                 }
             }
+            await queue.shutDown()
+        }
+    }
+}
+
+extension RecordingTests {
+    /// An origin that fails the playlist's reloads for a while does not end the recording: each
+    /// failure is a warning with its cause, and when the origin answers again the recording
+    /// goes on, the segments it missed meanwhile a discontinuity. An origin that fails for
+    /// longer than the recording's patience (by the store's clock) ends it, saying so.
+    @Test func aRecordingRidesOutAnOriginThatFailsAWhile() async throws {
+        let clock = ManualClock()
+        var configuration = PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)
+        configuration.clock = clock
+        try await Harness.with(store: configuration) { h in
+            for index in 0..<10 { h.origin.serve(.generated(length: 10_000, seed: UInt64(40 + index)), at: "/down/seg\(index).ts") }
+            // Revalidated at each reload, whatever the (manual) clock says.
+            func window(_ first: Int) -> TestOrigin.Resource {
+                var resource = Self.window(first, 3, total: 10)
+                resource.cacheControl = "no-cache"
+                return resource
+            }
+            h.origin.serve(window(0), at: "/down/index.m3u8")
+            let log = LogRecorder()
+            var queueConfiguration = DownloadQueue.Configuration()
+            queueConfiguration.logger = log.logger()
+            let queue = try DownloadQueue(reader: h.reader, configuration: queueConfiguration)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/down/index.m3u8"))
+            try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 3 }
+            func failures() -> [LogRecorder.Record] { log.all.filter { $0.level == .warning && $0.message.contains("could not reload") } }
+            // The recording reloads once its copy is half a second old by the store's clock:
+            // the clock moves on, and the test waits for the reload it brings.
+            func reload(after seconds: Double = 1) async throws {
+                let count = h.origin.requests("/down/index.m3u8").count
+                clock.advance(by: seconds)
+                try await waitUntil { h.origin.requests("/down/index.m3u8").count > count }
+            }
+            h.origin.update("/down/index.m3u8") { $0.faults.status = 503 }
+            try await reload()
+            try await waitUntil { failures().count >= 1 }
+            try await reload()
+            try await waitUntil { failures().count >= 2 }
+            #expect(failures().allSatisfy { $0.metadata["reason"]?.contains("503") == true }, "\(failures().map(\.metadata))")
+            // Back, the window five segments on: 3 and 4 were missed.
+            h.origin.serve(window(5), at: "/down/index.m3u8")
+            try await reload()
+            try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 6 }
+            let segments = try #require(queue.job(matching: job.id)?.recording?.timeline.segments)
+            #expect(segments.map(\.sequence) == [0, 1, 2, 5, 6, 7] && segments.map(\.discontinuity) == [false, false, false, true, false, false])
+            // Down for longer than the patience: the recording ends, failed, saying why.
+            h.origin.update("/down/index.m3u8") { $0.faults.status = 503 }
+            try await reload()
+            try await waitUntil { failures().count >= 3 }
+            try await reload(after: DownloadQueue.recordingPatience)
+            let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
+            #expect(ended.state == .failed && ended.failure?.contains("failed every reload") == true, "\(ended)")
+            #expect(queue.recordingPlaylist(job.id)?.text.contains("seg7.ts") == true, "what it holds stays")
             await queue.shutDown()
         }
     }

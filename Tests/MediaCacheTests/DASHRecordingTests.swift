@@ -144,6 +144,7 @@ import Testing
             return (track, segments)
         }
         var recording = Recording(variant: .first)
+        recording.format = .dash
         let now = Self.start
         _ = DownloadQueue.merge([track("a", start: 0, times: [100, 120])], into: &recording, ended: false, now: now)
         _ = DownloadQueue.merge([track("b", start: 14, times: [0, 20])], into: &recording, ended: false, now: now)

@@ -45,11 +45,11 @@ import Testing
     }
 
     /// The live window of segments `first..<first + 3` (of `durations`), ended when `end`.
-    static func window(_ first: Int, durations: [Double], end: Bool) -> TestOrigin.Resource {
+    static func window(_ first: Int, durations: [Double], end: Bool, prefix: String = "seg") -> TestOrigin.Resource {
         var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
-        for index in first..<min(durations.count, first + 3) { text += "#EXTINF:\(durations[index]),\nseg\(index).ts\n" }
+        for index in first..<min(durations.count, first + 3) { text += "#EXTINF:\(durations[index]),\n\(prefix)\(index).ts\n" }
         if end { text += "#EXT-X-ENDLIST\n" }
-        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"w\(first)\(end)\"")
+        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"\(prefix)\(first)\(end)\"")
         resource.cacheControl = "max-age=1"
         return resource
     }

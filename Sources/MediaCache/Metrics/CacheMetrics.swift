@@ -26,6 +26,14 @@ package enum CacheMetrics {
     static let yields = Counter(label: "mediacache_yields_to_players_total")
     static let preloadedBytes = Counter(label: "mediacache_preloaded_bytes_total")
     static let preloadHits = Counter(label: "mediacache_preload_hits_total")
+    static let recordingReloadFailures = Counter(label: "mediacache_recording_reload_failures_total")
+    static let recordingGaps = Counter(label: "mediacache_recording_gaps_total")
+
+    /// A recording's reload of its playlist or manifest failed (it tries again).
+    static func recordingReloadFailed() { recordingReloadFailures.increment() }
+
+    /// A recording could not fetch a segment: it is a gap.
+    static func recordingGapMarked() { recordingGaps.increment() }
 
     /// Why an origin request was made again.
     package enum Retry: String, CaseIterable, Sendable {

@@ -143,24 +143,39 @@ package struct Recording: Sendable, Codable, Equatable {
     package var namespaces: String?
     package var anchor: Date?
 
+    /// An HLS recording of a multivariant playlist: the renditions followed beside the
+    /// variant (tracks 1, 2, …; the variant's is track 0), the variant's `EXT-X-STREAM-INF`
+    /// line and the `EXT-X-MEDIA` lines of its groups that name no playlist.
+    package var renditions: [RecordedPlaylist]?
+    package var variantLine: String?
+    package var carried: [String]?
+
     package var isDASH: Bool { format == .dash }
 
-    /// The seconds held (gaps left out): of a DASH recording, its longest track's per period.
+    /// The seconds held (gaps left out): the variant's; of a DASH recording, its longest
+    /// track's per period.
     package var duration: Double {
         guard let tracks else { return timeline.duration }
         let periods = Dictionary(grouping: tracks, by: \.period)
         return periods.values.reduce(0) { $0 + ($1.map(\.timeline.duration).max() ?? 0) }
     }
 
-    /// The timeline of `track` (a DASH track's place), or of the HLS recording (`nil`).
+    /// The timeline of `track`: a DASH track's place; of an HLS recording 0 (or `nil`) the
+    /// variant's, 1, 2, … its renditions'.
     package mutating func update(_ track: Int?, _ body: (inout RecordingTimeline) -> Void) {
-        if let track {
-            guard let count = tracks?.count, track < count else { return }
+        if isDASH {
+            guard let track, track < tracks?.count ?? 0 else { return }
             body(&tracks![track].timeline)
+        } else if let track, track > 0 {
+            guard track <= renditions?.count ?? 0 else { return }
+            body(&renditions![track - 1].timeline)
         } else {
             body(&timeline)
         }
     }
+
+    /// An HLS recording's timelines by track: the variant's, then its renditions'.
+    package var playlistTimelines: [RecordingTimeline] { [timeline] + (renditions ?? []).map(\.timeline) }
 }
 
 /// A rendition a job pins, and how much of it is stored.

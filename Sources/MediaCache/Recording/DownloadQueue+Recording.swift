@@ -46,38 +46,102 @@ extension DownloadQueue {
         return job
     }
 
-    /// The recording `id` as a media playlist (URIs absolute, at the origin): `EVENT` while it
-    /// records, `VOD` once it stopped; `nil` when there is no such recording.
-    package func recordingPlaylist(_ id: String) -> (text: String, base: URL)? {
+    /// The recording `id` as a playlist: of `track` (0 the variant's, 1, 2, … its renditions')
+    /// its media playlist, URIs absolute at the origin, `EVENT` while it records and `VOD` once
+    /// it stopped; with no track, that of a recording of a media playlist, or for one of a
+    /// multivariant playlist the multivariant playlist, each track's URI the one `reference`
+    /// gives (`master` says which). `nil` when there is no such recording or track.
+    package func recordingPlaylist(_ id: String, track: Int? = nil, reference: (Int) -> String = { "\($0)" }) -> (text: String, base: URL, master: Bool)? {
         guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording, !recording.isDASH else { return nil }
-        return (recording.timeline.playlist(finished: recording.finished || job.state == .completed), recording.mediaPlaylist ?? job.url)
+        if track == nil, let renditions = recording.renditions, let variantLine = recording.variantLine {
+            return (RecordedMaster.playlist(variantLine: variantLine, renditions: renditions, carried: recording.carried ?? [], reference: reference), job.url, true)
+        }
+        let index = track ?? 0
+        let timelines = recording.playlistTimelines
+        guard index >= 0, index < timelines.count else { return nil }
+        let base = index == 0 ? recording.mediaPlaylist ?? job.url : recording.renditions![index - 1].url
+        return (timelines[index].playlist(finished: recording.finished || job.state == .completed), base, false)
     }
 
-    /// Runs the recording `id`: follows its media playlist (or manifest), storing each new
+    /// Runs the recording `id`: follows its media playlists (or manifest), storing each new
     /// segment, until it is due to stop.
     func runRecording(_ id: String) async throws {
         if try current(id).recording?.isDASH == true { return try await runDASHRecording(id) }
-        let media = try await recordedPlaylist(id)
+        let playlists = try await recordedPlaylists(id)
         // Segments taken but not stored when the last run was cut (a kill, a crash): fetched now.
-        let unfinished = state.withLock { $0.jobs[id]?.recording?.timeline.segments ?? [] }.filter { segment in
-            !segment.gap && URL(string: segment.url).map { !reader.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
+        let timelines = state.withLock { $0.jobs[id]?.recording?.playlistTimelines ?? [] }
+        for (track, timeline) in timelines.enumerated() {
+            try await keep(unheld(timeline), of: id, track: track)
         }
-        try await keep(unfinished, of: id)
+        var failing: Date?
         while true {
             try Task.checkCancellation()
-            let info = try await reader.contentInfo(for: media, maximumAge: .milliseconds(500))
-            let (body, metadata) = try await reader.playlistBody(media, planned: info)
-            let playlist = try HLSPlaylist(parsing: body)
-            let snapshot = try RecordedSegment.segments(of: playlist, base: metadata.finalURL ?? media)
-            let new = state.withLock { state -> [RecordedSegment] in
-                state.jobs[id]?.recording?.timeline.merge(snapshot, endList: playlist.isFinal) ?? []
+            var wait = Double.infinity
+            var ended = false
+            for (track, media) in playlists.enumerated() {
+                guard
+                    let (playlist, snapshot) = try await reloading(
+                        id, media, failingSince: &failing,
+                        {
+                            let info = try await reader.contentInfo(for: media, maximumAge: .milliseconds(500))
+                            let (body, metadata) = try await reader.playlistBody(media, planned: info)
+                            let playlist = try HLSPlaylist(parsing: body)
+                            return (playlist, try RecordedSegment.segments(of: playlist, base: metadata.finalURL ?? media))
+                        })
+                else { continue }
+                let new = state.withLock { state -> [RecordedSegment] in
+                    var taken: [RecordedSegment] = []
+                    state.jobs[id]?.recording?.update(track) { taken = $0.merge(snapshot, endList: playlist.isFinal) }
+                    return taken
+                }
+                // Written before the fetches: a cut run knows what it had taken, and the next one fetches it.
+                if !new.isEmpty { try? await persist(id) }
+                try await keep(new, of: id, track: track)
+                if track == 0 { ended = playlist.isFinal }
+                // Reloaded after half its target duration (RFC 8216bis 6.3.4 allows no less).
+                wait = min(wait, max(0.5, Double(playlist.targetDuration ?? 2) / 2))
             }
-            // Written before the fetches: a cut run knows what it had taken, and the next one fetches it.
-            if !new.isEmpty { try? await persist(id) }
-            try await keep(new, of: id)
-            let ended = state.withLock { $0.jobs[id]?.recording?.timeline.originEnded ?? true }
-            // Reloaded after half its target duration (RFC 8216bis 6.3.4 allows no less).
-            guard try await stillRecording(id, ended: ended, wait: max(0.5, Double(playlist.targetDuration ?? 2) / 2)) else { return }
+            guard try await stillRecording(id, ended: ended, wait: wait.isFinite ? wait : 1) else { return }
+        }
+    }
+
+    /// The segments of `timeline` taken but not stored.
+    func unheld(_ timeline: RecordingTimeline) -> [RecordedSegment] {
+        timeline.segments.filter { segment in
+            !segment.gap && URL(string: segment.url).map { !reader.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
+        }
+    }
+
+    /// How long a recording goes on while its origin fails every reload of its playlist or
+    /// manifest: past that it fails, saying so.
+    static let recordingPatience: TimeInterval = 120
+
+    /// Runs `reload`, a reload of the recording `id`'s playlist or manifest at `url`. An origin
+    /// failure is logged, counted and `nil`: the recording goes on (the segments it misses
+    /// meanwhile are marked when it sees the window again) until the origin has failed for
+    /// ``recordingPatience`` straight (`failingSince`, by the store's clock).
+    func reloading<T>(_ id: String, _ url: URL, failingSince: inout Date?, _ reload: () async throws -> T) async throws -> T? {
+        do {
+            let value = try await reload()
+            failingSince = nil
+            return value
+        } catch let error as CacheError
+            where [.originUnavailable, .originTimedOut, .originRejected, .originAnswered, .resourceChanged].contains(error.code)
+        {
+            let now = store.configuration.clock.now
+            let since = failingSince ?? now
+            failingSince = since
+            CacheMetrics.recordingReloadFailed()
+            configuration.logger.warning(
+                "A recording could not reload its playlist; it tries again",
+                metadata: ["job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            guard now.timeIntervalSince(since) < Self.recordingPatience else {
+                throw CacheError(
+                    error.code, "The origin failed every reload for \(Int(Self.recordingPatience)) s; the recording stopped (what it holds stays): \(error.message)")
+            }
+            return nil
+        } catch let error as HLSPlaylistError {
+            throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
         }
     }
 
@@ -94,22 +158,26 @@ extension DownloadQueue {
         return true
     }
 
-    /// The media playlist the recording `id` follows: its URL, or its chosen variant's.
-    private func recordedPlaylist(_ id: String) async throws -> URL {
+    /// The media playlists the recording `id` follows: its URL, or its chosen variant's and
+    /// the renditions chosen with it (the default audio), by track.
+    private func recordedPlaylists(_ id: String) async throws -> [URL] {
         let job = try current(id)
         guard let recording = job.recording else { throw Self.noJob(id) }
-        if let known = recording.mediaPlaylist { return known }
+        if let known = recording.mediaPlaylist { return [known] + (recording.renditions ?? []).map(\.url) }
         let (body, metadata) = try await reader.playlistBody(job.url)
         let playlist = try HLSPlaylist(parsing: body)
-        var media = job.url
-        if playlist.isMaster {
-            guard let variant = CachingReader.choose(recording.variant, among: playlist.variants),
-                let url = HLSPlaylist.resolve(variant.uri, base: metadata.finalURL ?? job.url)
-            else { throw CacheError(.originRejected, "\(job.url.absoluteString.prefix(200)) names no variant to record.") }
-            media = url
+        guard playlist.isMaster else {
+            state.withLock { $0.jobs[id]?.recording?.mediaPlaylist = job.url }
+            return [job.url]
         }
-        state.withLock { $0.jobs[id]?.recording?.mediaPlaylist = media }
-        return media
+        let master = try RecordedMaster(playlist, base: metadata.finalURL ?? job.url, choice: RenditionChoice(variants: [recording.variant]))
+        state.withLock { state in
+            state.jobs[id]?.recording?.mediaPlaylist = master.variant
+            state.jobs[id]?.recording?.renditions = master.renditions
+            state.jobs[id]?.recording?.variantLine = master.variantLine
+            state.jobs[id]?.recording?.carried = master.carried
+        }
+        return [master.variant] + master.renditions.map(\.url)
     }
 
     /// Pins and stores `segments` (and the init sections they name, or for a DASH `track` its
@@ -165,6 +233,7 @@ extension DownloadQueue {
                 throw error
             } catch {
                 state.withLock { $0.jobs[id]?.recording?.update(track) { $0.markGap(segment.sequence) } }
+                CacheMetrics.recordingGapMarked()
                 configuration.logger.warning(
                     "A recording could not fetch a segment; it is marked a gap", metadata: ["job": "\(id)", "url": "\(segment.url.prefix(200))", "reason": "\(error)"])
             }

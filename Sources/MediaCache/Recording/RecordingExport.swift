@@ -6,7 +6,8 @@ package import Foundation
 extension DownloadQueue {
     /// Writes the recording `id` as a folder a player plays offline, with no network: its
     /// segments and init sections under local names and `index.m3u8` (a DASH recording:
-    /// `index.mpd`), the recording's playlist (`VOD`, or static, once it stopped) naming them.
+    /// `index.mpd`), the recording's playlist (`VOD`, or static, once it stopped) naming them
+    /// (with renditions, the multivariant playlist, and each track's as `track0.m3u8`, …).
     /// A gap's segment is not written (its `EXT-X-GAP`, or the hole in the DASH timeline, tells
     /// a player so); a key stored in the cache is written beside them.
     /// - Throws: ``CacheError`` `.notCached` when there is no such recording; `.offline` naming
@@ -16,8 +17,9 @@ extension DownloadQueue {
         guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording else { throw Self.noJob(id) }
         let offline = reader.offlineTwin
         var items: [(url: URL, range: ByteRange?)] = []
-        let index: String
-        let write: ([URL: String]) -> String
+        // The files the index and playlists are, given the local name of each resource.
+        let write: ([URL: String]) -> [(name: String, text: String)]
+        var playlists: [(playlist: HLSPlaylist, base: URL)] = []
         if recording.isDASH {
             let tracks = recording.tracks ?? []
             for track in tracks {
@@ -26,25 +28,32 @@ extension DownloadQueue {
                     if let url = URL(string: segment.url) { items.append((url, segment.range)) }
                 }
             }
-            index = "index.mpd"
             let now = store.configuration.clock.now
             write = { names in
-                DASHRecordingWriter.manifest(
+                let text = DASHRecordingWriter.manifest(
                     tracks, namespaces: recording.namespaces ?? "", finished: true, anchor: now, now: now,
                     name: { URL(string: $0).flatMap { names[$0] } ?? $0 })
+                return [("index.mpd", text)]
             }
         } else {
-            guard let (text, base) = recordingPlaylist(id) else { throw Self.noJob(id) }
-            let playlist = try HLSPlaylist(parsing: Array(text.utf8))
-            let gaps = Set(try RecordedSegment.segments(of: playlist, base: base).filter(\.gap).map(\.url))
-            for segment in playlist.segments where !gaps.contains(segment.uri) {
-                guard let url = URL(string: segment.uri) else { continue }
-                items.append((url, segment.byteRange))
-                if let map = segment.initSection, let mapURL = URL(string: map.uri) { items.append((mapURL, map.byteRange)) }
+            // Each track's playlist; with renditions, `index.m3u8` is the multivariant playlist
+            // naming them as `track0.m3u8`, ….
+            for track in recording.playlistTimelines.indices {
+                guard let (text, base, _) = recordingPlaylist(id, track: track) else { throw Self.noJob(id) }
+                let playlist = try HLSPlaylist(parsing: Array(text.utf8))
+                let gaps = Set(try RecordedSegment.segments(of: playlist, base: base).filter(\.gap).map(\.url))
+                for segment in playlist.segments where !gaps.contains(segment.uri) {
+                    guard let url = URL(string: segment.uri) else { continue }
+                    items.append((url, segment.byteRange))
+                    if let map = segment.initSection, let mapURL = URL(string: map.uri) { items.append((mapURL, map.byteRange)) }
+                }
+                playlists.append((playlist, base))
             }
-            index = "index.m3u8"
+            let master = recordingPlaylist(id, reference: { "track\($0).m3u8" })
             write = { names in
-                playlist.rewritten(base: base) { url, _ in names[url] ?? url.absoluteString }
+                let texts = playlists.map { playlist, base in playlist.rewritten(base: base) { url, _ in names[url] ?? url.absoluteString } }
+                guard let master, master.master else { return [("index.m3u8", texts[0])] }
+                return [("index.m3u8", master.text)] + texts.enumerated().map { ("track\($0.offset).m3u8", $0.element) }
             }
         }
         guard !FileManager.default.fileExists(atPath: destination.path) else {
@@ -76,8 +85,7 @@ extension DownloadQueue {
         }
         // An HLS recording's keys stored in the cache (an encrypted store's) are written beside.
         var keys: [URL: String] = [:]
-        if !recording.isDASH, let (text, base) = recordingPlaylist(id) {
-            let playlist = try HLSPlaylist(parsing: Array(text.utf8))
+        for (playlist, base) in playlists {
             _ = playlist.rewritten(base: base) { url, tag in
                 if names[url] == nil, let tag, HLSPlaylist.keyTags.contains(tag), offline.cachedContentInfo(for: url) != nil, keys[url] == nil {
                     keys[url] = CachingReader.localName(for: url, index: 10_000 + keys.count)
@@ -88,8 +96,11 @@ extension DownloadQueue {
         for (url, name) in keys {
             bytes += try await offline.write(url, range: nil, to: destination.appendingPathComponent(name).path)
         }
-        let text = write(names.merging(keys) { first, _ in first })
-        try await CachingReader.writeFile(Array(text.utf8), to: destination.appendingPathComponent(index).path)
-        return ExportSummary(path: destination.appendingPathComponent(index).path, files: names.count + keys.count + 1, bytes: bytes)
+        let files = write(names.merging(keys) { first, _ in first })
+        for (name, text) in files {
+            try await CachingReader.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
+        }
+        let index = destination.appendingPathComponent(files[0].name).path
+        return ExportSummary(path: index, files: names.count + keys.count + files.count, bytes: bytes)
     }
 }

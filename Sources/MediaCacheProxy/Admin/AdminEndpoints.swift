@@ -31,7 +31,7 @@ import NIOHTTP1
 /// | `POST /_mediacache/preload?target=URL[&target=URL…][&seconds=S]` | the new queue (it replaces the old one; returns at once) |
 /// | `DELETE /_mediacache/preload` | the queue, emptied |
 /// | `POST /_mediacache/record?target=URL[&seconds=S][&variant=…]` | ``RecordingAnswer``: the job and the URL a player opens to watch it |
-/// | `GET /_mediacache/recording.m3u8?job=ID` | the recording's playlist (`EVENT` while it records, `VOD` after), its URIs through the proxy |
+/// | `GET /_mediacache/recording.m3u8?job=ID[&track=N]` | the recording's playlist (`EVENT` while it records, `VOD` after), its URIs through the proxy; of a multivariant one, its multivariant playlist naming each track's (`track=0` the variant's, 1, … its renditions') |
 /// | `GET /_mediacache/recording.mpd?job=ID` | a DASH recording's manifest (`dynamic` while it records, `static` after), the same |
 struct AdminEndpoints {
     static let prefix = "/_mediacache/"
@@ -202,17 +202,26 @@ struct AdminEndpoints {
                 return try Self.json(RecordingAnswer(job: job, url: proxy + Self.recordingPath(job, token: handler.configuration.token)))
             }
         case (.GET, "recording.m3u8"), (.HEAD, "recording.m3u8"):
-            guard let (text, base) = try downloads().recordingPlaylist(try job(target)) else {
-                throw ProxyRequestError(status: .notFound, "That job is not a recording.")
+            let id = try job(target)
+            let track = try target.query("track").map { text in
+                guard let track = Int(text), track >= 0 else { throw ProxyRequestError(status: .badRequest, "Give the track as a number from 0.") }
+                return track
             }
+            // A multivariant recording names each track's playlist here, relative to this one.
+            let token = handler.configuration.token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? ""
+            let reference = { (track: Int) in "recording.m3u8?job=" + HLSPlaylist.percentEncoded(id) + "&track=\(track)" + token }
+            guard let (text, base, master) = try downloads().recordingPlaylist(id, track: track, reference: reference) else {
+                throw ProxyRequestError(status: .notFound, track == nil ? "That job is not a recording." : "That recording has no such track.")
+            }
+            var metadata = ContentMetadata()
+            metadata.mimeType = "application/vnd.apple.mpegurl"
+            if master { return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head) }
             let parsed: HLSPlaylist
             do {
                 parsed = try HLSPlaylist(parsing: Array(text.utf8))
             } catch let error as HLSPlaylistError {
                 throw ProxyRequestError(status: .internalServerError, "The recording's playlist cannot be written: \(error.message)")
             }
-            var metadata = ContentMetadata()
-            metadata.mimeType = "application/vnd.apple.mpegurl"
             return handler.rewrite(parsed, metadata: metadata, url: base, head: head, localPort: localPort, headers: [])
         case (.GET, "recording.mpd"), (.HEAD, "recording.mpd"):
             guard let (text, base) = try downloads().recordingManifest(try job(target)) else {
