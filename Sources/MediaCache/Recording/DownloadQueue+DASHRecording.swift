@@ -25,22 +25,29 @@ extension DownloadQueue {
     func runDASHRecording(_ id: String) async throws {
         // Segments taken but not stored when the last run was cut: fetched now.
         for (index, track) in (state.withLock { $0.jobs[id]?.recording?.tracks ?? [] }).enumerated() {
-            let unfinished = track.timeline.segments.filter { segment in
-                !segment.gap && URL(string: segment.url).map { !reader.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
-            }
-            try await keep(unfinished, of: id, track: index, initialization: track.initialization.flatMap(URL.init(string:)))
+            try await keep(unheld(track.timeline), of: id, track: index, initialization: track.initialization.flatMap(URL.init(string:)))
         }
+        var failing: Date?
         while true {
             try Task.checkCancellation()
             let job = try current(id)
-            let info = try await reader.contentInfo(for: job.url, maximumAge: .milliseconds(500))
-            let (body, metadata) = try await reader.playlistBody(job.url, planned: info)
-            let manifest: DASHManifest
-            do {
-                manifest = try DASHManifest(parsing: body)
-            } catch {
-                configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-                throw CacheError(.originRejected, "The manifest at \(job.url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+            guard
+                let (manifest, metadata) = try await reloading(
+                    id, job.url, failingSince: &failing,
+                    {
+                        let info = try await reader.contentInfo(for: job.url, maximumAge: .milliseconds(500))
+                        let (body, metadata) = try await reader.playlistBody(job.url, planned: info)
+                        do {
+                            return (try DASHManifest(parsing: body), metadata)
+                        } catch let error as DASHManifestError {
+                            configuration.logger.warning(
+                                "Rejected an origin manifest", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+                            throw CacheError(.originRejected, "The manifest at \(job.url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+                        }
+                    })
+            else {
+                guard try await stillRecording(id, ended: false, wait: 1) else { return }
+                continue
             }
             let now = store.configuration.clock.now
             let snapshot = try Self.tracks(of: manifest, url: job.url, base: metadata.finalURL ?? job.url, now: now, variant: job.recording?.variant ?? .first)

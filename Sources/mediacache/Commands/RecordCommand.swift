@@ -9,22 +9,23 @@ import MediaCacheProxy
 struct RecordCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Record a live HLS stream past the origin's window: every segment as it appears, kept pinned, playable from the first.",
+        abstract: "Record a live HLS or DASH stream past the origin's window: every segment as it appears, kept pinned, playable from the first.",
         discussion: """
             With a server running, the server records and this prints the recording's id and the URL a player opens to \
-            watch it (from the beginning, while it records and after: an EVENT playlist, then a VOD one). Without one, \
+            watch it (from the beginning, while it records and after: an EVENT playlist, then a VOD one; for DASH a \
+            dynamic manifest, then a static one). The variant's audio rendition is recorded with it. Without one, \
             the recording runs here until it ends; Ctrl-C stops it (it resumes with the next `mediacache serve`, the \
             missed segments marked). It stops after --for, at the end of the presentation, or with `mediacache cancel`.
             """
     )
 
-    @Argument(help: "The live playlist (a media playlist, or a multivariant one whose --variant is recorded).")
+    @Argument(help: "The live playlist (a media playlist, or a multivariant one whose --variant is recorded) or DASH manifest.")
     var url: String
 
     @Option(name: .customLong("for"), help: "How long to record, e.g. 90m, 2h, 600s (default: until the presentation ends).", transform: Age.parse)
     var duration: Duration?
 
-    @Option(help: "Which variant of a multivariant playlist: first, lowest, highest, a height (720p) or bits per second.")
+    @Option(help: "Which variant (of DASH, which video representation): first, lowest, highest, a height (720p) or bits per second.")
     var variant: String?
 
     @OptionGroup var options: CacheOptions
