@@ -24,7 +24,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// Options for origin requests.
     public typealias Configuration = OriginFetcherConfiguration
 
+    /// The client for direct requests, and one per proxy (``Configuration/proxies``).
     let client: HTTPClient
+    let proxied: [OriginProxies.Server: HTTPClient]
     let configuration: Configuration
     /// How origins' certificates are checked (system roots plus ``Configuration/trustRoots``).
     let tlsConfiguration: TLSConfiguration
@@ -55,7 +57,26 @@ public final class HTTPOriginFetcher: OriginFetcher {
         // connect timeout: a certificate that is not trusted will not become trusted.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
-        exchange = OriginExchange(transport: Transport(client: client, configuration: configuration), policy: configuration.policy)
+        var proxied: [OriginProxies.Server: HTTPClient] = [:]
+        for server in configuration.proxies.servers {
+            var through = clientConfiguration
+            through.proxy = Self.clientProxy(server)
+            proxied[server] = HTTPClient(eventLoopGroupProvider: .singleton, configuration: through)
+        }
+        self.proxied = proxied
+        exchange = OriginExchange(transport: Transport(direct: client, proxied: proxied, configuration: configuration), policy: configuration.policy)
+    }
+
+    /// AsyncHTTPClient's proxy for `server`: plain HTTP as absolute-form requests, HTTPS
+    /// through `CONNECT`, Basic credentials from the URL's user-info; or SOCKS5.
+    static func clientProxy(_ server: OriginProxies.Server) -> HTTPClient.Configuration.Proxy {
+        switch server.kind {
+        case .http:
+            let authorization = server.username.map { HTTPClient.Authorization.basic(username: $0, password: server.password ?? "") }
+            return .server(host: server.host, port: server.port, authorization: authorization)
+        case .socks5:
+            return .socksServer(host: server.host, port: server.port)
+        }
     }
 
     /// Each HTTP/2 stream's first window, announced once a connection is up.
@@ -77,6 +98,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// Closes the HTTP client's connections.
     public func shutdown() async throws {
         try await client.shutdown()
+        for other in proxied.values { try await other.shutdown() }
     }
 
     // MARK: OriginFetcher
@@ -104,7 +126,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     /// Sends one request with AsyncHTTPClient, its failures told apart by cause.
     struct Transport: OriginTransport {
-        let client: HTTPClient
+        let direct: HTTPClient
+        let proxied: [OriginProxies.Server: HTTPClient]
         let configuration: Configuration
 
         func send(_ request: OriginRequest) async throws -> OriginReply {
@@ -112,6 +135,13 @@ public final class HTTPOriginFetcher: OriginFetcher {
             outgoing.method = request.method
             outgoing.headers = request.headers
             let url = request.url
+            // Each hop's own way out: a redirect may lead to a host `no_proxy` names.
+            let proxy = configuration.proxies.server(for: url)
+            if let proxy, proxy.kind == .http, url.scheme?.lowercased() == "http" {
+                // In the absolute form, which a parent cache can store: not through CONNECT.
+                return try await AbsoluteFormTransport(server: proxy, configuration: configuration).send(request)
+            }
+            let client = proxy.flatMap { proxied[$0] } ?? direct
             let response: HTTPClientResponse
             do {
                 response = try await client.execute(outgoing, timeout: .init(configuration.responseTimeout))
@@ -133,7 +163,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
                     configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
                     throw CacheError(.originRejected, reason, underlyingError: error)
                 }
-                let unreachable = HTTPOriginFetcher.unreachable(url, error)
+                let unreachable = HTTPOriginFetcher.unreachable(url, error, through: proxy)
                 if HTTPOriginFetcher.isStaleConnection(error) { throw StaleConnection(error: unreachable) }
                 throw unreachable
             }
@@ -151,9 +181,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
     }
 
     /// The error for an origin that cannot be reached, naming it and the cause.
-    static func unreachable(_ url: URL, _ error: any Error) -> CacheError {
+    static func unreachable(_ url: URL, _ error: any Error, through proxy: OriginProxies.Server? = nil) -> CacheError {
         let authority = HostAndPort(authorityOf: url).map { "\($0.name):\($0.port ?? (url.scheme == "https" ? 443 : 80))" } ?? url.absoluteString
-        return CacheError(.originUnavailable, "Cannot reach \(authority.prefix(200)): \(cause(of: error)).", underlyingError: error)
+        let via = proxy.map { " through the proxy \($0)" } ?? ""
+        return CacheError(.originUnavailable, "Cannot reach \(authority.prefix(200))\(via): \(cause(of: error)).", underlyingError: error)
     }
 
     /// Why a connection failed, in a few words (`Connection refused`).
@@ -361,6 +392,10 @@ public struct OriginFetcherConfiguration: Sendable {
     public var usesHTTP2 = true
     /// The `User-Agent` sent to origins.
     public var userAgent = "MediaCache/1.0"
+    /// The proxies origin requests go through (AsyncHTTPClient only; URLSession follows the
+    /// system's settings). None by default: `OriginProxies(environment:)` reads
+    /// `http_proxy` and the rest as curl does, as `mediacache serve` does.
+    public var proxies = OriginProxies.none
     /// Reads answers as a shared cache does (RFC 9111: `private` never stored, `s-maxage`
     /// and `proxy-revalidate` honoured, answers to requests with `Authorization` stored only
     /// when the origin allows it): for a proxy that serves several people (`serve

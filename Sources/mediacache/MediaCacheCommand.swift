@@ -12,7 +12,7 @@ struct MediaCacheCommand: AsyncParsableCommand {
             ServeCommand.self, URLCommand.self, PrefetchCommand.self, PreloadCommand.self, PinCommand.self, UnpinCommand.self, RecordCommand.self, DownloadsCommand.self,
             NetworkCommand.self,
             JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self, ExportCommand.self,
-            ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self, ServiceCommand.self,
+            ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self, ServiceCommand.self, IntegrateCommand.self, PlayCommand.self,
         ]
     )
 }

@@ -37,6 +37,12 @@ extension CacheAccess {
         try await ask(info, .GET, "preload", query: [], timeout: preloadTimeout)
     }
 
+    /// Whether the server `info` describes answers (its preload queue, in seconds at most): a
+    /// `server.json` a killed server left names a port nobody, or someone else, answers on.
+    static func answers(_ info: ServerInfo) async -> Bool {
+        (try? await preloadStatus(info)) != nil
+    }
+
     /// The server answers a preload at once: a port nobody answers on is told in seconds, not
     /// after the minute AsyncHTTPClient would go on trying to connect.
     static let preloadTimeout: TimeAmount = .seconds(5)

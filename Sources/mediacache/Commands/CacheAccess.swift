@@ -36,7 +36,9 @@ enum CacheAccess {
             configuration.logger = Logger(label: "mediacache") { StreamLogHandler.standardError(label: $0) }
             configuration.logger.logLevel = .warning
             let store = try await CacheStore.open(directory: directory, configuration: configuration)
-            let fetcher = HTTPOriginFetcher()
+            var fetcherConfiguration = HTTPOriginFetcher.Configuration()
+            fetcherConfiguration.proxies = try OriginProxies.forCommand()
+            let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
             return .local(store: store, reader: CachingReader(store: store, fetcher: fetcher), fetcher: fetcher)
         } catch let error as CacheError where error.code == .storeLocked {
             guard let data = try? Data(contentsOf: serverFile(in: directory)), let info = try? JSONDecoder().decode(ServerInfo.self, from: data) else {

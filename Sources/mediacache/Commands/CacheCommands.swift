@@ -183,8 +183,10 @@ struct URLCommand: AsyncParsableCommand {
 
     func run() async throws {
         let url = try mediaCacheOriginURL(originURL)
-        let authority = server.host.contains(":") ? "[\(server.host)]:\(server.port)" : "\(server.host):\(server.port)"
-        print("http://\(authority)" + ProxyURL.path(for: url, token: server.token))
+        let info = try await server.resolved()
+        // A URL that leads to this server already is given back as it is (never a loop).
+        if url.absoluteString.hasPrefix(info.baseURL + "/") { return print(url.absoluteString) }
+        print(info.baseURL + ProxyURL.path(for: url, token: info.token))
     }
 }
 
@@ -199,12 +201,36 @@ struct ServerAddress: ParsableArguments {
     @Option(help: "The proxy's access token, if it has one.")
     var token: String?
 
+    @Flag(
+        help: """
+            The server that holds the cache folder (--cache-dir, else the default one), its address and token from the \
+            folder's server.json; fails, saying so, when none answers.
+            """)
+    var running = false
+
+    @Option(help: "With --running: the cache folder (default: the user's cache folder, mediacache/ inside it).")
+    var cacheDir: String?
+
     func validate() throws {
         guard (1...65535).contains(port) else { throw ValidationError("--port must be 1...65535.") }
+        guard running || cacheDir == nil else { throw ValidationError("--cache-dir goes with --running.") }
     }
 
     /// The server as the admin requests reach it.
     var info: ServerInfo { ServerInfo(host: host, port: port, token: token, pid: 0) }
+
+    /// The server named, or with `--running` the one that holds the cache folder and answers.
+    /// - Throws: ``CommandFailure`` when none runs.
+    func resolved() async throws -> ServerInfo {
+        guard running else { return info }
+        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+        if let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)), let found = try? JSONDecoder().decode(ServerInfo.self, from: data),
+            await CacheAccess.answers(found)
+        {
+            return found
+        }
+        throw CommandFailure("No MediaCache server runs for \(folder.path); start one with `mediacache serve`.")
+    }
 }
 
 /// `originURL(_:)` under a name no command's property shadows.

@@ -44,11 +44,12 @@ struct PreloadCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
+            let info = try await server.resolved()
             let status: [PreloadItemStatus]
             if urls.isEmpty, !clear {
-                status = try await CacheAccess.preloadStatus(server.info)
+                status = try await CacheAccess.preloadStatus(info)
             } else {
-                status = try await CacheAccess.preload(server.info, try urls.map(mediaCacheOriginURL), seconds: seconds)
+                status = try await CacheAccess.preload(info, try urls.map(mediaCacheOriginURL), seconds: seconds)
             }
             if json { return try printJSON(status) }
             guard !status.isEmpty else { return print("The preload queue is empty.") }

@@ -131,6 +131,14 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("http1-only"), help: "Speak HTTP/1.1 to https origins even when they offer HTTP/2.")
     var http1Only = false
 
+    @Option(
+        name: .customLong("parent-proxy"),
+        help: """
+            Send origin requests through this proxy (http://[user:password@]host:port, or socks5://host:port), but for the hosts \
+            no_proxy names. Without it, http_proxy, https_proxy, all_proxy and no_proxy apply as curl reads them.
+            """)
+    var parentProxy: String?
+
     @Flag(
         name: .customLong("no-cookies"),
         help: "Keep no cookies for origins: a player's Cookie field is sent on as it is, and streams behind signed cookies it does not send fail.")
@@ -262,6 +270,10 @@ struct ServeCommand: AsyncParsableCommand {
         fetcherConfiguration.trustRoots = try trustRoots()
         fetcherConfiguration.skipsCertificateVerification = insecureSkipVerify
         fetcherConfiguration.usesHTTP2 = !http1Only
+        fetcherConfiguration.proxies = try OriginProxies.forCommand(parent: parentProxy)
+        for server in fetcherConfiguration.proxies.servers {
+            logger.notice("Origin requests go through a proxy", metadata: ["proxy": "\(server)"])
+        }
         fetcherConfiguration.isSharedCache = sharedCache || allowRemote
         if fetcherConfiguration.isSharedCache {
             logger.notice(

@@ -127,7 +127,7 @@ struct ServiceDefinition: Equatable {
 }
 
 /// The running executable's absolute path, which the service definition starts.
-private func executablePath() throws -> String {
+func executablePath() throws -> String {
     let path = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
     guard path.hasPrefix("/"), FileManager.default.isExecutableFile(atPath: path) else {
         throw CommandFailure("Cannot tell where this mediacache executable is (\(CommandLine.arguments[0])); run it by its path.")
