@@ -240,13 +240,14 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             }
             let response = try await send(request)
             keepCookies(of: response, from: current)
-            guard [301, 302, 303, 307, 308].contains(response.status) else { return (response, current == url ? nil : current) }
+            // A redirect without a `Location` cannot be followed: it is the origin's answer,
+            // passed to the player as any other status is (and stored as its freshness allows).
+            guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers.first(name: "location") else {
+                return (response, current == url ? nil : current)
+            }
             // The redirect's own body is not wanted; read a little of it so the connection
             // can be reused, or give up on it (the transport then closes that connection).
             _ = try? await Self.collect(response.body, upTo: 16 << 10)
-            guard let location = response.headers.first(name: "location") else {
-                throw rejected("answered \(response.status) without a Location", url: current)
-            }
             guard visited.count <= policy.maxRedirects else {
                 throw rejected("redirected more than \(policy.maxRedirects) times", url: url)
             }

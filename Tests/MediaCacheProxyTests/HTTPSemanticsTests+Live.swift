@@ -146,3 +146,24 @@ extension HTTPSemanticsTests {
         }
     }
 }
+
+extension HTTPSemanticsTests {
+    /// A `301` without a `Location` cannot be followed: it is the origin's answer, and reaches
+    /// the player as every other status does (not a `502`), its body with it, and is reused
+    /// for its explicit freshness (RFC 9111 §3: a `301` is cacheable by default).
+    @Test func aRedirectWithoutLocationReachesThePlayerAsItCame() async throws {
+        try await ProxyHarness.with { h in
+            var moved = TestOrigin.Resource.generated(length: 1_000, seed: 3, mimeType: "text/html")
+            moved.faults.status = 301
+            moved.faults.statusBody = Array("<p>Moved, somewhere.</p>".utf8)
+            moved.cacheControl = "max-age=600"
+            h.origin.serve(moved, at: "/nowhere.mp4")
+            for round in 0..<2 {
+                let reply = try await h.get(h.url("/nowhere.mp4"))
+                #expect(reply.status == 301 && String(buffer: reply.body) == "<p>Moved, somewhere.</p>", "round \(round): \(reply.status)")
+                #expect(reply.headers.first(name: "location") == nil)
+            }
+            #expect(h.origin.requests("/nowhere.mp4").count == 1, "the second from the stored answer: \(h.origin.requests("/nowhere.mp4"))")
+        }
+    }
+}
