@@ -79,7 +79,7 @@ public enum ChildProcess {
     /// held up the servers of the test it waited for until Dispatch's monitor, which looks once
     /// a second, added a thread (a curl through the proxy took whole seconds to its first
     /// byte, and under load more than its 30 s limit).
-    static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    public static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()
         }

@@ -26,6 +26,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     }
     /// When a request's bytes last arrived or its answer ended.
     private var lastActivity = NIODeadline.now()
+    /// A request was refused and its answer sent: what the client still sends is read and
+    /// dropped until it closes or ``lingerTime`` passes (a close with unread input would reset
+    /// the connection, which can destroy the answer before the client reads it).
+    private var lingering = false
+    /// How long a refused connection reads and drops what still comes (nginx: 5 s per read).
+    static let lingerTime: TimeAmount = .seconds(2)
     private var idleCheck: NIOScheduledCallback?
     /// Opened while ``ProxyConfiguration/maxConnections`` were open: its request gets 503.
     private let isOverCapacity: Bool
@@ -65,12 +71,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// Answers a request the HTTP parser refuses with a status and a one-line reason: `431`
     /// when the head is over the size limit,
     /// else `400` (with `Allow` when the method is one the parser does not know), and closes
-    /// the connection once it is written (NIO's `HTTPServerProtocolErrorHandler` does the
-    /// same with a bare `400`). The
+    /// the connection once it is written, lingering (NIO's `HTTPServerProtocolErrorHandler`
+    /// closes at once, with a bare `400`, which a client still sending can get as a reset). The
     /// `HTTPServerPipelineHandler` before this handler holds a parser error back while an
     /// answer is being written and passes it on once that answer has ended, so no answer is
     /// ever cut in two.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Bytes after a refused request (the parser's error state): dropped while it lingers.
+        if lingering { return }
         guard let parserError = error as? HTTPParserError else {
             context.fireErrorCaught(error)
             return
@@ -92,9 +100,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         if case .text(let text) = response.body {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
         }
-        // The request's framing is lost: the connection ends with the answer, as it says.
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
+        // The request's framing is lost: the connection ends with the answer, as it says, in
+        // a lingering close: the output ends after the answer, what still comes is dropped.
+        lingering = true
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
+            channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
+        }
         configuration.logger.info("refused", metadata: ["status": "\(response.status.code)", "error": "\(parserError)"])
         context.fireErrorCaught(error)
     }
