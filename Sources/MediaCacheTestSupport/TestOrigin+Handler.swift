@@ -17,7 +17,13 @@ final class OriginHandler: ChannelInboundHandler {
     private let raw: RawWriter?
     private var head: HTTPRequestHead?
     /// The body being sent: what is left and how to send it.
-    private var sending: Sending?
+    private var sending: Sending? {
+        didSet {
+            // Counted per path: a test waits for the origin to have stopped sending.
+            if oldValue == nil, let path = sending?.path { origin.paths.withLock { $0[path]?.responsesInProgress += 1 } }
+            if sending == nil, let path = oldValue?.path { origin.paths.withLock { $0[path]?.responsesInProgress -= 1 } }
+        }
+    }
     private var paused = false
 
     struct Sending {
@@ -259,6 +265,11 @@ final class OriginHandler: ChannelInboundHandler {
             if current.next >= current.end {
                 sending = nil
                 finishResponse(context: context, keepAlive: current.keepAlive)
+                return
+            }
+            // A connection the client closed takes no more bytes (none is counted as sent).
+            guard context.channel.isActive else {
+                sending = nil
                 return
             }
             guard context.channel.isWritable else {

@@ -222,6 +222,8 @@ public final class TestOrigin: Sendable {
         var requests: [Request] = []
         var bodyBytesSent: Int64 = 0
         var drops = 0
+        /// Responses whose body is being sent now.
+        var responsesInProgress = 0
     }
 
     let paths = Mutex<[String: PathState]>([:])
@@ -375,6 +377,12 @@ public final class TestOrigin: Sendable {
     }
 
     /// The body bytes sent for `path`.
+    /// How many answers for `path` are sending their body now (0 once every one ended, or
+    /// its connection closed).
+    public func responsesInProgress(_ path: String) -> Int {
+        paths.withLock { $0[path]?.responsesInProgress ?? 0 }
+    }
+
     public func bodyBytesSent(_ path: String) -> Int64 {
         paths.withLock { $0[path]?.bodyBytesSent ?? 0 }
     }
