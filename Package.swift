@@ -177,8 +177,13 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            // The fuzz corpus is read from the source tree at test time (`Mutator`), not built.
-            exclude: ["Fuzz/Corpus"],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP field parsers alone, and their fuzz targets. (The fuzz corpus, Tests/FuzzCorpus,
+        // is read from the source tree at test time by `Mutator`, not built.)
+        .testTarget(
+            name: "MediaCacheHTTPFieldsTests",
+            dependencies: ["MediaCache", "MediaCacheHTTPFields", "MediaCacheTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

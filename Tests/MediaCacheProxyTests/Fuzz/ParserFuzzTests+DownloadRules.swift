@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -30,7 +31,7 @@ extension ParserFuzzTests {
             }
             return (window != nil ? "window" : answer != nil ? "answer" : "refused", nil)
         }
-        try Self.expectVaried(outcomes, ["window", "answer", "refused"])
+        try Mutator.expectVaried(outcomes, ["window", "answer", "refused"])
     }
 
     /// The start and end minutes the model reads from `bytes`, or `nil`.

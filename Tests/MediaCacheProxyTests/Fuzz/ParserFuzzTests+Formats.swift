@@ -24,7 +24,7 @@ extension ParserFuzzTests {
             guard LogRedaction.redact(redacted) == redacted else { return ("twice", "redacting again changed it") }
             return (redacted == input ? "unchanged" : "redacted", nil)
         }
-        try Self.expectVaried(outcomes, ["redacted", "unchanged"])
+        try Mutator.expectVaried(outcomes, ["redacted", "unchanged"])
     }
 
     static func modelRedaction(_ text: [UInt8]) -> [UInt8] {
@@ -112,7 +112,7 @@ extension ParserFuzzTests {
                 return ("error", "threw \(error), not a TrustRootsError")
             }
         }
-        try Self.expectVaried(outcomes, ["roots", "error"])
+        try Mutator.expectVaried(outcomes, ["roots", "error"])
         // The reason code read from a TLS library error text: an upper-case token that
         // follows the last `OPENSSL_internal:`, or nothing.
         try Mutator.run("pem", share: 10) { input in
@@ -164,7 +164,7 @@ extension ParserFuzzTests {
             guard sent == !expired else { return ("jar", "sent \(sent) to \(target), expired \(expired)") }
             return (expired ? "expired" : "cookie", nil)
         }
-        try Self.expectVaried(outcomes, ["cookie", "refused", "expired"])
+        try Mutator.expectVaried(outcomes, ["cookie", "refused", "expired"])
     }
 
     /// Steering manifests from a steering server: refused with a reason, or written again as
@@ -197,7 +197,7 @@ extension ParserFuzzTests {
             else { return ("again", String(decoding: written, as: UTF8.self)) }
             return ("manifest", nil)
         }
-        try Self.expectVaried(outcomes, ["manifest", "refused"])
+        try Mutator.expectVaried(outcomes, ["manifest", "refused"])
     }
 
     @Test func httpDatesStayInBoundsAndRoundTrip() throws {
@@ -210,7 +210,7 @@ extension ParserFuzzTests {
             guard HTTPDate.parse(formatted) == seconds else { return ("round trip", "\(formatted) is not \(seconds)") }
             return ("date", nil)
         }
-        try Self.expectVaried(outcomes, ["date", "refused"])
+        try Mutator.expectVaried(outcomes, ["date", "refused"])
         // Every second of the range formats to a date that parses back to it.
         var random = Mutator.seed
         for _ in 0..<Mutator.iterations {
@@ -269,7 +269,7 @@ extension ParserFuzzTests {
             }
             return (rewrote ? "rewritten" : "unchanged", nil)
         }
-        try Self.expectVaried(outcomes, ["rewritten", "unchanged", "refused"])
+        try Mutator.expectVaried(outcomes, ["rewritten", "unchanged", "refused"])
     }
 
     /// The model of ``CacheKeyRule/keyURL(for:)`` on a query: its `&`-separated items in
@@ -320,7 +320,7 @@ extension ParserFuzzTests {
             guard rule.key(for: other) == rule.key(for: url) else { return ("query", "new signature values changed the key: \(other)") }
             return (dropsSome ? "dropped" : "kept", nil)
         }
-        try Self.expectVaried(outcomes, ["dropped", "kept"])
+        try Mutator.expectVaried(outcomes, ["dropped", "kept"])
     }
 
     /// The model of ``DASHManifest/rewritten(base:map:)``: read again, the output has the
@@ -390,7 +390,7 @@ extension ParserFuzzTests {
             }
             return (rewrote || added ? "rewritten" : "unchanged", nil)
         }
-        try Self.expectVaried(outcomes, ["rewritten", "refused"])
+        try Mutator.expectVaried(outcomes, ["rewritten", "refused"])
     }
 
     /// An export's rewrite (``DASHManifest/rewritten(base:removing:relative:map:)`` leaving out
@@ -424,17 +424,10 @@ extension ParserFuzzTests {
             }
             return (removed.isEmpty ? "nothing removed" : "removed", nil)
         }
-        try Self.expectVaried(outcomes, ["removed", "refused"])
+        try Mutator.expectVaried(outcomes, ["removed", "refused"])
     }
 
     static func text(of element: DASHManifest.Element, in manifest: DASHManifest) -> String {
         element.text.map { String(decoding: manifest.bytes[$0], as: UTF8.self) } ?? ""
-    }
-
-    static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let total = outcomes.values.reduce(0, +)
-        for label in labels {
-            #expect((outcomes[label] ?? 0) * 100 >= total, "only \(outcomes[label] ?? 0) of \(total) inputs were \(label)", sourceLocation: sourceLocation)
-        }
     }
 }

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -30,7 +31,7 @@ extension ParserFuzzTests {
             }
             return ("resolved", nil)
         }
-        try Self.expectVaried(outcomes, ["resolved", "no variables"])
+        try Mutator.expectVaried(outcomes, ["resolved", "no variables"])
     }
 
     /// Interstitial asset lists from outside: refused with a reason, or written again as JSON
@@ -53,6 +54,6 @@ extension ParserFuzzTests {
             }
             return ("list", nil)
         }
-        try Self.expectVaried(outcomes, ["list", "refused"])
+        try Mutator.expectVaried(outcomes, ["list", "refused"])
     }
 }

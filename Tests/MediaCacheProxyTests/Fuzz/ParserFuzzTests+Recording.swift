@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -29,7 +30,7 @@ extension ParserFuzzTests {
             }
             return (segments.isEmpty ? "no segments" : "recorded", nil)
         }
-        try Self.expectVaried(outcomes, ["recorded", "refused"])
+        try Mutator.expectVaried(outcomes, ["recorded", "refused"])
     }
 }
 
@@ -58,7 +59,7 @@ extension ParserFuzzTests {
             guard read == expected else { return ("lost", "read back \(read.map(\.count)) of \(expected.map(\.count))") }
             return (tracks.isEmpty ? "no tracks" : "recorded", nil)
         }
-        try Self.expectVaried(outcomes, ["recorded", "refused"])
+        try Mutator.expectVaried(outcomes, ["recorded", "refused"])
     }
 
     /// An `xs:dateTime` (a live manifest's `availabilityStartTime`): any text is a date or
@@ -72,6 +73,6 @@ extension ParserFuzzTests {
             }
             return ("read", nil)
         }
-        try Self.expectVaried(outcomes, ["read", "refused"])
+        try Mutator.expectVaried(outcomes, ["read", "refused"])
     }
 }

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -26,7 +27,7 @@ extension ParserFuzzTests {
             }
             return ("filtered", again.variants.isEmpty ? "no variant left in \(output.debugDescription)" : nil)
         }
-        try Self.expectVaried(outcomes, ["filtered", "media"])
+        try Mutator.expectVaried(outcomes, ["filtered", "media"])
     }
 
     /// A rendition choice over a master playlist from outside: never a trap; what it takes is
@@ -65,6 +66,6 @@ extension ParserFuzzTests {
             }
             return ("chosen", nil)
         }
-        try Self.expectVaried(outcomes, ["chosen", "not a master"])
+        try Mutator.expectVaried(outcomes, ["chosen", "not a master"])
     }
 }

@@ -1,11 +1,11 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import Foundation
-import Testing
+public import Foundation
+public import Testing
 
 /// A small mutation fuzzer for the parsers of outside input: it starts from a committed
-/// seed corpus (`Fuzz/Corpus/NAME.txt`, one input per line) and derives each input by
+/// seed corpus (`Tests/FuzzCorpus/NAME.txt`, one input per line) and derives each input by
 /// inserting, deleting, repeating and replacing pieces, with tokens that have broken
 /// parsers before (numbers at and past `Int64.max`, signs, non-ASCII digits, brackets,
 /// control characters). The generator is seeded, so a failure names the seed and
@@ -13,12 +13,12 @@ import Testing
 ///
 /// How many inputs each target runs: `MEDIACACHE_FUZZ_ITERATIONS` (default 100,000);
 /// `MEDIACACHE_FUZZ_SEED` picks another sequence.
-struct Mutator {
-    static var iterations: Int {
+public struct Mutator {
+    public static var iterations: Int {
         ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 100_000
     }
 
-    static var seed: UInt64 {
+    public static var seed: UInt64 {
         ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_SEED"].flatMap(UInt64.init) ?? 0x6d65_6469_6163_6163
     }
 
@@ -32,16 +32,17 @@ struct Mutator {
     ]
 
     private var state: UInt64
-    let corpus: [String]
+    public let corpus: [String]
 
-    init(corpus name: String, seed: UInt64 = Mutator.seed) throws {
-        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Corpus/\(name).txt")
+    public init(corpus name: String, seed: UInt64 = Mutator.seed) throws {
+        // Read from the source tree, as the tests are run from it.
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Tests/FuzzCorpus/\(name).txt")
         corpus = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         state = seed
     }
 
     /// SplitMix64.
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E4B9
@@ -49,12 +50,12 @@ struct Mutator {
         return z ^ (z >> 31)
     }
 
-    mutating func below(_ bound: Int) -> Int {
+    public mutating func below(_ bound: Int) -> Int {
         Int(next() % UInt64(max(1, bound)))
     }
 
     /// The next input: a seed, mutated zero to four times.
-    mutating func input() -> String {
+    public mutating func input() -> String {
         var characters = Array(corpus[below(corpus.count)])
         for _ in 0..<below(5) {
             let position = below(characters.count + 1)
@@ -82,7 +83,7 @@ struct Mutator {
     @discardableResult
     /// - Parameter share: the fraction of ``iterations`` to run, for targets whose inputs are
     ///   large (whole header blocks).
-    static func run(
+    public static func run(
         _ corpus: String, share: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
         check: (String) -> (label: String, failure: String?)
     ) throws -> [String: Int] {
@@ -103,5 +104,14 @@ struct Mutator {
         }
         print("fuzz \(corpus): \(iterations) inputs, \(failures) failures, outcomes \(outcomes.sorted { $0.key < $1.key })")
         return outcomes
+    }
+
+    /// Fails unless each of `labels` was the outcome of at least 1 % of the inputs: a target
+    /// whose inputs all end the same way tests nothing.
+    public static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let total = outcomes.values.reduce(0, +)
+        for label in labels {
+            #expect((outcomes[label] ?? 0) * 100 >= total, "only \(outcomes[label] ?? 0) of \(total) inputs were \(label)", sourceLocation: sourceLocation)
+        }
     }
 }
