@@ -21,6 +21,13 @@ import Testing
         return resource
     }
 
+    /// A harness whose store (of `limit` bytes, `pinned` of them pinned) runs on `clock`.
+    static func withClock(_ clock: ManualClock, limit: Int64, pinned: Int64, _ body: (Harness) async throws -> Void) async throws {
+        var configuration = PinnedDownloadsTests.store(limit: limit, pinned: pinned)
+        configuration.clock = clock
+        try await Harness.with(store: configuration, body)
+    }
+
     @Test func aRecordingStopsAtThePinnedQuotaAndKeepsWhatItHolds() async throws {
         // Room for three segments of 100 kB in the pinned quota.
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 350_000)) { h in
@@ -79,9 +86,7 @@ import Testing
     /// answers 404 for still play, from the pin: a recording outlives the CDN.
     @Test func recordedSegmentsTheOriginDroppedStillPlay() async throws {
         let clock = ManualClock()
-        var configuration = PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)
-        configuration.clock = clock
-        try await Harness.with(store: configuration) { h in
+        try await Self.withClock(clock, limit: 10_000_000, pinned: 5_000_000) { h in
             h.origin.useClock(clock)
             for index in 0..<3 {
                 var segment = TestOrigin.Resource.generated(length: 30_000, seed: UInt64(60 + index))
@@ -128,9 +133,7 @@ extension RecordingTests {
     /// the recording stops when its time is up, by the same clock, as a static manifest.
     @Test func aLiveDASHTemplateFollowsTheClock() async throws {
         let clock = ManualClock()
-        var configuration = PinnedDownloadsTests.store(limit: 50_000_000, pinned: 20_000_000)
-        configuration.clock = clock
-        try await Harness.with(store: configuration) { h in
+        try await Self.withClock(clock, limit: 50_000_000, pinned: 20_000_000) { h in
             h.origin.useClock(clock)
             for name in ["v", "a"] { h.origin.serve(.generated(length: 1_000, seed: name == "v" ? 1 : 2), at: "/ld/init-\(name).m4s") }
             for number in 1...20 {
@@ -190,9 +193,7 @@ extension RecordingTests {
     /// longer than the recording's patience (by the store's clock) ends it, saying so.
     @Test func aRecordingRidesOutAnOriginThatFailsAWhile() async throws {
         let clock = ManualClock()
-        var configuration = PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)
-        configuration.clock = clock
-        try await Harness.with(store: configuration) { h in
+        try await Self.withClock(clock, limit: 10_000_000, pinned: 5_000_000) { h in
             for index in 0..<10 { h.origin.serve(.generated(length: 10_000, seed: UInt64(40 + index)), at: "/down/seg\(index).ts") }
             // Revalidated at each reload, whatever the (manual) clock says.
             func window(_ first: Int) -> TestOrigin.Resource {

@@ -161,17 +161,12 @@ struct PlayCommand: AsyncParsableCommand {
     static func run(_ arguments: [String]) async -> Int32 {
         await withCheckedContinuation { continuation in
             Thread {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = arguments
                 do {
-                    try process.run()
+                    continuation.resume(returning: try runPassingThrough(arguments))
                 } catch {
                     FileHandle.standardError.write(Data("Cannot run \(arguments[0]): \(error.localizedDescription)\n".utf8))
-                    return continuation.resume(returning: 127)
+                    continuation.resume(returning: 127)
                 }
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationStatus)
             }.start()
         }
     }

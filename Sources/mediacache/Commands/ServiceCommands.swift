@@ -137,14 +137,17 @@ func executablePath() throws -> String {
 
 /// Runs `arguments` (a service manager's command), its output passed through; its exit status.
 private func runManager(_ arguments: [String]) -> Int32 {
+    (try? runPassingThrough(arguments)) ?? -1
+}
+
+/// Runs `arguments` (the first found on the `PATH`) with this process's terminal and waits
+/// for it (blocking: call it off the cooperative pool); its exit status.
+/// - Throws: when it cannot be started.
+func runPassingThrough(_ arguments: [String]) throws -> Int32 {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
-    do {
-        try process.run()
-    } catch {
-        return -1
-    }
+    try process.run()
     process.waitUntilExit()
     return process.terminationStatus
 }
