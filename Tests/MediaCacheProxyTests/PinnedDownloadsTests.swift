@@ -175,7 +175,7 @@ import Testing
                 #expect(content.firstMismatch(in: bytes, at: 0) == nil)
                 // Only the missing bytes came again, and what the first run held in flight.
                 let sent = origin.bodyBytesSent("/film.mp4")
-                #expect(sent - sentBefore <= size - storedBefore + reader.configuration.readAhead, "sent \(sent), before \(sentBefore), stored \(storedBefore)")
+                #expect(sent - sentBefore <= size - storedBefore + reader.configuration.downloadLead, "sent \(sent), before \(sentBefore), stored \(storedBefore)")
                 await queue.shutDown()
             }
             // Third run: completed, still pinned.

@@ -250,7 +250,7 @@ import Testing
     /// thrown away, and a read close behind asks the origin only for what comes after them.
     @Test func bytesTheOriginSentAreKeptWhenTheLastReaderLeaves() async throws {
         var configuration = CachingReader.Configuration()
-        configuration.readAhead = 100_000
+        configuration.downloadLead = 100_000
         try await ScriptedHarness.with(reader: configuration) { h in
             let content = DeterministicContent(seed: 20)
             h.origin.serve(Self.url, length: 4_000_000, seed: 20)

@@ -186,7 +186,7 @@ final class SimulatedPlayer: Sendable {
             // at most the read-ahead past each request it cut short (the engine's bound). What
             // the origin wrote is no measure: it also counts bytes the kernel held in socket
             // buffers when a request was cancelled, 5-13 MB a session here, 17 MB once under load.
-            let readAhead = CachingReader.Configuration().readAhead
+            let readAhead = CachingReader.Configuration().downloadLead
             let taken = AVPlayerTrace.mp4.reduce(Int64(262_144)) { $0 + min($1.length, take) }
             let cutShort = Int64(AVPlayerTrace.mp4.filter { $0.length > take }.count)
             let stored = h.store.spans(for: h.store.key(for: h.origin.url("/movie.mp4"))).byteCount

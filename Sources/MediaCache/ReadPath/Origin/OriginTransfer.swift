@@ -9,7 +9,7 @@ import Synchronization
 /// Moves one download's bytes from the origin into the store and to its readers: reads the
 /// probe's answer (the player's range as asked) to its end, then asks for the rest in one
 /// request (never for bytes the store has), paced by how far its readers are, checks each answer,
-/// delivers what arrives to the ``Download`` (which wakes only the readers waiting for it)
+/// delivers what arrives to the ``SharedDownload`` (which wakes only the readers waiting for it)
 /// while writing it to the store, and resumes a broken connection. Runs on the download's
 /// own task, with what it is given: it does not call back into the ``CachingReader``.
 struct OriginTransfer: Sendable {
@@ -18,7 +18,7 @@ struct OriginTransfer: Sendable {
     let configuration: CachingReader.Configuration
     /// Where the transfer records that the origin gave the entry's version.
     let validations: ValidationMemory
-    let download: Download
+    let download: SharedDownload
     /// An answer that was already asked for (the probe's), used for the first request.
     let firstResponse: OriginResponse?
     /// Where a transfer that serves no player gives way to players (see ``OriginPriority``).
@@ -120,11 +120,11 @@ struct OriginTransfer: Sendable {
 
     /// How far the transfer may be ahead of its fastest reader once it has delivered
     /// `delivered` bytes: ``CachingReader/Configuration/minimumRequest`` at first, then as
-    /// much as it has delivered (doubling), up to ``CachingReader/Configuration/readAhead``. A
+    /// much as it has delivered (doubling), up to ``CachingReader/Configuration/downloadLead``. A
     /// player that hangs up early so leaves little unread behind it, and one that keeps
     /// reading is soon far ahead.
-    private func readAhead(delivered: Int64) -> Int64 {
-        min(configuration.readAhead, max(configuration.minimumRequest, delivered))
+    private func lead(delivered: Int64) -> Int64 {
+        min(configuration.downloadLead, max(configuration.minimumRequest, delivered))
     }
 
     private enum BodyEnd {
@@ -199,7 +199,7 @@ struct OriginTransfer: Sendable {
                 chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(requestEnd - next))!
             }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
-            await download.pace(readAhead: readAhead(delivered: next - download.start))
+            await download.pace(lead: lead(delivered: next - download.start))
             await yieldToPlayers(&seen)
             // A pinned download's rate caps (``DownloadPacer``); never on bytes a player reads.
             if !download.servesPlayer, let pacer = DownloadPacer.current { await pacer.take(chunk.readableBytes) }

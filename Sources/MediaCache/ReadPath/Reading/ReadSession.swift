@@ -14,8 +14,8 @@ import Synchronization
 final class ReadSession: Sendable {
     struct State {
         var machine: ReaderStateMachine
-        var download: (download: Download, reader: UInt64)?
-        /// The current download's ``Download/retries`` when this read joined it.
+        var download: (download: SharedDownload, reader: UInt64)?
+        /// The current download's ``SharedDownload/retries`` when this read joined it.
         var retriesAtJoin = 0
         var handle: CacheEntryHandle?
         var statistics = ReadStatistics()
@@ -26,8 +26,8 @@ final class ReadSession: Sendable {
         /// count as from the cache, all others as from the origin.
         var cachedAtStart: SpanSet
         /// An encrypted entry's next chunk, being read and opened while the one before is
-        /// sent (see ``readAhead(after:in:handle:)``).
-        var readAhead: (range: ByteRange, task: Task<ByteBuffer, any Error>)?
+        /// sent (see ``openAhead(after:in:handle:chunkSize:)``).
+        var openedAhead: (range: ByteRange, task: Task<ByteBuffer, any Error>)?
 
         var cursor: Int64 { machine.cursor }
         var isClosed: Bool { machine.isClosed }
@@ -76,7 +76,7 @@ final class ReadSession: Sendable {
     }
 
     /// Lets go of the current download, counting its retries while this read waited on it.
-    private static func leaveDownload(_ state: inout State) -> (download: Download, reader: UInt64)? {
+    private static func leaveDownload(_ state: inout State) -> (download: SharedDownload, reader: UInt64)? {
         guard let current = state.download else { return nil }
         state.statistics.originRetries += current.download.retries - state.retriesAtJoin
         state.download = nil
@@ -91,8 +91,8 @@ final class ReadSession: Sendable {
                 state.machine.close()
                 state.handle = nil
             }
-            state.readAhead?.task.cancel()
-            state.readAhead = nil
+            state.openedAhead?.task.cancel()
+            state.openedAhead = nil
             return (Self.leaveDownload(&state), state.handle, !state.isClosed)
         }
         if wasOpen { reader.openStreams.subtract(1, ordering: .relaxed) }
@@ -197,7 +197,7 @@ final class ReadSession: Sendable {
 
     /// What the read sees at `cursor`: the stored span there, the bytes `download` holds
     /// there, and that download's progress; with the entry's spans.
-    private func observe(at cursor: Int64, handle: CacheEntryHandle?, download: Download?, chunkSize: Int64) async throws
+    private func observe(at cursor: Int64, handle: CacheEntryHandle?, download: SharedDownload?, chunkSize: Int64) async throws
         -> (ReaderStateMachine.Observation, SpanSet)
     {
         if passThrough != nil { return (ReaderStateMachine.Observation(passesThrough: true), SpanSet()) }
@@ -241,7 +241,7 @@ final class ReadSession: Sendable {
         var end = chunkEnd(at: cursor, in: span, handle: handle, chunkSize: chunkSize)
         let bytes: ByteBuffer
         do {
-            if let ahead = takeReadAhead(at: cursor) {
+            if let ahead = takeOpenedAhead(at: cursor) {
                 end = ahead.range.upperBound
                 bytes = try await versioned { try await ahead.task.value }
             } else {
@@ -251,7 +251,7 @@ final class ReadSession: Sendable {
             return nil
         }
         advance(to: end)
-        if handle.cipher != nil { readAhead(after: end, in: span, handle: handle, chunkSize: chunkSize) }
+        if handle.cipher != nil { openAhead(after: end, in: span, handle: handle, chunkSize: chunkSize) }
         return .bytes(bytes)
     }
 
@@ -267,23 +267,23 @@ final class ReadSession: Sendable {
     /// Starts reading (and opening) the chunk after `end` of an encrypted entry, so that
     /// opening it overlaps with sending the one before; the next step takes it if the cursor
     /// is still there. One chunk per read at most.
-    private func readAhead(after end: Int64, in span: ByteRange, handle: CacheEntryHandle, chunkSize: Int64) {
+    private func openAhead(after end: Int64, in span: ByteRange, handle: CacheEntryHandle, chunkSize: Int64) {
         guard end < min(span.upperBound, range.upperBound) else { return }
         let next = ByteRange(end, chunkEnd(at: end, in: span, handle: handle, chunkSize: chunkSize))
         let task = Task { try await handle.read(next) }
         let stale = state.withLock { state -> Task<ByteBuffer, any Error>? in
             guard !state.isClosed else { return task }
-            defer { state.readAhead = (next, task) }
-            return state.readAhead?.task
+            defer { state.openedAhead = (next, task) }
+            return state.openedAhead?.task
         }
         stale?.cancel()
     }
 
     /// The chunk read ahead, if it starts at `cursor`; one that does not is dropped.
-    private func takeReadAhead(at cursor: Int64) -> (range: ByteRange, task: Task<ByteBuffer, any Error>)? {
+    private func takeOpenedAhead(at cursor: Int64) -> (range: ByteRange, task: Task<ByteBuffer, any Error>)? {
         let ahead = state.withLock { state in
-            defer { state.readAhead = nil }
-            return state.readAhead
+            defer { state.openedAhead = nil }
+            return state.openedAhead
         }
         guard let ahead, ahead.range.lowerBound == cursor else {
             ahead?.task.cancel()
@@ -343,7 +343,7 @@ final class ReadSession: Sendable {
 
     /// Joins or starts the download for the hole at `cursor` and remembers it.
     @discardableResult
-    private func attach(at cursor: Int64, holeEnd: Int64) -> Download {
+    private func attach(at cursor: Int64, holeEnd: Int64) -> SharedDownload {
         let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
         let stores = state.withLock { $0.handle != nil }
         let (download, readerID, isNew) = reader.scheduler.join(
@@ -404,7 +404,7 @@ final class ReadSession: Sendable {
     }
 
     private func advance(to cursor: Int64) {
-        let download = state.withLock { state -> (Download, UInt64)? in
+        let download = state.withLock { state -> (SharedDownload, UInt64)? in
             let given = ByteRange(state.cursor, cursor)
             let fromCache = state.cachedAtStart.byteCount(in: given)
             state.statistics.bytesFromCache += fromCache

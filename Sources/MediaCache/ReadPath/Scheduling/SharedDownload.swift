@@ -13,9 +13,9 @@ import Synchronization
 /// transfer (``OriginTransfer``) delivers bytes here while it writes them to the store. A
 /// reader takes delivered bytes from memory while they are kept (those being written, the
 /// latest stored ones, and all of them when the store refused a write) and from the store
-/// otherwise, and is woken only when a byte it waits for arrives. The download runs at most `readAhead` bytes ahead of its readers,
+/// otherwise, and is woken only when a byte it waits for arrives. The download runs at most `downloadLead` bytes ahead of its readers,
 /// so a paused player pauses the origin too, and it stops when its last reader leaves.
-final class Download: Sendable {
+final class SharedDownload: Sendable {
     private struct Locked {
         var machine: DownloadStateMachine
         var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -143,9 +143,9 @@ final class Download: Sendable {
         if ended { task.cancel() }
     }
 
-    /// Waits while the download is `readAhead` bytes ahead of its readers.
-    func pace(readAhead: Int64) async {
-        await wait(for: .room(readAhead: readAhead))
+    /// Waits while the download is `lead` bytes ahead of its readers.
+    func pace(lead: Int64) async {
+        await wait(for: .room(lead: lead))
     }
 
     func responseReceived() {

@@ -32,9 +32,9 @@ extension CachingReader {
         /// together, up to this many; the origin waits while the queue is full.
         package var writeBatchLimit = 1 << 20
         /// How far a download may run ahead of its fastest reader, at most.
-        package var readAhead: Int64 = 4 << 20
+        package var downloadLead: Int64 = 4 << 20
         /// How far a download may run ahead of its readers at first; then as far as it has
-        /// delivered (doubling), up to ``readAhead``. A reader that goes away early so
+        /// delivered (doubling), up to ``downloadLead``. A reader that goes away early so
         /// leaves little unread behind it, and one that keeps reading is soon far ahead.
         /// Also the size of the range a revalidation asks for with the cached bytes' validator.
         package var minimumRequest: Int64 = 256 << 10

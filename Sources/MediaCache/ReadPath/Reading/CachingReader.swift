@@ -74,7 +74,7 @@ public final class CachingReader: Sendable {
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
-    func transfer(for download: Download, firstResponse: OriginResponse?) -> OriginTransfer {
+    func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         OriginTransfer(
             store: store, fetcher: fetcher, configuration: configuration, validations: validations,
             download: download, firstResponse: firstResponse, priority: priority)

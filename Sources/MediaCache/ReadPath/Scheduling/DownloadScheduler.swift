@@ -12,7 +12,7 @@ import Synchronization
 /// end for lack of readers in between. Each download's bytes are moved by an
 /// ``OriginTransfer`` on a task of its own.
 final class DownloadScheduler: Sendable {
-    private let downloads = Mutex<[CacheKey: [Download]]>([:])
+    private let downloads = Mutex<[CacheKey: [SharedDownload]]>([:])
     /// What a probe got that exists nowhere else, held for the read that planned it until
     /// that read takes it or lets it go. The whole protocol, in one place:
     ///
@@ -31,7 +31,7 @@ final class DownloadScheduler: Sendable {
     ///    and a held body's request is dropped.
     private enum Reservation {
         /// A reader on a download that does not store (a `no-store` probe's).
-        case download(Download, reader: UInt64)
+        case download(SharedDownload, reader: UInt64)
         /// A body without a length (chunked or close-delimited), not yet read.
         case body(OriginResponse)
 
@@ -70,7 +70,7 @@ final class DownloadScheduler: Sendable {
     func join(
         url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool,
         headers: RequestHeaders
-    ) -> (download: Download, reader: UInt64, isNew: Bool) {
+    ) -> (download: SharedDownload, reader: UInt64, isNew: Bool) {
         downloads.withLock { downloads in
             let active = (downloads[key] ?? []).filter { !$0.isFinished }
             for candidate in active {
@@ -110,7 +110,7 @@ final class DownloadScheduler: Sendable {
 
     /// Holds a reader at `download`'s start for the read that will join it, in place of any
     /// reservation before (which is let go).
-    func reserve(_ download: Download) {
+    func reserve(_ download: SharedDownload) {
         guard let id = download.addReader(at: download.start) else { return }
         hold(.download(download, reader: id), for: download.key)
     }
@@ -131,8 +131,8 @@ final class DownloadScheduler: Sendable {
 
     /// The download held for `key` with its reader, moved to `cursor`, when it fetches the
     /// bytes there; the reservation is then the caller's.
-    func takeReservation(_ key: CacheKey, at cursor: Int64) -> (download: Download, reader: UInt64)? {
-        let reserved = reservations.withLock { reservations -> (download: Download, reader: UInt64)? in
+    func takeReservation(_ key: CacheKey, at cursor: Int64) -> (download: SharedDownload, reader: UInt64)? {
+        let reserved = reservations.withLock { reservations -> (download: SharedDownload, reader: UInt64)? in
             guard case .download(let download, let reader)? = reservations[key], download.start <= cursor, cursor < download.end else { return nil }
             reservations[key] = nil
             return (download, reader)
@@ -159,15 +159,15 @@ final class DownloadScheduler: Sendable {
         held?.release()
     }
 
-    func makeDownload(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) -> Download {
-        Download(
+    func makeDownload(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) -> SharedDownload {
+        SharedDownload(
             url: url, key: key, start: start, end: end, isFullBody: isFullBody, stores: stores, headers: headers,
-            keptBytes: configuration.readAhead)
+            keptBytes: configuration.downloadLead)
     }
 
     /// Registers `download` (if it is not yet) and runs `transfer` for it on a task of its own,
     /// which ends it and unregisters it.
-    func start(_ download: Download, transfer: OriginTransfer) {
+    func start(_ download: SharedDownload, transfer: OriginTransfer) {
         guard !hasShutDown else {
             download.fail(Self.shutDownError)
             return

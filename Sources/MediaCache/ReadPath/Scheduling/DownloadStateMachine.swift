@@ -6,7 +6,7 @@ import NIOCore
 /// The lifecycle of one origin download as a value without I/O: events go in (a reader
 /// joins, the origin answers, bytes arrive, a request fails, the last reader leaves), and
 /// what must be done comes out (which waiters to wake, whether to cancel the transfer, whether
-/// to retry). ``Download`` runs it under a lock and carries out what it returns; the
+/// to retry). ``SharedDownload`` runs it under a lock and carries out what it returns; the
 /// transfer (``OriginTransfer``) feeds it. Tested on its own in `DownloadStateMachineTests`.
 ///
 /// ```
@@ -51,8 +51,8 @@ struct DownloadStateMachine {
         case bytes(at: Int64)
         /// The origin's first answer.
         case response
-        /// The transfer's own wait: until it is less than `readAhead` ahead of its readers.
-        case room(readAhead: Int64)
+        /// The transfer's own wait: until it is less than `lead` ahead of its readers.
+        case room(lead: Int64)
         /// Until no byte before this offset is still being written (a read that ends makes
         /// sure what it gave is in the store, so a replay finds it there).
         case stored(upTo: Int64)
@@ -326,7 +326,7 @@ struct DownloadStateMachine {
         switch condition {
         case .bytes(let cursor): position > cursor
         case .response: hasResponse
-        case .room(let readAhead): (lead ?? 0) < readAhead
+        case .room(let limit): (lead ?? 0) < limit
         case .stored(let end): !chunks.contains { $0.storage == .writing && $0.offset < end }
         }
     }
