@@ -86,7 +86,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// connections announce no `SETTINGS_INITIAL_WINDOW_SIZE`, so each new stream may carry
     /// 65,535 bytes (RFC 9113 §6.9.2) until the client's `WINDOW_UPDATE` comes back a round
     /// trip later: over a far origin every answer larger than that cost a round trip more than
-    /// over HTTP/1.1 (a seek session's 13 ranges of 256 KiB at 60 ms: 2285 ms against 1491 ms).
+    /// over HTTP/1.1 (a seek session over a far link: docs/benchmarks.md).
     /// The origin reads this `SETTINGS` before any request that follows it on the connection,
     /// and acknowledges it before it sends their data; the client's stream channels then
     /// widen their windows by the difference (NIOHTTP2's bulk window change).

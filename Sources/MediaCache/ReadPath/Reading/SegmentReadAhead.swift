@@ -21,9 +21,8 @@ package final class SegmentReadAhead: Sendable {
     /// The most segments remembered of one playlist (its first ones).
     package static let segmentLimit = 20_000
     /// How many segments a player must have asked for right before the one it asks for to be
-    /// read ahead of. With one, ffmpeg's first frame of an HLS stream over a 60 ms, 40 Mbit/s
-    /// link waited for a read-ahead it started while probing (0.87-0.93x of direct against 0.74x
-    /// without read-ahead).
+    /// read ahead of. With one, ffmpeg's first frame of an HLS stream over a far link waited for
+    /// a read-ahead it started while probing (docs/benchmarks.md, "when read-ahead starts").
     package static let playedBefore = 2
     /// The most segments remembered in all: beyond it the oldest playlists are forgotten (a
     /// DASH manifest brings all its representations at once).
