@@ -74,7 +74,7 @@ public struct SquidProxy: Sendable {
     public var accessLog: String { (try? String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)) ?? "" }
 
     /// Whether something accepts a TCP connection on `127.0.0.1:port`.
-    static func canConnect(_ port: Int) -> Bool {
+    package static func canConnect(_ port: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

@@ -96,4 +96,25 @@ struct ParentProxyTests {
             #expect(squid.accessLog.contains("HIT/"), "the second play was Squid's: \(squid.accessLog)")
         }
     }
+
+    /// The same with Varnish (a reverse proxy in front of one origin) as the parent, with the
+    /// configuration docs/operating.md gives.
+    @Test(.enabled(if: VarnishCache.isInstalled, "needs varnish"))
+    func twoServersBehindOneVarnishFetchOnceBetweenThem() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { try? await origin.shutdown() } }
+        origin.serve(Self.film(length: 3_000_000, seed: 34), at: "/v/film.mp4")
+        try await withTemporaryDirectory { directory in
+            let varnish = try await VarnishCache.start(in: directory.appendingPathComponent("varnish"), backendPort: origin.port)
+            defer { Task { await varnish.stop() } }
+            for instance in 0..<2 {
+                try await RunningServer.with(["--parent-proxy", varnish.url], origin: origin) { server in
+                    let played = try await Self.play(server.info, origin.url("/v/film.mp4"))
+                    #expect(played.status == 200 && played.body.count == 3_000_000, "instance \(instance)")
+                    #expect(DeterministicContent(seed: 34).firstMismatch(in: ByteBuffer(bytes: played.body), at: 0) == nil, "instance \(instance)")
+                }
+                #expect(origin.requests("/v/film.mp4").count == 1, "after instance \(instance): \(origin.requests("/v/film.mp4"))")
+            }
+        }
+    }
 }
