@@ -161,7 +161,7 @@ extension ProxyContractTests {
 
     /// A connection that sends nothing is closed by the proxy once idle for the timeout (and
     /// only the idle rule can close it before the client's own limit of 60 s). When a
-    /// connection is idle is decided by `IdleRule`, tested below without waiting.
+    /// connection is idle is decided by `ConnectionStateMachine`, tested without waiting (`ConnectionStateMachineTests`).
     @Test func anIdleConnectionIsClosed() async throws {
         try await ProxyHarness.with(configure: { configuration in
             var configuration = configuration
@@ -172,17 +172,5 @@ extension ProxyContractTests {
             let exchange = try await RawHTTPClient(port: h.port).exchange([String](), timeout: .seconds(60))
             #expect(exchange.closedByServer && exchange.responses.isEmpty)
         }
-    }
-
-    /// An answer being sent is never cut, however long it takes; otherwise a connection is
-    /// closed once nothing happened on it for the timeout, and looked at again when it would be.
-    @Test func theIdleRule() {
-        let timeout = TimeAmount.seconds(120)
-        #expect(IdleRule.decide(idleFor: .seconds(500), isResponding: true, timeout: timeout) == .lookAgain(timeout))
-        #expect(IdleRule.decide(idleFor: .zero, isResponding: true, timeout: timeout) == .lookAgain(timeout))
-        #expect(IdleRule.decide(idleFor: .seconds(120), isResponding: false, timeout: timeout) == .close)
-        #expect(IdleRule.decide(idleFor: .seconds(121), isResponding: false, timeout: timeout) == .close)
-        #expect(IdleRule.decide(idleFor: .seconds(20), isResponding: false, timeout: timeout) == .lookAgain(.seconds(100)))
-        #expect(IdleRule.decide(idleFor: .zero, isResponding: false, timeout: timeout) == .lookAgain(timeout))
     }
 }

@@ -17,30 +17,21 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     private let handler: ProxyHandler
     private let configuration: ProxyConfiguration
     private let connections: ConnectionRegistry
-    private var head: HTTPRequestHead?
     /// The connection's last request that passed the checks (see ``RepeatedRequestCheck``).
     private var lastChecked = RepeatedRequestCheck()
+    /// What the connection is doing, and what each event makes it do.
+    private var machine: ConnectionStateMachine
+    /// The answer being sent, on a task.
     private var task: Task<Void, Never>?
-    private var isResponding = false {
-        didSet { lastActivity = .now() }
-    }
-    /// When a request's bytes last arrived or its answer ended.
-    private var lastActivity = NIODeadline.now()
-    /// A request was refused and its answer sent: what the client still sends is read and
-    /// dropped until it closes or ``lingerTime`` passes (a close with unread input would reset
-    /// the connection, which can destroy the answer before the client reads it).
-    private var lingering = false
     /// How long a refused connection reads and drops what still comes (nginx: 5 s per read).
     static let lingerTime: TimeAmount = .seconds(2)
     private var idleCheck: NIOScheduledCallback?
-    /// Opened while ``ProxyConfiguration/maxConnections`` were open: its request gets 503.
-    private let isOverCapacity: Bool
 
     init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool) {
         self.handler = handler
         self.configuration = configuration
         self.connections = connections
-        self.isOverCapacity = isOverCapacity
+        machine = ConnectionStateMachine(now: .now(), idleTimeout: configuration.idleTimeout, isOverCapacity: isOverCapacity)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -49,7 +40,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        task?.cancel()
+        if machine.channelInactive() == .cancelAnswer { task?.cancel() }
         idleCheck?.cancel()
         idleCheck = nil
         connections.remove(context.channel)
@@ -61,9 +52,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     private func scheduleIdleCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
         idleCheck = LoopCallback.schedule(at: .now() + delay, on: context.eventLoop) { [self] in
             guard idleCheck != nil else { return }
-            switch IdleRule.decide(idleFor: .now() - lastActivity, isResponding: isResponding, timeout: configuration.idleTimeout) {
+            switch machine.idleTimerFired(now: .now()) {
             case .close: context.close(promise: nil)
             case .lookAgain(let delay): scheduleIdleCheck(context, in: delay)
+            default: break
             }
         }
     }
@@ -77,9 +69,11 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// answer is being written and passes it on once that answer has ended, so no answer is
     /// ever cut in two.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Bytes after a refused request (the parser's error state): dropped while it lingers.
-        if lingering { return }
-        guard let parserError = error as? HTTPParserError else {
+        let parserError: HTTPParserError
+        switch machine.errorCaught(error) {
+        case .refuseMalformed(let refused): parserError = refused
+        case .drop: return  // bytes after a refused request (the decoder's error state)
+        default:
             context.fireErrorCaught(error)
             return
         }
@@ -102,7 +96,6 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         }
         // The request's framing is lost: the connection ends with the answer, as it says, in
         // a lingering close: the output ends after the answer, what still comes is dropped.
-        lingering = true
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
@@ -113,54 +106,69 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        lastActivity = .now()
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-        case .body:
+        let action =
+            switch unwrapInboundIn(data) {
+            case .head(let head): machine.requestHead(head, now: .now())
+            case .body: machine.requestBody(now: .now())
+            case .end: machine.requestEnd(now: .now())
+            }
+        let channel = context.channel
+        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let number = machine.answers
+        switch action {
+        case .refuseOverCapacity(let head):
+            var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
+            refusal.headers.add(name: "Retry-After", value: "1")
+            let response = refusal
+            configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
+            task = connections.run {
+                await Self.send(response, on: channel, version: head.version, keepAlive: false)
+                channel.eventLoop.execute { this.value.answerEnded(number) }
+            }
+        case .answer(let head):
+            answer(head, number: number, context: context)
+        default:
             break
-        case .end:
-            guard let head else { return }
-            self.head = nil
-            let channel = context.channel
-            guard !isOverCapacity else {
-                var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
-                refusal.headers.add(name: "Retry-After", value: "1")
-                let response = refusal
-                configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
-                task = connections.run { await Self.send(response, on: channel, version: head.version, keepAlive: false) }
+        }
+    }
+
+    /// The answer to the `number`th request ended: the connection waits for the next one.
+    private func answerEnded(_ number: Int) {
+        _ = machine.answerEnded(number, now: .now())
+    }
+
+    /// Answers `head`: a stored range that fits in one file region here on the event loop,
+    /// anything else on a task.
+    private func answer(_ head: HTTPRequestHead, number: Int, context: ChannelHandlerContext) {
+        let channel = context.channel
+        let handler = handler
+        let localPort = channel.localAddress?.port ?? configuration.port
+        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+        // A stored range that fits in one file region is answered here on the event
+        // loop, in one flush: no task, no hop to another thread.
+        var first: ReadPart?
+        var stored: ProxyResponse?
+        var checked: ProxyHandler.CheckedRequest?
+        switch handler.respondFromStore(to: head, localPort: localPort, checking: &lastChecked) {
+        case .answered(let response): stored = response
+        case .needsGeneralPath(let found): checked = found
+        }
+        if let stored, case .stream(let stream, let log) = stored.body {
+            first = stream.nextPartWithoutWaiting()
+            if case .file(let region)? = first, region.range.upperBound == stream.range.upperBound {
+                stream.cancel()  // it has given its last byte
+                Self.sendAtOnce(
+                    stored, region: region, log: log, statistics: stream.statistics, on: context, version: head.version,
+                    keepAlive: head.isKeepAlive
+                ) { this.value.answerEnded(number) }
                 return
             }
-            isResponding = true
-            let handler = handler
-            let localPort = channel.localAddress?.port ?? configuration.port
-            let this = NIOLoopBound(self, eventLoop: context.eventLoop)
-            // A stored range that fits in one file region is answered here on the event
-            // loop, in one flush: no task, no hop to another thread.
-            var first: ReadPart?
-            var stored: ProxyResponse?
-            var checked: ProxyHandler.CheckedRequest?
-            switch handler.respondFromStore(to: head, localPort: localPort, checking: &lastChecked) {
-            case .answered(let response): stored = response
-            case .needsGeneralPath(let found): checked = found
-            }
-            if let stored, case .stream(let stream, let log) = stored.body {
-                first = stream.nextPartWithoutWaiting()
-                if case .file(let region)? = first, region.range.upperBound == stream.range.upperBound {
-                    stream.cancel()  // it has given its last byte
-                    Self.sendAtOnce(
-                        stored, region: region, log: log, statistics: stream.statistics, on: context, version: head.version,
-                        keepAlive: head.isKeepAlive
-                    ) { this.value.isResponding = false }
-                    return
-                }
-            }
-            let (firstPart, answered, found) = (first, stored, checked)
-            task = connections.run {
-                let response = if let answered { answered } else { await handler.respond(to: head, localPort: localPort, checked: found) }
-                await Self.send(response, firstPart: firstPart, on: channel, version: head.version, keepAlive: head.isKeepAlive)
-                channel.eventLoop.execute { this.value.isResponding = false }
-            }
+        }
+        let (firstPart, answered, found) = (first, stored, checked)
+        task = connections.run {
+            let response = if let answered { answered } else { await handler.respond(to: head, localPort: localPort, checked: found) }
+            await Self.send(response, firstPart: firstPart, on: channel, version: head.version, keepAlive: head.isKeepAlive)
+            channel.eventLoop.execute { this.value.answerEnded(number) }
         }
     }
 
@@ -328,22 +336,5 @@ extension ProxyConnectionHandler {
             }
             throw error
         }
-    }
-}
-
-/// When a connection is idle: no request byte has arrived and no answer has ended for the
-/// timeout, and no answer is being sent (a long one is never cut). Pure, so it is tested
-/// without waiting.
-enum IdleRule {
-    enum Decision: Equatable {
-        case close
-        /// Not idle yet: look again after this long.
-        case lookAgain(TimeAmount)
-    }
-
-    /// - Parameter idleFor: how long since a request's bytes last arrived or an answer ended.
-    static func decide(idleFor: TimeAmount, isResponding: Bool, timeout: TimeAmount) -> Decision {
-        if isResponding { return .lookAgain(timeout) }
-        return idleFor >= timeout ? .close : .lookAgain(timeout - idleFor)
     }
 }
