@@ -34,15 +34,13 @@ import NIOHTTP1
 /// | `GET /_mediacache/recording.m3u8?job=ID[&track=N]` | the recording's playlist (`EVENT` while it records, `VOD` after), its URIs through the proxy; of a multivariant one, its multivariant playlist naming each track's (`track=0` the variant's, 1, … its renditions') |
 /// | `GET /_mediacache/recording.mpd?job=ID` | a DASH recording's manifest (`dynamic` while it records, `static` after), the same |
 struct AdminEndpoints {
-    static let prefix = "/_mediacache/"
+    static let prefix = ProxyRouter.adminPrefix
     let handler: ProxyHandler
 
-    /// The answer when `head` is an admin request (a path under ``prefix`` without `url=`); `nil` otherwise.
-    func respond(to head: HTTPRequestHead, localPort: Int) async throws -> ProxyResponse? {
-        // Most requests are for media: a look at the URI's start settles it without parsing.
-        guard head.uri.hasPrefix(Self.prefix) || head.uri.hasPrefix("/metrics") || head.uri.hasPrefix("/status") else { return nil }
-        let target = RequestTarget(head.uri)
-        guard let path = target.path, path.hasPrefix(Self.prefix) || Self.pages.contains(path), target.query("url") == nil else { return nil }
+    /// Checks and answers the admin request `head` for `path` (the router's
+    /// ``ProxyRouter/Checked/admin(path:target:)``). A refusal is counted, not logged as a
+    /// request of a player.
+    func respond(to head: HTTPRequestHead, path: String, target: RequestTarget, localPort: Int) async throws -> ProxyResponse {
         do {
             try handler.router.checkSender(head, localPort: localPort)
             // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
@@ -73,7 +71,7 @@ struct AdminEndpoints {
     }
 
     /// The pages outside ``prefix``: the metrics and the status page.
-    static let pages: Set<String> = ["/metrics", "/status", "/status.json"]
+    static let pages = ProxyRouter.adminPages
 
     private func page(_ path: String) throws -> ProxyResponse {
         switch path {

@@ -44,9 +44,15 @@ struct ProxyHandler: Sendable {
             router.noteRefusal(error, head)
             response = log.finish(ProxyResponse.failure(error), error: error)
         }
+        return Self.finished(response, for: head, router: router)
+    }
+
+    /// Every answer's last step, whichever path made it: the CORS fields for a listed page,
+    /// and no body for a `HEAD`, whatever the status (RFC 9110 §9.3.2).
+    static func finished(_ response: ProxyResponse, for head: HTTPRequestHead, router: ProxyRouter) -> ProxyResponse {
+        var response = response
         router.addCORSHeaders(to: &response, for: head)
         if head.method == .HEAD {
-            // A HEAD answer has no body, whatever the status (RFC 9110 §9.3.2).
             if case .stream(let stream, _) = response.body { stream.cancel() }
             response.body = .none
         }
@@ -90,9 +96,7 @@ struct ProxyHandler: Sendable {
         reader.readAhead(of: asked.url, headers: asked.forwarded)
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
-        var response = media(stream, isPartial: specifier != nil, log: &log)
-        router.addCORSHeaders(to: &response, for: head)
-        return .answered(response)
+        return .answered(Self.finished(media(stream, isPartial: specifier != nil, log: &log), for: head, router: router))
     }
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
@@ -121,9 +125,9 @@ struct ProxyHandler: Sendable {
         if let checked {
             request = checked
         } else {
-            if let admin = try await AdminEndpoints(handler: self).respond(to: head, localPort: localPort) { return admin }
             switch try router.check(head, localPort: localPort) {
             case .preflight(let response): return log.finish(response)
+            case .admin(let path, let target): return try await AdminEndpoints(handler: self).respond(to: head, path: path, target: target, localPort: localPort)
             case .request(let found): request = found
             }
         }

@@ -60,15 +60,34 @@ struct ProxyRouter: Sendable {
     enum Checked {
         case preflight(ProxyResponse)
         case request(CheckedRequest)
+        /// An admin request (a path under `/_mediacache/`, or `/metrics`, `/status`,
+        /// `/status.json`, without `url=`): `AdminEndpoints` checks and answers it.
+        case admin(path: String, target: RequestTarget)
     }
 
-    /// Runs every check on a request that is not an admin one.
+    /// The admin pages outside `/_mediacache/`.
+    static let adminPages: Set<String> = ["/metrics", "/status", "/status.json"]
+    static let adminPrefix = "/_mediacache/"
+
+    /// Routes an admin request to the admin endpoints (which check it), and runs every check on
+    /// any other.
     /// - Throws: ``ProxyRequestError`` with the status and reason of the refusal.
     func check(_ head: HTTPRequestHead, localPort: Int) throws -> Checked {
+        if let admin = adminRoute(head) { return admin }
         try checkRequest(head, localPort: localPort)
         if head.method == .OPTIONS { return .preflight(try preflight(head)) }
         let (url, target) = try checkedOriginURL(head)
         return .request(CheckedRequest(url: url, target: target, asked: try Self.parse(head, url: url)))
+    }
+
+    /// The admin route of `head`; `nil` for a request that is not an admin one. (Its checks are
+    /// the admin endpoints' own: `AdminEndpoints.respond`.)
+    private func adminRoute(_ head: HTTPRequestHead) -> Checked? {
+        // Most requests are for media: a look at the URI's start settles it without parsing.
+        guard head.uri.hasPrefix(Self.adminPrefix) || head.uri.hasPrefix("/metrics") || head.uri.hasPrefix("/status") else { return nil }
+        let target = RequestTarget(head.uri)
+        guard let path = target.path, path.hasPrefix(Self.adminPrefix) || Self.adminPages.contains(path), target.query("url") == nil else { return nil }
+        return .admin(path: path, target: target)
     }
 
     /// What a checked `GET` or `HEAD` asks for.
