@@ -112,11 +112,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
             case .body: machine.requestBody(now: .now())
             case .end: machine.requestEnd(now: .now())
             }
-        let channel = context.channel
-        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let number = machine.answers
         switch action {
         case .refuseOverCapacity(let head):
+            let (channel, number) = (context.channel, machine.answers)
+            let this = NIOLoopBound(self, eventLoop: context.eventLoop)
             var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
             refusal.headers.add(name: "Retry-After", value: "1")
             let response = refusal
@@ -126,7 +125,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
                 channel.eventLoop.execute { this.value.answerEnded(number) }
             }
         case .answer(let head):
-            answer(head, number: number, context: context)
+            answer(head, number: machine.answers, context: context)
         default:
             break
         }
