@@ -115,4 +115,28 @@ import Testing
             }
         }
     }
+
+    /// `integrate mpv` installs the script where mpv looks: `$MPV_HOME/scripts`, else under
+    /// `$XDG_CONFIG_HOME` (or `~/.config`), or the folder given; another player is refused.
+    @Test func theScriptIsInstalledWhereMPVLooks() async throws {
+        try await withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("mpv-home").path
+            let config = directory.appendingPathComponent("config").path
+            let given = directory.appendingPathComponent("given").path
+            let executable = try ChildProcess.executable(named: "mediacache").path
+            for (environment, arguments, expected) in [
+                (["MPV_HOME=\(home)"], [String](), home + "/scripts/mediacache.lua"),
+                (["MPV_HOME=", "XDG_CONFIG_HOME=\(config)"], [], config + "/mpv/scripts/mediacache.lua"),
+                (["MPV_HOME=\(home)"], ["--scripts-dir", given], given + "/mediacache.lua"),
+            ] {
+                let run = try await ChildProcess.run(["/usr/bin/env"] + environment + [executable, "integrate", "mpv"] + arguments)
+                let output = String(decoding: run.output, as: UTF8.self)
+                #expect(run.status == 0 && output.contains("Installed \(expected)"), "\(environment) \(arguments): \(output) \(run.error)")
+                let script = try String(contentsOfFile: expected, encoding: .utf8)
+                #expect(script.contains("local executable = \"\(executable)\"") && script.contains("mp.add_hook(\"on_load\", 50"), "\(expected)")
+            }
+            let refused = try await CacheCommandTests.mediacache(["integrate", "vlc"])
+            #expect(refused.status != 0 && refused.error.contains("Only mpv can be integrated"), "\(refused)")
+        }
+    }
 }
