@@ -241,3 +241,42 @@ extension RecordingTests {
         }
     }
 }
+
+extension RecordingTests {
+    /// A recording takes the renditions a choice names, as a pin does: French audio asked for,
+    /// the French rendition is recorded beside the variant and the English default is not
+    /// fetched; a language the stream lacks fails the recording, saying which it has.
+    @Test func aRecordingTakesTheAudioLanguageAskedFor() async throws {
+        try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)) { h in
+            for track in ["v", "en", "fr"] {
+                for index in 0..<3 { h.origin.serve(.generated(length: 5_000, seed: UInt64(index) + (track == "v" ? 10 : track == "en" ? 20 : 30)), at: "/mv/\(track)\(index).ts") }
+                var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n"
+                for index in 0..<3 { text += "#EXTINF:1.0,\n\(track)\(index).ts\n" }
+                h.origin.serve(TestOrigin.Resource(body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/mv/\(track).m3u8")
+            }
+            let master = """
+                #EXTM3U
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="English",LANGUAGE="en",DEFAULT=YES,URI="en.m3u8"
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="Français",LANGUAGE="fr",URI="fr.m3u8"
+                #EXT-X-STREAM-INF:BANDWIDTH=500000,AUDIO="a"
+                v.m3u8
+
+                """
+            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/mv/master.m3u8")
+            let queue = try DownloadQueue(reader: h.reader)
+            queue.start()
+            let job = try await queue.record(h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["fr"])))
+            #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
+            let (top, _, isMaster) = try #require(queue.recordingPlaylist(job.id, reference: { "t\($0)" }))
+            #expect(isMaster && top.contains("LANGUAGE=\"fr\"") && top.contains("URI=\"t1\"") && !top.contains("LANGUAGE=\"en\""), "\(top)")
+            for index in 0..<3 {
+                #expect(h.origin.requests("/mv/fr\(index).ts").count == 1 && h.origin.requests("/mv/v\(index).ts").count == 1)
+                #expect(h.origin.requests("/mv/en\(index).ts").isEmpty, "the English audio was not asked for")
+            }
+            let missing = try await queue.record(h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["de"])))
+            let failed = try await PinnedDownloadsTests.settled(missing.id, in: queue)
+            #expect(failed.state == .failed && failed.failure?.contains("no audio in de") == true && failed.failure?.contains("en, fr") == true, "\(failed)")
+            await queue.shutDown()
+        }
+    }
+}

@@ -99,16 +99,16 @@ import Testing
         var recording = Recording(variant: .first)
         recording.format = .dash
         let now = Self.start.addingTimeInterval(30)
-        let first = try DownloadQueue.tracks(of: try window(10), url: Self.base, base: Self.base, now: now, variant: .first)
+        let first = try DownloadQueue.tracks(of: try window(10), url: Self.base, base: Self.base, now: now, choice: RenditionChoice())
         #expect(first.map(\.track.key) == ["live|variant||v", "live|audio|en|a"])
         var taken = DownloadQueue.merge(first, into: &recording, ended: false, now: now)
         #expect(taken.map(\.segments.count) == [3, 3] && recording.anchor == now.addingTimeInterval(-6))
         taken = DownloadQueue.merge(
-            try DownloadQueue.tracks(of: try window(11), url: Self.base, base: Self.base, now: now, variant: .first), into: &recording, ended: false, now: now)
+            try DownloadQueue.tracks(of: try window(11), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
         #expect(taken.map { $0.segments.map(\.sequence) } == [[260], [260]], "by time: the new one")
         // 14 and 15 went past unseen.
         taken = DownloadQueue.merge(
-            try DownloadQueue.tracks(of: try window(16), url: Self.base, base: Self.base, now: now, variant: .first), into: &recording, ended: false, now: now)
+            try DownloadQueue.tracks(of: try window(16), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
         #expect(taken.map { $0.segments.map(\.sequence) } == [[320, 340, 360], [320, 340, 360]] && taken[0].segments[0].discontinuity)
         let tracks = try #require(recording.tracks)
         let text = DASHRecordingWriter.manifest(tracks, namespaces: "xmlns:cenc=\"urn:mpeg:cenc:2013\"", finished: true, anchor: now, now: now)

@@ -143,6 +143,13 @@ package struct Recording: Sendable, Codable, Equatable {
     package var namespaces: String?
     package var anchor: Date?
 
+    /// What it takes of a multivariant playlist or manifest (`nil`: the variant alone, with
+    /// the default audio).
+    package var choice: RenditionChoice {
+        get { chosen ?? RenditionChoice(variants: [variant]) }
+        set { chosen = newValue }
+    }
+    package var chosen: RenditionChoice?
     /// An HLS recording of a multivariant playlist: the renditions followed beside the
     /// variant (tracks 1, 2, …; the variant's is track 0), the variant's `EXT-X-STREAM-INF`
     /// line and the `EXT-X-MEDIA` lines of its groups that name no playlist.

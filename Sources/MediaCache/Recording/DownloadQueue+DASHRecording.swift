@@ -50,7 +50,8 @@ extension DownloadQueue {
                 continue
             }
             let now = store.configuration.clock.now
-            let snapshot = try Self.tracks(of: manifest, url: job.url, base: metadata.finalURL ?? job.url, now: now, variant: job.recording?.variant ?? .first)
+            let snapshot = try Self.tracks(
+                of: manifest, url: job.url, base: metadata.finalURL ?? job.url, now: now, choice: job.recording?.choice ?? RenditionChoice())
             let taken = state.withLock { state -> [(track: Int, initialization: URL?, segments: [RecordedSegment])] in
                 guard var recording = state.jobs[id]?.recording else { return [] }
                 let taken = Self.merge(snapshot, into: &recording, ended: !manifest.isDynamic, now: now)
@@ -70,15 +71,15 @@ extension DownloadQueue {
     }
 
     /// The tracks a recording of `manifest` (at `url`, its references against `base`) follows
-    /// at `now`, with the segments each lists: the representations `variant` chooses (as a pin
-    /// does: the video's, and the default audio's).
+    /// at `now`, with the segments each lists: the representations `choice` takes (as a pin
+    /// does: by default the video's and the default audio's).
     static func tracks(
-        of manifest: DASHManifest, url: URL, base: URL, now: Date, variant: HLSPrefetchOptions.VariantChoice
+        of manifest: DASHManifest, url: URL, base: URL, now: Date, choice: RenditionChoice
     ) throws -> [(track: RecordedTrack, segments: [RecordedSegment])] {
         let presentation = manifest.presentation(base: base, now: now)
         let chosen: [(ChosenRendition, DASHPresentation.Representation)]
         do {
-            chosen = try RenditionChoice(variants: [variant]).representations(of: presentation, url: url)
+            chosen = try choice.representations(of: presentation, url: url)
         } catch {
             throw CacheError(.outOfBounds, error.message)
         }

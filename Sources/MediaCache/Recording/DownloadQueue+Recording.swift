@@ -19,6 +19,16 @@ extension DownloadQueue {
     /// - Throws: ``CacheError`` `.originRejected` for what is neither; origin errors.
     @discardableResult
     public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) async throws -> DownloadJob {
+        try await record(url, for: duration, renditions: RenditionChoice(variants: [variant]))
+    }
+
+    /// Records the live stream at `url` (see ``record(_:for:variant:)``), taking the renditions
+    /// `renditions` chooses as a pin does: the variant (or DASH video representation) and the
+    /// audio and subtitle languages it names (by default the default audio, no subtitles).
+    /// - Throws: ``CacheError`` `.originRejected` for what is neither an HLS playlist nor a DASH
+    ///   manifest; `.outOfBounds` (when the recording starts) for a language the stream lacks.
+    @discardableResult
+    public func record(_ url: URL, for duration: Duration? = nil, renditions: RenditionChoice) async throws -> DownloadJob {
         try reader.checkOrigin(url)
         if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false { return existing }
         let metadata = try await reader.contentInfo(for: url)
@@ -29,7 +39,8 @@ extension DownloadQueue {
         let now = store.configuration.clock.now
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
         let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-        job.recording = Recording(variant: variant, until: seconds.map { now.addingTimeInterval($0) })
+        job.recording = Recording(variant: renditions.variants.first ?? .first, until: seconds.map { now.addingTimeInterval($0) })
+        job.recording?.choice = renditions
         job.recording?.format = kind == .dash ? .dash : nil
         job.keys = [store.key(for: url)]
         job.resourcesTotal = 0
@@ -170,7 +181,7 @@ extension DownloadQueue {
             state.withLock { $0.jobs[id]?.recording?.mediaPlaylist = job.url }
             return [job.url]
         }
-        let master = try RecordedMaster(playlist, base: metadata.finalURL ?? job.url, choice: RenditionChoice(variants: [recording.variant]))
+        let master = try RecordedMaster(playlist, base: metadata.finalURL ?? job.url, choice: recording.choice)
         state.withLock { state in
             state.jobs[id]?.recording?.mediaPlaylist = master.variant
             state.jobs[id]?.recording?.renditions = master.renditions

@@ -196,7 +196,8 @@ struct AdminEndpoints {
         case (.POST, "record"):
             let request = try PrefetchRequest(target)
             return try await answering {
-                let job = try await downloads().record(try originURL(target), for: request.seconds.map { .milliseconds(Int64($0 * 1000)) }, variant: request.variant)
+                let job = try await downloads().record(
+                    try originURL(target), for: request.seconds.map { .milliseconds(Int64($0 * 1000)) }, renditions: request.renditions)
                 return try Self.json(RecordingAnswer(job: job, url: proxy + Self.recordingPath(job, token: handler.configuration.token)))
             }
         case (.GET, "recording.m3u8"), (.HEAD, "recording.m3u8"):

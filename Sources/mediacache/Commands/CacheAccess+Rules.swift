@@ -42,17 +42,17 @@ extension CacheAccess {
 
     /// Records the live stream at `url`: a server records it and answers at once; here, the
     /// recording runs until it ends (its `url` is then empty: no server plays it).
-    func record(_ url: URL, for duration: Duration?, variant: HLSPrefetchOptions.VariantChoice) async throws -> RecordingAnswer {
+    func record(_ url: URL, for duration: Duration?, renditions: RenditionChoice) async throws -> RecordingAnswer {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
             let job = try await Self.localRun(queue) {
-                try await queue.record(url, for: duration, variant: variant)
+                try await queue.record(url, for: duration, renditions: renditions)
             } progress: { _ in
             }
             return RecordingAnswer(job: job, url: "")
         case .server(let info):
-            var query = [URLQueryItem(name: "target", value: url.absoluteString), URLQueryItem(name: "variant", value: PrefetchRequest.text(of: variant))]
+            var query = [URLQueryItem(name: "target", value: url.absoluteString)] + PrefetchRequest(renditions: renditions).queryItems
             if let duration { query.append(URLQueryItem(name: "seconds", value: String(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18))) }
             return try await Self.ask(info, .POST, "record", query: query)
         }

@@ -28,16 +28,23 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Which variant (of DASH, which video representation): first, lowest, highest, a height (720p) or bits per second.")
     var variant: String?
 
+    @Option(help: "Audio languages: default, all, or RFC 5646 tags or names separated by commas (en,fr). Default: default.")
+    var audio: String?
+
+    @Option(help: "Subtitle languages: none, default, all, or tags separated by commas (en,fr). Default: none.")
+    var subtitles: String?
+
     @OptionGroup var options: CacheOptions
 
     func validate() throws {
         _ = try AssetOptions.targets([url])
-        _ = try Self.variantChoice(variant)
+        _ = try renditions()
     }
 
-    static func variantChoice(_ text: String?) throws -> HLSPrefetchOptions.VariantChoice {
+    /// What the options choose of a multivariant playlist or manifest.
+    func renditions() throws -> RenditionChoice {
         do {
-            return try PrefetchRequest.parse(range: nil, seconds: nil, variant: text).variant
+            return try PrefetchRequest.parse(range: nil, seconds: nil, variant: variant, audio: audio, subtitles: subtitles).renditions
         } catch {
             throw ValidationError(error.message)
         }
@@ -45,9 +52,9 @@ struct RecordCommand: AsyncParsableCommand {
 
     func run() async throws {
         let target = try AssetOptions.targets([url])[0]
-        let choice = try Self.variantChoice(variant)
+        let choice = try renditions()
         try await failing {
-            let answer = try await options.withCache { try await $0.record(target, for: duration, variant: choice) }
+            let answer = try await options.withCache { try await $0.record(target, for: duration, renditions: choice) }
             if options.json { return try printJSON(answer) }
             print("\(answer.job.id) \(answer.job.state.rawValue): recording \(answer.job.url.absoluteString)")
             if !answer.url.isEmpty { print("Watch it: \(answer.url)") }

@@ -45,7 +45,7 @@ extension ParserFuzzTests {
         let outcomes = try Mutator.run("mpd", share: 5) { input in
             let text = input.replacingOccurrences(of: "|", with: "\n")
             guard let manifest = try? DASHManifest(parsing: Array(text.utf8)) else { return ("refused", nil) }
-            guard let snapshot = try? DownloadQueue.tracks(of: manifest, url: base, base: base, now: now, variant: .first) else { return ("no choice", nil) }
+            guard let snapshot = try? DownloadQueue.tracks(of: manifest, url: base, base: base, now: now, choice: RenditionChoice()) else { return ("no choice", nil) }
             guard snapshot.allSatisfy({ $0.segments.count <= DASHPresentation.maximumSegments }) else { return ("too many", "past the bound") }
             var recording = Recording(variant: .first)
             _ = DownloadQueue.merge(snapshot, into: &recording, ended: false, now: now)
