@@ -55,11 +55,7 @@ extension CachingReader {
         let master = (try? HLSPlaylist(parsing: body, url: url)).flatMap { $0.isMaster ? $0 : nil }
         let masterBase = masterMetadata.finalURL ?? url
         let plan = try await offline.exportPlan(url, master: master, base: masterBase, options: chosen)
-        do {
-            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
-        } catch {
-            throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
-        }
+        try await CachingReader.makeFolder(destination)
         // Local names: each resource URL once, its ranges written at their offsets.
         var names: [URL: String] = [:]
         var ranges: [URL: [ByteRange]] = [:]
@@ -204,11 +200,7 @@ extension CachingReader {
             throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments to export.")
         }
         let text = manifest.rewritten(base: base, removing: others, relative: true) { localPath($0) ?? $0.absoluteString }
-        do {
-            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
-        } catch {
-            throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
-        }
+        try await CachingReader.makeFolder(destination)
         var bytes: Int64 = 0
         for (path, resource) in ranges.sorted(by: { $0.key < $1.key }) {
             let file = destination.appendingPathComponent(path)
@@ -221,6 +213,16 @@ extension CachingReader {
         }
         try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.mpd").path)
         return ExportSummary(path: destination.appendingPathComponent("index.mpd").path, files: ranges.count + 1, bytes: bytes)
+    }
+
+    /// Makes the export folder `destination` (it must not exist), off the cooperative pool.
+    /// - Throws: ``CacheError`` `.ioFailure` saying it cannot.
+    static func makeFolder(_ destination: URL) async throws {
+        do {
+            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
+        } catch {
+            throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
+        }
     }
 
     /// `index` and the URL's extension (letters and digits, at most 5), e.g. `r0003.m4s`.

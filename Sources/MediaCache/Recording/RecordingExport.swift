@@ -59,11 +59,7 @@ extension DownloadQueue {
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
-        do {
-            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
-        } catch {
-            throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
-        }
+        try await CachingReader.makeFolder(destination)
         // Each resource once, under a local name: whole, or its ranges at their offsets.
         var names: [URL: String] = [:]
         var ranges: [URL: [ByteRange]] = [:]

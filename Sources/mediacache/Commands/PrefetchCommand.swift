@@ -82,10 +82,9 @@ func cancellingOnInterrupt<T: Sendable>(_ task: Task<T, any Error>, interrupted:
 
 /// `--seconds`, `--variant`, `--audio`, `--subtitles`, `--trick-play`: what of an HLS asset
 /// or a DASH presentation a command takes.
-struct AssetOptions: ParsableArguments {
-    @Option(help: "Only the first this many seconds of an HLS asset.")
-    var seconds: String?
-
+/// Which renditions of a multivariant playlist or manifest: for pins, prefetches, exports and
+/// recordings alike.
+struct RenditionOptions: ParsableArguments {
     @Option(
         help:
             "Which variant (HLS) or video representation (DASH): first, lowest, highest, the tallest at most this high (720p), or the best at most this many bits per second."
@@ -97,6 +96,13 @@ struct AssetOptions: ParsableArguments {
 
     @Option(help: "Subtitle languages: none, default, all, or tags separated by commas (en,fr). Default: none (forced subtitles in a chosen audio language are kept).")
     var subtitles: String?
+}
+
+struct AssetOptions: ParsableArguments {
+    @Option(help: "Only the first this many seconds of an HLS asset.")
+    var seconds: String?
+
+    @OptionGroup var renditions: RenditionOptions
 
     @Flag(help: "Also I-frame and thumbnail playlists (DASH trick-mode and image adaptation sets), for scrubbing.")
     var trickPlay = false
@@ -105,7 +111,8 @@ struct AssetOptions: ParsableArguments {
     func request(range: String? = nil) throws -> PrefetchRequest {
         do {
             return try PrefetchRequest.parse(
-                range: range, seconds: seconds, variant: variant, audio: audio, subtitles: subtitles, trickPlay: trickPlay ? "yes" : nil)
+                range: range, seconds: seconds, variant: renditions.variant, audio: renditions.audio, subtitles: renditions.subtitles,
+                trickPlay: trickPlay ? "yes" : nil)
         } catch {
             throw ValidationError(error.message)
         }

@@ -25,14 +25,7 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("for"), help: "How long to record, e.g. 90m, 2h, 600s (default: until the presentation ends).", transform: Age.parse)
     var duration: Duration?
 
-    @Option(help: "Which variant (of DASH, which video representation): first, lowest, highest, a height (720p) or bits per second.")
-    var variant: String?
-
-    @Option(help: "Audio languages: default, all, or RFC 5646 tags or names separated by commas (en,fr). Default: default.")
-    var audio: String?
-
-    @Option(help: "Subtitle languages: none, default, all, or tags separated by commas (en,fr). Default: none.")
-    var subtitles: String?
+    @OptionGroup var choice: RenditionOptions
 
     @OptionGroup var options: CacheOptions
 
@@ -44,7 +37,7 @@ struct RecordCommand: AsyncParsableCommand {
     /// What the options choose of a multivariant playlist or manifest.
     func renditions() throws -> RenditionChoice {
         do {
-            return try PrefetchRequest.parse(range: nil, seconds: nil, variant: variant, audio: audio, subtitles: subtitles).renditions
+            return try PrefetchRequest.parse(range: nil, seconds: nil, variant: choice.variant, audio: choice.audio, subtitles: choice.subtitles).renditions
         } catch {
             throw ValidationError(error.message)
         }
