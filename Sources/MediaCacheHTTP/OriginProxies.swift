@@ -11,22 +11,22 @@ public import Foundation
 public struct OriginProxies: Sendable, Equatable {
     /// A proxy server. Its credentials (from the URL's user-info) are never in its
     /// ``description``, nor in any message.
-    public struct Server: Sendable, Hashable, CustomStringConvertible {
-        public enum Kind: String, Sendable, Hashable {
+    package struct Server: Sendable, Hashable, CustomStringConvertible {
+        package enum Kind: String, Sendable, Hashable {
             /// An HTTP proxy (`http://`).
             case http
             /// A SOCKS5 proxy (`socks5://`, `socks5h://`).
             case socks5
         }
 
-        public var kind: Kind
-        public var host: String
-        public var port: Int
+        package var kind: Kind
+        package var host: String
+        package var port: Int
         package var username: String?
         package var password: String?
 
         /// `http://proxy.example:3128`, without credentials.
-        public var description: String {
+        package var description: String {
             "\(kind == .http ? "http" : "socks5")://\(host.contains(":") ? "[\(host)]" : host):\(port)"
         }
     }
@@ -40,7 +40,7 @@ public struct OriginProxies: Sendable, Equatable {
     /// Every origin direct.
     public static let none = OriginProxies()
 
-    public init() {}
+    package init() {}
 
     /// The proxies as curl reads them from `environment`: `http_proxy` (lower case only, as
     /// curl: a CGI program's `HTTP_PROXY` is a request header), `https_proxy` or
@@ -73,7 +73,7 @@ public struct OriginProxies: Sendable, Equatable {
     }
 
     /// The proxy a request to `url` goes through; `nil`: direct.
-    public func server(for url: URL) -> Server? {
+    package func server(for url: URL) -> Server? {
         guard let scheme = url.scheme?.lowercased(), let host = url.host, !bypass.matches(host) else { return nil }
         return scheme == "https" ? https : scheme == "http" ? http : nil
     }
