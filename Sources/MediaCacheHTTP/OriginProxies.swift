@@ -102,8 +102,10 @@ public struct OriginProxies: Sendable, Equatable {
         case "socks4", "socks4a": throw refuse("is SOCKS4; only SOCKS5 and HTTP proxies are supported")
         default: throw refuse("has the scheme \(scheme.prefix(20)), which is not http, socks5 or socks5h")
         }
-        guard var host = components.percentEncodedHost, !host.isEmpty else { throw refuse("names no host") }
+        guard var host = components.percentEncodedHost else { throw refuse("names no host") }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        // `[]` is no host either (found by the fuzz target).
+        guard !host.isEmpty else { throw refuse("names no host") }
         let port = components.port ?? 1080
         guard (1...65_535).contains(port) else { throw refuse("has a port outside 1-65535") }
         guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil else {
@@ -140,8 +142,14 @@ package struct NoProxyList: Sendable, Equatable {
                 all = true
                 continue
             }
-            let parts = entry.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-            if let address = Self.address(String(parts[0])) {
+            // Dots around an entry are dropped first: `.::1` is the address `::1` (found by
+            // the fuzz target, where it stayed a name no address host could match).
+            var trimmed = Substring(entry)
+            while trimmed.hasPrefix(".") { trimmed = trimmed.dropFirst() }
+            while trimmed.hasSuffix(".") { trimmed = trimmed.dropLast() }
+            let parts = trimmed.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let first = parts.first else { continue }
+            if let address = Self.address(String(first)) {
                 let maximum = address.count * 8
                 if parts.count == 2 {
                     // A prefix that is not a number in range makes the entry match nothing.
@@ -152,10 +160,10 @@ package struct NoProxyList: Sendable, Equatable {
                 }
                 continue
             }
-            var name = Substring(entry)
-            while name.hasPrefix(".") { name = name.dropFirst() }
-            while name.hasSuffix(".") { name = name.dropLast() }
-            if !name.isEmpty { names.append(String(name)) }
+            // A name is letters, digits, `-`, `_` and dots; anything else matches no host.
+            if !trimmed.isEmpty, trimmed.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0)) }) {
+                names.append(String(trimmed))
+            }
         }
     }
 

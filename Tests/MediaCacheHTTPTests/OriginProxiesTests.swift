@@ -48,6 +48,7 @@ import Testing
     @Test(arguments: [
         "https://proxy:443", "socks4://proxy:1080", "ftp://proxy", "http://", "http://proxy:0", "http://proxy:70000",
         "http://proxy:3128/path", "http://proxy:3128?q", "socks5://user:pw@proxy", "http://pro xy", "http://proxy:12a",
+        "socks5h://[]:",  // found by the fuzz target: brackets around nothing were a host
     ])
     func aProxyThisFetcherCannotUseIsRefusedWithoutRepeatingIt(_ text: String) {
         #expect(throws: OriginProxyError.self) { try OriginProxies(environment: ["http_proxy": text]) }
@@ -88,6 +89,8 @@ import Testing
         ("fd00::/8", "fe80::1", false),
         ("192.168.0.0/16", "fd00::1", false),
         ("localhost", "127.0.0.1", false),  // names are not resolved
+        (".::1", "::1", true),  // found by the fuzz target: dots around an address left a name
+        ("10.0.0.0/8.", "10.1.2.3", true),
     ])
     func noProxyMatchesAsCurlDocumentsIt(list: String, host: String, direct: Bool) {
         #expect(NoProxyList(list).matches(host) == direct)
