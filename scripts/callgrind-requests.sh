@@ -10,6 +10,9 @@
 #   hot   : a cached 64 KiB range, N requests one after another on one keep-alive connection
 #   new   : the same cached ranges, each on a new connection (accept, pipeline set-up, answer)
 #   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
+#   floor : the same hot and new requests answered by `mediacache-bench floor-server` (a bare
+#           SwiftNIO server sending the range with sendfile: no cache, no checks, no log),
+#           under callgrind in the same run; the ratios say how far above the framework we are
 # With KEEP=1 the work folder stays, its callgrind dumps (hot, new, cold in that order) ready
 # for callgrind_annotate.
 # Needs valgrind and curl. valgrind 3.19 (Debian 12) crashes in libdispatch's
@@ -45,13 +48,14 @@ valgrind_pid=$serve_pid
 
 # Counts the instructions the server executes while "$@" runs.
 count() {
-    callgrind_control --zero "$valgrind_pid" > /dev/null
-    callgrind_control --instr=on "$valgrind_pid" > /dev/null
+    local pid=${count_pid:-$valgrind_pid}
+    callgrind_control --zero "$pid" > /dev/null
+    callgrind_control --instr=on "$pid" > /dev/null
     "$@"
-    callgrind_control --instr=off "$valgrind_pid" > /dev/null
-    callgrind_control --dump "$valgrind_pid" > /dev/null
+    callgrind_control --instr=off "$pid" > /dev/null
+    callgrind_control --dump "$pid" > /dev/null
     local dump
-    dump=$(ls -t "$work"/callgrind.*.* 2>/dev/null | head -1)
+    dump=$(ls -t "$work"/callgrind."$pid".* 2>/dev/null | head -1)
     grep -m1 '^totals:' "$dump" | awk '{print $2}'
 }
 
@@ -90,6 +94,25 @@ curl -s -o /dev/null -r 0-65535 "$proxy/?url=$(encode "$origin/cold-warm.bin")"
 cold() { curl "${cold_args[@]}"; sleep 1; }  # the downloads' tails finish in the second
 cold_total=$(count cold)
 
+# The floor: the same ranges of the same bytes from a bare SwiftNIO server, same requests.
+curl -s -o "$work/hot.bin" "$origin/hot.bin"
+strip --strip-debug -o "$work/mediacache-bench" "$build/mediacache-bench"
+LD_PRELOAD="$work/sigshim.so" valgrind --tool=callgrind --instr-atstart=no \
+    --callgrind-out-file="$work/callgrind.%p" "$work/mediacache-bench" floor-server --file "$work/hot.bin" \
+    > "$work/floor.log" 2>&1 &
+count_pid=$!
+for _ in $(seq 600); do grep -q "listening on" "$work/floor.log" && break; sleep 0.1; done
+floor=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/floor.log" | head -1)
+hot_args=("${hot_args[@]//"$hot_url"/$floor/hot.bin}")
+new_args=("${new_args[@]//"$hot_url"/$floor/hot.bin}")
+hot
+floor_hot_total=$(count hot)
+floor_new_total=$(count new)
+kill "$count_pid"
+
 echo "hot 64 KiB range:  $((hot_total / hot_requests)) instructions per request ($hot_requests requests, one connection)"
 echo "hot, new connection: $((new_total / hot_requests)) instructions per request ($hot_requests requests, each on its own connection)"
 echo "cold first 64 KiB: $((cold_total / cold_requests)) instructions per request ($cold_requests files, each asked of the origin for just the 64 KiB wanted)"
+echo "floor (bare SwiftNIO, sendfile), same requests: hot $((floor_hot_total / hot_requests)), new connection $((floor_new_total / hot_requests)) instructions per request"
+awk -v h="$hot_total" -v n="$new_total" -v fh="$floor_hot_total" -v fn="$floor_new_total" \
+    'BEGIN { printf "ours / floor: hot %.2fx, new connection %.2fx\n", h / fh, n / fn }'

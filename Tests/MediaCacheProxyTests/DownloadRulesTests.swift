@@ -52,8 +52,10 @@ import Testing
             try await waitUntil { queue.job(matching: job.id).map { $0.waiting == .space && $0.state == .queued } == true }
             let waiting = try #require(queue.job(matching: job.id))
             #expect(waiting.state == .queued && waiting.waitingDetail?.contains("keeps free") == true, "\(waiting)")
-            let held = h.store.spans(for: h.store.key(for: h.origin.url("/film.mp4"))).byteCount
+            let heldSpans = h.store.spans(for: h.store.key(for: h.origin.url("/film.mp4")))
+            let held = heldSpans.byteCount
             #expect(held > 0 && held <= 6 << 20, "stored \(held) bytes before the floor")
+            let askedBeforeSpace = h.origin.requests("/film.mp4").count
             // Streaming plays meanwhile (its bytes pass through: there is no room to keep them).
             let song = try await collect(try await h.reader.read(h.origin.url("/song.mp3")))
             #expect(song.readableBytes == 2_000_000 && DeterministicContent(seed: 62).firstMismatch(in: song, at: 0) == nil)
@@ -62,7 +64,15 @@ import Testing
             #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
             let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url("/film.mp4"), range: ByteRange(0, size))))
             #expect(DeterministicContent(seed: 61).firstMismatch(in: stored, at: 0) == nil)
-            #expect(h.origin.bodyBytesSent("/film.mp4") <= size + 2 * DownloadQueue.piece, "sent \(h.origin.bodyBytesSent("/film.mp4")) for \(size)")
+            // No stored byte is asked for again. (Not the bytes the origin sent: those of a
+            // transfer stopped at the floor that were still in the socket buffers are a
+            // matter of the machine's load, and were counted once in a run of the suite.)
+            let resumed = h.origin.requests("/film.mp4").dropFirst(askedBeforeSpace)
+            #expect(!resumed.isEmpty)
+            for request in resumed {
+                let first = request.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) }
+                #expect(first.map { heldSpans.span(containing: $0) == nil } == true, "asked again for stored bytes: \(request), \(heldSpans) were held")
+            }
             await queue.shutDown()
             #expect(await failed.value == nil, "the job never failed")
         }

@@ -333,7 +333,7 @@ extension CachingReader {
         // Already stored and current: nothing to fetch.
         if let metadata = cachedContentInfo(for: item.url), let total = metadata.length {
             let range = item.range.map { ByteRange($0.lowerBound, min($0.upperBound, total)) } ?? ByteRange(0, total)
-            if range.isEmpty || cachedRead(item.url, range: range).map({ $0.cancel() }) != nil {
+            if range.isEmpty || storedLease(for: item.url)?.holds(range) == true {
                 if item.range == nil { length(total) }
                 stored(range.length, true)
                 return

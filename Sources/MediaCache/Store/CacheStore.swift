@@ -284,6 +284,28 @@ public final class CacheStore: Sendable {
         return CacheEntryHandle(store: self, key: key, id: id, generation: generation)
     }
 
+    /// Opens the entry for `key` when one is stored whose length is known, with its content
+    /// information read under the same lock (so they describe one version); `nil` otherwise,
+    /// creating nothing.
+    package func openStoredEntry(_ key: CacheKey) -> (handle: CacheEntryHandle, metadata: ContentMetadata)? {
+        let now = configuration.clock.now
+        let opened = state.withLock { state -> (id: UInt64, generation: UInt64, metadata: ContentMetadata)? in
+            guard !state.isClosed else { return nil }
+            let id = state.nextHandleID
+            let found = state.withRecord(key) { record -> (UInt64, ContentMetadata)? in
+                guard record.metadata.length != nil else { return nil }
+                record.openBy.insert(id)
+                record.lastAccess = now
+                return (record.generation, record.metadata)
+            }
+            guard let (generation, metadata) = found ?? nil else { return nil }
+            state.nextHandleID += 1
+            return (id, generation, metadata)
+        }
+        guard let opened else { return nil }
+        return (CacheEntryHandle(store: self, key: key, id: opened.id, generation: opened.generation), opened.metadata)
+    }
+
     /// Removes the entry for `key` and its bytes. Open handles on it fail from then on
     /// with `.entryInvalidated`; a read already under way still returns the old bytes.
     public func remove(_ key: CacheKey) async throws {

@@ -53,7 +53,13 @@ struct ProxyHandler: Sendable {
         var response = response
         router.addCORSHeaders(to: &response, for: head)
         if head.method == .HEAD {
-            if case .stream(let stream, _) = response.body { stream.cancel() }
+            switch response.body {
+            case .stream(let stream, let log):
+                stream.cancel()
+                log.end(stream.statistics, error: nil)
+            case .file(_, let log): log.end(ReadStatistics(), error: nil)
+            case .none, .text, .bytes, .lines: break
+            }
             response.body = .none
         }
         return response
@@ -79,24 +85,28 @@ struct ProxyHandler: Sendable {
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
         guard asked.conditions.isEmpty else { return .needsGeneralPath(checked) }
-        // The answer is planned from the stored content information the read then serves.
-        var planned: (metadata: ContentMetadata, range: ByteRange, specifier: RangeSpecifier?)?
-        let stream = reader.cachedRead(asked.url, headers: asked.forwarded) { metadata in
-            guard !CachingReader.mayBePlaylist(metadata),  // a playlist (or what may be one) is rewritten
-                case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: metadata, sendsBody: true)
-            else { return nil }
-            planned = (metadata, wanted, specifier)
-            return wanted
-        }
-        guard let stream, let (metadata, wanted, specifier) = planned else { return .needsGeneralPath(checked) }
-        guard stream.metadata.length == metadata.length, stream.range == wanted else {
-            stream.cancel()
+        // The answer is planned from what the store holds, looked up once; the bytes planned
+        // are then taken from the same lease: one region of the data file when they lie in one,
+        // else a read of stored bytes (an encrypted store's, a long range's).
+        guard let lease = reader.storedLease(for: asked.url, headers: asked.forwarded),
+            !CachingReader.mayBePlaylist(lease.metadata),  // a playlist (or what may be one) is rewritten
+            case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: lease.metadata, sendsBody: true)
+        else { return .needsGeneralPath(checked) }
+        let body: (StoredRegion?, ReadStream?)
+        if let region = lease.region(wanted) {
+            body = (region, nil)
+        } else if let stream = lease.read(wanted) {
+            body = (nil, stream)
+        } else {
             return .needsGeneralPath(checked)
         }
         reader.readAhead(of: asked.url, headers: asked.forwarded)
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
-        return .answered(Self.finished(media(stream, isPartial: specifier != nil, log: &log), for: head, router: router))
+        let response = media(lease.metadata, range: wanted, isPartial: specifier != nil, log: &log) { log in
+            if let region = body.0 { .file(region, log: log) } else { .stream(body.1!, log: log) }
+        }
+        return .answered(Self.finished(response, for: head, router: router))
     }
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
@@ -234,8 +244,15 @@ struct ProxyHandler: Sendable {
     /// The answer carrying `stream`: its head written from the stream's own metadata and
     /// range, so it always describes the bytes that follow it.
     private func media(_ stream: ReadStream, isPartial: Bool, log: inout RequestLog) -> ProxyResponse {
+        media(stream.metadata, range: stream.range, isPartial: isPartial, log: &log) { .stream(stream, log: $0) }
+    }
+
+    /// The answer carrying `range` of the version `metadata` describes, whose body `body` makes
+    /// with the request's log line.
+    private func media(
+        _ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, log: inout RequestLog, body: (RequestLog) -> ProxyResponse.Body
+    ) -> ProxyResponse {
         let now = reader.store.configuration.clock.now
-        let metadata = stream.metadata
         let status: HTTPResponseStatus
         let fields: HTTPHeaders
         if metadata.length == nil {  // a version without a length, found by the read
@@ -243,11 +260,11 @@ struct ProxyHandler: Sendable {
             fields = ProxyResponse.fields(metadata, range: nil, isPartial: false, now: now)
         } else {
             status = isPartial ? .partialContent : .ok
-            fields = ProxyResponse.fields(metadata, range: stream.range, isPartial: isPartial, now: now)
+            fields = ProxyResponse.fields(metadata, range: range, isPartial: isPartial, now: now)
         }
         log.status = Int(status.code)
         log.passesThrough = log.passesThrough || !metadata.isStorable
-        return ProxyResponse(status: status, headers: fields, body: .stream(stream, log: log))
+        return ProxyResponse(status: status, headers: fields, body: body(log))
     }
 
     /// The answer for a resource whose length the origin does not say, streamed as it

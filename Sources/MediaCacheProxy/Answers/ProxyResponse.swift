@@ -4,6 +4,7 @@
 import Foundation
 import MediaCache
 import MediaCacheHTTPFields
+import NIOCore
 import NIOHTTP1
 
 /// What the proxy answers to one request: a status, headers and where the body comes from.
@@ -16,11 +17,103 @@ struct ProxyResponse {
         case lines(AsyncStream<String>)
         /// The bytes of a read, in order; `log` is finished when the body ends.
         case stream(ReadStream, log: RequestLog)
+        /// Stored bytes, the whole body, sent from the data file; `log` is finished when they
+        /// are in the socket.
+        case file(StoredRegion, log: RequestLog)
     }
 
     var status: HTTPResponseStatus
     var headers: HTTPHeaders
     var body: Body
+}
+
+extension ProxyResponse.Body {
+    /// A body as the connection writes it (``ResponseSender``): at hand, or in parts that come.
+    enum Parts {
+        case atHand(AtHand)
+        case later(LaterParts)
+    }
+
+    /// A whole body at hand.
+    enum AtHand {
+        case empty
+        case buffer(ByteBuffer)
+        case region(StoredRegion, log: RequestLog)
+
+        /// The log line that ends once the body is in the socket (the others ended when the
+        /// answer was made).
+        var log: RequestLog? {
+            if case .region(_, let log) = self { log } else { nil }
+        }
+
+        /// Where the bytes came from.
+        var statistics: ReadStatistics {
+            var statistics = ReadStatistics()
+            if case .region(let region, _) = self { statistics.bytesFromCache = region.range.length }
+            return statistics
+        }
+    }
+
+    /// A body that comes in parts: a read's, or a feed's lines.
+    struct LaterParts {
+        private enum Source {
+            case read(ReadStream)
+            case lines(AsyncStream<String>.Iterator, ByteBufferAllocator)
+        }
+
+        private var source: Source
+        /// The log line the body ends, if it has one of its own.
+        let log: RequestLog?
+
+        fileprivate init(read stream: ReadStream, log: RequestLog) {
+            (source, self.log) = (.read(stream), log)
+        }
+
+        fileprivate init(lines: AsyncStream<String>, allocator: ByteBufferAllocator) {
+            (source, log) = (.lines(lines.makeAsyncIterator(), allocator), nil)
+        }
+
+        /// How its writing goes (see ``ResponseWriter``).
+        var writer: ResponseWriter {
+            switch source {
+            case .read(let stream): ResponseWriter(range: stream.range)
+            case .lines: .feed
+            }
+        }
+
+        /// The next part; `nil` at the end.
+        mutating func next() async throws -> ReadPart? {
+            switch source {
+            case .read(let stream):
+                return try await stream.nextPart()
+            case .lines(var lines, let allocator):
+                defer { source = .lines(lines, allocator) }
+                return await lines.next().map { .bytes(allocator.buffer(string: $0)) }
+            }
+        }
+
+        /// Where a read's bytes came from.
+        var statistics: ReadStatistics {
+            if case .read(let stream) = source { stream.statistics } else { ReadStatistics() }
+        }
+
+        /// Stops a read (it has given its last byte, or the answer failed).
+        func cancel() {
+            if case .read(let stream) = source { stream.cancel() }
+        }
+    }
+
+    /// The body as the connection writes it; `allocator` makes the buffers of a text or bytes.
+    func parts(_ allocator: ByteBufferAllocator) -> Parts {
+        switch self {
+        case .none: .atHand(.empty)
+        case .text(let text): .atHand(.buffer(allocator.buffer(string: text)))
+        case .bytes(let bytes): .atHand(.buffer(allocator.buffer(bytes: bytes)))
+        case .file(let region, let log): .atHand(.region(region, log: log))
+        case .lines(let lines): .later(LaterParts(lines: lines, allocator: allocator))
+        case .stream(let stream, let log): .later(LaterParts(read: stream, log: log))
+        }
+    }
 }
 
 extension ProxyResponse {

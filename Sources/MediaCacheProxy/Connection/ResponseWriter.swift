@@ -4,13 +4,15 @@
 import MediaCache
 import NIOHTTP1
 
-/// The writing of one streamed answer to a connection, as a pure value: it decides, from
-/// what happens (a part of the body arrives, the body ends, the read fails), what the
-/// connection writes, and whether the connection stays open. ``ProxyConnectionHandler``
-/// carries the decisions out; `ResponseWriterTests` checks every path without a socket.
+/// The writing of one answer whose body comes in parts (a read's, or a feed's lines) to a
+/// connection, as a pure value: it decides, from what happens (a part of the body arrives,
+/// the body ends, the read fails), what the connection writes, and whether the connection
+/// stays open. ``ResponseSender`` carries the decisions out; `ResponseWriterTests` checks every
+/// path without a socket.
 ///
-/// - The head waits for the first part, so a read that fails before its first byte (a
-///   refused origin answer) still gets its own status rather than a cut.
+/// - The head of a read waits for the first part, so a read that fails before its first
+///   byte (a refused origin answer) still gets its own status rather than a cut. A feed's
+///   head goes at once: nothing of it can fail, and its first line may be long in coming.
 /// - The head goes with the first part, and the end marker with the last one (a part that
 ///   reaches the body's end, from the store): one flush for a cached range.
 /// - At most two parts are in the socket's queue: each part is written before the one before
@@ -58,18 +60,29 @@ struct ResponseWriter: Equatable {
 
     /// Where the body ends.
     let end: Int64
+    /// The head is written before any part is waited for.
+    let writesHeadFirst: Bool
     /// Where the next part starts.
     private(set) var sent: Int64
-    private(set) var headIsSent = false
+    private(set) var headIsSent: Bool
     private(set) var partsWritten = 0
     /// Every body byte is in the socket.
     private(set) var isComplete = false
 
-    /// A writer for the body `range`.
+    /// A writer for a read of the body `range`.
     init(range: ByteRange) {
-        self.end = range.upperBound
-        self.sent = range.lowerBound
+        self.init(start: range.lowerBound, end: range.upperBound, writesHeadFirst: false)
     }
+
+    private init(start: Int64, end: Int64, writesHeadFirst: Bool) {
+        self.end = end
+        self.sent = start
+        self.writesHeadFirst = writesHeadFirst
+        self.headIsSent = writesHeadFirst
+    }
+
+    /// A writer for a feed: lines of unknown number and length, the head at once.
+    static var feed: ResponseWriter { ResponseWriter(start: 0, end: .max, writesHeadFirst: true) }
 
     /// Whether a connection stays open after an answer with `headers`: when the client asked,
     /// and the body's end is known without closing (an HTTP/1.0 client cannot read chunks, so

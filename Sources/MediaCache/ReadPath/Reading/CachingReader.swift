@@ -258,31 +258,6 @@ public final class CachingReader: Sendable {
         return stored
     }
 
-    /// A read of `range` when the store alone can serve it: every byte is stored and the
-    /// entry may be used without asking the origin (a read with no missing bytes is never
-    /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
-    package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        cachedRead(url, headers: headers) { _ in range }
-    }
-
-    /// ``cachedRead(_:range:headers:)`` of the range `choose` picks from the stored content
-    /// information (`nil`: none), which is looked up once: a server plans its answer from the
-    /// same metadata the read then serves.
-    package func cachedRead(_ url: URL, headers: RequestHeaders = [], range choose: (ContentMetadata) -> ByteRange?) -> ReadStream? {
-        let key = store.key(for: url)
-        guard let metadata = cachedContentInfo(key: key, headers: headers), metadata.isStorable, let total = metadata.length,
-            let range = choose(metadata), range.upperBound <= total, !range.isEmpty
-        else { return nil }
-        guard let handle = try? store.openEntry(key) else { return nil }
-        preloads.played(key)
-        guard let (current, cached) = handle.cachedWhole(range) else {
-            handle.close()
-            return nil
-        }
-        let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
-        return ReadStream(metadata: current, range: range, session: session)
-    }
-
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
     /// `version` can say how it relates to the stored version (see ``VersionChange``).

@@ -366,9 +366,16 @@ final class ReadSession: Sendable {
     /// read is small so that its first bytes leave at once; a read that fits in one region is
     /// sent in one.
     private func region(at cursor: Int64, in span: ByteRange) -> ByteRange {
+        ByteRange(cursor, Self.regionEnd(at: cursor, of: range, in: span, reader: reader))
+    }
+
+    /// Where the region of a read of `range` that starts at `cursor`, in the stored `span`,
+    /// ends: the read's share of the region budget, and a first region of a range longer
+    /// than that only the minimum chunk (the player gets its first bytes sooner).
+    static func regionEnd(at cursor: Int64, of range: ByteRange, in span: ByteRange, reader: CachingReader) -> Int64 {
         let share = reader.currentRegionSize
         let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(reader.configuration.minimumChunkSize) : share
-        return ByteRange(cursor, min(Self.regionEnd(from: cursor, size: size), span.upperBound, range.upperBound))
+        return min(regionEnd(from: cursor, size: size), span.upperBound, range.upperBound)
     }
 
     /// Where a region of about `size` bytes from `cursor` ends when the budget cuts it (a region
@@ -384,15 +391,6 @@ final class ReadSession: Sendable {
         guard !overflow else { return .max }
         guard size >= page else { return end }
         return end / page * page + page / 2
-    }
-
-    /// See ``ReadStream/nextPartWithoutWaiting()``.
-    func fileRegionWithoutWaiting() -> ReadPart? {
-        let (cursor, handle, isClosed) = state.withLock { ($0.cursor, $0.handle, $0.isClosed) }
-        guard !isClosed, passThrough == nil, cursor < range.upperBound, let (span, file) = handle?.openSpan(containing: cursor) else { return nil }
-        let region = region(at: cursor, in: span)
-        advance(to: region.upperBound)
-        return .file(StoredRegion(file: file, range: region))
     }
 
     /// Up to `limit` bytes of `held` (which starts at `cursor`), within the read's range;

@@ -45,14 +45,6 @@ public struct ReadStream: AsyncSequence, Sendable {
         try await session.next(fileRegions: true)
     }
 
-    /// The next part if it can be had without waiting: a region of the data file when the
-    /// bytes at the cursor are stored and the file is open; `nil` otherwise (then use
-    /// ``nextPart()``, which also reports errors). A server on an event loop uses it to
-    /// answer a cached range in one step, without handing the request to another thread.
-    package func nextPartWithoutWaiting() -> ReadPart? {
-        session.fileRegionWithoutWaiting()
-    }
-
     public func makeAsyncIterator() -> Iterator {
         Iterator(session: session)
     }

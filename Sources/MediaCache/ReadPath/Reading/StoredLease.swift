@@ -1,0 +1,88 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+package import Foundation
+
+/// What the store holds for one request, taken in one look without waiting
+/// (``CachingReader/storedLease(for:headers:)``): the stored answer's content information,
+/// current and matching the request, and its entry, open. A server plans its answer from
+/// ``metadata`` and then takes the bytes it planned: one region of the data file
+/// (``region(_:)``, sent with `sendfile`, no read built around it) or a read of a range every
+/// byte of which is stored (``read(_:)``, an encrypted store's or a long range's). What it
+/// takes is of the version ``metadata`` describes: a version stored since makes both give
+/// nothing.
+///
+/// The entry is closed when the lease goes (or its read ends); an event loop can take and
+/// drop one.
+package final class StoredLease {
+    /// The stored answer's content information (its length is known).
+    package let metadata: ContentMetadata
+    private let reader: CachingReader
+    private let url: URL
+    private let key: CacheKey
+    private let headers: RequestHeaders
+    /// `nil` once a read took it.
+    private var handle: CacheEntryHandle?
+
+    init(metadata: ContentMetadata, reader: CachingReader, url: URL, key: CacheKey, headers: RequestHeaders, handle: CacheEntryHandle) {
+        self.metadata = metadata
+        self.reader = reader
+        self.url = url
+        self.key = key
+        self.headers = headers
+        self.handle = handle
+    }
+
+    deinit {
+        handle?.close()
+    }
+
+    /// Whether every byte of `range` is stored (and the stored version is still this one).
+    package func holds(_ range: ByteRange) -> Bool {
+        handle?.cachedWhole(range) != nil
+    }
+
+    /// `range` as one region of the entry's data file, when it is stored there in one span
+    /// and is no longer than a read's first region (``CachingReader/Configuration/fileRegionSize``
+    /// shared among the open reads): `nil` otherwise, and in an encrypted store.
+    package func region(_ range: ByteRange) -> StoredRegion? {
+        guard !range.isEmpty, let handle, let (span, file) = handle.openSpan(containing: range.lowerBound),
+            ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, reader: reader) == range.upperBound
+        else { return nil }
+        return StoredRegion(file: file, range: range)
+    }
+
+    /// A read of `range`, whose every byte is stored: the lease's entry goes to it. `nil`
+    /// when a byte is missing (or another version was stored since the lease was taken).
+    package func read(_ range: ByteRange) -> ReadStream? {
+        guard let handle, let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata) else { return nil }
+        self.handle = nil
+        let session = ReadSession(reader: reader, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
+        return ReadStream(metadata: current, range: range, session: session)
+    }
+}
+
+extension CachingReader {
+    /// The lease on what the store holds for `url` when the store alone can answer a request
+    /// with `headers`: the stored answer has a length, may be used without asking the origin
+    /// (fresh, or the reader prefers the cache or is offline), is storable, and matches the
+    /// request's fields as its `Vary` asks (RFC 9111 §4.1). `nil` otherwise. Never waits.
+    package func storedLease(for url: URL, headers: RequestHeaders = []) -> StoredLease? {
+        let key = store.key(for: url)
+        guard let (handle, metadata) = store.openStoredEntry(key) else { return nil }
+        guard metadata.isStorable, isCurrent(metadata, key: key), metadata.matches(request: headers) else {
+            handle.close()
+            return nil
+        }
+        preloads.played(key)
+        return StoredLease(metadata: metadata, reader: self, url: url, key: key, headers: headers, handle: handle)
+    }
+
+    /// A read of `range` when the store alone can serve it: every byte is stored and the
+    /// entry may be used without asking the origin (a read with no missing bytes is never
+    /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
+    package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
+        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length, range.upperBound <= total, !range.isEmpty else { return nil }
+        return lease.read(range)
+    }
+}

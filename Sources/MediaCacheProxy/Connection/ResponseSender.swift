@@ -1,0 +1,225 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import MediaCache
+import NIOCore
+import NIOHTTP1
+
+/// Writes every answer to a client connection, whatever its body (``ProxyResponse/Body``,
+/// seen as ``ProxyResponse/Body/Parts``):
+/// - a body at hand (none, a text, bytes, a stored region): the head, the body and the end in
+///   one flush from the event loop (``writeAtOnce(_:_:on:after:)``), no task;
+/// - a body that comes in parts (a read that waits for the origin or opens encrypted chunks, a
+///   feed's lines): part by part as a ``ResponseWriter`` decides, with at most two parts in
+///   the socket's queue, so a slow client holds the read back instead of filling memory.
+///
+/// Either way the connection stays open after the answer only when the client asked and the
+/// answer says where it ends (``ResponseWriter/keepsAlive(requested:version:headers:)``), the
+/// request's log line ends once every body byte is in the socket, and a failure after the
+/// head cuts the connection: a player never gets wrong bytes under a success status.
+enum ResponseSender {
+    /// What the connection does once an answer is written.
+    enum After: Equatable {
+        case keepsOpen
+        case closes
+        /// Its output ends and what still comes in is read and dropped for a while: the
+        /// answer to a request whose framing is lost reaches a client that is still sending
+        /// (a close with unread input would reset it).
+        case lingers
+    }
+
+    /// How long a lingering connection reads and drops what still comes (nginx: 5 s per read).
+    static let lingerTime: TimeAmount = .seconds(2)
+
+    /// The head of `response` to a request of `version` that asked for keep-alive or not, and
+    /// what the connection does after it.
+    static func head(of response: ProxyResponse, version: HTTPVersion, keepAlive: Bool) -> (head: HTTPResponseHead, after: After) {
+        var headers = response.headers
+        let keepAlive = ResponseWriter.keepsAlive(requested: keepAlive, version: version, headers: headers)
+        if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+        return (HTTPResponseHead(version: version, status: response.status, headers: headers), keepAlive ? .keepsOpen : .closes)
+    }
+
+    /// Sends `response`, from any thread; returns when it is written (or the connection cut).
+    static func send(_ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
+        let (head, after) = head(of: response, version: version, keepAlive: keepAlive)
+        switch response.body.parts(channel.allocator) {
+        case .atHand(let body):
+            try? await channel.eventLoop.flatSubmit { writeAtOnce(head, body, on: ChannelOutput(channel: channel), after: after) }.get()
+        case .later(var parts):
+            do {
+                let answeredInstead = try await write(&parts, head: .head(head), on: channel, version: version, keepAlive: after == .keepsOpen)
+                if !answeredInstead, after != .keepsOpen { try await channel.close() }
+            } catch {
+                channel.close(promise: nil)
+            }
+        }
+    }
+
+    /// Writes `head`, `body` and the end in one flush, and then keeps the connection, closes
+    /// it or lingers as `after` says. Call on the channel's event loop.
+    /// - Parameter output: the connection handler's context when it writes (the writes then
+    ///   start at the handler rather than at the pipeline's tail), else the channel.
+    /// - Returns: the end's write, which fails when a write before it failed.
+    @discardableResult
+    static func writeAtOnce(_ head: HTTPResponseHead, _ body: ProxyResponse.Body.AtHand, on output: some ResponseOutput, after: After) -> EventLoopFuture<Void> {
+        let channel = output.channel
+        var log = body.log
+        log?.firstByte = ContinuousClock.now
+        output.write(.head(head), promise: nil)
+        let file: (NIOFileHandle, StoredRegion)?
+        switch body {
+        case .empty: file = nil
+        case .buffer(let buffer):
+            file = nil
+            output.write(.body(.byteBuffer(buffer)), promise: nil)
+        case .region(let region, _):
+            let (fileRegion, handle) = fileRegion(region)
+            file = (handle, region)
+            output.write(.body(.fileRegion(fileRegion)), promise: nil)
+        }
+        // Writes complete in order, and a failed one fails those after it: the end's promise
+        // says how the body's write went too.
+        let ended = channel.eventLoop.makePromise(of: Void.self)
+        output.writeAndFlush(.end(nil), promise: ended)
+        let line = log
+        ended.futureResult.whenComplete { result in
+            if let (handle, region) = file { release(handle, of: region) }
+            switch result {
+            case .success:
+                line?.end(body.statistics, error: nil)  // every body byte is in the socket
+                switch after {
+                case .keepsOpen: break
+                case .closes: channel.close(promise: nil)
+                case .lingers:
+                    channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
+                    channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
+                }
+            case .failure(let error):
+                line?.end(body.statistics, error: error)
+                channel.close(promise: nil)
+            }
+        }
+        return ended.futureResult
+    }
+
+    /// A NIO file region of `region`, sent from the store's own descriptor. Once its write has
+    /// completed, ``release(_:of:)`` lets the descriptor go without closing it; the region is
+    /// held until then, which keeps the descriptor open.
+    private static func fileRegion(_ region: StoredRegion) -> (FileRegion, NIOFileHandle) {
+        let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
+        return (FileRegion(fileHandle: file, readerIndex: Int(region.range.lowerBound), endIndex: Int(region.range.upperBound)), file)
+    }
+
+    private static func release(_ file: NIOFileHandle, of region: StoredRegion) {
+        _ = try? file.takeDescriptorOwnership()
+        withExtendedLifetime(region) {}
+    }
+
+    /// Writes a body that comes in parts as a ``ResponseWriter`` decides: the head with the
+    /// first part (a feed's at once), parts as they come with two at most in the socket's
+    /// queue, the end marker with the last stored part; an error answer when the read fails
+    /// before its first byte, a cut connection after.
+    /// - Returns: whether the read failed before its first byte and was answered with its error.
+    private static func write(
+        _ parts: inout ProxyResponse.Body.LaterParts, head: HTTPServerResponsePart, on channel: any Channel, version: HTTPVersion, keepAlive: Bool
+    ) async throws -> Bool {
+        var log = parts.log
+        var writer = parts.writer
+        var previous: EventLoopFuture<Void>?
+        var ended: EventLoopFuture<Void>?
+        if writer.writesHeadFirst { try await channel.writeAndFlush(head).get() }
+        do {
+            while ended == nil, let current = try await parts.next() {
+                if log?.firstByte == nil { log?.firstByte = ContinuousClock.now }
+                let written = channel.eventLoop.makePromise(of: Void.self)
+                let body: HTTPServerResponsePart
+                let decision: ResponseWriter.PartWrite
+                switch current {
+                case .bytes(let chunk):
+                    body = .body(.byteBuffer(chunk))
+                    decision = writer.write(.bytes(count: Int64(chunk.readableBytes)))
+                case .file(let region):
+                    // Cached bytes go from the page cache to the socket with sendfile.
+                    let (fileRegion, file) = Self.fileRegion(region)
+                    written.futureResult.whenComplete { _ in Self.release(file, of: region) }
+                    body = .body(.fileRegion(fileRegion))
+                    decision = writer.write(.file(end: region.range.upperBound))
+                }
+                let end = decision.endsBody ? channel.eventLoop.makePromise(of: Void.self) : nil
+                ended = end?.futureResult
+                // The head, the part and the end marker reach the event loop in one hop and
+                // leave in one flush.
+                channel.eventLoop.execute {
+                    if decision.withHead { channel.write(head, promise: nil) }
+                    if let end {
+                        channel.write(body, promise: written)
+                        channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: end)
+                    } else {
+                        channel.writeAndFlush(body, promise: written)
+                    }
+                }
+                if decision.awaitsPrevious { try await previous?.get() }
+                previous = written.futureResult
+            }
+            try await previous?.get()
+            let remaining = writer.allWritten(lastWriteEndedBody: ended != nil)
+            if remaining.writesHead { channel.write(head, promise: nil) }  // an empty body
+            // Every body byte is in the socket: the response is whole even if the client
+            // hangs up before the end marker (which adds no bytes) is written.
+            log?.end(parts.statistics, error: nil)
+            if let ended {
+                parts.cancel()  // it has given its last byte; this lets go of its entry now
+                try await ended.get()
+            } else {
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
+            }
+            return false
+        } catch {
+            parts.cancel()
+            switch writer.failed(isCancellation: error is CancellationError) {
+            case .answerInstead:
+                let failure = ProxyResponse.failure(error)
+                log?.status = Int(failure.status.code)
+                log?.end(parts.statistics, error: error)
+                await send(failure, on: channel, version: version, keepAlive: keepAlive)
+                return true
+            case .cut(.alreadyEnded): break
+            case .cut(.whole): log?.end(parts.statistics, error: nil)
+            case .cut(.failed): log?.end(parts.statistics, error: error)
+            }
+            throw error
+        }
+    }
+}
+
+/// Where an answer's parts are written (``ResponseSender/writeAtOnce(_:_:on:after:)``).
+protocol ResponseOutput {
+    var channel: any Channel { get }
+    func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?)
+    func writeAndFlush(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?)
+}
+
+/// The connection handler's context: its writes start at the handler.
+extension ChannelHandlerContext: ResponseOutput {
+    func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
+        write(NIOAny(part), promise: promise)
+    }
+
+    func writeAndFlush(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
+        writeAndFlush(NIOAny(part), promise: promise)
+    }
+}
+
+/// A channel, written from its pipeline's tail.
+struct ChannelOutput: ResponseOutput {
+    let channel: any Channel
+
+    func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
+        channel.write(part, promise: promise)
+    }
+
+    func writeAndFlush(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
+        channel.writeAndFlush(part, promise: promise)
+    }
+}
