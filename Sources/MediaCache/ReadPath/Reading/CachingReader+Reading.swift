@@ -78,7 +78,7 @@ extension CachingReader {
                 handle?.close()
                 throw OfflineFetcher.error(url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
             }
-            let session = ReadSession(reader: self, url: url, key: key, range: range, headers: headers, handle: handle)
+            let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle)
             if !metadata.isStorable { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
@@ -137,18 +137,18 @@ extension CachingReader {
         // writer per resource at a time. (Not a part of a resource of unknown length: where
         // a part ends says nothing of where the resource does.)
         var writer: CacheEntryHandle?
-        if offset == 0, length == nil, response.bodyEnd == nil, response.metadata.isStorable, passThroughWriters.withLock({ $0.insert(key).inserted }) {
+        if offset == 0, length == nil, response.bodyEnd == nil, response.metadata.isStorable, context.passThroughWriters.withLock({ $0.insert(key).inserted }) {
             // An entry without a length is the leftover of a writer that did not finish.
             if let stale = store.metadata(for: key), stale.length == nil { try? await store.remove(key) }
             if store.metadata(for: key) == nil, let handle = try? store.openEntry(key), (try? handle.updateMetadata(response.metadata)) != nil {
                 writer = handle
             } else {
-                passThroughWriters.withLock { _ = $0.remove(key) }
+                context.passThroughWriters.withLock { _ = $0.remove(key) }
             }
         }
         configuration.logger.info("Streaming an answer without a length through", metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
         let session = ReadSession(
-            reader: self, url: url, key: key, range: range, headers: headers, handle: nil,
+            context: context, url: url, key: key, range: range, headers: headers, handle: nil,
             passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
         var stream = ReadStream(metadata: response.metadata, range: range, session: session)
         stream.isPartOfUnknownLength = response.metadata.length == nil && response.bodyEnd != nil
@@ -159,7 +159,7 @@ extension CachingReader {
     /// what an unfinished one left (a new whole read stores it only once this is over).
     package func isWritingThrough(_ url: URL) -> Bool {
         let key = store.key(for: url)
-        return passThroughWriters.withLock { $0.contains(key) }
+        return context.passThroughWriters.withLock { $0.contains(key) }
     }
 
     /// `response` (a body without a length) made shareable: registered for reads to join,
@@ -212,21 +212,5 @@ extension CachingReader {
         scheduler.count
     }
 
-    /// The chunk size for a stream now, given how many are open.
-    var currentChunkSize: Int64 {
-        share(of: configuration.readBufferBudget / 3, upTo: configuration.chunkSize)
-    }
-
-    /// The file region size for a stream now, given how many are open.
-    var currentRegionSize: Int64 {
-        share(of: configuration.fileRegionBudget, upTo: configuration.fileRegionSize)
-    }
-
-    /// One open stream's share of `budget`, in whole 16 KiB, within ``Configuration/minimumChunkSize`` ... `maximum`.
-    func share(of budget: Int, upTo maximum: Int) -> Int64 {
-        let open = max(1, openStreams.load(ordering: .relaxed))
-        let share = budget / open / (16 << 10) * (16 << 10)
-        return Int64(min(maximum, max(configuration.minimumChunkSize, share)))
-    }
 
 }

@@ -23,8 +23,8 @@ public final class CachingReader: Sendable {
     public let configuration: Configuration
     let fetcher: MeteredFetcher
     let scheduler: DownloadScheduler
-    /// How many streams are open (see ``Configuration/readBufferBudget``).
-    let openStreams = Atomic<Int>(0)
+    /// What the reads it opens work with.
+    let context: ReadContext
     /// When the origin last confirmed each resource, on the store's clock.
     let validations: ValidationMemory
     /// Origin answers other than the resource's bytes that may be reused while fresh.
@@ -43,8 +43,6 @@ public final class CachingReader: Sendable {
     let owned = OwnedTasks()
     /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
     package let segmentReadAhead: SegmentReadAhead
-    /// Resources whose body without a length a read is writing to the store.
-    let passThroughWriters = Mutex<Set<CacheKey>>([])
     /// The folders of the live playlists and manifests the proxy rewrote lately (at most 64,
     /// the oldest forgotten first): a `404` under one may be a segment asked for before it is
     /// available, and is not remembered (``noteLive(_:)``).
@@ -71,13 +69,14 @@ public final class CachingReader: Sendable {
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
         priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
         preloads = Preloads(maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency)
+        context = ReadContext(
+            store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler, validations: validations, priority: priority,
+            owned: owned)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
-        OriginTransfer(
-            store: store, fetcher: fetcher, configuration: configuration, validations: validations,
-            download: download, firstResponse: firstResponse, priority: priority)
+        context.transfer(for: download, firstResponse: firstResponse)
     }
 
     // MARK: Content information

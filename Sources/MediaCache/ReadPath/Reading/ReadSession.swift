@@ -39,7 +39,7 @@ final class ReadSession: Sendable {
         case failed(any Error)
     }
 
-    let reader: CachingReader
+    let context: ReadContext
     let passThrough: PassThrough?
     let url: URL
     let key: CacheKey
@@ -48,20 +48,20 @@ final class ReadSession: Sendable {
     private let state: Mutex<State>
 
     init(
-        reader: CachingReader, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
+        context: ReadContext, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
         passThrough: PassThrough? = nil, cached: SpanSet? = nil
     ) {
         self.passThrough = passThrough
         self.headers = headers
-        self.reader = reader
+        self.context = context
         self.url = url
         self.key = key
         self.range = range
         // What was cached of the range when the read began (given when just looked up).
         let cached = cached ?? (try? handle?.spans(in: range)) ?? SpanSet()
-        let machine = ReaderStateMachine(range: range, pausesAtHoles: reader.configuration.holeDelay > .zero)
+        let machine = ReaderStateMachine(range: range, pausesAtHoles: context.configuration.holeDelay > .zero)
         state = Mutex(State(machine: machine, handle: handle, cachedAtStart: cached))
-        reader.openStreams.add(1, ordering: .relaxed)
+        context.openStreams.add(1, ordering: .relaxed)
     }
 
     deinit {
@@ -95,7 +95,7 @@ final class ReadSession: Sendable {
             state.openedAhead = nil
             return (Self.leaveDownload(&state), state.handle, !state.isClosed)
         }
-        if wasOpen { reader.openStreams.subtract(1, ordering: .relaxed) }
+        if wasOpen { context.openStreams.subtract(1, ordering: .relaxed) }
         if let download { download.download.removeReader(download.reader) }
         handle?.close()
     }
@@ -103,7 +103,7 @@ final class ReadSession: Sendable {
     /// Joins the download whose bytes were held for this read (a `no-store` probe's, see
     /// `CachingReader.contentInfoForRead`), if there is one for its first byte.
     func joinReservedDownload() {
-        guard let reserved = reader.scheduler.takeReservation(key, at: range.lowerBound) else { return }
+        guard let reserved = context.scheduler.takeReservation(key, at: range.lowerBound) else { return }
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed, state.download == nil else { return true }
             state.download = reserved
@@ -122,7 +122,7 @@ final class ReadSession: Sendable {
         repeat {
             guard let first = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
             hole = first
-        } while await reader.scheduler.waitForWrites(key, in: hole)
+        } while await context.scheduler.waitForWrites(key, in: hole)
         let download = attach(at: hole.lowerBound, holeEnd: hole.upperBound)
         while true {
             let snapshot = download.snapshot(at: hole.lowerBound)
@@ -135,7 +135,7 @@ final class ReadSession: Sendable {
             case .awaitingResponse, .receiving, .resuming: break
             }
             if Task.isCancelled { return .failed(CancellationError()) }
-            await reader.priority.whilePlayerWaits { await download.waitForResponse() }
+            await context.priority.whilePlayerWaits { await download.waitForResponse() }
         }
     }
 
@@ -153,7 +153,7 @@ final class ReadSession: Sendable {
     private func step(fileRegions: Bool) async throws -> ReadPart? {
         while true {
             try Task.checkCancellation()
-            let chunkSize = reader.currentChunkSize
+            let chunkSize = context.currentChunkSize
             let (cursor, handle, current) = state.withLock { ($0.cursor, $0.handle, $0.download) }
             let (seen, spans) = try await observe(at: cursor, handle: handle, download: current?.download, chunkSize: chunkSize)
             switch state.withLock({ $0.machine.next(seen) }) {
@@ -178,17 +178,17 @@ final class ReadSession: Sendable {
                     state.machine.paused()
                     return state.cachedRun
                 }
-                try await reader.configuration.pauseTimer.sleep(for: reader.configuration.holePause(afterCached: cachedRun))
+                try await context.configuration.pauseTimer.sleep(for: context.configuration.holePause(afterCached: cachedRun))
                 if state.withLock({ $0.isClosed }) { throw CancellationError() }
             case .attach(let at):
                 if let left = state.withLock({ Self.leaveDownload(&$0) }) { left.download.removeReader(left.reader) }
                 let holeEnd = spans.holes(in: ByteRange(at, range.upperBound)).first?.upperBound ?? range.upperBound
                 // A download that has ended may still be storing these bytes: then look again.
-                if await reader.scheduler.waitForWrites(key, in: ByteRange(at, holeEnd)) { continue }
+                if await context.scheduler.waitForWrites(key, in: ByteRange(at, holeEnd)) { continue }
                 attach(at: at, holeEnd: holeEnd)
             case .waitForBytes:
                 state.withLock { $0.statistics.stalls += 1 }
-                if let download = current?.download { await reader.priority.whilePlayerWaits { await download.waitForBytes(at: cursor) } }
+                if let download = current?.download { await context.priority.whilePlayerWaits { await download.waitForBytes(at: cursor) } }
             case .lookAgain:
                 continue
             }
@@ -303,7 +303,7 @@ final class ReadSession: Sendable {
                     try await writer.write(chunk, at: chunkStart)
                 } catch {
                     // Past its share of the store, or the disk refused: it streams on uncached.
-                    reader.configuration.logger.warning(
+                    context.configuration.logger.warning(
                         "Cannot store an answer without a length; streaming it uncached",
                         metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error)"])
                     if let taken = passThrough.takeWriter() { finishWriting(taken, length: nil) }
@@ -325,31 +325,31 @@ final class ReadSession: Sendable {
     /// whose length is unknown cannot serve a later read. The resource is then free for
     /// another writer.
     private func finishWriting(_ writer: CacheEntryHandle, length: Int64?) {
-        let reader = reader
+        let context = context
         let key = key
         if let length, var metadata = try? writer.metadata(), (try? writer.spans())?.contains(ByteRange(0, length)) == true {
             metadata.length = length
             _ = try? writer.updateMetadata(metadata)
             writer.close()
-            reader.passThroughWriters.withLock { _ = $0.remove(key) }
+            context.passThroughWriters.withLock { _ = $0.remove(key) }
             return
         }
         writer.close()
-        reader.owned.run {
-            try? await reader.store.remove(key)
-            reader.passThroughWriters.withLock { _ = $0.remove(key) }
+        context.owned.run {
+            try? await context.store.remove(key)
+            context.passThroughWriters.withLock { _ = $0.remove(key) }
         }
     }
 
     /// Joins or starts the download for the hole at `cursor` and remembers it.
     @discardableResult
     private func attach(at cursor: Int64, holeEnd: Int64) -> SharedDownload {
-        let acceptsRanges = reader.store.metadata(for: key)?.acceptsRanges ?? true
+        let acceptsRanges = context.store.metadata(for: key)?.acceptsRanges ?? true
         let stores = state.withLock { $0.handle != nil }
-        let (download, readerID, isNew) = reader.scheduler.join(
+        let (download, readerID, isNew) = context.scheduler.join(
             url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
             stores: stores, headers: headers)
-        if isNew { reader.scheduler.start(download, transfer: reader.transfer(for: download, firstResponse: nil)) }
+        if isNew { context.scheduler.start(download, transfer: context.transfer(for: download, firstResponse: nil)) }
         let retries = download.retries
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed else { return true }
@@ -366,15 +366,15 @@ final class ReadSession: Sendable {
     /// read is small so that its first bytes leave at once; a read that fits in one region is
     /// sent in one.
     private func region(at cursor: Int64, in span: ByteRange) -> ByteRange {
-        ByteRange(cursor, Self.regionEnd(at: cursor, of: range, in: span, reader: reader))
+        ByteRange(cursor, Self.regionEnd(at: cursor, of: range, in: span, context: context))
     }
 
     /// Where the region of a read of `range` that starts at `cursor`, in the stored `span`,
     /// ends: the read's share of the region budget, and a first region of a range longer
     /// than that only the minimum chunk (the player gets its first bytes sooner).
-    static func regionEnd(at cursor: Int64, of range: ByteRange, in span: ByteRange, reader: CachingReader) -> Int64 {
-        let share = reader.currentRegionSize
-        let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(reader.configuration.minimumChunkSize) : share
+    static func regionEnd(at cursor: Int64, of range: ByteRange, in span: ByteRange, context: ReadContext) -> Int64 {
+        let share = context.currentRegionSize
+        let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(context.configuration.minimumChunkSize) : share
         return min(regionEnd(from: cursor, size: size), span.upperBound, range.upperBound)
     }
 

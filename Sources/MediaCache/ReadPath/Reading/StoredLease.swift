@@ -17,16 +17,16 @@ package import Foundation
 package final class StoredLease {
     /// The stored answer's content information (its length is known).
     package let metadata: ContentMetadata
-    private let reader: CachingReader
+    private let context: ReadContext
     private let url: URL
     private let key: CacheKey
     private let headers: RequestHeaders
     /// `nil` once a read took it.
     private var handle: CacheEntryHandle?
 
-    init(metadata: ContentMetadata, reader: CachingReader, url: URL, key: CacheKey, headers: RequestHeaders, handle: CacheEntryHandle) {
+    init(metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders, handle: CacheEntryHandle) {
         self.metadata = metadata
-        self.reader = reader
+        self.context = context
         self.url = url
         self.key = key
         self.headers = headers
@@ -47,7 +47,7 @@ package final class StoredLease {
     /// shared among the open reads): `nil` otherwise, and in an encrypted store.
     package func region(_ range: ByteRange) -> StoredRegion? {
         guard !range.isEmpty, let handle, let (span, file) = handle.openSpan(containing: range.lowerBound),
-            ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, reader: reader) == range.upperBound
+            ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound
         else { return nil }
         return StoredRegion(file: file, range: range)
     }
@@ -57,7 +57,7 @@ package final class StoredLease {
     package func read(_ range: ByteRange) -> ReadStream? {
         guard let handle, let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata) else { return nil }
         self.handle = nil
-        let session = ReadSession(reader: reader, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
+        let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
         return ReadStream(metadata: current, range: range, session: session)
     }
 }
@@ -75,7 +75,7 @@ extension CachingReader {
             return nil
         }
         preloads.played(key)
-        return StoredLease(metadata: metadata, reader: self, url: url, key: key, headers: headers, handle: handle)
+        return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, handle: handle)
     }
 
     /// A read of `range` when the store alone can serve it: every byte is stored and the
