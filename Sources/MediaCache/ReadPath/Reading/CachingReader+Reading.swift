@@ -212,5 +212,4 @@ extension CachingReader {
         scheduler.count
     }
 
-
 }
