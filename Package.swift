@@ -44,6 +44,7 @@ let package = Package(
         .target(
             name: "MediaCache",
             dependencies: [
+                "MediaCacheHTTPFields",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -53,14 +54,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Origin fetching on AsyncHTTPClient.
         // Parsers of HTTP fields from outside (Range, Content-Range, Cache-Control, dates,
-        // Host): pure, shared by the fetchers and the proxy.
+        // Host, Set-Cookie): pure, at the bottom, shared by the engine, the fetchers and the
+        // proxy.
         .target(
             name: "MediaCacheHTTPFields",
-            dependencies: ["MediaCache"],
             swiftSettings: swiftSettings
         ),
+        // Origin fetching on AsyncHTTPClient.
         .target(
             name: "MediaCacheHTTP",
             dependencies: [

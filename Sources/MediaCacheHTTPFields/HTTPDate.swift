@@ -1,8 +1,6 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import MediaCache
-
 /// HTTP dates (RFC 9110 §5.6.7) as seconds since 1970: the preferred IMF-fixdate
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two obsolete forms recipients must accept,
 /// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`).

@@ -1,8 +1,6 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import MediaCache
-
 /// A single byte range from an HTTP `Range` header: `a-b`, `a-` or `-n`.
 package enum RangeSpecifier: Sendable, Hashable {
     /// Bytes `first` through `last` (inclusive), or to the end when `last` is `nil`.
@@ -62,7 +60,7 @@ package enum RangeSpecifier: Sendable, Hashable {
         return bytes[lower..<upper]
     }
 
-    /// A client's numbers are read saturating at `ByteRange/maximumOffset`: a larger last
+    /// A client's numbers are read saturating at ``HTTPNumber/maximum``: a larger last
     /// position or suffix means "to the end" (RFC 9110 allows a last position past the end),
     /// and a larger first position can never be satisfied, so it gets a 416.
     private static func parseOne(_ spec: Bytes) -> RangeSpecifier? {
@@ -81,34 +79,34 @@ package enum RangeSpecifier: Sendable, Hashable {
 
     /// The bytes this specifier selects in a resource of `length` bytes, or `nil` when it is
     /// unsatisfiable (it starts at or past the end, or asks for an empty suffix).
-    package func resolve(length: Int64) -> ByteRange? {
+    package func resolvedBounds(length: Int64) -> Range<Int64>? {
         switch self {
         case .from(let first, let last):
             guard first < length else { return nil }
-            return ByteRange(first, min(length - 1, last ?? (length - 1)) + 1)
+            return first..<(min(length - 1, last ?? (length - 1)) + 1)
         case .suffix(let suffix):
             guard suffix > 0, length > 0 else { return nil }
-            return ByteRange(max(0, length - min(suffix, length)), length)
+            return max(0, length - min(suffix, length))..<length
         }
     }
 
     /// The header value for `range`: `bytes=a-b`, with `b` inclusive; `bytes=a-` (to the
-    /// end, however far it is) when the range ends at ``ByteRange/maximumOffset``.
-    package static func headerValue(for range: ByteRange) -> String {
-        range.upperBound >= ByteRange.maximumOffset ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
+    /// end, however far it is) when the range ends at ``HTTPNumber/maximum``.
+    package static func headerValue(forBounds range: Range<Int64>) -> String {
+        range.upperBound >= HTTPNumber.maximum ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
     }
 }
 
 /// A `Content-Range` header: `bytes a-b/total`, `bytes a-b/*` or `bytes */total`.
 package struct ContentRange: Sendable, Hashable {
     /// The bytes the body holds, or `nil` for `bytes */total` (with a 416).
-    package var range: ByteRange?
+    package var bounds: Range<Int64>?
     /// The resource's total length, if given.
     package var totalLength: Int64?
 
     /// Creates a content range.
-    package init(range: ByteRange?, totalLength: Int64?) {
-        self.range = range
+    package init(bounds: Range<Int64>?, totalLength: Int64?) {
+        self.bounds = bounds
         self.totalLength = totalLength
     }
 
@@ -127,17 +125,17 @@ package struct ContentRange: Sendable, Hashable {
         }
         if halves[0] == "*" {
             guard totalLength != nil else { return nil }
-            range = nil
+            bounds = nil
             return
         }
-        let bounds = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        let positions = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         // An origin's numbers are read strictly: past the bound, the answer is malformed
         // (and `last + 1` stays within it).
-        guard bounds.count == 2, let first = HTTPNumber.strict(bounds[0]), let last = HTTPNumber.strict(bounds[1]),
+        guard positions.count == 2, let first = HTTPNumber.strict(positions[0]), let last = HTTPNumber.strict(positions[1]),
             last >= first
         else { return nil }
         if let total = totalLength, last >= total { return nil }
-        range = ByteRange(first, last + 1)
+        bounds = first..<(last + 1)
     }
 
     /// The header value: `bytes a-b/total`, or `bytes */total` without a range.
@@ -164,7 +162,7 @@ package struct ContentRange: Sendable, Hashable {
                 buffer[start..<end].reverse()
             }
             append("bytes ")
-            if let range {
+            if let range = bounds {
                 append(range.lowerBound)
                 append("-")
                 append(range.upperBound - 1)
@@ -181,19 +179,23 @@ package struct ContentRange: Sendable, Hashable {
 /// Non-negative decimal numbers from HTTP headers (`1*DIGIT` in RFC 9110), read without
 /// `Int64.init`'s leniency (`+5`, `-0`) and without a trap however long the digit string.
 package enum HTTPNumber {
+    /// The bound of every offset and length read: past it a number is a lie (an origin's) or
+    /// "more than any file" (a client's). The engine's `ByteRange.maximumOffset` is this bound.
+    package static let maximum: Int64 = 1 << 60
+
     /// The value, or `nil` when `text` is not all ASCII digits (or empty) or is not below
-    /// `ByteRange/maximumOffset`. For numbers from origins: past the bound is a lie.
+    /// ``HTTPNumber/maximum``. For numbers from origins: past the bound is a lie.
     package static func strict(_ text: some StringProtocol) -> Int64? {
         strict(digits: text.utf8)
     }
 
     /// ``strict(_:)`` on UTF-8 bytes.
     package static func strict(digits: some Sequence<UInt8>) -> Int64? {
-        guard let value = saturating(digits: digits), value < ByteRange.maximumOffset else { return nil }
+        guard let value = saturating(digits: digits), value < HTTPNumber.maximum else { return nil }
         return value
     }
 
-    /// The value, capped at `ByteRange/maximumOffset`; `nil` when `text` is not all ASCII
+    /// The value, capped at ``HTTPNumber/maximum``; `nil` when `text` is not all ASCII
     /// digits (or empty). For numbers from clients, where "more than any file" has a meaning.
     package static func saturating(_ text: some StringProtocol) -> Int64? {
         saturating(digits: text.utf8)
@@ -209,9 +211,9 @@ package enum HTTPNumber {
             // Once past a tenth of the bound the next digit takes it past the bound, so the
             // multiplication only ever runs on values up to 2^60 / 10: it cannot overflow.
             value =
-                value > ByteRange.maximumOffset / 10
-                ? ByteRange.maximumOffset
-                : min(value * 10 + Int64(byte - UInt8(ascii: "0")), ByteRange.maximumOffset)
+                value > HTTPNumber.maximum / 10
+                ? HTTPNumber.maximum
+                : min(value * 10 + Int64(byte - UInt8(ascii: "0")), HTTPNumber.maximum)
         }
         return sawDigit ? value : nil
     }

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Foundation
+package import MediaCacheHTTPFields
 import Synchronization
 
 /// The cookies origins set, kept for the requests that follow, as a browser keeps them

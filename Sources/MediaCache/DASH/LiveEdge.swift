@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 package import Foundation
+import MediaCacheHTTPFields
 
 /// Where a live (`dynamic`) DASH presentation is at a moment: the seconds since its
 /// `availabilityStartTime`, and its time shift buffer (`timeShiftBufferDepth`), which bounds

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Foundation
+import MediaCacheHTTPFields
 
 /// One pinned download: a file, an HLS asset (a variant, its default audio, their init
 /// sections and segments) or a DASH presentation (a representation of each adaptation set,

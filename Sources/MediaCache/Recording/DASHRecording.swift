@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 package import Foundation
+import MediaCacheHTTPFields
 
 /// One representation of one period of a live DASH presentation as a recording keeps it: how
 /// its media time maps to the presentation's, its initialization, the XML of its adaptation set

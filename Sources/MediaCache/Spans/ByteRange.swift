@@ -1,6 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheHTTPFields
+
 /// A half-open range of byte offsets in a resource: `lowerBound ..< upperBound`.
 ///
 /// Offsets and lengths are `Int64`, as NIO's file APIs use. A `ByteRange` is never empty
@@ -10,7 +12,7 @@ public struct ByteRange: Hashable, Sendable, CustomStringConvertible {
     /// playlists): 2^60 bytes, an exabyte. Every number from outside is parsed to at most
     /// this, so the sum of two of them, or of one and any configured size, cannot
     /// overflow `Int64`: arithmetic on them never traps.
-    public static let maximumOffset: Int64 = 1 << 60
+    public static let maximumOffset: Int64 = HTTPNumber.maximum
 
     /// The first byte offset in the range.
     public var lowerBound: Int64

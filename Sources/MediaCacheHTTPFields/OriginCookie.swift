@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 
 /// One cookie an origin set (or a player sent), as RFC 6265 §5.3 stores it.
 package struct OriginCookie: Sendable, Codable, Hashable {
