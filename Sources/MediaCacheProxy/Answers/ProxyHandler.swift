@@ -175,7 +175,7 @@ struct ProxyHandler: Sendable {
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).
-        log.storedAtArrival = (reader.store.spans(for: reader.store.key(for: url)), 0)
+        log.storedAtArrival = (reader.storedSpans(of: url), 0)
         // A probe's bytes that are not stored (`no-store`) wait for this request's read,
         // which takes them; whatever this request does, they are let go when it is answered.
         defer { reader.releaseReservation(for: url) }
@@ -198,7 +198,7 @@ struct ProxyHandler: Sendable {
     /// as it is.
     private func contentInformation(for request: CheckedRequest) async throws -> ContentMetadata {
         let (url, asked) = (request.url, request.asked)
-        let holdsVersion = asked.conditions.isEmpty || reader.store.metadata(for: reader.store.key(for: url))?.length != nil
+        let holdsVersion = asked.conditions.isEmpty || reader.holdsVersion(of: url)
         let asking = holdsVersion ? asked.forwarded : asked.forwarded + asked.conditions.fields
         guard let firstByte = asked.firstByte else { return try await reader.contentInfo(for: url, headers: asking) }
         return try await reader.contentInfoForRead(url, from: firstByte, length: asked.length, headers: asking)
@@ -210,7 +210,7 @@ struct ProxyHandler: Sendable {
         _ plan: AnswerPlan, for request: CheckedRequest, metadata: ContentMetadata, unstored: (body: [UInt8], metadata: ContentMetadata)?,
         log: inout RequestLog
     ) async throws -> ProxyResponse {
-        let now = reader.store.configuration.clock.now
+        let now = reader.now
         switch plan {
         case .notModified:
             return log.finish(ProxyResponse(status: .notModified, headers: ProxyResponse.notModifiedFields(metadata, now: now), body: .none))
@@ -252,7 +252,7 @@ struct ProxyHandler: Sendable {
     private func media(
         _ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, log: inout RequestLog, body: (RequestLog) -> ProxyResponse.Body
     ) -> ProxyResponse {
-        let now = reader.store.configuration.clock.now
+        let now = reader.now
         let status: HTTPResponseStatus
         let fields: HTTPHeaders
         if metadata.length == nil {  // a version without a length, found by the read

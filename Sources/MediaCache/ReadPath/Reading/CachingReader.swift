@@ -257,6 +257,20 @@ public final class CachingReader: Sendable {
         return stored
     }
 
+    /// What is stored of `url` now (the proxy counts a body's bytes within it as from the cache).
+    package func storedSpans(of url: URL) -> SpanSet {
+        store.spans(for: store.key(for: url))
+    }
+
+    /// Whether a version of `url` whose length is known is stored, fresh or not (the cache can
+    /// then answer a player's conditions itself, RFC 9111 §4.3.2).
+    package func holdsVersion(of url: URL) -> Bool {
+        store.metadata(for: store.key(for: url))?.length != nil
+    }
+
+    /// Now, on the store's clock (which tests set).
+    package var now: Date { store.configuration.clock.now }
+
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.
     /// `version` can say how it relates to the stored version (see ``VersionChange``).

@@ -25,12 +25,7 @@ package final class StoredLease {
     private var handle: CacheEntryHandle?
 
     init(metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders, handle: CacheEntryHandle) {
-        self.metadata = metadata
-        self.context = context
-        self.url = url
-        self.key = key
-        self.headers = headers
-        self.handle = handle
+        (self.metadata, self.context, self.url, self.key, self.headers, self.handle) = (metadata, context, url, key, headers, handle)
     }
 
     deinit {
