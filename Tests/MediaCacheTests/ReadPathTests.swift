@@ -102,11 +102,15 @@ import Testing
             // player asked it: six at most (the first two bytes, four reads, the replay's tail).
             // A hang-up then costs what the connection held in flight, as it would going direct
             // (on loopback, megabytes of socket buffers); what the cache read ahead of the
-            // player and stored is paced: at most as far as the request had delivered.
+            // player and stored is paced: at most as far as the request had delivered, and the
+            // chunk that arrived after the transfer last found room (a download waits while it is
+            // a lead ahead, then takes the next chunk whole: a chunk is at most 64 KiB from
+            // NIO's reads or curl's). A starved player leaves its download waiting at the lead,
+            // so that chunk lands: once in four runs of the suite, 57 kB over a bound without it.
             let gets = h.origin.requests("/a.mp3").filter { $0.method == "GET" }
             #expect(gets.count <= 6, "\(gets)")
             let stored = h.store.spans(for: key).byteCount
-            let paced: Int64 = (700 + 600 + 500 + 800) << 10
+            let paced: Int64 = (700 + 600 + 500 + 800) << 10 + 4 * (64 << 10)
             #expect(
                 stored <= consumed.byteCount + paced,
                 "stored \(stored) (\(h.store.spans(for: key))) for \(consumed.byteCount) consumed (\(consumed)); origin sent \(sent) for \(gets.map { $0.range ?? "-" })"
