@@ -12,10 +12,11 @@ import Testing
 @Suite struct ConnectionStateMachineTests {
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
     static let timeout = TimeAmount.seconds(120)
+    static let requestTimeout = TimeAmount.seconds(10)
     static let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/a")
 
     static func machine(overCapacity: Bool = false) -> ConnectionStateMachine {
-        ConnectionStateMachine(now: start, idleTimeout: timeout, isOverCapacity: overCapacity)
+        ConnectionStateMachine(now: start, idleTimeout: timeout, requestTimeout: requestTimeout, isOverCapacity: overCapacity)
     }
 
     @Test func aRequestIsAnsweredWhenItsEndArrivesAndTheNextWaitsForTheAnswer() {
@@ -43,7 +44,7 @@ import Testing
         #expect(machine.requestEnd(now: Self.start + .seconds(1)) == .answer(Self.head), "the next request is answered")
         #expect(machine.answerEnded(1, now: Self.start + .seconds(2)) == .none)
         #expect(machine.state == .answering(number: 2), "still answering the second")
-        #expect(machine.idleTimerFired(now: Self.start + .seconds(500)) == .lookAgain(Self.timeout))
+        #expect(machine.timerFired(now: Self.start + .seconds(500)) == .lookAgain(Self.requestTimeout))
     }
 
     @Test func overTheLimitTheRequestIsRefused() {
@@ -66,23 +67,56 @@ import Testing
     }
 
     /// An answer being sent is never cut, however long it takes; otherwise a connection is
-    /// closed once nothing happened on it for the timeout, and looked at again when it would be.
+    /// closed once nothing happened on it for the idle timeout, and looked at again when it
+    /// would be.
     @Test func theIdleTimer() {
         var machine = Self.machine()
-        #expect(machine.idleTimerFired(now: Self.start) == .lookAgain(Self.timeout))
-        #expect(machine.idleTimerFired(now: Self.start + .seconds(20)) == .lookAgain(.seconds(100)))
-        #expect(machine.idleTimerFired(now: Self.start + .seconds(120)) == .close)
+        #expect(machine.firstLook == Self.requestTimeout, "the sooner deadline")
+        #expect(machine.timerFired(now: Self.start) == .lookAgain(Self.timeout))
+        #expect(machine.timerFired(now: Self.start + .seconds(20)) == .lookAgain(.seconds(100)))
+        #expect(machine.timerFired(now: Self.start + .seconds(120)) == .close)
         _ = machine.requestHead(Self.head, now: Self.start + .seconds(100))
-        #expect(machine.idleTimerFired(now: Self.start + .seconds(130)) == .lookAgain(.seconds(90)), "a request's bytes count as activity")
-        _ = machine.requestEnd(now: Self.start + .seconds(130))
-        #expect(machine.idleTimerFired(now: Self.start + .seconds(900)) == .lookAgain(Self.timeout), "answering: never idle")
+        _ = machine.requestEnd(now: Self.start + .seconds(101))
+        #expect(machine.timerFired(now: Self.start + .seconds(900)) == .lookAgain(Self.requestTimeout), "answering: never idle")
         _ = machine.answerEnded(1, now: Self.start + .seconds(900))
-        #expect(machine.idleTimerFired(now: Self.start + .seconds(1020)) == .close)
+        #expect(machine.timerFired(now: Self.start + .seconds(930)) == .lookAgain(.seconds(90)), "an answer's end counts as activity")
+        #expect(machine.timerFired(now: Self.start + .seconds(1020)) == .close)
         // Lingering after a refusal is idle too: the linger time closes it first, this at the latest.
         var refused = Self.machine()
         _ = refused.errorCaught(HTTPParserError.invalidMethod)
-        #expect(refused.idleTimerFired(now: Self.start + .seconds(120)) == .close)
+        #expect(refused.timerFired(now: Self.start + .seconds(120)) == .close)
         #expect(refused.channelInactive() == .none)
-        #expect(refused.idleTimerFired(now: Self.start + .seconds(500)) == .none, "closed: nothing to do")
+        #expect(refused.timerFired(now: Self.start + .seconds(500)) == .none, "closed: nothing to do")
+    }
+
+    /// A request must arrive whole within the request timeout of its first bytes (a head sent
+    /// a byte at a time is closed after it, not after the idle timeout); a whole request stops
+    /// the clock, and a request pipelined behind a long answer is not timed while it waits.
+    @Test func theRequestTimer() {
+        var slow = Self.machine()
+        slow.bytesArrived(now: Self.start + .seconds(30))
+        #expect(slow.timerFired(now: Self.start + .seconds(35)) == .lookAgain(.seconds(5)), "its first bytes start the clock")
+        slow.bytesArrived(now: Self.start + .seconds(39))
+        #expect(slow.timerFired(now: Self.start + .seconds(40)) == .close, "more bytes do not move it")
+        // A whole request stops it; the next request's first bytes start it again.
+        var kept = Self.machine()
+        kept.bytesArrived(now: Self.start)
+        _ = kept.requestHead(Self.head, now: Self.start + .seconds(1))
+        #expect(kept.requestEnd(now: Self.start + .seconds(2)) == .answer(Self.head))
+        _ = kept.answerEnded(1, now: Self.start + .seconds(3))
+        #expect(kept.timerFired(now: Self.start + .seconds(60)) == .lookAgain(.seconds(63)), "between requests only the idle timeout counts")
+        kept.bytesArrived(now: Self.start + .seconds(70))
+        #expect(kept.timerFired(now: Self.start + .seconds(80)) == .close)
+        // Bytes of the next request that come while an answer is sent are timed once it ends.
+        var pipelined = Self.machine()
+        _ = pipelined.requestHead(Self.head, now: Self.start)
+        _ = pipelined.requestEnd(now: Self.start)
+        pipelined.bytesArrived(now: Self.start + .seconds(1))
+        #expect(pipelined.timerFired(now: Self.start + .seconds(300)) == .lookAgain(Self.requestTimeout), "answering: not cut")
+        _ = pipelined.answerEnded(1, now: Self.start + .seconds(300))
+        #expect(pipelined.requestHead(Self.head, now: Self.start + .seconds(300)) == .none, "the held request comes whole")
+        #expect(pipelined.requestEnd(now: Self.start + .seconds(300)) == .answer(Self.head))
+        _ = pipelined.answerEnded(2, now: Self.start + .seconds(301))
+        #expect(pipelined.timerFired(now: Self.start + .seconds(302)) == .lookAgain(.seconds(119)))
     }
 }

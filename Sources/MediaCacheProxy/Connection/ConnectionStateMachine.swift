@@ -4,11 +4,16 @@
 import NIOCore
 import NIOHTTP1
 
-/// One client connection as a pure machine: each event of the channel (a request's head and
-/// end, an answer that ended, a request the parser refused, a look at the idle timer, the
+/// One client connection as a pure machine: each event of the channel (a request's bytes,
+/// head and end, an answer that ended, a request the parser refused, a look at the timer, the
 /// channel going away) comes in with the time, and what to do comes back. The connection's
 /// handler (`ProxyConnectionHandler`) carries the actions out and holds only what a value
 /// cannot (the answer's task, the timer, the channel). Tested without a socket.
+///
+/// Two deadlines, one timer: a request must arrive whole within the request timeout of its
+/// first bytes (a client that sends its head a byte at a time holds a connection for seconds,
+/// not for as long as it likes), and a connection that has neither sent a request byte nor
+/// been answered for the idle timeout is closed. An answer being sent is never cut.
 struct ConnectionStateMachine {
     enum State: Equatable {
         /// Waiting for a request, or reading one (its head, once it came).
@@ -37,7 +42,7 @@ struct ConnectionStateMachine {
         case forward
         /// Close the connection.
         case close
-        /// Look at the idle timer again after this long.
+        /// Look at the timer again after this long.
         case lookAgain(TimeAmount)
         /// The client went: cancel the answer being sent, if any.
         case cancelAnswer
@@ -48,14 +53,27 @@ struct ConnectionStateMachine {
     private(set) var answers = 0
     /// When a request's bytes last arrived or an answer ended.
     private(set) var lastActivity: NIODeadline
+    /// When the request under way began to arrive; `nil` between requests.
+    private(set) var requestStarted: NIODeadline?
     /// Opened while the connection limit was reached: its request is refused.
     let isOverCapacity: Bool
     let idleTimeout: TimeAmount
+    let requestTimeout: TimeAmount
 
-    init(now: NIODeadline, idleTimeout: TimeAmount, isOverCapacity: Bool) {
+    init(now: NIODeadline, idleTimeout: TimeAmount, requestTimeout: TimeAmount, isOverCapacity: Bool) {
         lastActivity = now
         self.idleTimeout = idleTimeout
+        self.requestTimeout = requestTimeout
         self.isOverCapacity = isOverCapacity
+    }
+
+    /// How long after it is armed the timer first looks: the sooner of the two deadlines.
+    var firstLook: TimeAmount { min(idleTimeout, requestTimeout) }
+
+    /// Bytes came from the client (before they are parsed): a request begins to arrive, if
+    /// none was under way.
+    mutating func bytesArrived(now: NIODeadline) {
+        if requestStarted == nil { requestStarted = now }
     }
 
     /// A request's head. One comes only once the answer before it was written whole (the
@@ -63,6 +81,8 @@ struct ConnectionStateMachine {
     /// ended: its own notice may come after this.
     mutating func requestHead(_ head: HTTPRequestHead, now: NIODeadline) -> Action {
         lastActivity = now
+        // The next request's bytes may have come with the last one's end.
+        if requestStarted == nil { requestStarted = now }
         switch state {
         case .waiting, .answering: state = .waiting(head: head)
         case .lingering, .closed: break
@@ -77,6 +97,7 @@ struct ConnectionStateMachine {
 
     mutating func requestEnd(now: NIODeadline) -> Action {
         lastActivity = now
+        requestStarted = nil  // it arrived whole
         guard case .waiting(let head?) = state else { return .none }
         answers += 1
         state = .answering(number: answers)
@@ -101,15 +122,18 @@ struct ConnectionStateMachine {
         return .refuseMalformed(parserError)
     }
 
-    /// The idle timer fired: close a connection that has neither sent a request byte nor
-    /// been answered for the idle timeout (never one being answered: a long answer is not cut).
-    mutating func idleTimerFired(now: NIODeadline) -> Action {
+    /// The timer fired: close a connection whose request has not arrived whole within the
+    /// request timeout of its first bytes, or that has neither sent a request byte nor been
+    /// answered for the idle timeout (never one being answered: a long answer is not cut, and a
+    /// request pipelined behind it waits with it); else look again when a deadline would pass.
+    mutating func timerFired(now: NIODeadline) -> Action {
         switch state {
         case .closed: return .none
-        case .answering: return .lookAgain(idleTimeout)
+        case .answering: return .lookAgain(firstLook)
         case .waiting, .lingering:
-            let idleFor = now - lastActivity
-            return idleFor >= idleTimeout ? .close : .lookAgain(idleTimeout - idleFor)
+            var next = idleTimeout - (now - lastActivity)
+            if let requestStarted { next = min(next, requestTimeout - (now - requestStarted)) }
+            return next <= .zero ? .close : .lookAgain(next)
         }
     }
 

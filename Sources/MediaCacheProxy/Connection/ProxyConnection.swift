@@ -7,9 +7,11 @@ import NIOCore
 import NIOHTTP1
 
 /// One client connection: takes each request (one at a time; pipelined ones wait), answers
-/// it from a task, and cancels that task when the client goes away. A connection that has
-/// neither sent a request byte nor been answered for ``ProxyConfiguration/idleTimeout`` is
-/// closed (one timer per connection, moved only when it fires, not at each request).
+/// it from a task, and cancels that task when the client goes away. A connection whose
+/// request does not arrive whole within ``ProxyConfiguration/requestTimeout`` of its first
+/// bytes, or that has neither sent a request byte nor been answered for
+/// ``ProxyConfiguration/idleTimeout``, is closed (one timer per connection for both, moved
+/// only when it fires, not at each request).
 final class ProxyConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -23,36 +25,42 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     private var machine: ConnectionStateMachine
     /// The answer being sent, on a task.
     private var task: Task<Void, Never>?
-    private var idleCheck: NIOScheduledCallback?
+    private var timerCheck: NIOScheduledCallback?
 
     init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool) {
         self.handler = handler
         self.configuration = configuration
         self.connections = connections
-        machine = ConnectionStateMachine(now: .now(), idleTimeout: configuration.idleTimeout, isOverCapacity: isOverCapacity)
+        machine = ConnectionStateMachine(
+            now: .now(), idleTimeout: configuration.idleTimeout, requestTimeout: configuration.requestTimeout, isOverCapacity: isOverCapacity)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         connections.add(context.channel)
-        scheduleIdleCheck(context, in: configuration.idleTimeout)
+        scheduleCheck(context, in: machine.firstLook)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         if machine.channelInactive() == .cancelAnswer { task?.cancel() }
-        idleCheck?.cancel()
-        idleCheck = nil
+        timerCheck?.cancel()
+        timerCheck = nil
         connections.remove(context.channel)
         context.fireChannelInactive()
     }
 
-    /// Closes the connection if it is idle at `delay` from now, else looks again when it
-    /// would be.
-    private func scheduleIdleCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
-        idleCheck = LoopCallback.schedule(at: .now() + delay, on: context.eventLoop) { [self] in
-            guard idleCheck != nil else { return }
-            switch machine.idleTimerFired(now: .now()) {
+    /// Bytes of a request arrived (``RequestBytes`` says so, on the event loop).
+    func bytesArrived() {
+        machine.bytesArrived(now: .now())
+    }
+
+    /// Closes the connection if a deadline has passed at `delay` from now, else looks again
+    /// when the next one would.
+    private func scheduleCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
+        timerCheck = LoopCallback.schedule(at: .now() + delay, on: context.eventLoop) { [self] in
+            guard timerCheck != nil else { return }
+            switch machine.timerFired(now: .now()) {
             case .close: context.close(promise: nil)
-            case .lookAgain(let delay): scheduleIdleCheck(context, in: delay)
+            case .lookAgain(let delay): scheduleCheck(context, in: delay)
             default: break
             }
         }
