@@ -10,7 +10,7 @@ import Synchronization
 /// bodies read whole through the cache (playlists).
 extension CachingReader {
     /// The largest body kept in memory by ``memoryOnlyBody(of:headers:)`` (an AES-128 key is 16 bytes).
-    package static let memoryOnlyLimit = 64 << 10
+    static let memoryOnlyLimit = 64 << 10
 
     /// The whole body of `url`, never read from or written to an unencrypted store: from
     /// memory while it may be used without asking the origin (fresh, or
@@ -38,7 +38,7 @@ extension CachingReader {
     /// metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    package func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned)
         var body: [UInt8] = []
         for try await chunk in stream {

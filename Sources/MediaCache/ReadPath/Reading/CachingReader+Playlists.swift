@@ -6,9 +6,9 @@ package import Foundation
 /// Telling HLS playlists from media, by what the origin says and sends, never by the URL.
 extension CachingReader {
     /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
-    package static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+    static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
     /// The media type of DASH manifests (ISO/IEC 23009-1 Annex C).
-    package static let manifestTypes: Set<String> = ["application/dash+xml"]
+    static let manifestTypes: Set<String> = ["application/dash+xml"]
 
     /// What kind of manifest a resource is.
     public enum ManifestKind: String, Sendable, Equatable, Codable {

@@ -158,7 +158,7 @@ package let conditionalFieldNames: Set<String> = ["if-match", "if-unmodified-sin
 extension [(name: String, value: String)] {
     /// The fields less the player's own conditions (``conditionalFieldNames``): the cache's
     /// own requests carry its own.
-    package var withoutConditions: RequestHeaders {
+    var withoutConditions: RequestHeaders {
         filter { !Self.isConditional($0.name) }
     }
 

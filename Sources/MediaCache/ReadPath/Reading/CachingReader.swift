@@ -248,7 +248,7 @@ public final class CachingReader: Sendable {
     /// known and it may be used without asking the origin (see ``contentInfo(for:readingFrom:headers:)``);
     /// `nil` otherwise. Never waits.
     /// - Parameter headers: the player's request fields, matched against the stored answer's `Vary`.
-    package func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
+    func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
         cachedContentInfo(key: store.key(for: url), headers: headers)
     }
 
