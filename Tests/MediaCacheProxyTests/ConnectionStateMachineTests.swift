@@ -21,49 +21,68 @@ import Testing
 
     @Test func aRequestIsAnsweredWhenItsEndArrivesAndTheNextWaitsForTheAnswer() {
         var machine = Self.machine()
-        #expect(machine.requestEnd(now: Self.start) == .none, "no head: nothing to answer")
-        #expect(machine.requestHead(Self.head, now: Self.start) == .none)
-        #expect(machine.requestBody(now: Self.start) == .none)
-        #expect(machine.requestEnd(now: Self.start) == .answer(Self.head))
+        #expect(machine.receive(.end, now: Self.start) == .none, "no head: nothing to answer")
+        #expect(machine.receive(.head(Self.head), now: Self.start) == .none)
+        #expect(machine.receive(.body, now: Self.start) == .none)
+        #expect(machine.receive(.end, now: Self.start) == .answer(Self.head))
         #expect(machine.state == .answering(number: 1))
         #expect(machine.answerEnded(1, now: Self.start + .seconds(1)) == .none)
         #expect(machine.state == .waiting(head: nil))
-        #expect(machine.requestHead(Self.head, now: Self.start + .seconds(2)) == .none)
-        #expect(machine.requestEnd(now: Self.start + .seconds(2)) == .answer(Self.head))
+        #expect(machine.receive(.head(Self.head), now: Self.start + .seconds(2)) == .none)
+        #expect(machine.receive(.end, now: Self.start + .seconds(2)) == .answer(Self.head))
         #expect(machine.state == .answering(number: 2))
     }
 
-    /// The next request's head can come before the notice that the answer before it ended
-    /// (the pipeline handler lets it through once the end is written): the late notice must
-    /// not end the new answer, which would let the idle timer cut it.
-    @Test func aLateNoticeOfAnEarlierAnswerChangesNothing() {
+    /// What the decoder gives while an answer is written (a pipelined request, a parser
+    /// error) is held, and the socket not read, until the answer ends; then it is acted on in
+    /// order, up to the next answer. A notice about an earlier answer changes nothing.
+    @Test func aPipelinedRequestWaitsForTheAnswerBeforeIt() {
         var machine = Self.machine()
-        _ = machine.requestHead(Self.head, now: Self.start)
-        #expect(machine.requestEnd(now: Self.start) == .answer(Self.head))
-        _ = machine.requestHead(Self.head, now: Self.start + .seconds(1))
-        #expect(machine.requestEnd(now: Self.start + .seconds(1)) == .answer(Self.head), "the next request is answered")
-        #expect(machine.answerEnded(1, now: Self.start + .seconds(2)) == .none)
-        #expect(machine.state == .answering(number: 2), "still answering the second")
-        #expect(machine.timerFired(now: Self.start + .seconds(500)) == .lookAgain(Self.requestTimeout))
+        _ = machine.receive(.head(Self.head), now: Self.start)
+        #expect(machine.receive(.end, now: Self.start) == .answer(Self.head))
+        #expect(machine.readsPaused)
+        let second = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/b")
+        let third = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/c")
+        for event in [ConnectionStateMachine.Inbound.head(second), .end, .head(third), .end] {
+            #expect(machine.receive(event, now: Self.start + .seconds(1)) == .none, "held")
+        }
+        #expect(machine.held.count == 4)
+        #expect(machine.answerEnded(7, now: Self.start + .seconds(2)) == .none, "another answer's notice")
+        #expect(machine.answerEnded(1, now: Self.start + .seconds(2)) == .answer(second))
+        #expect(machine.state == .answering(number: 2) && machine.held == [.head(third), .end], "the third still waits")
+        #expect(machine.timerFired(now: Self.start + .seconds(500)) == .lookAgain(Self.requestTimeout), "answering: not cut")
+        #expect(machine.answerEnded(2, now: Self.start + .seconds(501)) == .answer(third))
+        #expect(machine.answerEnded(3, now: Self.start + .seconds(502)) == .none)
+        #expect(!machine.readsPaused && machine.held.isEmpty)
+        // A parser error behind an answer waits for it too, and then is refused; what was held
+        // after it is dropped.
+        var refused = Self.machine()
+        _ = refused.receive(.head(Self.head), now: Self.start)
+        _ = refused.receive(.end, now: Self.start)
+        #expect(refused.errorCaught(HTTPParserError.invalidMethod, now: Self.start) == .none)
+        _ = refused.receive(.head(second), now: Self.start)
+        #expect(refused.answerEnded(1, now: Self.start + .seconds(1)) == .refuseMalformed(.invalidMethod))
+        #expect(refused.state == .lingering && refused.held.isEmpty)
+        #expect(refused.errorCaught(ChannelError.ioOnClosedChannel, now: Self.start) == .drop)
     }
 
     @Test func overTheLimitTheRequestIsRefused() {
         var machine = Self.machine(overCapacity: true)
-        _ = machine.requestHead(Self.head, now: Self.start)
-        #expect(machine.requestEnd(now: Self.start) == .refuseOverCapacity(Self.head))
+        _ = machine.receive(.head(Self.head), now: Self.start)
+        #expect(machine.receive(.end, now: Self.start) == .refuseOverCapacity(Self.head))
         #expect(machine.channelInactive() == .cancelAnswer)
     }
 
     @Test func aMalformedRequestIsRefusedOnceThenEverythingIsDropped() {
         var machine = Self.machine()
-        #expect(machine.errorCaught(HTTPParserError.invalidMethod) == .refuseMalformed(.invalidMethod))
+        #expect(machine.errorCaught(HTTPParserError.invalidMethod, now: Self.start) == .refuseMalformed(.invalidMethod))
         #expect(machine.state == .lingering)
-        #expect(machine.errorCaught(HTTPParserError.headerOverflow) == .drop, "a second parser error: dropped")
-        #expect(machine.errorCaught(ChannelError.ioOnClosedChannel) == .drop, "the decoder's complaint about more bytes: dropped")
-        #expect(machine.requestEnd(now: Self.start) == .none, "no request is answered after a refusal")
+        #expect(machine.errorCaught(HTTPParserError.headerOverflow, now: Self.start) == .drop, "a second parser error: dropped")
+        #expect(machine.errorCaught(ChannelError.ioOnClosedChannel, now: Self.start) == .drop, "the decoder's complaint about more bytes: dropped")
+        #expect(machine.receive(.end, now: Self.start) == .drop, "no request is answered after a refusal")
         // An error that is not the parser's goes on down the pipeline.
         var other = Self.machine()
-        #expect(other.errorCaught(ChannelError.ioOnClosedChannel) == .forward)
+        #expect(other.errorCaught(ChannelError.ioOnClosedChannel, now: Self.start) == .forward)
     }
 
     /// An answer being sent is never cut, however long it takes; otherwise a connection is
@@ -75,15 +94,15 @@ import Testing
         #expect(machine.timerFired(now: Self.start) == .lookAgain(Self.timeout))
         #expect(machine.timerFired(now: Self.start + .seconds(20)) == .lookAgain(.seconds(100)))
         #expect(machine.timerFired(now: Self.start + .seconds(120)) == .close)
-        _ = machine.requestHead(Self.head, now: Self.start + .seconds(100))
-        _ = machine.requestEnd(now: Self.start + .seconds(101))
+        _ = machine.receive(.head(Self.head), now: Self.start + .seconds(100))
+        _ = machine.receive(.end, now: Self.start + .seconds(101))
         #expect(machine.timerFired(now: Self.start + .seconds(900)) == .lookAgain(Self.requestTimeout), "answering: never idle")
         _ = machine.answerEnded(1, now: Self.start + .seconds(900))
         #expect(machine.timerFired(now: Self.start + .seconds(930)) == .lookAgain(.seconds(90)), "an answer's end counts as activity")
         #expect(machine.timerFired(now: Self.start + .seconds(1020)) == .close)
         // Lingering after a refusal is idle too: the linger time closes it first, this at the latest.
         var refused = Self.machine()
-        _ = refused.errorCaught(HTTPParserError.invalidMethod)
+        _ = refused.errorCaught(HTTPParserError.invalidMethod, now: Self.start)
         #expect(refused.timerFired(now: Self.start + .seconds(120)) == .close)
         #expect(refused.channelInactive() == .none)
         #expect(refused.timerFired(now: Self.start + .seconds(500)) == .none, "closed: nothing to do")
@@ -101,21 +120,21 @@ import Testing
         // A whole request stops it; the next request's first bytes start it again.
         var kept = Self.machine()
         kept.bytesArrived(now: Self.start)
-        _ = kept.requestHead(Self.head, now: Self.start + .seconds(1))
-        #expect(kept.requestEnd(now: Self.start + .seconds(2)) == .answer(Self.head))
+        _ = kept.receive(.head(Self.head), now: Self.start + .seconds(1))
+        #expect(kept.receive(.end, now: Self.start + .seconds(2)) == .answer(Self.head))
         _ = kept.answerEnded(1, now: Self.start + .seconds(3))
         #expect(kept.timerFired(now: Self.start + .seconds(60)) == .lookAgain(.seconds(63)), "between requests only the idle timeout counts")
         kept.bytesArrived(now: Self.start + .seconds(70))
         #expect(kept.timerFired(now: Self.start + .seconds(80)) == .close)
         // Bytes of the next request that come while an answer is sent are timed once it ends.
         var pipelined = Self.machine()
-        _ = pipelined.requestHead(Self.head, now: Self.start)
-        _ = pipelined.requestEnd(now: Self.start)
+        _ = pipelined.receive(.head(Self.head), now: Self.start)
+        _ = pipelined.receive(.end, now: Self.start)
         pipelined.bytesArrived(now: Self.start + .seconds(1))
         #expect(pipelined.timerFired(now: Self.start + .seconds(300)) == .lookAgain(Self.requestTimeout), "answering: not cut")
         _ = pipelined.answerEnded(1, now: Self.start + .seconds(300))
-        #expect(pipelined.requestHead(Self.head, now: Self.start + .seconds(300)) == .none, "the held request comes whole")
-        #expect(pipelined.requestEnd(now: Self.start + .seconds(300)) == .answer(Self.head))
+        #expect(pipelined.receive(.head(Self.head), now: Self.start + .seconds(300)) == .none, "the held request comes whole")
+        #expect(pipelined.receive(.end, now: Self.start + .seconds(300)) == .answer(Self.head))
         _ = pipelined.answerEnded(2, now: Self.start + .seconds(301))
         #expect(pipelined.timerFired(now: Self.start + .seconds(302)) == .lookAgain(.seconds(119)))
     }

@@ -75,6 +75,28 @@ import Testing
         }
     }
 
+    /// Two thousand requests in one write, then a malformed one: each is answered in order
+    /// with its own bytes (the connection holds what the decoder gives while an answer is
+    /// written, and does not read the socket meanwhile), and the malformed one gets its `400`
+    /// after them all, never in the middle of an answer.
+    @Test func aFloodOfPipelinedRequestsIsAnsweredInOrderThenTheMalformedOneRefused() async throws {
+        try await HostileHarness.with { h in
+            let count = 2_000
+            let requests = (0..<count).map { h.raw(h.target(), extra: ["Range: bytes=\($0 * 37)-\($0 * 37 + 99)"]) }
+            let exchange = try await h.client.exchange(
+                [requests.joined() + "GARBAGE\r\n\r\n"], expectedResponses: count + 1, timeout: .seconds(120))
+            #expect(exchange.responses.count == count + 1)
+            for (index, response) in exchange.responses.prefix(count).enumerated() {
+                #expect(response.status == 206 && response.body.count == 100, "request \(index)")
+                #expect(h.resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: Int64(index * 37)) == nil, "request \(index)")
+            }
+            let refusal = exchange.responses.last
+            #expect(refusal?.status == 400)
+            #expect(refusal?.headers.contains { $0.0.lowercased() == "connection" && $0.1 == "close" } == true, "the connection ends with it")
+            try await h.expectStillServing()
+        }
+    }
+
     @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
         try await HostileHarness.with { h in
             let one = h.raw(h.target(), extra: ["Range: bytes=0-99"])

@@ -18,8 +18,8 @@ struct ConnectionStateMachine {
     enum State: Equatable {
         /// Waiting for a request, or reading one (its head, once it came).
         case waiting(head: HTTPRequestHead?)
-        /// Answering a request: the connection's `number`th (pipelined ones wait in the
-        /// pipeline handler until its end is written).
+        /// Answering a request: the connection's `number`th. What the decoder gives meanwhile
+        /// (a pipelined request) is held until it ends, and the socket is not read.
         case answering(number: Int)
         /// A request the parser refused was answered; what still comes is read and dropped
         /// until the client closes or the linger time passes (a close with unread input would
@@ -48,7 +48,18 @@ struct ConnectionStateMachine {
         case cancelAnswer
     }
 
+    /// What the decoder gives, as the machine needs it (a body's bytes are not: the proxy
+    /// serves `GET` and `HEAD`).
+    enum Inbound: Equatable {
+        case head(HTTPRequestHead)
+        case body
+        case end
+        case parserError(HTTPParserError)
+    }
+
     private(set) var state: State = .waiting(head: nil)
+    /// What came while an answer was being written, in order: acted on once it ends.
+    private(set) var held: [Inbound] = []
     /// How many requests the connection was given to answer.
     private(set) var answers = 0
     /// When a request's bytes last arrived or an answer ended.
@@ -76,50 +87,72 @@ struct ConnectionStateMachine {
         if requestStarted == nil { requestStarted = now }
     }
 
-    /// A request's head. One comes only once the answer before it was written whole (the
-    /// pipeline handler holds it back till then), so an answer still marked as going on has
-    /// ended: its own notice may come after this.
-    mutating func requestHead(_ head: HTTPRequestHead, now: NIODeadline) -> Action {
-        lastActivity = now
-        // The next request's bytes may have come with the last one's end.
-        if requestStarted == nil { requestStarted = now }
+    /// Whether the socket is not to be read now: while an answer is written, a pipelined
+    /// request waits, and so does the client (reading on would only fill ``held``).
+    var readsPaused: Bool {
+        if case .answering = state { true } else { false }
+    }
+
+    /// What the decoder gave: held while an answer is being written (pipelined requests are
+    /// answered in order, one at a time), else acted on.
+    mutating func receive(_ event: Inbound, now: NIODeadline) -> Action {
         switch state {
-        case .waiting, .answering: state = .waiting(head: head)
-        case .lingering, .closed: break
+        case .answering:
+            held.append(event)
+            return .none
+        case .lingering:
+            return .drop  // after a refused request
+        case .waiting, .closed:
+            return act(on: event, now: now)
         }
-        return .none
     }
 
-    mutating func requestBody(now: NIODeadline) -> Action {
-        lastActivity = now
-        return .none
-    }
-
-    mutating func requestEnd(now: NIODeadline) -> Action {
-        lastActivity = now
-        requestStarted = nil  // it arrived whole
-        guard case .waiting(let head?) = state else { return .none }
-        answers += 1
-        state = .answering(number: answers)
-        return isOverCapacity ? .refuseOverCapacity(head) : .answer(head)
+    private mutating func act(on event: Inbound, now: NIODeadline) -> Action {
+        switch event {
+        case .head(let head):
+            lastActivity = now
+            // The next request's bytes may have come with the last one's end.
+            if requestStarted == nil { requestStarted = now }
+            if case .waiting = state { state = .waiting(head: head) }
+            return .none
+        case .body:
+            lastActivity = now
+            return .none
+        case .end:
+            lastActivity = now
+            requestStarted = nil  // it arrived whole
+            guard case .waiting(let head?) = state else { return .none }
+            answers += 1
+            state = .answering(number: answers)
+            return isOverCapacity ? .refuseOverCapacity(head) : .answer(head)
+        case .parserError(let error):
+            // Answered once; what follows is dropped.
+            state = .lingering
+            held = []
+            return .refuseMalformed(error)
+        }
     }
 
     /// The answer to the connection's `number`th request ended (written whole, or given up
-    /// on); a notice about an earlier one is late and changes nothing.
+    /// on): what was held meanwhile is acted on, up to the next thing to do (an answer, a
+    /// refusal), the rest still held. A notice about an earlier answer changes nothing.
     mutating func answerEnded(_ number: Int, now: NIODeadline) -> Action {
         guard state == .answering(number: number) else { return .none }
         lastActivity = now
         state = .waiting(head: nil)
+        while !held.isEmpty, !readsPaused, state != .lingering {
+            let action = act(on: held.removeFirst(), now: now)
+            if action != .none { return action }
+        }
         return .none
     }
 
-    /// An error came up the pipeline: a request the parser refused is answered once; after
-    /// that, everything is dropped.
-    mutating func errorCaught(_ error: any Error) -> Action {
+    /// An error came up the pipeline: a request the parser refused is held or answered as any
+    /// request is (once; after that, everything is dropped); other errors go on.
+    mutating func errorCaught(_ error: any Error, now: NIODeadline) -> Action {
         if state == .lingering { return .drop }
         guard let parserError = error as? HTTPParserError else { return .forward }
-        state = .lingering
-        return .refuseMalformed(parserError)
+        return receive(.parserError(parserError), now: now)
     }
 
     /// The timer fired: close a connection whose request has not arrived whole within the
@@ -138,7 +171,10 @@ struct ConnectionStateMachine {
     }
 
     mutating func channelInactive() -> Action {
-        defer { state = .closed }
+        defer {
+            state = .closed
+            held = []
+        }
         if case .answering = state { return .cancelAnswer }
         return .none
     }

@@ -6,14 +6,17 @@ import MediaCache
 import NIOCore
 import NIOHTTP1
 
-/// One client connection: takes each request (one at a time; pipelined ones wait), answers
-/// it from a task, and cancels that task when the client goes away. A connection whose
+/// One client connection: takes each request (one at a time: what the decoder gives while an
+/// answer is written is held, and the socket not read, until it ends), answers it (on the
+/// event loop when the body is at hand, else from a task it cancels when the client goes
+/// away). A connection whose
 /// request does not arrive whole within ``ProxyConfiguration/requestTimeout`` of its first
 /// bytes, or that has neither sent a request byte nor been answered for
 /// ``ProxyConfiguration/idleTimeout``, is closed (one timer per connection for both, moved
 /// only when it fires, not at each request).
-final class ProxyConnectionHandler: ChannelInboundHandler {
+final class ProxyConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let handler: ProxyHandler
@@ -26,6 +29,11 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     /// The answer being sent, on a task.
     private var task: Task<Void, Never>?
     private var timerCheck: NIOScheduledCallback?
+    /// The handler's place in the pipeline, while it is in one: an answer that ends acts on
+    /// what was held (on the event loop, later than the event that began it).
+    private var context: ChannelHandlerContext?
+    /// A read was asked for while reads were paused: it is made once they resume.
+    private var readPending = false
 
     init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool) {
         self.handler = handler
@@ -36,8 +44,23 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         connections.add(context.channel)
         scheduleCheck(context, in: machine.firstLook)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    /// The socket is read only while no answer is being written (see
+    /// ``ConnectionStateMachine/readsPaused``): a client that pipelines waits in its socket.
+    func read(context: ChannelHandlerContext) {
+        if machine.readsPaused {
+            readPending = true
+        } else {
+            context.read()
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -66,35 +89,60 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Answers a request the HTTP parser refuses with a status and a one-line reason: `431`
-    /// when the head is over the size limit,
-    /// else `400` (with `Allow` when the method is one the parser does not know), and closes
-    /// the connection once it is written, lingering (NIO's `HTTPServerProtocolErrorHandler`
-    /// closes at once, with a bare `400`, which a client still sending can get as a reset). The
-    /// `HTTPServerPipelineHandler` before this handler holds a parser error back while an
-    /// answer is being written and passes it on once that answer has ended, so no answer is
-    /// ever cut in two.
+    /// An error up the pipeline: a request the HTTP parser refuses is held or answered as a
+    /// request is (``refuse(_:context:)``); bytes after it are dropped; any other error goes on.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        let parserError: HTTPParserError
-        switch machine.errorCaught(error) {
-        case .refuseMalformed(let refused): parserError = refused
-        case .drop: return  // bytes after a refused request (the decoder's error state)
-        default:
-            context.fireErrorCaught(error)
-            return
+        switch machine.errorCaught(error, now: .now()) {
+        case .forward: context.fireErrorCaught(error)
+        case let action: execute(action, context: context)
         }
-        let response: ProxyResponse
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let event: ConnectionStateMachine.Inbound =
+            switch unwrapInboundIn(data) {
+            case .head(let head): .head(head)
+            case .body: .body
+            case .end: .end
+            }
+        execute(machine.receive(event, now: .now()), context: context)
+    }
+
+    /// Carries out what the machine decided.
+    private func execute(_ action: ConnectionStateMachine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .answer(let head):
+            answer(head, number: machine.answers, context: context)
+        case .refuseOverCapacity(let head):
+            var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
+            refusal.headers.add(name: "Retry-After", value: "1")
+            configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
+            send(refusal, to: head, number: machine.answers, context: context)
+        case .refuseMalformed(let error):
+            refuse(error, context: context)
+        case .none, .drop, .forward, .close, .lookAgain, .cancelAnswer:
+            break
+        }
+    }
+
+    /// Answers a request the HTTP parser refuses with a status and a one-line reason: `431`
+    /// when the head is over the size limit, else `400` (with `Allow` when the method is one
+    /// the parser does not know), and ends the connection once it is written, lingering (NIO's
+    /// `HTTPServerProtocolErrorHandler` closes at once, with a bare `400`, which a client still
+    /// sending can get as a reset). A refusal behind an answer being written waits for it, as a
+    /// request does, so no answer is ever cut in two.
+    private func refuse(_ parserError: HTTPParserError, context: ChannelHandlerContext) {
+        var refusal: ProxyResponse
         switch parserError {
         case .headerOverflow:
-            response = ProxyResponse.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
+            refusal = ProxyResponse.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
         case .invalidMethod:
             // The parser cannot tell a made-up method from a garbled request line.
-            response = ProxyResponse.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
+            refusal = ProxyResponse.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
+            refusal.headers.add(name: "Allow", value: "GET, HEAD")
         default:
-            response = ProxyResponse.error(.badRequest, "Malformed HTTP request (\(parserError)).")
+            refusal = ProxyResponse.error(.badRequest, "Malformed HTTP request (\(parserError)).")
         }
-        var refusal = response
-        if parserError == .invalidMethod { refusal.headers.add(name: "Allow", value: "GET, HEAD") }
         // The request's framing is lost: the connection ends with the answer, as it says, in
         // a lingering close: the output ends after the answer, what still comes is dropped.
         refusal.headers.replaceOrAdd(name: "Connection", value: "close")
@@ -102,34 +150,19 @@ final class ProxyConnectionHandler: ChannelInboundHandler {
         if case .atHand(let body) = refusal.body.parts(context.channel.allocator) {
             ResponseSender.writeAtOnce(head, body, on: context, after: .lingers)
         }
-        configuration.logger.info("refused", metadata: ["status": "\(response.status.code)", "error": "\(parserError)"])
-        context.fireErrorCaught(error)
+        configuration.logger.info("refused", metadata: ["status": "\(refusal.status.code)", "error": "\(parserError)"])
+        context.fireErrorCaught(parserError)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let action =
-            switch unwrapInboundIn(data) {
-            case .head(let head): machine.requestHead(head, now: .now())
-            case .body: machine.requestBody(now: .now())
-            case .end: machine.requestEnd(now: .now())
-            }
-        switch action {
-        case .refuseOverCapacity(let head):
-            let number = machine.answers
-            var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
-            refusal.headers.add(name: "Retry-After", value: "1")
-            configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
-            send(refusal, to: head, number: number, context: context)
-        case .answer(let head):
-            answer(head, number: machine.answers, context: context)
-        default:
-            break
-        }
-    }
-
-    /// The answer to the `number`th request ended: the connection waits for the next one.
+    /// The answer to the `number`th request ended: what was held meanwhile is acted on, and
+    /// the socket read again if a read waited.
     private func answerEnded(_ number: Int) {
-        _ = machine.answerEnded(number, now: .now())
+        guard let context else { return }
+        execute(machine.answerEnded(number, now: .now()), context: context)
+        if readPending, !machine.readsPaused {
+            readPending = false
+            context.read()
+        }
     }
 
     /// Answers `head`: from the store here on the event loop when it can, else on a task.

@@ -10,9 +10,11 @@ import NIOHTTP1
 ///    parsed: a head sent a byte at a time is timed from its first);
 /// 2. `HTTPResponseEncoder` and `HTTPRequestDecoder`, the decoder stopping at
 ///    `maxURIBytes + maxHeaderBytes` of head (so a client cannot make it buffer more);
-/// 3. `HTTPServerPipelineHandler`: pipelined requests wait for the response before them;
-/// 4. ``ProxyConnectionHandler``, which answers requests, answers a request the parser
-///    refuses, and closes a connection whose request is too slow to arrive or that is idle
+/// 3. ``ProxyConnectionHandler``, which answers requests one at a time (a pipelined request
+///    is held, and the socket not read, while the answer before it is written: the work of
+///    NIO's `HTTPServerPipelineHandler`, which cost a new connection a handler and every
+///    request a pass through it), answers a request the parser refuses, and closes a
+///    connection whose request is too slow to arrive or that is idle
 ///    (``ConnectionStateMachine``, one timer).
 ///
 /// Every write passes each outbound handler, and every read each inbound one, and each costs
@@ -29,7 +31,6 @@ enum ProxyPipeline {
         try sync.addHandler(RequestBytes(connection))
         try sync.addHandler(HTTPResponseEncoder())
         try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
-        try sync.addHandler(HTTPServerPipelineHandler())
         try sync.addHandler(connection)
     }
 }
