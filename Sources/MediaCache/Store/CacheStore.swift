@@ -284,26 +284,25 @@ public final class CacheStore: Sendable {
         return CacheEntryHandle(store: self, key: key, id: id, generation: generation)
     }
 
-    /// Opens the entry for `key` when one is stored whose length is known, with its content
-    /// information read under the same lock (so they describe one version); `nil` otherwise,
-    /// creating nothing.
-    package func openStoredEntry(_ key: CacheKey) -> (handle: CacheEntryHandle, metadata: ContentMetadata)? {
+    /// What is stored for `key` now, read under one lock without opening the entry: its
+    /// content information when its length is known (`nil` otherwise), and, when `start` gives
+    /// an offset for that length, the store does not encrypt and the data file is open, the
+    /// stored span that contains the offset with the file (then it counts as an access, for
+    /// eviction). The span and the information describe one version.
+    func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? {
         let now = configuration.clock.now
-        let opened = state.withLock { state -> (id: UInt64, generation: UInt64, metadata: ContentMetadata)? in
-            guard !state.isClosed else { return nil }
-            let id = state.nextHandleID
-            let found = state.withRecord(key) { record -> (UInt64, ContentMetadata)? in
-                guard record.metadata.length != nil else { return nil }
-                record.openBy.insert(id)
+        let sendsFromFile = configuration.encryptionKey == nil
+        return state.withLock { state in
+            state.withRecord(key) { record -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? in
+                guard let length = record.metadata.length else { return nil }
+                guard sendsFromFile, let offset = start(length), let file = record.file, let span = record.spans.span(containing: offset) else {
+                    return (record.metadata, nil)
+                }
                 record.lastAccess = now
-                return (record.generation, record.metadata)
-            }
-            guard let (generation, metadata) = found ?? nil else { return nil }
-            state.nextHandleID += 1
-            return (id, generation, metadata)
+                record.isDirty = true
+                return (record.metadata, (span, file))
+            } ?? nil
         }
-        guard let opened else { return nil }
-        return (CacheEntryHandle(store: self, key: key, id: opened.id, generation: opened.generation), opened.metadata)
     }
 
     /// Removes the entry for `key` and its bytes. Open handles on it fail from then on

@@ -88,7 +88,7 @@ struct ProxyHandler: Sendable {
         // The answer is planned from what the store holds, looked up once; the bytes planned
         // are then taken from the same lease: one region of the data file when they lie in one,
         // else a read of stored bytes (an encrypted store's, a long range's).
-        guard let lease = reader.storedLease(for: asked.url, headers: asked.forwarded),
+        guard let lease = reader.storedLease(for: asked.url, headers: asked.forwarded, range: asked.specifier),
             !CachingReader.mayBePlaylist(lease.metadata),  // a playlist (or what may be one) is rewritten
             case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: lease.metadata, sendsBody: true)
         else { return .needsGeneralPath(checked) }

@@ -2,56 +2,58 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 package import Foundation
+package import MediaCacheHTTPFields
 
 /// What the store holds for one request, taken in one look without waiting
-/// (``CachingReader/storedLease(for:headers:)``): the stored answer's content information,
-/// current and matching the request, and its entry, open. A server plans its answer from
-/// ``metadata`` and then takes the bytes it planned: one region of the data file
-/// (``region(_:)``, sent with `sendfile`, no read built around it) or a read of a range every
-/// byte of which is stored (``read(_:)``, an encrypted store's or a long range's). What it
-/// takes is of the version ``metadata`` describes: a version stored since makes both give
-/// nothing.
+/// (``CachingReader/storedLease(for:headers:range:)``): the stored answer's content information,
+/// current and matching the request, and the stored span at the offset the request starts
+/// from. A server plans its answer from ``metadata`` and then takes the bytes it planned: one
+/// region of the data file (``region(_:)``, sent with `sendfile`, no read built around it and
+/// no entry opened) or a read of a range every byte of which is stored (``read(_:)``, an
+/// encrypted store's or a long range's). What it takes is of the version ``metadata``
+/// describes (a read finds a version stored since and gives nothing).
 ///
-/// The entry is closed when the lease goes (or its read ends); an event loop can take and
-/// drop one.
-package final class StoredLease {
+/// An event loop can take and drop one.
+package struct StoredLease: Sendable {
     /// The stored answer's content information (its length is known).
     package let metadata: ContentMetadata
     private let context: ReadContext
     private let url: URL
     private let key: CacheKey
     private let headers: RequestHeaders
-    /// `nil` once a read took it.
-    private var handle: CacheEntryHandle?
+    /// The stored span at the request's offset, with the data file, read with ``metadata``.
+    private let stored: (span: ByteRange, file: EntryFile)?
 
-    init(metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders, handle: CacheEntryHandle) {
-        (self.metadata, self.context, self.url, self.key, self.headers, self.handle) = (metadata, context, url, key, headers, handle)
-    }
-
-    deinit {
-        handle?.close()
+    init(metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders, stored: (span: ByteRange, file: EntryFile)?) {
+        (self.metadata, self.context, self.url, self.key, self.headers, self.stored) = (metadata, context, url, key, headers, stored)
     }
 
     /// Whether every byte of `range` is stored (and the stored version is still this one).
     package func holds(_ range: ByteRange) -> Bool {
-        handle?.cachedWhole(range) != nil
+        guard let handle = try? context.store.openEntry(key) else { return false }
+        defer { handle.close() }
+        return handle.cachedWhole(range).map { $0.metadata.isSameVersion(as: metadata) } ?? false
     }
 
-    /// `range` as one region of the entry's data file, when it is stored there in one span
-    /// and is no longer than a read's first region (``CachingReader/Configuration/fileRegionSize``
-    /// shared among the open reads): `nil` otherwise, and in an encrypted store.
+    /// `range` as one region of the entry's data file, when it lies in the stored span the
+    /// lease was taken at and is no longer than a read's first region
+    /// (``CachingReader/Configuration/fileRegionSize`` shared among the open reads): `nil`
+    /// otherwise, and in an encrypted store.
     package func region(_ range: ByteRange) -> StoredRegion? {
-        guard !range.isEmpty, let handle, let (span, file) = handle.openSpan(containing: range.lowerBound),
+        guard !range.isEmpty, let (span, file) = stored, span.lowerBound <= range.lowerBound, range.lowerBound < span.upperBound,
             ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound
         else { return nil }
         return StoredRegion(file: file, range: range)
     }
 
-    /// A read of `range`, whose every byte is stored: the lease's entry goes to it. `nil`
-    /// when a byte is missing (or another version was stored since the lease was taken).
+    /// A read of `range`, whose every byte is stored. `nil` when a byte is missing (or another
+    /// version was stored since the lease was taken).
     package func read(_ range: ByteRange) -> ReadStream? {
-        guard let handle, let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata) else { return nil }
-        self.handle = nil
+        guard let handle = try? context.store.openEntry(key) else { return nil }
+        guard let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata) else {
+            handle.close()
+            return nil
+        }
         let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
         return ReadStream(metadata: current, range: range, session: session)
     }
@@ -62,15 +64,16 @@ extension CachingReader {
     /// with `headers`: the stored answer has a length, may be used without asking the origin
     /// (fresh, or the reader prefers the cache or is offline), is storable, and matches the
     /// request's fields as its `Vary` asks (RFC 9111 §4.1). `nil` otherwise. Never waits.
-    package func storedLease(for url: URL, headers: RequestHeaders = []) -> StoredLease? {
+    /// - Parameter range: the request's `Range` (`nil`: none): the stored span where it starts
+    ///   comes with the lease, for ``StoredLease/region(_:)``.
+    package func storedLease(for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil) -> StoredLease? {
         let key = store.key(for: url)
-        guard let (handle, metadata) = store.openStoredEntry(key) else { return nil }
-        guard metadata.isStorable, isCurrent(metadata, key: key), metadata.matches(request: headers) else {
-            handle.close()
-            return nil
-        }
+        let snapshot = store.storedSnapshot(key) { length in range.map { $0.resolve(length: length)?.lowerBound } ?? 0 }
+        guard let (metadata, stored) = snapshot, metadata.isStorable, isCurrent(metadata, key: key),
+            metadata.matches(request: headers)
+        else { return nil }
         preloads.played(key)
-        return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, handle: handle)
+        return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored)
     }
 
     /// A read of `range` when the store alone can serve it: every byte is stored and the
