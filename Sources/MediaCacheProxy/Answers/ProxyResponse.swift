@@ -38,20 +38,9 @@ extension ProxyResponse.Body {
     enum AtHand {
         case empty
         case buffer(ByteBuffer)
-        case region(StoredRegion, log: RequestLog)
-
-        /// The log line that ends once the body is in the socket (the others ended when the
+        /// Stored bytes; `log` ends once they are in the socket (the others' ended when the
         /// answer was made).
-        var log: RequestLog? {
-            if case .region(_, let log) = self { log } else { nil }
-        }
-
-        /// Where the bytes came from.
-        var statistics: ReadStatistics {
-            var statistics = ReadStatistics()
-            if case .region(let region, _) = self { statistics.bytesFromCache = region.range.length }
-            return statistics
-        }
+        case region(StoredRegion, log: RequestLog)
     }
 
     /// A body that comes in parts: a read's, or a feed's lines.

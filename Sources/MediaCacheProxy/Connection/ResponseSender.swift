@@ -64,30 +64,35 @@ enum ResponseSender {
     @discardableResult
     static func writeAtOnce(_ head: HTTPResponseHead, _ body: ProxyResponse.Body.AtHand, on output: some ResponseOutput, after: After) -> EventLoopFuture<Void> {
         let channel = output.channel
-        var log = body.log
-        log?.firstByte = ContinuousClock.now
         output.write(.head(head), promise: nil)
-        let file: (NIOFileHandle, StoredRegion)?
+        // A stored region's log line ends once its bytes are in the socket (the others ended
+        // when the answer was made); its descriptor is let go then.
+        let sent: (line: RequestLog, file: NIOFileHandle, region: StoredRegion)?
         switch body {
-        case .empty: file = nil
+        case .empty:
+            sent = nil
         case .buffer(let buffer):
-            file = nil
+            sent = nil
             output.write(.body(.byteBuffer(buffer)), promise: nil)
-        case .region(let region, _):
-            let (fileRegion, handle) = fileRegion(region)
-            file = (handle, region)
+        case .region(let region, var line):
+            line.firstByte = ContinuousClock.now
+            let (fileRegion, file) = fileRegion(region)
+            sent = (line, file, region)
             output.write(.body(.fileRegion(fileRegion)), promise: nil)
         }
         // Writes complete in order, and a failed one fails those after it: the end's promise
         // says how the body's write went too.
         let ended = channel.eventLoop.makePromise(of: Void.self)
         output.writeAndFlush(.end(nil), promise: ended)
-        let line = log
         ended.futureResult.whenComplete { result in
-            if let (handle, region) = file { release(handle, of: region) }
+            var statistics = ReadStatistics()
+            if let sent {
+                release(sent.file, of: sent.region)
+                statistics.bytesFromCache = sent.region.range.length
+            }
             switch result {
             case .success:
-                line?.end(body.statistics, error: nil)  // every body byte is in the socket
+                sent?.line.end(statistics, error: nil)  // every body byte is in the socket
                 switch after {
                 case .keepsOpen: break
                 case .closes: channel.close(promise: nil)
@@ -96,7 +101,7 @@ enum ResponseSender {
                     channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
                 }
             case .failure(let error):
-                line?.end(body.statistics, error: error)
+                sent?.line.end(statistics, error: error)
                 channel.close(promise: nil)
             }
         }
