@@ -51,12 +51,7 @@ final class ReadSession: Sendable {
         context: ReadContext, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
         passThrough: PassThrough? = nil, cached: SpanSet? = nil
     ) {
-        self.passThrough = passThrough
-        self.headers = headers
-        self.context = context
-        self.url = url
-        self.key = key
-        self.range = range
+        (self.context, self.url, self.key, self.range, self.headers, self.passThrough) = (context, url, key, range, headers, passThrough)
         // What was cached of the range when the read began (given when just looked up).
         let cached = cached ?? (try? handle?.spans(in: range)) ?? SpanSet()
         let machine = ReaderStateMachine(range: range, pausesAtHoles: context.configuration.holeDelay > .zero)
