@@ -31,13 +31,16 @@ package struct CMCD: Sendable, Equatable {
         self.isCachesOwn = isCachesOwn
     }
 
+    /// The name of the query parameter CMCD travels in (CTA-5004 §2.3).
+    package static let queryName = "CMCD"
+
     /// The names of the fields CMCD travels in.
     package static let fieldNames = ["CMCD-Object", "CMCD-Request", "CMCD-Session", "CMCD-Status"]
 
     /// Whether a request (its fields and its URL's query) carries CMCD already.
     package static func isPresent(fields: [(name: String, value: String)], query: String?) -> Bool {
         fields.contains { field in fieldNames.contains { $0.caseInsensitiveCompare(field.name) } }
-            || (query?.split(separator: "&").contains { $0.prefix { $0 != "=" }.caseInsensitiveEquals("CMCD") } ?? false)
+            || (query?.split(separator: "&").contains { $0.prefix { $0 != "=" }.caseInsensitiveEquals(queryName) } ?? false)
     }
 
     /// The fields to send, each key in its shard (CTA-5004 §2.2), keys in alphabetical order;

@@ -107,7 +107,8 @@ final class OriginHandler: ChannelInboundHandler {
             }
             state.requests.append(
                 TestOrigin.Request(
-                    method: head.method.rawValue, path: path, query: components?.query, range: rangeHeader, ifRange: ifRange, status: Int(plan.status.code),
+                    method: head.method.rawValue, path: path, query: components?.query, rawQuery: components?.percentEncodedQuery, range: rangeHeader, ifRange: ifRange,
+                    status: Int(plan.status.code),
                     connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
             return (plan, path)

@@ -199,6 +199,8 @@ public final class TestOrigin: Sendable {
         public var path: String
         /// The target's query, if it had one.
         public var query: String?
+        /// The target's query as it came, percent-encoded.
+        public var rawQuery: String?
         public var range: String?
         public var ifRange: String?
         public var status: Int

@@ -4,6 +4,7 @@
 import Foundation
 import MediaCache
 import MediaCacheHTTPFields
+import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore
 import Testing
@@ -31,6 +32,29 @@ import Testing
             #expect(a.status == 200 && b.status == 200 && h.origin.resource(at: "/f.ts")!.firstMismatch(in: b.body, at: 0) == nil)
             #expect(h.origin.requests("/f.ts").count == 1, "\(h.origin.requests("/f.ts"))")
             #expect(h.origin.requests("/f.ts").first?.header("CMCD-Request") == "bl=1000")
+        }
+    }
+
+    /// hls.js and dash.js append `CMCD=…` to the URL they were given, the proxy's: in the
+    /// `?url=` form and in the path form it goes on to the origin as the player wrote it, and
+    /// two requests that differ only in it cost one origin request.
+    @Test func cmcdAppendedToTheProxyURLReachesTheOrigin() async throws {
+        try await ProxyHarness.with { h in
+            h.origin.serve(.generated(length: 200_000, seed: 63), at: "/u.ts")
+            h.origin.serve(.generated(length: 200_000, seed: 64), at: "/p.ts")
+            let first = try await h.get(h.url("/u.ts?a=1", extra: "&CMCD=bl%3D1000%2Csid%3D%22s1%22"))
+            let second = try await h.get(h.url("/u.ts?a=1", extra: "&CMCD=bl%3D4000%2Csid%3D%22s2%22"))
+            #expect(first.status == 200 && second.status == 200)
+            #expect(h.origin.resource(at: "/u.ts")!.firstMismatch(in: first.body, at: 0) == nil)
+            #expect(h.origin.resource(at: "/u.ts")!.firstMismatch(in: second.body, at: 0) == nil)
+            #expect(h.origin.requests("/u.ts").map(\.rawQuery) == ["a=1&CMCD=bl%3D1000%2Csid%3D%22s1%22"], "\(h.origin.requests("/u.ts"))")
+
+            let path = "http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: h.origin.url("/p.ts"), token: nil)
+            let one = try await h.get(path + "?CMCD=bl%3D1000")
+            let two = try await h.get(path + "?CMCD=bl%3D2000")
+            #expect(one.status == 200 && two.status == 200)
+            #expect(h.origin.resource(at: "/p.ts")!.firstMismatch(in: two.body, at: 0) == nil)
+            #expect(h.origin.requests("/p.ts").map(\.rawQuery) == ["CMCD=bl%3D1000"], "\(h.origin.requests("/p.ts"))")
         }
     }
 

@@ -113,29 +113,100 @@ import Testing
     /// the clock, and a request pipelined behind a long answer is not timed while it waits.
     @Test func theRequestTimer() {
         var slow = Self.machine()
-        slow.bytesArrived(now: Self.start + .seconds(30))
+        _ = slow.bytesArrived(now: Self.start + .seconds(30))
         #expect(slow.timerFired(now: Self.start + .seconds(35)) == .lookAgain(.seconds(5)), "its first bytes start the clock")
-        slow.bytesArrived(now: Self.start + .seconds(39))
+        _ = slow.bytesArrived(now: Self.start + .seconds(39))
         #expect(slow.timerFired(now: Self.start + .seconds(40)) == .close, "more bytes do not move it")
         // A whole request stops it; the next request's first bytes start it again.
         var kept = Self.machine()
-        kept.bytesArrived(now: Self.start)
+        _ = kept.bytesArrived(now: Self.start)
         _ = kept.receive(.head(Self.head), now: Self.start + .seconds(1))
         #expect(kept.receive(.end, now: Self.start + .seconds(2)) == .answer(Self.head))
         _ = kept.answerEnded(1, now: Self.start + .seconds(3))
         #expect(kept.timerFired(now: Self.start + .seconds(60)) == .lookAgain(.seconds(63)), "between requests only the idle timeout counts")
-        kept.bytesArrived(now: Self.start + .seconds(70))
+        #expect(kept.bytesArrived(now: Self.start + .seconds(70)) == .lookAgain(Self.requestTimeout), "the timer armed for the idle timeout is brought forward")
         #expect(kept.timerFired(now: Self.start + .seconds(80)) == .close)
         // Bytes of the next request that come while an answer is sent are timed once it ends.
         var pipelined = Self.machine()
         _ = pipelined.receive(.head(Self.head), now: Self.start)
         _ = pipelined.receive(.end, now: Self.start)
-        pipelined.bytesArrived(now: Self.start + .seconds(1))
+        #expect(pipelined.bytesArrived(now: Self.start + .seconds(1)) == .none, "answering: timed once the answer ends")
         #expect(pipelined.timerFired(now: Self.start + .seconds(300)) == .lookAgain(Self.requestTimeout), "answering: not cut")
         _ = pipelined.answerEnded(1, now: Self.start + .seconds(300))
         #expect(pipelined.receive(.head(Self.head), now: Self.start + .seconds(300)) == .none, "the held request comes whole")
         #expect(pipelined.receive(.end, now: Self.start + .seconds(300)) == .answer(Self.head))
         _ = pipelined.answerEnded(2, now: Self.start + .seconds(301))
         #expect(pipelined.timerFired(now: Self.start + .seconds(302)) == .lookAgain(.seconds(119)))
+    }
+
+    /// The timer as the connection's handler arms it: it looks only when the machine last said
+    /// to, and a request that begins while it is armed for the idle timeout arms it anew. (The
+    /// timer once looked while no request was under way, was armed for the idle timeout, and a
+    /// head that then came a byte at a time held the connection for two minutes: two
+    /// `HostileClientTests` failed on a loaded machine, whose client began to send after the
+    /// first look.)
+    struct ArmedTimer {
+        var machine = ConnectionStateMachineTests.machine()
+        var looksAt = ConnectionStateMachineTests.start + ConnectionStateMachineTests.machine().firstLook
+        var closedAt: NIODeadline?
+
+        /// Lets the timer look at every deadline it is armed for up to `time`.
+        mutating func run(until time: NIODeadline) {
+            while closedAt == nil, looksAt <= time {
+                switch machine.timerFired(now: looksAt) {
+                case .close: closedAt = looksAt
+                case .lookAgain(let delay): looksAt = looksAt + delay
+                default: return
+                }
+            }
+        }
+
+        mutating func bytesArrive(at time: NIODeadline) {
+            run(until: time)
+            if case .lookAgain(let delay) = machine.bytesArrived(now: time) { looksAt = time + delay }
+        }
+
+        mutating func receive(_ event: ConnectionStateMachine.Inbound, at time: NIODeadline) -> ConnectionStateMachine.Action {
+            run(until: time)
+            return machine.receive(event, now: time)
+        }
+
+        mutating func answerEnded(_ number: Int, at time: NIODeadline) {
+            run(until: time)
+            _ = machine.answerEnded(number, now: time)
+        }
+    }
+
+    @Test func aRequestThatBeginsAfterAnIdleLookIsStillCutAtItsTimeout() {
+        let start = Self.start
+        // Connected, silent past the first look; then a head that never ends.
+        var late = ArmedTimer()
+        late.bytesArrive(at: start + .seconds(12))
+        for second in 13...30 { late.bytesArrive(at: start + .seconds(Int64(second))) }
+        late.run(until: start + .seconds(120))
+        #expect(late.closedAt == start + .seconds(22), "cut a request timeout after its first bytes")
+        // One request answered, the timer's look after it, then a head that never ends.
+        var afterOne = ArmedTimer()
+        afterOne.bytesArrive(at: start)
+        _ = afterOne.receive(.head(Self.head), at: start)
+        #expect(afterOne.receive(.end, at: start) == .answer(Self.head))
+        afterOne.answerEnded(1, at: start + .seconds(1))
+        afterOne.bytesArrive(at: start + .seconds(40))
+        afterOne.run(until: start + .seconds(120))
+        #expect(afterOne.closedAt == start + .seconds(50))
+        // A connection that stays idle is closed at the idle timeout, not before.
+        var idle = ArmedTimer()
+        idle.run(until: start + .seconds(300))
+        #expect(idle.closedAt == start + Self.timeout)
+        // Bytes of the next request that came with the last one's end: timed from the end of
+        // its answer, when the socket is read again.
+        var pipelined = ArmedTimer()
+        pipelined.bytesArrive(at: start)
+        _ = pipelined.receive(.head(Self.head), at: start)
+        _ = pipelined.receive(.end, at: start)
+        pipelined.bytesArrive(at: start)
+        pipelined.answerEnded(1, at: start + .seconds(100))
+        pipelined.run(until: start + .seconds(300))
+        #expect(pipelined.closedAt == start + .seconds(110))
     }
 }

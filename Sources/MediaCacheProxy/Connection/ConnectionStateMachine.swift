@@ -66,6 +66,9 @@ struct ConnectionStateMachine {
     private(set) var lastActivity: NIODeadline
     /// When the request under way began to arrive; `nil` between requests.
     private(set) var requestStarted: NIODeadline?
+    /// When the armed timer looks next. Between requests it may be as far as the idle
+    /// timeout; a request that begins meanwhile brings it forward (``bytesArrived(now:)``).
+    private(set) var nextLook: NIODeadline
     /// Opened while the connection limit was reached: its request is refused.
     let isOverCapacity: Bool
     let idleTimeout: TimeAmount
@@ -76,15 +79,23 @@ struct ConnectionStateMachine {
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
         self.isOverCapacity = isOverCapacity
+        nextLook = now + min(idleTimeout, requestTimeout)
     }
 
     /// How long after it is armed the timer first looks: the sooner of the two deadlines.
     var firstLook: TimeAmount { min(idleTimeout, requestTimeout) }
 
     /// Bytes came from the client (before they are parsed): a request begins to arrive, if
-    /// none was under way.
-    mutating func bytesArrived(now: NIODeadline) {
-        if requestStarted == nil { requestStarted = now }
+    /// none was under way. When the timer was armed for the idle timeout (it looked while no
+    /// request was under way), it must look again when this request's time is up, not then:
+    /// `.lookAgain` says to arm it anew.
+    mutating func bytesArrived(now: NIODeadline) -> Action {
+        guard requestStarted == nil else { return .none }
+        requestStarted = now
+        let deadline = now + requestTimeout
+        guard nextLook > deadline else { return .none }
+        nextLook = deadline
+        return .lookAgain(requestTimeout)
     }
 
     /// Whether the socket is not to be read now: while an answer is written, a pipelined
@@ -140,6 +151,9 @@ struct ConnectionStateMachine {
         guard state == .answering(number: number) else { return .none }
         lastActivity = now
         state = .waiting(head: nil)
+        // Bytes of the next request that came with this one could not be read meanwhile: they
+        // are timed from now.
+        if requestStarted != nil { requestStarted = now }
         while !held.isEmpty, !readsPaused, state != .lingering {
             let action = act(on: held.removeFirst(), now: now)
             if action != .none { return action }
@@ -162,11 +176,15 @@ struct ConnectionStateMachine {
     mutating func timerFired(now: NIODeadline) -> Action {
         switch state {
         case .closed: return .none
-        case .answering: return .lookAgain(firstLook)
+        case .answering:
+            nextLook = now + firstLook
+            return .lookAgain(firstLook)
         case .waiting, .lingering:
             var next = idleTimeout - (now - lastActivity)
             if let requestStarted { next = min(next, requestTimeout - (now - requestStarted)) }
-            return next <= .zero ? .close : .lookAgain(next)
+            guard next > .zero else { return .close }
+            nextLook = now + next
+            return .lookAgain(next)
         }
     }
 

@@ -13,7 +13,7 @@ import NIOHTTP1
 /// request does not arrive whole within ``ProxyConfiguration/requestTimeout`` of its first
 /// bytes, or that has neither sent a request byte nor been answered for
 /// ``ProxyConfiguration/idleTimeout``, is closed (one timer per connection for both, moved
-/// only when it fires, not at each request).
+/// when it fires, and when a request begins while it was armed for the idle timeout).
 final class ProxyConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -71,9 +71,12 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    /// Bytes of a request arrived (``RequestBytes`` says so, on the event loop).
+    /// Bytes of a request arrived (``RequestBytes`` says so, on the event loop): the timer is
+    /// armed anew when it would look only after the request's time is up.
     func bytesArrived() {
-        machine.bytesArrived(now: .now())
+        guard case .lookAgain(let delay) = machine.bytesArrived(now: .now()), let context else { return }
+        timerCheck?.cancel()
+        scheduleCheck(context, in: delay)
     }
 
     /// Closes the connection if a deadline has passed at `delay` from now, else looks again

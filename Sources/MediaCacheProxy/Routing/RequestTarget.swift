@@ -15,6 +15,8 @@ struct RequestTarget: Sendable {
     /// The query items, percent-decoded (the proxy's own in the `?url=` form; the origin's
     /// in the path form, where the proxy reads none of them).
     let items: [URLQueryItem]
+    /// The query as it came (what goes on to the origin goes as the player wrote it).
+    let percentEncodedQuery: String?
     /// In the path form: the origin URL's text and the token of the first segment, or why
     /// the segment cannot be read.
     let pathForm: Result<(url: String, token: String?), ProxyRequestError>?
@@ -23,6 +25,7 @@ struct RequestTarget: Sendable {
         let components = URLComponents(string: uri)
         path = components?.path
         items = components?.queryItems ?? []
+        percentEncodedQuery = components?.percentEncodedQuery
         pathForm = uri.hasPrefix("/o/") ? Self.parsePathForm(uri) : nil
     }
 
@@ -84,7 +87,9 @@ struct RequestTarget: Sendable {
     /// ffmpeg's HLS reader refuses a segment whose path has no media extension.
     /// The `_HLS_` parameters a player appends to a URL it was given (the proxy's): a blocking
     /// reload's (`_HLS_msn`, `_HLS_part`, `_HLS_skip`), an interstitial asset list's
-    /// (`_HLS_primary_id`, `_HLS_start_offset`), go on to the origin URL.
+    /// (`_HLS_primary_id`, `_HLS_start_offset`), go on to the origin URL, and so does the
+    /// `CMCD` a web player appends (hls.js, dash.js: CTA-5004's query form), as it wrote it
+    /// (no cache key has it: `CacheKey.alwaysIgnoredQueryParameters`).
     /// - Throws: ``ProxyRequestError`` with 404 for another path without `url=`, 400 for a
     ///   missing or bad URL.
     func originURL() throws -> URL {
@@ -99,20 +104,33 @@ struct RequestTarget: Sendable {
             throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
         let url = try Self.checked(text)
-        // What a player adds to an HLS URL it was given (`_HLS_msn`, `_HLS_primary_id`, …) is the origin's.
-        let reload = items.filter { $0.name.hasPrefix("_HLS_") }
-        guard !reload.isEmpty else { return url }
+        // What a player adds to a URL it was given (`_HLS_msn`, `_HLS_primary_id`, …, `CMCD`) is
+        // the origin's, as the player wrote it (its percent-encoding kept).
+        let added = Self.pieces(of: percentEncodedQuery).filter { $0.name.hasPrefix("_HLS_") || $0.name == CMCD.queryName }
+        guard !added.isEmpty else { return url }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
         // A blocking reload's parameters replace all of the origin URL's; any other the player
         // added replaces the one of its name.
-        let added = Set(reload.map(\.name))
-        let reloads = !added.isDisjoint(with: HLSPlaylist.blockingReloadParameters)
-        components.queryItems =
-            (components.queryItems ?? []).filter { !added.contains($0.name) && !(reloads && HLSPlaylist.blockingReloadParameters.contains($0.name)) } + reload
-        guard let withReload = components.url else { throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".") }
-        return withReload
+        let names = Set(added.map(\.name))
+        let reloads = !names.isDisjoint(with: HLSPlaylist.blockingReloadParameters)
+        let kept = Self.pieces(of: components.percentEncodedQuery).filter {
+            !names.contains($0.name) && !(reloads && HLSPlaylist.blockingReloadParameters.contains($0.name))
+        }
+        // Both came out of parsed URIs, so each piece is percent-encoded already.
+        components.percentEncodedQuery = (kept + added).map(\.text).joined(separator: "&")
+        guard let withAdded = components.url else { throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".") }
+        return withAdded
+    }
+
+    /// The `&`-separated pieces of a percent-encoded query, each with its name decoded.
+    private static func pieces(of query: String?) -> [(name: String, text: Substring)] {
+        guard let query, !query.isEmpty else { return [] }
+        return query.split(separator: "&").map { piece in
+            let name = piece.prefix { $0 != "=" }
+            return (String(name).removingPercentEncoding ?? String(name), piece)
+        }
     }
 
     /// `text` as an origin URL: absolute http or https, with a host and a port in 1...65535.
