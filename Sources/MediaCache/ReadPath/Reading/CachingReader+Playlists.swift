@@ -56,10 +56,23 @@ extension CachingReader {
     package func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
         guard Self.mayBePlaylist(metadata) else { return nil }
         if let declared = Self.declaredKind(metadata) { return declared }
-        let stream = try await read(url, offset: 0, length: 1024, headers: headers, planned: planned)
+        // A look, not the read that answers: the probe's download stays held for that one.
+        let stream = try await read(url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false) { total in
+            ByteRange(0, min(total, Self.sniffedLength))
+        }
         var first: [UInt8] = []
         for try await chunk in stream { first += chunk.readableBytesView }
         return Self.sniffedKind(first)
+    }
+
+    /// How many of a body's first bytes tell a playlist or a manifest from media.
+    package static let sniffedLength: Int64 = 1024
+
+    /// Whether the bytes a look at the body's start reads (``sniffedLength``) are stored, so
+    /// that the look costs no origin request.
+    package func holdsStart(of url: URL, _ metadata: ContentMetadata) -> Bool {
+        guard let length = metadata.length else { return false }
+        return length == 0 || storedSpans(of: url).contains(ByteRange(0, min(length, Self.sniffedLength)))
     }
 
     /// The kind the resource's media type names, if it names one.

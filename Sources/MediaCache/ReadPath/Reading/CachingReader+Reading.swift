@@ -48,11 +48,15 @@ extension CachingReader {
     /// ``ReadStream/range`` always agree (a front door writes its head from them alone). The
     /// one place a read plans again, at most three times.
     /// - Parameter lengthless: the offset and length to read when the resource has no length.
+    /// - Parameter takesReservation: whether the read is the one its front door planned with
+    ///   ``contentInfoForRead(_:from:length:headers:)``, and so takes the probe's download held
+    ///   for it (a look at the body's first bytes is not: it joins that download and leaves it
+    ///   running for the read that answers).
     /// - Parameter resolve: the bytes to read of a resource of the given length; `nil` when
     ///   none can be (`.rangeNotSatisfiable`, with ``CacheError/resourceLength``).
     package func read(
         _ url: URL, headers: RequestHeaders, planned: ContentMetadata?, lengthless: (offset: Int64, length: Int64?),
-        resolving resolve: (Int64) -> ByteRange?
+        takesReservation: Bool = true, resolving resolve: (Int64) -> ByteRange?
     ) async throws -> ReadStream {
         let key = store.key(for: url)
         preloads.played(key)
@@ -79,7 +83,7 @@ extension CachingReader {
                 throw OfflineFetcher.error(url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
             }
             let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle)
-            if !metadata.isStorable { session.joinReservedDownload() }
+            if takesReservation { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
                 case .ready:

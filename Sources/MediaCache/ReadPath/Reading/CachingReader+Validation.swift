@@ -145,8 +145,11 @@ extension CachingReader {
                 url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
                 stores: metadata.isStorable, headers: headers)
             : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
-        // Bytes that are not stored are held for the read that asked (see `contentInfoForRead`).
-        if reserves, !metadata.isStorable { scheduler.reserve(download) }
+        // The download is held for the read that asked (see `contentInfoForRead`): bytes that
+        // are not stored would be lost without it, and a stored download would end when the
+        // first reader to join it left (a look at its first bytes), and the read that answers
+        // ask the origin again for the rest.
+        if reserves { scheduler.reserve(download) }
         scheduler.start(download, transfer: transfer(for: download, firstResponse: response))
         return metadata
     }

@@ -95,7 +95,7 @@ final class ReadSession: Sendable {
         handle?.close()
     }
 
-    /// Joins the download whose bytes were held for this read (a `no-store` probe's, see
+    /// Joins the download held for this read (its probe's, see
     /// `CachingReader.contentInfoForRead`), if there is one for its first byte.
     func joinReservedDownload() {
         guard let reserved = context.scheduler.takeReservation(key, at: range.lowerBound) else { return }
@@ -118,7 +118,11 @@ final class ReadSession: Sendable {
             guard let first = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
             hole = first
         } while await context.scheduler.waitForWrites(key, in: hole)
-        let download = attach(at: hole.lowerBound, holeEnd: hole.upperBound)
+        // The probe's download, when the read holds it and it fetches the hole; else one joined.
+        let held = state.withLock { state in
+            state.download.flatMap { $0.download.start <= hole.lowerBound && hole.lowerBound < $0.download.end && !$0.download.isFinished ? $0.download : nil }
+        }
+        let download = held ?? attach(at: hole.lowerBound, holeEnd: hole.upperBound)
         while true {
             let snapshot = download.snapshot(at: hole.lowerBound)
             if snapshot.hasResponse { return .ready }

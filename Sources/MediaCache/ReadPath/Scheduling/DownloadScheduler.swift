@@ -18,11 +18,11 @@ final class DownloadScheduler: Sendable {
     ///
     /// 1. A front door that reads next asks with ``CachingReader/contentInfoForRead(_:from:length:headers:)``
     ///    (the probe is the read's first origin request).
-    /// 2. If the answer is stored as it arrives, nothing is held: the read finds the bytes in
-    ///    the store or joins the probe's download. Otherwise `CachingReader.adopt` holds what
-    ///    would be lost: a reader on a download that does not store (`no-store`,
-    ///    ``reserve(_:)``), or a body without a length (``reserve(body:for:)``); one per
-    ///    resource, a newer one letting the older go.
+    /// 2. `CachingReader.adopt` holds a reader on the probe's download for the read
+    ///    (``reserve(_:)``), so the download goes on until that read has joined it: otherwise
+    ///    it would end when another reader left it first (a look at the body's first bytes),
+    ///    and bytes that are not stored (`no-store`) would be lost. A body without a length is
+    ///    held whole (``reserve(body:for:)``). One per resource, a newer one letting the older go.
     /// 3. The read takes it: ``ReadSession/joinReservedDownload()`` takes the held reader
     ///    (``takeReservation(_:at:)``), `passThrough` the held body (``takeReservedBody(_:)``).
     /// 4. Whatever the front door did, it calls ``CachingReader/releaseReservation(for:)`` when
