@@ -192,6 +192,17 @@ extension CachingReader {
 
     func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
         guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
+        return isDueForValidation(key)
+    }
+
+    /// Whether a read of `range` of `key` validates the stored version by itself: a byte of it
+    /// is missing, and the version was not given or confirmed within the revalidation
+    /// interval (see ``needsValidation(_:range:handle:)``).
+    func readValidates(_ key: CacheKey, range: ByteRange) -> Bool {
+        !store.spans(for: key).contains(range) && isDueForValidation(key)
+    }
+
+    private func isDueForValidation(_ key: CacheKey) -> Bool {
         let last = validations.date(of: key)
         return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
     }

@@ -49,14 +49,19 @@ extension CachingReader {
     /// entry's freshness at no body cost; any other answer is a version to adopt (a new one
     /// replaces the entry). An origin that cannot be reached leaves the stale entry in use
     /// (``Configuration/servesStaleOnOriginFailure``).
-    func revalidate(_ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, headers: RequestHeaders) async throws -> ContentMetadata {
+    func revalidate(
+        _ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, length: Int64? = nil, headers: RequestHeaders, reserves: Bool = false
+    ) async throws -> ContentMetadata {
         var conditional = headers
         if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
         if let modified = stored.lastModified { conditional.append((name: "If-Modified-Since", value: modified)) }
         let start = min(offset, max(0, (stored.length ?? 1) - 1))
+        // The read's own range when it is known (an answer other than `304` is the download the
+        // read joins: the rest of its range would cost a second request), else a first window.
+        let size = length.map { max(1, min($0, ByteRange.maximumOffset - start)) } ?? configuration.minimumRequest
         let response: OriginResponse
         do {
-            response = try await fetcher.fetch(url, range: ByteRange(start, start + configuration.minimumRequest), ifRange: nil, headers: conditional)
+            response = try await fetcher.fetch(url, range: ByteRange(start, start + size), ifRange: nil, headers: conditional)
         } catch let error as CacheError where error.isOriginFailure {
             let logMetadata: Logger.Metadata = ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"]
             guard configuration.servesStaleOnOriginFailure else {
@@ -96,7 +101,8 @@ extension CachingReader {
         if !same, response.metadata.isSameVersion(as: stored) {
             configuration.logger.debug("A stale entry without a shared validator is replaced by the origin's answer", metadata: ["url": "\(url.absoluteString.prefix(200))"])
         }
-        return try await adopt(response, url: url, key: key, offset: start, size: configuration.minimumRequest, headers: headers, version: same ? .compare : .new)
+        return try await adopt(
+            response, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves, version: same ? .compare : .new)
     }
 
     /// Whether `key` is pinned and holds every byte of `stored`.

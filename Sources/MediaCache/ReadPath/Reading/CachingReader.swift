@@ -123,7 +123,7 @@ public final class CachingReader: Sendable {
 
     func contentInfo(
         for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
-        maximumAge: Duration?, reserves: Bool
+        maximumAge: Duration?, reserves: Bool, yielded: Bool = false
     ) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
@@ -161,21 +161,40 @@ public final class CachingReader: Sendable {
             revalidateInBackground(url, key: key, stored: stored, headers: headers.withoutConditions)
             return stored
         }
+        if let stored, let offset, let total = stored.length, maximumAge == nil, !headers.hasConditions, stored.ifRangeValidator != nil,
+            offset < total, readValidates(key, range: ByteRange(offset, min(total, offset + min(length ?? total, total))))
+        {
+            // Stale, and the read misses bytes: its request for the first of them carries
+            // `If-Range` with the stored validator, and the read waits for that answer before
+            // its first byte (`needsValidation`). The answer validates the stored version and
+            // brings the bytes at once: a conditional request first would cost the read a
+            // second origin request.
+            return stored
+        }
         // A request carrying the player's own conditions may get the origin's `304` for it:
         // such a request shares no task with others.
         let shares = !headers.hasConditions
-        if OriginPriority.isCachesOwn, contentInfoTasks.withLock({ $0[key] == nil }) {
+        if OriginPriority.isCachesOwn, !yielded, contentInfoTasks.withLock({ $0[key] == nil }) {
             // The cache's own question waits while players wait on an origin: before any shared
-            // task exists, so a player never waits on a task that waits for it.
+            // task exists, so a player never waits on a task that waits for it. The players may
+            // have fetched and stored the resource meanwhile (a segment read ahead of a player
+            // that asked for it first): everything is looked at again, never asked from what was
+            // seen before the wait.
             var seen = priority.generation
             await priority.yieldToPlayers(seen: &seen)
+            return try await contentInfo(
+                for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: reserves, yielded: true)
         }
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }
             let task = SharedTask { [self, stored] in
                 do {
-                    if let stored { return try await revalidate(url, key: key, stored: stored, offset: offset ?? 0, headers: headers.withoutConditions) }
+                    if let stored {
+                        return try await revalidate(
+                            url, key: key, stored: stored, offset: offset ?? 0, length: offset == nil ? nil : length ?? ByteRange.maximumOffset,
+                            headers: headers.withoutConditions, reserves: reserves)
+                    }
                     guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
                     // The bytes the read asks for, in one request: an open-ended read asks to
                     // the end (`bytes=a-`), which the origin streams as the player reads.

@@ -112,6 +112,8 @@ struct DownloadStateMachine {
     /// Each reader's cursor.
     private(set) var readers: [UInt64: Int64] = [:]
     private var nextReader: UInt64 = 0
+    /// Whether a reader was ever added.
+    var hasHadReaders: Bool { nextReader > 0 }
     private var waiters: [(id: UInt64, condition: Condition)] = []
     private var nextWaiter: UInt64 = 0
     /// How many bytes of stored chunks are kept for readers.

@@ -45,6 +45,9 @@ final class SharedDownload: Sendable {
     let stores: Bool
     /// The request headers of the read that started the download, sent with each request.
     let headers: RequestHeaders
+    /// Whether a player's request started it (its probe or revalidation, or its read at a
+    /// hole), not the cache's own fetch: until a reader joins, it is the player's.
+    let isPlayers: Bool
     private let locked: Mutex<Locked>
 
     init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders, keptBytes: Int64) {
@@ -55,6 +58,7 @@ final class SharedDownload: Sendable {
         self.start = isFullBody ? 0 : start
         self.end = end
         self.isFullBody = isFullBody
+        isPlayers = !OriginPriority.isCachesOwn
         locked = Mutex(Locked(machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes)))
     }
 
@@ -88,8 +92,14 @@ final class SharedDownload: Sendable {
         locked.withLock { _ = $0.players.remove(id) }
     }
 
-    /// Whether a player reads from it (else it is the cache's own, and yields to players).
-    var servesPlayer: Bool { locked.withLock { !$0.players.isEmpty } }
+    /// Whether a player reads from it, or a player started it and no one has joined yet (a
+    /// probe's download before the player's read joins it); else it is the cache's own, and
+    /// yields to players. (A player's download that waited for its own player's read parked,
+    /// holding its origin connection, while other players waited: under load every connection
+    /// of the pool was so held, and players got `getConnectionFromPoolTimeout`.)
+    var servesPlayer: Bool {
+        locked.withLock { !$0.players.isEmpty || (isPlayers && !$0.machine.hasHadReaders) }
+    }
 
     /// Records that reader `id` has taken everything before `cursor`.
     func moveReader(_ id: UInt64, to cursor: Int64) {
