@@ -56,6 +56,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
         // path retries what can be retried), instead of being retried by the client until the
         // connect timeout: a certificate that is not trusted will not become trusted.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, configuration.connectionsPerHost)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         var proxied: [OriginProxies.Server: HTTPClient] = [:]
         for server in configuration.proxies.servers {
@@ -112,6 +113,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
     }
 
     public var cookieJar: CookieJar? { configuration.cookieJar }
+
+    /// ``OriginFetcherConfiguration/connectionsPerHost``.
+    public var connectionsPerHost: Int? { max(1, configuration.connectionsPerHost) }
 
     public var securityWarning: String? {
         configuration.skipsCertificateVerification ? "origin certificates are NOT verified (--insecure-skip-verify)" : nil
@@ -362,6 +366,12 @@ extension TimeAmount {
 public struct OriginFetcherConfiguration: Sendable {
     /// How long to wait for a connection.
     public var connectTimeout: Duration = .seconds(10)
+    /// How many connections to one origin host the client keeps at most (HTTP/1.1); the
+    /// reader admits no more requests to a host than this at once
+    /// (``OriginFetcher/connectionsPerHost``), so none waits in the client's pool, where it
+    /// would fail after ``connectTimeout``. A household's players and the cache's own
+    /// downloads often share one CDN host.
+    public var connectionsPerHost = 16
     /// How long to wait for a response head.
     public var responseTimeout: Duration = .seconds(30)
     /// How long a body may go without a byte.

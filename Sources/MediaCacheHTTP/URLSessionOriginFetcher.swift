@@ -48,6 +48,7 @@ public final class URLSessionOriginFetcher: OriginFetcher {
             sessionConfiguration.httpShouldSetCookies = false
             sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
             sessionConfiguration.timeoutIntervalForRequest = configuration.readTimeout.seconds
+            sessionConfiguration.httpMaximumConnectionsPerHost = max(1, configuration.connectionsPerHost)
             router = SessionRouter()
             self.session = URLSession(configuration: sessionConfiguration, delegate: router, delegateQueue: nil)
             ownsSession = true

@@ -24,6 +24,7 @@ package enum CacheMetrics {
     static let refusedCookies = Counter(label: "mediacache_refused_cookies_total")
     static let segmentsReadAhead = Counter(label: "mediacache_segments_read_ahead_total")
     static let yields = Counter(label: "mediacache_yields_to_players_total")
+    static let connectionWaits = Counter(label: "mediacache_origin_connection_waits_total")
     static let preloadedBytes = Counter(label: "mediacache_preloaded_bytes_total")
     static let preloadHits = Counter(label: "mediacache_preload_hits_total")
     static let recordingReloadFailures = Counter(label: "mediacache_recording_reload_failures_total")

@@ -5,24 +5,34 @@ import Foundation
 import NIOCore
 import Synchronization
 
-/// An origin fetcher that counts the requests and body bytes of the one it wraps, and
-/// notes which origins failed when last asked.
+/// An origin fetcher that counts the requests and body bytes of the one it wraps, notes
+/// which origins failed when last asked, and sends a request only when its host's
+/// ``ConnectionBudget`` gives it a connection, held until its body is read or dropped.
 struct MeteredFetcher: OriginFetcher {
     let base: any OriginFetcher
     /// Added to the requests of the cache's own work (``OriginPriority/isCachesOwn``).
     var ownRequestFields: RequestHeaders = []
+    let budget: ConnectionBudget
     let reachability = OriginReachability()
 
     func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
+        let hold = try await budget.acquire(for: url, isOwn: OriginPriority.isCachesOwn)
+        defer { hold.release() }
         CacheMetrics.originRequests.increment()
         return try await reachability.noting(url) { try await base.contentInfo(for: url, headers: marked(headers)) }
     }
 
     func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+        let hold = try await budget.acquire(for: url, isOwn: OriginPriority.isCachesOwn)
         CacheMetrics.originRequests.increment()
-        var response = try await reachability.noting(url) { try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers)) }
-        response.body = CountedBody(base: response.body)
-        return response
+        do {
+            var response = try await reachability.noting(url) { try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers)) }
+            response.body = CountedBody(base: response.body, hold: hold)
+            return response
+        } catch {
+            hold.release()
+            throw error
+        }
     }
 
     /// `headers` with ``ownRequestFields`` when the request is the cache's own.
@@ -73,22 +83,33 @@ final class OriginReachability: Sendable {
     }
 }
 
-/// A body that adds each chunk's size to ``CacheMetrics/originBytes``.
+/// A body that adds each chunk's size to ``CacheMetrics/originBytes``, and lets its
+/// request's connection go (``ConnectionBudget/Hold``) when it ends, fails, or is dropped.
 struct CountedBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let base: any AsyncSequence<ByteBuffer, any Error> & Sendable
+    let hold: ConnectionBudget.Hold
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(base: base.makeAsyncIterator())
+        Iterator(base: base.makeAsyncIterator(), hold: hold)
     }
 
     struct Iterator: AsyncIteratorProtocol {
         var base: any AsyncIteratorProtocol<ByteBuffer, any Error>
+        let hold: ConnectionBudget.Hold
 
         mutating func next() async throws -> ByteBuffer? {
-            let chunk = try await base.next()
-            if let chunk { CacheMetrics.originBytes.increment(by: chunk.readableBytes) }
-            return chunk
+            do {
+                guard let chunk = try await base.next() else {
+                    hold.release()
+                    return nil
+                }
+                CacheMetrics.originBytes.increment(by: chunk.readableBytes)
+                return chunk
+            } catch {
+                hold.release()
+                throw error
+            }
         }
     }
 }

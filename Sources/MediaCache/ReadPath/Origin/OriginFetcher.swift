@@ -46,6 +46,11 @@ public protocol OriginFetcher: Sendable {
     /// when it keeps none. Download jobs keep the cookies their stream needs in the jar's
     /// stead, so a pinned stream behind signed cookies resumes after a restart.
     var cookieJar: CookieJar? { get }
+
+    /// How many requests to one host the fetcher's client can have under way without making
+    /// one wait for a connection; `nil`: as many as the reader allows
+    /// (``CachingReader/Configuration/originConnectionsPerHost``).
+    var connectionsPerHost: Int? { get }
 }
 
 extension OriginFetcher {
@@ -57,6 +62,9 @@ extension OriginFetcher {
 
     /// None.
     public var cookieJar: CookieJar? { nil }
+
+    /// No limit of the fetcher's own.
+    public var connectionsPerHost: Int? { nil }
 }
 
 extension OriginResponse {

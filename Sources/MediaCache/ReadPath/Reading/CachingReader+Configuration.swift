@@ -45,6 +45,15 @@ extension CachingReader {
         /// playlist or a DASH representation the proxy served (see ``SegmentReadAhead``); 0
         /// reads none ahead.
         package var segmentReadAhead = 1
+        /// How many origin requests to one host may be under way at once (each holds a
+        /// connection until its body is read or dropped); at most the fetcher's own limit
+        /// (``OriginFetcher/connectionsPerHost``). Players wait for nothing else: the cache's
+        /// own fetches hold at most ``ownConnectionsPerHost`` of them, and players go first for
+        /// every one that comes free (see ``ConnectionBudget``).
+        public var originConnectionsPerHost = 16
+        /// How many of a host's connections the cache's own fetches (read-ahead, prefetch,
+        /// preload, pinned downloads, recordings) may hold at once: a quarter by default.
+        package var ownConnectionsPerHost: Int?
         /// How many times a broken origin connection is resumed (without progress between).
         public var maxRetries = 3
         /// The wait before a resume, multiplied by the attempt number.

@@ -62,7 +62,11 @@ public final class CachingReader: Sendable {
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
         self.store = store
         CacheMetrics.register()
-        self.fetcher = MeteredFetcher(base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher, ownRequestFields: configuration.ownRequestFields)
+        let connections = max(1, min(configuration.originConnectionsPerHost, fetcher.connectionsPerHost ?? .max))
+        let budget = ConnectionBudget(
+            limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4), logger: configuration.logger)
+        self.fetcher = MeteredFetcher(
+            base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher, ownRequestFields: configuration.ownRequestFields, budget: budget)
         self.configuration = configuration
         scheduler = DownloadScheduler(configuration: configuration)
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)
