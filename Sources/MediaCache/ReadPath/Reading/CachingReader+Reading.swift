@@ -84,7 +84,7 @@ extension CachingReader {
             }
             let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle)
             if takesReservation { session.joinReservedDownload() }
-            if needsValidation(key, range: range, handle: handle) {
+            if needsValidation(key, range: range, handle: handle, stale: !isCurrent(metadata, key: key)) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
                 case .ready:
                     break
@@ -190,19 +190,13 @@ extension CachingReader {
         return response
     }
 
-    func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?) -> Bool {
+    /// Whether a read of `range` waits for the origin's answer to its first request (which
+    /// carries `If-Range`) before it gives a stored byte: a byte of the range is missing, and
+    /// the stored version is `stale` or was not given or confirmed within the revalidation
+    /// interval.
+    func needsValidation(_ key: CacheKey, range: ByteRange, handle: CacheEntryHandle?, stale: Bool = false) -> Bool {
         guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
-        return isDueForValidation(key)
-    }
-
-    /// Whether a read of `range` of `key` validates the stored version by itself: a byte of it
-    /// is missing, and the version was not given or confirmed within the revalidation
-    /// interval (see ``needsValidation(_:range:handle:)``).
-    func readValidates(_ key: CacheKey, range: ByteRange) -> Bool {
-        !store.spans(for: key).contains(range) && isDueForValidation(key)
-    }
-
-    private func isDueForValidation(_ key: CacheKey) -> Bool {
+        if stale { return true }
         let last = validations.date(of: key)
         return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
     }

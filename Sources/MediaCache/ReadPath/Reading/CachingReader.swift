@@ -166,13 +166,13 @@ public final class CachingReader: Sendable {
             return stored
         }
         if let stored, let offset, let total = stored.length, maximumAge == nil, !headers.hasConditions, stored.ifRangeValidator != nil,
-            offset < total, readValidates(key, range: ByteRange(offset, min(total, offset + min(length ?? total, total))))
+            offset < total, !store.spans(for: key).contains(ByteRange(offset, min(total, offset + min(length ?? total, total))))
         {
             // Stale, and the read misses bytes: its request for the first of them carries
             // `If-Range` with the stored validator, and the read waits for that answer before
-            // its first byte (`needsValidation`). The answer validates the stored version and
-            // brings the bytes at once: a conditional request first would cost the read a
-            // second origin request.
+            // its first byte (`needsValidation`, a stale version). The answer validates the
+            // stored version and brings the bytes at once: a conditional request first would
+            // cost the read a second origin request.
             return stored
         }
         // A request carrying the player's own conditions may get the origin's `304` for it:
