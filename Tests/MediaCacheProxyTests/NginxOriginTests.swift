@@ -173,7 +173,8 @@ struct NginxOriginTests {
             // over stored and missing bytes: 1.03 per player request in three runs here.
             #expect(
                 Double(asked.count) <= 1.1 * Double(8 * requestsPerClient),
-                "\(asked.count) origin requests for \(8 * requestsPerClient) player requests: \(asked.map { "\($0.status) \($0.target.dropFirst(6)) \($0.range ?? "-")" }.joined(separator: "; "))")
+                "\(asked.count) origin requests for \(8 * requestsPerClient) player requests: \(asked.map { "\($0.status) \($0.target.dropFirst(6)) \($0.range ?? "-")" }.joined(separator: "; "))"
+            )
         }
     }
 }
