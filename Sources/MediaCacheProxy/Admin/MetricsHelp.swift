@@ -30,6 +30,8 @@ package enum MetricsHelp {
         "mediacache_segments_read_ahead_total": "HLS and DASH segments the proxy began to store ahead of a player playing through a media playlist or a representation.",
         "mediacache_yields_to_players_total":
             "Times one of the cache's own transfers (read-ahead, prefetch, preload, pinned download) paused so a player waiting on the origin went first.",
+        "mediacache_origin_connection_waits_total":
+            "Times a player's origin request waited for a connection because every one to its host (--origin-connections) was in use; each is logged.",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
         "mediacache_preloads_total": "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",
         "mediacache_preload_hits_total": "Preloaded resources (a file, an HLS or DASH segment) a player then read, each counted once per preload.",

@@ -120,6 +120,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most redirects followed for one origin request.")
     var maxRedirects = HTTPOriginFetcher.Configuration().maxRedirects
 
+    @Option(
+        name: .customLong("origin-connections"),
+        help: "The most connections to one origin host at once; players wait for none of the quarter the cache's own downloads may hold.")
+    var originConnections = HTTPOriginFetcher.Configuration().connectionsPerHost
+
     @Option(name: .customLong("ca-file"), help: "Also trust the CA certificates in this PEM file for https origins (repeat for several); the system's roots stay trusted.")
     var caFiles: [String] = []
 
@@ -217,6 +222,7 @@ struct ServeCommand: AsyncParsableCommand {
         _ = try trustRoots()
         if let token = accessToken, token.isEmpty { throw ValidationError("--token (or MEDIACACHE_TOKEN) must not be empty.") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
+        guard (2...256).contains(originConnections) else { throw ValidationError("--origin-connections must be 2...256.") }
         _ = try KeyFile.load(encryptionKeyFile)
         _ = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         _ = try CacheOptions.hostGroups(sameContentHosts)
@@ -266,6 +272,7 @@ struct ServeCommand: AsyncParsableCommand {
         var fetcherConfiguration = HTTPOriginFetcher.Configuration()
         fetcherConfiguration.allowedHosts = Set(allowHosts)
         fetcherConfiguration.maxRedirects = maxRedirects
+        fetcherConfiguration.connectionsPerHost = originConnections
         fetcherConfiguration.logger = logger
         fetcherConfiguration.trustRoots = try trustRoots()
         fetcherConfiguration.skipsCertificateVerification = insecureSkipVerify
@@ -287,6 +294,7 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.prefersCache = preferCache
         readerConfiguration.servesStaleOnOriginFailure = !noStaleOnError
         readerConfiguration.isOffline = offline
+        readerConfiguration.originConnectionsPerHost = originConnections
         if cmcd { readerConfiguration.ownRequestFields = CMCD(isCachesOwn: true).fields }
         readerConfiguration.segmentReadAhead = readAheadSegments
         readerConfiguration.preloadBudget = preloadBudget
