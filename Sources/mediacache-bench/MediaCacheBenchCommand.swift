@@ -12,7 +12,7 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
         abstract: "Measure the cache (build with -c release first), and developer tools for its tests.",
         subcommands: [
             StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, TLSBenchCommand.self, HLSBenchCommand.self, LLHLSBenchCommand.self, StartupBenchCommand.self,
-            PreloadBenchCommand.self, GrowingBenchCommand.self,
+            PreloadBenchCommand.self, GrowingBenchCommand.self, SoakBenchCommand.self,
             SeekBenchCommand.self,
             CryptoBenchCommand.self,
             EncryptionBenchCommand.self,
