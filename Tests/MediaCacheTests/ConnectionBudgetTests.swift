@@ -108,4 +108,43 @@ import Testing
         handed.release()
         #expect(budget.usage(of: url).inUse == 0 && budget.usage(of: url).waiting == 0)
     }
+
+    /// A player that joins a download of the cache's own whose request waits for the own share
+    /// makes the request a player's: it is let in as players are (the own share full did not
+    /// stop it), and holds its connection as a player's. (Without it a player waited on a
+    /// read-ahead queued behind parked transfers that wait for that player: a deadlock.)
+    @Test func aRequestAPlayerJoinsWaitsAndHoldsAsAPlayers() async throws {
+        var machine = Machine(limit: 3, ownLimit: 1)
+        #expect([Self.own(1), Self.own(2)].map { machine.acquire($0) } == [true, false])
+        let promoted = machine.promote(2)
+        #expect(promoted.promoted && promoted.admitted == [2] && machine.ownInUse == 1 && machine.inUse == 2)
+        #expect(machine.promote(2).promoted == false, "it holds one now")
+
+        let budget = ConnectionBudget(limit: 3, ownLimit: 1, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let url = URL(string: "http://origin.test/a")!
+        let own = try await budget.acquire(for: url, isOwn: true)
+        let promotion = ConnectionBudget.Promotion()
+        let waiting = Task { try await ConnectionBudget.Promotion.$current.withValue(promotion) { try await budget.acquire(for: url, isOwn: true) } }
+        while budget.usage(of: url).waiting < 1 { await Task.yield() }
+        promotion.promote()
+        let joined = try await waiting.value
+        #expect(budget.usage(of: url).inUse == 2)
+        // The own share is still the first request's alone: a third own request waits.
+        let third = Task { try await budget.acquire(for: url, isOwn: true) }
+        while budget.usage(of: url).waiting < 1 { await Task.yield() }
+        joined.release()
+        #expect(budget.usage(of: url).waiting == 1, "a player's connection let go does not free the own share")
+        own.release()
+        let admitted = try await third.value
+        admitted.release()
+        #expect(budget.usage(of: url).inUse == 0)
+        // Promoted before it asks: it is a player's from the start.
+        let early = ConnectionBudget.Promotion()
+        early.promote()
+        let first = try await budget.acquire(for: url, isOwn: true)
+        let second = try await ConnectionBudget.Promotion.$current.withValue(early) { try await budget.acquire(for: url, isOwn: true) }
+        #expect(budget.usage(of: url).inUse == 2)
+        first.release()
+        second.release()
+    }
 }

@@ -21,7 +21,48 @@ final class ConnectionBudget: Sendable {
         var admitted: Set<UInt64> = []
         /// Waiters that gave up.
         var cancelled: Set<UInt64> = []
+        /// Waiters of the cache's own that became players' (``Promotion``).
+        var promoted: Set<UInt64> = []
         var nextID: UInt64 = 0
+    }
+
+    /// A request of the cache's own that a player may come to need (a read-ahead or prefetch
+    /// download a player joins): ``promote()`` makes it a player's, in the queue and in the
+    /// count, so the player never waits behind the cache's own share. The download's transfer
+    /// sets one for each request it sends (``current``); a player that joins calls it.
+    final class Promotion: Sendable {
+        private struct Waiting {
+            var budget: ConnectionBudget
+            var host: String
+            var id: UInt64
+        }
+        private let state = Mutex<(waiting: Waiting?, promoted: Bool)>((nil, false))
+
+        init() {}
+
+        /// The promotion of the request being sent, if its sender set one.
+        @TaskLocal static var current: Promotion?
+
+        var isPromoted: Bool { state.withLock { $0.promoted } }
+
+        /// The request now serves a player.
+        func promote() {
+            let waiting = state.withLock { state -> Waiting? in
+                state.promoted = true
+                defer { state.waiting = nil }
+                return state.waiting
+            }
+            if let waiting { waiting.budget.promote(host: waiting.host, id: waiting.id) }
+        }
+
+        /// The request waits as the cache's own; `false` when it was promoted already.
+        fileprivate func waits(in budget: ConnectionBudget, host: String, id: UInt64) -> Bool {
+            state.withLock { state in
+                guard !state.promoted else { return false }
+                state.waiting = Waiting(budget: budget, host: host, id: id)
+                return true
+            }
+        }
     }
 
     /// A connection held for one request: let go once, when the body ends or is dropped.
@@ -74,6 +115,8 @@ final class ConnectionBudget: Sendable {
     /// cancelled while it waits.
     func acquire(for url: URL, isOwn: Bool) async throws -> Hold {
         let host = OriginReachability.origin(of: url)
+        let promotion = isOwn ? Promotion.current : nil
+        let isOwn = isOwn && promotion?.isPromoted != true
         let (id, holds, inUse) = state.withLock { state in
             let id = state.nextID
             state.nextID += 1
@@ -82,8 +125,9 @@ final class ConnectionBudget: Sendable {
             state.hosts[host] = machine
             return (id, holds, machine.inUse)
         }
-        let hold = Hold(budget: self, host: host, isOwn: isOwn)
-        if holds { return hold }
+        if holds { return Hold(budget: self, host: host, isOwn: isOwn) }
+        // A player that joins the download this request is for makes it a player's.
+        if isOwn, let promotion, !promotion.waits(in: self, host: host, id: id) { promote(host: host, id: id) }
         if !isOwn {
             CacheMetrics.connectionWaits.increment()
             logger.warning(
@@ -103,7 +147,8 @@ final class ConnectionBudget: Sendable {
         } onCancel: {
             let (continuation, admitted) = state.withLock { state in
                 guard var machine = state.hosts[host] else { return (nil as CheckedContinuation<Void, Never>?, [] as [CheckedContinuation<Void, Never>]) }
-                let (wasWaiting, admittedIDs) = machine.cancel(waiter)
+                let current = ConnectionBudgetStateMachine.Waiter(id: id, isOwn: waiter.isOwn && !state.promoted.contains(id))
+                let (wasWaiting, admittedIDs) = machine.cancel(current)
                 state.hosts[host] = machine
                 let others = Self.take(admittedIDs, from: &state)
                 guard wasWaiting else { return (nil, others) }
@@ -113,13 +158,22 @@ final class ConnectionBudget: Sendable {
             continuation?.resume()
             admitted.forEach { $0.resume() }
         }
-        let gaveUp = state.withLock { $0.cancelled.remove(id) != nil }
-        guard !gaveUp else {
-            // It never held a connection: nothing to let go.
-            hold.forget()
-            throw CancellationError()
+        let (gaveUp, wasPromoted) = state.withLock { ($0.cancelled.remove(id) != nil, $0.promoted.remove(id) != nil) }
+        // It never held a connection when it gave up: nothing to let go.
+        guard !gaveUp else { throw CancellationError() }
+        return Hold(budget: self, host: host, isOwn: isOwn && !wasPromoted)
+    }
+
+    /// Makes the waiting request `id` of the cache's own a player's (see ``Promotion``).
+    fileprivate func promote(host: String, id: UInt64) {
+        let admitted = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard var machine = state.hosts[host] else { return [] }
+            let (promoted, ids) = machine.promote(id)
+            state.hosts[host] = machine
+            if promoted { state.promoted.insert(id) }
+            return Self.take(ids, from: &state)
         }
-        return hold
+        admitted.forEach { $0.resume() }
     }
 
     /// The continuations of the waiters `ids` (handed a connection), or marks them admitted
@@ -140,12 +194,5 @@ final class ConnectionBudget: Sendable {
             return Self.take(ids, from: &state)
         }
         admitted.forEach { $0.resume() }
-    }
-}
-
-extension ConnectionBudget.Hold {
-    /// Marks a hold that never held a connection (its wait was cancelled) as let go.
-    fileprivate func forget() {
-        _ = released.exchange(true, ordering: .acquiringAndReleasing)
     }
 }

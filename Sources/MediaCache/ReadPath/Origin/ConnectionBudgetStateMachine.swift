@@ -81,6 +81,17 @@ struct ConnectionBudgetStateMachine {
         return admitted
     }
 
+    /// A request of the cache's own that waits became a player's (a player joined the download
+    /// it is for): it waits with the players from now on, and so holds its connection as a
+    /// player's. `false` when it was not waiting as the cache's own. Returns the waiters who
+    /// may hold a connection now.
+    mutating func promote(_ id: UInt64) -> (promoted: Bool, admitted: [UInt64]) {
+        guard let index = own.firstIndex(of: id) else { return (false, []) }
+        own.remove(at: index)
+        players.append(id)
+        return (true, admit())
+    }
+
     /// A waiter gave up (its task was cancelled): whether it was still waiting (`false`: it
     /// had been handed a connection meanwhile, which it must then release), and the waiters
     /// who may now hold one (the cache's own, once the last player waiting is gone).

@@ -69,9 +69,11 @@ struct OriginTransfer: Sendable {
                 } else {
                     await yieldToPlayers(&seen)
                     if download.isFinished || Task.isCancelled { return }
-                    response = try await fetcher.fetch(
-                        url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                        ifRange: stored?.ifRangeValidator, headers: download.headers)
+                    response = try await download.sending {
+                        try await fetcher.fetch(
+                            url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
+                            ifRange: stored?.ifRangeValidator, headers: download.headers)
+                    }
                 }
                 try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
                 if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through

@@ -22,6 +22,9 @@ final class SharedDownload: Sendable {
         var task: Task<Void, Never>?
         /// The readers that are players, not the cache's own fetches (``OriginPriority``).
         var players: Set<UInt64> = []
+        /// The request the transfer is sending, while it may wait for a connection as the
+        /// cache's own: a player that joins makes it a player's.
+        var promotion: ConnectionBudget.Promotion?
     }
 
     /// What a reader sees at one moment.
@@ -79,11 +82,27 @@ final class SharedDownload: Sendable {
     /// itself (``OriginPriority/isCachesOwn``); `nil` if the download has already ended.
     func addReader(at cursor: Int64) -> UInt64? {
         let isPlayer = !OriginPriority.isCachesOwn
-        return locked.withLock { locked in
+        let (id, promotion) = locked.withLock { locked in
             let id = locked.machine.addReader(at: cursor)
             if isPlayer, let id { locked.players.insert(id) }
-            return id
+            return (id, isPlayer ? locked.promotion : nil)
         }
+        promotion?.promote()
+        return id
+    }
+
+    /// Runs `send` (the transfer's next origin request) with a ``ConnectionBudget/Promotion``
+    /// a player who joins meanwhile calls, so the request never waits as the cache's own for a
+    /// player; one that serves a player already is a player's at once.
+    func sending<T>(_ send: () async throws -> T) async rethrows -> T {
+        let promotion = ConnectionBudget.Promotion()
+        let servesPlayer = locked.withLock { locked in
+            locked.promotion = promotion
+            return !locked.players.isEmpty || (isPlayers && !locked.machine.hasHadReaders)
+        }
+        if servesPlayer { promotion.promote() }
+        defer { locked.withLock { if $0.promotion === promotion { $0.promotion = nil } } }
+        return try await ConnectionBudget.Promotion.$current.withValue(promotion) { try await send() }
     }
 
     /// Removes a reader; the last one to leave cancels the origin request.
