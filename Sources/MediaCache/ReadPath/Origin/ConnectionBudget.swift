@@ -23,6 +23,9 @@ final class ConnectionBudget: Sendable {
         var cancelled: Set<UInt64> = []
         /// Waiters of the cache's own that became players' (``Promotion``).
         var promoted: Set<UInt64> = []
+        /// Players' waits not yet logged, per host, and when a wait was last logged.
+        var unloggedWaits: [String: Int] = [:]
+        var lastLogged: [String: ContinuousClock.Instant] = [:]
         var nextID: UInt64 = 0
     }
 
@@ -117,22 +120,22 @@ final class ConnectionBudget: Sendable {
         let host = OriginReachability.origin(of: url)
         let promotion = isOwn ? Promotion.current : nil
         let isOwn = isOwn && promotion?.isPromoted != true
-        let (id, holds, inUse) = state.withLock { state in
+        let (id, holds, inUse, waitsToLog) = state.withLock { state in
             let id = state.nextID
             state.nextID += 1
             var machine = state.hosts[host] ?? ConnectionBudgetStateMachine(limit: limit, ownLimit: ownLimit)
             let holds = machine.acquire(.init(id: id, isOwn: isOwn))
             state.hosts[host] = machine
-            return (id, holds, machine.inUse)
+            return (id, holds, machine.inUse, holds || isOwn ? 0 : Self.noteWait(of: host, in: &state))
         }
         if holds { return Hold(budget: self, host: host, isOwn: isOwn) }
         // A player that joins the download this request is for makes it a player's.
         if isOwn, let promotion, !promotion.waits(in: self, host: host, id: id) { promote(host: host, id: id) }
-        if !isOwn {
-            CacheMetrics.connectionWaits.increment()
+        if !isOwn { CacheMetrics.connectionWaits.increment() }
+        if waitsToLog > 0 {
             logger.warning(
-                "A player waits for an origin connection: every one to its host is in use",
-                metadata: ["origin": "\(host)", "in use": "\(inUse)", "limit": "\(limit)"])
+                "Players wait for origin connections: every one the host may have is in use",
+                metadata: ["origin": "\(host)", "in use": "\(inUse)", "limit": "\(limit)", "waits": "\(waitsToLog)"])
         }
         let waiter = ConnectionBudgetStateMachine.Waiter(id: id, isOwn: isOwn)
         await withTaskCancellationHandler {
@@ -174,6 +177,17 @@ final class ConnectionBudget: Sendable {
             return Self.take(ids, from: &state)
         }
         admitted.forEach { $0.resume() }
+    }
+
+    /// Counts a player's wait for `host`; the waits to log now (at most one line per host every
+    /// ten seconds, with the waits since the last), or 0.
+    private static func noteWait(of host: String, in state: inout State) -> Int {
+        state.unloggedWaits[host, default: 0] += 1
+        let now = ContinuousClock.now
+        if let last = state.lastLogged[host], now - last < .seconds(10) { return 0 }
+        if state.lastLogged.count > 256 { state.lastLogged = [:] }
+        state.lastLogged[host] = now
+        return state.unloggedWaits.removeValue(forKey: host) ?? 0
     }
 
     /// The continuations of the waiters `ids` (handed a connection), or marks them admitted
