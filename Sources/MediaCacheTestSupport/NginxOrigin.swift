@@ -72,16 +72,8 @@ public struct NginxOrigin: Sendable {
         let (process, _) = try ChildProcess.start(
             URL(fileURLWithPath: "/usr/sbin/nginx"), ["-c", configuration.path, "-p", directory.path],
             errorFile: directory.appendingPathComponent("stderr.log"))
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !SquidProxy.canConnect(port) {
-            guard process.isRunning, ContinuousClock.now < deadline else {
-                process.terminate()
-                let log = (try? String(contentsOf: directory.appendingPathComponent("stderr.log"), encoding: .utf8)) ?? ""
-                let errors = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
-                throw ChildProcessError(message: "nginx did not start: \(log.suffix(1000)) \(errors.suffix(1000))")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await SquidProxy.waitUntilAccepting(
+            process, port: port, server: "nginx", logs: [directory.appendingPathComponent("stderr.log"), directory.appendingPathComponent("error.log")])
         return NginxOrigin(process: process, port: port, directory: directory, root: root)
     }
 

@@ -51,15 +51,7 @@ public struct SquidProxy: Sendable {
         let executable = ["/usr/sbin/squid", "/usr/bin/squid"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "squid"
         let (process, _) = try ChildProcess.start(URL(fileURLWithPath: executable), ["-N", "-f", file.path], errorFile: directory.appendingPathComponent("stderr.log"))
         let squid = SquidProxy(process: process, port: port, directory: directory)
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !canConnect(port) {
-            guard process.isRunning, ContinuousClock.now < deadline else {
-                process.terminate()
-                let log = (try? String(contentsOf: directory.appendingPathComponent("cache.log"), encoding: .utf8)) ?? ""
-                throw ChildProcessError(message: "Squid did not start: \(log.suffix(2000))")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitUntilAccepting(process, port: port, server: "Squid", logs: [directory.appendingPathComponent("cache.log")])
         return squid
     }
 
@@ -72,6 +64,20 @@ public struct SquidProxy: Sendable {
     /// Squid's access log so far: one line per request, with its result (`TCP_MISS/200`,
     /// `TCP_HIT/206`, `TCP_TUNNEL/200` …) and URL.
     public var accessLog: String { (try? String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)) ?? "" }
+
+    /// Waits until `process` accepts connections on `127.0.0.1:port` (at most 60 s); else
+    /// stops it and throws, naming `server` and the end of what `logs` hold.
+    package static func waitUntilAccepting(_ process: SpawnedProcess, port: Int, server: String, logs: [URL]) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !canConnect(port) {
+            guard process.isRunning, ContinuousClock.now < deadline else {
+                process.terminate()
+                let said = logs.map { (try? String(contentsOf: $0, encoding: .utf8))?.suffix(2000) ?? "" }.joined(separator: "\n")
+                throw ChildProcessError(message: "\(server) did not start: \(said)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
 
     /// Whether something accepts a TCP connection on `127.0.0.1:port`.
     package static func canConnect(_ port: Int) -> Bool {

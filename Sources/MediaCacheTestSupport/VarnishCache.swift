@@ -36,15 +36,7 @@ public struct VarnishCache: Sendable {
             URL(fileURLWithPath: "/usr/sbin/varnishd"),
             ["-F", "-a", "127.0.0.1:\(port)", "-f", vcl.path, "-n", directory.appendingPathComponent("work").path, "-s", "malloc,128m"],
             errorFile: directory.appendingPathComponent("stderr.log"))
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !SquidProxy.canConnect(port) {
-            guard process.isRunning, ContinuousClock.now < deadline else {
-                process.terminate()
-                let log = (try? String(contentsOf: directory.appendingPathComponent("stderr.log"), encoding: .utf8)) ?? ""
-                throw ChildProcessError(message: "Varnish did not start: \(log.suffix(2000))")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await SquidProxy.waitUntilAccepting(process, port: port, server: "Varnish", logs: [directory.appendingPathComponent("stderr.log")])
         return VarnishCache(process: process, port: port, directory: directory)
     }
 
