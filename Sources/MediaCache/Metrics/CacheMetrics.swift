@@ -89,7 +89,8 @@ package enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, preloadedBytes, preloadHits, preloads, downloadWaits, diskFree
+            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes, preloadHits, preloads, downloadWaits,
+            diskFree
         )
     }
 
