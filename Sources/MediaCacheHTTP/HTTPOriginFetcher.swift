@@ -367,9 +367,9 @@ public struct OriginFetcherConfiguration: Sendable {
     /// How long to wait for a connection.
     public var connectTimeout: Duration = .seconds(10)
     /// How many connections to one origin host the client keeps at most (HTTP/1.1); the
-    /// reader admits no more requests to a host than this at once
-    /// (``OriginFetcher/connectionsPerHost``), so none waits in the client's pool, where it
-    /// would fail after ``connectTimeout``. A household's players and the cache's own
+    /// reader admits no more requests to a host than this at once (the fetcher's
+    /// `connectionsPerHost`), so none waits in the client's pool, where it would fail after
+    /// ``connectTimeout``. A household's players and the cache's own
     /// downloads often share one CDN host.
     public var connectionsPerHost = 16
     /// How long to wait for a response head.

@@ -78,6 +78,10 @@ public final class URLSessionOriginFetcher: OriginFetcher {
     }
 
     public var cookieJar: CookieJar? { configuration.cookieJar }
+
+    /// ``OriginFetcherConfiguration/connectionsPerHost`` (the session's
+    /// `httpMaximumConnectionsPerHost` when it made the session; a session given to it keeps its own).
+    public var connectionsPerHost: Int? { ownsSession ? max(1, configuration.connectionsPerHost) : nil }
 }
 
 /// Sends one request as a URLSession data task whose own delegate stops redirects and takes

@@ -48,8 +48,8 @@ extension CachingReader {
         /// How many origin requests to one host may be under way at once (each holds a
         /// connection until its body is read or dropped); at most the fetcher's own limit
         /// (``OriginFetcher/connectionsPerHost``). Players wait for nothing else: the cache's
-        /// own fetches hold at most ``ownConnectionsPerHost`` of them, and players go first for
-        /// every one that comes free (see ``ConnectionBudget``).
+        /// own fetches hold at most a quarter of them, and players go first for every one that
+        /// comes free.
         public var originConnectionsPerHost = 16
         /// How many of a host's connections the cache's own fetches (read-ahead, prefetch,
         /// preload, pinned downloads, recordings) may hold at once: a quarter by default.
