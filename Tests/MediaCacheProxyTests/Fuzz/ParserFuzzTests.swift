@@ -42,14 +42,23 @@ import Testing
             guard text.hasPrefix("http://") || text.hasPrefix("https://") else { return ("scheme", text) }
             guard let host = url.host, !host.isEmpty, let authority = HostAndPort(authorityOf: url) else { return ("host", text) }
             if let port = authority.port, !(1...65535).contains(port) { return ("port", text) }
+            // A CMCD the player appended goes on to the origin as it wrote it, and only it.
+            func cmcd(_ query: String?) -> [Substring] {
+                (query ?? "").split(separator: "&").filter { String($0.prefix { $0 != "=" }).removingPercentEncoding == "CMCD" }
+            }
+            let appended = cmcd(target.percentEncodedQuery)
+            if target.pathForm == nil, !appended.isEmpty {
+                let sent = cmcd(URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery)
+                guard sent == appended else { return ("cmcd", "\(appended) became \(sent) in \(text)") }
+            }
             // The parameters of a blocking reload the player added go on to the origin, each once.
             let reload = target.items.filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
-            guard !reload.isEmpty else { return ("url", nil) }
+            guard !reload.isEmpty else { return (appended.isEmpty ? "url" : "cmcd", nil) }
             let sent = (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
             guard sent == reload, HLSPlaylist.isBlockingReload(url) else { return ("reload", "\(reload) became \(sent) in \(text)") }
             return ("reload", nil)
         }
-        try Mutator.expectVaried(outcomes, ["url", "refused"])
+        try Mutator.expectVaried(outcomes, ["url", "refused", "cmcd"])
     }
 
     @Test func redirectTargetsPassOnlyWhenHTTPAndOnTheAllowList() async throws {
