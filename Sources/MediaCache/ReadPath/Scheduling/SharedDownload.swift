@@ -25,6 +25,11 @@ final class SharedDownload: Sendable {
         /// The request the transfer is sending, while it may wait for a connection as the
         /// cache's own: a player that joins makes it a player's.
         var promotion: ConnectionBudget.Promotion?
+
+        /// See ``SharedDownload/servesPlayer``.
+        func servesPlayer(startedByPlayer: Bool) -> Bool {
+            !players.isEmpty || (startedByPlayer && !machine.hasHadReaders)
+        }
     }
 
     /// What a reader sees at one moment.
@@ -98,7 +103,7 @@ final class SharedDownload: Sendable {
         let promotion = ConnectionBudget.Promotion()
         let servesPlayer = locked.withLock { locked in
             locked.promotion = promotion
-            return !locked.players.isEmpty || (isPlayers && !locked.machine.hasHadReaders)
+            return locked.servesPlayer(startedByPlayer: isPlayers)
         }
         if servesPlayer { promotion.promote() }
         defer { locked.withLock { if $0.promotion === promotion { $0.promotion = nil } } }
@@ -117,7 +122,7 @@ final class SharedDownload: Sendable {
     /// holding its origin connection, while other players waited: under load every connection
     /// of the pool was so held, and players got `getConnectionFromPoolTimeout`.)
     var servesPlayer: Bool {
-        locked.withLock { !$0.players.isEmpty || (isPlayers && !$0.machine.hasHadReaders) }
+        locked.withLock { $0.servesPlayer(startedByPlayer: isPlayers) }
     }
 
     /// Records that reader `id` has taken everything before `cursor`.
