@@ -181,13 +181,34 @@ struct PreloadBenchCommand: AsyncParsableCommand {
                 try await bench.admin("cancel", ["job=" + big.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
                 try await bench.waitFor { try await bench.downloadsInFlight() == 0 }
                 try await bench.relay.drain()
+                // The floors: curl reading another big file over the link, stopped the instant
+                // the play starts (killed: only its bytes already on the link go on; or
+                // stopped from reading, as a paused transfer is: the origin goes on sending
+                // until the receiver's socket buffer is full).
+                for (floor, signal) in [("killed", SIGKILL), ("stopped", SIGSTOP)] {
+                    let path = tag + floor + "/big.bin"
+                    bench.origin.serve(.generated(length: 120 << 20, seed: UInt64(round + 7)), at: path)
+                    let curl = try SpawnedProcess("curl", ["-s", "-o", "/dev/null", "http://127.0.0.1:\(bench.relay.port)\(path)"], searchingPath: true)
+                    try await bench.waitFor { bench.origin.bodyBytesSent(path) > 1 << 20 }
+                    let play = bench.serve("end", at: tag + floor.prefix(1) + "/")
+                    kill(curl.processIdentifier, signal)
+                    figures["\(workload) \(floor)", default: []].append(try await bench.play(bench.proxyURL(play, "end.mp4"), limit, draining: false))
+                    kill(curl.processIdentifier, SIGKILL)
+                    await curl.exited()
+                    try await bench.relay.drain()
+                }
             }
         }
         print("  A cold play of a 30 s MP4 (moov at the end) through the proxy, alone and beside a pinned download on the same link:")
         for workload in ["first frame", "first 10 s"] {
             let alone = median(figures["\(workload) alone"]!)
             let beside = median(figures["\(workload) beside"]!)
-            print(String(format: "    %@: alone %.0f ms, beside %.0f ms: %.2fx", workload, alone, beside, beside / alone))
+            let killed = median(figures["\(workload) killed"]!)
+            let stopped = median(figures["\(workload) stopped"]!)
+            print(
+                String(
+                    format: "    %@: alone %.0f ms, beside %.0f ms: %.2fx; beside a download killed as the play starts %.2fx, stopped from reading %.2fx",
+                    workload, alone, beside, beside / alone, killed / alone, stopped / alone))
         }
         try await pinSpeed(bench)
     }
@@ -274,9 +295,9 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             files[shape]!.keys.map { origin.bodyBytesSent(folder + $0) }.reduce(0, +)
         }
 
-        /// ffmpeg decoding `url` with `limit`, in milliseconds, once the link is idle.
-        func play(_ url: String, _ limit: [String]) async throws -> Double {
-            try await relay.drain()
+        /// ffmpeg decoding `url` with `limit`, in milliseconds, once the link is idle (if `draining`).
+        func play(_ url: String, _ limit: [String], draining: Bool = true) async throws -> Double {
+            if draining { try await relay.drain() }
             let start = ContinuousClock.now
             let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
             guard decoded.status == 0 else { throw ValidationError("ffmpeg failed on \(url): \(decoded.error)") }
