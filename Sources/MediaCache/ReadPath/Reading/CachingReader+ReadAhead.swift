@@ -9,7 +9,7 @@ extension CachingReader {
     /// relative URIs resolved against `base`), so players playing through it are read ahead of.
     /// Also notes the variant a player plays (``PlayedVariants``), for preloads of the asset.
     package func learnSegments(of playlist: HLSPlaylist, at url: URL, base: URL) {
-        playedVariants.served(playlist, key: store.key(for: url)) { uri in HLSPlaylist.resolve(uri, base: base).map(store.key(for:)) }
+        preloader.playedVariants.served(playlist, key: store.key(for: url)) { uri in HLSPlaylist.resolve(uri, base: base).map(store.key(for:)) }
         guard segmentReadAhead.depth > 0, !playlist.isMaster else { return }
         segmentReadAhead.learn(
             playlist: url, segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })

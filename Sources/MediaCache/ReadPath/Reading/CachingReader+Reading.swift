@@ -59,7 +59,7 @@ extension CachingReader {
         takesReservation: Bool = true, resolving resolve: (Int64) -> ByteRange?
     ) async throws -> ReadStream {
         let key = store.key(for: url)
-        preloads.played(key)
+        preloader.played(key)
         var planned = planned
         for _ in 0..<3 {
             let metadata: ContentMetadata
@@ -220,5 +220,41 @@ extension CachingReader {
     public var activeDownloads: Int {
         scheduler.count
     }
+}
 
+extension CachingReader: PreloadSource {
+    func metadata(of url: URL) async throws -> ContentMetadata {
+        try await contentInfo(for: url)
+    }
+
+    func manifestKind(of url: URL, _ metadata: ContentMetadata) async throws -> ManifestKind? {
+        try await manifestKind(url, metadata)
+    }
+
+    func key(for url: URL) -> CacheKey { store.key(for: url) }
+
+    func storedByteCount(of url: URL) -> Int64 { store.spans(for: store.key(for: url)).byteCount }
+
+    func missingBytes(of piece: PrefetchItem) -> Int64? {
+        let key = store.key(for: piece.url)
+        let known = piece.range ?? store.metadata(for: key)?.length.map { ByteRange(0, $0) }
+        return known.map { store.spans(for: key).holes(in: $0).reduce(0) { $0 + $1.length } }
+    }
+
+    func store(_ piece: PrefetchItem) async throws -> Int64 {
+        let before = storedByteCount(of: piece.url)
+        try await prefetch(piece.url, range: piece.range)
+        return max(0, storedByteCount(of: piece.url) - before)
+    }
+
+    var hasShutDown: Bool { scheduler.hasShutDown }
+
+    /// The bytes of `range` of `url`, read through the cache (and so stored).
+    func bytes(of url: URL, in range: ByteRange) async throws -> [UInt8] {
+        let stream = try await read(url, offset: range.lowerBound, length: range.length)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(range.length))
+        for try await chunk in stream { bytes += chunk.readableBytesView }
+        return bytes
+    }
 }

@@ -53,10 +53,8 @@ public final class CachingReader: Sendable {
     let memoryBodies = Mutex(MemoryBodies())
     /// Where the cache's own fetches give way to players waiting on the origin.
     let priority: OriginPriority
-    /// The preload queue (see ``preload(_:)``).
-    let preloads: Preloads
-    /// The HLS variant a player played last, per asset (for preloads).
-    let playedVariants = PlayedVariants()
+    /// The preload queue and its runner (see ``preload(_:)``).
+    let preloader: Preloader
 
     /// Creates a read path over `store` that fetches missing bytes with `fetcher`.
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
@@ -72,7 +70,8 @@ public final class CachingReader: Sendable {
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
         priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
-        preloads = Preloads(maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency)
+        preloader = Preloader(
+            maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency, owned: owned, logger: configuration.logger)
         context = ReadContext(
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler, validations: validations, priority: priority,
             owned: owned)
@@ -82,6 +81,33 @@ public final class CachingReader: Sendable {
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         context.transfer(for: download, firstResponse: firstResponse)
     }
+
+    // MARK: Preloads
+
+    /// Replaces the preload queue with `items`: the first seconds of each, in order, stored
+    /// ahead of the user (the next items of a feed, a playlist, an episode list). Returns at
+    /// once; the work goes on in the background.
+    ///
+    /// Items of the previous queue that had not started are dropped; a started one goes on if
+    /// `items` names it, else it stops at its next boundary (a segment, or a piece of at most
+    /// 1 MiB of a file). ``Configuration/preloadConcurrency`` items are fetched at once,
+    /// and each queue fetches at most ``Configuration/preloadBudget`` bytes from origins;
+    /// nothing stored is fetched again. A preload never makes a player wait: its origin
+    /// transfers pause while a player waits on an origin. An item that cannot be preloaded is
+    /// logged and the queue goes on. Call with `[]` to empty the queue.
+    ///
+    /// - Parameter items: media files (MP4 with `moov` first or last, fragmented MP4, MP3, AAC,
+    ///   WAV; others by an estimate), HLS playlists and DASH manifests, with their seconds; the
+    ///   first ``maximumPreloadItems`` with a positive number of seconds and an http(s) URL count.
+    public func preload(_ items: [PreloadItem]) {
+        preloader.replace(with: items, from: self)
+    }
+
+    /// The preload queue's items and where each is.
+    public var preloadStatus: [PreloadItemStatus] { preloader.status }
+
+    /// The most items a preload queue holds: it is what plays next, not a library.
+    public static let maximumPreloadItems = Preloader.maximumItems
 
     // MARK: Content information
 

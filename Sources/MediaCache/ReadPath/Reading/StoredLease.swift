@@ -72,7 +72,7 @@ extension CachingReader {
         guard let (metadata, stored) = snapshot, metadata.isStorable, isCurrent(metadata, key: key),
             metadata.matches(request: headers)
         else { return nil }
-        preloads.played(key)
+        preloader.played(key)
         return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored)
     }
 
