@@ -15,7 +15,7 @@ extension DownloadQueue {
     ///   file or folder is not replaced).
     package func exportRecording(_ id: String, to destination: URL) async throws -> ExportSummary {
         guard let job = state.withLock({ $0.jobs[id] }), let recording = job.recording else { throw Self.noJob(id) }
-        let offline = reader.offlineTwin
+        let exporter = Exporter(reading: reader)
         var items: [(url: URL, range: ByteRange?)] = []
         // The files the index and playlists are, given the local name of each resource.
         let write: ([URL: String]) -> [(name: String, text: String)]
@@ -59,23 +59,23 @@ extension DownloadQueue {
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
-        try await CachingReader.makeFolder(destination)
+        try await Exporter.makeFolder(destination)
         // Each resource once, under a local name: whole, or its ranges at their offsets.
         var names: [URL: String] = [:]
         var ranges: [URL: [ByteRange]] = [:]
         var whole: Set<URL> = []
         for (url, range) in items {
-            if names[url] == nil { names[url] = CachingReader.localName(for: url, index: names.count) }
+            if names[url] == nil { names[url] = Exporter.localName(for: url, index: names.count) }
             if let range { ranges[url, default: []].append(range) } else { whole.insert(url) }
         }
         var bytes: Int64 = 0
         for (url, name) in names.sorted(by: { $0.value < $1.value }) {
             let path = destination.appendingPathComponent(name).path
             if whole.contains(url) {
-                bytes += try await offline.write(url, range: nil, to: path)
+                bytes += try await exporter.write(url, range: nil, to: path)
             } else {
                 for range in Set(ranges[url] ?? []).sorted(by: { $0.lowerBound < $1.lowerBound }) {
-                    bytes += try await offline.write(url, range: range, to: path)
+                    bytes += try await exporter.write(url, range: range, to: path)
                 }
             }
         }
@@ -83,18 +83,18 @@ extension DownloadQueue {
         var keys: [URL: String] = [:]
         for (playlist, base) in playlists {
             _ = playlist.rewritten(base: base) { url, tag in
-                if names[url] == nil, let tag, HLSPlaylist.keyTags.contains(tag), offline.cachedContentInfo(for: url) != nil, keys[url] == nil {
-                    keys[url] = CachingReader.localName(for: url, index: 10_000 + keys.count)
+                if names[url] == nil, let tag, HLSPlaylist.keyTags.contains(tag), exporter.reader.cachedContentInfo(for: url) != nil, keys[url] == nil {
+                    keys[url] = Exporter.localName(for: url, index: 10_000 + keys.count)
                 }
                 return url.absoluteString
             }
         }
         for (url, name) in keys {
-            bytes += try await offline.write(url, range: nil, to: destination.appendingPathComponent(name).path)
+            bytes += try await exporter.write(url, range: nil, to: destination.appendingPathComponent(name).path)
         }
         let files = write(names.merging(keys) { first, _ in first })
         for (name, text) in files {
-            try await CachingReader.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
+            try await Exporter.writeFile(Array(text.utf8), to: destination.appendingPathComponent(name).path)
         }
         let index = destination.appendingPathComponent(files[0].name).path
         return ExportSummary(path: index, files: names.count + keys.count + files.count, bytes: bytes)

@@ -109,6 +109,14 @@ public final class CachingReader: Sendable {
     /// The most items a preload queue holds: it is what plays next, not a library.
     public static let maximumPreloadItems = Preloader.maximumItems
 
+    /// Writes what the cache holds of `url` at `destination` without contacting the origin
+    /// (see ``Exporter``); `renditions` and `seconds` choose what of an HLS or DASH asset, as a
+    /// pin does, else every rendition wholly held is written.
+    @discardableResult
+    package func export(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil) async throws -> ExportSummary {
+        try await Exporter(reading: self).export(url, to: destination, renditions: renditions, seconds: seconds)
+    }
+
     // MARK: Content information
 
     /// The resource's content information: from the store when its length is known there

@@ -10,7 +10,7 @@ import NIOCore
     import Darwin
 #endif
 
-/// What ``CachingReader/export(_:to:variant:seconds:)`` wrote.
+/// What an export wrote.
 package struct ExportSummary: Sendable, Codable, Equatable {
     /// The file written, or for an HLS asset the folder's `index.m3u8`, for a DASH one its `index.mpd`.
     package var path: String
@@ -19,7 +19,17 @@ package struct ExportSummary: Sendable, Codable, Equatable {
     package var bytes: Int64
 }
 
-extension CachingReader {
+/// Writes what the cache holds outside it, without contacting the origin (`mediacache
+/// export`): a file, an HLS asset or a DASH presentation as a folder a player plays with no
+/// network. It reads through an offline read path (the store alone, every entry current).
+struct Exporter: Sendable {
+    /// The read path, offline.
+    let reader: CachingReader
+
+    init(reading reader: CachingReader) {
+        self.reader = reader.offlineTwin
+    }
+
     /// Writes what the cache holds of `url` outside it, without contacting the origin: a
     /// file as a normal file at `destination` (every byte must be cached); an HLS asset as
     /// a folder at `destination` holding `index.m3u8`, the media playlists and their segments,
@@ -35,9 +45,8 @@ extension CachingReader {
     /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.notCached` when nothing
     ///   is wholly held; `.ioFailure` when the destination cannot be written (an existing file
     ///   or folder is not replaced).
-    @discardableResult
-    package func export(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil) async throws -> ExportSummary {
-        let offline = offlineTwin
+    func export(_ url: URL, to destination: URL, renditions: RenditionChoice, seconds: Double?) async throws -> ExportSummary {
+        let offline = reader
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
@@ -45,17 +54,17 @@ extension CachingReader {
         let kind = try await offline.manifestKind(url, metadata)
         let chosen = renditions.isEmpty && seconds == nil ? nil : HLSPrefetchOptions(renditions: renditions, seconds: seconds)
         if kind == .dash {
-            return try await offline.exportDASH(url, to: destination, options: chosen)
+            return try await exportDASH(url, to: destination, options: chosen)
         }
         guard kind == .hls else {
-            let bytes = try await offline.write(url, range: nil, to: destination.path, exclusive: true)
+            let bytes = try await write(url, range: nil, to: destination.path, exclusive: true)
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }
         let (body, masterMetadata) = try await offline.playlistBody(url)
         let master = (try? HLSPlaylist(parsing: body, url: url)).flatMap { $0.isMaster ? $0 : nil }
         let masterBase = masterMetadata.finalURL ?? url
-        let plan = try await offline.exportPlan(url, master: master, base: masterBase, options: chosen)
-        try await CachingReader.makeFolder(destination)
+        let plan = try await exportPlan(url, master: master, base: masterBase, options: chosen)
+        try await Self.makeFolder(destination)
         // Local names: each resource URL once, its ranges written at their offsets.
         var names: [URL: String] = [:]
         var ranges: [URL: [ByteRange]] = [:]
@@ -68,9 +77,9 @@ extension CachingReader {
         for (resource, name) in names.sorted(by: { $0.value < $1.value }) {
             let path = destination.appendingPathComponent(name).path
             if let parts = ranges[resource] {
-                for part in parts { bytes += try await offline.write(resource, range: part, to: path) }
+                for part in parts { bytes += try await write(resource, range: part, to: path) }
             } else {
-                bytes += try await offline.write(resource, range: nil, to: path)
+                bytes += try await write(resource, range: nil, to: path)
             }
             files += 1
         }
@@ -95,7 +104,7 @@ extension CachingReader {
             }
             for (offset, key) in keys.enumerated() {
                 let name = Self.localName(for: key, index: 10_001 + offset)
-                bytes += try await offline.write(key, range: nil, to: destination.appendingPathComponent(name).path)
+                bytes += try await write(key, range: nil, to: destination.appendingPathComponent(name).path)
                 files += 1
             }
             let name = master == nil ? "index.m3u8" : "media\(index).m3u8"
@@ -118,16 +127,16 @@ extension CachingReader {
 
     /// What an export of the HLS asset at `url` writes: what `options` choose, or, when `nil`,
     /// every media playlist of `master` wholly held (or `url` itself, a media playlist).
-    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> PrefetchPlan {
-        if let options { return try await prefetchPlan(url, options: options) }
+    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> CachingReader.PrefetchPlan {
+        if let options { return try await reader.prefetchPlan(url, options: options) }
         let imports = master?.definitions ?? [:]
-        guard let master else { return try await prefetchPlan(url, options: HLSPrefetchOptions()) }
+        guard let master else { return try await reader.prefetchPlan(url, options: HLSPrefetchOptions()) }
         var playlists: [URL] = []
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
         for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
             guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
-                let plan = try? await prefetchPlan(playlist, options: HLSPrefetchOptions(), imports: imports), plan.items.allSatisfy(isHeld)
+                let plan = try? await reader.prefetchPlan(playlist, options: HLSPrefetchOptions(), imports: imports), plan.items.allSatisfy(reader.isHeld)
             else { continue }
             playlists.append(playlist)
             for item in plan.items where seen.insert(item).inserted { items.append(item) }
@@ -135,7 +144,7 @@ extension CachingReader {
         guard !playlists.isEmpty else {
             throw CacheError(.notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached; pin it first (`mediacache pin`).")
         }
-        return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
+        return CachingReader.PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
     }
 
     /// A DASH presentation as a folder at `destination`: `index.mpd`, the manifest with the
@@ -146,7 +155,7 @@ extension CachingReader {
         guard options?.seconds == nil else {
             throw CacheError(.outOfBounds, "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
         }
-        let (manifest, base) = try await dashManifest(url)
+        let (manifest, base) = try await reader.dashManifest(url)
         let presentation = manifest.presentation(base: base)
         let chosen: [DASHPresentation.Representation]
         if let options {
@@ -157,7 +166,7 @@ extension CachingReader {
             }
         } else {
             chosen = presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).filter {
-                $0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(isHeld)
+                $0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(reader.isHeld)
             }
         }
         guard options != nil || !chosen.isEmpty else {
@@ -200,7 +209,7 @@ extension CachingReader {
             throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments to export.")
         }
         let text = manifest.rewritten(base: base, removing: others, relative: true) { localPath($0) ?? $0.absoluteString }
-        try await CachingReader.makeFolder(destination)
+        try await Self.makeFolder(destination)
         var bytes: Int64 = 0
         for (path, resource) in ranges.sorted(by: { $0.key < $1.key }) {
             let file = destination.appendingPathComponent(path)
@@ -235,7 +244,7 @@ extension CachingReader {
     /// offset in the file at `path` (created when missing; when `exclusive`, it must not exist);
     /// returns the bytes written. A link at `path` is never followed.
     func write(_ url: URL, range: ByteRange?, to path: String, exclusive: Bool = false) async throws -> Int64 {
-        let stream = try await read(url, offset: range?.lowerBound ?? 0, length: range?.length)
+        let stream = try await reader.read(url, offset: range?.lowerBound ?? 0, length: range?.length)
         defer { stream.cancel() }
         // File work on a thread made for blocking, never on the cooperative pool's.
         let descriptor = try await BlockingIO.runToCompletion {
