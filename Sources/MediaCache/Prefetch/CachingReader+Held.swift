@@ -47,14 +47,14 @@ extension CachingReader {
         configuration.isOffline || fetcher.reachability.isFailing(url)
     }
 
-    /// The master playlist `body` (from `url`, its URIs relative to `base`, its variables
+    /// The master playlist `master` (from `url`, its URIs relative to `base`, its variables
     /// resolved) as a player may be shown it now: when ``servesHeldOnly(_:)``, with only the renditions held
     /// (``HLSPlaylist/filteredMaster(base:isHeld:)``); `nil` when it is to be served as it is
     /// (online, not a master, everything held, or nothing held). A master that is pinned but
     /// not all held is first validated with the origin, so that an origin gone while the master
     /// was still fresh is found out before a player is told of renditions it cannot have.
-    package func heldMaster(_ body: [UInt8], url: URL, base: URL) async -> HLSPlaylist? {
-        guard mayServeHeldOnly(url), HLSPlaylist.looksLikePlaylist(body), let master = try? HLSPlaylist(parsing: body, url: url), master.isMaster else { return nil }
+    package func heldMaster(_ master: HLSPlaylist, url: URL, base: URL) async -> HLSPlaylist? {
+        guard master.isMaster, mayServeHeldOnly(url) else { return nil }
         let candidates = Set(
             (master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri)).compactMap { HLSPlaylist.resolve($0, base: base) })
         let offline = offlineTwin

@@ -37,15 +37,14 @@ extension ProxyHandler {
     /// retriable `503` instead.
     func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
         let (body, metadata) = try await reader.originBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize)
-        if let awaited = HLSPlaylist.awaitedSegment(of: url), HLSPlaylist.looksLikePlaylist(body),
-            let parsed = try? HLSPlaylist(parsing: body), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part)
-        {
+        guard let parsed = try parsedPlaylist(body, url: url, head: head) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
+        if let awaited = HLSPlaylist.awaitedSegment(of: url), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part) {
             let wanted = "segment \(awaited.mediaSequence)" + (awaited.part.map { " part \($0)" } ?? "")
             configuration.logger.warning(
                 "Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
             throw ProxyRequestError(status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.", headers: [("Retry-After", "1")])
         }
-        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
+        return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
     /// The body of a playlist or manifest (`read` when it was read already), read through the
@@ -74,15 +73,23 @@ extension ProxyHandler {
     ) async throws -> ProxyResponse {
         // A live or EVENT playlist is never older than half its target duration (at least
         // 1 s), whatever the origin's freshness said: otherwise the player would see it frozen.
+        // Each body is parsed once: the one looked at for its lifetime is the one served unless
+        // it was too old.
+        var last: (body: [UInt8], parsed: Result<HLSPlaylist?, any Error>)?
+        func parse(_ body: [UInt8]) throws -> HLSPlaylist? {
+            if let last, last.body == body { return try last.parsed.get() }
+            let parsed = Result { try parsedPlaylist(body, url: url, head: head) }
+            last = (body, parsed)
+            return try parsed.get()
+        }
         let (body, metadata) = try await liveBody(url, headers: headers, planned: planned, read: read) { body in
-            guard HLSPlaylist.looksLikePlaylist(body), let parsed = try? HLSPlaylist(parsing: body), !parsed.isFinal else { return nil }
+            guard let parsed = try? parse(body), !parsed.isFinal else { return nil }
             return .milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
         }
+        guard let parsed = try parse(body) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
         // Offline, or with the origin failing, a master lists only the renditions held.
-        if let held = await reader.heldMaster(body, url: url, base: metadata.finalURL ?? url) {
-            return rewrite(held, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
-        }
-        return try rewrite(body, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
+        let held = await reader.heldMaster(parsed, url: url, base: metadata.finalURL ?? url)
+        return rewrite(held ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
     /// The DASH manifest at `url` with every URL it names (and a base for what it names
@@ -218,19 +225,27 @@ extension ProxyHandler {
     }
 
     func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) throws -> ProxyResponse {
-        guard HLSPlaylist.looksLikePlaylist(body) else {
-            // Not a playlist after all: the bytes as they came.
-            return ProxyHandler.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
-        }
-        let parsed: HLSPlaylist
+        guard let parsed = try parsedPlaylist(body, url: url, head: head) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
+        return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
+    }
+
+    /// `body` read as the playlist at `url`, its variables resolved (with those the player's
+    /// URL imports: the player gets no `EXT-X-DEFINE` it could not resolve); `nil` when it is
+    /// not a playlist after all.
+    /// - Throws: ``ProxyRequestError`` `502` saying why a playlist cannot be read.
+    private func parsedPlaylist(_ body: [UInt8], url: URL, head: HTTPRequestHead) throws -> HLSPlaylist? {
+        guard HLSPlaylist.looksLikePlaylist(body) else { return nil }
         do {
-            // Variables resolved here: the player gets no `EXT-X-DEFINE` it could not resolve.
-            parsed = try HLSPlaylist(parsing: body, url: url, imports: RequestTarget(head.uri).imports)
+            return try HLSPlaylist(parsing: body, url: url, imports: RequestTarget(head.uri).imports)
         } catch let error as HLSPlaylistError {
             configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
-        return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
+    }
+
+    /// A body that is not a playlist after all: the bytes as they came.
+    private static func notAPlaylist(_ body: [UInt8], metadata: ContentMetadata, head: HTTPRequestHead) -> ProxyResponse {
+        rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }
 
     /// The answer with the playlist `parsed` (from `url`), its URIs leading back through this
