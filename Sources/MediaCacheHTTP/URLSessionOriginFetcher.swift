@@ -86,7 +86,7 @@ public final class URLSessionOriginFetcher: OriginFetcher {
 
 /// Sends one request as a URLSession data task whose own delegate stops redirects and takes
 /// the body.
-struct SessionTransport: OriginTransport, @unchecked Sendable {
+struct SessionTransport: OriginTransport, Sendable {
     let session: URLSession
     /// The delegate of the fetcher's own session, which hands each task's events to its
     /// body; `nil` for a session passed in, whose tasks get a delegate of their own.
@@ -213,7 +213,7 @@ final class SessionBody: AsyncSequence, Sendable {
 
     /// The task's delegate: takes the head and the body's chunks, refuses redirects (the
     /// exchange follows them after checking), and records how the task ended.
-    final class Receiver: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    final class Receiver: NSObject, URLSessionDataDelegate, Sendable {
         private struct State {
             var response: HTTPURLResponse?
             var headWaiter: CheckedContinuation<HTTPURLResponse, any Error>?
@@ -352,7 +352,7 @@ final class SessionBody: AsyncSequence, Sendable {
 /// The delegate of a fetcher's own session: passes each task's events to the body that
 /// reads it. (swift-corelibs-foundation does not call a task's own delegate, only the
 /// session's.)
-final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+final class SessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let receivers = Mutex<[Int: SessionBody.Receiver]>([:])
 
     func register(_ receiver: SessionBody.Receiver, for task: URLSessionTask) {
