@@ -53,6 +53,9 @@ public final class CachingReader: Sendable {
     let memoryBodies = Mutex(MemoryBodies())
     /// Where the cache's own fetches give way to players waiting on the origin.
     let priority: OriginPriority
+    /// The fetcher's ``OriginFetcher/securityWarning``, taken once: every request's log line
+    /// carries it.
+    package let securityWarning: String?
     /// The preload queue and its runner (see ``preload(_:)``).
     let preloader: Preloader
 
@@ -66,6 +69,7 @@ public final class CachingReader: Sendable {
         self.fetcher = MeteredFetcher(
             base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher, ownRequestFields: configuration.ownRequestFields, budget: budget)
         self.configuration = configuration
+        securityWarning = fetcher.securityWarning
         scheduler = DownloadScheduler(configuration: configuration)
         validations = ValidationMemory(limit: configuration.validationMemoryLimit)
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
@@ -344,9 +348,6 @@ public final class CachingReader: Sendable {
         _ = try? handle.updateMetadata(metadata, version: version)
         return (try? handle.metadata()) ?? metadata
     }
-
-    /// The fetcher's ``OriginFetcher/securityWarning``.
-    package var securityWarning: String? { fetcher.securityWarning }
 
     /// Whether `url` may be fetched at all (see ``OriginFetcher/checkOrigin(_:)``).
     /// - Throws: ``CacheError`` with ``CacheError/Code/originNotAllowed`` and the reason.
