@@ -122,9 +122,9 @@ import Testing
             (.atMost(bitsPerSecond: 600), "mid"), (.atMost(bitsPerSecond: 900), "high"), (.atMost(bitsPerSecond: 50), "low"),
         ]
         for (choice, uri) in choices {
-            #expect(CachingReader.choose(choice, among: variants)?.uri == uri, "\(choice)")
+            #expect(AssetPlanner.choose(choice, among: variants)?.uri == uri, "\(choice)")
         }
-        #expect(CachingReader.choose(.first, among: []) == nil)
+        #expect(AssetPlanner.choose(.first, among: []) == nil)
     }
 
     /// Byte-range segments of one file land in one sparse entry, only their bytes fetched;

@@ -127,16 +127,16 @@ struct Exporter: Sendable {
 
     /// What an export of the HLS asset at `url` writes: what `options` choose, or, when `nil`,
     /// every media playlist of `master` wholly held (or `url` itself, a media playlist).
-    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> CachingReader.PrefetchPlan {
-        if let options { return try await reader.prefetchPlan(url, options: options) }
+    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> PrefetchPlan {
+        if let options { return try await reader.planner.hlsPlan(url, options: options) }
         let imports = master?.definitions ?? [:]
-        guard let master else { return try await reader.prefetchPlan(url, options: HLSPrefetchOptions()) }
+        guard let master else { return try await reader.planner.hlsPlan(url, options: HLSPrefetchOptions()) }
         var playlists: [URL] = []
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
         for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
             guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
-                let plan = try? await reader.prefetchPlan(playlist, options: HLSPrefetchOptions(), imports: imports), plan.items.allSatisfy(reader.isHeld)
+                let plan = try? await reader.planner.hlsPlan(playlist, options: HLSPrefetchOptions(), imports: imports), plan.items.allSatisfy(reader.held.isHeld)
             else { continue }
             playlists.append(playlist)
             for item in plan.items where seen.insert(item).inserted { items.append(item) }
@@ -144,7 +144,7 @@ struct Exporter: Sendable {
         guard !playlists.isEmpty else {
             throw CacheError(.notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached; pin it first (`mediacache pin`).")
         }
-        return CachingReader.PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
+        return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
     }
 
     /// A DASH presentation as a folder at `destination`: `index.mpd`, the manifest with the
@@ -155,7 +155,7 @@ struct Exporter: Sendable {
         guard options?.seconds == nil else {
             throw CacheError(.outOfBounds, "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
         }
-        let (manifest, base) = try await reader.dashManifest(url)
+        let (manifest, base) = try await reader.planner.dashManifest(url)
         let presentation = manifest.presentation(base: base)
         let chosen: [DASHPresentation.Representation]
         if let options {
@@ -166,7 +166,7 @@ struct Exporter: Sendable {
             }
         } else {
             chosen = presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).filter {
-                $0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(reader.isHeld)
+                $0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(reader.held.isHeld)
             }
         }
         guard options != nil || !chosen.isEmpty else {

@@ -39,7 +39,7 @@ extension DownloadQueue {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var waiting = ticks.makeAsyncIterator()
             for (index, piece) in pieces.enumerated() {
-                if !reader.isHeld(PrefetchItem(url: job.url, range: piece)) { try DownloadPacer.current?.admit(piece.length) }
+                if !reader.held.isHeld(PrefetchItem(url: job.url, range: piece)) { try DownloadPacer.current?.admit(piece.length) }
                 tally.started(index)
                 group.addTask { [reader] in
                     do {

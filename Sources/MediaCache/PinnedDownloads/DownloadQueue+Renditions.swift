@@ -21,7 +21,7 @@ extension DownloadQueue {
         guard let job = job(matching: url.absoluteString), let asset = job.asset else {
             throw CacheError(.notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)); `mediacache downloads` lists them.")
         }
-        let plan = try await reader.assetPlan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+        let plan = try await reader.planner.plan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         var choice = asset.renditions
         choice.variants.removeAll { renditions.variants.contains($0) }
         guard !choice.variants.isEmpty else {
@@ -66,10 +66,10 @@ extension DownloadQueue {
         try reader.checkOrigin(url)
         let job = try current(id)
         var keys = [store.key(for: url)]
-        var plan: CachingReader.PrefetchPlan?
+        var plan: PrefetchPlan?
         if let asset = job.asset {
             plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.assetPlan(url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+                try await reader.planner.plan(url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
             }
             keys += Self.keys(of: plan!, in: store)
         }
@@ -90,7 +90,7 @@ extension DownloadQueue {
         guard var asset = job.asset else { return job }
         asset.renditions = choice.resolved
         let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-            try await reader.assetPlan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+            try await reader.planner.plan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         }
         var proposed = job
         var seen: Set<CacheKey> = []
@@ -139,11 +139,11 @@ extension DownloadQueue {
     func renditionStates(_ plan: [(rendition: ChosenRendition, items: [PrefetchItem])]) -> [RenditionState] {
         plan.map { rendition, items in
             RenditionState(
-                rendition: rendition, state: reader.heldState(of: items), resources: items.count, resourcesHeld: items.filter(reader.isHeld).count)
+                rendition: rendition, state: reader.held.state(of: items), resources: items.count, resourcesHeld: items.filter(reader.held.isHeld).count)
         }
     }
 
-    func renditionStates(_ plan: CachingReader.PrefetchPlan) -> [RenditionState] {
+    func renditionStates(_ plan: PrefetchPlan) -> [RenditionState] {
         renditionStates(plan.renditions)
     }
 }

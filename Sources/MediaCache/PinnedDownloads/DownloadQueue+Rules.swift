@@ -179,7 +179,7 @@ extension DownloadQueue {
         let plan = state.withLock { $0.running[id]?.plan } ?? []
         let held =
             job.asset == nil
-            ? reader.isHeld(PrefetchItem(url: job.url, range: nil))
+            ? reader.held.isHeld(PrefetchItem(url: job.url, range: nil))
             : renditionStates(plan).allSatisfy { $0.state == .held }
         guard !held else { return nil }
         if let room = store.diskRoom, room < Self.piece {

@@ -223,7 +223,7 @@ public final class DownloadQueue: Sendable {
         if let kind = try await reader.manifestKind(url, metadata) {
             let asset = DownloadJob.AssetChoice(format: kind, renditions: renditions, seconds: seconds)
             let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.assetPlan(url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
+                try await reader.planner.plan(url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
             }
             keys += Self.keys(of: plan, in: store)
             job.asset = asset
@@ -262,7 +262,7 @@ public final class DownloadQueue: Sendable {
     }
 
     /// The keys of a plan's playlists and resources.
-    static func keys(of plan: CachingReader.PrefetchPlan, in store: CacheStore) -> [CacheKey] {
+    static func keys(of plan: PrefetchPlan, in store: CacheStore) -> [CacheKey] {
         plan.playlists.map(store.key(for:)) + plan.items.map { store.key(for: $0.url) }
     }
 
@@ -321,7 +321,7 @@ public final class DownloadQueue: Sendable {
                 try await runRecording(id)
             } else if let asset = job.asset {
                 let options = HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds)
-                let plan = try await reader.assetPlan(job.url, kind: asset.format, options: options)
+                let plan = try await reader.planner.plan(job.url, kind: asset.format, options: options)
                 state.withLock { $0.running[id]?.plan = plan.renditions }
                 // A playlist may name more than when it was pinned: those are pinned too.
                 let keys = Self.keys(of: plan, in: store)
@@ -333,7 +333,7 @@ public final class DownloadQueue: Sendable {
                     return added
                 }
                 if !added.isEmpty { try await store.pin(added) }
-                _ = try await reader.prefetch(plan.items, playlists: plan.playlists, options: options, progress: progress)
+                _ = try await Prefetcher(reader: reader).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
             } else {
                 try await fetchFile(job, progress: progress)
             }

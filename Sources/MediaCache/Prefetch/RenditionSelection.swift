@@ -42,7 +42,7 @@ extension RenditionChoice {
         let choice = resolved
         var chosen: [ChosenRendition] = []
         func add(_ rendition: ChosenRendition) { if !chosen.contains(where: { $0.url == rendition.url }) { chosen.append(rendition) } }
-        let variants = choice.variants.compactMap { CachingReader.choose($0, among: master.variants) }
+        let variants = choice.variants.compactMap { AssetPlanner.choose($0, among: master.variants) }
         var audioGroups: [String] = []
         var subtitleGroups: [String] = []
         for variant in master.variants where variants.contains(variant) {
@@ -129,7 +129,7 @@ extension RenditionChoice {
         }
         func byBandwidth(_ set: DASHPresentation.AdaptationSet, _ variant: HLSPrefetchOptions.VariantChoice) -> DASHPresentation.Representation? {
             let variants = set.representations.enumerated().map { HLSPlaylist.Variant(bandwidth: $0.element.bandwidth, uri: String($0.offset), height: $0.element.height) }
-            return CachingReader.choose(variant, among: variants).flatMap { Int($0.uri) }.map { set.representations[$0] }
+            return AssetPlanner.choose(variant, among: variants).flatMap { Int($0.uri) }.map { set.representations[$0] }
         }
         func languageSets(_ sets: [DASHPresentation.AdaptationSet], _ languages: LanguageChoice, key: String) -> [DASHPresentation.AdaptationSet] {
             sets.filter { set in

@@ -13,7 +13,7 @@ protocol PreloadSource: Sendable {
     /// type does not say).
     func manifestKind(of url: URL, _ metadata: ContentMetadata) async throws -> CachingReader.ManifestKind?
     /// What a prefetch of the asset at `url` stores.
-    func assetPlan(_ url: URL, kind: CachingReader.ManifestKind, options: HLSPrefetchOptions) async throws -> CachingReader.PrefetchPlan
+    func assetPlan(_ url: URL, kind: CachingReader.ManifestKind, options: HLSPrefetchOptions) async throws -> PrefetchPlan
     /// The bytes of `range` of `url`, read through the cache (and so stored).
     func bytes(of url: URL, in range: ByteRange) async throws -> [UInt8]
     /// The store's key for `url` (its key rules applied).

@@ -119,7 +119,7 @@ extension DownloadQueue {
     /// The segments of `timeline` taken but not stored.
     func unheld(_ timeline: RecordingTimeline) -> [RecordedSegment] {
         timeline.segments.filter { segment in
-            !segment.gap && URL(string: segment.url).map { !reader.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
+            !segment.gap && URL(string: segment.url).map { !reader.held.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
         }
     }
 
@@ -213,7 +213,7 @@ extension DownloadQueue {
             do {
                 for extra in extras { _ = try await reader.prefetch(extra) }
                 let done = try await reader.prefetch(url, range: segment.range)
-                if !reader.isHeld(PrefetchItem(url: url, range: segment.range)) {
+                if !reader.held.isHeld(PrefetchItem(url: url, range: segment.range)) {
                     let quota = store.configuration.pinnedQuota
                     if store.pinnedBytes + max(done.bytesDone, 1) > quota {
                         // Full: the recording stops here, saying why (what it holds stays playable).

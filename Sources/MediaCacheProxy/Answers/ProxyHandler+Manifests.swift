@@ -88,7 +88,7 @@ extension ProxyHandler {
         }
         guard let parsed = try parse(body) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
         // Offline, or with the origin failing, a master lists only the renditions held.
-        let held = await reader.heldMaster(parsed, url: url, base: metadata.finalURL ?? url)
+        let held = await reader.held.master(parsed, url: url, base: metadata.finalURL ?? url)
         return rewrite(held ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
@@ -119,7 +119,7 @@ extension ProxyHandler {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         // Offline, or with the origin failing, only the representations held.
-        let removed = await reader.heldManifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
+        let removed = await reader.held.manifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
         let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in
             // A live manifest's bases are where its segments appear as they are made.
             if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.noteLive(resolved) }

@@ -231,6 +231,10 @@ extension CachingReader: PreloadSource {
         try await manifestKind(url, metadata)
     }
 
+    func assetPlan(_ url: URL, kind: ManifestKind, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
+        try await planner.plan(url, kind: kind, options: options)
+    }
+
     func key(for url: URL) -> CacheKey { store.key(for: url) }
 
     func storedByteCount(of url: URL) -> Int64 { store.spans(for: store.key(for: url)).byteCount }

@@ -86,6 +86,70 @@ public final class CachingReader: Sendable {
         context.transfer(for: download, firstResponse: firstResponse)
     }
 
+    // MARK: Prefetches
+
+    /// Stores an HLS asset ahead of playing it: the playlist at `url` (a master playlist's
+    /// chosen variant and the default rendition of its audio group, or a media playlist
+    /// itself), then every init section and media segment `options` choose, each a cache
+    /// entry as if a player had read it. Keys are stored only in an encrypted store (sealed,
+    /// so the asset plays offline); otherwise they stay in memory, fetched when played.
+    ///
+    /// Cancel the calling task to stop: what arrived stays cached, and the error is
+    /// `CancellationError`. `progress` is called after each resource and each chunk.
+    /// - Returns: the final progress.
+    /// - Throws: ``CacheError`` for a playlist that cannot be had or read, or an origin failure.
+    @discardableResult
+    public func prefetchHLS(
+        _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await planner.hlsPlan(url, options: options) }
+        return try await Prefetcher(reader: self).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
+    }
+
+    /// Stores a DASH presentation ahead of playing it: the manifest at `url`, then in each
+    /// period the representation `options.variant` chooses in each adaptation set (by
+    /// `bandwidth`, as for HLS variants), its initialization and its segments for
+    /// `options.seconds` or all of them, each a cache entry as if a player had read it.
+    /// Cancel the calling task to stop: what arrived stays cached.
+    /// - Returns: the final progress.
+    /// - Throws: ``CacheError`` for a manifest that cannot be had or read (a live one, whose
+    ///   segments have no end, among them), or an origin failure.
+    @discardableResult
+    public func prefetchDASH(
+        _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await planner.dashPlan(url, options: options) }
+        return try await Prefetcher(reader: self).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
+    }
+
+    /// Stores `range` of the file at `url` (all of it when `nil`) ahead of playing it, as a
+    /// player's read would. Cancel the calling task to stop; what arrived stays cached.
+    /// - Returns: the final progress (one resource).
+    @discardableResult
+    public func prefetch(
+        _ url: URL, range: ByteRange? = nil, headers: RequestHeaders = [],
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
+        var options = HLSPrefetchOptions()
+        options.headers = headers
+        return try await Prefetcher(reader: self).run([PrefetchItem(url: url, range: range)], playlists: [], options: options, progress: progress)
+    }
+
+    /// What the assets' plans are made by (see ``AssetPlanner``).
+    var planner: AssetPlanner { AssetPlanner(reader: self) }
+
+    /// What the store holds of assets, as an offline player may be shown them (see ``HeldAssets``).
+    package var held: HeldAssets { HeldAssets(reader: self) }
+
+    /// This read path as an offline one: the store alone, every stored entry current.
+    package var offlineTwin: CachingReader {
+        var offline = configuration
+        offline.isOffline = true
+        return CachingReader(store: store, fetcher: fetcher, configuration: offline)
+    }
+
     // MARK: Preloads
 
     /// Replaces the preload queue with `items`: the first seconds of each, in order, stored
