@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-package import Foundation
+import Foundation
 import Synchronization
 
 /// Origin answers that are not the resource's bytes but that a cache may reuse while fresh
@@ -69,26 +69,5 @@ final class AnswerMemory: Sendable {
 
     private static func remove(_ key: CacheKey, from contents: inout Contents) {
         if let old = contents.answers.removeValue(forKey: key) { contents.bytes -= old.body.count }
-    }
-}
-
-extension CachingReader {
-    /// Notes `folder` as where a live presentation's segments are (a live playlist's or a
-    /// dynamic manifest's base): a segment there that does not exist yet gets a `404` that is
-    /// not remembered, so the player's next try, once it is made, reaches the origin.
-    package func noteLive(_ folder: URL) {
-        let text = folder.absoluteString
-        liveFolders.withLock { folders in
-            guard !folders.contains(text) else { return }
-            if folders.count >= 64 { folders.removeFirst() }
-            folders.append(text)
-        }
-    }
-
-    /// Whether `answer` says `url` is missing where a live presentation's segments appear.
-    func isNotYetAvailable(_ answer: OriginAnswer, url: URL) -> Bool {
-        guard answer.status == 404 || answer.status == 410 else { return false }
-        let text = url.absoluteString
-        return liveFolders.withLock { $0.contains { text.hasPrefix($0) } }
     }
 }

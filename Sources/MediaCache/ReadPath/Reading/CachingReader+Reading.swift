@@ -3,6 +3,7 @@
 
 public import Foundation
 import Logging
+package import MediaCacheHTTPFields
 import NIOCore
 import Synchronization
 
@@ -220,6 +221,32 @@ extension CachingReader {
     public var activeDownloads: Int {
         scheduler.count
     }
+
+    // MARK: What the store holds
+
+    /// The lease on what the store holds for `url` when the store alone can answer a request
+    /// with `headers`: the stored answer has a length, may be used without asking the origin
+    /// (fresh, or the reader prefers the cache or is offline), is storable, and matches the
+    /// request's fields as its `Vary` asks (RFC 9111 §4.1). `nil` otherwise. Never waits.
+    /// - Parameter range: the request's `Range` (`nil`: none): the stored span where it starts
+    ///   comes with the lease, for ``StoredLease/region(_:)``.
+    package func storedLease(for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil) -> StoredLease? {
+        let key = store.key(for: url)
+        let snapshot = store.storedSnapshot(key) { length in range.map { $0.resolve(length: length)?.lowerBound } ?? 0 }
+        guard let (metadata, stored) = snapshot, metadata.isStorable, isCurrent(metadata, key: key),
+            metadata.matches(request: headers)
+        else { return nil }
+        preloader.played(key)
+        return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored)
+    }
+
+    /// A read of `range` when the store alone can serve it: every byte is stored and the
+    /// entry may be used without asking the origin (a read with no missing bytes is never
+    /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
+    package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
+        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length, range.upperBound <= total, !range.isEmpty else { return nil }
+        return lease.read(range)
+    }
 }
 
 extension CachingReader: PreloadSource {
@@ -260,5 +287,171 @@ extension CachingReader: PreloadSource {
         bytes.reserveCapacity(Int(range.length))
         for try await chunk in stream { bytes += chunk.readableBytesView }
         return bytes
+    }
+}
+
+extension CachingReader {
+    /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
+    static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+    /// The media type of DASH manifests (ISO/IEC 23009-1 Annex C).
+    static let manifestTypes: Set<String> = ["application/dash+xml"]
+
+    /// What kind of manifest a resource is.
+    public enum ManifestKind: String, Sendable, Equatable, Codable {
+        /// An HLS playlist.
+        case hls
+        /// A DASH manifest (MPD).
+        case dash
+    }
+
+    /// The media type of `metadata`, lower-cased, without parameters.
+    static func mediaType(_ metadata: ContentMetadata) -> String? {
+        // (Foundation's trimmingCharacters(in:) cost a twentieth of a cached range's answer.)
+        metadata.mimeType.map { MediaType.normalized(mimeType: $0) }
+    }
+
+    /// Whether a whole read of the resource must first be looked at as a playlist or a
+    /// manifest: its type says it is one, or it has no particular type (or a generic XML one)
+    /// and is small enough to be one.
+    package static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
+        // Asked for every cached range a proxy answers: one set look-up for most types.
+        guard let type = mediaType(metadata) else { return isPlaylistSized(metadata) }
+        switch typesLookedAt[type] {
+        case true?: return true
+        case false?: return isPlaylistSized(metadata)
+        case nil: return false
+        }
+    }
+
+    /// Playlist and manifest types (`true`), and the generic types a playlist may be sent
+    /// with (`false`).
+    private static let typesLookedAt: [String: Bool] = {
+        var types = Dictionary(uniqueKeysWithValues: playlistTypes.union(manifestTypes).map { ($0, true) })
+        for generic in ["application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"] { types[generic] = false }
+        return types
+    }()
+
+    private static func isPlaylistSized(_ metadata: ContentMetadata) -> Bool {
+        guard let length = metadata.length else { return false }
+        return (7...Int64(max(HLSPlaylist.maximumSize, DASHManifest.maximumSize))).contains(length)
+    }
+
+    /// Whether the resource is an HLS playlist or a DASH manifest: by its media type, or (for
+    /// a small resource of no particular type) by how its body starts, read through the cache.
+    /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    package func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
+        guard Self.mayBePlaylist(metadata) else { return nil }
+        if let declared = Self.declaredKind(metadata) { return declared }
+        // A look, not the read that answers: the probe's download stays held for that one.
+        let stream = try await read(url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false) { total in
+            ByteRange(0, min(total, Self.sniffedLength))
+        }
+        var first: [UInt8] = []
+        for try await chunk in stream { first += chunk.readableBytesView }
+        return Self.sniffedKind(first)
+    }
+
+    /// How many of a body's first bytes tell a playlist or a manifest from media.
+    package static let sniffedLength: Int64 = 1024
+
+    /// Whether the bytes a look at the body's start reads (``sniffedLength``) are stored, so
+    /// that the look costs no origin request.
+    package func holdsStart(of url: URL, _ metadata: ContentMetadata) -> Bool {
+        guard let length = metadata.length else { return false }
+        return length == 0 || storedSpans(of: url).contains(ByteRange(0, min(length, Self.sniffedLength)))
+    }
+
+    /// The kind the resource's media type names, if it names one.
+    package static func declaredKind(_ metadata: ContentMetadata) -> ManifestKind? {
+        guard let type = mediaType(metadata) else { return nil }
+        if playlistTypes.contains(type) { return .hls }
+        return manifestTypes.contains(type) ? .dash : nil
+    }
+
+    /// The kind a body that starts with `first` is, if it looks like a playlist or a manifest.
+    package static func sniffedKind(_ first: [UInt8]) -> ManifestKind? {
+        if HLSPlaylist.looksLikePlaylist(first) { return .hls }
+        return DASHManifest.looksLikeManifest(first) ? .dash : nil
+    }
+
+    /// Whether the resource `metadata` describes is an HLS playlist: by its media type, or
+    /// (for a small resource of no particular type) by a body that starts with `#EXTM3U`,
+    /// read through the cache.
+    /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    package func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> Bool {
+        try await manifestKind(url, metadata, headers: headers, planned: planned) == .hls
+    }
+
+    /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
+    /// and the metadata of the version it is.
+    /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
+    package func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        try await storedBody(of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned)
+    }
+}
+
+extension CachingReader {
+    /// The largest body kept in memory by ``memoryOnlyBody(of:headers:)`` (an AES-128 key is 16 bytes).
+    static let memoryOnlyLimit = 64 << 10
+
+    /// The whole body of `url`, never read from or written to an unencrypted store: from
+    /// memory while it may be used without asking the origin (fresh, or
+    /// ``Configuration/prefersCache``), else fetched again. At most ``MemoryBodies/capacity`` are kept; `no-store` bodies are
+    /// not kept at all. In an encrypted store the body is an entry like any other (sealed on
+    /// disk), so an HLS key survives a restart and an asset prefetched for offline use plays
+    /// offline.
+    /// - Throws: ``CacheError`` for an origin failure, or `.originRejected` for a body over
+    ///   ``memoryOnlyLimit``.
+    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        if store.isEncrypted { return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit) }
+        let key = store.key(for: url)
+        if let kept = memoryBodies.withLock({ $0.entries[key] }), isCurrent(kept.metadata, key: key) {
+            return (kept.body, kept.metadata)
+        }
+        let fetched = try await originBody(of: url, headers: headers, limit: Self.memoryOnlyLimit)
+        markValidated(key)
+        if fetched.metadata.isStorable {
+            memoryBodies.withLock { $0.keep(MemoryBodies.Entry(body: fetched.body, metadata: fetched.metadata), for: key) }
+        }
+        return fetched
+    }
+
+    /// The whole body of `url` through the cache, refused past `limit` bytes, and the
+    /// metadata of the version it is.
+    /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
+    /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned)
+        var body: [UInt8] = []
+        for try await chunk in stream {
+            body += chunk.readableBytesView
+            guard body.count <= limit else {
+                stream.cancel()
+                throw CacheError(.originRejected, "The body of \(url.absoluteString.prefix(200)) is larger than \(limit) bytes.")
+            }
+        }
+        return (body, stream.metadata)
+    }
+
+    /// The whole body of `url` in one `GET` straight from the origin, past the cache:
+    /// nothing is read from or written to the store.
+    /// - Throws: ``CacheError``: the origin's failure; `.originRejected` when the body is
+    ///   longer than `limit` or than its stated length; `.originUnavailable` when it is shorter.
+    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
+        try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
+        var body: [UInt8] = []
+        for try await chunk in response.body {
+            body += chunk.readableBytesView
+            guard body.count <= limit, body.count <= response.metadata.length ?? Int64.max else {
+                let reason = body.count > limit ? "is longer than \(limit) bytes" : "is longer than its Content-Length"
+                configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "the body \(reason)"])
+                throw CacheError(.originRejected, "\(url.absoluteString.prefix(200)): the body \(reason).")
+            }
+        }
+        if let length = response.metadata.length, body.count < length {
+            throw CacheError(.originUnavailable, "\(url.absoluteString.prefix(200)): the body ended after \(body.count) of \(length) bytes.")
+        }
+        return (body, response.metadata)
     }
 }

@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Foundation
-public import Logging
+import Logging
 import NIOCore
 import Synchronization
 
@@ -30,11 +30,11 @@ public final class CachingReader: Sendable {
     /// Origin answers other than the resource's bytes that may be reused while fresh.
     let answers = AnswerMemory()
     /// The probes and revalidations under way, one per resource for requests that share them.
-    private let contentInfoTasks = Mutex<[CacheKey: SharedTask<ContentMetadata>]>([:])
+    let contentInfoTasks = Mutex<[CacheKey: SharedTask<ContentMetadata>]>([:])
     /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
     /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
-    private let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
-    private let waitingForOrigin = Atomic<Int>(0)
+    let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
+    let waitingForOrigin = Atomic<Int>(0)
     /// How many calls wait on the origin for content information (probes and validations,
     /// shared or not): tests wait on it to know that requests are sharing one.
     package var contentInfoWaiters: Int { waitingForOrigin.load(ordering: .relaxed) }
@@ -150,6 +150,56 @@ public final class CachingReader: Sendable {
         return CachingReader(store: store, fetcher: fetcher, configuration: offline)
     }
 
+    // MARK: Segment read-ahead
+
+    /// Remembers the segments of the media playlist at `url` (parsed from its body, its
+    /// relative URIs resolved against `base`), so players playing through it are read ahead of.
+    /// Also notes the variant a player plays (``PlayedVariants``), for preloads of the asset.
+    package func learnSegments(of playlist: HLSPlaylist, at url: URL, base: URL) {
+        preloader.playedVariants.served(playlist, key: store.key(for: url)) { uri in HLSPlaylist.resolve(uri, base: base).map(store.key(for:)) }
+        guard segmentReadAhead.depth > 0, !playlist.isMaster else { return }
+        segmentReadAhead.learn(
+            playlist: url, segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })
+    }
+
+    /// Remembers the media segments of each representation of the static DASH manifest at
+    /// `url` (its references resolved against `base`) as a media playlist of its own, so a
+    /// player playing through a representation is read ahead of as through an HLS playlist.
+    /// Initializations and byte-range segments are not read ahead; a live manifest is not
+    /// learned (its segments are not listed ahead).
+    package func learnSegments(of manifest: DASHManifest, at url: URL, base: URL) {
+        guard segmentReadAhead.depth > 0, !manifest.isDynamic else { return }
+        for (p, period) in manifest.presentation(base: base).periods.enumerated() {
+            for (a, set) in period.adaptationSets.enumerated() {
+                for (r, representation) in set.representations.enumerated() {
+                    // Its own key: the manifest's URL with the representation's place as fragment.
+                    guard let key = URL(string: url.absoluteString.prefix { $0 != "#" } + "#representation-\(p)-\(a)-\(r)") else { continue }
+                    segmentReadAhead.learn(
+                        playlist: key, segments: representation.resources.map { $0.range == nil && $0.duration > 0 ? $0.url : nil })
+                }
+            }
+        }
+    }
+
+    /// A player asked for `url`: when it is playing on through a media playlist, the next
+    /// segments are stored ahead of it (``SegmentReadAhead``), each on a task the read path
+    /// owns (``shutDown()`` ends it), with the player's forwarded `headers`. A segment already
+    /// stored costs a look at the store; one being downloaded is joined, not fetched again.
+    package func readAhead(of url: URL, headers: RequestHeaders) {
+        for next in segmentReadAhead.segmentsAfter(url) {
+            CacheMetrics.segmentsReadAhead.increment()
+            owned.run { [self] in
+                do {
+                    try await prefetch(next, headers: headers)
+                } catch {
+                    configuration.logger.debug(
+                        "A segment read ahead of a player did not finish", metadata: ["url": "\(next.absoluteString.prefix(200))", "reason": "\(error)"])
+                }
+                segmentReadAhead.finished(next)
+            }
+        }
+    }
+
     // MARK: Preloads
 
     /// Replaces the preload queue with `items`: the first seconds of each, in order, stored
@@ -184,168 +234,6 @@ public final class CachingReader: Sendable {
     package func export(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil) async throws -> ExportSummary {
         try await Exporter(reading: self).export(url, to: destination, renditions: renditions, seconds: seconds)
     }
-
-    // MARK: Content information
-
-    /// The resource's content information: from the store when its length is known there
-    /// and it is fresh (RFC 9111 §4.2; see ``Configuration/prefersCache``), else from the
-    /// origin: a stale entry is revalidated with a conditional request (a "not modified"
-    /// answer costs no body bytes and refreshes it; a new version replaces it), an unknown
-    /// one is asked for. Concurrent calls share one origin request.
-    ///
-    /// - Parameter url: the resource.
-    /// - Parameter offset: where a read will start, if one follows. For an uncached
-    ///   resource the origin is then asked with a ranged `GET` from there instead of a
-    ///   `HEAD`: its head gives the content information and its body becomes the first
-    ///   download, which the read joins, so the first byte costs one round trip, not two.
-    /// - Parameter length: how many bytes that read wants, if it says: the `GET` then asks
-    ///   for no more than that (at most 256 KiB).
-    /// - Parameter headers: the player's request headers to send to the origin (see
-    ///   ``RequestHeaders``); they do not change the cache key.
-    /// - Throws: ``CacheError`` with an origin code when the origin fails.
-    /// - Parameter maximumAge: when given, a stored entry the origin gave or confirmed longer
-    ///   ago than this is revalidated whatever its freshness and ``Configuration/prefersCache``
-    ///   say (a live HLS playlist: RFC 8216 §6.3.4 has a client reload it after at most its
-    ///   target duration, and a cache in front must not make it older).
-    public func contentInfo(
-        for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
-        maximumAge: Duration? = nil
-    ) async throws -> ContentMetadata {
-        try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false)
-    }
-
-    /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for a caller that reads
-    /// next: when the answer is not stored (`no-store`) or has no length, the probe's bytes
-    /// are held for that read, so the probe's request is the read's (one origin request, not
-    /// two). The caller calls ``releaseReservation(for:)`` when it is done, read or not.
-    package func contentInfoForRead(_ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ContentMetadata {
-        try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true)
-    }
-
-    /// Lets go of the probe bytes held for a read of `url` that did not take them.
-    package func releaseReservation(for url: URL) {
-        scheduler.releaseReservation(store.key(for: url))
-    }
-
-    func contentInfo(
-        for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
-        maximumAge: Duration?, reserves: Bool, yielded: Bool = false
-    ) async throws -> ContentMetadata {
-        let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
-        let key = store.key(for: url)
-        if !headers.hasConditions, let remembered = answers.answer(for: key, at: store.configuration.clock.now) {
-            // The origin's own answer (a `404`, a `301`), still fresh: given again, not asked for.
-            throw CacheError(answer: remembered, url: url.absoluteString)
-        }
-        var stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
-        if let varied = stored, !varied.matches(request: headers) {
-            // Stored for a request whose varying fields differ: a miss that fetches and replaces.
-            configuration.logger.debug("The stored answer varies on fields this request does not match", metadata: ["url": "\(url.absoluteString.prefix(200))"])
-            try? await store.remove(key)
-            stored = nil
-        }
-        if stored == nil, let offset, let growing = growingBodies.withLock({ $0[key] }), growing.isJoinable, growing.bodyOffset == offset {
-            // A body without a length is coming from the origin for this read's start: the
-            // read joins it (``passThrough``) rather than asking again.
-            return growing.metadata
-        }
-        if let stored, isCurrent(stored, key: key), configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true) {
-            // A probe or revalidation that stored this metadata may not have started the
-            // download of the bytes it asked for yet: a read that went on now would find
-            // neither them nor a download to join, and ask the origin a second time. Its
-            // result is shared instead (it ends once the download is there).
-            if !headers.hasConditions, !configuration.isOffline, let running = contentInfoTasks.withLock({ $0[key] }),
-                let shared = try? await running.value()
-            {
-                return shared
-            }
-            return stored
-        }
-        if let stored, maximumAge == nil, !headers.hasConditions, !scheduler.hasShutDown, stored.mayServeWhileRevalidating(at: store.configuration.clock.now) {
-            // Stale, within the origin's `stale-while-revalidate`: served as it is while one
-            // revalidation runs in the background (RFC 5861 §3).
-            revalidateInBackground(url, key: key, stored: stored, headers: headers.withoutConditions)
-            return stored
-        }
-        if let stored, let offset, let total = stored.length, maximumAge == nil, !headers.hasConditions, stored.ifRangeValidator != nil,
-            offset < total, !store.spans(for: key).contains(ByteRange(offset, min(total, offset + min(length ?? total, total))))
-        {
-            // Stale, and the read misses bytes: its request for the first of them carries
-            // `If-Range` with the stored validator, and the read waits for that answer before
-            // its first byte (`needsValidation`, a stale version). The answer validates the
-            // stored version and brings the bytes at once: a conditional request first would
-            // cost the read a second origin request.
-            return stored
-        }
-        // A request carrying the player's own conditions may get the origin's `304` for it:
-        // such a request shares no task with others.
-        let shares = !headers.hasConditions
-        if OriginPriority.isCachesOwn, !yielded, contentInfoTasks.withLock({ $0[key] == nil }) {
-            // The cache's own question waits while players wait on an origin: before any shared
-            // task exists, so a player never waits on a task that waits for it. The players may
-            // have fetched and stored the resource meanwhile (a segment read ahead of a player
-            // that asked for it first): everything is looked at again, never asked from what was
-            // seen before the wait.
-            var seen = priority.generation
-            await priority.yieldToPlayers(seen: &seen)
-            return try await contentInfo(
-                for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: reserves, yielded: true)
-        }
-        if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
-        let task = contentInfoTasks.withLock { tasks in
-            if shares, let running = tasks[key] { return running }
-            let task = SharedTask { [self, stored] in
-                do {
-                    if let stored {
-                        return try await revalidate(
-                            url, key: key, stored: stored, offset: offset ?? 0, length: offset == nil ? nil : length ?? ByteRange.maximumOffset,
-                            headers: headers.withoutConditions, reserves: reserves)
-                    }
-                    guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
-                    // The bytes the read asks for, in one request: an open-ended read asks to
-                    // the end (`bytes=a-`), which the origin streams as the player reads.
-                    let size = max(1, min(length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
-                    return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
-                } catch let error as CacheError {
-                    // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
-                    if shares, let answer = error.originAnswer, answer.freshUntil != nil, !isNotYetAvailable(answer, url: url) {
-                        answers.remember(answer, for: key, at: store.configuration.clock.now)
-                    }
-                    throw error
-                }
-            }
-            if shares { tasks[key] = task }
-            return task
-        }
-        defer { contentInfoTasks.withLock { if $0[key] === task { $0[key] = nil } } }
-        waitingForOrigin.add(1, ordering: .relaxed)
-        defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
-        // A caller that is cancelled stops waiting at once; a shared task goes on for the
-        // others and for the store, one of this caller's own is cancelled with it.
-        return try await withTaskCancellationHandler {
-            try await priority.whilePlayerWaits { try await task.value() }
-        } onCancel: {
-            if !shares { task.cancel() }
-        }
-    }
-
-    /// Starts a revalidation of `stored` on a task of its own unless one runs for `key`
-    /// already (see ``backgroundRevalidations``); its result goes to the store only.
-    func revalidateInBackground(_ url: URL, key: CacheKey, stored: ContentMetadata, headers: RequestHeaders) {
-        backgroundRevalidations.withLock { tasks in
-            // Checked under the lock `shutDown()` takes to collect them: none starts after.
-            guard tasks[key] == nil, !scheduler.hasShutDown else { return }
-            configuration.logger.debug("Serving a stale copy while it is revalidated (stale-while-revalidate)", metadata: ["url": "\(url.absoluteString.prefix(200))"])
-            // Only this task removes `key`, and the lock held here makes it wait until it is in.
-            tasks[key] = Task { [self] in
-                defer { _ = backgroundRevalidations.withLock { $0.removeValue(forKey: key) } }
-                _ = try? await revalidate(url, key: key, stored: stored, offset: 0, headers: headers)
-            }
-        }
-    }
-
-    /// How many background revalidations run (tests wait on it).
-    package var backgroundRevalidationCount: Int { backgroundRevalidations.withLock { $0.count } }
 
     /// Stops the origin work the read path does on its own tasks: every download (a
     /// prefetch's too) and every probe or revalidation, and returns once they have ended, so

@@ -1,8 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-package import Foundation
-package import MediaCacheHTTPFields
+import Foundation
+import MediaCacheHTTPFields
 
 /// What the store holds for one request, taken in one look without waiting
 /// (``CachingReader/storedLease(for:headers:range:)``): the stored answer's content information,
@@ -56,31 +56,5 @@ package struct StoredLease: Sendable {
         }
         let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
         return ReadStream(metadata: current, range: range, session: session)
-    }
-}
-
-extension CachingReader {
-    /// The lease on what the store holds for `url` when the store alone can answer a request
-    /// with `headers`: the stored answer has a length, may be used without asking the origin
-    /// (fresh, or the reader prefers the cache or is offline), is storable, and matches the
-    /// request's fields as its `Vary` asks (RFC 9111 §4.1). `nil` otherwise. Never waits.
-    /// - Parameter range: the request's `Range` (`nil`: none): the stored span where it starts
-    ///   comes with the lease, for ``StoredLease/region(_:)``.
-    package func storedLease(for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil) -> StoredLease? {
-        let key = store.key(for: url)
-        let snapshot = store.storedSnapshot(key) { length in range.map { $0.resolve(length: length)?.lowerBound } ?? 0 }
-        guard let (metadata, stored) = snapshot, metadata.isStorable, isCurrent(metadata, key: key),
-            metadata.matches(request: headers)
-        else { return nil }
-        preloader.played(key)
-        return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored)
-    }
-
-    /// A read of `range` when the store alone can serve it: every byte is stored and the
-    /// entry may be used without asking the origin (a read with no missing bytes is never
-    /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
-    package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length, range.upperBound <= total, !range.isEmpty else { return nil }
-        return lease.read(range)
     }
 }
