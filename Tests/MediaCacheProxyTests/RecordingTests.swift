@@ -40,7 +40,7 @@ import Testing
             h.origin.serve(Self.window(2, 3, total: 8), at: "/live/index.m3u8")
             let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
             #expect(ended.state == .failed && ended.failure?.contains("pinned quota") == true, "\(ended)")
-            let (text, _, _) = try #require(queue.recordingPlaylist(job.id))
+            let (text, _, _) = try #require(queue.recordings.playlist(job.id))
             #expect(text.contains("#EXT-X-PLAYLIST-TYPE:VOD") && text.hasSuffix("#EXT-X-ENDLIST\n"), "\(text)")
             let held = try RecordedSegment.segments(of: HLSPlaylist(parsing: Array(text.utf8)), base: h.origin.url("/live/index.m3u8")).filter { !$0.gap }
             #expect(held.count == 3, "\(text)")
@@ -76,7 +76,7 @@ import Testing
                 #expect(h.store.isPinned(key) && h.store.spans(for: key).byteCount == 16, "\(name).key")
                 #expect(h.origin.requests("/enc/\(name).key").count == 1)
             }
-            let (playlist, _, _) = try #require(queue.recordingPlaylist(job.id))
+            let (playlist, _, _) = try #require(queue.recordings.playlist(job.id))
             #expect(playlist.components(separatedBy: "#EXT-X-KEY:").count == 3, "\(playlist)")
             await queue.shutDown()
         }
@@ -117,7 +117,7 @@ import Testing
             queue.start()
             let job = try await queue.record(h.origin.url("/live/index.m3u8"))
             #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
-            let (text, _, _) = try #require(queue.recordingPlaylist(job.id))
+            let (text, _, _) = try #require(queue.recordings.playlist(job.id))
             let lines = text.split(separator: "\n").map(String.init)
             let gap = try #require(lines.firstIndex(of: "#EXT-X-GAP"), "\(text)")
             #expect(lines[gap + 2].hasSuffix("seg2.ts") && lines.filter { $0 == "#EXT-X-GAP" }.count == 1, "\(text)")
@@ -156,7 +156,7 @@ extension RecordingTests {
             queue.start()
             let job = try await queue.record(h.origin.url("/ld/m.mpd"), for: .seconds(9))
             try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 4 }
-            let (growing, _) = try #require(queue.recordingManifest(job.id))
+            let (growing, _) = try #require(queue.recordings.manifest(job.id))
             #expect(growing.contains("type=\"dynamic\"") && growing.contains("/ld/v-1.m4s"), "\(growing)")
             // Each 2 s of the clock, one more segment of each.
             for step in 1...4 {
@@ -168,7 +168,7 @@ extension RecordingTests {
             clock.advance(by: 2)
             let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
             #expect(ended.state == .completed && ended.recordedSeconds ?? 0 >= 12, "\(ended)")
-            let (text, base) = try #require(queue.recordingManifest(job.id))
+            let (text, base) = try #require(queue.recordings.manifest(job.id))
             #expect(text.contains("type=\"static\""), "\(text)")
             let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: base)
             for (set, (name, seed)) in zip(presentation.periods[0].adaptationSets, [("v", 100), ("a", 200)]) {
@@ -233,10 +233,10 @@ extension RecordingTests {
             h.origin.update("/down/index.m3u8") { $0.faults.status = 503 }
             try await reload()
             try await waitUntil { failures().count >= 3 }
-            try await reload(after: DownloadQueue.recordingPatience)
+            try await reload(after: Recorder.recordingPatience)
             let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
             #expect(ended.state == .failed && ended.failure?.contains("failed every reload") == true, "\(ended)")
-            #expect(queue.recordingPlaylist(job.id)?.text.contains("seg7.ts") == true, "what it holds stays")
+            #expect(queue.recordings.playlist(job.id)?.text.contains("seg7.ts") == true, "what it holds stays")
             await queue.shutDown()
         }
     }
@@ -267,7 +267,7 @@ extension RecordingTests {
             queue.start()
             let job = try await queue.record(h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["fr"])))
             #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
-            let (top, _, isMaster) = try #require(queue.recordingPlaylist(job.id, reference: { "t\($0)" }))
+            let (top, _, isMaster) = try #require(queue.recordings.playlist(job.id, reference: { "t\($0)" }))
             #expect(isMaster && top.contains("LANGUAGE=\"fr\"") && top.contains("URI=\"t1\"") && !top.contains("LANGUAGE=\"en\""), "\(top)")
             for index in 0..<3 {
                 #expect(h.origin.requests("/mv/fr\(index).ts").count == 1 && h.origin.requests("/mv/v\(index).ts").count == 1)

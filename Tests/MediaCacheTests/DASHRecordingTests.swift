@@ -99,16 +99,16 @@ import Testing
         var recording = Recording(variant: .first)
         recording.format = .dash
         let now = Self.start.addingTimeInterval(30)
-        let first = try DownloadQueue.tracks(of: try window(10), url: Self.base, base: Self.base, now: now, choice: RenditionChoice())
+        let first = try Recorder.tracks(of: try window(10), url: Self.base, base: Self.base, now: now, choice: RenditionChoice())
         #expect(first.map(\.track.key) == ["live|variant||v", "live|audio|en|a"])
-        var taken = DownloadQueue.merge(first, into: &recording, ended: false, now: now)
+        var taken = Recorder.merge(first, into: &recording, ended: false, now: now)
         #expect(taken.map(\.segments.count) == [3, 3] && recording.anchor == now.addingTimeInterval(-6))
-        taken = DownloadQueue.merge(
-            try DownloadQueue.tracks(of: try window(11), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
+        taken = Recorder.merge(
+            try Recorder.tracks(of: try window(11), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
         #expect(taken.map { $0.segments.map(\.sequence) } == [[260], [260]], "by time: the new one")
         // 14 and 15 went past unseen.
-        taken = DownloadQueue.merge(
-            try DownloadQueue.tracks(of: try window(16), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
+        taken = Recorder.merge(
+            try Recorder.tracks(of: try window(16), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
         #expect(taken.map { $0.segments.map(\.sequence) } == [[320, 340, 360], [320, 340, 360]] && taken[0].segments[0].discontinuity)
         let tracks = try #require(recording.tracks)
         let text = DASHRecordingWriter.manifest(tracks, namespaces: "xmlns:cenc=\"urn:mpeg:cenc:2013\"", finished: true, anchor: now, now: now)
@@ -146,10 +146,10 @@ import Testing
         var recording = Recording(variant: .first)
         recording.format = .dash
         let now = Self.start
-        _ = DownloadQueue.merge([track("a", start: 0, times: [100, 120])], into: &recording, ended: false, now: now)
-        _ = DownloadQueue.merge([track("b", start: 14, times: [0, 20])], into: &recording, ended: false, now: now)
+        _ = Recorder.merge([track("a", start: 0, times: [100, 120])], into: &recording, ended: false, now: now)
+        _ = Recorder.merge([track("b", start: 14, times: [0, 20])], into: &recording, ended: false, now: now)
         // Period b's timeline starts again at 0.
-        let restarted = DownloadQueue.merge([track("b", start: 14, times: [0])], into: &recording, ended: false, now: now)
+        let restarted = Recorder.merge([track("b", start: 14, times: [0])], into: &recording, ended: false, now: now)
         #expect(restarted.map(\.track) == [2] && recording.tracks?.map(\.period) == ["a", "b", "b~1"])
         recording.update(1) { $0.markGap(20) }
         let text = DASHRecordingWriter.manifest(recording.tracks!, namespaces: "", finished: true, anchor: now, now: now)

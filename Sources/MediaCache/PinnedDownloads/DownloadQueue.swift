@@ -305,6 +305,140 @@ public final class DownloadQueue: Sendable {
         return wasPinned
     }
 
+    // MARK: Control
+
+    /// Stops a job; what arrived stays pinned. A queued job is paused before it starts.
+    /// - Throws: ``CacheError`` `.notCached` when there is no such job.
+    @discardableResult
+    public func pause(_ id: String) async throws -> DownloadJob {
+        // A job whose download has just ended is not cancelled while its state is written.
+        let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
+            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            if let running = state.running[id] {
+                if !running.isSettling { state.running[id]!.stop = .pause }
+                return (running.task, !running.isSettling)
+            }
+            if job.state == .queued {
+                state.jobs[id]!.state = .paused
+                state.publish(.changed(state.jobs[id]!))
+            }
+            return (nil, false)
+        }
+        if let task {
+            if cancels { task.cancel() }
+            await task.value
+        } else {
+            try await persist(id)
+        }
+        return try current(id)
+    }
+
+    /// Queues a paused or failed job again; it resumes with the bytes that are missing.
+    @discardableResult
+    public func resume(_ id: String) async throws -> DownloadJob {
+        try state.withLock { state in
+            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            guard job.state == .paused || job.state == .failed else { return }
+            state.jobs[id]!.state = .queued
+            state.jobs[id]!.failure = nil
+            state.publish(.changed(state.jobs[id]!))
+        }
+        try await persist(id)
+        schedule()
+        return try current(id)
+    }
+
+    /// Stops a job, forgets it and unpins its entries (their bytes stay, as streaming-cache
+    /// entries the least-recently-used policy may evict).
+    public func cancel(_ id: String) async throws {
+        let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
+            guard state.jobs[id] != nil else { throw Self.noJob(id) }
+            guard let running = state.running[id] else { return (nil, false) }
+            if !running.isSettling { state.running[id]!.stop = .cancel }
+            return (running.task, !running.isSettling)
+        }
+        if cancels { task?.cancel() }
+        await task?.value
+        let removed = state.withLock { state in
+            defer { state.publish(.removed(id: id)) }
+            return state.jobs.removeValue(forKey: id)
+        }
+        guard let job = removed else { return }
+        try await store.saveJob(id) { nil }
+        try await store.unpin(job.keys)
+        configuration.logger.info("Unpinned", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
+        schedule()
+    }
+
+    /// Stops every running job without changing what is kept (a restart resumes them) and
+    /// ends the ``updates()`` streams. Call it before ``CachingReader/shutDown()``.
+    public func shutDown() async {
+        let (tasks, subscribers) = state.withLock { state in
+            state.isShutDown = true
+            state.watcher?.cancel()
+            state.watcher = nil
+            for id in state.running.keys where !state.running[id]!.isSettling { state.running[id]!.stop = .shutDown }
+            defer { state.subscribers = [:] }
+            return (state.running.values.compactMap { running in running.task.map { (task: $0, cancels: !running.isSettling) } }, Array(state.subscribers.values))
+        }
+        // A job whose download has ended is not cancelled: its last state (completed, say) is
+        // being written, and a client that saw it settle may close the store next.
+        for (task, cancels) in tasks where cancels { task.cancel() }
+        for (task, _) in tasks { await task.value }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    // MARK: Recording
+
+    /// Records the live stream at `url`: an HLS media playlist, or a multivariant playlist whose
+    /// `variant` is followed, or a DASH manifest (the representation `variant` picks of its
+    /// video, and its default audio). A job that fetches each segment as it appears and keeps
+    /// it pinned, from the segments the live window shows now, until `duration` has passed or
+    /// the presentation ends (`EXT-X-ENDLIST`, a static manifest), or the job is cancelled or
+    /// paused. Its playlist (the proxy's `/_mediacache/recording.m3u8?job=ID`, for DASH
+    /// `recording.mpd`) plays what it holds from the first segment, while it records and
+    /// after. Segments it missed are a discontinuity; one it could not fetch a gap.
+    /// - Throws: ``CacheError`` `.originRejected` for what is neither; origin errors.
+    @discardableResult
+    public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) async throws -> DownloadJob {
+        try await record(url, for: duration, renditions: RenditionChoice(variants: [variant]))
+    }
+
+    /// Records the live stream at `url` (see ``record(_:for:variant:)``), taking the renditions
+    /// `renditions` chooses as a pin does: the variant (or DASH video representation) and the
+    /// audio and subtitle languages it names (by default the default audio, no subtitles).
+    /// - Throws: ``CacheError`` `.originRejected` for what is neither an HLS playlist nor a DASH
+    ///   manifest; `.outOfBounds` (when the recording starts) for a language the stream lacks.
+    @discardableResult
+    public func record(_ url: URL, for duration: Duration? = nil, renditions: RenditionChoice) async throws -> DownloadJob {
+        try reader.checkOrigin(url)
+        if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false { return existing }
+        let metadata = try await reader.contentInfo(for: url)
+        guard let kind = try await reader.manifestKind(url, metadata) else {
+            throw CacheError(
+                .originRejected, "\(url.absoluteString.prefix(200)) is neither an HLS playlist nor a DASH manifest; a recording follows a live stream.")
+        }
+        let now = store.configuration.clock.now
+        var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
+        let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        job.recording = Recording(variant: renditions.variants.first ?? .first, until: seconds.map { now.addingTimeInterval($0) })
+        job.recording?.choice = renditions
+        job.recording?.format = kind == .dash ? .dash : nil
+        job.keys = [store.key(for: url)]
+        job.resourcesTotal = 0
+        // A recording runs whatever the queue's window and network rules say: what it misses is gone.
+        job.rules = DownloadRules(window: .anyTime, network: .any)
+        try await store.pin(job.keys)
+        state.withLock { state in
+            state.jobs[job.id] = job
+            state.publish(.changed(job))
+        }
+        configuration.logger.info("Recording", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))"])
+        try await persist(job.id)
+        schedule()
+        return job
+    }
+
     // MARK: Running
 
     /// Downloads the job `id` through the read path, then settles it.
@@ -318,20 +452,14 @@ public final class DownloadQueue: Sendable {
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
             if job.isRecording {
-                try await runRecording(id)
+                try await recordings.run(id)
             } else if let asset = job.asset {
                 let options = HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds)
                 let plan = try await reader.planner.plan(job.url, kind: asset.format, options: options)
                 state.withLock { $0.running[id]?.plan = plan.renditions }
                 // A playlist may name more than when it was pinned: those are pinned too.
                 let keys = Self.keys(of: plan, in: store)
-                let added = state.withLock { state -> [CacheKey] in
-                    let known = Set(state.jobs[id]?.keys ?? [])
-                    var seen: Set<CacheKey> = []
-                    let added = keys.filter { !known.contains($0) && seen.insert($0).inserted }
-                    state.jobs[id]?.keys += added
-                    return added
-                }
+                let added = addKeys(keys, to: id)
                 if !added.isEmpty { try await store.pin(added) }
                 _ = try await Prefetcher(reader: reader).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
             } else {
@@ -431,5 +559,42 @@ public final class DownloadQueue: Sendable {
     static func makeID() -> String {
         let hex = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         return String(repeating: "0", count: 8 - hex.count) + hex
+    }
+}
+
+extension DownloadQueue: RecordingJobs {
+    /// The recordings this queue runs (see ``Recorder``).
+    package var recordings: Recorder { Recorder(jobs: self, reader: reader, logger: configuration.logger) }
+
+    func job(_ id: String) -> DownloadJob? { state.withLock { $0.jobs[id] } }
+
+    @discardableResult
+    func updateRecording<T>(of id: String, _ change: (inout Recording) -> T) -> T? {
+        state.withLock { state in
+            guard var recording = state.jobs[id]?.recording else { return nil }
+            let result = change(&recording)
+            state.jobs[id]?.recording = recording
+            return result
+        }
+    }
+
+    func addKeys(_ keys: [CacheKey], to id: String) -> [CacheKey] {
+        state.withLock { state in
+            let known = Set(state.jobs[id]?.keys ?? [])
+            var seen: Set<CacheKey> = []
+            let added = keys.filter { !known.contains($0) && seen.insert($0).inserted }
+            state.jobs[id]?.keys += added
+            return added
+        }
+    }
+
+    func stored(_ bytes: Int64, for id: String) {
+        state.withLock { state in
+            guard state.jobs[id] != nil else { return }
+            state.jobs[id]!.bytesDone += bytes
+            state.jobs[id]!.resourcesDone += 1
+            state.jobs[id]!.resourcesTotal += 1
+            state.publish(.changed(state.jobs[id]!))
+        }
     }
 }

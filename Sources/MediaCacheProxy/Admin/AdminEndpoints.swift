@@ -169,7 +169,7 @@ struct AdminEndpoints {
                 let url = try originURL(target)
                 // A live URL that was recorded exports as its recording.
                 if let queue = handler.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
-                    return try Self.json(try await queue.exportRecording(job.id, to: URL(fileURLWithPath: output)))
+                    return try Self.json(try await queue.recordings.export(job.id, to: URL(fileURLWithPath: output)))
                 }
                 return try Self.json(try await reader.export(url, to: URL(fileURLWithPath: output), renditions: request.renditions, seconds: request.seconds))
             }
@@ -209,7 +209,7 @@ struct AdminEndpoints {
             // A multivariant recording names each track's playlist here, relative to this one.
             let token = handler.configuration.token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? ""
             let reference = { (track: Int) in "recording.m3u8?job=" + HLSPlaylist.percentEncoded(id) + "&track=\(track)" + token }
-            guard let (text, base, master) = try downloads().recordingPlaylist(id, track: track, reference: reference) else {
+            guard let (text, base, master) = try downloads().recordings.playlist(id, track: track, reference: reference) else {
                 throw ProxyRequestError(status: .notFound, track == nil ? "That job is not a recording." : "That recording has no such track.")
             }
             var metadata = ContentMetadata()
@@ -223,7 +223,7 @@ struct AdminEndpoints {
             }
             return handler.rewrite(parsed, metadata: metadata, url: base, head: head, localPort: localPort, headers: [])
         case (.GET, "recording.mpd"), (.HEAD, "recording.mpd"):
-            guard let (text, base) = try downloads().recordingManifest(try job(target)) else {
+            guard let (text, base) = try downloads().recordings.manifest(try job(target)) else {
                 throw ProxyRequestError(status: .notFound, "That job is not a DASH recording.")
             }
             let parsed: DASHManifest

@@ -260,7 +260,7 @@ enum CacheAccess {
             // A live URL that was recorded exports as its recording.
             let queue = try Self.queue(reader)
             if let job = queue.job(matching: url.absoluteString), job.isRecording {
-                return try await Self.failing { try await queue.exportRecording(job.id, to: destination) }
+                return try await Self.failing { try await queue.recordings.export(job.id, to: destination) }
             }
             return try await Self.failing { try await reader.export(url, to: destination, renditions: request.renditions, seconds: request.seconds) }
         case .server(let info):

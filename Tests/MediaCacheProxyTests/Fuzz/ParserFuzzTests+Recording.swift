@@ -45,10 +45,10 @@ extension ParserFuzzTests {
         let outcomes = try Mutator.run("mpd", share: 5) { input in
             let text = input.replacingOccurrences(of: "|", with: "\n")
             guard let manifest = try? DASHManifest(parsing: Array(text.utf8)) else { return ("refused", nil) }
-            guard let snapshot = try? DownloadQueue.tracks(of: manifest, url: base, base: base, now: now, choice: RenditionChoice()) else { return ("no choice", nil) }
+            guard let snapshot = try? Recorder.tracks(of: manifest, url: base, base: base, now: now, choice: RenditionChoice()) else { return ("no choice", nil) }
             guard snapshot.allSatisfy({ $0.segments.count <= DASHPresentation.maximumSegments }) else { return ("too many", "past the bound") }
             var recording = Recording(variant: .first)
-            _ = DownloadQueue.merge(snapshot, into: &recording, ended: false, now: now)
+            _ = Recorder.merge(snapshot, into: &recording, ended: false, now: now)
             let tracks = recording.tracks ?? []
             let written = DASHRecordingWriter.manifest(tracks, namespaces: "", finished: true, anchor: now, now: now)
             guard let again = try? DASHManifest(parsing: Array(written.utf8)) else { return ("unreadable", "the recording wrote \(written.prefix(2000).debugDescription)") }
