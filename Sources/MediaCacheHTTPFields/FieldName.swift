@@ -23,8 +23,8 @@ package enum FieldName {
 package enum FieldValue {
     /// `text` without the optional whitespace around it: spaces and horizontal tabs (RFC 9110
     /// §5.6.3), nothing else. Foundation's `trimmingCharacters(in: .whitespaces)` also takes
-    /// other Unicode spaces, which are part of a value, and costs a tenth of an origin answer's
-    /// checks.
+    /// other Unicode spaces, which are part of a value, and showed in an origin answer's
+    /// checks' profile.
     package static func trimmed(_ text: Substring) -> Substring {
         let bytes = text.utf8
         let isOWS = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }

@@ -141,7 +141,7 @@ package struct ContentRange: Sendable, Hashable {
     /// The header value: `bytes a-b/total`, or `bytes */total` without a range.
     package var headerValue: String {
         // Written digit by digit into one string: every partial answer has one, and
-        // interpolating it cost a third of its head's fields.
+        // interpolating it was the costliest of its head's fields.
         String(unsafeUninitializedCapacity: 80) { buffer in
             var end = 0
             func append(_ text: StaticString) {

@@ -141,10 +141,10 @@ public final class ProxyServer: Service {
         let configuration = configuration
         let connections = connections
         // Connections are served on the event loop that accepts them: handing each to another
-        // loop cost a thread wake-up before its first request was read (a cached range on a
-        // new connection: first byte 1.94x nginx's with two loops, 1.72x with one, medians of
-        // 9 interleaved rounds). The work of an answer is the kernel's (sendfile) and the
-        // engine's (its own threads), so one loop also kept 64 clients' throughput.
+        // loop cost a thread wake-up before its first request was read (the first byte of a
+        // new connection's answer: docs/benchmarks.md). The work of an answer is the kernel's
+        // (sendfile) and the engine's (its own threads), so one loop also kept many clients'
+        // throughput.
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         return try await ServerBootstrap(group: loop, childGroup: loop)
             .serverChannelOption(ChannelOptions.backlog, value: 256)

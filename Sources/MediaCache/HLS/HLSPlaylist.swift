@@ -239,7 +239,7 @@ package struct HLSPlaylist: Sendable {
 
     /// `text` with every byte but RFC 3986's unreserved ones (letters, digits, `-._~`)
     /// percent-encoded: safe as a query value (a rewritten URI's `url=`). Foundation's
-    /// `addingPercentEncoding` took 40 % of rewriting a long playlist.
+    /// `addingPercentEncoding` was most of the cost of rewriting a long playlist.
     public static func percentEncoded(_ text: String) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var bytes: [UInt8] = []

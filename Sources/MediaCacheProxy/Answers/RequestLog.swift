@@ -82,7 +82,7 @@ struct RequestLog: Sendable {
                 at: Date(), method: method, url: url.utf8.count > 300 ? String(url.prefix(300)) : url, range: range,
                 status: status, result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
                 bytesFromOrigin: statistics.bytesFromOrigin), result: result)
-        guard logger.logLevel <= .info else { return }  // the line costs a tenth of a hot request
+        guard logger.logLevel <= .info else { return }  // the line is a visible part of a hot request's cost
         let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
         var metadata: Logger.Metadata = [
             "range": "\(range ?? "-")", "status": "\(status)", "result": "\(result.rawValue)", "cache": "\(statistics.bytesFromCache)",

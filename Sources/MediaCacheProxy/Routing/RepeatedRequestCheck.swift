@@ -8,7 +8,8 @@ import Synchronization
 /// The last request one connection had checked, so that the next one differing only in its
 /// `Range` is not checked again: a player on a kept-alive connection asks for one URL many
 /// times, and the checks (the target parsed, the origin allowed, the token, the `Host`, the
-/// site, the fields sorted) cost a third of answering a cached range. Otherwise it looks
+/// site, the fields sorted) were a large part of answering a cached range (docs/benchmarks.md,
+/// the instruction counts). Otherwise it looks
 /// among the last requests any connection had checked (``Shared``): a player that opens a
 /// connection per seek (ffmpeg, mpv) repeats its request on each.
 ///

@@ -306,7 +306,7 @@ extension CachingReader {
 
     /// The media type of `metadata`, lower-cased, without parameters.
     static func mediaType(_ metadata: ContentMetadata) -> String? {
-        // (Foundation's trimmingCharacters(in:) cost a twentieth of a cached range's answer.)
+        // (Foundation's trimmingCharacters(in:) showed in a cached range's profile.)
         metadata.mimeType.map { MediaType.normalized(mimeType: $0) }
     }
 
