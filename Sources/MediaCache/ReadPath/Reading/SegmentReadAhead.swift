@@ -22,7 +22,7 @@ package final class SegmentReadAhead: Sendable {
     package static let segmentLimit = 20_000
     /// How many segments a player must have asked for right before the one it asks for to be
     /// read ahead of. With one, ffmpeg's first frame of an HLS stream over a far link waited for
-    /// a read-ahead it started while probing (docs/benchmarks.md, "when read-ahead starts").
+    /// a read-ahead it started while probing (docs/benchmarks-history.md, "when read-ahead starts").
     package static let playedBefore = 2
     /// The most segments remembered in all: beyond it the oldest playlists are forgotten (a
     /// DASH manifest brings all its representations at once).
