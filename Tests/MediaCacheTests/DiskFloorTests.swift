@@ -49,7 +49,7 @@ import Testing
                     refusal = error
                 }
             }
-            #expect(refusal?.code == .capacityExceeded && refusal?.message.contains("--min-free-disk") == true, "\(String(describing: refusal))")
+            #expect(refusal?.code == .capacityExceeded && refusal?.remedy == Remedy(.freeDiskSpace) && refusal?.message.contains("--") == false, "\(String(describing: refusal))")
             #expect(offset == 8 * mib, "the pinned entry took every byte above the floor")
             #expect(store.spans(for: CacheKey("b")).byteCount == 0 && store.spans(for: CacheKey("c")).byteCount == 0, "streaming entries went first")
             #expect(store.diskRoom.map { $0 < mib } == true)

@@ -112,7 +112,7 @@ import Testing
                 #expect(stats.output.contains("Encrypted:   yes; 0 blocks failed the check"), "\(stats.output)")
             }
             let withoutKey = try await Self.mediacache(["ls", "--cache-dir", folder])
-            #expect(withoutKey.status == 1 && withoutKey.error.contains("is encrypted: open it with its key (--encryption-key-file)"), "\(withoutKey.error)")
+            #expect(withoutKey.status == 1 && withoutKey.error.contains("is encrypted: open it with its key. Give its key with --encryption-key-file."), "\(withoutKey.error)")
             let otherKey = try await Self.mediacache(["ls", "--cache-dir", folder, "--encryption-key-file", otherKeyFile])
             #expect(
                 otherKey.status == 0 && otherKey.output.contains("Nothing is cached") && otherKey.output.contains("(1 more entry is sealed with another key"),

@@ -183,7 +183,9 @@ import Testing
             let film = server.origin.url("/b/film.mp4").absoluteString
             let refused = try await Self.mediacache(["pin", "--cache-dir", folder, film])
             #expect(refused.status == 1, "\(refused.output)")
-            #expect(refused.error.contains("needs 1.9 MiB (2000000 bytes)") && refused.error.contains("1048576 bytes"), "\(refused.error)")
+            #expect(
+                refused.error.contains("needs 1.9 MiB (2000000 bytes)") && refused.error.contains("1048576 bytes")
+                    && refused.error.contains("raise --max-pinned-size"), "\(refused.error)")
             #expect(server.origin.bodyBytesSent("/b/film.mp4") == 0)
 
             let song = server.origin.url("/a/song.mp3").absoluteString

@@ -142,7 +142,7 @@ struct Exporter: Sendable {
             for item in plan.items where seen.insert(item).inserted { items.append(item) }
         }
         guard !playlists.isEmpty else {
-            throw CacheError(.notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached; pin it first (`mediacache pin`).")
+            throw CacheError(.notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached.", remedy: Remedy(.pinFirst))
         }
         return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
     }
@@ -170,7 +170,7 @@ struct Exporter: Sendable {
             }
         }
         guard options != nil || !chosen.isEmpty else {
-            throw CacheError(.notCached, "No representation of \(url.absoluteString.prefix(200)) is wholly cached; pin it first (`mediacache pin`).")
+            throw CacheError(.notCached, "No representation of \(url.absoluteString.prefix(200)) is wholly cached.", remedy: Remedy(.pinFirst))
         }
         let kept = Set(chosen.map(\.element))
         var others: Set<Int> = []

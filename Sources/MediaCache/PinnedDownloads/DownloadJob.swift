@@ -55,6 +55,9 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     public var waiting: DownloadWait?
     /// ``waiting`` in words, with what would end it.
     public var waitingDetail: String?
+    /// What can be done about its ``failure`` or its ``waiting``, as data (the command line
+    /// names its command or flag), when there is something.
+    public var remedy: Remedy?
     /// The job's own rules, over the queue's (``DownloadQueue/setRules(_:_:)``).
     public var rules: DownloadRules?
     /// Its place in the queue: lower first; jobs of one rank in the order they were added.

@@ -46,6 +46,7 @@ struct DownloadPlanner: Sendable {
     struct Wait: Sendable, Equatable {
         var reason: DownloadWait
         var detail: String
+        var remedy: Remedy?
     }
 
     /// The least room a job needs to start: a piece, or what it has left if less.
@@ -91,10 +92,10 @@ struct DownloadPlanner: Sendable {
         let rule = job.rules.network ?? .unmetered
         if !rule.allows(conditions.network) {
             let what = conditions.network.isConstrained ? "in low-data mode" : "metered"
-            let who = conditions.networkIsOverridden ? "as `mediacache network` set" : "as the system says"
+            let who = conditions.networkIsOverridden ? "as set by hand" : "as the system says"
             return Wait(
-                reason: .network,
-                detail: "the network is \(what) (\(who)) and its rule is \(rule.rawValue); `mediacache downloads set \(job.id) --network any` downloads it anyway")
+                reason: .network, detail: "the network is \(what) (\(who)) and its rule is \(rule.rawValue)",
+                remedy: Remedy(.allowAnyNetwork, job: job.id))
         }
         if let room = conditions.diskRoom, room < min(startingRoom, max(1, job.bytesLeft ?? startingRoom)) {
             return Wait(

@@ -19,7 +19,7 @@ extension DownloadQueue {
     public func unpin(_ url: URL, renditions: RenditionChoice) async throws -> Bool {
         guard !renditions.isEmpty else { return try await unpin(url) }
         guard let job = job(matching: url.absoluteString), let asset = job.asset else {
-            throw CacheError(.notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)); `mediacache downloads` lists them.")
+            throw CacheError(.notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)).", remedy: Remedy(.listJobs))
         }
         let plan = try await reader.planner.plan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         var choice = asset.renditions
@@ -125,6 +125,7 @@ extension DownloadQueue {
             state.jobs[id]?.keys = keys
             state.jobs[id]?.state = .queued
             state.jobs[id]?.failure = nil
+            state.jobs[id]?.remedy = nil
             if let changed = state.jobs[id] { state.publish(.changed(changed)) }
             return (old.subtracting(keys).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
         }

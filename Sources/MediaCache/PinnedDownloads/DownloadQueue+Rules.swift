@@ -105,6 +105,7 @@ extension DownloadQueue {
                 guard state.jobs[job.id]?.waiting != wait?.reason || state.jobs[job.id]?.waitingDetail != wait?.detail else { continue }
                 state.jobs[job.id]!.waiting = wait?.reason
                 state.jobs[job.id]!.waitingDetail = wait?.detail
+                state.jobs[job.id]!.remedy = wait?.remedy
                 if let wait { configuration.logger.info("A download waits", metadata: ["job": "\(job.id)", "reason": "\(wait.detail)"]) }
                 state.publish(.changed(state.jobs[job.id]!))
             }
@@ -127,6 +128,7 @@ extension DownloadQueue {
         state.jobs[id]!.state = .downloading
         state.jobs[id]!.waiting = nil
         state.jobs[id]!.waitingDetail = nil
+        state.jobs[id]!.remedy = nil
         state.publish(.changed(state.jobs[id]!))
         let own = job.rules?.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
         let pacer = DownloadPacer(rates: [rate, own].compactMap { $0 }, store: store)
@@ -194,7 +196,6 @@ extension DownloadQueue {
         let held = job.keys.reduce(Int64(0)) { $0 + (store.entrySummary(for: $1)?.storedBytes ?? 0) }
         guard held < job.bytesDone else { return nil }
         return "Its bytes vanished from the cache folder (\(ByteCountText.format(held)) of \(ByteCountText.format(job.bytesDone)) left: "
-            + "the system cleaned the folder, or a crash lost the index's last commits); "
-            + "resume it (`mediacache resume \(job.id)`) to fetch what is missing."
+            + "the system cleaned the folder, or a crash lost the index's last commits)."
     }
 }

@@ -130,6 +130,7 @@ public final class DownloadQueue: Sendable {
                 // The system cleaned the folder (a phone's cache directory): said, and resumable.
                 job.state = .failed
                 job.failure = vanished
+                job.remedy = Remedy(.resumeJob, job: id)
                 configuration.logger.warning("A pinned download's files vanished", metadata: ["job": "\(id)", "reason": "\(vanished)"])
             }
             jobs[id] = job
@@ -284,8 +285,8 @@ public final class DownloadQueue: Sendable {
                 .capacityExceeded,
                 "Pinning \(job.url.absoluteString.prefix(200)) needs \(about)\(ByteCountText.format(needed)) (\(needed) bytes), "
                     + "but only \(ByteCountText.format(free)) (\(free) bytes) of the \(ByteCountText.format(quota)) pinned quota is free "
-                    + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads). "
-                    + "Unpin something or raise --max-pinned-size.")
+                    + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads).",
+                remedy: Remedy(.raisePinnedQuota))
             configuration.logger.warning("Refused a pin over the quota", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw error
         }
@@ -341,6 +342,7 @@ public final class DownloadQueue: Sendable {
             guard job.state == .paused || job.state == .failed else { return }
             state.jobs[id]!.state = .queued
             state.jobs[id]!.failure = nil
+            state.jobs[id]!.remedy = nil
             state.publish(.changed(state.jobs[id]!))
         }
         try await persist(id)
@@ -447,6 +449,7 @@ public final class DownloadQueue: Sendable {
         try? await persist(id)
         configuration.logger.info("Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
         var failure: String?
+        var remedy: Remedy?
         var refused = false
         var roomWanted: String?
         do {
@@ -476,6 +479,7 @@ public final class DownloadQueue: Sendable {
             configuration.logger.warning("A download waits for disk space", metadata: ["job": "\(id)", "reason": "\(error.message)"])
         } catch let error as CacheError {
             failure = error.message
+            remedy = error.remedy
             refused = [401, 403, 410].contains(error.originAnswer?.status ?? 0)
         } catch {
             failure = "\(error)"
@@ -499,6 +503,7 @@ public final class DownloadQueue: Sendable {
             case nil:
                 state.jobs[id]!.state = failure == nil ? .completed : .failed
                 state.jobs[id]!.failure = failure
+                state.jobs[id]!.remedy = remedy
                 if failure == nil { state.jobs[id]!.totalIsEstimate = false }
             }
             if stop == .cancel { state.publish(.changed(state.jobs[id]!)) }
@@ -552,7 +557,7 @@ public final class DownloadQueue: Sendable {
     }
 
     static func noJob(_ id: String) -> CacheError {
-        CacheError(.notCached, "There is no download job \(id.prefix(60)); `mediacache downloads` lists them.")
+        CacheError(.notCached, "There is no download job \(id.prefix(60)).", remedy: Remedy(.listJobs))
     }
 
     /// Eight hexadecimal digits.

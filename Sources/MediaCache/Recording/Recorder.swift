@@ -194,8 +194,8 @@ package struct Recorder: Sendable {
                         // Full: the recording stops here, saying why (what it holds stays playable).
                         throw CacheError(
                             .capacityExceeded,
-                            "The recording stopped at the pinned quota: \(ByteCountText.format(store.pinnedBytes)) of \(ByteCountText.format(quota)) are pinned. "
-                                + "Unpin something or raise --max-pinned-size, and record again.")
+                            "The recording stopped at the pinned quota: \(ByteCountText.format(store.pinnedBytes)) of \(ByteCountText.format(quota)) are pinned.",
+                            remedy: Remedy(.raisePinnedQuota))
                     }
                     throw CacheError(.ioFailure, "The segment was fetched but not stored.")
                 }

@@ -156,7 +156,8 @@ package final class CacheEntryHandle: Sendable {
                 let pinned = state.pinnedBytes
                 if pinned + incoming > quota {
                     throw CacheError(
-                        .capacityExceeded, "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes); unpin something or raise --max-pinned-size.")
+                        .capacityExceeded, "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes).",
+                        remedy: Remedy(.raisePinnedQuota))
                 }
             } else if incoming > 0, record.spans.byteCount + incoming > store.configuration.maxEntryBytes {
                 let share = store.configuration.maxEntryBytes

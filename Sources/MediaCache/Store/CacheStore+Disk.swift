@@ -43,8 +43,8 @@ extension CacheStore.State {
         let evicted = evict(using: Evictor(maxBytes: limit, maxAge: nil), incomingBytes: incoming, now: now)
         if let left = diskHeadroom(floor: floor), incoming > left {
             throw CacheError(
-                .capacityExceeded,
-                "The disk would have less free space than the \(ByteCountText.format(floor)) the cache keeps free (--min-free-disk); the bytes are not cached.")
+                .capacityExceeded, "The disk would have less free space than the \(ByteCountText.format(floor)) the cache keeps free; the bytes are not cached.",
+                remedy: Remedy(.freeDiskSpace))
         }
         return evicted
     }

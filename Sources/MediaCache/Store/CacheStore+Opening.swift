@@ -141,7 +141,7 @@ extension CacheStore {
             rows.append(record)
         }
         if layout == nil, others.contains(where: { $0.kind == .sealed }) {
-            throw CacheError(.encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key (--encryption-key-file).")
+            throw CacheError(.encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key.")
         }
         for row in rows {
             var spans = row.spans

@@ -176,6 +176,14 @@ extension ProxyResponse {
             return Self.error(.badGateway, "The origin request failed.")
         }
         if let answer = error.originAnswer { return passedOn(answer) }
+        var response = cacheFailure(error)
+        // What can be done about it, as data, for the command line that asked (an admin request).
+        if let remedy = error.remedy { response.headers.replaceOrAdd(name: "X-MediaCache-Remedy", value: remedy.description) }
+        return response
+    }
+
+    /// The answer for a ``CacheError`` that is not the origin's own.
+    private static func cacheFailure(_ error: CacheError) -> ProxyResponse {
         switch error.code {
         case .rangeNotSatisfiable:
             if let total = error.resourceLength { return unsatisfiable(total: total) }

@@ -81,6 +81,7 @@ extension CacheAccess {
     static func failure(_ response: HTTPClientResponse) async throws -> CommandFailure {
         let body = try await response.body.collect(upTo: 64 << 10)
         let message = String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines)
-        return CommandFailure("The server answered \(response.status.code): \(message)", status: Int(response.status.code))
+        let remedy = response.headers.first(name: "X-MediaCache-Remedy").flatMap(Remedy.init(parsing:))
+        return CommandFailure(Advice.joined("The server answered \(response.status.code): \(message)", Advice.words(for: remedy)), status: Int(response.status.code))
     }
 }

@@ -42,11 +42,11 @@ enum CacheAccess {
             return .local(store: store, reader: CachingReader(store: store, fetcher: fetcher), fetcher: fetcher)
         } catch let error as CacheError where error.code == .storeLocked {
             guard let data = try? Data(contentsOf: serverFile(in: directory)), let info = try? JSONDecoder().decode(ServerInfo.self, from: data) else {
-                throw CommandFailure("\(error.message) (no server file \(serverFile(in: directory).path) says which server holds it)")
+                throw CommandFailure("\(Advice.message(error)) (no server file \(serverFile(in: directory).path) says which server holds it)")
             }
             return .server(info)
         } catch let error as CacheError {
-            throw CommandFailure(error.message)
+            throw CommandFailure(Advice.message(error))
         }
     }
 
@@ -128,7 +128,7 @@ enum CacheAccess {
             do {
                 return try await request.run(url, reader: reader, progress: progress)
             } catch let error as CacheError {
-                throw CommandFailure(error.message)
+                throw CommandFailure(Advice.message(error))
             }
         case .server(let info):
             let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems
@@ -318,7 +318,7 @@ enum CacheAccess {
         do {
             return try await body()
         } catch let error as CacheError {
-            throw CommandFailure(error.message)
+            throw CommandFailure(Advice.message(error))
         }
     }
 
@@ -326,7 +326,7 @@ enum CacheAccess {
         do {
             return try body()
         } catch let error as CacheError {
-            throw CommandFailure(error.message)
+            throw CommandFailure(Advice.message(error))
         }
     }
 }

@@ -137,6 +137,7 @@ struct DownloadsListCommand: AsyncParsableCommand {
                 guard index > 0 else { continue }
                 let job = jobs[index - 1]
                 if let detail = job.waitingDetail { print("    waits: " + detail) }
+                if let advice = Advice.words(for: job.remedy) { print("    " + advice) }
                 if let rules = job.rules { print("    rules: " + Format.rules(rules)) }
                 for line in Format.renditions(job.renditions ?? []) { print("    " + line) }
             }
@@ -170,7 +171,8 @@ struct DownloadsSetCommand: AsyncParsableCommand {
             let changed = try await options.withCache { try await $0.setRules(job, rules) }
             if options.json { return try printJSON(changed) }
             print(
-                "\(changed.id) \(changed.state.rawValue), rules: \(Format.rules(changed.rules ?? DownloadRules()))" + (changed.waitingDetail.map { "\n  waits: \($0)" } ?? ""))
+                "\(changed.id) \(changed.state.rawValue), rules: \(Format.rules(changed.rules ?? DownloadRules()))" + (changed.waitingDetail.map { "\n  waits: \($0)" } ?? "")
+                    + (Advice.words(for: changed.remedy).map { "\n  \($0)" } ?? ""))
         }
     }
 }
@@ -338,7 +340,8 @@ final class JobPrinter: Sendable {
         let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(Format.bytes($0))" } ?? ""
         print(
             "\(job.id) \(job.state.rawValue): \(Format.bytes(job.bytesDone))\(total), \(job.resourcesDone)/\(job.resourcesTotal) resources  \(job.url.absoluteString)"
-                + (job.failure.map { "\n  \($0)" } ?? "") + (job.waitingDetail.map { "\n  waits: \($0)" } ?? ""))
+                + (job.failure.map { "\n  \($0)" } ?? "") + (job.waitingDetail.map { "\n  waits: \($0)" } ?? "")
+                + (Advice.words(for: job.remedy).map { "\n  \($0)" } ?? ""))
     }
 }
 

@@ -262,7 +262,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             store = try await CacheStore.open(directory: directory, configuration: storeConfiguration)
         } catch let error as CacheError {
-            throw ValidationError(error.message)
+            throw ValidationError(Advice.message(error))
         }
         do {
             try FolderSettings(storeConfiguration).save(in: directory)
@@ -308,7 +308,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             downloads = try DownloadQueue(reader: reader, configuration: downloadsConfiguration)
         } catch let error as CacheError {
-            throw ValidationError(error.message)
+            throw ValidationError(Advice.message(error))
         }
         // Offline, the queue waits: its jobs would only fail.
         if !offline {

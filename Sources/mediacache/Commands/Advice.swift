@@ -1,0 +1,40 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import MediaCache
+
+/// What the command line tells a user to do about an error or a waiting download: the
+/// libraries say what can be done as data (``Remedy``, an error's code); the words, with this
+/// tool's flags and commands, are written here only.
+enum Advice {
+    /// The advice for `remedy`, if there is one.
+    static func words(for remedy: Remedy?) -> String? {
+        guard let remedy else { return nil }
+        let job = remedy.job ?? "ID"
+        switch remedy.action {
+        case .raisePinnedQuota: return "Unpin something (`mediacache unpin`) or raise --max-pinned-size."
+        case .freeDiskSpace: return "Free some disk space, or lower the space the cache keeps free (--min-free-disk)."
+        case .listJobs: return "`mediacache downloads` lists the jobs."
+        case .resumeJob: return "`mediacache resume \(job)` fetches what is missing."
+        case .pinFirst: return "Pin it first (`mediacache pin`)."
+        case .allowAnyNetwork: return "`mediacache downloads set \(job) --network any` downloads it on any network."
+        default: return nil
+        }
+    }
+
+    /// The advice an error's code alone calls for.
+    static func words(for code: CacheError.Code) -> String? {
+        code == .encryptionKeyRequired ? "Give its key with --encryption-key-file." : nil
+    }
+
+    /// `error`'s message with the advice for it.
+    static func message(_ error: CacheError) -> String {
+        joined(error.message, words(for: error.remedy) ?? words(for: error.code))
+    }
+
+    /// `text` followed by `advice`, if any.
+    static func joined(_ text: String, _ advice: String?) -> String {
+        guard let advice else { return text }
+        return text + " " + advice
+    }
+}
