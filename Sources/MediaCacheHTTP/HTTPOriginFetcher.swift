@@ -118,7 +118,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
     public var connectionsPerHost: Int? { max(1, configuration.connectionsPerHost) }
 
     public var securityWarning: String? {
-        configuration.skipsCertificateVerification ? "origin certificates are NOT verified (--insecure-skip-verify)" : nil
+        configuration.skipsCertificateVerification ? "origin certificates are NOT verified (skipsCertificateVerification)" : nil
     }
 
     /// Whether `url` may be fetched: http or https, a host, a valid port, not too long, and

@@ -166,7 +166,7 @@ enum OriginTLSFailure {
                 return "certificate not trusted: the certificate of \(authority) is not valid before \(leaf.notValidBefore.formatted(dates)) (is this machine's clock right?)."
             }
             let issuer = "\(leaf.issuer)".prefix(200)
-            let advice = "add its CA's certificate with --ca-file (HTTPOriginFetcher.Configuration.trustRoots)"
+            let advice = "add its CA's certificate to the fetcher's trust roots (HTTPOriginFetcher.Configuration.trustRoots)"
             if leaf.issuer == leaf.subject {
                 return "certificate not trusted: the certificate of \(authority) is self-signed (\(issuer)); \(advice)."
             }

@@ -71,12 +71,13 @@ public struct ProxyConfiguration: Sendable {
         let loopback = ["127.0.0.1", "localhost", "::1"].contains(host.lowercased()) || host.hasPrefix("127.")
         if !loopback && !allowsRemoteClients {
             throw ProxyError(
-                "Listening on \(host) would let other machines use this proxy to fetch any URL. Pass --allow-remote with --token to do it on purpose (and consider --allow-host).")
+                "Listening on \(host) would let other machines use this proxy to fetch any URL; remote clients must be allowed on purpose, with a token.",
+                setting: .allowsRemoteClients)
         }
         if allowsRemoteClients && (token ?? "").isEmpty {
             throw ProxyError(
-                "--allow-remote needs --token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache. Pass --token with a long random value (openssl rand -hex 16)."
-            )
+                "Remote clients need an access token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache.",
+                setting: .token)
         }
         guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }
         guard maxConnections > 0, maxURIBytes > 0, maxHeaderBytes > 0 else {
@@ -87,9 +88,32 @@ public struct ProxyConfiguration: Sendable {
 
 /// An error in the proxy's setup.
 public struct ProxyError: Error, CustomStringConvertible {
-    /// What went wrong and what to do.
+    /// Which setting of ``ProxyConfiguration`` to change, as data: the command line names its
+    /// flag, an app its own control.
+    public struct Setting: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// ``ProxyConfiguration/host``.
+        public static let host = Setting(rawValue: "host")
+        /// ``ProxyConfiguration/port``.
+        public static let port = Setting(rawValue: "port")
+        /// ``ProxyConfiguration/allowsRemoteClients``.
+        public static let allowsRemoteClients = Setting(rawValue: "allowsRemoteClients")
+        /// ``ProxyConfiguration/token``.
+        public static let token = Setting(rawValue: "token")
+        public var description: String { rawValue }
+    }
+
+    /// What went wrong.
     public var message: String
+    /// The setting that would end it, when one would.
+    public var setting: Setting?
     /// Creates an error.
     public init(_ message: String) { self.message = message }
+    /// Creates an error that `setting` would end.
+    public init(_ message: String, setting: Setting) {
+        self.message = message
+        self.setting = setting
+    }
     public var description: String { message }
 }

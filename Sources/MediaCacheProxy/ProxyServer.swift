@@ -65,11 +65,9 @@ public final class ProxyServer: Service {
         do {
             server = try await bind(port: configuration.port)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw ProxyError(
-                "Port \(configuration.port) on \(configuration.host) is already in use (another mediacache serve?). "
-                    + "Stop what listens there, or choose another port with --port (0 picks a free one).")
+            throw ProxyError("Port \(configuration.port) on \(configuration.host) is already in use (another server?).", setting: .port)
         } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
-            throw ProxyError("\(configuration.host) is not an address of this machine; choose one it has with --host.")
+            throw ProxyError("\(configuration.host) is not an address of this machine.", setting: .host)
         }
         let port = server.localAddress?.port ?? configuration.port
         if let file = configuration.serverInfoFile {

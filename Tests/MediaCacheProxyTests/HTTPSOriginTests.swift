@@ -31,7 +31,7 @@ import Testing
             name: "certificate from an unknown CA",
             tls: {
                 TestOrigin.TLSOptions(identity: try TestCertificateAuthority(commonName: "Unknown Media CA").issue())
-            }, says: ["certificate not trusted:", "issued by CN=Unknown Media CA", "--ca-file"]),
+            }, says: ["certificate not trusted:", "issued by CN=Unknown Media CA", "trust roots (HTTPOriginFetcher.Configuration.trustRoots)"]),
         Failure(
             name: "self-signed certificate",
             tls: {

@@ -36,7 +36,7 @@ import Testing
                 ])
                 #expect(result.status == 1)
                 #expect(
-                    result.error == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another mediacache serve?). "
+                    result.error == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another server?). "
                         + "Stop what listens there, or choose another port with --port (0 picks a free one).\n", "\(result.error)")
             }
             let stats = try await CacheCommandTests.mediacache(["stats", "--cache-dir", first.folder])

@@ -173,6 +173,7 @@ package final class CacheEntryHandle: Sendable {
             // The disk keeps its floor of free space: streaming entries go first, then the write is refused.
             evicted += try state.makeDiskRoom(for: incoming, floor: floor ?? state.disk?.defaultFloor ?? 0, now: now)
             state.reservedBytes += incoming
+            state.reservedEver += incoming
             state.disk?.takenSince += incoming
             return (record.file, record.fileName, incoming, evicted)
         }

@@ -71,16 +71,22 @@ extension CacheStore {
     /// Measures the disk's free space again (on the blocking pool).
     package func measureDisk() async {
         let (path, measure) = (dataDirectory, configuration.diskSpace)
+        let before = reservations
         let measured = try? await BlockingIO.run { measure(path) }
-        if let measured = measured ?? nil { note(measured) }
+        if let measured = measured ?? nil { note(measured, since: before) }
     }
 
-    /// Takes a measure of the disk. Writes reserved may not show in it yet: they count as
-    /// taken (some may be on the disk already, so free space is rather under-estimated).
-    func note(_ measured: DiskSpace) {
+    /// The writes reserved now, and every byte ever reserved: what a measure starts from.
+    var reservations: (pending: Int64, ever: Int64) { state.withLock { ($0.reservedBytes, $0.reservedEver) } }
+
+    /// Takes a measure of the disk begun when the reservations were `before`. Writes that may
+    /// not show in it count as taken: those reserved when it began and those reserved since
+    /// (some may be on the disk already, so free space is rather under-estimated, never over:
+    /// a write reserved and finished while the measure ran was in neither count before).
+    func note(_ measured: DiskSpace, since before: (pending: Int64, ever: Int64)) {
         state.withLock { state in
             state.disk = measured
-            state.disk!.takenSince = state.reservedBytes
+            state.disk!.takenSince = before.pending + (state.reservedEver - before.ever)
         }
         CacheMetrics.diskFree.record(measured.free)
     }

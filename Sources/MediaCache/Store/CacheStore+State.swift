@@ -33,6 +33,9 @@ extension CacheStore {
         var totalBytes: Int64 = 0
         /// Bytes that writes in progress will add, counted against the limit before they land.
         var reservedBytes: Int64 = 0
+        /// Every byte ever reserved: a measure of the disk that took a while knows from it
+        /// what was reserved meanwhile (``CacheStore/note(_:since:)``).
+        var reservedEver: Int64 = 0
         /// Bytes written since the last flush took its snapshot.
         var unflushedBytes: Int64 = 0
         var deletedKeys: Set<CacheKey> = []

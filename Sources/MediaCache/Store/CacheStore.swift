@@ -210,7 +210,7 @@ public final class CacheStore: Sendable {
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
             throw error
         }
-        if let disk = configuration.diskSpace(dataDirectory) { note(disk) }
+        if let disk = configuration.diskSpace(dataDirectory) { note(disk, since: (0, 0)) }
     }
 
     deinit {
@@ -359,7 +359,8 @@ public final class CacheStore: Sendable {
                         records.remove(fileName: name)
                     }
                     // The disk's free space, measured again now that they are gone.
-                    if let measured = configuration.diskSpace(dataDirectory) { self.note(measured) }
+                    let before = reservations
+                    if let measured = configuration.diskSpace(dataDirectory) { self.note(measured, since: before) }
                 }
                 return changes
             }

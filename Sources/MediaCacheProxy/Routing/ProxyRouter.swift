@@ -220,7 +220,7 @@ struct ProxyRouter: Sendable {
         guard configuration.accepts(host, localPort: localPort) else {
             throw ProxyRequestError(
                 status: .misdirectedRequest,
-                "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hostField.prefix(100)) (add a name with --server-name).",
+                "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hostField.prefix(100)) (a name it answers is one of its configuration's server names).",
                 refusal: .host)
         }
         try checkSite(head)
@@ -243,7 +243,7 @@ struct ProxyRouter: Sendable {
         if allowedWebOrigin(head) != nil { return }
         throw ProxyRequestError(
             status: .forbidden,
-            "A page of another site asked for this (Sec-Fetch-Site: \(sites.joined(separator: ", ").prefix(40))): the proxy serves players, the user, and pages listed with --cors-origin asking in CORS mode.",
+            "A page of another site asked for this (Sec-Fetch-Site: \(sites.joined(separator: ", ").prefix(40))): the proxy serves players, the user, and pages its configuration lists asking in CORS mode.",
             refusal: .crossSite)
     }
 
@@ -297,7 +297,7 @@ struct ProxyRouter: Sendable {
     /// methods, the request fields it asked for and, if asked, Private Network Access.
     func preflight(_ head: HTTPRequestHead) throws -> ProxyResponse {
         guard allowedWebOrigin(head) != nil else {
-            throw ProxyRequestError(status: .forbidden, "Pages from this origin may not read through the proxy (add it with --cors-origin).")
+            throw ProxyRequestError(status: .forbidden, "Pages from this origin may not read through the proxy (its configuration does not list it).")
         }
         var headers = HTTPHeaders()
         headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD")

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import MediaCache
+import MediaCacheProxy
 
 /// What the command line tells a user to do about an error or a waiting download: the
 /// libraries say what can be done as data (``Remedy``, an error's code); the words, with this
@@ -25,6 +26,22 @@ enum Advice {
     /// The advice an error's code alone calls for.
     static func words(for code: CacheError.Code) -> String? {
         code == .encryptionKeyRequired ? "Give its key with --encryption-key-file." : nil
+    }
+
+    /// The advice for a proxy setting that would end an error, in `serve`'s flags.
+    static func words(for setting: ProxyError.Setting?) -> String? {
+        switch setting {
+        case .allowsRemoteClients?: "Pass --allow-remote with --token to do it on purpose (and consider --allow-host)."
+        case .token?: "--allow-remote needs --token: pass one with a long random value (openssl rand -hex 16)."
+        case .port?: "Stop what listens there, or choose another port with --port (0 picks a free one)."
+        case .host?: "Choose an address this machine has with --host."
+        default: nil
+        }
+    }
+
+    /// `error`'s message with the advice for it.
+    static func message(_ error: ProxyError) -> String {
+        joined(error.message, words(for: error.setting))
     }
 
     /// `error`'s message with the advice for it.

@@ -199,7 +199,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try configuration.validate()
         } catch let error as ProxyError {
-            throw ValidationError(error.message)
+            throw ValidationError(Advice.message(error))
         }
         return configuration
     }
@@ -342,7 +342,7 @@ struct ServeCommand: AsyncParsableCommand {
             try? await store.close()
             try? await fetcher.shutdown()
             if let error = error as? ProxyError {
-                FileHandle.standardError.write(Data("mediacache: \(error.message)\n".utf8))
+                FileHandle.standardError.write(Data("mediacache: \(Advice.message(error))\n".utf8))
                 throw ExitCode(1)
             }
             throw error
