@@ -103,8 +103,7 @@ public final class CachingReader: Sendable {
         _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
     ) async throws -> PrefetchProgress {
-        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await planner.hlsPlan(url, options: options) }
-        return try await Prefetcher(reader: self).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
+        try await prefetch(.hls, url, options: options, progress: progress)
     }
 
     /// Stores a DASH presentation ahead of playing it: the manifest at `url`, then in each
@@ -120,7 +119,14 @@ public final class CachingReader: Sendable {
         _ url: URL, options: HLSPrefetchOptions = HLSPrefetchOptions(),
         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
     ) async throws -> PrefetchProgress {
-        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await planner.dashPlan(url, options: options) }
+        try await prefetch(.dash, url, options: options, progress: progress)
+    }
+
+    /// Plans the asset of `kind` at `url` as the cache's own work, and stores what the plan takes.
+    private func prefetch(
+        _ kind: ManifestKind, _ url: URL, options: HLSPrefetchOptions, progress: @escaping @Sendable (PrefetchProgress) -> Void
+    ) async throws -> PrefetchProgress {
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await planner.plan(url, kind: kind, options: options) }
         return try await Prefetcher(reader: self).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
 
