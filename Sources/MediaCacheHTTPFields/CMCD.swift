@@ -23,6 +23,21 @@ package struct CMCD: Sendable, Equatable {
     /// request the cache makes for itself, not for a waiting player.
     package static let ownKey = "io.mediacache-own"
 
+    /// A new session ID: a random UUID (version 4) in lower case, from the system's random
+    /// source without opening a device (Foundation's `UUID()` opens `/dev/urandom` on Linux, a
+    /// blocking call on the cooperative pool the proxy answers on).
+    package static func newSessionID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
+        bytes[8] = bytes[8] & 0x3F | 0x80  // the RFC 9562 variant
+        let hex = bytes.map { byte in
+            let text = String(byte, radix: 16)
+            return byte < 16 ? "0" + text : text
+        }
+        return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(separator: "-")
+    }
+
     package init(objectType: String? = nil, streamingFormat: String? = nil, sessionID: String? = nil, duration: Int? = nil, isCachesOwn: Bool = false) {
         self.objectType = objectType
         self.streamingFormat = streamingFormat

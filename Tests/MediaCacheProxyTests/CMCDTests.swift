@@ -15,6 +15,20 @@ import Testing
     /// Two players' requests for one segment that differ only in CMCD (as a query parameter,
     /// then as fields, with the origin naming a CMCD field in `Vary`) cost one origin request
     /// each way, and the origin sees the first player's CMCD on it.
+    /// The session ID the proxy writes for a player that sends none: a version 4 UUID as
+    /// Foundation writes one (lower case), a new one each time, a valid CMCD `sid`.
+    @Test func aNewSessionIDIsAVersionFourUUID() {
+        let ids = (0..<200).map { _ in CMCD.newSessionID() }
+        for id in ids {
+            let parsed = UUID(uuidString: id)
+            #expect(parsed?.uuidString.lowercased() == id, "\(id)")
+            let groups = id.split(separator: "-")
+            #expect(groups.map(\.count) == [8, 4, 4, 4, 12] && groups[2].first == "4" && "89ab".contains(groups[3].first ?? "x"), "\(id)")
+            #expect(CMCD(parsing: "sid=\"\(id)\"").sessionID == id)
+        }
+        #expect(Set(ids).count == ids.count)
+    }
+
     @Test func requestsDifferingOnlyInCMCDShareOneOriginRequest() async throws {
         try await ProxyHarness.with { h in
             h.origin.serve(.generated(length: 300_000, seed: 61), at: "/q.ts")

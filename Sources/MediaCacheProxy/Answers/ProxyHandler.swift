@@ -120,7 +120,7 @@ struct ProxyHandler: Sendable {
     static func cmcdFields(for request: CheckedRequest) -> [(name: String, value: String)] {
         guard !CMCD.isPresent(fields: request.asked.forwarded, query: request.url.query) else { return [] }
         var cmcd = CMCD(parsing: request.target.query("c") ?? "")
-        if cmcd.sessionID == nil { cmcd.sessionID = UUID().uuidString.lowercased() }
+        if cmcd.sessionID == nil { cmcd.sessionID = CMCD.newSessionID() }
         return cmcd.fields
     }
 
