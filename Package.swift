@@ -160,7 +160,8 @@ let package = Package(
         .testTarget(
             name: "MediaCacheTests",
             dependencies: [
-                "MediaCache", "MediaCacheHTTP", "MediaCacheHTTPFields", "MediaCacheTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "MediaCache", "MediaCacheHTTP", "MediaCacheHTTPFields", "MediaCacheTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -190,7 +191,8 @@ let package = Package(
         .testTarget(
             name: "mediacacheTests",
             dependencies: [
-                "mediacache", "mediacache-bench", "MediaCache", "MediaCacheHTTPFields", "MediaCacheProxy", "MediaCacheTestSupport",
+                "mediacache", "mediacache-bench", "MediaCache", "MediaCacheHTTPFields", "MediaCacheProxy",
+                "MediaCacheTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -63,18 +63,25 @@
             engine.cancelAll()
         }
 
-        func resourceLoader(_ resourceLoader: AVAssetResourceLoader, shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest) -> Bool {
+        func resourceLoader(
+            _ resourceLoader: AVAssetResourceLoader,
+            shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest
+        ) -> Bool {
             let data = loadingRequest.dataRequest.map {
                 DataRequest(
                     requestedOffset: $0.requestedOffset, requestedLength: Int64($0.requestedLength),
                     requestsAllDataToEndOfResource: $0.requestsAllDataToEndOfResource, currentOffset: $0.currentOffset)
             }
-            let request = LoadingRequest(wantsContentInformation: loadingRequest.contentInformationRequest != nil, data: data)
-            engine.start(ObjectIdentifier(loadingRequest), request, responder: AVLoadingResponder(request: loadingRequest))
+            let request = LoadingRequest(
+                wantsContentInformation: loadingRequest.contentInformationRequest != nil, data: data)
+            engine.start(
+                ObjectIdentifier(loadingRequest), request, responder: AVLoadingResponder(request: loadingRequest))
             return true
         }
 
-        func resourceLoader(_ resourceLoader: AVAssetResourceLoader, didCancel loadingRequest: AVAssetResourceLoadingRequest) {
+        func resourceLoader(
+            _ resourceLoader: AVAssetResourceLoader, didCancel loadingRequest: AVAssetResourceLoadingRequest
+        ) {
             engine.cancel(ObjectIdentifier(loadingRequest))
         }
     }

@@ -23,7 +23,8 @@
         /// Starts following the network for `downloads`.
         public init(_ downloads: DownloadQueue) {
             monitor.pathUpdateHandler = { [weak downloads] path in
-                downloads?.networkChanged(NetworkConditions(isMetered: path.isExpensive, isConstrained: path.isConstrained))
+                downloads?.networkChanged(
+                    NetworkConditions(isMetered: path.isExpensive, isConstrained: path.isConstrained))
             }
             monitor.start(queue: DispatchQueue(label: "mediacache.network"))
         }

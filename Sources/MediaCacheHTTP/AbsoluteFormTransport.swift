@@ -54,7 +54,9 @@ struct AbsoluteFormTransport: Sendable {
                             return
                         }
                     }
-                    throw CacheError(.originTimedOut, "\(url.host ?? "The origin") went silent through the proxy \(server) before its answer ended.")
+                    throw CacheError(
+                        .originTimedOut,
+                        "\(url.host ?? "The origin") went silent through the proxy \(server) before its answer ended.")
                 }
             } catch {
                 let failure = Self.failure(error, url: url, server: server)
@@ -71,7 +73,9 @@ struct AbsoluteFormTransport: Sendable {
                 }
                 group.addTask {
                     try await Task.sleep(for: configuration.responseTimeout)
-                    throw CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time through the proxy \(server).")
+                    throw CacheError(
+                        .originTimedOut,
+                        "\(url.host ?? url.absoluteString) did not answer in time through the proxy \(server).")
                 }
                 defer { group.cancelAll() }
                 guard let first = try await group.next(), let head = first else {
@@ -83,7 +87,9 @@ struct AbsoluteFormTransport: Sendable {
             producer.cancel()
             throw error
         }
-        return OriginReply(status: Int(answer.status.code), reason: answer.status.reasonPhrase, headers: answer.headers, body: Body(channel: body, owner: Owner(producer)))
+        return OriginReply(
+            status: Int(answer.status.code), reason: answer.status.reasonPhrase, headers: answer.headers,
+            body: Body(channel: body, owner: Owner(producer)))
     }
 
     /// A connection to the proxy, HTTP/1.1 framed, closed when nothing arrives for the read timeout.
@@ -93,9 +99,11 @@ struct AbsoluteFormTransport: Sendable {
             .connect(host: server.host, port: server.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .init(configuration.readTimeout)))
+                    try channel.pipeline.syncOperations.addHandler(
+                        IdleStateHandler(readTimeout: .init(configuration.readTimeout)))
                     try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
-                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(
+                        wrappingChannelSynchronously: channel)
                 }
             }
     }
@@ -104,7 +112,11 @@ struct AbsoluteFormTransport: Sendable {
     /// the proxy; a malformed answer rejected.
     static func failure(_ error: any Error, url: URL, server: OriginProxies.Server) -> any Error {
         if error is CacheError || error is CancellationError { return error }
-        if error is HTTPParserError { return CacheError(.originRejected, "The answer through the proxy \(server) is malformed (\(error)).", underlyingError: error) }
+        if error is HTTPParserError {
+            return CacheError(
+                .originRejected, "The answer through the proxy \(server) is malformed (\(error)).",
+                underlyingError: error)
+        }
         return HTTPOriginFetcher.unreachable(url, error, through: server)
     }
 

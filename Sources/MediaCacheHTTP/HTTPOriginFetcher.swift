@@ -44,7 +44,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
         clientConfiguration.http2ConnectionDebugInitializer = Self.widenStreamWindows
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12  // TLS 1.0 and 1.1 are retired (RFC 8996)
-        if configuration.trustRoots.count > 0 { tls.additionalTrustRoots = [.certificates(configuration.trustRoots.certificates)] }
+        if configuration.trustRoots.count > 0 {
+            tls.additionalTrustRoots = [.certificates(configuration.trustRoots.certificates)]
+        }
         if configuration.skipsCertificateVerification { tls.certificateVerification = .none }
         // A client need not wait for the server's close_notify (RFC 8446 §6.1). Waiting (5 s
         // by default) kept a cancelled HTTP/1.1 request's connection reading, and the origin
@@ -56,7 +58,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
         // path retries what can be retried), instead of being retried by the client until the
         // connect timeout: a certificate that is not trusted will not become trusted.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
-        clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, configuration.connectionsPerHost)
+        clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(
+            1, configuration.connectionsPerHost)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         var proxied: [OriginProxies.Server: HTTPClient] = [:]
         for server in configuration.proxies.servers {
@@ -65,7 +68,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
             proxied[server] = HTTPClient(eventLoopGroupProvider: .singleton, configuration: through)
         }
         self.proxied = proxied
-        exchange = OriginExchange(transport: Transport(direct: client, proxied: proxied, configuration: configuration), policy: configuration.policy)
+        exchange = OriginExchange(
+            transport: Transport(direct: client, proxied: proxied, configuration: configuration),
+            policy: configuration.policy)
     }
 
     /// AsyncHTTPClient's proxy for `server`: plain HTTP as absolute-form requests, HTTPS
@@ -73,7 +78,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
     static func clientProxy(_ server: OriginProxies.Server) -> HTTPClient.Configuration.Proxy {
         switch server.kind {
         case .http:
-            let authorization = server.username.map { HTTPClient.Authorization.basic(username: $0, password: server.password ?? "") }
+            let authorization = server.username.map {
+                HTTPClient.Authorization.basic(username: $0, password: server.password ?? "")
+            }
             return .server(host: server.host, port: server.port, authorization: authorization)
         case .socks5:
             return .socksServer(host: server.host, port: server.port)
@@ -92,7 +99,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// and acknowledges it before it sends their data; the client's stream channels then
     /// widen their windows by the difference (NIOHTTP2's bulk window change).
     @Sendable static func widenStreamWindows(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .initialWindowSize, value: initialStreamWindow)])))
+        let settings = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .settings(.settings([HTTP2Setting(parameter: .initialWindowSize, value: initialStreamWindow)])))
         return channel.writeAndFlush(settings)
     }
 
@@ -108,7 +117,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
         try await exchange.contentInfo(for: url, headers: headers)
     }
 
-    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws
+        -> OriginResponse
+    {
         try await exchange.fetch(url, range: range, ifRange: ifRange, headers: headers)
     }
 
@@ -118,7 +129,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
     public var connectionsPerHost: Int? { max(1, configuration.connectionsPerHost) }
 
     public var securityWarning: String? {
-        configuration.skipsCertificateVerification ? "origin certificates are NOT verified (skipsCertificateVerification)" : nil
+        configuration.skipsCertificateVerification
+            ? "origin certificates are NOT verified (skipsCertificateVerification)" : nil
     }
 
     /// Whether `url` may be fetched: http or https, a host, a valid port, not too long, and
@@ -149,11 +161,16 @@ public final class HTTPOriginFetcher: OriginFetcher {
             let response: HTTPClientResponse
             do {
                 response = try await client.execute(outgoing, timeout: .init(configuration.responseTimeout))
-            } catch let error as HTTPClientError where [.connectTimeout, .readTimeout, .deadlineExceeded].contains(error) {
-                throw CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
+            } catch let error as HTTPClientError
+                where [.connectTimeout, .readTimeout, .deadlineExceeded].contains(error)
+            {
+                throw CacheError(
+                    .originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error
+                )
             } catch let error as HTTPParserError {
                 // A malformed status line, header or framing: the answer cannot be trusted.
-                throw OriginExchange<Self>.rejected("sent a malformed response (\(error))", url: url, logger: configuration.logger)
+                throw OriginExchange<Self>.rejected(
+                    "sent a malformed response (\(error))", url: url, logger: configuration.logger)
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
@@ -164,14 +181,18 @@ public final class HTTPOriginFetcher: OriginFetcher {
                     let reason = await OriginTLSFailure.explain(
                         kind, url: url, trustRoots: configuration.trustRoots,
                         timeout: configuration.connectTimeout)
-                    configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+                    configuration.logger.warning(
+                        "TLS with the origin failed",
+                        metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
                     throw CacheError(.originRejected, reason, underlyingError: error)
                 }
                 let unreachable = HTTPOriginFetcher.unreachable(url, error, through: proxy)
                 if HTTPOriginFetcher.isStaleConnection(error) { throw StaleConnection(error: unreachable) }
                 throw unreachable
             }
-            return OriginReply(status: Int(response.status.code), reason: String(response.status.reasonPhrase), headers: response.headers, body: response.body)
+            return OriginReply(
+                status: Int(response.status.code), reason: String(response.status.reasonPhrase),
+                headers: response.headers, body: response.body)
         }
     }
 
@@ -186,9 +207,13 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     /// The error for an origin that cannot be reached, naming it and the cause.
     static func unreachable(_ url: URL, _ error: any Error, through proxy: OriginProxies.Server? = nil) -> CacheError {
-        let authority = HostAndPort(authorityOf: url).map { "\($0.name):\($0.port ?? (url.scheme == "https" ? 443 : 80))" } ?? url.absoluteString
+        let authority =
+            HostAndPort(authorityOf: url).map { "\($0.name):\($0.port ?? (url.scheme == "https" ? 443 : 80))" }
+            ?? url.absoluteString
         let via = proxy.map { " through the proxy \($0)" } ?? ""
-        return CacheError(.originUnavailable, "Cannot reach \(authority.prefix(200))\(via): \(cause(of: error)).", underlyingError: error)
+        return CacheError(
+            .originUnavailable, "Cannot reach \(authority.prefix(200))\(via): \(cause(of: error)).",
+            underlyingError: error)
     }
 
     /// Why a connection failed, in a few words (`Connection refused`).
@@ -205,7 +230,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// the origin generated it: received less that age; and whether the lifetime was explicit
     /// (the origin's own word, not a heuristic).
     static func freshness(
-        _ headers: HTTPHeaders, status: Int = 200, shared: Bool = false, requested: Date, received: Date, heuristicFraction: Double,
+        _ headers: HTTPHeaders, status: Int = 200, shared: Bool = false, requested: Date, received: Date,
+        heuristicFraction: Double,
         heuristicCap: Duration
     ) -> (freshUntil: Date, generatedAt: Date, isExplicit: Bool) {
         let directives = CacheControl(headers["cache-control"])
@@ -239,7 +265,9 @@ public final class HTTPOriginFetcher: OriginFetcher {
         let initialAge = max(Double(apparentAge), Double(ageValue) + delay)
         let generatedAt = received.addingTimeInterval(-initialAge)
         if directives.contains("no-cache") { return (received, generatedAt, isExplicit) }
-        return (generatedAt.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds))), generatedAt, isExplicit)
+        return (
+            generatedAt.addingTimeInterval(Double(min(lifetime, CacheControl.maximumSeconds))), generatedAt, isExplicit
+        )
     }
 
     /// The statuses a cache may give a heuristic lifetime (RFC 9110 §15.1, RFC 9111 §4.2.2);
@@ -259,11 +287,14 @@ public final class HTTPOriginFetcher: OriginFetcher {
         } else if directives.noStore {
             return false
         }
-        if headers["vary"].contains(where: { $0.split(separator: ",").contains { FieldValue.trimmed($0) == "*" } }) { return false }
+        if headers["vary"].contains(where: { $0.split(separator: ",").contains { FieldValue.trimmed($0) == "*" } }) {
+            return false
+        }
         guard shared else { return true }
         if directives.contains("private") { return false }
         if request.contains(where: { $0.name.lowercased() == "authorization" }) {
-            return directives.contains("public") || directives.contains("s-maxage") || directives.contains("must-revalidate")
+            return directives.contains("public") || directives.contains("s-maxage")
+                || directives.contains("must-revalidate")
         }
         return true
     }
@@ -271,7 +302,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// The `Age` of an answer (RFC 9111 §5.1): the first member of its field lines, a
     /// non-negative integer; `nil` when absent or invalid (then it is ignored).
     static func ageSeconds(_ lines: [String]) -> Int64? {
-        guard let first = lines.first?.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first else { return nil }
+        guard let first = lines.first?.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first
+        else { return nil }
         return HTTPNumber.saturating(String(first).trimmingHTTPWhitespace())
     }
 
@@ -281,7 +313,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
     /// fields (the proxy answers for its own listed web origins).
     static let fieldsNotStored: Set<String> = fieldsNotPassedOn.union([
-        "proxy-authenticate", "content-range", "accept-ranges", "etag", "last-modified", "age", "set-cookie", "set-cookie2", "location",
+        "proxy-authenticate", "content-range", "accept-ranges", "etag", "last-modified", "age", "set-cookie",
+        "set-cookie2", "location",
     ])
 
     /// Fields of an origin's answer that are not passed on with it: hop-by-hop ones (RFC
@@ -289,7 +322,8 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// dropped too (``endToEndFields(_:dropping:)``): the proxy answers for its own listed web
     /// origins.
     static let fieldsNotPassedOn: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length",
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "content-length",
     ]
 
     /// The end-to-end fields of an answer passed on as it is (see ``fieldsNotPassedOn``), in
@@ -425,7 +459,9 @@ public struct OriginFetcherConfiguration: Sendable {
 
     var policy: OriginPolicy {
         OriginPolicy(
-            maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes, heuristicFraction: heuristicFraction,
-            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, isShared: isSharedCache, cookieJar: cookieJar, logger: logger)
+            maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes,
+            heuristicFraction: heuristicFraction,
+            heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, isShared: isSharedCache,
+            cookieJar: cookieJar, logger: logger)
     }
 }

@@ -86,7 +86,8 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         return probe.metadata
     }
 
-    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse
+    {
         var request = try makeRequest(url, headers: headers)
         if let range { request.headers.replaceOrAdd(name: "Range", value: RangeSpecifier.headerValue(for: range)) }
         if let ifRange, range != nil { request.headers.replaceOrAdd(name: "If-Range", value: ifRange) }
@@ -100,13 +101,17 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         case 304:
             // The answer to a conditional request: the cached version is current (or, when
             // the condition was the player's, the answer to pass on).
-            var notModified = OriginResponse(metadata: metadata, bodyOffset: range?.lowerBound ?? 0, body: response.body)
+            var notModified = OriginResponse(
+                metadata: metadata, bodyOffset: range?.lowerBound ?? 0, body: response.body)
             notModified.isNotModified = true
-            notModified.answer = OriginAnswer(status: 304, reason: response.reason, headers: HTTPOriginFetcher.passedFields(response.headers), body: [])
+            notModified.answer = OriginAnswer(
+                status: 304, reason: response.reason, headers: HTTPOriginFetcher.passedFields(response.headers),
+                body: [])
             return notModified
         case 206:
             let header = response.headers.first(name: "content-range")
-            guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)), let got = contentRange.range,
+            guard let range, let contentRange = header.flatMap(ContentRange.init(parsing:)),
+                let got = contentRange.range,
                 got.lowerBound == range.lowerBound, got.upperBound <= range.upperBound
             else {
                 throw rejected(
@@ -114,7 +119,8 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
                     url: url)
             }
             if let contentLength, contentLength != got.length {
-                throw rejected("sent Content-Length \(contentLength) with Content-Range \(contentRange.headerValue)", url: url)
+                throw rejected(
+                    "sent Content-Length \(contentLength) with Content-Range \(contentRange.headerValue)", url: url)
             }
             metadata.length = contentRange.totalLength
             metadata.acceptsRanges = true
@@ -130,7 +136,8 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             return OriginResponse(metadata: metadata, bodyOffset: 0, body: response.body)
         case 416:
             var error = CacheError(.rangeNotSatisfiable, "\(url.absoluteString) has no bytes at the requested range.")
-            error.resourceLength = response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:))?.totalLength
+            error.resourceLength =
+                response.headers.first(name: "content-range").flatMap(ContentRange.init(parsing:))?.totalLength
             throw error
         default:
             // Not the resource's bytes (4xx, 5xx, a 2xx other than 200, a redirect not
@@ -146,13 +153,16 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     /// - Throws: `.originRejected` for a longer body.
     private func answer(_ response: OriginReply, url: URL) async throws -> OriginAnswer {
         guard let body = try await Self.collect(response.body, upTo: OriginAnswer.maximumBodySize) else {
-            throw rejected("answered \(response.status) with a body over \(OriginAnswer.maximumBodySize) bytes", url: url)
+            throw rejected(
+                "answered \(response.status) with a body over \(OriginAnswer.maximumBodySize) bytes", url: url)
         }
         let answer = OriginAnswer(
             status: response.status, reason: response.reason,
             headers: HTTPOriginFetcher.passedFields(response.headers), body: body)
         if answer.isServerError || answer.status == 404 || answer.status == 410 {
-            policy.logger.warning("The origin answered with an error", metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(answer.status)"])
+            policy.logger.warning(
+                "The origin answered with an error",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(answer.status)"])
         }
         return answer
     }
@@ -177,13 +187,16 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             throw refuse("The URL is longer than \(policy.maxURLBytes) bytes.")
         }
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw refuse("Only http and https URLs can be fetched, not \(url.scheme.map { "\($0.prefix(20)):" } ?? "a URL without a scheme").")
+            throw refuse(
+                "Only http and https URLs can be fetched, not \(url.scheme.map { "\($0.prefix(20)):" } ?? "a URL without a scheme")."
+            )
         }
         guard let host = url.host, !host.isEmpty else { throw refuse("The URL \(text.prefix(200)) has no host.") }
         guard let authority = HostAndPort(authorityOf: url), authority.port.map({ $0 > 0 }) ?? true else {
             throw refuse("The URL \(text.prefix(200)) has no valid host and port (1...65535).")
         }
-        if !policy.allowedHosts.isEmpty, !policy.allowedHosts.contains(where: { $0.lowercased() == host.lowercased() }) {
+        if !policy.allowedHosts.isEmpty, !policy.allowedHosts.contains(where: { $0.lowercased() == host.lowercased() })
+        {
             throw refuse("The host \(host.prefix(200)) is not on the allow-list.")
         }
     }
@@ -194,7 +207,9 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         try checkOrigin(url)
         var request = OriginRequest(method: .GET, url: url, headers: HTTPHeaders())
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if !request.headers.contains(name: "User-Agent") { request.headers.add(name: "User-Agent", value: policy.userAgent) }
+        if !request.headers.contains(name: "User-Agent") {
+            request.headers.add(name: "User-Agent", value: policy.userAgent)
+        }
         request.headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
         return request
     }
@@ -236,13 +251,17 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         while true {
             if let jar = policy.cookieJar {
                 request.headers.remove(name: "cookie")
-                if let field = jar.field(for: current, now: policy.clock.now) { request.headers.add(name: "Cookie", value: field) }
+                if let field = jar.field(for: current, now: policy.clock.now) {
+                    request.headers.add(name: "Cookie", value: field)
+                }
             }
             let response = try await send(request)
             keepCookies(of: response, from: current)
             // A redirect without a `Location` cannot be followed: it is the origin's answer,
             // passed to the player as any other status is (and stored as its freshness allows).
-            guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers.first(name: "location") else {
+            guard [301, 302, 303, 307, 308].contains(response.status),
+                let location = response.headers.first(name: "location")
+            else {
                 return (response, current == url ? nil : current)
             }
             // The redirect's own body is not wanted; read a little of it so the connection
@@ -257,12 +276,16 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             do {
                 try checkOrigin(next)
             } catch let error as CacheError {
-                throw rejected("redirected to \(next.absoluteString.prefix(200)), which is refused: \(error.message)", url: current)
+                throw rejected(
+                    "redirected to \(next.absoluteString.prefix(200)), which is refused: \(error.message)", url: current
+                )
             }
             guard visited.insert(next.absoluteString).inserted else {
                 throw rejected("redirected in a loop back to \(next.absoluteString.prefix(200))", url: current)
             }
-            if HostAndPort(authorityOf: next) != HostAndPort(authorityOf: current) || next.scheme?.lowercased() != current.scheme?.lowercased() {
+            if HostAndPort(authorityOf: next) != HostAndPort(authorityOf: current)
+                || next.scheme?.lowercased() != current.scheme?.lowercased()
+            {
                 for name in Self.credentialFields { request.headers.remove(name: name) }
             }
             current = next
@@ -279,7 +302,8 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         for (value, refusal) in jar.receive(setCookie: values, from: url, now: policy.clock.now) {
             let name = value.prefix { $0 != "=" && $0 != ";" }.prefix(100)
             policy.logger.warning(
-                "Refused a cookie", metadata: ["url": "\(url.absoluteString.prefix(200))", "cookie": "\(name)", "reason": "\(refusal)"])
+                "Refused a cookie",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "cookie": "\(name)", "reason": "\(refusal)"])
         }
     }
 
@@ -289,8 +313,11 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     }
 
     static func rejected(_ reason: String, url: URL, logger: Logger) -> CacheError {
-        let error = CacheError(.originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
-        logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+        let error = CacheError(
+            .originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used."
+        )
+        logger.warning(
+            "Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
         return error
     }
 
@@ -307,14 +334,19 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
 
     /// What an answer with `status` received now, to a request with the player's fields
     /// `request` sent at `requested`, says of the resource.
-    private func metadata(from headers: HTTPHeaders, status: Int, requested: Date, request: RequestHeaders) -> ContentMetadata {
+    private func metadata(from headers: HTTPHeaders, status: Int, requested: Date, request: RequestHeaders)
+        -> ContentMetadata
+    {
         var metadata = HTTPOriginFetcher.metadata(from: headers, shared: policy.isShared)
         if status == 200 {
             // An odd field on a whole answer is the origin's to send: it comes back as sent
             // (a partial answer's own `Content-Range` is the proxy's to write).
-            metadata.responseHeaders += headers["content-range"].prefix(1).map { HeaderField(name: "Content-Range", value: $0) }
+            metadata.responseHeaders += headers["content-range"].prefix(1).map {
+                HeaderField(name: "Content-Range", value: $0)
+            }
         }
-        metadata.isStorable = HTTPOriginFetcher.mayStore(status: status == 304 ? 200 : status, headers: headers, request: request, shared: policy.isShared)
+        metadata.isStorable = HTTPOriginFetcher.mayStore(
+            status: status == 304 ? 200 : status, headers: headers, request: request, shared: policy.isShared)
         metadata.recordVaryingFields(of: request)
         let freshness = freshness(of: headers, status: status, requested: requested)
         metadata.freshUntil = freshness.freshUntil
@@ -322,10 +354,13 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         return metadata
     }
 
-    private func freshness(of headers: HTTPHeaders, status: Int, requested: Date) -> (freshUntil: Date, generatedAt: Date, isExplicit: Bool) {
+    private func freshness(of headers: HTTPHeaders, status: Int, requested: Date) -> (
+        freshUntil: Date, generatedAt: Date, isExplicit: Bool
+    ) {
         // A 206 and a 304 describe the 200 they stand for.
         HTTPOriginFetcher.freshness(
-            headers, status: [206, 304].contains(status) ? 200 : status, shared: policy.isShared, requested: requested, received: policy.clock.now,
+            headers, status: [206, 304].contains(status) ? 200 : status, shared: policy.isShared, requested: requested,
+            received: policy.clock.now,
             heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap)
     }
 
@@ -334,10 +369,13 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     /// by the origin's word, or heuristically for a status that allows it (RFC 9111 §3, §4.2).
     /// A `Vary` answer, a `304` or `412` to the player's own conditions, and a partial answer
     /// are not.
-    private func markReusable(_ answer: inout OriginAnswer, headers: HTTPHeaders, request: RequestHeaders, requested: Date) {
+    private func markReusable(
+        _ answer: inout OriginAnswer, headers: HTTPHeaders, request: RequestHeaders, requested: Date
+    ) {
         guard ![206, 304, 412].contains(answer.status), !(100..<200).contains(answer.status), !request.hasConditions,
             !headers.contains(name: "vary"),
-            HTTPOriginFetcher.mayStore(status: answer.status, headers: headers, request: request, shared: policy.isShared)
+            HTTPOriginFetcher.mayStore(
+                status: answer.status, headers: headers, request: request, shared: policy.isShared)
         else { return }
         let freshness = freshness(of: headers, status: answer.status, requested: requested)
         guard freshness.freshUntil > policy.clock.now else { return }

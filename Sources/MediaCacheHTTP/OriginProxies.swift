@@ -50,7 +50,11 @@ public struct OriginProxies: Sendable, Equatable {
     /// - Throws: ``OriginProxyError`` naming the variable and what is wrong with it.
     public init(environment: [String: String]) throws(OriginProxyError) {
         func value(_ names: String...) -> (name: String, text: String)? {
-            for name in names { if let text = environment[name], !text.trimmingCharacters(in: .whitespaces).isEmpty { return (name, text) } }
+            for name in names {
+                if let text = environment[name], !text.trimmingCharacters(in: .whitespaces).isEmpty {
+                    return (name, text)
+                }
+            }
             return nil
         }
         func server(_ variable: (name: String, text: String)?) throws(OriginProxyError) -> Server? {
@@ -91,14 +95,21 @@ public struct OriginProxies: Sendable, Equatable {
             // The value is not repeated: it may hold a password.
             OriginProxyError(message: "The proxy in \(source) \(why).")
         }
-        guard trimmed.utf8.count <= 2048, !trimmed.contains(where: { $0.isNewline || $0 == " " }) else { throw refuse("is not a URL") }
+        guard trimmed.utf8.count <= 2048, !trimmed.contains(where: { $0.isNewline || $0 == " " }) else {
+            throw refuse("is not a URL")
+        }
         let withScheme = trimmed.contains("://") ? trimmed : "http://" + trimmed
-        guard let components = URLComponents(string: withScheme), let scheme = components.scheme?.lowercased() else { throw refuse("is not a URL") }
+        guard let components = URLComponents(string: withScheme), let scheme = components.scheme?.lowercased() else {
+            throw refuse("is not a URL")
+        }
         let kind: Server.Kind
         switch scheme {
         case "http": kind = .http
         case "socks5", "socks5h": kind = .socks5
-        case "https": throw refuse("is an https:// proxy; TLS to a proxy is not supported (give it as http://, HTTPS origins still go through CONNECT)")
+        case "https":
+            throw refuse(
+                "is an https:// proxy; TLS to a proxy is not supported (give it as http://, HTTPS origins still go through CONNECT)"
+            )
         case "socks4", "socks4a": throw refuse("is SOCKS4; only SOCKS5 and HTTP proxies are supported")
         default: throw refuse("has the scheme \(scheme.prefix(20)), which is not http, socks5 or socks5h")
         }
@@ -108,7 +119,8 @@ public struct OriginProxies: Sendable, Equatable {
         guard !host.isEmpty else { throw refuse("names no host") }
         let port = components.port ?? 1080
         guard (1...65_535).contains(port) else { throw refuse("has a port outside 1-65535") }
-        guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil else {
+        guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil
+        else {
             throw refuse("has a path, a query or a fragment")
         }
         let username = components.percentEncodedUser.map { $0.removingPercentEncoding ?? $0 }
@@ -153,7 +165,9 @@ package struct NoProxyList: Sendable, Equatable {
                 let maximum = address.count * 8
                 if parts.count == 2 {
                     // A prefix that is not a number in range makes the entry match nothing.
-                    guard parts[1].allSatisfy(\.isASCII), let bits = Int(parts[1]), (0...maximum).contains(bits) else { continue }
+                    guard parts[1].allSatisfy(\.isASCII), let bits = Int(parts[1]), (0...maximum).contains(bits) else {
+                        continue
+                    }
                     networks[address] = min(bits, networks[address] ?? maximum)
                 } else {
                     networks[address] = networks[address] ?? maximum
@@ -161,7 +175,11 @@ package struct NoProxyList: Sendable, Equatable {
                 continue
             }
             // A name is letters, digits, `-`, `_` and dots; anything else matches no host.
-            if !trimmed.isEmpty, trimmed.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0)) }) {
+            if !trimmed.isEmpty,
+                trimmed.unicodeScalars.allSatisfy({
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0))
+                })
+            {
                 names.append(String(trimmed))
             }
         }

@@ -38,21 +38,28 @@ public struct TrustRoots: Sendable {
             let text = line.trimmingCharacters(in: .whitespaces)
             if text == begin {
                 guard block == nil else {
-                    throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) has no \(end) line before the next \(begin) line.")
+                    throw TrustRootsError(
+                        "Certificate \(certificates.count + 1) in \(source) has no \(end) line before the next \(begin) line."
+                    )
                 }
                 block = [text]
             } else if text == end, let lines = block {
                 do {
-                    certificates.append(try NIOSSLCertificate(bytes: Array((lines + [text, ""]).joined(separator: "\n").utf8), format: .pem))
+                    certificates.append(
+                        try NIOSSLCertificate(
+                            bytes: Array((lines + [text, ""]).joined(separator: "\n").utf8), format: .pem))
                 } catch {
-                    throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) is not a valid X.509 certificate.")
+                    throw TrustRootsError(
+                        "Certificate \(certificates.count + 1) in \(source) is not a valid X.509 certificate.")
                 }
                 block = nil
             } else if block != nil {
                 block!.append(text)
             }
         }
-        if block != nil { throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) has no \(end) line.") }
+        if block != nil {
+            throw TrustRootsError("Certificate \(certificates.count + 1) in \(source) has no \(end) line.")
+        }
         guard !certificates.isEmpty else {
             throw TrustRootsError("\(source) holds no certificate: expected PEM text with \(begin) blocks.")
         }
@@ -64,7 +71,9 @@ public struct TrustRoots: Sendable {
     public static func load(pemFile path: String) throws -> TrustRoots {
         let url = URL(fileURLWithPath: path)
         let size = (try? url.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0
-        guard size <= 4 << 20 else { throw TrustRootsError("\(path) is larger than 4 MiB; a CA file holds a few certificates.") }
+        guard size <= 4 << 20 else {
+            throw TrustRootsError("\(path) is larger than 4 MiB; a CA file holds a few certificates.")
+        }
         let data: Data
         do {
             data = try Data(contentsOf: url)
@@ -115,7 +124,9 @@ enum OriginTLSFailure {
 
     /// The kind of TLS failure `error` is, or `nil` when it is no TLS failure.
     static func kind(of error: any Error) -> Kind? {
-        if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname || error == .serverHostnameImpossibleToMatch {
+        if let error = error as? NIOSSLExtraError,
+            error == .failedToValidateHostname || error == .serverHostnameImpossibleToMatch
+        {
             return .wrongName
         }
         // Only a failed handshake: other TLS errors (an unclean shutdown, a connection cut
@@ -157,21 +168,28 @@ enum OriginTLSFailure {
             let now = Date()
             let dates = Date.ISO8601FormatStyle(dateSeparator: .dash, dateTimeSeparator: .space, timeZone: .gmt)
             if kind == .wrongName {
-                return "certificate not valid for \(host): the certificate of \(authority) names \(names(in: leaf).joined(separator: ", ").prefix(300))."
+                return
+                    "certificate not valid for \(host): the certificate of \(authority) names \(names(in: leaf).joined(separator: ", ").prefix(300))."
             }
             if now > leaf.notValidAfter {
-                return "certificate not trusted: the certificate of \(authority) expired on \(leaf.notValidAfter.formatted(dates))."
+                return
+                    "certificate not trusted: the certificate of \(authority) expired on \(leaf.notValidAfter.formatted(dates))."
             }
             if now < leaf.notValidBefore {
-                return "certificate not trusted: the certificate of \(authority) is not valid before \(leaf.notValidBefore.formatted(dates)) (is this machine's clock right?)."
+                return
+                    "certificate not trusted: the certificate of \(authority) is not valid before \(leaf.notValidBefore.formatted(dates)) (is this machine's clock right?)."
             }
             let issuer = "\(leaf.issuer)".prefix(200)
-            let advice = "add its CA's certificate to the fetcher's trust roots (HTTPOriginFetcher.Configuration.trustRoots)"
+            let advice =
+                "add its CA's certificate to the fetcher's trust roots (HTTPOriginFetcher.Configuration.trustRoots)"
             if leaf.issuer == leaf.subject {
                 return "certificate not trusted: the certificate of \(authority) is self-signed (\(issuer)); \(advice)."
             }
-            let extra = trustRoots.count > 0 ? "neither a system root nor one of the \(trustRoots.count) added" : "not a system root"
-            return "certificate not trusted: the certificate of \(authority) is issued by \(issuer), which is \(extra); \(advice)."
+            let extra =
+                trustRoots.count > 0
+                ? "neither a system root nor one of the \(trustRoots.count) added" : "not a system root"
+            return
+                "certificate not trusted: the certificate of \(authority) is issued by \(issuer), which is \(extra); \(advice)."
         }
     }
 
@@ -226,7 +244,9 @@ enum OriginTLSFailure {
             }
             .connect(host: host, port: port).get()
         channel.closeFuture.whenComplete { _ in
-            if settled.first() { promise.fail(TrustRootsError("The origin closed the connection before sending a certificate.")) }
+            if settled.first() {
+                promise.fail(TrustRootsError("The origin closed the connection before sending a certificate."))
+            }
         }
         let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             if settled.first() { promise.fail(TrustRootsError("No certificate within the timeout.")) }

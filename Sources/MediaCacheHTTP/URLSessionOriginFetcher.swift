@@ -69,7 +69,9 @@ public final class URLSessionOriginFetcher: OriginFetcher {
         try await exchange.contentInfo(for: url, headers: headers)
     }
 
-    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws
+        -> OriginResponse
+    {
         try await exchange.fetch(url, range: range, ifRange: ifRange, headers: headers)
     }
 
@@ -95,7 +97,8 @@ struct SessionTransport: OriginTransport, Sendable {
 
     func send(_ request: OriginRequest) async throws -> OriginReply {
         let url = request.url
-        var outgoing = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.readTimeout.seconds)
+        var outgoing = URLRequest(
+            url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.readTimeout.seconds)
         outgoing.httpMethod = request.method.rawValue
         outgoing.httpShouldHandleCookies = false
         for (name, value) in request.headers { outgoing.addValue(value, forHTTPHeaderField: name) }
@@ -117,7 +120,11 @@ struct SessionTransport: OriginTransport, Sendable {
             }
         } catch {
             if Task.isCancelled { throw CancellationError() }
-            if body.receiver.hasTimedOut { throw CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error) }
+            if body.receiver.hasTimedOut {
+                throw CacheError(
+                    .originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error
+                )
+            }
             throw Self.failure(error, url: url, configuration: configuration)
         }
         var headers = HTTPHeaders()
@@ -126,7 +133,8 @@ struct SessionTransport: OriginTransport, Sendable {
             headers.add(name: name, value: value)
         }
         let status = response.statusCode
-        return OriginReply(status: status, reason: HTTPResponseStatus(statusCode: status).reasonPhrase, headers: headers, body: body)
+        return OriginReply(
+            status: status, reason: HTTPResponseStatus(statusCode: status).reasonPhrase, headers: headers, body: body)
     }
 
     /// The cache's error for a failed task, told apart by cause.
@@ -136,15 +144,21 @@ struct SessionTransport: OriginTransport, Sendable {
         case .cancelled:
             return CancellationError()
         case .timedOut:
-            return CacheError(.originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
-        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid,
+            return CacheError(
+                .originTimedOut, "\(url.host ?? url.absoluteString) did not answer in time.", underlyingError: error)
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid,
             .serverCertificateHasUnknownRoot, .clientCertificateRejected, .clientCertificateRequired:
             // Never retried: the same handshake fails the same way.
-            let reason = "TLS with \(url.host ?? url.absoluteString) failed: \(error.localizedDescription) (URLError \(error.code.rawValue))."
-            configuration.logger.warning("TLS with the origin failed", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+            let reason =
+                "TLS with \(url.host ?? url.absoluteString) failed: \(error.localizedDescription) (URLError \(error.code.rawValue))."
+            configuration.logger.warning(
+                "TLS with the origin failed",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
             return CacheError(.originRejected, reason, underlyingError: error)
         case .badServerResponse, .cannotParseResponse:
-            return OriginExchange<SessionTransport>.rejected("sent a malformed response (\(error.localizedDescription))", url: url, logger: configuration.logger)
+            return OriginExchange<SessionTransport>.rejected(
+                "sent a malformed response (\(error.localizedDescription))", url: url, logger: configuration.logger)
         default:
             return HTTPOriginFetcher.unreachable(url, error)
         }
@@ -201,7 +215,10 @@ final class SessionBody: AsyncSequence, Sendable {
     func next() async throws -> ByteBuffer? {
         let task = task
         do {
-            guard let data = try await withTaskCancellationHandler(operation: { try await receiver.nextChunk(task) }, onCancel: { task.cancel() }) else {
+            guard
+                let data = try await withTaskCancellationHandler(
+                    operation: { try await receiver.nextChunk(task) }, onCancel: { task.cancel() })
+            else {
                 return nil
             }
             return ByteBuffer(bytes: data)

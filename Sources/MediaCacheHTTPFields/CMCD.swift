@@ -35,10 +35,14 @@ package struct CMCD: Sendable, Equatable {
             let text = String(byte, radix: 16)
             return byte < 16 ? "0" + text : text
         }
-        return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(separator: "-")
+        return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(
+            separator: "-")
     }
 
-    package init(objectType: String? = nil, streamingFormat: String? = nil, sessionID: String? = nil, duration: Int? = nil, isCachesOwn: Bool = false) {
+    package init(
+        objectType: String? = nil, streamingFormat: String? = nil, sessionID: String? = nil, duration: Int? = nil,
+        isCachesOwn: Bool = false
+    ) {
         self.objectType = objectType
         self.streamingFormat = streamingFormat
         self.sessionID = sessionID
@@ -55,7 +59,8 @@ package struct CMCD: Sendable, Equatable {
     /// Whether a request (its fields and its URL's query) carries CMCD already.
     package static func isPresent(fields: [(name: String, value: String)], query: String?) -> Bool {
         fields.contains { field in fieldNames.contains { $0.caseInsensitiveCompare(field.name) } }
-            || (query?.split(separator: "&").contains { $0.prefix { $0 != "=" }.caseInsensitiveEquals(queryName) } ?? false)
+            || (query?.split(separator: "&").contains { $0.prefix { $0 != "=" }.caseInsensitiveEquals(queryName) }
+                ?? false)
     }
 
     /// The fields to send, each key in its shard (CTA-5004 §2.2), keys in alphabetical order;
@@ -99,8 +104,12 @@ package struct CMCD: Sendable, Equatable {
             case "ot": objectType = ["m", "i", "k", "c", "a", "v", "av", "tt", "o"].contains(value) ? value : nil
             case "sf": streamingFormat = ["h", "d", "s", "o"].contains(value) ? value : nil
             case "sid":
-                let inner = value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 ? String(value.dropFirst().dropLast()) : ""
-                sessionID = !inner.isEmpty && inner.utf8.count <= 64 && inner.utf8.allSatisfy { Self.isSessionByte($0) } ? inner : nil
+                let inner =
+                    value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2
+                    ? String(value.dropFirst().dropLast()) : ""
+                sessionID =
+                    !inner.isEmpty && inner.utf8.count <= 64 && inner.utf8.allSatisfy { Self.isSessionByte($0) }
+                    ? inner : nil
             default: continue
             }
         }
@@ -110,7 +119,8 @@ package struct CMCD: Sendable, Equatable {
     package static func session(in fields: [(name: String, value: String)]) -> CMCD? {
         guard let value = fields.first(where: { $0.name.lowercased() == "cmcd-session" })?.value else { return nil }
         let parsed = CMCD(parsing: value)
-        return parsed.sessionID == nil ? nil : CMCD(streamingFormat: parsed.streamingFormat, sessionID: parsed.sessionID)
+        return parsed.sessionID == nil
+            ? nil : CMCD(streamingFormat: parsed.streamingFormat, sessionID: parsed.sessionID)
     }
 
     /// Letters, digits and `-`: what a session id the proxy makes holds.

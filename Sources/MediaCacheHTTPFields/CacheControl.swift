@@ -69,7 +69,11 @@ package struct CacheControl: Sendable, Hashable {
                     if let quoted = quotedString(&bytes) { directiveValue = quoted } else { isValid = false }
                 } else {
                     let token = take(&bytes, while: isTokenByte)
-                    if token.isEmpty { isValid = false } else { directiveValue = String(decoding: token, as: UTF8.self) }
+                    if token.isEmpty {
+                        isValid = false
+                    } else {
+                        directiveValue = String(decoding: token, as: UTF8.self)
+                    }
                 }
             }
             skip(&bytes) { $0 == .space || $0 == .tab }
@@ -105,7 +109,9 @@ package struct CacheControl: Sendable, Hashable {
     /// RFC 9110 §5.6.2 `tchar`.
     package static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
         default: Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
         }
     }

@@ -12,7 +12,9 @@ package enum FieldName {
         return name.withUTF8 { bytes in
             let expected = UnsafeBufferPointer(start: lowercaseName.utf8Start, count: count)
             for (byte, wanted) in zip(bytes, expected) where byte != wanted {
-                guard wanted >= UInt8(ascii: "a"), wanted <= UInt8(ascii: "z"), byte == wanted - 0x20 else { return false }
+                guard wanted >= UInt8(ascii: "a"), wanted <= UInt8(ascii: "z"), byte == wanted - 0x20 else {
+                    return false
+                }
             }
             return true
         }
@@ -28,7 +30,8 @@ package enum FieldValue {
     package static func trimmed(_ text: Substring) -> Substring {
         let bytes = text.utf8
         let isOWS = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        guard let first = bytes.firstIndex(where: { !isOWS($0) }), let last = bytes.lastIndex(where: { !isOWS($0) }) else {
+        guard let first = bytes.firstIndex(where: { !isOWS($0) }), let last = bytes.lastIndex(where: { !isOWS($0) })
+        else {
             return text[text.endIndex...]
         }
         return Substring(bytes[first...last])

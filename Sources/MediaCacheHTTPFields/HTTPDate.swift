@@ -44,8 +44,12 @@ package enum HTTPDate {
         /// The position of the field in `names` (three lower-case letters each), in any ASCII case.
         func name(_ field: Range<Int>, in names: [StaticString]) -> Int? {
             guard field.count == 3 else { return nil }
-            func lower(_ byte: UInt8) -> UInt8 { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 0x20 : byte }
-            let (a, b, c) = (lower(bytes[field.lowerBound]), lower(bytes[field.lowerBound + 1]), lower(bytes[field.lowerBound + 2]))
+            func lower(_ byte: UInt8) -> UInt8 {
+                byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 0x20 : byte
+            }
+            let (a, b, c) = (
+                lower(bytes[field.lowerBound]), lower(bytes[field.lowerBound + 1]), lower(bytes[field.lowerBound + 2])
+            )
             return names.firstIndex { $0.utf8Start[0] == a && $0.utf8Start[1] == b && $0.utf8Start[2] == c }
         }
 
@@ -57,7 +61,8 @@ package enum HTTPDate {
         func time(_ field: Range<Int>) -> Int64? {
             let start = field.lowerBound
             guard field.count == 8, bytes[start + 2] == UInt8(ascii: ":"), bytes[start + 5] == UInt8(ascii: ":"),
-                let hour = number(start..<start + 2, digits: 2...2), let minute = number(start + 3..<start + 5, digits: 2...2),
+                let hour = number(start..<start + 2, digits: 2...2),
+                let minute = number(start + 3..<start + 5, digits: 2...2),
                 let second = number(start + 6..<start + 8, digits: 2...2),
                 hour < 24, minute < 60, second < 61
             else { return nil }
@@ -65,7 +70,9 @@ package enum HTTPDate {
         }
     }
 
-    private static let monthNames: [StaticString] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+    private static let monthNames: [StaticString] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ]
     private static let weekdayNames: [StaticString] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
     private static let zoneNames: [StaticString] = ["gmt"]
 
@@ -83,7 +90,9 @@ package enum HTTPDate {
         }
         fields.append(start..<bytes.count)
         // asctime's `Nov  6`: an empty field before a one-digit day is the day's padding.
-        if fields.count == 6, !text.endsWithComma(fields[0]), fields[2].isEmpty, fields[3].count == 1 { fields.remove(at: 2) }
+        if fields.count == 6, !text.endsWithComma(fields[0]), fields[2].isEmpty, fields[3].count == 1 {
+            fields.remove(at: 2)
+        }
         let isGMT = { (field: Range<Int>) in text.name(field, in: zoneNames) != nil }
         switch fields.count {
         case 6 where text.endsWithComma(fields[0]):
@@ -95,15 +104,18 @@ package enum HTTPDate {
         case 4 where text.endsWithComma(fields[0]):
             // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT (a two-digit year: 1970...2069, §5.6.7)
             let date = fields[1]
-            guard isGMT(fields[3]), date.count == 9, bytes[date.lowerBound + 2] == UInt8(ascii: "-"), bytes[date.lowerBound + 6] == UInt8(ascii: "-"),
+            guard isGMT(fields[3]), date.count == 9, bytes[date.lowerBound + 2] == UInt8(ascii: "-"),
+                bytes[date.lowerBound + 6] == UInt8(ascii: "-"),
                 let day = text.number(date.lowerBound..<date.lowerBound + 2, digits: 2...2),
                 let month = text.month(date.lowerBound + 3..<date.lowerBound + 6),
                 let short = text.number(date.lowerBound + 7..<date.upperBound, digits: 2...2)
             else { return nil }
-            return seconds(year: short < 70 ? 2000 + short : 1900 + short, month: month, day: day, time: text.time(fields[2]))
+            return seconds(
+                year: short < 70 ? 2000 + short : 1900 + short, month: month, day: day, time: text.time(fields[2]))
         case 5:
             // asctime: Sun Nov  6 08:49:37 1994 (the padding space removed above)
-            guard text.name(fields[0], in: weekdayNames) != nil, let month = text.month(fields[1]), let day = text.number(fields[2], digits: 1...2),
+            guard text.name(fields[0], in: weekdayNames) != nil, let month = text.month(fields[1]),
+                let day = text.number(fields[2], digits: 1...2),
                 let year = text.number(fields[4], digits: 4...4)
             else { return nil }
             return seconds(year: year, month: month, day: day, time: text.time(fields[3]))
@@ -120,12 +132,15 @@ package enum HTTPDate {
         let weekday = weekdayNames[Int(((days % 7) + 7 + 3) % 7)].description  // 1970-01-01 was a Thursday
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let name = monthNames[Int(month - 1)].description
-        return "\(weekday.prefix(1).uppercased() + weekday.dropFirst()), \(two(day)) \(name.prefix(1).uppercased() + name.dropFirst()) \(year) "
+        return
+            "\(weekday.prefix(1).uppercased() + weekday.dropFirst()), \(two(day)) \(name.prefix(1).uppercased() + name.dropFirst()) \(year) "
             + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
     }
 
     private static func seconds(year: Int64, month: Int64, day: Int64, time: Int64?) -> Int64? {
-        guard let time, (1900...9999).contains(year), day >= 1, day <= CivilDate.daysIn(month: month, year: year) else { return nil }
+        guard let time, (1900...9999).contains(year), day >= 1, day <= CivilDate.daysIn(month: month, year: year) else {
+            return nil
+        }
         return CivilDate.days(year: year, month: month, day: day) * 86400 + time
     }
 }

@@ -19,9 +19,13 @@ package struct HostAndPort: Hashable, Sendable {
     /// The authority of the absolute URL `text`, as ``init(authorityOf:)``.
     package init?(authorityIn text: String) {
         let bytes = Array(text.utf8)[...]
-        guard let schemeEnd = bytes.indices.first(where: { bytes[$0...].starts(with: Self.schemeSeparator) }) else { return nil }
+        guard let schemeEnd = bytes.indices.first(where: { bytes[$0...].starts(with: Self.schemeSeparator) }) else {
+            return nil
+        }
         let afterScheme = bytes[(schemeEnd + 3)...]
-        let authority = afterScheme.prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        let authority = afterScheme.prefix {
+            $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#")
+        }
         let hostPart = authority.lastIndex(of: UInt8(ascii: "@")).map { authority[($0 + 1)...] } ?? authority
         self.init(bytes: hostPart)
     }
@@ -38,7 +42,8 @@ package struct HostAndPort: Hashable, Sendable {
 
     /// Parsed as bytes: every byte that may appear is ASCII, so no Unicode processing is
     /// needed (done on `Character`s it showed in a hot request's profile: docs/benchmarks.md).
-    private init?<Bytes: BidirectionalCollection<UInt8>>(bytes value: Bytes) where Bytes.SubSequence == Bytes, Bytes.Index == Int {
+    private init?<Bytes: BidirectionalCollection<UInt8>>(bytes value: Bytes)
+    where Bytes.SubSequence == Bytes, Bytes.Index == Int {
         var text = value
         while let first = text.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { text.removeFirst() }
         while let last = text.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { text.removeLast() }
@@ -70,7 +75,9 @@ package struct HostAndPort: Hashable, Sendable {
             }
             guard !nameBytes.isEmpty, nameBytes.allSatisfy(Self.isNameByte) else { return nil }
         }
-        name = String(decoding: nameBytes.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
+        name = String(
+            decoding: nameBytes.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self
+        )
         if let portBytes, !portBytes.isEmpty {
             guard let number = HTTPNumber.strict(digits: portBytes), number <= 65535 else { return nil }
             port = Int(number)
@@ -87,13 +94,15 @@ package struct HostAndPort: Hashable, Sendable {
     /// ASCII letters, digits, `.`, `-` and `_`.
     private static func isNameByte(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".")
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
     }
 
     /// Whether the name is an IPv4 (`a.b.c.d`) or IPv6 address rather than a DNS name.
     package var isIPLiteral: Bool {
         if name.contains(":") { return true }  // only a bracketed IPv6 literal gets here with a colon
         let octets = name.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
+        return octets.count == 4
+            && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
     }
 }

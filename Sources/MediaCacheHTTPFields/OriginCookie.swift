@@ -36,7 +36,8 @@ package struct OriginCookie: Sendable, Codable, Hashable {
         package var description: String {
             switch self {
             case .malformed(let why): "malformed (\(why))"
-            case .tooLong: "over the size limits (name and value \(OriginCookie.maximumNameAndValueBytes) bytes, the field \(OriginCookie.maximumLineBytes))"
+            case .tooLong:
+                "over the size limits (name and value \(OriginCookie.maximumNameAndValueBytes) bytes, the field \(OriginCookie.maximumLineBytes))"
             case .otherDomain(let domain): "for the domain \(domain.prefix(100)), which the origin's host is not in"
             case .secureOverHTTP: "Secure, but sent over plain HTTP"
             }
@@ -64,13 +65,16 @@ package struct OriginCookie: Sendable, Codable, Hashable {
             throw .malformed("a control character")
         }
         var cookie = OriginCookie(
-            name: name, value: value, domain: host, hostOnly: true, path: defaultPath(of: url), secure: false, expires: nil, created: now)
+            name: name, value: value, domain: host, hostOnly: true, path: defaultPath(of: url), secure: false,
+            expires: nil, created: now)
         var maxAge: Date?
         var expires: Date?
         for attribute in parts {
             let (attributeName, attributeValue): (String, String)
             if let equals = attribute.firstIndex(of: "=") {
-                (attributeName, attributeValue) = (trimmed(attribute[..<equals]).lowercased(), trimmed(attribute[attribute.index(after: equals)...]))
+                (attributeName, attributeValue) = (
+                    trimmed(attribute[..<equals]).lowercased(), trimmed(attribute[attribute.index(after: equals)...])
+                )
             } else {
                 (attributeName, attributeValue) = (trimmed(attribute).lowercased(), "")
             }
@@ -88,7 +92,9 @@ package struct OriginCookie: Sendable, Codable, Hashable {
                 guard !domain.isEmpty else { continue }
                 // One label wider than a name ("com") is refused; without a public-suffix
                 // list, two ("co.uk") are not.
-                guard domainMatches(host, domain: domain), domain == host || domain.contains(".") else { throw .otherDomain(domain) }
+                guard domainMatches(host, domain: domain), domain == host || domain.contains(".") else {
+                    throw .otherDomain(domain)
+                }
                 cookie.domain = domain
                 cookie.hostOnly = false
             case "path":
@@ -115,7 +121,9 @@ package struct OriginCookie: Sendable, Codable, Hashable {
             guard !name.isEmpty, name.utf8.count + value.utf8.count <= maximumNameAndValueBytes,
                 !(name + value).unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
             else { return nil }
-            return OriginCookie(name: name, value: value, domain: host, hostOnly: true, path: "/", secure: false, expires: nil, created: now)
+            return OriginCookie(
+                name: name, value: value, domain: host, hostOnly: true, path: "/", secure: false, expires: nil,
+                created: now)
         }
     }
 
@@ -161,7 +169,9 @@ package struct OriginCookie: Sendable, Codable, Hashable {
         if negative { return 0 }
         let century: Int64 = 100 * 366 * 86_400
         let significant = digits.drop { $0 == "0" }
-        guard significant.count <= 10, let seconds = Int64(significant.isEmpty ? "0" : significant) else { return century }
+        guard significant.count <= 10, let seconds = Int64(significant.isEmpty ? "0" : significant) else {
+            return century
+        }
         return min(seconds, century)
     }
 
@@ -185,7 +195,9 @@ package enum CookieDate {
                 time = found
             } else if day == nil, let found = leadingDigits(bytes, 1...2) {
                 day = found
-            } else if month == nil, bytes.count >= 3, let found = months.firstIndex(of: String(decoding: bytes.prefix(3), as: UTF8.self).lowercased()) {
+            } else if month == nil, bytes.count >= 3,
+                let found = months.firstIndex(of: String(decoding: bytes.prefix(3), as: UTF8.self).lowercased())
+            {
                 month = found + 1
             } else if year == nil, let found = leadingDigits(bytes, 2...4) {
                 year = found
@@ -193,7 +205,9 @@ package enum CookieDate {
         }
         guard let (hour, minute, second) = time, let day, let month, var year else { return nil }
         if (70...99).contains(year) { year += 1900 } else if (0...69).contains(year) { year += 2000 }
-        guard (1...31).contains(day), year >= 1601, hour <= 23, minute <= 59, second <= 59, day <= CivilDate.daysIn(month: Int64(month), year: Int64(year)) else {
+        guard (1...31).contains(day), year >= 1601, hour <= 23, minute <= 59, second <= 59,
+            day <= CivilDate.daysIn(month: Int64(month), year: Int64(year))
+        else {
             return nil
         }
         let days = CivilDate.days(year: Int64(year), month: Int64(month), day: Int64(day))
@@ -203,7 +217,8 @@ package enum CookieDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
     private static func isDelimiter(_ byte: UInt8) -> Bool {
-        byte == 0x09 || (0x20...0x2F).contains(byte) || (0x3B...0x40).contains(byte) || (0x5B...0x60).contains(byte) || (0x7B...0x7E).contains(byte)
+        byte == 0x09 || (0x20...0x2F).contains(byte) || (0x3B...0x40).contains(byte) || (0x5B...0x60).contains(byte)
+            || (0x7B...0x7E).contains(byte)
     }
 
     /// 1*2DIGIT ":" 1*2DIGIT ":" 1*2DIGIT, then anything that does not start with a digit.

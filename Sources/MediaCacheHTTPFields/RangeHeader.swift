@@ -32,7 +32,9 @@ package enum RangeSpecifier: Sendable, Hashable {
         let prefix: StaticString = "bytes="
         let expected = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
         guard value.count >= expected.count,
-            zip(value, expected).allSatisfy({ byte, expected in byte == expected || (65...90).contains(byte) && byte + 32 == expected })
+            zip(value, expected).allSatisfy({ byte, expected in
+                byte == expected || (65...90).contains(byte) && byte + 32 == expected
+            })
         else {
             return .invalid
         }
@@ -93,7 +95,8 @@ package enum RangeSpecifier: Sendable, Hashable {
     /// The header value for `range`: `bytes=a-b`, with `b` inclusive; `bytes=a-` (to the
     /// end, however far it is) when the range ends at ``HTTPNumber/maximum``.
     package static func headerValue(forBounds range: Range<Int64>) -> String {
-        range.upperBound >= HTTPNumber.maximum ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
+        range.upperBound >= HTTPNumber.maximum
+            ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
     }
 }
 
@@ -131,7 +134,8 @@ package struct ContentRange: Sendable, Hashable {
         let positions = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         // An origin's numbers are read strictly: past the bound, the answer is malformed
         // (and `last + 1` stays within it).
-        guard positions.count == 2, let first = HTTPNumber.strict(positions[0]), let last = HTTPNumber.strict(positions[1]),
+        guard positions.count == 2, let first = HTTPNumber.strict(positions[0]),
+            let last = HTTPNumber.strict(positions[1]),
             last >= first
         else { return nil }
         if let total = totalLength, last >= total { return nil }

@@ -29,7 +29,10 @@ public final class EmbeddedProxy: Sendable {
     private let running: Task<Void, any Error>
     private let server: ProxyServer
 
-    private init(port: Int, token: String?, reader: CachingReader, group: ServiceGroup, running: Task<Void, any Error>, server: ProxyServer) {
+    private init(
+        port: Int, token: String?, reader: CachingReader, group: ServiceGroup, running: Task<Void, any Error>,
+        server: ProxyServer
+    ) {
         self.port = port
         self.token = token
         self.reader = reader
@@ -51,7 +54,9 @@ public final class EmbeddedProxy: Sendable {
 
     /// Starts a proxy over `reader` and returns once it listens.
     /// - Throws: ``ProxyError`` for an unsafe configuration; the bind's error when the port is taken.
-    public static func start(reader: CachingReader, configuration: ProxyConfiguration = appConfiguration) async throws -> EmbeddedProxy {
+    public static func start(reader: CachingReader, configuration: ProxyConfiguration = appConfiguration) async throws
+        -> EmbeddedProxy
+    {
         try configuration.validate()
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let server = ProxyServer.application(reader: reader, configuration: configuration) { port in
@@ -69,7 +74,8 @@ public final class EmbeddedProxy: Sendable {
             try await running.value
             throw ProxyError("The proxy stopped before it listened.")
         }
-        return EmbeddedProxy(port: port, token: configuration.token, reader: reader, group: group, running: running, server: server)
+        return EmbeddedProxy(
+            port: port, token: configuration.token, reader: reader, group: group, running: running, server: server)
     }
 
     /// Makes sure the proxy listens: call it when the app comes back to the foreground. iOS
@@ -106,7 +112,8 @@ public final class EmbeddedProxy: Sendable {
     /// - Throws: `CacheError` when the origin cannot be asked and nothing is cached.
     public func route(for url: URL, headers: RequestHeaders = []) async throws -> Route {
         let metadata = try await reader.contentInfo(for: url, headers: headers)
-        return try await reader.isPlaylist(url, metadata, headers: headers) ? .proxy(self.url(for: url)) : .resourceLoader
+        return try await reader.isPlaylist(url, metadata, headers: headers)
+            ? .proxy(self.url(for: url)) : .resourceLoader
     }
 }
 
@@ -118,7 +125,8 @@ public enum ProxyURL {
     public static func path(for originURL: URL, token: String?, memoryOnly: Bool = false) -> String {
         let last = originURL.lastPathComponent
         let name = last.isEmpty || last == "/" ? "index" : last
-        var path = "/" + HLSPlaylist.percentEncoded(name) + "?url=" + HLSPlaylist.percentEncoded(originURL.absoluteString)
+        var path =
+            "/" + HLSPlaylist.percentEncoded(name) + "?url=" + HLSPlaylist.percentEncoded(originURL.absoluteString)
         if let token { path += "&token=" + HLSPlaylist.percentEncoded(token) }
         if memoryOnly { path += "&memory=1" }
         return path
@@ -131,7 +139,9 @@ public enum ProxyURL {
     /// a relative reference resolved against a proxy URL is the proxy URL of what it names.
     public static func pathForm(for originURL: URL, token: String?) -> String {
         let text = originURL.absoluteString
-        guard let scheme = originURL.scheme, let host = originURL.host, let start = text.range(of: "://") else { return path(for: originURL, token: token) }
+        guard let scheme = originURL.scheme, let host = originURL.host, let start = text.range(of: "://") else {
+            return path(for: originURL, token: token)
+        }
         let afterScheme = text[start.upperBound...]
         let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
         let rest = String(afterScheme[authorityEnd...].prefix { $0 != "#" })
@@ -150,7 +160,10 @@ public enum ProxyURL {
     /// ``path(for:token:memoryOnly:)`` with what the proxy must know when it is asked for it:
     /// that it is an interstitial's asset list, the variables a media playlist may import, and
     /// the CMCD to send for it (`serve --cmcd`).
-    static func path(for originURL: URL, token: String?, memoryOnly: Bool, assetList: Bool, imports: [String: String], cmcd: CMCD? = nil) -> String {
+    static func path(
+        for originURL: URL, token: String?, memoryOnly: Bool, assetList: Bool, imports: [String: String],
+        cmcd: CMCD? = nil
+    ) -> String {
         var path = path(for: originURL, token: token, memoryOnly: memoryOnly)
         if assetList { path += "&list=1" }
         if let cmcd { path += "&c=" + HLSPlaylist.percentEncoded(cmcd.text) }
@@ -161,12 +174,16 @@ public enum ProxyURL {
     }
 
     static func base64URL(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/", with: "_"
+        )
+        .replacingOccurrences(of: "=", with: "")
     }
 
     static func fromBase64URL(_ text: Substring) -> String? {
-        guard text.count <= 2048, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        guard text.count <= 2048,
+            text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        else { return nil }
         var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while standard.count % 4 != 0 { standard += "=" }
         return Data(base64Encoded: standard).flatMap { String(data: $0, encoding: .utf8) }

@@ -44,11 +44,15 @@ public final class ProxyServer: Service {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ProxyServer {
         ProxyServer(
-            handler: ProxyHandler(reader: reader, downloads: downloads, configuration: configuration), configuration: configuration,
+            handler: ProxyHandler(reader: reader, downloads: downloads, configuration: configuration),
+            configuration: configuration,
             onServerRunning: onServerRunning)
     }
 
-    private init(handler: ProxyHandler, configuration: ProxyConfiguration, onServerRunning: @escaping @Sendable (Int) async -> Void) {
+    private init(
+        handler: ProxyHandler, configuration: ProxyConfiguration,
+        onServerRunning: @escaping @Sendable (Int) async -> Void
+    ) {
         self.handler = handler
         self.configuration = configuration
         self.onServerRunning = onServerRunning
@@ -65,7 +69,9 @@ public final class ProxyServer: Service {
         do {
             server = try await bind(port: configuration.port)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw ProxyError("Port \(configuration.port) on \(configuration.host) is already in use (another server?).", setting: .port)
+            throw ProxyError(
+                "Port \(configuration.port) on \(configuration.host) is already in use (another server?).",
+                setting: .port)
         } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
             throw ProxyError("\(configuration.host) is not an address of this machine.", setting: .host)
         }
@@ -77,7 +83,9 @@ public final class ProxyServer: Service {
                 // The token is in it: readable by this user only.
                 try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
             } catch {
-                configuration.logger.warning("Cannot write the server file; commands will not find this server", metadata: ["file": "\(file.path)", "error": "\(error)"])
+                configuration.logger.warning(
+                    "Cannot write the server file; commands will not find this server",
+                    metadata: ["file": "\(file.path)", "error": "\(error)"])
             }
         }
         defer { if let file = configuration.serverInfoFile { try? FileManager.default.removeItem(at: file) } }
@@ -99,7 +107,8 @@ public final class ProxyServer: Service {
             try? await channel.closeFuture.get()
             guard !listener.isStopped else { return }
             ProxyMetrics.listenerClosed()
-            configuration.logger.warning("The listening socket closed under the proxy; listening again", metadata: ["port": "\(port)"])
+            configuration.logger.warning(
+                "The listening socket closed under the proxy; listening again", metadata: ["port": "\(port)"])
             var delay = Duration.milliseconds(50)
             while !listener.isStopped {
                 do {
@@ -107,7 +116,8 @@ public final class ProxyServer: Service {
                     configuration.logger.notice("Listening again", metadata: ["port": "\(port)"])
                     break
                 } catch {
-                    configuration.logger.warning("Cannot listen again yet", metadata: ["port": "\(port)", "error": "\(error)"])
+                    configuration.logger.warning(
+                        "Cannot listen again yet", metadata: ["port": "\(port)", "error": "\(error)"])
                     try? await Task.sleep(for: delay)
                     delay = min(delay * 2, .seconds(2))
                 }
@@ -120,7 +130,8 @@ public final class ProxyServer: Service {
     /// unusable while the app was suspended), closes the socket so that it is replaced, and
     /// returns once the proxy listens again on the same port.
     func ensureListening() async {
-        guard let listener = listening.withLock({ $0 }), let (channel, generation) = listener.currentWithGeneration else { return }
+        guard let listener = listening.withLock({ $0 }), let (channel, generation) = listener.currentWithGeneration
+        else { return }
         let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
         let connected = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(1))
@@ -129,7 +140,8 @@ public final class ProxyServer: Service {
             try? await connected.close()
             return
         }
-        configuration.logger.warning("The proxy's own port refused a connection; listening again", metadata: ["port": "\(listener.port)"])
+        configuration.logger.warning(
+            "The proxy's own port refused a connection; listening again", metadata: ["port": "\(listener.port)"])
         try? await channel.close()
         await listener.waitUntilReplaced(after: generation)
     }
@@ -153,7 +165,8 @@ public final class ProxyServer: Service {
             .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try ProxyPipeline.configure(channel, handler: handler, configuration: configuration, connections: connections)
+                    try ProxyPipeline.configure(
+                        channel, handler: handler, configuration: configuration, connections: connections)
                 }
             }
             .bind(host: configuration.host, port: port).get()
@@ -180,7 +193,9 @@ public final class ProxyServer: Service {
         /// The channel, or `nil` once stopped.
         var current: (any Channel)? { state.withLock { $0.isStopped ? nil : $0.channel } }
         /// The channel and its generation, or `nil` once stopped.
-        var currentWithGeneration: (any Channel, Int)? { state.withLock { $0.isStopped ? nil : ($0.channel, $0.generation) } }
+        var currentWithGeneration: (any Channel, Int)? {
+            state.withLock { $0.isStopped ? nil : ($0.channel, $0.generation) }
+        }
         var isStopped: Bool { state.withLock { $0.isStopped } }
 
         /// Stops listening for good: closes the channel, and any that replaces it later.

@@ -18,12 +18,15 @@ public enum ChildProcess {
         if let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) {
             return found
         }
-        throw ChildProcessError(message: "Cannot find the executable \(name) near \(running.path); build it with `swift build` first.")
+        throw ChildProcessError(
+            message: "Cannot find the executable \(name) near \(running.path); build it with `swift build` first.")
     }
 
     /// Starts `executable` with `arguments`, its standard output piped back and its standard
     /// error written to `errorFile` if given (else shared with the parent's).
-    public static func start(_ executable: URL, _ arguments: [String], errorFile: URL? = nil) throws -> (SpawnedProcess, Pipe) {
+    public static func start(_ executable: URL, _ arguments: [String], errorFile: URL? = nil) throws -> (
+        SpawnedProcess, Pipe
+    ) {
         let output = Pipe()
         var errors: FileHandle?
         if let errorFile {
@@ -122,7 +125,9 @@ public enum ChildProcess {
         var text = ""
         while true {
             let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { throw ChildProcessError(message: "The child process ended before printing \(line); it printed: \(text)") }
+            if data.isEmpty {
+                throw ChildProcessError(message: "The child process ended before printing \(line); it printed: \(text)")
+            }
             text += String(decoding: data, as: UTF8.self)
             if text.split(separator: "\n").contains(where: { $0 == line || $0.hasPrefix(line + " ") }) { return text }
         }
@@ -164,7 +169,9 @@ public final class SpawnedProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         if let standardOutput { posix_spawn_file_actions_adddup2(&actions, standardOutput, 1) }
         if let standardError { posix_spawn_file_actions_adddup2(&actions, standardError, 2) }
-        guard addCloseFrom(&actions, 3) == 0 else { throw ChildProcessError(message: "posix_spawn_file_actions_addclosefrom_np failed.") }
+        guard addCloseFrom(&actions, 3) == 0 else {
+            throw ChildProcessError(message: "posix_spawn_file_actions_addclosefrom_np failed.")
+        }
         // A child inherits the spawning thread's signal mask and ignored signals: threads of
         // this process block some (ffmpeg then ignored SIGTERM). Every signal reaches it as it
         // would from a shell.

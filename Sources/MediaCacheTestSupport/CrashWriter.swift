@@ -37,9 +37,13 @@ public enum CrashWriter {
             let handle = handles[which]
             if random.next() % 50 == 0 {
                 // A new version of the resource: the old bytes must never be read again.
-                _ = try handle.updateMetadata(ContentMetadata(length: resourceLength, mimeType: "video/mp4", acceptsRanges: true, etag: "\"v\(seed)-\(step)\""))
+                _ = try handle.updateMetadata(
+                    ContentMetadata(
+                        length: resourceLength, mimeType: "video/mp4", acceptsRanges: true, etag: "\"v\(seed)-\(step)\""
+                    ))
             } else if try handle.metadata().etag == nil {
-                _ = try handle.updateMetadata(ContentMetadata(length: resourceLength, mimeType: "video/mp4", acceptsRanges: true, etag: "\"v0\""))
+                _ = try handle.updateMetadata(
+                    ContentMetadata(length: resourceLength, mimeType: "video/mp4", acceptsRanges: true, etag: "\"v0\""))
             }
             if random.next() % 200 == 0 {
                 handle.close()
@@ -64,7 +68,9 @@ public enum CrashWriter {
     /// of its entry's version. Returns a list of problems (empty when all is right), the
     /// number of bytes checked and, in an encrypted store, how many sealed blocks failed
     /// their check (a block torn by the kill: a hole to fetch again, never bytes).
-    public static func verify(directory: URL, encryptionKey: SymmetricKey? = nil) async throws -> (problems: [String], checkedBytes: Int64, rejectedBlocks: Int) {
+    public static func verify(directory: URL, encryptionKey: SymmetricKey? = nil) async throws -> (
+        problems: [String], checkedBytes: Int64, rejectedBlocks: Int
+    ) {
         var configuration = CacheStore.Configuration()
         configuration.encryptionKey = encryptionKey
         let store = try await CacheStore.open(directory: directory, configuration: configuration)

@@ -61,7 +61,8 @@ public struct DeterministicContent: Sendable, Hashable {
     }
 
     /// The bytes `offset ..< offset + length` in a new buffer.
-    public func buffer(offset: Int64, length: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+    public func buffer(offset: Int64, length: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer
+    {
         var buffer = allocator.buffer(capacity: length)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { bytes in
             fill(UnsafeMutableRawBufferPointer(rebasing: bytes[0..<length]), from: offset)

@@ -42,7 +42,8 @@ public struct Harness: Sendable {
     ) async throws -> T {
         try await withTemporaryDirectory { directory in
             let origin = try await TestOrigin.start(tls: try scheme.tlsOptions())
-            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
+            let store = try await CacheStore.open(
+                directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
             var fetcherConfiguration = fetcherConfiguration
             fetcherConfiguration.trustRoots.append(try TrustRoots(pem: TestCertificateAuthority.shared.certificatePEM))
             let fetcher: any OriginFetcher
@@ -56,7 +57,9 @@ public struct Harness: Sendable {
                 (fetcher, shutDown) = (session, { try await session.shutdown() })
             }
             let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)
-            let harness = Harness(origin: origin, store: store, fetcher: fetcher, shutDownFetcher: shutDown, reader: reader, directory: directory)
+            let harness = Harness(
+                origin: origin, store: store, fetcher: fetcher, shutDownFetcher: shutDown, reader: reader,
+                directory: directory)
             return try await runThenTearDown(harness, body) { try await $0.tearDown() }
         }
     }
@@ -71,7 +74,9 @@ public struct Harness: Sendable {
 
 /// Runs `body` with `harness`, then `tearDown`, also when `body` throws (then a failing tear-down
 /// does not hide the body's error).
-public func runThenTearDown<H, T>(_ harness: H, _ body: (H) async throws -> T, tearDown: (H) async throws -> Void) async throws -> T {
+public func runThenTearDown<H, T>(_ harness: H, _ body: (H) async throws -> T, tearDown: (H) async throws -> Void)
+    async throws -> T
+{
     let result: T
     do {
         result = try await body(harness)

@@ -27,7 +27,8 @@ public struct Mutator {
         "0", "1", "9", "-", ",", "=", " ", "\t", "/", "*", "+", ":", "[", "]", ".", "%", "@", "?", "#", "&",
         "bytes", "BYTES", "bytes=", "bytes ", "http://", "https://", "127.0.0.1", "::1", "localhost",
         "9223372036854775807", "9223372036854775808", "18446744073709551616", "1152921504606846976",
-        "1152921504606846975", "115292150460684697", "99999999999999999999999999", "65535", "65536", "00000000000000000000001",
+        "1152921504606846975", "115292150460684697", "99999999999999999999999999", "65535", "65536",
+        "00000000000000000000001",
         "-0", "+0", "\u{0}", "\r", "\n", "\u{7f}", "\u{301}", "é", "٣", "１", "Ｋ", "%00", "%2F", "%ZZ", "\u{FEFF}",
     ]
 
@@ -36,8 +37,10 @@ public struct Mutator {
 
     public init(corpus name: String, seed: UInt64 = Mutator.seed) throws {
         // Read from the source tree, as the tests are run from it.
-        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Tests/FuzzCorpus/\(name).txt")
-        corpus = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../Tests/FuzzCorpus/\(name).txt")
+        corpus = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            .map(String.init)
         state = seed
     }
 
@@ -63,9 +66,13 @@ public struct Mutator {
             case 0, 1:
                 characters.insert(contentsOf: Array(Self.tokens[below(Self.tokens.count)]), at: position)
             case 2:
-                if position < characters.count { characters.removeSubrange(position..<min(characters.count, position + 1 + below(4))) }
+                if position < characters.count {
+                    characters.removeSubrange(position..<min(characters.count, position + 1 + below(4)))
+                }
             case 3:
-                if position < characters.count { characters[position] = Array(Self.tokens[below(Self.tokens.count)]).first ?? "0" }
+                if position < characters.count {
+                    characters[position] = Array(Self.tokens[below(Self.tokens.count)]).first ?? "0"
+                }
             case 4:
                 let span = characters[position..<min(characters.count, position + below(8))]
                 characters.insert(contentsOf: Array(repeating: span, count: below(4)).joined(), at: position)
@@ -98,20 +105,28 @@ public struct Mutator {
             if let failure {
                 failures += 1
                 if failures <= 5 {
-                    Issue.record("\(corpus) input \(input.debugDescription) (iteration \(iteration), seed \(seed)): \(failure)", sourceLocation: sourceLocation)
+                    Issue.record(
+                        "\(corpus) input \(input.debugDescription) (iteration \(iteration), seed \(seed)): \(failure)",
+                        sourceLocation: sourceLocation)
                 }
             }
         }
-        print("fuzz \(corpus): \(iterations) inputs, \(failures) failures, outcomes \(outcomes.sorted { $0.key < $1.key })")
+        print(
+            "fuzz \(corpus): \(iterations) inputs, \(failures) failures, outcomes \(outcomes.sorted { $0.key < $1.key })"
+        )
         return outcomes
     }
 
     /// Fails unless each of `labels` was the outcome of at least 1 % of the inputs: a target
     /// whose inputs all end the same way tests nothing.
-    public static func expectVaried(_ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public static func expectVaried(
+        _ outcomes: [String: Int], _ labels: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let total = outcomes.values.reduce(0, +)
         for label in labels {
-            #expect((outcomes[label] ?? 0) * 100 >= total, "only \(outcomes[label] ?? 0) of \(total) inputs were \(label)", sourceLocation: sourceLocation)
+            #expect(
+                (outcomes[label] ?? 0) * 100 >= total, "only \(outcomes[label] ?? 0) of \(total) inputs were \(label)",
+                sourceLocation: sourceLocation)
         }
     }
 }

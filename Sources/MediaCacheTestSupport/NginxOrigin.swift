@@ -44,7 +44,9 @@ public struct NginxOrigin: Sendable {
         let root = directory.appendingPathComponent("www")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let port = try unusedLoopbackPort()
-        let locations = expires.sorted { $0.key < $1.key }.map { "        location \($0.key) { expires \($0.value)s; }\n" }.joined()
+        let locations = expires.sorted { $0.key < $1.key }.map {
+            "        location \($0.key) { expires \($0.value)s; }\n"
+        }.joined()
         let configuration = directory.appendingPathComponent("nginx.conf")
         try """
         daemon off;
@@ -73,7 +75,8 @@ public struct NginxOrigin: Sendable {
             URL(fileURLWithPath: "/usr/sbin/nginx"), ["-c", configuration.path, "-p", directory.path],
             errorFile: directory.appendingPathComponent("stderr.log"))
         try await SquidProxy.waitUntilAccepting(
-            process, port: port, server: "nginx", logs: [directory.appendingPathComponent("stderr.log"), directory.appendingPathComponent("error.log")])
+            process, port: port, server: "nginx",
+            logs: [directory.appendingPathComponent("stderr.log"), directory.appendingPathComponent("error.log")])
         return NginxOrigin(process: process, port: port, directory: directory, root: root)
     }
 
@@ -112,7 +115,8 @@ public struct NginxOrigin: Sendable {
         else { return nil }
         let range = quoted[3] == "-" ? nil : String(quoted[3])
         return Request(
-            method: quoted[0].trimmingCharacters(in: .whitespaces), target: String(quoted[1]), status: status, bytes: bytes, range: range,
+            method: quoted[0].trimmingCharacters(in: .whitespaces), target: String(quoted[1]), status: status,
+            bytes: bytes, range: range,
             connection: connection)
     }
 

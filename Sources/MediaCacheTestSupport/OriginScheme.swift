@@ -54,7 +54,8 @@ public struct FetcherSetup: Sendable, CustomStringConvertible {
         self.fetcher = fetcher
     }
 
-    public static let all = OriginScheme.allCases.map { FetcherSetup($0, .asyncHTTPClient) } + [FetcherSetup(.http, .urlSession)]
+    public static let all =
+        OriginScheme.allCases.map { FetcherSetup($0, .asyncHTTPClient) } + [FetcherSetup(.http, .urlSession)]
 
     public var description: String { fetcher == .urlSession ? "\(scheme), URLSession" : scheme.rawValue }
 }
@@ -72,13 +73,18 @@ public struct TestSetup: Sendable, CustomStringConvertible {
     }
 
     /// Each scheme over an unencrypted store, and plain HTTP over an encrypted one.
-    public static let all = OriginScheme.allCases.map { TestSetup(scheme: $0, encrypted: false) } + [TestSetup(scheme: .http, encrypted: true)]
+    public static let all =
+        OriginScheme.allCases.map { TestSetup(scheme: $0, encrypted: false) } + [
+            TestSetup(scheme: .http, encrypted: true)
+        ]
 
     /// The key of the tests' encrypted stores.
     public static var encryptionKey: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8($0) ^ 0xa5 }) }
 
     /// `configuration`, encrypted with ``encryptionKey`` when the setup says so.
-    public func store(_ configuration: CacheStore.Configuration = CacheStore.Configuration()) -> CacheStore.Configuration {
+    public func store(_ configuration: CacheStore.Configuration = CacheStore.Configuration())
+        -> CacheStore.Configuration
+    {
         var configuration = configuration
         if encrypted { configuration.encryptionKey = Self.encryptionKey }
         return configuration

@@ -22,11 +22,20 @@ extension TestOrigin {
             v1.m3u8
 
             """
-        serve(Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "\(folder)/master.m3u8")
+        serve(
+            Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+            at: "\(folder)/master.m3u8")
         for (seed, name) in Self.renditionPlaylists.enumerated() {
-            let media = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:2,\n\(name)-0.ts\n#EXTINF:2,\n\(name)-1.ts\n#EXT-X-ENDLIST\n"
-            serve(Resource(body: .bytes(Array(media.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "\(folder)/\(name).m3u8")
-            for part in 0..<2 { serve(.generated(length: 40_000, seed: UInt64(100 + seed * 2 + part), mimeType: "video/mp2t"), at: "\(folder)/\(name)-\(part).ts") }
+            let media =
+                "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:2,\n\(name)-0.ts\n#EXTINF:2,\n\(name)-1.ts\n#EXT-X-ENDLIST\n"
+            serve(
+                Resource(body: .bytes(Array(media.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+                at: "\(folder)/\(name).m3u8")
+            for part in 0..<2 {
+                serve(
+                    .generated(length: 40_000, seed: UInt64(100 + seed * 2 + part), mimeType: "video/mp2t"),
+                    at: "\(folder)/\(name)-\(part).ts")
+            }
         }
     }
 }

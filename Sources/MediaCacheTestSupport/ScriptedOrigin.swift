@@ -110,7 +110,9 @@ public final class ScriptedOrigin: OriginFetcher {
         }
 
         /// Ends the body with `error` (a dropped connection) where it is.
-        public func fail(_ error: any Error = CacheError(.originUnavailable, "The scripted origin dropped the connection.")) {
+        public func fail(
+            _ error: any Error = CacheError(.originUnavailable, "The scripted origin dropped the connection.")
+        ) {
             end(error)
         }
 
@@ -156,11 +158,15 @@ public final class ScriptedOrigin: OriginFetcher {
 
     /// Serves `length` deterministic bytes seeded by `seed` at `url`, with `etag` (none when
     /// `nil`), fresh for `lifetime` seconds from now by the origin's clock.
-    public func serve(_ url: URL, length: Int64, seed: UInt64, etag: String? = "\"v1\"", lifetime: TimeInterval = 86_400) {
+    public func serve(
+        _ url: URL, length: Int64, seed: UInt64, etag: String? = "\"v1\"", lifetime: TimeInterval = 86_400
+    ) {
         var metadata = ContentMetadata(length: length, mimeType: "video/mp4", acceptsRanges: true, etag: etag)
         metadata.freshUntil = clock.now.addingTimeInterval(lifetime)
         metadata.generatedAt = clock.now
-        resources.withLock { $0[url.absoluteString] = Resource(content: DeterministicContent(seed: seed), metadata: metadata) }
+        resources.withLock {
+            $0[url.absoluteString] = Resource(content: DeterministicContent(seed: seed), metadata: metadata)
+        }
     }
 
     /// Every `GET` so far, in order.
@@ -170,12 +176,16 @@ public final class ScriptedOrigin: OriginFetcher {
         try resource(url).metadata
     }
 
-    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+    public func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws
+        -> OriginResponse
+    {
         let resource = try resource(url)
         let length = resource.metadata.length ?? 0
         let bodyRange = ByteRange(range?.lowerBound ?? 0, min(range?.upperBound ?? length, length))
         let (body, continuation) = AsyncThrowingStream.makeStream(of: ByteBuffer.self)
-        let exchange = Exchange(url: url, range: range, ifRange: ifRange, content: resource.content, bodyRange: bodyRange, continuation: continuation)
+        let exchange = Exchange(
+            url: url, range: range, ifRange: ifRange, content: resource.content, bodyRange: bodyRange,
+            continuation: continuation)
         continuation.onTermination = { [weak exchange] _ in exchange?.terminated() }
         asked.withLock { $0.append(exchange) }
         if holdsHeads { try await exchange.waitForHead() }
@@ -189,7 +199,8 @@ public final class ScriptedOrigin: OriginFetcher {
 
     private func resource(_ url: URL) throws -> Resource {
         guard let resource = resources.withLock({ $0[url.absoluteString] }) else {
-            throw CacheError(answer: OriginAnswer(status: 404, reason: "Not Found", headers: [], body: []), url: url.absoluteString)
+            throw CacheError(
+                answer: OriginAnswer(status: 404, reason: "Not Found", headers: [], body: []), url: url.absoluteString)
         }
         return resource
     }
@@ -209,11 +220,15 @@ public struct ScriptedHarness: Sendable {
         _ body: (ScriptedHarness) async throws -> T
     ) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let origin = ScriptedOrigin(clock: clock ?? SystemClock(), answersWhole: answersWhole, holdsHeads: holdsHeads)
+            let origin = ScriptedOrigin(
+                clock: clock ?? SystemClock(), answersWhole: answersWhole, holdsHeads: holdsHeads)
             var storeConfiguration = CacheStore.Configuration()
             if let clock { storeConfiguration.clock = clock }
-            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
-            let harness = ScriptedHarness(origin: origin, store: store, reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
+            let store = try await CacheStore.open(
+                directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
+            let harness = ScriptedHarness(
+                origin: origin, store: store,
+                reader: CachingReader(store: store, fetcher: origin, configuration: configuration))
             return try await runThenTearDown(harness, body) { harness in
                 await harness.reader.shutDown()
                 try await harness.store.close()

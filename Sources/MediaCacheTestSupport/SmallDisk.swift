@@ -8,7 +8,9 @@ public import Foundation
 public enum SmallDisk {
     /// Runs `arguments` (found on the `PATH`); whether it exited with 0.
     public static func run(_ arguments: [String]) -> Bool {
-        guard let process = try? SpawnedProcess(arguments[0], Array(arguments.dropFirst()), searchingPath: true) else { return false }
+        guard let process = try? SpawnedProcess(arguments[0], Array(arguments.dropFirst()), searchingPath: true) else {
+            return false
+        }
         process.waitUntilExit()
         return process.terminationStatus == 0
     }

@@ -16,7 +16,8 @@ public struct SquidProxy: Sendable {
     public var url: String { "http://127.0.0.1:\(port)" }
 
     /// Starts Squid with its files in `directory` and waits until it accepts connections.
-    public static func start(in directory: URL, caches: Bool, hosts: [String: String] = [:]) async throws -> SquidProxy {
+    public static func start(in directory: URL, caches: Bool, hosts: [String: String] = [:]) async throws -> SquidProxy
+    {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // Squid started by root runs as its own user, which must write its logs here.
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
@@ -48,10 +49,14 @@ public struct SquidProxy: Sendable {
             : "cache deny all\n"
         let file = directory.appendingPathComponent("squid.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
-        let executable = ["/usr/sbin/squid", "/usr/bin/squid"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "squid"
-        let (process, _) = try ChildProcess.start(URL(fileURLWithPath: executable), ["-N", "-f", file.path], errorFile: directory.appendingPathComponent("stderr.log"))
+        let executable =
+            ["/usr/sbin/squid", "/usr/bin/squid"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "squid"
+        let (process, _) = try ChildProcess.start(
+            URL(fileURLWithPath: executable), ["-N", "-f", file.path],
+            errorFile: directory.appendingPathComponent("stderr.log"))
         let squid = SquidProxy(process: process, port: port, directory: directory)
-        try await waitUntilAccepting(process, port: port, server: "Squid", logs: [directory.appendingPathComponent("cache.log")])
+        try await waitUntilAccepting(
+            process, port: port, server: "Squid", logs: [directory.appendingPathComponent("cache.log")])
         return squid
     }
 
@@ -63,16 +68,21 @@ public struct SquidProxy: Sendable {
 
     /// Squid's access log so far: one line per request, with its result (`TCP_MISS/200`,
     /// `TCP_HIT/206`, `TCP_TUNNEL/200` …) and URL.
-    public var accessLog: String { (try? String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)) ?? "" }
+    public var accessLog: String {
+        (try? String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)) ?? ""
+    }
 
     /// Waits until `process` accepts connections on `127.0.0.1:port` (at most 60 s); else
     /// stops it and throws, naming `server` and the end of what `logs` hold.
-    package static func waitUntilAccepting(_ process: SpawnedProcess, port: Int, server: String, logs: [URL]) async throws {
+    package static func waitUntilAccepting(_ process: SpawnedProcess, port: Int, server: String, logs: [URL])
+        async throws
+    {
         let deadline = ContinuousClock.now + .seconds(60)
         while !canConnect(port) {
             guard process.isRunning, ContinuousClock.now < deadline else {
                 process.terminate()
-                let said = logs.map { (try? String(contentsOf: $0, encoding: .utf8))?.suffix(2000) ?? "" }.joined(separator: "\n")
+                let said = logs.map { (try? String(contentsOf: $0, encoding: .utf8))?.suffix(2000) ?? "" }.joined(
+                    separator: "\n")
                 throw ChildProcessError(message: "\(server) did not start: \(said)")
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -89,7 +99,9 @@ public struct SquidProxy: Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
         }
     }
 }
@@ -106,8 +118,12 @@ public func unusedLoopbackPort() throws -> Int {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+        }
     }
-    guard bound else { throw ChildProcessError(message: "Cannot bind a loopback port: \(String(cString: strerror(errno))).") }
+    guard bound else {
+        throw ChildProcessError(message: "Cannot bind a loopback port: \(String(cString: strerror(errno))).")
+    }
     return Int(UInt16(bigEndian: address.sin_port))
 }

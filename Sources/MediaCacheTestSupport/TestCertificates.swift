@@ -74,7 +74,8 @@ public struct TestCertificateAuthority: Sendable {
         }
         let certificate = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(serverKey.publicKey),
-            notValidBefore: notValidBefore, notValidAfter: notValidAfter, issuer: issuer?.name ?? subject, subject: subject,
+            notValidBefore: notValidBefore, notValidAfter: notValidAfter, issuer: issuer?.name ?? subject,
+            subject: subject,
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -83,7 +84,9 @@ public struct TestCertificateAuthority: Sendable {
                 SubjectAlternativeNames(alternativeNames)
             },
             issuerPrivateKey: .init(issuer?.key ?? serverKey))
-        return Identity(certificateChainPEM: [try certificate.serializeAsPEM().pemString], privateKeyPEM: serverKey.pemRepresentation)
+        return Identity(
+            certificateChainPEM: [try certificate.serializeAsPEM().pemString],
+            privateKeyPEM: serverKey.pemRepresentation)
     }
 }
 

@@ -28,7 +28,9 @@ extension TestOrigin {
                 faults.bytesPerSecond = rate
             }
             let seed = query["seed"].flatMap(UInt64.init) ?? 1
-            serve(.generated(length: length, seed: seed, mimeType: query["mime"] ?? "video/mp4", faults: faults), at: path)
+            serve(
+                .generated(length: length, seed: seed, mimeType: query["mime"] ?? "video/mp4", faults: faults), at: path
+            )
             return (.ok, "serving \(path)\n")
         case "stats":
             guard let path = query["path"] else { return (.badRequest, "stats needs path=/…\n") }

@@ -20,8 +20,12 @@ final class OriginHandler: ChannelInboundHandler {
     private var sending: Sending? {
         didSet {
             // Counted per path: a test waits for the origin to have stopped sending.
-            if oldValue == nil, let path = sending?.path { origin.paths.withLock { $0[path]?.responsesInProgress += 1 } }
-            if sending == nil, let path = oldValue?.path { origin.paths.withLock { $0[path]?.responsesInProgress -= 1 } }
+            if oldValue == nil, let path = sending?.path {
+                origin.paths.withLock { $0[path]?.responsesInProgress += 1 }
+            }
+            if sending == nil, let path = oldValue?.path {
+                origin.paths.withLock { $0[path]?.responsesInProgress -= 1 }
+            }
         }
     }
     private var paused = false
@@ -79,12 +83,17 @@ final class OriginHandler: ChannelInboundHandler {
         let ifRange = head.headers.first(name: "if-range")
         let keepAlive = head.isKeepAlive
         if origin.acceptsControl, requestPath.hasPrefix(TestOrigin.controlPrefix) {
-            let query = Dictionary((components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-            let (status, text) = origin.control(String(requestPath.dropFirst(TestOrigin.controlPrefix.count)), query: query)
+            let query = Dictionary(
+                (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+            let (status, text) = origin.control(
+                String(requestPath.dropFirst(TestOrigin.controlPrefix.count)), query: query)
             var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
             headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+                promise: nil)
+            context.write(
+                wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
             finishResponse(context: context, keepAlive: keepAlive)
             return
         }
@@ -100,16 +109,20 @@ final class OriginHandler: ChannelInboundHandler {
             let resource = state.resource
             let now = Int64(origin.clock.withLock { $0.now }.timeIntervalSince1970)
             var plan = Self.plan(head: head, resource: resource, range: rangeHeader, ifRange: ifRange, now: now)
-            if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount, plan.body != nil, head.method == .GET {
+            if let dropAfter = resource.faults.dropAfterBytes, state.drops < resource.faults.dropCount,
+                plan.body != nil, head.method == .GET
+            {
                 state.drops += 1
                 plan.dropAfter = dropAfter
                 if resource.faults.changesAfterDrop { state.resource.changeContent() }
             }
             state.requests.append(
                 TestOrigin.Request(
-                    method: head.method.rawValue, path: path, query: components?.query, rawQuery: components?.percentEncodedQuery, range: rangeHeader, ifRange: ifRange,
+                    method: head.method.rawValue, path: path, query: components?.query,
+                    rawQuery: components?.percentEncodedQuery, range: rangeHeader, ifRange: ifRange,
                     status: Int(plan.status.code),
-                    connection: connection, version: "\(head.version)", headers: head.headers.map { (name: $0.name, value: $0.value) }))
+                    connection: connection, version: "\(head.version)",
+                    headers: head.headers.map { (name: $0.name, value: $0.value) }))
             paths[path] = state
             return (plan, path)
         }
@@ -133,9 +146,13 @@ final class OriginHandler: ChannelInboundHandler {
                 headers.add(name: lowercase ? name.lowercased() : name, value: value)
             }
             headers.add(name: lowercase ? "connection" : "Connection", value: keepsAlive ? "keep-alive" : "close")
-            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: plan.status, headers: headers))), promise: nil)
+            context.writeAndFlush(
+                wrapOutboundOut(.head(HTTPResponseHead(version: version, status: plan.status, headers: headers))),
+                promise: nil)
             if !plan.statusBody.isEmpty, head.method == .GET {
-                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: plan.statusBody)))), promise: nil)
+                context.write(
+                    wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: plan.statusBody)))),
+                    promise: nil)
                 finishResponse(context: context, keepAlive: keepsAlive)
             } else if let body = plan.body, let resource = plan.resource, head.method == .GET {
                 sending = Sending(
@@ -170,19 +187,25 @@ final class OriginHandler: ChannelInboundHandler {
         var statusBody: [UInt8] = []
     }
 
-    static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?, now: Int64) -> Plan {
+    static func plan(head: HTTPRequestHead, resource: TestOrigin.Resource, range: String?, ifRange: String?, now: Int64)
+        -> Plan
+    {
         let faults = resource.faults
         if head.method == .HEAD, faults.headFails {
             return Plan(status: .methodNotAllowed, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
-        if let required = faults.requiredQuery, !(head.uri.split(separator: "?", maxSplits: 1).dropFirst().first?.contains(required) ?? false) {
+        if let required = faults.requiredQuery,
+            !(head.uri.split(separator: "?", maxSplits: 1).dropFirst().first?.contains(required) ?? false)
+        {
             return Plan(status: .forbidden, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
         if let (name, value) = faults.requiredHeader, head.headers.first(name: name) != value {
             return Plan(status: .unauthorized, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
         if let (name, value) = faults.requiredCookie {
-            let sent = head.headers["cookie"].flatMap { $0.split(separator: ";") }.map { $0.trimmingCharacters(in: .whitespaces) }
+            let sent = head.headers["cookie"].flatMap { $0.split(separator: ";") }.map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
             if !sent.contains("\(name)=\(value)") {
                 return Plan(status: .forbidden, headers: [("Content-Length", "0")], body: nil, resource: resource)
             }
@@ -191,14 +214,18 @@ final class OriginHandler: ChannelInboundHandler {
             return Plan(status: .ok, headers: [], body: nil, resource: resource, rawResponse: rawResponse(range))
         }
         if let (status, location) = faults.redirect {
-            return Plan(status: HTTPResponseStatus(statusCode: status), headers: [("Location", location), ("Content-Length", "0")], body: nil, resource: resource)
+            return Plan(
+                status: HTTPResponseStatus(statusCode: status),
+                headers: [("Location", location), ("Content-Length", "0")], body: nil, resource: resource)
         }
         if let status = faults.status {
             var headers = resource.extraHeaders.map { ($0.name, $0.value) }
             if let cacheControl = resource.cacheControl { headers.append(("Cache-Control", cacheControl)) }
             headers.append(("Date", HTTPDate.format(now)))
             headers.append(("Content-Length", "\(faults.statusBody.count)"))
-            return Plan(status: HTTPResponseStatus(statusCode: status), headers: headers, body: nil, resource: resource, statusBody: faults.statusBody)
+            return Plan(
+                status: HTTPResponseStatus(statusCode: status), headers: headers, body: nil, resource: resource,
+                statusBody: faults.statusBody)
         }
         let length = resource.length
         var headers: [(String, String)] = [("Content-Type", resource.mimeType)]
@@ -210,7 +237,11 @@ final class OriginHandler: ChannelInboundHandler {
         headers.append(("Date", HTTPDate.format(now)))
         // Conditional requests (RFC 9110 §13.2.2): If-None-Match first, else If-Modified-Since.
         if let ifNoneMatch = head.headers.first(name: "if-none-match") {
-            if ifNoneMatch == "*" || ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == resource.etag }) {
+            if ifNoneMatch == "*"
+                || ifNoneMatch.split(separator: ",").contains(where: {
+                    $0.trimmingCharacters(in: .whitespaces) == resource.etag
+                })
+            {
                 return Plan(status: .notModified, headers: headers, body: nil, resource: resource)
             }
         } else if let since = head.headers.first(name: "if-modified-since").flatMap(HTTPDate.parse),
@@ -223,13 +254,16 @@ final class OriginHandler: ChannelInboundHandler {
         }
         if let growth = faults.growth, !growth.isFinished {
             // Still being made: bytes sent as they exist, no length (see `Faults.growth`).
-            guard let range, case .single(.from(let first, let last)) = RangeSpecifier.parse(range), first < length else {
+            guard let range, case .single(.from(let first, let last)) = RangeSpecifier.parse(range), first < length
+            else {
                 return Plan(status: .ok, headers: headers, body: 0..<length, resource: resource)
             }
             let claimedLast = last ?? 999_999_999_999
             headers.append(("Accept-Ranges", "bytes"))
             headers.append(("Content-Range", "bytes \(first)-\(claimedLast)/*"))
-            return Plan(status: .partialContent, headers: headers, body: first..<min(length, claimedLast + 1), resource: resource)
+            return Plan(
+                status: .partialContent, headers: headers, body: first..<min(length, claimedLast + 1),
+                resource: resource)
         }
         if !faults.ignoresRanges { headers.append(("Accept-Ranges", "bytes")) }
 
@@ -257,7 +291,9 @@ final class OriginHandler: ChannelInboundHandler {
     /// `If-Range` holds if absent or equal to the current strong ETag or Last-Modified.
     static func validatorMatches(_ ifRange: String?, _ resource: TestOrigin.Resource) -> Bool {
         guard let ifRange else { return true }
-        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") { return ifRange == resource.etag && !ifRange.hasPrefix("W/") }
+        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
+            return ifRange == resource.etag && !ifRange.hasPrefix("W/")
+        }
         return ifRange == resource.lastModified
     }
 
@@ -284,7 +320,9 @@ final class OriginHandler: ChannelInboundHandler {
                 if size <= 0 {
                     let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                     let eventLoop = context.eventLoop
-                    growth.whenPast(current.next) { eventLoop.execute { loopBound.value.0.sendMore(context: loopBound.value.1) } }
+                    growth.whenPast(current.next) {
+                        eventLoop.execute { loopBound.value.0.sendMore(context: loopBound.value.1) }
+                    }
                     return
                 }
             }
@@ -300,7 +338,8 @@ final class OriginHandler: ChannelInboundHandler {
                 }
                 return
             }
-            let chunk = current.resource.bytes(current.next..<(current.next + size), allocator: context.channel.allocator)
+            let chunk = current.resource.bytes(
+                current.next..<(current.next + size), allocator: context.channel.allocator)
             current.next += size
             current.sentInResponse += size
             sending = current

@@ -9,9 +9,13 @@ extension TestOrigin {
         var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
         for index in 0..<count {
             text += "#EXTINF:2.0,\nseg\(index).ts\n"
-            serve(.generated(length: length, seed: firstSeed + UInt64(index), mimeType: "video/mp2t"), at: folder + "seg\(index).ts")
+            serve(
+                .generated(length: length, seed: firstSeed + UInt64(index), mimeType: "video/mp2t"),
+                at: folder + "seg\(index).ts")
         }
         text += "#EXT-X-ENDLIST\n"
-        serve(Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: folder + "index.m3u8")
+        serve(
+            Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+            at: folder + "index.m3u8")
     }
 }

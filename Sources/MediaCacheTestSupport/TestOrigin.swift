@@ -59,8 +59,11 @@ public final class TestOrigin: Sendable {
         }
 
         /// Deterministic bytes of `length`, seeded by `seed`.
-        public static func generated(length: Int64, seed: UInt64 = 1, mimeType: String = "video/mp4", faults: Faults = Faults()) -> Resource {
-            Resource(body: .generated(DeterministicContent(seed: seed), length: length), mimeType: mimeType, faults: faults)
+        public static func generated(
+            length: Int64, seed: UInt64 = 1, mimeType: String = "video/mp4", faults: Faults = Faults()
+        ) -> Resource {
+            Resource(
+                body: .generated(DeterministicContent(seed: seed), length: length), mimeType: mimeType, faults: faults)
         }
 
         /// Makes the next version: other bytes of the same length, a new `ETag` and `Last-Modified`.
@@ -175,12 +178,15 @@ public final class TestOrigin: Sendable {
 
         /// A certificate from the shared test CA for localhost, 127.0.0.1 and ::1.
         public static func trusted(applicationProtocols: [String] = ["h2", "http/1.1"]) throws -> TLSOptions {
-            TLSOptions(identity: try TestCertificateAuthority.shared.issue(), applicationProtocols: applicationProtocols)
+            TLSOptions(
+                identity: try TestCertificateAuthority.shared.issue(), applicationProtocols: applicationProtocols)
         }
 
         func makeContext() throws -> NIOSSLContext {
             var configuration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try identity.certificateChainPEM.map { .certificate(try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem)) },
+                certificateChain: try identity.certificateChainPEM.map {
+                    .certificate(try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem))
+                },
                 privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)))
             configuration.applicationProtocols = applicationProtocols
             if requiresClientCertificate {
@@ -188,7 +194,10 @@ public final class TestOrigin: Sendable {
                 // client has finished its side before the server says no).
                 configuration.maximumTLSVersion = .tlsv12
                 configuration.certificateVerification = .noHostnameVerification
-                configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(TestCertificateAuthority.shared.certificatePEM.utf8), format: .pem)])
+                configuration.trustRoots = .certificates([
+                    try NIOSSLCertificate(
+                        bytes: Array(TestCertificateAuthority.shared.certificatePEM.utf8), format: .pem)
+                ])
             }
             return try NIOSSLContext(configuration: configuration)
         }
@@ -216,7 +225,9 @@ public final class TestOrigin: Sendable {
             headers.first { $0.name.lowercased() == name.lowercased() }?.value
         }
 
-        public var description: String { "\(method) \(path) range=\(range ?? "-") if-range=\(ifRange ?? "-") → \(status)" }
+        public var description: String {
+            "\(method) \(path) range=\(range ?? "-") if-range=\(ifRange ?? "-") → \(status)"
+        }
     }
 
     struct PathState {
@@ -262,7 +273,9 @@ public final class TestOrigin: Sendable {
     /// Starts an origin on `host` and `port` (0: any free port), serving HTTPS if `tls` is
     /// given. With `acceptsControl`, another process can add resources and read the counters
     /// over HTTP.
-    public static func start(host: String = "127.0.0.1", port: Int = 0, acceptsControl: Bool = false, tls: TLSOptions? = nil) async throws -> TestOrigin {
+    public static func start(
+        host: String = "127.0.0.1", port: Int = 0, acceptsControl: Bool = false, tls: TLSOptions? = nil
+    ) async throws -> TestOrigin {
         let holder = OriginHolder()
         let context = try tls?.makeContext()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -275,7 +288,9 @@ public final class TestOrigin: Sendable {
                     return count
                 }
                 guard let context else {
-                    return channel.eventLoop.makeCompletedFuture { try Self.configureHTTP1(channel, origin: origin, connection: connection) }
+                    return channel.eventLoop.makeCompletedFuture {
+                        try Self.configureHTTP1(channel, origin: origin, connection: connection)
+                    }
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
@@ -287,19 +302,25 @@ public final class TestOrigin: Sendable {
                             channel.configureHTTP2Pipeline(mode: .server) { stream in
                                 stream.eventLoop.makeCompletedFuture {
                                     try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                    try stream.pipeline.syncOperations.addHandler(OriginHandler(origin: origin, raw: nil, connection: connection))
+                                    try stream.pipeline.syncOperations.addHandler(
+                                        OriginHandler(origin: origin, raw: nil, connection: connection))
                                 }
                             }.flatMapThrowing { multiplexer in
-                                try channel.pipeline.syncOperations.addHandler(StreamWindowRecorder(origin: origin), position: .before(multiplexer))
+                                try channel.pipeline.syncOperations.addHandler(
+                                    StreamWindowRecorder(origin: origin), position: .before(multiplexer))
                             }
                         },
                         http1ChannelConfigurator: { channel in
-                            channel.eventLoop.makeCompletedFuture { try Self.configureHTTP1(channel, origin: origin, connection: connection) }
+                            channel.eventLoop.makeCompletedFuture {
+                                try Self.configureHTTP1(channel, origin: origin, connection: connection)
+                            }
                         })
                 }
             }
             .bind(host: host, port: port).get()
-        let origin = TestOrigin(host: host, port: channel.localAddress!.port!, acceptsControl: acceptsControl, scheme: tls == nil ? "http" : "https")
+        let origin = TestOrigin(
+            host: host, port: channel.localAddress!.port!, acceptsControl: acceptsControl,
+            scheme: tls == nil ? "http" : "https")
         holder.origin = origin
         origin.channel.withLock { $0 = channel }
         return origin
@@ -342,7 +363,10 @@ public final class TestOrigin: Sendable {
 
     /// The URL of `path` on this origin.
     public func url(_ path: String) -> URL {
-        URL(string: "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.hasPrefix("/") ? path : "/" + path)")!
+        URL(
+            string:
+                "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.hasPrefix("/") ? path : "/" + path)"
+        )!
     }
 
     /// Dates answers with `clock` from now on.

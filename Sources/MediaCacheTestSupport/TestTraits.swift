@@ -21,7 +21,9 @@ public struct CPUBoundTrait: SuiteTrait, TestTrait, TestScoping {
 
     public var isRecursive: Bool { true }
 
-    public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
         try await withTaskExecutorPreference(DedicatedThreadExecutor.cpuBound) {
             try await function()
         }
@@ -97,7 +99,9 @@ public struct EndToEndTrait: SuiteTrait, TestTrait, TestScoping {
         testCase == nil ? nil : self
     }
 
-    public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
         await Self.slots.wait()
         defer { Self.slots.signal() }
         try await function()

@@ -34,9 +34,13 @@ public struct VarnishCache: Sendable {
         """.write(to: vcl, atomically: true, encoding: .utf8)
         let (process, _) = try ChildProcess.start(
             URL(fileURLWithPath: "/usr/sbin/varnishd"),
-            ["-F", "-a", "127.0.0.1:\(port)", "-f", vcl.path, "-n", directory.appendingPathComponent("work").path, "-s", "malloc,128m"],
+            [
+                "-F", "-a", "127.0.0.1:\(port)", "-f", vcl.path, "-n", directory.appendingPathComponent("work").path,
+                "-s", "malloc,128m",
+            ],
             errorFile: directory.appendingPathComponent("stderr.log"))
-        try await SquidProxy.waitUntilAccepting(process, port: port, server: "Varnish", logs: [directory.appendingPathComponent("stderr.log")])
+        try await SquidProxy.waitUntilAccepting(
+            process, port: port, server: "Varnish", logs: [directory.appendingPathComponent("stderr.log")])
         return VarnishCache(process: process, port: port, directory: directory)
     }
 

@@ -46,18 +46,24 @@ struct CryptoBenchCommand: ParsableCommand {
         let copyRate = mib / seconds(start)
         print(String(format: "copy:              %8.0f MiB/s", copyRate))
 
-        let cipher = EntryCipher(masterKey: key, cacheKey: CacheKey("bench"), layout: BlockLayout(blockSize: Int64(blockSize)))
+        let cipher = EntryCipher(
+            masterKey: key, cacheKey: CacheKey("bench"), layout: BlockLayout(blockSize: Int64(blockSize)))
         let coverage = [ByteRange(0, Int64(blockSize))]
         var sealed: [UInt8] = []
         start = ContinuousClock.now
-        for index in 0..<blocks { sealed = try cipher.seal(plaintext, index: Int64(index), version: 1, coverage: coverage) }
+        for index in 0..<blocks {
+            sealed = try cipher.seal(plaintext, index: Int64(index), version: 1, coverage: coverage)
+        }
         let entrySeal = mib / seconds(start)
         start = ContinuousClock.now
-        for _ in 0..<blocks { sink &+= Int(try cipher.open(sealed[...], index: Int64(blocks - 1), version: 1).plaintext[0]) }
+        for _ in 0..<blocks {
+            sink &+= Int(try cipher.open(sealed[...], index: Int64(blocks - 1), version: 1).plaintext[0])
+        }
         let entryOpen = mib / seconds(start)
         print(
             String(
-                format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [EntryCipher]",
+                format:
+                    "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [EntryCipher]",
                 entrySeal, entrySeal / copyRate, entryOpen, entryOpen / copyRate))
 
         var chacha = try ChaChaPoly.seal(plaintext, using: key)
@@ -69,7 +75,8 @@ struct CryptoBenchCommand: ParsableCommand {
         let rawChachaOpen = mib / seconds(start)
         print(
             String(
-                format: "ChaCha20-Poly1305: seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
+                format:
+                    "ChaCha20-Poly1305: seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
                 rawChachaSeal, rawChachaSeal / copyRate, rawChachaOpen, rawChachaOpen / copyRate))
 
         var box = try AES.GCM.seal(plaintext, using: key)
@@ -81,7 +88,8 @@ struct CryptoBenchCommand: ParsableCommand {
         let gcmOpen = mib / seconds(start)
         print(
             String(
-                format: "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
+                format:
+                    "AES-256-GCM:       seal %6.0f MiB/s (%.2f× copy), open %6.0f MiB/s (%.2f× copy)  [swift-crypto alone]",
                 gcmSeal, gcmSeal / copyRate, gcmOpen, gcmOpen / copyRate))
         print("(\(blocks) blocks of \(blockSize) bytes each; checksum \(sink & 0xff))")
     }

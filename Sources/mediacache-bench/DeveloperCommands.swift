@@ -32,7 +32,8 @@ struct OriginCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "origin",
         abstract: "Run the test origin; add resources and read its counters under /_origin/.",
-        discussion: "GET /_origin/serve?path=/a.mp4&length=N[&seed=S][&bps=R], /_origin/stats?path=/a.mp4 (prints REQUESTS BYTES), /_origin/reset. Stop it with SIGTERM."
+        discussion:
+            "GET /_origin/serve?path=/a.mp4&length=N[&seed=S][&bps=R], /_origin/stats?path=/a.mp4 (prints REQUESTS BYTES), /_origin/reset. Stop it with SIGTERM."
     )
 
     @Option(help: "The port to listen on (0: any free port).")

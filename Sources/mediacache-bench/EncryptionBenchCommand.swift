@@ -14,7 +14,8 @@ import MediaCacheTestSupport
 struct EncryptionBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "encryption",
-        abstract: "Cold and hot whole-file reads through mediacache serve with and without --encryption-key-file; ratios and peak memory."
+        abstract:
+            "Cold and hot whole-file reads through mediacache serve with and without --encryption-key-file; ratios and peak memory."
     )
 
     @Option(help: "The file's size in MiB.")
@@ -30,7 +31,8 @@ struct EncryptionBenchCommand: AsyncParsableCommand {
     func run() async throws {
         let bench = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         let executable = try ChildProcess.executable(named: "mediacache")
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("mediacache-encryption-\(UUID().uuidString)")
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "mediacache-encryption-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let keyFile = root.appendingPathComponent("key")
         try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
@@ -72,27 +74,42 @@ struct EncryptionBenchCommand: AsyncParsableCommand {
                 let path = "\(servers[index].prefix)/cold-\(round).mp4"
                 try await origin.serve(path, length: length, seed: content.seed)
                 let cpu = Self.cpuSeconds(servers[index].process.processIdentifier)
-                cold[index] = min(cold[index], try await client.curl([servers[index].url(path)], parallel: 1, expectedBytes: length)[0].total)
+                cold[index] = min(
+                    cold[index],
+                    try await client.curl([servers[index].url(path)], parallel: 1, expectedBytes: length)[0].total)
                 coldCPU[index] = min(coldCPU[index], Self.cpuSeconds(servers[index].process.processIdentifier) - cpu)
                 let fetched = try await origin.stats(path).bytes
-                guard fetched == length else { throw ValidationError("\(servers[index].name): the origin sent \(fetched) bytes for a \(length)-byte file.") }
+                guard fetched == length else {
+                    throw ValidationError(
+                        "\(servers[index].name): the origin sent \(fetched) bytes for a \(length)-byte file.")
+                }
             }
             for index in turns {
                 let cpu = Self.cpuSeconds(servers[index].process.processIdentifier)
-                hot[index] = min(hot[index], try await client.curl([servers[index].url("\(servers[index].prefix)/cold-0.mp4")], parallel: 1, expectedBytes: length)[0].total)
+                hot[index] = min(
+                    hot[index],
+                    try await client.curl(
+                        [servers[index].url("\(servers[index].prefix)/cold-0.mp4")], parallel: 1, expectedBytes: length)[
+                            0
+                        ].total)
                 hotCPU[index] = min(hotCPU[index], Self.cpuSeconds(servers[index].process.processIdentifier) - cpu)
             }
         }
         // Every byte of a hot read, checked (not timed).
-        for server in servers { try await client.read(server.url("\(server.prefix)/cold-0.mp4"), content: content, length: length) }
+        for server in servers {
+            try await client.read(server.url("\(server.prefix)/cold-0.mp4"), content: content, length: length)
+        }
         let mib = Double(size)
         func row(_ name: String, _ values: [Double], _ format: String, ratio: Double) {
             print(
                 name.padding(toLength: 34, withPad: " ", startingAt: 0)
-                    + values.map { String(format: format, $0).padding(toLength: 14, withPad: " ", startingAt: 0) }.joined()
+                    + values.map { String(format: format, $0).padding(toLength: 14, withPad: " ", startingAt: 0) }
+                    .joined()
                     + String(format: "%.2f×", ratio))
         }
-        print("".padding(toLength: 34, withPad: " ", startingAt: 0) + "unencrypted   encrypted     encrypted / unencrypted")
+        print(
+            "".padding(toLength: 34, withPad: " ", startingAt: 0)
+                + "unencrypted   encrypted     encrypted / unencrypted")
         row("cold whole file, MiB/s (best of \(rounds))", cold.map { mib / $0 }, "%.0f", ratio: cold[0] / cold[1])
         row("  server CPU seconds per GiB", coldCPU.map { $0 * 1024 / mib }, "%.2f", ratio: coldCPU[1] / coldCPU[0])
         row("hot whole file, MiB/s (best of \(rounds))", hot.map { mib / $0 }, "%.0f", ratio: hot[0] / hot[1])
@@ -104,7 +121,9 @@ struct EncryptionBenchCommand: AsyncParsableCommand {
 
     /// The user and system CPU time `pid` has used so far, in seconds (Linux `/proc`).
     static func cpuSeconds(_ pid: Int32) -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
         // After "pid (name) ": fields 3 on; utime and stime are fields 14 and 15.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

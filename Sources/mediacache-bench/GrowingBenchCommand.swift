@@ -15,7 +15,8 @@ import Synchronization
 struct GrowingBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "growing",
-        abstract: "Chunk latency on a growing segment: players through mediacache serve (one shared origin request) vs direct.",
+        abstract:
+            "Chunk latency on a growing segment: players through mediacache serve (one shared origin request) vs direct.",
         discussion: """
             Each round serves a new segment at the in-process test origin (loopback) of which the first piece exists, starts \
             --clients players through a `mediacache serve` process and as many direct, waits until each has the first piece, then \
@@ -37,8 +38,11 @@ struct GrowingBenchCommand: AsyncParsableCommand {
     var size = 16
 
     func validate() throws {
-        guard (1...1000).contains(rounds), (1...64).contains(clients), (1...1000).contains(pieces), (1...4096).contains(size) else {
-            throw ValidationError("--rounds must be 1...1000, --clients 1...64, --pieces 1...1000 and --size 1...4096 KiB.")
+        guard (1...1000).contains(rounds), (1...64).contains(clients), (1...1000).contains(pieces),
+            (1...4096).contains(size)
+        else {
+            throw ValidationError(
+                "--rounds must be 1...1000, --clients 1...64, --pieces 1...1000 and --size 1...4096 KiB.")
         }
     }
 
@@ -54,34 +58,44 @@ struct GrowingBenchCommand: AsyncParsableCommand {
                 for round in 0..<rounds {
                     let path = "/grow/seg\(round).m4s"
                     let growth = TestOrigin.Growth(made: piece)
-                    var segment = TestOrigin.Resource.generated(length: piece * Int64(pieces + 1), seed: UInt64(round + 1), mimeType: "video/iso.segment")
+                    var segment = TestOrigin.Resource.generated(
+                        length: piece * Int64(pieces + 1), seed: UInt64(round + 1), mimeType: "video/iso.segment")
                     segment.faults.growth = growth
                     origin.serve(segment, at: path)
                     let directURL = origin.url(path).absoluteString
-                    let proxyURL = "http://127.0.0.1:\(port)/seg.m4s?url=" + directURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    let proxyURL =
+                        "http://127.0.0.1:\(port)/seg.m4s?url=" + directURL.addingPercentEncoding(
+                            withAllowedCharacters: .alphanumerics)!
                     let urls = Array(repeating: directURL, count: clients) + Array(repeating: proxyURL, count: clients)
                     // When each player had each piece (index 0: the first, which exists from the start).
                     let arrivals = Arrivals(players: urls.count, pieces: pieces + 1)
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         for (player, url) in urls.enumerated() {
                             group.addTask {
-                                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(60))
+                                let response = try await client.execute(
+                                    HTTPClientRequest(url: url), timeout: .seconds(60))
                                 var received: Int64 = 0
                                 for try await chunk in response.body {
                                     received += Int64(chunk.readableBytes)
                                     let now = ContinuousClock.now
                                     let had = min(pieces + 1, Int(received / piece))
                                     arrivals.table.withLock { table in
-                                        for index in 0..<had where table[player][index] == nil { table[player][index] = now }
+                                        for index in 0..<had where table[player][index] == nil {
+                                            table[player][index] = now
+                                        }
                                     }
                                 }
-                                guard received == piece * Int64(pieces + 1) else { throw ValidationError("\(url): \(received) bytes") }
+                                guard received == piece * Int64(pieces + 1) else {
+                                    throw ValidationError("\(url): \(received) bytes")
+                                }
                             }
                         }
                         func everyoneHas(_ index: Int) async throws {
                             let deadline = ContinuousClock.now + .seconds(30)
                             while arrivals.table.withLock({ $0.contains { $0[index] == nil } }) {
-                                guard ContinuousClock.now < deadline else { throw ValidationError("piece \(index) of \(path) did not reach every player") }
+                                guard ContinuousClock.now < deadline else {
+                                    throw ValidationError("piece \(index) of \(path) did not reach every player")
+                                }
                                 try await Task.sleep(for: .milliseconds(1))
                             }
                         }
@@ -108,10 +122,20 @@ struct GrowingBenchCommand: AsyncParsableCommand {
                     let sorted = values.sorted()
                     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
                 }
-                print("growing segment: \(rounds) segments x \(pieces) pieces of \(size) KiB, \(clients) players per path")
-                print(String(format: "  direct:        median %.2f ms, p95 %.2f ms", percentile(direct, 0.5), percentile(direct, 0.95)))
-                print(String(format: "  through proxy: median %.2f ms, p95 %.2f ms", percentile(proxied, 0.5), percentile(proxied, 0.95)))
-                print("  origin requests by the proxy per segment: \(Set(originRequests).sorted().map(String.init).joined(separator: ", "))")
+                print(
+                    "growing segment: \(rounds) segments x \(pieces) pieces of \(size) KiB, \(clients) players per path"
+                )
+                print(
+                    String(
+                        format: "  direct:        median %.2f ms, p95 %.2f ms", percentile(direct, 0.5),
+                        percentile(direct, 0.95)))
+                print(
+                    String(
+                        format: "  through proxy: median %.2f ms, p95 %.2f ms", percentile(proxied, 0.5),
+                        percentile(proxied, 0.95)))
+                print(
+                    "  origin requests by the proxy per segment: \(Set(originRequests).sorted().map(String.init).joined(separator: ", "))"
+                )
             }
         }
         try await client.shutdown()

@@ -28,10 +28,12 @@ struct HLSBenchCommand: ParsableCommand {
     func run() throws {
         // Relative, root-relative, `../` and absolute URIs, a key every 100 segments, as a
         // packager writes them.
-        var text = "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-TARGETDURATION:6\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-MAP:URI=\"init.mp4\"\n"
+        var text =
+            "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-TARGETDURATION:6\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-MAP:URI=\"init.mp4\"\n"
         for index in 0..<segments {
             if index % 100 == 0 {
-                text += "#EXT-X-KEY:METHOD=AES-128,URI=\"../keys/\(index / 100).key\",IV=0x\(String(repeating: "0", count: 24))\(String(format: "%08X", index))\n"
+                text +=
+                    "#EXT-X-KEY:METHOD=AES-128,URI=\"../keys/\(index / 100).key\",IV=0x\(String(repeating: "0", count: 24))\(String(format: "%08X", index))\n"
             }
             text += "#EXTINF:6.006,\n"
             switch index % 4 {
@@ -55,13 +57,17 @@ struct HLSBenchCommand: ParsableCommand {
             }
             times.append((ContinuousClock.now - start).seconds * 1000)
             outputBytes = output.utf8.count
-            guard playlist.segments.count == segments else { throw ValidationError("parsed \(playlist.segments.count) segments of \(segments)") }
+            guard playlist.segments.count == segments else {
+                throw ValidationError("parsed \(playlist.segments.count) segments of \(segments)")
+            }
         }
         times.sort()
         print(
             String(
-                format: "%d segments, %.0f KiB in, %.0f KiB out: parse + rewrite median %.1f ms (min %.1f, max %.1f) over %d rounds",
-                segments, Double(bytes.count) / 1024, Double(outputBytes) / 1024, times[times.count / 2], times[0], times[times.count - 1], rounds))
+                format:
+                    "%d segments, %.0f KiB in, %.0f KiB out: parse + rewrite median %.1f ms (min %.1f, max %.1f) over %d rounds",
+                segments, Double(bytes.count) / 1024, Double(outputBytes) / 1024, times[times.count / 2], times[0],
+                times[times.count - 1], rounds))
         if let peak = ProcessMemory.peakResidentBytes() {
             print(String(format: "peak memory (VmHWM): %.1f MiB", Double(peak) / 1_048_576))
         }

@@ -13,7 +13,8 @@ import MediaCacheTestSupport
 struct LLHLSBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "llhls",
-        abstract: "Added latency per LL-HLS part: players on a hinted part through mediacache serve vs direct, the part made while they wait.",
+        abstract:
+            "Added latency per LL-HLS part: players on a hinted part through mediacache serve vs direct, the part made while they wait.",
         discussion: """
             Each round serves a new part behind a gate at the in-process test origin (loopback), starts --clients requests for it \
             through a `mediacache serve` process and as many direct, waits until the origin holds them all (and 20 ms more, for the \
@@ -49,17 +50,23 @@ struct LLHLSBenchCommand: AsyncParsableCommand {
                 for round in 0..<rounds {
                     let path = "/ll/seg\(round).part1.mp4"
                     let gate = TestOrigin.Gate()
-                    var part = TestOrigin.Resource.generated(length: length, seed: UInt64(round + 1), mimeType: "video/iso.segment")
+                    var part = TestOrigin.Resource.generated(
+                        length: length, seed: UInt64(round + 1), mimeType: "video/iso.segment")
                     part.cacheControl = "max-age=60"
                     part.faults.gate = gate
                     origin.serve(part, at: path)
                     let directURL = origin.url(path).absoluteString
-                    let proxyURL = "http://127.0.0.1:\(port)/part.mp4?url=" + directURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    let proxyURL =
+                        "http://127.0.0.1:\(port)/part.mp4?url=" + directURL.addingPercentEncoding(
+                            withAllowedCharacters: .alphanumerics)!
                     let urls = Array(repeating: directURL, count: clients) + Array(repeating: proxyURL, count: clients)
-                    let (start, ends) = try await withThrowingTaskGroup(of: (isDirect: Bool, end: ContinuousClock.Instant).self) { group in
+                    let (start, ends) = try await withThrowingTaskGroup(
+                        of: (isDirect: Bool, end: ContinuousClock.Instant).self
+                    ) { group in
                         for url in urls {
                             group.addTask {
-                                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                                let response = try await client.execute(
+                                    HTTPClientRequest(url: url), timeout: .seconds(30))
                                 let body = try await response.body.collect(upTo: Int(length) + 1)
                                 let end = ContinuousClock.now
                                 guard response.status == .ok, body.readableBytes == Int(length) else {
@@ -71,7 +78,9 @@ struct LLHLSBenchCommand: AsyncParsableCommand {
                         // Every player waits: the direct ones at the origin, the proxy's behind its one request.
                         let deadline = ContinuousClock.now + .seconds(20)
                         while origin.requests(path).count < clients + 1 {
-                            guard ContinuousClock.now < deadline else { throw ValidationError("The players of \(path) did not all arrive.") }
+                            guard ContinuousClock.now < deadline else {
+                                throw ValidationError("The players of \(path) did not all arrive.")
+                            }
                             try await Task.sleep(for: .milliseconds(1))
                         }
                         try await Task.sleep(for: .milliseconds(20))
@@ -91,15 +100,20 @@ struct LLHLSBenchCommand: AsyncParsableCommand {
                     let sorted = values.sorted()
                     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
                 }
-                print("LL-HLS part latency (loopback), \(rounds) parts of \(size) KiB, \(clients) players through the proxy and \(clients) direct on each:")
+                print(
+                    "LL-HLS part latency (loopback), \(rounds) parts of \(size) KiB, \(clients) players through the proxy and \(clients) direct on each:"
+                )
                 for (name, values) in [("direct", direct), ("through mediacache", proxied)] {
                     print(
                         "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
-                            + String(format: "p50 %6.2f ms   p95 %6.2f ms   max %6.2f ms", percentile(values, 0.5), percentile(values, 0.95), values.max() ?? 0))
+                            + String(
+                                format: "p50 %6.2f ms   p95 %6.2f ms   max %6.2f ms", percentile(values, 0.5),
+                                percentile(values, 0.95), values.max() ?? 0))
                 }
                 print(
                     String(
-                        format: "  added by the proxy   p50 %6.2f ms   p95 %6.2f ms", percentile(proxied, 0.5) - percentile(direct, 0.5),
+                        format: "  added by the proxy   p50 %6.2f ms   p95 %6.2f ms",
+                        percentile(proxied, 0.5) - percentile(direct, 0.5),
                         percentile(proxied, 0.95) - percentile(direct, 0.95)))
                 print("  origin requests for the proxy's players: \(rounds + extraRequests) for \(rounds) parts")
             }

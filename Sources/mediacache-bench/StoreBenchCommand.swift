@@ -28,12 +28,15 @@ struct StoreBenchCommand: AsyncParsableCommand {
     var directory: String?
 
     func validate() throws {
-        guard size > 0, chunk > 0, rounds > 0 else { throw ValidationError("--size, --chunk and --rounds must be positive.") }
+        guard size > 0, chunk > 0, rounds > 0 else {
+            throw ValidationError("--size, --chunk and --rounds must be positive.")
+        }
         guard (size << 10) % chunk == 0 else { throw ValidationError("--size must be a multiple of --chunk.") }
     }
 
     func run() async throws {
-        let root = URL(fileURLWithPath: directory ?? NSTemporaryDirectory()).appendingPathComponent("mediacache-bench-\(UUID().uuidString)")
+        let root = URL(fileURLWithPath: directory ?? NSTemporaryDirectory()).appendingPathComponent(
+            "mediacache-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
 
@@ -114,7 +117,9 @@ struct StoreBenchCommand: AsyncParsableCommand {
             ("plain write", "plain write"), ("store write (fdatasync before commit)", "plain write"),
             ("store write (no fdatasync)", "plain write"), ("plain read", "plain read"), ("store read", "plain read"),
         ] {
-            print(pad(name, 40) + pad(String(format: "%.0f", mbps(name)), 10) + String(format: "%.2f", mbps(name) / mbps(baseline)))
+            print(
+                pad(name, 40) + pad(String(format: "%.0f", mbps(name)), 10)
+                    + String(format: "%.2f", mbps(name) / mbps(baseline)))
         }
         if let peak = ProcessMemory.peakResidentBytes() {
             print(String(format: "peak memory (VmHWM): %.1f MiB", Double(peak) / 1_048_576))

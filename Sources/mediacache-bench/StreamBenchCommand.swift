@@ -28,7 +28,8 @@ struct StreamBenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let root = URL(fileURLWithPath: directory ?? NSTemporaryDirectory()).appendingPathComponent("mediacache-bench-\(UUID().uuidString)")
+        let root = URL(fileURLWithPath: directory ?? NSTemporaryDirectory()).appendingPathComponent(
+            "mediacache-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let total = Int64(size) << 20
         let origin = try await TestOrigin.start()
@@ -57,12 +58,18 @@ struct StreamBenchCommand: AsyncParsableCommand {
             }
             guard received == total else { throw ValidationError("Got \(received) of \(total) bytes.") }
             let seconds = (ContinuousClock.now - start).seconds
-            print(String(format: "%@: %d MiB in %.2f s, %.0f MiB/s", pass, size, seconds, Double(total) / 1_048_576 / seconds))
+            print(
+                String(
+                    format: "%@: %d MiB in %.2f s, %.0f MiB/s", pass, size, seconds, Double(total) / 1_048_576 / seconds
+                ))
         }
         try await store.close()
         try await fetcher.shutdown()
         try await origin.shutdown()
         let peak = ProcessMemory.peakResidentBytes() ?? 0
-        print(String(format: "peak memory (VmHWM): %.1f MiB (%.1f MiB before streaming)", Double(peak) / 1_048_576, Double(peakBefore) / 1_048_576))
+        print(
+            String(
+                format: "peak memory (VmHWM): %.1f MiB (%.1f MiB before streaming)", Double(peak) / 1_048_576,
+                Double(peakBefore) / 1_048_576))
     }
 }

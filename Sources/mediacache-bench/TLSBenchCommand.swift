@@ -41,7 +41,9 @@ struct TLSBenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard ChildProcess.toolExists("curl") else { throw ValidationError("curl is not installed (Debian: apt-get install curl).") }
+        guard ChildProcess.toolExists("curl") else {
+            throw ValidationError("curl is not installed (Debian: apt-get install curl).")
+        }
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in
             let caFile = directory.appendingPathComponent("ca.pem")
@@ -54,29 +56,43 @@ struct TLSBenchCommand: AsyncParsableCommand {
             let length = Int64(size) << 10
             // curl trusting the system's roots too, as the proxy does (it loads them all when
             // it makes its TLS context, before its first handshake).
-            let systemBundle = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
-                .first { FileManager.default.fileExists(atPath: $0) }
+            let systemBundle = [
+                "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem",
+            ]
+            .first { FileManager.default.fileExists(atPath: $0) }
             let bundleFile = directory.appendingPathComponent("bundle.pem")
             if let systemBundle {
                 let system = try String(contentsOfFile: systemBundle, encoding: .utf8)
-                try (system + "\n" + TestCertificateAuthority.shared.certificatePEM + "\n").write(to: bundleFile, atomically: true, encoding: .utf8)
+                try (system + "\n" + TestCertificateAuthority.shared.certificatePEM + "\n").write(
+                    to: bundleFile, atomically: true, encoding: .utf8)
             }
             var direct: [Round] = []
             var directWithSystemRoots: [Round] = []
             var ours: [String: [Round]] = ["HTTP/2": [], "HTTP/1.1": []]
             for round in 0..<rounds {
                 let paths = (0..<8).map { "/r\(round)/\($0).bin" }
-                for (index, path) in paths.enumerated() { origin.serve(.generated(length: length, seed: UInt64(round * 10 + index + 1)), at: path) }
-                direct.append(try await Self.curl(urls: paths[0...1].map { origin.url($0).absoluteString }, caFile: caFile.path, length: length))
+                for (index, path) in paths.enumerated() {
+                    origin.serve(.generated(length: length, seed: UInt64(round * 10 + index + 1)), at: path)
+                }
+                direct.append(
+                    try await Self.curl(
+                        urls: paths[0...1].map { origin.url($0).absoluteString }, caFile: caFile.path, length: length))
                 if systemBundle != nil {
-                    directWithSystemRoots.append(try await Self.curl(urls: paths[6...7].map { origin.url($0).absoluteString }, caFile: bundleFile.path, length: length))
+                    directWithSystemRoots.append(
+                        try await Self.curl(
+                            urls: paths[6...7].map { origin.url($0).absoluteString }, caFile: bundleFile.path,
+                            length: length))
                 }
                 for (index, version) in ["HTTP/2", "HTTP/1.1"].enumerated() {
                     let files = Array(paths[(2 + 2 * index)...(3 + 2 * index)])
                     let cache = directory.appendingPathComponent("cache-\(round)-\(index)")
-                    var arguments = ["serve", "--port", "0", "--cache-dir", cache.path, "--ca-file", caFile.path, "--log-level", "warning"]
+                    var arguments = [
+                        "serve", "--port", "0", "--cache-dir", cache.path, "--ca-file", caFile.path, "--log-level",
+                        "warning",
+                    ]
                     if version == "HTTP/1.1" { arguments.append("--http1-only") }
-                    let (process, line) = try await ChildProcess.startServer(executable, arguments, readyLinePrefix: "mediacache: serving on")
+                    let (process, line) = try await ChildProcess.startServer(
+                        executable, arguments, readyLinePrefix: "mediacache: serving on")
                     defer {
                         process.terminate()
                         process.waitUntilExit()
@@ -85,9 +101,12 @@ struct TLSBenchCommand: AsyncParsableCommand {
                         throw ValidationError("No port in: \(line)")
                     }
                     let urls = files.map { path in
-                        "http://127.0.0.1:\(port)/?url=" + origin.url(path).absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                        "http://127.0.0.1:\(port)/?url=" + origin.url(path).absoluteString.addingPercentEncoding(
+                            withAllowedCharacters: .alphanumerics)!
                     }
-                    let warmUpURL = "http://127.0.0.1:\(port)/?url=" + warmUp.url("/warm-up").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    let warmUpURL =
+                        "http://127.0.0.1:\(port)/?url=" + warmUp.url("/warm-up").absoluteString.addingPercentEncoding(
+                            withAllowedCharacters: .alphanumerics)!
                     _ = try await Self.curl(urls: [warmUpURL], caFile: nil, length: 1000)
                     var figures = try await Self.curl(urls: urls, caFile: nil, length: length)
                     let firstFileConnections = origin.requests(files[0]).map(\.connection)
@@ -107,7 +126,9 @@ struct TLSBenchCommand: AsyncParsableCommand {
             let directSecond = median(direct.map(\.second))
             print("Cold time to first byte over HTTPS (loopback), median of \(rounds) rounds, \(size) KiB files:")
             func label(_ text: String) -> String { "  " + text.padding(toLength: 34, withPad: " ", startingAt: 0) }
-            print(label("direct curl, --cacert CA") + String(format: "first file %7.2f ms   second file %7.2f ms", directFirst, directSecond))
+            print(
+                label("direct curl, --cacert CA")
+                    + String(format: "first file %7.2f ms   second file %7.2f ms", directFirst, directSecond))
             if !directWithSystemRoots.isEmpty {
                 print(
                     label("direct curl, system roots + CA")
@@ -127,11 +148,14 @@ struct TLSBenchCommand: AsyncParsableCommand {
                 if !directWithSystemRoots.isEmpty {
                     line += String(
                         format: " (vs system roots: %.2f and %.2f)",
-                        first / median(directWithSystemRoots.map(\.first)), second / median(directWithSystemRoots.map(\.second)))
+                        first / median(directWithSystemRoots.map(\.first)),
+                        second / median(directWithSystemRoots.map(\.second)))
                 }
                 print(line)
                 let newForSecond = runs.filter { $0.secondOpenedConnection == true }.count
-                print("    new origin connections for the second file's first request: \(newForSecond) in \(runs.count) rounds")
+                print(
+                    "    new origin connections for the second file's first request: \(newForSecond) in \(runs.count) rounds"
+                )
             }
         }
     }

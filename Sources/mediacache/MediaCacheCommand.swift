@@ -9,10 +9,13 @@ struct MediaCacheCommand: AsyncParsableCommand {
         commandName: "mediacache",
         abstract: "A caching proxy for media players: plays remote audio and video while saving the bytes on disk.",
         subcommands: [
-            ServeCommand.self, URLCommand.self, PrefetchCommand.self, PreloadCommand.self, PinCommand.self, UnpinCommand.self, RecordCommand.self, DownloadsCommand.self,
+            ServeCommand.self, URLCommand.self, PrefetchCommand.self, PreloadCommand.self, PinCommand.self,
+            UnpinCommand.self, RecordCommand.self, DownloadsCommand.self,
             NetworkCommand.self,
-            JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self, ExportCommand.self,
-            ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self, ServiceCommand.self, IntegrateCommand.self, PlayCommand.self,
+            JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self,
+            ExportCommand.self,
+            ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self,
+            ServiceCommand.self, IntegrateCommand.self, PlayCommand.self,
         ]
     )
 }

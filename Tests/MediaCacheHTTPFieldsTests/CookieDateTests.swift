@@ -20,7 +20,10 @@ import Testing
         #expect(CookieDate.parse(text)?.timeIntervalSince1970 == seconds)
     }
 
-    @Test(arguments: ["Thu, 29 Feb 2023 00:00:00 GMT", "Wed, 32 Oct 2015 07:28:00 GMT", "Wed, 21 Oct 1600 07:28:00 GMT", "21 Oct 2015", "soon", "Wed, 21 Oct 2015 24:00:00 GMT"])
+    @Test(arguments: [
+        "Thu, 29 Feb 2023 00:00:00 GMT", "Wed, 32 Oct 2015 07:28:00 GMT", "Wed, 21 Oct 1600 07:28:00 GMT",
+        "21 Oct 2015", "soon", "Wed, 21 Oct 2015 24:00:00 GMT",
+    ])
     func impossibleCookieDatesAreNone(_ text: String) {
         #expect(CookieDate.parse(text) == nil)
     }

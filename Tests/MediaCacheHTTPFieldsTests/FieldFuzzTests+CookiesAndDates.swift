@@ -13,7 +13,10 @@ extension FieldFuzzTests {
     /// in (never a wider one-label name), a path that is a path, sizes within bounds, `Secure`
     /// only from HTTPS; the jar sends what it took back to that URL and nothing to another site.
     @Test func setCookieFieldsGiveCookiesOnlyForTheirSiteAndWithinBounds() throws {
-        let urls = ["https://cdn.example.com/v/master.m3u8", "http://127.0.0.1:8080/a/b.mpd", "https://example.com/", "http://com/x"].map { URL(string: $0)! }
+        let urls = [
+            "https://cdn.example.com/v/master.m3u8", "http://127.0.0.1:8080/a/b.mpd", "https://example.com/",
+            "http://com/x",
+        ].map { URL(string: $0)! }
         let elsewhere = URL(string: "https://elsewhere.invalid/v/master.m3u8")!
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         var round = 0
@@ -27,15 +30,19 @@ extension FieldFuzzTests {
             } catch {
                 return ("refused", nil)
             }
-            guard !cookie.name.isEmpty, cookie.name.utf8.count + cookie.value.utf8.count <= OriginCookie.maximumNameAndValueBytes,
+            guard !cookie.name.isEmpty,
+                cookie.name.utf8.count + cookie.value.utf8.count <= OriginCookie.maximumNameAndValueBytes,
                 !(cookie.name + cookie.value).unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
             else { return ("bounds", "\(cookie)") }
             guard cookie.path.hasPrefix("/") else { return ("path", cookie.path) }
             let domainIsRight =
                 cookie.hostOnly
                 ? cookie.domain == host
-                : OriginCookie.domainMatches(host, domain: cookie.domain) && (cookie.domain == host || cookie.domain.contains("."))
-            guard domainIsRight else { return ("domain", "\(cookie.domain) (host-only \(cookie.hostOnly)) from \(host)") }
+                : OriginCookie.domainMatches(host, domain: cookie.domain)
+                    && (cookie.domain == host || cookie.domain.contains("."))
+            guard domainIsRight else {
+                return ("domain", "\(cookie.domain) (host-only \(cookie.hostOnly)) from \(host)")
+            }
             guard !cookie.secure || url.scheme == "https" else { return ("secure", "over \(url)") }
             let jar = CookieJar()
             _ = jar.receive(setCookie: [input], from: url, now: now)
@@ -43,7 +50,9 @@ extension FieldFuzzTests {
             let expired = cookie.expires.map { $0 <= now } ?? false
             var back = URLComponents(url: url, resolvingAgainstBaseURL: false)!
             back.percentEncodedPath = cookie.path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? "/"
-            guard let target = back.url, target.path == cookie.path else { return (expired ? "expired" : "cookie", nil) }
+            guard let target = back.url, target.path == cookie.path else {
+                return (expired ? "expired" : "cookie", nil)
+            }
             let sent = jar.field(for: target, now: now)?.contains("\(cookie.name)=\(cookie.value)") == true
             guard sent == !expired else { return ("jar", "sent \(sent) to \(target), expired \(expired)") }
             return (expired ? "expired" : "cookie", nil)

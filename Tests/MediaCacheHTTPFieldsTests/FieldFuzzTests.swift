@@ -102,7 +102,9 @@ import Testing
             guard let total else { return nil }
             return ContentRange(range: nil, totalLength: total)
         }
-        guard let dash = left.firstIndex(of: 45), let a = strict(left[left.startIndex..<dash]), let b = strict(left[(dash + 1)...]), b >= a else { return nil }
+        guard let dash = left.firstIndex(of: 45), let a = strict(left[left.startIndex..<dash]),
+            let b = strict(left[(dash + 1)...]), b >= a
+        else { return nil }
         if let total, b >= total { return nil }
         return ContentRange(range: ByteRange(a, b + 1), totalLength: total)
     }
@@ -113,8 +115,17 @@ import Testing
         let outcomes = try Mutator.run("number") { input in
             let bytes = Array(input.utf8)[...]
             let (s, t) = (HTTPNumber.saturating(input), HTTPNumber.strict(input))
-            if s != Self.saturating(bytes) { return ("mismatch", "saturating gave \(String(describing: s)), model \(String(describing: Self.saturating(bytes)))") }
-            if t != Self.strict(bytes) { return ("mismatch", "strict gave \(String(describing: t)), model \(String(describing: Self.strict(bytes)))") }
+            if s != Self.saturating(bytes) {
+                return (
+                    "mismatch",
+                    "saturating gave \(String(describing: s)), model \(String(describing: Self.saturating(bytes)))"
+                )
+            }
+            if t != Self.strict(bytes) {
+                return (
+                    "mismatch", "strict gave \(String(describing: t)), model \(String(describing: Self.strict(bytes)))"
+                )
+            }
             if let s, !(0...ByteRange.maximumOffset).contains(s) { return ("out of bounds", "\(s)") }
             return (t != nil ? "number" : s != nil ? "saturated" : "refused", nil)
         }
@@ -141,9 +152,13 @@ import Testing
                 }
                 switch specifier {
                 case .from(let first, let last):
-                    if range.lowerBound != first || range.upperBound != min(length, (last ?? length - 1) &+ 1) { return ("bad resolve", "\(range)") }
+                    if range.lowerBound != first || range.upperBound != min(length, (last ?? length - 1) &+ 1) {
+                        return ("bad resolve", "\(range)")
+                    }
                 case .suffix(let suffix):
-                    if range.upperBound != length || range.length != min(suffix, length) { return ("bad resolve", "\(range)") }
+                    if range.upperBound != length || range.length != min(suffix, length) {
+                        return ("bad resolve", "\(range)")
+                    }
                 }
             }
             if case .multiple = parsed { return ("several", nil) }
@@ -156,7 +171,9 @@ import Testing
         let outcomes = try Mutator.run("content-range") { input in
             let parsed = ContentRange(parsing: input)
             let model = Self.modelContentRange(input)
-            guard parsed == model else { return ("mismatch", "parsed \(String(describing: parsed)), model \(String(describing: model))") }
+            guard parsed == model else {
+                return ("mismatch", "parsed \(String(describing: parsed)), model \(String(describing: model))")
+            }
             if let parsed, ContentRange(parsing: parsed.headerValue) != parsed {
                 return ("round trip", "\(parsed.headerValue) does not parse back")
             }
@@ -168,21 +185,30 @@ import Testing
     @Test func cacheControlDirectivesAreTokensWithBoundedNumbersAndRoundTrip() throws {
         let outcomes = try Mutator.run("cache-control") { input in
             let parsed = CacheControl([input])
-            for (name, _) in parsed.directives where name.isEmpty || name != name.lowercased() || !name.utf8.allSatisfy(CacheControl.isTokenByte) {
+            for (name, _) in parsed.directives
+            where name.isEmpty || name != name.lowercased() || !name.utf8.allSatisfy(CacheControl.isTokenByte) {
                 return ("bad name", "\(parsed.directives)")
             }
-            if let maxAge = parsed.maxAge, !(0...CacheControl.maximumSeconds).contains(maxAge) { return ("bad number", "\(maxAge)") }
-            if parsed.noStore != parsed.directives.contains(where: { $0.name == "no-store" }) { return ("no-store", "\(parsed.directives)") }
+            if let maxAge = parsed.maxAge, !(0...CacheControl.maximumSeconds).contains(maxAge) {
+                return ("bad number", "\(maxAge)")
+            }
+            if parsed.noStore != parsed.directives.contains(where: { $0.name == "no-store" }) {
+                return ("no-store", "\(parsed.directives)")
+            }
             // Written back out (tokens bare, anything else quoted), the directives parse the same.
             let text = parsed.directives.map { name, value -> String in
                 guard let value else { return name }
                 if !value.isEmpty, value.utf8.allSatisfy(CacheControl.isTokenByte) { return "\(name)=\(value)" }
                 // Escaped byte by byte: a quote followed by a combining mark is one Character,
                 // which a Character-based replacement does not see (found at 1,000,000 inputs).
-                let escaped = value.utf8.flatMap { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") ? [UInt8(ascii: "\\"), $0] : [$0] }
+                let escaped = value.utf8.flatMap {
+                    $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") ? [UInt8(ascii: "\\"), $0] : [$0]
+                }
                 return "\(name)=\"" + String(decoding: escaped, as: UTF8.self) + "\""
             }.joined(separator: ", ")
-            guard CacheControl([text]) == parsed else { return ("round trip", "\(text) gave \(CacheControl([text]).directives), not \(parsed.directives)") }
+            guard CacheControl([text]) == parsed else {
+                return ("round trip", "\(text) gave \(CacheControl([text]).directives), not \(parsed.directives)")
+            }
             return (parsed.directives.isEmpty ? "none" : parsed.noStore ? "no-store" : "directives", nil)
         }
         try Mutator.expectVaried(outcomes, ["directives", "no-store", "none"])

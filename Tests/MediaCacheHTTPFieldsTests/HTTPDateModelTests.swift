@@ -19,20 +19,25 @@ import Testing
 
         static func parse(_ text: String) -> Int64? {
             var fields = text.split(separator: " ", omittingEmptySubsequences: false).map { String($0) }
-            if fields.count == 6, !fields[0].hasSuffix(","), fields[2].isEmpty, fields[3].utf8.count == 1 { fields.remove(at: 2) }
+            if fields.count == 6, !fields[0].hasSuffix(","), fields[2].isEmpty, fields[3].utf8.count == 1 {
+                fields.remove(at: 2)
+            }
             switch fields.count {
             case 6 where fields[0].hasSuffix(","):
-                guard fields[5].lowercased() == "gmt", let day = number(fields[1], 2...2), let month = month(fields[2]), let year = number(fields[3], 4...4)
+                guard fields[5].lowercased() == "gmt", let day = number(fields[1], 2...2), let month = month(fields[2]),
+                    let year = number(fields[3], 4...4)
                 else { return nil }
                 return seconds(year, month, day, fields[4])
             case 4 where fields[0].hasSuffix(","):
                 let date = fields[1].split(separator: "-", omittingEmptySubsequences: false).map { String($0) }
-                guard fields[3].lowercased() == "gmt", date.count == 3, let day = number(date[0], 2...2), let month = month(date[1]),
+                guard fields[3].lowercased() == "gmt", date.count == 3, let day = number(date[0], 2...2),
+                    let month = month(date[1]),
                     let short = number(date[2], 2...2)
                 else { return nil }
                 return seconds(short < 70 ? 2000 + short : 1900 + short, month, day, fields[2])
             case 5:
-                guard weekdays.contains(fields[0].lowercased()), let month = month(fields[1]), let day = number(fields[2], 1...2),
+                guard weekdays.contains(fields[0].lowercased()), let month = month(fields[1]),
+                    let day = number(fields[2], 1...2),
                     let year = number(fields[4], 4...4)
                 else { return nil }
                 return seconds(year, month, day, fields[3])
@@ -50,8 +55,10 @@ import Testing
 
         static func seconds(_ year: Int64, _ month: Int64, _ day: Int64, _ time: String) -> Int64? {
             let parts = time.split(separator: ":", omittingEmptySubsequences: false).map { String($0) }
-            guard (1900...9999).contains(year), parts.count == 3, let hour = number(parts[0], 2...2), let minute = number(parts[1], 2...2),
-                let second = number(parts[2], 2...2), hour < 24, minute < 60, second < 61, day >= 1, day <= CivilDate.daysIn(month: month, year: year)
+            guard (1900...9999).contains(year), parts.count == 3, let hour = number(parts[0], 2...2),
+                let minute = number(parts[1], 2...2),
+                let second = number(parts[2], 2...2), hour < 24, minute < 60, second < 61, day >= 1,
+                day <= CivilDate.daysIn(month: month, year: year)
             else { return nil }
             return CivilDate.days(year: year, month: month, day: day) * 86400 + hour * 3600 + minute * 60 + second
         }
@@ -61,11 +68,15 @@ import Testing
     static func forms(_ seconds: Int64) -> [String] {
         let imf = HTTPDate.format(seconds)  // Sun, 06 Nov 1994 08:49:37 GMT
         let parts = imf.split(separator: " ").map(String.init)
-        let names = ["Sun": "Sunday", "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday", "Sat": "Saturday"]
+        let names = [
+            "Sun": "Sunday", "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday",
+            "Sat": "Saturday",
+        ]
         let day = parts[1]
         let weekday = String(parts[0].dropLast())
         let rfc850 = "\(names[weekday]!), \(day)-\(parts[2])-\(parts[3].suffix(2)) \(parts[4]) GMT"
-        let asctime = "\(weekday) \(parts[2]) \(day.hasPrefix("0") ? " " + day.dropFirst() : day) \(parts[4]) \(parts[3])"
+        let asctime =
+            "\(weekday) \(parts[2]) \(day.hasPrefix("0") ? " " + day.dropFirst() : day) \(parts[4]) \(parts[3])"
         return [imf, rfc850, asctime]
     }
 
@@ -104,7 +115,10 @@ import Testing
     }
 
     @Test func textWithAByteOutsideASCIIIsNoDate() {
-        for text in ["Sün, 06 Nov 1994 08:49:37 GMT", "Sunday\u{0600}, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMT\u{00A0}", "Sun Nov \u{2007}6 08:49:37 1994"] {
+        for text in [
+            "Sün, 06 Nov 1994 08:49:37 GMT", "Sunday\u{0600}, 06-Nov-94 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT\u{00A0}", "Sun Nov \u{2007}6 08:49:37 1994",
+        ] {
             #expect(HTTPDate.parse(text) == nil, "\(text.debugDescription)")
         }
         // The model took the first two: it never looked at the day's name there.

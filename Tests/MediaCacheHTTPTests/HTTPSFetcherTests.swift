@@ -21,7 +21,10 @@ import Testing
         #expect(OriginTLSFailure.kind(of: NIOSSLError.readInInvalidTLSState) == nil)
         #expect(OriginTLSFailure.kind(of: NIOSSLExtraError.failedToValidateHostname) == .wrongName)
         #expect(
-            OriginTLSFailure.libraryReason(in: "[Error: 268435581 error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x.cc:320]")
+            OriginTLSFailure.libraryReason(
+                in:
+                    "[Error: 268435581 error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x.cc:320]"
+            )
                 == "CERTIFICATE_VERIFY_FAILED")
     }
 
@@ -32,7 +35,8 @@ import Testing
             let other = try TestCertificateAuthority(commonName: "Another CA")
             let file = directory.appendingPathComponent("roots.pem")
             let key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
-            try [other.certificatePEM, key, TestCertificateAuthority.shared.certificatePEM].joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
+            try [other.certificatePEM, key, TestCertificateAuthority.shared.certificatePEM].joined(separator: "\n")
+                .write(to: file, atomically: true, encoding: .utf8)
             let roots = try TrustRoots.load(pemFile: file.path)
             #expect(roots.count == 2)
 
@@ -52,8 +56,11 @@ import Testing
             try await trusting.shutdown()
 
             let plain = HTTPOriginFetcher()
-            await #expect { _ = try await plain.fetch(url, range: ByteRange(0, 10), ifRange: nil, headers: []) } throws: { error in
-                (error as? CacheError)?.code == .originRejected && (error as? CacheError)?.message.hasPrefix("certificate not trusted:") == true
+            await #expect {
+                _ = try await plain.fetch(url, range: ByteRange(0, 10), ifRange: nil, headers: [])
+            } throws: { error in
+                (error as? CacheError)?.code == .originRejected
+                    && (error as? CacheError)?.message.hasPrefix("certificate not trusted:") == true
             }
             try await plain.shutdown()
             try await origin.shutdown()
@@ -64,7 +71,10 @@ import Testing
                 ("empty.pem", "", "holds no certificate"),
                 ("key.pem", key, "holds no certificate"),
                 ("cut.pem", String(other.certificatePEM.prefix(200)), "has no -----END CERTIFICATE----- line"),
-                ("garbled.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n", "is not a valid X.509 certificate"),
+                (
+                    "garbled.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+                    "is not a valid X.509 certificate"
+                ),
             ]
             for (name, content, message) in cases {
                 let path = directory.appendingPathComponent(name)
@@ -112,7 +122,8 @@ import Testing
                 _ = try await h.readAndCheck("/wide.mp4", offset: offset, length: 500_000)
             }
             let requests = h.origin.requests("/wide.mp4")
-            #expect(requests.count >= 1 && requests.allSatisfy { $0.version == "HTTP/2.0" }, "\(requests.map(\.version))")
+            #expect(
+                requests.count >= 1 && requests.allSatisfy { $0.version == "HTTP/2.0" }, "\(requests.map(\.version))")
             let windows = h.origin.streamWindows
             #expect(windows.count == requests.count)
             #expect(windows.allSatisfy { $0 == HTTPOriginFetcher.initialStreamWindow }, "\(windows)")
@@ -133,7 +144,9 @@ import Testing
             #expect(afterFirst >= 1)
             _ = try await h.readAndCheck("/two.mp3")
             let first = try #require(h.origin.requests("/two.mp3").first)
-            #expect(first.connection <= afterFirst, "the second file's first request came on connection \(first.connection), opened after the first file")
+            #expect(
+                first.connection <= afterFirst,
+                "the second file's first request came on connection \(first.connection), opened after the first file")
             if scheme == .http2 { #expect(h.origin.connectionsAccepted == 1) }
         }
     }

@@ -25,7 +25,8 @@ import Testing
                 else { return ("read back", "\(server) does not read back") }
                 return ("read", nil)
             } catch let error as OriginProxyError {
-                if let password = URLComponents(string: input.contains("://") ? input : "http://" + input)?.password, password.count > 3,
+                if let password = URLComponents(string: input.contains("://") ? input : "http://" + input)?.password,
+                    password.count > 3,
                     error.message.contains(password)
                 {
                     return ("leak", error.message)

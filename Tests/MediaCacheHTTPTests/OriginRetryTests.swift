@@ -27,7 +27,8 @@ import Testing
                 return count
             }
             if attempt <= failures {
-                throw StaleConnection(error: CacheError(.originUnavailable, "Cannot reach origin.example:80: I/O on closed channel."))
+                throw StaleConnection(
+                    error: CacheError(.originUnavailable, "Cannot reach origin.example:80: I/O on closed channel."))
             }
             let body = AsyncStream<ByteBuffer> { continuation in
                 continuation.yield(ByteBuffer(string: "abcd"))
@@ -51,7 +52,9 @@ import Testing
 
     @Test func aSecondStaleConnectionIsTheOriginsFailure() async throws {
         let transport = Transport(failures: 2)
-        await #expect { _ = try await Self.exchange(transport).fetch(Self.url, range: nil, ifRange: nil, headers: []) } throws: {
+        await #expect {
+            _ = try await Self.exchange(transport).fetch(Self.url, range: nil, ifRange: nil, headers: [])
+        } throws: {
             ($0 as? CacheError)?.code == .originUnavailable
         }
         #expect(transport.sends.withLock { $0 } == 2)

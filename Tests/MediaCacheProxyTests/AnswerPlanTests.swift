@@ -26,7 +26,8 @@ import Testing
 
     static let etag = "\"v1\""
     static let modified = "Tue, 10 Nov 2026 08:00:00 GMT"
-    static let file = ContentMetadata(length: 1000, mimeType: "video/mp4", acceptsRanges: true, etag: etag, lastModified: modified)
+    static let file = ContentMetadata(
+        length: 1000, mimeType: "video/mp4", acceptsRanges: true, etag: etag, lastModified: modified)
     static let growing = ContentMetadata(length: nil, mimeType: "video/mp4", acceptsRanges: true)
     static let radio = ContentMetadata(length: nil, mimeType: "audio/mpeg", acceptsRanges: false)
 
@@ -41,48 +42,74 @@ import Testing
         Row(
             name: "a last position past the end is the end", fields: [("Range", "bytes=990-5000")], metadata: file,
             plan: .read(range: ByteRange(990, 1000), specifier: .from(first: 990, last: 5000))),
-        Row(name: "a suffix", fields: [("Range", "bytes=-100")], metadata: file, plan: .read(range: ByteRange(900, 1000), specifier: .suffix(length: 100))),
+        Row(
+            name: "a suffix", fields: [("Range", "bytes=-100")], metadata: file,
+            plan: .read(range: ByteRange(900, 1000), specifier: .suffix(length: 100))),
         Row(
             name: "several ranges: the first", fields: [("Range", "bytes=0-9,20-29")], metadata: file,
             plan: .read(range: ByteRange(0, 10), specifier: .from(first: 0, last: 9))),
-        Row(name: "a range past the end", fields: [("Range", "bytes=1000-")], metadata: file, plan: .unsatisfiable(total: 1000)),
-        Row(name: "an empty suffix", fields: [("Range", "bytes=-0")], metadata: file, plan: .unsatisfiable(total: 1000)),
-        Row(name: "HEAD", method: .HEAD, metadata: file, plan: .headOnly(status: .ok, range: ByteRange(0, 1000), isPartial: false)),
+        Row(
+            name: "a range past the end", fields: [("Range", "bytes=1000-")], metadata: file,
+            plan: .unsatisfiable(total: 1000)),
+        Row(
+            name: "an empty suffix", fields: [("Range", "bytes=-0")], metadata: file, plan: .unsatisfiable(total: 1000)),
+        Row(
+            name: "HEAD", method: .HEAD, metadata: file,
+            plan: .headOnly(status: .ok, range: ByteRange(0, 1000), isPartial: false)),
         Row(
             name: "HEAD of a range", method: .HEAD, fields: [("Range", "bytes=0-9")], metadata: file,
             plan: .headOnly(status: .partialContent, range: ByteRange(0, 10), isPartial: true)),
         Row(
             name: "an empty file", metadata: ContentMetadata(length: 0, mimeType: "video/mp4", acceptsRanges: true),
             plan: .headOnly(status: .ok, range: ByteRange(0, 0), isPartial: false)),
-        Row(name: "If-None-Match of the version", fields: [("If-None-Match", etag)], metadata: file, plan: .notModified),
+        Row(
+            name: "If-None-Match of the version", fields: [("If-None-Match", etag)], metadata: file, plan: .notModified),
         Row(
             name: "If-None-Match of another version", fields: [("If-None-Match", "\"v0\"")], metadata: file,
             plan: .read(range: ByteRange(0, 1000), specifier: nil)),
-        Row(name: "If-Modified-Since after the change", fields: [("If-Modified-Since", "Wed, 11 Nov 2026 08:00:00 GMT")], metadata: file, plan: .notModified),
         Row(
-            name: "If-None-Match wins over If-Modified-Since", fields: [("If-None-Match", "\"v0\""), ("If-Modified-Since", "Wed, 11 Nov 2026 08:00:00 GMT")],
+            name: "If-Modified-Since after the change",
+            fields: [("If-Modified-Since", "Wed, 11 Nov 2026 08:00:00 GMT")], metadata: file, plan: .notModified),
+        Row(
+            name: "If-None-Match wins over If-Modified-Since",
+            fields: [("If-None-Match", "\"v0\""), ("If-Modified-Since", "Wed, 11 Nov 2026 08:00:00 GMT")],
             metadata: file, plan: .read(range: ByteRange(0, 1000), specifier: nil)),
-        Row(name: "If-Match of another version", fields: [("If-Match", "\"v0\"")], metadata: file, plan: .preconditionFailed),
         Row(
-            name: "If-Unmodified-Since before the change", fields: [("If-Unmodified-Since", "Mon, 09 Nov 2026 08:00:00 GMT")], metadata: file,
+            name: "If-Match of another version", fields: [("If-Match", "\"v0\"")], metadata: file,
+            plan: .preconditionFailed),
+        Row(
+            name: "If-Unmodified-Since before the change",
+            fields: [("If-Unmodified-Since", "Mon, 09 Nov 2026 08:00:00 GMT")], metadata: file,
             plan: .preconditionFailed),
         Row(
             name: "If-Range of the version", fields: [("Range", "bytes=0-9"), ("If-Range", etag)], metadata: file,
             plan: .read(range: ByteRange(0, 10), specifier: .from(first: 0, last: 9))),
         Row(
-            name: "If-Range of another version: the whole file", fields: [("Range", "bytes=0-9"), ("If-Range", "\"v0\"")], metadata: file,
+            name: "If-Range of another version: the whole file",
+            fields: [("Range", "bytes=0-9"), ("If-Range", "\"v0\"")], metadata: file,
             plan: .read(range: ByteRange(0, 1000), specifier: nil)),
         Row(name: "no length, whole", metadata: radio, plan: .stream(firstByte: nil, length: nil)),
-        Row(name: "no length, a range the origin does not serve", fields: [("Range", "bytes=500-")], metadata: radio, plan: .stream(firstByte: nil, length: nil)),
-        Row(name: "no length, a range of a growing resource", fields: [("Range", "bytes=500-")], metadata: growing, plan: .stream(firstByte: 500, length: nil)),
-        Row(name: "no length, a closed range of it", fields: [("Range", "bytes=500-599")], metadata: growing, plan: .stream(firstByte: 500, length: 100)),
-        Row(name: "no length, a suffix: whole", fields: [("Range", "bytes=-100")], metadata: growing, plan: .stream(firstByte: nil, length: nil)),
-        Row(name: "no length, HEAD", method: .HEAD, metadata: growing, plan: .headOnly(status: .ok, range: nil, isPartial: false)),
+        Row(
+            name: "no length, a range the origin does not serve", fields: [("Range", "bytes=500-")], metadata: radio,
+            plan: .stream(firstByte: nil, length: nil)),
+        Row(
+            name: "no length, a range of a growing resource", fields: [("Range", "bytes=500-")], metadata: growing,
+            plan: .stream(firstByte: 500, length: nil)),
+        Row(
+            name: "no length, a closed range of it", fields: [("Range", "bytes=500-599")], metadata: growing,
+            plan: .stream(firstByte: 500, length: 100)),
+        Row(
+            name: "no length, a suffix: whole", fields: [("Range", "bytes=-100")], metadata: growing,
+            plan: .stream(firstByte: nil, length: nil)),
+        Row(
+            name: "no length, HEAD", method: .HEAD, metadata: growing,
+            plan: .headOnly(status: .ok, range: nil, isPartial: false)),
     ]
 
     @Test(arguments: rows)
     func eachRequestGetsItsPlan(_ row: Row) throws {
-        let head = HTTPRequestHead(version: .http1_1, method: row.method, uri: "/?url=x", headers: HTTPHeaders(row.fields))
+        let head = HTTPRequestHead(
+            version: .http1_1, method: row.method, uri: "/?url=x", headers: HTTPHeaders(row.fields))
         let asked = try ProxyRouter.parse(head, url: URL(string: "https://origin.example/v.mp4")!)
         #expect(AnswerPlan.plan(asked, metadata: row.metadata, sendsBody: row.method != .HEAD) == row.plan)
     }
@@ -90,6 +117,8 @@ import Testing
     /// A `Range` that is not a bytes range is refused with a reason, not ignored silently.
     @Test func aMalformedRangeIsRefused() {
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/?url=x", headers: ["Range": "pages=1-2"])
-        #expect(throws: ProxyRequestError.self) { try ProxyRouter.parse(head, url: URL(string: "https://origin.example/v.mp4")!) }
+        #expect(throws: ProxyRequestError.self) {
+            try ProxyRouter.parse(head, url: URL(string: "https://origin.example/v.mp4")!)
+        }
     }
 }

@@ -23,7 +23,9 @@ import Testing
             let parsed = UUID(uuidString: id)
             #expect(parsed?.uuidString.lowercased() == id, "\(id)")
             let groups = id.split(separator: "-")
-            #expect(groups.map(\.count) == [8, 4, 4, 4, 12] && groups[2].first == "4" && "89ab".contains(groups[3].first ?? "x"), "\(id)")
+            #expect(
+                groups.map(\.count) == [8, 4, 4, 4, 12] && groups[2].first == "4"
+                    && "89ab".contains(groups[3].first ?? "x"), "\(id)")
             #expect(CMCD(parsing: "sid=\"\(id)\"").sessionID == id)
         }
         #expect(Set(ids).count == ids.count)
@@ -41,9 +43,13 @@ import Testing
             #expect(h.origin.resource(at: "/q.ts")!.firstMismatch(in: second.body, at: 0) == nil)
             #expect(h.origin.requests("/q.ts").map(\.query) == ["CMCD=bl=1000,ot=v"], "\(h.origin.requests("/q.ts"))")
 
-            let a = try await h.get(h.url("/f.ts"), headers: [("CMCD-Request", "bl=1000"), ("CMCD-Session", "sid=\"a\"")])
-            let b = try await h.get(h.url("/f.ts"), headers: [("CMCD-Request", "bl=9000"), ("CMCD-Session", "sid=\"b\"")])
-            #expect(a.status == 200 && b.status == 200 && h.origin.resource(at: "/f.ts")!.firstMismatch(in: b.body, at: 0) == nil)
+            let a = try await h.get(
+                h.url("/f.ts"), headers: [("CMCD-Request", "bl=1000"), ("CMCD-Session", "sid=\"a\"")])
+            let b = try await h.get(
+                h.url("/f.ts"), headers: [("CMCD-Request", "bl=9000"), ("CMCD-Session", "sid=\"b\"")])
+            #expect(
+                a.status == 200 && b.status == 200
+                    && h.origin.resource(at: "/f.ts")!.firstMismatch(in: b.body, at: 0) == nil)
             #expect(h.origin.requests("/f.ts").count == 1, "\(h.origin.requests("/f.ts"))")
             #expect(h.origin.requests("/f.ts").first?.header("CMCD-Request") == "bl=1000")
         }
@@ -61,7 +67,9 @@ import Testing
             #expect(first.status == 200 && second.status == 200)
             #expect(h.origin.resource(at: "/u.ts")!.firstMismatch(in: first.body, at: 0) == nil)
             #expect(h.origin.resource(at: "/u.ts")!.firstMismatch(in: second.body, at: 0) == nil)
-            #expect(h.origin.requests("/u.ts").map(\.rawQuery) == ["a=1&CMCD=bl%3D1000%2Csid%3D%22s1%22"], "\(h.origin.requests("/u.ts"))")
+            #expect(
+                h.origin.requests("/u.ts").map(\.rawQuery) == ["a=1&CMCD=bl%3D1000%2Csid%3D%22s1%22"],
+                "\(h.origin.requests("/u.ts"))")
 
             let path = "http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: h.origin.url("/p.ts"), token: nil)
             let one = try await h.get(path + "?CMCD=bl%3D1000")
@@ -89,19 +97,25 @@ import Testing
         ) { h in
             h.origin.serveRenditionAsset()
             let master = try await h.get(h.url("/hls/master.m3u8"))
-            let variant = try #require(String(buffer: master.body).split(separator: "\n").first { $0.contains("v0.m3u8") })
+            let variant = try #require(
+                String(buffer: master.body).split(separator: "\n").first { $0.contains("v0.m3u8") })
             let media = try await h.get(String(variant))
-            let segment = try #require(String(buffer: media.body).split(separator: "\n").first { $0.contains("v0-0.ts") })
+            let segment = try #require(
+                String(buffer: media.body).split(separator: "\n").first { $0.contains("v0-0.ts") })
             let bytes = try await h.get(String(segment))
             #expect(h.origin.resource(at: "/hls/v0-0.ts")!.firstMismatch(in: bytes.body, at: 0) == nil)
             let asked = ["/hls/master.m3u8", "/hls/v0.m3u8", "/hls/v0-0.ts"].compactMap { h.origin.requests($0).first }
             #expect(asked.count == 3)
             // One session id throughout (the first request, the master's, is not yet known as HLS).
             let sessions = asked.map { request in CMCD.session(in: request.headers)?.sessionID }
-            #expect(sessions.count == 3 && Set(sessions).count == 1 && sessions[0] != nil, "\(asked.map { $0.header("CMCD-Session") ?? "-" })")
-            #expect(asked[1].header("CMCD-Object") == "ot=m" && asked[1].header("CMCD-Session")?.hasPrefix("sf=h,") == true)
+            #expect(
+                sessions.count == 3 && Set(sessions).count == 1 && sessions[0] != nil,
+                "\(asked.map { $0.header("CMCD-Session") ?? "-" })")
+            #expect(
+                asked[1].header("CMCD-Object") == "ot=m" && asked[1].header("CMCD-Session")?.hasPrefix("sf=h,") == true)
             #expect(asked[2].header("CMCD-Object") == "d=2000", "\(asked[2])")
-            #expect(asked.allSatisfy { $0.header("CMCD-Request") == nil }, "a player's request marked as the cache's own")
+            #expect(
+                asked.allSatisfy { $0.header("CMCD-Request") == nil }, "a player's request marked as the cache's own")
 
             // A player that sends its own: it goes on as it came, nothing added.
             _ = try await h.get(h.url("/hls/a_en-0.ts"), headers: [("CMCD-Session", "sid=\"player\"")])
@@ -125,15 +139,20 @@ import Testing
                 return configuration
             }) { h in
                 let made = directory.appendingPathComponent("made")
-                try await HLSProxyTests.make(.masterWithTwoVariants, in: made, originURL: String(h.origin.url("/").absoluteString.dropLast()))
+                try await HLSProxyTests.make(
+                    .masterWithTwoVariants, in: made, originURL: String(h.origin.url("/").absoluteString.dropLast()))
                 let paths = try HLSProxyTests.serve(made, on: h.origin)
                 _ = try await HLSProxyTests.decodeHash(h.url("/hls/master.m3u8"))
                 let asked = paths.flatMap { h.origin.requests($0) }
                 #expect(asked.count > 4)
-                #expect(Set(asked.map { CMCD.session(in: $0.headers)?.sessionID }).count == 1 && CMCD.session(in: asked[0].headers) != nil)
+                #expect(
+                    Set(asked.map { CMCD.session(in: $0.headers)?.sessionID }).count == 1
+                        && CMCD.session(in: asked[0].headers) != nil)
                 let playlists = asked.filter { $0.path.hasSuffix("index.m3u8") }
                 let segments = asked.filter { $0.path.hasSuffix(".ts") }
-                #expect(!playlists.isEmpty && playlists.allSatisfy { $0.header("CMCD-Object") == "ot=m" }, "\(playlists.map { $0.header("CMCD-Object") ?? "-" })")
+                #expect(
+                    !playlists.isEmpty && playlists.allSatisfy { $0.header("CMCD-Object") == "ot=m" },
+                    "\(playlists.map { $0.header("CMCD-Object") ?? "-" })")
                 #expect(!segments.isEmpty && segments.allSatisfy { $0.header("CMCD-Object")?.hasPrefix("d=") == true })
             }
         }
@@ -142,15 +161,22 @@ import Testing
     /// CMCD text from outside (a URI a player could change): only known keys with values in bounds.
     @Test func cmcdTextFromOutsideKeepsOnlyKnownKeysInBounds() {
         var random = SystemRandomNumberGenerator()
-        let pieces = ["d=", "ot=", "sf=", "sid=", "\"", ",", "=", "m", "av", "h", "123", "99999999999", "-", "x", "é", "\u{0}"]
+        let pieces = [
+            "d=", "ot=", "sf=", "sid=", "\"", ",", "=", "m", "av", "h", "123", "99999999999", "-", "x", "é", "\u{0}",
+        ]
         for _ in 0..<20_000 {
-            let text = (0..<Int.random(in: 0...12, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined()
+            let text = (0..<Int.random(in: 0...12, using: &random)).map { _ in pieces.randomElement(using: &random)! }
+                .joined()
             let parsed = CMCD(parsing: text)
             #expect(parsed.duration.map { (0...86_400_000).contains($0) } ?? true)
             #expect(parsed.objectType.map { ["m", "i", "k", "c", "a", "v", "av", "tt", "o"].contains($0) } ?? true)
-            #expect(parsed.sessionID.map { !$0.isEmpty && $0.utf8.count <= 64 && !$0.contains("\"") && !$0.contains(",") } ?? true)
+            #expect(
+                parsed.sessionID.map { !$0.isEmpty && $0.utf8.count <= 64 && !$0.contains("\"") && !$0.contains(",") }
+                    ?? true)
             #expect(CMCD(parsing: parsed.text) == parsed, "\(text.debugDescription)")
         }
-        #expect(CMCD(parsing: "d=2000,ot=m,sf=h,sid=\"ab-12\"") == CMCD(objectType: "m", streamingFormat: "h", sessionID: "ab-12", duration: 2000))
+        #expect(
+            CMCD(parsing: "d=2000,ot=m,sf=h,sid=\"ab-12\"")
+                == CMCD(objectType: "m", streamingFormat: "h", sessionID: "ab-12", duration: 2000))
     }
 }

@@ -16,7 +16,8 @@ import Testing
     static let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/a")
 
     static func machine(overCapacity: Bool = false) -> ConnectionStateMachine {
-        ConnectionStateMachine(now: start, idleTimeout: timeout, requestTimeout: requestTimeout, isOverCapacity: overCapacity)
+        ConnectionStateMachine(
+            now: start, idleTimeout: timeout, requestTimeout: requestTimeout, isOverCapacity: overCapacity)
     }
 
     @Test func aRequestIsAnsweredWhenItsEndArrivesAndTheNextWaitsForTheAnswer() {
@@ -49,8 +50,11 @@ import Testing
         #expect(machine.held.count == 4)
         #expect(machine.answerEnded(7, now: Self.start + .seconds(2)) == .none, "another answer's notice")
         #expect(machine.answerEnded(1, now: Self.start + .seconds(2)) == .answer(second))
-        #expect(machine.state == .answering(number: 2) && machine.held == [.head(third), .end], "the third still waits")
-        #expect(machine.timerFired(now: Self.start + .seconds(500)) == .lookAgain(Self.requestTimeout), "answering: not cut")
+        #expect(
+            machine.state == .answering(number: 2) && machine.held == [.head(third), .end], "the third still waits")
+        #expect(
+            machine.timerFired(now: Self.start + .seconds(500)) == .lookAgain(Self.requestTimeout), "answering: not cut"
+        )
         #expect(machine.answerEnded(2, now: Self.start + .seconds(501)) == .answer(third))
         #expect(machine.answerEnded(3, now: Self.start + .seconds(502)) == .none)
         #expect(!machine.readsPaused && machine.held.isEmpty)
@@ -77,8 +81,12 @@ import Testing
         var machine = Self.machine()
         #expect(machine.errorCaught(HTTPParserError.invalidMethod, now: Self.start) == .refuseMalformed(.invalidMethod))
         #expect(machine.state == .lingering)
-        #expect(machine.errorCaught(HTTPParserError.headerOverflow, now: Self.start) == .drop, "a second parser error: dropped")
-        #expect(machine.errorCaught(ChannelError.ioOnClosedChannel, now: Self.start) == .drop, "the decoder's complaint about more bytes: dropped")
+        #expect(
+            machine.errorCaught(HTTPParserError.headerOverflow, now: Self.start) == .drop,
+            "a second parser error: dropped")
+        #expect(
+            machine.errorCaught(ChannelError.ioOnClosedChannel, now: Self.start) == .drop,
+            "the decoder's complaint about more bytes: dropped")
         #expect(machine.receive(.end, now: Self.start) == .drop, "no request is answered after a refusal")
         // An error that is not the parser's goes on down the pipeline.
         var other = Self.machine()
@@ -96,9 +104,13 @@ import Testing
         #expect(machine.timerFired(now: Self.start + .seconds(120)) == .close)
         _ = machine.receive(.head(Self.head), now: Self.start + .seconds(100))
         _ = machine.receive(.end, now: Self.start + .seconds(101))
-        #expect(machine.timerFired(now: Self.start + .seconds(900)) == .lookAgain(Self.requestTimeout), "answering: never idle")
+        #expect(
+            machine.timerFired(now: Self.start + .seconds(900)) == .lookAgain(Self.requestTimeout),
+            "answering: never idle")
         _ = machine.answerEnded(1, now: Self.start + .seconds(900))
-        #expect(machine.timerFired(now: Self.start + .seconds(930)) == .lookAgain(.seconds(90)), "an answer's end counts as activity")
+        #expect(
+            machine.timerFired(now: Self.start + .seconds(930)) == .lookAgain(.seconds(90)),
+            "an answer's end counts as activity")
         #expect(machine.timerFired(now: Self.start + .seconds(1020)) == .close)
         // Lingering after a refusal is idle too: the linger time closes it first, this at the latest.
         var refused = Self.machine()
@@ -114,7 +126,9 @@ import Testing
     @Test func theRequestTimer() {
         var slow = Self.machine()
         _ = slow.bytesArrived(now: Self.start + .seconds(30))
-        #expect(slow.timerFired(now: Self.start + .seconds(35)) == .lookAgain(.seconds(5)), "its first bytes start the clock")
+        #expect(
+            slow.timerFired(now: Self.start + .seconds(35)) == .lookAgain(.seconds(5)),
+            "its first bytes start the clock")
         _ = slow.bytesArrived(now: Self.start + .seconds(39))
         #expect(slow.timerFired(now: Self.start + .seconds(40)) == .close, "more bytes do not move it")
         // A whole request stops it; the next request's first bytes start it again.
@@ -123,17 +137,25 @@ import Testing
         _ = kept.receive(.head(Self.head), now: Self.start + .seconds(1))
         #expect(kept.receive(.end, now: Self.start + .seconds(2)) == .answer(Self.head))
         _ = kept.answerEnded(1, now: Self.start + .seconds(3))
-        #expect(kept.timerFired(now: Self.start + .seconds(60)) == .lookAgain(.seconds(63)), "between requests only the idle timeout counts")
-        #expect(kept.bytesArrived(now: Self.start + .seconds(70)) == .lookAgain(Self.requestTimeout), "the timer armed for the idle timeout is brought forward")
+        #expect(
+            kept.timerFired(now: Self.start + .seconds(60)) == .lookAgain(.seconds(63)),
+            "between requests only the idle timeout counts")
+        #expect(
+            kept.bytesArrived(now: Self.start + .seconds(70)) == .lookAgain(Self.requestTimeout),
+            "the timer armed for the idle timeout is brought forward")
         #expect(kept.timerFired(now: Self.start + .seconds(80)) == .close)
         // Bytes of the next request that come while an answer is sent are timed once it ends.
         var pipelined = Self.machine()
         _ = pipelined.receive(.head(Self.head), now: Self.start)
         _ = pipelined.receive(.end, now: Self.start)
         #expect(pipelined.bytesArrived(now: Self.start + .seconds(1)) == .none, "answering: timed once the answer ends")
-        #expect(pipelined.timerFired(now: Self.start + .seconds(300)) == .lookAgain(Self.requestTimeout), "answering: not cut")
+        #expect(
+            pipelined.timerFired(now: Self.start + .seconds(300)) == .lookAgain(Self.requestTimeout),
+            "answering: not cut")
         _ = pipelined.answerEnded(1, now: Self.start + .seconds(300))
-        #expect(pipelined.receive(.head(Self.head), now: Self.start + .seconds(300)) == .none, "the held request comes whole")
+        #expect(
+            pipelined.receive(.head(Self.head), now: Self.start + .seconds(300)) == .none,
+            "the held request comes whole")
         #expect(pipelined.receive(.end, now: Self.start + .seconds(300)) == .answer(Self.head))
         _ = pipelined.answerEnded(2, now: Self.start + .seconds(301))
         #expect(pipelined.timerFired(now: Self.start + .seconds(302)) == .lookAgain(.seconds(119)))
@@ -166,7 +188,9 @@ import Testing
             if case .lookAgain(let delay) = machine.bytesArrived(now: time) { looksAt = time + delay }
         }
 
-        mutating func receive(_ event: ConnectionStateMachine.Inbound, at time: NIODeadline) -> ConnectionStateMachine.Action {
+        mutating func receive(_ event: ConnectionStateMachine.Inbound, at time: NIODeadline)
+            -> ConnectionStateMachine.Action
+        {
             run(until: time)
             return machine.receive(event, now: time)
         }

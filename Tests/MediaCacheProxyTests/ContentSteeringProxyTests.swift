@@ -18,10 +18,13 @@ import Testing
         var playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
         for index in 0..<segments {
             playlist += "#EXTINF:2.0,\nseg\(index).ts\n"
-            origin.serve(.generated(length: 30_000, seed: UInt64(60 + index), mimeType: "video/mp2t"), at: "/v/seg\(index).ts")
+            origin.serve(
+                .generated(length: 30_000, seed: UInt64(60 + index), mimeType: "video/mp2t"), at: "/v/seg\(index).ts")
         }
         playlist += "#EXT-X-ENDLIST\n"
-        origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/v/index.m3u8")
+        origin.serve(
+            TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+            at: "/v/index.m3u8")
     }
 
     /// The URI lines of a playlist, each with the `PATHWAY-ID` of the `EXT-X-STREAM-INF` before it.
@@ -47,7 +50,8 @@ import Testing
         for (index, segment) in segmentURIs.enumerated() {
             let reply = try await h.get(String(segment))
             #expect(
-                reply.status == 200 && reply.body.readableBytes == 30_000 && DeterministicContent(seed: UInt64(60 + index)).firstMismatch(in: reply.body, at: 0) == nil,
+                reply.status == 200 && reply.body.readableBytes == 30_000
+                    && DeterministicContent(seed: UInt64(60 + index)).firstMismatch(in: reply.body, at: 0) == nil,
                 "\(segment)")
         }
     }
@@ -56,7 +60,9 @@ import Testing
     /// steer costs B nothing; without, B sends each segment once. Either way the steering
     /// server is reached through the proxy with the player's parameters, its answer leads back
     /// through the proxy, and it is never stored.
-    @Test(arguments: [true, false]) func aPlayerSteeredToAnotherCDNKeepsPlayingThroughTheProxy(grouped: Bool) async throws {
+    @Test(arguments: [true, false]) func aPlayerSteeredToAnotherCDNKeepsPlayingThroughTheProxy(grouped: Bool)
+        async throws
+    {
         var store = CacheStore.Configuration()
         if grouped { store.keyRule = CacheKeyRule(sameContentHosts: [["127.0.0.1", "127.0.0.2"]]) }
         try await ProxyHarness.with(store: store) { h in
@@ -73,9 +79,14 @@ import Testing
                 \(cdnB.url("/v/index.m3u8").absoluteString)
 
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/master.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+                at: "/master.m3u8")
             var steering = TestOrigin.Resource(
-                body: .bytes(Array(#"{"VERSION":1,"TTL":1,"RELOAD-URI":"/steer.json?session=1","PATHWAY-PRIORITY":["B","A"]}"#.utf8)), mimeType: "application/json")
+                body: .bytes(
+                    Array(
+                        #"{"VERSION":1,"TTL":1,"RELOAD-URI":"/steer.json?session=1","PATHWAY-PRIORITY":["B","A"]}"#.utf8
+                    )), mimeType: "application/json")
             steering.cacheControl = "max-age=1"
             h.origin.serve(steering, at: "/steer.json")
 
@@ -83,20 +94,32 @@ import Testing
             let server = try #require(LowLatencyHLSTests.uri(of: "#EXT-X-CONTENT-STEERING:", in: text), "\(text)")
             #expect(server.hasPrefix("http://127.0.0.1:\(h.port)/o/"), "\(server)")
             let variants = Self.variants(in: text)
-            #expect(variants.map(\.pathway) == ["A", "B"] && variants.allSatisfy { $0.uri.hasPrefix("http://127.0.0.1:\(h.port)/") }, "\(variants)")
+            #expect(
+                variants.map(\.pathway) == ["A", "B"]
+                    && variants.allSatisfy { $0.uri.hasPrefix("http://127.0.0.1:\(h.port)/") }, "\(variants)")
             try await Self.play(variants[0].uri, through: h)
 
             // The steering server, as a player asks it: its answer puts B first and its
             // RELOAD-URI leads back through the proxy.
             let answer = try await h.get(server + "?_HLS_pathway=A&_HLS_throughput=2000000")
-            let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView)) as? [String: Any], "\(String(buffer: answer.body))")
+            let json = try #require(
+                try JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView)) as? [String: Any],
+                "\(String(buffer: answer.body))")
             #expect(answer.status == 200 && json["PATHWAY-PRIORITY"] as? [String] == ["B", "A"])
             let reload = try #require(json["RELOAD-URI"] as? String)
-            #expect(reload.hasPrefix("http://127.0.0.1:\(h.port)/o/") && reload.hasSuffix("/steer.json?session=1"), "\(reload)")
+            #expect(
+                reload.hasPrefix("http://127.0.0.1:\(h.port)/o/") && reload.hasSuffix("/steer.json?session=1"),
+                "\(reload)")
             let again = try await h.get(reload + "&_HLS_pathway=B&_HLS_throughput=2000000")
             #expect(again.status == 200)
-            #expect(h.origin.requests("/steer.json").map { $0.query ?? "" } == ["_HLS_pathway=A&_HLS_throughput=2000000", "session=1&_HLS_pathway=B&_HLS_throughput=2000000"])
-            let steeringKey = h.base.store.key(for: try #require(URL(string: h.origin.url("/steer.json").absoluteString + "?_HLS_pathway=A&_HLS_throughput=2000000")))
+            #expect(
+                h.origin.requests("/steer.json").map { $0.query ?? "" } == [
+                    "_HLS_pathway=A&_HLS_throughput=2000000", "session=1&_HLS_pathway=B&_HLS_throughput=2000000",
+                ])
+            let steeringKey = h.base.store.key(
+                for: try #require(
+                    URL(string: h.origin.url("/steer.json").absoluteString + "?_HLS_pathway=A&_HLS_throughput=2000000"))
+            )
             #expect(h.base.store.metadata(for: steeringKey) == nil, "a steering answer was stored")
 
             // Steered to B.
@@ -119,7 +142,9 @@ import Testing
             try await ProxyHarness.with { h in
                 let cdnB = try await TestOrigin.start(host: "127.0.0.2", port: h.origin.port)
                 defer { Task { try? await cdnB.shutdown() } }
-                try await HLSProxyTests.make(.masterWithTwoVariants, in: directory, originURL: String(h.origin.url("/").absoluteString.dropLast()))
+                try await HLSProxyTests.make(
+                    .masterWithTwoVariants, in: directory,
+                    originURL: String(h.origin.url("/").absoluteString.dropLast()))
                 _ = try HLSProxyTests.serve(directory, on: h.origin)
                 _ = try HLSProxyTests.serve(directory, on: cdnB)
                 let master = """
@@ -131,7 +156,9 @@ import Testing
                     \(cdnB.url("/hls/v0/index.m3u8").absoluteString)
 
                     """
-                h.origin.serve(TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/hls/steered.m3u8")
+                h.origin.serve(
+                    TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+                    at: "/hls/steered.m3u8")
                 let direct = try await HLSProxyTests.decodeHash(h.origin.url("/hls/steered.m3u8").absoluteString)
                 let proxied = try await HLSProxyTests.decodeHash(h.url("/hls/steered.m3u8"))
                 #expect(direct.hasPrefix("MD5=") && proxied == direct, "direct \(direct), proxied \(proxied)")

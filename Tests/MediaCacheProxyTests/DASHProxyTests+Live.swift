@@ -29,14 +29,17 @@ extension DASHProxyTests {
                       </Representation></AdaptationSet></Period>
                     </MPD>
                     """
-                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"s\(start)\"")
+                var resource = TestOrigin.Resource(
+                    body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"s\(start)\"")
                 resource.cacheControl = "max-age=60"
                 return resource
             }
             for (path, live) in [("/live/m.mpd", true), ("/vod/m.mpd", false)] {
                 h.origin.serve(manifest(start: 1, live: live), at: path)
                 let first = String(buffer: try await h.get(h.url(path)).body)
-                #expect(first.contains("startNumber=\"1\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(path): \(first)")
+                #expect(
+                    first.contains("startNumber=\"1\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"),
+                    "\(path): \(first)")
                 h.origin.serve(manifest(start: 5, live: live), at: path)
                 clock.advance(by: 2.3)
                 let later = String(buffer: try await h.get(h.url(path)).body)
@@ -48,14 +51,16 @@ extension DASHProxyTests {
             }
             // The player asks for a segment through the base; it is not there yet, then it is.
             let later = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
-            let base = try #require(later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
+            let base = try #require(
+                later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
             var missing = TestOrigin.Resource(body: .bytes([]), mimeType: "video/iso.segment")
             missing.faults.status = 404
             h.origin.serve(missing, at: "/live/seg-6.m4s")
             #expect(try await h.get(base + "seg-6.m4s").status == 404)
             h.origin.serve(.generated(length: 10_000, seed: 85), at: "/live/seg-6.m4s")
             let arrived = try await h.get(base + "seg-6.m4s")
-            #expect(arrived.status == 200 && DeterministicContent(seed: 85).firstMismatch(in: arrived.body, at: 0) == nil)
+            #expect(
+                arrived.status == 200 && DeterministicContent(seed: 85).firstMismatch(in: arrived.body, at: 0) == nil)
         }
     }
 
@@ -72,7 +77,8 @@ extension DASHProxyTests {
                 let ffmpeg = try SpawnedProcess(
                     "ffmpeg",
                     [
-                        "-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=duration=60:size=160x120:rate=10",
+                        "-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i",
+                        "testsrc=duration=60:size=160x120:rate=10",
                         "-c:v", "mpeg4", "-q:v", "8", "-threads", "1", "-f", "dash", "-seg_duration", "1",
                         "-streaming", "1", "-window_size", "5", manifest.path,
                     ], searchingPath: true)
@@ -82,13 +88,20 @@ extension DASHProxyTests {
                         var published: Set<String> = []
                         /// Serves the folder as it is now; returns the manifest's publishTime.
                         func mirror() throws -> String? {
-                            guard let text = try? String(contentsOf: manifest, encoding: .utf8), text.contains("</MPD>") else { return nil }
-                            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".m4s") {
+                            guard let text = try? String(contentsOf: manifest, encoding: .utf8), text.contains("</MPD>")
+                            else { return nil }
+                            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                            where name.hasSuffix(".m4s") {
                                 let bytes = [UInt8](try Data(contentsOf: directory.appendingPathComponent(name)))
-                                h.origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: "video/iso.segment", etag: "\"\(bytes.count)\""), at: "/live/" + name)
+                                h.origin.serve(
+                                    TestOrigin.Resource(
+                                        body: .bytes(bytes), mimeType: "video/iso.segment", etag: "\"\(bytes.count)\""),
+                                    at: "/live/" + name)
                             }
                             let time = Self.attribute("publishTime", in: text)
-                            var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"\(time ?? "")\"")
+                            var resource = TestOrigin.Resource(
+                                body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml",
+                                etag: "\"\(time ?? "")\"")
                             resource.cacheControl = "max-age=60"
                             h.origin.serve(resource, at: "/live/m.mpd")
                             if let time { published.insert(time) }
@@ -96,7 +109,9 @@ extension DASHProxyTests {
                         }
                         try await waitUntil { (try? mirror()) != nil }
                         let first = String(buffer: try await h.get(h.url("/live/m.mpd")).body)
-                        #expect(first.contains("type=\"dynamic\"") && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(first)")
+                        #expect(
+                            first.contains("type=\"dynamic\"")
+                                && first.contains("<BaseURL>http://127.0.0.1:\(h.port)/o/"), "\(first)")
                         let firstTime = try #require(Self.attribute("publishTime", in: first))
                         #expect(published.contains(firstTime))
                         // The origin's manifest moves on as ffmpeg writes; so does the proxy's.
@@ -107,9 +122,13 @@ extension DASHProxyTests {
                             return Self.attribute("publishTime", in: later) != firstTime
                         }
                         let laterTime = try #require(Self.attribute("publishTime", in: later))
-                        #expect(published.contains(laterTime), "the proxy showed a manifest the origin never served: \(laterTime)")
+                        #expect(
+                            published.contains(laterTime),
+                            "the proxy showed a manifest the origin never served: \(laterTime)")
                         // A segment ffmpeg has written whole, through the base the manifest gives.
-                        let base = try #require(later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
+                        let base = try #require(
+                            later.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(
+                                String.init))
                         _ = try mirror()
                         let segment = try #require(
                             try FileManager.default.contentsOfDirectory(atPath: directory.path)
@@ -144,15 +163,25 @@ extension DASHProxyTests {
             let reply = try await h.get(good)
             #expect(reply.status == 200 && DeterministicContent(seed: 86).firstMismatch(in: reply.body, at: 0) == nil)
             #expect(h.origin.requests("/a/film.mp4").last?.query == "x=1", "the origin's query goes to the origin")
-            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: nil)).status == 403)
-            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: "wrong")).status == 403)
+            #expect(
+                try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: nil)).status == 403)
+            #expect(
+                try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: url, token: "wrong")).status
+                    == 403)
             // A query token= is the origin's, not the proxy's.
-            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: h.origin.url("/a/film.mp4?token=s3cret"), token: nil)).status == 403)
+            #expect(
+                try await h.get(
+                    "http://127.0.0.1:\(h.port)"
+                        + ProxyURL.pathForm(for: h.origin.url("/a/film.mp4?token=s3cret"), token: nil)
+                ).status == 403)
             let elsewhere = URL(string: "http://localhost:\(h.origin.port)/a/film.mp4")!
-            #expect(try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: elsewhere, token: "s3cret")).status == 403)
+            #expect(
+                try await h.get("http://127.0.0.1:\(h.port)" + ProxyURL.pathForm(for: elsewhere, token: "s3cret"))
+                    .status == 403)
             // (The token is checked first: without it these are 403s that say nothing of the target.)
             for bad in ["/o/!!!/x", "/o/" + Data("ftp://x".utf8).base64EncodedString() + "/x", "/o/aHR0cDovL2EvYg/x"] {
-                let reply = try await h.get("http://127.0.0.1:\(h.port)" + bad, headers: [("X-MediaCache-Token", "s3cret")])
+                let reply = try await h.get(
+                    "http://127.0.0.1:\(h.port)" + bad, headers: [("X-MediaCache-Token", "s3cret")])
                 #expect(reply.status == 400, "\(bad): \(reply.status) \(String(buffer: reply.body))")
             }
         }
@@ -171,16 +200,26 @@ extension DASHProxyTests {
                 let segments = paths.filter { $0.hasSuffix(".m4s") }
                 #expect(paths.contains("/dash/master.m3u8") && segments.count >= 6, "\(paths)")
                 let forms = hlsFirst ? ["/dash/master.m3u8", "/dash/m.mpd"] : ["/dash/m.mpd", "/dash/master.m3u8"]
-                let direct = [try await Self.decodeHash(h.origin.url(forms[0]).absoluteString), try await Self.decodeHash(h.origin.url(forms[1]).absoluteString)]
+                let direct = [
+                    try await Self.decodeHash(h.origin.url(forms[0]).absoluteString),
+                    try await Self.decodeHash(h.origin.url(forms[1]).absoluteString),
+                ]
                 h.origin.resetCounters()
-                #expect(try await Self.decodeHash(h.proxyURL(for: h.origin.url(forms[0]).absoluteString)) == direct[0], "\(forms[0]) through the proxy")
+                #expect(
+                    try await Self.decodeHash(h.proxyURL(for: h.origin.url(forms[0]).absoluteString)) == direct[0],
+                    "\(forms[0]) through the proxy")
                 let fetched = segments.filter { !h.origin.requests($0).isEmpty }
-                #expect(fetched == segments, "\(forms[0]) played without: \(Set(segments).subtracting(fetched).sorted())")
+                #expect(
+                    fetched == segments, "\(forms[0]) played without: \(Set(segments).subtracting(fetched).sorted())")
                 h.origin.resetCounters()
-                #expect(try await Self.decodeHash(h.proxyURL(for: h.origin.url(forms[1]).absoluteString)) == direct[1], "\(forms[1]) through the proxy")
+                #expect(
+                    try await Self.decodeHash(h.proxyURL(for: h.origin.url(forms[1]).absoluteString)) == direct[1],
+                    "\(forms[1]) through the proxy")
                 let asked = paths.filter { !h.origin.requests($0).isEmpty }
-                let manifests = hlsFirst ? ["/dash/m.mpd"] : ["/dash/master.m3u8", "/dash/media_0.m3u8", "/dash/media_1.m3u8"]
-                #expect(asked.sorted() == manifests, "\(forms[1]) after \(forms[0]) asked the origin for \(asked.sorted())")
+                let manifests =
+                    hlsFirst ? ["/dash/m.mpd"] : ["/dash/master.m3u8", "/dash/media_0.m3u8", "/dash/media_1.m3u8"]
+                #expect(
+                    asked.sorted() == manifests, "\(forms[1]) after \(forms[0]) asked the origin for \(asked.sorted())")
             }
         }
     }
@@ -192,7 +231,8 @@ extension DASHProxyTests {
                 try await Self.make(form, in: directory)
                 let paths = try Self.serve(directory, on: h.origin)
                 let origin = String(h.origin.url("/").absoluteString.dropLast())
-                let served = String(decoding: try Data(contentsOf: directory.appendingPathComponent("m.mpd")), as: UTF8.self)
+                let served = String(
+                    decoding: try Data(contentsOf: directory.appendingPathComponent("m.mpd")), as: UTF8.self)
                 #expect(served.contains(form.marker), "\(form): \(served)")
                 let entry = h.origin.url("/").absoluteString.dropLast() + form.entry
                 let manifest = try await h.get(h.proxyURL(for: String(entry)))

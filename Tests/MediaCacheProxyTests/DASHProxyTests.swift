@@ -63,25 +63,34 @@ import Testing
                   </Period>
                 </MPD>
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/ra/m.mpd")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"),
+                at: "/ra/m.mpd")
             h.origin.serve(.generated(length: 2_000, seed: 70, mimeType: "video/mp4"), at: "/ra/init.mp4")
             for index in 0..<5 {
-                h.origin.serve(.generated(length: 300_000, seed: UInt64(71 + index), mimeType: "video/mp4"), at: "/ra/seg\(index).m4s")
+                h.origin.serve(
+                    .generated(length: 300_000, seed: UInt64(71 + index), mimeType: "video/mp4"),
+                    at: "/ra/seg\(index).m4s")
             }
             let rewritten = String(buffer: try await h.get(h.url("/ra/m.mpd")).body)
             // The template stays relative to the manifest's base, now a proxy URL (path form).
             let base = try #require(rewritten.firstMatch(of: /<BaseURL>([^<]+)<\/BaseURL>/).map { String($0.1) })
             let template = try #require(rewritten.firstMatch(of: /media="([^"]+)"/).map { base + $0.1 })
             let initialization = try #require(rewritten.firstMatch(of: /initialization="([^"]+)"/).map { base + $0.1 })
-            #expect(base.hasPrefix("http://") && !rewritten.contains(h.origin.url("/ra/").absoluteString), "\(rewritten)")
+            #expect(
+                base.hasPrefix("http://") && !rewritten.contains(h.origin.url("/ra/").absoluteString), "\(rewritten)")
             let start = try await h.get(initialization)
             #expect(start.status == 200 && DeterministicContent(seed: 70).firstMismatch(in: start.body, at: 0) == nil)
             func play(_ index: Int) async throws {
                 let reply = try await h.get(template.replacingOccurrences(of: "$Number$", with: "\(index)"))
                 #expect(reply.status == 200 && reply.body.readableBytes == 300_000)
-                #expect(DeterministicContent(seed: UInt64(71 + index)).firstMismatch(in: reply.body, at: 0) == nil, "segment \(index)")
+                #expect(
+                    DeterministicContent(seed: UInt64(71 + index)).firstMismatch(in: reply.body, at: 0) == nil,
+                    "segment \(index)")
             }
-            try await HLSProxyTests.playOnAndExpectTheFourthReadAhead(play: play) { h.origin.requests("/ra/seg\($0).m4s") }
+            try await HLSProxyTests.playOnAndExpectTheFourthReadAhead(play: play) {
+                h.origin.requests("/ra/seg\($0).m4s")
+            }
         }
     }
 
@@ -97,7 +106,9 @@ import Testing
                 <AdaptationSet><Representation id="b" bandwidth="1"><SegmentTemplate media="b$Number$.m4s"><SegmentTimeline>\(huge)</SegmentTimeline></SegmentTemplate></Representation></AdaptationSet>
                 </Period></MPD>
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/hostile/m.mpd")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"),
+                at: "/hostile/m.mpd")
             let answer = try await h.get(h.url("/hostile/m.mpd"))
             #expect(answer.status == 200 && String(buffer: answer.body).contains("<SegmentTimeline>"))
             h.origin.serve(.generated(length: 200_000, seed: 79, mimeType: "audio/mpeg"), at: "/hostile/after.mp3")
@@ -110,7 +121,9 @@ import Testing
     /// Makes `form` in `directory`; with `extraVideo`, a second, higher video representation
     /// (stream 1; the audio is stream 2), and `low.mpd`, the same manifest without it; with
     /// `other`, another picture and tone; with `options`, more of the DASH muxer's options.
-    static func make(_ form: Form, in directory: URL, extraVideo: Bool = false, other: Bool = false, options more: [String] = []) async throws {
+    static func make(
+        _ form: Form, in directory: URL, extraVideo: Bool = false, other: Bool = false, options more: [String] = []
+    ) async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var options: [String] = []
         switch form {
@@ -121,11 +134,15 @@ import Testing
         }
         let streams =
             extraVideo
-            ? ["-map", "0:v", "-map", "0:v", "-map", "1:a", "-b:v:0", "100k", "-b:v:1", "400k", "-adaptation_sets", "id=0,streams=0,1 id=1,streams=2"]
+            ? [
+                "-map", "0:v", "-map", "0:v", "-map", "1:a", "-b:v:0", "100k", "-b:v:1", "400k", "-adaptation_sets",
+                "id=0,streams=0,1 id=1,streams=2",
+            ]
             : []
         let result = try await runTool(
             [
-                "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "\(other ? "testsrc2" : "testsrc")=duration=3:size=160x120:rate=10",
+                "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                "\(other ? "testsrc2" : "testsrc")=duration=3:size=160x120:rate=10",
                 "-f", "lavfi", "-i", "sine=frequency=\(other ? 440 : 330):duration=3", "-shortest", "-threads", "1",
             ] + streams
                 + ["-c:v", "mpeg4", "-q:v", "8", "-c:a", "aac", "-f", "dash", "-seg_duration", "1"]
@@ -144,30 +161,41 @@ import Testing
         let nested = directory.appendingPathComponent("media/v")
         try FileManager.default.createDirectory(at: nested, withIntermediateDirectories: true)
         for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".m4s") {
-            try FileManager.default.moveItem(at: directory.appendingPathComponent(name), to: nested.appendingPathComponent(name))
+            try FileManager.default.moveItem(
+                at: directory.appendingPathComponent(name), to: nested.appendingPathComponent(name))
         }
         let manifest = directory.appendingPathComponent("m.mpd")
         var text = try String(contentsOf: manifest, encoding: .utf8)
         // ffmpeg itself fails on nested relative bases ("Error when loading first fragment"):
         // the direct play it is compared with names the folder in the templates instead.
-        try text.replacingOccurrences(of: "initialization=\"", with: "initialization=\"media/v/").replacingOccurrences(of: "media=\"", with: "media=\"media/v/")
-            .write(to: directory.appendingPathComponent("flat.mpd"), atomically: true, encoding: .utf8)
-        text = text.replacingOccurrences(of: "<Period id=\"0\" start=\"PT0.0S\">", with: "<Period id=\"0\" start=\"PT0.0S\">\n\t\t<BaseURL>media/</BaseURL>")
+        try text.replacingOccurrences(of: "initialization=\"", with: "initialization=\"media/v/").replacingOccurrences(
+            of: "media=\"", with: "media=\"media/v/"
+        )
+        .write(to: directory.appendingPathComponent("flat.mpd"), atomically: true, encoding: .utf8)
+        text = text.replacingOccurrences(
+            of: "<Period id=\"0\" start=\"PT0.0S\">",
+            with: "<Period id=\"0\" start=\"PT0.0S\">\n\t\t<BaseURL>media/</BaseURL>")
         let sets = text.components(separatedBy: "<AdaptationSet ")
         text =
             sets[0]
             + sets.dropFirst().map { set in
                 guard let close = set.firstIndex(of: ">") else { return "<AdaptationSet " + set }
-                return "<AdaptationSet " + set[...close] + "\n\t\t\t<BaseURL>v/</BaseURL>" + set[set.index(after: close)...]
+                return "<AdaptationSet " + set[...close] + "\n\t\t\t<BaseURL>v/</BaseURL>"
+                    + set[set.index(after: close)...]
             }.joined()
         try text.write(to: manifest, atomically: true, encoding: .utf8)
     }
 
     /// Serves every file of `directory` under `prefix`; returns their paths.
     static func serve(_ directory: URL, on origin: TestOrigin, under prefix: String = "/dash") throws -> [String] {
-        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        let files =
+            FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }
+            ?? []
         var paths: [String] = []
-        let types = ["mpd": "application/dash+xml", "m3u8": "application/vnd.apple.mpegurl", "m4s": "video/iso.segment", "mp4": "video/mp4"]
+        let types = [
+            "mpd": "application/dash+xml", "m3u8": "application/vnd.apple.mpegurl", "m4s": "video/iso.segment",
+            "mp4": "video/mp4",
+        ]
         for file in files {
             guard let type = types[file.pathExtension] else { continue }
             let path = prefix + file.path.dropFirst(directory.path.count)
@@ -178,7 +206,9 @@ import Testing
     }
 
     static func decodeHash(_ input: String) async throws -> String {
-        let result = try await runTool(["ffmpeg", "-v", "error", "-i", input, "-map", "0", "-threads", "1", "-f", "md5", "-"])
+        let result = try await runTool([
+            "ffmpeg", "-v", "error", "-i", input, "-map", "0", "-threads", "1", "-f", "md5", "-",
+        ])
         #expect(result.status == 0, "ffmpeg \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
     }
@@ -212,7 +242,9 @@ import Testing
                     let end = try #require(text.range(of: "</SegmentList>", range: list.upperBound..<text.endIndex))
                     text.replaceSubrange(
                         list.lowerBound..<end.upperBound,
-                        with: "<SegmentBase indexRange=\"\(sidx.lowerBound)-\(sidx.upperBound - 1)\"><Initialization range=\"0-\(moov.upperBound - 1)\"/></SegmentBase>")
+                        with:
+                            "<SegmentBase indexRange=\"\(sidx.lowerBound)-\(sidx.upperBound - 1)\"><Initialization range=\"0-\(moov.upperBound - 1)\"/></SegmentBase>"
+                    )
                 }
                 try text.write(to: single.appendingPathComponent("base.mpd"), atomically: true, encoding: .utf8)
                 let paths = try Self.serve(single, on: h.origin)
@@ -239,16 +271,20 @@ import Testing
                 let end = try #require(one.range(of: "</Period>", range: start.upperBound..<one.endIndex))
                 var period = String(one[start.upperBound..<end.upperBound])
                 let audio = try #require(period.range(of: "<AdaptationSet id=\"1\" contentType=\"audio\""), "\(period)")
-                let audioEnd = try #require(period.range(of: "</AdaptationSet>", range: audio.upperBound..<period.endIndex))
+                let audioEnd = try #require(
+                    period.range(of: "</AdaptationSet>", range: audio.upperBound..<period.endIndex))
                 period.removeSubrange(audio.lowerBound..<audioEnd.upperBound)
                 let two =
-                    String(one[..<start.lowerBound]).replacingOccurrences(of: "mediaPresentationDuration=\"PT3.0S\"", with: "mediaPresentationDuration=\"PT6.0S\"")
+                    String(one[..<start.lowerBound]).replacingOccurrences(
+                        of: "mediaPresentationDuration=\"PT3.0S\"", with: "mediaPresentationDuration=\"PT6.0S\"")
                     + "<Period id=\"0\" start=\"PT0.0S\">\n\t\t<BaseURL>p1/</BaseURL>" + period
-                    + "\n\t<Period id=\"1\" start=\"PT3.0S\">\n\t\t<BaseURL>p2/</BaseURL>" + period + one[end.upperBound...]
+                    + "\n\t<Period id=\"1\" start=\"PT3.0S\">\n\t\t<BaseURL>p2/</BaseURL>" + period
+                    + one[end.upperBound...]
                 #expect(two.contains("PT6.0S") && two.components(separatedBy: "<Period ").count == 3, "\(two)")
                 try two.write(to: made.appendingPathComponent("two.mpd"), atomically: true, encoding: .utf8)
                 let paths = try Self.serve(made, on: h.origin, under: "/two")
-                let direct = try await Self.expectGStreamerPlays("/two/two.mpd", served: paths, through: h, in: directory)
+                let direct = try await Self.expectGStreamerPlays(
+                    "/two/two.mpd", served: paths, through: h, in: directory)
                 // Six seconds of 160x120 I420 at 10 frames a second: both periods were played.
                 #expect(direct.videoBytes == 6 * 10 * 160 * 120 * 3 / 2 && direct.audioBytes == 0, "\(direct)")
                 for folder in ["/two/p1/", "/two/p2/"] {
@@ -263,12 +299,16 @@ import Testing
     /// gives names no origin address, and the second play asks the origin for none of `served`;
     /// then exports what was stored and plays the folder, to the same. Returns the direct play.
     @discardableResult
-    static func expectGStreamerPlays(_ entry: String, served: [String], through h: ProxyHarness, in directory: URL) async throws -> GStreamerPlay {
+    static func expectGStreamerPlays(_ entry: String, served: [String], through h: ProxyHarness, in directory: URL)
+        async throws -> GStreamerPlay
+    {
         let origin = h.origin.url(entry).absoluteString
         let manifest = try await h.get(h.proxyURL(for: origin))
         let text = String(buffer: manifest.body)
         #expect(manifest.status == 200 && text.contains("<MPD"), "\(entry): \(manifest.status)")
-        #expect(!text.contains(String(h.origin.url("/").absoluteString.dropLast())), "\(entry): the manifest names the origin: \(text)")
+        #expect(
+            !text.contains(String(h.origin.url("/").absoluteString.dropLast())),
+            "\(entry): the manifest names the origin: \(text)")
         let direct = try await Self.gstreamerPlay(origin, in: directory)
         let proxied = try await Self.gstreamerPlay(h.proxyURL(for: origin), in: directory)
         #expect(direct.videoBytes > 0 && proxied == direct, "\(entry): direct \(direct), proxied \(proxied)")
@@ -280,7 +320,9 @@ import Testing
         // What the plays stored, exported: a folder that plays the same.
         let exported = directory.appendingPathComponent("exported-\(UUID().uuidString)")
         let summary = try await h.base.reader.export(h.origin.url(entry), to: exported)
-        #expect(try await Self.gstreamerPlay(URL(fileURLWithPath: summary.path).absoluteString, in: directory) == direct, "\(entry): the export")
+        #expect(
+            try await Self.gstreamerPlay(URL(fileURLWithPath: summary.path).absoluteString, in: directory) == direct,
+            "\(entry): the export")
         return direct
     }
 
@@ -302,7 +344,9 @@ import Testing
     struct GStreamerPlay: Equatable, CustomStringConvertible {
         var audio = "", video = ""
         var audioBytes = 0, videoBytes = 0
-        var description: String { "audio \(audioBytes) bytes \(audio.prefix(8)), video \(videoBytes) bytes \(video.prefix(8))" }
+        var description: String {
+            "audio \(audioBytes) bytes \(audio.prefix(8)), video \(videoBytes) bytes \(video.prefix(8))"
+        }
     }
 
     /// What GStreamer decodes from `uri` (raw audio and video, not in real time); empty when
@@ -315,7 +359,9 @@ import Testing
             "audio-sink=audioconvert ! audio/x-raw,format=S16LE ! filesink sync=false location=\(audio.path)",
             "video-sink=videoconvert ! video/x-raw,format=I420 ! filesink sync=false location=\(video.path)",
         ])
-        #expect(result.status == 0, "gst-launch \(uri): \(result.error) \(String(decoding: result.output, as: UTF8.self).suffix(500))")
+        #expect(
+            result.status == 0,
+            "gst-launch \(uri): \(result.error) \(String(decoding: result.output, as: UTF8.self).suffix(500))")
         guard result.status == 0 else { return GStreamerPlay() }
         // A presentation without audio never starts the audio sink, which then writes no file.
         let audioBytes = FileManager.default.fileExists(atPath: audio.path) ? try Data(contentsOf: audio) : Data()
@@ -354,18 +400,26 @@ import Testing
             // Exported from the store, the origin still stopped: a folder a player plays as it is.
             let exported = directory.appendingPathComponent("exported")
             try await PinnedDownloadsTests.withEngine(folder) { _, reader in
-                let summary = try await reader.export(origin.url("/dash/m.mpd"), to: exported, renditions: RenditionChoice(variants: [.lowestBandwidth]))
-                #expect(summary.path == exported.appendingPathComponent("index.mpd").path && summary.files == 9, "\(summary)")
+                let summary = try await reader.export(
+                    origin.url("/dash/m.mpd"), to: exported, renditions: RenditionChoice(variants: [.lowestBandwidth]))
+                #expect(
+                    summary.path == exported.appendingPathComponent("index.mpd").path && summary.files == 9,
+                    "\(summary)")
                 // A template names every segment: a part of the presentation is refused, not cut short.
                 let part = directory.appendingPathComponent("part")
                 await #expect(throws: CacheError.self) {
-                    try await reader.export(origin.url("/dash/m.mpd"), to: part, renditions: RenditionChoice(variants: [.lowestBandwidth]), seconds: 1)
+                    try await reader.export(
+                        origin.url("/dash/m.mpd"), to: part, renditions: RenditionChoice(variants: [.lowestBandwidth]),
+                        seconds: 1)
                 }
                 #expect(!FileManager.default.fileExists(atPath: part.path))
             }
             let manifest = try String(contentsOf: exported.appendingPathComponent("index.mpd"), encoding: .utf8)
-            #expect(!manifest.contains(String(origin.url("/").absoluteString.dropLast())) && !manifest.contains("<Representation id=\"1\""), "\(manifest)")
-            #expect(try await Self.decodeHash(exported.appendingPathComponent("index.mpd").path) == direct, "the export")
+            #expect(
+                !manifest.contains(String(origin.url("/").absoluteString.dropLast()))
+                    && !manifest.contains("<Representation id=\"1\""), "\(manifest)")
+            #expect(
+                try await Self.decodeHash(exported.appendingPathComponent("index.mpd").path) == direct, "the export")
         }
     }
 
@@ -375,7 +429,8 @@ import Testing
         try await PinnedDownloadsTests.withEngine(folder) { _, reader in
             let queue = try DownloadQueue(reader: reader)
             queue.start()
-            let job = try await queue.pin(url.appendingPathComponent("../m.mpd").standardized, variant: .lowestBandwidth)
+            let job = try await queue.pin(
+                url.appendingPathComponent("../m.mpd").standardized, variant: .lowestBandwidth)
             #expect(job.asset?.format == .dash)
             #expect(job.bytesTotal != nil)
             let done = try await PinnedDownloadsTests.settled(job.id, in: queue)

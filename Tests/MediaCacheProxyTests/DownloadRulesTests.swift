@@ -44,12 +44,16 @@ import Testing
             configuration.checkInterval = .milliseconds(50)
             let queue = try DownloadQueue(reader: h.reader, configuration: configuration)
             let failed = Task {
-                for await update in queue.updates() { if case .changed(let job) = update, job.state == .failed { return job.failure } }
+                for await update in queue.updates() {
+                    if case .changed(let job) = update, job.state == .failed { return job.failure }
+                }
                 return nil
             }
             queue.start()
             let job = try await queue.pin(h.origin.url("/film.mp4"))
-            try await waitUntil { queue.job(matching: job.id).map { $0.waiting == .space && $0.state == .queued } == true }
+            try await waitUntil {
+                queue.job(matching: job.id).map { $0.waiting == .space && $0.state == .queued } == true
+            }
             let waiting = try #require(queue.job(matching: job.id))
             #expect(waiting.state == .queued && waiting.waitingDetail?.contains("keeps free") == true, "\(waiting)")
             let heldSpans = h.store.spans(for: h.store.key(for: h.origin.url("/film.mp4")))
@@ -58,11 +62,13 @@ import Testing
             let askedBeforeSpace = h.origin.requests("/film.mp4").count
             // Streaming plays meanwhile (its bytes pass through: there is no room to keep them).
             let song = try await collect(try await h.reader.read(h.origin.url("/song.mp3")))
-            #expect(song.readableBytes == 2_000_000 && DeterministicContent(seed: 62).firstMismatch(in: song, at: 0) == nil)
+            #expect(
+                song.readableBytes == 2_000_000 && DeterministicContent(seed: 62).firstMismatch(in: song, at: 0) == nil)
             // Space returns: the job goes on by itself and completes with only what was missing.
             disk.state.withLock { $0.base += 64 << 20 }
             #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
-            let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url("/film.mp4"), range: ByteRange(0, size))))
+            let stored = try await collect(
+                try #require(h.reader.cachedRead(h.origin.url("/film.mp4"), range: ByteRange(0, size))))
             #expect(DeterministicContent(seed: 61).firstMismatch(in: stored, at: 0) == nil)
             // No stored byte is asked for again. (Not the bytes the origin sent: those of a
             // transfer stopped at the floor that were still in the socket buffers are a
@@ -71,7 +77,9 @@ import Testing
             #expect(!resumed.isEmpty)
             for request in resumed {
                 let first = request.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) }
-                #expect(first.map { heldSpans.span(containing: $0) == nil } == true, "asked again for stored bytes: \(request), \(heldSpans) were held")
+                #expect(
+                    first.map { heldSpans.span(containing: $0) == nil } == true,
+                    "asked again for stored bytes: \(request), \(heldSpans) were held")
             }
             await queue.shutDown()
             #expect(await failed.value == nil, "the job never failed")
@@ -100,27 +108,37 @@ import Testing
             let film = try await queue.pin(h.origin.url("/film.mp4"))
             try await waitUntil { (queue.job(matching: film.id)?.bytesDone ?? 0) >= 2_000_000 }
             queue.networkChanged(NetworkConditions(isMetered: true))
-            try await waitUntil { queue.job(matching: film.id)?.waiting == .network && queue.job(matching: film.id)?.state == .queued }
+            try await waitUntil {
+                queue.job(matching: film.id)?.waiting == .network && queue.job(matching: film.id)?.state == .queued
+            }
             #expect(queue.job(matching: film.id)?.waitingDetail?.contains("metered") == true)
             // The stopped job's transfers were cancelled: the origin sees their connections
             // close (it may have sent a chunk or two while the close was on its way).
             try await waitUntil { h.origin.responsesInProgress("/film.mp4") == 0 }
-            let (sentAtStop, requestsAtStop) = (h.origin.bodyBytesSent("/film.mp4"), h.origin.requests("/film.mp4").count)
+            let (sentAtStop, requestsAtStop) = (
+                h.origin.bodyBytesSent("/film.mp4"), h.origin.requests("/film.mp4").count
+            )
             // "This one anyway": a job whose own rule allows any network downloads.
-            let episode = try await queue.pin(h.origin.url("/episode.mp3"), renditions: RenditionChoice(), rules: DownloadRules(network: .any))
+            let episode = try await queue.pin(
+                h.origin.url("/episode.mp3"), renditions: RenditionChoice(), rules: DownloadRules(network: .any))
             #expect(try await PinnedDownloadsTests.settled(episode.id, in: queue).state == .completed)
             // No request and no byte after the stop.
             #expect(h.origin.requests("/film.mp4").count == requestsAtStop, "the waiting job asked again")
-            #expect(h.origin.bodyBytesSent("/film.mp4") == sentAtStop, "the waiting job moved bytes: \(h.origin.bodyBytesSent("/film.mp4") - sentAtStop)")
+            #expect(
+                h.origin.bodyBytesSent("/film.mp4") == sentAtStop,
+                "the waiting job moved bytes: \(h.origin.bodyBytesSent("/film.mp4") - sentAtStop)")
             #expect(queue.job(matching: film.id)?.state == .queued)
             // The user says the network is not metered after all: it resumes.
             queue.networkOverride = .unmetered
             h.origin.update("/film.mp4") { $0.faults.bytesPerSecond = nil }
             #expect(try await PinnedDownloadsTests.settled(film.id, in: queue).state == .completed)
             for (seed, path, length) in [(63, "/film.mp4", size), (64, "/episode.mp3", 3_000_000)] {
-                let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, length))))
+                let stored = try await collect(
+                    try #require(h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, length))))
                 #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: stored, at: 0) == nil, "\(path)")
-                #expect(h.origin.bodyBytesSent(path) <= length + 2 * DownloadQueue.piece, "\(path): sent \(h.origin.bodyBytesSent(path)) for \(length)")
+                #expect(
+                    h.origin.bodyBytesSent(path) <= length + 2 * DownloadQueue.piece,
+                    "\(path): sent \(h.origin.bodyBytesSent(path)) for \(length)")
             }
             await queue.shutDown()
         }
@@ -140,7 +158,9 @@ import Testing
             try await waitUntil { h.reader.activeDownloads == 0 }
             // The origin stops sending: a transfer left running unowned would not.
             try await waitUntil { h.origin.responsesInProgress("/film.mp4") == 0 }
-            #expect(h.origin.bodyBytesSent("/film.mp4") < size / 2, "sent \(h.origin.bodyBytesSent("/film.mp4")) of \(size) after the cancel")
+            #expect(
+                h.origin.bodyBytesSent("/film.mp4") < size / 2,
+                "sent \(h.origin.bodyBytesSent("/film.mp4")) of \(size) after the cancel")
             #expect(queue.jobs.isEmpty)
             await queue.shutDown()
         }
@@ -165,16 +185,21 @@ import Testing
             try await waitUntil { (queue.job(matching: a.id)?.bytesDone ?? 0) >= 1_000_000 }
             #expect(queue.job(matching: b.id)?.state == .queued)
             _ = try await queue.move(b.id)
-            try await waitUntil { queue.job(matching: b.id)?.state == .downloading && queue.job(matching: a.id)?.state == .queued }
+            try await waitUntil {
+                queue.job(matching: b.id)?.state == .downloading && queue.job(matching: a.id)?.state == .queued
+            }
             #expect(queue.job(matching: a.id)?.waiting == nil, "waits for a slot, not for a rule")
             #expect(queue.jobs.map(\.id) == [b.id, a.id])
             for path in ["/a.mp4", "/b.mp4"] { h.origin.update(path) { $0.faults.bytesPerSecond = nil } }
             #expect(try await PinnedDownloadsTests.settled(b.id, in: queue).state == .completed)
             #expect(try await PinnedDownloadsTests.settled(a.id, in: queue).state == .completed)
             for (seed, path) in [(65, "/a.mp4"), (66, "/b.mp4")] {
-                let stored = try await collect(try #require(h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, size))))
+                let stored = try await collect(
+                    try #require(h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, size))))
                 #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: stored, at: 0) == nil, "\(path)")
-                #expect(h.origin.bodyBytesSent(path) <= size + 2 * DownloadQueue.piece, "\(path): sent \(h.origin.bodyBytesSent(path)) for \(size)")
+                #expect(
+                    h.origin.bodyBytesSent(path) <= size + 2 * DownloadQueue.piece,
+                    "\(path): sent \(h.origin.bodyBytesSent(path)) for \(size)")
             }
             await queue.shutDown()
         }

@@ -20,7 +20,9 @@ import Testing
     @Test func anAppStartsItUsesItAndStopsIt() async throws {
         try await Harness.with { h in
             let content = DeterministicContent(seed: 21)
-            h.origin.serve(TestOrigin.Resource(body: .generated(content, length: 300_000), mimeType: "audio/mpeg"), at: "/music/song.mp3")
+            h.origin.serve(
+                TestOrigin.Resource(body: .generated(content, length: 300_000), mimeType: "audio/mpeg"),
+                at: "/music/song.mp3")
             let proxy = try await EmbeddedProxy.start(reader: h.reader)
             let client = HTTPClient.shared
             let token = try #require(proxy.token)
@@ -32,9 +34,12 @@ import Testing
             let url = proxy.url(for: h.origin.url("/music/song.mp3"))
             #expect(url.host == "127.0.0.1" && url.path == "/song.mp3" && url.absoluteString.contains("token=\(token)"))
             let reply = try await Self.get(client, url)
-            #expect(reply.status == 200 && reply.body.readableBytes == 300_000 && content.firstMismatch(in: reply.body, at: 0) == nil)
+            #expect(
+                reply.status == 200 && reply.body.readableBytes == 300_000
+                    && content.firstMismatch(in: reply.body, at: 0) == nil)
             // Without the token (another app on the device): refused.
-            let stranger = try #require(URL(string: url.absoluteString.replacingOccurrences(of: "&token=\(token)", with: "")))
+            let stranger = try #require(
+                URL(string: url.absoluteString.replacingOccurrences(of: "&token=\(token)", with: "")))
             #expect(try await Self.get(client, stranger).status == 403)
 
             // Stopped: nothing listens (curl, since AsyncHTTPClient retries a refused
@@ -55,7 +60,9 @@ import Testing
             let named = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
             }
-            guard named == 0, address.sin_family == sa_family_t(AF_INET), Int(UInt16(bigEndian: address.sin_port)) == port else { continue }
+            guard named == 0, address.sin_family == sa_family_t(AF_INET),
+                Int(UInt16(bigEndian: address.sin_port)) == port
+            else { continue }
             var listening: Int32 = 0
             var size = socklen_t(MemoryLayout<Int32>.size)
             if getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0, listening == 1 { return fd }
@@ -69,7 +76,9 @@ import Testing
     @Test func aListenerThatDiesIsReplacedOnTheSamePort() async throws {
         try await Harness.with { h in
             let content = DeterministicContent(seed: 22)
-            h.origin.serve(TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3")
+            h.origin.serve(
+                TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3"
+            )
             let log = LogRecorder()
             var configuration = EmbeddedProxy.appConfiguration
             configuration.logger = log.logger()
@@ -79,10 +88,14 @@ import Testing
             for round in 1...2 {
                 let socket = try #require(Self.listeningSocket(on: proxy.port))
                 #expect(shutdown(socket, Int32(SHUT_RDWR)) == 0)
-                try await waitUntil { log.all.filter { $0.message.contains("listening again") && $0.level == .warning }.count == round }
+                try await waitUntil {
+                    log.all.filter { $0.message.contains("listening again") && $0.level == .warning }.count == round
+                }
                 try await waitUntil { Self.listeningSocket(on: proxy.port) != nil }
                 let reply = try await Self.get(HTTPClient.shared, url)
-                #expect(reply.status == 200 && reply.body.readableBytes == 100_000 && content.firstMismatch(in: reply.body, at: 0) == nil)
+                #expect(
+                    reply.status == 200 && reply.body.readableBytes == 100_000
+                        && content.firstMismatch(in: reply.body, at: 0) == nil)
             }
             // The app's check on foreground: returns at once while all is well, and once the
             // proxy listens again when its socket was taken away.
@@ -91,7 +104,9 @@ import Testing
             #expect(shutdown(socket, Int32(SHUT_RDWR)) == 0)
             await proxy.ensureListening()
             let reply = try await Self.get(HTTPClient.shared, url)
-            #expect(reply.status == 200 && content.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == 100_000)
+            #expect(
+                reply.status == 200 && content.firstMismatch(in: reply.body, at: 0) == nil
+                    && reply.body.readableBytes == 100_000)
             await proxy.stop()
             #expect(Self.listeningSocket(on: proxy.port) == nil, "stopped: nothing listens")
         }
@@ -103,18 +118,29 @@ import Testing
     @Test func routesPlaylistsToTheProxyAndFilesToTheResourceLoader() async throws {
         try await Harness.with { h in
             let playlist = Array("#EXTM3U\n#EXTINF:2,\na.ts\n#EXT-X-ENDLIST\n".utf8)
-            h.origin.serve(TestOrigin.Resource(body: .bytes(playlist), mimeType: "application/vnd.apple.mpegURL"), at: "/typed")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(playlist), mimeType: "application/octet-stream"), at: "/untyped.bin")
-            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 2), length: 50_000), mimeType: "video/mp4"), at: "/film.mp4")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("just some text".utf8)), mimeType: "text/plain"), at: "/notes.txt")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(playlist), mimeType: "application/vnd.apple.mpegURL"), at: "/typed")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(playlist), mimeType: "application/octet-stream"), at: "/untyped.bin")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: 2), length: 50_000), mimeType: "video/mp4"),
+                at: "/film.mp4")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array("just some text".utf8)), mimeType: "text/plain"),
+                at: "/notes.txt")
             let proxy = try await EmbeddedProxy.start(reader: h.reader)
             for path in ["/typed", "/untyped.bin"] {
-                #expect(try await proxy.route(for: h.origin.url(path)) == .proxy(proxy.url(for: h.origin.url(path))), "\(path)")
+                #expect(
+                    try await proxy.route(for: h.origin.url(path)) == .proxy(proxy.url(for: h.origin.url(path))),
+                    "\(path)")
             }
             for path in ["/film.mp4", "/notes.txt"] {
                 #expect(try await proxy.route(for: h.origin.url(path)) == .resourceLoader, "\(path)")
             }
-            await #expect(throws: CacheError.self) { _ = try await proxy.route(for: URL(string: "http://127.0.0.1:1/x.m3u8")!) }
+            await #expect(throws: CacheError.self) {
+                _ = try await proxy.route(for: URL(string: "http://127.0.0.1:1/x.m3u8")!)
+            }
             await proxy.stop()
         }
     }
@@ -124,7 +150,9 @@ import Testing
         try await Harness.with { h in
             var configuration = EmbeddedProxy.appConfiguration
             configuration.host = "0.0.0.0"
-            await #expect(throws: ProxyError.self) { _ = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration) }
+            await #expect(throws: ProxyError.self) {
+                _ = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration)
+            }
         }
     }
 }

@@ -34,7 +34,9 @@ import Testing
             for made in stride(from: 45_000, through: length, by: 15_000) {
                 growth.make(upTo: made)
                 for index in 0..<4 {
-                    while first + Int64(received[index].readableBytes) < made, var chunk = try await iterators[index].next() {
+                    while first + Int64(received[index].readableBytes) < made,
+                        var chunk = try await iterators[index].next()
+                    {
                         received[index].writeBuffer(&chunk)
                     }
                     #expect(first + Int64(received[index].readableBytes) == made, "player \(index)")
@@ -43,7 +45,9 @@ import Testing
             growth.finish()
             for index in 0..<4 {
                 while var chunk = try await iterators[index].next() { received[index].writeBuffer(&chunk) }
-                #expect(Int64(received[index].readableBytes) == length - first && segment.firstMismatch(in: received[index], at: first) == nil)
+                #expect(
+                    Int64(received[index].readableBytes) == length - first
+                        && segment.firstMismatch(in: received[index], at: first) == nil)
             }
             #expect(h.origin.requests("/ll/chunk.m4s").count == 1, "\(h.origin.requests("/ll/chunk.m4s"))")
         }
@@ -63,9 +67,12 @@ import Testing
                   </Representation></AdaptationSet></Period>
                 </MPD>
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml"), at: "/lldash/m.mpd")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml"),
+                at: "/lldash/m.mpd")
             let manifest = String(buffer: try await h.get(h.url("/lldash/m.mpd")).body)
-            let base = try #require(manifest.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
+            let base = try #require(
+                manifest.split(separator: "<BaseURL>").dropFirst().first?.split(separator: "<").first.map(String.init))
             for (path, live) in [("/lldash/seg-9.m4s", true), ("/other/seg-9.m4s", false)] {
                 var missing = TestOrigin.Resource(body: .bytes([]), mimeType: "video/iso.segment")
                 missing.faults.status = 404

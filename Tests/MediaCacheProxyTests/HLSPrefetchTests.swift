@@ -47,12 +47,15 @@ import Testing
                     body: .bytes(
                         Array(
                             text.replacingOccurrences(of: "init.mp4", with: prefix + "init.mp4")
-                                .replacingOccurrences(of: "\ns", with: "\n" + prefix + "s").utf8)), mimeType: playlistType), at: playlist)
+                                .replacingOccurrences(of: "\ns", with: "\n" + prefix + "s").utf8)),
+                    mimeType: playlistType), at: playlist)
             for (number, name) in (["init.mp4"] + (0..<4).map { "s\($0).m4s" }).enumerated() {
                 let content = DeterministicContent(seed: UInt64(index * 10 + number + 1))
                 let length = Int64(20_000 + index * 1_000 + number * 333)
                 let path = "\(directory)/\(prefix)\(name)"
-                origin.serve(TestOrigin.Resource(body: .generated(content, length: length), mimeType: "video/iso.segment"), at: path)
+                origin.serve(
+                    TestOrigin.Resource(body: .generated(content, length: length), mimeType: "video/iso.segment"),
+                    at: path)
                 files[path] = (content, length)
             }
         }
@@ -67,7 +70,9 @@ import Testing
     }
 
     /// Whether the store holds exactly `content`'s bytes for the whole of `path`.
-    static func isStored(_ path: String, _ content: DeterministicContent, length: Int64, in h: Harness) async throws -> Bool {
+    static func isStored(_ path: String, _ content: DeterministicContent, length: Int64, in h: Harness) async throws
+        -> Bool
+    {
         guard let stream = h.reader.cachedRead(h.origin.url(path), range: ByteRange(0, length)) else { return false }
         let bytes = try await collect(stream)
         return bytes.readableBytes == Int(length) && content.firstMismatch(in: bytes, at: 0) == nil
@@ -77,23 +82,32 @@ import Testing
         try await Harness.with { h in
             let files = Self.serveAsset(on: h.origin)
             let reports = Reports()
-            let result = try await h.reader.prefetchHLS(h.origin.url("/p/master.m3u8"), options: .init(variant: .lowestBandwidth), progress: reports.add)
+            let result = try await h.reader.prefetchHLS(
+                h.origin.url("/p/master.m3u8"), options: .init(variant: .lowestBandwidth), progress: reports.add)
             let chosen = files.filter { $0.key.hasPrefix("/p/lo/") || $0.key.hasPrefix("/p/audio/en-") }
             let total = chosen.values.reduce(0) { $0 + $1.1 }
             #expect(result.playlists.map(\.path) == ["/p/lo/index.m3u8", "/p/audio/en.m3u8"])
-            #expect(result.resourcesTotal == 10 && result.isComplete && result.bytesDone == total && result.bytesTotal == total && result.bytesAlreadyCached == 0)
+            #expect(
+                result.resourcesTotal == 10 && result.isComplete && result.bytesDone == total
+                    && result.bytesTotal == total && result.bytesAlreadyCached == 0)
             for (path, (content, length)) in files {
                 let stored = try await Self.isStored(path, content, length: length, in: h)
                 #expect(stored == (chosen[path] != nil), "\(path)")
-                #expect(h.origin.requests(path).count == (chosen[path] != nil ? 1 : 0), "\(path): \(h.origin.requests(path))")
+                #expect(
+                    h.origin.requests(path).count == (chosen[path] != nil ? 1 : 0),
+                    "\(path): \(h.origin.requests(path))")
             }
             // Reports only go forward, and the last is the result.
             let list = reports.list
-            #expect(zip(list, list.dropFirst()).allSatisfy { $0.bytesDone <= $1.bytesDone && $0.resourcesDone <= $1.resourcesDone })
+            #expect(
+                zip(list, list.dropFirst()).allSatisfy {
+                    $0.bytesDone <= $1.bytesDone && $0.resourcesDone <= $1.resourcesDone
+                })
             #expect(list.first?.bytesTotal == nil && list.last == result)
             // Again: everything is cached, nothing is fetched.
             h.origin.resetCounters()
-            let again = try await h.reader.prefetchHLS(h.origin.url("/p/master.m3u8"), options: .init(variant: .lowestBandwidth))
+            let again = try await h.reader.prefetchHLS(
+                h.origin.url("/p/master.m3u8"), options: .init(variant: .lowestBandwidth))
             #expect(again.bytesDone == total && again.bytesAlreadyCached == total)
             #expect(files.keys.allSatisfy { h.origin.requests($0).isEmpty })
         }
@@ -103,8 +117,12 @@ import Testing
         try await Harness.with { h in
             let files = Self.serveAsset(on: h.origin)
             // 3 s: the segments until their durations reach 3 s, so two of 2 s (and the init section).
-            let result = try await h.reader.prefetchHLS(h.origin.url("/p/master.m3u8"), options: .init(variant: .highestBandwidth, seconds: 3))
-            let expected = ["/p/hi/init.mp4", "/p/hi/s0.m4s", "/p/hi/s1.m4s", "/p/audio/en-init.mp4", "/p/audio/en-s0.m4s", "/p/audio/en-s1.m4s"]
+            let result = try await h.reader.prefetchHLS(
+                h.origin.url("/p/master.m3u8"), options: .init(variant: .highestBandwidth, seconds: 3))
+            let expected = [
+                "/p/hi/init.mp4", "/p/hi/s0.m4s", "/p/hi/s1.m4s", "/p/audio/en-init.mp4", "/p/audio/en-s0.m4s",
+                "/p/audio/en-s1.m4s",
+            ]
             #expect(result.resourcesTotal == 6 && result.isComplete)
             #expect(Set(files.keys.filter { !h.origin.requests($0).isEmpty }) == Set(expected))
             // A media playlist given directly is its own plan.
@@ -116,10 +134,14 @@ import Testing
     }
 
     @Test func bandwidthChoices() {
-        let variants = [HLSPlaylist.Variant(bandwidth: 500, uri: "mid"), .init(bandwidth: 100, uri: "low"), .init(bandwidth: 900, uri: "high")]
+        let variants = [
+            HLSPlaylist.Variant(bandwidth: 500, uri: "mid"), .init(bandwidth: 100, uri: "low"),
+            .init(bandwidth: 900, uri: "high"),
+        ]
         let choices: [(HLSPrefetchOptions.VariantChoice, String)] = [
             (.first, "mid"), (.lowestBandwidth, "low"), (.highestBandwidth, "high"),
-            (.atMost(bitsPerSecond: 600), "mid"), (.atMost(bitsPerSecond: 900), "high"), (.atMost(bitsPerSecond: 50), "low"),
+            (.atMost(bitsPerSecond: 600), "mid"), (.atMost(bitsPerSecond: 900), "high"),
+            (.atMost(bitsPerSecond: 50), "low"),
         ]
         for (choice, uri) in choices {
             #expect(AssetPlanner.choose(choice, among: variants)?.uri == uri, "\(choice)")
@@ -132,7 +154,8 @@ import Testing
     @Test func byteRangeSegmentsFillOneSparseEntry() async throws {
         try await Harness.with { h in
             let content = DeterministicContent(seed: 77)
-            h.origin.serve(TestOrigin.Resource(body: .generated(content, length: 30_000), mimeType: "video/mp2t"), at: "/b/all.ts")
+            h.origin.serve(
+                TestOrigin.Resource(body: .generated(content, length: 30_000), mimeType: "video/mp2t"), at: "/b/all.ts")
             h.origin.serve(
                 TestOrigin.Resource(
                     body: .bytes(
@@ -142,7 +165,8 @@ import Testing
                     mimeType: Self.playlistType), at: "/b/index.m3u8")
             let reports = Reports()
             let result = try await h.reader.prefetchHLS(h.origin.url("/b/index.m3u8"), progress: reports.add)
-            #expect(reports.list.first?.bytesTotal == 25_000 && result.bytesDone == 25_000 && result.resourcesTotal == 3)
+            #expect(
+                reports.list.first?.bytesTotal == 25_000 && result.bytesDone == 25_000 && result.resourcesTotal == 3)
             #expect(h.origin.bodyBytesSent("/b/all.ts") == 25_000)
             let url = h.origin.url("/b/all.ts")
             for range in [ByteRange(0, 20_000), ByteRange(25_000, 30_000)] {
@@ -157,10 +181,14 @@ import Testing
     /// stops sending, and what arrived stays cached.
     @Test func cancellingStopsTheOriginAndKeepsWhatArrived() async throws {
         try await Harness.with { h in
-            var slow = TestOrigin.Resource(body: .generated(DeterministicContent(seed: 5), length: 8 << 20), mimeType: "video/mp2t")
+            var slow = TestOrigin.Resource(
+                body: .generated(DeterministicContent(seed: 5), length: 8 << 20), mimeType: "video/mp2t")
             slow.faults.bytesPerSecond = 1 << 20
             h.origin.serve(slow, at: "/c/big.ts")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:60,\nbig.ts\n#EXT-X-ENDLIST\n".utf8)), mimeType: Self.playlistType), at: "/c/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXTINF:60,\nbig.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    mimeType: Self.playlistType), at: "/c/index.m3u8")
             let started = AsyncStream.makeStream(of: Void.self)
             let task = Task {
                 try await h.reader.prefetchHLS(h.origin.url("/c/index.m3u8")) { progress in

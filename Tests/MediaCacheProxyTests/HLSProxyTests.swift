@@ -40,7 +40,10 @@ import Testing
             }
         }
         /// The playlist the player is given.
-        var entry: String { self == .masterWithTwoVariants ? "/hls/master.m3u8" : self == .mixedURIs ? "/hls/other/mixed.m3u8" : "/hls/v0/index.m3u8" }
+        var entry: String {
+            self == .masterWithTwoVariants
+                ? "/hls/master.m3u8" : self == .mixedURIs ? "/hls/other/mixed.m3u8" : "/hls/v0/index.m3u8"
+        }
     }
 
     static func ffmpeg(_ arguments: [String]) async throws {
@@ -65,8 +68,13 @@ import Testing
             try await ffmpeg(ts + hls + segments + [playlist])
             let v1 = directory.appendingPathComponent("v1")
             try FileManager.default.createDirectory(at: v1, withIntermediateDirectories: true)
-            try await ffmpeg(["-s", "320x240"] + ts + hls + ["-hls_segment_filename", v1.appendingPathComponent("seg%03d.ts").path, v1.appendingPathComponent("index.m3u8").path])
-            try "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120\nv0/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=320x240\n/hls/v1/index.m3u8\n"
+            try await ffmpeg(
+                ["-s", "320x240"] + ts + hls + [
+                    "-hls_segment_filename", v1.appendingPathComponent("seg%03d.ts").path,
+                    v1.appendingPathComponent("index.m3u8").path,
+                ])
+            try
+                "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120\nv0/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=320x240\n/hls/v1/index.m3u8\n"
                 .write(to: directory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
         case .fragmentedMP4:
             try await ffmpeg(
@@ -87,7 +95,9 @@ import Testing
             let other = directory.appendingPathComponent("other")
             try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
             var index = 0
-            let lines = try String(contentsOf: v0.appendingPathComponent("index.m3u8"), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map {
+            let lines = try String(contentsOf: v0.appendingPathComponent("index.m3u8"), encoding: .utf8).split(
+                separator: "\n", omittingEmptySubsequences: false
+            ).map {
                 line -> String in
                 guard line.hasPrefix("seg") else { return String(line) }
                 defer { index += 1 }
@@ -97,18 +107,24 @@ import Testing
                 default: return "../v0/\(line)?token=abc%2Fdef&x=1"  // relative upwards, tokenised
                 }
             }
-            try lines.joined(separator: "\n").write(to: other.appendingPathComponent("mixed.m3u8"), atomically: true, encoding: .utf8)
+            try lines.joined(separator: "\n").write(
+                to: other.appendingPathComponent("mixed.m3u8"), atomically: true, encoding: .utf8)
         }
     }
 
     /// Serves every file of `directory` under `/hls/`; returns their paths.
     static func serve(_ directory: URL, on origin: TestOrigin) throws -> [String] {
-        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        let files =
+            FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }
+            ?? []
         var paths: [String] = []
         for file in files where ["m3u8", "ts", "m4s", "mp4", "bin", "vtt"].contains(file.pathExtension) {
             let path = "/hls" + file.path.dropFirst(directory.path.count)
             let type =
-                ["m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4", "vtt": "text/vtt"][file.pathExtension]
+                [
+                    "m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment",
+                    "mp4": "video/mp4", "vtt": "text/vtt",
+                ][file.pathExtension]
                 ?? "application/octet-stream"
             origin.serve(TestOrigin.Resource(body: .bytes(Array(try Data(contentsOf: file))), mimeType: type), at: path)
             paths.append(path)
@@ -117,7 +133,10 @@ import Testing
     }
 
     static func decodeHash(_ input: String) async throws -> String {
-        let result = try await runTool(["ffmpeg", "-v", "error", "-allowed_extensions", "ALL", "-i", input, "-map", "0", "-threads", "1", "-f", "md5", "-"])
+        let result = try await runTool([
+            "ffmpeg", "-v", "error", "-allowed_extensions", "ALL", "-i", input, "-map", "0", "-threads", "1", "-f",
+            "md5", "-",
+        ])
         #expect(result.status == 0, "ffmpeg \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
     }
@@ -135,20 +154,24 @@ import Testing
                 var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n"
                 for index in sequence..<(sequence + 3) { text += "#EXTINF:2.0,\nseg\(index).ts\n" }
                 if !live { text += "#EXT-X-ENDLIST\n" }
-                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"s\(sequence)\"")
+                var resource = TestOrigin.Resource(
+                    body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"s\(sequence)\"")
                 resource.cacheControl = "max-age=60"
                 return resource
             }
             for (path, live) in [("/live/index.m3u8", true), ("/vod/index.m3u8", false)] {
                 h.origin.serve(playlist(sequence: 1, live: live), at: path)
                 let first = String(buffer: try await h.get(h.url(path)).body)
-                #expect(first.contains("#EXT-X-MEDIA-SEQUENCE:1") && first.contains("seg1.ts?url="), "\(path): \(first)")
+                #expect(
+                    first.contains("#EXT-X-MEDIA-SEQUENCE:1") && first.contains("seg1.ts?url="), "\(path): \(first)")
                 h.origin.serve(playlist(sequence: 2, live: live), at: path)
                 // Half the target duration is 1 s.
                 clock.advance(by: 1.3)
                 let later = String(buffer: try await h.get(h.url(path)).body)
                 if live {
-                    #expect(later.contains("#EXT-X-MEDIA-SEQUENCE:2") && later.contains("seg4.ts?url="), "\(path) did not advance: \(later)")
+                    #expect(
+                        later.contains("#EXT-X-MEDIA-SEQUENCE:2") && later.contains("seg4.ts?url="),
+                        "\(path) did not advance: \(later)")
                 } else {
                     #expect(later == first, "\(path): a VOD playlist fresh for a minute is served from the cache")
                 }
@@ -167,7 +190,9 @@ import Testing
             func play(_ index: Int) async throws {
                 let reply = try await h.get(segments[index])
                 #expect(reply.status == 200 && reply.body.readableBytes == 300_000)
-                #expect(DeterministicContent(seed: UInt64(index + 1)).firstMismatch(in: reply.body, at: 0) == nil, "segment \(index)")
+                #expect(
+                    DeterministicContent(seed: UInt64(index + 1)).firstMismatch(in: reply.body, at: 0) == nil,
+                    "segment \(index)")
             }
             try await Self.playOnAndExpectTheFourthReadAhead(play: play) { h.origin.requests("/ra/seg\($0).ts") }
         }
@@ -177,7 +202,9 @@ import Testing
     /// expects the fourth asked of the origin (`requests` of a segment) before the player asks
     /// for it, after the three before it, and each asked for once. (That the first two start
     /// nothing is `SegmentReadAheadTests`': here it would be a race.)
-    static func playOnAndExpectTheFourthReadAhead(play: (Int) async throws -> Void, requests: @escaping @Sendable (Int) -> [TestOrigin.Request]) async throws {
+    static func playOnAndExpectTheFourthReadAhead(
+        play: (Int) async throws -> Void, requests: @escaping @Sendable (Int) -> [TestOrigin.Request]
+    ) async throws {
         try await play(0)
         try await play(1)
         try await play(2)
@@ -205,7 +232,9 @@ import Testing
         try await ProxyHarness.with { h in
             let segment: [UInt8] = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
             h.origin.serve(
-                TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nseg.ts?s=1\n#EXT-X-ENDLIST\n".utf8)), mimeType: "application/x-mpegURL"),
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nseg.ts?s=1\n#EXT-X-ENDLIST\n".utf8)),
+                    mimeType: "application/x-mpegURL"),
                 at: "/real/dir/list.m3u8")
             h.origin.serve(TestOrigin.Resource(body: .bytes(segment), mimeType: "video/mp2t"), at: "/real/dir/seg.ts")
             var moved = TestOrigin.Resource(body: .bytes([]), mimeType: "text/plain")
@@ -214,7 +243,11 @@ import Testing
             for _ in 0..<2 {  // from the origin, then from the cache (the final URL is stored with the entry)
                 let text = String(buffer: try await h.get(h.url("/short/x.m3u8")).body)
                 let uris = Self.uris(in: text)
-                #expect(uris.count == 1 && uris.first.flatMap(Self.originURL) == h.origin.url("/real/dir/seg.ts").absoluteString + "?s=1", "\(text)")
+                #expect(
+                    uris.count == 1
+                        && uris.first.flatMap(Self.originURL) == h.origin.url("/real/dir/seg.ts").absoluteString
+                            + "?s=1",
+                    "\(text)")
                 let reply = try await h.get(try #require(uris.first))
                 #expect(reply.status == 200 && Array(reply.body.readableBytesView) == segment)
             }
@@ -229,21 +262,31 @@ import Testing
             let key: [UInt8] = (0..<16).map { UInt8($0 &* 13 &+ 5) }
             h.origin.serve(
                 TestOrigin.Resource(
-                    body: .bytes(Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\",IV=0x01\n#EXTINF:1,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    body: .bytes(
+                        Array(
+                            "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\",IV=0x01\n#EXTINF:1,\ns.ts\n#EXT-X-ENDLIST\n"
+                                .utf8)),
                     mimeType: "application/vnd.apple.mpegurl"), at: "/enc/index.m3u8")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(key), mimeType: "application/octet-stream"), at: "/enc/k/key.bin")
-            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 3), length: 9000), mimeType: "video/mp2t"), at: "/enc/s.ts")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(key), mimeType: "application/octet-stream"), at: "/enc/k/key.bin")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: 3), length: 9000), mimeType: "video/mp2t"),
+                at: "/enc/s.ts")
             let text = String(buffer: try await h.get(h.url("/enc/index.m3u8")).body)
             let uris = Self.uris(in: text)
             let keyURI = try #require(uris.first { $0.contains("key.bin") })
             #expect(keyURI.hasSuffix("&memory=1") && uris.filter { $0.contains("memory=1") }.count == 1, "\(text)")
             for _ in 0..<3 {
                 let reply = try await h.get(keyURI, headers: [("Range", "bytes=0-3")])
-                #expect(reply.status == 200 && Array(reply.body.readableBytesView) == key && reply.headers.first(name: "cache-control") == "no-store")
+                #expect(
+                    reply.status == 200 && Array(reply.body.readableBytesView) == key
+                        && reply.headers.first(name: "cache-control") == "no-store")
             }
             #expect(h.origin.requests("/enc/k/key.bin").count == 1)
             let segment = try await h.get(try #require(uris.first { $0.contains("s.ts") }))
-            #expect(segment.status == 200 && DeterministicContent(seed: 3).firstMismatch(in: segment.body, at: 0) == nil)
+            #expect(
+                segment.status == 200 && DeterministicContent(seed: 3).firstMismatch(in: segment.body, at: 0) == nil)
             #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/enc/k/key.bin"))) == nil)
             #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/enc/s.ts")))?.length == 9000)
             try await h.base.store.flush()
@@ -253,11 +296,14 @@ import Testing
 
     /// The files under `directory` whose bytes contain `needle`.
     static func filesUnder(_ directory: URL, contain needle: [UInt8]) throws -> [String] {
-        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        let files =
+            FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }
+            ?? []
         return try files.filter { file in
             guard (try? file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { return false }
             let bytes = [UInt8](try Data(contentsOf: file))
-            return bytes.count >= needle.count && (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
+            return bytes.count >= needle.count
+                && (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
         }.map(\.lastPathComponent)
     }
 
@@ -267,7 +313,10 @@ import Testing
     @Test func blockingReloadsGoStraightToTheOrigin() async throws {
         try await ProxyHarness.with { h in
             var live = TestOrigin.Resource(
-                body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PART-INF:PART-TARGET=1\n#EXTINF:4,\na.ts\n#EXT-X-PART:DURATION=1,URI=\"a.1.ts\"\n".utf8)),
+                body: .bytes(
+                    Array(
+                        "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PART-INF:PART-TARGET=1\n#EXTINF:4,\na.ts\n#EXT-X-PART:DURATION=1,URI=\"a.1.ts\"\n"
+                            .utf8)),
                 mimeType: "application/vnd.apple.mpegurl")
             live.cacheControl = "max-age=60"
             h.origin.serve(live, at: "/ll/index.m3u8")
@@ -276,18 +325,23 @@ import Testing
             for (round, query) in ["_HLS_msn=1&_HLS_part=0", "_HLS_msn=0"].enumerated() {
                 let reply = try await h.get(entry + "&" + query)
                 let text = String(buffer: reply.body)
-                #expect(reply.status == 200 && text.contains("#EXT-X-PART:DURATION=1,URI=\"http://127.0.0.1:\(h.port)/a.1.ts?url="), "\(text)")
+                #expect(
+                    reply.status == 200
+                        && text.contains("#EXT-X-PART:DURATION=1,URI=\"http://127.0.0.1:\(h.port)/a.1.ts?url="),
+                    "\(text)")
                 let seen = h.origin.requests("/ll/index.m3u8")
                 #expect(seen.count == round + 1 && seen.last?.query == query, "\(seen.map { $0.query ?? "-" })")
             }
             // Part 1 of segment 1, and segment 2, are not: a retriable 503, never that playlist.
             for query in ["_HLS_msn=1&_HLS_part=1", "_HLS_msn=2", "_HLS_msn=2&_HLS_part=0"] {
                 let reply = try await h.get(entry + "&" + query)
-                #expect(reply.status == 503 && reply.headers.first(name: "retry-after") == "1", "\(query): \(reply.status)")
+                #expect(
+                    reply.status == 503 && reply.headers.first(name: "retry-after") == "1", "\(query): \(reply.status)")
                 #expect(!String(buffer: reply.body).contains("#EXTM3U"))
                 #expect(h.origin.requests("/ll/index.m3u8").last?.query == query, "it went to the origin")
             }
-            let reload = try #require(URL(string: h.origin.url("/ll/index.m3u8").absoluteString + "?_HLS_msn=1&_HLS_part=0"))
+            let reload = try #require(
+                URL(string: h.origin.url("/ll/index.m3u8").absoluteString + "?_HLS_msn=1&_HLS_part=0"))
             #expect(h.base.store.metadata(for: h.base.store.key(for: reload)) == nil)
         }
     }
@@ -298,21 +352,34 @@ import Testing
         try await ProxyHarness.with { h in
             let type = "application/vnd.apple.mpegurl"
             let cases: [(path: String, body: [UInt8], reason: String)] = [
-                ("/bad/quote.m3u8", Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\n#EXTINF:1,\na.ts\n".utf8), "unbalanced quote"),
-                ("/bad/range.m3u8", Array("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:99999999999999999999999@0\na.ts\n".utf8), "EXT-X-BYTERANGE"),
+                (
+                    "/bad/quote.m3u8",
+                    Array("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\n#EXTINF:1,\na.ts\n".utf8),
+                    "unbalanced quote"
+                ),
+                (
+                    "/bad/range.m3u8",
+                    Array("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:99999999999999999999999@0\na.ts\n".utf8),
+                    "EXT-X-BYTERANGE"
+                ),
                 ("/bad/binary.m3u8", Array("#EXTM3U\n".utf8) + [0xFF, 0xFE, 0x00, 0x0A], "UTF-8"),
             ]
             for bad in cases {
                 h.origin.serve(TestOrigin.Resource(body: .bytes(bad.body), mimeType: type), at: bad.path)
                 let reply = try await h.get(h.url(bad.path))
-                #expect(reply.status == 502 && String(buffer: reply.body).contains(bad.reason), "\(bad.path): \(reply.status) \(String(buffer: reply.body))")
+                #expect(
+                    reply.status == 502 && String(buffer: reply.body).contains(bad.reason),
+                    "\(bad.path): \(reply.status) \(String(buffer: reply.body))")
             }
             // Typed as a playlist, but not one: the bytes as they came.
             let notPlaylist: [UInt8] = [0x00, 0x01, 0xFF, 0x47, 0x40, 0x11]
             h.origin.serve(TestOrigin.Resource(body: .bytes(notPlaylist), mimeType: type), at: "/bad/not.m3u8")
             let passed = try await h.get(h.url("/bad/not.m3u8"))
             #expect(passed.status == 200 && Array(passed.body.readableBytesView) == notPlaylist)
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nok.ts\n#EXT-X-ENDLIST\n".utf8)), mimeType: type), at: "/good/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXTINF:1,\nok.ts\n#EXT-X-ENDLIST\n".utf8)), mimeType: type),
+                at: "/good/index.m3u8")
             let good = try await h.get(h.url("/good/index.m3u8"))
             #expect(good.status == 200 && String(buffer: good.body).contains("/ok.ts?url="))
         }
@@ -326,14 +393,19 @@ import Testing
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("hls-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try await ProxyHarness.with { h in
-            try await Self.make(.masterWithTwoVariants, in: directory, originURL: String(h.origin.url("/").absoluteString.dropLast()))
+            try await Self.make(
+                .masterWithTwoVariants, in: directory, originURL: String(h.origin.url("/").absoluteString.dropLast()))
             let paths = try Self.serve(directory, on: h.origin)
             let direct = try await Self.decodeHash(h.origin.url("/hls/v0/index.m3u8").absoluteString)
             h.origin.resetCounters()
-            let result = try await h.base.reader.prefetchHLS(h.origin.url("/hls/master.m3u8"), options: .init(variant: .lowestBandwidth))
-            #expect(result.isComplete && result.resourcesTotal == 3 && result.playlists.map(\.path) == ["/hls/v0/index.m3u8"])
+            let result = try await h.base.reader.prefetchHLS(
+                h.origin.url("/hls/master.m3u8"), options: .init(variant: .lowestBandwidth))
+            #expect(
+                result.isComplete && result.resourcesTotal == 3
+                    && result.playlists.map(\.path) == ["/hls/v0/index.m3u8"])
             let fetched = paths.filter { !h.origin.requests($0).isEmpty }
-            #expect(fetched.allSatisfy { !$0.hasPrefix("/hls/v1/") } && fetched.contains("/hls/v0/seg000.ts"), "\(fetched)")
+            #expect(
+                fetched.allSatisfy { !$0.hasPrefix("/hls/v1/") } && fetched.contains("/hls/v0/seg000.ts"), "\(fetched)")
             h.origin.resetCounters()
             #expect(try await Self.decodeHash(h.url("/hls/v0/index.m3u8")) == direct)
             let asked = paths.flatMap { h.origin.requests($0) }
@@ -358,7 +430,10 @@ import Testing
                 let uris =
                     text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
                     + text.split(separator: "\"").filter { $0.hasPrefix("http") }
-                #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("http://127.0.0.1:\(h.port)/") && $0.contains("?url=") }, "\(path): \(uris)")
+                #expect(
+                    !uris.isEmpty
+                        && uris.allSatisfy { $0.hasPrefix("http://127.0.0.1:\(h.port)/") && $0.contains("?url=") },
+                    "\(path): \(uris)")
             }
             let entry = String(buffer: try await h.get(h.url(stream.entry)).body)
             #expect(entry.contains(stream.marker), "\(stream.entry): \(entry)")

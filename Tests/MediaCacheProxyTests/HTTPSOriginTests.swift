@@ -31,7 +31,11 @@ import Testing
             name: "certificate from an unknown CA",
             tls: {
                 TestOrigin.TLSOptions(identity: try TestCertificateAuthority(commonName: "Unknown Media CA").issue())
-            }, says: ["certificate not trusted:", "issued by CN=Unknown Media CA", "trust roots (HTTPOriginFetcher.Configuration.trustRoots)"]),
+            },
+            says: [
+                "certificate not trusted:", "issued by CN=Unknown Media CA",
+                "trust roots (HTTPOriginFetcher.Configuration.trustRoots)",
+            ]),
         Failure(
             name: "self-signed certificate",
             tls: {
@@ -40,7 +44,9 @@ import Testing
         Failure(
             name: "expired certificate",
             tls: {
-                TestOrigin.TLSOptions(identity: try TestCertificateAuthority.shared.issue(notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400))
+                TestOrigin.TLSOptions(
+                    identity: try TestCertificateAuthority.shared.issue(
+                        notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400))
             }, says: ["certificate not trusted:", "expired on"]),
         Failure(
             name: "certificate for another host",
@@ -54,7 +60,8 @@ import Testing
                 options.requiresClientCertificate = true
                 return options
             }, says: ["TLS handshake failed:", "refused it"]),
-        Failure(name: "https to a plain HTTP port", tls: { nil }, says: ["TLS handshake failed:", "did not answer in TLS"]),
+        Failure(
+            name: "https to a plain HTTP port", tls: { nil }, says: ["TLS handshake failed:", "did not answer in TLS"]),
     ]
 
     /// Each failure is a `502` whose body and log line say why, long before any timeout, and
@@ -89,7 +96,11 @@ import Testing
             let line = try #require(logs.all.last { $0.metadata["url"] == url && $0.metadata["status"] != nil })
             #expect(line.metadata["status"] == "502")
             for text in failure.says { #expect(line.metadata["error"]?.contains(text) == true, "\(line.metadata)") }
-            #expect(logs.all.contains { $0.level == .warning && $0.message == "TLS with the origin failed" && $0.metadata["reason"]?.contains(failure.says[0]) == true })
+            #expect(
+                logs.all.contains {
+                    $0.level == .warning && $0.message == "TLS with the origin failed"
+                        && $0.metadata["reason"]?.contains(failure.says[0]) == true
+                })
             try await origin.shutdown()
             // The proxy goes on serving a trusted origin.
             let resource =
@@ -114,12 +125,16 @@ import Testing
             configure: logs.proxyLogger
         ) { h in
             let stranger = try TestCertificateAuthority(commonName: "Stranger CA")
-            let identity = try stranger.issue(for: ["elsewhere.example"], notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400)
+            let identity = try stranger.issue(
+                for: ["elsewhere.example"], notValidBefore: Date() - 10 * 86400, notValidAfter: Date() - 86400)
             let origin = try await TestOrigin.start(tls: TestOrigin.TLSOptions(identity: identity))
             origin.serve(.generated(length: 200_000, seed: 93), at: "/any.mp3")
-            let reply = try await h.get(h.proxyURL(for: origin.url("/any.mp3").absoluteString), headers: [("Range", "bytes=500-")])
+            let reply = try await h.get(
+                h.proxyURL(for: origin.url("/any.mp3").absoluteString), headers: [("Range", "bytes=500-")])
             #expect(reply.status == 206)
-            #expect(origin.resource(at: "/any.mp3")!.firstMismatch(in: reply.body, at: 500) == nil && reply.body.readableBytes == 199_500)
+            #expect(
+                origin.resource(at: "/any.mp3")!.firstMismatch(in: reply.body, at: 500) == nil
+                    && reply.body.readableBytes == 199_500)
             // A streamed answer's line is written once its last byte is in the socket.
             try await waitUntil { logs.all.contains(where: { $0.metadata["status"] != nil }) }
             let lines = logs.all.filter { $0.metadata["status"] != nil }
@@ -145,9 +160,13 @@ import Testing
 
             let asked = h.origin.url("/song.mp3")
             let reply = try await h.get(h.url("/song.mp3"), headers: [("Authorization", "Bearer abc")])
-            #expect(reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == 400_000)
+            #expect(
+                reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil
+                    && reply.body.readableBytes == 400_000)
             let served = secure.requests("/song.mp3")
-            #expect(!served.isEmpty && served.allSatisfy { $0.header("Authorization") == nil }, "credentials do not cross to another scheme and port")
+            #expect(
+                !served.isEmpty && served.allSatisfy { $0.header("Authorization") == nil },
+                "credentials do not cross to another scheme and port")
             #expect(h.base.store.metadata(for: h.base.store.key(for: asked))?.length == 400_000)
             #expect(h.base.store.metadata(for: h.base.store.key(for: secure.url("/song.mp3"))) == nil)
 
@@ -160,7 +179,9 @@ import Testing
 
             // A hop to a host off the allow-list is refused, and never requested.
             let refused = try await h.get(h.url("/elsewhere.mp3"))
-            #expect(refused.status == 502 && String(buffer: refused.body).contains("allow-list"), "\(String(buffer: refused.body))")
+            #expect(
+                refused.status == 502 && String(buffer: refused.body).contains("allow-list"),
+                "\(String(buffer: refused.body))")
             #expect(secure.requests("/song.mp3").isEmpty)
             try await secure.shutdown()
         }

@@ -31,12 +31,18 @@ extension HTTPSemanticsTests {
             clock.advance(by: 10)  // stale, within the window
             h.origin.changeContent(at: "/swr.mp3")
             let second = try await h.get(h.url("/swr.mp3"))
-            #expect(second.status == 200 && resource.firstMismatch(in: second.body, at: 0) == nil, "the stored version, at once")
-            try await waitUntil { h.origin.requests("/swr.mp3").count == 2 && h.base.reader.backgroundRevalidationCount == 0 }
+            #expect(
+                second.status == 200 && resource.firstMismatch(in: second.body, at: 0) == nil,
+                "the stored version, at once")
+            try await waitUntil {
+                h.origin.requests("/swr.mp3").count == 2 && h.base.reader.backgroundRevalidationCount == 0
+            }
             #expect(h.origin.requests("/swr.mp3").last?.header("If-None-Match") == "\"v1\"")
             let changed = try #require(h.origin.resource(at: "/swr.mp3"))
             let third = try await h.get(h.url("/swr.mp3"))
-            #expect(third.status == 200 && changed.firstMismatch(in: third.body, at: 0) == nil && third.body.readableBytes == 5_000, "the new version")
+            #expect(
+                third.status == 200 && changed.firstMismatch(in: third.body, at: 0) == nil
+                    && third.body.readableBytes == 5_000, "the new version")
             #expect(h.origin.requests("/swr.mp3").count == 2, "\(h.origin.requests("/swr.mp3"))")
 
             clock.advance(by: 100)  // past max-age and the window
@@ -44,7 +50,9 @@ extension HTTPSemanticsTests {
             let before = h.origin.requests("/swr.mp3").count
             let fourth = try await h.get(h.url("/swr.mp3"))
             let latest = try #require(h.origin.resource(at: "/swr.mp3"))
-            #expect(fourth.status == 200 && latest.firstMismatch(in: fourth.body, at: 0) == nil, "past the window: never stale")
+            #expect(
+                fourth.status == 200 && latest.firstMismatch(in: fourth.body, at: 0) == nil,
+                "past the window: never stale")
             #expect(h.origin.requests("/swr.mp3").count > before && h.base.reader.backgroundRevalidationCount == 0)
         }
     }
@@ -61,8 +69,11 @@ extension HTTPSemanticsTests {
         try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
             h.origin.useClock(clock)
             @Sendable func playlist(_ index: Int, _ sequence: Int) -> TestOrigin.Resource {
-                let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\nl\(index)s\(sequence).ts\n"
-                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: nil, lastModified: nil)
+                let text =
+                    "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\nl\(index)s\(sequence).ts\n"
+                var resource = TestOrigin.Resource(
+                    body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: nil,
+                    lastModified: nil)
                 resource.cacheControl = "max-age=1"
                 return resource
             }
@@ -79,13 +90,17 @@ extension HTTPSemanticsTests {
                         }
                     }
                     for try await (index, text) in group {
-                        #expect(text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n") && text.contains("l\(index)s\(sequence).ts"), "poll \(sequence), playlist \(index): \(text)")
+                        #expect(
+                            text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n")
+                                && text.contains("l\(index)s\(sequence).ts"),
+                            "poll \(sequence), playlist \(index): \(text)")
                     }
                 }
                 for index in 0..<8 {
                     #expect(
                         h.origin.requests("/live\(index).m3u8").count == sequence + 1,
-                        "playlist \(index), poll \(sequence): one origin request, not \(h.origin.requests("/live\(index).m3u8"))")
+                        "playlist \(index), poll \(sequence): one origin request, not \(h.origin.requests("/live\(index).m3u8"))"
+                    )
                 }
             }
         }
@@ -102,7 +117,9 @@ extension HTTPSemanticsTests {
             for _ in 0..<2 {
                 let whole = try await h.get(h.url("/odd.mp3"))
                 #expect(whole.status == 200 && resource.firstMismatch(in: whole.body, at: 0) == nil)
-                #expect(whole.headers["content-range"] == ["bytes 0-4999/5000"] && whole.headers["x-odd"] == ["a, b"], "\(whole.headers)")
+                #expect(
+                    whole.headers["content-range"] == ["bytes 0-4999/5000"] && whole.headers["x-odd"] == ["a, b"],
+                    "\(whole.headers)")
             }
             let part = try await h.get(h.url("/odd.mp3"), headers: [("Range", "bytes=10-19")])
             #expect(part.status == 206 && part.headers["content-range"] == ["bytes 10-19/5000"], "\(part.headers)")
@@ -124,8 +141,10 @@ extension HTTPSemanticsTests {
         try await ProxyHarness.with(store: store, fetcher: fetcher) { h in
             h.origin.useClock(clock)
             @Sendable func playlist(_ sequence: Int) -> TestOrigin.Resource {
-                let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\ns\(sequence).ts\n#EXTINF:2,\ns\(sequence + 1).ts\n"
-                var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl")
+                let text =
+                    "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(sequence)\n#EXTINF:2,\ns\(sequence).ts\n#EXTINF:2,\ns\(sequence + 1).ts\n"
+                var resource = TestOrigin.Resource(
+                    body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl")
                 resource.etag = validators ? "\"p\(sequence)\"" : nil
                 resource.lastModified = nil
                 resource.cacheControl = "max-age=1"
@@ -140,7 +159,9 @@ extension HTTPSemanticsTests {
                 }
                 let reply = try await h.get(h.url("/live/index.m3u8"))
                 let text = String(buffer: reply.body)
-                #expect(reply.status == 200 && text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n") && text.contains("s\(sequence + 1).ts"), "poll \(sequence): \(text)")
+                #expect(
+                    reply.status == 200 && text.contains("#EXT-X-MEDIA-SEQUENCE:\(sequence)\n")
+                        && text.contains("s\(sequence + 1).ts"), "poll \(sequence): \(text)")
                 #expect(h.origin.requests("/live/index.m3u8").count == sequence + 1, "one origin request per poll")
             }
         }
@@ -160,10 +181,14 @@ extension HTTPSemanticsTests {
             h.origin.serve(moved, at: "/nowhere.mp4")
             for round in 0..<2 {
                 let reply = try await h.get(h.url("/nowhere.mp4"))
-                #expect(reply.status == 301 && String(buffer: reply.body) == "<p>Moved, somewhere.</p>", "round \(round): \(reply.status)")
+                #expect(
+                    reply.status == 301 && String(buffer: reply.body) == "<p>Moved, somewhere.</p>",
+                    "round \(round): \(reply.status)")
                 #expect(reply.headers.first(name: "location") == nil)
             }
-            #expect(h.origin.requests("/nowhere.mp4").count == 1, "the second from the stored answer: \(h.origin.requests("/nowhere.mp4"))")
+            #expect(
+                h.origin.requests("/nowhere.mp4").count == 1,
+                "the second from the stored answer: \(h.origin.requests("/nowhere.mp4"))")
         }
     }
 }

@@ -25,21 +25,29 @@ import Testing
             resource.cacheControl = nil
             resource.faults.status = status
             resource.faults.statusBody = status == 204 ? [] : Array("the origin's page for \(status)\n".utf8)
-            resource.extraHeaders = [("Retry-After", "120"), ("WWW-Authenticate", "Bearer realm=\"media\""), ("X-Origin", "yes")]
+            resource.extraHeaders = [
+                ("Retry-After", "120"), ("WWW-Authenticate", "Bearer realm=\"media\""), ("X-Origin", "yes"),
+            ]
             h.origin.serve(resource, at: "/answer.mp4")
             for round in 1...2 {
                 let reply = try await h.get(h.url("/answer.mp4"), headers: [("Range", "bytes=0-99")])
                 #expect(reply.status == status, "round \(round)")
-                #expect(Array(reply.body.readableBytesView) == resource.faults.statusBody, "\(String(buffer: reply.body))")
-                #expect(reply.headers.first(name: "retry-after") == "120" && reply.headers.first(name: "x-origin") == "yes")
+                #expect(
+                    Array(reply.body.readableBytesView) == resource.faults.statusBody, "\(String(buffer: reply.body))")
+                #expect(
+                    reply.headers.first(name: "retry-after") == "120" && reply.headers.first(name: "x-origin") == "yes")
                 #expect(reply.headers.first(name: "www-authenticate") == "Bearer realm=\"media\"")
                 #expect(reply.headers.first(name: "date") != nil)
-                #expect(h.origin.requests("/answer.mp4").count == round, "one origin request per client request, never reused: \(h.origin.requests("/answer.mp4"))")
+                #expect(
+                    h.origin.requests("/answer.mp4").count == round,
+                    "one origin request per client request, never reused: \(h.origin.requests("/answer.mp4"))")
             }
             let head = try await h.get(h.url("/answer.mp4"), method: .HEAD)
             #expect(head.status == status && head.body.readableBytes == 0)
-            #expect(h.origin.requests("/answer.mp4").count == 3 && h.origin.requests("/answer.mp4").last?.method == "HEAD")
-            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/answer.mp4"))) == nil, "never stored")
+            #expect(
+                h.origin.requests("/answer.mp4").count == 3 && h.origin.requests("/answer.mp4").last?.method == "HEAD")
+            #expect(
+                h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/answer.mp4"))) == nil, "never stored")
         }
     }
 
@@ -70,12 +78,15 @@ import Testing
             #expect(h.origin.requests("/fresh-answer.ts").count == 1, "reused while fresh")
             clock.advance(by: 31)
             let stale = try await h.get(h.url("/fresh-answer.ts"))
-            #expect(stale.status == status && h.origin.requests("/fresh-answer.ts").count == 2, "asked again once stale")
+            #expect(
+                stale.status == status && h.origin.requests("/fresh-answer.ts").count == 2, "asked again once stale")
             // Once the resource is there, its bytes replace the remembered answer.
             clock.advance(by: 61)
             h.origin.update("/fresh-answer.ts") { $0.faults.status = nil }
             let found = try await h.get(h.url("/fresh-answer.ts"))
-            #expect(found.status == 200 && resource.firstMismatch(in: found.body, at: 0) == nil && found.body.readableBytes == 1000)
+            #expect(
+                found.status == 200 && resource.firstMismatch(in: found.body, at: 0) == nil
+                    && found.body.readableBytes == 1000)
         }
     }
 
@@ -84,8 +95,10 @@ import Testing
     @Test func heuristicFreshnessOnlyForTheStatusesThatAllowIt() async throws {
         try await ProxyHarness.with { h in
             for (path, status, cacheControl, reused) in [
-                ("/h404.ts", 404, nil, true), ("/h410.ts", 410, nil, true), ("/h400.ts", 400, nil, false), ("/ns404.ts", 404, "no-store, max-age=60", false),
-                ("/mu299.ts", 299, "max-age=60, must-understand, no-store", false), ("/mu404.ts", 404, "max-age=60, must-understand, no-store", true),
+                ("/h404.ts", 404, nil, true), ("/h410.ts", 410, nil, true), ("/h400.ts", 400, nil, false),
+                ("/ns404.ts", 404, "no-store, max-age=60", false),
+                ("/mu299.ts", 299, "max-age=60, must-understand, no-store", false),
+                ("/mu404.ts", 404, "max-age=60, must-understand, no-store", true),
             ] as [(String, Int, String?, Bool)] {
                 var resource = TestOrigin.Resource.generated(length: 1000, seed: 94)
                 resource.cacheControl = cacheControl
@@ -109,7 +122,9 @@ import Testing
             resource.faults.statusBody = Array(repeating: UInt8(ascii: "x"), count: OriginAnswer.maximumBodySize + 1)
             h.origin.serve(resource, at: "/huge-404.mp4")
             let reply = try await h.get(h.url("/huge-404.mp4"))
-            #expect(reply.status == 502 && String(buffer: reply.body).contains("body over"), "\(String(buffer: reply.body))")
+            #expect(
+                reply.status == 502 && String(buffer: reply.body).contains("body over"), "\(String(buffer: reply.body))"
+            )
         }
     }
 
@@ -123,7 +138,9 @@ import Testing
             func play(_ headers: [(String, String)]) async throws -> Int {
                 let before = h.origin.requests("/v.mp3").count
                 let reply = try await h.get(h.url("/v.mp3"), headers: headers)
-                #expect(reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == 300_000)
+                #expect(
+                    reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil
+                        && reply.body.readableBytes == 300_000)
                 #expect(reply.headers[canonicalForm: "vary"].joined(separator: ",").contains("Accept-Language"))
                 return h.origin.requests("/v.mp3").count - before
             }
@@ -133,7 +150,9 @@ import Testing
                 "the same values (whitespace aside) match; Accept-Encoding is the cache's own")
             #expect(try await play([("Accept-Language", "en"), ("X-Variant", "a")]) > 0, "another language: a miss")
             #expect(h.origin.requests("/v.mp3").last?.header("Accept-Language") == "en")
-            #expect(try await play([("Accept-Language", "en"), ("X-Variant", "a")]) == 0, "the new answer replaced the old one")
+            #expect(
+                try await play([("Accept-Language", "en"), ("X-Variant", "a")]) == 0,
+                "the new answer replaced the old one")
             #expect(try await play([("Accept-Language", "en")]) > 0, "a field absent here but present before: a miss")
             #expect(try await play([("Accept-Language", "en")]) == 0)
             #expect(try await play([("accept-language", "EN")]) == 0, "language ranges compare without case")
@@ -193,17 +212,25 @@ import Testing
                 switch status {
                 case 304:
                     #expect(reply.body.readableBytes == 0 && reply.headers.first(name: "etag") == "\"v1\"", "\(fields)")
-                    #expect(reply.headers.first(name: "cache-control") == "max-age=86400" && reply.headers.first(name: "date") != nil)
+                    #expect(
+                        reply.headers.first(name: "cache-control") == "max-age=86400"
+                            && reply.headers.first(name: "date") != nil)
                     #expect(reply.headers.first(name: "content-length") == nil)
                 case 200:
-                    #expect(reply.body.readableBytes == 400_000 && resource.firstMismatch(in: reply.body, at: 0) == nil, "\(fields)")
+                    #expect(
+                        reply.body.readableBytes == 400_000 && resource.firstMismatch(in: reply.body, at: 0) == nil,
+                        "\(fields)")
                 case 206:
-                    #expect(reply.body.readableBytes == 100 && resource.firstMismatch(in: reply.body, at: 100) == nil, "\(fields)")
+                    #expect(
+                        reply.body.readableBytes == 100 && resource.firstMismatch(in: reply.body, at: 100) == nil,
+                        "\(fields)")
                 default:
                     break
                 }
             }
-            #expect(h.origin.requests("/c.mp4").count == asked, "answered from the cache: \(h.origin.requests("/c.mp4").dropFirst(asked))")
+            #expect(
+                h.origin.requests("/c.mp4").count == asked,
+                "answered from the cache: \(h.origin.requests("/c.mp4").dropFirst(asked))")
         }
     }
 
@@ -214,13 +241,21 @@ import Testing
             let resource = TestOrigin.Resource.generated(length: 400_000, seed: 95, mimeType: "video/mp4")
             h.origin.serve(resource, at: "/n.mp4")
             let reply = try await h.get(h.url("/n.mp4"), headers: [("If-None-Match", "\"v1\"")])
-            #expect(reply.status == 304 && reply.body.readableBytes == 0 && reply.headers.first(name: "etag") == "\"v1\"")
+            #expect(
+                reply.status == 304 && reply.body.readableBytes == 0 && reply.headers.first(name: "etag") == "\"v1\"")
             let requests = h.origin.requests("/n.mp4")
-            #expect(requests.count == 1 && requests.first?.header("If-None-Match") == "\"v1\"" && requests.first?.status == 304, "\(requests)")
-            let modified = try await h.get(h.url("/n.mp4"), headers: [("If-Modified-Since", "Mon, 02 Jan 2028 09:00:00 GMT")])
-            #expect(modified.status == 200 && resource.firstMismatch(in: modified.body, at: 0) == nil && modified.body.readableBytes == 400_000)
+            #expect(
+                requests.count == 1 && requests.first?.header("If-None-Match") == "\"v1\""
+                    && requests.first?.status == 304, "\(requests)")
+            let modified = try await h.get(
+                h.url("/n.mp4"), headers: [("If-Modified-Since", "Mon, 02 Jan 2028 09:00:00 GMT")])
+            #expect(
+                modified.status == 200 && resource.firstMismatch(in: modified.body, at: 0) == nil
+                    && modified.body.readableBytes == 400_000)
             #expect(h.origin.requests("/n.mp4").first(where: { $0.header("If-Modified-Since") != nil })?.status == 206)
-            #expect(h.origin.requests("/n.mp4").dropFirst(2).allSatisfy { $0.header("If-Modified-Since") == nil }, "the cache's own requests carry no condition")
+            #expect(
+                h.origin.requests("/n.mp4").dropFirst(2).allSatisfy { $0.header("If-Modified-Since") == nil },
+                "the cache's own requests carry no condition")
         }
     }
 
@@ -232,10 +267,16 @@ import Testing
             small.cacheControl = "no-store"
             h.origin.serve(small, at: "/ns.mp3")
             let whole = try await h.get(h.url("/ns.mp3"))
-            #expect(whole.status == 200 && small.firstMismatch(in: whole.body, at: 0) == nil && whole.body.readableBytes == 200_000)
-            #expect(h.origin.requests("/ns.mp3").count == 1, "\(h.origin.requests("/ns.mp3").map { "\($0) \($0.headers)" })")
+            #expect(
+                whole.status == 200 && small.firstMismatch(in: whole.body, at: 0) == nil
+                    && whole.body.readableBytes == 200_000)
+            #expect(
+                h.origin.requests("/ns.mp3").count == 1, "\(h.origin.requests("/ns.mp3").map { "\($0) \($0.headers)" })"
+            )
             let range = try await h.get(h.url("/ns.mp3"), headers: [("Range", "bytes=1000-1999")])
-            #expect(range.status == 206 && small.firstMismatch(in: range.body, at: 1000) == nil && range.body.readableBytes == 1000)
+            #expect(
+                range.status == 206 && small.firstMismatch(in: range.body, at: 1000) == nil
+                    && range.body.readableBytes == 1000)
             #expect(h.origin.requests("/ns.mp3").count == 2)
             #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/ns.mp3"))) == nil)
 
@@ -243,8 +284,11 @@ import Testing
             large.cacheControl = "no-store"
             h.origin.serve(large, at: "/ns.mp4")
             let film = try await h.get(h.url("/ns.mp4"))
-            #expect(film.status == 200 && large.firstMismatch(in: film.body, at: 0) == nil && film.body.readableBytes == 3_000_000)
-            #expect(h.origin.bodyBytesSent("/ns.mp4") == 3_000_000, "no byte asked twice: \(h.origin.requests("/ns.mp4"))")
+            #expect(
+                film.status == 200 && large.firstMismatch(in: film.body, at: 0) == nil
+                    && film.body.readableBytes == 3_000_000)
+            #expect(
+                h.origin.bodyBytesSent("/ns.mp4") == 3_000_000, "no byte asked twice: \(h.origin.requests("/ns.mp4"))")
         }
     }
 
@@ -273,10 +317,16 @@ import Testing
                 resource.extraHeaders = [("X-Version", "two")]
             }
             let second = try await h.get(h.url("/u.mp3"))
-            #expect(second.status == 200 && resource.firstMismatch(in: second.body, at: 0) == nil && second.body.readableBytes == 5_000)
+            #expect(
+                second.status == 200 && resource.firstMismatch(in: second.body, at: 0) == nil
+                    && second.body.readableBytes == 5_000)
             #expect(h.origin.requests("/u.mp3").last?.status == 304, "\(h.origin.requests("/u.mp3"))")
-            #expect(second.headers["date"] == [HTTPDate.format(Int64(clock.now.timeIntervalSince1970))], "\(second.headers)")
-            #expect(second.headers["x-version"] == ["two"] && second.headers["cache-control"] == ["max-age=3600"], "\(second.headers)")
+            #expect(
+                second.headers["date"] == [HTTPDate.format(Int64(clock.now.timeIntervalSince1970))], "\(second.headers)"
+            )
+            #expect(
+                second.headers["x-version"] == ["two"] && second.headers["cache-control"] == ["max-age=3600"],
+                "\(second.headers)")
             #expect(second.headers["content-disposition"] == ["inline"], "a field the 304 does not carry stays")
             #expect(second.headers["etag"] == ["\"v1\""] && second.headers["age"] == ["0"], "\(second.headers)")
             clock.advance(by: 100)
@@ -299,16 +349,22 @@ import Testing
             h.origin.serve(resource, at: "/shape.bin")
             for round in 1...2 {
                 let reply = try await h.get(h.url("/shape.bin"))
-                #expect(reply.status == 200 && reply.body.readableBytes == 90 && resource.firstMismatch(in: reply.body, at: 0) == nil)
-                #expect(h.origin.requests("/shape.bin").count == round, "round \(round): \(h.origin.requests("/shape.bin").map { "\($0.method) \($0.range ?? "-")" })")
+                #expect(
+                    reply.status == 200 && reply.body.readableBytes == 90
+                        && resource.firstMismatch(in: reply.body, at: 0) == nil)
+                #expect(
+                    h.origin.requests("/shape.bin").count == round,
+                    "round \(round): \(h.origin.requests("/shape.bin").map { "\($0.method) \($0.range ?? "-")" })")
             }
             let ranged = try await h.get(h.url("/shape.bin"), headers: [("Range", "bytes=10-19")])
             #expect(
-                [200, 206].contains(ranged.status) && h.origin.requests("/shape.bin").count == 3, "\(h.origin.requests("/shape.bin").map { "\($0.method) \($0.range ?? "-")" })")
+                [200, 206].contains(ranged.status) && h.origin.requests("/shape.bin").count == 3,
+                "\(h.origin.requests("/shape.bin").map { "\($0.method) \($0.range ?? "-")" })")
             #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/shape.bin"))) == nil)
             // A playlist that says no type is told by its bytes, read once and rewritten.
             var playlist = TestOrigin.Resource(
-                body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXT-X-ENDLIST\n".utf8)), mimeType: "application/octet-stream")
+                body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXT-X-ENDLIST\n".utf8)),
+                mimeType: "application/octet-stream")
             playlist.cacheControl = "no-store"
             playlist.faults.ignoresRanges = ignoresRanges
             if chunked { playlist.faults.lengthless = .chunked }
@@ -316,8 +372,11 @@ import Testing
             let rewritten = try await h.get(h.url("/shape.m3u8"))
             let text = String(buffer: rewritten.body)
             // Without a length nothing says it may be a playlist: it streams through as it is.
-            #expect(rewritten.status == 200 && text.contains("s0.ts") && text.contains("127.0.0.1") != chunked, "\(text)")
-            #expect(h.origin.requests("/shape.m3u8").count == 1, "\(h.origin.requests("/shape.m3u8").map { "\($0.method) \($0.range ?? "-")" })")
+            #expect(
+                rewritten.status == 200 && text.contains("s0.ts") && text.contains("127.0.0.1") != chunked, "\(text)")
+            #expect(
+                h.origin.requests("/shape.m3u8").count == 1,
+                "\(h.origin.requests("/shape.m3u8").map { "\($0.method) \($0.range ?? "-")" })")
         }
     }
 }

@@ -29,7 +29,9 @@ import Testing
     }
 
     @Test func fieldNamesMatchInAnyASCIICaseAndNoOtherWay() {
-        let names: [StaticString] = ["range", "if-range", "connection", "x-mediacache-token", "date", "content-type", "te"]
+        let names: [StaticString] = [
+            "range", "if-range", "connection", "x-mediacache-token", "date", "content-type", "te",
+        ]
         var random = SplitMix(seed: 7)
         /// RFC 9110 §5.1: field names are tokens, compared without regard to ASCII case only.
         func model(_ name: String, _ lowercase: String) -> Bool {
@@ -37,7 +39,10 @@ import Testing
         }
         for name in names {
             let lowercase = name.description
-            var candidates = [lowercase, lowercase.uppercased(), lowercase + "s", String(lowercase.dropLast()), "", "\u{212A}" + lowercase.dropFirst()]
+            var candidates = [
+                lowercase, lowercase.uppercased(), lowercase + "s", String(lowercase.dropLast()), "",
+                "\u{212A}" + lowercase.dropFirst(),
+            ]
             for _ in 0..<200 {
                 var bytes = Array(lowercase.utf8)
                 let position = Int(random.next() % UInt64(bytes.count))
@@ -50,7 +55,9 @@ import Testing
                 candidates.append(String(decoding: bytes, as: UTF8.self))
             }
             for candidate in candidates {
-                #expect(FieldName.matches(candidate, name) == model(candidate, lowercase), "\(candidate) against \(lowercase)")
+                #expect(
+                    FieldName.matches(candidate, name) == model(candidate, lowercase),
+                    "\(candidate) against \(lowercase)")
             }
         }
     }
@@ -60,7 +67,9 @@ import Testing
         func model(_ text: String) -> String {
             let scalars = Array(text.unicodeScalars)
             let isOWS = { (scalar: Unicode.Scalar) in scalar == " " || scalar == "\t" }
-            guard let first = scalars.firstIndex(where: { !isOWS($0) }), let last = scalars.lastIndex(where: { !isOWS($0) }) else { return "" }
+            guard let first = scalars.firstIndex(where: { !isOWS($0) }),
+                let last = scalars.lastIndex(where: { !isOWS($0) })
+            else { return "" }
             var kept = String.UnicodeScalarView()
             kept.append(contentsOf: scalars[first...last])
             return String(kept)
@@ -69,10 +78,12 @@ import Testing
         var random = SplitMix(seed: 11)
         var candidates = ["", " ", "\t \t", "close", " close ", "\u{00A0}close\u{00A0}"]
         for _ in 0..<2_000 {
-            candidates.append((0..<Int(random.next() % 7)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined())
+            candidates.append(
+                (0..<Int(random.next() % 7)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined())
         }
         for candidate in candidates {
-            #expect(String(FieldValue.trimmed(Substring(candidate))) == model(candidate), "\(candidate.debugDescription)")
+            #expect(
+                String(FieldValue.trimmed(Substring(candidate))) == model(candidate), "\(candidate.debugDescription)")
             // A token of a list, as the callers take them.
             for token in candidate.split(separator: ",") {
                 #expect(String(FieldValue.trimmed(token)) == model(String(token)), "\(token.debugDescription)")
@@ -82,7 +93,8 @@ import Testing
 
     @Test func onlyEndToEndFieldsAreForwardedInAnyCase() {
         let head: HTTPHeaders = [
-            "HOST": "127.0.0.1", "User-Agent": "mpv", "rAnGe": "bytes=0-1", "Connection": "keep-alive, X-Hop", "x-hop": "1",
+            "HOST": "127.0.0.1", "User-Agent": "mpv", "rAnGe": "bytes=0-1", "Connection": "keep-alive, X-Hop",
+            "x-hop": "1",
             "Cookie": "a=b", "IF-NONE-MATCH": "\"v1\"", "X-MediaCache-Token": "t", "Accept-Language": "fr",
         ]
         let forwarded = ProxyRouter.endToEndHeaders(head)

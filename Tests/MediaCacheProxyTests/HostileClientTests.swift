@@ -24,38 +24,78 @@ import Testing
     }
 
     static let cases: [Case] = [
-        Case(name: "last position at Int64.max", status: 206, request: { $0.get(range: "bytes=0-9223372036854775807") }, body: (0, size)),
-        Case(name: "first position at Int64.max", status: 416, request: { $0.get(range: "bytes=9223372036854775807-") }),
-        Case(name: "first position with 30 digits", status: 416, request: { $0.get(range: "bytes=999999999999999999999999999999-") }),
-        Case(name: "suffix with 30 digits", status: 206, request: { $0.get(range: "bytes=-999999999999999999999999999999") }, body: (0, size)),
-        Case(name: "both positions past Int64", status: 416, request: { $0.get(range: "bytes=99999999999999999999-999999999999999999999") }),
-        Case(name: "last position past the end", status: 206, request: { $0.get(range: "bytes=299990-9223372036854775806") }, body: (299_990, 10)),
+        Case(
+            name: "last position at Int64.max", status: 206, request: { $0.get(range: "bytes=0-9223372036854775807") },
+            body: (0, size)),
+        Case(
+            name: "first position at Int64.max", status: 416, request: { $0.get(range: "bytes=9223372036854775807-") }),
+        Case(
+            name: "first position with 30 digits", status: 416,
+            request: { $0.get(range: "bytes=999999999999999999999999999999-") }),
+        Case(
+            name: "suffix with 30 digits", status: 206,
+            request: { $0.get(range: "bytes=-999999999999999999999999999999") }, body: (0, size)),
+        Case(
+            name: "both positions past Int64", status: 416,
+            request: { $0.get(range: "bytes=99999999999999999999-999999999999999999999") }),
+        Case(
+            name: "last position past the end", status: 206,
+            request: { $0.get(range: "bytes=299990-9223372036854775806") }, body: (299_990, 10)),
         Case(name: "signed first position", status: 400, request: { $0.get(range: "bytes=+5-10") }),
         Case(name: "negative last position", status: 400, request: { $0.get(range: "bytes=5--10") }),
         Case(name: "last before first", status: 400, request: { $0.get(range: "bytes=10-5") }),
         Case(name: "range of only commas", status: 400, request: { $0.get(range: "bytes=,,,") }),
-        Case(name: "1000 ranges", status: 206, request: { $0.get(range: "bytes=" + (0..<1000).map { "\($0 * 10)-\($0 * 10 + 5)" }.joined(separator: ",")) }, body: (0, 6)),
-        Case(name: "url with a port past 65535", status: 400, request: { $0.raw("/?url=http%3A%2F%2F127.0.0.1%3A99999999999999999999%2Fa.mp4") }),
+        Case(
+            name: "1000 ranges", status: 206,
+            request: {
+                $0.get(range: "bytes=" + (0..<1000).map { "\($0 * 10)-\($0 * 10 + 5)" }.joined(separator: ","))
+            }, body: (0, 6)),
+        Case(
+            name: "url with a port past 65535", status: 400,
+            request: { $0.raw("/?url=http%3A%2F%2F127.0.0.1%3A99999999999999999999%2Fa.mp4") }),
         Case(name: "url with port 0", status: 400, request: { $0.raw("/?url=http%3A%2F%2F127.0.0.1%3A0%2Fa.mp4") }),
         Case(name: "url without a host", status: 400, request: { $0.raw("/?url=http%3A%2F%2F%2Fa.mp4") }),
         Case(name: "url with a bad percent escape", status: 400, request: { $0.raw("/?url=http%ZZ%2F%2F127.0.0.1") }),
         Case(name: "gopher url", status: 400, request: { $0.raw("/?url=gopher%3A%2F%2F127.0.0.1%2F") }),
-        Case(name: "request target over the limit", status: 414, request: { $0.raw("/?url=http%3A%2F%2F127.0.0.1%2F" + String(repeating: "a", count: 9000)) }),
-        Case(name: "header fields over the limit", status: 431, request: { $0.get(extra: ["X-Big: " + String(repeating: "b", count: 20_000)]) }),
-        Case(name: "head over what the parser buffers", status: 431, request: { $0.get(extra: (0..<30).map { "X-Big\($0): " + String(repeating: "c", count: 1000) }) }),
+        Case(
+            name: "request target over the limit", status: 414,
+            request: { $0.raw("/?url=http%3A%2F%2F127.0.0.1%2F" + String(repeating: "a", count: 9000)) }),
+        Case(
+            name: "header fields over the limit", status: 431,
+            request: { $0.get(extra: ["X-Big: " + String(repeating: "b", count: 20_000)]) }),
+        Case(
+            name: "head over what the parser buffers", status: 431,
+            request: { $0.get(extra: (0..<30).map { "X-Big\($0): " + String(repeating: "c", count: 1000) }) }),
         Case(name: "POST", status: 405, request: { $0.raw($0.target(), method: "POST") }, allow: "GET, HEAD"),
         Case(name: "DELETE", status: 405, request: { $0.raw($0.target(), method: "DELETE") }, allow: "GET, HEAD"),
         Case(name: "made-up method", status: 400, request: { $0.raw($0.target(), method: "BREW") }, allow: "GET, HEAD"),
         Case(name: "garbage request line", status: 400, request: { _ in "GARBAGE\r\n\r\n" }),
-        Case(name: "binary junk", status: 400, request: { _ in String(decoding: (0..<200).map { UInt8(truncatingIfNeeded: $0 &* 37) }, as: UTF8.self) + "\r\n\r\n" }),
-        Case(name: "rebinding Host", status: 421, request: { $0.raw($0.target(), host: "attacker.example:\($0.port)") }),
+        Case(
+            name: "binary junk", status: 400,
+            request: { _ in
+                String(decoding: (0..<200).map { UInt8(truncatingIfNeeded: $0 &* 37) }, as: UTF8.self) + "\r\n\r\n"
+            }),
+        Case(
+            name: "rebinding Host", status: 421, request: { $0.raw($0.target(), host: "attacker.example:\($0.port)") }),
         Case(name: "Host with another port", status: 421, request: { $0.raw($0.target(), host: "127.0.0.1:1") }),
-        Case(name: "Host with a port past 65535", status: 400, request: { $0.raw($0.target(), host: "127.0.0.1:99999999999999999999") }),
-        Case(name: "two Host headers", status: 400, request: { $0.raw($0.target(), extra: ["Host: localhost:\($0.port)"]) }),
+        Case(
+            name: "Host with a port past 65535", status: 400,
+            request: { $0.raw($0.target(), host: "127.0.0.1:99999999999999999999") }),
+        Case(
+            name: "two Host headers", status: 400,
+            request: { $0.raw($0.target(), extra: ["Host: localhost:\($0.port)"]) }),
         Case(name: "HTTP/1.1 without Host", status: 400, request: { $0.raw($0.target(), host: nil) }),
-        Case(name: "HTTP/1.0 without Host", status: 206, request: { $0.raw($0.target(), host: nil, version: "HTTP/1.0", extra: ["Range: bytes=10-19"]) }, body: (10, 10)),
-        Case(name: "Host localhost", status: 206, request: { $0.raw($0.target(), host: "LocalHost:\($0.port)", extra: ["Range: bytes=10-19"]) }, body: (10, 10)),
-        Case(name: "Host [::1]", status: 206, request: { $0.raw($0.target(), host: "[::1]:\($0.port)", extra: ["Range: bytes=10-19"]) }, body: (10, 10)),
+        Case(
+            name: "HTTP/1.0 without Host", status: 206,
+            request: { $0.raw($0.target(), host: nil, version: "HTTP/1.0", extra: ["Range: bytes=10-19"]) },
+            body: (10, 10)),
+        Case(
+            name: "Host localhost", status: 206,
+            request: { $0.raw($0.target(), host: "LocalHost:\($0.port)", extra: ["Range: bytes=10-19"]) },
+            body: (10, 10)),
+        Case(
+            name: "Host [::1]", status: 206,
+            request: { $0.raw($0.target(), host: "[::1]:\($0.port)", extra: ["Range: bytes=10-19"]) }, body: (10, 10)),
     ]
 
     @Test(arguments: cases)
@@ -63,13 +103,19 @@ import Testing
         try await HostileHarness.with { h in
             let exchange = try await h.client.exchange([hostile.request(h)])
             let response = try #require(exchange.first, "no answer to \(hostile.name)")
-            #expect(response.status == hostile.status, "\(hostile.name): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
+            #expect(
+                response.status == hostile.status,
+                "\(hostile.name): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
             if let allow = hostile.allow { #expect(response.header("Allow") == allow) }
             if let (offset, length) = hostile.body {
-                #expect(response.body.count == Int(length) && h.resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: offset) == nil)
+                #expect(
+                    response.body.count == Int(length)
+                        && h.resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: offset) == nil)
             } else if response.status >= 400 {
                 let text = String(decoding: response.body, as: UTF8.self)
-                #expect(text.hasSuffix("\n") && text.split(separator: "\n").count == 1 && text.count > 10, "\(hostile.name): \(text)")
+                #expect(
+                    text.hasSuffix("\n") && text.split(separator: "\n").count == 1 && text.count > 10,
+                    "\(hostile.name): \(text)")
             }
             try await h.expectStillServing()
         }
@@ -88,11 +134,15 @@ import Testing
             #expect(exchange.responses.count == count + 1)
             for (index, response) in exchange.responses.prefix(count).enumerated() {
                 #expect(response.status == 206 && response.body.count == 100, "request \(index)")
-                #expect(h.resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: Int64(index * 37)) == nil, "request \(index)")
+                #expect(
+                    h.resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: Int64(index * 37)) == nil,
+                    "request \(index)")
             }
             let refusal = exchange.responses.last
             #expect(refusal?.status == 400)
-            #expect(refusal?.headers.contains { $0.0.lowercased() == "connection" && $0.1 == "close" } == true, "the connection ends with it")
+            #expect(
+                refusal?.headers.contains { $0.0.lowercased() == "connection" && $0.1 == "close" } == true,
+                "the connection ends with it")
             try await h.expectStillServing()
         }
     }
@@ -119,7 +169,9 @@ import Testing
             // it before the client's own limit of 60 s (the idle timeout is 120 s), so no time
             // bound is asserted: a loaded machine closes it later, never not at all.
             let slow = Task {
-                try await h.client.exchange(["GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n"], pause: .milliseconds(200), timeout: .seconds(60))
+                try await h.client.exchange(
+                    ["GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n"],
+                    pause: .milliseconds(200), timeout: .seconds(60))
             }
             try await h.expectStillServing()
             let exchange = try await slow.value
@@ -133,7 +185,10 @@ import Testing
             // The timer's one check was scheduled for the first request, which ended long before
             // it ran: it must then wait for the request under way, not for none.
             let exchange = try await h.client.exchange(
-                [h.get(range: "bytes=0-9"), "GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n", "X-C: 3\r\n"],
+                [
+                    h.get(range: "bytes=0-9"), "GET / HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "X-A: 1\r\n", "X-B: 2\r\n",
+                    "X-C: 3\r\n",
+                ],
                 pause: .milliseconds(200), expectedResponses: 2, timeout: .seconds(60))
             #expect(exchange.closedByServer)
             #expect(exchange.responses.count == 1)
@@ -180,14 +235,19 @@ struct HostileHarness {
     let resource: TestOrigin.Resource
     var port: Int { proxy.port }
 
-    static func with(configure: @escaping (inout ProxyConfiguration) -> Void = { _ in }, _ body: (HostileHarness) async throws -> Void) async throws {
+    static func with(
+        configure: @escaping (inout ProxyConfiguration) -> Void = { _ in },
+        _ body: (HostileHarness) async throws -> Void
+    ) async throws {
         try await ProxyHarness.with(configure: {
             var c = $0
             configure(&c)
             return c
         }) { proxy in
-            proxy.origin.serve(.generated(length: HostileClientTests.size, seed: 77, mimeType: "audio/mpeg"), at: "/a.mp3")
-            let harness = HostileHarness(proxy: proxy, client: RawHTTPClient(port: proxy.port), resource: proxy.origin.resource(at: "/a.mp3")!)
+            proxy.origin.serve(
+                .generated(length: HostileClientTests.size, seed: 77, mimeType: "audio/mpeg"), at: "/a.mp3")
+            let harness = HostileHarness(
+                proxy: proxy, client: RawHTTPClient(port: proxy.port), resource: proxy.origin.resource(at: "/a.mp3")!)
             // Cache the whole file first, so "still serving" reads come from the cache.
             let whole = try await proxy.get(proxy.url("/a.mp3"))
             #expect(whole.status == 200 && harness.resource.firstMismatch(in: whole.body, at: 0) == nil)
@@ -201,7 +261,9 @@ struct HostileHarness {
     }
 
     /// A raw request: the request line, `Host` (none when `nil`), `extra` header lines.
-    func raw(_ target: String, method: String = "GET", host: String? = "", version: String = "HTTP/1.1", extra: [String] = []) -> String {
+    func raw(
+        _ target: String, method: String = "GET", host: String? = "", version: String = "HTTP/1.1", extra: [String] = []
+    ) -> String {
         var lines = ["\(method) \(target) \(version)"]
         if let host { lines.append("Host: \(host.isEmpty ? "127.0.0.1:\(port)" : host)") }
         lines += extra
@@ -219,7 +281,8 @@ struct HostileHarness {
         let response = try #require(exchange.first, "the proxy did not answer", sourceLocation: sourceLocation)
         #expect(response.status == 206, sourceLocation: sourceLocation)
         #expect(
-            response.body.count == 65000 && resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 100_000) == nil,
+            response.body.count == 65000
+                && resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 100_000) == nil,
             "wrong bytes after a hostile request", sourceLocation: sourceLocation)
     }
 }

@@ -24,7 +24,9 @@ import Testing
 
     /// The range the proxy asked for, resolved against the file.
     static func asked(_ range: String?) -> Range<Int64> {
-        guard let range, case .single(let specifier) = RangeSpecifier.parse(range), let resolved = specifier.resolve(length: size) else {
+        guard let range, case .single(let specifier) = RangeSpecifier.parse(range),
+            let resolved = specifier.resolve(length: size)
+        else {
             return 0..<size
         }
         return resolved.lowerBound..<resolved.upperBound
@@ -41,14 +43,26 @@ import Testing
 
     static let lies: [Lie] = [
         Lie(name: "Content-Range past Int64") { r, _ in
-            answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-9223372036854775807/*", "Content-Length: 1000"], body: 0..<1000, of: r)
+            answer(
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-9223372036854775807/*",
+                    "Content-Length: 1000",
+                ], body: 0..<1000, of: r)
         },
         Lie(name: "Content-Range with a 25-digit total") { r, _ in
-            answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-999/9999999999999999999999999", "Content-Length: 1000"], body: 0..<1000, of: r)
+            answer(
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-999/9999999999999999999999999",
+                    "Content-Length: 1000",
+                ], body: 0..<1000, of: r)
         },
         Lie(name: "Content-Range starting elsewhere") { r, range in
             let start = asked(range).lowerBound + 100
-            return answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000"], body: start..<(start + 1000), of: r)
+            return answer(
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)",
+                    "Content-Length: 1000",
+                ], body: start..<(start + 1000), of: r)
         },
         Lie(name: "Content-Range past what was asked, or past the end") { r, range in
             // A bounded ask gets the rest of the file; an open-ended one (`bytes=a-`, the
@@ -56,7 +70,10 @@ import Testing
             let wanted = asked(range)
             let end = range?.hasSuffix("-") == true ? size + 1 : size
             return answer(
-                ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(wanted.lowerBound)-\(end - 1)/\(size)", "Content-Length: \(end - wanted.lowerBound)"],
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes \(wanted.lowerBound)-\(end - 1)/\(size)",
+                    "Content-Length: \(end - wanted.lowerBound)",
+                ],
                 body: wanted.lowerBound..<min(end, size), of: r)
         },
         Lie(name: "206 without Content-Range") { r, _ in
@@ -64,12 +81,19 @@ import Testing
         },
         Lie(name: "Content-Length longer than the range") { r, range in
             let start = asked(range).lowerBound
-            return answer(["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 2000"], body: start..<(start + 2000), of: r)
+            return answer(
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)",
+                    "Content-Length: 2000",
+                ], body: start..<(start + 2000), of: r)
         },
         Lie(name: "two different Content-Lengths") { r, range in
             let start = asked(range).lowerBound
             return answer(
-                ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000", "Content-Length: 999"],
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)",
+                    "Content-Length: 1000", "Content-Length: 999",
+                ],
                 body: start..<(start + 1000), of: r)
         },
         Lie(name: "negative Content-Length") { r, _ in
@@ -84,12 +108,17 @@ import Testing
         Lie(name: "garbage status line") { r, _ in
             answer(["HTTP/1.1 abc Fine", "Content-Length: 1000"], body: 0..<1000, of: r)
         },
-        Lie(name: "not HTTP at all") { _, _ in Array("SSH-2.0-OpenSSH_9.2\r\n".utf8) + (0..<500).map { UInt8(truncatingIfNeeded: $0 &* 7) } },
+        Lie(name: "not HTTP at all") { _, _ in
+            Array("SSH-2.0-OpenSSH_9.2\r\n".utf8) + (0..<500).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        },
         Lie(name: "100 KB of headers") { r, range in
             let start = asked(range).lowerBound
             let junk = (0..<100).map { "X-Junk-\($0): " + String(repeating: "j", count: 1000) }
             return answer(
-                ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)", "Content-Length: 1000"] + junk, body: start..<(start + 1000), of: r)
+                [
+                    "HTTP/1.1 206 Partial Content", "Content-Range: bytes \(start)-\(start + 999)/\(size)",
+                    "Content-Length: 1000",
+                ] + junk, body: start..<(start + 1000), of: r)
         },
         Lie(
             name: "body cut short on every answer",
@@ -102,7 +131,8 @@ import Testing
                 return answer(
                     [
                         "HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"",
-                        "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/\(size)", "Content-Length: \(wanted.count)",
+                        "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/\(size)",
+                        "Content-Length: \(wanted.count)",
                     ], body: sent, of: r)
             }, is502: false),
     ]
@@ -114,19 +144,25 @@ import Testing
             let answer = lie.answer
             let resource = TestOrigin.Resource.generated(length: Self.size, seed: 78, mimeType: "audio/mpeg")
             faults.rawResponse = { range in answer(resource, range) }
-            h.proxy.origin.serve(.generated(length: Self.size, seed: 78, mimeType: "audio/mpeg", faults: faults), at: "/lie.mp3")
+            h.proxy.origin.serve(
+                .generated(length: Self.size, seed: 78, mimeType: "audio/mpeg", faults: faults), at: "/lie.mp3")
             // The timeout only ends a test that failed: the body cut short takes 6 resumes.
             let exchange = try await h.client.exchange([h.raw(h.target("/lie.mp3"))], timeout: .seconds(60))
             if let response = exchange.first {
                 if lie.is502 {
-                    #expect(response.status == 502, "\(lie.name): \(String(decoding: response.body.prefix(300), as: UTF8.self))")
+                    #expect(
+                        response.status == 502,
+                        "\(lie.name): \(String(decoding: response.body.prefix(300), as: UTF8.self))")
                 } else {
                     #expect(
                         response.status == 200 && response.isComplete,
-                        "\(lie.name): \(response.status), \(response.body.count) body bytes, closed by the server: \(exchange.closedByServer)")
+                        "\(lie.name): \(response.status), \(response.body.count) body bytes, closed by the server: \(exchange.closedByServer)"
+                    )
                 }
                 if (200..<300).contains(response.status) {
-                    #expect(resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 0) == nil, "\(lie.name): wrong bytes served")
+                    #expect(
+                        resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 0) == nil,
+                        "\(lie.name): wrong bytes served")
                 }
             } else {
                 #expect(!lie.is502, "\(lie.name): no answer")
@@ -149,14 +185,18 @@ import Testing
                     let wanted = Self.asked(range)
                     return Self.answer(
                         [
-                            "HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"", "Last-Modified: Mon, 02 Jan 2028 10:00:00 GMT",
-                            "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/400000", "Content-Length: \(wanted.count)",
+                            "HTTP/1.1 206 Partial Content", "Accept-Ranges: bytes", "ETag: \"v1\"",
+                            "Last-Modified: Mon, 02 Jan 2028 10:00:00 GMT",
+                            "Content-Range: bytes \(wanted.lowerBound)-\(wanted.upperBound - 1)/400000",
+                            "Content-Length: \(wanted.count)",
                         ],
                         body: wanted, of: resource)
                 }
             }
             // Past what the first request's download fetched (256 KiB), so the origin is asked.
-            let lied = try await h.client.exchange([h.raw(h.target("/known.mp3"), extra: ["Range: bytes=290000-290999"])])
+            let lied = try await h.client.exchange([
+                h.raw(h.target("/known.mp3"), extra: ["Range: bytes=290000-290999"])
+            ])
             if let response = lied.first, response.status == 206 {
                 #expect(!response.isComplete, "a contradicted answer must not be served whole")
             } else {
@@ -165,7 +205,10 @@ import Testing
             // The first bytes are still cached: served while the origin keeps lying.
             let cached = try await h.client.exchange([h.raw(h.target("/known.mp3"), extra: ["Range: bytes=0-999"])])
             #expect(cached.first?.status == 206)
-            #expect(cached.first.map { resource.firstMismatch(in: ByteBuffer(bytes: $0.body), at: 0) == nil && $0.body.count == 1000 } == true)
+            #expect(
+                cached.first.map {
+                    resource.firstMismatch(in: ByteBuffer(bytes: $0.body), at: 0) == nil && $0.body.count == 1000
+                } == true)
             try await h.expectCleanRead("/known.mp3", resource: resource)
         }
     }
@@ -191,7 +234,9 @@ import Testing
                 #expect(exchange.first?.status == 502, "\(path)")
             }
             #expect(origin.requests("/loop-a").count == 1 && origin.requests("/loop-b").count == 1)
-            #expect(origin.requests("/chain5").count == 1 && origin.requests("/chain6").isEmpty, "five hops are followed, the sixth is not")
+            #expect(
+                origin.requests("/chain5").count == 1 && origin.requests("/chain6").isEmpty,
+                "five hops are followed, the sixth is not")
             try await h.expectStillServing()
         }
     }
@@ -206,17 +251,27 @@ import Testing
             away.redirect = (302, "http://localhost:\(proxy.origin.port)/x.mp3")
             proxy.origin.serve(.generated(length: 10, faults: away), at: "/away")
             var lying = TestOrigin.Faults()
-            lying.rawResponse = { _ in Array("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9223372036854775807/*\r\nContent-Length: 0\r\n\r\n".utf8) }
+            lying.rawResponse = { _ in
+                Array(
+                    "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9223372036854775807/*\r\nContent-Length: 0\r\n\r\n"
+                        .utf8)
+            }
             proxy.origin.serve(.generated(length: 10, faults: lying), at: "/lying")
             let refused = try await proxy.get(proxy.url("/away"))
             let lied = try await proxy.get(proxy.url("/lying"))
             #expect(refused.status == 502 && lied.status == 502)
             let warnings = recorder.all.filter { $0.level == .warning }
             #expect(
-                warnings.contains { $0.metadata["reason"]?.contains("localhost") == true && $0.metadata["reason"]?.contains("allow-list") == true },
+                warnings.contains {
+                    $0.metadata["reason"]?.contains("localhost") == true
+                        && $0.metadata["reason"]?.contains("allow-list") == true
+                },
                 "\(warnings.map(\.metadata))")
             #expect(
-                warnings.contains { $0.metadata["reason"]?.contains("Content-Range") == true && $0.metadata["url"]?.contains("/lying") == true },
+                warnings.contains {
+                    $0.metadata["reason"]?.contains("Content-Range") == true
+                        && $0.metadata["url"]?.contains("/lying") == true
+                },
                 "\(warnings.map(\.metadata))")
         }
     }
@@ -239,22 +294,29 @@ import Testing
 
             // A redirect that stays on the list is followed, and the file is cached under the URL asked for.
             let moved = try await proxy.get(proxy.url("/moved"))
-            #expect(moved.status == 200 && resource.firstMismatch(in: moved.body, at: 0) == nil && moved.body.readableBytes == Int(Self.size))
+            #expect(
+                moved.status == 200 && resource.firstMismatch(in: moved.body, at: 0) == nil
+                    && moved.body.readableBytes == Int(Self.size))
             let requests = origin.requests("/moved").count
             let again = try await proxy.get(proxy.url("/moved"), headers: [("Range", "bytes=5000-5999")])
             #expect(again.status == 206 && resource.firstMismatch(in: again.body, at: 5000) == nil)
-            #expect(origin.requests("/moved").count == requests, "a replay of the redirected file needs no origin request")
+            #expect(
+                origin.requests("/moved").count == requests, "a replay of the redirected file needs no origin request")
         }
     }
 }
 
 extension HostileHarness {
     /// With the origin's faults off, the whole file at `path` comes through the proxy right.
-    func expectCleanRead(_ path: String, resource: TestOrigin.Resource, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    func expectCleanRead(
+        _ path: String, resource: TestOrigin.Resource, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         proxy.origin.update(path) { $0.faults = TestOrigin.Faults() }
         let exchange = try await client.exchange([raw(target(path))])
         let response = try #require(exchange.first, sourceLocation: sourceLocation)
         #expect(response.status == 200 && response.body.count == Int(resource.length), sourceLocation: sourceLocation)
-        #expect(resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 0) == nil, "a wrong byte was stored", sourceLocation: sourceLocation)
+        #expect(
+            resource.firstMismatch(in: ByteBuffer(bytes: response.body), at: 0) == nil, "a wrong byte was stored",
+            sourceLocation: sourceLocation)
     }
 }

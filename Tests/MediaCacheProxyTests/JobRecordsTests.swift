@@ -36,8 +36,11 @@ import Testing
                 queue.start()
                 let running = try await queue.pin(origin.url("/running.mp4"))
                 let paused = try await queue.pin(origin.url("/paused.mp4"))
-                let waiting = try await queue.pin(origin.url("/waiting.mp4"), renditions: RenditionChoice(), rules: DownloadRules(window: closed))
-                #expect(queue.job(matching: waiting.id)?.waiting == .window, "\(String(describing: queue.job(matching: waiting.id)))")
+                let waiting = try await queue.pin(
+                    origin.url("/waiting.mp4"), renditions: RenditionChoice(), rules: DownloadRules(window: closed))
+                #expect(
+                    queue.job(matching: waiting.id)?.waiting == .window,
+                    "\(String(describing: queue.job(matching: waiting.id)))")
                 try await waitUntil {
                     [running.id, paused.id].allSatisfy { (queue.job(matching: $0)?.bytesDone ?? 0) >= size / 4 }
                 }
@@ -48,7 +51,8 @@ import Testing
             #expect(origin.bodyBytesSent("/waiting.mp4") == 0, "a job outside its window moves no byte")
             let sent = ["/running.mp4", "/paused.mp4"].map { origin.bodyBytesSent($0) }
             #expect(sent.allSatisfy { $0 < size })
-            let record = (try? String(contentsOf: folder.appendingPathComponent("jobs/\(paused)"), encoding: .utf8)) ?? "none"
+            let record =
+                (try? String(contentsOf: folder.appendingPathComponent("jobs/\(paused)"), encoding: .utf8)) ?? "none"
             #expect(record.contains("\"state\":\"paused\""), "\(record)")
             if deletingTheIndex {
                 for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
@@ -65,23 +69,30 @@ import Testing
                 #expect(queue.job(matching: waiting)?.rules == DownloadRules(window: closed), "its rules were kept")
                 for path in ["/running.mp4", "/paused.mp4"] {
                     #expect(store.isPinned(store.key(for: origin.url(path))), "\(path) lost its pin")
-                    #expect(store.spans(for: store.key(for: origin.url(path))).byteCount >= size / 4 - (1 << 20), "\(path) lost its bytes")
+                    #expect(
+                        store.spans(for: store.key(for: origin.url(path))).byteCount >= size / 4 - (1 << 20),
+                        "\(path) lost its bytes")
                 }
                 queue.start()
                 #expect(try await PinnedDownloadsTests.settled(running, in: queue).state == .completed)
                 #expect(queue.job(matching: paused)?.state == .paused, "a paused job waits for the user")
                 let stillWaiting = queue.job(matching: waiting)
-                #expect(stillWaiting?.state == .queued && stillWaiting?.waiting == .window, "\(String(describing: stillWaiting))")
+                #expect(
+                    stillWaiting?.state == .queued && stillWaiting?.waiting == .window,
+                    "\(String(describing: stillWaiting))")
                 #expect(origin.bodyBytesSent("/waiting.mp4") == 0)
                 _ = try await queue.resume(paused)
                 #expect(try await PinnedDownloadsTests.settled(paused, in: queue).state == .completed)
                 _ = try await queue.setRules(waiting, DownloadRules(window: .anyTime))
                 #expect(try await PinnedDownloadsTests.settled(waiting, in: queue).state == .completed)
                 for (seed, path) in [(91, "/running.mp4"), (92, "/paused.mp4"), (93, "/waiting.mp4")] {
-                    let bytes = try await collect(try #require(reader.cachedRead(origin.url(path), range: ByteRange(0, size))))
+                    let bytes = try await collect(
+                        try #require(reader.cachedRead(origin.url(path), range: ByteRange(0, size))))
                     #expect(DeterministicContent(seed: UInt64(seed)).firstMismatch(in: bytes, at: 0) == nil, "\(path)")
                     // Only what was missing: the file once, and at most what was in flight at the stop.
-                    #expect(origin.bodyBytesSent(path) <= size + (2 << 20), "\(path): \(origin.bodyBytesSent(path)) bytes for \(size)")
+                    #expect(
+                        origin.bodyBytesSent(path) <= size + (2 << 20),
+                        "\(path): \(origin.bodyBytesSent(path)) bytes for \(size)")
                 }
                 await queue.shutDown()
             }
@@ -111,7 +122,8 @@ import Testing
             }
             var storeConfiguration = CacheStore.Configuration()
             storeConfiguration.keyRule = CacheKeyRule(ignoredQueryParameters: ["sig"])
-            let store = try await CacheStore.open(directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
+            let store = try await CacheStore.open(
+                directory: directory.appendingPathComponent("store"), configuration: storeConfiguration)
             let fetcher = HTTPOriginFetcher()
             let reader = CachingReader(store: store, fetcher: fetcher)
             var configuration = DownloadQueue.Configuration()
@@ -125,7 +137,9 @@ import Testing
             let queue = try DownloadQueue(reader: reader, configuration: configuration)
             queue.start()
             var ids: [String] = []
-            for path in ["/a/film.mp4", "/b/film.mp4"] { ids.append(try await queue.pin(origin.url(path + "?sig=1")).id) }
+            for path in ["/a/film.mp4", "/b/film.mp4"] {
+                ids.append(try await queue.pin(origin.url(path + "?sig=1")).id)
+            }
             try await waitUntil { ids.allSatisfy { (queue.job(matching: $0)?.bytesDone ?? 0) >= size / 4 } }
             for id in ids { _ = try await queue.pause(id) }
             // The signature expires.
@@ -143,9 +157,13 @@ import Testing
             for (index, id) in ids.enumerated() {
                 try await waitUntil { queue.job(matching: id)?.state == .completed }
                 let path = ["/a/film.mp4", "/b/film.mp4"][index]
-                let bytes = try await collect(try #require(reader.cachedRead(origin.url(path + "?sig=2"), range: ByteRange(0, size))))
-                #expect(DeterministicContent(seed: UInt64(93 + index)).firstMismatch(in: bytes, at: 0) == nil, "\(path)")
-                #expect(origin.bodyBytesSent(path) <= size + (2 << 20), "\(path): \(origin.bodyBytesSent(path)) bytes for \(size)")
+                let bytes = try await collect(
+                    try #require(reader.cachedRead(origin.url(path + "?sig=2"), range: ByteRange(0, size))))
+                #expect(
+                    DeterministicContent(seed: UInt64(93 + index)).firstMismatch(in: bytes, at: 0) == nil, "\(path)")
+                #expect(
+                    origin.bodyBytesSent(path) <= size + (2 << 20),
+                    "\(path): \(origin.bodyBytesSent(path)) bytes for \(size)")
             }
             #expect(queue.job(matching: ids[1])?.url.query == "sig=2")
             await queue.shutDown()

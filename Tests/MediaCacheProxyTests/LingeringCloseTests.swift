@@ -18,7 +18,9 @@ import Testing
             let text = String(decoding: outcome.received, as: UTF8.self)
             #expect(text.hasPrefix("HTTP/1.1 400"), "\(text.prefix(300))")
             let responses = RawHTTPClient.parse(outcome.received)
-            #expect(responses.count == 1 && responses[0].isComplete && responses[0].header("connection") == "close", "\(text.prefix(600))")
+            #expect(
+                responses.count == 1 && responses[0].isComplete && responses[0].header("connection") == "close",
+                "\(text.prefix(600))")
             try await h.expectStillServing()
         }
     }
@@ -34,9 +36,13 @@ import Testing
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
-        guard connected == 0 else { throw ChildProcessError(message: "cannot connect: \(String(cString: strerror(errno)))") }
+        guard connected == 0 else {
+            throw ChildProcessError(message: "cannot connect: \(String(cString: strerror(errno)))")
+        }
         let request = Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBroken header line\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         // The client goes on sending at once, as one uploading a body would: unread input the

@@ -30,7 +30,9 @@ import Testing
             """
         if skip { text += "#EXT-X-SKIP:SKIPPED-SEGMENTS=2\n" }
         for segment in (skip ? 2 : 0)..<3 { text += "#EXTINF:2.0,\nseg\(segment).mp4\n" }
-        for part in 0..<parts { text += "#EXT-X-PART:DURATION=0.5,URI=\"seg3.\(part).mp4\"\(part == 0 ? ",INDEPENDENT=YES" : "")\n" }
+        for part in 0..<parts {
+            text += "#EXT-X-PART:DURATION=0.5,URI=\"seg3.\(part).mp4\"\(part == 0 ? ",INDEPENDENT=YES" : "")\n"
+        }
         text += "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg3.\(parts).mp4\"\n"
         text += "#EXT-X-RENDITION-REPORT:URI=\"../audio/index.m3u8\",LAST-MSN=3,LAST-PART=\(parts - 1)\n"
         var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: type)
@@ -72,10 +74,15 @@ import Testing
             // The hint and the rendition report lead back through the proxy, to the origin's URLs.
             let hint = try #require(Self.uri(of: "#EXT-X-PRELOAD-HINT:", in: first), "\(first)")
             let report = try #require(Self.uri(of: "#EXT-X-RENDITION-REPORT:", in: first), "\(first)")
-            #expect(hint.hasPrefix("http://127.0.0.1:\(h.port)/") && Self.origin(of: hint) == h.origin.url("/ll/seg3.1.mp4").absoluteString, "\(hint)")
-            #expect(report.hasPrefix("http://127.0.0.1:\(h.port)/") && Self.origin(of: report) == h.origin.url("/audio/index.m3u8").absoluteString, "\(report)")
+            #expect(
+                hint.hasPrefix("http://127.0.0.1:\(h.port)/")
+                    && Self.origin(of: hint) == h.origin.url("/ll/seg3.1.mp4").absoluteString, "\(hint)")
+            #expect(
+                report.hasPrefix("http://127.0.0.1:\(h.port)/")
+                    && Self.origin(of: report) == h.origin.url("/audio/index.m3u8").absoluteString, "\(report)")
 
-            try await withThrowingTaskGroup(of: (part: ProxyHarness.Reply, playlist: ProxyHarness.Reply).self) { group in
+            try await withThrowingTaskGroup(of: (part: ProxyHarness.Reply, playlist: ProxyHarness.Reply).self) {
+                group in
                 for _ in 0..<4 {
                     group.addTask {
                         async let part = h.get(hint)
@@ -84,14 +91,21 @@ import Testing
                     }
                 }
                 // Every player waits: the reloads at the origin, the part requests in the proxy.
-                try await waitUntil { h.origin.requests(reload).count == 4 && !h.origin.requests("/ll/seg3.1.mp4").isEmpty }
+                try await waitUntil {
+                    h.origin.requests(reload).count == 4 && !h.origin.requests("/ll/seg3.1.mp4").isEmpty
+                }
                 try await waitUntil { h.base.reader.contentInfoWaiters >= 4 }
                 partMade.open()
                 playlistMade.open()
                 for try await (part, playlist) in group {
-                    #expect(part.status == 200 && part.body.readableBytes == 48_000 && DeterministicContent(seed: 31).firstMismatch(in: part.body, at: 0) == nil)
+                    #expect(
+                        part.status == 200 && part.body.readableBytes == 48_000
+                            && DeterministicContent(seed: 31).firstMismatch(in: part.body, at: 0) == nil)
                     let text = String(buffer: playlist.body)
-                    #expect(playlist.status == 200 && text.contains("seg3.1.mp4?url=") && Self.uri(of: "#EXT-X-PRELOAD-HINT:", in: text)?.contains("seg3.2.mp4") == true, "\(text)")
+                    #expect(
+                        playlist.status == 200 && text.contains("seg3.1.mp4?url=")
+                            && Self.uri(of: "#EXT-X-PRELOAD-HINT:", in: text)?.contains("seg3.2.mp4") == true, "\(text)"
+                    )
                 }
             }
             let asked = h.origin.requests("/ll/seg3.1.mp4")
@@ -135,18 +149,23 @@ import Testing
             var segment = TestOrigin.Resource.generated(length: length, seed: 41, mimeType: "video/iso.segment")
             segment.faults.growth = growth
             h.origin.serve(segment, at: "/br/seg3.mp4")
-            var text = String(decoding: Self.playlist(parts: 0).bytes(0..<Self.playlist(parts: 0).length).readableBytesView, as: UTF8.self)
+            var text = String(
+                decoding: Self.playlist(parts: 0).bytes(0..<Self.playlist(parts: 0).length).readableBytesView,
+                as: UTF8.self)
             text = text.replacingOccurrences(
                 of: "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg3.0.mp4\"",
                 with: """
                     #EXT-X-PART:DURATION=0.5,URI="seg3.mp4",BYTERANGE=\(start)@0,INDEPENDENT=YES
                     #EXT-X-PRELOAD-HINT:TYPE=PART,URI="seg3.mp4",BYTERANGE-START=\(start)
                     """)
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: Self.type), at: "/br/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: Self.type), at: "/br/index.m3u8")
 
             let mapped = String(buffer: try await h.get(h.url("/br/index.m3u8")).body)
             let hint = try #require(Self.uri(of: "#EXT-X-PRELOAD-HINT:", in: mapped), "\(mapped)")
-            #expect(Self.origin(of: hint) == h.origin.url("/br/seg3.mp4").absoluteString && mapped.contains("BYTERANGE-START=\(start)"), "\(mapped)")
+            #expect(
+                Self.origin(of: hint) == h.origin.url("/br/seg3.mp4").absoluteString
+                    && mapped.contains("BYTERANGE-START=\(start)"), "\(mapped)")
 
             var request = HTTPClientRequest(url: hint)
             request.headers.add(name: "Range", value: "bytes=\(start)-")
@@ -156,7 +175,9 @@ import Testing
             growth.make(upTo: start + 15_000)
             let response = try await answered
             #expect(response.status == .partialContent)
-            #expect(response.headers["content-range"] == ["bytes \(start)-999999999999/*"] && response.headers["content-length"].isEmpty, "\(response.headers)")
+            #expect(
+                response.headers["content-range"] == ["bytes \(start)-999999999999/*"]
+                    && response.headers["content-length"].isEmpty, "\(response.headers)")
             var received = ByteBuffer()
             var body = response.body.makeAsyncIterator()
             // Each piece the origin makes reaches the player before the next is made.
@@ -169,13 +190,19 @@ import Testing
             }
             growth.finish()
             while var chunk = try await body.next() { received.writeBuffer(&chunk) }
-            #expect(Int64(received.readableBytes) == length - start && segment.firstMismatch(in: received, at: start) == nil)
+            #expect(
+                Int64(received.readableBytes) == length - start && segment.firstMismatch(in: received, at: start) == nil
+            )
             #expect(h.origin.requests("/br/seg3.mp4").map(\.range) == ["bytes=\(start)-"])
 
             // Made: a later player gets the finished segment's bytes, with its length.
             let later = try await h.get(h.url("/br/seg3.mp4"), headers: [("Range", "bytes=\(start)-")])
-            #expect(later.status == 206 && later.headers.first(name: "content-range") == "bytes \(start)-\(length - 1)/\(length)")
-            #expect(later.body.readableBytes == Int(length - start) && segment.firstMismatch(in: later.body, at: start) == nil)
+            #expect(
+                later.status == 206
+                    && later.headers.first(name: "content-range") == "bytes \(start)-\(length - 1)/\(length)")
+            #expect(
+                later.body.readableBytes == Int(length - start)
+                    && segment.firstMismatch(in: later.body, at: start) == nil)
         }
     }
 }

@@ -34,9 +34,12 @@ import Testing
                   </Period>
                 </MPD>
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml"), at: "/d/m.mpd")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml"), at: "/d/m.mpd")
             let files = ["/d/media/v0/init.mp4", "/d/media/v0/1.m4s", "/d/media/v0/2.m4s", "/d/media/thumbs/1.jpg"]
-            for (seed, path) in files.enumerated() { h.origin.serve(.generated(length: 12_000, seed: UInt64(400 + seed)), at: path) }
+            for (seed, path) in files.enumerated() {
+                h.origin.serve(.generated(length: 12_000, seed: UInt64(400 + seed)), at: path)
+            }
             h.origin.serve(TestOrigin.Resource(body: .bytes(Array("ok".utf8)), mimeType: "text/plain"), at: "/beacon")
             let originAddress = "127.0.0.1:\(h.origin.port)"
             // Each request named when it fails (a timeout was seen once, in a full run, unreproduced).
@@ -53,7 +56,9 @@ import Testing
             let served = String(buffer: reply.body)
             checks["manifest names no origin address"] = reply.status == 200 && !served.contains(originAddress)
             // The base, as a player resolves it: the one BaseURL the proxy wrote for the manifest.
-            let bases = served.components(separatedBy: "<BaseURL>").dropFirst().compactMap { $0.components(separatedBy: "</BaseURL>").first }
+            let bases = served.components(separatedBy: "<BaseURL>").dropFirst().compactMap {
+                $0.components(separatedBy: "</BaseURL>").first
+            }
             checks["one absolute base"] = bases.count == 1 && bases[0].hasPrefix("http://127.0.0.1:\(h.port)/o/")
             let base = try #require(URL(string: bases.first ?? ""))
             func fetch(_ relative: String, _ path: String) async throws -> Bool {
@@ -67,14 +72,21 @@ import Testing
             checks["segments"] = one && two
             checks["thumbnail"] = try await fetch("thumbs/1.jpg", "/d/media/thumbs/1.jpg")
             // The callback the player fetches, and the manifest's new location, through the proxy.
-            let callback = served.components(separatedBy: "messageData=\"").dropFirst().first?.components(separatedBy: "\"").first ?? ""
+            let callback =
+                served.components(separatedBy: "messageData=\"").dropFirst().first?.components(separatedBy: "\"").first
+                ?? ""
             let beacon = try await get(callback.replacingOccurrences(of: "&amp;", with: "&"))
-            checks["callback event"] = callback.contains("127.0.0.1:\(h.port)") && beacon.status == 200 && String(buffer: beacon.body) == "ok"
-            let location = served.components(separatedBy: "<Location>").dropFirst().first?.components(separatedBy: "</Location>").first ?? ""
+            checks["callback event"] =
+                callback.contains("127.0.0.1:\(h.port)") && beacon.status == 200 && String(buffer: beacon.body) == "ok"
+            let location =
+                served.components(separatedBy: "<Location>").dropFirst().first?.components(separatedBy: "</Location>")
+                .first ?? ""
             let relocated = try await get(location)
             checks["location"] = location.contains("127.0.0.1:\(h.port)") && relocated.status == 200
             let failed = checks.filter { !$0.value }.map(\.key).sorted()
-            #expect(checks.count == 7 && failed.isEmpty, "\(checks.count - failed.count) of \(checks.count) hold; failing: \(failed)\n\(served)")
+            #expect(
+                checks.count == 7 && failed.isEmpty,
+                "\(checks.count - failed.count) of \(checks.count) hold; failing: \(failed)\n\(served)")
         }
     }
 }

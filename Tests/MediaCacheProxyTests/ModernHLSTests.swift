@@ -51,14 +51,24 @@ import Testing
                 #EXT-X-ENDLIST
 
                 """), at: "/p/v0/index.m3u8")
-        origin.serve(text("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-I-FRAMES-ONLY\n#EXT-X-BYTERANGE:1000@0\n#EXTINF:4,\ns0.ts\n#EXT-X-ENDLIST\n"), at: "/p/v0/iframes.m3u8")
-        origin.serve(text("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:4,\nen.vtt\n#EXT-X-ENDLIST\n"), at: "/p/subs/en.m3u8")
         origin.serve(
-            text("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-IMAGES-ONLY\n#EXT-X-TILES:RESOLUTION=64x36,LAYOUT=5x2,DURATION=0.4\n#EXTINF:4,\nt0.jpg\n#EXT-X-ENDLIST\n"),
+            text(
+                "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-I-FRAMES-ONLY\n#EXT-X-BYTERANGE:1000@0\n#EXTINF:4,\ns0.ts\n#EXT-X-ENDLIST\n"
+            ), at: "/p/v0/iframes.m3u8")
+        origin.serve(
+            text("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:4,\nen.vtt\n#EXT-X-ENDLIST\n"),
+            at: "/p/subs/en.m3u8")
+        origin.serve(
+            text(
+                "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-IMAGES-ONLY\n#EXT-X-TILES:RESOLUTION=64x36,LAYOUT=5x2,DURATION=0.4\n#EXTINF:4,\nt0.jpg\n#EXT-X-ENDLIST\n"
+            ),
             at: "/p/thumbs/index.m3u8")
         origin.serve(text("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000\nad.m3u8\n"), at: "/p/ad/master.m3u8")
-        origin.serve(text("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:2,\nad0.ts\n#EXT-X-ENDLIST\n"), at: "/p/ad/ad.m3u8")
-        origin.serve(text(#"{"ASSETS":[{"URI":"../ad/master.m3u8","DURATION":2.0}]}"#, "application/json"), at: "/p/v0/ads.json")
+        origin.serve(
+            text("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:2,\nad0.ts\n#EXT-X-ENDLIST\n"),
+            at: "/p/ad/ad.m3u8")
+        origin.serve(
+            text(#"{"ASSETS":[{"URI":"../ad/master.m3u8","DURATION":2.0}]}"#, "application/json"), at: "/p/v0/ads.json")
         origin.serve(text(#"{"title":"A film"}"#, "application/json"), at: "/p/title.json")
         origin.serve(text("WEBVTT\n\n00:00.000 --> 00:02.000\nHello\n", "text/vtt"), at: "/p/subs/en.vtt")
         for (seed, path) in ["/p/v0/s0.ts", "/p/v0/s1.ts", "/p/ad/ad0.ts", "/p/thumbs/t0.jpg"].enumerated() {
@@ -77,7 +87,8 @@ import Testing
                 continue
             }
             for attribute in ["URI", "X-ASSET-URI", "X-ASSET-LIST"] {
-                guard let start = line.range(of: "," + attribute + "=\"") ?? line.range(of: ":" + attribute + "=\"") else { continue }
+                guard let start = line.range(of: "," + attribute + "=\"") ?? line.range(of: ":" + attribute + "=\"")
+                else { continue }
                 found.append((attribute, String(line[start.upperBound...].prefix { $0 != "\"" })))
             }
         }
@@ -92,7 +103,8 @@ import Testing
             let top = try await h.get(h.proxyURL(for: master.absoluteString))
             let masterText = String(buffer: top.body)
             // 1. Variables resolved: nothing left for the player to substitute, no define naming the origin.
-            checks["master has no variables"] = top.status == 200 && !masterText.contains("{$") && !masterText.contains("EXT-X-DEFINE")
+            checks["master has no variables"] =
+                top.status == 200 && !masterText.contains("{$") && !masterText.contains("EXT-X-DEFINE")
             checks["master names no origin address"] = !masterText.contains(originAddress)
             let masterURIs = Self.uris(in: masterText)
             var media = ""
@@ -102,14 +114,16 @@ import Testing
                 switch kind {
                 case "line":
                     // 2. The variant (its URI made of two variables) reaches the origin with the token.
-                    checks["variant from variables"] = reply.status == 200 && h.origin.requests("/p/v0/index.m3u8").first?.query == "token=abc"
+                    checks["variant from variables"] =
+                        reply.status == 200 && h.origin.requests("/p/v0/index.m3u8").first?.query == "token=abc"
                     media = body
                 case "URI" where body.contains("#EXT-X-I-FRAMES-ONLY"): checks["I-frame playlist"] = reply.status == 200
                 case "URI" where body.contains("#EXT-X-IMAGES-ONLY"):
                     // 3. The image playlist and its tile.
                     let tile = try await h.get(try #require(Self.uris(in: body).first).uri)
                     checks["image playlist and tile"] =
-                        reply.status == 200 && h.origin.resource(at: "/p/thumbs/t0.jpg")!.firstMismatch(in: tile.body, at: 0) == nil
+                        reply.status == 200
+                        && h.origin.resource(at: "/p/thumbs/t0.jpg")!.firstMismatch(in: tile.body, at: 0) == nil
                 case "URI" where body.contains("en.vtt"):
                     let cue = try await h.get(try #require(Self.uris(in: body).first).uri)
                     checks["subtitles"] = reply.status == 200 && String(buffer: cue.body).contains("Hello")
@@ -118,7 +132,8 @@ import Testing
                 }
             }
             // 4. The media playlist imported a variable: resolved, and nothing of the origin left.
-            checks["media has no variables"] = !media.isEmpty && !media.contains("{$") && !media.contains("EXT-X-DEFINE")
+            checks["media has no variables"] =
+                !media.isEmpty && !media.contains("{$") && !media.contains("EXT-X-DEFINE")
             checks["media names no origin address"] = !media.isEmpty && !media.contains(originAddress)
             var segments = 0
             for (kind, uri) in Self.uris(in: media) {
@@ -126,32 +141,40 @@ import Testing
                 case "line":
                     let reply = try await h.get(uri)
                     let path = ["/p/v0/s0.ts", "/p/v0/s1.ts"][segments]
-                    if reply.status == 200, h.origin.resource(at: path)!.firstMismatch(in: reply.body, at: 0) == nil { segments += 1 }
+                    if reply.status == 200, h.origin.resource(at: path)!.firstMismatch(in: reply.body, at: 0) == nil {
+                        segments += 1
+                    }
                 case "X-ASSET-URI":
                     // 5. An interstitial's asset: a multivariant playlist through the proxy.
                     let reply = try await h.get(uri)
                     let ad = try await h.get(try #require(Self.uris(in: String(buffer: reply.body)).first).uri)
-                    checks["interstitial asset"] = reply.status == 200 && ad.status == 200 && String(buffer: ad.body).contains("ad0.ts")
+                    checks["interstitial asset"] =
+                        reply.status == 200 && ad.status == 200 && String(buffer: ad.body).contains("ad0.ts")
                 case "X-ASSET-LIST":
                     // 6. The asset list, with what the player appends to its URL, reaching the origin;
                     // 7. its assets' URIs lead back through the proxy.
                     let reply = try await h.get(uri + "&_HLS_primary_id=p1&_HLS_start_offset=0")
                     let asked = h.origin.requests("/p/v0/ads.json").last?.query ?? ""
-                    checks["asset list reaches the origin with _HLS_ parameters"] = reply.status == 200 && asked == "_HLS_primary_id=p1&_HLS_start_offset=0"
-                    let list = try? JSONDecoder().decode([String: [[String: JSONValue]]].self, from: Data(Array(buffer: reply.body)))
+                    checks["asset list reaches the origin with _HLS_ parameters"] =
+                        reply.status == 200 && asked == "_HLS_primary_id=p1&_HLS_start_offset=0"
+                    let list = try? JSONDecoder().decode(
+                        [String: [[String: JSONValue]]].self, from: Data(Array(buffer: reply.body)))
                     guard case .string(let asset)? = list?["ASSETS"]?.first?["URI"] else {
                         Issue.record("no asset URI: \(reply.status) \(String(buffer: reply.body))")
                         continue
                     }
                     let adMaster = try await h.get(asset)
-                    checks["asset list's assets through the proxy"] = !asset.contains(originAddress) && adMaster.status == 200
+                    checks["asset list's assets through the proxy"] =
+                        !asset.contains(originAddress) && adMaster.status == 200
                     checks["asset list not stored"] = reply.headers.first(name: "cache-control") == "no-store"
                 default: Issue.record("an unexpected URI in the media playlist: \(kind) \(uri)")
                 }
             }
             checks["segments"] = segments == 2
             let failed = checks.filter { !$0.value }.map(\.key).sorted()
-            #expect(checks.count == 14 && failed.isEmpty, "\(checks.count - failed.count) of \(checks.count) hold; failing: \(failed)")
+            #expect(
+                checks.count == 14 && failed.isEmpty,
+                "\(checks.count - failed.count) of \(checks.count) hold; failing: \(failed)")
         }
     }
 }

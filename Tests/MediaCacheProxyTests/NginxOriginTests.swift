@@ -16,7 +16,8 @@ struct NginxOriginTests {
     /// Runs `body` with nginx serving a fresh folder and the proxy in front of it.
     static func with(
         expires: [String: Int] = [:], store: CacheStore.Configuration = CacheStore.Configuration(),
-        reader: CachingReader.Configuration = CachingReader.Configuration(), _ body: (NginxOrigin, ProxyHarness) async throws -> Void
+        reader: CachingReader.Configuration = CachingReader.Configuration(),
+        _ body: (NginxOrigin, ProxyHarness) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
             let nginx = try await NginxOrigin.start(in: directory, expires: expires)
@@ -47,7 +48,8 @@ struct NginxOriginTests {
                     let path = "/whole/\(index)-\(ranged).bin"
                     let bytes = Self.content(size, seed: UInt64(index * 2 + (ranged ? 1 : 0)))
                     let url = try nginx.serve(bytes, at: path)
-                    let reply = try await h.get(h.proxyURL(for: url.absoluteString), headers: ranged ? [("Range", "bytes=0-")] : [])
+                    let reply = try await h.get(
+                        h.proxyURL(for: url.absoluteString), headers: ranged ? [("Range", "bytes=0-")] : [])
                     #expect(reply.status == (ranged ? 206 : 200), "\(path)")
                     #expect(Data(reply.body.readableBytesView) == bytes, "\(path): the origin's bytes")
                     #expect(nginx.requests(path).count == 1, "\(path): \(nginx.requests(path))")
@@ -63,26 +65,39 @@ struct NginxOriginTests {
 
     /// Makes a six-segment HLS VOD and a DASH presentation of the same 12 s with ffmpeg.
     static func makeStreams(in root: URL) async throws {
-        for folder in ["hls", "dash"] { try FileManager.default.createDirectory(at: root.appendingPathComponent(folder), withIntermediateDirectories: true) }
+        for folder in ["hls", "dash"] {
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
         let source = [
-            "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=12:size=320x180:rate=25", "-f", "lavfi", "-i",
-            "sine=frequency=440:duration=12", "-shortest", "-threads", "1", "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac",
+            "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=12:size=320x180:rate=25", "-f",
+            "lavfi", "-i",
+            "sine=frequency=440:duration=12", "-shortest", "-threads", "1", "-c:v", "libx264", "-preset", "ultrafast",
+            "-g", "50", "-c:a", "aac",
         ]
         let hls = try await runTool(
             source + [
-                "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-hls_segment_filename", root.appendingPathComponent("hls/seg%d.ts").path,
+                "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-hls_segment_filename",
+                root.appendingPathComponent("hls/seg%d.ts").path,
                 root.appendingPathComponent("hls/index.m3u8").path,
             ])
         #expect(hls.status == 0, "\(hls.error)")
         let dash = try await runTool(
-            source + ["-f", "dash", "-seg_duration", "2", "-use_template", "1", "-use_timeline", "0", root.appendingPathComponent("dash/manifest.mpd").path])
+            source + [
+                "-f", "dash", "-seg_duration", "2", "-use_template", "1", "-use_timeline", "0",
+                root.appendingPathComponent("dash/manifest.mpd").path,
+            ])
         #expect(dash.status == 0, "\(dash.error)")
     }
 
     /// What nginx served from `folder` (each path with the number of times it was asked for
     /// and answered with bytes, and the bytes it sent), and the unique bytes of those files.
-    static func served(_ nginx: NginxOrigin, in folder: String, since: Int) throws -> (counts: [String: Int], sent: Int64, unique: Int64) {
-        let answered = nginx.requests().dropFirst(since).filter { $0.target.hasPrefix(folder) && [200, 206].contains($0.status) }
+    static func served(_ nginx: NginxOrigin, in folder: String, since: Int) throws -> (
+        counts: [String: Int], sent: Int64, unique: Int64
+    ) {
+        let answered = nginx.requests().dropFirst(since).filter {
+            $0.target.hasPrefix(folder) && [200, 206].contains($0.status)
+        }
         var counts: [String: Int] = [:]
         for request in answered { counts[request.target, default: 0] += 1 }
         let unique = try counts.keys.reduce(Int64(0)) { $0 + Int64(try nginx.bytes(at: $1).count) }
@@ -102,7 +117,9 @@ struct NginxOriginTests {
                 #expect(play.status == 0, "\(entry): \(play.error)")
                 let first = try Self.served(nginx, in: folder, since: before)
                 #expect(first.counts.count >= 7, "\(entry): \(first.counts)")
-                #expect(first.counts.values.allSatisfy { $0 == 1 }, "\(entry): fetched twice: \(first.counts.filter { $0.value > 1 })")
+                #expect(
+                    first.counts.values.allSatisfy { $0 == 1 },
+                    "\(entry): fetched twice: \(first.counts.filter { $0.value > 1 })")
                 #expect(first.sent == first.unique, "\(entry): origin bytes \(first.sent), unique \(first.unique)")
                 // What the first play's read-ahead may still store ends before the replay looks.
                 try await waitUntil { h.base.reader.activeDownloads == 0 }
@@ -146,17 +163,25 @@ struct NginxOriginTests {
                             request.headers.add(name: "Range", value: "bytes=\(start)-\(start + length - 1)")
                             let response = try await h.client.execute(request, timeout: .seconds(60))
                             let expected = contents[index][start..<(start + length)]
-                            if response.status.code != 206 { wrong.append("\(index) \(start)+\(length): status \(response.status.code)") }
+                            if response.status.code != 206 {
+                                wrong.append("\(index) \(start)+\(length): status \(response.status.code)")
+                            }
                             if hangsUp {
                                 // The first kilobyte, then the client goes.
                                 var iterator = response.body.makeAsyncIterator()
                                 var got = Data()
-                                while got.count < min(1000, length), let chunk = try await iterator.next() { got += Data(chunk.readableBytesView) }
-                                if got.prefix(min(1000, length)) != expected.prefix(min(1000, length)) { wrong.append("\(index) \(start)+\(length): wrong first bytes") }
+                                while got.count < min(1000, length), let chunk = try await iterator.next() {
+                                    got += Data(chunk.readableBytesView)
+                                }
+                                if got.prefix(min(1000, length)) != expected.prefix(min(1000, length)) {
+                                    wrong.append("\(index) \(start)+\(length): wrong first bytes")
+                                }
                                 continue
                             }
                             let body = try await response.body.collect(upTo: 1 << 20)
-                            if Data(body.readableBytesView) != expected { wrong.append("\(index) \(start)+\(length): wrong bytes (\(body.readableBytes))") }
+                            if Data(body.readableBytesView) != expected {
+                                wrong.append("\(index) \(start)+\(length): wrong bytes (\(body.readableBytes))")
+                            }
                         }
                         return wrong
                     }

@@ -55,7 +55,8 @@ import Testing
                 var resource = TestOrigin.Resource(
                     body: .bytes(
                         Array(
-                            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ts?Expires=1&Signature=\(signature)\n#EXT-X-ENDLIST\n".utf8)),
+                            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ts?Expires=1&Signature=\(signature)\n#EXT-X-ENDLIST\n"
+                                .utf8)),
                     mimeType: "application/vnd.apple.mpegurl")
                 resource.cacheControl = "no-cache"
                 resource.etag = "\"\(signature)\""
@@ -94,7 +95,8 @@ import Testing
             // Online: the first file whole, half of the second.
             try await Self.withProxy(folder, offline: false) { h in
                 let whole = try await h.get(h.proxyURL(for: origin.url("/stale.mp4").absoluteString))
-                let half = try await h.get(h.proxyURL(for: origin.url("/half.mp4").absoluteString), headers: [("Range", "bytes=0-99999")])
+                let half = try await h.get(
+                    h.proxyURL(for: origin.url("/half.mp4").absoluteString), headers: [("Range", "bytes=0-99999")])
                 #expect(whole.status == 200)
                 #expect(half.status == 206)
             }
@@ -104,7 +106,8 @@ import Testing
                 #expect(whole.status == 200)
                 #expect(DeterministicContent(seed: 81).firstMismatch(in: whole.body, at: 0) == nil)
                 #expect(whole.body.readableBytes == 200_000)
-                let cachedHalf = try await h.get(h.proxyURL(for: origin.url("/half.mp4").absoluteString), headers: [("Range", "bytes=1000-1999")])
+                let cachedHalf = try await h.get(
+                    h.proxyURL(for: origin.url("/half.mp4").absoluteString), headers: [("Range", "bytes=1000-1999")])
                 #expect(cachedHalf.status == 206)
                 #expect(DeterministicContent(seed: 82).firstMismatch(in: cachedHalf.body, at: 1000) == nil)
                 let missing = try await h.get(h.proxyURL(for: origin.url("/half.mp4").absoluteString))
@@ -127,7 +130,8 @@ import Testing
         try await withTemporaryDirectory { directory in
             let origin = try await TestOrigin.start()
             let made = directory.appendingPathComponent("made")
-            try await HLSProxyTests.make(.masterWithTwoVariants, in: made, originURL: String(origin.url("/").absoluteString.dropLast()))
+            try await HLSProxyTests.make(
+                .masterWithTwoVariants, in: made, originURL: String(origin.url("/").absoluteString.dropLast()))
             _ = try HLSProxyTests.serve(made, on: origin)
             let direct = try await HLSProxyTests.decodeHash(origin.url("/hls/v0/index.m3u8").absoluteString)
             let folder = directory.appendingPathComponent("store")
@@ -139,13 +143,17 @@ import Testing
                 let done = try await PinnedDownloadsTests.settled(job.id, in: queue)
                 #expect(done.state == .completed && done.resourcesDone == 3, "\(done)")
                 await queue.shutDown()
-                let summary = try await reader.export(origin.url("/hls/master.m3u8"), to: exported, renditions: RenditionChoice(variants: [.lowestBandwidth]))
+                let summary = try await reader.export(
+                    origin.url("/hls/master.m3u8"), to: exported,
+                    renditions: RenditionChoice(variants: [.lowestBandwidth]))
                 #expect(summary.files == 5, "three segments, the media playlist and index.m3u8: \(summary)")
             }
             #expect(origin.requests("/hls/v1/seg000.ts").isEmpty)
             let connections = origin.connectionsAccepted
             try await Self.withProxy(folder, offline: true) { h in
-                #expect(try await HLSProxyTests.decodeHash(h.proxyURL(for: origin.url("/hls/v0/index.m3u8").absoluteString)) == direct)
+                #expect(
+                    try await HLSProxyTests.decodeHash(h.proxyURL(for: origin.url("/hls/v0/index.m3u8").absoluteString))
+                        == direct)
                 let master = try await h.get(h.proxyURL(for: origin.url("/hls/master.m3u8").absoluteString))
                 #expect(master.status == 200 && String(buffer: master.body).contains("#EXT-X-STREAM-INF"))
                 let other = try await h.get(h.proxyURL(for: origin.url("/hls/v1/index.m3u8").absoluteString))
@@ -154,7 +162,8 @@ import Testing
             #expect(origin.connectionsAccepted == connections, "an offline play connected to the origin")
             try await origin.shutdown()
             try await Self.withProxy(folder, offline: true) { h in
-                let played = try await HLSProxyTests.decodeHash(h.proxyURL(for: origin.url("/hls/v0/index.m3u8").absoluteString))
+                let played = try await HLSProxyTests.decodeHash(
+                    h.proxyURL(for: origin.url("/hls/v0/index.m3u8").absoluteString))
                 #expect(played == direct, "with the origin stopped")
             }
             let index = try String(contentsOf: exported.appendingPathComponent("index.m3u8"), encoding: .utf8)
@@ -187,13 +196,16 @@ struct FolderProxy {
     let port: Int
 
     func proxyURL(for originURL: String) -> String {
-        "http://127.0.0.1:\(port)/?url=" + (originURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? originURL)
+        "http://127.0.0.1:\(port)/?url="
+            + (originURL.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? originURL)
     }
 
     func get(_ url: String, headers: [(String, String)] = []) async throws -> ProxyHarness.Reply {
         var request = HTTPClientRequest(url: url)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        return ProxyHarness.Reply(status: Int(response.status.code), headers: response.headers, body: try await response.body.collect(upTo: 64 << 20))
+        return ProxyHarness.Reply(
+            status: Int(response.status.code), headers: response.headers,
+            body: try await response.body.collect(upTo: 64 << 20))
     }
 }

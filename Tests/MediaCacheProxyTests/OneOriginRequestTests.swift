@@ -32,7 +32,9 @@ import Testing
             #expect(reply.status == 200 && Int64(reply.body.readableBytes) == length)
             #expect(DeterministicContent(seed: 7).firstMismatch(in: reply.body, at: 0) == nil)
             let requests = proxy.origin.requests("/one/film.mp4")
-            #expect(requests.count == 1 && Set(requests.map(\.connection)).count == 1, "\(setup): \(length) bytes at \(bytesPerSecond.map(String.init) ?? "full") B/s: \(requests)")
+            #expect(
+                requests.count == 1 && Set(requests.map(\.connection)).count == 1,
+                "\(setup): \(length) bytes at \(bytesPerSecond.map(String.init) ?? "full") B/s: \(requests)")
         }
     }
 }

@@ -120,7 +120,10 @@ import Testing
                             """.utf8)), mimeType: HLSPrefetchTests.playlistType), at: "/q/master.m3u8")
             h.origin.serve(
                 TestOrigin.Resource(
-                    body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:4.0,\na.ts\n#EXTINF:4.0,\nb.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    body: .bytes(
+                        Array(
+                            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:4.0,\na.ts\n#EXTINF:4.0,\nb.ts\n#EXT-X-ENDLIST\n"
+                                .utf8)),
                     mimeType: HLSPrefetchTests.playlistType), at: "/q/v/index.m3u8")
             h.origin.serve(.generated(length: 1_000, seed: 72), at: "/q/v/a.ts")
             h.origin.serve(.generated(length: 1_000, seed: 73), at: "/q/v/b.ts")
@@ -175,7 +178,9 @@ import Testing
                 #expect(content.firstMismatch(in: bytes, at: 0) == nil)
                 // Only the missing bytes came again, and what the first run held in flight.
                 let sent = origin.bodyBytesSent("/film.mp4")
-                #expect(sent - sentBefore <= size - storedBefore + reader.configuration.downloadLead, "sent \(sent), before \(sentBefore), stored \(storedBefore)")
+                #expect(
+                    sent - sentBefore <= size - storedBefore + reader.configuration.downloadLead,
+                    "sent \(sent), before \(sentBefore), stored \(storedBefore)")
                 await queue.shutDown()
             }
             // Third run: completed, still pinned.
@@ -206,9 +211,15 @@ import Testing
                     let job = try await queue.pin(origin.url("/clip\(index).mp4"))
                     queue.start()
                     for await update in updates {
-                        guard case .changed(let changed) = update, changed.id == job.id, changed.state.isSettled else { continue }
-                        let stored = try reader.store.loadJobs().first { $0.id == job.id }.map { try JSONDecoder().decode(DownloadJob.self, from: $0.body) }
-                        #expect(stored?.state == .completed, "published \(changed.state), stored \(String(describing: stored?.state))")
+                        guard case .changed(let changed) = update, changed.id == job.id, changed.state.isSettled else {
+                            continue
+                        }
+                        let stored = try reader.store.loadJobs().first { $0.id == job.id }.map {
+                            try JSONDecoder().decode(DownloadJob.self, from: $0.body)
+                        }
+                        #expect(
+                            stored?.state == .completed,
+                            "published \(changed.state), stored \(String(describing: stored?.state))")
                         break
                     }
                     await queue.shutDown()
@@ -255,7 +266,11 @@ import Testing
             let seen = Task {
                 var states: [DownloadJob.State] = []
                 for await update in updates {
-                    if case .changed(let changed) = update, changed.url.path == "/film.mp4", states.last != changed.state { states.append(changed.state) }
+                    if case .changed(let changed) = update, changed.url.path == "/film.mp4",
+                        states.last != changed.state
+                    {
+                        states.append(changed.state)
+                    }
                     if case .removed = update, states.count >= 6 { break }
                 }
                 return states
@@ -269,7 +284,8 @@ import Testing
             #expect(second.state == .queued && queue.job(matching: second.id)?.state == .queued)
             // A pinned resource plays while it downloads: an ordinary read.
             let early = try await collect(try await h.reader.read(url, offset: 0, length: 200_000))
-            #expect(early.readableBytes == 200_000 && DeterministicContent(seed: 75).firstMismatch(in: early, at: 0) == nil)
+            #expect(
+                early.readableBytes == 200_000 && DeterministicContent(seed: 75).firstMismatch(in: early, at: 0) == nil)
             let paused = try await queue.pause(job.id)
             #expect(paused.state == .paused)
             #expect(h.store.isPinned(h.store.key(for: url)))

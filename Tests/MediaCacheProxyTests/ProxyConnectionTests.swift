@@ -47,7 +47,8 @@ import Testing
 
     static func configure(_ channel: any Channel, _ handler: ProxyHandler) throws {
         try channel.pipeline.syncOperations.addHandler(FileRegionReader())
-        try ProxyPipeline.configure(channel, handler: handler, configuration: handler.configuration, connections: ConnectionRegistry())
+        try ProxyPipeline.configure(
+            channel, handler: handler, configuration: handler.configuration, connections: ConnectionRegistry())
     }
 
     /// A stored range is answered within the write of its request: head, body and end are
@@ -64,12 +65,18 @@ import Testing
             let responses = RawHTTPClient.parse(try Self.outbound(of: channel))
             #expect(responses.count == 1)
             let response = try #require(responses.first)
-            #expect(response.status == 206 && response.header("content-range") == "bytes 1000-65999/\(Self.size)" && response.isComplete)
-            #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: 1000) == nil && response.body.count == 65_000)
+            #expect(
+                response.status == 206 && response.header("content-range") == "bytes 1000-65999/\(Self.size)"
+                    && response.isComplete)
+            #expect(
+                Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: 1000) == nil
+                    && response.body.count == 65_000)
             // A second request on the kept connection, again at once.
             try channel.writeInbound(Self.request("bytes=-10"))
             let second = try #require(RawHTTPClient.parse(try Self.outbound(of: channel)).first)
-            #expect(second.status == 206 && Self.content.firstMismatch(in: ByteBuffer(bytes: second.body), at: Self.size - 10) == nil)
+            #expect(
+                second.status == 206
+                    && Self.content.firstMismatch(in: ByteBuffer(bytes: second.body), at: Self.size - 10) == nil)
             #expect(channel.isActive && h.origin.exchanges.count == requests)
             _ = try channel.finish(acceptAlreadyClosed: true)
         }
@@ -86,10 +93,15 @@ import Testing
                 try Self.configure(channel, Self.handler(h))
             }
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
-            func answer(_ range: String?, extra: [String] = [], host: String = "127.0.0.1:8080") async throws -> RawHTTPClient.Response {
-                let target = "/?url=" + (Self.url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+            func answer(_ range: String?, extra: [String] = [], host: String = "127.0.0.1:8080") async throws
+                -> RawHTTPClient.Response
+            {
+                let target =
+                    "/?url="
+                    + (Self.url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
                 let fields = ["Host: \(host)"] + (range.map { ["Range: \($0)"] } ?? []) + extra
-                try await channel.writeInbound(ByteBuffer(string: "GET \(target) HTTP/1.1\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"))
+                try await channel.writeInbound(
+                    ByteBuffer(string: "GET \(target) HTTP/1.1\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"))
                 var received: [UInt8] = []
                 while RawHTTPClient.parse(received).first?.isComplete != true {
                     received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
@@ -98,8 +110,11 @@ import Testing
             }
             for (first, last) in [(0, 9), (1000, 65_999), (299_990, 299_999)] as [(Int64, Int64)] {
                 let response = try await answer("bytes=\(first)-\(last)")
-                #expect(response.status == 206 && response.header("content-range") == "bytes \(first)-\(last)/\(Self.size)")
-                #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: first) == nil && response.body.count == Int(last - first + 1))
+                #expect(
+                    response.status == 206 && response.header("content-range") == "bytes \(first)-\(last)/\(Self.size)")
+                #expect(
+                    Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: first) == nil
+                        && response.body.count == Int(last - first + 1))
             }
             #expect(try await answer("bytes=5-1").status == 400)  // the range is read again, and refused
             #expect(try await answer("bytes=0-9", host: "rebound.example:8080").status == 421)
@@ -117,13 +132,18 @@ import Testing
         try await ScriptedHarness.with(answersWhole: true) { h in
             try await Self.storeWholeFile(h)
             let handler = Self.handler(h)
-            func answer(_ range: String, extra: [String] = [], host: String = "127.0.0.1:8080") async throws -> RawHTTPClient.Response {
+            func answer(_ range: String, extra: [String] = [], host: String = "127.0.0.1:8080") async throws
+                -> RawHTTPClient.Response
+            {
                 let channel = NIOAsyncTestingChannel()  // a new connection each time
                 try await channel.testingEventLoop.executeInContext { try Self.configure(channel, handler) }
                 try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
-                let target = "/?url=" + (Self.url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+                let target =
+                    "/?url="
+                    + (Self.url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
                 let fields = ["Host: \(host)", "Range: \(range)"] + extra
-                try await channel.writeInbound(ByteBuffer(string: "GET \(target) HTTP/1.1\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"))
+                try await channel.writeInbound(
+                    ByteBuffer(string: "GET \(target) HTTP/1.1\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"))
                 var received: [UInt8] = []
                 while RawHTTPClient.parse(received).first?.isComplete != true {
                     received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
@@ -133,8 +153,11 @@ import Testing
             }
             for (first, last) in [(0, 9), (5000, 69_999), (299_000, 299_999)] as [(Int64, Int64)] {
                 let response = try await answer("bytes=\(first)-\(last)")
-                #expect(response.status == 206 && response.header("content-range") == "bytes \(first)-\(last)/\(Self.size)")
-                #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: first) == nil && response.body.count == Int(last - first + 1))
+                #expect(
+                    response.status == 206 && response.header("content-range") == "bytes \(first)-\(last)/\(Self.size)")
+                #expect(
+                    Self.content.firstMismatch(in: ByteBuffer(bytes: response.body), at: first) == nil
+                        && response.body.count == Int(last - first + 1))
             }
             #expect(try await answer("bytes=0-9", host: "rebound.example:8080").status == 421)
             #expect(try await answer("bytes=0-9", extra: ["Sec-Fetch-Site: cross-site"]).status == 403)
@@ -149,9 +172,13 @@ import Testing
         let url = try #require(URL(string: "https://example.com/a.mp4"))
         let checked = ProxyRouter.CheckedRequest(
             url: url, target: RequestTarget("/?url=x"),
-            asked: ProxyRouter.Asked(url: url, specifier: nil, firstByte: 0, length: nil, forwarded: [], conditions: PlayerConditions(HTTPHeaders())))
+            asked: ProxyRouter.Asked(
+                url: url, specifier: nil, firstByte: 0, length: nil, forwarded: [],
+                conditions: PlayerConditions(HTTPHeaders())))
         func head(_ index: Int) -> HTTPRequestHead {
-            HTTPRequestHead(version: .http1_1, method: .GET, uri: "/?url=\(index)", headers: ["Host": "127.0.0.1:8080", "Range": "bytes=\(index)-"])
+            HTTPRequestHead(
+                version: .http1_1, method: .GET, uri: "/?url=\(index)",
+                headers: ["Host": "127.0.0.1:8080", "Range": "bytes=\(index)-"])
         }
         for index in 0..<20 { shared.add(RepeatedRequestCheck.Remembered(head(index), 8080, checked)) }
         #expect((0..<4).allSatisfy { shared.find(head($0), 8080) == nil })
@@ -167,7 +194,9 @@ import Testing
         let names = ["Host", "Range", "range", "RANGE", "User-Agent", "Cookie", "Sec-Fetch-Site", "Rang", "X-Range"]
         let values = ["a", "b", "bytes=0-1", ""]
         func fields() -> [(String, String)] {
-            (0..<Int(random.next() % 5)).map { _ in (names[Int(random.next() % UInt64(names.count))], values[Int(random.next() % UInt64(values.count))]) }
+            (0..<Int(random.next() % 5)).map { _ in
+                (names[Int(random.next() % UInt64(names.count))], values[Int(random.next() % UInt64(values.count))])
+            }
         }
         var same = 0
         for _ in 0..<5_000 {
@@ -175,8 +204,11 @@ import Testing
             // Often b is a with its Range fields changed, moved or dropped; else another list.
             var b = random.next() % 2 == 0 ? a : fields()
             if random.next() % 2 == 0 { b = b.filter { $0.0.lowercased() != "range" } + [("Range", "bytes=9-")] }
-            let model = a.filter { $0.0.lowercased() != "range" }.map { "\($0.0):\($0.1)" } == b.filter { $0.0.lowercased() != "range" }.map { "\($0.0):\($0.1)" }
-            #expect(RepeatedRequestCheck.sameFieldsApartFromRange(HTTPHeaders(a), HTTPHeaders(b)) == model, "\(a) vs \(b)")
+            let model =
+                a.filter { $0.0.lowercased() != "range" }.map { "\($0.0):\($0.1)" }
+                == b.filter { $0.0.lowercased() != "range" }.map { "\($0.0):\($0.1)" }
+            #expect(
+                RepeatedRequestCheck.sameFieldsApartFromRange(HTTPHeaders(a), HTTPHeaders(b)) == model, "\(a) vs \(b)")
             if model { same += 1 }
         }
         #expect(same > 1_000 && same < 4_000)
@@ -189,7 +221,9 @@ import Testing
             channel.localAddress = try SocketAddress(ipAddress: "127.0.0.1", port: 8080)
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).wait()
             try Self.configure(channel, Self.handler(h))
-            #expect(throws: (any Error).self) { try channel.writeInbound(ByteBuffer(string: "GET / HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n")) }
+            #expect(throws: (any Error).self) {
+                try channel.writeInbound(ByteBuffer(string: "GET / HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n"))
+            }
             let response = try #require(RawHTTPClient.parse(try Self.outbound(of: channel)).first)
             #expect(response.status == 400 && response.header("connection") == "close" && response.isComplete)
             #expect(!channel.isActive)
@@ -219,7 +253,9 @@ import Testing
             }
             let responses = RawHTTPClient.parse(received)
             #expect(responses[0].status == 206 && responses[0].isComplete)
-            #expect(Self.content.firstMismatch(in: ByteBuffer(bytes: responses[0].body), at: 5000) == nil && responses[0].body.count == 100_000)
+            #expect(
+                Self.content.firstMismatch(in: ByteBuffer(bytes: responses[0].body), at: 5000) == nil
+                    && responses[0].body.count == 100_000)
             #expect(responses[1].status == 400)
             try await channel.closeFuture.get()
         }
@@ -257,9 +293,13 @@ import Testing
             }
             h.origin.exchanges[1].fail()
             try await channel.closeFuture.get()
-            while let more = try await channel.readOutbound(as: IOData.self) { received += try await Self.bytes(of: more) }
+            while let more = try await channel.readOutbound(as: IOData.self) {
+                received += try await Self.bytes(of: more)
+            }
             let cut = try #require(RawHTTPClient.parse(received).first)
-            #expect(cut.status == 206 && !cut.isComplete && Self.content.firstMismatch(in: ByteBuffer(bytes: cut.body), at: 0) == nil)
+            #expect(
+                cut.status == 206 && !cut.isComplete
+                    && Self.content.firstMismatch(in: ByteBuffer(bytes: cut.body), at: 0) == nil)
         }
     }
 
@@ -277,7 +317,9 @@ import Testing
     }
 
     static func bytes(of data: IOData) async throws -> [UInt8] {
-        guard case .byteBuffer(let buffer) = data else { throw CacheError(.ioFailure, "a file region reached the channel") }
+        guard case .byteBuffer(let buffer) = data else {
+            throw CacheError(.ioFailure, "a file region reached the channel")
+        }
         return Array(buffer.readableBytesView)
     }
 }

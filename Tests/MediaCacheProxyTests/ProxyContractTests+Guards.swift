@@ -43,19 +43,24 @@ extension ProxyContractTests {
                 #expect(resource.firstMismatch(in: reply.body, at: 1000) == nil)
             }
             let fields = { (reply: ProxyHarness.Reply) in
-                reply.headers.filter { !["date", "age"].contains($0.name.lowercased()) }.map { "\($0.name.lowercased()): \($0.value)" }.sorted()
+                reply.headers.filter { !["date", "age"].contains($0.name.lowercased()) }.map {
+                    "\($0.name.lowercased()): \($0.value)"
+                }.sorted()
             }
             #expect(fields(hot) == fields(cold))
             #expect(hot.headers.first(name: "content-range") == "bytes 1000-70999/\(Self.size)")
 
             let raw = RawHTTPClient(port: h.port)
-            let target = "/?url=" + h.origin.url("/v.mp4").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let target =
+                "/?url=" + h.origin.url("/v.mp4").absoluteString.addingPercentEncoding(
+                    withAllowedCharacters: .alphanumerics)!
             // Two requests on one keep-alive connection, sent together.
             let request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\nRange: bytes=1000-70999\r\n\r\n"
             let twice = try await raw.exchange([String(repeating: request, count: 2)], expectedResponses: 2)
             #expect(twice.responses.count == 2 && !twice.closedByServer)
             // HTTP/1.0 without keep-alive: the answer, then the server closes.
-            let once = try await raw.exchange(["GET \(target) HTTP/1.0\r\nRange: bytes=1000-70999\r\n\r\n"], expectedResponses: 2)
+            let once = try await raw.exchange(
+                ["GET \(target) HTTP/1.0\r\nRange: bytes=1000-70999\r\n\r\n"], expectedResponses: 2)
             #expect(once.responses.count == 1 && once.closedByServer)
             for response in twice.responses + once.responses {
                 #expect(response.status == 206 && response.isComplete)
@@ -104,7 +109,9 @@ extension ProxyContractTests {
             #expect(missingReply.status == 404, "the origin's answer, not the proxy's failure")
             let unreachable = try await h.get(h.proxyURL(for: "http://127.0.0.1:1/x.mp4"))
             #expect(unreachable.status == 502)
-            #expect(String(buffer: unreachable.body) == "Cannot reach 127.0.0.1:1: Connection refused.\n", "\(String(buffer: unreachable.body))")
+            #expect(
+                String(buffer: unreachable.body) == "Cannot reach 127.0.0.1:1: Connection refused.\n",
+                "\(String(buffer: unreachable.body))")
         }
         // An origin that never answers (its head held by a gate nobody opens): a 504 after the
         // response timeout, however loaded the machine.
@@ -128,9 +135,11 @@ extension ProxyContractTests {
             let byQuery = try await h.get(h.url("/v.mp4", extra: "&token=s3cret"), headers: [("Range", "bytes=0-9")])
             #expect(byQuery.status == 206)
             #expect(resource.firstMismatch(in: byQuery.body, at: 0) == nil)
-            let byHeader = try await h.get(h.url("/v.mp4"), headers: [("X-MediaCache-Token", "s3cret"), ("Range", "bytes=0-9")])
+            let byHeader = try await h.get(
+                h.url("/v.mp4"), headers: [("X-MediaCache-Token", "s3cret"), ("Range", "bytes=0-9")])
             #expect(byHeader.status == 206)
-            let otherHost = try await h.get(h.proxyURL(for: "http://localhost:\(h.origin.port)/v.mp4", extra: "&token=s3cret"))
+            let otherHost = try await h.get(
+                h.proxyURL(for: "http://localhost:\(h.origin.port)/v.mp4", extra: "&token=s3cret"))
             #expect(otherHost.status == 403)
             #expect(h.origin.requests("/v.mp4").filter { $0.method == "GET" }.count == 1)
         }

@@ -52,9 +52,13 @@ import Testing
             h.origin.serve(.generated(length: size, seed: 35, mimeType: "video/mp4"), at: "/big.mp4")
             let resource = h.origin.resource(at: "/big.mp4")!
             let reply = try await h.get(h.url("/big.mp4"))
-            #expect(reply.status == 200 && reply.body.readableBytes == Int(size) && resource.firstMismatch(in: reply.body, at: 0) == nil)
+            #expect(
+                reply.status == 200 && reply.body.readableBytes == Int(size)
+                    && resource.firstMismatch(in: reply.body, at: 0) == nil)
             let asked = h.origin.requests("/big.mp4").compactMap { request -> ByteRange? in
-                guard let range = request.range, case .single(let specifier) = RangeSpecifier.parse(range) else { return nil }
+                guard let range = request.range, case .single(let specifier) = RangeSpecifier.parse(range) else {
+                    return nil
+                }
                 return specifier.resolve(length: size)
             }
             #expect(asked.reduce(0) { $0 + $1.length } == size, "asked for \(asked)")
@@ -79,7 +83,9 @@ import Testing
             }
             let sent = h.origin.bodyBytesSent("/shared.mp4")
             // At most the file plus one probe (256 KiB).
-            #expect(sent <= size + CachingReader.Configuration().minimumRequest, "origin sent \(sent) for a \(size)-byte file: \(h.origin.requests("/shared.mp4"))")
+            #expect(
+                sent <= size + CachingReader.Configuration().minimumRequest,
+                "origin sent \(sent) for a \(size)-byte file: \(h.origin.requests("/shared.mp4"))")
             #expect(!h.origin.requests("/shared.mp4").contains { $0.method == "HEAD" })
         }
     }
@@ -131,7 +137,9 @@ import Testing
             h.origin.serve(.generated(length: 0, seed: 1, mimeType: "audio/mpeg"), at: "/empty.mp3")
             let whole = try await h.get(h.url("/empty.mp3"))
             #expect(whole.status == 200 && whole.body.readableBytes == 0)
-            #expect(whole.headers.first(name: "content-length") == "0" && whole.headers.first(name: "content-type") == "audio/mpeg")
+            #expect(
+                whole.headers.first(name: "content-length") == "0"
+                    && whole.headers.first(name: "content-type") == "audio/mpeg")
             let again = try await h.get(h.url("/empty.mp3"))
             #expect(again.status == 200 && again.body.readableBytes == 0)
             let ranged = try await h.get(h.url("/empty.mp3"), headers: [("Range", "bytes=0-")])
@@ -159,7 +167,9 @@ import Testing
             let reply = try await h.get(h.url("/grows.mp4"), headers: [("Range", "bytes=500000-")])
             #expect(reply.status == 206)
             #expect(reply.headers.first(name: "content-range") == "bytes 500000-1199999/1200000")
-            #expect(reply.headers.first(name: "content-length") == "\(reply.body.readableBytes)" && reply.body.readableBytes == 700_000)
+            #expect(
+                reply.headers.first(name: "content-length") == "\(reply.body.readableBytes)"
+                    && reply.body.readableBytes == 700_000)
             #expect(reply.headers.first(name: "etag") == "\"v2\"")
             #expect(v2.firstMismatch(in: reply.body, at: 500_000) == nil)
         }
@@ -172,18 +182,23 @@ import Testing
         try await ProxyHarness.with(setup: setup, token: "s3cret") { h in
             var login = TestOrigin.Faults()
             login.requiredHeader = ("Authorization", "Bearer abc")
-            h.origin.serve(.generated(length: 600_000, seed: 38, mimeType: "audio/mpeg", faults: login), at: "/private.mp3")
+            h.origin.serve(
+                .generated(length: 600_000, seed: 38, mimeType: "audio/mpeg", faults: login), at: "/private.mp3")
             let resource = h.origin.resource(at: "/private.mp3")!
             let refused = try await h.get(h.url("/private.mp3", extra: "&token=s3cret"))
-            #expect(refused.status == 401, "without the player's credentials the origin refuses, and the player is told so")
+            #expect(
+                refused.status == 401, "without the player's credentials the origin refuses, and the player is told so")
             let player: [(String, String)] = [
                 ("Authorization", "Bearer abc"), ("Cookie", "session=1"), ("Referer", "https://app.example/player"),
                 ("User-Agent", "TestPlayer/2"), ("Accept-Language", "de"), ("X-MediaCache-Token", "s3cret"),
-                ("If-None-Match", "\"zzz\""), ("Cache-Control", "no-cache"), ("Connection", "keep-alive, X-Hop"), ("X-Hop", "1"),
+                ("If-None-Match", "\"zzz\""), ("Cache-Control", "no-cache"), ("Connection", "keep-alive, X-Hop"),
+                ("X-Hop", "1"),
                 ("Range", "bytes=1000-"),
             ]
             let reply = try await h.get(h.url("/private.mp3"), headers: player)
-            #expect(reply.status == 206 && reply.body.readableBytes == 599_000 && resource.firstMismatch(in: reply.body, at: 1000) == nil)
+            #expect(
+                reply.status == 206 && reply.body.readableBytes == 599_000
+                    && resource.firstMismatch(in: reply.body, at: 1000) == nil)
             let served = h.origin.requests("/private.mp3").filter { $0.status == 206 }
             #expect(!served.isEmpty)
             // The cache held nothing to answer the player's condition with, so it went to the
@@ -191,9 +206,13 @@ import Testing
             #expect(served.first?.header("If-None-Match") == "\"zzz\"", "\(served.first?.headers ?? [])")
             for (index, request) in served.enumerated() {
                 #expect(request.header("Authorization") == "Bearer abc" && request.header("Cookie") == "session=1")
-                #expect(request.header("Referer") == "https://app.example/player" && request.header("Accept-Language") == "de")
+                #expect(
+                    request.header("Referer") == "https://app.example/player"
+                        && request.header("Accept-Language") == "de")
                 #expect(request.header("User-Agent") == "TestPlayer/2")
-                #expect(request.header("X-MediaCache-Token") == nil && (index == 0 || request.header("If-None-Match") == nil), "\(request.headers)")
+                #expect(
+                    request.header("X-MediaCache-Token") == nil
+                        && (index == 0 || request.header("If-None-Match") == nil), "\(request.headers)")
                 #expect(request.header("Cache-Control") == nil && request.header("X-Hop") == nil, "\(request.headers)")
             }
             // The cache held none of the bytes: it asked for the player's range, in one request.
@@ -211,11 +230,15 @@ import Testing
             var near = TestOrigin.Faults()
             near.redirect = (302, "/there.mp3")
             h.origin.serve(.generated(length: 10, faults: near), at: "/near.mp3")
-            let credentials = [("Authorization", "Bearer abc"), ("Cookie", "session=1"), ("Referer", "https://app.example/")]
+            let credentials = [
+                ("Authorization", "Bearer abc"), ("Cookie", "session=1"), ("Referer", "https://app.example/"),
+            ]
             let viaAway = try await h.get(h.url("/away.mp3"), headers: credentials + [("Range", "bytes=0-99")])
             #expect(viaAway.status == 206)
             let afterAway = try #require(h.origin.requests("/there.mp3").last)
-            #expect(afterAway.header("Authorization") == nil && afterAway.header("Cookie") == nil && afterAway.header("Referer") == "https://app.example/")
+            #expect(
+                afterAway.header("Authorization") == nil && afterAway.header("Cookie") == nil
+                    && afterAway.header("Referer") == "https://app.example/")
             let viaNear = try await h.get(h.url("/near.mp3"), headers: credentials + [("Range", "bytes=0-99")])
             #expect(viaNear.status == 206)
             let afterNear = try #require(h.origin.requests("/there.mp3").last)
@@ -233,14 +256,21 @@ import Testing
             h.origin.serve(resource, at: "/live.mp3")
             for _ in 0..<2 {
                 let whole = try await h.get(h.url("/live.mp3"))
-                #expect(whole.status == 200 && whole.body.readableBytes == 3_000_000 && resource.firstMismatch(in: whole.body, at: 0) == nil)
+                #expect(
+                    whole.status == 200 && whole.body.readableBytes == 3_000_000
+                        && resource.firstMismatch(in: whole.body, at: 0) == nil)
                 let part = try await h.get(h.url("/live.mp3"), headers: [("Range", "bytes=2000000-2099999")])
-                #expect(part.status == 206 && part.body.readableBytes == 100_000 && resource.firstMismatch(in: part.body, at: 2_000_000) == nil)
+                #expect(
+                    part.status == 206 && part.body.readableBytes == 100_000
+                        && resource.firstMismatch(in: part.body, at: 2_000_000) == nil)
             }
             let key = h.base.store.key(for: h.origin.url("/live.mp3"))
-            #expect(h.base.store.metadata(for: key) == nil && h.base.store.spans(for: key).byteCount == 0, "nothing of a no-store answer is kept")
+            #expect(
+                h.base.store.metadata(for: key) == nil && h.base.store.spans(for: key).byteCount == 0,
+                "nothing of a no-store answer is kept")
             #expect(h.origin.bodyBytesSent("/live.mp3") >= 2 * 3_100_000, "every play goes to the origin")
-            let dataFiles = try FileManager.default.contentsOfDirectory(atPath: h.base.directory.appendingPathComponent("store/data").path)
+            let dataFiles = try FileManager.default.contentsOfDirectory(
+                atPath: h.base.directory.appendingPathComponent("store/data").path)
             #expect(dataFiles.isEmpty, "\(dataFiles)")
         }
     }
@@ -260,31 +290,49 @@ import Testing
             var resource = TestOrigin.Resource.generated(length: 400_000, seed: 44, mimeType: "audio/mpeg")
             resource.cacheControl = "max-age=600"
             resource.extraHeaders = [
-                (name: "Content-Disposition", value: "attachment; filename=\"a.mp3\""), (name: "Content-Language", value: "de"),
+                (name: "Content-Disposition", value: "attachment; filename=\"a.mp3\""),
+                (name: "Content-Language", value: "de"),
                 (name: "Vary", value: "Accept-Language"), (name: "X-Origin-Note", value: "one"),
-                (name: "Set-Cookie", value: "s=1"), (name: "Access-Control-Allow-Origin", value: "*"), (name: "Keep-Alive", value: "timeout=5"),
+                (name: "Set-Cookie", value: "s=1"), (name: "Access-Control-Allow-Origin", value: "*"),
+                (name: "Keep-Alive", value: "timeout=5"),
             ]
             h.origin.useClock(clock)
             h.origin.serve(resource, at: "/h.mp3")
             let originDate = HTTPDate.format(1_800_000_000)
-            func check(_ reply: ProxyHarness.Reply, age: String, date: String, note: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            func check(
+                _ reply: ProxyHarness.Reply, age: String, date: String, note: String,
+                sourceLocation: SourceLocation = #_sourceLocation
+            ) {
                 let fields = reply.headers
-                #expect(fields.first(name: "content-disposition") == "attachment; filename=\"a.mp3\"", sourceLocation: sourceLocation)
-                #expect(fields.first(name: "content-language") == "de" && fields.first(name: "vary") == "Accept-Language", sourceLocation: sourceLocation)
-                #expect(fields.first(name: "cache-control") == "max-age=600" && fields.first(name: "x-origin-note") == note, sourceLocation: sourceLocation)
+                #expect(
+                    fields.first(name: "content-disposition") == "attachment; filename=\"a.mp3\"",
+                    sourceLocation: sourceLocation)
+                #expect(
+                    fields.first(name: "content-language") == "de" && fields.first(name: "vary") == "Accept-Language",
+                    sourceLocation: sourceLocation)
+                #expect(
+                    fields.first(name: "cache-control") == "max-age=600" && fields.first(name: "x-origin-note") == note,
+                    sourceLocation: sourceLocation)
                 #expect(fields["date"] == [date] && fields["age"] == [age], "\(fields)", sourceLocation: sourceLocation)
                 #expect(
-                    fields["set-cookie"].isEmpty && fields["access-control-allow-origin"].isEmpty && fields["keep-alive"].isEmpty, "\(fields)",
+                    fields["set-cookie"].isEmpty && fields["access-control-allow-origin"].isEmpty
+                        && fields["keep-alive"].isEmpty, "\(fields)",
                     sourceLocation: sourceLocation)
-                #expect(fields["content-length"] == ["\(reply.status == 206 ? 1000 : 400_000)"] && fields["etag"] == ["\"v1\""], sourceLocation: sourceLocation)
+                #expect(
+                    fields["content-length"] == ["\(reply.status == 206 ? 1000 : 400_000)"]
+                        && fields["etag"] == ["\"v1\""], sourceLocation: sourceLocation)
             }
             let cold = try await h.get(h.url("/h.mp3"))
-            #expect(cold.status == 200 && resource.firstMismatch(in: cold.body, at: 0) == nil && cold.body.readableBytes == 400_000)
+            #expect(
+                cold.status == 200 && resource.firstMismatch(in: cold.body, at: 0) == nil
+                    && cold.body.readableBytes == 400_000)
             check(cold, age: "0", date: originDate, note: "one")
             clock.advance(by: 100)
             h.origin.resetCounters()
             let hit = try await h.get(h.url("/h.mp3"), headers: [("Range", "bytes=1000-1999")])
-            #expect(hit.status == 206 && resource.firstMismatch(in: hit.body, at: 1000) == nil && hit.body.readableBytes == 1000)
+            #expect(
+                hit.status == 206 && resource.firstMismatch(in: hit.body, at: 1000) == nil
+                    && hit.body.readableBytes == 1000)
             check(hit, age: "100", date: originDate, note: "one")
             check(try await h.get(h.url("/h.mp3"), method: .HEAD), age: "100", date: originDate, note: "one")
             #expect(h.origin.requests("/h.mp3").isEmpty, "fresh hits ask nothing")
@@ -293,7 +341,9 @@ import Testing
             clock.advance(by: 600)
             let revalidated = try await h.get(h.url("/h.mp3"))
             #expect(h.origin.requests("/h.mp3").map(\.status) == [304] && h.origin.bodyBytesSent("/h.mp3") == 0)
-            #expect(revalidated.status == 200 && resource.firstMismatch(in: revalidated.body, at: 0) == nil && revalidated.body.readableBytes == 400_000)
+            #expect(
+                revalidated.status == 200 && resource.firstMismatch(in: revalidated.body, at: 0) == nil
+                    && revalidated.body.readableBytes == 400_000)
             check(revalidated, age: "0", date: HTTPDate.format(1_800_000_700), note: "two")
         }
     }
@@ -303,22 +353,30 @@ import Testing
     /// `Range` is ignored), checked byte for byte; once it has come whole it is a complete
     /// entry, so replays (ranges too) are local. `no-store` keeps it from being written.
     @Test(arguments: TestSetup.all, [TestOrigin.LengthlessFraming.chunked, .closeDelimited])
-    func aBodyWithoutALengthStreamsThroughAndIsStoredWhenWhole(setup: TestSetup, framing: TestOrigin.LengthlessFraming) async throws {
+    func aBodyWithoutALengthStreamsThroughAndIsStoredWhenWhole(setup: TestSetup, framing: TestOrigin.LengthlessFraming)
+        async throws
+    {
         try await ProxyHarness.with(setup: setup) { h in
             var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 45, mimeType: "audio/mpeg")
             resource.faults.lengthless = framing
             h.origin.serve(resource, at: "/gen.mp3")
             let first = try await h.get(h.url("/gen.mp3"), headers: [("Range", "bytes=1000-1999")])
-            #expect(first.status == 200 && first.headers["content-length"].isEmpty && first.headers.first(name: "accept-ranges") == "none")
+            #expect(
+                first.status == 200 && first.headers["content-length"].isEmpty
+                    && first.headers.first(name: "accept-ranges") == "none")
             #expect(first.body.readableBytes == 2_000_000 && resource.firstMismatch(in: first.body, at: 0) == nil)
             let key = h.base.store.key(for: h.origin.url("/gen.mp3"))
-            #expect(h.base.store.metadata(for: key)?.length == 2_000_000 && h.base.store.spans(for: key).byteCount == 2_000_000)
+            #expect(
+                h.base.store.metadata(for: key)?.length == 2_000_000
+                    && h.base.store.spans(for: key).byteCount == 2_000_000)
             h.origin.resetCounters()
             let part = try await h.get(h.url("/gen.mp3"), headers: [("Range", "bytes=1000-1999")])
             #expect(part.status == 206 && part.headers.first(name: "content-range") == "bytes 1000-1999/2000000")
             #expect(part.body.readableBytes == 1000 && resource.firstMismatch(in: part.body, at: 1000) == nil)
             let whole = try await h.get(h.url("/gen.mp3"))
-            #expect(whole.status == 200 && whole.headers.first(name: "content-length") == "2000000" && whole.body == first.body)
+            #expect(
+                whole.status == 200 && whole.headers.first(name: "content-length") == "2000000"
+                    && whole.body == first.body)
             #expect(h.origin.requests("/gen.mp3").isEmpty, "a replay of the stored body is local")
 
             var radio = TestOrigin.Resource.generated(length: 1_000_000, seed: 47, mimeType: "audio/mpeg")
@@ -327,14 +385,18 @@ import Testing
             h.origin.serve(radio, at: "/radio.mp3")
             for _ in 0..<2 {
                 let reply = try await h.get(h.url("/radio.mp3"))
-                #expect(reply.status == 200 && reply.body.readableBytes == 1_000_000 && radio.firstMismatch(in: reply.body, at: 0) == nil)
+                #expect(
+                    reply.status == 200 && reply.body.readableBytes == 1_000_000
+                        && radio.firstMismatch(in: reply.body, at: 0) == nil)
             }
             let stream = try await h.base.reader.read(h.origin.url("/radio.mp3"), offset: 70_000, length: 200_000)
             var window = ByteBuffer()
             for try await chunk in stream { window.writeImmutableBuffer(chunk) }
             #expect(window.readableBytes == 200_000 && radio.firstMismatch(in: window, at: 70_000) == nil)
             #expect(stream.statistics.bytesFromOrigin == 200_000)
-            #expect(h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/radio.mp3"))) == nil, "no-store: nothing is written")
+            #expect(
+                h.base.store.metadata(for: h.base.store.key(for: h.origin.url("/radio.mp3"))) == nil,
+                "no-store: nothing is written")
             #expect(h.origin.bodyBytesSent("/radio.mp3") >= 2_070_000, "every play goes to the origin")
         }
     }
@@ -362,7 +424,9 @@ import Testing
             try await waitUntil { h.base.store.metadata(for: key) == nil && !h.base.reader.isWritingThrough(url) }
             #expect(h.base.store.metadata(for: key) == nil, "the unfinished write is removed")
             let whole = try await h.get(h.url("/cut.mp3"))
-            #expect(whole.status == 200 && whole.body.readableBytes == 3_000_000 && resource.firstMismatch(in: whole.body, at: 0) == nil)
+            #expect(
+                whole.status == 200 && whole.body.readableBytes == 3_000_000
+                    && resource.firstMismatch(in: whole.body, at: 0) == nil)
             #expect(h.base.store.metadata(for: key)?.length == 3_000_000)
         }
     }
@@ -372,9 +436,11 @@ import Testing
     @Test func corsIsOptInAndOnlyForTheListedOrigins() async throws {
         try await ProxyHarness.with { h in
             serve(h)
-            let plain = try await h.get(h.url("/v.mp4"), headers: [("Origin", "https://app.example"), ("Range", "bytes=0-9")])
+            let plain = try await h.get(
+                h.url("/v.mp4"), headers: [("Origin", "https://app.example"), ("Range", "bytes=0-9")])
             #expect(plain.status == 206 && plain.headers.first(name: "access-control-allow-origin") == nil)
-            let preflight = try await h.get(h.url("/v.mp4"), method: .OPTIONS, headers: [("Origin", "https://app.example")])
+            let preflight = try await h.get(
+                h.url("/v.mp4"), method: .OPTIONS, headers: [("Origin", "https://app.example")])
             #expect(preflight.status == 405)
         }
         try await ProxyHarness.with(configure: {
@@ -383,28 +449,36 @@ import Testing
             return c
         }) { h in
             let resource = serve(h)
-            let read = try await h.get(h.url("/v.mp4"), headers: [("Origin", "https://app.example"), ("Range", "bytes=100-199")])
+            let read = try await h.get(
+                h.url("/v.mp4"), headers: [("Origin", "https://app.example"), ("Range", "bytes=100-199")])
             #expect(read.status == 206 && resource.firstMismatch(in: read.body, at: 100) == nil)
             #expect(read.headers.first(name: "access-control-allow-origin") == "https://app.example")
             #expect(read.headers.first(name: "access-control-expose-headers")?.contains("Content-Range") == true)
             #expect(read.headers[canonicalForm: "vary"].contains("Origin"))
             let failed = try await h.get(h.url("/missing.mp4"), headers: [("Origin", "https://app.example")])
-            #expect(failed.status == 404 && failed.headers.first(name: "access-control-allow-origin") == "https://app.example", "a page can read why it failed")
-            let other = try await h.get(h.url("/v.mp4"), headers: [("Origin", "https://evil.example"), ("Range", "bytes=0-9")])
+            #expect(
+                failed.status == 404
+                    && failed.headers.first(name: "access-control-allow-origin") == "https://app.example",
+                "a page can read why it failed")
+            let other = try await h.get(
+                h.url("/v.mp4"), headers: [("Origin", "https://evil.example"), ("Range", "bytes=0-9")])
             #expect(other.headers.first(name: "access-control-allow-origin") == nil)
             let requestsBefore = h.origin.requests("/v.mp4").count
             let preflight = try await h.get(
                 h.url("/v.mp4"), method: .OPTIONS,
                 headers: [
                     ("Origin", "https://app.example"), ("Access-Control-Request-Method", "GET"),
-                    ("Access-Control-Request-Headers", "range, x-player"), ("Access-Control-Request-Private-Network", "true"),
+                    ("Access-Control-Request-Headers", "range, x-player"),
+                    ("Access-Control-Request-Private-Network", "true"),
                 ])
             #expect(preflight.status == 204)
             #expect(preflight.headers.first(name: "access-control-allow-origin") == "https://app.example")
             #expect(preflight.headers.first(name: "access-control-allow-methods") == "GET, HEAD")
             #expect(preflight.headers.first(name: "access-control-allow-headers") == "range, x-player")
             #expect(preflight.headers.first(name: "access-control-allow-private-network") == "true")
-            let refused = try await h.get(h.url("/v.mp4"), method: .OPTIONS, headers: [("Origin", "https://evil.example"), ("Access-Control-Request-Private-Network", "true")])
+            let refused = try await h.get(
+                h.url("/v.mp4"), method: .OPTIONS,
+                headers: [("Origin", "https://evil.example"), ("Access-Control-Request-Private-Network", "true")])
             #expect(refused.status == 403 && refused.headers.first(name: "access-control-allow-private-network") == nil)
             #expect(h.origin.requests("/v.mp4").count == requestsBefore, "preflights never reach the origin")
         }

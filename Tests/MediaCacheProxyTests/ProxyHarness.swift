@@ -60,7 +60,10 @@ struct ProxyHarness {
     ) async throws {
         var fetcherConfiguration = fetcherConfiguration
         fetcherConfiguration.allowedHosts = allowedHosts
-        try await Harness.with(scheme: setup.scheme, store: setup.store(storeConfiguration), reader: readerConfiguration, fetcher: fetcherConfiguration) { base in
+        try await Harness.with(
+            scheme: setup.scheme, store: setup.store(storeConfiguration), reader: readerConfiguration,
+            fetcher: fetcherConfiguration
+        ) { base in
             var configuration = ProxyConfiguration()
             configuration.port = 0
             configuration.logger = Logger(label: "proxy-test", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -71,7 +74,8 @@ struct ProxyHarness {
             // ninth of sixteen concurrent requests waits for a free connection, and on a loaded
             // machine gave up after the connect timeout (getConnectionFromPoolTimeout).
             var clientConfiguration = HTTPClient.Configuration(decompression: .disabled)
-            clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+            clientConfiguration.connectionPool = .init(
+                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
             let harness = ProxyHarness(base: base, port: proxy.port, client: client, proxy: proxy)
             do {

@@ -35,22 +35,30 @@ import Testing
         let alphabet = Array("0123456789-.e+abfirstlowhgpdeaultnon ,".utf8) + [0xFF, 0x00]
         func text() -> String? {
             guard Int.random(in: 0..<4, using: &random) > 0 else { return nil }
-            return String(decoding: (0..<Int.random(in: 0...24, using: &random)).map { _ in alphabet.randomElement(using: &random)! }, as: UTF8.self)
+            return String(
+                decoding: (0..<Int.random(in: 0...24, using: &random)).map { _ in
+                    alphabet.randomElement(using: &random)!
+                }, as: UTF8.self)
         }
         var accepted = 0
         for _ in 0..<20_000 {
             let (range, seconds, variant) = (text(), text(), text())
             let (audio, subtitles) = Int.random(in: 0..<4, using: &random) == 0 ? (text(), text()) : (nil, nil)
             do {
-                let request = try PrefetchRequest.parse(range: range, seconds: seconds, variant: variant, audio: audio, subtitles: subtitles)
+                let request = try PrefetchRequest.parse(
+                    range: range, seconds: seconds, variant: variant, audio: audio, subtitles: subtitles)
                 accepted += 1
                 for languages in [request.renditions.audio, request.renditions.subtitles].compactMap({ $0 }) {
-                    #expect(languages.languages.count <= 32 && languages.languages.allSatisfy { !$0.isEmpty && $0.count <= 64 })
+                    #expect(
+                        languages.languages.count <= 32
+                            && languages.languages.allSatisfy { !$0.isEmpty && $0.count <= 64 })
                     // What is accepted is written back as text that reads as the same choice.
                     #expect((try? LanguageChoice.parse(languages.text, option: "--audio")) == languages, "\(languages)")
                 }
                 if case .atMostHeight(let lines) = request.variant { #expect(lines > 0 && lines <= 1 << 20) }
-                if let bytes = request.range { #expect(bytes.lowerBound < bytes.upperBound && bytes.upperBound <= ByteRange.maximumOffset) }
+                if let bytes = request.range {
+                    #expect(bytes.lowerBound < bytes.upperBound && bytes.upperBound <= ByteRange.maximumOffset)
+                }
                 if let value = request.seconds { #expect(value > 0 && value <= 1e7 && value.isFinite) }
                 if case .atMost(let bps) = request.variant { #expect(bps > 0) }
             } catch {
@@ -59,13 +67,23 @@ import Testing
         }
         #expect(accepted > 100, "only \\(accepted) of 20,000 were accepted")
         let known = try? PrefetchRequest.parse(range: "0-1048575", seconds: "90.5", variant: "2000000")
-        #expect(known == PrefetchRequest(range: ByteRange(0, 1_048_576), seconds: 90.5, variant: .atMost(bitsPerSecond: 2_000_000)))
-        let chosen = try? PrefetchRequest.parse(range: nil, seconds: nil, variant: "720p", audio: "default,fr", subtitles: "none", trickPlay: "yes")
+        #expect(
+            known
+                == PrefetchRequest(
+                    range: ByteRange(0, 1_048_576), seconds: 90.5, variant: .atMost(bitsPerSecond: 2_000_000)))
+        let chosen = try? PrefetchRequest.parse(
+            range: nil, seconds: nil, variant: "720p", audio: "default,fr", subtitles: "none", trickPlay: "yes")
         #expect(
             chosen?.renditions
-                == RenditionChoice(variants: [.atMostHeight(720)], audio: LanguageChoice(includesDefault: true, languages: ["fr"]), subtitles: LanguageChoice.none, trickPlay: true)
+                == RenditionChoice(
+                    variants: [.atMostHeight(720)], audio: LanguageChoice(includesDefault: true, languages: ["fr"]),
+                    subtitles: LanguageChoice.none, trickPlay: true)
         )
-        #expect(throws: PrefetchRequestError.self) { try PrefetchRequest.parse(range: nil, seconds: nil, variant: nil, audio: "en;fr") }
-        #expect(throws: PrefetchRequestError.self) { try PrefetchRequest.parse(range: nil, seconds: nil, variant: nil, subtitles: "none,en") }
+        #expect(throws: PrefetchRequestError.self) {
+            try PrefetchRequest.parse(range: nil, seconds: nil, variant: nil, audio: "en;fr")
+        }
+        #expect(throws: PrefetchRequestError.self) {
+            try PrefetchRequest.parse(range: nil, seconds: nil, variant: nil, subtitles: "none,en")
+        }
     }
 }

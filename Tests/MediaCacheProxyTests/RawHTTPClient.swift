@@ -33,11 +33,16 @@ struct RawHTTPClient {
     /// Opens a connection, sends each of `writes` (pausing `pause` between them), then reads
     /// until `expectedResponses` complete responses arrived or the server closes, at most
     /// `timeout`. `closedByServer` is true only if the server closed before that.
-    func exchange(_ writes: [String], pause: Duration = .zero, expectedResponses: Int = 1, timeout: Duration = .seconds(15)) async throws -> Exchange {
-        try await exchange(writes.map { Array($0.utf8) }, pause: pause, expectedResponses: expectedResponses, timeout: timeout)
+    func exchange(
+        _ writes: [String], pause: Duration = .zero, expectedResponses: Int = 1, timeout: Duration = .seconds(15)
+    ) async throws -> Exchange {
+        try await exchange(
+            writes.map { Array($0.utf8) }, pause: pause, expectedResponses: expectedResponses, timeout: timeout)
     }
 
-    func exchange(_ writes: [[UInt8]], pause: Duration = .zero, expectedResponses: Int = 1, timeout: Duration = .seconds(15)) async throws -> Exchange {
+    func exchange(
+        _ writes: [[UInt8]], pause: Duration = .zero, expectedResponses: Int = 1, timeout: Duration = .seconds(15)
+    ) async throws -> Exchange {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -64,7 +69,9 @@ struct RawHTTPClient {
                     do {
                         for try await chunk in inbound {
                             received += chunk.readableBytesView
-                            if Self.parse(received).count >= expectedResponses && Self.parse(received).allSatisfy(\.isComplete) {
+                            if Self.parse(received).count >= expectedResponses
+                                && Self.parse(received).allSatisfy(\.isComplete)
+                            {
                                 closed = false
                                 break
                             }

@@ -20,12 +20,19 @@ import Testing
             resource.cacheControl = "no-store"  // both reads stream through (a stored one would have a length)
             h.origin.serve(resource, at: "/live.mp3")
             for version in ["--http1.1", "--http1.0"] {
-                let result = try await runTool(["curl", "-s", "-f", "--max-time", "30", version, "-D", "/dev/stderr", h.url("/live.mp3")])
+                let result = try await runTool([
+                    "curl", "-s", "-f", "--max-time", "30", version, "-D", "/dev/stderr", h.url("/live.mp3"),
+                ])
                 #expect(result.status == 0, "curl \(version): \(result.error)")
-                #expect(result.output.count == 1_500_000 && resource.firstMismatch(in: ByteBuffer(bytes: result.output), at: 0) == nil, "curl \(version)")
+                #expect(
+                    result.output.count == 1_500_000
+                        && resource.firstMismatch(in: ByteBuffer(bytes: result.output), at: 0) == nil, "curl \(version)"
+                )
                 let head = result.error.lowercased()
                 #expect(!head.contains("content-length"), "\(head)")
-                #expect(head.contains(version == "--http1.1" ? "transfer-encoding: chunked" : "connection: close"), "\(head)")
+                #expect(
+                    head.contains(version == "--http1.1" ? "transfer-encoding: chunked" : "connection: close"),
+                    "\(head)")
             }
         }
     }
@@ -35,11 +42,14 @@ import Testing
         try await ProxyHarness.with { h in
             h.origin.serve(.generated(length: 2_000_000, seed: 41, mimeType: "audio/mpeg"), at: "/c.mp3")
             let resource = try #require(h.origin.resource(at: "/c.mp3"))
-            for (range, start, length) in [("0-1", 0, 2), ("1000-1999", 1000, 1000), ("1999000-", 1_999_000, 1000), ("-300", 1_999_700, 300)] as [(String, Int64, Int)] {
+            for (range, start, length) in [
+                ("0-1", 0, 2), ("1000-1999", 1000, 1000), ("1999000-", 1_999_000, 1000), ("-300", 1_999_700, 300),
+            ] as [(String, Int64, Int)] {
                 let result = try await runTool(["curl", "-s", "-f", "-r", range, h.url("/c.mp3")])
                 #expect(result.status == 0, "curl -r \(range): \(result.error)")
                 #expect(result.output.count == length)
-                #expect(resource.firstMismatch(in: ByteBuffer(bytes: result.output), at: start) == nil, "curl -r \(range)")
+                #expect(
+                    resource.firstMismatch(in: ByteBuffer(bytes: result.output), at: start) == nil, "curl -r \(range)")
             }
             let whole = try await runTool(["curl", "-s", "-f", h.url("/c.mp3")])
             #expect(whole.output.count == 2_000_000)
@@ -56,18 +66,25 @@ import Testing
     static func makeMedia(in directory: URL) async throws -> (mp3: Data, mp4: Data) {
         let mp3 = directory.appendingPathComponent("tone.mp3").path
         let mp4 = directory.appendingPathComponent("clip.mp4").path
-        let a = try await runTool(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=4", "-c:a", "libmp3lame", "-b:a", "128k", mp3])
+        let a = try await runTool([
+            "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=4", "-c:a", "libmp3lame",
+            "-b:a", "128k", mp3,
+        ])
         #expect(a.status == 0, "\(a.error)")
         let v = try await runTool([
             "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=320x240:rate=25",
-            "-f", "lavfi", "-i", "sine=frequency=220:duration=3", "-c:v", "mpeg4", "-q:v", "5", "-c:a", "aac", "-shortest", mp4,
+            "-f", "lavfi", "-i", "sine=frequency=220:duration=3", "-c:v", "mpeg4", "-q:v", "5", "-c:a", "aac",
+            "-shortest", mp4,
         ])
         #expect(v.status == 0, "\(v.error)")
         return (try Data(contentsOf: URL(fileURLWithPath: mp3)), try Data(contentsOf: URL(fileURLWithPath: mp4)))
     }
 
     static func probe(_ input: String) async throws -> String {
-        let result = try await runTool(["ffprobe", "-v", "error", "-show_entries", "format=duration:stream=codec_name,codec_type", "-of", "compact", input])
+        let result = try await runTool([
+            "ffprobe", "-v", "error", "-show_entries", "format=duration:stream=codec_name,codec_type", "-of", "compact",
+            input,
+        ])
         #expect(result.status == 0, "ffprobe \(input): \(result.error)")
         return String(decoding: result.output, as: UTF8.self)
     }
@@ -96,7 +113,9 @@ import Testing
                     #expect(try await Self.probe(h.url(path)) == direct, "\(name)")
                     let hash = try await Self.decodeHash(file)
                     #expect(hash.hasPrefix("MD5="))
-                    #expect(try await Self.decodeHash(h.url(path)) == hash, "\(name): decoding through the proxy must give the same samples")
+                    #expect(
+                        try await Self.decodeHash(h.url(path)) == hash,
+                        "\(name): decoding through the proxy must give the same samples")
                     // Played again: from cache, the origin not asked.
                     let requests = h.origin.requests(path).count
                     #expect(try await Self.decodeHash(h.url(path)) == hash)

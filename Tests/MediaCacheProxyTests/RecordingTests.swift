@@ -16,13 +16,16 @@ import Testing
         var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
         for index in first..<min(total, first + count) { text += "#EXTINF:1.0,\nseg\(index).ts\n" }
         if end { text += "#EXT-X-ENDLIST\n" }
-        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"w\(first)\(end)\"")
+        var resource = TestOrigin.Resource(
+            body: .bytes(Array(text.utf8)), mimeType: "application/vnd.apple.mpegurl", etag: "\"w\(first)\(end)\"")
         resource.cacheControl = "max-age=1"
         return resource
     }
 
     /// A harness whose store (of `limit` bytes, `pinned` of them pinned) runs on `clock`.
-    static func withClock(_ clock: ManualClock, limit: Int64, pinned: Int64, _ body: (Harness) async throws -> Void) async throws {
+    static func withClock(_ clock: ManualClock, limit: Int64, pinned: Int64, _ body: (Harness) async throws -> Void)
+        async throws
+    {
         var configuration = PinnedDownloadsTests.store(limit: limit, pinned: pinned)
         configuration.clock = clock
         try await Harness.with(store: configuration, body)
@@ -31,7 +34,9 @@ import Testing
     @Test func aRecordingStopsAtThePinnedQuotaAndKeepsWhatItHolds() async throws {
         // Room for three segments of 100 kB in the pinned quota.
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 350_000)) { h in
-            for index in 0..<8 { h.origin.serve(.generated(length: 100_000, seed: UInt64(80 + index)), at: "/live/seg\(index).ts") }
+            for index in 0..<8 {
+                h.origin.serve(.generated(length: 100_000, seed: UInt64(80 + index)), at: "/live/seg\(index).ts")
+            }
             h.origin.serve(Self.window(0, 2, total: 8), at: "/live/index.m3u8")
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
@@ -39,15 +44,21 @@ import Testing
             try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 2 }
             h.origin.serve(Self.window(2, 3, total: 8), at: "/live/index.m3u8")
             let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
-            #expect(ended.state == .failed && ended.failure?.contains("pinned quota") == true && ended.remedy == Remedy(.raisePinnedQuota), "\(ended)")
+            #expect(
+                ended.state == .failed && ended.failure?.contains("pinned quota") == true
+                    && ended.remedy == Remedy(.raisePinnedQuota), "\(ended)")
             let (text, _, _) = try #require(queue.recordings.playlist(job.id))
             #expect(text.contains("#EXT-X-PLAYLIST-TYPE:VOD") && text.hasSuffix("#EXT-X-ENDLIST\n"), "\(text)")
-            let held = try RecordedSegment.segments(of: HLSPlaylist(parsing: Array(text.utf8)), base: h.origin.url("/live/index.m3u8")).filter { !$0.gap }
+            let held = try RecordedSegment.segments(
+                of: HLSPlaylist(parsing: Array(text.utf8)), base: h.origin.url("/live/index.m3u8")
+            ).filter { !$0.gap }
             #expect(held.count == 3, "\(text)")
             for segment in held {
                 let url = try #require(URL(string: segment.url))
                 let bytes = try await collect(try #require(h.reader.cachedRead(url, range: ByteRange(0, 100_000))))
-                #expect(DeterministicContent(seed: UInt64(80 + Int(segment.sequence))).firstMismatch(in: bytes, at: 0) == nil, "\(segment.url)")
+                #expect(
+                    DeterministicContent(seed: UInt64(80 + Int(segment.sequence))).firstMismatch(in: bytes, at: 0)
+                        == nil, "\(segment.url)")
             }
             await queue.shutDown()
         }
@@ -59,14 +70,22 @@ import Testing
         var configuration = PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)
         configuration.encryptionKey = TestSetup.encryptionKey
         try await Harness.with(store: configuration) { h in
-            for index in 0..<4 { h.origin.serve(.generated(length: 40_000, seed: UInt64(70 + index)), at: "/enc/seg\(index).ts") }
-            for name in ["k1", "k2"] { h.origin.serve(.generated(length: 16, seed: name == "k1" ? 1 : 2), at: "/enc/\(name).key") }
-            var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-KEY:METHOD=AES-128,URI=\"k1.key\"\n"
+            for index in 0..<4 {
+                h.origin.serve(.generated(length: 40_000, seed: UInt64(70 + index)), at: "/enc/seg\(index).ts")
+            }
+            for name in ["k1", "k2"] {
+                h.origin.serve(.generated(length: 16, seed: name == "k1" ? 1 : 2), at: "/enc/\(name).key")
+            }
+            var text =
+                "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-KEY:METHOD=AES-128,URI=\"k1.key\"\n"
             for index in 0..<4 {
                 if index == 2 { text += "#EXT-X-KEY:METHOD=AES-128,URI=\"k2.key\"\n" }
                 text += "#EXTINF:1.0,\nseg\(index).ts\n"
             }
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/enc/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"),
+                at: "/enc/index.m3u8")
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
             let job = try await queue.record(h.origin.url("/enc/index.m3u8"))
@@ -103,7 +122,10 @@ import Testing
             for index in 0..<3 { h.origin.update("/gone/seg\(index).ts") { $0.faults.status = 404 } }
             for index in 0..<3 {
                 let bytes = try await collect(try await h.reader.read(h.origin.url("/gone/seg\(index).ts")))
-                #expect(bytes.readableBytes == 30_000 && DeterministicContent(seed: UInt64(60 + index)).firstMismatch(in: bytes, at: 0) == nil, "seg\(index)")
+                #expect(
+                    bytes.readableBytes == 30_000
+                        && DeterministicContent(seed: UInt64(60 + index)).firstMismatch(in: bytes, at: 0) == nil,
+                    "seg\(index)")
                 #expect(h.origin.requests("/gone/seg\(index).ts").count == 2, "fetched once, asked once more")
             }
         }
@@ -111,7 +133,9 @@ import Testing
 
     @Test func aSegmentTheOriginRefusesIsAGap() async throws {
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)) { h in
-            for index in 0..<4 where index != 2 { h.origin.serve(.generated(length: 50_000, seed: UInt64(90 + index)), at: "/live/seg\(index).ts") }
+            for index in 0..<4 where index != 2 {
+                h.origin.serve(.generated(length: 50_000, seed: UInt64(90 + index)), at: "/live/seg\(index).ts")
+            }
             h.origin.serve(Self.window(0, 4, total: 4, end: true), at: "/live/index.m3u8")
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
@@ -135,9 +159,14 @@ extension RecordingTests {
         let clock = ManualClock()
         try await Self.withClock(clock, limit: 50_000_000, pinned: 20_000_000) { h in
             h.origin.useClock(clock)
-            for name in ["v", "a"] { h.origin.serve(.generated(length: 1_000, seed: name == "v" ? 1 : 2), at: "/ld/init-\(name).m4s") }
+            for name in ["v", "a"] {
+                h.origin.serve(.generated(length: 1_000, seed: name == "v" ? 1 : 2), at: "/ld/init-\(name).m4s")
+            }
             for number in 1...20 {
-                for (name, seed) in [("v", 100), ("a", 200)] { h.origin.serve(.generated(length: 20_000, seed: UInt64(seed + number)), at: "/ld/\(name)-\(number).m4s") }
+                for (name, seed) in [("v", 100), ("a", 200)] {
+                    h.origin.serve(
+                        .generated(length: 20_000, seed: UInt64(seed + number)), at: "/ld/\(name)-\(number).m4s")
+                }
             }
             let start = clock.now
             let manifest = """
@@ -150,7 +179,9 @@ extension RecordingTests {
                   </Period>
                 </MPD>
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"), at: "/ld/m.mpd")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(manifest.utf8)), mimeType: "application/dash+xml"),
+                at: "/ld/m.mpd")
             clock.advance(by: 5)  // segments 1 and 2 have ended
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
@@ -177,8 +208,11 @@ extension RecordingTests {
                 #expect(numbers == Array(1...numbers.count) && numbers.count >= 6, "\(numbers)")
                 for (number, resource) in zip(numbers, resources) {
                     #expect(h.origin.requests("/ld/\(name)-\(number).m4s").count == 1)
-                    let bytes = try await collect(try #require(h.reader.cachedRead(resource.url, range: ByteRange(0, 20_000))))
-                    #expect(DeterministicContent(seed: UInt64(seed + number)).firstMismatch(in: bytes, at: 0) == nil, "\(resource.url)")
+                    let bytes = try await collect(
+                        try #require(h.reader.cachedRead(resource.url, range: ByteRange(0, 20_000))))
+                    #expect(
+                        DeterministicContent(seed: UInt64(seed + number)).firstMismatch(in: bytes, at: 0) == nil,
+                        "\(resource.url)")
                 }
             }
             await queue.shutDown()
@@ -194,7 +228,9 @@ extension RecordingTests {
     @Test func aRecordingRidesOutAnOriginThatFailsAWhile() async throws {
         let clock = ManualClock()
         try await Self.withClock(clock, limit: 10_000_000, pinned: 5_000_000) { h in
-            for index in 0..<10 { h.origin.serve(.generated(length: 10_000, seed: UInt64(40 + index)), at: "/down/seg\(index).ts") }
+            for index in 0..<10 {
+                h.origin.serve(.generated(length: 10_000, seed: UInt64(40 + index)), at: "/down/seg\(index).ts")
+            }
             // Revalidated at each reload, whatever the (manual) clock says.
             func window(_ first: Int) -> TestOrigin.Resource {
                 var resource = Self.window(first, 3, total: 10)
@@ -209,7 +245,9 @@ extension RecordingTests {
             queue.start()
             let job = try await queue.record(h.origin.url("/down/index.m3u8"))
             try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 3 }
-            func failures() -> [LogRecorder.Record] { log.all.filter { $0.level == .warning && $0.message.contains("could not reload") } }
+            func failures() -> [LogRecorder.Record] {
+                log.all.filter { $0.level == .warning && $0.message.contains("could not reload") }
+            }
             // The recording reloads once its copy is half a second old by the store's clock:
             // the clock moves on, and the test waits for the reload it brings.
             func reload(after seconds: Double = 1) async throws {
@@ -222,13 +260,17 @@ extension RecordingTests {
             try await waitUntil { failures().count >= 1 }
             try await reload()
             try await waitUntil { failures().count >= 2 }
-            #expect(failures().allSatisfy { $0.metadata["reason"]?.contains("503") == true }, "\(failures().map(\.metadata))")
+            #expect(
+                failures().allSatisfy { $0.metadata["reason"]?.contains("503") == true },
+                "\(failures().map(\.metadata))")
             // Back, the window five segments on: 3 and 4 were missed.
             h.origin.serve(window(5), at: "/down/index.m3u8")
             try await reload()
             try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 6 }
             let segments = try #require(queue.job(matching: job.id)?.recording?.timeline.segments)
-            #expect(segments.map(\.sequence) == [0, 1, 2, 5, 6, 7] && segments.map(\.discontinuity) == [false, false, false, true, false, false])
+            #expect(
+                segments.map(\.sequence) == [0, 1, 2, 5, 6, 7]
+                    && segments.map(\.discontinuity) == [false, false, false, true, false, false])
             // Down for longer than the patience: the recording ends, failed, saying why.
             h.origin.update("/down/index.m3u8") { $0.faults.status = 503 }
             try await reload()
@@ -249,10 +291,17 @@ extension RecordingTests {
     @Test func aRecordingTakesTheAudioLanguageAskedFor() async throws {
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 10_000_000, pinned: 5_000_000)) { h in
             for track in ["v", "en", "fr"] {
-                for index in 0..<3 { h.origin.serve(.generated(length: 5_000, seed: UInt64(index) + (track == "v" ? 10 : track == "en" ? 20 : 30)), at: "/mv/\(track)\(index).ts") }
+                for index in 0..<3 {
+                    h.origin.serve(
+                        .generated(length: 5_000, seed: UInt64(index) + (track == "v" ? 10 : track == "en" ? 20 : 30)),
+                        at: "/mv/\(track)\(index).ts")
+                }
                 var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n"
                 for index in 0..<3 { text += "#EXTINF:1.0,\n\(track)\(index).ts\n" }
-                h.origin.serve(TestOrigin.Resource(body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/mv/\(track).m3u8")
+                h.origin.serve(
+                    TestOrigin.Resource(
+                        body: .bytes(Array((text + "#EXT-X-ENDLIST\n").utf8)), mimeType: "application/vnd.apple.mpegurl"
+                    ), at: "/mv/\(track).m3u8")
             }
             let master = """
                 #EXTM3U
@@ -262,20 +311,30 @@ extension RecordingTests {
                 v.m3u8
 
                 """
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/mv/master.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(master.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+                at: "/mv/master.m3u8")
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
-            let job = try await queue.record(h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["fr"])))
+            let job = try await queue.record(
+                h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["fr"])))
             #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
             let (top, _, isMaster) = try #require(queue.recordings.playlist(job.id, reference: { "t\($0)" }))
-            #expect(isMaster && top.contains("LANGUAGE=\"fr\"") && top.contains("URI=\"t1\"") && !top.contains("LANGUAGE=\"en\""), "\(top)")
+            #expect(
+                isMaster && top.contains("LANGUAGE=\"fr\"") && top.contains("URI=\"t1\"")
+                    && !top.contains("LANGUAGE=\"en\""), "\(top)")
             for index in 0..<3 {
-                #expect(h.origin.requests("/mv/fr\(index).ts").count == 1 && h.origin.requests("/mv/v\(index).ts").count == 1)
+                #expect(
+                    h.origin.requests("/mv/fr\(index).ts").count == 1
+                        && h.origin.requests("/mv/v\(index).ts").count == 1)
                 #expect(h.origin.requests("/mv/en\(index).ts").isEmpty, "the English audio was not asked for")
             }
-            let missing = try await queue.record(h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["de"])))
+            let missing = try await queue.record(
+                h.origin.url("/mv/master.m3u8"), renditions: RenditionChoice(audio: .languages(["de"])))
             let failed = try await PinnedDownloadsTests.settled(missing.id, in: queue)
-            #expect(failed.state == .failed && failed.failure?.contains("no audio in de") == true && failed.failure?.contains("en, fr") == true, "\(failed)")
+            #expect(
+                failed.state == .failed && failed.failure?.contains("no audio in de") == true
+                    && failed.failure?.contains("en, fr") == true, "\(failed)")
             await queue.shutDown()
         }
     }

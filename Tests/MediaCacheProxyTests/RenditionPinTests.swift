@@ -20,22 +20,35 @@ import Testing
             let folder = directory.appendingPathComponent(name)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let made = try await runTool(
-                ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=\(size):rate=10", "-an", "-c:v", "mpeg2video", "-q:v", "8"] + hls
-                    + ["-hls_segment_filename", folder.appendingPathComponent("seg%03d.ts").path, folder.appendingPathComponent("index.m3u8").path])
+                [
+                    "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=\(size):rate=10",
+                    "-an", "-c:v", "mpeg2video", "-q:v", "8",
+                ] + hls
+                    + [
+                        "-hls_segment_filename", folder.appendingPathComponent("seg%03d.ts").path,
+                        folder.appendingPathComponent("index.m3u8").path,
+                    ])
             #expect(made.status == 0, "\(made.error)")
         }
         for (name, tone) in [("a_en", 440), ("a_fr", 550)] {
             let folder = directory.appendingPathComponent(name)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let made = try await runTool(
-                ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(tone):duration=3", "-c:a", "mp2"] + hls
-                    + ["-hls_segment_filename", folder.appendingPathComponent("seg%03d.ts").path, folder.appendingPathComponent("index.m3u8").path])
+                [
+                    "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(tone):duration=3", "-c:a",
+                    "mp2",
+                ] + hls
+                    + [
+                        "-hls_segment_filename", folder.appendingPathComponent("seg%03d.ts").path,
+                        folder.appendingPathComponent("index.m3u8").path,
+                    ])
             #expect(made.status == 0, "\(made.error)")
         }
         for language in ["en", "fr"] {
             let folder = directory.appendingPathComponent("s_\(language)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            try "WEBVTT\n\n00:00:00.000 --> 00:00:02.000\nHello (\(language))\n".write(to: folder.appendingPathComponent("sub.vtt"), atomically: true, encoding: .utf8)
+            try "WEBVTT\n\n00:00:00.000 --> 00:00:02.000\nHello (\(language))\n".write(
+                to: folder.appendingPathComponent("sub.vtt"), atomically: true, encoding: .utf8)
             try "#EXTM3U\n#EXT-X-TARGETDURATION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:3.0,\nsub.vtt\n#EXT-X-ENDLIST\n"
                 .write(to: folder.appendingPathComponent("index.m3u8"), atomically: true, encoding: .utf8)
         }
@@ -50,10 +63,13 @@ import Testing
         func variant(_ index: Int, _ size: String, subtitles: Bool = true) -> String {
             "#EXT-X-STREAM-INF:BANDWIDTH=\((index + 1) * 300_000),RESOLUTION=\(size),AUDIO=\"aud\"\(subtitles ? ",SUBTITLES=\"subs\"" : "")\nv\(index)/index.m3u8"
         }
-        let master = ["#EXTM3U"] + audio + subtitles + [variant(0, "160x120"), variant(1, "320x240"), variant(2, "480x360")]
-        try (master.joined(separator: "\n") + "\n").write(to: directory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
+        let master =
+            ["#EXTM3U"] + audio + subtitles + [variant(0, "160x120"), variant(1, "320x240"), variant(2, "480x360")]
+        try (master.joined(separator: "\n") + "\n").write(
+            to: directory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
         let expected = ["#EXTM3U"] + audio + [variant(1, "320x240", subtitles: false)]
-        try (expected.joined(separator: "\n") + "\n").write(to: directory.appendingPathComponent("expected.m3u8"), atomically: true, encoding: .utf8)
+        try (expected.joined(separator: "\n") + "\n").write(
+            to: directory.appendingPathComponent("expected.m3u8"), atomically: true, encoding: .utf8)
     }
 
     /// The paths under `/hls/<folder>/` the origin serves.
@@ -77,13 +93,19 @@ import Testing
                 queue.start()
                 // The 240-line variant, English audio and English subtitles.
                 let first = try await queue.pin(
-                    master, renditions: RenditionChoice(variants: [.atMostHeight(240)], audio: .languages(["en"]), subtitles: .languages(["en"])))
+                    master,
+                    renditions: RenditionChoice(
+                        variants: [.atMostHeight(240)], audio: .languages(["en"]), subtitles: .languages(["en"])))
                 let done = try await PinnedDownloadsTests.settled(first.id, in: queue)
                 #expect(done.state == .completed, "\(done.failure ?? "")")
-                #expect(done.renditions?.map(\.rendition.role) == [.variant, .audio, .subtitles], "\(done.renditions ?? [])")
+                #expect(
+                    done.renditions?.map(\.rendition.role) == [.variant, .audio, .subtitles], "\(done.renditions ?? [])"
+                )
                 #expect(done.renditions?.allSatisfy { $0.state == .held } == true)
                 let untouched = Self.paths(served, in: ["v0", "v2", "a_fr", "s_fr"])
-                #expect(untouched.count == 14 && untouched.allSatisfy { origin.requests($0).isEmpty }, "fetched what was not chosen")
+                #expect(
+                    untouched.count == 14 && untouched.allSatisfy { origin.requests($0).isEmpty },
+                    "fetched what was not chosen")
 
                 // French audio added: the origin sends that language's playlist and segments, nothing else.
                 origin.resetCounters()
@@ -92,18 +114,25 @@ import Testing
                 let more = try await PinnedDownloadsTests.settled(first.id, in: queue)
                 #expect(more.state == .completed && more.renditions?.count == 4, "\(more)")
                 let french = Self.paths(served, in: ["a_fr"])
-                let frenchBytes = try french.reduce(Int64(0)) { $0 + Int64(try Data(contentsOf: made.appendingPathComponent(String($1.dropFirst(5)))).count) }
-                #expect(served.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) } == frenchBytes, "only the French audio's bytes")
+                let frenchBytes = try french.reduce(Int64(0)) {
+                    $0 + Int64(try Data(contentsOf: made.appendingPathComponent(String($1.dropFirst(5)))).count)
+                }
+                #expect(
+                    served.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) } == frenchBytes,
+                    "only the French audio's bytes")
                 #expect(french.allSatisfy { origin.bodyBytesSent($0) > 0 })
 
                 // Released, French goes back to the streaming cache; added again, it costs nothing.
                 #expect(try await queue.unpin(master, renditions: RenditionChoice(audio: .languages(["fr"]))))
-                #expect(!store.isPinned(store.key(for: origin.url("/hls/a_fr/seg000.ts"))) && store.isPinned(store.key(for: origin.url("/hls/a_en/seg000.ts"))))
+                #expect(
+                    !store.isPinned(store.key(for: origin.url("/hls/a_fr/seg000.ts")))
+                        && store.isPinned(store.key(for: origin.url("/hls/a_en/seg000.ts"))))
                 #expect(queue.job(matching: first.id)?.renditions?.count == 3)
                 origin.resetCounters()
                 _ = try await queue.pin(master, renditions: RenditionChoice(audio: .languages(["fr"])))
                 #expect(try await PinnedDownloadsTests.settled(first.id, in: queue).state == .completed)
-                #expect(served.allSatisfy { origin.bodyBytesSent($0) == 0 }, "a rendition still stored was fetched again")
+                #expect(
+                    served.allSatisfy { origin.bodyBytesSent($0) == 0 }, "a rendition still stored was fetched again")
                 await #expect(throws: CacheError.self, "a language the asset lacks") {
                     try await queue.pin(master, renditions: RenditionChoice(audio: .languages(["de"])))
                 }
@@ -114,9 +143,13 @@ import Testing
             let asked = origin.requests("/hls/master.m3u8").count
             try await OfflineAndKeysTests.withProxy(folder, offline: false) { h in
                 let text = String(buffer: try await h.get(h.proxyURL(for: master.absoluteString)).body)
-                for listed in ["v0%2F", "v1%2F", "v2%2F", "s_fr%2F", "a_fr%2F"] { #expect(text.contains(listed), "\(listed) missing online: \(text)") }
+                for listed in ["v0%2F", "v1%2F", "v2%2F", "s_fr%2F", "a_fr%2F"] {
+                    #expect(text.contains(listed), "\(listed) missing online: \(text)")
+                }
             }
-            #expect(origin.requests("/hls/master.m3u8").dropFirst(asked).map(\.status) == [304], "\(origin.requests("/hls/master.m3u8"))")
+            #expect(
+                origin.requests("/hls/master.m3u8").dropFirst(asked).map(\.status) == [304],
+                "\(origin.requests("/hls/master.m3u8"))")
             try await origin.shutdown()
 
             // The origin stopped, the proxy online: it finds out, and lists only what is held.
@@ -125,17 +158,25 @@ import Testing
                     let reply = try await h.get(h.proxyURL(for: master.absoluteString))
                     #expect(reply.status == 200)
                     let text = String(buffer: reply.body)
-                    for kept in ["v1%2Findex", "a_en%2Findex", "a_fr%2Findex", "s_en%2Findex"] { #expect(text.contains(kept), "\(kept) missing: \(text)") }
-                    for gone in ["v0%2F", "v2%2F", "s_fr%2F"] { #expect(!text.contains(gone), "\(gone) listed: \(text)") }
+                    for kept in ["v1%2Findex", "a_en%2Findex", "a_fr%2Findex", "s_en%2Findex"] {
+                        #expect(text.contains(kept), "\(kept) missing: \(text)")
+                    }
+                    for gone in ["v0%2F", "v2%2F", "s_fr%2F"] {
+                        #expect(!text.contains(gone), "\(gone) listed: \(text)")
+                    }
                     try await Self.expectEveryURIAnswersTheOriginsBytes(text, made: made, through: h)
-                    #expect(try await HLSProxyTests.decodeHash(h.proxyURL(for: master.absoluteString)) == direct, "offline: \(offline)")
+                    #expect(
+                        try await HLSProxyTests.decodeHash(h.proxyURL(for: master.absoluteString)) == direct,
+                        "offline: \(offline)")
                 }
             }
             // Exported, the same master: it plays from the folder.
             let exported = directory.appendingPathComponent("exported")
             try await PinnedDownloadsTests.withEngine(folder) { _, reader in
                 let summary = try await reader.export(master, to: exported)
-                #expect(summary.files == 3 + 3 + 3 + 1 + 4 + 1, "segments of three renditions, a subtitle file, four playlists and the master: \(summary)")
+                #expect(
+                    summary.files == 3 + 3 + 3 + 1 + 4 + 1,
+                    "segments of three renditions, a subtitle file, four playlists and the master: \(summary)")
             }
             let index = try String(contentsOf: exported.appendingPathComponent("index.m3u8"), encoding: .utf8)
             #expect(!index.contains("http") && !index.contains("480x360") && index.contains("320x240"), "\(index)")
@@ -151,16 +192,20 @@ import Testing
         let made = try await runTool(
             [
                 "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
-                "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-f", "lavfi", "-i", "sine=frequency=550:duration=3",
+                "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-f", "lavfi", "-i",
+                "sine=frequency=550:duration=3",
                 "-f", "lavfi", "-i", "sine=frequency=660:duration=3", "-threads", "1",
-                "-map", "0:v", "-map", "0:v", "-map", "1:a", "-map", "2:a", "-map", "3:a", "-c:v", "mpeg4", "-b:v:0", "100k", "-b:v:1", "400k", "-c:a", "aac",
+                "-map", "0:v", "-map", "0:v", "-map", "1:a", "-map", "2:a", "-map", "3:a", "-c:v", "mpeg4", "-b:v:0",
+                "100k", "-b:v:1", "400k", "-c:a", "aac",
                 "-metadata:s:a:0", "language=en", "-metadata:s:a:1", "language=fr", "-metadata:s:a:2", "language=de",
                 "-adaptation_sets", "id=0,streams=0,1 id=1,streams=2 id=2,streams=3 id=3,streams=4",
                 "-f", "dash", "-seg_duration", "1", directory.appendingPathComponent("m.mpd").path,
             ])
         #expect(made.status == 0, "\(made.error)")
         var text = try String(contentsOf: directory.appendingPathComponent("m.mpd"), encoding: .utf8)
-        for (open, close) in [("<Representation id=\"1\"", "</Representation>"), ("<AdaptationSet id=\"3\"", "</AdaptationSet>")] {
+        for (open, close) in [
+            ("<Representation id=\"1\"", "</Representation>"), ("<AdaptationSet id=\"3\"", "</AdaptationSet>"),
+        ] {
             let start = try #require(text.range(of: open))
             let end = try #require(text.range(of: close, range: start.upperBound..<text.endIndex))
             text.replaceSubrange(start.lowerBound..<end.upperBound, with: "")
@@ -183,18 +228,27 @@ import Testing
             try await PinnedDownloadsTests.withEngine(folder) { _, reader in
                 let queue = try DownloadQueue(reader: reader)
                 queue.start()
-                let job = try await queue.pin(manifest, renditions: RenditionChoice(variants: [.lowestBandwidth], audio: .languages(["en"])))
+                let job = try await queue.pin(
+                    manifest, renditions: RenditionChoice(variants: [.lowestBandwidth], audio: .languages(["en"])))
                 let done = try await PinnedDownloadsTests.settled(job.id, in: queue)
                 #expect(done.state == .completed, "\(done.failure ?? "")")
-                #expect(done.renditions?.map { $0.rendition.representation ?? "" } == ["0", "2"], "\(done.renditions ?? [])")
-                #expect((stream(1) + stream(3) + stream(4)).allSatisfy { origin.requests($0).isEmpty }, "fetched what was not chosen")
+                #expect(
+                    done.renditions?.map { $0.rendition.representation ?? "" } == ["0", "2"], "\(done.renditions ?? [])"
+                )
+                #expect(
+                    (stream(1) + stream(3) + stream(4)).allSatisfy { origin.requests($0).isEmpty },
+                    "fetched what was not chosen")
                 #expect(stream(0).count == 4 && stream(0).allSatisfy { !origin.requests($0).isEmpty })
                 // French added: only its adaptation set's bytes.
                 origin.resetCounters()
                 _ = try await queue.pin(manifest, renditions: RenditionChoice(audio: .languages(["fr"])))
                 #expect(try await PinnedDownloadsTests.settled(job.id, in: queue).state == .completed)
-                let frenchBytes = try stream(3).reduce(Int64(0)) { $0 + Int64(try Data(contentsOf: made.appendingPathComponent(String($1.dropFirst(6)))).count) }
-                #expect(served.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) } == frenchBytes, "only the French audio's bytes")
+                let frenchBytes = try stream(3).reduce(Int64(0)) {
+                    $0 + Int64(try Data(contentsOf: made.appendingPathComponent(String($1.dropFirst(6)))).count)
+                }
+                #expect(
+                    served.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) } == frenchBytes,
+                    "only the French audio's bytes")
                 await queue.shutDown()
             }
             try await origin.shutdown()
@@ -204,8 +258,12 @@ import Testing
                     #expect(reply.status == 200)
                     let text = String(buffer: reply.body)
                     #expect(!text.contains("<Representation id=\"1\"") && !text.contains("lang=\"de\""), "\(text)")
-                    #expect(text.contains("<Representation id=\"0\"") && text.contains("lang=\"en\"") && text.contains("lang=\"fr\""), "\(text)")
-                    #expect(try await DASHProxyTests.decodeHash(h.proxyURL(for: manifest.absoluteString)) == direct, "offline: \(offline)")
+                    #expect(
+                        text.contains("<Representation id=\"0\"") && text.contains("lang=\"en\"")
+                            && text.contains("lang=\"fr\""), "\(text)")
+                    #expect(
+                        try await DASHProxyTests.decodeHash(h.proxyURL(for: manifest.absoluteString)) == direct,
+                        "offline: \(offline)")
                 }
             }
         }
@@ -230,7 +288,9 @@ import Testing
                 let segmentURL = try #require(HLSPlaylist.resolve(segment.uri, base: playlist))
                 let answer = try await h.get(segmentURL.absoluteString)
                 #expect(answer.status == 200, "\(segmentURL)")
-                let item = URLComponents(url: segmentURL, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "url" }
+                let item = URLComponents(url: segmentURL, resolvingAgainstBaseURL: false)?.queryItems?.first {
+                    $0.name == "url"
+                }
                 let origin = try #require(item?.value.flatMap { URL(string: $0) })
                 let file = made.appendingPathComponent(String(origin.path.dropFirst(5)))
                 #expect(Array(buffer: answer.body) == Array(try Data(contentsOf: file)), "\(origin.path)")

@@ -39,7 +39,9 @@ import Testing
         for round in 0..<2 {
             if round == 1 { clock.advance(by: after) }
             let reply = try await h.get(h.url(path), headers: headers)
-            #expect(reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil && reply.body.readableBytes == 20_000, "\(path)")
+            #expect(
+                reply.status == 200 && resource.firstMismatch(in: reply.body, at: 0) == nil
+                    && reply.body.readableBytes == 20_000, "\(path)")
         }
         return h.origin.requests(path).count
     }
@@ -75,7 +77,8 @@ import Testing
             let credentials = [("Authorization", "Bearer 123")]
             let count4 = try await Self.twice(h, clock, "/a.mp3", cacheControl: "max-age=60", headers: credentials)
             #expect(count4 == (shared ? 2 : 1))
-            let count5 = try await Self.twice(h, clock, "/a-public.mp3", cacheControl: "public, max-age=60", headers: credentials)
+            let count5 = try await Self.twice(
+                h, clock, "/a-public.mp3", cacheControl: "public, max-age=60", headers: credentials)
             #expect(count5 == 1)
             let count6 = try await Self.twice(h, clock, "/a-s.mp3", cacheControl: "s-maxage=60", headers: credentials)
             #expect(count6 == (shared ? 1 : 2))

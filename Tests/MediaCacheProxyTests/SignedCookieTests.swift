@@ -38,7 +38,10 @@ import Testing
     static func expectEveryRequestSigned(_ paths: [String], entry: String, on origin: TestOrigin) {
         let requests = paths.filter { $0 != entry }.flatMap { origin.requests($0) }
         #expect(!requests.isEmpty)
-        #expect(requests.allSatisfy { $0.status != 403 && $0.header("cookie")?.contains("\(signature.name)=\(signature.value)") == true }, "\(requests)")
+        #expect(
+            requests.allSatisfy {
+                $0.status != 403 && $0.header("cookie")?.contains("\(signature.name)=\(signature.value)") == true
+            }, "\(requests)")
     }
 
     @Test(.enabled(if: HLSProxyTests.hasFFmpeg, "ffmpeg is installed by .ci/run"))
@@ -46,7 +49,9 @@ import Testing
         try await withTemporaryDirectory { directory in
             try await ProxyHarness.with { h in
                 let entry = "/hls/master.m3u8"
-                try await HLSProxyTests.make(.masterWithTwoVariants, in: directory, originURL: String(h.origin.url("/").absoluteString.dropLast()))
+                try await HLSProxyTests.make(
+                    .masterWithTwoVariants, in: directory,
+                    originURL: String(h.origin.url("/").absoluteString.dropLast()))
                 let paths = try HLSProxyTests.serve(directory, on: h.origin)
                 Self.protect(paths, entry: entry, on: h.origin)
                 // The player gets no Set-Cookie (its one origin is the proxy: every site's
@@ -62,9 +67,14 @@ import Testing
                 Self.expectEveryRequestSigned(paths, entry: entry, on: h.origin)
                 // Another site, on another address, never receives them.
                 let other = try await TestOrigin.start(host: "127.0.0.2")
-                other.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 5), length: 1000), mimeType: "audio/mpeg"), at: "/a.mp3")
+                other.serve(
+                    TestOrigin.Resource(
+                        body: .generated(DeterministicContent(seed: 5), length: 1000), mimeType: "audio/mpeg"),
+                    at: "/a.mp3")
                 let answer = try await h.get(h.proxyURL(for: other.url("/a.mp3").absoluteString))
-                #expect(answer.status == 200 && answer.body.readableBytes == 1000 && DeterministicContent(seed: 5).firstMismatch(in: answer.body, at: 0) == nil)
+                #expect(
+                    answer.status == 200 && answer.body.readableBytes == 1000
+                        && DeterministicContent(seed: 5).firstMismatch(in: answer.body, at: 0) == nil)
                 let asked = other.requests("/a.mp3")
                 #expect(!asked.isEmpty && asked.allSatisfy { $0.header("cookie") == nil }, "\(asked.map(\.headers))")
                 try await other.shutdown()
@@ -79,14 +89,22 @@ import Testing
         fetcher.cookieJar = nil
         try await ProxyHarness.with(fetcher: fetcher) { h in
             let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nseg.ts\n#EXT-X-ENDLIST\n"
-            h.origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"), at: "/s/index.m3u8")
-            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 9), length: 5000), mimeType: "video/mp2t"), at: "/s/seg.ts")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: "application/vnd.apple.mpegurl"),
+                at: "/s/index.m3u8")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: 9), length: 5000), mimeType: "video/mp2t"),
+                at: "/s/seg.ts")
             Self.protect(["/s/index.m3u8", "/s/seg.ts"], entry: "/s/index.m3u8", on: h.origin)
             #expect(try await h.get(h.url("/s/index.m3u8")).status == 200)
             #expect(try await h.get(h.url("/s/seg.ts")).status == 403)
             // A player that sends the cookie itself is passed through as it is.
-            let own = try await h.get(h.url("/s/seg.ts"), headers: [("Cookie", "\(Self.signature.name)=\(Self.signature.value)")])
-            #expect(own.status == 200 && own.body.readableBytes == 5000 && DeterministicContent(seed: 9).firstMismatch(in: own.body, at: 0) == nil)
+            let own = try await h.get(
+                h.url("/s/seg.ts"), headers: [("Cookie", "\(Self.signature.name)=\(Self.signature.value)")])
+            #expect(
+                own.status == 200 && own.body.readableBytes == 5000
+                    && DeterministicContent(seed: 9).firstMismatch(in: own.body, at: 0) == nil)
         }
     }
 
@@ -94,18 +112,30 @@ import Testing
     /// host it asked, so a later request without them still carries them.
     @Test func aPlayersCookieIsKeptForItsOrigin() async throws {
         try await ProxyHarness.with { h in
-            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 3), length: 3000), mimeType: "video/mp2t"), at: "/p/a.ts")
-            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 4), length: 3000), mimeType: "video/mp2t"), at: "/p/b.ts")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: 3), length: 3000), mimeType: "video/mp2t"),
+                at: "/p/a.ts")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: 4), length: 3000), mimeType: "video/mp2t"),
+                at: "/p/b.ts")
             Self.protect(["/p/a.ts", "/p/b.ts"], entry: "", on: h.origin)
             #expect(try await h.get(h.url("/p/a.ts")).status == 403)
-            let first = try await h.get(h.url("/p/a.ts"), headers: [("Cookie", "\(Self.signature.name)=\(Self.signature.value)")])
+            let first = try await h.get(
+                h.url("/p/a.ts"), headers: [("Cookie", "\(Self.signature.name)=\(Self.signature.value)")])
             #expect(first.status == 200)
             let second = try await h.get(h.url("/p/b.ts"))
-            #expect(second.status == 200 && second.body.readableBytes == 3000 && DeterministicContent(seed: 4).firstMismatch(in: second.body, at: 0) == nil)
+            #expect(
+                second.status == 200 && second.body.readableBytes == 3000
+                    && DeterministicContent(seed: 4).firstMismatch(in: second.body, at: 0) == nil)
         }
     }
 
-    @Test(.enabled(if: DASHProxyTests.hasFFmpeg && DASHProxyTests.hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"))
+    @Test(
+        .enabled(
+            if: DASHProxyTests.hasFFmpeg && DASHProxyTests.hasGStreamer, "ffmpeg and GStreamer are installed by .ci/run"
+        ))
     func aDASHPresentationBehindSignedCookiesPlaysInGStreamer() async throws {
         try await withTemporaryDirectory { directory in
             try await ProxyHarness.with { h in
@@ -116,9 +146,11 @@ import Testing
                 _ = try DASHProxyTests.serve(made, on: h.origin, under: "/open")
                 let paths = try DASHProxyTests.serve(made, on: h.origin)
                 Self.protect(paths, entry: "/dash/m.mpd", on: h.origin)
-                let direct = try await DASHProxyTests.gstreamerPlay(h.origin.url("/open/m.mpd").absoluteString, in: directory)
+                let direct = try await DASHProxyTests.gstreamerPlay(
+                    h.origin.url("/open/m.mpd").absoluteString, in: directory)
                 h.origin.resetCounters()
-                let proxied = try await DASHProxyTests.gstreamerPlay(h.proxyURL(for: h.origin.url("/dash/m.mpd").absoluteString), in: directory)
+                let proxied = try await DASHProxyTests.gstreamerPlay(
+                    h.proxyURL(for: h.origin.url("/dash/m.mpd").absoluteString), in: directory)
                 #expect(direct.videoBytes > 0 && proxied == direct, "direct \(direct), proxied \(proxied)")
                 Self.expectEveryRequestSigned(paths, entry: "/dash/m.mpd", on: h.origin)
             }

@@ -26,7 +26,8 @@ import Testing
         var origin: String?
 
         var headers: [(String, String)] {
-            guard let site else { return [("User-Agent", "Lavf/61.7.100"), ("Range", "bytes=0-")] }  // a player: no Sec-Fetch-*
+            // A player: no Sec-Fetch-*.
+            guard let site else { return [("User-Agent", "Lavf/61.7.100"), ("Range", "bytes=0-")] }
             var fields: [(String, String)] = [
                 ("Sec-Fetch-Site", site), ("Sec-Fetch-Dest", destination),
                 ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0.0.0 Safari/537.36"),
@@ -38,7 +39,10 @@ import Testing
                     ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
                 ]
             case "image":
-                fields += [("Sec-Fetch-Mode", origin == nil ? "no-cors" : "cors"), ("Accept", "image/avif,image/webp,image/apng,*/*;q=0.8")]
+                fields += [
+                    ("Sec-Fetch-Mode", origin == nil ? "no-cors" : "cors"),
+                    ("Accept", "image/avif,image/webp,image/apng,*/*;q=0.8"),
+                ]
             case "empty":
                 fields += [("Sec-Fetch-Mode", "cors"), ("Accept", "*/*")]
             default:  // video, audio
@@ -92,24 +96,34 @@ import Testing
                 let hot = try await h.get(h.url("/hot.mp4"), headers: request.headers)
                 if request.isServed {
                     #expect(hot.status == 200 || hot.status == 206, "\(request): \(String(buffer: hot.body))")
-                    #expect(hot.body.readableBytes == 200_000 && resource.firstMismatch(in: hot.body, at: 0) == nil, "\(request)")
+                    #expect(
+                        hot.body.readableBytes == 200_000 && resource.firstMismatch(in: hot.body, at: 0) == nil,
+                        "\(request)")
                     let allowed = hot.headers.first(name: "access-control-allow-origin")
                     #expect(allowed == (request.origin == Self.listed ? Self.listed : nil), "\(request)")
                 } else {
                     refusals += 2
                     let cold = try await h.get(h.url("/cold.mp4"), headers: request.headers)
                     for reply in [hot, cold] {
-                        #expect(reply.status == 403 && String(buffer: reply.body).contains("A page of another site asked for this"), "\(request)")
+                        #expect(
+                            reply.status == 403
+                                && String(buffer: reply.body).contains("A page of another site asked for this"),
+                            "\(request)")
                         #expect(reply.headers.first(name: "access-control-allow-origin") == nil)
                     }
-                    #expect(h.origin.requests("/hot.mp4").count + h.origin.requests("/cold.mp4").count == originRequests, "a refusal costs no origin request: \(request)")
+                    #expect(
+                        h.origin.requests("/hot.mp4").count + h.origin.requests("/cold.mp4").count == originRequests,
+                        "a refusal costs no origin request: \(request)")
                 }
             }
             #expect(refusals == 2 * 10, "cross-site with no origin or an unlisted one, five destinations")
             #expect(h.origin.requests("/cold.mp4").isEmpty)
             let warnings = recorder.all.filter { $0.level == .warning && $0.metadata["cause"] == "cross-site" }
             #expect(warnings.count == refusals)
-            #expect(warnings.allSatisfy { $0.metadata["referer"] == "https://evil.example" || $0.metadata["referer"] == Self.listed })
+            #expect(
+                warnings.allSatisfy {
+                    $0.metadata["referer"] == "https://evil.example" || $0.metadata["referer"] == Self.listed
+                })
             // A value the proxy does not know, or two values, is not a site it serves.
             for sites in [["cross-origin"], ["same-origin", "cross-site"]] {
                 let reply = try await h.get(h.url("/hot.mp4"), headers: sites.map { ("Sec-Fetch-Site", $0) })
@@ -125,13 +139,21 @@ import Testing
             h.origin.serve(.generated(length: 10_000, seed: 142), at: "/kept.mp4")
             #expect(try await h.get(h.url("/kept.mp4")).status == 200)
             let base = "http://127.0.0.1:\(h.port)"
-            let crossSite = [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "image"), ("Referer", "https://evil.example/")]
+            let crossSite = [
+                ("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "image"),
+                ("Referer", "https://evil.example/"),
+            ]
             for path in ["/status", "/status.json", "/_mediacache/stats", "/_mediacache/entries"] {
                 #expect(try await h.get(base + path, headers: crossSite).status == 403, "\(path)")
-                #expect(try await h.get(base + path, headers: [("Sec-Fetch-Site", "none"), ("Sec-Fetch-Dest", "document")]).status == 200, "\(path) typed by the user")
-                #expect(try await h.get(base + path, headers: [("Sec-Fetch-Site", "same-origin")]).status == 200, "\(path) from the proxy's own page")
+                #expect(
+                    try await h.get(base + path, headers: [("Sec-Fetch-Site", "none"), ("Sec-Fetch-Dest", "document")])
+                        .status == 200, "\(path) typed by the user")
+                #expect(
+                    try await h.get(base + path, headers: [("Sec-Fetch-Site", "same-origin")]).status == 200,
+                    "\(path) from the proxy's own page")
             }
-            let clear = try await h.get(base + "/_mediacache/clear", method: .POST, headers: crossSite + [("X-MediaCache-Admin", "1")])
+            let clear = try await h.get(
+                base + "/_mediacache/clear", method: .POST, headers: crossSite + [("X-MediaCache-Admin", "1")])
             #expect(clear.status == 403)
             #expect(h.base.store.summary().entries == 1, "nothing was cleared")
         }
@@ -178,8 +200,10 @@ import Testing
         let samples = (0..<8000).map { Int16(8000 * sin(Double($0) * 2 * .pi * 440 / 8000)) }
         func le<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
         let data = samples.flatMap { le($0) }
-        return Array("RIFF".utf8) + le(UInt32(36 + data.count)) + Array("WAVEfmt ".utf8) + le(UInt32(16)) + le(UInt16(1)) + le(UInt16(1))
-            + le(UInt32(8000)) + le(UInt32(16000)) + le(UInt16(2)) + le(UInt16(16)) + Array("data".utf8) + le(UInt32(data.count)) + data
+        return Array("RIFF".utf8) + le(UInt32(36 + data.count)) + Array("WAVEfmt ".utf8) + le(UInt32(16))
+            + le(UInt16(1)) + le(UInt16(1))
+            + le(UInt32(8000)) + le(UInt32(16000)) + le(UInt16(2)) + le(UInt16(16)) + Array("data".utf8)
+            + le(UInt32(data.count)) + data
     }()
 
     /// A page that puts `target` in a `<video>` (with `crossorigin` if asked) and reads it with
@@ -221,14 +245,17 @@ import Testing
 
     /// Opens `url` in headless Chromium and waits for the page's report at `report` on `pages`;
     /// returns what it reported.
-    static func visit(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws -> (video: String, fetch: String, range: String) {
+    static func visit(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws -> (
+        video: String, fetch: String, range: String
+    ) {
         let browser = try #require(chromium)
         let null = try #require(FileHandle(forWritingAtPath: "/dev/null"))
         defer { try? null.close() }
         let process = try SpawnedProcess(
             browser,
             [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--mute-audio",
                 "--autoplay-policy=no-user-gesture-required", "--user-data-dir=\(profile.path)", url,
             ],
             searchingPath: true, standardOutput: null.fileDescriptor, standardError: null.fileDescriptor)
@@ -266,33 +293,52 @@ import Testing
             }) { h in
                 h.origin.serve(TestOrigin.Resource(body: .bytes(Self.tone), mimeType: "audio/wav"), at: "/tone.wav")
                 let target = h.url("/tone.wav")
-                let cases: [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String, range: String))] =
-                    listed
-                    ? [("localhost", false, ("error 4", digest, "206 100")), ("localhost", true, (plays, digest, "206 100"))]
-                    : [("localhost", false, refused), ("localhost", true, refused), ("127.0.0.1", false, (plays, "error TypeError", "error TypeError"))]
+                let cases:
+                    [(host: String, crossOrigin: Bool, expected: (video: String, fetch: String, range: String))] =
+                        listed
+                        ? [
+                            ("localhost", false, ("error 4", digest, "206 100")),
+                            ("localhost", true, (plays, digest, "206 100")),
+                        ]
+                        : [
+                            ("localhost", false, refused), ("localhost", true, refused),
+                            ("127.0.0.1", false, (plays, "error TypeError", "error TypeError")),
+                        ]
                 for (host, crossOrigin, expected) in cases {
                     visits += 1
                     let before = h.origin.requests("/tone.wav").count
                     pages.serve(
                         TestOrigin.Resource(
-                            body: .bytes(Array(Self.page(target: target, crossOrigin: crossOrigin, report: "/report-\(visits)").utf8)),
+                            body: .bytes(
+                                Array(
+                                    Self.page(target: target, crossOrigin: crossOrigin, report: "/report-\(visits)")
+                                        .utf8)),
                             mimeType: "text/html"), at: "/page-\(visits).html")
                     pages.serve(TestOrigin.Resource(body: .bytes([]), mimeType: "image/gif"), at: "/report-\(visits)")
                     let seen = try await withTemporaryDirectory { profile in
-                        try await Self.visit("http://\(host):\(pages.port)/page-\(visits).html", report: "/report-\(visits)", on: pages, profile: profile)
+                        try await Self.visit(
+                            "http://\(host):\(pages.port)/page-\(visits).html", report: "/report-\(visits)", on: pages,
+                            profile: profile)
                     }
                     let label = "listed \(listed), page on \(host), crossorigin \(crossOrigin)"
                     #expect(seen == expected, "\(label): \(seen)")
-                    if expected == refused { #expect(h.origin.requests("/tone.wav").count == before, "\(label): a refused page costs no origin request") }
+                    if expected == refused {
+                        #expect(
+                            h.origin.requests("/tone.wav").count == before,
+                            "\(label): a refused page costs no origin request")
+                    }
                 }
                 // The user opens the status page: typed, so not refused.
                 let status = try await withTemporaryDirectory { profile in
                     try await ChildProcess.run([
-                        try #require(Self.chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        try #require(Self.chromium), "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-dev-shm-usage",
                         "--user-data-dir=\(profile.path)", "--dump-dom", "http://127.0.0.1:\(h.port)/status",
                     ])
                 }
-                #expect(String(decoding: status.output, as: UTF8.self).contains("id=\"hit-ratio\""), "\(status.error.suffix(500))")
+                #expect(
+                    String(decoding: status.output, as: UTF8.self).contains("id=\"hit-ratio\""),
+                    "\(status.error.suffix(500))")
             }
         }
     }

@@ -22,7 +22,8 @@ import Testing
         let opened = try Self.entry.open(sealed[...], index: 3, version: 9)
         #expect(Array(opened.plaintext) == Self.plaintext && opened.coverage == Self.whole)
         // Trailing bytes (the rest of a slot) do not matter.
-        #expect(Array(try Self.entry.open((sealed + [1, 2, 3])[...], index: 3, version: 9).plaintext) == Self.plaintext)
+        #expect(
+            Array(try Self.entry.open((sealed + [1, 2, 3])[...], index: 3, version: 9).plaintext) == Self.plaintext)
         // No 16-byte run of the plaintext appears in the sealed block.
         let sample = Array(Self.plaintext[1000..<1016])
         #expect(!(0...(sealed.count - 16)).contains { sealed[$0..<($0 + 16)].elementsEqual(sample) })
@@ -44,9 +45,13 @@ import Testing
         for position in [0, 1, 5, 127, 128, 139, 140, 5000, sealed.count - 1] {
             var flipped = sealed
             flipped[position] ^= 0x01
-            #expect(throws: BlockAuthenticationError(index: 3)) { try Self.entry.open(flipped[...], index: 3, version: 9) }
+            #expect(throws: BlockAuthenticationError(index: 3)) {
+                try Self.entry.open(flipped[...], index: 3, version: 9)
+            }
         }
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed.prefix(40_000), index: 3, version: 9) }
+        #expect(throws: BlockAuthenticationError.self) {
+            try Self.entry.open(sealed.prefix(40_000), index: 3, version: 9)
+        }
         #expect(throws: BlockAuthenticationError.self) { try Self.entry.open(sealed[...], index: 4, version: 9) }
         let other = EntryCipher(masterKey: Self.master, cacheKey: CacheKey("entry-b"))
         #expect(throws: BlockAuthenticationError.self) { try other.open(sealed[...], index: 3, version: 9) }
@@ -61,7 +66,9 @@ import Testing
         // A header that claims more than its sealing holds does not open.
         var widened = older
         widened.replaceSubrange(0..<BlockLayout.headerSize, with: BlockLayout().header(naming: Self.whole))
-        #expect(throws: BlockAuthenticationError.self) { try Self.entry.open((widened + sealed)[...], index: 3, version: 9) }
+        #expect(throws: BlockAuthenticationError.self) {
+            try Self.entry.open((widened + sealed)[...], index: 3, version: 9)
+        }
     }
 
     /// Property: a header from outside (random bytes, or a real one with random changes)
@@ -72,7 +79,9 @@ import Testing
         for round in 0..<20_000 {
             var header: [UInt8]
             if round % 2 == 0 {
-                header = (0..<Int.random(in: 0...140, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                header = (0..<Int.random(in: 0...140, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
                 if round % 4 == 0, header.count > 2 {
                     header[0] = 0
                     header[1] = UInt8.random(in: 0...16, using: &random)
@@ -94,7 +103,8 @@ import Testing
             guard let coverage = layout.coverage(inHeader: header) else { continue }
             #expect(!coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns)
             #expect(zip(coverage, coverage.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound })
-            #expect(coverage.allSatisfy { $0.lowerBound >= 0 && $0.lowerBound < $0.upperBound && $0.upperBound <= 1000 })
+            #expect(
+                coverage.allSatisfy { $0.lowerBound >= 0 && $0.lowerBound < $0.upperBound && $0.upperBound <= 1000 })
         }
     }
 
@@ -111,23 +121,31 @@ import Testing
         #expect(opened.key == CacheKey("key-1") && opened.metadata == metadata)
         #expect(sealer.open(column, fileName: "file-2") == nil)
         #expect(IndexSealer(masterKey: SymmetricKey(size: .bits256)).open(column, fileName: "file-1") == nil)
-        #expect(sealer.rowKey(for: CacheKey("key-1")) == IndexSealer(masterKey: Self.master).rowKey(for: CacheKey("key-1")))
+        #expect(
+            sealer.rowKey(for: CacheKey("key-1")) == IndexSealer(masterKey: Self.master).rowKey(for: CacheKey("key-1")))
         #expect(sealer.rowKey(for: CacheKey("key-1")) != sealer.rowKey(for: CacheKey("key-2")))
         var random = SystemRandomNumberGenerator()
         let alphabet = Array(IndexSealer.prefix + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
         for round in 0..<5000 {
             var text = Array(column)
             switch round % 3 {
-            case 0: text[Int.random(in: IndexSealer.prefix.count..<text.count, using: &random)] = alphabet.randomElement(using: &random)!
+            case 0:
+                text[Int.random(in: IndexSealer.prefix.count..<text.count, using: &random)] = alphabet.randomElement(
+                    using: &random)!
             case 1: text = Array(text.prefix(Int.random(in: 0..<text.count, using: &random)))
-            default: text = Array(IndexSealer.prefix) + (0..<Int.random(in: 0...200, using: &random)).map { _ in alphabet.randomElement(using: &random)! }
+            default:
+                text =
+                    Array(IndexSealer.prefix)
+                    + (0..<Int.random(in: 0...200, using: &random)).map { _ in alphabet.randomElement(using: &random)! }
             }
             let mutated = String(text)
             guard mutated != column else { continue }
             // A change base64 ignores (the unused bits of the last character) decodes to the
             // same sealed bytes; any other change is refused.
             if let result = sealer.open(mutated, fileName: "file-1") {
-                #expect(result.key == CacheKey("key-1") && result.metadata == metadata && Data(base64Encoded: String(mutated.dropFirst(IndexSealer.prefix.count))) != nil)
+                #expect(
+                    result.key == CacheKey("key-1") && result.metadata == metadata
+                        && Data(base64Encoded: String(mutated.dropFirst(IndexSealer.prefix.count))) != nil)
             }
         }
     }
@@ -141,10 +159,15 @@ import Testing
     @Test func theLayoutPutsEachBlockInItsOwnSlot() {
         let layout = BlockLayout(blockSize: 1000)
         #expect(layout.slotSize == 1156 && layout.slotOffset(3) == 3468)
-        #expect(layout.plaintextLength(fileSize: 2 * 1156 + 156 + 10) == 2010 && layout.plaintextLength(fileSize: 100) == 0)
-        #expect(layout.blocks(covering: ByteRange(999, 1001)) == 0...1 && layout.blocks(covering: ByteRange(1000, 2000)) == 1...1)
+        #expect(
+            layout.plaintextLength(fileSize: 2 * 1156 + 156 + 10) == 2010 && layout.plaintextLength(fileSize: 100) == 0)
+        #expect(
+            layout.blocks(covering: ByteRange(999, 1001)) == 0...1
+                && layout.blocks(covering: ByteRange(1000, 2000)) == 1...1)
         #expect(layout.blocks(covering: ByteRange(5, 5)) == nil)
-        #expect(layout.range(ofBlock: 2, length: 2500) == ByteRange(2000, 2500) && layout.range(ofBlock: 1, length: nil) == ByteRange(1000, 2000))
+        #expect(
+            layout.range(ofBlock: 2, length: 2500) == ByteRange(2000, 2500)
+                && layout.range(ofBlock: 1, length: nil) == ByteRange(1000, 2000))
     }
 
     /// Writes that start or end inside a block merge with the block's stored bytes (read,
@@ -154,12 +177,29 @@ import Testing
         let stored = SpanSet([ByteRange(0, 1500)])
         let plans = layout.plan(ByteRange(1500, 3200), stored: stored)
         #expect(plans.map(\.index) == [1, 2, 3])
-        #expect(plans[0] == BlockWrite(index: 1, source: ByteRange(0, 500), destination: ByteRange(500, 1000), coverage: [ByteRange(0, 1000)], mergesStoredBytes: true))
-        #expect(plans[1] == BlockWrite(index: 2, source: ByteRange(500, 1500), destination: ByteRange(0, 1000), coverage: [ByteRange(0, 1000)], mergesStoredBytes: false))
-        #expect(plans[2] == BlockWrite(index: 3, source: ByteRange(1500, 1700), destination: ByteRange(0, 200), coverage: [ByteRange(0, 200)], mergesStoredBytes: false))
+        #expect(
+            plans[0]
+                == BlockWrite(
+                    index: 1, source: ByteRange(0, 500), destination: ByteRange(500, 1000),
+                    coverage: [ByteRange(0, 1000)], mergesStoredBytes: true))
+        #expect(
+            plans[1]
+                == BlockWrite(
+                    index: 2, source: ByteRange(500, 1500), destination: ByteRange(0, 1000),
+                    coverage: [ByteRange(0, 1000)], mergesStoredBytes: false))
+        #expect(
+            plans[2]
+                == BlockWrite(
+                    index: 3, source: ByteRange(1500, 1700), destination: ByteRange(0, 200),
+                    coverage: [ByteRange(0, 200)], mergesStoredBytes: false))
         // A hole in the middle of a block: the write between two stored runs joins them.
         let gap = layout.plan(ByteRange(4200, 4300), stored: SpanSet([ByteRange(4000, 4200), ByteRange(4300, 4400)]))
-        #expect(gap == [BlockWrite(index: 4, source: ByteRange(0, 100), destination: ByteRange(200, 300), coverage: [ByteRange(0, 400)], mergesStoredBytes: true)])
+        #expect(
+            gap == [
+                BlockWrite(
+                    index: 4, source: ByteRange(0, 100), destination: ByteRange(200, 300),
+                    coverage: [ByteRange(0, 400)], mergesStoredBytes: true)
+            ])
         // Property: over random writes, the plans' coverage is exactly the spans after the
         // write, and each written byte lands in one place.
         var random = SystemRandomNumberGenerator()
@@ -174,14 +214,21 @@ import Testing
             let plans = layout.plan(written, stored: spans)
             var after = spans
             after.insert(written)
-            let covered = SpanSet(plans.flatMap { plan in plan.coverage.map { ByteRange($0.lowerBound + plan.index * 1000, $0.upperBound + plan.index * 1000) } })
+            let covered = SpanSet(
+                plans.flatMap { plan in
+                    plan.coverage.map {
+                        ByteRange($0.lowerBound + plan.index * 1000, $0.upperBound + plan.index * 1000)
+                    }
+                })
             #expect(
                 covered
                     == SpanSet(
                         after.spans.flatMap { span in
                             plans.compactMap { plan in
                                 let block = layout.range(ofBlock: plan.index, length: nil)
-                                let (lower, upper) = (max(block.lowerBound, span.lowerBound), min(block.upperBound, span.upperBound))
+                                let (lower, upper) = (
+                                    max(block.lowerBound, span.lowerBound), min(block.upperBound, span.upperBound)
+                                )
                                 return lower < upper ? ByteRange(lower, upper) : nil
                             }
                         }))
@@ -201,7 +248,9 @@ import Testing
             (Array(("zz" + hex.dropFirst(2)).utf8), "hexadecimal"), ([], "holds 0 bytes"),
         ]
         for (contents, reason) in bad {
-            #expect { try EncryptionKey.parse(contents) } throws: { ($0 as? EncryptionKeyError)?.message.contains(reason) == true }
+            #expect { try EncryptionKey.parse(contents) } throws: {
+                ($0 as? EncryptionKeyError)?.message.contains(reason) == true
+            }
         }
         try withTemporaryFile(hex) { path in
             chmod(path, 0o644)
@@ -211,7 +260,9 @@ import Testing
             let closed = try EncryptionKey.load(path: path).warning
             #expect(closed == nil)
         }
-        #expect { try EncryptionKey.load(path: "/nonexistent/key") } throws: { ($0 as? EncryptionKeyError)?.message.contains("Cannot read the key file") == true }
+        #expect { try EncryptionKey.load(path: "/nonexistent/key") } throws: {
+            ($0 as? EncryptionKeyError)?.message.contains("Cannot read the key file") == true
+        }
     }
 
     /// Property: any key file is a 32-byte key or a clear refusal; 64 hex characters always
@@ -222,11 +273,16 @@ import Testing
         for round in 0..<5000 {
             if round % 2 == 0 {
                 let key = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
-                let text = key.map { String(format: round % 4 == 0 ? "%02x" : "%02X", $0) }.joined() + (round % 3 == 0 ? "\n" : "")
+                let text =
+                    key.map { String(format: round % 4 == 0 ? "%02x" : "%02X", $0) }.joined()
+                    + (round % 3 == 0 ? "\n" : "")
                 #expect(try EncryptionKey.parse(Array(text.utf8)).withUnsafeBytes { Array($0) } == key)
             } else {
                 let length = Int.random(in: 0...70, using: &random)
-                let bytes = (0..<length).map { _ in Bool.random(using: &random) ? hexDigits.randomElement(using: &random)! : UInt8.random(in: 0...255, using: &random) }
+                let bytes = (0..<length).map { _ in
+                    Bool.random(using: &random)
+                        ? hexDigits.randomElement(using: &random)! : UInt8.random(in: 0...255, using: &random)
+                }
                 do {
                     let key = try EncryptionKey.parse(bytes)
                     #expect(key.bitCount == 256)

@@ -35,8 +35,11 @@ import Testing
         #expect(content.firstMismatch(in: bytes, at: range.lowerBound) == nil, sourceLocation: sourceLocation)
     }
 
-    static func write(_ handle: CacheEntryHandle, _ range: ByteRange, content: DeterministicContent = content) async throws {
-        try await handle.write(content.buffer(offset: range.lowerBound, length: Int(range.length)), at: range.lowerBound)
+    static func write(_ handle: CacheEntryHandle, _ range: ByteRange, content: DeterministicContent = content)
+        async throws
+    {
+        try await handle.write(
+            content.buffer(offset: range.lowerBound, length: Int(range.length)), at: range.lowerBound)
     }
 
     static func dataFiles(in directory: URL) throws -> [String] {
@@ -46,7 +49,9 @@ import Testing
     @Test func writesAreReadBackAndSurviveReopen() async throws {
         try await withTemporaryDirectory { directory in
             let key = CacheKey("https://cdn.example/video.mp4")
-            let metadata = ContentMetadata(length: 1 << 20, mimeType: "video/mp4; codecs=avc1", acceptsRanges: true, etag: "\"abc\"", lastModified: "Tue, 01 Jan 2030 00:00:00 GMT")
+            let metadata = ContentMetadata(
+                length: 1 << 20, mimeType: "video/mp4; codecs=avc1", acceptsRanges: true, etag: "\"abc\"",
+                lastModified: "Tue, 01 Jan 2030 00:00:00 GMT")
             let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
             let handle = try store.openEntry(key)
             try handle.updateMetadata(metadata)
@@ -54,7 +59,8 @@ import Testing
             try await Self.write(handle, ByteRange(5000, 9000))
             try await Self.write(handle, ByteRange(1000, 2000))  // touches the first span
             #expect(try handle.spans().spans == [ByteRange(0, 2000), ByteRange(5000, 9000)])
-            #expect(try handle.spans().holes(in: ByteRange(0, 10_000)) == [ByteRange(2000, 5000), ByteRange(9000, 10_000)])
+            #expect(
+                try handle.spans().holes(in: ByteRange(0, 10_000)) == [ByteRange(2000, 5000), ByteRange(9000, 10_000)])
             try await Self.expectBytes(handle, ByteRange(0, 2000))
             try await Self.expectBytes(handle, ByteRange(6000, 8500))
             await #expect(throws: CacheError.self) { try await handle.read(ByteRange(1500, 5500)) }
@@ -79,7 +85,10 @@ import Testing
     @Test func keysAreNeverPaths() async throws {
         try await withTemporaryDirectory { directory in
             let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
-            let keys = [CacheKey("../../../etc/passwd"), CacheKey(String(repeating: "é/", count: 5_000)), CacheKey(""), CacheKey("a\0b")]
+            let keys = [
+                CacheKey("../../../etc/passwd"), CacheKey(String(repeating: "é/", count: 5_000)), CacheKey(""),
+                CacheKey("a\0b"),
+            ]
             for (index, key) in keys.enumerated() {
                 let handle = try store.openEntry(key)
                 try await Self.write(handle, ByteRange(Int64(index), Int64(index) + 100))
@@ -88,7 +97,10 @@ import Testing
             try await store.close()
             let names = try Self.dataFiles(in: directory)
             #expect(names.count == keys.count)
-            #expect(names.allSatisfy { $0.utf8.count == 32 && $0.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) } }, "random names: \(names)")
+            #expect(
+                names.allSatisfy {
+                    $0.utf8.count == 32 && $0.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) }
+                }, "random names: \(names)")
             let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
             #expect(Set(reopened.keys) == Set(keys))
             for (index, key) in keys.enumerated() {
@@ -122,7 +134,8 @@ import Testing
         let table: [(String, String)] = [
             ("audio/mpeg", "public.mp3"), ("audio/mp4", "com.apple.m4a-audio"), ("audio/aac", "public.aac-audio"),
             ("video/mp4", "public.mpeg-4"), ("video/quicktime", "com.apple.quicktime-movie"),
-            ("audio/wav", "com.microsoft.waveform-audio"), ("audio/flac", "org.xiph.flac"), ("audio/ogg", "org.xiph.ogg-audio"),
+            ("audio/wav", "com.microsoft.waveform-audio"), ("audio/flac", "org.xiph.flac"),
+            ("audio/ogg", "org.xiph.ogg-audio"),
             ("video/webm", "org.webmproject.webm"), ("video/MP2T", "public.mpeg-2-transport-stream"),
             ("application/vnd.apple.mpegurl", "public.m3u-playlist"),
         ]
@@ -130,7 +143,8 @@ import Testing
             #expect(ContentMetadata(mimeType: mime).uniformTypeIdentifier == uti, "\(mime)")
         }
         for (ext, uti) in [
-            ("mp3", "public.mp3"), ("M4A", "com.apple.m4a-audio"), ("mov", "com.apple.quicktime-movie"), ("ts", "public.mpeg-2-transport-stream"), ("m3u8", "public.m3u-playlist"),
+            ("mp3", "public.mp3"), ("M4A", "com.apple.m4a-audio"), ("mov", "com.apple.quicktime-movie"),
+            ("ts", "public.mpeg-2-transport-stream"), ("m3u8", "public.m3u-playlist"),
         ] {
             #expect(MediaType.uniformTypeIdentifier(forPathExtension: ext) == uti, "\(ext)")
         }
@@ -152,7 +166,9 @@ import Testing
         var random = SplitMix(seed: 11)
         for _ in 0..<20_000 {
             let length = Int(random.next() % 12)
-            let text = String(String.UnicodeScalarView((0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }))
+            let text = String(
+                String.UnicodeScalarView(
+                    (0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }))
             #expect(MediaType.normalized(mimeType: text) == reference(text), "\(Array(text.utf8))")
         }
         #expect(MediaType.normalized(mimeType: " Video/MP4 ; codecs=x") == "video/mp4")
@@ -191,8 +207,12 @@ import Testing
             let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
             let handle = try store.openEntry(CacheKey("k"))
             try handle.updateMetadata(ContentMetadata(length: 100))
-            await #expect { try await Self.write(handle, ByteRange(90, 110)) } throws: { ($0 as? CacheError)?.code == .outOfBounds }
-            await #expect { try await handle.write(ByteBuffer(string: "x"), at: -1) } throws: { ($0 as? CacheError)?.code == .outOfBounds }
+            await #expect { try await Self.write(handle, ByteRange(90, 110)) } throws: {
+                ($0 as? CacheError)?.code == .outOfBounds
+            }
+            await #expect { try await handle.write(ByteBuffer(string: "x"), at: -1) } throws: {
+                ($0 as? CacheError)?.code == .outOfBounds
+            }
             await #expect { try await handle.read(ByteRange(0, 1)) } throws: { ($0 as? CacheError)?.code == .notCached }
             #expect(try handle.spans().isEmpty)
             try await store.close()
@@ -213,7 +233,8 @@ import Testing
     @Test func leastRecentlyUsedEntriesAreEvicted() async throws {
         try await withTemporaryDirectory { directory in
             let clock = ManualClock()
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
+            let store = try await CacheStore.open(
+                directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
             for name in ["a", "b", "c"] {
                 let handle = try store.openEntry(CacheKey(name))
                 try await Self.write(handle, ByteRange(0, 100_000))
@@ -233,7 +254,8 @@ import Testing
             try await store.flush()
             #expect(try Self.dataFiles(in: directory).count == 3)
             try await store.close()
-            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
+            let reopened = try await CacheStore.open(
+                directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
             #expect(Set(reopened.keys) == [CacheKey("a"), CacheKey("c"), CacheKey("d")])
             try await reopened.close()
         }
@@ -244,7 +266,9 @@ import Testing
     @Test func aResourcePastItsShareEvictsNothing() async throws {
         try await withTemporaryDirectory { directory in
             let clock = ManualClock()
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 1_000_000, clock: clock, maxEntryFraction: 0.5))
+            let store = try await CacheStore.open(
+                directory: directory,
+                configuration: Self.configuration(maxBytes: 1_000_000, clock: clock, maxEntryFraction: 0.5))
             for name in ["a", "b"] {
                 let handle = try store.openEntry(CacheKey(name))
                 try await Self.write(handle, ByteRange(0, 200_000))
@@ -275,7 +299,8 @@ import Testing
     @Test func openEntriesAreNotEvictedUnderTheirReaders() async throws {
         try await withTemporaryDirectory { directory in
             let clock = ManualClock()
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 200_000, clock: clock))
+            let store = try await CacheStore.open(
+                directory: directory, configuration: Self.configuration(maxBytes: 200_000, clock: clock))
             let oldest = try store.openEntry(CacheKey("oldest"))
             try await Self.write(oldest, ByteRange(0, 100_000))
             clock.advance(by: 10)
@@ -332,14 +357,18 @@ import Testing
             try writer.updateMetadata(ContentMetadata(length: 10_000, etag: "\"v1\""))
             try await Self.write(writer, ByteRange(0, 5000))
             // Same version, more facts: bytes stay.
-            #expect(try writer.updateMetadata(ContentMetadata(length: 10_000, mimeType: "audio/mpeg", etag: "\"v1\"")) == false)
+            #expect(
+                try writer.updateMetadata(ContentMetadata(length: 10_000, mimeType: "audio/mpeg", etag: "\"v1\""))
+                    == false)
             #expect(try writer.spans().byteCount == 5000)
             // A different ETag: the old bytes go.
             let v2 = DeterministicContent(seed: 2)
             #expect(try writer.updateMetadata(ContentMetadata(length: 10_000, etag: "\"v2\"")) == true)
             #expect(try writer.spans().isEmpty)
             #expect(store.totalBytes == 0)
-            await #expect { try await other.read(ByteRange(0, 10)) } throws: { ($0 as? CacheError)?.code == .entryInvalidated }
+            await #expect { try await other.read(ByteRange(0, 10)) } throws: {
+                ($0 as? CacheError)?.code == .entryInvalidated
+            }
             try await Self.write(writer, ByteRange(0, 3000), content: v2)
             try await Self.expectBytes(writer, ByteRange(0, 3000), content: v2)
             try await store.flush()
@@ -366,7 +395,9 @@ import Testing
             let reader = try store.openEntry(CacheKey("a"))
             try await store.remove(CacheKey("a"))
             #expect(Set(store.keys) == [CacheKey("b"), CacheKey("c")])
-            await #expect { try await reader.read(ByteRange(0, 10)) } throws: { ($0 as? CacheError)?.code == .entryInvalidated }
+            await #expect { try await reader.read(ByteRange(0, 10)) } throws: {
+                ($0 as? CacheError)?.code == .entryInvalidated
+            }
             #expect(try Self.dataFiles(in: directory).count == 2)
             try await store.removeAll()
             #expect(store.keys.isEmpty)
@@ -401,7 +432,9 @@ import Testing
                         }
                         // Then every writer covers its own stripe, so the whole resource ends up cached.
                         let stripe = length / 6
-                        try await Self.write(handle, ByteRange(Int64(writer) * stripe, writer == 5 ? length : Int64(writer + 1) * stripe))
+                        try await Self.write(
+                            handle, ByteRange(Int64(writer) * stripe, writer == 5 ? length : Int64(writer + 1) * stripe)
+                        )
                         return 0
                     }
                 }

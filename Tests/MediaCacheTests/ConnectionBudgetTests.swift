@@ -17,8 +17,12 @@ import Testing
 
     @Test func theCachesOwnHoldAtMostTheirShareAndPlayersTheRest() {
         var machine = Machine(limit: 4, ownLimit: 1)
-        let admitted = [Self.own(1), Self.own(2), Self.player(3), Self.player(4), Self.player(5), Self.player(6)].map { machine.acquire($0) }
-        #expect(admitted == [true, false, true, true, true, false], "a second own request waits (the share is one), then all four are in use")
+        let admitted = [Self.own(1), Self.own(2), Self.player(3), Self.player(4), Self.player(5), Self.player(6)].map {
+            machine.acquire($0)
+        }
+        #expect(
+            admitted == [true, false, true, true, true, false],
+            "a second own request waits (the share is one), then all four are in use")
         #expect(machine.inUse == 4 && machine.ownInUse == 1)
         // The own request lets go: the waiting player gets it, not the waiting own request.
         #expect(machine.release(isOwn: true) == [6])
@@ -30,7 +34,10 @@ import Testing
 
     @Test func anOwnRequestWaitsWhilePlayersWaitEvenWithItsShareFree() {
         var machine = Machine(limit: 2, ownLimit: 1)
-        #expect([Self.player(1), Self.player(2), Self.player(3), Self.own(4)].map { machine.acquire($0) } == [true, true, false, false])
+        #expect(
+            [Self.player(1), Self.player(2), Self.player(3), Self.own(4)].map { machine.acquire($0) } == [
+                true, true, false, false,
+            ])
         #expect(machine.release(isOwn: false) == [3], "the player first")
         #expect(machine.release(isOwn: false) == [4], "then the own request, its share free and no player waiting")
         // A player that gives up lets the own request behind it in.
@@ -89,7 +96,8 @@ import Testing
     /// The gate: a player waiting for a connection gets the one an own request lets go; a
     /// waiter whose task is cancelled stops waiting and holds nothing.
     @Test func theGateHandsConnectionsOverAndHonoursCancellation() async throws {
-        let budget = ConnectionBudget(limit: 2, ownLimit: 1, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let budget = ConnectionBudget(
+            limit: 2, ownLimit: 1, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let url = URL(string: "http://origin.test/a")!
         let own = try await budget.acquire(for: url, isOwn: true)
         let player = try await budget.acquire(for: url, isOwn: false)
@@ -120,11 +128,16 @@ import Testing
         #expect(promoted.promoted && promoted.admitted == [2] && machine.ownInUse == 1 && machine.inUse == 2)
         #expect(machine.promote(2).promoted == false, "it holds one now")
 
-        let budget = ConnectionBudget(limit: 3, ownLimit: 1, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let budget = ConnectionBudget(
+            limit: 3, ownLimit: 1, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let url = URL(string: "http://origin.test/a")!
         let own = try await budget.acquire(for: url, isOwn: true)
         let promotion = ConnectionBudget.Promotion()
-        let waiting = Task { try await ConnectionBudget.Promotion.$current.withValue(promotion) { try await budget.acquire(for: url, isOwn: true) } }
+        let waiting = Task {
+            try await ConnectionBudget.Promotion.$current.withValue(promotion) {
+                try await budget.acquire(for: url, isOwn: true)
+            }
+        }
         while budget.usage(of: url).waiting < 1 { await Task.yield() }
         promotion.promote()
         let joined = try await waiting.value
@@ -142,7 +155,9 @@ import Testing
         let early = ConnectionBudget.Promotion()
         early.promote()
         let first = try await budget.acquire(for: url, isOwn: true)
-        let second = try await ConnectionBudget.Promotion.$current.withValue(early) { try await budget.acquire(for: url, isOwn: true) }
+        let second = try await ConnectionBudget.Promotion.$current.withValue(early) {
+            try await budget.acquire(for: url, isOwn: true)
+        }
         #expect(budget.usage(of: url).inUse == 2)
         first.release()
         second.release()

@@ -14,8 +14,11 @@ import Testing
 
     static func rewrite(_ json: String) throws -> (object: [String: JSONValue], dropped: [String]) {
         let (bytes, dropped) = try SteeringManifest.rewritten(
-            Array(json.utf8), base: base, reload: { "R[" + $0.absoluteString + "]" }, resource: { "P[" + $0.absoluteString + "]" })
-        guard case .object(let object) = try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { throw SteeringManifestError("not an object") }
+            Array(json.utf8), base: base, reload: { "R[" + $0.absoluteString + "]" },
+            resource: { "P[" + $0.absoluteString + "]" })
+        guard case .object(let object) = try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else {
+            throw SteeringManifestError("not an object")
+        }
         return (object, dropped)
     }
 
@@ -32,7 +35,8 @@ import Testing
         #expect(object["RELOAD-URI"] == .string("R[https://steer.example/v1/next.json?session=7]"))
         #expect(object["TTL"] == .number(300) && object["VERSION"] == .number(1))
         #expect(object["PATHWAY-PRIORITY"] == .array([.string("CDN-B"), .string("CDN-A"), .string("CDN-C")]))
-        guard case .array(let clones)? = object["PATHWAY-CLONES"], clones.count == 1, case .object(let clone) = clones[0],
+        guard case .array(let clones)? = object["PATHWAY-CLONES"], clones.count == 1,
+            case .object(let clone) = clones[0],
             case .object(let replacement)? = clone["URI-REPLACEMENT"]
         else {
             Issue.record("clones: \(String(describing: object["PATHWAY-CLONES"]))")
@@ -45,8 +49,11 @@ import Testing
     }
 
     @Test func aDASHManifestKeepsItsServiceLocations() throws {
-        let (object, dropped) = try Self.rewrite(#"{"VERSION":1,"TTL":10,"SERVICE-LOCATION-PRIORITY":["beta","alpha"]}"#)
-        #expect(object["SERVICE-LOCATION-PRIORITY"] == .array([.string("beta"), .string("alpha")]) && object["RELOAD-URI"] == nil && dropped.isEmpty)
+        let (object, dropped) = try Self.rewrite(
+            #"{"VERSION":1,"TTL":10,"SERVICE-LOCATION-PRIORITY":["beta","alpha"]}"#)
+        #expect(
+            object["SERVICE-LOCATION-PRIORITY"] == .array([.string("beta"), .string("alpha")])
+                && object["RELOAD-URI"] == nil && dropped.isEmpty)
     }
 
     @Test(arguments: [
@@ -56,7 +63,8 @@ import Testing
     ])
     func whatIsNotASteeringManifestIsRefusedWithTheReason(_ text: String, _ reason: String) {
         #expect {
-            _ = try SteeringManifest.rewritten(Array(text.utf8), base: Self.base, reload: { $0.absoluteString }, resource: { $0.absoluteString })
+            _ = try SteeringManifest.rewritten(
+                Array(text.utf8), base: Self.base, reload: { $0.absoluteString }, resource: { $0.absoluteString })
         } throws: { error in
             (error as? SteeringManifestError)?.message.contains(reason) == true
         }
@@ -74,29 +82,41 @@ import Testing
             parsing: Array(
                 "#EXTM3U\n#EXT-X-CONTENT-STEERING:SERVER-URI=\"/steer.json\",PATHWAY-ID=\"A\"\n#EXT-X-STREAM-INF:BANDWIDTH=1,PATHWAY-ID=\"A\",STABLE-VARIANT-ID=\"v1\"\na/v1.m3u8\n"
                     .utf8))
-        let text = playlist.rewritten(base: URL(string: "https://a.example/show/master.m3u8")!) { url, tag in "\(tag ?? "-")[\(url.absoluteString)]" }
-        #expect(text.contains("#EXT-X-CONTENT-STEERING:SERVER-URI=\"EXT-X-CONTENT-STEERING[https://a.example/steer.json]\",PATHWAY-ID=\"A\""), "\(text)")
+        let text = playlist.rewritten(base: URL(string: "https://a.example/show/master.m3u8")!) { url, tag in
+            "\(tag ?? "-")[\(url.absoluteString)]"
+        }
+        #expect(
+            text.contains(
+                "#EXT-X-CONTENT-STEERING:SERVER-URI=\"EXT-X-CONTENT-STEERING[https://a.example/steer.json]\",PATHWAY-ID=\"A\""
+            ), "\(text)")
         #expect(text.contains("\n-[https://a.example/show/a/v1.m3u8]\n"))
         let manifest = try DASHManifest(
             parsing: Array(
                 """
                 <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static"><ContentSteering defaultServiceLocation="alpha" queryBeforeStart="true">https://steer.example/dash.json</ContentSteering><BaseURL serviceLocation="alpha">https://a.example/</BaseURL><BaseURL serviceLocation="beta">https://b.example/</BaseURL><Period/></MPD>
                 """.utf8))
-        let rewritten = manifest.rewritten(base: URL(string: "https://a.example/m.mpd")!) { "P[" + $0.absoluteString + "]" }
-        #expect(rewritten.contains(">P[https://steer.example/dash.json]</ContentSteering>") && rewritten.contains("defaultServiceLocation=\"alpha\""), "\(rewritten)")
+        let rewritten = manifest.rewritten(base: URL(string: "https://a.example/m.mpd")!) {
+            "P[" + $0.absoluteString + "]"
+        }
+        #expect(
+            rewritten.contains(">P[https://steer.example/dash.json]</ContentSteering>")
+                && rewritten.contains("defaultServiceLocation=\"alpha\""), "\(rewritten)")
         #expect(rewritten.contains("<BaseURL serviceLocation=\"beta\">P[https://b.example/]</BaseURL>"))
     }
 
     /// A URL on any host of a group has the key of the same URL on the group's first host;
     /// the port, the path and the query still tell resources apart.
     @Test func hostsOfOneGroupShareKeysAndNothingElseDoes() {
-        let rule = CacheKeyRule(ignoredQueryParameters: ["token"], sameContentHosts: [["cdn-a.example", "CDN-B.example"]])
+        let rule = CacheKeyRule(
+            ignoredQueryParameters: ["token"], sameContentHosts: [["cdn-a.example", "CDN-B.example"]])
         func key(_ text: String) -> CacheKey { rule.key(for: URL(string: text)!) }
         #expect(key("https://cdn-b.example/v/seg1.ts?token=1") == key("https://cdn-a.example/v/seg1.ts?token=2"))
         #expect(key("https://CDN-B.EXAMPLE/v/seg1.ts") == key("https://cdn-a.example/v/seg1.ts"))
         #expect(key("https://cdn-b.example/v/seg2.ts") != key("https://cdn-a.example/v/seg1.ts"))
         #expect(key("https://cdn-b.example:8443/v/seg1.ts") != key("https://cdn-a.example/v/seg1.ts"))
         #expect(key("https://cdn-c.example/v/seg1.ts") != key("https://cdn-a.example/v/seg1.ts"))
-        #expect(CacheKeyRule().key(for: URL(string: "https://cdn-b.example/v/seg1.ts")!) != key("https://cdn-a.example/v/seg1.ts"))
+        #expect(
+            CacheKeyRule().key(for: URL(string: "https://cdn-b.example/v/seg1.ts")!)
+                != key("https://cdn-a.example/v/seg1.ts"))
     }
 }

@@ -27,7 +27,10 @@ import Testing
         Case(
             setCookie: "CloudFront-Policy=abc", from: "https://cdn.example.com/v/master.m3u8",
             sentTo: ["https://cdn.example.com/v/seg1.ts", "http://cdn.example.com/v/a/b.ts"],
-            notSentTo: ["https://a.cdn.example.com/v/seg1.ts", "https://example.com/v/x", "https://cdn.example.com/w/seg1.ts", "https://cdn.example.com/vv"]),
+            notSentTo: [
+                "https://a.cdn.example.com/v/seg1.ts", "https://example.com/v/x", "https://cdn.example.com/w/seg1.ts",
+                "https://cdn.example.com/vv",
+            ]),
         // Domain: the domain and every name under it, never another site.
         Case(
             setCookie: "k=v; Domain=.example.com; Path=/", from: "https://cdn.example.com/v/master.m3u8",
@@ -40,13 +43,16 @@ import Testing
         // A path of its own; /pathology is not under /path.
         Case(
             setCookie: "p=1; path=/path", from: "https://h.example/x",
-            sentTo: ["https://h.example/path", "https://h.example/path/seg.ts"], notSentTo: ["https://h.example/pathology", "https://h.example/"]),
+            sentTo: ["https://h.example/path", "https://h.example/path/seg.ts"],
+            notSentTo: ["https://h.example/pathology", "https://h.example/"]),
         // Max-Age wins over Expires; in a day it is in force now.
         Case(
             setCookie: "m=1; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=86400", from: "https://h.example/",
             sentTo: ["https://h.example/a"], notSentTo: []),
         // An expiry in the past is no cookie.
-        Case(setCookie: "e=1; Expires=Wed, 21 Oct 2015 07:28:00 GMT", from: "https://h.example/", sentTo: [], notSentTo: ["https://h.example/a"]),
+        Case(
+            setCookie: "e=1; Expires=Wed, 21 Oct 2015 07:28:00 GMT", from: "https://h.example/", sentTo: [],
+            notSentTo: ["https://h.example/a"]),
         Case(setCookie: "z=1; Max-Age=0", from: "https://h.example/", sentTo: [], notSentTo: ["https://h.example/a"]),
         // An IP address is its own host only; ports are not told apart (RFC 6265 §8.5).
         Case(
@@ -78,7 +84,8 @@ import Testing
         ).map(\.refusal)
         #expect(
             refusals == [
-                .otherDomain("example.org"), .otherDomain("com"), .secureOverHTTP, .malformed("no name=value"), .malformed("an empty name"), .tooLong,
+                .otherDomain("example.org"), .otherDomain("com"), .secureOverHTTP, .malformed("no name=value"),
+                .malformed("an empty name"), .tooLong,
                 .otherDomain("cdn.example.com.evil"),
             ])
         #expect(jar.count == 0)
@@ -89,7 +96,8 @@ import Testing
         let from = Self.url("https://h.example/v/m.m3u8")
         _ = jar.receive(setCookie: ["t=old", "u=1; Path=/"], from: from, now: Self.now)
         _ = jar.receive(setCookie: ["t=new"], from: from, now: Self.now.addingTimeInterval(1))
-        #expect(jar.field(for: Self.url("https://h.example/v/s.ts"), now: Self.now) == "t=new; u=1")  // longer path first
+        // The longer path first.
+        #expect(jar.field(for: Self.url("https://h.example/v/s.ts"), now: Self.now) == "t=new; u=1")
         _ = jar.receive(setCookie: ["t=gone; Max-Age=-1"], from: from, now: Self.now)
         #expect(jar.field(for: Self.url("https://h.example/v/s.ts"), now: Self.now) == "u=1")
         _ = jar.receive(setCookie: ["w=1; Max-Age=10"], from: from, now: Self.now)
@@ -100,7 +108,8 @@ import Testing
         let jar = CookieJar()
         let from = Self.url("https://h.example/")
         for index in 0..<(Cookies.maximumPerDomain + 5) {
-            _ = jar.receive(setCookie: ["c\(index)=\(index)"], from: from, now: Self.now.addingTimeInterval(Double(index)))
+            _ = jar.receive(
+                setCookie: ["c\(index)=\(index)"], from: from, now: Self.now.addingTimeInterval(Double(index)))
         }
         #expect(jar.count == Cookies.maximumPerDomain)
         let field = jar.field(for: from, now: Self.now) ?? ""
@@ -116,7 +125,9 @@ import Testing
 
     @Test func cookiesKeptWithAJobComeBackAndNewerOnesWin() {
         let first = CookieJar()
-        _ = first.receive(setCookie: ["k=1; Domain=example.com", "s=2"], from: Self.url("https://cdn.example.com/m.m3u8"), now: Self.now)
+        _ = first.receive(
+            setCookie: ["k=1; Domain=example.com", "s=2"], from: Self.url("https://cdn.example.com/m.m3u8"),
+            now: Self.now)
         _ = first.receive(setCookie: ["other=3"], from: Self.url("https://elsewhere.example/"), now: Self.now)
         let kept = first.cookies(for: "cdn.example.com", now: Self.now)
         #expect(Set(kept.map(\.name)) == ["k", "s"])
@@ -126,6 +137,8 @@ import Testing
         _ = second.receive(setCookie: ["s=fresh"], from: Self.url("https://cdn.example.com/m.m3u8"), now: Self.now)
         second.restore(decoded ?? [], now: Self.now)
         let field = second.field(for: Self.url("https://cdn.example.com/seg.ts"), now: Self.now) ?? ""
-        #expect(Set(field.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }) == ["k=1", "s=fresh"], "\(field)")
+        #expect(
+            Set(field.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }) == ["k=1", "s=fresh"],
+            "\(field)")
     }
 }

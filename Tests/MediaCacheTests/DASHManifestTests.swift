@@ -40,7 +40,9 @@ import Testing
         #expect(out.contains("media=\"s-$Number$.m4s\""))
         #expect(out.contains("initialization=\"P[https://cdn.example/i/$RepresentationID$.mp4]\""))
         // Nothing else changed: the rest is byte for byte.
-        #expect(out.hasPrefix("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\">\n  <BaseURL>"))
+        #expect(
+            out.hasPrefix(
+                "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\">\n  <BaseURL>"))
     }
 
     /// An export's rewrite: the representations not chosen left out whole, and every reference
@@ -80,7 +82,8 @@ import Testing
 
     @Test(arguments: [
         ("o0/a/b.m4s", "o0/a/", "b.m4s"), ("o0/a/", "o0/a/", "./"), ("o1/x/", "o0/a/", "../../o1/x/"),
-        ("https://x.example/", "o0/", "https://x.example/"), ("o0/a/", "", "o0/a/"), ("o0/b.mp4", "o0/a/c/", "../../b.mp4"),
+        ("https://x.example/", "o0/", "https://x.example/"), ("o0/a/", "", "o0/a/"),
+        ("o0/b.mp4", "o0/a/c/", "../../b.mp4"),
     ])
     func referencesBetweenLocalPaths(path: String, folder: String, expected: String) {
         #expect(DASHManifest.relativeReference(to: path, from: folder) == expected)
@@ -92,7 +95,9 @@ import Testing
         )
         #expect(out.hasPrefix("<MPD><BaseURL>P[https://cdn.example/show/]</BaseURL><Period>"), "\(out)")
         #expect(out.contains("media=\"a.m4s\""))
-        #expect(out.contains("media=\"P[http://cdn.example/b.m4s?x=1&amp;y=2]\""), "entities decoded, then escaped again: \(out)")
+        #expect(
+            out.contains("media=\"P[http://cdn.example/b.m4s?x=1&amp;y=2]\""),
+            "entities decoded, then escaped again: \(out)")
     }
 
     @Test func locationsLinksAndTheirNeighbours() throws {
@@ -133,7 +138,9 @@ import Testing
         let out = try Self.rewrite(text)
         #expect(out.contains(#"messageData="P[https://beacon.example/t?ad=1]""#), "\(out)")
         #expect(out.contains(#"messageData="https://not-a-fetch.example/""#))
-        #expect(out.contains(#"media="thumbs/$Number$.jpg""#) && out.contains("<BaseURL>P[https://cdn.example/show/]</BaseURL>"))
+        #expect(
+            out.contains(#"media="thumbs/$Number$.jpg""#)
+                && out.contains("<BaseURL>P[https://cdn.example/show/]</BaseURL>"))
     }
 
     @Test func badManifestsAreRefusedWithAReason() {
@@ -149,7 +156,9 @@ import Testing
             String(repeating: "<a>", count: 70): "deeper",
         ]
         for (text, reason) in cases {
-            #expect(throws: DASHManifestError.self, "\(text.prefix(40))") { try DASHManifest(parsing: Array(text.utf8)) }
+            #expect(throws: DASHManifestError.self, "\(text.prefix(40))") {
+                try DASHManifest(parsing: Array(text.utf8))
+            }
             do {
                 _ = try DASHManifest(parsing: Array(text.utf8))
             } catch {
@@ -160,7 +169,8 @@ import Testing
     }
 
     @Test func manifestsAreToldApartFromOtherBodies() {
-        #expect(DASHManifest.looksLikeManifest(Array("\u{FEFF}<?xml version=\"1.0\"?>\n<!-- made by x -->\n<MPD>".utf8)))
+        #expect(
+            DASHManifest.looksLikeManifest(Array("\u{FEFF}<?xml version=\"1.0\"?>\n<!-- made by x -->\n<MPD>".utf8)))
         #expect(DASHManifest.looksLikeManifest(Array("<dash:MPD xmlns:dash=\"urn:mpeg:dash:schema:mpd:2011\">".utf8)))
         #expect(!DASHManifest.looksLikeManifest(Array("#EXTM3U\n".utf8)))
         #expect(!DASHManifest.looksLikeManifest(Array("<html><body>".utf8)))
@@ -177,8 +187,12 @@ import Testing
     }
 
     @Test func templatesExpandTheirIdentifiersOrAreRefused() {
-        #expect(DASHManifest.expand("c-$RepresentationID$-$Number%05d$.m4s", id: "v1", bandwidth: 9, number: 42, time: nil) == "c-v1-00042.m4s")
-        #expect(DASHManifest.expand("t/$Time$/$Bandwidth$/$$.m4s", id: "", bandwidth: 800000, number: nil, time: 12288) == "t/12288/800000/$.m4s")
+        #expect(
+            DASHManifest.expand("c-$RepresentationID$-$Number%05d$.m4s", id: "v1", bandwidth: 9, number: 42, time: nil)
+                == "c-v1-00042.m4s")
+        #expect(
+            DASHManifest.expand("t/$Time$/$Bandwidth$/$$.m4s", id: "", bandwidth: 800000, number: nil, time: 12288)
+                == "t/12288/800000/$.m4s")
         #expect(DASHManifest.expand("$Number$", id: "", bandwidth: 0, number: nil, time: 1) == nil)
         #expect(DASHManifest.expand("$Unknown$", id: "", bandwidth: 0, number: 1, time: 1) == nil)
         #expect(DASHManifest.expand("$Number%5d$", id: "", bandwidth: 0, number: 1, time: 1) == nil)
@@ -199,7 +213,8 @@ import Testing
               </Period>
             </MPD>
             """
-        let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/d/m.mpd")!)
+        let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(
+            base: URL(string: "https://o.example/d/m.mpd")!)
         let sets = try #require(presentation.periods.first?.adaptationSets)
         #expect(sets.count == 3)
         let lo = sets[0].representations[0].resources
@@ -225,7 +240,8 @@ import Testing
         let timeline =
             "<MPD><Period><AdaptationSet><Representation id=\"t\"><SegmentTemplate media=\"$Number$.m4s\"><SegmentTimeline>"
             + huge + "</SegmentTimeline></SegmentTemplate></Representation></AdaptationSet></Period></MPD>"
-        let one = try DASHManifest(parsing: Array(timeline.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
+        let one = try DASHManifest(parsing: Array(timeline.utf8)).presentation(
+            base: URL(string: "https://o.example/m.mpd")!)
         let segments = try #require(one.periods.first?.adaptationSets.first?.representations.first?.resources)
         #expect(segments.count == DASHPresentation.maximumSegments)
         #expect(segments.last?.url.lastPathComponent == "\(DASHPresentation.maximumSegments).m4s")
@@ -234,8 +250,10 @@ import Testing
         let many = String(repeating: "<Representation id=\"r\" bandwidth=\"1\"/>", count: 5)
         let template =
             "<MPD mediaPresentationDuration=\"PT100000S\"><Period><AdaptationSet>"
-            + "<SegmentTemplate duration=\"1\" media=\"$RepresentationID$-$Number$.m4s\"/>" + many + "</AdaptationSet></Period></MPD>"
-        let all = try DASHManifest(parsing: Array(template.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
+            + "<SegmentTemplate duration=\"1\" media=\"$RepresentationID$-$Number$.m4s\"/>" + many
+            + "</AdaptationSet></Period></MPD>"
+        let all = try DASHManifest(parsing: Array(template.utf8)).presentation(
+            base: URL(string: "https://o.example/m.mpd")!)
         let counts = try #require(all.periods.first?.adaptationSets.first?.representations.map(\.resources.count))
         #expect(counts == [100_000, 100_000, 0, 0, 0])
         #expect(counts.reduce(0, +) == DASHPresentation.maximumResources)
@@ -253,10 +271,14 @@ import Testing
                   <SegmentTemplate timescale="\(timescale)" duration="1" media="$Number$.m4s"/><Representation id="v" bandwidth="1"/>
                 </AdaptationSet></Period></MPD>
                 """
-            let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: "https://o.example/m.mpd")!)
-            #expect(presentation.periods.first?.adaptationSets.first?.representations.first?.resources.count == count, "\(timescale)")
+            let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(
+                base: URL(string: "https://o.example/m.mpd")!)
+            #expect(
+                presentation.periods.first?.adaptationSets.first?.representations.first?.resources.count == count,
+                "\(timescale)")
         }
-        #expect(DASHManifest.clampedInteger(.nan, limit: 5) == 0 && DASHManifest.clampedInteger(.infinity, limit: 5) == 5)
+        #expect(
+            DASHManifest.clampedInteger(.nan, limit: 5) == 0 && DASHManifest.clampedInteger(.infinity, limit: 5) == 5)
         #expect(DASHManifest.clampedInteger(-3, limit: 5) == 0 && DASHManifest.clampedInteger(3.7, limit: 5) == 3)
         #expect(DASHManifest.clampedInteger(1e300, limit: .max) == .max)
     }

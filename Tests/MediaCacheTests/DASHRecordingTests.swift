@@ -17,7 +17,8 @@ import Testing
     /// A live manifest of a video and an audio representation, `segments` the template's
     /// content (a `duration`, or a `SegmentTimeline`), `extra` the root's more attributes.
     static func manifest(
-        _ segments: String, media: String = "s-$RepresentationID$-$Number$.m4s", extra: String = "timeShiftBufferDepth=\"PT6S\""
+        _ segments: String, media: String = "s-$RepresentationID$-$Number$.m4s",
+        extra: String = "timeShiftBufferDepth=\"PT6S\""
     ) throws -> DASHManifest {
         let text = """
             <?xml version="1.0"?>
@@ -36,7 +37,9 @@ import Testing
     }
 
     static func numbers(_ manifest: DASHManifest, at seconds: Double) -> [[Int64]] {
-        manifest.presentation(base: base, now: start.addingTimeInterval(seconds)).periods[0].adaptationSets.map { $0.representations[0].resources.compactMap(\.number) }
+        manifest.presentation(base: base, now: start.addingTimeInterval(seconds)).periods[0].adaptationSets.map {
+            $0.representations[0].resources.compactMap(\.number)
+        }
     }
 
     @Test func dateTimesAreReadWithBounds() {
@@ -44,13 +47,16 @@ import Testing
         #expect(LiveEdge.date("2026-11-26T09:30:15.250+01:00")?.timeIntervalSince1970 == 1_795_681_815.25)
         #expect(LiveEdge.date("2026-11-26T08:30:15") == LiveEdge.date("2026-11-26T08:30:15Z"), "no zone: UTC")
         for bad in [
-            "", "2026-11-26", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-26T24:00:00Z", "2026-11-26T08:30:15+15:00", "2026-11-26T08:30:15Zjunk",
+            "", "2026-11-26", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-26T24:00:00Z",
+            "2026-11-26T08:30:15+15:00", "2026-11-26T08:30:15Zjunk",
             "2026-11-26T08:30:15.Z", "+026-11-26T08:30:15Z",
         ] {
             #expect(LiveEdge.date(bad) == nil, "\(bad)")
         }
         let now = Date(timeIntervalSince1970: 1_795_681_815.123)
-        #expect(LiveEdge.date(DASHRecordingWriter.date(now)) == now, "what the writer writes reads back: \(DASHRecordingWriter.date(now))")
+        #expect(
+            LiveEdge.date(DASHRecordingWriter.date(now)) == now,
+            "what the writer writes reads back: \(DASHRecordingWriter.date(now))")
         #expect(DASHRecordingWriter.date(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
     }
 
@@ -61,30 +67,45 @@ import Testing
         #expect(Self.numbers(manifest, at: 12) == [[4, 5, 6], [4, 5, 6]])
         #expect(Self.numbers(manifest, at: 1.9) == [[], []], "nothing has ended yet")
         #expect(Self.numbers(manifest, at: -30) == [[], []], "before the start")
-        let times = manifest.presentation(base: Self.base, now: Self.start.addingTimeInterval(11)).periods[0].adaptationSets[0].representations[0]
-        #expect(times.resources.compactMap(\.time) == [40, 60, 80] && times.timing.initialization?.absoluteString == "https://cdn.example/live/init-v.m4s")
+        let times = manifest.presentation(base: Self.base, now: Self.start.addingTimeInterval(11)).periods[0]
+            .adaptationSets[0].representations[0]
+        #expect(
+            times.resources.compactMap(\.time) == [40, 60, 80]
+                && times.timing.initialization?.absoluteString == "https://cdn.example/live/init-v.m4s")
         // Without a buffer depth, the last minute; without now, none (no end to list to).
         let unbounded = try Self.manifest("duration=\"20\">", extra: "")
         #expect(Self.numbers(unbounded, at: 3600)[0].count == 30)
-        #expect(unbounded.presentation(base: Self.base).periods[0].adaptationSets[0].representations[0].resources.count == 1, "the initialization only")
+        #expect(
+            unbounded.presentation(base: Self.base).periods[0].adaptationSets[0].representations[0].resources.count
+                == 1, "the initialization only")
         // A start a century ago costs no more than the bound.
         #expect(Self.numbers(unbounded, at: 3e9)[0].count == 30)
     }
 
     @Test func anOpenEndedTimelineRunsToTheLiveEdge() throws {
-        let manifest = try Self.manifest("><SegmentTimeline><S t=\"0\" d=\"20\" r=\"-1\"/></SegmentTimeline>", extra: "timeShiftBufferDepth=\"PT5S\"")
-        let video = manifest.presentation(base: Self.base, now: Self.start.addingTimeInterval(9.5)).periods[0].adaptationSets[0].representations[0]
+        let manifest = try Self.manifest(
+            "><SegmentTimeline><S t=\"0\" d=\"20\" r=\"-1\"/></SegmentTimeline>", extra: "timeShiftBufferDepth=\"PT5S\""
+        )
+        let video = manifest.presentation(base: Self.base, now: Self.start.addingTimeInterval(9.5)).periods[0]
+            .adaptationSets[0].representations[0]
         #expect(video.resources.compactMap(\.time) == [40, 60] && video.timing.byTime, "\(video.resources)")
         // A -1 before another S runs to that S's time.
-        let middle = try Self.manifest("><SegmentTimeline><S t=\"0\" d=\"20\" r=\"-1\"/><S t=\"60\" d=\"10\"/></SegmentTimeline>", extra: "")
-        let listed = middle.presentation(base: Self.base, now: Self.start.addingTimeInterval(8)).periods[0].adaptationSets[0].representations[0]
-        #expect(listed.resources.compactMap(\.time) == [0, 20, 40, 60] && listed.resources.compactMap(\.units) == [20, 20, 20, 10])
+        let middle = try Self.manifest(
+            "><SegmentTimeline><S t=\"0\" d=\"20\" r=\"-1\"/><S t=\"60\" d=\"10\"/></SegmentTimeline>", extra: "")
+        let listed = middle.presentation(base: Self.base, now: Self.start.addingTimeInterval(8)).periods[0]
+            .adaptationSets[0].representations[0]
+        #expect(
+            listed.resources.compactMap(\.time) == [0, 20, 40, 60]
+                && listed.resources.compactMap(\.units) == [20, 20, 20, 10])
         // Three days of 1-s segments, no buffer depth given: the last minute, not the first
         // segments up to the bound.
         let long = try Self.manifest("><SegmentTimeline><S t=\"0\" d=\"10\" r=\"-1\"/></SegmentTimeline>", extra: "")
-        let latest = long.presentation(base: Self.base, now: Self.start.addingTimeInterval(3 * 86_400)).periods[0].adaptationSets[0].representations[0]
+        let latest = long.presentation(base: Self.base, now: Self.start.addingTimeInterval(3 * 86_400)).periods[0]
+            .adaptationSets[0].representations[0]
         let times = latest.resources.compactMap(\.time)
-        #expect(times.count == 60 && times.last == (3 * 86_400 - 1) * 10 && latest.resources.last?.number == 3 * 86_400, "\(times.suffix(3))")
+        #expect(
+            times.count == 60 && times.last == (3 * 86_400 - 1) * 10 && latest.resources.last?.number == 3 * 86_400,
+            "\(times.suffix(3))")
     }
 
     /// Two snapshots of a timeline window merged: new segments once, a missed one a hole in
@@ -94,28 +115,41 @@ import Testing
     @Test func snapshotsMergeAndTheManifestReadsBack() throws {
         func window(_ first: Int64) throws -> DASHManifest {
             let entries = (first..<(first + 3)).map { "<S t=\"\($0 * 20)\" d=\"20\"/>" }.joined()
-            return try Self.manifest("><SegmentTimeline>\(entries)</SegmentTimeline>", media: "s-$RepresentationID$-$Time$.m4s")
+            return try Self.manifest(
+                "><SegmentTimeline>\(entries)</SegmentTimeline>", media: "s-$RepresentationID$-$Time$.m4s")
         }
         var recording = Recording(variant: .first)
         recording.format = .dash
         let now = Self.start.addingTimeInterval(30)
-        let first = try Recorder.tracks(of: try window(10), url: Self.base, base: Self.base, now: now, choice: RenditionChoice())
+        let first = try Recorder.tracks(
+            of: try window(10), url: Self.base, base: Self.base, now: now, choice: RenditionChoice())
         #expect(first.map(\.track.key) == ["live|variant||v", "live|audio|en|a"])
         var taken = Recorder.merge(first, into: &recording, ended: false, now: now)
         #expect(taken.map(\.segments.count) == [3, 3] && recording.anchor == now.addingTimeInterval(-6))
         taken = Recorder.merge(
-            try Recorder.tracks(of: try window(11), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
+            try Recorder.tracks(
+                of: try window(11), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()),
+            into: &recording, ended: false, now: now)
         #expect(taken.map { $0.segments.map(\.sequence) } == [[260], [260]], "by time: the new one")
         // 14 and 15 went past unseen.
         taken = Recorder.merge(
-            try Recorder.tracks(of: try window(16), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()), into: &recording, ended: false, now: now)
-        #expect(taken.map { $0.segments.map(\.sequence) } == [[320, 340, 360], [320, 340, 360]] && taken[0].segments[0].discontinuity)
+            try Recorder.tracks(
+                of: try window(16), url: Self.base, base: Self.base, now: now, choice: RenditionChoice()),
+            into: &recording, ended: false, now: now)
+        #expect(
+            taken.map { $0.segments.map(\.sequence) } == [[320, 340, 360], [320, 340, 360]]
+                && taken[0].segments[0].discontinuity)
         let tracks = try #require(recording.tracks)
-        let text = DASHRecordingWriter.manifest(tracks, namespaces: "xmlns:cenc=\"urn:mpeg:cenc:2013\"", finished: true, anchor: now, now: now)
+        let text = DASHRecordingWriter.manifest(
+            tracks, namespaces: "xmlns:cenc=\"urn:mpeg:cenc:2013\"", finished: true, anchor: now, now: now)
         #expect(text.contains("type=\"static\" mediaPresentationDuration=\"PT18S\""), "from 20.0 s to 38.0 s: \(text)")
-        #expect(text.contains("<S t=\"200\" d=\"20\" r=\"3\"/>") && text.contains("<S t=\"320\" d=\"20\" r=\"2\"/>"), "\(text)")
+        #expect(
+            text.contains("<S t=\"200\" d=\"20\" r=\"3\"/>") && text.contains("<S t=\"320\" d=\"20\" r=\"2\"/>"),
+            "\(text)")
         #expect(text.contains("presentationTimeOffset=\"200\"") && text.contains("xmlns:cenc="), "\(text)")
-        #expect(text.contains("<Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"main\"/>") && !text.contains("SegmentTemplate"), "\(text)")
+        #expect(
+            text.contains("<Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"main\"/>")
+                && !text.contains("SegmentTemplate"), "\(text)")
         let back = try DASHManifest(parsing: Array(text.utf8)).presentation(base: Self.base)
         #expect(back.periods.count == 1 && back.periods[0].adaptationSets.count == 2)
         for (set, id) in zip(back.periods[0].adaptationSets, ["v", "a"]) {
@@ -124,20 +158,28 @@ import Testing
             #expect(urls == expected.map { "https://cdn.example/live/" + $0 }, "\(urls)")
         }
         // While it records: dynamic, its buffer reaching the first segment.
-        let live = DASHRecordingWriter.manifest(tracks, namespaces: "", finished: false, anchor: recording.anchor!, now: now)
-        #expect(live.contains("type=\"dynamic\" availabilityStartTime=\"2026-01-01T00:00:24.000Z\"") && live.contains("timeShiftBufferDepth=\"PT78S\""), "\(live)")
+        let live = DASHRecordingWriter.manifest(
+            tracks, namespaces: "", finished: false, anchor: recording.anchor!, now: now)
+        #expect(
+            live.contains("type=\"dynamic\" availabilityStartTime=\"2026-01-01T00:00:24.000Z\"")
+                && live.contains("timeShiftBufferDepth=\"PT78S\""), "\(live)")
         #expect(try DASHManifest(parsing: Array(live.utf8)).isDynamic)
     }
 
     /// A new period, and a timeline started again within one, each a period of the recording,
     /// starting where the one before ended at the earliest; a segment not fetched leaves a hole.
     @Test func periodsRestartsAndGapsAreKept() throws {
-        func track(_ period: String, start: Double, times: [Int64]) -> (track: RecordedTrack, segments: [RecordedSegment]) {
+        func track(_ period: String, start: Double, times: [Int64]) -> (
+            track: RecordedTrack, segments: [RecordedSegment]
+        ) {
             let track = RecordedTrack(
-                key: period + "|variant||v", period: period, periodStart: start, timescale: 10, offset: 0, initialization: "https://cdn.example/\(period)/init.m4s",
-                adaptationSet: "<AdaptationSet contentType=\"video\">", representation: "<Representation id=\"v\" bandwidth=\"1\">")
+                key: period + "|variant||v", period: period, periodStart: start, timescale: 10, offset: 0,
+                initialization: "https://cdn.example/\(period)/init.m4s",
+                adaptationSet: "<AdaptationSet contentType=\"video\">",
+                representation: "<Representation id=\"v\" bandwidth=\"1\">")
             let segments = times.map { time in
-                var segment = RecordedSegment(sequence: time, duration: 2, url: "https://cdn.example/\(period)/\(time).m4s")
+                var segment = RecordedSegment(
+                    sequence: time, duration: 2, url: "https://cdn.example/\(period)/\(time).m4s")
                 (segment.time, segment.units, segment.step) = (time, 20, 20)
                 return segment
             }
@@ -152,10 +194,14 @@ import Testing
         let restarted = Recorder.merge([track("b", start: 14, times: [0])], into: &recording, ended: false, now: now)
         #expect(restarted.map(\.track) == [2] && recording.tracks?.map(\.period) == ["a", "b", "b~1"])
         recording.update(1) { $0.markGap(20) }
-        let text = DASHRecordingWriter.manifest(recording.tracks!, namespaces: "", finished: true, anchor: now, now: now)
-        let periods = text.components(separatedBy: "<Period ").dropFirst().map { String($0.prefix(while: { $0 != ">" })) }
+        let text = DASHRecordingWriter.manifest(
+            recording.tracks!, namespaces: "", finished: true, anchor: now, now: now)
+        let periods = text.components(separatedBy: "<Period ").dropFirst().map {
+            String($0.prefix(while: { $0 != ">" }))
+        }
         // b's gap is time that passed: b~1 starts after it.
-        #expect(periods == ["id=\"p0\" start=\"PT0S\"", "id=\"p1\" start=\"PT4S\"", "id=\"p2\" start=\"PT8S\""], "\(text)")
+        #expect(
+            periods == ["id=\"p0\" start=\"PT0S\"", "id=\"p1\" start=\"PT4S\"", "id=\"p2\" start=\"PT8S\""], "\(text)")
         #expect(text.contains("mediaPresentationDuration=\"PT10S\"") && !text.contains("/b/20.m4s"), "\(text)")
         #expect(recording.duration == 8, "a: 4 s, b: 2 s held, b again: 2 s")
         let back = try DASHManifest(parsing: Array(text.utf8)).presentation(base: Self.base)

@@ -35,7 +35,9 @@ import Testing
             }
             // 8 MiB of room: "a", the least recently used, made room for "c".
             #expect(store.spans(for: CacheKey("a")).byteCount == 0)
-            #expect(store.spans(for: CacheKey("b")).byteCount == 3 * mib && store.spans(for: CacheKey("c")).byteCount == 3 * mib)
+            #expect(
+                store.spans(for: CacheKey("b")).byteCount == 3 * mib
+                    && store.spans(for: CacheKey("c")).byteCount == 3 * mib)
             #expect(store.diskRoom == 8 * mib, "room above the floor, the streaming entries counted")
             try await store.pin([CacheKey("film")])
             let film = try store.openEntry(CacheKey("film"))
@@ -49,9 +51,13 @@ import Testing
                     refusal = error
                 }
             }
-            #expect(refusal?.code == .capacityExceeded && refusal?.remedy == Remedy(.freeDiskSpace) && refusal?.message.contains("--") == false, "\(String(describing: refusal))")
+            #expect(
+                refusal?.code == .capacityExceeded && refusal?.remedy == Remedy(.freeDiskSpace)
+                    && refusal?.message.contains("--") == false, "\(String(describing: refusal))")
             #expect(offset == 8 * mib, "the pinned entry took every byte above the floor")
-            #expect(store.spans(for: CacheKey("b")).byteCount == 0 && store.spans(for: CacheKey("c")).byteCount == 0, "streaming entries went first")
+            #expect(
+                store.spans(for: CacheKey("b")).byteCount == 0 && store.spans(for: CacheKey("c")).byteCount == 0,
+                "streaming entries went first")
             #expect(store.diskRoom.map { $0 < mib } == true)
             // Space returns (another app deleted a file): measured again, the writes go on.
             disk.withLock { $0.base += 4 * mib }

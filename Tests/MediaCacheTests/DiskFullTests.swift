@@ -35,7 +35,9 @@ import Testing
                         failure = error
                     }
                 }
-                #expect(failure?.code == .ioFailure, "writes must fail with an I/O error on a full disk, got \(String(describing: failure))")
+                #expect(
+                    failure?.code == .ioFailure,
+                    "writes must fail with an I/O error on a full disk, got \(String(describing: failure))")
                 // The failed write claimed nothing; what was stored reads back right.
                 let spans = try handle.spans()
                 #expect(spans.spans == [ByteRange(0, offset)])

@@ -17,12 +17,17 @@ import Testing
         Date(timeIntervalSince1970: 1_795_651_200 + Double(hour * 3600 + minute * 60))
     }
 
-    static func conditions(_ date: Date, network: NetworkConditions = .unknown, room: Int64? = nil) -> DownloadPlanner.Conditions {
+    static func conditions(_ date: Date, network: NetworkConditions = .unknown, room: Int64? = nil)
+        -> DownloadPlanner.Conditions
+    {
         DownloadPlanner.Conditions(now: date, timeZone: utc, network: network, diskRoom: room, diskFloor: 1 << 30)
     }
 
-    static func job(_ id: String, _ rules: DownloadRules = DownloadRules(), running: Bool = false, left: Int64? = 10 << 20) -> DownloadPlanner.Job {
-        DownloadPlanner.Job(id: id, state: running ? .downloading : .queued, rules: rules, isRunning: running, bytesLeft: left)
+    static func job(
+        _ id: String, _ rules: DownloadRules = DownloadRules(), running: Bool = false, left: Int64? = 10 << 20
+    ) -> DownloadPlanner.Job {
+        DownloadPlanner.Job(
+            id: id, state: running ? .downloading : .queued, rules: rules, isRunning: running, bytesLeft: left)
     }
 
     @Test func theFixedDateIsMidnightUTC() {
@@ -38,7 +43,10 @@ import Testing
         #expect(DailyWindow("00:00-24:00") == .anyTime)
         #expect(DailyWindow("any") == .anyTime)
         #expect(DailyWindow("01:00-06:00")?.description == "01:00-06:00")
-        for bad in ["", "1-6", "01:00", "01:00-", "25:00-06:00", "01:60-02:00", "01:00-06:00-07:00", "1:5-2:00", "０1:00-06:00", "+1:00-06:00", "01:00 - 06:00"] {
+        for bad in [
+            "", "1-6", "01:00", "01:00-", "25:00-06:00", "01:60-02:00", "01:00-06:00-07:00", "1:5-2:00", "０1:00-06:00",
+            "+1:00-06:00", "01:00 - 06:00",
+        ] {
             #expect(DailyWindow(bad) == nil, "\(bad)")
         }
     }
@@ -79,16 +87,23 @@ import Testing
         ]
         let planner = DownloadPlanner(maxConcurrent: 1)
         for (rule, network, runs) in cases {
-            let plan = planner.plan([Self.job("a", DownloadRules(network: rule))], Self.conditions(Self.at(12), network: network))
+            let plan = planner.plan(
+                [Self.job("a", DownloadRules(network: rule))], Self.conditions(Self.at(12), network: network))
             #expect(plan.starts == (runs ? ["a"] : []), "\(String(describing: rule)) on \(network)")
-            if !runs { #expect(plan.waits["a"]?.reason == .network && plan.waits["a"]?.remedy == Remedy(.allowAnyNetwork, job: "a")) }
+            if !runs {
+                #expect(
+                    plan.waits["a"]?.reason == .network && plan.waits["a"]?.remedy == Remedy(.allowAnyNetwork, job: "a")
+                )
+            }
         }
     }
 
     @Test func theUserSaysOverTheSystem() {
         #expect(NetworkOverride.metered.applied(to: .unknown) == NetworkConditions(isMetered: true))
-        #expect(NetworkOverride.unmetered.applied(to: NetworkConditions(isMetered: true, isConstrained: true)) == .unknown)
-        #expect(NetworkOverride.auto.applied(to: NetworkConditions(isMetered: true)) == NetworkConditions(isMetered: true))
+        #expect(
+            NetworkOverride.unmetered.applied(to: NetworkConditions(isMetered: true, isConstrained: true)) == .unknown)
+        #expect(
+            NetworkOverride.auto.applied(to: NetworkConditions(isMetered: true)) == NetworkConditions(isMetered: true))
     }
 
     /// "This one anyway": on a metered network only the job whose own rule allows it runs, and
@@ -107,9 +122,12 @@ import Testing
         let short = planner.plan([Self.job("a")], Self.conditions(Self.at(12), room: 100_000))
         #expect(short.starts.isEmpty && short.waits["a"]?.reason == .space)
         // A job with less left than a piece needs only that.
-        #expect(planner.plan([Self.job("a", left: 50_000)], Self.conditions(Self.at(12), room: 100_000)).starts == ["a"])
+        #expect(
+            planner.plan([Self.job("a", left: 50_000)], Self.conditions(Self.at(12), room: 100_000)).starts == ["a"])
         #expect(planner.plan([Self.job("a")], Self.conditions(Self.at(12), room: 1 << 20)).starts == ["a"])
-        #expect(planner.plan([Self.job("a")], Self.conditions(Self.at(12), room: nil)).starts == ["a"], "unknown room does not hold a job")
+        #expect(
+            planner.plan([Self.job("a")], Self.conditions(Self.at(12), room: nil)).starts == ["a"],
+            "unknown room does not hold a job")
     }
 
     /// The first jobs in the queue's order take the slots; one moved to the front takes the
@@ -118,9 +136,11 @@ import Testing
         let planner = DownloadPlanner(maxConcurrent: 2)
         let first = planner.plan([Self.job("a"), Self.job("b"), Self.job("c")], Self.conditions(Self.at(12)))
         #expect(first.starts == ["a", "b"] && first.waits.isEmpty && first.stops.isEmpty)
-        let moved = planner.plan([Self.job("c"), Self.job("a", running: true), Self.job("b", running: true)], Self.conditions(Self.at(12)))
+        let moved = planner.plan(
+            [Self.job("c"), Self.job("a", running: true), Self.job("b", running: true)], Self.conditions(Self.at(12)))
         #expect(moved.starts == ["c"])
-        #expect(moved.stops.count == 1 && moved.stops.keys.first == "b" && moved.stops["b"] == .some(DownloadWait?.none))
+        #expect(
+            moved.stops.count == 1 && moved.stops.keys.first == "b" && moved.stops["b"] == .some(DownloadWait?.none))
         // A waiting job does not take a slot.
         let night = DownloadRules(window: DailyWindow("01:00-06:00"))
         let skipped = planner.plan([Self.job("a", night), Self.job("b"), Self.job("c")], Self.conditions(Self.at(12)))
@@ -131,7 +151,8 @@ import Testing
     /// not started again: the bench once found a cancelled pin downloading on, unowned.
     @Test func aDownloadingJobNoTaskRunsIsNotStarted() {
         let planner = DownloadPlanner(maxConcurrent: 2)
-        let orphan = DownloadPlanner.Job(id: "a", state: .downloading, rules: DownloadRules(), isRunning: false, bytesLeft: 1 << 20)
+        let orphan = DownloadPlanner.Job(
+            id: "a", state: .downloading, rules: DownloadRules(), isRunning: false, bytesLeft: 1 << 20)
         let plan = planner.plan([orphan, Self.job("b")], Self.conditions(Self.at(12)))
         #expect(plan.starts == ["b"] && plan.stops.isEmpty && plan.waits.isEmpty)
     }
@@ -140,13 +161,19 @@ import Testing
         let queue = DownloadRules(window: DailyWindow("01:00-06:00"), network: .unmetered, maxBytesPerSecond: 2 << 20)
         let own = DownloadRules(window: .anyTime)
         #expect(own.over(queue) == DownloadRules(window: .anyTime, network: .unmetered, maxBytesPerSecond: 2 << 20))
-        #expect(DownloadRules(network: .any).changed(by: DownloadRules(maxBytesPerSecond: 4096)) == DownloadRules(network: .any, maxBytesPerSecond: 4096))
+        #expect(
+            DownloadRules(network: .any).changed(by: DownloadRules(maxBytesPerSecond: 4096))
+                == DownloadRules(network: .any, maxBytesPerSecond: 4096))
     }
 
     @Test func networkManagersAnswerIsRead() {
         #expect(NetworkConditions(networkManagerMetered: "u 1\n") == NetworkConditions(isMetered: true))
         #expect(NetworkConditions(networkManagerMetered: "u 3") == NetworkConditions(isMetered: true))
-        for value in ["u 0", "u 2", "u 4\n"] { #expect(NetworkConditions(networkManagerMetered: value) == NetworkConditions(), "\(value)") }
-        for bad in ["", "u", "u 5", "s 1", "u 1 2", "u -1", "u 01", "i 1"] { #expect(NetworkConditions(networkManagerMetered: bad) == nil, "\(bad)") }
+        for value in ["u 0", "u 2", "u 4\n"] {
+            #expect(NetworkConditions(networkManagerMetered: value) == NetworkConditions(), "\(value)")
+        }
+        for bad in ["", "u", "u 5", "s 1", "u 1 2", "u -1", "u 01", "i 1"] {
+            #expect(NetworkConditions(networkManagerMetered: bad) == nil, "\(bad)")
+        }
     }
 }

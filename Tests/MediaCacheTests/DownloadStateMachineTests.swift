@@ -309,7 +309,9 @@ import Testing
         #expect(machine.bytes(from: 15, upTo: 1).map { Array($0.readableBytesView) } == [Array(repeating: 2, count: 5)])
         #expect(machine.bytes(from: 15, upTo: 6).map(\.readableBytes) == [5, 10])
         #expect(machine.bytes(from: 15, upTo: 100).map(\.readableBytes) == [5, 10, 10])
-        #expect(machine.bytes(from: 0, upTo: 40).flatMap { Array($0.readableBytesView) } == (1...4).flatMap { Array(repeating: UInt8($0), count: 10) })
+        #expect(
+            machine.bytes(from: 0, upTo: 40).flatMap { Array($0.readableBytesView) }
+                == (1...4).flatMap { Array(repeating: UInt8($0), count: 10) })
         #expect(machine.bytes(from: 40, upTo: 10).isEmpty)
     }
 

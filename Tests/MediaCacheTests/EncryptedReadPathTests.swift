@@ -33,7 +33,9 @@ import Testing
         var description: String { rawValue }
     }
 
-    static func storeConfiguration(key: SymmetricKey = EncryptedStoreTests.key, logs: LogRecorder? = nil) -> CacheStore.Configuration {
+    static func storeConfiguration(key: SymmetricKey = EncryptedStoreTests.key, logs: LogRecorder? = nil)
+        -> CacheStore.Configuration
+    {
         var configuration = CacheStore.Configuration()
         configuration.encryptionKey = key
         if let logs { configuration.logger = logs.logger() }
@@ -47,7 +49,8 @@ import Testing
     }
 
     /// Reads all of `path` and checks every byte against the origin.
-    static func readWhole(_ h: Harness, _ path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func readWhole(_ h: Harness, _ path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws
+    {
         let resource = try #require(h.origin.resource(at: path))
         let bytes = try await collect(try await h.reader.read(h.origin.url(path)))
         #expect(Int64(bytes.readableBytes) == resource.length, sourceLocation: sourceLocation)
@@ -84,21 +87,33 @@ import Testing
             case .copyABlockFromAnotherEntry:
                 try await Self.readWhole(h, "/a.mp4")
                 try await Self.readWhole(h, "/b.mp4")
-                let other = try Data(contentsOf: URL(fileURLWithPath: try #require(h.store.dataFilePath(for: h.store.key(for: h.origin.url("/b.mp4"))))))
-                try EncryptedStoreTests.modifyDataFile(h.store, key) { $0.replaceSubrange(Self.slot(3), with: other[Self.slot(3)]) }
+                let other = try Data(
+                    contentsOf: URL(
+                        fileURLWithPath: try #require(
+                            h.store.dataFilePath(for: h.store.key(for: h.origin.url("/b.mp4"))))))
+                try EncryptedStoreTests.modifyDataFile(h.store, key) {
+                    $0.replaceSubrange(Self.slot(3), with: other[Self.slot(3)])
+                }
             case .restoreABlockFromAnOlderVersion:
                 try await Self.readWhole(h, "/a.mp4")
                 let older = try Data(contentsOf: URL(fileURLWithPath: try #require(h.store.dataFilePath(for: key))))
                 h.origin.changeContent(at: "/a.mp4")
                 try await Self.readWhole(h, "/a.mp4")
                 #expect(h.store.metadata(for: key)?.etag == "\"v2\"")
-                try EncryptedStoreTests.modifyDataFile(h.store, key) { $0.replaceSubrange(Self.slot(3), with: older[Self.slot(3)]) }
+                try EncryptedStoreTests.modifyDataFile(h.store, key) {
+                    $0.replaceSubrange(Self.slot(3), with: older[Self.slot(3)])
+                }
             case .restoreAnOlderSealingOfTheSameBlock:
-                _ = try await collect(try await h.reader.read(h.origin.url("/a.mp4"), offset: 0, length: block3.lowerBound + Self.blockSize / 2))
+                _ = try await collect(
+                    try await h.reader.read(
+                        h.origin.url("/a.mp4"), offset: 0, length: block3.lowerBound + Self.blockSize / 2))
                 #expect(h.store.spans(for: key) == SpanSet([ByteRange(0, block3.lowerBound + Self.blockSize / 2)]))
-                let half = try Data(contentsOf: URL(fileURLWithPath: try #require(h.store.dataFilePath(for: key))))[Self.slot(3).lowerBound...]
+                let half = try Data(contentsOf: URL(fileURLWithPath: try #require(h.store.dataFilePath(for: key))))[
+                    Self.slot(3).lowerBound...]
                 try await Self.readWhole(h, "/a.mp4")
-                try EncryptedStoreTests.modifyDataFile(h.store, key) { $0.replaceSubrange(Self.slot(3).lowerBound..<(Self.slot(3).lowerBound + half.count), with: half) }
+                try EncryptedStoreTests.modifyDataFile(h.store, key) {
+                    $0.replaceSubrange(Self.slot(3).lowerBound..<(Self.slot(3).lowerBound + half.count), with: half)
+                }
             }
             try await h.waitUntilQuiet("/a.mp4")
             h.origin.resetCounters()
@@ -111,8 +126,12 @@ import Testing
             #expect(h.origin.bodyBytesSent("/a.mp4") == blocks * Self.blockSize, "refetched: \(refetched)")
             #expect(refetched.first == "bytes=\(block3.lowerBound)-\(block3.lowerBound + blocks * Self.blockSize - 1)")
             // The operator sees each rejection, with its block, at warning level.
-            let warnings = logs.all.filter { $0.level == .warning && $0.message.contains("A sealed block failed its check") }
-            #expect(warnings.compactMap { $0.metadata["block"] }.sorted() == (tamper == .swapTwoBlocks ? ["3", "4"] : ["3"]), "\(warnings)")
+            let warnings = logs.all.filter {
+                $0.level == .warning && $0.message.contains("A sealed block failed its check")
+            }
+            #expect(
+                warnings.compactMap { $0.metadata["block"] }.sorted()
+                    == (tamper == .swapTwoBlocks ? ["3", "4"] : ["3"]), "\(warnings)")
             // Stored again, the file replays from the cache alone.
             try await h.waitUntilQuiet("/a.mp4")
             h.origin.resetCounters()
@@ -129,8 +148,11 @@ import Testing
             h.origin.serve(.generated(length: Self.length, seed: 5), at: "/song.mp3")
             let folder = h.directory.appendingPathComponent("encrypted")
             let url = h.origin.url("/song.mp3")
-            for (round, key) in [EncryptedStoreTests.key, EncryptedStoreTests.otherKey, EncryptedStoreTests.key].enumerated() {
-                let store = try await CacheStore.open(directory: folder, configuration: Self.storeConfiguration(key: key))
+            for (round, key) in [EncryptedStoreTests.key, EncryptedStoreTests.otherKey, EncryptedStoreTests.key]
+                .enumerated()
+            {
+                let store = try await CacheStore.open(
+                    directory: folder, configuration: Self.storeConfiguration(key: key))
                 let reader = CachingReader(store: store, fetcher: h.fetcher, configuration: Self.readerConfiguration())
                 h.origin.resetCounters()
                 let bytes = try await collect(try await reader.read(url))
@@ -154,10 +176,17 @@ import Testing
             let keyBytes: [UInt8] = (0..<16).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 11) }
             h.origin.serve(
                 TestOrigin.Resource(
-                    body: .bytes(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\"\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n".utf8)),
+                    body: .bytes(
+                        Array(
+                            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"k/key.bin\"\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n"
+                                .utf8)),
                     mimeType: "application/vnd.apple.mpegurl"), at: "/hls/index.m3u8")
-            h.origin.serve(TestOrigin.Resource(body: .bytes(keyBytes), mimeType: "application/octet-stream"), at: "/hls/k/key.bin")
-            h.origin.serve(TestOrigin.Resource(body: .generated(DeterministicContent(seed: 8), length: 5000), mimeType: "video/mp2t"), at: "/hls/s.ts")
+            h.origin.serve(
+                TestOrigin.Resource(body: .bytes(keyBytes), mimeType: "application/octet-stream"), at: "/hls/k/key.bin")
+            h.origin.serve(
+                TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: 8), length: 5000), mimeType: "video/mp2t"),
+                at: "/hls/s.ts")
             let folder = h.directory.appendingPathComponent("store-\(encrypted)")
             var configuration = CacheStore.Configuration()
             configuration.encryptionKey = encrypted ? EncryptedStoreTests.key : nil
@@ -171,7 +200,9 @@ import Testing
             for _ in 0..<3 { #expect(try await reader.memoryOnlyBody(of: keyURL).body == keyBytes) }
             #expect(h.origin.requests("/hls/k/key.bin").count == 1)
             try await store.close()
-            #expect(try EncryptedStoreTests.files(in: folder, containing: keyBytes).isEmpty, "the key is on disk in the clear")
+            #expect(
+                try EncryptedStoreTests.files(in: folder, containing: keyBytes).isEmpty,
+                "the key is on disk in the clear")
 
             // After a restart: from the store when encrypted, from the origin again otherwise.
             let reopened = try await CacheStore.open(directory: folder, configuration: configuration)

@@ -18,13 +18,16 @@ import Testing
     static var key: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }) }
     static var otherKey: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 3) }) }
 
-    static func configuration(key: SymmetricKey? = key, maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock()) -> CacheStore.Configuration {
+    static func configuration(key: SymmetricKey? = key, maxBytes: Int64 = 1 << 30, clock: ManualClock = ManualClock())
+        -> CacheStore.Configuration
+    {
         var configuration = CacheStoreTests.configuration(maxBytes: maxBytes, clock: clock)
         configuration.encryptionKey = key
         return configuration
     }
 
-    static let metadata = ContentMetadata(length: 2 << 20, mimeType: "audio/mpeg", acceptsRanges: true, etag: "\"secret-etag\"")
+    static let metadata = ContentMetadata(
+        length: 2 << 20, mimeType: "audio/mpeg", acceptsRanges: true, etag: "\"secret-etag\"")
 
     /// Every file under `directory`, with its bytes.
     static func allFiles(in directory: URL) throws -> [(path: String, bytes: Data)] {
@@ -33,7 +36,9 @@ import Testing
         while let name = enumerator?.nextObject() as? String {
             let path = directory.appendingPathComponent(name).path
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                continue
+            }
             files.append((path, try Data(contentsOf: URL(fileURLWithPath: path))))
         }
         return files
@@ -92,7 +97,8 @@ import Testing
     func theFolderHoldsNothingOfWhatWasPlayed(encrypted: Bool) async throws {
         try await withTemporaryDirectory { directory in
             let url = URL(string: "https://secret-host.example/albums/some-song-title.mp3")!
-            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration(key: encrypted ? Self.key : nil))
+            let store = try await CacheStore.open(
+                directory: directory, configuration: Self.configuration(key: encrypted ? Self.key : nil))
             let entryKey = CacheKey("user-chosen key: some-song-title")
             let handle = try store.openEntry(entryKey)
             var metadata = Self.metadata
@@ -102,7 +108,9 @@ import Testing
             handle.close()
             try await store.close()
 
-            let samples = stride(from: Int64(0), to: metadata.length!, by: 65_537).map { Array(Self.content.buffer(offset: $0, length: 16).readableBytesView) }
+            let samples = stride(from: Int64(0), to: metadata.length!, by: 65_537).map {
+                Array(Self.content.buffer(offset: $0, length: 16).readableBytesView)
+            }
             let words = ["secret-host", "some-song-title", "secret-etag", "mpeg"].map { Array($0.utf8) }
             let found = try (samples + words).map { try Self.files(in: directory, containing: $0) }
             if encrypted {
@@ -122,7 +130,9 @@ import Testing
             try await CacheStoreTests.write(handle, ByteRange(0, 1 << 20))
             let layout = BlockLayout()
             try Self.modifyDataFile(store, entryKey) { file in file[Int(layout.slotOffset(3)) + 5000] ^= 0x40 }
-            await #expect { try await handle.read(ByteRange(100_000, 300_000)) } throws: { ($0 as? CacheError)?.code == .notCached }
+            await #expect { try await handle.read(ByteRange(100_000, 300_000)) } throws: {
+                ($0 as? CacheError)?.code == .notCached
+            }
             #expect(try handle.spans() == SpanSet([ByteRange(0, 3 << 16), ByteRange(4 << 16, 1 << 20)]))
             try await CacheStoreTests.expectBytes(handle, ByteRange(0, 3 << 16))
             try await CacheStoreTests.expectBytes(handle, ByteRange(4 << 16, 1 << 20))
@@ -161,7 +171,9 @@ import Testing
                 let spans = try handle.spans()
                 #expect(spans.contains(range), "the run just written is kept")
                 // 15 runs fit; the 16th write keeps itself alone, and runs gather again after it.
-                #expect(spans.spans.count == (run < BlockLayout.maximumRuns ? run + 1 : run - BlockLayout.maximumRuns + 1), "after write \(run): \(spans)")
+                #expect(
+                    spans.spans.count == (run < BlockLayout.maximumRuns ? run + 1 : run - BlockLayout.maximumRuns + 1),
+                    "after write \(run): \(spans)")
                 #expect(spans.spans.allSatisfy { written.contains($0) })
                 for span in spans.spans { try await CacheStoreTests.expectBytes(handle, span) }
             }
@@ -182,7 +194,9 @@ import Testing
                 for lane in 0..<4 {
                     let mine = pieces.enumerated().filter { $0.offset % 4 == lane }.map(\.element)
                     group.addTask {
-                        for start in mine { try await CacheStoreTests.write(handle, ByteRange(start, min(start + piece, 1 << 20))) }
+                        for start in mine {
+                            try await CacheStoreTests.write(handle, ByteRange(start, min(start + piece, 1 << 20)))
+                        }
                     }
                 }
                 for _ in 0..<2 {
@@ -234,7 +248,8 @@ import Testing
             try await Self.fill(directory, key: Self.key, entryKey, ByteRange(0, 500_000))
 
             clock.advance(by: 10)
-            let other = try await CacheStore.open(directory: directory, configuration: Self.configuration(key: Self.otherKey, clock: clock))
+            let other = try await CacheStore.open(
+                directory: directory, configuration: Self.configuration(key: Self.otherKey, clock: clock))
             #expect(other.keys.isEmpty)
             #expect(other.metadata(for: entryKey) == nil)
             #expect(other.summary().entriesSealedWithAnotherKey == 1)
@@ -258,7 +273,8 @@ import Testing
 
             // Space is needed: the least recently used entry goes, whichever key sealed it (here
             // the one sealed with the other key, last used before the first key's was read).
-            let small = try await CacheStore.open(directory: directory, configuration: Self.configuration(maxBytes: 550_000, clock: clock))
+            let small = try await CacheStore.open(
+                directory: directory, configuration: Self.configuration(maxBytes: 550_000, clock: clock))
             #expect(small.summary().entriesSealedWithAnotherKey == 0)
             #expect(small.spans(for: entryKey) == SpanSet([ByteRange(0, 500_000)]))
             try await small.close()

@@ -21,7 +21,10 @@ import Testing
             candidate("middle", bytes: 100, age: 10),
         ]
         #expect(evictor.victims(of: candidates, totalBytes: 300, now: now) == [CacheKey("oldest")])
-        #expect(evictor.victims(of: candidates, totalBytes: 300, incomingBytes: 100, now: now) == [CacheKey("oldest"), CacheKey("middle")])
+        #expect(
+            evictor.victims(of: candidates, totalBytes: 300, incomingBytes: 100, now: now) == [
+                CacheKey("oldest"), CacheKey("middle"),
+            ])
         #expect(evictor.victims(of: candidates, totalBytes: 250, now: now).isEmpty)
     }
 

@@ -34,7 +34,10 @@ import Testing
     }
 
     /// Serves deterministic bytes at `path` with the given freshness headers.
-    static func serve(_ h: Harness, _ path: String, cacheControl: String?, expires: String? = nil, lastModified: String? = "Mon, 02 Jan 2028 10:00:00 GMT") {
+    static func serve(
+        _ h: Harness, _ path: String, cacheControl: String?, expires: String? = nil,
+        lastModified: String? = "Mon, 02 Jan 2028 10:00:00 GMT"
+    ) {
         var resource = TestOrigin.Resource.generated(length: size, seed: 50, mimeType: "audio/mpeg")
         resource.cacheControl = cacheControl
         resource.expires = expires
@@ -44,7 +47,9 @@ import Testing
 
     /// Reads the whole file, checks it, and returns what the origin was asked meanwhile.
     @discardableResult
-    static func play(_ h: Harness, _ path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [TestOrigin.Request] {
+    static func play(_ h: Harness, _ path: String, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> [TestOrigin.Request]
+    {
         h.origin.resetCounters()
         try await ReadPathTests.readAndCheck(h, path, sourceLocation: sourceLocation)
         return h.origin.requests(path)
@@ -91,7 +96,9 @@ import Testing
             h.origin.update("/c.mp3") { $0.faults.gate = gate }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<8 {
-                    group.addTask { try await ReadPathTests.readAndCheck(h, "/c.mp3", offset: Int64(index) * 50_000, length: 40_000) }
+                    group.addTask {
+                        try await ReadPathTests.readAndCheck(h, "/c.mp3", offset: Int64(index) * 50_000, length: 40_000)
+                    }
                 }
                 try await waitUntil { h.reader.contentInfoWaiters == 8 }
                 gate.open()
@@ -131,7 +138,9 @@ import Testing
                 if servesStale {
                     try await Self.play(h, "/d.mp3")
                 } else {
-                    await #expect { _ = try await h.reader.read(h.origin.url("/d.mp3")) } throws: { ($0 as? CacheError)?.originAnswer?.status == 503 }
+                    await #expect { _ = try await h.reader.read(h.origin.url("/d.mp3")) } throws: {
+                        ($0 as? CacheError)?.originAnswer?.status == 503
+                    }
                 }
             }
         }
@@ -175,9 +184,12 @@ import Testing
             try await Self.play(h, "/m.mp3")
             clock.advance(by: 120)
             h.origin.update("/m.mp3") { $0.faults.status = 503 }
-            await #expect { _ = try await h.reader.read(h.origin.url("/m.mp3")) } throws: { ($0 as? CacheError)?.originAnswer?.status == 503 }
+            await #expect { _ = try await h.reader.read(h.origin.url("/m.mp3")) } throws: {
+                ($0 as? CacheError)?.originAnswer?.status == 503
+            }
             h.origin.update("/m.mp3") { $0.faults.status = nil }
-            #expect(try await Self.play(h, "/m.mp3").map(\.status) == [304], "once the origin is back it is revalidated")
+            #expect(
+                try await Self.play(h, "/m.mp3").map(\.status) == [304], "once the origin is back it is revalidated")
         }
     }
 
@@ -189,7 +201,10 @@ import Testing
         stored.generatedAt = start
         stored.freshUntil = start.addingTimeInterval(60)
         stored.requiresRevalidation = true
-        stored.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"), HeaderField(name: "X-A", value: "1")]
+        stored.responseHeaders = [
+            HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"),
+            HeaderField(name: "X-A", value: "1"),
+        ]
         var bare = ContentMetadata()
         bare.generatedAt = start.addingTimeInterval(500)
         bare.freshUntil = bare.generatedAt
@@ -197,7 +212,11 @@ import Testing
         let refreshed = stored.refreshed(by: bare)
         #expect(refreshed.freshUntil == start.addingTimeInterval(560), "the stored 60 s start again from the 304")
         #expect(refreshed.requiresRevalidation && refreshed.length == 10 && refreshed.etag == "\"a\"")
-        #expect(refreshed.responseHeaders == [HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"), HeaderField(name: "x-a", value: "2")])
+        #expect(
+            refreshed.responseHeaders == [
+                HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"),
+                HeaderField(name: "x-a", value: "2"),
+            ])
         var explicit = bare
         explicit.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=5")]
         explicit.freshUntil = start.addingTimeInterval(505)

@@ -72,19 +72,34 @@ import Testing
             "EXT-X-SESSION-KEY", #"METHOD=SAMPLE-AES,URI="../keys/k1",KEYFORMAT="identity""#,
             #"METHOD=SAMPLE-AES,URI="P(https://cdn.example/video/hls/keys/k1)",KEYFORMAT="identity""#
         ),
-        ("EXT-X-MAP", #"URI="init.mp4",BYTERANGE="720@0""#, #"URI="P(https://cdn.example/video/hls/720p/init.mp4)",BYTERANGE="720@0""#),
+        (
+            "EXT-X-MAP", #"URI="init.mp4",BYTERANGE="720@0""#,
+            #"URI="P(https://cdn.example/video/hls/720p/init.mp4)",BYTERANGE="720@0""#
+        ),
         (
             "EXT-X-MEDIA", #"TYPE=AUDIO,GROUP-ID="aac",NAME="English, main",URI="/audio/en.m3u8""#,
             #"TYPE=AUDIO,GROUP-ID="aac",NAME="English, main",URI="P(https://cdn.example/audio/en.m3u8)""#
         ),
-        ("EXT-X-I-FRAME-STREAM-INF", #"BANDWIDTH=86000,URI="iframes.m3u8""#, #"BANDWIDTH=86000,URI="P(https://cdn.example/video/hls/720p/iframes.m3u8)""#),
+        (
+            "EXT-X-I-FRAME-STREAM-INF", #"BANDWIDTH=86000,URI="iframes.m3u8""#,
+            #"BANDWIDTH=86000,URI="P(https://cdn.example/video/hls/720p/iframes.m3u8)""#
+        ),
         (
             "EXT-X-SESSION-DATA", #"DATA-ID="com.example.lyrics",URI="lyrics.json""#,
             #"DATA-ID="com.example.lyrics",URI="P(https://cdn.example/video/hls/720p/lyrics.json)""#
         ),
-        ("EXT-X-PART", #"DURATION=0.5,URI="part1.1.mp4",INDEPENDENT=YES"#, #"DURATION=0.5,URI="P(https://cdn.example/video/hls/720p/part1.1.mp4)",INDEPENDENT=YES"#),
-        ("EXT-X-PRELOAD-HINT", #"TYPE=PART,URI="part1.2.mp4""#, #"TYPE=PART,URI="P(https://cdn.example/video/hls/720p/part1.2.mp4)""#),
-        ("EXT-X-RENDITION-REPORT", #"URI="../1080p/index.m3u8",LAST-MSN=7"#, #"URI="P(https://cdn.example/video/hls/1080p/index.m3u8)",LAST-MSN=7"#),
+        (
+            "EXT-X-PART", #"DURATION=0.5,URI="part1.1.mp4",INDEPENDENT=YES"#,
+            #"DURATION=0.5,URI="P(https://cdn.example/video/hls/720p/part1.1.mp4)",INDEPENDENT=YES"#
+        ),
+        (
+            "EXT-X-PRELOAD-HINT", #"TYPE=PART,URI="part1.2.mp4""#,
+            #"TYPE=PART,URI="P(https://cdn.example/video/hls/720p/part1.2.mp4)""#
+        ),
+        (
+            "EXT-X-RENDITION-REPORT", #"URI="../1080p/index.m3u8",LAST-MSN=7"#,
+            #"URI="P(https://cdn.example/video/hls/1080p/index.m3u8)",LAST-MSN=7"#
+        ),
     ])
     func uriAttributesAreRewrittenAndNothingElse(tag: String, attributes: String, expected: String) throws {
         let out = try Self.rewrite("#EXTM3U\n#\(tag):\(attributes)\n")
@@ -94,15 +109,22 @@ import Testing
     /// Found by the fuzz target (seeds 1–3, a million inputs): a last line cut after its CR
     /// kept the CR in the URI, which became `%0D` in the rewritten URL; the CR is the line's end.
     @Test func aLastLineCutAfterItsCarriageReturnKeepsItAsItsEnd() throws {
-        #expect(try Self.rewrite("#EXTM3U\r\n#EXTINF:1,\r\na.ts\r") == "#EXTM3U\r\n#EXTINF:1,\r\nP(https://cdn.example/video/hls/720p/a.ts)\r")
-        #expect(try Self.rewrite("#EXTM3U\n#EXTINF:1,\na.ts\n\r") == "#EXTM3U\n#EXTINF:1,\nP(https://cdn.example/video/hls/720p/a.ts)\n\r")
+        #expect(
+            try Self.rewrite("#EXTM3U\r\n#EXTINF:1,\r\na.ts\r")
+                == "#EXTM3U\r\n#EXTINF:1,\r\nP(https://cdn.example/video/hls/720p/a.ts)\r")
+        #expect(
+            try Self.rewrite("#EXTM3U\n#EXTINF:1,\na.ts\n\r")
+                == "#EXTM3U\n#EXTINF:1,\nP(https://cdn.example/video/hls/720p/a.ts)\n\r")
     }
 
     /// Found by the fuzz target: an attribute name with a space before its `=` is still the
     /// `URI` (a lenient player reads it so), so it is rewritten rather than left naming the origin.
     @Test func aSpaceBeforeTheEqualsSignIsStillTheURI() throws {
         let out = try Self.rewrite("#EXTM3U\n#EXT-X-PART:DURATION=0.5,URI =\"p.mp4\",INDEPENDENT=YES\n")
-        #expect(out == "#EXTM3U\n#EXT-X-PART:DURATION=0.5,URI =\"P(https://cdn.example/video/hls/720p/p.mp4)\",INDEPENDENT=YES\n")
+        #expect(
+            out
+                == "#EXTM3U\n#EXT-X-PART:DURATION=0.5,URI =\"P(https://cdn.example/video/hls/720p/p.mp4)\",INDEPENDENT=YES\n"
+        )
     }
 
     @Test func nonHTTPURIsAndUnknownTagsAreLeftAlone() throws {
@@ -111,7 +133,10 @@ import Testing
             + "#EXT-X-SESSION-DATA:DATA-ID=\"x\",URI=\"data:text/plain;base64,SGk=\"\r\n#EXT-X-FUTURE-TAG:URI=\"kept.bin\"\r\n"
             + "# a comment with URI=\"x\"\r\n#EXT-X-MEDIA-SEQUENCE:1234\r\n#EXTINF:4.004,title, with comma\r\nseg.ts\r\n"
         let out = try Self.rewrite(playlist)
-        #expect(out == playlist.replacingOccurrences(of: "\r\nseg.ts\r\n", with: "\r\nP(https://cdn.example/video/hls/720p/seg.ts)\r\n"))
+        #expect(
+            out
+                == playlist.replacingOccurrences(
+                    of: "\r\nseg.ts\r\n", with: "\r\nP(https://cdn.example/video/hls/720p/seg.ts)\r\n"))
         #expect(try HLSPlaylist(parsing: Array(playlist.utf8)).mediaSequence == 1234)
     }
 
@@ -125,7 +150,10 @@ import Testing
             """
         let parsed = try HLSPlaylist(parsing: Array(playlist.utf8))
         #expect(
-            parsed.variants == [.init(bandwidth: 1_280_000, uri: "low/index.m3u8", height: 360), .init(bandwidth: 2_560_000, uri: "high/index.m3u8", height: 720)])
+            parsed.variants == [
+                .init(bandwidth: 1_280_000, uri: "low/index.m3u8", height: 360),
+                .init(bandwidth: 2_560_000, uri: "high/index.m3u8", height: 720),
+            ])
         #expect(parsed.isMaster && parsed.isFinal && parsed.segments.isEmpty)
         // No final line end: none is added.
         #expect(try Self.rewrite(playlist).hasSuffix("P(https://cdn.example/video/hls/720p/high/index.m3u8)"))
@@ -133,7 +161,8 @@ import Testing
 
     /// The mapping is told which tag each URI is in (the proxy keeps keys out of the store).
     @Test func theMappingIsToldEachURIsTag() throws {
-        let playlist = "#EXTM3U\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"s.key\"\n#EXT-X-MAP:URI=\"init.mp4\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.key\"\n#EXTINF:2,\na.m4s\n"
+        let playlist =
+            "#EXTM3U\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"s.key\"\n#EXT-X-MAP:URI=\"init.mp4\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.key\"\n#EXTINF:2,\na.m4s\n"
         var seen: [String] = []
         _ = try HLSPlaylist(parsing: Array(playlist.utf8)).rewritten(base: Self.base) { url, tag in
             seen.append("\(tag ?? "line") \(url.lastPathComponent)")
@@ -173,7 +202,10 @@ import Testing
             b.m4s
             """
         let segments = try HLSPlaylist(parsing: Array(media.utf8)).segments
-        #expect(segments.map(\.initSection) == [nil, .init(uri: "all.mp4", byteRange: ByteRange(0, 720)), .init(uri: "init2.mp4", byteRange: nil)])
+        #expect(
+            segments.map(\.initSection) == [
+                nil, .init(uri: "all.mp4", byteRange: ByteRange(0, 720)), .init(uri: "init2.mp4", byteRange: nil),
+            ])
     }
 
     @Test func byteRangeSegmentsOfOneFile() throws {
@@ -192,12 +224,16 @@ import Testing
             #EXT-X-ENDLIST
             """
         let parsed = try HLSPlaylist(parsing: Array(playlist.utf8))
-        #expect(parsed.segments.map(\.byteRange) == [ByteRange(0, 75232), ByteRange(75232, 157_344), ByteRange(200_000, 269_864)])
+        #expect(
+            parsed.segments.map(\.byteRange) == [
+                ByteRange(0, 75232), ByteRange(75232, 157_344), ByteRange(200_000, 269_864),
+            ])
         #expect(Set(parsed.segments.map(\.uri)) == ["all.ts"])
     }
 
     @Test func liveAndEventPlaylistsAreNotFinal() throws {
-        let live = try HLSPlaylist(parsing: Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:10\n#EXTINF:4,\na.ts\n".utf8))
+        let live = try HLSPlaylist(
+            parsing: Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:10\n#EXTINF:4,\na.ts\n".utf8))
         #expect(!live.isFinal && live.mediaSequence == 10)
         let event = try HLSPlaylist(parsing: Array("#EXTM3U\n#EXT-X-PLAYLIST-TYPE:EVENT\n#EXTINF:4,\na.ts\n".utf8))
         #expect(!event.isFinal)
@@ -209,11 +245,15 @@ import Testing
         let bytes: [UInt8] = [0xEF, 0xBB, 0xBF] + Array("#EXTM3U\n#EXTINF:1,\na.ts\n".utf8)
         #expect(HLSPlaylist.looksLikePlaylist(bytes))
         let out = try HLSPlaylist(parsing: bytes).rewritten(base: Self.base, map: Self.mark)
-        #expect(Array(out.utf8) == [0xEF, 0xBB, 0xBF] + Array("#EXTM3U\n#EXTINF:1,\nP(https://cdn.example/video/hls/720p/a.ts)\n".utf8))
+        #expect(
+            Array(out.utf8) == [0xEF, 0xBB, 0xBF]
+                + Array("#EXTM3U\n#EXTINF:1,\nP(https://cdn.example/video/hls/720p/a.ts)\n".utf8))
     }
 
     @Test func percentEncodingKeepsOnlyUnreservedBytes() {
-        #expect(HLSPlaylist.percentEncoded("https://a.example:8443/p/a b.ts?x=1&y=é~_-.") == "https%3A%2F%2Fa.example%3A8443%2Fp%2Fa%20b.ts%3Fx%3D1%26y%3D%C3%A9~_-.")
+        #expect(
+            HLSPlaylist.percentEncoded("https://a.example:8443/p/a b.ts?x=1&y=é~_-.")
+                == "https%3A%2F%2Fa.example%3A8443%2Fp%2Fa%20b.ts%3Fx%3D1%26y%3D%C3%A9~_-.")
         for text in ["", "a/b?c=d&e", "%2F%25", "é𝄞", "\u{0}\r\n"] {
             #expect(HLSPlaylist.percentEncoded(text).removingPercentEncoding == text)
         }
@@ -233,17 +273,37 @@ import Testing
     static let badPlaylists: [BadPlaylist] = [
         .init(name: "no marker", body: { bytes("#EXTINF:1,\na.ts\n") }, reason: "#EXTM3U"),
         .init(name: "not UTF-8", body: { bytes("#EXTM3U\n") + [0xFF, 0xFE, 0x0A] }, reason: "UTF-8"),
-        .init(name: "unbalanced quote", body: { bytes("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\n") }, reason: "unbalanced quote"),
+        .init(
+            name: "unbalanced quote", body: { bytes("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\n") },
+            reason: "unbalanced quote"),
         .init(name: "quote inside a value", body: { bytes("#EXTM3U\n#EXT-X-MAP:URI=in\"it.mp4\n") }, reason: "quote"),
-        .init(name: "absurd byte range", body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:99999999999999999999999@0\na.ts\n") }, reason: "EXT-X-BYTERANGE"),
-        .init(name: "byte range past the bound", body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:1152921504606846976@1\na.ts\n") }, reason: "EXT-X-BYTERANGE"),
-        .init(name: "byte range without an offset first", body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:100\na.ts\n") }, reason: "offset"),
-        .init(name: "map without a URI", body: { bytes("#EXTM3U\n#EXT-X-MAP:BYTERANGE=\"10@0\"\n") }, reason: "EXT-X-MAP needs a URI"),
-        .init(name: "absurd map byte range", body: { bytes("#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\",BYTERANGE=\"1152921504606846976@1\"\n") }, reason: "BYTERANGE"),
+        .init(
+            name: "absurd byte range",
+            body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:99999999999999999999999@0\na.ts\n") },
+            reason: "EXT-X-BYTERANGE"),
+        .init(
+            name: "byte range past the bound",
+            body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:1152921504606846976@1\na.ts\n") },
+            reason: "EXT-X-BYTERANGE"),
+        .init(
+            name: "byte range without an offset first",
+            body: { bytes("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:100\na.ts\n") }, reason: "offset"),
+        .init(
+            name: "map without a URI", body: { bytes("#EXTM3U\n#EXT-X-MAP:BYTERANGE=\"10@0\"\n") },
+            reason: "EXT-X-MAP needs a URI"),
+        .init(
+            name: "absurd map byte range",
+            body: { bytes("#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\",BYTERANGE=\"1152921504606846976@1\"\n") },
+            reason: "BYTERANGE"),
         .init(name: "negative duration", body: { bytes("#EXTM3U\n#EXTINF:-1,\na.ts\n") }, reason: "EXTINF"),
         .init(name: "infinite duration", body: { bytes("#EXTM3U\n#EXTINF:inf,\na.ts\n") }, reason: "EXTINF"),
-        .init(name: "overlong line", body: { bytes("#EXTM3U\n") + [UInt8](repeating: UInt8(ascii: "a"), count: (64 << 10) + 1) }, reason: "longer than"),
-        .init(name: "too large", body: { bytes("#EXTM3U\n") + [UInt8](repeating: UInt8(ascii: "\n"), count: 16 << 20) }, reason: "larger than"),
+        .init(
+            name: "overlong line",
+            body: { bytes("#EXTM3U\n") + [UInt8](repeating: UInt8(ascii: "a"), count: (64 << 10) + 1) },
+            reason: "longer than"),
+        .init(
+            name: "too large", body: { bytes("#EXTM3U\n") + [UInt8](repeating: UInt8(ascii: "\n"), count: 16 << 20) },
+            reason: "larger than"),
     ]
 
     /// Each bad playlist is refused with a reason that names the problem; none traps.

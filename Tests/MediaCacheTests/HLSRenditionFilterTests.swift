@@ -38,10 +38,12 @@ import Testing
     }
 
     @Test func aLowVariantOneAudioOneSubtitleKeepsExactlyThose() throws {
-        let output = try #require(try Self.filtered(Self.master, holding: ["low/index.m3u8", "audio/en.m3u8", "subs/en.m3u8"]))
+        let output = try #require(
+            try Self.filtered(Self.master, holding: ["low/index.m3u8", "audio/en.m3u8", "subs/en.m3u8"]))
         let lines = output.split(separator: "\n").map(String.init)
         #expect(lines.filter { $0.hasPrefix("#EXT-X-STREAM-INF") }.count == 1)
-        #expect(lines.contains("low/index.m3u8") && !lines.contains("mid/index.m3u8") && !lines.contains("high/index.m3u8"))
+        #expect(
+            lines.contains("low/index.m3u8") && !lines.contains("mid/index.m3u8") && !lines.contains("high/index.m3u8"))
         #expect(output.contains("audio/en.m3u8") && !output.contains("audio/fr.m3u8"))
         #expect(output.contains("subs/en.m3u8") && !output.contains("subs/de.m3u8"))
         #expect(output.contains("CLOSED-CAPTIONS,GROUP-ID=\"cc\""), "captions in the video stay")
@@ -59,8 +61,12 @@ import Testing
         // No audio rendition held: no variant can play its sound.
         #expect(try Self.filtered(Self.master, holding: ["low/index.m3u8", "mid/index.m3u8"]) == nil)
         // Audio held, no subtitles: the variants lose their SUBTITLES reference, nothing else.
-        let output = try #require(try Self.filtered(Self.master, holding: ["mid/index.m3u8", "audio/fr.m3u8", "high/iframes.m3u8"]))
-        #expect(output.contains("#EXT-X-STREAM-INF:BANDWIDTH=2500000,RESOLUTION=1280x720,AUDIO=\"aud\",CLOSED-CAPTIONS=\"cc\"\nmid/index.m3u8\n"))
+        let output = try #require(
+            try Self.filtered(Self.master, holding: ["mid/index.m3u8", "audio/fr.m3u8", "high/iframes.m3u8"]))
+        #expect(
+            output.contains(
+                "#EXT-X-STREAM-INF:BANDWIDTH=2500000,RESOLUTION=1280x720,AUDIO=\"aud\",CLOSED-CAPTIONS=\"cc\"\nmid/index.m3u8\n"
+            ))
         #expect(!output.contains("SUBTITLES"))
         #expect(output.contains("URI=\"high/iframes.m3u8\"") && !output.contains("low/iframes.m3u8"))
         #expect(output.contains("audio/fr.m3u8") && !output.contains("audio/en.m3u8"))
@@ -90,7 +96,8 @@ import Testing
 
     @Test func holdingEverythingChangesNothingAndAMediaPlaylistIsNotAMaster() throws {
         let all: Set<String> = [
-            "low/index.m3u8", "mid/index.m3u8", "high/index.m3u8", "audio/en.m3u8", "audio/fr.m3u8", "subs/en.m3u8", "subs/de.m3u8",
+            "low/index.m3u8", "mid/index.m3u8", "high/index.m3u8", "audio/en.m3u8", "audio/fr.m3u8", "subs/en.m3u8",
+            "subs/de.m3u8",
             "low/iframes.m3u8", "high/iframes.m3u8",
         ]
         #expect(try Self.filtered(Self.master, holding: all) == Self.master)
@@ -101,7 +108,8 @@ import Testing
     /// whose audio is held, and drops no line that names nothing.
     @Test func randomHeldSetsGiveAPlayableMasterOfWhatIsHeld() throws {
         let uris = [
-            "low/index.m3u8", "mid/index.m3u8", "high/index.m3u8", "audio/en.m3u8", "audio/fr.m3u8", "subs/en.m3u8", "subs/de.m3u8",
+            "low/index.m3u8", "mid/index.m3u8", "high/index.m3u8", "audio/en.m3u8", "audio/fr.m3u8", "subs/en.m3u8",
+            "subs/de.m3u8",
             "low/iframes.m3u8", "high/iframes.m3u8",
         ]
         var random = SplitMix(seed: 51)
@@ -117,7 +125,9 @@ import Testing
             #expect(again.variants.map(\.uri) == variantsHeld)
             #expect(again.renditions.allSatisfy { held.contains($0.uri) })
             #expect(output.contains("#EXT-X-INDEPENDENT-SEGMENTS\n") && output.contains("INSTREAM-ID=\"CC1\""))
-            #expect(output.contains("SUBTITLES=\"subs\"") == (held.contains("subs/en.m3u8") || held.contains("subs/de.m3u8")))
+            #expect(
+                output.contains("SUBTITLES=\"subs\"")
+                    == (held.contains("subs/en.m3u8") || held.contains("subs/de.m3u8")))
         }
     }
 
@@ -125,7 +135,8 @@ import Testing
     /// attribute list still makes a variant of the URI line after it, which the filter let
     /// through unchecked.
     @Test func aVariantTagWithoutAttributesIsFilteredByItsURI() throws {
-        let text = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1280000\nlow/index.m3u8\n#EXT-X-STREAM-INF\n:BANDWIDTH=2560000\n/show/high.m3u8\n"
+        let text =
+            "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1280000\nlow/index.m3u8\n#EXT-X-STREAM-INF\n:BANDWIDTH=2560000\n/show/high.m3u8\n"
         let output = try #require(try Self.filtered(text, holding: ["low/index.m3u8"]))
         #expect(output == "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1280000\nlow/index.m3u8\n/show/high.m3u8\n")
         #expect(try HLSPlaylist(parsing: Array(output.utf8)).variants.map(\.uri) == ["low/index.m3u8"])

@@ -35,7 +35,8 @@ import Testing
                 #EXTINF:2,{$host} in a title stays
                 https://b.example/seg0.m4s?t=t k
                 """)
-        let definitions = try HLSVariables.resolved(text, url: Self.url, imports: ["cdn": "https://b.example"])?.definitions
+        let definitions = try HLSVariables.resolved(text, url: Self.url, imports: ["cdn": "https://b.example"])?
+            .definitions
         #expect(definitions == ["host": "https://a.example", "token": "t k", "cdn": "https://b.example"])
     }
 
@@ -45,7 +46,8 @@ import Testing
 
     /// A value is put in as it is, never substituted again: no recursion, however defined.
     @Test func aValueIsNotSubstitutedAgain() throws {
-        let text = "#EXTM3U\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"{$a}{$a}\"\n#EXT-X-DEFINE:NAME=\"b\",VALUE=\"{$a}\"\n{$b}/x.ts\n"
+        let text =
+            "#EXTM3U\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"{$a}{$a}\"\n#EXT-X-DEFINE:NAME=\"b\",VALUE=\"{$a}\"\n{$b}/x.ts\n"
         #expect(try Self.resolve(text) == "#EXTM3U\n{$a}/x.ts\n")
     }
 
@@ -71,7 +73,9 @@ import Testing
     /// A small playlist that grows past 16 MiB as its variables are put in is refused, not built.
     @Test func aPlaylistThatGrowsPastTheLimitIsRefused() {
         let value = String(repeating: "x", count: 60_000)
-        let text = "#EXTM3U\n#EXT-X-DEFINE:NAME=\"v\",VALUE=\"\(value)\"\n" + String(repeating: "{$v}{$v}{$v}{$v}\n", count: 80)
+        let text =
+            "#EXTM3U\n#EXT-X-DEFINE:NAME=\"v\",VALUE=\"\(value)\"\n"
+            + String(repeating: "{$v}{$v}{$v}{$v}\n", count: 80)
         #expect(throws: HLSPlaylistError.self) { try Self.resolve(text) }
     }
 
@@ -88,7 +92,8 @@ import Testing
             for _ in 0..<Int.random(in: 0...5, using: &random) {
                 let name = names.randomElement(using: &random)!
                 switch Int.random(in: 0..<7, using: &random) {
-                case 0: lines.append("#EXT-X-DEFINE:NAME=\"\(name)\",VALUE=\"v{$\(names.randomElement(using: &random)!)}\"")
+                case 0:
+                    lines.append("#EXT-X-DEFINE:NAME=\"\(name)\",VALUE=\"v{$\(names.randomElement(using: &random)!)}\"")
                 case 1: lines.append("#EXT-X-DEFINE:QUERYPARAM=\"\(name)\"")
                 case 2: lines.append("#EXT-X-DEFINE:IMPORT=\"\(name)\"")
                 case 3: lines.append("#EXT-X-KEY:METHOD=AES-128,URI=\"{$\(name)}/k\"")
@@ -98,7 +103,10 @@ import Testing
                 }
             }
             do {
-                guard let (text, _) = try HLSVariables.resolved(lines.joined(separator: "\n"), url: Self.url, imports: ["cdn": "c", "a": "{$b}"]) else { continue }
+                guard
+                    let (text, _) = try HLSVariables.resolved(
+                        lines.joined(separator: "\n"), url: Self.url, imports: ["cdn": "c", "a": "{$b}"])
+                else { continue }
                 resolved += 1
                 let out = text.split(separator: "\n")
                 #expect(!out.contains { $0.hasPrefix("#EXT-X-DEFINE") })

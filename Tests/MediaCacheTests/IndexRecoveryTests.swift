@@ -48,7 +48,10 @@ import Testing
         try await film.write(DeterministicContent(seed: 5).buffer(offset: 0, length: 300_000), at: 0)
         film.close()
         let song = try store.openEntry(Self.song)
-        try song.updateMetadata(ContentMetadata(length: 100_000, mimeType: "audio/mpeg", acceptsRanges: true, lastModified: "Mon, 02 Jan 2028 10:00:00 GMT"))
+        try song.updateMetadata(
+            ContentMetadata(
+                length: 100_000, mimeType: "audio/mpeg", acceptsRanges: true,
+                lastModified: "Mon, 02 Jan 2028 10:00:00 GMT"))
         try await song.write(DeterministicContent(seed: 6).buffer(offset: 10_000, length: 20_000), at: 10_000)
         song.close()
         try await store.pin([Self.film])
@@ -67,7 +70,9 @@ import Testing
             #expect(size >= 8192, "an index of \(size) bytes")
             try handle.seek(toOffset: damage == .header ? 0 : 4096)
             // Garbage, the same every run: the first byte (a page's type) is 11, which no page has.
-            try handle.write(contentsOf: Data((0..<(damage == .header ? 200 : 4096)).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }))
+            try handle.write(
+                contentsOf: Data(
+                    (0..<(damage == .header ? 200 : 4096)).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }))
             try handle.close()
         }
     }
@@ -91,7 +96,8 @@ import Testing
             switch harm {
             case .journalLost:
                 // Written and committed, not closed: the commits are in the journal only.
-                let store = try await CacheStore.open(directory: folder, configuration: Self.configuration(encrypted: encrypted))
+                let store = try await CacheStore.open(
+                    directory: folder, configuration: Self.configuration(encrypted: encrypted))
                 try await Self.write(into: store)
                 let copy = directory.appendingPathComponent("copy")
                 try FileManager.default.copyItem(at: folder, to: copy)
@@ -101,27 +107,35 @@ import Testing
                 folder = copy
             case .scattered:
                 try await Self.fill(folder, encrypted: encrypted)
-                let handle = try #require(FileHandle(forUpdatingAtPath: folder.appendingPathComponent("index.sqlite").path))
+                let handle = try #require(
+                    FileHandle(forUpdatingAtPath: folder.appendingPathComponent("index.sqlite").path))
                 let size = try handle.seekToEnd()
                 for place in 0..<20 {
                     try handle.seek(toOffset: UInt64(place) * size / 20 + 37)
-                    try handle.write(contentsOf: Data((0..<64).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ place &* 7 &+ 3) }))
+                    try handle.write(
+                        contentsOf: Data((0..<64).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ place &* 7 &+ 3) }))
                 }
                 try handle.close()
             case .dataTruncated:
                 try await Self.fill(folder, encrypted: encrypted)
-                let files = try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("data").path)
+                let files = try FileManager.default.contentsOfDirectory(
+                    atPath: folder.appendingPathComponent("data").path)
                 let film = try #require(files.max { Self.size(folder, $0) < Self.size(folder, $1) })
-                #expect(truncate(folder.appendingPathComponent("data/" + film).path, off_t(Self.size(folder, film) / 3)) == 0)
+                #expect(
+                    truncate(folder.appendingPathComponent("data/" + film).path, off_t(Self.size(folder, film) / 3))
+                        == 0)
             }
-            let store = try await CacheStore.open(directory: folder, configuration: Self.configuration(encrypted: encrypted))
+            let store = try await CacheStore.open(
+                directory: folder, configuration: Self.configuration(encrypted: encrypted))
             for (key, seed) in [(Self.film, UInt64(5)), (Self.song, UInt64(6))] {
                 let spans = store.spans(for: key)
                 let handle = try store.openEntry(key)
                 for span in spans.spans {
                     do {
                         let bytes = try await handle.read(span)
-                        #expect(DeterministicContent(seed: seed).firstMismatch(in: bytes, at: span.lowerBound) == nil, "\(key) \(span)")
+                        #expect(
+                            DeterministicContent(seed: seed).firstMismatch(in: bytes, at: span.lowerBound) == nil,
+                            "\(key) \(span)")
                     } catch let error as CacheError {
                         // A sealed block cut in two fails its check: refused (and fetched again
                         // by the read path), never served.
@@ -134,7 +148,8 @@ import Testing
             #expect(store.metadata(for: Self.song)?.lastModified == "Mon, 02 Jan 2028 10:00:00 GMT")
             #expect(try store.loadJobs().map(\.id) == ["job1"])
             switch harm {
-            case .dataTruncated: #expect(store.spans(for: Self.film).byteCount < 300_000 && store.spans(for: Self.film).byteCount > 0)
+            case .dataTruncated:
+                #expect(store.spans(for: Self.film).byteCount < 300_000 && store.spans(for: Self.film).byteCount > 0)
             case .journalLost, .scattered: #expect(store.spans(for: Self.film) == SpanSet([ByteRange(0, 300_000)]))
             }
             try await store.close()
@@ -153,28 +168,43 @@ import Testing
             try await Self.fill(folder, encrypted: encrypted)
             try Self.damage(folder, damage)
             let log = LogRecorder()
-            let store = try await CacheStore.open(directory: folder, configuration: Self.configuration(encrypted: encrypted, log: log))
-            let warnings = log.all.filter { $0.level == .warning && $0.message.contains("rebuilt it from the entry records") }
+            let store = try await CacheStore.open(
+                directory: folder, configuration: Self.configuration(encrypted: encrypted, log: log))
+            let warnings = log.all.filter {
+                $0.level == .warning && $0.message.contains("rebuilt it from the entry records")
+            }
             #expect(warnings.count == 1, "\(log.all.map(\.message))")
-            #expect(warnings.first?.metadata["entries"] == "2" && warnings.first?.metadata["pinned"] == "1" && warnings.first?.metadata["jobs"] == "1")
+            #expect(
+                warnings.first?.metadata["entries"] == "2" && warnings.first?.metadata["pinned"] == "1"
+                    && warnings.first?.metadata["jobs"] == "1")
             if damage != .deleted {
-                let aside = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("index.sqlite.damaged-") }
+                let aside = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter {
+                    $0.hasPrefix("index.sqlite.damaged-")
+                }
                 #expect(!aside.isEmpty, "the damaged index is kept aside")
             }
-            #expect(store.metadata(for: Self.film)?.etag == "\"f1\"" && store.metadata(for: Self.film)?.responseHeader("cache-control") == "max-age=60")
+            #expect(
+                store.metadata(for: Self.film)?.etag == "\"f1\""
+                    && store.metadata(for: Self.film)?.responseHeader("cache-control") == "max-age=60")
             #expect(store.metadata(for: Self.song)?.lastModified == "Mon, 02 Jan 2028 10:00:00 GMT")
             #expect(store.isPinned(Self.film) && !store.isPinned(Self.song))
-            #expect(store.spans(for: Self.film) == SpanSet([ByteRange(0, 300_000)]) && store.spans(for: Self.song) == SpanSet([ByteRange(10_000, 30_000)]))
+            #expect(
+                store.spans(for: Self.film) == SpanSet([ByteRange(0, 300_000)])
+                    && store.spans(for: Self.song) == SpanSet([ByteRange(10_000, 30_000)]))
             #expect(try store.loadJobs().map(\.id) == ["job1"])
             let handle = try store.openEntry(Self.film)
             let bytes = try await handle.read(ByteRange(0, 300_000))
             handle.close()
-            #expect(DeterministicContent(seed: 5).firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 300_000)
+            #expect(
+                DeterministicContent(seed: 5).firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 300_000)
             try await store.close()
             // Opened again: the rebuilt index is sound, nothing more to say.
             let again = LogRecorder()
-            let reopened = try await CacheStore.open(directory: folder, configuration: Self.configuration(encrypted: encrypted, log: again))
-            #expect(!again.all.contains { $0.level == .warning } && reopened.summary().entries == 2, "\(again.all.map(\.message))")
+            let reopened = try await CacheStore.open(
+                directory: folder, configuration: Self.configuration(encrypted: encrypted, log: again))
+            #expect(
+                !again.all.contains { $0.level == .warning } && reopened.summary().entries == 2,
+                "\(again.all.map(\.message))")
             try await reopened.close()
         }
     }
@@ -192,11 +222,14 @@ import Testing
             try await handle.write(DeterministicContent(seed: 5).buffer(offset: 0, length: 1000), at: 0)
             handle.close()
             try await store.flush()
-            let records = try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("entries").path)
+            let records = try FileManager.default.contentsOfDirectory(
+                atPath: folder.appendingPathComponent("entries").path)
             #expect(records.count == 1)
             try await store.remove(Self.film)
             try await store.flush()
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("entries").path).isEmpty, "a removed entry's record goes")
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("entries").path)
+                    .isEmpty, "a removed entry's record goes")
             try await store.close()
         }
     }

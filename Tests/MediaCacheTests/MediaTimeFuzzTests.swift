@@ -37,7 +37,8 @@ import Testing
             if mutated { Self.mutate(&data, &random) }
             var failure: String?
             do {
-                let (plan, badRead) = try await Self.plan(data, seconds: seconds, bridging: mutated ? MediaTimePlanner.bridgedGap : 0)
+                let (plan, badRead) = try await Self.plan(
+                    data, seconds: seconds, bridging: mutated ? MediaTimePlanner.bridgedGap : 0)
                 failure = badRead ?? Self.wellFormed(plan, length: Int64(data.count))
                 if failure == nil, !mutated { failure = file.check(plan, seconds: seconds) }
                 outcomes[mutated ? "mutated planned" : "planned", default: 0] += 1
@@ -47,10 +48,16 @@ import Testing
             }
             if let failure {
                 failures += 1
-                if failures <= 5 { Issue.record(Comment(rawValue: "iteration \(iteration), seed \(Self.seed), \(seconds) s, \(file.summary): \(failure)")) }
+                if failures <= 5 {
+                    Issue.record(
+                        Comment(
+                            rawValue:
+                                "iteration \(iteration), seed \(Self.seed), \(seconds) s, \(file.summary): \(failure)"))
+                }
             }
         }
-        print("fuzz mp4: \(Self.iterations) files, \(failures) failures, outcomes \(outcomes.sorted { $0.key < $1.key })")
+        print(
+            "fuzz mp4: \(Self.iterations) files, \(failures) failures, outcomes \(outcomes.sorted { $0.key < $1.key })")
         #expect((outcomes["planned"] ?? 0) > Self.iterations / 4)
         #expect((outcomes["refused"] ?? 0) > 0 && (outcomes["mutated planned"] ?? 0) > 0)
     }
@@ -63,7 +70,9 @@ import Testing
             if random.below(3) > 0 { Self.mutate(&data, &random) }
             let (plan, badRead) = try await Self.plan(data, seconds: Double(random.below(20)))
             shapes[plan.shape, default: 0] += 1
-            if let failure = badRead ?? Self.wellFormed(plan, length: Int64(data.count)) ?? (plan.ranges.first?.lowerBound ?? 0 == 0 ? nil : "not from the start") {
+            if let failure = badRead ?? Self.wellFormed(plan, length: Int64(data.count))
+                ?? (plan.ranges.first?.lowerBound ?? 0 == 0 ? nil : "not from the start")
+            {
                 Issue.record(Comment(rawValue: "iteration \(iteration): \(failure)"))
                 break
             }
@@ -73,9 +82,12 @@ import Testing
     }
 
     /// Plans from memory; says what went wrong with a read, if anything did.
-    static func plan(_ data: [UInt8], seconds: Double, bridging: Int64 = MediaTimePlanner.bridgedGap) async throws -> (MediaTimePlan, String?) {
+    static func plan(_ data: [UInt8], seconds: Double, bridging: Int64 = MediaTimePlanner.bridgedGap) async throws -> (
+        MediaTimePlan, String?
+    ) {
         let badRead = Mutex<String?>(nil)
-        let plan = try await MediaTimePlanner.plan(seconds: seconds, length: Int64(data.count), bridging: bridging) { range in
+        let plan = try await MediaTimePlanner.plan(seconds: seconds, length: Int64(data.count), bridging: bridging) {
+            range in
             guard range.upperBound <= Int64(data.count), !range.isEmpty else {
                 badRead.withLock { $0 = "read \(range) of a \(data.count)-byte file" }
                 return []
@@ -88,12 +100,16 @@ import Testing
     static func wellFormed(_ plan: MediaTimePlan, length: Int64) -> String? {
         for (index, range) in plan.ranges.enumerated() {
             if range.isEmpty || range.upperBound > length { return "range \(range) outside a \(length)-byte file" }
-            if index > 0, plan.ranges[index - 1].upperBound >= range.lowerBound { return "ranges not sorted and apart: \(plan.ranges)" }
+            if index > 0, plan.ranges[index - 1].upperBound >= range.lowerBound {
+                return "ranges not sorted and apart: \(plan.ranges)"
+            }
         }
         return nil
     }
 
-    static let edgeValues: [UInt32] = [0, 1, 2, 7, 8, 16, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 0xFFFF_FFFE, 0x0001_0000]
+    static let edgeValues: [UInt32] = [
+        0, 1, 2, 7, 8, 16, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 0xFFFF_FFFE, 0x0001_0000,
+    ]
 
     static func mutate(_ data: inout [UInt8], _ random: inout SplitMix) {
         for _ in 0...random.below(6) {
@@ -102,10 +118,14 @@ import Testing
             switch random.below(5) {
             case 0, 1:
                 let value = edgeValues[random.below(edgeValues.count)]
-                for byte in 0..<4 where at + byte < data.count { data[at + byte] = UInt8(truncatingIfNeeded: value >> (24 - 8 * byte)) }
+                for byte in 0..<4 where at + byte < data.count {
+                    data[at + byte] = UInt8(truncatingIfNeeded: value >> (24 - 8 * byte))
+                }
             case 2: data[at] ^= UInt8(truncatingIfNeeded: 1 << random.below(8))
             case 3: data.removeSubrange(at...)
-            default: data.insert(contentsOf: (0..<random.below(12)).map { _ in UInt8(truncatingIfNeeded: random.next()) }, at: at)
+            default:
+                data.insert(
+                    contentsOf: (0..<random.below(12)).map { _ in UInt8(truncatingIfNeeded: random.next()) }, at: at)
             }
         }
     }
@@ -116,7 +136,9 @@ import Testing
         var bytes: [UInt8] = []
         switch random.below(3) {
         case 0:
-            if random.below(2) == 0 { bytes += Array("ID3".utf8) + [4, 0, 0, 0, 0, 1, 0] + [UInt8](repeating: 0, count: 128) }
+            if random.below(2) == 0 {
+                bytes += Array("ID3".utf8) + [4, 0, 0, 0, 0, 1, 0] + [UInt8](repeating: 0, count: 128)
+            }
             let frame: [UInt8] = [0xFF, 0xFB, UInt8(random.below(14) + 1) << 4 | UInt8(random.below(3)) << 2, 0x44]
             let length = MPEGFrame(frame, at: 0)?.length ?? 417
             var first = frame + [UInt8](repeating: 0, count: max(0, length - 4))
@@ -128,13 +150,18 @@ import Testing
         case 1:
             for _ in 0..<30 {
                 let length = 7 + random.below(400)
-                bytes += [0xFF, 0xF1, 0x50, 0x80 | UInt8(length >> 11), UInt8(truncatingIfNeeded: length >> 3), UInt8(truncatingIfNeeded: length << 5) | 0x1F, 0xFC]
+                bytes += [
+                    0xFF, 0xF1, 0x50, 0x80 | UInt8(length >> 11), UInt8(truncatingIfNeeded: length >> 3),
+                    UInt8(truncatingIfNeeded: length << 5) | 0x1F, 0xFC,
+                ]
                 bytes += [UInt8](repeating: 0x21, count: length - 7)
             }
         default:
             let rate = UInt32(8000 * (1 + random.below(12)))
             func le(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
-            bytes += Array("RIFF".utf8) + le(36 + 20000) + Array("WAVE".utf8) + Array("fmt ".utf8) + le(16) + [1, 0, 1, 0] + le(rate / 2) + le(rate) + [2, 0, 16, 0]
+            bytes +=
+                Array("RIFF".utf8) + le(36 + 20000) + Array("WAVE".utf8) + Array("fmt ".utf8) + le(16) + [1, 0, 1, 0]
+                + le(rate / 2) + le(rate) + [2, 0, 16, 0]
             bytes += Array("data".utf8) + le(20000) + [UInt8](repeating: 0, count: 20000)
         }
         return bytes

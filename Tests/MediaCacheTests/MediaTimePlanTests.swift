@@ -10,7 +10,9 @@ import Testing
 
 /// The time-to-bytes mapping against ffprobe's packet table, on files ffmpeg makes: both `moov`
 /// positions, fragmented with and without `sidx`, audio-only MP4, MP3 (CBR and VBR), ADTS, WAV.
-@Suite(.enabled(if: ChildProcess.toolExists("ffmpeg") && ChildProcess.toolExists("ffprobe"), "ffmpeg is installed by .ci/run"))
+@Suite(
+    .enabled(
+        if: ChildProcess.toolExists("ffmpeg") && ChildProcess.toolExists("ffprobe"), "ffmpeg is installed by .ci/run"))
 struct MediaTimePlanTests {
     /// One packet as ffprobe lists it.
     struct Packet {
@@ -21,7 +23,8 @@ struct MediaTimePlanTests {
 
     static func packets(_ path: String) async throws -> [Packet] {
         let result = try await ChildProcess.run([
-            "ffprobe", "-v", "error", "-show_entries", "packet=stream_index,pts_time,dts_time,pos,size", "-of", "compact=p=0", path,
+            "ffprobe", "-v", "error", "-show_entries", "packet=stream_index,pts_time,dts_time,pos,size", "-of",
+            "compact=p=0", path,
         ])
         #expect(result.status == 0, "ffprobe: \(result.error)")
         return String(decoding: result.output, as: UTF8.self).split(separator: "\n").compactMap { line in
@@ -30,7 +33,8 @@ struct MediaTimePlanTests {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
             }
-            guard let stream = fields["stream_index"].flatMap({ Int($0) }), let pos = fields["pos"].flatMap({ Int64($0) }),
+            guard let stream = fields["stream_index"].flatMap({ Int($0) }),
+                let pos = fields["pos"].flatMap({ Int64($0) }),
                 let size = fields["size"].flatMap({ Int64($0) }),
                 let time = Double(fields["pts_time"] ?? "") ?? Double(fields["dts_time"] ?? "")
             else { return nil }
@@ -58,7 +62,9 @@ struct MediaTimePlanTests {
     /// `seconds`, and no more than the packets before `seconds + slack` and the file's
     /// non-packet bytes (headers, index) need; returns the plan.
     @discardableResult
-    static func check(_ path: String, seconds: Double, shape: MediaShape, slack: Double, maxReads: Int) async throws -> MediaTimePlan {
+    static func check(_ path: String, seconds: Double, shape: MediaShape, slack: Double, maxReads: Int) async throws
+        -> MediaTimePlan
+    {
         let data = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         let packets = try await packets(path)
         #expect(packets.count > 10, "\(path): ffprobe listed \(packets.count) packets")
@@ -67,20 +73,27 @@ struct MediaTimePlanTests {
         #expect(reads.count <= maxReads, "\(path): \(reads.count) reads: \(reads)")
         let planned = SpanSet(plan.ranges)
         for packet in packets where packet.time < seconds {
-            #expect(planned.contains(packet.range), "\(path): packet of stream \(packet.stream) at \(packet.time) s, \(packet.range), not planned")
+            #expect(
+                planned.contains(packet.range),
+                "\(path): packet of stream \(packet.stream) at \(packet.time) s, \(packet.range), not planned")
         }
         let packetBytes = packets.reduce(Int64(0)) { $0 + $1.range.length }
         let neededLater = packets.filter { $0.time < seconds + slack }.reduce(Int64(0)) { $0 + $1.range.length }
         let allowance = neededLater + (Int64(data.count) - packetBytes) + MediaTimePlanner.bridgedGap
-        #expect(plan.byteCount <= allowance, "\(path): planned \(plan.byteCount) of \(data.count) bytes, allowed \(allowance)")
+        #expect(
+            plan.byteCount <= allowance,
+            "\(path): planned \(plan.byteCount) of \(data.count) bytes, allowed \(allowance)")
         if seconds * 2 < packets.map(\.time).max() ?? 0 {
-            #expect(plan.byteCount < Int64(data.count) * 6 / 10, "\(path): planned \(plan.byteCount) of \(data.count) bytes")
+            #expect(
+                plan.byteCount < Int64(data.count) * 6 / 10, "\(path): planned \(plan.byteCount) of \(data.count) bytes"
+            )
         }
         return plan
     }
 
     static let video = [
-        "-f", "lavfi", "-i", "testsrc=duration=20:size=320x240:rate=25", "-f", "lavfi", "-i", "sine=frequency=330:duration=20",
+        "-f", "lavfi", "-i", "testsrc=duration=20:size=320x240:rate=25", "-f", "lavfi", "-i",
+        "sine=frequency=330:duration=20",
         "-c:v", "libx264", "-preset", "veryfast", "-g", "25", "-c:a", "aac", "-shortest",
     ]
 
@@ -106,8 +119,12 @@ struct MediaTimePlanTests {
             let fragments = folder.appendingPathComponent("frag.mp4").path
             let indexed = folder.appendingPathComponent("sidx.mp4").path
             try await Self.ffmpeg(Self.video + [source])
-            try await Self.ffmpeg(["-i", source, "-c", "copy", "-movflags", "frag_keyframe+empty_moov+default_base_moof", fragments])
-            try await Self.ffmpeg(["-i", source, "-c", "copy", "-movflags", "frag_keyframe+empty_moov+global_sidx", indexed])
+            try await Self.ffmpeg([
+                "-i", source, "-c", "copy", "-movflags", "frag_keyframe+empty_moov+default_base_moof", fragments,
+            ])
+            try await Self.ffmpeg([
+                "-i", source, "-c", "copy", "-movflags", "frag_keyframe+empty_moov+global_sidx", indexed,
+            ])
             // A fragment is a second (a keyframe each 25 frames): the plan ends on a fragment's end.
             try await Self.check(indexed, seconds: 3, shape: .fragmentedMP4, slack: 1.5, maxReads: 1)
             try await Self.check(fragments, seconds: 3, shape: .fragmentedMP4, slack: 1.5, maxReads: 6)
@@ -120,7 +137,11 @@ struct MediaTimePlanTests {
             let cases: [(String, [String], MediaShape)] = [
                 ("cbr.mp3", ["-c:a", "libmp3lame", "-b:a", "128k"], .mp3),
                 ("vbr.mp3", ["-c:a", "libmp3lame", "-q:a", "4"], .mp3),
-                ("tagged.mp3", ["-c:a", "libmp3lame", "-b:a", "96k", "-metadata", "title=\(String(repeating: "x", count: 3000))"], .mp3),
+                (
+                    "tagged.mp3",
+                    ["-c:a", "libmp3lame", "-b:a", "96k", "-metadata", "title=\(String(repeating: "x", count: 3000))"],
+                    .mp3
+                ),
                 ("tone.aac", ["-c:a", "aac", "-b:a", "96k"], .adts),
                 ("tone.wav", ["-c:a", "pcm_s16le", "-ar", "22050"], .wave),
                 ("tone.m4a", ["-c:a", "aac", "-b:a", "96k"], .mp4),
@@ -138,6 +159,7 @@ struct MediaTimePlanTests {
         let (plan, reads) = try await Self.plan(data, seconds: 5)
         #expect(plan.shape == .estimated)
         #expect(reads == [ByteRange(0, MediaTimePlanner.headSize)])
-        #expect(plan.ranges == [ByteRange(0, MediaTimePlanner.bytes(5, perSecond: MediaTimePlanner.estimatedBitRate / 8))])
+        #expect(
+            plan.ranges == [ByteRange(0, MediaTimePlanner.bytes(5, perSecond: MediaTimePlanner.estimatedBitRate / 8))])
     }
 }

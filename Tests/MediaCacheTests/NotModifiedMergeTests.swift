@@ -14,7 +14,10 @@ import Testing
 @Suite(.cpuBound) struct NotModifiedMergeTests {
     /// Field names the generator picks from, in several letter cases, so that a name the
     /// `304` spells differently from the stored answer is still the same field.
-    static let names = ["Date", "date", "DATE", "Cache-Control", "cache-control", "Expires", "X-Version", "x-version", "Vary", "Content-Disposition", "X-A", "x-b"]
+    static let names = [
+        "Date", "date", "DATE", "Cache-Control", "cache-control", "Expires", "X-Version", "x-version", "Vary",
+        "Content-Disposition", "X-A", "x-b",
+    ]
 
     struct Generator {
         var state: UInt64
@@ -23,7 +26,10 @@ import Testing
             return Int((state >> 33) % UInt64(bound))
         }
         mutating func fields() -> [HeaderField] {
-            (0..<next(6)).map { _ in HeaderField(name: NotModifiedMergeTests.names[next(NotModifiedMergeTests.names.count)], value: "v\(next(1000))") }
+            (0..<next(6)).map { _ in
+                HeaderField(
+                    name: NotModifiedMergeTests.names[next(NotModifiedMergeTests.names.count)], value: "v\(next(1000))")
+            }
         }
         mutating func validator(_ prefix: String) -> String? {
             next(3) == 0 ? nil : "\(prefix)\(next(4))"
@@ -38,7 +44,8 @@ import Testing
         var generator = Generator(state: 0x5EED_304)
         let start = Date(timeIntervalSince1970: 1_800_000_000)
         for round in 0..<5_000 {
-            var stored = ContentMetadata(length: 1000, etag: generator.validator("\"s"), lastModified: generator.validator("Mon, 0"))
+            var stored = ContentMetadata(
+                length: 1000, etag: generator.validator("\"s"), lastModified: generator.validator("Mon, 0"))
             stored.responseHeaders = generator.fields()
             stored.generatedAt = start
             stored.freshUntil = start.addingTimeInterval(Double(generator.next(100)))
@@ -50,10 +57,13 @@ import Testing
 
             let answered = Set(answer.responseHeaders.map { $0.name.lowercased() })
             let all = answered.union(stored.responseHeaders.map { $0.name.lowercased() })
-            let described = "round \(round): \(stored.responseHeaders) + \(answer.responseHeaders) → \(merged.responseHeaders)"
+            let described =
+                "round \(round): \(stored.responseHeaders) + \(answer.responseHeaders) → \(merged.responseHeaders)"
             var expectedCount = 0
             for name in all {
-                let expected = answered.contains(name) ? Self.lines(answer.responseHeaders, named: name) : Self.lines(stored.responseHeaders, named: name)
+                let expected =
+                    answered.contains(name)
+                    ? Self.lines(answer.responseHeaders, named: name) : Self.lines(stored.responseHeaders, named: name)
                 expectedCount += expected.count
                 guard Self.lines(merged.responseHeaders, named: name) == expected else {
                     Issue.record("\(name) lost or duplicated, \(described)")
@@ -64,7 +74,8 @@ import Testing
                 Issue.record("a field from nowhere, \(described)")
                 return
             }
-            guard merged.etag == (answer.etag ?? stored.etag), merged.lastModified == (answer.lastModified ?? stored.lastModified),
+            guard merged.etag == (answer.etag ?? stored.etag),
+                merged.lastModified == (answer.lastModified ?? stored.lastModified),
                 merged.length == stored.length, merged.generatedAt == answer.generatedAt
             else {
                 Issue.record("validators, length or age not as the 304 says, \(described)")

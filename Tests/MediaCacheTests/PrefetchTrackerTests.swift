@@ -17,14 +17,17 @@ import Testing
     @Test func progressIsHeardInTheOrderItChanged() {
         let items = (0..<16).map { PrefetchItem(url: URL(string: "https://o.example/s\($0).ts")!, range: nil) }
         let heard = Mutex<[Int64]>([])
-        let tracker = PrefetchTracker(items: items, playlists: []) { progress in heard.withLock { $0.append(progress.bytesDone) } }
+        let tracker = PrefetchTracker(items: items, playlists: []) { progress in
+            heard.withLock { $0.append(progress.bytesDone) }
+        }
         let threads = 4
         let changes = 5_000
         DispatchQueue.concurrentPerform(iterations: threads) { _ in
             for _ in 0..<changes { tracker.report { $0.bytesDone += 1 } }
         }
         let counts = heard.withLock { $0 }
-        #expect(counts.first == 0 && counts.last == Int64(threads * changes), "\(counts.prefix(3)) … \(counts.suffix(3))")
+        #expect(
+            counts.first == 0 && counts.last == Int64(threads * changes), "\(counts.prefix(3)) … \(counts.suffix(3))")
         let backwards = zip(counts, counts.dropFirst()).filter { $0 >= $1 }
         #expect(backwards.count == 0, "reports that did not move forward, e.g. \(backwards.prefix(3))")
     }

@@ -13,7 +13,9 @@ import Testing
         PreloadItem(URL(string: "https://cdn.example/\(name)")!, seconds: seconds)
     }
 
-    static func names(_ starts: [PreloadQueueStateMachine.Start]) -> [String] { starts.map(\.item.url.lastPathComponent) }
+    static func names(_ starts: [PreloadQueueStateMachine.Start]) -> [String] {
+        starts.map(\.item.url.lastPathComponent)
+    }
 
     @Test func itemsStartInOrderOneAtATimeByDefault() {
         var machine = PreloadQueueStateMachine(maxBytes: 1 << 30, maxConcurrent: 1)
@@ -113,7 +115,8 @@ import Testing
     @Test func randomSequencesKeepTheInvariants() {
         var random = SplitMix(seed: 50)
         for _ in 0..<2000 {
-            var machine = PreloadQueueStateMachine(maxBytes: Int64(1 + random.below(5000)), maxConcurrent: 1 + random.below(3))
+            var machine = PreloadQueueStateMachine(
+                maxBytes: Int64(1 + random.below(5000)), maxConcurrent: 1 + random.below(3))
             var running: [UInt64] = []
             for _ in 0..<40 {
                 switch random.below(4) {
@@ -126,7 +129,9 @@ import Testing
                 case 2 where !running.isEmpty:
                     let id = running[random.below(running.count)]
                     let missing = Int64(random.below(2000))
-                    if machine.boundary(id, missing: missing) == .fetch { machine.fetched(id, bytes: Int64(random.below(Int(missing) + 1)), reserved: missing) }
+                    if machine.boundary(id, missing: missing) == .fetch {
+                        machine.fetched(id, bytes: Int64(random.below(Int(missing) + 1)), reserved: missing)
+                    }
                 default: break
                 }
                 #expect(machine.running == running.count)

@@ -33,7 +33,9 @@ import Testing
                 #expect(Double(sent) <= Double(rate) * (seconds + 1) + 1, "rate \(rate): \(sent) bytes in \(seconds) s")
             }
             let seconds = Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18
-            if seconds > 10 { #expect(Double(sent) >= Double(rate) * seconds * 0.99, "rate \(rate): only \(sent) in \(seconds) s") }
+            if seconds > 10 {
+                #expect(Double(sent) >= Double(rate) * seconds * 0.99, "rate \(rate): only \(sent) in \(seconds) s")
+            }
         }
     }
 }

@@ -143,7 +143,8 @@ extension ReadPathPatternTests {
             // The origin's own answer, carried for the front door to pass on, never stored.
             await #expect { _ = try await h.reader.read(h.origin.url("/missing.mp3")) } throws: {
                 let error = $0 as? CacheError
-                return error?.code == .originAnswered && error?.originAnswer?.status == 404 && error?.isOriginFailure == false
+                return error?.code == .originAnswered && error?.originAnswer?.status == 404
+                    && error?.isOriginFailure == false
             }
             #expect(h.store.metadata(for: h.store.key(for: h.origin.url("/missing.mp3"))) == nil)
             var broken = TestOrigin.Faults()
@@ -169,7 +170,9 @@ extension ReadPathPatternTests {
             await #expect { _ = try await h.reader.read(h.origin.url("/odd.mp3"), offset: 1_000_000) } throws: {
                 ($0 as? CacheError)?.code == .rangeNotSatisfiable && ($0 as? CacheError)?.resourceLength == 1_000_000
             }
-            await #expect { _ = try await h.reader.read(URL(string: "http://127.0.0.1:1/nothing.mp3")!) } throws: { ($0 as? CacheError)?.code == .originUnavailable }
+            await #expect { _ = try await h.reader.read(URL(string: "http://127.0.0.1:1/nothing.mp3")!) } throws: {
+                ($0 as? CacheError)?.code == .originUnavailable
+            }
         }
     }
 }

@@ -81,7 +81,9 @@ import Testing
             var consumed = SpanSet()
             func session() async throws {
                 try await Self.readAndCheck(h, "/a.mp3", offset: 0, length: 2)
-                for (offset, limit) in [(0, 700 << 10), (700 << 10, 600 << 10), (4_000_000, 500 << 10), (1_000_000, 800 << 10)] as [(Int64, Int64)] {
+                for (offset, limit) in [
+                    (0, 700 << 10), (700 << 10, 600 << 10), (4_000_000, 500 << 10), (1_000_000, 800 << 10),
+                ] as [(Int64, Int64)] {
                     let got = try await Self.readThenCancel(h, "/a.mp3", offset: offset, limit: limit)
                     consumed.insert(ByteRange(offset: offset, length: got))
                 }
@@ -122,7 +124,10 @@ import Testing
             h.origin.resetCounters()
             let cached = h.store.spans(for: key)
             try await session()
-            #expect(h.origin.requests("/a.mp3").isEmpty, "second session: \(h.origin.requests("/a.mp3")); cached after the first: \(cached); consumed \(consumed)")
+            #expect(
+                h.origin.requests("/a.mp3").isEmpty,
+                "second session: \(h.origin.requests("/a.mp3")); cached after the first: \(cached); consumed \(consumed)"
+            )
         }
     }
 }
@@ -134,7 +139,9 @@ import Testing
             let size: Int64 = 40 << 20
             h.origin.serve(.generated(length: size, seed: 3), at: "/v.mp4")
             var random = SplitMix(seed: 77)
-            let windows = (0..<200).map { _ in ByteRange(offset: Int64(random.next() % UInt64(size - (64 << 10))), length: 64 << 10) }
+            let windows = (0..<200).map { _ in
+                ByteRange(offset: Int64(random.next() % UInt64(size - (64 << 10))), length: 64 << 10)
+            }
             let unique = SpanSet(windows).byteCount
             for window in windows {
                 try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)
@@ -146,7 +153,8 @@ import Testing
             )
             h.origin.resetCounters()
             for window in windows {
-                let statistics = try await ReadPathTests.readAndCheck(h, "/v.mp4", offset: window.lowerBound, length: window.length)
+                let statistics = try await ReadPathTests.readAndCheck(
+                    h, "/v.mp4", offset: window.lowerBound, length: window.length)
                 #expect(statistics.bytesFromOrigin == 0)
             }
             #expect(h.origin.requests("/v.mp4").isEmpty)
@@ -167,7 +175,9 @@ import Testing
             }
             let sent = h.origin.bodyBytesSent("/cold.mp4")
             // At most the file plus one first request's worth (256 KiB) of bytes in flight.
-            #expect(sent <= size + CachingReader.Configuration().minimumRequest, "origin sent \(sent) bytes for a \(size)-byte file: \(h.origin.requests("/cold.mp4"))")
+            #expect(
+                sent <= size + CachingReader.Configuration().minimumRequest,
+                "origin sent \(sent) bytes for a \(size)-byte file: \(h.origin.requests("/cold.mp4"))")
         }
     }
 
@@ -181,14 +191,21 @@ import Testing
             faults.dropCount = 2
             h.origin.serve(.generated(length: 2_000_000, seed: 5, faults: faults), at: "/drop.mp4")
             let statistics = try await ReadPathTests.readAndCheck(h, "/drop.mp4")
-            #expect(statistics.originRetries == 2, "the two resumes are counted in the read's statistics: \(h.origin.requests("/drop.mp4"))")
+            #expect(
+                statistics.originRetries == 2,
+                "the two resumes are counted in the read's statistics: \(h.origin.requests("/drop.mp4"))")
             let gets = h.origin.requests("/drop.mp4").filter { $0.method == "GET" }
             // Two drops, each resumed from where it left off, carrying the stored validator.
             #expect(gets.count >= 3)
             #expect(gets.dropFirst().allSatisfy { $0.ifRange == "\"v1\"" }, "\(gets)")
-            let starts = gets.compactMap { $0.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } }
-            #expect(starts.count == gets.count && starts == starts.sorted() && Set(starts).count == starts.count, "\(gets)")
-            #expect(starts.count >= 3 && starts[1] > 0 && starts[2] > starts[1], "each drop resumed after the bytes it delivered: \(gets)")
+            let starts = gets.compactMap {
+                $0.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) }
+            }
+            #expect(
+                starts.count == gets.count && starts == starts.sorted() && Set(starts).count == starts.count, "\(gets)")
+            #expect(
+                starts.count >= 3 && starts[1] > 0 && starts[2] > starts[1],
+                "each drop resumed after the bytes it delivered: \(gets)")
             // A drop loses the body parts AsyncHTTPClient received in the read cycle that saw
             // the connection close (it fails the request before handing them over), so a
             // resume may start before the 100,000th byte; never more than a dropped response

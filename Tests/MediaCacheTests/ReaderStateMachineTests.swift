@@ -16,7 +16,10 @@ import Testing
 
     static func held(_ count: Int) -> ByteBuffer { ByteBuffer(repeating: 9, count: count) }
 
-    static func download(_ state: DownloadStateMachine.State, start: Int64 = 0, end: Int64 = 1000, position: Int64, held: ByteBuffer? = nil) -> Machine.DownloadView {
+    static func download(
+        _ state: DownloadStateMachine.State, start: Int64 = 0, end: Int64 = 1000, position: Int64,
+        held: ByteBuffer? = nil
+    ) -> Machine.DownloadView {
         Machine.DownloadView(start: start, end: end, position: position, state: state, held: held)
     }
 
@@ -46,7 +49,9 @@ import Testing
         #expect(machine.next(Seen(stored: ByteRange(0, 900), download: behind)) == .readStored(span: ByteRange(0, 900)))
         #expect(machine.next(Seen(stored: ByteRange(0, 900), download: behind, encrypted: true)) == .takeHeld(chunk))
         // A download that has ended still gives what it holds (bytes it does not store).
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.completed, position: 1000, held: chunk))) == .takeHeld(chunk))
+        #expect(
+            machine.next(Seen(stored: nil, download: Self.download(.completed, position: 1000, held: chunk)))
+                == .takeHeld(chunk))
     }
 
     /// Right after stored bytes, at a hole, the read pauses once per cursor, then joins a
@@ -69,8 +74,12 @@ import Testing
     /// A download that does not cover the cursor, or none, means joining another.
     @Test func aCursorOutsideTheDownloadJoinsAnother() {
         var machine = Self.machine(at: 500)
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.receiving, start: 0, end: 400, position: 300))) == .attach(at: 500))
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.receiving, start: 600, end: 900, position: 600))) == .attach(at: 500))
+        #expect(
+            machine.next(Seen(stored: nil, download: Self.download(.receiving, start: 0, end: 400, position: 300)))
+                == .attach(at: 500))
+        #expect(
+            machine.next(Seen(stored: nil, download: Self.download(.receiving, start: 600, end: 900, position: 600)))
+                == .attach(at: 500))
     }
 
     /// On the download that covers the cursor: wait while it runs (receiving, awaiting its
@@ -81,7 +90,9 @@ import Testing
             #expect(machine.next(Seen(stored: nil, download: Self.download(state, position: 500))) == .waitForBytes)
         }
         #expect(machine.next(Seen(stored: nil, download: Self.download(.receiving, position: 700))) == .lookAgain)
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.receiving, position: 700), hasEntry: false)) == .fail(.lost(at: 500)))
+        #expect(
+            machine.next(Seen(stored: nil, download: Self.download(.receiving, position: 700), hasEntry: false))
+                == .fail(.lost(at: 500)))
         let failed = machine.next(Seen(stored: nil, download: Self.download(.failed(Failure()), position: 500)))
         guard case .fail(.download(let error)) = failed else {
             Issue.record("a failed download fails the read: \(failed)")
@@ -89,7 +100,10 @@ import Testing
         }
         #expect(error is Failure)
         // A failed download fails the read wherever it was.
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.failed(Failure()), start: 0, end: 100, position: 100))) == .fail(.download(Failure())))
+        #expect(
+            machine.next(
+                Seen(stored: nil, download: Self.download(.failed(Failure()), start: 0, end: 100, position: 100)))
+                == .fail(.download(Failure())))
     }
 
     /// Downloads that end before the cursor are replaced, three in a row at most; a byte
@@ -99,10 +113,14 @@ import Testing
         for state in [DownloadStateMachine.State.completed, .cancelled, .completed] {
             #expect(machine.next(Seen(stored: nil, download: Self.download(state, position: 450))) == .attach(at: 500))
         }
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.completed, position: 450))) == .fail(.fruitless(at: 500)))
+        #expect(
+            machine.next(Seen(stored: nil, download: Self.download(.completed, position: 450)))
+                == .fail(.fruitless(at: 500)))
         var again = Self.machine(at: 500)
         for round in 0..<10 {
-            #expect(again.next(Seen(stored: nil, download: Self.download(.completed, position: 450))) == .attach(at: 500 + Int64(round)))
+            #expect(
+                again.next(Seen(stored: nil, download: Self.download(.completed, position: 450)))
+                    == .attach(at: 500 + Int64(round)))
             again.advance(to: 501 + Int64(round))
         }
     }
@@ -111,7 +129,9 @@ import Testing
         var machine = Self.machine()
         machine.close()
         #expect(machine.next(Seen(stored: ByteRange(0, 1000))) == .fail(.closed))
-        #expect(machine.next(Seen(stored: nil, download: Self.download(.receiving, position: 100, held: Self.held(10)))) == .fail(.closed))
+        #expect(
+            machine.next(Seen(stored: nil, download: Self.download(.receiving, position: 100, held: Self.held(10))))
+                == .fail(.closed))
     }
 
     @Test func aBodyStreamedThroughIsReadUntilTheRangeEnds() {
@@ -129,14 +149,17 @@ import Testing
             random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int64((random >> 33) % UInt64(bound))
         }
-        let states: [DownloadStateMachine.State] = [.awaitingResponse, .receiving, .resuming(failures: 1), .completed, .cancelled, .failed(Failure())]
+        let states: [DownloadStateMachine.State] = [
+            .awaitingResponse, .receiving, .resuming(failures: 1), .completed, .cancelled, .failed(Failure()),
+        ]
         for _ in 0..<2000 {
             var machine = Self.machine(at: 100 + next(900), pauses: next(2) == 0)
             for _ in 0..<20 {
                 let cursor = machine.cursor
                 let storedEnd = cursor + next(50)
                 var seen = Seen(
-                    stored: next(2) == 0 && storedEnd > cursor ? ByteRange(cursor - next(10), storedEnd) : nil, storedBefore: next(2) == 0,
+                    stored: next(2) == 0 && storedEnd > cursor ? ByteRange(cursor - next(10), storedEnd) : nil,
+                    storedBefore: next(2) == 0,
                     encrypted: next(4) == 0, hasEntry: next(8) != 0)
                 if next(3) != 0 {
                     let start = next(1000)
@@ -147,7 +170,8 @@ import Testing
                 let action = machine.next(seen)
                 switch action {
                 case .takeHeld: #expect(seen.download?.held != nil)
-                case .readStored(let span): #expect(seen.hasEntry && span.lowerBound <= cursor && cursor < span.upperBound)
+                case .readStored(let span):
+                    #expect(seen.hasEntry && span.lowerBound <= cursor && cursor < span.upperBound)
                 case .pause: #expect(machine.pausesAtHoles && seen.storedBefore && seen.stored == nil || !seen.hasEntry)
                 case .attach(let at): #expect(at == cursor)
                 case .waitForBytes: #expect(seen.download.map { !$0.state.isTerminal && $0.position <= cursor } == true)

@@ -13,9 +13,13 @@ import Testing
     static let base = URL(string: "https://cdn.example/live/index.m3u8")!
 
     /// A live window of `count` 2-second segments from media sequence `first`.
-    static func window(_ first: Int64, _ count: Int, extra: (Int64) -> String = { _ in "" }, end: Bool = false) throws -> [RecordedSegment] {
+    static func window(_ first: Int64, _ count: Int, extra: (Int64) -> String = { _ in "" }, end: Bool = false) throws
+        -> [RecordedSegment]
+    {
         var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
-        for sequence in first..<(first + Int64(count)) { text += extra(sequence) + "#EXTINF:2.000,\nseg\(sequence).ts\n" }
+        for sequence in first..<(first + Int64(count)) {
+            text += extra(sequence) + "#EXTINF:2.000,\nseg\(sequence).ts\n"
+        }
         if end { text += "#EXT-X-ENDLIST\n" }
         return try RecordedSegment.segments(of: HLSPlaylist(parsing: Array(text.utf8)), base: base)
     }
@@ -51,7 +55,8 @@ import Testing
         var timeline = RecordingTimeline()
         let segments = try Self.window(5, 4) { sequence in
             switch sequence {
-            case 5: "#EXT-X-KEY:METHOD=AES-128,URI=\"k1.key\"\n#EXT-X-MAP:URI=\"init1.mp4\"\n#EXT-X-PROGRAM-DATE-TIME:2026-11-26T10:00:00Z\n"
+            case 5:
+                "#EXT-X-KEY:METHOD=AES-128,URI=\"k1.key\"\n#EXT-X-MAP:URI=\"init1.mp4\"\n#EXT-X-PROGRAM-DATE-TIME:2026-11-26T10:00:00Z\n"
             case 7: "#EXT-X-DISCONTINUITY\n#EXT-X-KEY:METHOD=AES-128,URI=\"k2.key\"\n#EXT-X-MAP:URI=\"init2.mp4\"\n"
             case 8: "#EXT-X-GAP\n"
             default: ""
@@ -65,21 +70,31 @@ import Testing
         #expect(segments[2].discontinuity && segments[2].key?.contains("k2.key") == true && segments[3].gap)
         let text = timeline.playlist(finished: true)
         let lines = text.split(separator: "\n").map(String.init)
-        #expect(lines.prefix(5) == ["#EXTM3U", "#EXT-X-VERSION:8", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:0", "#EXT-X-PLAYLIST-TYPE:VOD"])
+        #expect(
+            lines.prefix(5) == [
+                "#EXTM3U", "#EXT-X-VERSION:8", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:0",
+                "#EXT-X-PLAYLIST-TYPE:VOD",
+            ])
         #expect(lines.last == "#EXT-X-ENDLIST")
         #expect(lines.filter { $0.hasPrefix("#EXT-X-KEY") }.count == 2, "a key where it changes: \(text)")
         #expect(lines.filter { $0.hasPrefix("#EXT-X-MAP") }.count == 2)
-        #expect(lines.filter { $0 == "#EXT-X-DISCONTINUITY" }.count == 1 && lines.filter { $0 == "#EXT-X-GAP" }.count == 1)
+        #expect(
+            lines.filter { $0 == "#EXT-X-DISCONTINUITY" }.count == 1 && lines.filter { $0 == "#EXT-X-GAP" }.count == 1)
         // What it writes reads back as the same segments.
         let again = try RecordedSegment.segments(of: HLSPlaylist(parsing: Array(text.utf8)), base: Self.base)
-        #expect(again.map(\.url) == segments.map(\.url) && again.map(\.key) == segments.map(\.key) && again.map(\.gap) == segments.map(\.gap))
+        #expect(
+            again.map(\.url) == segments.map(\.url) && again.map(\.key) == segments.map(\.key)
+                && again.map(\.gap) == segments.map(\.gap))
         #expect(again.map(\.discontinuity) == segments.map(\.discontinuity))
     }
 
     /// The writer's rules, as a table: type, end, target duration, media sequence.
     @Test func thePlaylistFollowsTheRules() throws {
         var timeline = RecordingTimeline()
-        #expect(timeline.playlist(finished: false) == "#EXTM3U\n#EXT-X-VERSION:8\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:EVENT\n")
+        #expect(
+            timeline.playlist(finished: false)
+                == "#EXTM3U\n#EXT-X-VERSION:8\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:EVENT\n"
+        )
         var long = try Self.window(3, 2)
         long[1].duration = 6.006
         _ = timeline.merge(long, endList: false)

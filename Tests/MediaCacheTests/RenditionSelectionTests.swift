@@ -14,7 +14,9 @@ import Testing
     /// The file names (last two path parts) of what `choice` takes of `master`.
     static func chosen(_ master: String, _ choice: RenditionChoice) throws -> [String] {
         let playlist = try HLSPlaylist(parsing: Array(master.utf8))
-        return try choice.renditions(of: playlist, base: base).map { $0.url.pathComponents.suffix(2).joined(separator: "/") }
+        return try choice.renditions(of: playlist, base: base).map {
+            $0.url.pathComponents.suffix(2).joined(separator: "/")
+        }
     }
 
     /// Three heights sharing one audio group in two languages, subtitles in two with a forced
@@ -48,15 +50,33 @@ import Testing
         (RenditionChoice(), ["v360/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]),
         (RenditionChoice(variants: [.atMostHeight(720)]), ["v720/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]),
         (RenditionChoice(variants: [.atMostHeight(200)]), ["v360/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]),
-        (RenditionChoice(variants: [.atMostHeight(4000)]), ["v1080/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]),
+        (
+            RenditionChoice(variants: [.atMostHeight(4000)]),
+            ["v1080/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]
+        ),
         // A language tag takes its regions (fr takes fr-CA).
         (RenditionChoice(audio: .languages(["fr"])), ["v360/index.m3u8", "audio/fr.m3u8", "subs/fr-forced.m3u8"]),
-        (RenditionChoice(audio: .all), ["v360/index.m3u8", "audio/en.m3u8", "audio/fr.m3u8", "subs/en-forced.m3u8", "subs/fr-forced.m3u8"]),
-        (RenditionChoice(subtitles: .languages(["en"])), ["v360/index.m3u8", "audio/en.m3u8", "subs/en.m3u8", "subs/en-forced.m3u8"]),
-        (RenditionChoice(audio: .languages(["fr"]), subtitles: .languages(["en"])), ["v360/index.m3u8", "audio/fr.m3u8", "subs/en.m3u8", "subs/fr-forced.m3u8"]),
-        (RenditionChoice(subtitles: .all), ["v360/index.m3u8", "audio/en.m3u8", "subs/en.m3u8", "subs/fr.m3u8", "subs/en-forced.m3u8"]),
+        (
+            RenditionChoice(audio: .all),
+            ["v360/index.m3u8", "audio/en.m3u8", "audio/fr.m3u8", "subs/en-forced.m3u8", "subs/fr-forced.m3u8"]
+        ),
+        (
+            RenditionChoice(subtitles: .languages(["en"])),
+            ["v360/index.m3u8", "audio/en.m3u8", "subs/en.m3u8", "subs/en-forced.m3u8"]
+        ),
+        (
+            RenditionChoice(audio: .languages(["fr"]), subtitles: .languages(["en"])),
+            ["v360/index.m3u8", "audio/fr.m3u8", "subs/en.m3u8", "subs/fr-forced.m3u8"]
+        ),
+        (
+            RenditionChoice(subtitles: .all),
+            ["v360/index.m3u8", "audio/en.m3u8", "subs/en.m3u8", "subs/fr.m3u8", "subs/en-forced.m3u8"]
+        ),
         // Names match as well as tags, without case.
-        (RenditionChoice(audio: .languages(["FRANÇAIS"])), ["v360/index.m3u8", "audio/fr.m3u8", "subs/fr-forced.m3u8"]),
+        (
+            RenditionChoice(audio: .languages(["FRANÇAIS"])),
+            ["v360/index.m3u8", "audio/fr.m3u8", "subs/fr-forced.m3u8"]
+        ),
         // Trick play: the I-frame playlist of each variant's height (else the lightest), the lightest images.
         (
             RenditionChoice(variants: [.atMostHeight(720)], trickPlay: true),
@@ -67,7 +87,10 @@ import Testing
             ["v1080/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8", "v360/iframes.m3u8", "thumbs/small.m3u8"]
         ),
         // Two variants chosen (a pin extended with another quality).
-        (RenditionChoice(variants: [.lowestBandwidth, .highestBandwidth]), ["v360/index.m3u8", "v1080/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]),
+        (
+            RenditionChoice(variants: [.lowestBandwidth, .highestBandwidth]),
+            ["v360/index.m3u8", "v1080/index.m3u8", "audio/en.m3u8", "subs/en-forced.m3u8"]
+        ),
     ])
     func aCatalogueMasterIsChosenFrom(_ choice: RenditionChoice, _ expected: [String]) throws {
         #expect(try Self.chosen(Self.catalogue, choice) == expected)
@@ -78,7 +101,9 @@ import Testing
         #expect(throws: RenditionSelectionError(message: "The asset has no audio in de; it has en, fr-CA.")) {
             try RenditionChoice(audio: .languages(["de"])).renditions(of: playlist, base: Self.base)
         }
-        #expect(throws: RenditionSelectionError.self) { try RenditionChoice(subtitles: .languages(["ja"])).renditions(of: playlist, base: Self.base) }
+        #expect(throws: RenditionSelectionError.self) {
+            try RenditionChoice(subtitles: .languages(["ja"])).renditions(of: playlist, base: Self.base)
+        }
     }
 
     /// Each variant listed once per audio codec (an AAC group and an AC-3 group): the audio
@@ -94,7 +119,10 @@ import Testing
             v720/index.m3u8
             """
         #expect(try Self.chosen(master, RenditionChoice(audio: .all)) == ["v720/index.m3u8", "aac/en.m3u8"])
-        #expect(try Self.chosen(master, RenditionChoice(variants: [.highestBandwidth], audio: .all)) == ["v720/index.m3u8", "ac3/en.m3u8"])
+        #expect(
+            try Self.chosen(master, RenditionChoice(variants: [.highestBandwidth], audio: .all)) == [
+                "v720/index.m3u8", "ac3/en.m3u8",
+            ])
     }
 
     /// An audio-only master (a podcast or a radio stream: `CODECS` with no picture, no
@@ -129,10 +157,17 @@ import Testing
         let held = Set(chosen.map(\.url))
         let filtered = try #require(playlist.filteredMaster(base: Self.base, isHeld: held.contains))
         #expect(filtered.contains("TYPE=CLOSED-CAPTIONS") && filtered.contains("CLOSED-CAPTIONS=\"cc\""))
-        #expect(filtered.contains("v720/index.m3u8") && !filtered.contains("v1080") && !filtered.contains("audio/fr") && !filtered.contains("iframes"))
-        #expect(filtered.contains("subs/en-forced.m3u8") && !filtered.contains("subs/en.m3u8") && filtered.contains("SUBTITLES=\"subs\""))
-        let pictureOnly = try #require(playlist.filteredMaster(base: Self.base, isHeld: { held.contains($0) && !$0.path.contains("subs") }))
-        #expect(!pictureOnly.contains("SUBTITLES=\"subs\"") && pictureOnly.contains("CLOSED-CAPTIONS=\"cc\""), "no subtitle held: the reference goes")
+        #expect(
+            filtered.contains("v720/index.m3u8") && !filtered.contains("v1080") && !filtered.contains("audio/fr")
+                && !filtered.contains("iframes"))
+        #expect(
+            filtered.contains("subs/en-forced.m3u8") && !filtered.contains("subs/en.m3u8")
+                && filtered.contains("SUBTITLES=\"subs\""))
+        let pictureOnly = try #require(
+            playlist.filteredMaster(base: Self.base, isHeld: { held.contains($0) && !$0.path.contains("subs") }))
+        #expect(
+            !pictureOnly.contains("SUBTITLES=\"subs\"") && pictureOnly.contains("CLOSED-CAPTIONS=\"cc\""),
+            "no subtitle held: the reference goes")
     }
 
     /// A DASH presentation as packagers write one: a video set of three heights, audio in two
@@ -168,7 +203,10 @@ import Testing
         (RenditionChoice(variants: [.atMostHeight(720)]), ["v720", "aen"]),
         (RenditionChoice(audio: .languages(["fr"])), ["v360", "afr", "tfrf"]),
         (RenditionChoice(audio: .all, subtitles: .languages(["en"])), ["v360", "afr", "aen", "ten", "tfrf"]),
-        (RenditionChoice(variants: [.lowestBandwidth, .highestBandwidth], trickPlay: true), ["v360", "v1080", "aen", "thumbs", "trick"]),
+        (
+            RenditionChoice(variants: [.lowestBandwidth, .highestBandwidth], trickPlay: true),
+            ["v360", "v1080", "aen", "thumbs", "trick"]
+        ),
     ])
     func aPresentationIsChosenFrom(_ choice: RenditionChoice, _ expected: [String]) throws {
         let manifest = try DASHManifest(parsing: Array(Self.presentation.utf8))
@@ -182,17 +220,27 @@ import Testing
         let manifest = try DASHManifest(parsing: Array(Self.presentation.utf8))
         let url = URL(string: "https://cdn.example/show/m.mpd")!
         #expect(throws: RenditionSelectionError(message: "The presentation has no audio in de; it has en, fr.")) {
-            try RenditionChoice(audio: .languages(["de"])).representations(of: manifest.presentation(base: url), url: url)
+            try RenditionChoice(audio: .languages(["de"])).representations(
+                of: manifest.presentation(base: url), url: url)
         }
     }
 
     @Test func choicesAddUpAndResolveToTheDefaults() {
         let first = RenditionChoice(variants: [.atMostHeight(720)], audio: .languages(["en"]))
-        let more = first.adding(RenditionChoice(audio: .languages(["FR", "en"]), subtitles: .languages(["fr"]), trickPlay: true))
-        #expect(more == RenditionChoice(variants: [.atMostHeight(720)], audio: .languages(["en", "FR"]), subtitles: .languages(["fr"]), trickPlay: true))
-        #expect(RenditionChoice().resolved == RenditionChoice(variants: [.first], audio: .default, subtitles: LanguageChoice.none))
+        let more = first.adding(
+            RenditionChoice(audio: .languages(["FR", "en"]), subtitles: .languages(["fr"]), trickPlay: true))
+        #expect(
+            more
+                == RenditionChoice(
+                    variants: [.atMostHeight(720)], audio: .languages(["en", "FR"]), subtitles: .languages(["fr"]),
+                    trickPlay: true))
+        #expect(
+            RenditionChoice().resolved
+                == RenditionChoice(variants: [.first], audio: .default, subtitles: LanguageChoice.none))
         #expect(RenditionChoice().isEmpty && !more.isEmpty)
-        #expect(LanguageChoice.default.union(.languages(["fr"])) == LanguageChoice(includesDefault: true, languages: ["fr"]))
+        #expect(
+            LanguageChoice.default.union(.languages(["fr"])) == LanguageChoice(includesDefault: true, languages: ["fr"])
+        )
     }
 
     /// A job written before renditions were chosen (its JSON names only `variant`) reads as
@@ -200,7 +248,10 @@ import Testing
     @Test func aJobWrittenBeforeRenditionsReadsAsItsVariant() throws {
         let old = #"{"format":"hls","variant":{"atMost":{"bitsPerSecond":2000000}},"seconds":30}"#
         let asset = try JSONDecoder().decode(DownloadJob.AssetChoice.self, from: Data(old.utf8))
-        #expect(asset.renditions == RenditionChoice(variants: [.atMost(bitsPerSecond: 2_000_000)], audio: .default, subtitles: LanguageChoice.none))
+        #expect(
+            asset.renditions
+                == RenditionChoice(
+                    variants: [.atMost(bitsPerSecond: 2_000_000)], audio: .default, subtitles: LanguageChoice.none))
         #expect(asset.seconds == 30 && asset.variant == .atMost(bitsPerSecond: 2_000_000))
         let again = try JSONDecoder().decode(DownloadJob.AssetChoice.self, from: try JSONEncoder().encode(asset))
         #expect(again == asset)

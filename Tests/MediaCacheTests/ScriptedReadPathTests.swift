@@ -23,7 +23,9 @@ import Testing
 
     /// Reads `stream` in a task, checking every byte against `content` from `offset`; `taken`
     /// counts what it got.
-    static func consume(_ stream: ReadStream, content: DeterministicContent, from offset: Int64, taken: Taken) -> Task<Int64, any Error> {
+    static func consume(_ stream: ReadStream, content: DeterministicContent, from offset: Int64, taken: Taken) -> Task<
+        Int64, any Error
+    > {
         Task {
             var cursor = offset
             for try await chunk in stream {
@@ -36,7 +38,9 @@ import Testing
     }
 
     /// Answers every request whole and ends every pause, until `done` holds.
-    static func answerEverything(_ h: ScriptedHarness, timer: ManualPauseTimer? = nil, until done: () -> Bool) async throws {
+    static func answerEverything(_ h: ScriptedHarness, timer: ManualPauseTimer? = nil, until done: () -> Bool)
+        async throws
+    {
         try await waitUntil {
             for exchange in h.origin.exchanges { exchange.finish() }
             timer?.fire()
@@ -111,7 +115,9 @@ import Testing
         try await ScriptedHarness.with(answersWhole: true, reader: configuration) { h in
             let content = DeterministicContent(seed: 15)
             h.origin.serve(Self.url, length: 2_000_000, seed: 15)
-            #expect(content.firstMismatch(in: try await collect(try await h.reader.read(Self.url, offset: 0, length: 500_000)), at: 0) == nil)
+            #expect(
+                content.firstMismatch(
+                    in: try await collect(try await h.reader.read(Self.url, offset: 0, length: 500_000)), at: 0) == nil)
             try await waitUntil { h.reader.activeDownloads == 0 }
             let before = h.origin.exchanges.count
             let stream = try await h.reader.read(Self.url)
@@ -168,7 +174,9 @@ import Testing
             #expect(try await reading.value == size)
             let asked = h.origin.exchanges.map(\.bodyRange)
             #expect(SpanSet(asked).byteCount == asked.reduce(0) { $0 + $1.length }, "overlapping requests: \(asked)")
-            #expect(asked.count > 1 && asked[1].lowerBound == probe.bodyRange.upperBound && SpanSet(asked).byteCount == size, "\(asked)")
+            #expect(
+                asked.count > 1 && asked[1].lowerBound == probe.bodyRange.upperBound
+                    && SpanSet(asked).byteCount == size, "\(asked)")
         }
     }
 
@@ -235,10 +243,15 @@ import Testing
             let stored = try await collect(try await h.reader.read(Self.url, offset: 0, length: 300_000))
             #expect(content.firstMismatch(in: stored, at: 0) == nil && stored.readableBytes == 300_000)
             let before = h.origin.exchanges.count
-            await #expect { _ = try await collect(try await h.reader.read(Self.url, offset: 3_000_000, length: 1000)) } throws: {
+            await #expect {
+                _ = try await collect(try await h.reader.read(Self.url, offset: 3_000_000, length: 1000))
+            } throws: {
                 ($0 as? CacheError)?.code == .storeClosed
             }
-            await #expect { _ = try await h.reader.contentInfo(for: URL(string: "https://scripted.example/new.mp4")!, readingFrom: 0) } throws: {
+            await #expect {
+                _ = try await h.reader.contentInfo(
+                    for: URL(string: "https://scripted.example/new.mp4")!, readingFrom: 0)
+            } throws: {
                 ($0 as? CacheError)?.code == .storeClosed
             }
             #expect(h.origin.exchanges.count == before)
@@ -309,7 +322,8 @@ import Testing
             try await waitUntil { !h.origin.exchanges.isEmpty }
             h.origin.exchanges[0].finish()
             let old = try await first.value
-            #expect(old.readableBytes == Int(size) && DeterministicContent(seed: 31).firstMismatch(in: old, at: 0) == nil)
+            #expect(
+                old.readableBytes == Int(size) && DeterministicContent(seed: 31).firstMismatch(in: old, at: 0) == nil)
             let key = h.store.key(for: Self.url)
             try await waitUntil { h.store.spans(for: key).contains(ByteRange(0, size)) }
 
@@ -323,7 +337,9 @@ import Testing
             let reading = Task { try await collect(stream) }
             h.origin.exchanges[1].finish()
             let new = try await reading.value
-            #expect(new.readableBytes == Int(size) && DeterministicContent(seed: 32).firstMismatch(in: new, at: 0) == nil, "the new version's bytes")
+            #expect(
+                new.readableBytes == Int(size) && DeterministicContent(seed: 32).firstMismatch(in: new, at: 0) == nil,
+                "the new version's bytes")
             #expect(h.origin.exchanges.count == 2, "\(h.origin.exchanges.map(\.range))")
         }
     }
@@ -338,7 +354,9 @@ import Testing
                 let url = URL(string: "https://scripted.example/\(index).mp4")!
                 h.origin.serve(url, length: 10_000, seed: UInt64(100 + index))
                 let bytes = try await collect(try await h.reader.read(url, offset: 0, length: 1000))
-                #expect(DeterministicContent(seed: UInt64(100 + index)).firstMismatch(in: bytes, at: 0) == nil && bytes.readableBytes == 1000)
+                #expect(
+                    DeterministicContent(seed: UInt64(100 + index)).firstMismatch(in: bytes, at: 0) == nil
+                        && bytes.readableBytes == 1000)
                 #expect(h.reader.rememberedValidations <= 4)
             }
             #expect(h.reader.rememberedValidations >= 1)

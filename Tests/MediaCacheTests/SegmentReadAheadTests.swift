@@ -57,14 +57,18 @@ import Testing
         #expect(readAhead.segmentsAfter(Self.segment("s3")) == [Self.segment("s4")])
         readAhead.finished(Self.segment("s4"))
         readAhead.learn(playlist: Self.playlist, segments: ["s2", "s3", "s4", "s5"].map(Self.segment))
-        #expect(readAhead.segmentsAfter(Self.segment("s4")) == [Self.segment("s5")], "s2 and s3 were asked for before the reload")
+        #expect(
+            readAhead.segmentsAfter(Self.segment("s4")) == [Self.segment("s5")],
+            "s2 and s3 were asked for before the reload")
     }
 
     @Test func theOldestPlaylistIsForgottenBeyondTheLimitAndDepthZeroReadsNothing() {
         let readAhead = SegmentReadAhead(depth: 1)
         for index in 0...SegmentReadAhead.playlistLimit {
             let base = "https://o.example/p\(index)/"
-            readAhead.learn(playlist: URL(string: base + "index.m3u8")!, segments: ["a", "b", "c", "d"].map { URL(string: base + $0)! })
+            readAhead.learn(
+                playlist: URL(string: base + "index.m3u8")!,
+                segments: ["a", "b", "c", "d"].map { URL(string: base + $0)! })
         }
         func play(_ playlist: String, _ names: String...) -> [URL] {
             names.map { readAhead.segmentsAfter(URL(string: "https://o.example/\(playlist)/\($0)")!) }.last ?? []
@@ -87,7 +91,9 @@ import Testing
         #expect(SegmentReadAhead.totalSegmentLimit / count == 5)
         for index in 0..<6 {
             let base = "https://o.example/q\(index)/"
-            readAhead.learn(playlist: URL(string: base + "index.m3u8")!, segments: (0..<count).map { URL(string: base + "s\($0)")! })
+            readAhead.learn(
+                playlist: URL(string: base + "index.m3u8")!, segments: (0..<count).map { URL(string: base + "s\($0)")! }
+            )
         }
         func play(_ playlist: Int) -> [URL] {
             (0..<3).map { readAhead.segmentsAfter(URL(string: "https://o.example/q\(playlist)/s\($0)")!) }.last ?? []

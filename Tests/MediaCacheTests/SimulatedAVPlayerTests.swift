@@ -78,7 +78,10 @@ final class SimulatedPlayer: Sendable {
     /// The first request: content information, on the wire bytes 0-1. Must finish first.
     func contentInformation() async throws -> ContentInformation {
         let responder = CheckingResponder(resource: resource, start: 0)
-        engine.start(nextID(), LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)), responder: responder)
+        engine.start(
+            nextID(),
+            LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
+            responder: responder)
         try await responder.wait()
         let state = responder.state.withLock { $0 }
         #expect(state.finished && state.error == nil && state.received == 2 && state.wrongBytesAt == nil)
@@ -93,7 +96,9 @@ final class SimulatedPlayer: Sendable {
         let responder = CheckingResponder(resource: resource, start: offset) { received in
             if received >= take { engine.cancel(id) }
         }
-        let data = DataRequest(requestedOffset: offset, requestedLength: length ?? (resource.length - offset), requestsAllDataToEndOfResource: length == nil)
+        let data = DataRequest(
+            requestedOffset: offset, requestedLength: length ?? (resource.length - offset),
+            requestsAllDataToEndOfResource: length == nil)
         engine.start(id, LoadingRequest(wantsContentInformation: false, data: data), responder: responder)
         return (id, responder)
     }
@@ -125,7 +130,10 @@ final class SimulatedPlayer: Sendable {
             let player = SimulatedPlayer(h: h, path: "/song.mp3")
             func session() async throws {
                 let info = try await player.contentInformation()
-                #expect(info == ContentInformation(contentLength: 6_000 * k, contentType: "public.mp3", isByteRangeAccessSupported: true))
+                #expect(
+                    info
+                        == ContentInformation(
+                            contentLength: 6_000 * k, contentType: "public.mp3", isByteRangeAccessSupported: true))
                 try await player.data(offset: 0, take: 700 * k)
                 try await player.data(offset: 700 * k, take: 800 * k)
                 // 1500 to the end; the user seeks to 5000 when it is at 2000: the new request
@@ -144,7 +152,8 @@ final class SimulatedPlayer: Sendable {
                     LoadingRequest(
                         wantsContentInformation: false,
                         data: DataRequest(
-                            requestedOffset: 1_500 * k, requestedLength: 4_500 * k, requestsAllDataToEndOfResource: true)), responder: oldResponder)
+                            requestedOffset: 1_500 * k, requestedLength: 4_500 * k, requestsAllDataToEndOfResource: true
+                        )), responder: oldResponder)
                 try await oldResponder.wait(for: 500 * k)
                 try await waitUntil { seekResponder.withLock { $0 } != nil }
                 let seeking = try #require(seekResponder.withLock { $0 })
@@ -172,7 +181,9 @@ final class SimulatedPlayer: Sendable {
             let take: Int64 = 1 << 20
             func session() async throws {
                 let info = try await player.contentInformation()
-                #expect(info.contentLength == length && info.contentType == "public.mpeg-4" && info.isByteRangeAccessSupported)
+                #expect(
+                    info.contentLength == length && info.contentType == "public.mpeg-4"
+                        && info.isByteRangeAccessSupported)
                 // moov at the end: the tail is read before playing.
                 try await player.data(offset: length - 262_144, length: 262_144)
                 for (offset, requested) in AVPlayerTrace.mp4 {
@@ -201,7 +212,8 @@ final class SimulatedPlayer: Sendable {
         try await Harness.with { h in
             var slow = TestOrigin.Faults()
             slow.bytesPerSecond = 2_000_000
-            h.origin.serve(.generated(length: 20_000_000, seed: 63, mimeType: "audio/mpeg", faults: slow), at: "/first.mp3")
+            h.origin.serve(
+                .generated(length: 20_000_000, seed: 63, mimeType: "audio/mpeg", faults: slow), at: "/first.mp3")
             h.origin.serve(.generated(length: 1_000_000, seed: 64, mimeType: "audio/mp4"), at: "/second.m4a")
             let first = SimulatedPlayer(h: h, path: "/first.mp3")
             _ = try await first.contentInformation()
@@ -237,7 +249,9 @@ final class SimulatedPlayer: Sendable {
                 if round % 3 == 0 {
                     let responder = CheckingResponder(resource: player.resource, start: 0)
                     player.engine.start(
-                        player.nextID(), LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
+                        player.nextID(),
+                        LoadingRequest(
+                            wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
                         responder: responder)
                     try await responder.wait()
                     #expect(responder.state.withLock { $0.finished && $0.error == nil && $0.received == 2 })
@@ -248,9 +262,15 @@ final class SimulatedPlayer: Sendable {
             try await waitUntil { player.engine.activeRequestCount == 0 }
             #expect(player.engine.activeRequestCount == 0)
             // Cancelled after its first chunk: never the whole rest, never a finishLoading.
-            let runOn = responders.filter { responder in responder.state.withLock { $0.finished || $0.received >= 2 << 20 } }
-            #expect(runOn.isEmpty, "\(runOn.count) of \(responders.count) requests ran on after the player cancelled them")
-            #expect(responders.allSatisfy { responder in responder.state.withLock { $0.received > 0 && $0.wrongBytesAt == nil } })
+            let runOn = responders.filter { responder in
+                responder.state.withLock { $0.finished || $0.received >= 2 << 20 }
+            }
+            #expect(
+                runOn.isEmpty, "\(runOn.count) of \(responders.count) requests ran on after the player cancelled them")
+            #expect(
+                responders.allSatisfy { responder in
+                    responder.state.withLock { $0.received > 0 && $0.wrongBytesAt == nil }
+                })
         }
     }
 

@@ -30,7 +30,8 @@ import Testing
         try await withTemporaryDirectory { directory in
             let folder = directory.appendingPathComponent("cache")
             try await Self.storeOneEntry(in: folder)
-            let dataFiles = try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("data").path)
+            let dataFiles = try FileManager.default.contentsOfDirectory(
+                atPath: folder.appendingPathComponent("data").path)
             #expect(dataFiles.count == 1)
             #expect(Self.mode(folder.path) == 0o700 && Self.mode(folder.appendingPathComponent("data").path) == 0o700)
             for name in ["index.sqlite", "lock", "data/" + (dataFiles.first ?? "")] {
@@ -40,7 +41,9 @@ import Testing
             chmod(folder.path, 0o755)
             chmod(folder.appendingPathComponent("index.sqlite").path, 0o644)
             let store = try await CacheStore.open(directory: folder)
-            #expect(Self.mode(folder.path) == 0o700 && Self.mode(folder.appendingPathComponent("index.sqlite").path) == 0o600)
+            #expect(
+                Self.mode(folder.path) == 0o700
+                    && Self.mode(folder.appendingPathComponent("index.sqlite").path) == 0o600)
             #expect(store.summary().entries == 1, "nothing stored was lost")
             try await store.close()
         }
@@ -55,7 +58,9 @@ import Testing
             let error = await #expect(throws: CacheError.self) { try await CacheStore.open(directory: folder) }
             #expect(error?.code == .cannotOpenStore)
             #expect(
-                error?.message.contains("Other users may write to the cache folder \(folder.path) (mode \(String(mode & 0o777, radix: 8)))") == true, "\(String(describing: error))"
+                error?.message.contains(
+                    "Other users may write to the cache folder \(folder.path) (mode \(String(mode & 0o777, radix: 8)))")
+                    == true, "\(String(describing: error))"
             )
             #expect(error?.message.contains("chmod 700") == true)
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty, "nothing was made in it")
@@ -66,7 +71,9 @@ import Testing
             try await Self.storeOneEntry(in: store)
             chmod(store.appendingPathComponent("data").path, mode_t(mode))
             let dataError = await #expect(throws: CacheError.self) { try await CacheStore.open(directory: store) }
-            #expect(dataError?.message.contains("Other users may write to the cache folder \(store.appendingPathComponent("data").path)") == true)
+            #expect(
+                dataError?.message.contains(
+                    "Other users may write to the cache folder \(store.appendingPathComponent("data").path)") == true)
         }
     }
 
@@ -83,7 +90,8 @@ import Testing
             let data = folder.appendingPathComponent("data")
             let name = try #require(try FileManager.default.contentsOfDirectory(atPath: data.path).first)
             try FileManager.default.removeItem(at: data.appendingPathComponent(name))
-            try FileManager.default.createSymbolicLink(atPath: data.appendingPathComponent(name).path, withDestinationPath: victim.path)
+            try FileManager.default.createSymbolicLink(
+                atPath: data.appendingPathComponent(name).path, withDestinationPath: victim.path)
 
             let store = try await CacheStore.open(directory: folder)
             await #expect(throws: CacheError.self) {
@@ -112,7 +120,8 @@ import Testing
             chmod(folder.path, 0o700)
             #expect(chown(folder.path, 65534, 65534) == 0)
             let error = await #expect(throws: CacheError.self) { try await CacheStore.open(directory: folder) }
-            #expect(error?.message.contains("belongs to another user (uid 65534)") == true, "\(String(describing: error))")
+            #expect(
+                error?.message.contains("belongs to another user (uid 65534)") == true, "\(String(describing: error))")
         }
     }
 }

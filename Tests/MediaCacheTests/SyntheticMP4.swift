@@ -53,7 +53,8 @@ struct SyntheticMP4 {
                 handler: index == 2 ? "hint" : ["vide", "soun"][random.below(2)], timescale: timescale,
                 mediaStart: random.below(3) == 0 ? Int64(delta) * Int64(random.below(3)) : 0,
                 durations: (0..<count).map { _ in random.below(8) == 0 ? delta * 2 : delta },
-                sizes: (0..<count).map { _ in constantSize ? size : UInt32(1 + random.below(3000)) }, constantSize: constantSize,
+                sizes: (0..<count).map { _ in constantSize ? size : UInt32(1 + random.below(3000)) },
+                constantSize: constantSize,
                 chunkCounts: chunkCounts)
         }
         layOut()
@@ -87,7 +88,8 @@ struct SyntheticMP4 {
             relative[chunk.track][chunkIndex[chunk.track]] = payload.count
             chunkIndex[chunk.track] += 1
             for sample in chunk.first..<(chunk.first + chunk.count) {
-                payload += [UInt8](repeating: UInt8(truncatingIfNeeded: sample), count: Int(tracks[chunk.track].sizes[sample]))
+                payload += [UInt8](
+                    repeating: UInt8(truncatingIfNeeded: sample), count: Int(tracks[chunk.track].sizes[sample]))
             }
         }
         let ftyp = Self.box("ftyp", Array("isom".utf8) + [0, 0, 2, 0] + Array("isom".utf8))
@@ -98,7 +100,10 @@ struct SyntheticMP4 {
         let mdat = Self.box("mdat", payload)
         bytes = moovFirst ? ftyp + moov + mdat : ftyp + mdat + moov
         let moovStart = moovFirst ? ftyp.count : mdatStart + mdat.count
-        boxes = [ByteRange(0, Int64(ftyp.count)), ByteRange(offset: Int64(mdatStart), length: 8), ByteRange(offset: Int64(moovStart), length: Int64(moov.count))]
+        boxes = [
+            ByteRange(0, Int64(ftyp.count)), ByteRange(offset: Int64(mdatStart), length: 8),
+            ByteRange(offset: Int64(moovStart), length: Int64(moov.count)),
+        ]
         for index in tracks.indices {
             var samples: [ByteRange] = []
             var sample = 0
@@ -115,32 +120,58 @@ struct SyntheticMP4 {
     }
 
     private func movie(_ relative: [[Int]], base: Int) -> [UInt8] {
-        var body = Self.box("mvhd", [0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + Self.u32(1000) + Self.u32(0) + [UInt8](repeating: 0, count: 80))
+        var body = Self.box(
+            "mvhd",
+            [0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + Self.u32(1000) + Self.u32(0)
+                + [UInt8](repeating: 0, count: 80))
         for (index, track) in tracks.enumerated() {
-            var stbl = Self.box("stts", [0, 0, 0, 0] + Self.u32(UInt32(track.durations.count)) + track.durations.flatMap { Self.u32(1) + Self.u32($0) })
+            var stbl = Self.box(
+                "stts",
+                [0, 0, 0, 0] + Self.u32(UInt32(track.durations.count))
+                    + track.durations.flatMap { Self.u32(1) + Self.u32($0) })
             // Runs of equal chunk counts, as a writer would compress them.
             var runs: [(first: Int, count: Int)] = []
-            for (chunk, count) in track.chunkCounts.enumerated() where runs.last?.count != count { runs.append((chunk + 1, count)) }
-            stbl += Self.box("stsc", [0, 0, 0, 0] + Self.u32(UInt32(runs.count)) + runs.flatMap { Self.u32(UInt32($0.first)) + Self.u32(UInt32($0.count)) + Self.u32(1) })
+            for (chunk, count) in track.chunkCounts.enumerated() where runs.last?.count != count {
+                runs.append((chunk + 1, count))
+            }
+            stbl += Self.box(
+                "stsc",
+                [0, 0, 0, 0] + Self.u32(UInt32(runs.count))
+                    + runs.flatMap { Self.u32(UInt32($0.first)) + Self.u32(UInt32($0.count)) + Self.u32(1) })
             if track.constantSize {
                 stbl += Self.box("stsz", [0, 0, 0, 0] + Self.u32(track.sizes[0]) + Self.u32(UInt32(track.sizes.count)))
             } else {
-                stbl += Self.box("stsz", [0, 0, 0, 0] + Self.u32(0) + Self.u32(UInt32(track.sizes.count)) + track.sizes.flatMap { Self.u32($0) })
+                stbl += Self.box(
+                    "stsz",
+                    [0, 0, 0, 0] + Self.u32(0) + Self.u32(UInt32(track.sizes.count))
+                        + track.sizes.flatMap { Self.u32($0) })
             }
             let offsets = relative[index].map { UInt64(base + $0) }
             stbl +=
                 wideOffsets
-                ? Self.box("co64", [0, 0, 0, 0] + Self.u32(UInt32(offsets.count)) + offsets.flatMap { Self.u32(UInt32($0 >> 32)) + Self.u32(UInt32($0 & 0xFFFF_FFFF)) })
-                : Self.box("stco", [0, 0, 0, 0] + Self.u32(UInt32(offsets.count)) + offsets.flatMap { Self.u32(UInt32($0)) })
-            let mdhd = Self.box("mdhd", [0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + Self.u32(track.timescale) + Self.u32(0) + [0, 0, 0, 0])
-            let hdlr = Self.box("hdlr", [0, 0, 0, 0] + Self.u32(0) + Array(track.handler.utf8) + [UInt8](repeating: 0, count: 13))
+                ? Self.box(
+                    "co64",
+                    [0, 0, 0, 0] + Self.u32(UInt32(offsets.count))
+                        + offsets.flatMap { Self.u32(UInt32($0 >> 32)) + Self.u32(UInt32($0 & 0xFFFF_FFFF)) })
+                : Self.box(
+                    "stco", [0, 0, 0, 0] + Self.u32(UInt32(offsets.count)) + offsets.flatMap { Self.u32(UInt32($0)) })
+            let mdhd = Self.box(
+                "mdhd",
+                [0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + Self.u32(track.timescale) + Self.u32(0) + [0, 0, 0, 0])
+            let hdlr = Self.box(
+                "hdlr", [0, 0, 0, 0] + Self.u32(0) + Array(track.handler.utf8) + [UInt8](repeating: 0, count: 13))
             let mdia = Self.box("mdia", mdhd + hdlr + Self.box("minf", Self.box("stbl", stbl)))
-            let tkhd = Self.box("tkhd", [0, 0, 0, 3] + [UInt8](repeating: 0, count: 8) + Self.u32(UInt32(index + 1)) + [UInt8](repeating: 0, count: 68))
+            let tkhd = Self.box(
+                "tkhd",
+                [0, 0, 0, 3] + [UInt8](repeating: 0, count: 8) + Self.u32(UInt32(index + 1))
+                    + [UInt8](repeating: 0, count: 68))
             var trak = tkhd
             if track.mediaStart > 0 || index == 1 {
                 let empty = Self.u32(500) + Self.u32(0xFFFF_FFFF) + Self.u32(0x0001_0000)
                 let edit = Self.u32(1000) + Self.u32(UInt32(track.mediaStart)) + Self.u32(0x0001_0000)
-                trak += Self.box("edts", Self.box("elst", [0, 0, 0, 0] + Self.u32(index == 1 ? 2 : 1) + (index == 1 ? empty : []) + edit))
+                trak += Self.box(
+                    "edts",
+                    Self.box("elst", [0, 0, 0, 0] + Self.u32(index == 1 ? 2 : 1) + (index == 1 ? empty : []) + edit))
             }
             body += Self.box("trak", trak + mdia)
         }
@@ -149,18 +180,22 @@ struct SyntheticMP4 {
 
     static func u32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) } }
 
-    static func box(_ type: String, _ body: [UInt8]) -> [UInt8] { u32(UInt32(8 + body.count)) + Array(type.utf8) + body }
+    static func box(_ type: String, _ body: [UInt8]) -> [UInt8] {
+        u32(UInt32(8 + body.count)) + Array(type.utf8) + body
+    }
 
     /// What is wrong with `plan` (made without bridging) for `seconds`, if anything: it must be
     /// exactly the boxes and, in each track a player reads, the samples decoded before `seconds`.
     func check(_ plan: MediaTimePlan, seconds: Double) -> String? {
         var wanted = SpanSet(boxes)
         for track in tracks where track.handler != "hint" {
-            for (sample, time) in Self.times(track).enumerated() where Double(time - track.mediaStart) < seconds * Double(track.timescale) {
+            for (sample, time) in Self.times(track).enumerated()
+            where Double(time - track.mediaStart) < seconds * Double(track.timescale) {
                 wanted.insert(track.samples[sample])
             }
         }
         let planned = SpanSet(plan.ranges)
-        return planned == wanted && plan.shape == .mp4 ? nil : "planned \(planned) (\(plan.shape)), the model wants \(wanted)"
+        return planned == wanted && plan.shape == .mp4
+            ? nil : "planned \(planned) (\(plan.shape)), the model wants \(wanted)"
     }
 }

@@ -32,13 +32,17 @@ import Testing
                 try await Task.sleep(for: .milliseconds(30 + Int(random.next() % 500)))
                 kill(process.processIdentifier, SIGKILL)
                 await process.exited()
-                #expect(process.terminationReason == .signalled(SIGKILL), "round \(round): the writer must have been killed, not have exited")
+                #expect(
+                    process.terminationReason == .signalled(SIGKILL),
+                    "round \(round): the writer must have been killed, not have exited")
                 let result = try await CrashWriter.verify(directory: store, encryptionKey: key)
                 #expect(result.problems.isEmpty, "round \(round): \(result.problems.prefix(5))")
                 rounds.append((result.checkedBytes, result.problems, result.rejectedBlocks))
             }
             // The check is only worth something if the index claimed bytes when killed.
-            #expect(rounds.filter { $0.checked > 0 }.count >= 15, "bytes checked per round: \(rounds.map(\.checked)), blocks rejected: \(rounds.map(\.rejected))")
+            #expect(
+                rounds.filter { $0.checked > 0 }.count >= 15,
+                "bytes checked per round: \(rounds.map(\.checked)), blocks rejected: \(rounds.map(\.rejected))")
             if !encrypted { #expect(rounds.allSatisfy { $0.rejected == 0 }) }
         }
     }

@@ -37,14 +37,20 @@ import Testing
             try handle.close()
             let listed = try await Self.mediacache(["ls", "--cache-dir", folder])
             #expect(listed.status == 0, "\(listed.error)")
-            #expect(listed.error.components(separatedBy: "rebuilt it from the entry records").count == 2, "said once: \(listed.error)")
-            #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(film) && $0.contains(" yes ") }, "\(listed.output)")
+            #expect(
+                listed.error.components(separatedBy: "rebuilt it from the entry records").count == 2,
+                "said once: \(listed.error)")
+            #expect(
+                listed.output.split(separator: "\n").contains { $0.hasSuffix(film) && $0.contains(" yes ") },
+                "\(listed.output)")
             let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
             #expect(jobs.map(\.state) == [.completed] && jobs.first?.bytesDone == 2_000_000)
             let output = directory.appendingPathComponent("film.mp4")
             let exported = try await Self.mediacache(["export", "--cache-dir", folder, film, "--output", output.path])
             #expect(exported.status == 0, "\(exported.error)")
-            #expect(DeterministicContent(seed: 2).firstMismatch(in: ByteBuffer(bytes: try Data(contentsOf: output)), at: 0) == nil)
+            #expect(
+                DeterministicContent(seed: 2).firstMismatch(in: ByteBuffer(bytes: try Data(contentsOf: output)), at: 0)
+                    == nil)
             #expect(origin.bodyBytesSent("/b/film.mp4") == 2_000_000, "nothing fetched again")
         }
     }
@@ -67,7 +73,9 @@ import Testing
     /// After each harm `serve` starts, serves every
     /// byte of the pinned file right (what a cut data file lost is fetched again, nothing else),
     /// and the job and its pin are there (a job whose bytes vanished says so, and resumes).
-    @Test(arguments: Harm.allCases) func aHurtCacheFolderStillServesEveryByteRightAndKeepsThePin(_ harm: Harm) async throws {
+    @Test(arguments: Harm.allCases) func aHurtCacheFolderStillServesEveryByteRightAndKeepsThePin(_ harm: Harm)
+        async throws
+    {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
         CacheCommandTests.serveFiles(on: origin)
@@ -92,7 +100,11 @@ import Testing
                 let size = try handle.seekToEnd()
                 for place in 0..<(harm == .indexHead ? 1 : 20) {
                     try handle.seek(toOffset: harm == .indexHead ? 0 : UInt64(place) * size / 20 + 37)
-                    try handle.write(contentsOf: Data((0..<(harm == .indexHead ? 200 : 64)).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ place &* 7 &+ 11) }))
+                    try handle.write(
+                        contentsOf: Data(
+                            (0..<(harm == .indexHead ? 200 : 64)).map {
+                                UInt8(truncatingIfNeeded: $0 &* 53 &+ place &* 7 &+ 11)
+                            }))
                 }
                 try handle.close()
             case .indexDeleted:
@@ -102,7 +114,9 @@ import Testing
             case .dataTruncated:
                 let data = folder + "/data/"
                 let files = try FileManager.default.contentsOfDirectory(atPath: data)
-                func size(_ name: String) -> Int64 { ((try? FileManager.default.attributesOfItem(atPath: data + name))?[.size] as? Int64) ?? 0 }
+                func size(_ name: String) -> Int64 {
+                    ((try? FileManager.default.attributesOfItem(atPath: data + name))?[.size] as? Int64) ?? 0
+                }
                 let largest = try #require(files.max { size($0) < size($1) })
                 #expect(truncate(data + largest, off_t(size(largest) / 3)) == 0)
             }
@@ -112,14 +126,19 @@ import Testing
                 server,
                 { _ in
                     let url = info.baseURL + ProxyURL.path(for: film, token: nil)
-                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                    let response = try await HTTPClient.shared.execute(
+                        HTTPClientRequest(url: url), timeout: .seconds(30))
                     let body = try await response.body.collect(upTo: 8 << 20)
-                    #expect(response.status == .ok && body.readableBytes == 2_000_000 && DeterministicContent(seed: 2).firstMismatch(in: body, at: 0) == nil)
+                    #expect(
+                        response.status == .ok && body.readableBytes == 2_000_000
+                            && DeterministicContent(seed: 2).firstMismatch(in: body, at: 0) == nil)
                     let kept = try await Self.job(job.id, on: info)
                     // Bytes gone from a completed job's files (a cut data file; a deleted WAL, when it
                     // held the last commits): it says so, and a resume completes it.
                     if harm == .dataTruncated || (harm == .walDeleted && kept?.state == .failed) {
-                        #expect(kept?.state == .failed && kept?.failure?.contains("vanished") == true, "\(String(describing: kept))")
+                        #expect(
+                            kept?.state == .failed && kept?.failure?.contains("vanished") == true,
+                            "\(String(describing: kept))")
                         let resumed = try await Self.post(info, "resume", ["job": job.id])
                         #expect(resumed.status == .ok, "\(String(buffer: resumed.body))")
                         try await waitUntil { try await Self.job(job.id, on: info)?.state == .completed }
@@ -127,13 +146,20 @@ import Testing
                         #expect(kept?.state == .completed, "\(String(describing: kept))")
                     }
                     let listed = try await Self.mediacache(["ls", "--cache-dir", folder])
-                    #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(film.absoluteString) && $0.contains(" yes ") }, "pinned: \(listed.output)")
+                    #expect(
+                        listed.output.split(separator: "\n").contains {
+                            $0.hasSuffix(film.absoluteString) && $0.contains(" yes ")
+                        }, "pinned: \(listed.output)")
                     let sent = origin.bodyBytesSent("/b/film.mp4")
                     // Killed, the server may have committed rows whose records it had not yet
                     // written: what the records cannot prove is fetched again.
                     switch harm {
-                    case .dataTruncated, .walDeleted: #expect(sent <= 2_000_000 && (harm == .walDeleted || sent > 0), "the origin sent \(sent) bytes again")
-                    case .indexHead, .indexScattered, .indexDeleted: #expect(sent == 0, "the origin sent \(sent) bytes again")
+                    case .dataTruncated, .walDeleted:
+                        #expect(
+                            sent <= 2_000_000 && (harm == .walDeleted || sent > 0),
+                            "the origin sent \(sent) bytes again")
+                    case .indexHead, .indexScattered, .indexDeleted:
+                        #expect(sent == 0, "the origin sent \(sent) bytes again")
                     }
                 }, tearDown: { await $0.stop() })
         }
@@ -152,7 +178,9 @@ import Testing
             let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
             #expect(jobs.map(\.state) == [.completed] && jobs.first?.bytesDone == 2_000_000)
             let listed = try await Self.mediacache(["ls", "--cache-dir", folder])
-            #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(film) && $0.contains(" yes ") }, "\(listed.output)")
+            #expect(
+                listed.output.split(separator: "\n").contains { $0.hasSuffix(film) && $0.contains(" yes ") },
+                "\(listed.output)")
 
             let output = directory.appendingPathComponent("film.mp4")
             let exported = try await Self.mediacache(["export", "--cache-dir", folder, film, "--output", output.path])
@@ -163,12 +191,16 @@ import Testing
             let again = try await Self.mediacache(["export", "--cache-dir", folder, film, "--output", output.path])
             #expect(again.status == 1 && again.error.contains("exists already"), "\(again.error)")
             let song = origin.url("/a/song.mp3").absoluteString
-            let notCached = try await Self.mediacache(["export", "--cache-dir", folder, song, "--output", directory.appendingPathComponent("song.mp3").path])
+            let notCached = try await Self.mediacache([
+                "export", "--cache-dir", folder, song, "--output", directory.appendingPathComponent("song.mp3").path,
+            ])
             #expect(notCached.status == 1 && notCached.error.contains("Offline"), "\(notCached.error)")
             #expect(origin.requests("/a/song.mp3").isEmpty, "export contacted the origin")
 
             let unpinned = try await Self.mediacache(["unpin", "--cache-dir", folder, film])
-            #expect(unpinned.status == 0 && unpinned.output.contains("unpinned \(film)"), "\(unpinned.output) \(unpinned.error)")
+            #expect(
+                unpinned.status == 0 && unpinned.output.contains("unpinned \(film)"),
+                "\(unpinned.output) \(unpinned.error)")
             #expect(try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder]).isEmpty)
             let entry = try await CacheCommandTests.json(CacheEntrySummary.self, ["info", "--cache-dir", folder, film])
             #expect(!entry.isPinned && entry.storedBytes == 2_000_000)
@@ -194,19 +226,31 @@ import Testing
             let jobs = try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder])
             #expect(jobs.count == 1 && jobs[0].state == .completed)
             let text = try await Self.mediacache(["downloads", "--cache-dir", folder])
-            #expect(text.output.contains(jobs[0].id) && text.output.contains("completed") && text.output.contains("100%"), "\(text.output)")
-            let status = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.info.baseURL + "/status.json"), timeout: .seconds(30))
-            let report = try CacheCommandTests.decoder.decode(StatusReport.self, from: Data(buffer: try await status.body.collect(upTo: 4 << 20)))
-            #expect(report.pinned.map(\.id) == [jobs[0].id] && report.entries.contains { $0.url == song && $0.isPinned })
-            let page = try await HTTPClient.shared.execute(HTTPClientRequest(url: server.info.baseURL + "/status"), timeout: .seconds(30))
+            #expect(
+                text.output.contains(jobs[0].id) && text.output.contains("completed") && text.output.contains("100%"),
+                "\(text.output)")
+            let status = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: server.info.baseURL + "/status.json"), timeout: .seconds(30))
+            let report = try CacheCommandTests.decoder.decode(
+                StatusReport.self, from: Data(buffer: try await status.body.collect(upTo: 4 << 20)))
+            #expect(
+                report.pinned.map(\.id) == [jobs[0].id] && report.entries.contains { $0.url == song && $0.isPinned })
+            let page = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: server.info.baseURL + "/status"), timeout: .seconds(30))
             let html = String(buffer: try await page.body.collect(upTo: 4 << 20))
-            #expect(html.contains("<h2>Pinned downloads</h2>") && html.contains("<b>completed</b>") && html.contains("<b>pinned</b>"))
+            #expect(
+                html.contains("<h2>Pinned downloads</h2>") && html.contains("<b>completed</b>")
+                    && html.contains("<b>pinned</b>"))
             let paused = try await Self.mediacache(["pause", "--cache-dir", folder, jobs[0].id])
-            #expect(paused.status == 0 && paused.output.contains("completed"), "a completed job stays completed: \(paused.output) \(paused.error)")
+            #expect(
+                paused.status == 0 && paused.output.contains("completed"),
+                "a completed job stays completed: \(paused.output) \(paused.error)")
             let missing = try await Self.mediacache(["resume", "--cache-dir", folder, "nothing"])
             #expect(missing.status == 1 && missing.error.contains("No download job is nothing"), "\(missing.error)")
             let cancelled = try await Self.mediacache(["cancel", "--cache-dir", folder, song])
-            #expect(cancelled.status == 0 && cancelled.output.contains("cancelled \(song)"), "\(cancelled.output) \(cancelled.error)")
+            #expect(
+                cancelled.status == 0 && cancelled.output.contains("cancelled \(song)"),
+                "\(cancelled.output) \(cancelled.error)")
             #expect(try await CacheCommandTests.json([DownloadJob].self, ["downloads", "--cache-dir", folder]).isEmpty)
             let stats = try await CacheCommandTests.json(AdminStats.self, ["stats", "--cache-dir", folder])
             #expect(stats.store.pinnedBytes == 0 && stats.store.pinnedLimit == 1 << 20)
@@ -261,16 +305,23 @@ import Testing
                     try await waitUntil { try await Self.job(job.id, on: info)?.state == .completed }
                     for path in paths {
                         let url = info.baseURL + ProxyURL.path(for: origin.url(path), token: nil)
-                        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                        let response = try await HTTPClient.shared.execute(
+                            HTTPClientRequest(url: url), timeout: .seconds(30))
                         let body = try await response.body.collect(upTo: 128 << 20)
                         let resource = try #require(origin.resource(at: path))
                         #expect(body == resource.bytes(0..<resource.length), "\(path)")
                     }
                     let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
-                    let perKill = DownloadQueue.Configuration().commitInterval + Int64(CachingReader.Configuration().writeBatchLimit)
-                    let refused = (paths + ["/pinned/v/index.m3u8"]).flatMap { origin.requests($0) }.filter { $0.status == 403 }
+                    let perKill =
+                        DownloadQueue.Configuration().commitInterval
+                        + Int64(CachingReader.Configuration().writeBatchLimit)
+                    let refused = (paths + ["/pinned/v/index.m3u8"]).flatMap { origin.requests($0) }.filter {
+                        $0.status == 403
+                    }
                     #expect(refused.isEmpty, "requests without the cookie: \(refused)")
-                    print("kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)")
+                    print(
+                        "kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)"
+                    )
                     #expect(sent <= size + 2 * perKill, "sent \(sent) for \(size)")
                 }, tearDown: { await $0.stop() })
         }
@@ -292,20 +343,29 @@ import Testing
             var paths: [String] = []
             for index in 0..<16 {
                 playlist += "#EXTINF:4.0,\nseg\(index).ts\n"
-                var segment = TestOrigin.Resource(body: .generated(DeterministicContent(seed: UInt64(200 + index)), length: 2 << 20), mimeType: "video/mp2t")
+                var segment = TestOrigin.Resource(
+                    body: .generated(DeterministicContent(seed: UInt64(200 + index)), length: 2 << 20),
+                    mimeType: "video/mp2t")
                 segment.faults.bytesPerSecond = rate / 2
                 origin.serve(segment, at: "/pinned/v/seg\(index).ts")
                 paths.append("/pinned/v/seg\(index).ts")
             }
             playlist += "#EXT-X-ENDLIST\n"
             let type = "application/vnd.apple.mpegurl"
-            origin.serve(TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: type), at: "/pinned/v/index.m3u8")
             origin.serve(
-                TestOrigin.Resource(body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4194304\nv/index.m3u8\n".utf8)), mimeType: type),
+                TestOrigin.Resource(body: .bytes(Array(playlist.utf8)), mimeType: type), at: "/pinned/v/index.m3u8")
+            origin.serve(
+                TestOrigin.Resource(
+                    body: .bytes(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4194304\nv/index.m3u8\n".utf8)),
+                    mimeType: type),
                 at: "/pinned/master.m3u8")
             if asset == .hlsBehindSignedCookies {
-                origin.update("/pinned/master.m3u8") { $0.extraHeaders.append((name: "Set-Cookie", value: "CloudFront-Signature=s1g; Path=/pinned")) }
-                for path in paths + ["/pinned/v/index.m3u8"] { origin.update(path) { $0.faults.requiredCookie = (name: "CloudFront-Signature", value: "s1g") } }
+                origin.update("/pinned/master.m3u8") {
+                    $0.extraHeaders.append((name: "Set-Cookie", value: "CloudFront-Signature=s1g; Path=/pinned"))
+                }
+                for path in paths + ["/pinned/v/index.m3u8"] {
+                    origin.update(path) { $0.faults.requiredCookie = (name: "CloudFront-Signature", value: "s1g") }
+                }
             }
             return (origin.url("/pinned/master.m3u8"), paths, 32 << 20)
         }
@@ -314,12 +374,16 @@ import Testing
     static func startServer(_ folder: String, _ arguments: [String] = []) async throws -> (SpawnedProcess, ServerInfo) {
         let executable = try ChildProcess.executable(named: "mediacache")
         let (server, _) = try await ChildProcess.startServer(
-            executable, ["serve", "--port", "0", "--cache-dir", folder] + arguments, readyLinePrefix: "mediacache: serving on")
-        let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+            executable, ["serve", "--port", "0", "--cache-dir", folder] + arguments,
+            readyLinePrefix: "mediacache: serving on")
+        let info = try CacheCommandTests.decoder.decode(
+            ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
         return (server, info)
     }
 
-    static func post(_ info: ServerInfo, _ name: String, _ query: [String: String]) async throws -> (status: HTTPResponseStatus, body: ByteBuffer) {
+    static func post(_ info: ServerInfo, _ name: String, _ query: [String: String]) async throws -> (
+        status: HTTPResponseStatus, body: ByteBuffer
+    ) {
         let text = query.map { $0.key + "=" + HLSPlaylist.percentEncoded($0.value) }.joined(separator: "&")
         var request = HTTPClientRequest(url: info.baseURL + "/_mediacache/" + name + "?" + text)
         request.method = .POST
@@ -330,7 +394,8 @@ import Testing
 
     /// The job `id` as the server says now.
     static func job(_ id: String, on info: ServerInfo) async throws -> DownloadJob? {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: info.baseURL + "/_mediacache/downloads"), timeout: .seconds(30))
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: info.baseURL + "/_mediacache/downloads"), timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 1 << 20)
         return try CacheCommandTests.decoder.decode([DownloadJob].self, from: Data(buffer: body)).first { $0.id == id }
     }

@@ -12,11 +12,16 @@ import Testing
 /// only the proxy knows plays through `https_proxy` (`CONNECT`), `no_proxy` sends a host
 /// direct, and two servers with their own folders behind one caching Squid cost the origin one
 /// fetch between them: the second's cold play comes from Squid's store.
-@Suite(.endToEnd, .enabled(if: ChildProcess.toolExists("squid") || FileManager.default.isExecutableFile(atPath: "/usr/sbin/squid"), "needs squid"))
+@Suite(
+    .endToEnd,
+    .enabled(
+        if: ChildProcess.toolExists("squid") || FileManager.default.isExecutableFile(atPath: "/usr/sbin/squid"),
+        "needs squid"))
 struct ParentProxyTests {
     /// Plays `url` through the server `info` whole: the status and the body.
     static func play(_ info: ServerInfo, _ url: URL) async throws -> (status: UInt, body: [UInt8]) {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: url, token: nil)), timeout: .seconds(60))
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: info.baseURL + ProxyURL.path(for: url, token: nil)), timeout: .seconds(60))
         return (response.status.code, Array(try await response.body.collect(upTo: 64 << 20).readableBytesView))
     }
 
@@ -32,13 +37,16 @@ struct ParentProxyTests {
         defer { Task { try? await origin.shutdown() } }
         origin.serve(Self.film(length: 3_000_000, seed: 31), at: "/p/film.mp4")
         try await withTemporaryDirectory { directory in
-            let squid = try await SquidProxy.start(in: directory.appendingPathComponent("squid"), caches: false, hosts: ["origin.test": "127.0.0.1"])
+            let squid = try await SquidProxy.start(
+                in: directory.appendingPathComponent("squid"), caches: false, hosts: ["origin.test": "127.0.0.1"])
             defer { Task { await squid.stop() } }
             let ca = directory.appendingPathComponent("ca.pem")
             try TestCertificateAuthority.shared.certificatePEM.write(to: ca, atomically: true, encoding: .utf8)
             // `origin.test` resolves nowhere but in Squid: the proxy is the only way there.
             let url = URL(string: "https://origin.test:\(origin.port)/p/film.mp4")!
-            try await RunningServer.with(["--ca-file", ca.path], environment: ["https_proxy=\(squid.url)", "no_proxy="], origin: origin) { server in
+            try await RunningServer.with(
+                ["--ca-file", ca.path], environment: ["https_proxy=\(squid.url)", "no_proxy="], origin: origin
+            ) { server in
                 let played = try await Self.play(server.info, url)
                 #expect(played.status == 200 && played.body.count == 3_000_000)
                 #expect(DeterministicContent(seed: 31).firstMismatch(in: ByteBuffer(bytes: played.body), at: 0) == nil)
@@ -47,7 +55,8 @@ struct ParentProxyTests {
             // Squid logs a tunnel when it closes: with the server gone.
             try await waitUntil { squid.accessLog.contains("CONNECT origin.test:\(origin.port)") }
             // Without the proxy, the same URL cannot be reached at all.
-            try await RunningServer.with(["--ca-file", ca.path], environment: ["https_proxy="], origin: origin) { server in
+            try await RunningServer.with(["--ca-file", ca.path], environment: ["https_proxy="], origin: origin) {
+                server in
                 let refused = try await Self.play(server.info, url)
                 #expect(refused.status == 502)
             }
@@ -59,19 +68,30 @@ struct ParentProxyTests {
         defer { Task { try? await origin.shutdown() } }
         origin.serve(Self.film(length: 200_000, seed: 32), at: "/d/clip.mp4")
         let dead = try unusedLoopbackPort()
-        try await RunningServer.with([], environment: ["http_proxy=http://127.0.0.1:\(dead)", "no_proxy=localhost,127.0.0.0/8"], origin: origin) { server in
+        try await RunningServer.with(
+            [], environment: ["http_proxy=http://127.0.0.1:\(dead)", "no_proxy=localhost,127.0.0.0/8"], origin: origin
+        ) { server in
             let played = try await Self.play(server.info, origin.url("/d/clip.mp4"))
             #expect(played.status == 200 && played.body.count == 200_000)
         }
-        try await RunningServer.with([], environment: ["http_proxy=http://user:hunter2@127.0.0.1:\(dead)", "no_proxy="], origin: origin) { server in
+        try await RunningServer.with(
+            [], environment: ["http_proxy=http://user:hunter2@127.0.0.1:\(dead)", "no_proxy="], origin: origin
+        ) { server in
             let response = try await HTTPClient.shared.execute(
-                HTTPClientRequest(url: server.info.baseURL + ProxyURL.path(for: origin.url("/d/clip.mp4"), token: nil)), timeout: .seconds(60))
+                HTTPClientRequest(url: server.info.baseURL + ProxyURL.path(for: origin.url("/d/clip.mp4"), token: nil)),
+                timeout: .seconds(60))
             let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
-            #expect(response.status.code == 502 && body.contains("through the proxy http://127.0.0.1:\(dead)") && !body.contains("hunter2"), "\(body)")
+            #expect(
+                response.status.code == 502 && body.contains("through the proxy http://127.0.0.1:\(dead)")
+                    && !body.contains("hunter2"), "\(body)")
         }
         // A proxy setting that cannot be used stops `serve` at once, saying which and why.
-        let refused = try await CacheCommandTests.mediacache(["serve", "--port", "0", "--parent-proxy", "https://user:hunter2@squid.lan"])
-        #expect(refused.status != 0 && refused.error.contains("TLS to a proxy is not supported") && !refused.error.contains("hunter2"), "\(refused.error)")
+        let refused = try await CacheCommandTests.mediacache([
+            "serve", "--port", "0", "--parent-proxy", "https://user:hunter2@squid.lan",
+        ])
+        #expect(
+            refused.status != 0 && refused.error.contains("TLS to a proxy is not supported")
+                && !refused.error.contains("hunter2"), "\(refused.error)")
     }
 
     /// Two servers, two folders, one caching Squid as their parent: the first cold play
@@ -89,9 +109,13 @@ struct ParentProxyTests {
                 try await RunningServer.with(["--parent-proxy", squid.url], origin: origin) { server in
                     let played = try await Self.play(server.info, url)
                     #expect(played.status == 200 && played.body.count == 4_000_000, "instance \(instance)")
-                    #expect(DeterministicContent(seed: 33).firstMismatch(in: ByteBuffer(bytes: played.body), at: 0) == nil, "instance \(instance)")
+                    #expect(
+                        DeterministicContent(seed: 33).firstMismatch(in: ByteBuffer(bytes: played.body), at: 0) == nil,
+                        "instance \(instance)")
                 }
-                #expect(origin.requests("/s/film.mp4").count == 1, "after instance \(instance): \(origin.requests("/s/film.mp4")); \(squid.accessLog)")
+                #expect(
+                    origin.requests("/s/film.mp4").count == 1,
+                    "after instance \(instance): \(origin.requests("/s/film.mp4")); \(squid.accessLog)")
             }
             #expect(squid.accessLog.contains("HIT/"), "the second play was Squid's: \(squid.accessLog)")
         }
@@ -105,15 +129,20 @@ struct ParentProxyTests {
         defer { Task { try? await origin.shutdown() } }
         origin.serve(Self.film(length: 3_000_000, seed: 34), at: "/v/film.mp4")
         try await withTemporaryDirectory { directory in
-            let varnish = try await VarnishCache.start(in: directory.appendingPathComponent("varnish"), backendPort: origin.port)
+            let varnish = try await VarnishCache.start(
+                in: directory.appendingPathComponent("varnish"), backendPort: origin.port)
             defer { Task { await varnish.stop() } }
             for instance in 0..<2 {
                 try await RunningServer.with(["--parent-proxy", varnish.url], origin: origin) { server in
                     let played = try await Self.play(server.info, origin.url("/v/film.mp4"))
                     #expect(played.status == 200 && played.body.count == 3_000_000, "instance \(instance)")
-                    #expect(DeterministicContent(seed: 34).firstMismatch(in: ByteBuffer(bytes: played.body), at: 0) == nil, "instance \(instance)")
+                    #expect(
+                        DeterministicContent(seed: 34).firstMismatch(in: ByteBuffer(bytes: played.body), at: 0) == nil,
+                        "instance \(instance)")
                 }
-                #expect(origin.requests("/v/film.mp4").count == 1, "after instance \(instance): \(origin.requests("/v/film.mp4"))")
+                #expect(
+                    origin.requests("/v/film.mp4").count == 1,
+                    "after instance \(instance): \(origin.requests("/v/film.mp4"))")
             }
         }
     }

@@ -24,16 +24,21 @@ extension RecordCommandTests {
         var representations: [(timescale: Int64, segments: [(time: Int64, units: Int64)])]
 
         /// The file name of segment `index` (from 0) of representation `representation`.
-        static func name(_ representation: Int, _ index: Int) -> String { "chunk-\(representation)-" + String(format: "%05d", index + 1) + ".m4s" }
+        static func name(_ representation: Int, _ index: Int) -> String {
+            "chunk-\(representation)-" + String(format: "%05d", index + 1) + ".m4s"
+        }
     }
 
     /// 40 s of video and audio in 2-s segments, made by ffmpeg and served under `/dash/` (fresh
     /// for a day, as live segments are).
     static func serveDASH(on origin: TestOrigin, in directory: URL) async throws -> DASHMade {
         let made = try await ChildProcess.run([
-            "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi", "-i", "sine=frequency=440",
-            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-f", "dash", "-seg_duration", "2", "-use_template", "1",
-            "-use_timeline", "1", "-init_seg_name", "init-$RepresentationID$.m4s", "-media_seg_name", "chunk-$RepresentationID$-$Number%05d$.m4s",
+            "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi",
+            "-i", "sine=frequency=440",
+            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-f", "dash",
+            "-seg_duration", "2", "-use_template", "1",
+            "-use_timeline", "1", "-init_seg_name", "init-$RepresentationID$.m4s", "-media_seg_name",
+            "chunk-$RepresentationID$-$Number%05d$.m4s",
             directory.path + "/made.mpd",
         ])
         #expect(made.status == 0, "ffmpeg: \(made.error)")
@@ -46,7 +51,8 @@ extension RecordCommandTests {
             origin.serve(resource, at: "/dash/" + name)
         }
         let manifest = try String(contentsOf: directory.appendingPathComponent("made.mpd"), encoding: .utf8)
-        let presentation = try DASHManifest(parsing: Array(manifest.utf8)).presentation(base: origin.url("/dash/made.mpd"))
+        let presentation = try DASHManifest(parsing: Array(manifest.utf8)).presentation(
+            base: origin.url("/dash/made.mpd"))
         let representations = presentation.periods[0].adaptationSets.map(\.representations[0]).map {
             representation -> (timescale: Int64, segments: [(time: Int64, units: Int64)]) in
             let segments = representation.resources.compactMap { resource -> (time: Int64, units: Int64)? in
@@ -55,35 +61,53 @@ extension RecordCommandTests {
             }
             return (representation.timing.timescale, segments)
         }
-        try #require(representations.count == 2 && representations.allSatisfy { $0.segments.count == 20 }, "\(manifest)")
+        try #require(
+            representations.count == 2 && representations.allSatisfy { $0.segments.count == 20 }, "\(manifest)")
         return DASHMade(files: files, manifest: manifest, representations: representations)
     }
 
     /// ffmpeg's manifest made live: `dynamic`, starting at `start`, with a 6 s time shift
     /// buffer; each `SegmentTimeline` replaced by `timeline(representation)` (a window), or
     /// when that is `nil` by a `duration` of 2 s.
-    static func live(_ made: DASHMade, start: Date, end: Bool = false, timeline: ((Int) -> (first: Int, entries: String))? = nil) -> TestOrigin.Resource {
+    static func live(
+        _ made: DASHMade, start: Date, end: Bool = false, timeline: ((Int) -> (first: Int, entries: String))? = nil
+    ) -> TestOrigin.Resource {
         var text = made.manifest.replacingOccurrences(
             of: "type=\"static\"",
             with: end
-                ? "type=\"static\"" : "type=\"dynamic\" availabilityStartTime=\"\(DASHRecordingWriter.date(start))\" timeShiftBufferDepth=\"PT6S\" minimumUpdatePeriod=\"PT1S\"")
-        if let duration = text.range(of: #"mediaPresentationDuration="[^"]*""#, options: String.CompareOptions.regularExpression), !end { text.removeSubrange(duration) }
+                ? "type=\"static\""
+                : "type=\"dynamic\" availabilityStartTime=\"\(DASHRecordingWriter.date(start))\" timeShiftBufferDepth=\"PT6S\" minimumUpdatePeriod=\"PT1S\""
+        )
+        if let duration = text.range(
+            of: #"mediaPresentationDuration="[^"]*""#, options: String.CompareOptions.regularExpression), !end
+        {
+            text.removeSubrange(duration)
+        }
         var representation = 0
-        while let open = text.range(of: "<SegmentTimeline>"), let close = text.range(of: "</SegmentTimeline>", range: open.upperBound..<text.endIndex) {
+        while let open = text.range(of: "<SegmentTimeline>"),
+            let close = text.range(of: "</SegmentTimeline>", range: open.upperBound..<text.endIndex)
+        {
             let timescale = made.representations[representation].timescale
-            let template = text.range(of: "startNumber=\"1\"", options: String.CompareOptions.backwards, range: text.startIndex..<open.lowerBound)
+            let template = text.range(
+                of: "startNumber=\"1\"", options: String.CompareOptions.backwards,
+                range: text.startIndex..<open.lowerBound)
             if let timeline {
                 let (first, entries) = timeline(representation)
-                text.replaceSubrange(open.lowerBound..<close.upperBound, with: "<SegmentTimeline x=\"\">" + entries + "</SegmentTimeline>")
+                text.replaceSubrange(
+                    open.lowerBound..<close.upperBound,
+                    with: "<SegmentTimeline x=\"\">" + entries + "</SegmentTimeline>")
                 if let template { text.replaceSubrange(template, with: "startNumber=\"\(first + 1)\"") }
             } else {
                 text.removeSubrange(open.lowerBound..<close.upperBound)
-                if let template { text.replaceSubrange(template, with: "startNumber=\"1\" duration=\"\(2 * timescale)\"") }
+                if let template {
+                    text.replaceSubrange(template, with: "startNumber=\"1\" duration=\"\(2 * timescale)\"")
+                }
             }
             representation += 1
         }
         text = text.replacingOccurrences(of: "<SegmentTimeline x=\"\">", with: "<SegmentTimeline>")
-        var resource = TestOrigin.Resource(body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"\(text.hashValue)\"")
+        var resource = TestOrigin.Resource(
+            body: .bytes(Array(text.utf8)), mimeType: "application/dash+xml", etag: "\"\(text.hashValue)\"")
         resource.cacheControl = "max-age=1"
         return resource
     }
@@ -91,7 +115,9 @@ extension RecordCommandTests {
     /// The window of segments `first..<first + 3` as timelines.
     static func window(_ made: DASHMade, _ first: Int, start: Date, end: Bool = false) -> TestOrigin.Resource {
         live(made, start: start, end: end) { representation in
-            let entries = made.representations[representation].segments[first..<min(20, first + 3)].map { "<S t=\"\($0.time)\" d=\"\($0.units)\"/>" }
+            let entries = made.representations[representation].segments[first..<min(20, first + 3)].map {
+                "<S t=\"\($0.time)\" d=\"\($0.units)\"/>"
+            }
             return (first, entries.joined())
         }
     }
@@ -101,7 +127,9 @@ extension RecordCommandTests {
     static func recorded(_ url: String) async throws -> (text: String, names: [[String]], urls: [[String]]) {
         let text = try await RecordingCommandChecks.get(url)
         let presentation = try DASHManifest(parsing: Array(text.utf8)).presentation(base: URL(string: url)!)
-        let urls = presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).map { $0.resources.map(\.url.absoluteString) }
+        let urls = presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations).map {
+            $0.resources.map(\.url.absoluteString)
+        }
         return (text, urls.map { $0.map { String($0.split(separator: "/").last ?? "") } }, urls)
     }
 
@@ -109,15 +137,20 @@ extension RecordCommandTests {
     static func expectOriginBytes(_ urls: [[String]], names: [[String]], _ made: DASHMade) async throws {
         for (url, name) in zip(urls.joined(), names.joined()) {
             let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
-            #expect(Array(try await response.body.collect(upTo: 16 << 20).readableBytesView) == made.files[name], "\(name)")
+            #expect(
+                Array(try await response.body.collect(upTo: 16 << 20).readableBytesView) == made.files[name], "\(name)")
         }
     }
 
     /// ffprobe's duration of `path` (a URL or a file), in seconds.
     static func probedSeconds(_ path: String) async throws -> Double {
-        let probe = try await ChildProcess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1", path])
+        let probe = try await ChildProcess.run([
+            "ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "default=noprint_wrappers=1:nokey=1",
+            path,
+        ])
         #expect(probe.status == 0, "ffprobe: \(probe.error)")
-        return Double(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        return Double(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+            ?? 0
     }
 
     /// The goal as the issue puts it, against a real clock: a live presentation whose window
@@ -131,35 +164,52 @@ extension RecordCommandTests {
             origin.serve(Self.live(made, start: Date().addingTimeInterval(-4)), at: "/dash/live.mpd")
             try await RunningServer.with([], origin: origin) { server in
                 let live = origin.url("/dash/live.mpd").absoluteString
-                let started = try await CacheCommandTests.json(RecordingAnswer.self, ["record", "--cache-dir", server.folder, "--for", "20s", live])
-                #expect(started.url.hasPrefix(server.info.baseURL + "/_mediacache/recording.mpd?job="), "\(started.url)")
+                let started = try await CacheCommandTests.json(
+                    RecordingAnswer.self, ["record", "--cache-dir", server.folder, "--for", "20s", live])
+                #expect(
+                    started.url.hasPrefix(server.info.baseURL + "/_mediacache/recording.mpd?job="), "\(started.url)")
                 let id = started.job.id
                 try await waitUntil { try await DownloadCommandTests.job(id, on: server.info)?.resourcesDone ?? 0 >= 6 }
                 let growing = try await Self.recorded(started.url)
-                #expect(growing.text.contains("type=\"dynamic\"") && growing.names.allSatisfy { $0.count >= 4 }, "\(growing.text)")
+                #expect(
+                    growing.text.contains("type=\"dynamic\"") && growing.names.allSatisfy { $0.count >= 4 },
+                    "\(growing.text)")
                 try await waitUntil { try await DownloadCommandTests.job(id, on: server.info)?.state == .completed }
                 let final = try await Self.recorded(started.url)
                 #expect(final.text.contains("type=\"static\""), "\(final.text)")
                 // From the first segment recorded, each once from the origin, none missing.
                 for (representation, names) in final.names.enumerated() {
-                    let first = try #require(names.dropFirst().first.flatMap { name in (0..<20).first { DASHMade.name(representation, $0) == name } })
-                    #expect(names == ["init-\(representation).m4s"] + (first..<(first + names.count - 1)).map { DASHMade.name(representation, $0) }, "\(names)")
+                    let first = try #require(
+                        names.dropFirst().first.flatMap { name in
+                            (0..<20).first { DASHMade.name(representation, $0) == name }
+                        })
+                    #expect(
+                        names == ["init-\(representation).m4s"]
+                            + (first..<(first + names.count - 1)).map { DASHMade.name(representation, $0) }, "\(names)")
                     for name in names.dropFirst() { #expect(origin.requests("/dash/" + name).count == 1, "\(name)") }
                 }
                 try await Self.expectOriginBytes(final.urls, names: final.names, made)
                 #expect(try await Self.probedSeconds(started.url) >= 18)
-                let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", started.url, "-f", "null", "-"])
+                let decoded = try await ChildProcess.run([
+                    "ffmpeg", "-nostdin", "-v", "error", "-i", started.url, "-f", "null", "-",
+                ])
                 #expect(decoded.status == 0 && decoded.error.isEmpty, "ffmpeg: \(decoded.error)")
                 // Exported, it plays with the origin stopped.
                 try await origin.shutdown()
                 let folder = directory.appendingPathComponent("export")
-                let exported = try await Self.mediacache(["export", "--cache-dir", server.folder, live, "--output", folder.path])
+                let exported = try await Self.mediacache([
+                    "export", "--cache-dir", server.folder, live, "--output", folder.path,
+                ])
                 #expect(exported.status == 0, "\(exported)")
                 let index = folder.appendingPathComponent("index.mpd").path
                 let exportedText = try String(contentsOfFile: index, encoding: .utf8)
-                #expect(!exportedText.contains("sourceURL=\"http") && !exportedText.contains("media=\"http"), "local names only: \(exportedText)")
+                #expect(
+                    !exportedText.contains("sourceURL=\"http") && !exportedText.contains("media=\"http"),
+                    "local names only: \(exportedText)")
                 #expect(try await Self.probedSeconds(index) >= 18)
-                let offline = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", index, "-f", "null", "-"])
+                let offline = try await ChildProcess.run([
+                    "ffmpeg", "-nostdin", "-v", "error", "-i", index, "-f", "null", "-",
+                ])
                 #expect(offline.status == 0 && offline.error.isEmpty, "ffmpeg of the export: \(offline.error)")
             }
         }
@@ -178,7 +228,8 @@ extension RecordCommandTests {
             origin.serve(Self.window(made, 0, start: start), at: "/dash/live.mpd")
             let folder = directory.appendingPathComponent("cache").path
             var (server, info) = try await DownloadCommandTests.startServer(folder)
-            let answer = try await DownloadCommandTests.post(info, "record", ["target": origin.url("/dash/live.mpd").absoluteString])
+            let answer = try await DownloadCommandTests.post(
+                info, "record", ["target": origin.url("/dash/live.mpd").absoluteString])
             let id = try CacheCommandTests.decoder.decode(RecordingAnswer.self, from: Data(buffer: answer.body)).job.id
             func taken() async throws -> Int { try await DownloadCommandTests.job(id, on: info)?.resourcesDone ?? 0 }
             try await waitUntil { try await taken() >= 6 }
@@ -193,7 +244,10 @@ extension RecordCommandTests {
                 server,
                 { _ in
                     let eighth = made.representations.map { $0.segments[8].time }
-                    try await waitUntil { try await DownloadCommandTests.job(id, on: info)?.recording?.tracks?.map(\.timeline.lastSequence) == eighth }
+                    try await waitUntil {
+                        try await DownloadCommandTests.job(id, on: info)?.recording?.tracks?.map(
+                            \.timeline.lastSequence) == eighth
+                    }
                     origin.serve(Self.window(made, 7, start: start, end: true), at: "/dash/live.mpd")
                     try await waitUntil { try await DownloadCommandTests.job(id, on: info)?.state == .completed }
                     let url = info.baseURL + "/_mediacache/recording.mpd?job=" + id
@@ -202,10 +256,14 @@ extension RecordCommandTests {
                         let expected = (0..<10).filter { $0 != 4 && $0 != 5 }.map { DASHMade.name(representation, $0) }
                         #expect(names == ["init-\(representation).m4s"] + expected, "\(final.text)")
                         // The hole: the timeline says where segment 6 begins.
-                        #expect(final.text.contains("<S t=\"\(made.representations[representation].segments[6].time)\""), "\(final.text)")
+                        #expect(
+                            final.text.contains("<S t=\"\(made.representations[representation].segments[6].time)\""),
+                            "\(final.text)")
                     }
                     try await Self.expectOriginBytes(final.urls, names: final.names, made)
-                    let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url, "-f", "null", "-"])
+                    let decoded = try await ChildProcess.run([
+                        "ffmpeg", "-nostdin", "-v", "error", "-i", url, "-f", "null", "-",
+                    ])
                     #expect(decoded.status == 0, "ffmpeg: \(decoded.error)")
                 }, tearDown: { await $0.stop() })
         }

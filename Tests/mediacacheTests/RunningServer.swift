@@ -23,7 +23,8 @@ struct RunningServer {
     /// anyone may write in the temporary folder the cache folder is made in.
     static func with(
         _ arguments: [String] = [], environment: [String] = [], readyLinePrefix: String = "mediacache: serving on",
-        errorFile: URL? = nil, origin given: TestOrigin? = nil, launcher: [String] = [], _ body: (RunningServer) async throws -> Void
+        errorFile: URL? = nil, origin given: TestOrigin? = nil, launcher: [String] = [],
+        _ body: (RunningServer) async throws -> Void
     ) async throws {
         let origin: TestOrigin
         if let given { origin = given } else { origin = try await TestOrigin.start() }
@@ -32,7 +33,9 @@ struct RunningServer {
         try await withTemporaryDirectory { directory in
             let folder = directory.appendingPathComponent("cache").path
             let executable = try ChildProcess.executable(named: "mediacache")
-            if !launcher.isEmpty { try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path) }
+            if !launcher.isEmpty {
+                try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+            }
             let command = launcher + [executable.path, "serve", "--port", "0", "--cache-dir", folder] + arguments
             let (process, line) = try await ChildProcess.startServer(
                 URL(fileURLWithPath: "/usr/bin/env"), environment + command,
@@ -40,7 +43,8 @@ struct RunningServer {
             try await runThenTearDown(
                 process,
                 { _ in
-                    let info = try CacheCommandTests.decoder.decode(ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
+                    let info = try CacheCommandTests.decoder.decode(
+                        ServerInfo.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/server.json")))
                     try await body(RunningServer(origin: origin, folder: folder, info: info, line: line))
                 }, tearDown: { await $0.stop() })
         }

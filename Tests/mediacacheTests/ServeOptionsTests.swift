@@ -17,9 +17,14 @@ import Testing
                 (notPEM.path, "holds no certificate"),
             ]
             for (path, reason) in cases {
-                let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", directory.appendingPathComponent("cache").path, "--ca-file", path])
+                let result = try await ChildProcess.run([
+                    executable.path, "serve", "--port", "0", "--cache-dir",
+                    directory.appendingPathComponent("cache").path, "--ca-file", path,
+                ])
                 #expect(result.status != 0, "serve must not start with --ca-file \(path)")
-                #expect(result.error.contains("--ca-file: ") && result.error.contains(reason) && result.error.contains(path), "\(result.error)")
+                #expect(
+                    result.error.contains("--ca-file: ") && result.error.contains(reason)
+                        && result.error.contains(path), "\(result.error)")
             }
         }
     }
@@ -36,8 +41,10 @@ import Testing
                 ])
                 #expect(result.status == 1)
                 #expect(
-                    result.error == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another server?). "
-                        + "Stop what listens there, or choose another port with --port (0 picks a free one).\n", "\(result.error)")
+                    result.error
+                        == "mediacache: Port \(first.info.port) on 127.0.0.1 is already in use (another server?). "
+                        + "Stop what listens there, or choose another port with --port (0 picks a free one).\n",
+                    "\(result.error)")
             }
             let stats = try await CacheCommandTests.mediacache(["stats", "--cache-dir", first.folder])
             #expect(stats.status == 0, "the first server still answers: \(stats.error)")
@@ -54,7 +61,10 @@ import Testing
                 "timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0",
                 "--cache-dir", directory.appendingPathComponent("cache").path, "--insecure-skip-verify",
             ])
-            #expect(result.error.contains("warning") && result.error.contains("Origin certificates are NOT verified (--insecure-skip-verify)"), "\(result.error)")
+            #expect(
+                result.error.contains("warning")
+                    && result.error.contains("Origin certificates are NOT verified (--insecure-skip-verify)"),
+                "\(result.error)")
             #expect(String(decoding: result.output, as: UTF8.self).contains("mediacache: serving on"))
         }
     }
@@ -75,9 +85,13 @@ import Testing
                 (notHex, "must all be hexadecimal"),
             ]
             for (path, reason) in cases {
-                let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, "--encryption-key-file", path])
+                let result = try await ChildProcess.run([
+                    executable.path, "serve", "--port", "0", "--cache-dir", cache, "--encryption-key-file", path,
+                ])
                 #expect(result.status != 0, "serve must not start with --encryption-key-file \(path)")
-                #expect(result.error.contains("--encryption-key-file: ") && result.error.contains(reason), "\(result.error)")
+                #expect(
+                    result.error.contains("--encryption-key-file: ") && result.error.contains(reason), "\(result.error)"
+                )
             }
             let readable = directory.appendingPathComponent("key").path
             try Data(repeating: 9, count: 32).write(to: URL(fileURLWithPath: readable))
@@ -86,7 +100,9 @@ import Testing
                 "timeout", "-s", "INT", "4", executable.path, "serve", "--port", "0", "--cache-dir", cache,
                 "--encryption-key-file", readable,
             ])
-            #expect(result.error.contains("warning") && result.error.contains("may be read by other users (mode 644): chmod 600 it"), "\(result.error)")
+            #expect(
+                result.error.contains("warning")
+                    && result.error.contains("may be read by other users (mode 644): chmod 600 it"), "\(result.error)")
             #expect(String(decoding: result.output, as: UTF8.self).contains(", encrypted)"))
         }
     }
@@ -98,20 +114,29 @@ import Testing
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in
             let cache = directory.appendingPathComponent("cache").path
-            let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, "--same-content-hosts", value])
-            #expect(result.status != 0 && result.error.contains("--same-content-hosts takes two or more host names"), "\(result.error)")
+            let result = try await ChildProcess.run([
+                executable.path, "serve", "--port", "0", "--cache-dir", cache, "--same-content-hosts", value,
+            ])
+            #expect(
+                result.status != 0 && result.error.contains("--same-content-hosts takes two or more host names"),
+                "\(result.error)")
             #expect(!FileManager.default.fileExists(atPath: cache))
         }
     }
 
     /// A read-ahead depth out of bounds, or not a number, stops `serve` before it touches the
     /// cache folder, naming the option.
-    @Test(arguments: [("9", "--read-ahead-segments must be 0...8."), ("-1", "--read-ahead-segments must be 0...8."), ("two", "is invalid for '--read-ahead-segments")])
+    @Test(arguments: [
+        ("9", "--read-ahead-segments must be 0...8."), ("-1", "--read-ahead-segments must be 0...8."),
+        ("two", "is invalid for '--read-ahead-segments"),
+    ])
     func aReadAheadDepthOutOfBoundsIsRefused(_ value: String, _ message: String) async throws {
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in
             let cache = directory.appendingPathComponent("cache").path
-            let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, "--read-ahead-segments=\(value)"])
+            let result = try await ChildProcess.run([
+                executable.path, "serve", "--port", "0", "--cache-dir", cache, "--read-ahead-segments=\(value)",
+            ])
             #expect(result.status != 0 && result.error.contains(message), "\(result.error)")
             #expect(!FileManager.default.fileExists(atPath: cache))
         }
@@ -121,13 +146,16 @@ import Testing
     /// folder, naming the option.
     @Test(arguments: [
         ("--preload-budget=0", "is not a size"), ("--preload-budget=lots", "--preload-budget"),
-        ("--preload-concurrency=0", "--preload-concurrency must be 1...8."), ("--preload-concurrency=9", "--preload-concurrency must be 1...8."),
+        ("--preload-concurrency=0", "--preload-concurrency must be 1...8."),
+        ("--preload-concurrency=9", "--preload-concurrency must be 1...8."),
     ])
     func aPreloadLimitOutOfBoundsIsRefused(_ argument: String, _ message: String) async throws {
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in
             let cache = directory.appendingPathComponent("cache").path
-            let result = try await ChildProcess.run([executable.path, "serve", "--port", "0", "--cache-dir", cache, argument])
+            let result = try await ChildProcess.run([
+                executable.path, "serve", "--port", "0", "--cache-dir", cache, argument,
+            ])
             #expect(result.status != 0 && result.error.contains(message), "\(result.error)")
             #expect(!FileManager.default.fileExists(atPath: cache))
         }

@@ -11,7 +11,9 @@ import Testing
 /// checker, and starting a server that the health check finds.
 @Suite(.endToEnd) struct ServiceCommandTests {
     /// Runs `mediacache` with `HOME` and `XDG_CONFIG_HOME` inside `home`.
-    static func mediacache(_ arguments: [String], home: URL) async throws -> (status: Int32, output: String, error: String) {
+    static func mediacache(_ arguments: [String], home: URL) async throws -> (
+        status: Int32, output: String, error: String
+    ) {
         let executable = try ChildProcess.executable(named: "mediacache")
         let environment = ["HOME=\(home.path)", "XDG_CONFIG_HOME=\(home.appendingPathComponent("config").path)"]
         let result = try await ChildProcess.run(["env"] + environment + [executable.path] + arguments)
@@ -49,7 +51,9 @@ import Testing
     func anInstalledUnitIsValidStartsAHealthyServerAndUninstalls() async throws {
         try await withTemporaryDirectory { home in
             let folder = home.appendingPathComponent("my cache $HOME 100%").path
-            let installed = try await Self.mediacache(["service", "install", "--no-start", "--cache-dir", folder, "--", "--port", "0", "--max-size", "64M"], home: home)
+            let installed = try await Self.mediacache(
+                ["service", "install", "--no-start", "--cache-dir", folder, "--", "--port", "0", "--max-size", "64M"],
+                home: home)
             #expect(installed.status == 0, "\(installed.error)")
             let unit = home.appendingPathComponent("config/systemd/user/mediacache.service")
             #expect(installed.output.contains("Wrote \(unit.path)"), "\(installed.output)")
@@ -64,7 +68,11 @@ import Testing
             let start = try #require(lines.first { $0.hasPrefix("ExecStart=") })
             let arguments = Self.systemdArguments(start.dropFirst("ExecStart=".count))
             let executable = try ChildProcess.executable(named: "mediacache")
-            #expect(arguments == [executable.resolvingSymlinksInPath().path, "serve", "--cache-dir", folder, "--port", "0", "--max-size", "64M"])
+            #expect(
+                arguments == [
+                    executable.resolvingSymlinksInPath().path, "serve", "--cache-dir", folder, "--port", "0",
+                    "--max-size", "64M",
+                ])
             let post = try #require(lines.first { $0.hasPrefix("ExecStartPost=") })
             #expect(
                 Array(Self.systemdArguments(post.dropFirst("ExecStartPost=".count)).dropFirst())
@@ -80,9 +88,12 @@ import Testing
             try await runThenTearDown(
                 server,
                 { _ in
-                    let check = try await Self.mediacache(["service", "check", "--wait", "30", "--cache-dir", folder], home: home)
+                    let check = try await Self.mediacache(
+                        ["service", "check", "--wait", "30", "--cache-dir", folder], home: home)
                     #expect(check.status == 0, "\(check.error)")
-                    #expect(check.output.hasPrefix("Healthy: http://127.0.0.1:") && check.output.contains("serves \(folder): 0 entries"), "\(check.output)")
+                    #expect(
+                        check.output.hasPrefix("Healthy: http://127.0.0.1:")
+                            && check.output.contains("serves \(folder): 0 entries"), "\(check.output)")
                     let status = try await Self.mediacache(["service", "status", "--cache-dir", folder], home: home)
                     #expect(status.output.contains("Definition: \(unit.path) (installed)"), "\(status.output)")
                     #expect(status.output.contains("Healthy: "), "\(status.output) \(status.error)")
@@ -122,7 +133,10 @@ import Testing
     @Test func theLaunchdAgentIsAPropertyListThatRestartsOnFailure() async throws {
         try await withTemporaryDirectory { home in
             let result = try await Self.mediacache(
-                ["service", "install", "--print", "--manager", "launchd", "--cache-dir", "/srv/media cache", "--", "--port", "8090"], home: home)
+                [
+                    "service", "install", "--print", "--manager", "launchd", "--cache-dir", "/srv/media cache", "--",
+                    "--port", "8090",
+                ], home: home)
             #expect(result.status == 0, "\(result.error)")
             let plist = try PropertyListSerialization.propertyList(from: Data(result.output.utf8), format: nil)
             let agent = try #require(plist as? [String: Any])
@@ -132,7 +146,9 @@ import Testing
             #expect(arguments.first?.hasPrefix("/") == true)
             #expect(agent["RunAtLoad"] as? Bool == true)
             #expect((agent["KeepAlive"] as? [String: Any])?["SuccessfulExit"] as? Bool == false)
-            #expect(!FileManager.default.fileExists(atPath: home.appendingPathComponent("Library").path), "--print writes nothing")
+            #expect(
+                !FileManager.default.fileExists(atPath: home.appendingPathComponent("Library").path),
+                "--print writes nothing")
         }
     }
 }

@@ -63,16 +63,25 @@ open class AVURLAsset: AVAsset, @unchecked Sendable {
 
 /// `protocol AVAssetResourceLoaderDelegate : NSObjectProtocol`; both methods are `optional` there.
 public protocol AVAssetResourceLoaderDelegate: NSObjectProtocol {
-    func resourceLoader(_ resourceLoader: AVAssetResourceLoader, shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest) -> Bool
-    func resourceLoader(_ resourceLoader: AVAssetResourceLoader, didCancel loadingRequest: AVAssetResourceLoadingRequest)
+    func resourceLoader(
+        _ resourceLoader: AVAssetResourceLoader,
+        shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest
+    ) -> Bool
+    func resourceLoader(
+        _ resourceLoader: AVAssetResourceLoader, didCancel loadingRequest: AVAssetResourceLoadingRequest)
 }
 
 extension AVAssetResourceLoaderDelegate {
-    public func resourceLoader(_ resourceLoader: AVAssetResourceLoader, shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest) -> Bool {
+    public func resourceLoader(
+        _ resourceLoader: AVAssetResourceLoader,
+        shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest
+    ) -> Bool {
         false
     }
 
-    public func resourceLoader(_ resourceLoader: AVAssetResourceLoader, didCancel loadingRequest: AVAssetResourceLoadingRequest) {}
+    public func resourceLoader(
+        _ resourceLoader: AVAssetResourceLoader, didCancel loadingRequest: AVAssetResourceLoadingRequest
+    ) {}
 }
 
 /// `class AVAssetResourceLoader`
@@ -127,8 +136,12 @@ open class AVAssetResourceLoadingRequest: NSObject, @unchecked Sendable {
     /// A request as AVFoundation makes one: content information, data from `offset`
     /// (`length` bytes, or to the end), or both.
     public init(simulatedContentInformation: Bool, offset: Int64?, length: Int = 0, toEnd: Bool = false) {
-        contentInformationRequest = simulatedContentInformation ? AVAssetResourceLoadingContentInformationRequest() : nil
-        dataRequest = offset.map { AVAssetResourceLoadingDataRequest(requestedOffset: $0, requestedLength: length, requestsAllDataToEndOfResource: toEnd) }
+        contentInformationRequest =
+            simulatedContentInformation ? AVAssetResourceLoadingContentInformationRequest() : nil
+        dataRequest = offset.map {
+            AVAssetResourceLoadingDataRequest(
+                requestedOffset: $0, requestedLength: length, requestsAllDataToEndOfResource: toEnd)
+        }
         super.init()
     }
 

@@ -33,7 +33,9 @@ import Testing
     }
 
     /// Waits until the adapter has finished `request`.
-    static func finished(_ request: AVAssetResourceLoadingRequest) async throws -> AVAssetResourceLoadingRequest.SimulatedRecord {
+    static func finished(_ request: AVAssetResourceLoadingRequest) async throws
+        -> AVAssetResourceLoadingRequest.SimulatedRecord
+    {
         try await waitUntil { request.isFinished }
         return request.simulatedRecord
     }
@@ -57,10 +59,12 @@ import Testing
             let information = try #require(first.contentInformationRequest)
             #expect(information.contentLength == AVPlayerTrace.mp4Length && information.isByteRangeAccessSupported)
             #expect(information.contentType == "public.mpeg-4")
-            #expect(first.dataRequest?.simulatedReceived == Data(content.buffer(offset: 0, length: 2).readableBytesView))
+            #expect(
+                first.dataRequest?.simulatedReceived == Data(content.buffer(offset: 0, length: 2).readableBytesView))
             // Then the recorded data requests (each capped at 1 MiB here, to keep the test small).
             for (offset, length) in AVPlayerTrace.mp4.prefix(8) {
-                let request = AVAssetResourceLoadingRequest(simulatedContentInformation: false, offset: offset, length: Int(min(length, 1 << 20)))
+                let request = AVAssetResourceLoadingRequest(
+                    simulatedContentInformation: false, offset: offset, length: Int(min(length, 1 << 20)))
                 #expect(asset.resourceLoader.simulatedLoad(request))
                 let done = try await Self.finished(request)
                 #expect(done.calls == ["finishLoading"], "\(offset): \(done)")
@@ -71,7 +75,8 @@ import Testing
             }
             // A replay is served from the cache: no new origin request.
             let before = origin.requests(Self.path).count
-            let again = AVAssetResourceLoadingRequest(simulatedContentInformation: false, offset: AVPlayerTrace.mp4[0].offset, length: 65536)
+            let again = AVAssetResourceLoadingRequest(
+                simulatedContentInformation: false, offset: AVPlayerTrace.mp4[0].offset, length: 65536)
             #expect(asset.resourceLoader.simulatedLoad(again))
             _ = try await Self.finished(again)
             #expect(origin.requests(Self.path).count == before)
@@ -80,7 +85,8 @@ import Testing
 
     @Test func aCancelledRequestStopsAndIsNotFinished() async throws {
         try await Self.withAsset { asset, _, reader in
-            let toEnd = AVAssetResourceLoadingRequest(simulatedContentInformation: false, offset: 1_000_000, toEnd: true)
+            let toEnd = AVAssetResourceLoadingRequest(
+                simulatedContentInformation: false, offset: 1_000_000, toEnd: true)
             #expect(asset.resourceLoader.simulatedLoad(toEnd))
             try await waitUntil { (toEnd.dataRequest?.simulatedReceived.count ?? 0) > 0 }
             asset.resourceLoader.simulatedCancel(toEnd)
@@ -132,11 +138,14 @@ import Testing
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
             let job = try await queue.pin(
-                h.origin.url("/hls/master.m3u8"), renditions: RenditionChoice(variants: [.lowestBandwidth], audio: .languages(["fr"])))
+                h.origin.url("/hls/master.m3u8"),
+                renditions: RenditionChoice(variants: [.lowestBandwidth], audio: .languages(["fr"])))
             try await waitUntil { queue.job(matching: job.id)?.state == .completed }
             await queue.shutDown()
             // The origin fails from now on (its connections stay open, as a CDN's error pages do).
-            for path in ["/hls/master.m3u8"] + TestOrigin.renditionPlaylists.map({ "/hls/\($0).m3u8" }) { h.origin.update(path) { $0.faults.status = 503 } }
+            for path in ["/hls/master.m3u8"] + TestOrigin.renditionPlaylists.map({ "/hls/\($0).m3u8" }) {
+                h.origin.update(path) { $0.faults.status = 503 }
+            }
 
             let assets = try await CachingAssets.start(reader: h.reader)
             let asset = try await assets.asset(for: h.origin.url("/hls/master.m3u8"))
@@ -146,15 +155,21 @@ import Testing
             #expect(!served.contains("v1.m3u8") && !served.contains("a_en.m3u8"), "\(served)")
             var segments = 0
             for line in served.split(separator: "\n") where !line.hasPrefix("#") || line.contains("URI=") {
-                let text = line.hasPrefix("#") ? String(line.components(separatedBy: "URI=\"")[1].prefix { $0 != "\"" }) : String(line)
+                let text =
+                    line.hasPrefix("#")
+                    ? String(line.components(separatedBy: "URI=\"")[1].prefix { $0 != "\"" }) : String(line)
                 let playlistURL = try #require(URL(string: text, relativeTo: asset.url)?.absoluteURL)
                 let media = String(decoding: try await Self.get(playlistURL), as: UTF8.self)
                 for segment in media.split(separator: "\n") where !segment.hasPrefix("#") {
                     let segmentURL = try #require(URL(string: String(segment), relativeTo: playlistURL)?.absoluteURL)
                     let bytes = try await Self.get(segmentURL)
                     let originURL = try #require(
-                        URLComponents(url: segmentURL, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "url" }?.value.flatMap { URL(string: $0) })
-                    #expect(h.origin.resource(at: originURL.path)?.firstMismatch(in: ByteBuffer(bytes: bytes), at: 0) == nil, "\(originURL.path)")
+                        URLComponents(url: segmentURL, resolvingAgainstBaseURL: false)?.queryItems?.first {
+                            $0.name == "url"
+                        }?.value.flatMap { URL(string: $0) })
+                    #expect(
+                        h.origin.resource(at: originURL.path)?.firstMismatch(in: ByteBuffer(bytes: bytes), at: 0)
+                            == nil, "\(originURL.path)")
                     #expect(bytes.count == 40_000)
                     segments += 1
                 }

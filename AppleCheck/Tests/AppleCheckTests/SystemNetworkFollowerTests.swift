@@ -31,7 +31,8 @@ extension CachingAVURLAssetTests {
             NWPathMonitor.simulatedUpdateAll(NWPath(simulatedExpensive: false, constrained: false))
             try await waitUntil { downloads.job(matching: job.id)?.state == .completed }
             let stored = try await collect(try await h.reader.read(h.origin.url("/episode.mp3")))
-            #expect(stored.readableBytes == size && DeterministicContent(seed: 31).firstMismatch(in: stored, at: 0) == nil)
+            #expect(
+                stored.readableBytes == size && DeterministicContent(seed: 31).firstMismatch(in: stored, at: 0) == nil)
             #expect(h.origin.bodyBytesSent("/episode.mp3") == size, "read from the cache, fetched once")
             await downloads.shutDown()
             withExtendedLifetime(follower) {}

@@ -23,7 +23,9 @@ public final class CookieJar: Sendable {
 
     /// Keeps the cookies the `Set-Cookie` fields of an answer from `url` set.
     /// - Returns: the fields refused, each with the reason (to log).
-    package func receive(setCookie values: [String], from url: URL, now: Date) -> [(value: String, refusal: OriginCookie.Refusal)] {
+    package func receive(setCookie values: [String], from url: URL, now: Date) -> [(
+        value: String, refusal: OriginCookie.Refusal
+    )] {
         var refused: [(String, OriginCookie.Refusal)] = []
         var taken: [OriginCookie] = []
         for value in values.prefix(Cookies.maximumPerDomain) {
@@ -82,7 +84,9 @@ package struct Cookies: Sendable {
     /// time it keeps); an expired one only removes that one.
     package mutating func store(_ cookie: OriginCookie, now: Date) {
         var cookie = cookie
-        if let old = all.firstIndex(where: { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }) {
+        if let old = all.firstIndex(where: {
+            $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path
+        }) {
             cookie.created = all[old].created
             all.remove(at: old)
         }
@@ -90,7 +94,9 @@ package struct Cookies: Sendable {
         all.removeAll { $0.expires.map { $0 <= now } ?? false }
         all.append(cookie)
         let sameDomain = all.indices.filter { all[$0].domain == cookie.domain }
-        if sameDomain.count > Self.maximumPerDomain, let oldest = sameDomain.min(by: { all[$0].created < all[$1].created }) {
+        if sameDomain.count > Self.maximumPerDomain,
+            let oldest = sameDomain.min(by: { all[$0].created < all[$1].created })
+        {
             all.remove(at: oldest)
         }
         if all.count > Self.maximumCount, let oldest = all.indices.min(by: { all[$0].created < all[$1].created }) {
@@ -111,7 +117,8 @@ package struct Cookies: Sendable {
 
     package func cookies(for host: String, now: Date) -> [OriginCookie] {
         all.filter { cookie in
-            (cookie.expires.map { $0 > now } ?? true) && (cookie.hostOnly ? cookie.domain == host : OriginCookie.domainMatches(host, domain: cookie.domain))
+            (cookie.expires.map { $0 > now } ?? true)
+                && (cookie.hostOnly ? cookie.domain == host : OriginCookie.domainMatches(host, domain: cookie.domain))
         }
     }
 }

@@ -56,8 +56,12 @@ package struct DASHManifest: Sendable {
     /// Reads `bytes`.
     /// - Throws: ``DASHManifestError`` saying what is wrong.
     package init(parsing bytes: [UInt8]) throws(DASHManifestError) {
-        guard bytes.count <= Self.maximumSize else { throw DASHManifestError("The manifest is larger than \(Self.maximumSize >> 20) MiB.") }
-        guard String(validating: bytes, as: UTF8.self) != nil else { throw DASHManifestError("The manifest is not UTF-8 text.") }
+        guard bytes.count <= Self.maximumSize else {
+            throw DASHManifestError("The manifest is larger than \(Self.maximumSize >> 20) MiB.")
+        }
+        guard String(validating: bytes, as: UTF8.self) != nil else {
+            throw DASHManifestError("The manifest is not UTF-8 text.")
+        }
         self.bytes = bytes
         elements = try Self.scan(bytes)
         guard let root = elements.first, root.name == "MPD", root.parent == nil else {
@@ -65,7 +69,8 @@ package struct DASHManifest: Sendable {
         }
         let type = Self.attribute("type", of: root, in: bytes)
         isDynamic = type == "dynamic"
-        minimumUpdatePeriod = Self.attribute("minimumUpdatePeriod", of: root, in: bytes).flatMap(Self.seconds(ofISO8601Duration:))
+        minimumUpdatePeriod = Self.attribute("minimumUpdatePeriod", of: root, in: bytes).flatMap(
+            Self.seconds(ofISO8601Duration:))
     }
 
     /// Whether `bytes` look like an MPD: after a byte order mark, white space, an XML
@@ -75,7 +80,9 @@ package struct DASHManifest: Sendable {
         if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
         while true {
             rest = rest.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
-            if rest.starts(with: Array("<?".utf8)) || rest.starts(with: Array("<!--".utf8)) || rest.starts(with: Array("<!".utf8)) {
+            if rest.starts(with: Array("<?".utf8)) || rest.starts(with: Array("<!--".utf8))
+                || rest.starts(with: Array("<!".utf8))
+            {
                 guard let end = rest.firstIndex(of: UInt8(ascii: ">")) else { return false }
                 rest = rest[(end + 1)...]
                 continue
@@ -101,7 +108,9 @@ package struct DASHManifest: Sendable {
     ///   - relative: whether `map` gives paths relative to the manifest's own folder (an
     ///     export); each is then written relative to the base it is resolved against, as
     ///     RFC 3986 resolves it, rather than as given.
-    package func rewritten(base: URL, removing removed: Set<Int> = [], relative: Bool = false, map: (URL) -> String) -> String {
+    package func rewritten(base: URL, removing removed: Set<Int> = [], relative: Bool = false, map: (URL) -> String)
+        -> String
+    {
         var edits: [(range: Range<Int>, text: String)] = []
         // The base each element's children resolve against, before and after its own BaseURL,
         // and (relative) each as written.
@@ -130,7 +139,9 @@ package struct DASHManifest: Sendable {
             if removed.contains(index) { edits.append((element.extent, "")) }
             if let text = element.text {
                 let value = Self.textValue(bytes[text])
-                if element.name == "BaseURL", let parent = element.parent, let resolved = Self.resolve(value, against: inherited[parent]) {
+                if element.name == "BaseURL", let parent = element.parent,
+                    let resolved = Self.resolve(value, against: inherited[parent])
+                {
                     let mapped = map(resolved)
                     edits.append((text, write(mapped, from: writtenInherited[parent])))
                     if !hasOwnBase[parent] {
@@ -154,7 +165,9 @@ package struct DASHManifest: Sendable {
                 guard isLink || urlNames.contains(attribute.name) else { continue }
                 let value = Self.decodedText(bytes[attribute.value])
                 if isLink {
-                    guard value != "urn:mpeg:dash:resolve-to-zero:2013", let resolved = Self.resolve(value, against: parentBase) else { continue }
+                    guard value != "urn:mpeg:dash:resolve-to-zero:2013",
+                        let resolved = Self.resolve(value, against: parentBase)
+                    else { continue }
                     edits.append((attribute.value, write(map(resolved), from: parentWritten)))
                 } else if Self.isAbsoluteHTTP(value), let resolved = Self.resolve(value, against: parentBase) {
                     // A relative one resolves against the (rewritten) base by itself.
@@ -163,7 +176,8 @@ package struct DASHManifest: Sendable {
             }
         }
         if let writtenFolder, let root = elements.first {
-            edits.append((root.startTagEnd..<root.startTagEnd, "<BaseURL>" + write(writtenFolder, from: "") + "</BaseURL>"))
+            edits.append(
+                (root.startTagEnd..<root.startTagEnd, "<BaseURL>" + write(writtenFolder, from: "") + "</BaseURL>"))
         }
         // Earlier first; of two at one place, the longer (a removal) first, so that an edit
         // inside a removed element is dropped with it.
@@ -219,7 +233,9 @@ package struct DASHManifest: Sendable {
             guard needle.count <= count else { return nil }
             var position = start
             while position + needle.count <= count {
-                if bytes[position] == needle[0], bytes[position..<(position + needle.count)].elementsEqual(needle) { return position }
+                if bytes[position] == needle[0], bytes[position..<(position + needle.count)].elementsEqual(needle) {
+                    return position
+                }
                 position += 1
             }
             return nil
@@ -230,22 +246,32 @@ package struct DASHManifest: Sendable {
                 continue
             }
             if bytes[index...].starts(with: Array("<!--".utf8)) {
-                guard let end = find(Array("-->".utf8), from: index + 4) else { throw DASHManifestError("A comment is not closed.") }
+                guard let end = find(Array("-->".utf8), from: index + 4) else {
+                    throw DASHManifestError("A comment is not closed.")
+                }
                 index = end + 3
             } else if bytes[index...].starts(with: Array("<![CDATA[".utf8)) {
-                guard let end = find(Array("]]>".utf8), from: index + 9) else { throw DASHManifestError("A CDATA section is not closed.") }
+                guard let end = find(Array("]]>".utf8), from: index + 9) else {
+                    throw DASHManifestError("A CDATA section is not closed.")
+                }
                 index = end + 3
             } else if bytes[index...].starts(with: Array("<?".utf8)) {
-                guard let end = find(Array("?>".utf8), from: index + 2) else { throw DASHManifestError("A processing instruction is not closed.") }
+                guard let end = find(Array("?>".utf8), from: index + 2) else {
+                    throw DASHManifestError("A processing instruction is not closed.")
+                }
                 index = end + 2
             } else if bytes[index...].starts(with: Array("<!".utf8)) {
-                guard let end = bytes[index...].firstIndex(of: UInt8(ascii: ">")) else { throw DASHManifestError("A declaration is not closed.") }
+                guard let end = bytes[index...].firstIndex(of: UInt8(ascii: ">")) else {
+                    throw DASHManifestError("A declaration is not closed.")
+                }
                 index = end + 1
             } else if index + 1 < count, bytes[index + 1] == UInt8(ascii: "/") {
                 let nameStart = index + 2
                 var nameEnd = nameStart
                 while nameEnd < count, !isNameEnd(bytes[nameEnd]) { nameEnd += 1 }
-                guard let close = bytes[nameEnd...].firstIndex(of: UInt8(ascii: ">")) else { throw DASHManifestError("An end tag is not closed.") }
+                guard let close = bytes[nameEnd...].firstIndex(of: UInt8(ascii: ">")) else {
+                    throw DASHManifestError("An end tag is not closed.")
+                }
                 let name = localName(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self))
                 guard let top = open.popLast(), elements[top].name == name else {
                     throw DASHManifestError("The end tag </\(name.prefix(40))> does not close the element open there.")
@@ -258,20 +284,28 @@ package struct DASHManifest: Sendable {
                 elements[top].extent = elements[top].extent.lowerBound..<index
             } else {
                 let (element, end, selfClosing) = try startTag(bytes, at: index, parent: open.last)
-                guard open.count < maximumDepth else { throw DASHManifestError("The manifest nests deeper than \(maximumDepth) levels.") }
-                guard !open.isEmpty || elements.isEmpty else { throw DASHManifestError("The manifest has more than one root element.") }
+                guard open.count < maximumDepth else {
+                    throw DASHManifestError("The manifest nests deeper than \(maximumDepth) levels.")
+                }
+                guard !open.isEmpty || elements.isEmpty else {
+                    throw DASHManifestError("The manifest has more than one root element.")
+                }
                 elements.append(element)
                 if !selfClosing { open.append(elements.count - 1) }
                 index = end
             }
         }
-        guard open.isEmpty else { throw DASHManifestError("The element <\(elements[open.last!].name.prefix(40))> is not closed.") }
+        guard open.isEmpty else {
+            throw DASHManifestError("The element <\(elements[open.last!].name.prefix(40))> is not closed.")
+        }
         guard !elements.isEmpty else { throw DASHManifestError("The manifest has no element.") }
         return elements
     }
 
     /// The start tag at `start`: the element, where the tag ends and whether it closes itself.
-    private static func startTag(_ bytes: [UInt8], at start: Int, parent: Int?) throws(DASHManifestError) -> (Element, Int, Bool) {
+    private static func startTag(_ bytes: [UInt8], at start: Int, parent: Int?) throws(DASHManifestError) -> (
+        Element, Int, Bool
+    ) {
         let count = bytes.count
         var index = start + 1
         while index < count, !isNameEnd(bytes[index]) { index += 1 }
@@ -282,26 +316,44 @@ package struct DASHManifest: Sendable {
             while index < count, isSpace(bytes[index]) { index += 1 }
             guard index < count else { throw DASHManifestError("The tag <\(name.prefix(40))> is not closed.") }
             if bytes[index] == UInt8(ascii: ">") {
-                return (Element(name: name, parent: parent, extent: start..<(index + 1), startTagEnd: index + 1, attributes: attributes), index + 1, false)
+                return (
+                    Element(
+                        name: name, parent: parent, extent: start..<(index + 1), startTagEnd: index + 1,
+                        attributes: attributes), index + 1, false
+                )
             }
             if bytes[index] == UInt8(ascii: "/") {
-                guard index + 1 < count, bytes[index + 1] == UInt8(ascii: ">") else { throw DASHManifestError("The tag <\(name.prefix(40))> is malformed.") }
-                return (Element(name: name, parent: parent, extent: start..<(index + 2), startTagEnd: index + 2, attributes: attributes), index + 2, true)
+                guard index + 1 < count, bytes[index + 1] == UInt8(ascii: ">") else {
+                    throw DASHManifestError("The tag <\(name.prefix(40))> is malformed.")
+                }
+                return (
+                    Element(
+                        name: name, parent: parent, extent: start..<(index + 2), startTagEnd: index + 2,
+                        attributes: attributes), index + 2, true
+                )
             }
             let nameStart = index
             while index < count, !isNameEnd(bytes[index]), bytes[index] != UInt8(ascii: "=") { index += 1 }
-            guard index > nameStart else { throw DASHManifestError("The tag <\(name.prefix(40))> has a malformed attribute.") }
+            guard index > nameStart else {
+                throw DASHManifestError("The tag <\(name.prefix(40))> has a malformed attribute.")
+            }
             let attributeName = String(decoding: bytes[nameStart..<index], as: UTF8.self)
             while index < count, isSpace(bytes[index]) { index += 1 }
-            guard index < count, bytes[index] == UInt8(ascii: "=") else { throw DASHManifestError("The attribute \(attributeName.prefix(40)) has no value.") }
+            guard index < count, bytes[index] == UInt8(ascii: "=") else {
+                throw DASHManifestError("The attribute \(attributeName.prefix(40)) has no value.")
+            }
             index += 1
             while index < count, isSpace(bytes[index]) { index += 1 }
             guard index < count, bytes[index] == UInt8(ascii: "\"") || bytes[index] == UInt8(ascii: "'") else {
                 throw DASHManifestError("The attribute \(attributeName.prefix(40)) has no quoted value.")
             }
             let quote = bytes[index]
-            guard let close = bytes[(index + 1)...].firstIndex(of: quote) else { throw DASHManifestError("The attribute \(attributeName.prefix(40)) is not closed.") }
-            guard !bytes[(index + 1)..<close].contains(UInt8(ascii: "<")) else { throw DASHManifestError("The attribute \(attributeName.prefix(40)) holds a <.") }
+            guard let close = bytes[(index + 1)...].firstIndex(of: quote) else {
+                throw DASHManifestError("The attribute \(attributeName.prefix(40)) is not closed.")
+            }
+            guard !bytes[(index + 1)..<close].contains(UInt8(ascii: "<")) else {
+                throw DASHManifestError("The attribute \(attributeName.prefix(40)) holds a <.")
+            }
             attributes.append((attributeName, (index + 1)..<close))
             index = close + 1
         }

@@ -93,7 +93,9 @@ extension DASHManifest {
         }
         func child(_ index: Int, named name: String) -> Int? { children[index].first { elements[$0].name == name } }
         func kids(_ index: Int, named name: String) -> [Int] { children[index].filter { elements[$0].name == name } }
-        func attribute(_ name: String, _ index: Int?) -> String? { index.flatMap { Self.attribute(name, of: elements[$0], in: bytes) } }
+        func attribute(_ name: String, _ index: Int?) -> String? {
+            index.flatMap { Self.attribute(name, of: elements[$0], in: bytes) }
+        }
         func baseURL(of index: Int, inherited: URL) -> URL {
             guard let baseElement = child(index, named: "BaseURL"), let text = elements[baseElement].text,
                 let resolved = Self.resolve(Self.textValue(bytes[text]), against: inherited)
@@ -112,7 +114,9 @@ extension DASHManifest {
             let start = attribute("start", period).flatMap(Self.seconds(ofISO8601Duration:)) ?? 0
             var duration = attribute("duration", period).flatMap(Self.seconds(ofISO8601Duration:))
             if duration == nil {
-                if position + 1 < periodIndices.count, let next = attribute("start", periodIndices[position + 1]).flatMap(Self.seconds(ofISO8601Duration:)) {
+                if position + 1 < periodIndices.count,
+                    let next = attribute("start", periodIndices[position + 1]).flatMap(Self.seconds(ofISO8601Duration:))
+                {
                     duration = next - start
                 } else if let total {
                     duration = total - start
@@ -125,34 +129,47 @@ extension DASHManifest {
                 for representation in kids(set, named: "Representation") {
                     let representationBase = baseURL(of: representation, inherited: setBase)
                     let id = attribute("id", representation) ?? ""
-                    let bandwidth = attribute("bandwidth", representation).flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 0
+                    let bandwidth =
+                        attribute("bandwidth", representation).flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 0
                     // Segment information is inherited level by level, the nearest level winning per attribute.
                     let levels = [period, set, representation]
                     var resources: [DASHPresentation.Resource] = []
                     var timing = DASHPresentation.Timing()
                     let limit = min(budget, DASHPresentation.maximumSegments)
                     if let list = levels.compactMap({ child($0, named: "SegmentList") }).last {
-                        (resources, timing) = segmentList(list, base: representationBase, id: id, bandwidth: bandwidth, limit: limit, child: child, kids: kids)
+                        (resources, timing) = segmentList(
+                            list, base: representationBase, id: id, bandwidth: bandwidth, limit: limit, child: child,
+                            kids: kids)
                     } else if levels.contains(where: { child($0, named: "SegmentTemplate") != nil }) {
                         let templates = levels.compactMap { child($0, named: "SegmentTemplate") }
                         (resources, timing) = segmentTemplate(
-                            templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration, limit: limit,
+                            templates, base: representationBase, id: id, bandwidth: bandwidth, duration: duration,
+                            limit: limit,
                             live: edge.map { ($0, start) }, child: child, kids: kids)
                     } else {
                         // SegmentBase, or nothing: the representation's base is one file.
-                        resources = [DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)]
+                        resources = [
+                            DASHPresentation.Resource(url: representationBase, range: nil, duration: duration ?? 0)
+                        ]
                     }
                     budget = max(0, budget - resources.count)
-                    let height = (attribute("height", representation) ?? attribute("height", set)).flatMap { HLSPlaylist.decimal(Substring($0)) }
+                    let height = (attribute("height", representation) ?? attribute("height", set)).flatMap {
+                        HLSPlaylist.decimal(Substring($0))
+                    }
                     representations.append(
                         DASHPresentation.Representation(
-                            element: representation, id: id, bandwidth: bandwidth, resources: resources, height: height, timing: timing))
+                            element: representation, id: id, bandwidth: bandwidth, resources: resources, height: height,
+                            timing: timing))
                 }
                 let first = kids(set, named: "Representation").first
-                let isTrickPlay = (kids(set, named: "EssentialProperty") + kids(set, named: "SupplementalProperty")).contains {
-                    attribute("schemeIdUri", $0) == "http://dashif.org/guidelines/trickmode"
-                }
-                let type = attribute("contentType", set) ?? (attribute("mimeType", set) ?? attribute("mimeType", first))?.split(separator: "/").first.map(String.init)
+                let isTrickPlay = (kids(set, named: "EssentialProperty") + kids(set, named: "SupplementalProperty"))
+                    .contains {
+                        attribute("schemeIdUri", $0) == "http://dashif.org/guidelines/trickmode"
+                    }
+                let type =
+                    attribute("contentType", set)
+                    ?? (attribute("mimeType", set) ?? attribute("mimeType", first))?.split(separator: "/").first.map(
+                        String.init)
                 let codecs = attribute("codecs", set) ?? attribute("codecs", first) ?? ""
                 var content: DASHPresentation.Content? =
                     switch type?.lowercased() {
@@ -166,10 +183,14 @@ extension DASHManifest {
                 if isTrickPlay, content == .video || content == nil { content = .trickPlay }
                 sets.append(
                     DASHPresentation.AdaptationSet(
-                        element: set, representations: representations, content: content, language: attribute("lang", set),
+                        element: set, representations: representations, content: content,
+                        language: attribute("lang", set),
                         roles: kids(set, named: "Role").compactMap { attribute("value", $0) }))
             }
-            periods.append(DASHPresentation.Period(adaptationSets: sets, duration: duration, start: start, id: attribute("id", period) ?? String(position)))
+            periods.append(
+                DASHPresentation.Period(
+                    adaptationSets: sets, duration: duration, start: start,
+                    id: attribute("id", period) ?? String(position)))
         }
         return DASHPresentation(periods: periods, isDynamic: isDynamic)
     }
@@ -181,14 +202,19 @@ extension DASHManifest {
     ) -> ([DASHPresentation.Resource], DASHPresentation.Timing) {
         var resources: [DASHPresentation.Resource] = []
         func value(_ name: String) -> String? { Self.attribute(name, of: elements[list], in: bytes) }
-        var timing = DASHPresentation.Timing(timescale: value("timescale").flatMap { Int64($0) }.map { max(1, $0) } ?? 1)
+        var timing = DASHPresentation.Timing(
+            timescale: value("timescale").flatMap { Int64($0) }.map { max(1, $0) } ?? 1)
         timing.offset = value("presentationTimeOffset").flatMap { Int64($0) } ?? 0
         let units = value("duration").flatMap { Int64($0) }.map { max(0, $0) } ?? 0
         let startNumber = value("startNumber").flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 1
         if let initialization = child(list, "Initialization") {
             let source = Self.attribute("sourceURL", of: elements[initialization], in: bytes)
             if let url = source.map({ Self.resolve($0, against: base) }) ?? base {
-                resources.append(.init(url: url, range: Self.attribute("range", of: elements[initialization], in: bytes).flatMap(Self.byteRange), duration: 0))
+                resources.append(
+                    .init(
+                        url: url,
+                        range: Self.attribute("range", of: elements[initialization], in: bytes).flatMap(Self.byteRange),
+                        duration: 0))
                 timing.initialization = url
             }
         }
@@ -198,7 +224,8 @@ extension DASHManifest {
             let time = Int64(index).multipliedReportingOverflow(by: units)
             resources.append(
                 .init(
-                    url: url, range: Self.attribute("mediaRange", of: elements[segment], in: bytes).flatMap(Self.byteRange),
+                    url: url,
+                    range: Self.attribute("mediaRange", of: elements[segment], in: bytes).flatMap(Self.byteRange),
                     duration: Double(units) / Double(timing.timescale), number: startNumber &+ Int64(index),
                     time: time.overflow ? nil : timing.offset &+ time.partialValue, units: units))
         }
@@ -209,20 +236,24 @@ extension DASHManifest {
     /// initialization and at most `limit` segments. With `live` (the live edge and the period's
     /// start), a live template lists the segments available at the edge.
     private func segmentTemplate(
-        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?, limit: Int, live: (LiveEdge, Double)?,
+        _ templates: [Int], base: URL, id: String, bandwidth: Int64, duration: Double?, limit: Int,
+        live: (LiveEdge, Double)?,
         child: (Int, String) -> Int?, kids: (Int, String) -> [Int]
     ) -> ([DASHPresentation.Resource], DASHPresentation.Timing) {
         // The nearest level's attribute wins.
         func value(_ name: String) -> String? {
             templates.reversed().lazy.compactMap { Self.attribute(name, of: self.elements[$0], in: self.bytes) }.first
         }
-        var timing = DASHPresentation.Timing(timescale: value("timescale").flatMap { Int64($0) }.map { max(1, $0) } ?? 1)
+        var timing = DASHPresentation.Timing(
+            timescale: value("timescale").flatMap { Int64($0) }.map { max(1, $0) } ?? 1)
         timing.offset = value("presentationTimeOffset").flatMap { Int64($0) } ?? 0
         let timescale = Double(timing.timescale)
         let startNumber = value("startNumber").flatMap { HLSPlaylist.decimal(Substring($0)) } ?? 1
         var resources: [DASHPresentation.Resource] = []
         if let initialization = value("initialization"),
-            let url = Self.expand(initialization, id: id, bandwidth: bandwidth, number: nil, time: nil).flatMap({ Self.resolve($0, against: base) })
+            let url = Self.expand(initialization, id: id, bandwidth: bandwidth, number: nil, time: nil).flatMap({
+                Self.resolve($0, against: base)
+            })
         {
             resources.append(.init(url: url, range: nil, duration: 0))
             timing.initialization = url
@@ -237,11 +268,17 @@ extension DASHManifest {
             var reachesEdge = false
             let entries = kids(timeline, "S")
             // The media time the live edge is at, for a last `r="-1"`.
-            var edge = live.map { edge, start in timing.offset &+ Self.clampedInteger((edge.elapsed - start) * timescale, limit: .max / 2) }
-            if !isDynamic, let duration { edge = timing.offset &+ Self.clampedInteger(duration * timescale, limit: .max / 2) }
+            var edge = live.map { edge, start in
+                timing.offset &+ Self.clampedInteger((edge.elapsed - start) * timescale, limit: .max / 2)
+            }
+            if !isDynamic, let duration {
+                edge = timing.offset &+ Self.clampedInteger(duration * timescale, limit: .max / 2)
+            }
             // The media time the time shift buffer begins at (a minute, when the manifest does not say).
             let bufferStart = live.map { edge, start in
-                timing.offset &+ Self.clampedInteger((edge.elapsed - (edge.window ?? LiveEdge.defaultWindow) - start) * timescale, limit: .max / 2)
+                timing.offset
+                    &+ Self.clampedInteger(
+                        (edge.elapsed - (edge.window ?? LiveEdge.defaultWindow) - start) * timescale, limit: .max / 2)
             }
             for (position, entry) in entries.enumerated() where segments.count < limit {
                 let s = elements[entry]
@@ -250,7 +287,9 @@ extension DASHManifest {
                 var repeats = Self.attribute("r", of: s, in: bytes).flatMap { Int64($0) } ?? 0
                 if repeats < 0 {
                     // To the next S's time, or (the last) to the live edge or the period's end; else unknown.
-                    let next = entries.dropFirst(position + 1).first.flatMap { Self.attribute("t", of: elements[$0], in: bytes) }.flatMap { Int64($0) }
+                    let next = entries.dropFirst(position + 1).first.flatMap {
+                        Self.attribute("t", of: elements[$0], in: bytes)
+                    }.flatMap { Int64($0) }
                     guard let end = next ?? edge, end > time else { break }
                     if next == nil, let earliest = bufferStart {
                         // Straight to the time shift buffer's start: what is older is gone (and
@@ -285,7 +324,11 @@ extension DASHManifest {
                 // Segment i is available once it has ended: at start + (i + 1) * seconds.
                 let elapsed = min(edge.elapsed - start, duration ?? .infinity)
                 let available = Self.clampedInteger((elapsed / seconds).rounded(.down), limit: .max / 2)
-                first = max(0, Self.clampedInteger(((elapsed - (edge.window ?? LiveEdge.defaultWindow)) / seconds).rounded(.down), limit: .max / 2))
+                first = max(
+                    0,
+                    Self.clampedInteger(
+                        ((elapsed - (edge.window ?? LiveEdge.defaultWindow)) / seconds).rounded(.down), limit: .max / 2)
+                )
                 first = max(first, available - Int64(limit))
                 count = max(0, available - first)
             } else if let duration, duration > 0, !isDynamic {
@@ -323,7 +366,8 @@ extension DASHManifest {
     /// `a-b` (inclusive) as a byte range.
     static func byteRange(_ text: String) -> ByteRange? {
         let parts = text.split(separator: "-", maxSplits: 1)
-        guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
+        guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]),
+            first <= last,
             last < ByteRange.maximumOffset
         else { return nil }
         return ByteRange(first, last + 1)
@@ -350,7 +394,9 @@ extension DASHManifest {
             var width = 0
             if parts.count == 2 {
                 let format = parts[1]
-                guard format.hasPrefix("0"), format.hasSuffix("d"), let n = Int(format.dropFirst().dropLast()), (1...20).contains(n) else { return nil }
+                guard format.hasPrefix("0"), format.hasSuffix("d"), let n = Int(format.dropFirst().dropLast()),
+                    (1...20).contains(n)
+                else { return nil }
                 width = n
             }
             let value: String
@@ -365,7 +411,8 @@ extension DASHManifest {
                 value = String(time)
             default: return nil
             }
-            let digits = name == "RepresentationID" ? value : String(repeating: "0", count: max(0, width - value.count)) + value
+            let digits =
+                name == "RepresentationID" ? value : String(repeating: "0", count: max(0, width - value.count)) + value
             output += digits
         }
         return output + rest

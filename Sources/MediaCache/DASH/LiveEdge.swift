@@ -27,10 +27,12 @@ package struct LiveEdge: Sendable, Equatable {
     /// `availabilityStartTime` is missing or not a date.
     package init?(manifest: DASHManifest, now: Date) {
         guard manifest.isDynamic, let root = manifest.elements.first,
-            let text = DASHManifest.attribute("availabilityStartTime", of: root, in: manifest.bytes), let start = Self.date(text)
+            let text = DASHManifest.attribute("availabilityStartTime", of: root, in: manifest.bytes),
+            let start = Self.date(text)
         else { return nil }
         elapsed = now.timeIntervalSince(start)
-        window = DASHManifest.attribute("timeShiftBufferDepth", of: root, in: manifest.bytes).flatMap(DASHManifest.seconds(ofISO8601Duration:))
+        window = DASHManifest.attribute("timeShiftBufferDepth", of: root, in: manifest.bytes).flatMap(
+            DASHManifest.seconds(ofISO8601Duration:))
     }
 
     /// An `xs:dateTime` (`2026-11-26T08:00:00.5Z`, `…+01:00`, no zone read as UTC), with bounds:
@@ -39,13 +41,20 @@ package struct LiveEdge: Sendable, Equatable {
         let bytes = Array(text.trimmingCharacters(in: .whitespaces).utf8)
         guard bytes.count >= 19, bytes.count <= 40 else { return nil }
         func number(_ range: Range<Int>) -> Int64? {
-            guard range.upperBound <= bytes.count, bytes[range].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            guard range.upperBound <= bytes.count, bytes[range].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                return nil
+            }
             return bytes[range].reduce(0) { $0 * 10 + Int64($1 - 0x30) }
         }
-        func byte(_ index: Int, _ character: Character) -> Bool { index < bytes.count && bytes[index] == character.asciiValue }
-        guard let year = number(0..<4), byte(4, "-"), let month = number(5..<7), byte(7, "-"), let day = number(8..<10), byte(10, "T"),
-            let hour = number(11..<13), byte(13, ":"), let minute = number(14..<16), byte(16, ":"), let second = number(17..<19),
-            year >= 1, (1...12).contains(month), (1...CivilDate.daysIn(month: month, year: year)).contains(day), hour < 24, minute < 60, second < 61
+        func byte(_ index: Int, _ character: Character) -> Bool {
+            index < bytes.count && bytes[index] == character.asciiValue
+        }
+        guard let year = number(0..<4), byte(4, "-"), let month = number(5..<7), byte(7, "-"), let day = number(8..<10),
+            byte(10, "T"),
+            let hour = number(11..<13), byte(13, ":"), let minute = number(14..<16), byte(16, ":"),
+            let second = number(17..<19),
+            year >= 1, (1...12).contains(month), (1...CivilDate.daysIn(month: month, year: year)).contains(day),
+            hour < 24, minute < 60, second < 61
         else { return nil }
         var index = 19
         var fraction = 0.0
@@ -59,15 +68,19 @@ package struct LiveEdge: Sendable, Equatable {
         if byte(index, "Z") {
             index += 1
         } else if byte(index, "+") || byte(index, "-") {
-            guard let hours = number((index + 1)..<(index + 3)), byte(index + 3, ":"), let minutes = number((index + 4)..<(index + 6)), hours <= 14, minutes < 60
+            guard let hours = number((index + 1)..<(index + 3)), byte(index + 3, ":"),
+                let minutes = number((index + 4)..<(index + 6)), hours <= 14, minutes < 60
             else { return nil }
             zone = (hours * 60 + minutes) * 60 * (byte(index, "-") ? -1 : 1)
             index += 6
         }
         guard index == bytes.count else { return nil }
-        let seconds = CivilDate.days(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second - zone
+        let seconds =
+            CivilDate.days(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second - zone
         // Within years 1-9999 in UTC too (a zone may move a date past either end).
-        guard seconds >= CivilDate.days(year: 1, month: 1, day: 1) * 86_400, seconds < CivilDate.days(year: 10_000, month: 1, day: 1) * 86_400 else { return nil }
+        guard seconds >= CivilDate.days(year: 1, month: 1, day: 1) * 86_400,
+            seconds < CivilDate.days(year: 10_000, month: 1, day: 1) * 86_400
+        else { return nil }
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 }

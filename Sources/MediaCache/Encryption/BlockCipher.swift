@@ -123,25 +123,35 @@ package struct EntryCipher: Sendable {
     /// The cipher for the entry `cacheKey` under `masterKey`.
     public init(masterKey: SymmetricKey, cacheKey: CacheKey, layout: BlockLayout = BlockLayout()) {
         self.layout = layout
-        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: masterKey, info: Array("mediacache entry v1 ".utf8) + Array(cacheKey.rawValue.utf8), outputByteCount: 32)
+        let derived = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: masterKey, info: Array("mediacache entry v1 ".utf8) + Array(cacheKey.rawValue.utf8),
+            outputByteCount: 32)
         box = KeyBox(key: derived)
     }
 
     /// Block `index`'s slot: `plaintext` (its bytes up to the last covered one, zeros where
     /// nothing is stored) sealed with the header naming `coverage`.
-    public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws -> [UInt8] {
+    public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange]) throws
+        -> [UInt8]
+    {
         var slot: [UInt8] = []
         try seal(plaintext, index: index, version: version, coverage: coverage, appendingTo: &slot)
         return slot
     }
 
     /// ``seal(_:index:version:coverage:)``, appending the slot to `output` (no copy of it is made).
-    public func seal(_ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange], appendingTo output: inout [UInt8]) throws {
+    public func seal(
+        _ plaintext: some DataProtocol, index: Int64, version: UInt64, coverage: [ByteRange],
+        appendingTo output: inout [UInt8]
+    ) throws {
         precondition(
-            !coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns && Int64(plaintext.count) == coverage.last!.upperBound,
+            !coverage.isEmpty && coverage.count <= BlockLayout.maximumRuns
+                && Int64(plaintext.count) == coverage.last!.upperBound,
             "a sealing covers 1...\(BlockLayout.maximumRuns) runs and its plaintext ends with the last")
         let header = layout.header(naming: coverage)
-        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(), authenticating: Self.associatedData(index: index, version: version, header: header))
+        let sealed = try AES.GCM.seal(
+            plaintext, using: key, nonce: AES.GCM.Nonce(),
+            authenticating: Self.associatedData(index: index, version: version, header: header))
         output += header
         output += sealed.nonce
         output += sealed.ciphertext
@@ -152,14 +162,23 @@ package struct EntryCipher: Sendable {
     /// this entry's key and nothing in it changed; `slot` may run past the sealing's end.
     /// - Throws: ``BlockAuthenticationError`` otherwise (a flipped bit, a torn or short
     ///   write, a block from another entry, index or version).
-    public func open(_ slot: ArraySlice<UInt8>, index: Int64, version: UInt64) throws(BlockAuthenticationError) -> (coverage: [ByteRange], plaintext: Data) {
-        guard let coverage = layout.coverage(inHeader: slot.prefix(BlockLayout.headerSize)) else { throw BlockAuthenticationError(index: index) }
+    public func open(_ slot: ArraySlice<UInt8>, index: Int64, version: UInt64) throws(BlockAuthenticationError) -> (
+        coverage: [ByteRange], plaintext: Data
+    ) {
+        guard let coverage = layout.coverage(inHeader: slot.prefix(BlockLayout.headerSize)) else {
+            throw BlockAuthenticationError(index: index)
+        }
         let end = slot.startIndex + Int(BlockLayout.sealedLength(plaintextLength: coverage.last!.upperBound))
         guard end <= slot.endIndex else { throw BlockAuthenticationError(index: index) }
         do {
             let box = try AES.GCM.SealedBox(combined: slot[(slot.startIndex + BlockLayout.headerSize)..<end])
             let header = slot[slot.startIndex..<(slot.startIndex + BlockLayout.headerSize)]
-            return (coverage, try AES.GCM.open(box, using: key, authenticating: Self.associatedData(index: index, version: version, header: header)))
+            return (
+                coverage,
+                try AES.GCM.open(
+                    box, using: key, authenticating: Self.associatedData(index: index, version: version, header: header)
+                )
+            )
         } catch {
             throw BlockAuthenticationError(index: index)
         }
@@ -178,7 +197,9 @@ package struct EntryCipher: Sendable {
     /// The stored bytes of block `index` that `spans` name, relative to the block's start.
     public func coverage(ofBlock index: Int64, in spans: SpanSet) -> [ByteRange] {
         let block = layout.range(ofBlock: index, length: nil)
-        return spans.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) }
+        return spans.spans(in: block).map {
+            ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound)
+        }
     }
 }
 
@@ -214,9 +235,12 @@ extension BlockLayout {
             let storedHere = stored.spans(in: block)
             let outside = storedHere.contains { $0.lowerBound < part.lowerBound || $0.upperBound > part.upperBound }
             return BlockWrite(
-                index: index, source: ByteRange(part.lowerBound - written.lowerBound, part.upperBound - written.lowerBound),
+                index: index,
+                source: ByteRange(part.lowerBound - written.lowerBound, part.upperBound - written.lowerBound),
                 destination: ByteRange(part.lowerBound - block.lowerBound, part.upperBound - block.lowerBound),
-                coverage: after.spans(in: block).map { ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound) },
+                coverage: after.spans(in: block).map {
+                    ByteRange($0.lowerBound - block.lowerBound, $0.upperBound - block.lowerBound)
+                },
                 mergesStoredBytes: outside)
         }
     }

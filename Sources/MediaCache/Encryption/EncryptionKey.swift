@@ -14,7 +14,9 @@ package enum EncryptionKey {
         var text = contents[...]
         while let last = text.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { text = text.dropLast() }
         guard text.count == 64 else {
-            throw EncryptionKeyError("The key file holds \(contents.count) bytes: it must hold 32 raw bytes or 64 hexadecimal characters (head -c 32 /dev/urandom > key).")
+            throw EncryptionKeyError(
+                "The key file holds \(contents.count) bytes: it must hold 32 raw bytes or 64 hexadecimal characters (head -c 32 /dev/urandom > key)."
+            )
         }
         var key: [UInt8] = []
         key.reserveCapacity(32)
@@ -40,8 +42,11 @@ package enum EncryptionKey {
         }
         let key = try parse(Array(contents))
         var warning: String?
-        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
-            warning = "The key file \(path) may be read by other users (mode \(String(mode & 0o777, radix: 8))): chmod 600 it."
+        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int,
+            mode & 0o077 != 0
+        {
+            warning =
+                "The key file \(path) may be read by other users (mode \(String(mode & 0o777, radix: 8))): chmod 600 it."
         }
         return (key, warning)
     }

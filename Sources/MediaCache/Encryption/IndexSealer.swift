@@ -17,8 +17,12 @@ struct IndexSealer: Sendable {
     private let namingKey: KeyBox
 
     init(masterKey: SymmetricKey) {
-        sealingKey = KeyBox(key: HKDF<SHA256>.deriveKey(inputKeyMaterial: masterKey, info: Array("mediacache index v1".utf8), outputByteCount: 32))
-        namingKey = KeyBox(key: HKDF<SHA256>.deriveKey(inputKeyMaterial: masterKey, info: Array("mediacache row key v1".utf8), outputByteCount: 32))
+        sealingKey = KeyBox(
+            key: HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: masterKey, info: Array("mediacache index v1".utf8), outputByteCount: 32))
+        namingKey = KeyBox(
+            key: HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: masterKey, info: Array("mediacache row key v1".utf8), outputByteCount: 32))
     }
 
     /// The index's name for the entry `key`.
@@ -40,7 +44,8 @@ struct IndexSealer: Sendable {
     /// What ``seal(_:boundTo:)`` sealed in `column` for `name`, or `nil` when it was sealed
     /// with another key, for another name, or changed since.
     func open(_ column: String, boundTo name: String) -> Data? {
-        guard column.hasPrefix(Self.prefix), let combined = Data(base64Encoded: String(column.dropFirst(Self.prefix.count))),
+        guard column.hasPrefix(Self.prefix),
+            let combined = Data(base64Encoded: String(column.dropFirst(Self.prefix.count))),
             let box = try? AES.GCM.SealedBox(combined: combined)
         else { return nil }
         return try? AES.GCM.open(box, using: sealingKey.key, authenticating: Data(name.utf8))
@@ -49,7 +54,9 @@ struct IndexSealer: Sendable {
     /// The key and metadata sealed in `column`, or `nil` when they were sealed with another
     /// key, for another file, or changed since.
     func open(_ column: String, fileName: String) -> (key: CacheKey, metadata: ContentMetadata)? {
-        guard let plaintext = open(column, boundTo: fileName), let row = try? JSONDecoder().decode(SealedRow.self, from: plaintext) else { return nil }
+        guard let plaintext = open(column, boundTo: fileName),
+            let row = try? JSONDecoder().decode(SealedRow.self, from: plaintext)
+        else { return nil }
         return (CacheKey(row.key), row.metadata)
     }
 

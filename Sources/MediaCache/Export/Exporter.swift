@@ -45,14 +45,17 @@ struct Exporter: Sendable {
     /// - Throws: ``CacheError`` `.offline` naming what is not cached; `.notCached` when nothing
     ///   is wholly held; `.ioFailure` when the destination cannot be written (an existing file
     ///   or folder is not replaced).
-    func export(_ url: URL, to destination: URL, renditions: RenditionChoice, seconds: Double?) async throws -> ExportSummary {
+    func export(_ url: URL, to destination: URL, renditions: RenditionChoice, seconds: Double?) async throws
+        -> ExportSummary
+    {
         let offline = reader
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
         let metadata = try await offline.contentInfo(for: url)
         let kind = try await offline.manifestKind(url, metadata)
-        let chosen = renditions.isEmpty && seconds == nil ? nil : HLSPrefetchOptions(renditions: renditions, seconds: seconds)
+        let chosen =
+            renditions.isEmpty && seconds == nil ? nil : HLSPrefetchOptions(renditions: renditions, seconds: seconds)
         if kind == .dash {
             return try await exportDASH(url, to: destination, options: chosen)
         }
@@ -91,7 +94,9 @@ struct Exporter: Sendable {
             do {
                 playlist = try HLSPlaylist(parsing: body, url: playlistURL, imports: master?.definitions ?? [:])
             } catch let error as HLSPlaylistError {
-                throw CacheError(.originRejected, "The cached playlist \(playlistURL.absoluteString.prefix(200)) cannot be read: \(error.message)")
+                throw CacheError(
+                    .originRejected,
+                    "The cached playlist \(playlistURL.absoluteString.prefix(200)) cannot be read: \(error.message)")
             }
             var keys: [URL] = []
             let text = playlist.rewritten(base: playlistMetadata.finalURL ?? playlistURL) { uri, tag in
@@ -114,7 +119,8 @@ struct Exporter: Sendable {
         }
         if let master {
             // The origin's master, with only what was written, naming it locally.
-            guard let filtered = master.filteredMaster(base: masterBase, isHeld: { playlistNames[$0] != nil }), let parsed = try? HLSPlaylist(parsing: Array(filtered.utf8))
+            guard let filtered = master.filteredMaster(base: masterBase, isHeld: { playlistNames[$0] != nil }),
+                let parsed = try? HLSPlaylist(parsing: Array(filtered.utf8))
             else {
                 throw CacheError(.notCached, "No variant of \(url.absoluteString.prefix(200)) was written.")
             }
@@ -127,7 +133,9 @@ struct Exporter: Sendable {
 
     /// What an export of the HLS asset at `url` writes: what `options` choose, or, when `nil`,
     /// every media playlist of `master` wholly held (or `url` itself, a media playlist).
-    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws -> PrefetchPlan {
+    private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws
+        -> PrefetchPlan
+    {
         if let options { return try await reader.planner.hlsPlan(url, options: options) }
         let imports = master?.definitions ?? [:]
         guard let master else { return try await reader.planner.hlsPlan(url, options: HLSPrefetchOptions()) }
@@ -136,13 +144,16 @@ struct Exporter: Sendable {
         var seen: Set<PrefetchItem> = []
         for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
             guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
-                let plan = try? await reader.planner.hlsPlan(playlist, options: HLSPrefetchOptions(), imports: imports), plan.items.allSatisfy(reader.held.isHeld)
+                let plan = try? await reader.planner.hlsPlan(playlist, options: HLSPrefetchOptions(), imports: imports),
+                plan.items.allSatisfy(reader.held.isHeld)
             else { continue }
             playlists.append(playlist)
             for item in plan.items where seen.insert(item).inserted { items.append(item) }
         }
         guard !playlists.isEmpty else {
-            throw CacheError(.notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached.", remedy: Remedy(.pinFirst))
+            throw CacheError(
+                .notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached.",
+                remedy: Remedy(.pinFirst))
         }
         return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
     }
@@ -151,9 +162,12 @@ struct Exporter: Sendable {
     /// representations `options` choose (or, when `nil`, those wholly held) and the others left out, and
     /// under a folder per origin (`o0`, …) each resource of those at its origin path, which the
     /// manifest's bases, written relative, name.
-    private func exportDASH(_ url: URL, to destination: URL, options: HLSPrefetchOptions?) async throws -> ExportSummary {
+    private func exportDASH(_ url: URL, to destination: URL, options: HLSPrefetchOptions?) async throws -> ExportSummary
+    {
         guard options?.seconds == nil else {
-            throw CacheError(.outOfBounds, "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
+            throw CacheError(
+                .outOfBounds,
+                "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
         }
         let (manifest, base) = try await reader.planner.dashManifest(url)
         let presentation = manifest.presentation(base: base)
@@ -170,7 +184,9 @@ struct Exporter: Sendable {
             }
         }
         guard options != nil || !chosen.isEmpty else {
-            throw CacheError(.notCached, "No representation of \(url.absoluteString.prefix(200)) is wholly cached.", remedy: Remedy(.pinFirst))
+            throw CacheError(
+                .notCached, "No representation of \(url.absoluteString.prefix(200)) is wholly cached.",
+                remedy: Remedy(.pinFirst))
         }
         let kept = Set(chosen.map(\.element))
         var others: Set<Int> = []
@@ -182,7 +198,9 @@ struct Exporter: Sendable {
         var origins: [String: String] = [:]
         func localPath(_ resource: URL) -> String? {
             // A folder's query is inherited by nothing under it; a file's would be lost.
-            guard let components = URLComponents(url: resource, resolvingAgainstBaseURL: false), components.query == nil || components.path.hasSuffix("/") else {
+            guard let components = URLComponents(url: resource, resolvingAgainstBaseURL: false),
+                components.query == nil || components.path.hasSuffix("/")
+            else {
                 return nil
             }
             let parts = components.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
@@ -197,7 +215,10 @@ struct Exporter: Sendable {
         var ranges: [String: (url: URL, parts: [ByteRange]?)] = [:]
         for resource in chosen.flatMap(\.resources) {
             guard let path = localPath(resource.url), !path.hasSuffix("/") else {
-                throw CacheError(.outOfBounds, "\(resource.url.absoluteString.prefix(200)) cannot be written as a file (a query, or a path that is not a file's).")
+                throw CacheError(
+                    .outOfBounds,
+                    "\(resource.url.absoluteString.prefix(200)) cannot be written as a file (a query, or a path that is not a file's)."
+                )
             }
             if let range = resource.range, ranges[path]?.parts != nil || ranges[path] == nil {
                 ranges[path, default: (resource.url, [])].parts?.append(range)
@@ -206,29 +227,42 @@ struct Exporter: Sendable {
             }
         }
         guard !ranges.isEmpty else {
-            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments to export.")
+            throw CacheError(
+                .originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments to export.")
         }
-        let text = manifest.rewritten(base: base, removing: others, relative: true) { localPath($0) ?? $0.absoluteString }
+        let text = manifest.rewritten(base: base, removing: others, relative: true) {
+            localPath($0) ?? $0.absoluteString
+        }
         try await Self.makeFolder(destination)
         var bytes: Int64 = 0
         for (path, resource) in ranges.sorted(by: { $0.key < $1.key }) {
             let file = destination.appendingPathComponent(path)
             do {
-                try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true) }
+                try await BlockingIO.runToCompletion {
+                    try FileManager.default.createDirectory(
+                        at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                }
             } catch {
-                throw CacheError(.ioFailure, "Cannot create the folder \(file.deletingLastPathComponent().path).", underlyingError: error)
+                throw CacheError(
+                    .ioFailure, "Cannot create the folder \(file.deletingLastPathComponent().path).",
+                    underlyingError: error)
             }
-            for part in resource.parts?.map(Optional.some) ?? [nil] { bytes += try await write(resource.url, range: part, to: file.path) }
+            for part in resource.parts?.map(Optional.some) ?? [nil] {
+                bytes += try await write(resource.url, range: part, to: file.path)
+            }
         }
         try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.mpd").path)
-        return ExportSummary(path: destination.appendingPathComponent("index.mpd").path, files: ranges.count + 1, bytes: bytes)
+        return ExportSummary(
+            path: destination.appendingPathComponent("index.mpd").path, files: ranges.count + 1, bytes: bytes)
     }
 
     /// Makes the export folder `destination` (it must not exist), off the cooperative pool.
     /// - Throws: ``CacheError`` `.ioFailure` saying it cannot.
     static func makeFolder(_ destination: URL) async throws {
         do {
-            try await BlockingIO.runToCompletion { try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false) }
+            try await BlockingIO.runToCompletion {
+                try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: false)
+            }
         } catch {
             throw CacheError(.ioFailure, "Cannot create the folder \(destination.path).", underlyingError: error)
         }
@@ -261,9 +295,12 @@ struct Exporter: Sendable {
                 try chunk.withUnsafeReadableBytes { buffer in
                     var done = 0
                     while done < buffer.count {
-                        let written = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                        let written = pwrite(
+                            descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
                         if written < 0, errno == EINTR { continue }
-                        guard written > 0 else { throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).") }
+                        guard written > 0 else {
+                            throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
+                        }
                         done += written
                     }
                 }
@@ -275,7 +312,9 @@ struct Exporter: Sendable {
 
     static func writeFile(_ bytes: [UInt8], to path: String) async throws {
         do {
-            try await BlockingIO.runToCompletion { try Data(bytes).write(to: URL(fileURLWithPath: path), options: .withoutOverwriting) }
+            try await BlockingIO.runToCompletion {
+                try Data(bytes).write(to: URL(fileURLWithPath: path), options: .withoutOverwriting)
+            }
         } catch {
             throw CacheError(.ioFailure, "Cannot write \(path).", underlyingError: error)
         }

@@ -17,7 +17,8 @@ extension HLSPlaylist {
 
     /// The height of a `RESOLUTION` (`<width>x<height>`), bounded; `nil` when it is not one.
     static func height(_ resolution: String?) -> Int64? {
-        guard let parts = resolution?.split(separator: "x", maxSplits: 1, omittingEmptySubsequences: false), parts.count == 2,
+        guard let parts = resolution?.split(separator: "x", maxSplits: 1, omittingEmptySubsequences: false),
+            parts.count == 2,
             Self.decimal(parts[0]) != nil, let height = Self.decimal(parts[1]), height <= 1 << 20
         else { return nil }
         return height
@@ -25,7 +26,9 @@ extension HLSPlaylist {
 
     /// The tags of a master playlist that name a playlist of their own in a `URI` attribute,
     /// which a player may choose: renditions, I-frame and image (trick play) playlists.
-    package static let choosableTags: Set<String> = ["EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF"]
+    package static let choosableTags: Set<String> = [
+        "EXT-X-MEDIA", "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF",
+    ]
 
     /// This master playlist with only what a player can play from what is held, so that no
     /// player chooses what is not there (offline): a variant (`EXT-X-STREAM-INF` and its URI
@@ -55,7 +58,9 @@ extension HLSPlaylist {
         for (index, line) in lines.enumerated() {
             // A tag without an attribute list still makes a variant of the URI after it.
             guard case .tag("EXT-X-STREAM-INF", let value) = line.kind else { continue }
-            guard let uriLine = lines[(index + 1)...].firstIndex(where: { if case .uri = $0.kind { true } else { false } }),
+            guard
+                let uriLine = lines[(index + 1)...].firstIndex(where: { if case .uri = $0.kind { true } else { false } }
+                ),
                 case .uri(let uri) = lines[uriLine].kind
             else { continue }
             guard let entries = try? Self.attributeEntries(value ?? "") else {
@@ -63,7 +68,9 @@ extension HLSPlaylist {
                 continue
             }
             func groupLeft(_ type: String, _ attribute: String) -> Bool? {
-                entries.first { $0.name == attribute }.flatMap { entry in groups[type + "\u{0}" + entry.value.trimmingCharacters(in: ["\""])] }
+                entries.first { $0.name == attribute }.flatMap { entry in
+                    groups[type + "\u{0}" + entry.value.trimmingCharacters(in: ["\""])]
+                }
             }
             guard held(uri), groupLeft("AUDIO", "AUDIO") != false, groupLeft("VIDEO", "VIDEO") != false else {
                 dropped.formUnion([index, uriLine])
@@ -71,7 +78,8 @@ extension HLSPlaylist {
             }
             variantsLeft += 1
             if groupLeft("SUBTITLES", "SUBTITLES") == false {
-                let rest = entries.filter { $0.name != "SUBTITLES" }.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+                let rest = entries.filter { $0.name != "SUBTITLES" }.map { "\($0.name)=\($0.value)" }.joined(
+                    separator: ",")
                 replaced[index] = "#EXT-X-STREAM-INF:" + rest
             }
         }

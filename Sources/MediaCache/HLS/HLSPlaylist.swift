@@ -181,17 +181,20 @@ package struct HLSPlaylist: Sendable {
                     if let (length, offset) = pendingRange {
                         // Without an offset a sub-range starts where the previous one ended.
                         guard let start = offset ?? previousRangeEnd else {
-                            throw HLSPlaylistError("Line \(lineNumber): EXT-X-BYTERANGE without an offset follows no sub-range.")
+                            throw HLSPlaylistError(
+                                "Line \(lineNumber): EXT-X-BYTERANGE without an offset follows no sub-range.")
                         }
                         guard start <= ByteRange.maximumOffset - length else {
-                            throw HLSPlaylistError("Line \(lineNumber): EXT-X-BYTERANGE ends past \(ByteRange.maximumOffset).")
+                            throw HLSPlaylistError(
+                                "Line \(lineNumber): EXT-X-BYTERANGE ends past \(ByteRange.maximumOffset).")
                         }
                         byteRange = ByteRange(start, start + length)
                         previousRangeEnd = start + length
                     } else {
                         previousRangeEnd = nil
                     }
-                    segments.append(Segment(duration: duration, uri: uri, byteRange: byteRange, initSection: currentInitSection))
+                    segments.append(
+                        Segment(duration: duration, uri: uri, byteRange: byteRange, initSection: currentInitSection))
                     pendingDuration = nil
                     pendingRange = nil
                 }
@@ -214,11 +217,14 @@ package struct HLSPlaylist: Sendable {
                 output += Self.resolve(uri, base: base).map { map($0, nil) } ?? line.text
             case .tag(let name, let value?) where Self.tagsWithURIAttribute.contains(name) || name == Self.steeringTag:
                 let attribute = name == Self.steeringTag ? "SERVER-URI" : "URI"
-                output += "#" + name + ":" + Self.rewritingURIAttribute(attribute, in: value, base: base) { map($0, name) }
+                output +=
+                    "#" + name + ":" + Self.rewritingURIAttribute(attribute, in: value, base: base) { map($0, name) }
             case .tag(Self.dateRangeTag, let value?):
                 // An interstitial's asset (a multivariant playlist) or its asset list (JSON).
                 var list = value
-                for attribute in Self.interstitialAttributes { list = Self.rewritingURIAttribute(attribute, in: list, base: base) { map($0, attribute) } }
+                for attribute in Self.interstitialAttributes {
+                    list = Self.rewritingURIAttribute(attribute, in: list, base: base) { map($0, attribute) }
+                }
                 output += "#" + Self.dateRangeTag + ":" + list
             default:
                 output += line.text
@@ -246,7 +252,8 @@ package struct HLSPlaylist: Sendable {
         bytes.reserveCapacity(text.utf8.count * 2)
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 bytes.append(byte)
             default:
@@ -267,16 +274,28 @@ package struct HLSPlaylist: Sendable {
         var start = utf8.startIndex
         while let newline = utf8[start...].firstIndex(of: UInt8(ascii: "\n")) {
             var contentEnd = newline
-            if contentEnd > start, utf8[utf8.index(before: contentEnd)] == UInt8(ascii: "\r") { contentEnd = utf8.index(before: contentEnd) }
+            if contentEnd > start, utf8[utf8.index(before: contentEnd)] == UInt8(ascii: "\r") {
+                contentEnd = utf8.index(before: contentEnd)
+            }
             let next = utf8.index(after: newline)
-            result.append((String(decoding: utf8[start..<contentEnd], as: UTF8.self), String(decoding: utf8[contentEnd..<next], as: UTF8.self)))
+            result.append(
+                (
+                    String(decoding: utf8[start..<contentEnd], as: UTF8.self),
+                    String(decoding: utf8[contentEnd..<next], as: UTF8.self)
+                ))
             start = next
         }
         if start < utf8.endIndex {
             // A last line cut after its CR (a CRLF without the LF): the CR is its end, not content.
             var contentEnd = utf8.endIndex
-            if utf8[utf8.index(before: contentEnd)] == UInt8(ascii: "\r") { contentEnd = utf8.index(before: contentEnd) }
-            result.append((String(decoding: utf8[start..<contentEnd], as: UTF8.self), String(decoding: utf8[contentEnd...], as: UTF8.self)))
+            if utf8[utf8.index(before: contentEnd)] == UInt8(ascii: "\r") {
+                contentEnd = utf8.index(before: contentEnd)
+            }
+            result.append(
+                (
+                    String(decoding: utf8[start..<contentEnd], as: UTF8.self),
+                    String(decoding: utf8[contentEnd...], as: UTF8.self)
+                ))
         }
         return result
     }
@@ -297,21 +316,28 @@ package struct HLSPlaylist: Sendable {
         switch name {
         case "EXTINF":
             let number = value?.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            guard let seconds = Double(Self.trimmingSpaces(number)), seconds.isFinite, seconds >= 0, seconds < 1e9 else {
+            guard let seconds = Double(Self.trimmingSpaces(number)), seconds.isFinite, seconds >= 0, seconds < 1e9
+            else {
                 throw HLSPlaylistError("EXTINF needs a duration in seconds, not \"\(number.prefix(40))\".")
             }
             duration = seconds
         case "EXT-X-BYTERANGE":
             let parts = (value ?? "").split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
             guard let length = Self.decimal(parts[0]), parts.count == 1 || Self.decimal(parts[1]) != nil else {
-                throw HLSPlaylistError("EXT-X-BYTERANGE needs <length>[@<offset>] with numbers up to \(ByteRange.maximumOffset), not \"\((value ?? "").prefix(60))\".")
+                throw HLSPlaylistError(
+                    "EXT-X-BYTERANGE needs <length>[@<offset>] with numbers up to \(ByteRange.maximumOffset), not \"\((value ?? "").prefix(60))\"."
+                )
             }
             range = (length, parts.count == 2 ? Self.decimal(parts[1]) : nil)
         case "EXT-X-TARGETDURATION":
-            guard let seconds = value.flatMap({ Self.decimal(Substring($0)) }) else { throw HLSPlaylistError("EXT-X-TARGETDURATION needs a number of seconds.") }
+            guard let seconds = value.flatMap({ Self.decimal(Substring($0)) }) else {
+                throw HLSPlaylistError("EXT-X-TARGETDURATION needs a number of seconds.")
+            }
             targetDuration = seconds
         case "EXT-X-MEDIA-SEQUENCE":
-            guard let sequence = value.flatMap({ Self.decimal(Substring($0)) }) else { throw HLSPlaylistError("EXT-X-MEDIA-SEQUENCE needs a number.") }
+            guard let sequence = value.flatMap({ Self.decimal(Substring($0)) }) else {
+                throw HLSPlaylistError("EXT-X-MEDIA-SEQUENCE needs a number.")
+            }
             mediaSequence = sequence
         case "EXT-X-PLAYLIST-TYPE":
             playlistType = value
@@ -320,14 +346,17 @@ package struct HLSPlaylist: Sendable {
         case "EXT-X-STREAM-INF":
             let attributes = try Self.attributes(value ?? "")
             variant = Variant(
-                bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, uri: "", audioGroup: attributes["AUDIO"],
-                height: Self.height(attributes["RESOLUTION"]), videoGroup: attributes["VIDEO"], subtitlesGroup: attributes["SUBTITLES"])
+                bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, uri: "",
+                audioGroup: attributes["AUDIO"],
+                height: Self.height(attributes["RESOLUTION"]), videoGroup: attributes["VIDEO"],
+                subtitlesGroup: attributes["SUBTITLES"])
         case "EXT-X-MEDIA":
             let attributes = try Self.attributes(value ?? "")
             if let uri = attributes["URI"], let type = attributes["TYPE"], let group = attributes["GROUP-ID"] {
                 renditions.append(
                     Rendition(
-                        type: type, groupID: group, uri: uri, isDefault: attributes["DEFAULT"] == "YES", language: attributes["LANGUAGE"],
+                        type: type, groupID: group, uri: uri, isDefault: attributes["DEFAULT"] == "YES",
+                        language: attributes["LANGUAGE"],
                         name: attributes["NAME"], isForced: attributes["FORCED"] == "YES"))
             }
         case "EXT-X-I-FRAME-STREAM-INF", "EXT-X-IMAGE-STREAM-INF":
@@ -336,7 +365,8 @@ package struct HLSPlaylist: Sendable {
                 trickPlayPlaylists.append(
                     TrickPlayPlaylist(
                         kind: name == "EXT-X-I-FRAME-STREAM-INF" ? .iFrames : .images, uri: uri,
-                        bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0, height: Self.height(attributes["RESOLUTION"]),
+                        bandwidth: attributes["BANDWIDTH"].flatMap { Self.decimal(Substring($0)) } ?? 0,
+                        height: Self.height(attributes["RESOLUTION"]),
                         videoGroup: attributes["VIDEO"]))
             }
         case "EXT-X-MAP":
@@ -348,13 +378,17 @@ package struct HLSPlaylist: Sendable {
                 guard let length = Self.decimal(parts[0]), let offset = parts.count == 2 ? Self.decimal(parts[1]) : 0,
                     offset <= ByteRange.maximumOffset - length
                 else {
-                    throw HLSPlaylistError("EXT-X-MAP needs BYTERANGE=\"<length>[@<offset>]\" ending before \(ByteRange.maximumOffset), not \"\(text.prefix(60))\".")
+                    throw HLSPlaylistError(
+                        "EXT-X-MAP needs BYTERANGE=\"<length>[@<offset>]\" ending before \(ByteRange.maximumOffset), not \"\(text.prefix(60))\"."
+                    )
                 }
                 byteRange = ByteRange(offset, offset + length)
             }
             currentInitSection = InitSection(uri: uri, byteRange: byteRange)
         default:
-            if Self.tagsWithURIAttribute.contains(name) || name == Self.steeringTag { _ = try Self.attributes(value ?? "") }
+            if Self.tagsWithURIAttribute.contains(name) || name == Self.steeringTag {
+                _ = try Self.attributes(value ?? "")
+            }
         }
     }
 
@@ -362,7 +396,9 @@ package struct HLSPlaylist: Sendable {
     /// `trimmingCharacters(in:)` took most of a rewrite's time).
     static func trimmingSpaces(_ text: some StringProtocol) -> String {
         let bytes = Array(text.utf8)
-        guard let first = bytes.firstIndex(where: { $0 != 32 && $0 != 9 }), let last = bytes.lastIndex(where: { $0 != 32 && $0 != 9 }) else { return "" }
+        guard let first = bytes.firstIndex(where: { $0 != 32 && $0 != 9 }),
+            let last = bytes.lastIndex(where: { $0 != 32 && $0 != 9 })
+        else { return "" }
         return String(decoding: bytes[first...last], as: UTF8.self)
     }
 
@@ -392,7 +428,9 @@ package struct HLSPlaylist: Sendable {
     }
 
     /// The entries of an attribute list in order, each with its exact text range.
-    static func attributeEntries(_ list: String) throws -> [(name: String, value: String, valueRange: Range<String.Index>)] {
+    static func attributeEntries(_ list: String) throws -> [(
+        name: String, value: String, valueRange: Range<String.Index>
+    )] {
         var entries: [(name: String, value: String, valueRange: Range<String.Index>)] = []
         var index = list.startIndex
         while index < list.endIndex {
@@ -424,7 +462,9 @@ package struct HLSPlaylist: Sendable {
     }
 
     /// `list` with the value of its attribute `attribute` rewritten (the quotes kept).
-    private static func rewritingURIAttribute(_ attribute: String, in list: String, base: URL, map: (URL) -> String) -> String {
+    private static func rewritingURIAttribute(_ attribute: String, in list: String, base: URL, map: (URL) -> String)
+        -> String
+    {
         guard let entries = try? attributeEntries(list),
             let uri = entries.first(where: { $0.name == attribute }), uri.value.count >= 2, uri.value.hasPrefix("\"")
         else { return list }

@@ -25,7 +25,9 @@ package enum HLSVariables {
     ///   - imports: the definitions of the multivariant playlist, for `IMPORT`.
     /// - Throws: ``HLSPlaylistError`` for a malformed or duplicate definition, an undefined
     ///   reference, a missing import or query parameter, or too much.
-    package static func resolved(_ text: String, url: URL?, imports: [String: String]) throws(HLSPlaylistError) -> (text: String, definitions: [String: String])? {
+    package static func resolved(_ text: String, url: URL?, imports: [String: String]) throws(HLSPlaylistError) -> (
+        text: String, definitions: [String: String]
+    )? {
         guard text.contains("#EXT-X-DEFINE") || text.contains("{$") else { return nil }
         var definitions: [String: String] = [:]
         var output = ""
@@ -36,9 +38,14 @@ package enum HLSVariables {
             lineNumber += 1
             do throws(HLSPlaylistError) {
                 if content.hasPrefix("#EXT-X-DEFINE:") {
-                    let (name, value) = try definition(String(content.dropFirst("#EXT-X-DEFINE:".count)), query: query, imports: imports)
-                    guard definitions[name] == nil else { throw HLSPlaylistError("\(name.prefix(64)) is defined twice.") }
-                    guard definitions.count < maximumDefinitions else { throw HLSPlaylistError("More than \(maximumDefinitions) definitions.") }
+                    let (name, value) = try definition(
+                        String(content.dropFirst("#EXT-X-DEFINE:".count)), query: query, imports: imports)
+                    guard definitions[name] == nil else {
+                        throw HLSPlaylistError("\(name.prefix(64)) is defined twice.")
+                    }
+                    guard definitions.count < maximumDefinitions else {
+                        throw HLSPlaylistError("More than \(maximumDefinitions) definitions.")
+                    }
                     definitions[name] = value
                     continue
                 }
@@ -48,14 +55,17 @@ package enum HLSVariables {
                 throw HLSPlaylistError("Line \(lineNumber): \(error.message)")
             }
             guard output.utf8.count <= HLSPlaylist.maximumSize else {
-                throw HLSPlaylistError("The playlist grows past \(HLSPlaylist.maximumSize >> 20) MiB as its variables are put in.")
+                throw HLSPlaylistError(
+                    "The playlist grows past \(HLSPlaylist.maximumSize >> 20) MiB as its variables are put in.")
             }
         }
         return (output, definitions)
     }
 
     /// The name and value of an `EXT-X-DEFINE` attribute list.
-    private static func definition(_ list: String, query: [URLQueryItem], imports: [String: String]) throws(HLSPlaylistError) -> (String, String) {
+    private static func definition(_ list: String, query: [URLQueryItem], imports: [String: String])
+        throws(HLSPlaylistError) -> (String, String)
+    {
         let attributes: [String: String]
         do {
             attributes = try HLSPlaylist.attributes(list)
@@ -66,27 +76,33 @@ package enum HLSVariables {
         }
         let forms = [attributes["NAME"], attributes["IMPORT"], attributes["QUERYPARAM"]].compactMap { $0 }
         guard forms.count == 1, let name = forms.first, isName(name) else {
-            throw HLSPlaylistError("EXT-X-DEFINE needs one of NAME, IMPORT or QUERYPARAM, a name of letters, digits, - and _.")
+            throw HLSPlaylistError(
+                "EXT-X-DEFINE needs one of NAME, IMPORT or QUERYPARAM, a name of letters, digits, - and _.")
         }
         if attributes["NAME"] != nil {
-            guard let value = attributes["VALUE"] else { throw HLSPlaylistError("EXT-X-DEFINE NAME=\"\(name.prefix(64))\" has no VALUE.") }
+            guard let value = attributes["VALUE"] else {
+                throw HLSPlaylistError("EXT-X-DEFINE NAME=\"\(name.prefix(64))\" has no VALUE.")
+            }
             return (name, value)
         }
         if attributes["IMPORT"] != nil {
             guard let value = imports[name] else {
-                throw HLSPlaylistError("EXT-X-DEFINE imports \(name.prefix(64)), which the multivariant playlist does not define.")
+                throw HLSPlaylistError(
+                    "EXT-X-DEFINE imports \(name.prefix(64)), which the multivariant playlist does not define.")
             }
             return (name, value)
         }
         guard let value = query.first(where: { $0.name == name })?.value else {
-            throw HLSPlaylistError("EXT-X-DEFINE reads the query parameter \(name.prefix(64)), which the playlist's URL does not have.")
+            throw HLSPlaylistError(
+                "EXT-X-DEFINE reads the query parameter \(name.prefix(64)), which the playlist's URL does not have.")
         }
         return (name, value)
     }
 
     /// Whether `name` is a variable name: 1 to 256 of `[A-Za-z0-9_-]`.
     static func isName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 256 && name.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+        !name.isEmpty && name.utf8.count <= 256
+            && name.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
     }
 
     /// `line` with its references replaced: all of a URI line, the quoted values of a tag
@@ -113,7 +129,8 @@ package enum HLSVariables {
     }
 
     /// `text` with each `{$name}` replaced by its value.
-    private static func replacing(_ text: Substring, _ definitions: [String: String]) throws(HLSPlaylistError) -> String {
+    private static func replacing(_ text: Substring, _ definitions: [String: String]) throws(HLSPlaylistError) -> String
+    {
         var result = ""
         var rest = text
         while let start = rest.range(of: "{$") {
@@ -145,7 +162,8 @@ extension HLSPlaylist {
     /// - Parameter imports: the multivariant playlist's definitions, for a media playlist's `IMPORT`.
     /// - Throws: ``HLSPlaylistError``, as ``init(parsing:)``, or for its variables.
     package init(parsing bytes: some Collection<UInt8>, url: URL?, imports: [String: String] = [:]) throws {
-        guard let text = String(validating: Array(bytes), as: UTF8.self), let (resolved, definitions) = try HLSVariables.resolved(text, url: url, imports: imports)
+        guard let text = String(validating: Array(bytes), as: UTF8.self),
+            let (resolved, definitions) = try HLSVariables.resolved(text, url: url, imports: imports)
         else {
             try self.init(parsing: bytes)
             return

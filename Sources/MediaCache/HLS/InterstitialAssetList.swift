@@ -14,17 +14,25 @@ package enum InterstitialAssetList {
     /// `bytes` with each `ASSETS[].URI` (resolved against `base`, the list's URL) mapped by `map`.
     /// - Throws: ``SteeringManifestError`` for what is not an asset list: too large, too deep,
     ///   not a JSON object, or without an `ASSETS` array.
-    package static func rewritten(_ bytes: [UInt8], base: URL, map: (URL) -> String) throws(SteeringManifestError) -> [UInt8] {
-        guard bytes.count <= maximumSize else { throw SteeringManifestError("The asset list is larger than \(maximumSize >> 20) MiB.") }
+    package static func rewritten(_ bytes: [UInt8], base: URL, map: (URL) -> String) throws(SteeringManifestError)
+        -> [UInt8]
+    {
+        guard bytes.count <= maximumSize else {
+            throw SteeringManifestError("The asset list is larger than \(maximumSize >> 20) MiB.")
+        }
         guard SteeringManifest.nestingDepth(bytes) <= SteeringManifest.maximumDepth else {
             throw SteeringManifestError("The asset list nests deeper than \(SteeringManifest.maximumDepth) levels.")
         }
-        guard case .object(var list)? = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)), case .array(let assets)? = list["ASSETS"] else {
+        guard case .object(var list)? = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)),
+            case .array(let assets)? = list["ASSETS"]
+        else {
             throw SteeringManifestError("The asset list is not a JSON object with an ASSETS array.")
         }
         list["ASSETS"] = .array(
             assets.map { asset in
-                guard case .object(var fields) = asset, case .string(let text)? = fields["URI"], let url = HLSPlaylist.resolve(text, base: base) else {
+                guard case .object(var fields) = asset, case .string(let text)? = fields["URI"],
+                    let url = HLSPlaylist.resolve(text, base: base)
+                else {
                     return asset
                 }
                 fields["URI"] = .string(map(url))
@@ -32,7 +40,9 @@ package enum InterstitialAssetList {
             })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let output = try? encoder.encode(JSONValue.object(list)) else { throw SteeringManifestError("The asset list cannot be written again.") }
+        guard let output = try? encoder.encode(JSONValue.object(list)) else {
+            throw SteeringManifestError("The asset list cannot be written again.")
+        }
         return Array(output)
     }
 }

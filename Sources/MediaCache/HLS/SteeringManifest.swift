@@ -18,7 +18,9 @@ package enum SteeringManifest {
 
     /// The query parameters a player adds to the steering server's URI when it asks: a
     /// request with one of them is for a steering manifest.
-    package static let playerParameters: Set<String> = ["_HLS_pathway", "_HLS_throughput", "_DASH_pathway", "_DASH_throughput"]
+    package static let playerParameters: Set<String> = [
+        "_HLS_pathway", "_HLS_throughput", "_DASH_pathway", "_DASH_throughput",
+    ]
 
     /// The deepest nesting read: the decoder recurses once per level.
     static let maximumDepth = 32
@@ -28,7 +30,13 @@ package enum SteeringManifest {
         var (depth, deepest, inString, escaped) = (0, 0, false, false)
         for byte in bytes {
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
             } else if byte == UInt8(ascii: "\"") {
                 inString = true
             } else if byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") {
@@ -54,8 +62,12 @@ package enum SteeringManifest {
     package static func rewritten(
         _ bytes: [UInt8], base: URL, reload: (URL) -> String, resource: (URL) -> String
     ) throws(SteeringManifestError) -> (bytes: [UInt8], droppedClones: [String]) {
-        guard bytes.count <= maximumSize else { throw SteeringManifestError("The steering manifest is larger than \(maximumSize >> 10) KiB.") }
-        guard nestingDepth(bytes) <= maximumDepth else { throw SteeringManifestError("The steering manifest nests deeper than \(maximumDepth) levels.") }
+        guard bytes.count <= maximumSize else {
+            throw SteeringManifestError("The steering manifest is larger than \(maximumSize >> 10) KiB.")
+        }
+        guard nestingDepth(bytes) <= maximumDepth else {
+            throw SteeringManifestError("The steering manifest nests deeper than \(maximumDepth) levels.")
+        }
         guard case .object(var manifest)? = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else {
             throw SteeringManifestError("The steering manifest is not a JSON object.")
         }
@@ -72,19 +84,26 @@ package enum SteeringManifest {
         if case .array(let clones)? = manifest["PATHWAY-CLONES"] {
             var kept: [JSONValue] = []
             for clone in clones {
-                guard case .object(var fields) = clone, case .object(var replacement)? = fields["URI-REPLACEMENT"] else {
+                guard case .object(var fields) = clone, case .object(var replacement)? = fields["URI-REPLACEMENT"]
+                else {
                     kept.append(clone)
                     continue
                 }
                 if replacement["HOST"] != nil || replacement["PARAMS"] != nil {
-                    if case .string(let id)? = fields["ID"] { dropped.append(String(id.prefix(100))) } else { dropped.append("(no ID)") }
+                    if case .string(let id)? = fields["ID"] {
+                        dropped.append(String(id.prefix(100)))
+                    } else {
+                        dropped.append("(no ID)")
+                    }
                     continue
                 }
                 for name in ["PER-VARIANT-URIS", "PER-RENDITION-URIS"] {
                     guard case .object(let uris)? = replacement[name] else { continue }
                     replacement[name] = .object(
                         uris.mapValues { value in
-                            guard case .string(let text) = value, let url = HLSPlaylist.resolve(text, base: base) else { return value }
+                            guard case .string(let text) = value, let url = HLSPlaylist.resolve(text, base: base) else {
+                                return value
+                            }
                             return .string(resource(url))
                         })
                 }

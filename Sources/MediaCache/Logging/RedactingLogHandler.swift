@@ -91,13 +91,18 @@ package enum LogRedaction {
     }
 
     private static let (question, at, hash, ampersand, equals, slash, colon) =
-        (UInt8(ascii: "?"), UInt8(ascii: "@"), UInt8(ascii: "#"), UInt8(ascii: "&"), UInt8(ascii: "="), UInt8(ascii: "/"), UInt8(ascii: ":"))
+        (
+            UInt8(ascii: "?"), UInt8(ascii: "@"), UInt8(ascii: "#"), UInt8(ascii: "&"), UInt8(ascii: "="),
+            UInt8(ascii: "/"), UInt8(ascii: ":")
+        )
     private static let markerBytes = Array(marker.utf8)
 
     /// Whether `byte` ends a run: ASCII whitespace or a quote or bracket that ends a URL in prose.
     package static func isBoundary(_ byte: UInt8) -> Bool {
         switch byte {
-        case 0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C, UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "`"), UInt8(ascii: "<"), UInt8(ascii: ">"): true
+        case 0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C, UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "`"),
+            UInt8(ascii: "<"), UInt8(ascii: ">"):
+            true
         default: false
         }
     }

@@ -34,7 +34,9 @@ enum AudioFrames {
         var index = start
         let scanEnd = min(head.count - 4, start + 64 << 10)
         while index < scanEnd {
-            if let frame = MPEGFrame(head, at: index), index + frame.length + 2 > head.count || MPEGFrame(head, at: index + frame.length) != nil {
+            if let frame = MPEGFrame(head, at: index),
+                index + frame.length + 2 > head.count || MPEGFrame(head, at: index + frame.length) != nil
+            {
                 let audioBytes = Double(max(1, length - Int64(index)))
                 if let frames = frame.framesFromVBRHeader(head, at: index), frames > 0 {
                     let seconds = Double(frames) * Double(frame.samples) / Double(frame.sampleRate)
@@ -65,7 +67,9 @@ enum AudioFrames {
             index += length
         }
         guard frames >= 2, sampleRate > 0 else { return nil }
-        return Rate(start: Int64(start), bytesPerSecond: Double(bytes) / (Double(frames) * 1024 / Double(sampleRate)), shape: .adts)
+        return Rate(
+            start: Int64(start), bytesPerSecond: Double(bytes) / (Double(frames) * 1024 / Double(sampleRate)),
+            shape: .adts)
     }
 
     /// WAV: `fmt `'s byte rate, and where `data` begins.
@@ -100,12 +104,16 @@ struct MPEGFrame: Equatable {
     var isMono: Bool
 
     init?(_ bytes: [UInt8], at index: Int) {
-        guard index >= 0, index + 4 <= bytes.count, bytes[index] == 0xFF, bytes[index + 1] & 0xE0 == 0xE0 else { return nil }
+        guard index >= 0, index + 4 <= bytes.count, bytes[index] == 0xFF, bytes[index + 1] & 0xE0 == 0xE0 else {
+            return nil
+        }
         let versionBits = Int(bytes[index + 1] >> 3 & 0x03)
         let layerBits = Int(bytes[index + 1] >> 1 & 0x03)
         let bitRateIndex = Int(bytes[index + 2] >> 4)
         let rateIndex = Int(bytes[index + 2] >> 2 & 0x03)
-        guard versionBits != 1, layerBits != 0, bitRateIndex != 0, bitRateIndex != 15, rateIndex != 3 else { return nil }
+        guard versionBits != 1, layerBits != 0, bitRateIndex != 0, bitRateIndex != 15, rateIndex != 3 else {
+            return nil
+        }
         version = versionBits == 3 ? 1 : versionBits == 2 ? 2 : 25
         layer = 4 - layerBits
         bitRate = (version == 1 ? Self.mpeg1Rates : Self.mpeg2Rates)[layer - 1][bitRateIndex - 1] * 1000
@@ -137,7 +145,8 @@ struct MPEGFrame: Equatable {
             guard at >= 0, at + 4 <= bytes.count else { return nil }
             return bytes[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) }
         }
-        if xing + 8 <= bytes.count, bytes[xing..<(xing + 4)].elementsEqual("Xing".utf8) || bytes[xing..<(xing + 4)].elementsEqual("Info".utf8),
+        if xing + 8 <= bytes.count,
+            bytes[xing..<(xing + 4)].elementsEqual("Xing".utf8) || bytes[xing..<(xing + 4)].elementsEqual("Info".utf8),
             let flags = number(xing + 4), flags & 1 != 0
         {
             return number(xing + 8)

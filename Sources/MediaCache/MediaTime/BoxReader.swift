@@ -43,14 +43,18 @@ struct BoxReader {
     /// A 64-bit field read as an offset or length: at most ``ByteRange/maximumOffset``.
     mutating func length64() throws(MediaParseError) -> Int64 {
         let value = try u64()
-        guard value <= UInt64(ByteRange.maximumOffset) else { throw MediaParseError("A 64-bit length is beyond any file.") }
+        guard value <= UInt64(ByteRange.maximumOffset) else {
+            throw MediaParseError("A 64-bit length is beyond any file.")
+        }
         return Int64(value)
     }
 
     /// A count of entries of `entrySize` bytes each that must all lie in what is left.
     mutating func entryCount(of entrySize: Int) throws(MediaParseError) -> Int {
         let count = Int(try u32())
-        guard count <= remaining / entrySize else { throw MediaParseError("A table claims more entries than its box holds.") }
+        guard count <= remaining / entrySize else {
+            throw MediaParseError("A table claims more entries than its box holds.")
+        }
         return count
     }
 }
@@ -92,7 +96,9 @@ struct MP4Box {
 
     /// The boxes directly inside `body` (a container's body), each with its own body; a box that
     /// claims more than `body` holds throws.
-    static func children(of body: ArraySlice<UInt8>) throws(MediaParseError) -> [(type: UInt32, body: ArraySlice<UInt8>)] {
+    static func children(of body: ArraySlice<UInt8>) throws(MediaParseError) -> [(
+        type: UInt32, body: ArraySlice<UInt8>
+    )] {
         var result: [(type: UInt32, body: ArraySlice<UInt8>)] = []
         var index = body.startIndex
         while body.endIndex - index >= 8 {

@@ -23,15 +23,21 @@ enum MP4Fragments {
         let firstOffset = version == 0 ? Int64(try reader.u32()) : try reader.length64()
         try reader.skip(2)
         let count = Int(try reader.u16())
-        guard count <= reader.remaining / 12 else { throw MediaParseError("sidx claims more references than it holds.") }
+        guard count <= reader.remaining / 12 else {
+            throw MediaParseError("sidx claims more references than it holds.")
+        }
         var offset = boxEnd + firstOffset  // both at most 2^60
         var references: [Reference] = []
         for _ in 0..<count {
             let size = Int64(try reader.u32() & 0x7FFF_FFFF)
             let duration = try reader.u32()
             try reader.skip(4)
-            guard offset <= ByteRange.maximumOffset - size else { throw MediaParseError("sidx names bytes beyond any file.") }
-            references.append(Reference(range: ByteRange(offset: offset, length: size), seconds: Double(duration) / Double(timescale)))
+            guard offset <= ByteRange.maximumOffset - size else {
+                throw MediaParseError("sidx names bytes beyond any file.")
+            }
+            references.append(
+                Reference(range: ByteRange(offset: offset, length: size), seconds: Double(duration) / Double(timescale))
+            )
             offset += size
         }
         return references
@@ -62,7 +68,9 @@ enum MP4Fragments {
                     if flags & 0x04 != 0 { try reader.skip(4) }
                     let fields = [0x100, 0x200, 0x400, 0x800].filter { flags & UInt32($0) != 0 }.count
                     if flags & 0x100 != 0 {
-                        guard count <= reader.remaining / (4 * fields) else { throw MediaParseError("trun claims more samples than it holds.") }
+                        guard count <= reader.remaining / (4 * fields) else {
+                            throw MediaParseError("trun claims more samples than it holds.")
+                        }
                         for _ in 0..<count {
                             ticks = saturatingSum(ticks, UInt64(try reader.u32()))
                             try reader.skip(4 * (fields - 1))

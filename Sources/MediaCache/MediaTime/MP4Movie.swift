@@ -35,7 +35,9 @@ struct MP4Movie: Sendable {
     var defaultDurations: [UInt32: UInt32] = [:]
 
     /// The handlers of the tracks a player reads.
-    static let playedHandlers: Set<UInt32> = [fourCC("vide"), fourCC("soun"), fourCC("subt"), fourCC("text"), fourCC("sbtl")]
+    static let playedHandlers: Set<UInt32> = [
+        fourCC("vide"), fourCC("soun"), fourCC("subt"), fourCC("text"), fourCC("sbtl"),
+    ]
 
     /// Reads a `moov` box's body.
     /// - Throws: ``MediaParseError`` for a box or table that does not hold what it claims.
@@ -79,14 +81,16 @@ struct MP4Movie: Sendable {
             try reader.skip(3 + (version == 1 ? 16 : 8))
             track.id = try reader.u32()
         }
-        if let edts = try MP4Box.child(fourCC("edts"), of: body), let elst = try MP4Box.child(fourCC("elst"), of: edts) {
+        if let edts = try MP4Box.child(fourCC("edts"), of: body), let elst = try MP4Box.child(fourCC("elst"), of: edts)
+        {
             var reader = BoxReader(elst)
             let version = try reader.u8()
             try reader.skip(3)
             let count = try reader.entryCount(of: version == 1 ? 20 : 12)
             for _ in 0..<count {
                 let segmentDuration = try reader.uint(version == 1 ? 8 : 4)
-                let mediaTime = version == 1 ? Int64(bitPattern: try reader.u64()) : Int64(Int32(bitPattern: try reader.u32()))
+                let mediaTime =
+                    version == 1 ? Int64(bitPattern: try reader.u64()) : Int64(Int32(bitPattern: try reader.u32()))
                 try reader.skip(4)
                 // An empty edit (-1) delays the start; the first edit with media is where it begins.
                 if mediaTime >= 0 {
@@ -108,7 +112,9 @@ struct MP4Movie: Sendable {
             try reader.skip(8)
             track.handler = try reader.u32()
         }
-        guard let minf = try MP4Box.child(fourCC("minf"), of: mdia), let stbl = try MP4Box.child(fourCC("stbl"), of: minf) else { return track }
+        guard let minf = try MP4Box.child(fourCC("minf"), of: mdia),
+            let stbl = try MP4Box.child(fourCC("stbl"), of: minf)
+        else { return track }
         for (type, table) in try MP4Box.children(of: stbl) {
             var reader = BoxReader(table)
             try reader.skip(4)  // version and flags
@@ -137,9 +143,13 @@ struct MP4Movie: Sendable {
             case fourCC("stz2"):
                 try reader.skip(3)
                 let fieldSize = Int(try reader.u8())
-                guard [4, 8, 16].contains(fieldSize) else { throw MediaParseError("stz2 has a field size of \(fieldSize) bits.") }
+                guard [4, 8, 16].contains(fieldSize) else {
+                    throw MediaParseError("stz2 has a field size of \(fieldSize) bits.")
+                }
                 let count = Int(try reader.u32())
-                guard count <= reader.remaining * 8 / fieldSize else { throw MediaParseError("A table claims more entries than its box holds.") }
+                guard count <= reader.remaining * 8 / fieldSize else {
+                    throw MediaParseError("A table claims more entries than its box holds.")
+                }
                 track.sampleCount = count
                 track.sizes.reserveCapacity(count)
                 var index = 0
@@ -180,7 +190,8 @@ struct MP4Movie: Sendable {
     func sampleRanges(firstSeconds seconds: Double) -> SpanSet {
         var ranges: [ByteRange] = []
         for track in tracks where Self.playedHandlers.contains(track.handler) && track.timescale > 0 {
-            let limit = Self.ticks(seconds, timescale: track.timescale).addingReportingOverflow(max(0, track.mediaStart))
+            let limit = Self.ticks(seconds, timescale: track.timescale).addingReportingOverflow(
+                max(0, track.mediaStart))
             let count = Self.samplesBefore(limit.overflow ? .max : limit.partialValue, durations: track.durations)
             Self.appendRanges(of: track, sampleCount: min(count, track.sampleCount), to: &ranges)
         }
@@ -221,7 +232,9 @@ struct MP4Movie: Sendable {
         var run = -1
         for (chunkIndex, chunkOffset) in track.chunkOffsets.enumerated() where sample < sampleCount {
             // `stsc` runs are in chunk order: the run in force is the last one begun.
-            while run + 1 < track.chunkRuns.count, Int64(track.chunkRuns[run + 1].firstChunk) <= Int64(chunkIndex) + 1 { run += 1 }
+            while run + 1 < track.chunkRuns.count, Int64(track.chunkRuns[run + 1].firstChunk) <= Int64(chunkIndex) + 1 {
+                run += 1
+            }
             guard run >= 0 else { return }
             let inChunk = min(Int(track.chunkRuns[run].samples), sampleCount - sample)
             var length: Int64 = 0

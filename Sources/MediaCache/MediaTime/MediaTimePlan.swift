@@ -55,7 +55,9 @@ package enum MediaTimePlanner {
     /// The plan for the first `seconds` of a file of `length` bytes; gaps of at most `bridging`
     /// bytes between what a player reads in order are read too.
     /// - Throws: what `read` throws; ``MediaParseError`` for an MP4 whose boxes contradict themselves.
-    package static func plan(seconds: Double, length: Int64, bridging: Int64 = bridgedGap, read: @escaping Read) async throws -> MediaTimePlan {
+    package static func plan(seconds: Double, length: Int64, bridging: Int64 = bridgedGap, read: @escaping Read)
+        async throws -> MediaTimePlan
+    {
         guard length > 0 else { return MediaTimePlan(shape: .estimated, ranges: []) }
         let head = try await read(ByteRange(0, min(length, headSize)))
         if looksLikeMP4(head) {
@@ -63,9 +65,13 @@ package enum MediaTimePlanner {
             return try await walk.plan(seconds: seconds)
         }
         if let rate = AudioFrames.rate(head: head, length: length) {
-            return plan(.init(rate.start, rate.start + bytes(seconds, perSecond: rate.bytesPerSecond)), shape: rate.shape, length: length)
+            return plan(
+                .init(rate.start, rate.start + bytes(seconds, perSecond: rate.bytesPerSecond)), shape: rate.shape,
+                length: length)
         }
-        return plan(.init(0, max(Int64(head.count), bytes(seconds, perSecond: estimatedBitRate / 8))), shape: .estimated, length: length)
+        return plan(
+            .init(0, max(Int64(head.count), bytes(seconds, perSecond: estimatedBitRate / 8))), shape: .estimated,
+            length: length)
     }
 
     /// A margin over the rate (frames vary): a tenth more, and 16 KiB.
@@ -83,7 +89,10 @@ package enum MediaTimePlanner {
     static func looksLikeMP4(_ head: [UInt8]) -> Bool {
         guard head.count >= 8 else { return false }
         let type = head[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        return [fourCC("ftyp"), fourCC("styp"), fourCC("moov"), fourCC("mdat"), fourCC("free"), fourCC("wide"), fourCC("skip")].contains(type)
+        return [
+            fourCC("ftyp"), fourCC("styp"), fourCC("moov"), fourCC("mdat"), fourCC("free"), fourCC("wide"),
+            fourCC("skip"),
+        ].contains(type)
     }
 
     /// `ranges` within the file, sorted, with gaps of at most `gap` bytes filled.
@@ -129,7 +138,8 @@ private struct MP4Walk {
         var firstFragment: Int64?
         var passedMediaData = false
         for _ in 0..<MediaTimePlanner.maximumSteps {
-            guard offset < length, let box = try await box(at: offset, passedMediaData: passedMediaData && movie == nil) else { break }
+            guard offset < length, let box = try await box(at: offset, passedMediaData: passedMediaData && movie == nil)
+            else { break }
             let end = min(length, box.end ?? length)
             switch box.type {
             case fourCC("moov"):
@@ -137,7 +147,9 @@ private struct MP4Walk {
                 self.index.append(ByteRange(box.offset, end))
             case fourCC("sidx"):
                 if references == nil {
-                    references = try MP4Fragments.segmentIndex(try await body(of: box, end: end, limit: MediaTimePlanner.maximumFragmentIndexSize), boxEnd: end)
+                    references = try MP4Fragments.segmentIndex(
+                        try await body(of: box, end: end, limit: MediaTimePlanner.maximumFragmentIndexSize), boxEnd: end
+                    )
                 }
                 self.index.append(ByteRange(box.offset, end))
             case fourCC("mdat"):
@@ -151,7 +163,9 @@ private struct MP4Walk {
             if firstFragment != nil || (movie != nil && passedMediaData && movie?.isFragmented != true) { break }
             offset = end
         }
-        guard let movie else { throw MediaParseError("The MP4 has no moov box within its first \(MediaTimePlanner.maximumSteps) boxes.") }
+        guard let movie else {
+            throw MediaParseError("The MP4 has no moov box within its first \(MediaTimePlanner.maximumSteps) boxes.")
+        }
         guard movie.isFragmented else {
             kept += movie.sampleRanges(firstSeconds: seconds).spans
             return MediaTimePlan(shape: .mp4, ranges: ranges)
@@ -165,11 +179,18 @@ private struct MP4Walk {
         } else if var fragment = firstFragment {
             var time = 0.0
             for _ in 0..<MediaTimePlanner.maximumSteps where time < seconds && fragment < length {
-                guard let moof = try await box(at: fragment, passedMediaData: false), moof.type == fourCC("moof"), let moofEnd = moof.end else { break }
+                guard let moof = try await box(at: fragment, passedMediaData: false), moof.type == fourCC("moof"),
+                    let moofEnd = moof.end
+                else { break }
                 time += try MP4Fragments.duration(
-                    ofFragment: try await body(of: moof, end: min(length, moofEnd), limit: MediaTimePlanner.maximumFragmentIndexSize), movie: movie)
+                    ofFragment: try await body(
+                        of: moof, end: min(length, moofEnd), limit: MediaTimePlanner.maximumFragmentIndexSize),
+                    movie: movie)
                 var end = moofEnd
-                if end < length, let data = try await box(at: end, passedMediaData: false), data.type == fourCC("mdat") { end = data.end ?? length }
+                if end < length, let data = try await box(at: end, passedMediaData: false), data.type == fourCC("mdat")
+                {
+                    end = data.end ?? length
+                }
                 kept.append(ByteRange(fragment, min(length, end)))
                 fragment = end
             }
@@ -179,7 +200,10 @@ private struct MP4Walk {
 
     /// What the walk found: the ranges read in order, bridged, and the index boxes.
     private var ranges: [ByteRange] {
-        SpanSet(MediaTimePlanner.bridged(kept, length: length, gap: bridging) + index.compactMap { $0.clamped(to: ByteRange(0, length)) }).spans
+        SpanSet(
+            MediaTimePlanner.bridged(kept, length: length, gap: bridging)
+                + index.compactMap { $0.clamped(to: ByteRange(0, length)) }
+        ).spans
     }
 
     /// The header of the box at `offset`, reading a new window when the last one does not hold
@@ -188,7 +212,9 @@ private struct MP4Walk {
     mutating func box(at offset: Int64, passedMediaData: Bool) async throws -> MP4Box? {
         let windowEnd = window.offset + Int64(window.bytes.count)
         if offset < window.offset || offset + 32 > windowEnd, windowEnd < length || offset < window.offset {
-            let size = passedMediaData && length - offset <= MediaTimePlanner.maximumFragmentIndexSize ? length - offset : MediaTimePlanner.headSize
+            let size =
+                passedMediaData && length - offset <= MediaTimePlanner.maximumFragmentIndexSize
+                ? length - offset : MediaTimePlanner.headSize
             window = (offset, try await read(ByteRange(offset, min(length, offset + size))))
         }
         let index = Int(offset - window.offset)
@@ -208,7 +234,9 @@ private struct MP4Walk {
         }
         // A little past the end too, so the next box's header comes in the same request.
         window = (box.offset, try await read(ByteRange(box.offset, min(length, end + 4096))))
-        guard Int64(window.bytes.count) >= end - box.offset else { throw MediaParseError("The file ended inside a box.") }
+        guard Int64(window.bytes.count) >= end - box.offset else {
+            throw MediaParseError("The file ended inside a box.")
+        }
         return window.bytes[Int(box.headerSize)..<Int(end - box.offset)]
     }
 }

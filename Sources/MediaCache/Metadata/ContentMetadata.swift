@@ -74,7 +74,8 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         refreshed.etag = notModified.etag ?? etag
         refreshed.lastModified = notModified.lastModified ?? lastModified
         let names = Set(notModified.responseHeaders.map { $0.name.lowercased() })
-        refreshed.responseHeaders = responseHeaders.filter { !names.contains($0.name.lowercased()) } + notModified.responseHeaders
+        refreshed.responseHeaders =
+            responseHeaders.filter { !names.contains($0.name.lowercased()) } + notModified.responseHeaders
         let saysFreshness = names.contains("cache-control") || names.contains("expires")
         if names.contains("cache-control") {
             refreshed.requiresRevalidation = notModified.requiresRevalidation
@@ -92,7 +93,9 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
 
     /// The field names the answer's `Vary` lists, lower-case, in order (`*` included).
     package var varyingFieldNames: [String] {
-        responseHeaders.filter { $0.name.lowercased() == "vary" }.flatMap { Self.listMembers($0.value) }.map { $0.lowercased() }
+        responseHeaders.filter { $0.name.lowercased() == "vary" }.flatMap { Self.listMembers($0.value) }.map {
+            $0.lowercased()
+        }
     }
 
     /// Records the values that `request` (the fields sent to the origin for this answer)
@@ -100,7 +103,9 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// against them (``matches(request:)``).
     package mutating func recordVaryingFields(of request: RequestHeaders) {
         let names = varyingFieldNames
-        varyingRequestFields = names.isEmpty ? nil : names.map { HeaderField(name: $0, value: Self.normalizedValue(of: $0, in: request) ?? "") }
+        varyingRequestFields =
+            names.isEmpty
+            ? nil : names.map { HeaderField(name: $0, value: Self.normalizedValue(of: $0, in: request) ?? "") }
     }
 
     /// Whether a request with `request`'s fields may be answered with this stored answer as
@@ -109,7 +114,10 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// matches: the cache asks the origin for the identity coding whatever the player sends.
     package func matches(request: RequestHeaders) -> Bool {
         // Most answers have no `Vary`: told without a lower-cased copy of every name.
-        guard varyingRequestFields != nil || responseHeaders.contains(where: { $0.name.utf8.count == 4 && $0.name.lowercased() == "vary" }) else {
+        guard
+            varyingRequestFields != nil
+                || responseHeaders.contains(where: { $0.name.utf8.count == 4 && $0.name.lowercased() == "vary" })
+        else {
             return true
         }
         let names = varyingFieldNames
@@ -148,15 +156,21 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     private static func listMembers(_ value: String) -> [String] {
         value.utf8.split(separator: UInt8(ascii: ",")).compactMap { member in
             var slice = member
-            while let first = slice.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { slice = slice.dropFirst() }
-            while let last = slice.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { slice = slice.dropLast() }
+            while let first = slice.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
+                slice = slice.dropFirst()
+            }
+            while let last = slice.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") {
+                slice = slice.dropLast()
+            }
             return slice.isEmpty ? nil : String(decoding: slice, as: UTF8.self)
         }
     }
 
     /// Takes `other`'s recorded `Vary` values when it has a `Vary` of its own.
     mutating func takeVaryingFields(of other: ContentMetadata) {
-        if other.varyingRequestFields != nil || !other.varyingFieldNames.isEmpty { varyingRequestFields = other.varyingRequestFields }
+        if other.varyingRequestFields != nil || !other.varyingFieldNames.isEmpty {
+            varyingRequestFields = other.varyingRequestFields
+        }
     }
 
     /// Whether the cached resource may be served at `now` without asking the origin.
@@ -168,7 +182,8 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// so it may be served while a revalidation runs in the background (RFC 5861 §3); never
     /// when the origin said `must-revalidate` or `no-cache`.
     package func mayServeWhileRevalidating(at now: Date) -> Bool {
-        guard let freshUntil, let window = staleWhileRevalidate, window > 0, !requiresRevalidation, now >= freshUntil else { return false }
+        guard let freshUntil, let window = staleWhileRevalidate, window > 0, !requiresRevalidation, now >= freshUntil
+        else { return false }
         return now < freshUntil.addingTimeInterval(Double(window))
     }
 
@@ -215,7 +230,8 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
             return "gave a length of \(b) bytes for ETag \(etag.prefix(100)), which it gave before as \(a) bytes"
         }
         if etag == nil || other.etag == nil, let lastModified, lastModified == other.lastModified {
-            return "gave a length of \(b) bytes for Last-Modified \(lastModified.prefix(100)), which it gave before as \(a) bytes"
+            return
+                "gave a length of \(b) bytes for Last-Modified \(lastModified.prefix(100)), which it gave before as \(a) bytes"
         }
         return nil
     }

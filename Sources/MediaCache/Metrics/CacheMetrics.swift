@@ -45,7 +45,9 @@ package enum CacheMetrics {
     }
 
     private static let retries = Dictionary(
-        uniqueKeysWithValues: Retry.allCases.map { ($0, Counter(label: "mediacache_origin_retries_total", dimensions: [("cause", $0.rawValue)])) })
+        uniqueKeysWithValues: Retry.allCases.map {
+            ($0, Counter(label: "mediacache_origin_retries_total", dimensions: [("cause", $0.rawValue)]))
+        })
 
     /// Counts an origin request made again, by its cause.
     package static func retried(_ cause: Retry) {
@@ -75,7 +77,9 @@ package enum CacheMetrics {
         })
 
     private static let downloadWaits = Dictionary(
-        uniqueKeysWithValues: DownloadWait.allCases.map { ($0, Gauge(label: "mediacache_pinned_downloads_waiting", dimensions: [("reason", $0.rawValue)])) })
+        uniqueKeysWithValues: DownloadWait.allCases.map {
+            ($0, Gauge(label: "mediacache_pinned_downloads_waiting", dimensions: [("reason", $0.rawValue)]))
+        })
     static let diskFree = Gauge(label: "mediacache_disk_free_bytes")
 
     /// How many pinned downloads wait now, by reason.
@@ -88,8 +92,10 @@ package enum CacheMetrics {
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {
         _ = (
-            originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit, cacheEntries, rejectedBlocks, revalidations,
-            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes, preloadHits, preloads, downloadWaits,
+            originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
+            cacheEntries, rejectedBlocks, revalidations,
+            indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
+            preloadHits, preloads, downloadWaits,
             diskFree
         )
     }
@@ -114,7 +120,9 @@ package enum CacheMetrics {
     }
 
     private static let preloads = Dictionary(
-        uniqueKeysWithValues: Preload.allCases.map { ($0, Counter(label: "mediacache_preloads_total", dimensions: [("outcome", $0.rawValue)])) })
+        uniqueKeysWithValues: Preload.allCases.map {
+            ($0, Counter(label: "mediacache_preloads_total", dimensions: [("outcome", $0.rawValue)]))
+        })
 
     static func preloaded(_ outcome: Preload) {
         preloads[outcome]?.increment()

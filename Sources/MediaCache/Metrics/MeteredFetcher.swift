@@ -22,11 +22,14 @@ struct MeteredFetcher: OriginFetcher {
         return try await reachability.noting(url) { try await base.contentInfo(for: url, headers: marked(headers)) }
     }
 
-    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse
+    {
         let hold = try await budget.acquire(for: url, isOwn: OriginPriority.isCachesOwn)
         CacheMetrics.originRequests.increment()
         do {
-            var response = try await reachability.noting(url) { try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers)) }
+            var response = try await reachability.noting(url) {
+                try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers))
+            }
             response.body = CountedBody(base: response.body, hold: hold)
             return response
         } catch {
@@ -73,7 +76,9 @@ final class OriginReachability: Sendable {
             throw error
         } catch let error as CacheError where error.code != .offline {
             // The origin answered (a 404, a 304 to the player's condition, a refused answer).
-            if error.code == .originAnswered || error.code == .originRejected { failing.withLock { _ = $0.remove(Self.origin(of: url)) } }
+            if error.code == .originAnswered || error.code == .originRejected {
+                failing.withLock { _ = $0.remove(Self.origin(of: url)) }
+            }
             throw error
         }
     }

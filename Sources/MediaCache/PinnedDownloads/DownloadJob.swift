@@ -102,7 +102,9 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
             seconds = try container.decodeIfPresent(Double.self, forKey: .seconds)
             renditions =
                 try container.decodeIfPresent(RenditionChoice.self, forKey: .renditions)
-                ?? RenditionChoice(variants: [try container.decodeIfPresent(HLSPrefetchOptions.VariantChoice.self, forKey: .variant) ?? .first]).resolved
+                ?? RenditionChoice(variants: [
+                    try container.decodeIfPresent(HLSPrefetchOptions.VariantChoice.self, forKey: .variant) ?? .first
+                ]).resolved
         }
 
         public func encode(to encoder: any Encoder) throws {

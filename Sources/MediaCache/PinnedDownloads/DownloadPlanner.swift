@@ -86,7 +86,11 @@ struct DownloadPlanner: Sendable {
                 }
             } else {
                 if let opensAt { nextCheck = min(nextCheck ?? .distantFuture, opensAt) }
-                return Wait(reason: .window, detail: "outside its window \(window) (local time); it resumes at \(clock(opensAt, conditions.timeZone))")
+                return Wait(
+                    reason: .window,
+                    detail:
+                        "outside its window \(window) (local time); it resumes at \(clock(opensAt, conditions.timeZone))"
+                )
             }
         }
         let rule = job.rules.network ?? .unmetered
@@ -100,7 +104,9 @@ struct DownloadPlanner: Sendable {
         if let room = conditions.diskRoom, room < min(startingRoom, max(1, job.bytesLeft ?? startingRoom)) {
             return Wait(
                 reason: .space,
-                detail: "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(conditions.diskFloor)) it keeps free; it resumes when space returns")
+                detail:
+                    "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(conditions.diskFloor)) it keeps free; it resumes when space returns"
+            )
         }
         return nil
     }

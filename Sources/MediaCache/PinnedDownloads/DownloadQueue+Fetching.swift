@@ -23,7 +23,9 @@ extension DownloadQueue {
             _ = try await reader.prefetch(job.url, progress: progress)
             return
         }
-        let pieces = stride(from: Int64(0), to: length, by: Int(Self.piece)).map { ByteRange($0, min(length, $0 + Self.piece)) }
+        let pieces = stride(from: Int64(0), to: length, by: Int(Self.piece)).map {
+            ByteRange($0, min(length, $0 + Self.piece))
+        }
         let tally = PieceTally(pieces.map(\.length))
         let (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let report: @Sendable () -> Void = {
@@ -39,7 +41,9 @@ extension DownloadQueue {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var waiting = ticks.makeAsyncIterator()
             for (index, piece) in pieces.enumerated() {
-                if !reader.held.isHeld(PrefetchItem(url: job.url, range: piece)) { try DownloadPacer.current?.admit(piece.length) }
+                if !reader.held.isHeld(PrefetchItem(url: job.url, range: piece)) {
+                    try DownloadPacer.current?.admit(piece.length)
+                }
                 tally.started(index)
                 group.addTask { [reader] in
                     do {

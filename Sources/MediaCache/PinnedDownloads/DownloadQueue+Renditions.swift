@@ -19,24 +19,35 @@ extension DownloadQueue {
     public func unpin(_ url: URL, renditions: RenditionChoice) async throws -> Bool {
         guard !renditions.isEmpty else { return try await unpin(url) }
         guard let job = job(matching: url.absoluteString), let asset = job.asset else {
-            throw CacheError(.notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)).", remedy: Remedy(.listJobs))
+            throw CacheError(
+                .notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)).",
+                remedy: Remedy(.listJobs))
         }
-        let plan = try await reader.planner.plan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+        let plan = try await reader.planner.plan(
+            job.url, kind: asset.format,
+            options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         var choice = asset.renditions
         choice.variants.removeAll { renditions.variants.contains($0) }
         guard !choice.variants.isEmpty else {
-            throw CacheError(.outOfBounds, "That would leave no variant pinned; unpin \(url.absoluteString.prefix(200)) without a rendition to release it all.")
+            throw CacheError(
+                .outOfBounds,
+                "That would leave no variant pinned; unpin \(url.absoluteString.prefix(200)) without a rendition to release it all."
+            )
         }
         if renditions.trickPlay { choice.trickPlay = false }
         let chosen = plan.renditions.map(\.rendition)
         if let removed = renditions.audio {
             choice.audio = try Self.remaining(chosen.filter { $0.role == .audio }, removing: removed, kind: "audio")
             if choice.audio?.isNone == true, chosen.contains(where: { $0.role == .audio }) {
-                throw CacheError(.outOfBounds, "That would leave no audio pinned; unpin \(url.absoluteString.prefix(200)) without a rendition to release it all.")
+                throw CacheError(
+                    .outOfBounds,
+                    "That would leave no audio pinned; unpin \(url.absoluteString.prefix(200)) without a rendition to release it all."
+                )
             }
         }
         if let removed = renditions.subtitles {
-            choice.subtitles = try Self.remaining(chosen.filter { $0.role == .subtitles && !$0.isForced }, removing: removed, kind: "subtitles")
+            choice.subtitles = try Self.remaining(
+                chosen.filter { $0.role == .subtitles && !$0.isForced }, removing: removed, kind: "subtitles")
         }
         guard choice != asset.renditions else { return false }
         _ = try await rechoose(job.id, choice)
@@ -44,14 +55,24 @@ extension DownloadQueue {
     }
 
     /// The languages of `held` left when `removing` is taken away, named explicitly.
-    private static func remaining(_ held: [ChosenRendition], removing: LanguageChoice, kind: String) throws -> LanguageChoice {
+    private static func remaining(_ held: [ChosenRendition], removing: LanguageChoice, kind: String) throws
+        -> LanguageChoice
+    {
         if removing.includesAll { return .none }
-        for tag in removing.languages where !held.contains(where: { LanguageChoice.tag(tag, names: $0.language, $0.name) }) {
-            throw CacheError(.outOfBounds, "No \(kind) in \(tag.prefix(64)) is pinned; pinned: \(held.compactMap { $0.language ?? $0.name }.joined(separator: ", ")).")
+        for tag in removing.languages
+        where !held.contains(where: { LanguageChoice.tag(tag, names: $0.language, $0.name) }) {
+            throw CacheError(
+                .outOfBounds,
+                "No \(kind) in \(tag.prefix(64)) is pinned; pinned: \(held.compactMap { $0.language ?? $0.name }.joined(separator: ", "))."
+            )
         }
-        let kept = held.filter { rendition in !removing.languages.contains { LanguageChoice.tag($0, names: rendition.language, rendition.name) } }
+        let kept = held.filter { rendition in
+            !removing.languages.contains { LanguageChoice.tag($0, names: rendition.language, rendition.name) }
+        }
         var tags: [String] = []
-        for rendition in kept { if let tag = rendition.language ?? rendition.name, !tags.contains(tag) { tags.append(tag) } }
+        for rendition in kept {
+            if let tag = rendition.language ?? rendition.name, !tags.contains(tag) { tags.append(tag) }
+        }
         return .languages(tags)
     }
 
@@ -69,7 +90,9 @@ extension DownloadQueue {
         var plan: PrefetchPlan?
         if let asset = job.asset {
             plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.planner.plan(url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+                try await reader.planner.plan(
+                    url, kind: asset.format,
+                    options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
             }
             keys += Self.keys(of: plan!, in: store)
         }
@@ -79,7 +102,10 @@ extension DownloadQueue {
             if let states { job.renditions = states }
         }
         configuration.logger.info(
-            "Gave a download a new URL", metadata: ["job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "keys kept": "\(kept) of \(kept + added)"])
+            "Gave a download a new URL",
+            metadata: [
+                "job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "keys kept": "\(kept) of \(kept + added)",
+            ])
         return try current(id)
     }
 
@@ -90,7 +116,9 @@ extension DownloadQueue {
         guard var asset = job.asset else { return job }
         asset.renditions = choice.resolved
         let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-            try await reader.planner.plan(job.url, kind: asset.format, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
+            try await reader.planner.plan(
+                job.url, kind: asset.format,
+                options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         }
         var proposed = job
         var seen: Set<CacheKey> = []
@@ -106,14 +134,18 @@ extension DownloadQueue {
             job.resourcesTotal = plan.items.count
             job.renditions = states
         }
-        configuration.logger.info("Changed the renditions of a pin", metadata: ["job": "\(id)", "entries kept": "\(kept)", "added": "\(added)"])
+        configuration.logger.info(
+            "Changed the renditions of a pin",
+            metadata: ["job": "\(id)", "entries kept": "\(kept)", "added": "\(added)"])
         return try current(id)
     }
 
     /// Points the job `id` at `keys` (each once) with `change` made to it: its download stops,
     /// the keys only it used before are unpinned (to the streaming cache), the new ones pinned,
     /// and it is queued to fetch what is missing. Returns how many keys were kept and added.
-    private func retarget(_ id: String, keys: [CacheKey], change: (inout DownloadJob) -> Void) async throws -> (kept: Int, added: Int) {
+    private func retarget(_ id: String, keys: [CacheKey], change: (inout DownloadJob) -> Void) async throws -> (
+        kept: Int, added: Int
+    ) {
         var seen: Set<CacheKey> = []
         let keys = keys.filter { seen.insert($0).inserted }
         let job = try current(id)
@@ -127,7 +159,10 @@ extension DownloadQueue {
             state.jobs[id]?.failure = nil
             state.jobs[id]?.remedy = nil
             if let changed = state.jobs[id] { state.publish(.changed(changed)) }
-            return (old.subtracting(keys).subtracting(others).sorted { $0.rawValue < $1.rawValue }, keys.filter { !old.contains($0) })
+            return (
+                old.subtracting(keys).subtracting(others).sorted { $0.rawValue < $1.rawValue },
+                keys.filter { !old.contains($0) }
+            )
         }
         try await store.pin(added)
         try await store.unpin(released)
@@ -140,7 +175,8 @@ extension DownloadQueue {
     func renditionStates(_ plan: [(rendition: ChosenRendition, items: [PrefetchItem])]) -> [RenditionState] {
         plan.map { rendition, items in
             RenditionState(
-                rendition: rendition, state: reader.held.state(of: items), resources: items.count, resourcesHeld: items.filter(reader.held.isHeld).count)
+                rendition: rendition, state: reader.held.state(of: items), resources: items.count,
+                resourcesHeld: items.filter(reader.held.isHeld).count)
         }
     }
 

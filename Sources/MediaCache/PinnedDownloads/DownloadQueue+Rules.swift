@@ -20,7 +20,9 @@ extension DownloadQueue {
             state.jobs[id]!.rules = changed.isEmpty ? nil : changed
             state.publish(.changed(state.jobs[id]!))
             // A running job starts again under its new rate cap (what it stored stays).
-            guard rules.maxBytesPerSecond != nil, let running = state.running[id], !running.isSettling, running.stop == nil else { return false }
+            guard rules.maxBytesPerSecond != nil, let running = state.running[id], !running.isSettling,
+                running.stop == nil
+            else { return false }
             state.running[id]!.stop = .wait(nil)
             running.task?.cancel()
             return true
@@ -56,7 +58,9 @@ extension DownloadQueue {
             return state.network != conditions
         }
         if changed {
-            configuration.logger.info("The network changed", metadata: ["metered": "\(conditions.isMetered)", "low data": "\(conditions.isConstrained)"])
+            configuration.logger.info(
+                "The network changed",
+                metadata: ["metered": "\(conditions.isMetered)", "low data": "\(conditions.isConstrained)"])
             schedule()
         }
     }
@@ -102,11 +106,15 @@ extension DownloadQueue {
             state.nextCheck = plan.nextCheck
             for job in jobs where job.state == .queued || job.state == .downloading {
                 let wait = plan.waits[job.id]
-                guard state.jobs[job.id]?.waiting != wait?.reason || state.jobs[job.id]?.waitingDetail != wait?.detail else { continue }
+                guard state.jobs[job.id]?.waiting != wait?.reason || state.jobs[job.id]?.waitingDetail != wait?.detail
+                else { continue }
                 state.jobs[job.id]!.waiting = wait?.reason
                 state.jobs[job.id]!.waitingDetail = wait?.detail
                 state.jobs[job.id]!.remedy = wait?.remedy
-                if let wait { configuration.logger.info("A download waits", metadata: ["job": "\(job.id)", "reason": "\(wait.detail)"]) }
+                if let wait {
+                    configuration.logger.info(
+                        "A download waits", metadata: ["job": "\(job.id)", "reason": "\(wait.detail)"])
+                }
                 state.publish(.changed(state.jobs[job.id]!))
             }
             for (id, reason) in plan.stops {
@@ -185,9 +193,15 @@ extension DownloadQueue {
             : renditionStates(plan).allSatisfy { $0.state == .held }
         guard !held else { return nil }
         if let room = store.diskRoom, room < Self.piece {
-            return RoomWanted(message: "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free")
+            return RoomWanted(
+                message:
+                    "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free"
+            )
         }
-        return CacheError(.capacityExceeded, "The cache did not store every byte of \(job.url.absoluteString.prefix(200)); resume the job to fetch what is missing.")
+        return CacheError(
+            .capacityExceeded,
+            "The cache did not store every byte of \(job.url.absoluteString.prefix(200)); resume the job to fetch what is missing."
+        )
     }
 
     /// Why a completed `job`'s bytes are no longer all held (the system cleaned the cache
@@ -195,7 +209,8 @@ extension DownloadQueue {
     static func vanished(_ job: DownloadJob, in store: CacheStore) -> String? {
         let held = job.keys.reduce(Int64(0)) { $0 + (store.entrySummary(for: $1)?.storedBytes ?? 0) }
         guard held < job.bytesDone else { return nil }
-        return "Its bytes vanished from the cache folder (\(ByteCountText.format(held)) of \(ByteCountText.format(job.bytesDone)) left: "
+        return
+            "Its bytes vanished from the cache folder (\(ByteCountText.format(held)) of \(ByteCountText.format(job.bytesDone)) left: "
             + "the system cleaned the folder, or a crash lost the index's last commits)."
     }
 }

@@ -117,12 +117,16 @@ public final class DownloadQueue: Sendable {
         var jobs: [String: DownloadJob] = [:]
         for (id, body) in try reader.store.loadJobs() {
             guard var job = try? JSONDecoder().decode(DownloadJob.self, from: body), job.id == id else {
-                configuration.logger.warning("Skipped a download job the index holds in an unreadable form", metadata: ["job": "\(id.prefix(40))"])
+                configuration.logger.warning(
+                    "Skipped a download job the index holds in an unreadable form",
+                    metadata: ["job": "\(id.prefix(40))"])
                 continue
             }
             if job.state == .downloading { job.state = .queued }
             // Its cookies go back to the jar, from which every request and write takes them.
-            if let kept = job.cookies { reader.fetcher.cookieJar?.restore(kept, now: reader.store.configuration.clock.now) }
+            if let kept = job.cookies {
+                reader.fetcher.cookieJar?.restore(kept, now: reader.store.configuration.clock.now)
+            }
             job.cookies = nil
             job.bytesPerSecond = nil
             job.secondsLeft = nil
@@ -131,7 +135,8 @@ public final class DownloadQueue: Sendable {
                 job.state = .failed
                 job.failure = vanished
                 job.remedy = Remedy(.resumeJob, job: id)
-                configuration.logger.warning("A pinned download's files vanished", metadata: ["job": "\(id)", "reason": "\(vanished)"])
+                configuration.logger.warning(
+                    "A pinned download's files vanished", metadata: ["job": "\(id)", "reason": "\(vanished)"])
             }
             jobs[id] = job
         }
@@ -153,7 +158,8 @@ public final class DownloadQueue: Sendable {
     public func job(matching text: String) -> DownloadJob? {
         let key = URL(string: text).map(store.key(for:))
         return state.withLock { state in
-            state.jobs[text] ?? state.ordered.first { $0.url.absoluteString == text || ($0.keys.first.map { $0 == key } ?? false) }
+            state.jobs[text]
+                ?? state.ordered.first { $0.url.absoluteString == text || ($0.keys.first.map { $0 == key } ?? false) }
         }
     }
 
@@ -183,7 +189,9 @@ public final class DownloadQueue: Sendable {
     /// (``pin(_:renditions:seconds:rules:)`` chooses languages, subtitles and trick play too). Pinning
     /// a URL that has a job already returns that job (resumed if it was paused or failed).
     @discardableResult
-    public func pin(_ url: URL, variant: HLSPrefetchOptions.VariantChoice = .first, seconds: Double? = nil) async throws -> DownloadJob {
+    public func pin(_ url: URL, variant: HLSPrefetchOptions.VariantChoice = .first, seconds: Double? = nil) async throws
+        -> DownloadJob
+    {
         if let existing = job(matching: url.absoluteString) { return try await resumed(existing) }
         return try await pin(url, renditions: RenditionChoice(variants: [variant]), seconds: seconds)
     }
@@ -206,7 +214,9 @@ public final class DownloadQueue: Sendable {
     /// `rules` are the job's own (``setRules(_:_:)``), in force before it first runs; a job
     /// that exists already takes them too.
     @discardableResult
-    public func pin(_ url: URL, renditions: RenditionChoice, seconds: Double? = nil, rules: DownloadRules = DownloadRules()) async throws -> DownloadJob {
+    public func pin(
+        _ url: URL, renditions: RenditionChoice, seconds: Double? = nil, rules: DownloadRules = DownloadRules()
+    ) async throws -> DownloadJob {
         try reader.checkOrigin(url)
         let key = store.key(for: url)
         if let existing = job(matching: url.absoluteString) {
@@ -224,7 +234,8 @@ public final class DownloadQueue: Sendable {
         if let kind = try await reader.manifestKind(url, metadata) {
             let asset = DownloadJob.AssetChoice(format: kind, renditions: renditions, seconds: seconds)
             let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.planner.plan(url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
+                try await reader.planner.plan(
+                    url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
             }
             keys += Self.keys(of: plan, in: store)
             job.asset = asset
@@ -234,10 +245,14 @@ public final class DownloadQueue: Sendable {
             job.renditions = renditionStates(plan)
         } else {
             guard let length = metadata.length else {
-                throw CacheError(.originRejected, "The origin does not say how long \(url.absoluteString.prefix(200)) is, so it cannot be pinned.")
+                throw CacheError(
+                    .originRejected,
+                    "The origin does not say how long \(url.absoluteString.prefix(200)) is, so it cannot be pinned.")
             }
             guard metadata.isStorable else {
-                throw CacheError(.originRejected, "The origin forbids storing \(url.absoluteString.prefix(200)) (no-store), so it cannot be pinned.")
+                throw CacheError(
+                    .originRejected,
+                    "The origin forbids storing \(url.absoluteString.prefix(200)) (no-store), so it cannot be pinned.")
             }
             job.bytesTotal = length
             job.resourcesTotal = 1
@@ -250,7 +265,12 @@ public final class DownloadQueue: Sendable {
             state.jobs[job.id] = job
             state.publish(.changed(job))
         }
-        configuration.logger.info("Pinned", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))", "bytes": "\(job.bytesTotal.map(String.init) ?? "unknown")"])
+        configuration.logger.info(
+            "Pinned",
+            metadata: [
+                "job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))",
+                "bytes": "\(job.bytesTotal.map(String.init) ?? "unknown")",
+            ])
         try await persist(job.id)
         schedule()
         return job
@@ -275,7 +295,9 @@ public final class DownloadQueue: Sendable {
         let pinned = store.pinnedBytes
         let alreadyPinned = job.keys.reduce(Int64(0)) { $0 + (store.isPinned($1) ? store.spans(for: $1).byteCount : 0) }
         let promised = state.withLock { state in
-            state.jobs.values.filter { $0.state != .completed && $0.id != job.id }.reduce(Int64(0)) { $0 + max(0, ($1.bytesTotal ?? 0) - $1.bytesDone) }
+            state.jobs.values.filter { $0.state != .completed && $0.id != job.id }.reduce(Int64(0)) {
+                $0 + max(0, ($1.bytesTotal ?? 0) - $1.bytesDone)
+            }
         }
         let needed = max(0, total - alreadyPinned)
         let free = max(0, quota - pinned - promised)
@@ -287,7 +309,9 @@ public final class DownloadQueue: Sendable {
                     + "but only \(ByteCountText.format(free)) (\(free) bytes) of the \(ByteCountText.format(quota)) pinned quota is free "
                     + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads).",
                 remedy: Remedy(.raisePinnedQuota))
-            configuration.logger.warning("Refused a pin over the quota", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            configuration.logger.warning(
+                "Refused a pin over the quota",
+                metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw error
         }
     }
@@ -368,7 +392,8 @@ public final class DownloadQueue: Sendable {
         guard let job = removed else { return }
         try await store.saveJob(id) { nil }
         try await store.unpin(job.keys)
-        configuration.logger.info("Unpinned", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
+        configuration.logger.info(
+            "Unpinned", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
         schedule()
     }
 
@@ -381,7 +406,11 @@ public final class DownloadQueue: Sendable {
             state.watcher = nil
             for id in state.running.keys where !state.running[id]!.isSettling { state.running[id]!.stop = .shutDown }
             defer { state.subscribers = [:] }
-            return (state.running.values.compactMap { running in running.task.map { (task: $0, cancels: !running.isSettling) } }, Array(state.subscribers.values))
+            return (
+                state.running.values.compactMap { running in
+                    running.task.map { (task: $0, cancels: !running.isSettling) }
+                }, Array(state.subscribers.values)
+            )
         }
         // A job whose download has ended is not cancelled: its last state (completed, say) is
         // being written, and a client that saw it settle may close the store next.
@@ -402,7 +431,9 @@ public final class DownloadQueue: Sendable {
     /// after. Segments it missed are a discontinuity; one it could not fetch a gap.
     /// - Throws: ``CacheError`` `.originRejected` for what is neither; origin errors.
     @discardableResult
-    public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first) async throws -> DownloadJob {
+    public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first)
+        async throws -> DownloadJob
+    {
         try await record(url, for: duration, renditions: RenditionChoice(variants: [variant]))
     }
 
@@ -412,18 +443,26 @@ public final class DownloadQueue: Sendable {
     /// - Throws: ``CacheError`` `.originRejected` for what is neither an HLS playlist nor a DASH
     ///   manifest; `.outOfBounds` (when the recording starts) for a language the stream lacks.
     @discardableResult
-    public func record(_ url: URL, for duration: Duration? = nil, renditions: RenditionChoice) async throws -> DownloadJob {
+    public func record(_ url: URL, for duration: Duration? = nil, renditions: RenditionChoice) async throws
+        -> DownloadJob
+    {
         try reader.checkOrigin(url)
-        if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false { return existing }
+        if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false
+        {
+            return existing
+        }
         let metadata = try await reader.contentInfo(for: url)
         guard let kind = try await reader.manifestKind(url, metadata) else {
             throw CacheError(
-                .originRejected, "\(url.absoluteString.prefix(200)) is neither an HLS playlist nor a DASH manifest; a recording follows a live stream.")
+                .originRejected,
+                "\(url.absoluteString.prefix(200)) is neither an HLS playlist nor a DASH manifest; a recording follows a live stream."
+            )
         }
         let now = store.configuration.clock.now
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
         let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-        job.recording = Recording(variant: renditions.variants.first ?? .first, until: seconds.map { now.addingTimeInterval($0) })
+        job.recording = Recording(
+            variant: renditions.variants.first ?? .first, until: seconds.map { now.addingTimeInterval($0) })
         job.recording?.choice = renditions
         job.recording?.format = kind == .dash ? .dash : nil
         job.keys = [store.key(for: url)]
@@ -435,7 +474,8 @@ public final class DownloadQueue: Sendable {
             state.jobs[job.id] = job
             state.publish(.changed(job))
         }
-        configuration.logger.info("Recording", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))"])
+        configuration.logger.info(
+            "Recording", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))"])
         try await persist(job.id)
         schedule()
         return job
@@ -447,7 +487,8 @@ public final class DownloadQueue: Sendable {
     func run(_ id: String) async {
         guard let job = state.withLock({ $0.jobs[id] }) else { return }
         try? await persist(id)
-        configuration.logger.info("Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
+        configuration.logger.info(
+            "Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
         var failure: String?
         var remedy: Remedy?
         var refused = false
@@ -464,7 +505,8 @@ public final class DownloadQueue: Sendable {
                 let keys = Self.keys(of: plan, in: store)
                 let added = addKeys(keys, to: id)
                 if !added.isEmpty { try await store.pin(added) }
-                _ = try await Prefetcher(reader: reader).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
+                _ = try await Prefetcher(reader: reader).run(
+                    plan.items, playlists: plan.playlists, options: options, progress: progress)
             } else {
                 try await fetchFile(job, progress: progress)
             }
@@ -476,7 +518,8 @@ public final class DownloadQueue: Sendable {
             state.withLock { state in
                 if state.running[id]?.stop == nil { state.running[id]?.stop = .wait(.space) }
             }
-            configuration.logger.warning("A download waits for disk space", metadata: ["job": "\(id)", "reason": "\(error.message)"])
+            configuration.logger.warning(
+                "A download waits for disk space", metadata: ["job": "\(id)", "reason": "\(error.message)"])
         } catch let error as CacheError {
             failure = error.message
             remedy = error.remedy
@@ -522,9 +565,14 @@ public final class DownloadQueue: Sendable {
             if stop != .shutDown { state.withLock { state in state.jobs[id].map { state.publish(.changed($0)) } } }
             if let job = state.withLock({ $0.jobs[id] }) {
                 if let failure {
-                    configuration.logger.warning("A download failed", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))", "reason": "\(failure)"])
+                    configuration.logger.warning(
+                        "A download failed",
+                        metadata: [
+                            "job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))", "reason": "\(failure)",
+                        ])
                 } else {
-                    configuration.logger.info("Download \(job.state.rawValue)", metadata: ["job": "\(id)", "bytes": "\(job.bytesDone)"])
+                    configuration.logger.info(
+                        "Download \(job.state.rawValue)", metadata: ["job": "\(id)", "bytes": "\(job.bytesDone)"])
                 }
             }
         }

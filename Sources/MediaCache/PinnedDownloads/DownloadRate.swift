@@ -73,7 +73,8 @@ final class DownloadPacer: Sendable {
         let wanted = min(DownloadQueue.piece, max(1, bytes))
         guard let room = store.diskRoom, room < wanted else { return }
         throw RoomWanted(
-            message: "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free, "
+            message:
+                "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free, "
                 + "less than the \(ByteCountText.format(wanted)) the download takes next")
     }
 }

@@ -25,7 +25,9 @@ public struct DownloadRules: Sendable, Codable, Equatable {
 
     /// These rules, with what they leave unset taken from `base`.
     public func over(_ base: DownloadRules) -> DownloadRules {
-        DownloadRules(window: window ?? base.window, network: network ?? base.network, maxBytesPerSecond: maxBytesPerSecond ?? base.maxBytesPerSecond)
+        DownloadRules(
+            window: window ?? base.window, network: network ?? base.network,
+            maxBytesPerSecond: maxBytesPerSecond ?? base.maxBytesPerSecond)
     }
 
     /// These rules with what `change` sets replaced.
@@ -41,18 +43,25 @@ public struct DownloadRules: Sendable, Codable, Equatable {
         var rules = DownloadRules()
         if let window {
             guard let parsed = DailyWindow(window) else {
-                throw CacheError(.outOfBounds, "\(option)window \(window.prefix(40)) is not a window: give HH:MM-HH:MM in local time (01:00-06:00) or any.")
+                throw CacheError(
+                    .outOfBounds,
+                    "\(option)window \(window.prefix(40)) is not a window: give HH:MM-HH:MM in local time (01:00-06:00) or any."
+                )
             }
             rules.window = parsed
         }
         if let network {
             guard let parsed = NetworkRule(rawValue: network.lowercased()) else {
-                throw CacheError(.outOfBounds, "\(option)network \(network.prefix(40)) is not one of any, unmetered, not-constrained.")
+                throw CacheError(
+                    .outOfBounds,
+                    "\(option)network \(network.prefix(40)) is not one of any, unmetered, not-constrained.")
             }
             rules.network = parsed
         }
         if let rate {
-            guard rate >= 1024 else { throw CacheError(.outOfBounds, "\(option)rate must be at least 1K (1024 bytes per second).") }
+            guard rate >= 1024 else {
+                throw CacheError(.outOfBounds, "\(option)rate must be at least 1K (1024 bytes per second).")
+            }
             rules.maxBytesPerSecond = rate
         }
         return rules
@@ -82,7 +91,8 @@ public struct DailyWindow: Sendable, Codable, Equatable, CustomStringConvertible
             return
         }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard text.count <= 11, parts.count == 2, let start = Self.minutes(parts[0]), let end = Self.minutes(parts[1]) else { return nil }
+        guard text.count <= 11, parts.count == 2, let start = Self.minutes(parts[0]), let end = Self.minutes(parts[1])
+        else { return nil }
         self.init(start: start, end: end)
     }
 
@@ -91,7 +101,8 @@ public struct DailyWindow: Sendable, Codable, Equatable, CustomStringConvertible
         let fields = text.split(separator: ":", omittingEmptySubsequences: false)
         guard fields.count == 2, (1...2).contains(fields[0].count), fields[1].count == 2,
             fields.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
-            let hours = Int(fields[0]), let minutes = Int(fields[1]), minutes < 60, hours < 24 || (hours == 24 && minutes == 0)
+            let hours = Int(fields[0]), let minutes = Int(fields[1]), minutes < 60,
+            hours < 24 || (hours == 24 && minutes == 0)
         else { return nil }
         return (hours * 60 + minutes) % 1440
     }
@@ -122,7 +133,9 @@ public struct DailyWindow: Sendable, Codable, Equatable, CustomStringConvertible
         if contains(minute: minute) { return (true, nil) }
         // Minutes until the start, counted in whole minutes from the current one.
         let ahead = (start - minute + 1440) % 1440
-        let opens = calendar.date(byAdding: .minute, value: ahead, to: date).map { $0.addingTimeInterval(-Double(parts.second ?? 0)) }
+        let opens = calendar.date(byAdding: .minute, value: ahead, to: date).map {
+            $0.addingTimeInterval(-Double(parts.second ?? 0))
+        }
         return (false, opens)
     }
 }
@@ -197,7 +210,9 @@ extension NetworkConditions {
     /// 1 (yes) and 3 (guessed yes) are metered; 0, 2 and 4 are not; anything else is `nil`.
     package init?(networkManagerMetered text: String) {
         let fields = text.split(whereSeparator: \.isWhitespace)
-        guard text.utf8.count <= 64, fields.count == 2, fields[0] == "u", fields[1].count == 1, let value = Int(fields[1]), (0...4).contains(value) else { return nil }
+        guard text.utf8.count <= 64, fields.count == 2, fields[0] == "u", fields[1].count == 1,
+            let value = Int(fields[1]), (0...4).contains(value)
+        else { return nil }
         self.init(isMetered: value == 1 || value == 3)
     }
 }

@@ -10,7 +10,8 @@ struct AssetPlanner: Sendable {
     let reader: CachingReader
 
     /// The media playlists and resources a prefetch of `url` stores.
-    func hlsPlan(_ url: URL, options: HLSPrefetchOptions, imports: [String: String] = [:]) async throws -> PrefetchPlan {
+    func hlsPlan(_ url: URL, options: HLSPrefetchOptions, imports: [String: String] = [:]) async throws -> PrefetchPlan
+    {
         let (entry, base) = try await parsedPlaylist(url, headers: options.headers, imports: imports)
         var chosen = [ChosenRendition(role: .variant, url: url, bandwidth: 0)]
         if entry.isMaster {
@@ -20,7 +21,9 @@ struct AssetPlanner: Sendable {
                 throw CacheError(.outOfBounds, error.message)
             }
             guard chosen.contains(where: { $0.role == .variant }) else {
-                throw CacheError(.originRejected, "The master playlist at \(url.absoluteString.prefix(200)) names no http(s) variant.")
+                throw CacheError(
+                    .originRejected,
+                    "The master playlist at \(url.absoluteString.prefix(200)) names no http(s) variant.")
             }
         }
         var items: [PrefetchItem] = []
@@ -30,7 +33,9 @@ struct AssetPlanner: Sendable {
         for rendition in chosen {
             let playlistURL = rendition.url
             let (media, mediaBase) =
-                playlistURL == url ? (entry, base) : try await parsedPlaylist(playlistURL, headers: options.headers, imports: entry.definitions)
+                playlistURL == url
+                ? (entry, base)
+                : try await parsedPlaylist(playlistURL, headers: options.headers, imports: entry.definitions)
             var seconds = 0.0
             var own: [PrefetchItem] = []
             for segment in media.segments {
@@ -38,9 +43,11 @@ struct AssetPlanner: Sendable {
                 seconds += segment.duration
                 if rendition.role == .variant, segment.byteRange == nil, rendition.bandwidth > 0 {
                     // BANDWIDTH covers every rendition of the variant (RFC 8216 §4.3.4.2).
-                    estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(rendition.bandwidth) / 8 * max(0, segment.duration))))
+                    estimate = Self.saturatingSum(
+                        estimate, Int64(min(1e15, Double(rendition.bandwidth) / 8 * max(0, segment.duration))))
                 }
-                if let section = segment.initSection, let sectionURL = HLSPlaylist.resolve(section.uri, base: mediaBase) {
+                if let section = segment.initSection, let sectionURL = HLSPlaylist.resolve(section.uri, base: mediaBase)
+                {
                     own.append(PrefetchItem(url: sectionURL, range: section.byteRange))
                 }
                 if let segmentURL = HLSPlaylist.resolve(segment.uri, base: mediaBase) {
@@ -63,18 +70,24 @@ struct AssetPlanner: Sendable {
         let unknown = items.contains { $0.range == nil }
         let estimated = chosen.contains { $0.role == .variant && $0.bandwidth > 0 }
         return PrefetchPlan(
-            playlists: chosen.map(\.url), items: items, estimatedBytes: unknown && !estimated ? nil : estimate, renditions: renditions)
+            playlists: chosen.map(\.url), items: items, estimatedBytes: unknown && !estimated ? nil : estimate,
+            renditions: renditions)
     }
 
     /// The playlist at `url`, read through the cache (its variables resolved, `imports` those of
     /// the multivariant playlist it was reached from), and the URL its relative URIs resolve against.
-    private func parsedPlaylist(_ url: URL, headers: RequestHeaders, imports: [String: String] = [:]) async throws -> (HLSPlaylist, base: URL) {
+    private func parsedPlaylist(_ url: URL, headers: RequestHeaders, imports: [String: String] = [:]) async throws -> (
+        HLSPlaylist, base: URL
+    ) {
         let (body, metadata) = try await reader.playlistBody(url, headers: headers)
         do {
             return (try HLSPlaylist(parsing: body, url: url, imports: imports), metadata.finalURL ?? url)
         } catch let error as HLSPlaylistError {
-            reader.configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-            throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+            reader.configuration.logger.warning(
+                "Rejected an origin playlist",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw CacheError(
+                .originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
         }
     }
 
@@ -105,7 +118,9 @@ struct AssetPlanner: Sendable {
             estimate = Self.saturatingSum(estimate, Int64(min(1e15, Double(representation.bandwidth) / 8 * seconds)))
         }
         guard !items.isEmpty else {
-            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) lists no segments this cache can store.")
+            throw CacheError(
+                .originRejected,
+                "The manifest at \(url.absoluteString.prefix(200)) lists no segments this cache can store.")
         }
         return PrefetchPlan(playlists: [url], items: items, estimatedBytes: estimate, renditions: renditions)
     }
@@ -119,11 +134,16 @@ struct AssetPlanner: Sendable {
         do {
             manifest = try DASHManifest(parsing: body)
         } catch {
-            reader.configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+            reader.configuration.logger.warning(
+                "Rejected an origin manifest",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw CacheError(
+                .originRejected, "The manifest at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
         }
         guard !manifest.isDynamic else {
-            throw CacheError(.originRejected, "The manifest at \(url.absoluteString.prefix(200)) is live (type=\"dynamic\"): it has no end to store.")
+            throw CacheError(
+                .originRejected,
+                "The manifest at \(url.absoluteString.prefix(200)) is live (type=\"dynamic\"): it has no end to store.")
         }
         return (manifest, metadata.finalURL ?? url)
     }
@@ -144,16 +164,23 @@ struct AssetPlanner: Sendable {
     }
 
     /// The variant `choice` picks.
-    static func choose(_ choice: HLSPrefetchOptions.VariantChoice, among variants: [HLSPlaylist.Variant]) -> HLSPlaylist.Variant? {
+    static func choose(_ choice: HLSPrefetchOptions.VariantChoice, among variants: [HLSPlaylist.Variant]) -> HLSPlaylist
+        .Variant?
+    {
         switch choice {
         case .first: variants.first
         case .lowestBandwidth: variants.min { $0.bandwidth < $1.bandwidth }
         case .highestBandwidth: variants.max { $0.bandwidth < $1.bandwidth }
         case .atMost(let limit):
-            variants.filter { $0.bandwidth <= limit }.max { $0.bandwidth < $1.bandwidth } ?? variants.min { $0.bandwidth < $1.bandwidth }
+            variants.filter { $0.bandwidth <= limit }.max { $0.bandwidth < $1.bandwidth }
+                ?? variants.min { $0.bandwidth < $1.bandwidth }
         case .atMostHeight(let limit):
-            variants.filter { ($0.height ?? .max) <= limit }.max { ($0.height ?? 0, $0.bandwidth) < ($1.height ?? 0, $1.bandwidth) }
-                ?? variants.filter { $0.height != nil }.min { ($0.height ?? 0, $0.bandwidth) < ($1.height ?? 0, $1.bandwidth) } ?? variants.first
+            variants.filter { ($0.height ?? .max) <= limit }.max {
+                ($0.height ?? 0, $0.bandwidth) < ($1.height ?? 0, $1.bandwidth)
+            }
+                ?? variants.filter { $0.height != nil }.min {
+                    ($0.height ?? 0, $0.bandwidth) < ($1.height ?? 0, $1.bandwidth)
+                } ?? variants.first
         }
     }
 }

@@ -22,19 +22,23 @@ package struct HeldAssets: Sendable {
     func isHeld(_ item: PrefetchItem) -> Bool {
         let key = reader.store.key(for: item.url)
         guard let length = reader.store.metadata(for: key)?.length else { return false }
-        let range = item.range.map { ByteRange(min($0.lowerBound, length), min($0.upperBound, length)) } ?? ByteRange(0, length)
+        let range =
+            item.range.map { ByteRange(min($0.lowerBound, length), min($0.upperBound, length)) } ?? ByteRange(0, length)
         return range.isEmpty || reader.store.spans(for: key).contains(range)
     }
 
     /// How much of `items` the store holds.
     func state(of items: [PrefetchItem]) -> HeldState {
         if items.allSatisfy(isHeld) { return .held }
-        return items.contains { reader.store.spans(for: reader.store.key(for: $0.url)).byteCount > 0 } ? .partial : .missing
+        return items.contains { reader.store.spans(for: reader.store.key(for: $0.url)).byteCount > 0 }
+            ? .partial : .missing
     }
 
     /// Whether the media playlist at `url` and every segment and init section it names are stored.
     func isPlaylistHeld(_ url: URL, imports: [String: String] = [:]) async -> Bool {
-        guard let plan = try? await reader.planner.hlsPlan(url, options: HLSPrefetchOptions(), imports: imports) else { return false }
+        guard let plan = try? await reader.planner.hlsPlan(url, options: HLSPrefetchOptions(), imports: imports) else {
+            return false
+        }
         return plan.items.allSatisfy(isHeld)
     }
 
@@ -53,16 +57,22 @@ package struct HeldAssets: Sendable {
     package func master(_ master: HLSPlaylist, url: URL, base: URL) async -> HLSPlaylist? {
         guard master.isMaster, mayServeHeldOnly(url) else { return nil }
         let candidates = Set(
-            (master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri)).compactMap { HLSPlaylist.resolve($0, base: base) })
+            (master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri))
+                .compactMap { HLSPlaylist.resolve($0, base: base) })
         let offline = HeldAssets(reader: reader.offlineTwin)
         var held: Set<URL> = []
-        for candidate in candidates where await offline.isPlaylistHeld(candidate, imports: master.definitions) { held.insert(candidate) }
+        for candidate in candidates where await offline.isPlaylistHeld(candidate, imports: master.definitions) {
+            held.insert(candidate)
+        }
         guard held.count < candidates.count, await mustServeHeldOnly(url) else { return nil }
-        guard let text = master.filteredMaster(base: base, isHeld: held.contains), var filtered = try? HLSPlaylist(parsing: Array(text.utf8)) else { return nil }
+        guard let text = master.filteredMaster(base: base, isHeld: held.contains),
+            var filtered = try? HLSPlaylist(parsing: Array(text.utf8))
+        else { return nil }
         // Its variables were resolved already; its media playlists may still import them.
         filtered.definitions = master.definitions
         reader.configuration.logger.info(
-            "Served a master playlist with only the renditions held", metadata: ["url": "\(url.absoluteString.prefix(200))", "held": "\(held.count) of \(candidates.count)"])
+            "Served a master playlist with only the renditions held",
+            metadata: ["url": "\(url.absoluteString.prefix(200))", "held": "\(held.count) of \(candidates.count)"])
         return filtered
     }
 
@@ -76,12 +86,16 @@ package struct HeldAssets: Sendable {
         var removed: Set<Int> = []
         var anyHeld = false
         for set in sets {
-            let gone = set.representations.filter { !$0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(isHeld) }
+            let gone = set.representations.filter {
+                !$0.resources.map { PrefetchItem(url: $0.url, range: $0.range) }.allSatisfy(isHeld)
+            }
             removed.formUnion(gone.map(\.element))
             if gone.count == set.representations.count { removed.insert(set.element) } else { anyHeld = true }
         }
         guard !removed.isEmpty, anyHeld, await mustServeHeldOnly(url) else { return nil }
-        reader.configuration.logger.info("Served a manifest with only the representations held", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+        reader.configuration.logger.info(
+            "Served a manifest with only the representations held",
+            metadata: ["url": "\(url.absoluteString.prefix(200))"])
         return removed
     }
 

@@ -24,7 +24,9 @@ struct Prefetcher: Sendable {
         return tracker.progress
     }
 
-    private func prefetchAll(_ items: [PrefetchItem], options: HLSPrefetchOptions, tracker: PrefetchTracker) async throws {
+    private func prefetchAll(_ items: [PrefetchItem], options: HLSPrefetchOptions, tracker: PrefetchTracker)
+        async throws
+    {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var pending = items[...]
             func startNext() {
@@ -66,8 +68,11 @@ struct Prefetcher: Sendable {
         try DownloadPacer.current?.admit(item.range?.length ?? DownloadQueue.piece)
         // One round trip for an uncached resource: its first GET gives the content
         // information, and its body is the download the read joins.
-        _ = try await reader.contentInfo(for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
-        let stream = try await reader.read(item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
+        _ = try await reader.contentInfo(
+            for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length,
+            headers: options.headers)
+        let stream = try await reader.read(
+            item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
         defer { stream.cancel() }
         if item.range == nil { length(stream.range.length) }
         // Stored parts come as file regions, which need not be read at all.

@@ -27,7 +27,8 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
     public var trickPlay: Bool
 
     public init(
-        variants: [HLSPrefetchOptions.VariantChoice] = [], audio: LanguageChoice? = nil, subtitles: LanguageChoice? = nil, trickPlay: Bool = false
+        variants: [HLSPrefetchOptions.VariantChoice] = [], audio: LanguageChoice? = nil,
+        subtitles: LanguageChoice? = nil, trickPlay: Bool = false
     ) {
         self.variants = variants
         self.audio = audio
@@ -40,7 +41,9 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
 
     /// Every part said, the defaults where it was not: the first variant, the default audio, no subtitles.
     public var resolved: RenditionChoice {
-        RenditionChoice(variants: variants.isEmpty ? [.first] : variants, audio: audio ?? .default, subtitles: subtitles ?? LanguageChoice.none, trickPlay: trickPlay)
+        RenditionChoice(
+            variants: variants.isEmpty ? [.first] : variants, audio: audio ?? .default,
+            subtitles: subtitles ?? LanguageChoice.none, trickPlay: trickPlay)
     }
 
     /// This choice and `other` together (what pinning again with `other` adds).
@@ -80,8 +83,12 @@ public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
     /// Both choices' languages.
     public func union(_ other: LanguageChoice) -> LanguageChoice {
         var tags = languages
-        for tag in other.languages where !tags.contains(where: { $0.caseInsensitiveCompare(tag) == .orderedSame }) { tags.append(tag) }
-        return LanguageChoice(includesDefault: includesDefault || other.includesDefault, includesAll: includesAll || other.includesAll, languages: tags)
+        for tag in other.languages where !tags.contains(where: { $0.caseInsensitiveCompare(tag) == .orderedSame }) {
+            tags.append(tag)
+        }
+        return LanguageChoice(
+            includesDefault: includesDefault || other.includesDefault, includesAll: includesAll || other.includesAll,
+            languages: tags)
     }
 
     /// Whether `tag` names a rendition of `language` (an RFC 5646 tag) or `name`.
@@ -102,7 +109,8 @@ public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
         let items = text.split(separator: ",").map { HLSPlaylist.trimmingSpaces($0) }
         var choice = LanguageChoice()
         let isTag: (String) -> Bool = { tag in
-            !tag.isEmpty && tag.count <= 64 && tag.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == " ") }
+            !tag.isEmpty && tag.count <= 64
+                && tag.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == " ") }
         }
         for item in items {
             switch item.lowercased() {
@@ -111,11 +119,17 @@ public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
             case "none" where items.count == 1: break
             case let tag where isTag(tag) && tag != "none": choice.languages.append(item)
             default:
-                throw PrefetchRequestError(message: "\(option) takes default, all, none or languages separated by commas (en,fr), not \(text.prefix(60)).")
+                throw PrefetchRequestError(
+                    message:
+                        "\(option) takes default, all, none or languages separated by commas (en,fr), not \(text.prefix(60))."
+                )
             }
         }
         guard !items.isEmpty, items.count <= 32 else {
-            throw PrefetchRequestError(message: "\(option) takes default, all, none or 1 to 32 languages separated by commas (en,fr), not \(text.prefix(60)).")
+            throw PrefetchRequestError(
+                message:
+                    "\(option) takes default, all, none or 1 to 32 languages separated by commas (en,fr), not \(text.prefix(60))."
+            )
         }
         return choice
     }

@@ -123,7 +123,11 @@ struct PreloadQueueStateMachine {
 
     /// The queue's items as a caller sees them.
     var status: [PreloadItemStatus] {
-        entries.map { PreloadItemStatus(url: $0.item.url, seconds: $0.item.seconds, state: $0.state, bytesFetched: $0.bytesFetched, error: $0.error) }
+        entries.map {
+            PreloadItemStatus(
+                url: $0.item.url, seconds: $0.item.seconds, state: $0.state, bytesFetched: $0.bytesFetched,
+                error: $0.error)
+        }
     }
 
     private mutating func startMore() -> [Start] {

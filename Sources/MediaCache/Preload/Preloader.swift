@@ -13,7 +13,8 @@ protocol PreloadSource: Sendable {
     /// type does not say).
     func manifestKind(of url: URL, _ metadata: ContentMetadata) async throws -> CachingReader.ManifestKind?
     /// What a prefetch of the asset at `url` stores.
-    func assetPlan(_ url: URL, kind: CachingReader.ManifestKind, options: HLSPrefetchOptions) async throws -> PrefetchPlan
+    func assetPlan(_ url: URL, kind: CachingReader.ManifestKind, options: HLSPrefetchOptions) async throws
+        -> PrefetchPlan
     /// The bytes of `range` of `url`, read through the cache (and so stored).
     func bytes(of url: URL, in range: ByteRange) async throws -> [UInt8]
     /// The store's key for `url` (its key rules applied).
@@ -65,8 +66,10 @@ final class Preloader: Sendable {
     /// Replaces the queue with the first ``maximumItems`` of `items` that have a positive
     /// number of seconds and an http(s) URL, fetched from `source`.
     func replace(with items: [PreloadItem], from source: some PreloadSource) {
-        let valid = items.filter { $0.seconds.isFinite && $0.seconds > 0 && ["http", "https"].contains($0.url.scheme?.lowercased() ?? "") }
-            .prefix(Self.maximumItems)
+        let valid = items.filter {
+            $0.seconds.isFinite && $0.seconds > 0 && ["http", "https"].contains($0.url.scheme?.lowercased() ?? "")
+        }
+        .prefix(Self.maximumItems)
         start(machine.withLock { $0.replace(with: Array(valid)) }, from: source)
     }
 
@@ -130,7 +133,9 @@ final class Preloader: Sendable {
         } catch {
             let message = (error as? CacheError)?.message ?? (error as? MediaParseError)?.message ?? "\(error)"
             if !source.hasShutDown, !(error is CancellationError) {
-                logger.warning("A preload failed; the queue goes on", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(message)"])
+                logger.warning(
+                    "A preload failed; the queue goes on",
+                    metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(message)"])
             }
             return Outcome(metric: .failed, error: message)
         }
@@ -138,23 +143,32 @@ final class Preloader: Sendable {
 
     /// What a preload of `item` stores, in the order a player reads it, and the bytes to
     /// assume for a piece of unknown length.
-    func plan(_ item: PreloadItem, from source: some PreloadSource) async throws -> (pieces: [PrefetchItem], estimate: Int64) {
+    func plan(_ item: PreloadItem, from source: some PreloadSource) async throws -> (
+        pieces: [PrefetchItem], estimate: Int64
+    ) {
         let metadata = try await source.metadata(of: item.url)
         // The variant a player last played of this asset (by its bandwidth), else the first listed.
         let played = playedVariants.lastPlayed(source.key(for: item.url))
-        let options = HLSPrefetchOptions(variant: played.map { .atMost(bitsPerSecond: $0) } ?? .first, seconds: item.seconds)
+        let options = HLSPrefetchOptions(
+            variant: played.map { .atMost(bitsPerSecond: $0) } ?? .first, seconds: item.seconds)
         if let kind = try await source.manifestKind(of: item.url, metadata) {
             let plan = try await source.assetPlan(item.url, kind: kind, options: options)
             let unknown = plan.items.filter { $0.range == nil }.count
             return (plan.items, unknown == 0 ? 0 : (plan.estimatedBytes ?? 0) / Int64(unknown))
         }
         guard let length = metadata.length else {
-            throw CacheError(.originRejected, "\(item.url.absoluteString.prefix(200)) has no length: a stream without an end cannot be preloaded.")
+            throw CacheError(
+                .originRejected,
+                "\(item.url.absoluteString.prefix(200)) has no length: a stream without an end cannot be preloaded.")
         }
         let plan = try await MediaTimePlanner.plan(seconds: item.seconds, length: length) { range in
             try await source.bytes(of: item.url, in: range)
         }
-        logger.debug("Planned a preload", metadata: ["url": "\(item.url.absoluteString.prefix(200))", "shape": "\(plan.shape)", "bytes": "\(plan.byteCount)"])
+        logger.debug(
+            "Planned a preload",
+            metadata: [
+                "url": "\(item.url.absoluteString.prefix(200))", "shape": "\(plan.shape)", "bytes": "\(plan.byteCount)",
+            ])
         let pieces = plan.ranges.flatMap { range in
             stride(from: range.lowerBound, to: range.upperBound, by: Int(Self.piece)).map {
                 PrefetchItem(url: item.url, range: ByteRange($0, min(range.upperBound, $0 + Self.piece)))

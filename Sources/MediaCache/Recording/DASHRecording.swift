@@ -37,7 +37,9 @@ package struct RecordedTrack: Sendable, Codable, Equatable {
     package static func segments(of representation: DASHPresentation.Representation) -> [RecordedSegment] {
         representation.resources.compactMap { resource in
             guard let number = resource.number, let time = resource.time, let units = resource.units else { return nil }
-            var segment = RecordedSegment(sequence: representation.timing.byTime ? time : number, duration: resource.duration, url: resource.url.absoluteString)
+            var segment = RecordedSegment(
+                sequence: representation.timing.byTime ? time : number, duration: resource.duration,
+                url: resource.url.absoluteString)
             segment.byteRange = resource.range.map { [$0.lowerBound, $0.upperBound] }
             segment.time = time
             segment.units = units
@@ -60,7 +62,8 @@ package enum DASHRecordingWriter {
     /// `name` gives the reference written for a segment's or initialization's URL (an export's
     /// local file name; by default the URL).
     package static func manifest(
-        _ tracks: [RecordedTrack], namespaces: String, finished: Bool, anchor: Date, now: Date, name: (String) -> String = { $0 }
+        _ tracks: [RecordedTrack], namespaces: String, finished: Bool, anchor: Date, now: Date,
+        name: (String) -> String = { $0 }
     ) -> String {
         var periods: [(id: String, tracks: [RecordedTrack])] = []
         for track in tracks where !track.timeline.segments.isEmpty {
@@ -70,7 +73,9 @@ package enum DASHRecordingWriter {
                 periods.append((track.period, [track]))
             }
         }
-        let firsts = periods.map { period in period.tracks.compactMap { $0.timeline.segments.first.map($0.start(of:)) }.min() ?? 0 }
+        let firsts = periods.map { period in
+            period.tracks.compactMap { $0.timeline.segments.first.map($0.start(of:)) }.min() ?? 0
+        }
         let origin = firsts.first ?? 0
         var body = ""
         var end = 0.0
@@ -84,7 +89,9 @@ package enum DASHRecordingWriter {
             for set in sets {
                 body += "    " + set + "\n"
                 for track in period.tracks where track.adaptationSet == set {
-                    body += "      " + track.representation + "\n" + segmentList(track, from: shift, name: name) + "      </Representation>\n"
+                    body +=
+                        "      " + track.representation + "\n" + segmentList(track, from: shift, name: name)
+                        + "      </Representation>\n"
                 }
                 body += "    </AdaptationSet>\n"
             }
@@ -128,7 +135,9 @@ package enum DASHRecordingWriter {
         }
         text += "          <SegmentTimeline>\n"
         for run in runs {
-            text += "            <S" + (run.t.map { " t=\"\($0)\"" } ?? "") + " d=\"\(run.d)\"" + (run.r > 0 ? " r=\"\(run.r)\"" : "") + "/>\n"
+            text +=
+                "            <S" + (run.t.map { " t=\"\($0)\"" } ?? "") + " d=\"\(run.d)\""
+                + (run.r > 0 ? " r=\"\(run.r)\"" : "") + "/>\n"
         }
         return text + "          </SegmentTimeline>\n" + urls + "        </SegmentList>\n"
     }
@@ -146,7 +155,8 @@ package enum DASHRecordingWriter {
         let (year, month, day) = CivilDate.civil(days: days)
         let rest = milliseconds - days * 86_400_000
         return String(
-            format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day, rest / 3_600_000, rest / 60_000 % 60, rest / 1000 % 60, rest % 1000)
+            format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day, rest / 3_600_000,
+            rest / 60_000 % 60, rest / 1000 % 60, rest % 1000)
     }
 }
 
@@ -166,7 +176,9 @@ extension DASHManifest {
     /// The root's namespace declarations (`xmlns:cenc="…"` …) but the default one.
     package var namespaceDeclarations: String {
         guard let root = elements.first else { return "" }
-        return root.attributes.filter { $0.name.hasPrefix("xmlns:") }.map { "\($0.name)=\"\(String(decoding: bytes[$0.value], as: UTF8.self))\"" }
-            .joined(separator: " ")
+        return root.attributes.filter { $0.name.hasPrefix("xmlns:") }.map {
+            "\($0.name)=\"\(String(decoding: bytes[$0.value], as: UTF8.self))\""
+        }
+        .joined(separator: " ")
     }
 }

@@ -31,7 +31,8 @@ package struct RecordedMaster: Sendable, Equatable {
         } catch {
             throw CacheError(.outOfBounds, error.message)
         }
-        let absolute = try HLSPlaylist(parsing: Array(master.rewritten(base: base) { url, _ in url.absoluteString }.utf8))
+        let absolute = try HLSPlaylist(
+            parsing: Array(master.rewritten(base: base) { url, _ in url.absoluteString }.utf8))
         guard let variant = chosen.first(where: { $0.role == .variant })?.url,
             let index = absolute.lines.indices.first(where: { index in
                 guard case .tag("EXT-X-STREAM-INF", _) = absolute.lines[index].kind else { return false }
@@ -64,9 +65,13 @@ package struct RecordedMaster: Sendable, Equatable {
 
     /// The groups a variant's `EXT-X-STREAM-INF` line names, by rendition type.
     static func groups(of line: String) -> [String: String] {
-        guard let value = line.split(separator: ":", maxSplits: 1).last, let attributes = try? HLSPlaylist.attributes(String(value)) else { return [:] }
+        guard let value = line.split(separator: ":", maxSplits: 1).last,
+            let attributes = try? HLSPlaylist.attributes(String(value))
+        else { return [:] }
         var groups: [String: String] = [:]
-        for (attribute, type) in [("AUDIO", "AUDIO"), ("VIDEO", "VIDEO"), ("SUBTITLES", "SUBTITLES"), ("CLOSED-CAPTIONS", "CLOSED-CAPTIONS")] {
+        for (attribute, type) in [
+            ("AUDIO", "AUDIO"), ("VIDEO", "VIDEO"), ("SUBTITLES", "SUBTITLES"), ("CLOSED-CAPTIONS", "CLOSED-CAPTIONS"),
+        ] {
             if let group = attributes[attribute], group != "NONE" { groups[type] = group }
         }
         return groups
@@ -75,10 +80,14 @@ package struct RecordedMaster: Sendable, Equatable {
     /// `variant` without the group attributes that no line of `kept` is in (a recording holds
     /// none of that group: a player must not look for it).
     static func keepingGroups(_ variant: String, of kept: [String]) -> String {
-        guard let value = variant.split(separator: ":", maxSplits: 1).last, let entries = try? HLSPlaylist.attributeEntries(String(value)) else { return variant }
+        guard let value = variant.split(separator: ":", maxSplits: 1).last,
+            let entries = try? HLSPlaylist.attributeEntries(String(value))
+        else { return variant }
         let present = Set(
             kept.compactMap { line -> String? in
-                guard let value = line.split(separator: ":", maxSplits: 1).last, let attributes = try? HLSPlaylist.attributes(String(value)) else { return nil }
+                guard let value = line.split(separator: ":", maxSplits: 1).last,
+                    let attributes = try? HLSPlaylist.attributes(String(value))
+                else { return nil }
                 return attributes["TYPE"].flatMap { type in attributes["GROUP-ID"].map { type + "\u{0}" + $0 } }
             })
         let rest = entries.filter { entry in
@@ -91,12 +100,18 @@ package struct RecordedMaster: Sendable, Equatable {
     /// A recording's multivariant playlist: the lines carried, each rendition's `EXT-X-MEDIA`
     /// line with its `URI` the reference `reference` gives for its track (1, 2, …), and the
     /// variant with the reference of track 0.
-    package static func playlist(variantLine: String, renditions: [RecordedPlaylist], carried: [String], reference: (Int) -> String) -> String {
+    package static func playlist(
+        variantLine: String, renditions: [RecordedPlaylist], carried: [String], reference: (Int) -> String
+    ) -> String {
         var text = "#EXTM3U\n"
         for line in carried { text += line + "\n" }
         for (index, rendition) in renditions.enumerated() {
-            guard let value = rendition.line.split(separator: ":", maxSplits: 1).last, let entries = try? HLSPlaylist.attributeEntries(String(value)) else { continue }
-            let written = entries.map { $0.name == "URI" ? "URI=\"\(reference(index + 1))\"" : "\($0.name)=\($0.value)" }
+            guard let value = rendition.line.split(separator: ":", maxSplits: 1).last,
+                let entries = try? HLSPlaylist.attributeEntries(String(value))
+            else { continue }
+            let written = entries.map {
+                $0.name == "URI" ? "URI=\"\(reference(index + 1))\"" : "\($0.name)=\($0.value)"
+            }
             text += "#EXT-X-MEDIA:" + written.joined(separator: ",") + "\n"
         }
         return text + variantLine + "\n" + reference(0) + "\n"

@@ -43,10 +43,16 @@ package struct Recorder: Sendable {
     /// it stopped; with no track, that of a recording of a media playlist, or for one of a
     /// multivariant playlist the multivariant playlist, each track's URI the one `reference`
     /// gives (`master` says which). `nil` when there is no such recording or track.
-    package func playlist(_ id: String, track: Int? = nil, reference: (Int) -> String = { "\($0)" }) -> (text: String, base: URL, master: Bool)? {
+    package func playlist(_ id: String, track: Int? = nil, reference: (Int) -> String = { "\($0)" }) -> (
+        text: String, base: URL, master: Bool
+    )? {
         guard let job = jobs.job(id), let recording = job.recording, !recording.isDASH else { return nil }
         if track == nil, let renditions = recording.renditions, let variantLine = recording.variantLine {
-            return (RecordedMaster.playlist(variantLine: variantLine, renditions: renditions, carried: recording.carried ?? [], reference: reference), job.url, true)
+            return (
+                RecordedMaster.playlist(
+                    variantLine: variantLine, renditions: renditions, carried: recording.carried ?? [],
+                    reference: reference), job.url, true
+            )
         }
         let index = track ?? 0
         let timelines = recording.playlistTimelines
@@ -78,7 +84,9 @@ package struct Recorder: Sendable {
                             let info = try await reader.contentInfo(for: media, maximumAge: .milliseconds(500))
                             let (body, metadata) = try await reader.playlistBody(media, planned: info)
                             let playlist = try HLSPlaylist(parsing: body)
-                            return (playlist, try RecordedSegment.segments(of: playlist, base: metadata.finalURL ?? media))
+                            return (
+                                playlist, try RecordedSegment.segments(of: playlist, base: metadata.finalURL ?? media)
+                            )
                         })
                 else { continue }
                 let new =
@@ -101,7 +109,9 @@ package struct Recorder: Sendable {
     /// The segments of `timeline` taken but not stored.
     func unheld(_ timeline: RecordingTimeline) -> [RecordedSegment] {
         timeline.segments.filter { segment in
-            !segment.gap && URL(string: segment.url).map { !reader.held.isHeld(PrefetchItem(url: $0, range: segment.range)) } == true
+            !segment.gap
+                && URL(string: segment.url).map { !reader.held.isHeld(PrefetchItem(url: $0, range: segment.range)) }
+                    == true
         }
     }
 
@@ -113,13 +123,16 @@ package struct Recorder: Sendable {
     /// failure is logged, counted and `nil`: the recording goes on (the segments it misses
     /// meanwhile are marked when it sees the window again) until the origin has failed for
     /// ``recordingPatience`` straight (`failingSince`, by the store's clock).
-    func reloading<T>(_ id: String, _ url: URL, failingSince: inout Date?, _ reload: () async throws -> T) async throws -> T? {
+    func reloading<T>(_ id: String, _ url: URL, failingSince: inout Date?, _ reload: () async throws -> T) async throws
+        -> T?
+    {
         do {
             let value = try await reload()
             failingSince = nil
             return value
         } catch let error as CacheError
-            where [.originUnavailable, .originTimedOut, .originRejected, .originAnswered, .resourceChanged].contains(error.code)
+            where [.originUnavailable, .originTimedOut, .originRejected, .originAnswered, .resourceChanged].contains(
+                error.code)
         {
             let now = store.configuration.clock.now
             let since = failingSince ?? now
@@ -130,11 +143,14 @@ package struct Recorder: Sendable {
                 metadata: ["job": "\(id)", "url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             guard now.timeIntervalSince(since) < Self.recordingPatience else {
                 throw CacheError(
-                    error.code, "The origin failed every reload for \(Int(Self.recordingPatience)) s; the recording stopped (what it holds stays): \(error.message)")
+                    error.code,
+                    "The origin failed every reload for \(Int(Self.recordingPatience)) s; the recording stopped (what it holds stays): \(error.message)"
+                )
             }
             return nil
         } catch let error as HLSPlaylistError {
-            throw CacheError(.originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+            throw CacheError(
+                .originRejected, "The playlist at \(url.absoluteString.prefix(200)) cannot be read: \(error.message)")
         }
     }
 
@@ -174,7 +190,8 @@ package struct Recorder: Sendable {
     /// Pins and stores `segments` (and the init sections they name, or for a DASH `track` its
     /// `initialization`) for the recording `id`; a segment that cannot be fetched is marked a
     /// gap (logged).
-    func keep(_ segments: [RecordedSegment], of id: String, track: Int? = nil, initialization: URL? = nil) async throws {
+    func keep(_ segments: [RecordedSegment], of id: String, track: Int? = nil, initialization: URL? = nil) async throws
+    {
         for segment in segments {
             guard let url = URL(string: segment.url) else { continue }
             // Its init section, and its key in an encrypted store (a key never reaches the disk
@@ -207,7 +224,8 @@ package struct Recorder: Sendable {
                     recording.update(track) { $0.cut(from: segment.sequence) }
                     recording.finished = true
                 }
-                logger.warning("A recording stopped at the pinned quota", metadata: ["job": "\(id)", "reason": "\(error.message)"])
+                logger.warning(
+                    "A recording stopped at the pinned quota", metadata: ["job": "\(id)", "reason": "\(error.message)"])
                 throw error
             } catch let error as RoomWanted {
                 throw error
@@ -215,14 +233,16 @@ package struct Recorder: Sendable {
                 jobs.updateRecording(of: id) { $0.update(track) { $0.markGap(segment.sequence) } }
                 CacheMetrics.recordingGapMarked()
                 logger.warning(
-                    "A recording could not fetch a segment; it is marked a gap", metadata: ["job": "\(id)", "url": "\(segment.url.prefix(200))", "reason": "\(error)"])
+                    "A recording could not fetch a segment; it is marked a gap",
+                    metadata: ["job": "\(id)", "url": "\(segment.url.prefix(200))", "reason": "\(error)"])
             }
         }
     }
 
     /// The `URI` of an `EXT-X-MAP` or `EXT-X-KEY` line (made absolute already).
     static func uriAttribute(_ line: String) -> URL? {
-        guard let value = line.split(separator: ":", maxSplits: 1).last, let attributes = try? HLSPlaylist.attributes(String(value)),
+        guard let value = line.split(separator: ":", maxSplits: 1).last,
+            let attributes = try? HLSPlaylist.attributes(String(value)),
             let uri = attributes["URI"]
         else { return nil }
         return URL(string: uri)
@@ -238,7 +258,8 @@ package struct Recorder: Sendable {
         guard let job = jobs.job(id), let recording = job.recording, recording.isDASH else { return nil }
         let now = store.configuration.clock.now
         let text = DASHRecordingWriter.manifest(
-            recording.tracks ?? [], namespaces: recording.namespaces ?? "", finished: recording.finished || job.state == .completed,
+            recording.tracks ?? [], namespaces: recording.namespaces ?? "",
+            finished: recording.finished || job.state == .completed,
             anchor: recording.anchor ?? now, now: now)
         return (text, job.url)
     }
@@ -249,7 +270,9 @@ package struct Recorder: Sendable {
     private func runDASH(_ id: String) async throws {
         // Segments taken but not stored when the last run was cut: fetched now.
         for (index, track) in (jobs.job(id)?.recording?.tracks ?? []).enumerated() {
-            try await keep(unheld(track.timeline), of: id, track: index, initialization: track.initialization.flatMap(URL.init(string:)))
+            try await keep(
+                unheld(track.timeline), of: id, track: index,
+                initialization: track.initialization.flatMap(URL.init(string:)))
         }
         var failing: Date?
         while true {
@@ -265,8 +288,14 @@ package struct Recorder: Sendable {
                             return (try DASHManifest(parsing: body), metadata)
                         } catch let error as DASHManifestError {
                             logger.warning(
-                                "Rejected an origin manifest", metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-                            throw CacheError(.originRejected, "The manifest at \(job.url.absoluteString.prefix(200)) cannot be read: \(error.message)")
+                                "Rejected an origin manifest",
+                                metadata: [
+                                    "url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)",
+                                ])
+                            throw CacheError(
+                                .originRejected,
+                                "The manifest at \(job.url.absoluteString.prefix(200)) cannot be read: \(error.message)"
+                            )
                         }
                     })
             else {
@@ -275,16 +304,20 @@ package struct Recorder: Sendable {
             }
             let now = store.configuration.clock.now
             let snapshot = try Self.tracks(
-                of: manifest, url: job.url, base: metadata.finalURL ?? job.url, now: now, choice: job.recording?.choice ?? RenditionChoice())
+                of: manifest, url: job.url, base: metadata.finalURL ?? job.url, now: now,
+                choice: job.recording?.choice ?? RenditionChoice())
             let taken =
-                jobs.updateRecording(of: id) { recording -> [(track: Int, initialization: URL?, segments: [RecordedSegment])] in
+                jobs.updateRecording(of: id) {
+                    recording -> [(track: Int, initialization: URL?, segments: [RecordedSegment])] in
                     let taken = Self.merge(snapshot, into: &recording, ended: !manifest.isDynamic, now: now)
                     if recording.namespaces == nil { recording.namespaces = manifest.namespaceDeclarations }
                     return taken
                 } ?? []
             // Written before the fetches: a cut run knows what it had taken, and the next one fetches it.
             if taken.contains(where: { !$0.segments.isEmpty }) { try? await jobs.persist(id) }
-            for (track, initialization, segments) in taken { try await keep(segments, of: id, track: track, initialization: initialization) }
+            for (track, initialization, segments) in taken {
+                try await keep(segments, of: id, track: track, initialization: initialization)
+            }
             // Read again when the shortest segment may have been followed by another (half its
             // duration), at most after the manifest's update period.
             let shortest = snapshot.flatMap(\.segments).map(\.duration).filter { $0 > 0 }.min() ?? 2
@@ -308,12 +341,16 @@ package struct Recorder: Sendable {
         }
         return chosen.compactMap { rendition, representation in
             guard let position = rendition.period, position < presentation.periods.count,
-                let set = presentation.periods[position].adaptationSets.first(where: { $0.representations.contains { $0.element == representation.element } })
+                let set = presentation.periods[position].adaptationSets.first(where: {
+                    $0.representations.contains { $0.element == representation.element }
+                })
             else { return nil }
             let period = presentation.periods[position]
             let track = RecordedTrack(
-                key: [period.id, rendition.role.rawValue, rendition.language ?? "", representation.id].joined(separator: "|"), period: period.id,
-                periodStart: period.start, timescale: representation.timing.timescale, offset: representation.timing.offset,
+                key: [period.id, rendition.role.rawValue, rendition.language ?? "", representation.id].joined(
+                    separator: "|"), period: period.id,
+                periodStart: period.start, timescale: representation.timing.timescale,
+                offset: representation.timing.offset,
                 initialization: representation.timing.initialization?.absoluteString,
                 adaptationSet: manifest.opening(set.element, skipping: segmentInformation.union(["Representation"])),
                 representation: manifest.opening(representation.element, skipping: segmentInformation))
@@ -325,13 +362,16 @@ package struct Recorder: Sendable {
     /// A track whose times went back (the origin started its timeline again within a period)
     /// goes on as a new track, so a new period of the recording. Pure.
     static func merge(
-        _ snapshot: [(track: RecordedTrack, segments: [RecordedSegment])], into recording: inout Recording, ended: Bool, now: Date
+        _ snapshot: [(track: RecordedTrack, segments: [RecordedSegment])], into recording: inout Recording, ended: Bool,
+        now: Date
     ) -> [(track: Int, initialization: URL?, segments: [RecordedSegment])] {
         var tracks = recording.tracks ?? []
         var taken: [(track: Int, initialization: URL?, segments: [RecordedSegment])] = []
         for (track, segments) in snapshot {
             var index = tracks.lastIndex { $0.key == track.key || $0.key.hasPrefix(track.key + "~") }
-            if let known = index, let last = tracks[known].timeline.lastSequence, let newest = segments.last?.sequence, newest < last {
+            if let known = index, let last = tracks[known].timeline.lastSequence, let newest = segments.last?.sequence,
+                newest < last
+            {
                 index = nil
             }
             if index == nil {
@@ -376,7 +416,9 @@ package struct Recorder: Sendable {
         if recording.isDASH {
             let tracks = recording.tracks ?? []
             for track in tracks {
-                if let initialization = track.initialization.flatMap(URL.init(string:)) { items.append((initialization, nil)) }
+                if let initialization = track.initialization.flatMap(URL.init(string:)) {
+                    items.append((initialization, nil))
+                }
                 for segment in track.timeline.segments where !segment.gap {
                     if let url = URL(string: segment.url) { items.append((url, segment.range)) }
                 }
@@ -398,13 +440,17 @@ package struct Recorder: Sendable {
                 for segment in playlist.segments where !gaps.contains(segment.uri) {
                     guard let url = URL(string: segment.uri) else { continue }
                     items.append((url, segment.byteRange))
-                    if let map = segment.initSection, let mapURL = URL(string: map.uri) { items.append((mapURL, map.byteRange)) }
+                    if let map = segment.initSection, let mapURL = URL(string: map.uri) {
+                        items.append((mapURL, map.byteRange))
+                    }
                 }
                 playlists.append((playlist, base))
             }
             let master = playlist(id, reference: { "track\($0).m3u8" })
             write = { names in
-                let texts = playlists.map { playlist, base in playlist.rewritten(base: base) { url, _ in names[url] ?? url.absoluteString } }
+                let texts = playlists.map { playlist, base in
+                    playlist.rewritten(base: base) { url, _ in names[url] ?? url.absoluteString }
+                }
                 guard let master, master.master else { return [("index.m3u8", texts[0])] }
                 return [("index.m3u8", master.text)] + texts.enumerated().map { ("track\($0.offset).m3u8", $0.element) }
             }
@@ -436,7 +482,9 @@ package struct Recorder: Sendable {
         var keys: [URL: String] = [:]
         for (playlist, base) in playlists {
             _ = playlist.rewritten(base: base) { url, tag in
-                if names[url] == nil, let tag, HLSPlaylist.keyTags.contains(tag), exporter.reader.cachedContentInfo(for: url) != nil, keys[url] == nil {
+                if names[url] == nil, let tag, HLSPlaylist.keyTags.contains(tag),
+                    exporter.reader.cachedContentInfo(for: url) != nil, keys[url] == nil
+                {
                     keys[url] = Exporter.localName(for: url, index: 10_000 + keys.count)
                 }
                 return url.absoluteString

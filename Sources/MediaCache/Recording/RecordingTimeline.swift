@@ -45,7 +45,8 @@ package struct RecordedSegment: Sendable, Codable, Equatable {
 
     /// The segments of a live media playlist `playlist` (fetched from `base`), URIs made absolute.
     package static func segments(of playlist: HLSPlaylist, base: URL) throws -> [RecordedSegment] {
-        let absolute = try HLSPlaylist(parsing: Array(playlist.rewritten(base: base) { url, _ in url.absoluteString }.utf8))
+        let absolute = try HLSPlaylist(
+            parsing: Array(playlist.rewritten(base: base) { url, _ in url.absoluteString }.utf8))
         var result: [RecordedSegment] = []
         var key: String?
         var map: String?
@@ -62,7 +63,8 @@ package struct RecordedSegment: Sendable, Codable, Equatable {
             case .tag("EXT-X-GAP", _): gap = true
             case .uri(let uri) where result.count < absolute.segments.count:
                 let parsed = absolute.segments[result.count]
-                var segment = RecordedSegment(sequence: absolute.mediaSequence + Int64(result.count), duration: parsed.duration, url: uri)
+                var segment = RecordedSegment(
+                    sequence: absolute.mediaSequence + Int64(result.count), duration: parsed.duration, url: uri)
                 segment.byteRange = parsed.byteRange.map { [$0.lowerBound, $0.upperBound] }
                 segment.key = key
                 segment.map = map

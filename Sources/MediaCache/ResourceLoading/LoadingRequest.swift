@@ -30,7 +30,10 @@ public struct DataRequest: Sendable, Hashable {
     public var currentOffset: Int64
 
     /// Creates a data request.
-    public init(requestedOffset: Int64, requestedLength: Int64, requestsAllDataToEndOfResource: Bool = false, currentOffset: Int64? = nil) {
+    public init(
+        requestedOffset: Int64, requestedLength: Int64, requestsAllDataToEndOfResource: Bool = false,
+        currentOffset: Int64? = nil
+    ) {
         self.requestedOffset = requestedOffset
         self.requestedLength = requestedLength
         self.requestsAllDataToEndOfResource = requestsAllDataToEndOfResource

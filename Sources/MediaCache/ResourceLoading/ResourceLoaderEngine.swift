@@ -20,7 +20,8 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
     public let reader: CachingReader
     /// The requests in flight, each with a token of its own: a finished task removes its
     /// entry only if a newer request with the same id has not taken the place.
-    private let tasks = Mutex<(nextToken: UInt64, entries: [RequestID: (token: UInt64, task: Task<Void, Never>)])>((0, [:]))
+    private let tasks = Mutex<(nextToken: UInt64, entries: [RequestID: (token: UInt64, task: Task<Void, Never>)])>(
+        (0, [:]))
     private let eventContinuation: AsyncStream<ResourceLoaderEvent>.Continuation
     private let completed = Mutex(false)
 
@@ -31,7 +32,8 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
     public init(url: URL, reader: CachingReader) {
         self.url = url
         self.reader = reader
-        (events, eventContinuation) = AsyncStream.makeStream(of: ResourceLoaderEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        (events, eventContinuation) = AsyncStream.makeStream(
+            of: ResourceLoaderEvent.self, bufferingPolicy: .bufferingNewest(1024))
     }
 
     deinit {
@@ -85,7 +87,8 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
                 responder.fill(
                     ContentInformation(
                         contentLength: metadata.length ?? 0,
-                        contentType: metadata.uniformTypeIdentifier ?? MediaType.uniformTypeIdentifier(forPathExtension: url.pathExtension),
+                        contentType: metadata.uniformTypeIdentifier
+                            ?? MediaType.uniformTypeIdentifier(forPathExtension: url.pathExtension),
                         // The cache can answer any range, even for an origin that cannot.
                         isByteRangeAccessSupported: true))
             }
@@ -120,8 +123,12 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
             // chunk, which could start an origin request nobody wants.
             try Task.checkCancellation()
             let now = stream.statistics
-            if now.bytesFromCache > reported.bytesFromCache { eventContinuation.yield(.bytesFromCache(now.bytesFromCache - reported.bytesFromCache)) }
-            if now.bytesFromOrigin > reported.bytesFromOrigin { eventContinuation.yield(.bytesFromNetwork(now.bytesFromOrigin - reported.bytesFromOrigin)) }
+            if now.bytesFromCache > reported.bytesFromCache {
+                eventContinuation.yield(.bytesFromCache(now.bytesFromCache - reported.bytesFromCache))
+            }
+            if now.bytesFromOrigin > reported.bytesFromOrigin {
+                eventContinuation.yield(.bytesFromNetwork(now.bytesFromOrigin - reported.bytesFromOrigin))
+            }
             if now.stalls > reported.stalls { eventContinuation.yield(.stalled) }
             reported = now
         }

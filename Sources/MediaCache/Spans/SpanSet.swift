@@ -32,7 +32,8 @@ package struct SpanSet: Hashable, Sendable, CustomStringConvertible {
         var last = first
         var merged = range
         while last < spans.count, spans[last].lowerBound <= range.upperBound {
-            merged = ByteRange(min(merged.lowerBound, spans[last].lowerBound), max(merged.upperBound, spans[last].upperBound))
+            merged = ByteRange(
+                min(merged.lowerBound, spans[last].lowerBound), max(merged.upperBound, spans[last].upperBound))
             last += 1
         }
         spans.replaceSubrange(first..<last, with: CollectionOfOne(merged))

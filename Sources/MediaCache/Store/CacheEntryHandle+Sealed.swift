@@ -22,7 +22,9 @@ extension CacheEntryHandle {
     /// Seals the blocks `bytes` (the resource's `range`) lands in, merging the bytes already
     /// stored in its edge blocks, writes them, and claims `range`.
     /// - Returns: whether a flush is due.
-    func writeSealed(_ bytes: ByteBuffer, range: ByteRange, file: EntryFile, fileName: String, incoming: Int64, cipher: EntryCipher) throws -> Bool {
+    func writeSealed(
+        _ bytes: ByteBuffer, range: ByteRange, file: EntryFile, fileName: String, incoming: Int64, cipher: EntryCipher
+    ) throws -> Bool {
         try store.sealLock(for: key).withLock {
             guard let stored = storedSpans(ifFile: fileName) else {
                 return claim(range, fileName: fileName, incoming: incoming)  // replaced meanwhile: not claimed
@@ -36,13 +38,21 @@ extension CacheEntryHandle {
             for block in layout.plan(range, stored: stored) {
                 let blockStart = block.index * layout.blockSize
                 // Nothing new for this block: its sealing stays as it is.
-                if stored.contains(ByteRange(blockStart + block.destination.lowerBound, blockStart + block.destination.upperBound)) { continue }
+                if stored.contains(
+                    ByteRange(blockStart + block.destination.lowerBound, blockStart + block.destination.upperBound))
+                {
+                    continue
+                }
                 var coverage = block.coverage
                 if coverage.count > BlockLayout.maximumRuns {
                     // More separate runs than a header names (a player asking for scattered
                     // bytes): the block keeps the run of this write, the others become holes.
-                    let kept = coverage.first { $0.lowerBound <= block.destination.lowerBound && $0.upperBound >= block.destination.upperBound }!
-                    lost += coverage.filter { $0 != kept }.map { ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart) }
+                    let kept = coverage.first {
+                        $0.lowerBound <= block.destination.lowerBound && $0.upperBound >= block.destination.upperBound
+                    }!
+                    lost += coverage.filter { $0 != kept }.map {
+                        ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart)
+                    }
                     coverage = [kept]
                 }
                 let slot = layout.slotOffset(block.index)
@@ -52,20 +62,26 @@ extension CacheEntryHandle {
                 }
                 if run.isEmpty {
                     runOffset = slot
-                    run.reserveCapacity(min(Int(range.length), 1 << 20) + (Int(range.length) / Int(layout.blockSize) + 2) * BlockLayout.overhead)
+                    run.reserveCapacity(
+                        min(Int(range.length), 1 << 20) + (Int(range.length) / Int(layout.blockSize) + 2)
+                            * BlockLayout.overhead)
                 }
                 if coverage == [block.destination], block.destination.lowerBound == 0 {
                     // The write is all the block holds: sealed straight from its buffer.
                     try bytes.withUnsafeReadableBytes { source in
-                        let part = UnsafeRawBufferPointer(rebasing: source[Int(block.source.lowerBound)..<Int(block.source.upperBound)])
-                        try cipher.seal(part, index: block.index, version: version, coverage: coverage, appendingTo: &run)
+                        let part = UnsafeRawBufferPointer(
+                            rebasing: source[Int(block.source.lowerBound)..<Int(block.source.upperBound)])
+                        try cipher.seal(
+                            part, index: block.index, version: version, coverage: coverage, appendingTo: &run)
                     }
                     continue
                 }
                 var plaintext = [UInt8](repeating: 0, count: Int(coverage.last!.upperBound))
                 if block.mergesStoredBytes {
                     let old = cipher.coverage(ofBlock: block.index, in: stored)
-                    if let opened = try openBlock(block.index, holding: old, file: file, cipher: cipher, version: version) {
+                    if let opened = try openBlock(
+                        block.index, holding: old, file: file, cipher: cipher, version: version)
+                    {
                         let common = min(opened.count, plaintext.count)
                         plaintext.replaceSubrange(0..<common, with: opened.prefix(common))
                     } else {
@@ -79,7 +95,9 @@ extension CacheEntryHandle {
                 bytes.withUnsafeReadableBytes { source in
                     plaintext.withUnsafeMutableBytes { target in
                         target.baseAddress!.advanced(by: Int(block.destination.lowerBound))
-                            .copyMemory(from: source.baseAddress!.advanced(by: Int(block.source.lowerBound)), byteCount: Int(block.source.length))
+                            .copyMemory(
+                                from: source.baseAddress!.advanced(by: Int(block.source.lowerBound)),
+                                byteCount: Int(block.source.length))
                     }
                 }
                 try cipher.seal(plaintext, index: block.index, version: version, coverage: coverage, appendingTo: &run)
@@ -93,7 +111,9 @@ extension CacheEntryHandle {
     /// - Throws: `.notCached` after dropping a block that fails its check; `.entryInvalidated`.
     func readSealed(_ range: ByteRange, file: EntryFile, fileName: String, cipher: EntryCipher) throws -> ByteBuffer {
         let version = EntryCipher.version(ofFileName: fileName)
-        if case .opened(let bytes) = try openBlocks(range, file: file, cipher: cipher, version: version) { return bytes }
+        if case .opened(let bytes) = try openBlocks(range, file: file, cipher: cipher, version: version) {
+            return bytes
+        }
         // A slot caught while a writer rewrote it, or one that is wrong on disk: look again
         // while no writer can change it.
         return try store.sealLock(for: key).withLock {
@@ -112,7 +132,9 @@ extension CacheEntryHandle {
                     state.records[key]!.isDirty = true
                     state.totalBytes += state.records[key]!.spans.byteCount - before
                 }
-                throw CacheError(.notCached, "Blocks \(indexes) of the cache entry failed their check; their bytes are fetched again.")
+                throw CacheError(
+                    .notCached,
+                    "Blocks \(indexes) of the cache entry failed their check; their bytes are fetched again.")
             }
         }
     }
@@ -124,7 +146,9 @@ extension CacheEntryHandle {
 
     /// Reads the slots of the blocks under `range` in one call and opens each; a block
     /// serves the part of `range` in it only if its sealing holds all of that part.
-    private func openBlocks(_ range: ByteRange, file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> OpenedBlocks {
+    private func openBlocks(_ range: ByteRange, file: EntryFile, cipher: EntryCipher, version: UInt64) throws
+        -> OpenedBlocks
+    {
         let layout = cipher.layout
         guard let blocks = layout.blocks(covering: range) else { return .opened(store.allocator.buffer(capacity: 0)) }
         let slotSize = Int(layout.slotSize)
@@ -140,22 +164,30 @@ extension CacheEntryHandle {
         for (position, index) in blocks.enumerated() {
             let from = min(position * slotSize, available)
             let block = layout.range(ofBlock: index, length: nil)
-            let wanted = ByteRange(max(range.lowerBound, block.lowerBound) - block.lowerBound, min(range.upperBound, block.upperBound) - block.lowerBound)
-            guard let (coverage, plaintext) = try? cipher.open(slots[from..<min(from + slotSize, available)], index: index, version: version),
+            let wanted = ByteRange(
+                max(range.lowerBound, block.lowerBound) - block.lowerBound,
+                min(range.upperBound, block.upperBound) - block.lowerBound)
+            guard
+                let (coverage, plaintext) = try? cipher.open(
+                    slots[from..<min(from + slotSize, available)], index: index, version: version),
                 coverage.contains(where: { $0.lowerBound <= wanted.lowerBound && $0.upperBound >= wanted.upperBound })
             else {
                 rejected.append(index)
                 continue
             }
             guard rejected.isEmpty else { continue }
-            _ = plaintext.withUnsafeBytes { output.writeBytes(UnsafeRawBufferPointer(rebasing: $0[Int(wanted.lowerBound)..<Int(wanted.upperBound)])) }
+            _ = plaintext.withUnsafeBytes {
+                output.writeBytes(UnsafeRawBufferPointer(rebasing: $0[Int(wanted.lowerBound)..<Int(wanted.upperBound)]))
+            }
         }
         return rejected.isEmpty ? .opened(output) : .rejected(rejected)
     }
 
     /// The plaintext of block `index` if its sealing opens and holds every run of `coverage`;
     /// `nil` otherwise.
-    private func openBlock(_ index: Int64, holding coverage: [ByteRange], file: EntryFile, cipher: EntryCipher, version: UInt64) throws -> Data? {
+    private func openBlock(
+        _ index: Int64, holding coverage: [ByteRange], file: EntryFile, cipher: EntryCipher, version: UInt64
+    ) throws -> Data? {
         let length = Int(cipher.layout.slotSize)
         var available = 0
         let slot = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
@@ -185,7 +217,8 @@ extension CacheEntryHandle {
     }
 
     private func invalidated() -> CacheError {
-        CacheError(.entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
+        CacheError(
+            .entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
     }
 }
 

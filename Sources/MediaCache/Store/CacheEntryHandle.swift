@@ -36,7 +36,9 @@ package final class CacheEntryHandle: Sendable {
         self.key = key
         self.id = id
         self.generation = Mutex(generation)
-        cipher = store.configuration.encryptionKey.map { EntryCipher(masterKey: $0, cacheKey: key, layout: store.blockLayout!) }
+        cipher = store.configuration.encryptionKey.map {
+            EntryCipher(masterKey: $0, cacheKey: key, layout: store.blockLayout!)
+        }
     }
 
     deinit {
@@ -58,7 +60,9 @@ package final class CacheEntryHandle: Sendable {
     /// What a read of `range` starts from, under one lock: the metadata and the cached spans
     /// within `range`, cut to it; `nil` unless every byte of `range` is cached.
     package func cachedWhole(_ range: ByteRange) -> (metadata: ContentMetadata, spans: SpanSet)? {
-        try? withRecord { record in record.spans.contains(range) ? (record.metadata, record.spans.clipped(to: range)) : nil }
+        try? withRecord { record in
+            record.spans.contains(range) ? (record.metadata, record.spans.clipped(to: range)) : nil
+        }
     }
 
     /// The cached spans within `range`, cut to it.
@@ -156,18 +160,25 @@ package final class CacheEntryHandle: Sendable {
                 let pinned = state.pinnedBytes
                 if pinned + incoming > quota {
                     throw CacheError(
-                        .capacityExceeded, "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes).",
+                        .capacityExceeded,
+                        "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes).",
                         remedy: Remedy(.raisePinnedQuota))
                 }
             } else if incoming > 0, record.spans.byteCount + incoming > store.configuration.maxEntryBytes {
                 let share = store.configuration.maxEntryBytes
-                throw CacheError(.capacityExceeded, "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached.")
+                throw CacheError(
+                    .capacityExceeded,
+                    "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached."
+                )
             }
             var evicted = 0
             if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
                 evicted = state.evict(using: store.configuration.evictor, incomingBytes: incoming, now: now)
                 if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
-                    throw CacheError(.capacityExceeded, "The cache is full of entries in use (limit \(store.configuration.maxBytes) bytes); the bytes are not cached.")
+                    throw CacheError(
+                        .capacityExceeded,
+                        "The cache is full of entries in use (limit \(store.configuration.maxBytes) bytes); the bytes are not cached."
+                    )
                 }
             }
             // The disk keeps its floor of free space: streaming entries go first, then the write is refused.
@@ -185,7 +196,8 @@ package final class CacheEntryHandle: Sendable {
                 // Sealing and claiming happen in one step under the entry's seal lock: the
                 // next write to a shared block, and a reader, see the block and the spans agree.
                 shouldFlush = try await BlockingIO.runToCompletion {
-                    try self.writeSealed(bytes, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
+                    try self.writeSealed(
+                        bytes, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
                 }
             } else {
                 try await BlockingIO.runToCompletion { try file.write(bytes, at: offset) }
@@ -233,10 +245,14 @@ package final class CacheEntryHandle: Sendable {
         let (openFile, fileName) = try cachedFile(for: range)
         let file = try await resolve(openFile, fileName)
         if let cipher {
-            return try await BlockingIO.run { try self.readSealed(range, file: file, fileName: fileName, cipher: cipher) }
+            return try await BlockingIO.run {
+                try self.readSealed(range, file: file, fileName: fileName, cipher: cipher)
+            }
         }
         let allocator = store.allocator
-        return try await BlockingIO.run { try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator) }
+        return try await BlockingIO.run {
+            try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator)
+        }
     }
 
     /// `range` (which must be cached) of the entry's data file, to send with `sendfile`; the
@@ -249,7 +265,9 @@ package final class CacheEntryHandle: Sendable {
     /// this throws `.ioFailure`; use ``read(_:)``.
     package func storedRegion(_ range: ByteRange) async throws -> StoredRegion {
         guard cipher == nil else {
-            throw CacheError(.ioFailure, "An encrypted cache's data files hold sealed blocks; read the bytes instead of sending the file.")
+            throw CacheError(
+                .ioFailure,
+                "An encrypted cache's data files hold sealed blocks; read the bytes instead of sending the file.")
         }
         let (openFile, fileName) = try cachedFile(for: range)
         return StoredRegion(file: try await resolve(openFile, fileName), range: range)
@@ -313,13 +331,18 @@ package final class CacheEntryHandle: Sendable {
 
     /// Runs `body` on the record this handle may use, in place (see ``currentRecord(in:)``):
     /// one look-up, no copy.
-    private func withCurrentRecord<T>(in state: inout CacheStore.State, _ body: (inout CacheStore.Record) throws -> T) throws -> T {
+    private func withCurrentRecord<T>(in state: inout CacheStore.State, _ body: (inout CacheStore.Record) throws -> T)
+        throws -> T
+    {
         guard !state.isClosed else { throw CacheError(.storeClosed, "The cache store is closed.") }
         let key = key
         func invalidated() -> CacheError {
-            CacheError(.entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
+            CacheError(
+                .entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
         }
-        guard let generation = generation.withLock({ $0 }), let index = state.records.index(forKey: key) else { throw invalidated() }
+        guard let generation = generation.withLock({ $0 }), let index = state.records.index(forKey: key) else {
+            throw invalidated()
+        }
         // Checked in place: reading the record out of the dictionary would copy all of it.
         func current(_ record: inout CacheStore.Record) throws -> T {
             guard record.generation == generation else { throw invalidated() }

@@ -13,7 +13,8 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     /// new code breaks no one's `switch` (compare with `==`, or `switch` with a `default`).
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
-            case cannotOpenStore, storeLocked, storeClosed, ioFailure, indexFailure, notCached, outOfBounds, entryInvalidated
+            case cannotOpenStore, storeLocked, storeClosed, ioFailure, indexFailure, notCached, outOfBounds,
+                entryInvalidated
             case capacityExceeded, originUnavailable, originNotAllowed, originTimedOut, originRejected, resourceChanged
             case rangeNotSatisfiable, encryptionKeyRequired, originAnswered, offline
         }

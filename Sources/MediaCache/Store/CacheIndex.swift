@@ -101,7 +101,8 @@ struct CacheIndex: Sendable {
     /// unreadable), rather than that it cannot be reached now (permissions, a full disk).
     static func isDamage(_ error: (any Error)?) -> Bool {
         guard let error = error as? DatabaseError else { return false }
-        return [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_ERROR, .SQLITE_FORMAT, .SQLITE_SCHEMA, .SQLITE_MISMATCH].contains(error.resultCode)
+        return [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_ERROR, .SQLITE_FORMAT, .SQLITE_SCHEMA, .SQLITE_MISMATCH]
+            .contains(error.resultCode)
     }
 
     /// Every row this store can use, and the others; rows that cannot be decoded are
@@ -118,7 +119,9 @@ struct CacheIndex: Sendable {
                     guard let spans = SpanSet(encoded: row["spans"]) else { continue }
                     let lastAccess = Date(timeIntervalSince1970: row["lastAccess"])
                     let sealed = metadataText.hasPrefix(IndexSealer.prefix)
-                    let other = OtherRow(kind: sealed ? .sealed : .unsealed, rowKey: rowKey, fileName: fileName, byteCount: spans.byteCount, lastAccess: lastAccess)
+                    let other = OtherRow(
+                        kind: sealed ? .sealed : .unsealed, rowKey: rowKey, fileName: fileName,
+                        byteCount: spans.byteCount, lastAccess: lastAccess)
                     let opened: (key: CacheKey, metadata: ContentMetadata)?
                     switch (sealer, sealed) {
                     case (let sealer?, true): opened = sealer.open(metadataText, fileName: fileName)
@@ -184,7 +187,10 @@ struct CacheIndex: Sendable {
         } catch let error as CacheError {
             throw error
         } catch {
-            throw CacheError(.indexFailure, "Writing the cache index failed; the cached bytes stay, but the newest may be forgotten on restart.", underlyingError: error)
+            throw CacheError(
+                .indexFailure,
+                "Writing the cache index failed; the cached bytes stay, but the newest may be forgotten on restart.",
+                underlyingError: error)
         }
     }
 
@@ -208,7 +214,9 @@ struct CacheIndex: Sendable {
 
     private func insertJob(_ id: String, body: Data, into db: Database) throws {
         let column = try sealer?.seal(body, boundTo: id) ?? String(decoding: body, as: UTF8.self)
-        try db.execute(sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body", arguments: [id, column])
+        try db.execute(
+            sql: "INSERT INTO job (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+            arguments: [id, column])
     }
 
     /// Writes `rows` and `jobs` into this index in one transaction, now (on the calling
@@ -240,7 +248,8 @@ struct CacheIndex: Sendable {
                 }
             }
         } catch {
-            throw CacheError(.indexFailure, "Cannot read the download jobs from the cache index.", underlyingError: error)
+            throw CacheError(
+                .indexFailure, "Cannot read the download jobs from the cache index.", underlyingError: error)
         }
     }
 

@@ -143,13 +143,21 @@ public struct CacheKeyRule: Sendable, Equatable {
         // Amazon CloudFront signed URLs (canned and custom policy).
         "cloudfront": ["Expires", "Signature", "Key-Pair-Id", "Policy"],
         // Amazon S3 presigned URLs (Signature Version 4).
-        "s3": ["X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"],
+        "s3": [
+            "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
+            "X-Amz-Signature", "X-Amz-Security-Token",
+        ],
         // Google Cloud Storage signed URLs (V4).
-        "gcs": ["X-Goog-Algorithm", "X-Goog-Credential", "X-Goog-Date", "X-Goog-Expires", "X-Goog-SignedHeaders", "X-Goog-Signature"],
+        "gcs": [
+            "X-Goog-Algorithm", "X-Goog-Credential", "X-Goog-Date", "X-Goog-Expires", "X-Goog-SignedHeaders",
+            "X-Goog-Signature",
+        ],
         // Akamai token authentication.
         "akamai": ["hdnts", "__token__"],
         // Azure Blob Storage shared access signatures.
-        "azure": ["sv", "ss", "srt", "sp", "se", "st", "spr", "sig", "sr", "si", "skoid", "sktid", "skt", "ske", "sks", "skv"],
+        "azure": [
+            "sv", "ss", "srt", "sp", "se", "st", "spr", "sig", "sr", "si", "skoid", "sktid", "skt", "ske", "sks", "skv",
+        ],
         // A bare `token` or `expires` parameter (many smaller CDNs and Wowza).
         "token": ["token", "expires", "wmsAuthSign"],
     ]
@@ -162,7 +170,8 @@ public struct CacheKeyRule: Sendable, Equatable {
     /// This rule with the parameters and host groups of `other` too.
     public func adding(_ other: CacheKeyRule) -> CacheKeyRule {
         CacheKeyRule(
-            ignoredQueryParameters: ignoredQueryParameters.union(other.ignoredQueryParameters), sameContentHosts: sameContentHosts + other.sameContentHosts)
+            ignoredQueryParameters: ignoredQueryParameters.union(other.ignoredQueryParameters),
+            sameContentHosts: sameContentHosts + other.sameContentHosts)
     }
 
     /// `url` without the ignored parameters, on its group's first host; the rest of its text
@@ -185,7 +194,9 @@ public struct CacheKeyRule: Sendable, Equatable {
             return !lowercased.contains((name.removingPercentEncoding ?? String(name)).lowercased())
         }
         guard kept.count != items.count else { return url }
-        return URL(string: String(text[..<mark]) + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + text[end...]) ?? url
+        return URL(
+            string: String(text[..<mark]) + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + text[end...])
+            ?? url
     }
 
     /// The key of `url` under this rule.

@@ -43,7 +43,8 @@ extension CacheStore.State {
         let evicted = evict(using: Evictor(maxBytes: limit, maxAge: nil), incomingBytes: incoming, now: now)
         if let left = diskHeadroom(floor: floor), incoming > left {
             throw CacheError(
-                .capacityExceeded, "The disk would have less free space than the \(ByteCountText.format(floor)) the cache keeps free; the bytes are not cached.",
+                .capacityExceeded,
+                "The disk would have less free space than the \(ByteCountText.format(floor)) the cache keeps free; the bytes are not cached.",
                 remedy: Remedy(.freeDiskSpace))
         }
         return evicted
@@ -63,7 +64,9 @@ extension CacheStore {
         let floor = diskFloor
         return state.withLock { state -> Int64? in
             guard let headroom = state.diskHeadroom(floor: floor) else { return nil }
-            let evictable = state.records.values.reduce(Int64(0)) { $0 + ($1.isPinned || !$1.openBy.isEmpty ? 0 : $1.spans.byteCount) }
+            let evictable = state.records.values.reduce(Int64(0)) {
+                $0 + ($1.isPinned || !$1.openBy.isEmpty ? 0 : $1.spans.byteCount)
+            }
             return headroom + evictable
         }
     }

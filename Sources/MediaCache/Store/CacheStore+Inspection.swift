@@ -36,7 +36,9 @@ package struct CacheEntrySummary: Sendable, Codable, Equatable {
     }
 
     /// The stored spans.
-    package var spanSet: SpanSet { SpanSet(spans.compactMap { $0.count == 2 && $0[0] <= $0[1] ? ByteRange($0[0], $0[1]) : nil }) }
+    package var spanSet: SpanSet {
+        SpanSet(spans.compactMap { $0.count == 2 && $0[0] <= $0[1] ? ByteRange($0[0], $0[1]) : nil })
+    }
 }
 
 /// The store as a whole.
@@ -77,7 +79,8 @@ extension CacheStore {
     package func summary() -> CacheStoreSummary {
         state.withLock { state in
             CacheStoreSummary(
-                directory: directory.path, entries: state.records.count, bytes: state.totalBytes, limit: configuration.maxBytes,
+                directory: directory.path, entries: state.records.count, bytes: state.totalBytes,
+                limit: configuration.maxBytes,
                 encrypted: isEncrypted, entriesSealedWithAnotherKey: state.otherRows.count,
                 rejectedBlocks: rejectedBlocks.load(ordering: .relaxed), pinnedBytes: state.pinnedBytes,
                 pinnedLimit: configuration.pinnedQuota)
@@ -87,9 +90,12 @@ extension CacheStore {
     private static func summary(_ key: CacheKey, _ record: Record) -> CacheEntrySummary {
         let metadata = record.metadata
         return CacheEntrySummary(
-            key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length, storedBytes: record.spans.byteCount,
-            spans: record.spans.spans.map { [$0.lowerBound, $0.upperBound] }, mimeType: metadata.mimeType, etag: metadata.etag,
-            lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt, lastAccess: record.lastAccess,
+            key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length,
+            storedBytes: record.spans.byteCount,
+            spans: record.spans.spans.map { [$0.lowerBound, $0.upperBound] }, mimeType: metadata.mimeType,
+            etag: metadata.etag,
+            lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt,
+            lastAccess: record.lastAccess,
             isPinned: record.isPinned)
     }
 }

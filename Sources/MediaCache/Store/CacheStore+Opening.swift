@@ -23,13 +23,15 @@ extension CacheStore {
     static func keepPrivate(folder: String) throws {
         var info = stat()
         guard stat(folder, &info) == 0 else {
-            throw CacheError(.cannotOpenStore, "Cannot read the cache folder \(folder): \(String(cString: strerror(errno))).")
+            throw CacheError(
+                .cannotOpenStore, "Cannot read the cache folder \(folder): \(String(cString: strerror(errno))).")
         }
         let mode = info.st_mode & 0o777
         guard info.st_uid == geteuid() else {
             throw CacheError(
                 .cannotOpenStore,
-                "The cache folder \(folder) belongs to another user (uid \(info.st_uid)): they could read what is played and change what is served. Choose a folder of your own.")
+                "The cache folder \(folder) belongs to another user (uid \(info.st_uid)): they could read what is played and change what is served. Choose a folder of your own."
+            )
         }
         guard mode & 0o022 == 0 else {
             throw CacheError(
@@ -38,7 +40,9 @@ extension CacheStore {
             )
         }
         if mode != 0o700, chmod(folder, 0o700) != 0 {
-            throw CacheError(.cannotOpenStore, "Cannot make the cache folder \(folder) private (chmod 700): \(String(cString: strerror(errno))).")
+            throw CacheError(
+                .cannotOpenStore,
+                "Cannot make the cache folder \(folder) private (chmod 700): \(String(cString: strerror(errno))).")
         }
     }
 
@@ -48,17 +52,23 @@ extension CacheStore {
         if create {
             let descriptor = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)
             guard descriptor >= 0 else {
-                throw CacheError(.cannotOpenStore, "Cannot open \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
+                throw CacheError(
+                    .cannotOpenStore,
+                    "Cannot open \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
             }
             closeDescriptor(descriptor)
         }
         var info = stat()
         guard lstat(path, &info) == 0 else { return }
         guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
-            throw CacheError(.cannotOpenStore, "\(path) is not a file of yours: the cache folder was changed by someone else. Remove it, or choose another folder.")
+            throw CacheError(
+                .cannotOpenStore,
+                "\(path) is not a file of yours: the cache folder was changed by someone else. Remove it, or choose another folder."
+            )
         }
         if info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0 {
-            throw CacheError(.cannotOpenStore, "Cannot make \(path) private (chmod 600): \(String(cString: strerror(errno))).")
+            throw CacheError(
+                .cannotOpenStore, "Cannot make \(path) private (chmod 600): \(String(cString: strerror(errno))).")
         }
     }
 
@@ -77,7 +87,9 @@ extension CacheStore {
     /// `index.sqlite.damaged-<time>`) and rebuilt from the records (``EntryRecords``): every
     /// entry with its key, validators, spans and pin, and every download job. The store then
     /// starts, and says what it did once, at warning level.
-    static func openIndex(path: String, existed: Bool, records: EntryRecords, configuration: Configuration) throws -> CacheIndex {
+    static func openIndex(path: String, existed: Bool, records: EntryRecords, configuration: Configuration) throws
+        -> CacheIndex
+    {
         let sealer = configuration.encryptionKey.map(IndexSealer.init)
         let problem: String
         do {
@@ -86,7 +98,8 @@ extension CacheStore {
                 try? index.close()
                 problem = "its pages fail SQLite's check: \(damage)"
             } else if !existed, !records.isEmpty {
-                return try rebuild(index, from: records, because: "it was missing", movedTo: nil, configuration: configuration)
+                return try rebuild(
+                    index, from: records, because: "it was missing", movedTo: nil, configuration: configuration)
             } else {
                 return index
             }
@@ -95,26 +108,37 @@ extension CacheStore {
         }
         let aside = path + ".damaged-\(Int64(configuration.clock.now.timeIntervalSince1970))"
         for suffix in ["", "-wal", "-shm"] where rename(path + suffix, aside + suffix) != 0 && errno != ENOENT {
-            throw CacheError(.indexFailure, "The cache index at \(path) is damaged (\(problem)) and cannot be moved aside: \(String(cString: strerror(errno))).")
+            throw CacheError(
+                .indexFailure,
+                "The cache index at \(path) is damaged (\(problem)) and cannot be moved aside: \(String(cString: strerror(errno)))."
+            )
         }
-        let created = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)  // mode 0600, before SQLite makes it
+        // Mode 0600, before SQLite makes it.
+        let created = openDescriptor(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW)
         if created >= 0 { closeDescriptor(created) }
-        return try rebuild(CacheIndex(path: path, sealer: sealer, records: records), from: records, because: problem, movedTo: aside, configuration: configuration)
+        return try rebuild(
+            CacheIndex(path: path, sealer: sealer, records: records), from: records, because: problem, movedTo: aside,
+            configuration: configuration)
     }
 
     /// Writes every entry record and job record into `index`, which is new.
-    static func rebuild(_ index: CacheIndex, from records: EntryRecords, because problem: String, movedTo aside: String?, configuration: Configuration)
+    static func rebuild(
+        _ index: CacheIndex, from records: EntryRecords, because problem: String, movedTo aside: String?,
+        configuration: Configuration
+    )
         throws -> CacheIndex
     {
         let (rows, unreadable) = records.load()
         let jobs = records.loadJobs()
         try index.rebuild(rows: rows, jobs: jobs)
         var metadata: Logger.Metadata = [
-            "problem": "\(problem)", "entries": "\(rows.count)", "pinned": "\(rows.filter(\.isPinned).count)", "jobs": "\(jobs.count)",
+            "problem": "\(problem)", "entries": "\(rows.count)", "pinned": "\(rows.filter(\.isPinned).count)",
+            "jobs": "\(jobs.count)",
             "unreadable records": "\(unreadable.count)",
         ]
         if let aside { metadata["moved to"] = "\(aside)" }
-        configuration.logger.warning("The cache index was damaged; rebuilt it from the entry records", metadata: metadata)
+        configuration.logger.warning(
+            "The cache index was damaged; rebuilt it from the entry records", metadata: metadata)
         CacheMetrics.indexRebuilt()
         return index
     }
@@ -123,7 +147,8 @@ extension CacheStore {
     /// row the index lacks (a row it could not decode) is taken back when its data file is
     /// there; records and data files nothing names are removed.
     static func recover(
-        index: CacheIndex, records: EntryRecords, dataDirectory: String, layout: BlockLayout?, configuration: Configuration,
+        index: CacheIndex, records: EntryRecords, dataDirectory: String, layout: BlockLayout?,
+        configuration: Configuration,
         directory: URL
     ) throws -> State {
         var state = State()
@@ -136,12 +161,16 @@ extension CacheStore {
         for record in records.load().rows {
             recordNames.insert(record.fileName)
             recorded[record.fileName] = record
-            guard !named.contains(record.fileName), !keys.contains(record.key), access(dataDirectory + "/" + record.fileName, F_OK) == 0 else { continue }
-            configuration.logger.warning("An entry the cache index lost is taken back from its record", metadata: ["file": "\(record.fileName)"])
+            guard !named.contains(record.fileName), !keys.contains(record.key),
+                access(dataDirectory + "/" + record.fileName, F_OK) == 0
+            else { continue }
+            configuration.logger.warning(
+                "An entry the cache index lost is taken back from its record", metadata: ["file": "\(record.fileName)"])
             rows.append(record)
         }
         if layout == nil, others.contains(where: { $0.kind == .sealed }) {
-            throw CacheError(.encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key.")
+            throw CacheError(
+                .encryptionKeyRequired, "The cache folder \(directory.path) is encrypted: open it with its key.")
         }
         for row in rows {
             var spans = row.spans
@@ -161,7 +190,8 @@ extension CacheStore {
             knownFiles.insert(row.fileName)
             state.records[row.key] = Record(
                 fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
-                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned, isDirty: spans != row.spans || !named.contains(row.fileName))
+                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned,
+                isDirty: spans != row.spans || !named.contains(row.fileName))
             state.totalBytes += spans.byteCount
         }
         var unsealed = 0
@@ -191,7 +221,8 @@ extension CacheStore {
         }
         // Files the index does not name were written after the last commit or belong to a
         // removed entry: nothing refers to them.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? [] where !knownFiles.contains(name) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []
+        where !knownFiles.contains(name) {
             unlink(dataDirectory + "/" + name)
         }
         for name in recordNames.subtracting(knownFiles) { records.remove(fileName: name) }

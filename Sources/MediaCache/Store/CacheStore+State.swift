@@ -108,16 +108,20 @@ extension CacheStore {
         @discardableResult
         mutating func evict(using evictor: Evictor, incomingBytes: Int64 = 0, now: Date) -> Int {
             var candidates = records.map { key, record in
-                Evictor.Candidate(key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess, isPinned: record.isPinned || !record.openBy.isEmpty)
+                Evictor.Candidate(
+                    key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess,
+                    isPinned: record.isPinned || !record.openBy.isEmpty)
             }
             // An other row takes part under a name no entry has: NUL and its file's random name.
             var otherNames: [CacheKey: String] = [:]
             for (name, row) in otherRows {
                 let key = CacheKey("\u{0}" + name)
                 otherNames[key] = name
-                candidates.append(Evictor.Candidate(key: key, byteCount: row.byteCount, lastAccess: row.lastAccess, isPinned: false))
+                candidates.append(
+                    Evictor.Candidate(key: key, byteCount: row.byteCount, lastAccess: row.lastAccess, isPinned: false))
             }
-            let victims = evictor.victims(of: candidates, totalBytes: totalBytes + reservedBytes, incomingBytes: incomingBytes, now: now)
+            let victims = evictor.victims(
+                of: candidates, totalBytes: totalBytes + reservedBytes, incomingBytes: incomingBytes, now: now)
             guard !victims.isEmpty else { return 0 }
             let before = totalBytes
             for key in victims {

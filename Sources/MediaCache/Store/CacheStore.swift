@@ -96,7 +96,9 @@ public final class CacheStore: Sendable {
         }
 
         var evictor: Evictor {
-            Evictor(maxBytes: maxBytes, maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
+            Evictor(
+                maxBytes: maxBytes,
+                maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
         }
     }
 
@@ -154,7 +156,9 @@ public final class CacheStore: Sendable {
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             } catch {
-                throw CacheError(.cannotOpenStore, "Cannot create the cache folder \(folder). Choose a folder you can write to.", underlyingError: error)
+                throw CacheError(
+                    .cannotOpenStore, "Cannot create the cache folder \(folder). Choose a folder you can write to.",
+                    underlyingError: error)
             }
             try Self.keepPrivate(folder: folder)
         }
@@ -174,7 +178,8 @@ public final class CacheStore: Sendable {
         let lockPathKey = URL(fileURLWithPath: lockPath).standardizedFileURL.path
         guard CacheStore.openFolders.withLock({ $0.insert(lockPathKey).inserted }) else {
             closeDescriptor(lockDescriptor)
-            throw CacheError(.storeLocked, "The cache folder \(directory.path) is already open in this process. Use the open store.")
+            throw CacheError(
+                .storeLocked, "The cache folder \(directory.path) is already open in this process. Use the open store.")
         }
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
@@ -186,7 +191,10 @@ public final class CacheStore: Sendable {
             closeDescriptor(lockDescriptor)
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
             if reason == EACCES || reason == EAGAIN {
-                throw CacheError(.storeLocked, "The cache folder \(directory.path) is in use by another process. Stop it or choose another folder.")
+                throw CacheError(
+                    .storeLocked,
+                    "The cache folder \(directory.path) is in use by another process. Stop it or choose another folder."
+                )
             }
             throw CacheError(.cannotOpenStore, "Cannot lock \(lockPath): \(String(cString: strerror(reason))).")
         }
@@ -196,14 +204,16 @@ public final class CacheStore: Sendable {
         self.records = records
         do {
             try records.prepare()
-            index = try Self.openIndex(path: indexPath, existed: hadIndex, records: records, configuration: configuration)
+            index = try Self.openIndex(
+                path: indexPath, existed: hadIndex, records: records, configuration: configuration)
             // A job the index lost (a journal gone with its last commits) comes back from its record.
             var known = Dictionary(try index.loadJobs(), uniquingKeysWith: { $1 })
             for job in records.loadJobs() where known[job.id] == nil { known[job.id] = job.body }
             jobs = Mutex(known)
             state = Mutex(
                 try CacheStore.recover(
-                    index: index, records: records, dataDirectory: dataDirectory, layout: blockLayout, configuration: configuration,
+                    index: index, records: records, dataDirectory: dataDirectory, layout: blockLayout,
+                    configuration: configuration,
                     directory: directory))
         } catch {
             closeDescriptor(lockDescriptor)
@@ -289,13 +299,18 @@ public final class CacheStore: Sendable {
     /// an offset for that length, the store does not encrypt and the data file is open, the
     /// stored span that contains the offset with the file (then it counts as an access, for
     /// eviction). The span and the information describe one version.
-    func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? {
+    func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> (
+        metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?
+    )? {
         let now = configuration.clock.now
         let sendsFromFile = configuration.encryptionKey == nil
         return state.withLock { state in
-            state.withRecord(key) { record -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? in
+            state.withRecord(key) {
+                record -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? in
                 guard let length = record.metadata.length else { return nil }
-                guard sendsFromFile, let offset = start(length), let file = record.file, let span = record.spans.span(containing: offset) else {
+                guard sendsFromFile, let offset = start(length), let file = record.file,
+                    let span = record.spans.span(containing: offset)
+                else {
                     return (record.metadata, nil)
                 }
                 record.lastAccess = now
@@ -398,7 +413,8 @@ public final class CacheStore: Sendable {
                 do {
                     try await self.flush()
                 } catch {
-                    self.configuration.logger.error("Background flush of the cache index failed", metadata: ["error": "\(error)"])
+                    self.configuration.logger.error(
+                        "Background flush of the cache index failed", metadata: ["error": "\(error)"])
                 }
                 self.state.withLock { $0.backgroundFlush = nil }
             }

@@ -29,7 +29,10 @@ final class EntryFile: @unchecked Sendable {
     init(path: String) throws {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
-            throw CacheError(.ioFailure, "Cannot open the data file \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions.")
+            throw CacheError(
+                .ioFailure,
+                "Cannot open the data file \(path): \(String(cString: strerror(errno))). Check the cache folder's permissions."
+            )
         }
         self.path = path
         self.descriptor = fd
@@ -50,7 +53,8 @@ final class EntryFile: @unchecked Sendable {
             pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
         }
         guard written == bytes.count else {
-            throw CacheError(.ioFailure, "Writing to the data file \(path) stopped after \(written) of \(bytes.count) bytes.")
+            throw CacheError(
+                .ioFailure, "Writing to the data file \(path) stopped after \(written) of \(bytes.count) bytes.")
         }
     }
 
@@ -58,8 +62,10 @@ final class EntryFile: @unchecked Sendable {
     func read(at offset: Int64, length: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
         var buffer = allocator.buffer(capacity: length)
         try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { bytes in
-            guard try read(at: offset, into: UnsafeMutableRawBufferPointer(rebasing: bytes[0..<length])) == length else {
-                throw CacheError(.ioFailure, "The data file \(path) is shorter than its index says; the entry will be dropped.")
+            guard try read(at: offset, into: UnsafeMutableRawBufferPointer(rebasing: bytes[0..<length])) == length
+            else {
+                throw CacheError(
+                    .ioFailure, "The data file \(path) is shorter than its index says; the entry will be dropped.")
             }
             return length
         }
@@ -83,7 +89,8 @@ final class EntryFile: @unchecked Sendable {
             let n = call(done)
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CacheError(.ioFailure, "\(operation) the data file \(path) failed: \(String(cString: strerror(errno))).")
+                throw CacheError(
+                    .ioFailure, "\(operation) the data file \(path) failed: \(String(cString: strerror(errno))).")
             }
             if n == 0 { break }
             done += n
@@ -104,7 +111,8 @@ final class EntryFile: @unchecked Sendable {
             let result = fdatasync(descriptor)
         #endif
         guard result == 0 else {
-            throw CacheError(.ioFailure, "Flushing the data file \(path) to disk failed: \(String(cString: strerror(errno))).")
+            throw CacheError(
+                .ioFailure, "Flushing the data file \(path) to disk failed: \(String(cString: strerror(errno))).")
         }
     }
 }

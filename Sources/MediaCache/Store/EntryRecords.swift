@@ -48,9 +48,11 @@ struct EntryRecords: Sendable {
     func write(_ rows: [CacheIndex.Row]) {
         for row in rows {
             let record = Record(
-                key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded, createdAt: row.createdAt.timeIntervalSince1970,
+                key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded,
+                createdAt: row.createdAt.timeIntervalSince1970,
                 lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned)
-            guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName) else { continue }
+            guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName)
+            else { continue }
             Self.replace(entriesDirectory + "/" + row.fileName, with: text)
         }
     }
@@ -66,7 +68,8 @@ struct EntryRecords: Sendable {
         var unreadable: [String] = []
         for name in Self.names(in: entriesDirectory) {
             guard let data = opened(Self.read(entriesDirectory + "/" + name), boundTo: name),
-                let record = try? JSONDecoder().decode(Record.self, from: data), let spans = SpanSet(encoded: record.spans)
+                let record = try? JSONDecoder().decode(Record.self, from: data),
+                let spans = SpanSet(encoded: record.spans)
             else {
                 unreadable.append(name)
                 continue
@@ -74,7 +77,8 @@ struct EntryRecords: Sendable {
             rows.append(
                 CacheIndex.Row(
                     key: CacheKey(record.key), fileName: name, metadata: record.metadata, spans: spans,
-                    createdAt: Date(timeIntervalSince1970: record.createdAt), lastAccess: Date(timeIntervalSince1970: record.lastAccess),
+                    createdAt: Date(timeIntervalSince1970: record.createdAt),
+                    lastAccess: Date(timeIntervalSince1970: record.lastAccess),
                     isPinned: record.pinned))
         }
         return (rows, unreadable)
@@ -93,7 +97,9 @@ struct EntryRecords: Sendable {
 
     /// Every job that can be read (JSON bodies, by id).
     func loadJobs() -> [(id: String, body: Data)] {
-        Self.names(in: jobsDirectory).compactMap { id in opened(Self.read(jobsDirectory + "/" + id), boundTo: id).map { (id, $0) } }
+        Self.names(in: jobsDirectory).compactMap { id in
+            opened(Self.read(jobsDirectory + "/" + id), boundTo: id).map { (id, $0) }
+        }
     }
 
     /// Whether any record is there to rebuild from.

@@ -40,15 +40,21 @@ struct AdminEndpoints {
     /// Checks and answers the admin request `head` for `path` (the router's
     /// ``ProxyRouter/Checked/admin(path:target:)``). A refusal is counted, not logged as a
     /// request of a player.
-    func respond(to head: HTTPRequestHead, path: String, target: RequestTarget, localPort: Int) async throws -> ProxyResponse {
+    func respond(to head: HTTPRequestHead, path: String, target: RequestTarget, localPort: Int) async throws
+        -> ProxyResponse
+    {
         do {
             try handler.router.checkSender(head, localPort: localPort)
             // A web page may send a simple POST to 127.0.0.1 from anywhere; it cannot add this
             // field without a CORS preflight, which the proxy refuses to pages it does not list.
             if head.method != .GET, head.method != .HEAD, head.headers.first(name: "X-MediaCache-Admin") != "1" {
-                throw ProxyRequestError(status: .forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.", refusal: .admin)
+                throw ProxyRequestError(
+                    status: .forbidden, "Admin requests that change the cache need the header X-MediaCache-Admin: 1.",
+                    refusal: .admin)
             }
-            guard handler.router.hasToken(target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
+            guard handler.router.hasToken(target, head) else {
+                throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
+            }
         } catch {
             handler.router.noteRefusal(error, head)
             return ProxyResponse.failure(error)
@@ -56,14 +62,17 @@ struct AdminEndpoints {
         do {
             if Self.pages.contains(path) {
                 guard head.method == .GET || head.method == .HEAD else {
-                    throw ProxyRequestError(status: .methodNotAllowed, "\(path) is read with GET.", headers: [("Allow", "GET, HEAD")])
+                    throw ProxyRequestError(
+                        status: .methodNotAllowed, "\(path) is read with GET.", headers: [("Allow", "GET, HEAD")])
                 }
                 var response = try page(path)
                 if head.method == .HEAD { response.body = .none }
                 return response
             }
             let name = String(path.dropFirst(Self.prefix.count))
-            if name == "record" || name == "recording.m3u8" || name == "recording.mpd" { return try await recording(name, head: head, target: target, localPort: localPort) }
+            if name == "record" || name == "recording.m3u8" || name == "recording.mpd" {
+                return try await recording(name, head: head, target: target, localPort: localPort)
+            }
             return try await answer(name, method: head.method, target: target)
         } catch let error as ProxyRequestError {
             return ProxyResponse.failure(error)
@@ -77,14 +86,19 @@ struct AdminEndpoints {
         switch path {
         case "/metrics":
             guard let export = handler.configuration.metricsExporter else {
-                throw ProxyRequestError(status: .notFound, "This proxy exports no metrics (its app bootstrapped no Prometheus backend).")
+                throw ProxyRequestError(
+                    status: .notFound, "This proxy exports no metrics (its app bootstrapped no Prometheus backend).")
             }
             reader.recordMetrics()
             return Self.text(export(), type: "text/plain; version=0.0.4; charset=utf-8")
         case "/status.json":
-            return try Self.json(StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics))
+            return try Self.json(
+                StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics))
         default:
-            return Self.text(StatusPage.html(StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics)), type: "text/html; charset=utf-8")
+            return Self.text(
+                StatusPage.html(
+                    StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics)),
+                type: "text/html; charset=utf-8")
         }
     }
 
@@ -109,7 +123,10 @@ struct AdminEndpoints {
             }
             return try Self.json(summary)
         case (.GET, "stats"):
-            return try Self.json(AdminStats(store: store.summary(), proxy: handler.statistics.snapshot, downloadsInFlight: reader.activeDownloads))
+            return try Self.json(
+                AdminStats(
+                    store: store.summary(), proxy: handler.statistics.snapshot,
+                    downloadsInFlight: reader.activeDownloads))
         case (.POST, "remove"):
             let key = store.key(for: try originURL(target))
             let existed = store.metadata(for: key) != nil
@@ -127,7 +144,8 @@ struct AdminEndpoints {
             let request = try PrefetchRequest(target)
             let rules = try Self.rules(target)
             return try await answering {
-                let job = try await downloads().pin(try originURL(target), renditions: request.renditions, seconds: request.seconds, rules: rules)
+                let job = try await downloads().pin(
+                    try originURL(target), renditions: request.renditions, seconds: request.seconds, rules: rules)
                 return try Self.json(target.query("first") == "1" ? try await downloads().move(job.id) : job)
             }
         case (.POST, "rules"):
@@ -148,9 +166,15 @@ struct AdminEndpoints {
             return try Self.json(NetworkReport(try downloads()))
         case (.POST, "unpin"):
             let request = try PrefetchRequest(target)
-            return try await answering { try Self.json(["unpinned": try await downloads().unpin(try originURL(target), renditions: request.renditions)]) }
+            return try await answering {
+                try Self.json([
+                    "unpinned": try await downloads().unpin(try originURL(target), renditions: request.renditions)
+                ])
+            }
         case (.POST, "replace-url"):
-            return try await answering { try Self.json(try await downloads().replaceURL(try job(target), with: try originURL(target))) }
+            return try await answering {
+                try Self.json(try await downloads().replaceURL(try job(target), with: try originURL(target)))
+            }
         case (.POST, "pause"):
             return try await answering { try Self.json(try await downloads().pause(try job(target))) }
         case (.POST, "resume"):
@@ -171,7 +195,10 @@ struct AdminEndpoints {
                 if let queue = handler.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
                     return try Self.json(try await queue.recordings.export(job.id, to: URL(fileURLWithPath: output)))
                 }
-                return try Self.json(try await reader.export(url, to: URL(fileURLWithPath: output), renditions: request.renditions, seconds: request.seconds))
+                return try Self.json(
+                    try await reader.export(
+                        url, to: URL(fileURLWithPath: output), renditions: request.renditions, seconds: request.seconds)
+                )
             }
         case (.GET, "preload"):
             return try Self.json(reader.preloadStatus)
@@ -181,45 +208,64 @@ struct AdminEndpoints {
         case (.DELETE, "preload"):
             reader.preload([])
             return try Self.json(reader.preloadStatus)
-        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"), (_, "pin"), (_, "unpin"), (_, "replace-url"),
-            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"), (_, "preload"), (_, "rules"), (_, "move"), (_, "network"):
-            throw ProxyRequestError(status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
+        case (_, "entries"), (_, "entry"), (_, "stats"), (_, "remove"), (_, "clear"), (_, "prefetch"), (_, "downloads"),
+            (_, "pin"), (_, "unpin"), (_, "replace-url"),
+            (_, "pause"), (_, "resume"), (_, "cancel"), (_, "export"), (_, "preload"), (_, "rules"), (_, "move"),
+            (_, "network"):
+            throw ProxyRequestError(
+                status: .methodNotAllowed, "\(method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         default:
             throw ProxyRequestError(status: .notFound, "No admin endpoint /_mediacache/\(name.prefix(60)).")
         }
     }
 
     /// `record` (start a recording) and `recording.m3u8` (its playlist, for a player).
-    private func recording(_ name: String, head: HTTPRequestHead, target: RequestTarget, localPort: Int) async throws -> ProxyResponse {
+    private func recording(_ name: String, head: HTTPRequestHead, target: RequestTarget, localPort: Int) async throws
+        -> ProxyResponse
+    {
         let proxy = ProxyHandler.proxyOrigin(head, localPort: localPort)
         switch (head.method, name) {
         case (.POST, "record"):
             let request = try PrefetchRequest(target)
             return try await answering {
                 let job = try await downloads().record(
-                    try originURL(target), for: request.seconds.map { .milliseconds(Int64($0 * 1000)) }, renditions: request.renditions)
-                return try Self.json(RecordingAnswer(job: job, url: proxy + Self.recordingPath(job, token: handler.configuration.token)))
+                    try originURL(target), for: request.seconds.map { .milliseconds(Int64($0 * 1000)) },
+                    renditions: request.renditions)
+                return try Self.json(
+                    RecordingAnswer(job: job, url: proxy + Self.recordingPath(job, token: handler.configuration.token)))
             }
         case (.GET, "recording.m3u8"), (.HEAD, "recording.m3u8"):
             let id = try job(target)
             let track = try target.query("track").map { text in
-                guard let track = Int(text), track >= 0 else { throw ProxyRequestError(status: .badRequest, "Give the track as a number from 0.") }
+                guard let track = Int(text), track >= 0 else {
+                    throw ProxyRequestError(status: .badRequest, "Give the track as a number from 0.")
+                }
                 return track
             }
             // A multivariant recording names each track's playlist here, relative to this one.
             let token = handler.configuration.token.map { "&token=" + HLSPlaylist.percentEncoded($0) } ?? ""
-            let reference = { (track: Int) in "recording.m3u8?job=" + HLSPlaylist.percentEncoded(id) + "&track=\(track)" + token }
-            guard let (text, base, master) = try downloads().recordings.playlist(id, track: track, reference: reference) else {
-                throw ProxyRequestError(status: .notFound, track == nil ? "That job is not a recording." : "That recording has no such track.")
+            let reference = { (track: Int) in
+                "recording.m3u8?job=" + HLSPlaylist.percentEncoded(id) + "&track=\(track)" + token
+            }
+            guard let (text, base, master) = try downloads().recordings.playlist(id, track: track, reference: reference)
+            else {
+                throw ProxyRequestError(
+                    status: .notFound,
+                    track == nil ? "That job is not a recording." : "That recording has no such track.")
             }
             var metadata = ContentMetadata()
             metadata.mimeType = "application/vnd.apple.mpegurl"
-            if master { return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head) }
+            if master {
+                return ProxyHandler.rewritten(
+                    .text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl",
+                    head: head)
+            }
             let parsed: HLSPlaylist
             do {
                 parsed = try HLSPlaylist(parsing: Array(text.utf8))
             } catch let error as HLSPlaylistError {
-                throw ProxyRequestError(status: .internalServerError, "The recording's playlist cannot be written: \(error.message)")
+                throw ProxyRequestError(
+                    status: .internalServerError, "The recording's playlist cannot be written: \(error.message)")
             }
             return handler.rewrite(parsed, metadata: metadata, url: base, head: head, localPort: localPort, headers: [])
         case (.GET, "recording.mpd"), (.HEAD, "recording.mpd"):
@@ -230,14 +276,21 @@ struct AdminEndpoints {
             do {
                 parsed = try DASHManifest(parsing: Array(text.utf8))
             } catch {
-                throw ProxyRequestError(status: .internalServerError, "The recording's manifest cannot be written: \(error.message)")
+                throw ProxyRequestError(
+                    status: .internalServerError, "The recording's manifest cannot be written: \(error.message)")
             }
-            let rewritten = parsed.rewritten(base: base) { proxy + ProxyURL.pathForm(for: $0, token: handler.configuration.token) }
+            let rewritten = parsed.rewritten(base: base) {
+                proxy + ProxyURL.pathForm(for: $0, token: handler.configuration.token)
+            }
             var metadata = ContentMetadata()
             metadata.mimeType = "application/dash+xml"
-            return ProxyHandler.rewritten(.text(rewritten), length: rewritten.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
+            return ProxyHandler.rewritten(
+                .text(rewritten), length: rewritten.utf8.count, metadata: metadata, type: "application/dash+xml",
+                head: head)
         default:
-            throw ProxyRequestError(status: .methodNotAllowed, "\(head.method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
+            throw ProxyRequestError(
+                status: .methodNotAllowed,
+                "\(head.method.rawValue.prefix(20)) is not how /_mediacache/\(name) is asked.")
         }
     }
 
@@ -258,7 +311,9 @@ struct AdminEndpoints {
     /// The job named by `job=`: an id, or a URL a job pins.
     private func job(_ target: RequestTarget) throws -> String {
         guard let text = target.query("job"), let job = try downloads().job(matching: text) else {
-            throw ProxyRequestError(status: .notFound, "No download job is \((target.query("job") ?? "").prefix(60)); GET /_mediacache/downloads lists them.")
+            throw ProxyRequestError(
+                status: .notFound,
+                "No download job is \((target.query("job") ?? "").prefix(60)); GET /_mediacache/downloads lists them.")
         }
         return job.id
     }
@@ -276,19 +331,25 @@ struct AdminEndpoints {
     private static func rules(_ target: RequestTarget) throws -> DownloadRules {
         var rate: Int64?
         if let text = target.query("rate") {
-            guard let value = HLSPlaylist.decimal(Substring(text)) else { throw ProxyRequestError(status: .badRequest, "rate= takes bytes per second, not \(text.prefix(40)).") }
+            guard let value = HLSPlaylist.decimal(Substring(text)) else {
+                throw ProxyRequestError(status: .badRequest, "rate= takes bytes per second, not \(text.prefix(40)).")
+            }
             rate = value
         }
         do {
-            return try DownloadRules.parse(window: target.query("window"), network: target.query("network"), rate: rate, option: "")
+            return try DownloadRules.parse(
+                window: target.query("window"), network: target.query("network"), rate: rate, option: "")
         } catch let error as CacheError {
             throw ProxyRequestError(status: .badRequest, error.message)
         }
     }
 
     private func originURL(_ target: RequestTarget) throws -> URL {
-        guard let text = target.query("target"), let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-            throw ProxyRequestError(status: .badRequest, "Give the origin URL as target=<percent-encoded http or https URL>.")
+        guard let text = target.query("target"), let url = URL(string: text),
+            ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
+        else {
+            throw ProxyRequestError(
+                status: .badRequest, "Give the origin URL as target=<percent-encoded http or https URL>.")
         }
         return url
     }
@@ -298,12 +359,18 @@ struct AdminEndpoints {
         let texts = target.queries("target")
         guard !texts.isEmpty, texts.count <= CachingReader.maximumPreloadItems else {
             throw ProxyRequestError(
-                status: .badRequest, "Give 1 to \(CachingReader.maximumPreloadItems) origin URLs as target=<percent-encoded http or https URL>, in the order they will play.")
+                status: .badRequest,
+                "Give 1 to \(CachingReader.maximumPreloadItems) origin URLs as target=<percent-encoded http or https URL>, in the order they will play."
+            )
         }
         let seconds = try PrefetchRequest(target).seconds ?? 5
         return try texts.map { text in
-            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-                throw ProxyRequestError(status: .badRequest, "Each target must be a percent-encoded http or https URL, not \(text.prefix(100)).")
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host != nil
+            else {
+                throw ProxyRequestError(
+                    status: .badRequest,
+                    "Each target must be a percent-encoded http or https URL, not \(text.prefix(100)).")
             }
             return PreloadItem(url, seconds: seconds)
         }

@@ -5,10 +5,13 @@
 /// text, and Prometheus's linter asks for one).
 package enum MetricsHelp {
     package static let texts: [String: String] = [
-        "mediacache_requests_total": "Proxy requests by how they were answered (hit, partial, miss, pass-through, error, none).",
+        "mediacache_requests_total":
+            "Proxy requests by how they were answered (hit, partial, miss, pass-through, error, none).",
         "mediacache_served_bytes_total": "Body bytes served to players, by where they came from (cache or origin).",
-        "mediacache_listener_closed_total": "Times the listening socket closed under the proxy (it then listens again on the same port).",
-        "mediacache_refused_requests_total": "Requests a guard refused, by cause (cross-site page, host, token, origin, admin header).",
+        "mediacache_listener_closed_total":
+            "Times the listening socket closed under the proxy (it then listens again on the same port).",
+        "mediacache_refused_requests_total":
+            "Requests a guard refused, by cause (cross-site page, host, token, origin, admin header).",
         "mediacache_request_duration_seconds": "Time from a request's arrival to the end of its answer.",
         "mediacache_origin_requests_total": "Requests sent to origins (content information, ranges, revalidations).",
         "mediacache_origin_bytes_total": "Body bytes received from origins.",
@@ -19,23 +22,29 @@ package enum MetricsHelp {
         "mediacache_cache_size_bytes": "Bytes stored in the cache.",
         "mediacache_pinned_downloads_waiting":
             "Pinned downloads that wait, by reason: window (outside their hours), network (metered or low-data and their rule forbids it), space (the disk is at its free-space floor).",
-        "mediacache_disk_free_bytes": "Free space on the cache's disk, as last measured (the cache keeps --min-free-disk of it).",
+        "mediacache_disk_free_bytes":
+            "Free space on the cache's disk, as last measured (the cache keeps --min-free-disk of it).",
         "mediacache_cache_limit_bytes": "The most bytes the cache may hold.",
         "mediacache_cache_entries": "Entries in the cache.",
-        "mediacache_index_rebuilds_total": "Times the cache index was found damaged or missing at open and rebuilt from the entry records.",
+        "mediacache_index_rebuilds_total":
+            "Times the cache index was found damaged or missing at open and rebuilt from the entry records.",
         "mediacache_origin_retries_total":
             "Origin requests made again, by cause: resume (a download resumed after its connection broke), connection-closed (a pooled connection closed before the answer); each is logged.",
         "mediacache_refused_cookies_total":
             "Set-Cookie fields from origins that the cookie jar refused (another site's domain, Secure over HTTP, malformed, too long); each is logged.",
-        "mediacache_segments_read_ahead_total": "HLS and DASH segments the proxy began to store ahead of a player playing through a media playlist or a representation.",
+        "mediacache_segments_read_ahead_total":
+            "HLS and DASH segments the proxy began to store ahead of a player playing through a media playlist or a representation.",
         "mediacache_yields_to_players_total":
             "Times one of the cache's own transfers (read-ahead, prefetch, preload, pinned download) paused so a player waiting on the origin went first.",
         "mediacache_origin_connection_waits_total":
             "Times a player's origin request waited for a connection because every one to its host (--origin-connections) was in use; each is logged.",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
-        "mediacache_preloads_total": "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",
-        "mediacache_preload_hits_total": "Preloaded resources (a file, an HLS or DASH segment) a player then read, each counted once per preload.",
-        "mediacache_rejected_blocks_total": "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
+        "mediacache_preloads_total":
+            "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",
+        "mediacache_preload_hits_total":
+            "Preloaded resources (a file, an HLS or DASH segment) a player then read, each counted once per preload.",
+        "mediacache_rejected_blocks_total":
+            "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
     ]
 
     /// `export` with a `# HELP` line before each `# TYPE` line of a known metric that has none.
@@ -43,7 +52,8 @@ package enum MetricsHelp {
         var lines: [Substring] = []
         var previous: Substring = ""
         for line in export.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("# TYPE "), let name = line.split(separator: " ").dropFirst(2).first, !previous.hasPrefix("# HELP "),
+            if line.hasPrefix("# TYPE "), let name = line.split(separator: " ").dropFirst(2).first,
+                !previous.hasPrefix("# HELP "),
                 let help = texts[String(name)]
             {
                 lines.append(Substring("# HELP \(name) \(help)"))

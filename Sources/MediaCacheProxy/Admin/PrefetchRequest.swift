@@ -29,7 +29,8 @@ package struct PrefetchRequest: Sendable, Equatable {
     init(_ target: RequestTarget, range: Bool = false) throws {
         do {
             self = try Self.parse(
-                range: range ? target.query("range") : nil, seconds: target.query("seconds"), variant: target.query("variant"), audio: target.query("audio"),
+                range: range ? target.query("range") : nil, seconds: target.query("seconds"),
+                variant: target.query("variant"), audio: target.query("audio"),
                 subtitles: target.query("subtitles"), trickPlay: target.query("trick-play"))
         } catch {
             throw ProxyRequestError(status: .badRequest, error.message)
@@ -41,7 +42,9 @@ package struct PrefetchRequest: Sendable, Equatable {
         var items: [URLQueryItem] = []
         if let range { items.append(URLQueryItem(name: "range", value: "\(range.lowerBound)-\(range.upperBound - 1)")) }
         if let seconds { items.append(URLQueryItem(name: "seconds", value: String(seconds))) }
-        if let variant = renditions.variants.first { items.append(URLQueryItem(name: "variant", value: Self.text(of: variant))) }
+        if let variant = renditions.variants.first {
+            items.append(URLQueryItem(name: "variant", value: Self.text(of: variant)))
+        }
         if let audio = renditions.audio { items.append(URLQueryItem(name: "audio", value: audio.text)) }
         if let subtitles = renditions.subtitles { items.append(URLQueryItem(name: "subtitles", value: subtitles.text)) }
         if renditions.trickPlay { items.append(URLQueryItem(name: "trick-play", value: "yes")) }
@@ -53,21 +56,25 @@ package struct PrefetchRequest: Sendable, Equatable {
     /// of bits per second; `audio` and `subtitles` as ``LanguageChoice/parse(_:option:)``
     /// reads them; `trickPlay` `yes` or `no`.
     package static func parse(
-        range: String?, seconds: String?, variant: String?, audio: String? = nil, subtitles: String? = nil, trickPlay: String? = nil
+        range: String?, seconds: String?, variant: String?, audio: String? = nil, subtitles: String? = nil,
+        trickPlay: String? = nil
     ) throws(PrefetchRequestError) -> PrefetchRequest {
         var request = PrefetchRequest()
         if let range {
             let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]), first <= last,
+            guard parts.count == 2, let first = HLSPlaylist.decimal(parts[0]), let last = HLSPlaylist.decimal(parts[1]),
+                first <= last,
                 last < ByteRange.maximumOffset
             else {
-                throw PrefetchRequestError(message: "--range takes a-b, the first and last byte (0-1048575), not \(range.prefix(60)).")
+                throw PrefetchRequestError(
+                    message: "--range takes a-b, the first and last byte (0-1048575), not \(range.prefix(60)).")
             }
             request.range = ByteRange(first, last + 1)
         }
         if let seconds {
             guard let value = Double(seconds), value.isFinite, value > 0, value <= 1e7 else {
-                throw PrefetchRequestError(message: "--seconds takes a positive number of seconds, not \(seconds.prefix(60)).")
+                throw PrefetchRequestError(
+                    message: "--seconds takes a positive number of seconds, not \(seconds.prefix(60)).")
             }
             request.seconds = value
         }
@@ -83,7 +90,9 @@ package struct PrefetchRequest: Sendable, Equatable {
                 request.renditions.variants = [.atMost(bitsPerSecond: bps)]
             } else {
                 throw PrefetchRequestError(
-                    message: "--variant takes first, lowest, highest, a height (720p) or a number of bits per second, not \(text.prefix(60)).")
+                    message:
+                        "--variant takes first, lowest, highest, a height (720p) or a number of bits per second, not \(text.prefix(60))."
+                )
             }
         }
         if let audio { request.renditions.audio = try LanguageChoice.parse(audio, option: "--audio") }
@@ -109,11 +118,17 @@ package struct PrefetchRequest: Sendable, Equatable {
 
     /// Prefetches `url`: an HLS asset when it is a playlist, a DASH presentation when it is a manifest (``seconds`` and ``variant``
     /// apply), else the file (``range`` applies).
-    package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
+    package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void)
+        async throws -> PrefetchProgress
+    {
         let metadata = try await reader.contentInfo(for: url)
         switch try await reader.manifestKind(url, metadata) {
-        case .hls: return try await reader.prefetchHLS(url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
-        case .dash: return try await reader.prefetchDASH(url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
+        case .hls:
+            return try await reader.prefetchHLS(
+                url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
+        case .dash:
+            return try await reader.prefetchDASH(
+                url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
         case nil: break
         }
         return try await reader.prefetch(url, range: range, progress: progress)

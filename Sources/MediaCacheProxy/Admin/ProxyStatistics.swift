@@ -85,7 +85,9 @@ public final class ProxyStatistics: Sendable {
     public var snapshot: Snapshot {
         state.withLock { state in
             var snapshot = Snapshot()
-            for (index, result) in CacheResult.allCases.enumerated() { snapshot.requests[result.rawValue] = state.counts[index] }
+            for (index, result) in CacheResult.allCases.enumerated() {
+                snapshot.requests[result.rawValue] = state.counts[index]
+            }
             snapshot.bytesFromCache = state.bytesFromCache
             snapshot.bytesFromOrigin = state.bytesFromOrigin
             snapshot.recent = Array(state.recent[state.next...] + state.recent[..<state.next])
@@ -115,8 +117,10 @@ enum ProxyMetrics {
     private static let requests = CacheResult.allCases.map {
         Counter(label: "mediacache_requests_total", dimensions: [("result", $0 == .none ? "none" : $0.rawValue)])
     }
-    private static let bytesFromCache = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "cache")])
-    private static let bytesFromOrigin = Counter(label: "mediacache_served_bytes_total", dimensions: [("source", "origin")])
+    private static let bytesFromCache = Counter(
+        label: "mediacache_served_bytes_total", dimensions: [("source", "cache")])
+    private static let bytesFromOrigin = Counter(
+        label: "mediacache_served_bytes_total", dimensions: [("source", "origin")])
     private static let duration = Metrics.Timer(label: "mediacache_request_duration_seconds")
     private static let refusals = Dictionary(
         uniqueKeysWithValues: ProxyRequestError.Refusal.allCases.map {

@@ -40,22 +40,31 @@ enum StatusPage {
     static func html(_ report: StatusReport) -> String {
         let proxy = report.proxy
         let store = report.store
-        let requests = CacheResult.allCases.map { "<li><b>\(escape($0.rawValue))</b> \(proxy.requests[$0.rawValue] ?? 0)</li>" }.joined()
+        let requests = CacheResult.allCases.map {
+            "<li><b>\(escape($0.rawValue))</b> \(proxy.requests[$0.rawValue] ?? 0)</li>"
+        }.joined()
         let fill = store.limit > 0 ? min(100, Double(store.bytes) * 100 / Double(store.limit)) : 0
         let downloads = list(report.downloads, empty: "None.") { download in
-            let done = download.end > download.start ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
-            return "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
+            let done =
+                download.end > download.start
+                ? Double(download.position - download.start) * 100 / Double(download.end - download.start) : 100
+            return
+                "<li>\(bar(done))<span class=url>\(escape(download.url))</span> \(bytes(download.position - download.start)) of \(bytes(download.end - download.start))</li>"
         }
         let pinned = list(report.pinned, empty: "None.") { job in
             let total = job.bytesTotal.map { " of \(job.totalIsEstimate ? "about " : "")\(bytes($0))" } ?? ""
-            return "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
+            return
+                "<li>\(bar((job.fraction ?? 0) * 100))<b>\(escape(job.state.rawValue))</b> \(bytes(job.bytesDone))\(total)"
                 + (job.waitingDetail.map { " <span class=dim>waits: \(escape($0))</span>" } ?? "")
-                + (job.recordedSeconds.map { " <span class=dim>recording, \(String(format: "%.0f", $0)) s held</span>" } ?? "")
-                + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
+                + (job.recordedSeconds.map { " <span class=dim>recording, \(String(format: "%.0f", $0)) s held</span>" }
+                    ?? "")
+                + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "")
+                + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
         }
         let preloads = list(report.preloads, empty: "None.") { item in
             "<li><b>\(escape(item.state.rawValue))</b> \(String(format: "%g", item.seconds)) s, \(bytes(item.bytesFetched)) fetched"
-                + (item.error.map { " <span class=dim>\(escape($0))</span>" } ?? "") + "<br><span class=url>\(escape(item.url.absoluteString))</span></li>"
+                + (item.error.map { " <span class=dim>\(escape($0))</span>" } ?? "")
+                + "<br><span class=url>\(escape(item.url.absoluteString))</span></li>"
         }
         let entries = list(report.entries, empty: "Nothing is cached.", open: "<ul class=entries>") { entry in
             let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
@@ -64,7 +73,8 @@ enum StatusPage {
                 + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
         }
         let recent = list(
-            proxy.recent.reversed(), empty: "No request yet.", open: "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>", close: "</table>"
+            proxy.recent.reversed(), empty: "No request yet.",
+            open: "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>", close: "</table>"
         ) { request in
             "<tr><td>\(request.status)</td><td>\(escape(request.result))</td><td>\(escape(request.range ?? "-"))</td><td class=url>\(escape(request.url))</td></tr>"
         }

@@ -50,7 +50,8 @@ enum AnswerPlan: Equatable, Sendable {
             wanted = resolved
         }
         guard sendsBody, !wanted.isEmpty else {
-            return .headOnly(status: specifier != nil ? .partialContent : .ok, range: wanted, isPartial: specifier != nil)
+            return .headOnly(
+                status: specifier != nil ? .partialContent : .ok, range: wanted, isPartial: specifier != nil)
         }
         return .read(range: wanted, specifier: specifier)
     }

@@ -49,13 +49,16 @@ struct PlayerConditions: Sendable {
         let lastModified = (metadata.lastModified ?? metadata.responseHeader("date")).flatMap(HTTPDate.parse)
         if let ifMatch {
             // Strong comparison (§13.1.1).
-            guard ifMatch.matchesAny || ifMatch.tags.contains(where: { EntityTag.strongMatch($0, metadata.etag) }) else { return .preconditionFailed }
+            guard ifMatch.matchesAny || ifMatch.tags.contains(where: { EntityTag.strongMatch($0, metadata.etag) })
+            else { return .preconditionFailed }
         } else if let ifUnmodifiedSince, let lastModified, lastModified > ifUnmodifiedSince {
             return .preconditionFailed
         }
         if let ifNoneMatch {
             // Weak comparison (§13.1.2).
-            if ifNoneMatch.matchesAny || ifNoneMatch.tags.contains(where: { EntityTag.weakMatch($0, metadata.etag) }) { return .notModified }
+            if ifNoneMatch.matchesAny || ifNoneMatch.tags.contains(where: { EntityTag.weakMatch($0, metadata.etag) }) {
+                return .notModified
+            }
         } else if let ifModifiedSince, let lastModified, lastModified <= ifModifiedSince {
             return .notModified
         }
@@ -68,7 +71,9 @@ struct PlayerConditions: Sendable {
         guard let ifRange else { return true }
         if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") { return EntityTag.strongMatch(ifRange, metadata.etag) }
         // A date must be exactly the stored Last-Modified, itself a strong validator.
-        guard let date = HTTPDate.parse(ifRange), let stored = metadata.lastModified.flatMap(HTTPDate.parse) else { return false }
+        guard let date = HTTPDate.parse(ifRange), let stored = metadata.lastModified.flatMap(HTTPDate.parse) else {
+            return false
+        }
         return date == stored
     }
 
@@ -98,7 +103,9 @@ struct EntityTagList: Sendable, Equatable {
         }
         var bytes = Array(trimmed.utf8)[...]
         while !bytes.isEmpty {
-            while let first = bytes.first, first == UInt8(ascii: ",") || first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { bytes.removeFirst() }
+            while let first = bytes.first,
+                first == UInt8(ascii: ",") || first == UInt8(ascii: " ") || first == UInt8(ascii: "\t")
+            { bytes.removeFirst() }
             guard !bytes.isEmpty else { break }
             var tag: [UInt8] = []
             if bytes.starts(with: Array("W/".utf8)) {
@@ -109,11 +116,15 @@ struct EntityTagList: Sendable, Equatable {
             guard let close = bytes.dropFirst().firstIndex(of: UInt8(ascii: "\"")) else { return nil }
             let opaque = bytes[bytes.startIndex...close]
             // etagc: %x21 / %x23-7E / obs-text
-            guard opaque.dropFirst().dropLast().allSatisfy({ $0 == 0x21 || $0 >= 0x23 && $0 != 0x7F }) else { return nil }
+            guard opaque.dropFirst().dropLast().allSatisfy({ $0 == 0x21 || $0 >= 0x23 && $0 != 0x7F }) else {
+                return nil
+            }
             tag += opaque
             bytes = bytes[(close + 1)...]
             if tags.count < Self.maximumCount { tags.append(String(decoding: tag, as: UTF8.self)) }
-            while let first = bytes.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { bytes.removeFirst() }
+            while let first = bytes.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
+                bytes.removeFirst()
+            }
             guard bytes.isEmpty || bytes.first == UInt8(ascii: ",") else { return nil }
         }
         guard !tags.isEmpty else { return nil }

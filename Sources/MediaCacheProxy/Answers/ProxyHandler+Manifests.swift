@@ -21,10 +21,16 @@ extension ProxyHandler {
             // A request from the middle of a resource of no particular type is for media (a
             // player opens a playlist from its start): its start is looked at only when stored,
             // so the request costs no second origin request for it.
-            if (asked.firstByte ?? 0) > 0, CachingReader.declaredKind(metadata) == nil, !reader.holdsStart(of: url, metadata) { return (nil, nil) }
+            if (asked.firstByte ?? 0) > 0, CachingReader.declaredKind(metadata) == nil,
+                !reader.holdsStart(of: url, metadata)
+            {
+                return (nil, nil)
+            }
             return (try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata), nil)
         }
-        guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else { return (CachingReader.declaredKind(metadata), nil) }
+        guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else {
+            return (CachingReader.declaredKind(metadata), nil)
+        }
         let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata)
         return (CachingReader.declaredKind(read.metadata) ?? CachingReader.sniffedKind(read.body), read)
     }
@@ -35,14 +41,23 @@ extension ProxyHandler {
     /// or part exists: never the cache's to answer, and never answered with a playlist that
     /// lacks what the player waits for (AVPlayer fails the stream with -15410 on one): a
     /// retriable `503` instead.
-    func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws -> ProxyResponse {
+    func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws
+        -> ProxyResponse
+    {
         let (body, metadata) = try await reader.originBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize)
-        guard let parsed = try parsedPlaylist(body, url: url, head: head) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
-        if let awaited = HLSPlaylist.awaitedSegment(of: url), !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part) {
+        guard let parsed = try parsedPlaylist(body, url: url, head: head) else {
+            return Self.notAPlaylist(body, metadata: metadata, head: head)
+        }
+        if let awaited = HLSPlaylist.awaitedSegment(of: url),
+            !parsed.contains(mediaSequence: awaited.mediaSequence, part: awaited.part)
+        {
             let wanted = "segment \(awaited.mediaSequence)" + (awaited.part.map { " part \($0)" } ?? "")
             configuration.logger.warning(
-                "Refused a blocking playlist reload that lacks what it waits for", metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
-            throw ProxyRequestError(status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.", headers: [("Retry-After", "1")])
+                "Refused a blocking playlist reload that lacks what it waits for",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "wanted": "\(wanted)"])
+            throw ProxyRequestError(
+                status: .serviceUnavailable, "The origin's playlist does not hold \(wanted) yet; ask again.",
+                headers: [("Retry-After", "1")])
         }
         return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
@@ -52,7 +67,8 @@ extension ProxyHandler {
     /// checked against the origin's freshness before it is read; one the origin gave or
     /// confirmed longer ago than its lifetime is validated, then read again.
     private func liveBody(
-        _ url: URL, headers: RequestHeaders, planned: ContentMetadata, read: (body: [UInt8], metadata: ContentMetadata)?,
+        _ url: URL, headers: RequestHeaders, planned: ContentMetadata,
+        read: (body: [UInt8], metadata: ContentMetadata)?,
         lifetime: ([UInt8]) -> Duration?
     ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         if let read { return read }
@@ -103,17 +119,21 @@ extension ProxyHandler {
         read: (body: [UInt8], metadata: ContentMetadata)?
     ) async throws -> ProxyResponse {
         let (body, metadata) = try await liveBody(url, headers: headers, planned: planned, read: read) { body in
-            guard DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic else { return nil }
+            guard DASHManifest.looksLikeManifest(body), let parsed = try? DASHManifest(parsing: body), parsed.isDynamic
+            else { return nil }
             return .milliseconds(Int64(max(1, min(parsed.minimumUpdatePeriod ?? 2, 3600)) * 1000))
         }
         guard DASHManifest.looksLikeManifest(body) else {
-            return ProxyHandler.rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/dash+xml", head: head)
+            return ProxyHandler.rewritten(
+                .bytes(body), length: body.count, metadata: metadata, type: "application/dash+xml", head: head)
         }
         let parsed: DASHManifest
         do {
             parsed = try DASHManifest(parsing: body)
         } catch {
-            configuration.logger.warning("Rejected an origin manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            configuration.logger.warning(
+                "Rejected an origin manifest",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
@@ -125,13 +145,16 @@ extension ProxyHandler {
             if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.noteLive(resolved) }
             return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
         }
-        return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
+        return ProxyHandler.rewritten(
+            .text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
     }
 
     /// A steering manifest with its URLs leading back through the proxy (see
     /// ``SteeringManifest``): `RELOAD-URI` in the path form, a clone's playlists in the
     /// `?url=` form; clones that cannot go through the proxy left out, with a warning.
-    func steering(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+    func steering(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws
+        -> ProxyResponse
+    {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         let rewritten: (bytes: [UInt8], droppedClones: [String])
         do {
@@ -140,35 +163,52 @@ extension ProxyHandler {
                 reload: { proxy + ProxyURL.pathForm(for: $0, token: configuration.token) },
                 resource: { proxy + ProxyURL.path(for: $0, token: configuration.token) })
         } catch {
-            configuration.logger.warning("Rejected a steering manifest", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-            throw ProxyRequestError(status: .badGateway, "The origin's steering manifest cannot be read: \(error.message)")
+            configuration.logger.warning(
+                "Rejected a steering manifest",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            throw ProxyRequestError(
+                status: .badGateway, "The origin's steering manifest cannot be read: \(error.message)")
         }
         if !rewritten.droppedClones.isEmpty {
             configuration.logger.warning(
                 "Left out pathway clones that would lead the player past the proxy (HOST or PARAMS replacement)",
-                metadata: ["url": "\(url.absoluteString.prefix(200))", "clones": "\(rewritten.droppedClones.joined(separator: ","))"])
+                metadata: [
+                    "url": "\(url.absoluteString.prefix(200))",
+                    "clones": "\(rewritten.droppedClones.joined(separator: ","))",
+                ])
         }
-        return ProxyHandler.rewritten(.bytes(rewritten.bytes), length: rewritten.bytes.count, metadata: metadata, type: "application/json", head: head)
+        return ProxyHandler.rewritten(
+            .bytes(rewritten.bytes), length: rewritten.bytes.count, metadata: metadata, type: "application/json",
+            head: head)
     }
 
     /// An interstitial's asset list with each asset's URI leading back through the proxy
     /// (``InterstitialAssetList``); never stored (made for one viewer).
-    func assetList(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws -> ProxyResponse {
+    func assetList(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int) throws
+        -> ProxyResponse
+    {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         let bytes: [UInt8]
         do {
-            bytes = try InterstitialAssetList.rewritten(body, base: metadata.finalURL ?? url) { proxy + ProxyURL.path(for: $0, token: configuration.token) }
+            bytes = try InterstitialAssetList.rewritten(body, base: metadata.finalURL ?? url) {
+                proxy + ProxyURL.path(for: $0, token: configuration.token)
+            }
         } catch {
-            configuration.logger.warning("Rejected an interstitial asset list", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            configuration.logger.warning(
+                "Rejected an interstitial asset list",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's asset list cannot be read: \(error.message)")
         }
-        var response = ProxyHandler.rewritten(.bytes(bytes), length: bytes.count, metadata: metadata, type: "application/json", head: head)
+        var response = ProxyHandler.rewritten(
+            .bytes(bytes), length: bytes.count, metadata: metadata, type: "application/json", head: head)
         response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
         return response
     }
 
     /// The CMCD to send for `url`, named in `playlist` by `tag` (`nil`: a URI line), in `session`.
-    static func cmcd(for url: URL, tag: String?, in playlist: HLSPlaylist, session: CMCD, durations: [URL: Double]) -> CMCD {
+    static func cmcd(for url: URL, tag: String?, in playlist: HLSPlaylist, session: CMCD, durations: [URL: Double])
+        -> CMCD
+    {
         var cmcd = CMCD(streamingFormat: "h", sessionID: session.sessionID)
         switch tag {
         case nil where playlist.isMaster: cmcd.objectType = "m"
@@ -178,7 +218,11 @@ extension ProxyHandler {
         case nil:
             cmcd.duration = durations[url].map { Int(($0 * 1000).rounded()) }
             let ext = url.pathExtension.lowercased()
-            if ["vtt", "webvtt", "srt", "ttml"].contains(ext) { cmcd.objectType = "c" } else if ["aac", "m4a", "mp3", "ac3", "ec3"].contains(ext) { cmcd.objectType = "a" }
+            if ["vtt", "webvtt", "srt", "ttml"].contains(ext) {
+                cmcd.objectType = "c"
+            } else if ["aac", "m4a", "mp3", "ac3", "ec3"].contains(ext) {
+                cmcd.objectType = "a"
+            }
         default: break
         }
         return cmcd
@@ -202,7 +246,9 @@ extension ProxyHandler {
 
     /// The answer with a playlist or manifest, rewritten (or, when it was not one after all,
     /// as it came): the player comes back for each reload, and the cache decides what that costs.
-    static func rewritten(_ body: ProxyResponse.Body, length: Int, metadata: ContentMetadata, type: String, head: HTTPRequestHead) -> ProxyResponse {
+    static func rewritten(
+        _ body: ProxyResponse.Body, length: Int, metadata: ContentMetadata, type: String, head: HTTPRequestHead
+    ) -> ProxyResponse {
         var fields = HTTPHeaders()
         fields.add(name: "Content-Type", value: metadata.mimeType ?? type)
         if let date = metadata.responseHeader("date") { fields.add(name: "Date", value: date) }
@@ -224,8 +270,13 @@ extension ProxyHandler {
         return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : .bytes(body))
     }
 
-    func rewrite(_ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) throws -> ProxyResponse {
-        guard let parsed = try parsedPlaylist(body, url: url, head: head) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
+    func rewrite(
+        _ body: [UInt8], metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int,
+        headers: RequestHeaders
+    ) throws -> ProxyResponse {
+        guard let parsed = try parsedPlaylist(body, url: url, head: head) else {
+            return Self.notAPlaylist(body, metadata: metadata, head: head)
+        }
         return rewrite(parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
@@ -238,22 +289,31 @@ extension ProxyHandler {
         do {
             return try HLSPlaylist(parsing: body, url: url, imports: RequestTarget(head.uri).imports)
         } catch let error as HLSPlaylistError {
-            configuration.logger.warning("Rejected an origin playlist", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            configuration.logger.warning(
+                "Rejected an origin playlist",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw ProxyRequestError(status: .badGateway, "The origin's playlist cannot be read: \(error.message)")
         }
     }
 
     /// A body that is not a playlist after all: the bytes as they came.
-    private static func notAPlaylist(_ body: [UInt8], metadata: ContentMetadata, head: HTTPRequestHead) -> ProxyResponse {
-        rewritten(.bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
+    private static func notAPlaylist(_ body: [UInt8], metadata: ContentMetadata, head: HTTPRequestHead) -> ProxyResponse
+    {
+        rewritten(
+            .bytes(body), length: body.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }
 
     /// The answer with the playlist `parsed` (from `url`), its URIs leading back through this
     /// proxy; with `serve --cmcd`, each carrying the CMCD to send for it in the session of the
     /// request (`headers`' `CMCD-Session`).
-    func rewrite(_ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) -> ProxyResponse {
+    func rewrite(
+        _ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int,
+        headers: RequestHeaders
+    ) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
-        if !parsed.isFinal, let folder = URL(string: "./", relativeTo: metadata.finalURL ?? url)?.absoluteURL { reader.noteLive(folder) }
+        if !parsed.isFinal, let folder = URL(string: "./", relativeTo: metadata.finalURL ?? url)?.absoluteURL {
+            reader.noteLive(folder)
+        }
         let session = configuration.addsCMCD ? CMCD.session(in: headers) : nil
         let durations = session == nil ? [:] : Self.segmentDurations(parsed, base: metadata.finalURL ?? url)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
@@ -261,15 +321,24 @@ extension ProxyHandler {
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
             // A steering server's URI in the path form: the parameters the player adds to it
             // (`_HLS_pathway`, `_HLS_throughput`) are then the origin URL's own.
-            if tag == HLSPlaylist.steeringTag { return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token) }
+            if tag == HLSPlaylist.steeringTag {
+                return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
+            }
             // A media playlist of a master that defines variables may import them.
-            let imports = parsed.isMaster && (tag == nil || tag.map(HLSPlaylist.choosableTags.contains) == true) ? parsed.definitions : [:]
+            let imports =
+                parsed.isMaster && (tag == nil || tag.map(HLSPlaylist.choosableTags.contains) == true)
+                ? parsed.definitions : [:]
             return proxy
                 + ProxyURL.path(
-                    for: resolved, token: configuration.token, memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true, assetList: tag == "X-ASSET-LIST",
-                    imports: imports, cmcd: session.map { Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations) })
+                    for: resolved, token: configuration.token,
+                    memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true, assetList: tag == "X-ASSET-LIST",
+                    imports: imports,
+                    cmcd: session.map {
+                        Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations)
+                    })
         }
-        return ProxyHandler.rewritten(.text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
+        return ProxyHandler.rewritten(
+            .text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)
     }
 
 }

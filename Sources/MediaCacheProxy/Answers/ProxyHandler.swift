@@ -21,7 +21,10 @@ struct ProxyHandler: Sendable {
     /// The pinned downloads the admin endpoints control, if the app keeps a queue.
     let downloads: DownloadQueue?
 
-    init(reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration, statistics: ProxyStatistics = ProxyStatistics()) {
+    init(
+        reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration,
+        statistics: ProxyStatistics = ProxyStatistics()
+    ) {
         self.reader = reader
         self.downloads = downloads
         self.configuration = configuration
@@ -78,9 +81,12 @@ struct ProxyHandler: Sendable {
     /// Otherwise (the origin, a revalidation, an error page) the general path answers it.
     /// Never waits, so an event loop can call it.
     /// - Parameter repeated: the connection's last checked request, used and updated.
-    func respondFromStore(to head: HTTPRequestHead, localPort: Int, checking repeated: inout RepeatedRequestCheck) -> StoreAnswer {
+    func respondFromStore(to head: HTTPRequestHead, localPort: Int, checking repeated: inout RepeatedRequestCheck)
+        -> StoreAnswer
+    {
         // (Blocking reloads and steering answers are never stored: only a key needs looking at.)
-        guard head.method == .GET, case .request(let checked)? = try? repeated.check(head, localPort: localPort, router: router),
+        guard head.method == .GET,
+            case .request(let checked)? = try? repeated.check(head, localPort: localPort, router: router),
             !checked.target.isMemoryOnly
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
@@ -111,8 +117,10 @@ struct ProxyHandler: Sendable {
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {
         RequestLog(
-            method: Self.clipped(head.method.rawValue, to: 20), range: head.headers.first(name: "range").map { Self.clipped($0, to: 100) },
-            started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning, statistics: statistics)
+            method: Self.clipped(head.method.rawValue, to: 20),
+            range: head.headers.first(name: "range").map { Self.clipped($0, to: 100) },
+            started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning,
+            statistics: statistics)
     }
 
     /// The CMCD fields for a request whose player sent none: what the URI the proxy wrote for
@@ -130,14 +138,18 @@ struct ProxyHandler: Sendable {
     }
 
     /// Checks the request (unless `checked`), then answers it by its route.
-    private func answer(_ head: HTTPRequestHead, localPort: Int, checked: CheckedRequest?, log: inout RequestLog) async throws -> ProxyResponse {
+    private func answer(_ head: HTTPRequestHead, localPort: Int, checked: CheckedRequest?, log: inout RequestLog)
+        async throws -> ProxyResponse
+    {
         var request: CheckedRequest
         if let checked {
             request = checked
         } else {
             switch try router.check(head, localPort: localPort) {
             case .preflight(let response): return log.finish(response)
-            case .admin(let path, let target): return try await AdminEndpoints(handler: self).respond(to: head, path: path, target: target, localPort: localPort)
+            case .admin(let path, let target):
+                return try await AdminEndpoints(handler: self).respond(
+                    to: head, path: path, target: target, localPort: localPort)
             case .request(let found): request = found
             }
         }
@@ -155,11 +167,13 @@ struct ProxyHandler: Sendable {
             // A steering server's answer depends on what the player says of its pathway and
             // throughput: the origin's, never stored.
             log.passesThrough = true
-            let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
+            let (body, metadata) = try await reader.originBody(
+                of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
             return log.finish(try steering(body, metadata: metadata, url: url, head: head, localPort: localPort))
         case .assetList:
             log.passesThrough = true
-            let (body, metadata) = try await reader.originBody(of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize)
+            let (body, metadata) = try await reader.originBody(
+                of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize)
             return log.finish(try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort))
         case .cache:
             return try await throughCache(request, head: head, localPort: localPort, log: &log)
@@ -169,7 +183,9 @@ struct ProxyHandler: Sendable {
     /// A request answered through the cache: its content information (one ranged `GET` of
     /// what it asks for when nothing is stored), a playlist or manifest rewritten, else the
     /// ``AnswerPlan`` for it carried out.
-    private func throughCache(_ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, log: inout RequestLog) async throws -> ProxyResponse {
+    private func throughCache(_ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, log: inout RequestLog)
+        async throws -> ProxyResponse
+    {
         let (url, asked) = (request.url, request.asked)
         if head.method == .GET { reader.readAhead(of: url, headers: asked.forwarded) }
         // What was stored when the request came: its bytes count as served from the cache,
@@ -184,8 +200,14 @@ struct ProxyHandler: Sendable {
         // lets a server ignore it; ffmpeg asks for `bytes=0-`).
         let (kind, unstored) = try await manifestKind(url, metadata, asked: asked)
         switch kind {
-        case .hls: return log.finish(try await playlist(url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
-        case .dash: return log.finish(try await manifest(url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
+        case .hls:
+            return log.finish(
+                try await playlist(
+                    url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
+        case .dash:
+            return log.finish(
+                try await manifest(
+                    url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
         case nil: break
         }
         let plan = AnswerPlan.plan(asked, metadata: metadata, sendsBody: head.method != .HEAD)
@@ -207,33 +229,50 @@ struct ProxyHandler: Sendable {
     /// Carries `plan` out for `request`, of the version `metadata` describes; `unstored` is its
     /// whole body when it was read to be looked at and not stored.
     private func carryOut(
-        _ plan: AnswerPlan, for request: CheckedRequest, metadata: ContentMetadata, unstored: (body: [UInt8], metadata: ContentMetadata)?,
+        _ plan: AnswerPlan, for request: CheckedRequest, metadata: ContentMetadata,
+        unstored: (body: [UInt8], metadata: ContentMetadata)?,
         log: inout RequestLog
     ) async throws -> ProxyResponse {
         let now = reader.now
         switch plan {
         case .notModified:
-            return log.finish(ProxyResponse(status: .notModified, headers: ProxyResponse.notModifiedFields(metadata, now: now), body: .none))
+            return log.finish(
+                ProxyResponse(
+                    status: .notModified, headers: ProxyResponse.notModifiedFields(metadata, now: now), body: .none))
         case .preconditionFailed:
-            return log.finish(ProxyResponse.error(.preconditionFailed, "A precondition of the request (If-Match or If-Unmodified-Since) does not hold for the current version."))
+            return log.finish(
+                ProxyResponse.error(
+                    .preconditionFailed,
+                    "A precondition of the request (If-Match or If-Unmodified-Since) does not hold for the current version."
+                ))
         case .unsatisfiable(let total):
             return log.finish(ProxyResponse.unsatisfiable(total: total))
         case .headOnly(let status, let range, let isPartial):
-            return log.finish(ProxyResponse(status: status, headers: ProxyResponse.fields(metadata, range: range, isPartial: isPartial, now: now), body: .none))
+            return log.finish(
+                ProxyResponse(
+                    status: status,
+                    headers: ProxyResponse.fields(metadata, range: range, isPartial: isPartial, now: now), body: .none))
         case .stream(let firstByte, let length):
             log.storedAtArrival = nil
             log.passesThrough = true
-            return try await lengthless(request.url, from: firstByte, length: length, headers: request.asked.forwarded, planned: metadata, log: log, now: now)
-        case .read(let wanted, let specifier) where unstored.map({ Int64($0.body.count) == metadata.length && $0.metadata.isSameVersion(as: metadata) }) == true:
+            return try await lengthless(
+                request.url, from: firstByte, length: length, headers: request.asked.forwarded, planned: metadata,
+                log: log, now: now)
+        case .read(let wanted, let specifier)
+        where unstored.map({ Int64($0.body.count) == metadata.length && $0.metadata.isSameVersion(as: metadata) })
+            == true:
             // Read whole to be looked at, and not stored: answered from those bytes.
             let unstored = unstored!
             log.passesThrough = true
             let fields = ProxyResponse.fields(unstored.metadata, range: wanted, isPartial: specifier != nil, now: now)
             let bytes = Array(unstored.body[Int(wanted.lowerBound)..<Int(wanted.upperBound)])
-            return log.finish(ProxyResponse(status: specifier != nil ? .partialContent : .ok, headers: fields, body: .bytes(bytes)))
+            return log.finish(
+                ProxyResponse(status: specifier != nil ? .partialContent : .ok, headers: fields, body: .bytes(bytes)))
         case .read(_, let specifier):
             // The range is resolved again if the read finds another version (see `read`).
-            let stream = try await reader.read(request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil)) { total in
+            let stream = try await reader.read(
+                request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil)
+            ) { total in
                 specifier.map { $0.resolve(length: total) } ?? ByteRange(0, total)
             }
             log.storedAtArrival?.start = stream.range.lowerBound
@@ -250,7 +289,8 @@ struct ProxyHandler: Sendable {
     /// The answer carrying `range` of the version `metadata` describes, whose body `body` makes
     /// with the request's log line.
     private func media(
-        _ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, log: inout RequestLog, body: (RequestLog) -> ProxyResponse.Body
+        _ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, log: inout RequestLog,
+        body: (RequestLog) -> ProxyResponse.Body
     ) -> ProxyResponse {
         let now = reader.now
         let status: HTTPResponseStatus
@@ -274,21 +314,26 @@ struct ProxyHandler: Sendable {
     /// gets as the origin wrote it; one that answers whole (internet radio, a generated file)
     /// gives the whole body, `200` (a `Range` is ignored, as RFC 9110 §14.2 allows).
     private func lengthless(
-        _ url: URL, from firstByte: Int64?, length: Int64?, headers: RequestHeaders, planned: ContentMetadata, log: RequestLog, now: Date
+        _ url: URL, from firstByte: Int64?, length: Int64?, headers: RequestHeaders, planned: ContentMetadata,
+        log: RequestLog, now: Date
     ) async throws -> ProxyResponse {
         var (log, planned) = (log, Optional(planned))
         if let firstByte {
-            let stream = try await reader.read(url, offset: firstByte, length: length, headers: headers, planned: planned)
+            let stream = try await reader.read(
+                url, offset: firstByte, length: length, headers: headers, planned: planned)
             if stream.isPartOfUnknownLength {
                 var fields = ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now)
                 fields.replaceOrAdd(name: "Accept-Ranges", value: "bytes")
-                fields.replaceOrAdd(name: "Content-Range", value: ContentRange(range: stream.range, totalLength: nil).headerValue)
+                fields.replaceOrAdd(
+                    name: "Content-Range", value: ContentRange(range: stream.range, totalLength: nil).headerValue)
                 log.status = 206
                 return ProxyResponse(status: .partialContent, headers: fields, body: .stream(stream, log: log))
             }
             if firstByte == 0, length == nil {
                 log.status = 200
-                return ProxyResponse(status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
+                return ProxyResponse(
+                    status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now),
+                    body: .stream(stream, log: log))
             }
             // The origin answered whole after all: the player gets the whole body, from its start.
             stream.cancel()
@@ -296,6 +341,8 @@ struct ProxyHandler: Sendable {
         }
         let stream = try await reader.read(url, offset: 0, length: nil, headers: headers, planned: planned)
         log.status = 200
-        return ProxyResponse(status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now), body: .stream(stream, log: log))
+        return ProxyResponse(
+            status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now),
+            body: .stream(stream, log: log))
     }
 }

@@ -134,7 +134,11 @@ extension ProxyResponse {
         }
         if !hasDate { fields.append(("Date", HTTPDate.format(Int64(now.timeIntervalSince1970)))) }
         if let generatedAt = metadata.generatedAt {
-            fields.append(("Age", String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds)))))))
+            fields.append(
+                (
+                    "Age",
+                    String(Int64(max(0, min(now.timeIntervalSince(generatedAt), Double(CacheControl.maximumSeconds)))))
+                ))
         }
         // The origin's Content-Type as it spelled it, kept with the entry; else the type known.
         if !hasType { fields.append(("Content-Type", metadata.mimeType ?? "application/octet-stream")) }
@@ -156,7 +160,10 @@ extension ProxyResponse {
     /// §15.4.5): the fields a `200` would carry less those that describe the body.
     static func notModifiedFields(_ metadata: ContentMetadata, now: Date) -> HTTPHeaders {
         var fields = Self.fields(metadata, range: nil, isPartial: false, now: now)
-        for name in ["content-type", "content-length", "content-range", "accept-ranges", "content-encoding", "content-language", "content-disposition"] {
+        for name in [
+            "content-type", "content-length", "content-range", "accept-ranges", "content-encoding", "content-language",
+            "content-disposition",
+        ] {
             fields.remove(name: name)
         }
         if let etag = metadata.etag { fields.add(name: "ETag", value: etag) }
@@ -178,7 +185,9 @@ extension ProxyResponse {
         if let answer = error.originAnswer { return passedOn(answer) }
         var response = cacheFailure(error)
         // What can be done about it, as data, for the command line that asked (an admin request).
-        if let remedy = error.remedy { response.headers.replaceOrAdd(name: "X-MediaCache-Remedy", value: remedy.description) }
+        if let remedy = error.remedy {
+            response.headers.replaceOrAdd(name: "X-MediaCache-Remedy", value: remedy.description)
+        }
         return response
     }
 

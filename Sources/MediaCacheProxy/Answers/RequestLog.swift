@@ -19,8 +19,13 @@ struct RequestLog: Sendable {
         let warning: String?
         let statistics: ProxyStatistics?
 
-        init(method: String, range: String?, started: ContinuousClock.Instant, logger: Logger, warning: String?, statistics: ProxyStatistics?) {
-            (self.method, self.range, self.started, self.logger, self.warning, self.statistics) = (method, range, started, logger, warning, statistics)
+        init(
+            method: String, range: String?, started: ContinuousClock.Instant, logger: Logger, warning: String?,
+            statistics: ProxyStatistics?
+        ) {
+            (self.method, self.range, self.started, self.logger, self.warning, self.statistics) = (
+                method, range, started, logger, warning, statistics
+            )
         }
     }
 
@@ -42,8 +47,12 @@ struct RequestLog: Sendable {
     var status = 0
     var firstByte: ContinuousClock.Instant?
 
-    init(method: String, range: String?, started: ContinuousClock.Instant, logger: Logger, warning: String?, statistics: ProxyStatistics?) {
-        request = Request(method: method, range: range, started: started, logger: logger, warning: warning, statistics: statistics)
+    init(
+        method: String, range: String?, started: ContinuousClock.Instant, logger: Logger, warning: String?,
+        statistics: ProxyStatistics?
+    ) {
+        request = Request(
+            method: method, range: range, started: started, logger: logger, warning: warning, statistics: statistics)
     }
 
     /// Logs an answer made without reading (an error, a `HEAD`, a `416`), with the error's
@@ -76,17 +85,24 @@ struct RequestLog: Sendable {
             statistics.bytesFromOrigin = sent - statistics.bytesFromCache
         }
         let result = result(statistics)
-        ProxyMetrics.record(result, cache: statistics.bytesFromCache, origin: statistics.bytesFromOrigin, duration: ContinuousClock.now - started)
+        ProxyMetrics.record(
+            result, cache: statistics.bytesFromCache, origin: statistics.bytesFromOrigin,
+            duration: ContinuousClock.now - started)
         self.statistics?.record(
             ProxyStatistics.RecentRequest(
                 at: Date(), method: method, url: url.utf8.count > 300 ? String(url.prefix(300)) : url, range: range,
                 status: status, result: result.rawValue, bytesFromCache: statistics.bytesFromCache,
                 bytesFromOrigin: statistics.bytesFromOrigin), result: result)
         guard logger.logLevel <= .info else { return }  // the line is a visible part of a hot request's cost
-        let ttfb = firstByte.map { ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))) } ?? "-"
+        let ttfb =
+            firstByte.map {
+                ($0 - started).formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1)))
+            } ?? "-"
         var metadata: Logger.Metadata = [
-            "range": "\(range ?? "-")", "status": "\(status)", "result": "\(result.rawValue)", "cache": "\(statistics.bytesFromCache)",
-            "origin": "\(statistics.bytesFromOrigin)", "retries": "\(statistics.originRetries)", "ttfb": "\(ttfb)", "url": "\(url)",
+            "range": "\(range ?? "-")", "status": "\(status)", "result": "\(result.rawValue)",
+            "cache": "\(statistics.bytesFromCache)",
+            "origin": "\(statistics.bytesFromOrigin)", "retries": "\(statistics.originRetries)", "ttfb": "\(ttfb)",
+            "url": "\(url)",
         ]
         if let error { metadata["error"] = "\((error as? ProxyRequestError)?.message ?? "\(error)")" }
         if let warning { metadata["warning"] = "\(warning)" }

@@ -35,12 +35,15 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     /// A read was asked for while reads were paused: it is made once they resume.
     private var readPending = false
 
-    init(handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool) {
+    init(
+        handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool
+    ) {
         self.handler = handler
         self.configuration = configuration
         self.connections = connections
         machine = ConnectionStateMachine(
-            now: .now(), idleTimeout: configuration.idleTimeout, requestTimeout: configuration.requestTimeout, isOverCapacity: isOverCapacity)
+            now: .now(), idleTimeout: configuration.idleTimeout, requestTimeout: configuration.requestTimeout,
+            isOverCapacity: isOverCapacity)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -117,9 +120,12 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         case .answer(let head):
             answer(head, number: machine.answers, context: context)
         case .refuseOverCapacity(let head):
-            var refusal = ProxyResponse.error(.serviceUnavailable, "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
+            var refusal = ProxyResponse.error(
+                .serviceUnavailable,
+                "Too many open connections (the limit is \(configuration.maxConnections)); try again.")
             refusal.headers.add(name: "Retry-After", value: "1")
-            configuration.logger.warning("Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
+            configuration.logger.warning(
+                "Refused a connection over the limit", metadata: ["limit": "\(configuration.maxConnections)"])
             send(refusal, to: head, number: machine.answers, context: context)
         case .refuseMalformed(let error):
             refuse(error, context: context)
@@ -138,10 +144,13 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         var refusal: ProxyResponse
         switch parserError {
         case .headerOverflow:
-            refusal = ProxyResponse.error(.requestHeaderFieldsTooLarge, "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
+            refusal = ProxyResponse.error(
+                .requestHeaderFieldsTooLarge,
+                "The request's head is larger than \(configuration.maxURIBytes + configuration.maxHeaderBytes) bytes.")
         case .invalidMethod:
             // The parser cannot tell a made-up method from a garbled request line.
-            refusal = ProxyResponse.error(.badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
+            refusal = ProxyResponse.error(
+                .badRequest, "Malformed request line or unknown method: only GET and HEAD are served.")
             refusal.headers.add(name: "Allow", value: "GET, HEAD")
         default:
             refusal = ProxyResponse.error(.badRequest, "Malformed HTTP request (\(parserError)).")
@@ -188,12 +197,15 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     /// Sends `response` to the `number`th request, `head`: at once, in one flush, when its
     /// body is at hand (a stored range in one file region: no task, no hop to another
     /// thread), else from a task.
-    private func send(_ response: ProxyResponse, to head: HTTPRequestHead, number: Int, context: ChannelHandlerContext) {
+    private func send(_ response: ProxyResponse, to head: HTTPRequestHead, number: Int, context: ChannelHandlerContext)
+    {
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         let channel = context.channel
         if case .atHand(let body) = response.body.parts(channel.allocator) {
             let (head, after) = ResponseSender.head(of: response, version: head.version, keepAlive: head.isKeepAlive)
-            ResponseSender.writeAtOnce(head, body, on: context, after: after).whenComplete { _ in this.value.answerEnded(number) }
+            ResponseSender.writeAtOnce(head, body, on: context, after: after).whenComplete { _ in
+                this.value.answerEnded(number)
+            }
             return
         }
         task = connections.run {

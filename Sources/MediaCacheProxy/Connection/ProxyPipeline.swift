@@ -21,16 +21,21 @@ import NIOHTTP1
 /// its setting up and tearing down on every new connection, so there are no more of them than
 /// this: a cached range's answer is three writes and a flush.
 enum ProxyPipeline {
-    static func configure(_ channel: any Channel, handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry) throws {
+    static func configure(
+        _ channel: any Channel, handler: ProxyHandler, configuration: ProxyConfiguration,
+        connections: ConnectionRegistry
+    ) throws {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderListSize = configuration.maxURIBytes + configuration.maxHeaderBytes
         limits.maxHeaderFieldSize = limits.maxHeaderListSize
         let isOverCapacity = connections.count >= configuration.maxConnections
-        let connection = ProxyConnectionHandler(handler: handler, configuration: configuration, connections: connections, isOverCapacity: isOverCapacity)
+        let connection = ProxyConnectionHandler(
+            handler: handler, configuration: configuration, connections: connections, isOverCapacity: isOverCapacity)
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(RequestBytes(connection))
         try sync.addHandler(HTTPResponseEncoder())
-        try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
+        try sync.addHandler(
+            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
         try sync.addHandler(connection)
     }
 }
@@ -62,7 +67,9 @@ struct LoopCallback: NIOScheduledCallbackHandler, Sendable {
     }
 
     /// Runs `action` on `loop` at `deadline`; `nil` when the loop is shutting down.
-    static func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ action: @escaping () -> Void) -> NIOScheduledCallback? {
+    static func schedule(at deadline: NIODeadline, on loop: any EventLoop, _ action: @escaping () -> Void)
+        -> NIOScheduledCallback?
+    {
         try? loop.scheduleCallback(at: deadline, handler: LoopCallback(action: NIOLoopBound(action, eventLoop: loop)))
     }
 }

@@ -33,11 +33,16 @@ enum ResponseSender {
 
     /// The head of `response` to a request of `version` that asked for keep-alive or not, and
     /// what the connection does after it.
-    static func head(of response: ProxyResponse, version: HTTPVersion, keepAlive: Bool) -> (head: HTTPResponseHead, after: After) {
+    static func head(of response: ProxyResponse, version: HTTPVersion, keepAlive: Bool) -> (
+        head: HTTPResponseHead, after: After
+    ) {
         var headers = response.headers
         let keepAlive = ResponseWriter.keepsAlive(requested: keepAlive, version: version, headers: headers)
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
-        return (HTTPResponseHead(version: version, status: response.status, headers: headers), keepAlive ? .keepsOpen : .closes)
+        return (
+            HTTPResponseHead(version: version, status: response.status, headers: headers),
+            keepAlive ? .keepsOpen : .closes
+        )
     }
 
     /// Sends `response`, from any thread; returns when it is written (or the connection cut).
@@ -45,10 +50,13 @@ enum ResponseSender {
         let (head, after) = head(of: response, version: version, keepAlive: keepAlive)
         switch response.body.parts(channel.allocator) {
         case .atHand(let body):
-            try? await channel.eventLoop.flatSubmit { writeAtOnce(head, body, on: ChannelOutput(channel: channel), after: after) }.get()
+            try? await channel.eventLoop.flatSubmit {
+                writeAtOnce(head, body, on: ChannelOutput(channel: channel), after: after)
+            }.get()
         case .later(var parts):
             do {
-                let answeredInstead = try await write(&parts, head: .head(head), on: channel, version: version, keepAlive: after == .keepsOpen)
+                let answeredInstead = try await write(
+                    &parts, head: .head(head), on: channel, version: version, keepAlive: after == .keepsOpen)
                 if !answeredInstead, after != .keepsOpen { try await channel.close() }
             } catch {
                 channel.close(promise: nil)
@@ -62,7 +70,9 @@ enum ResponseSender {
     ///   start at the handler rather than at the pipeline's tail), else the channel.
     /// - Returns: the end's write, which fails when a write before it failed.
     @discardableResult
-    static func writeAtOnce(_ head: HTTPResponseHead, _ body: ProxyResponse.Body.AtHand, on output: some ResponseOutput, after: After) -> EventLoopFuture<Void> {
+    static func writeAtOnce(
+        _ head: HTTPResponseHead, _ body: ProxyResponse.Body.AtHand, on output: some ResponseOutput, after: After
+    ) -> EventLoopFuture<Void> {
         let channel = output.channel
         output.write(.head(head), promise: nil)
         // A stored region's log line ends once its bytes are in the socket (the others ended
@@ -113,7 +123,11 @@ enum ResponseSender {
     /// held until then, which keeps the descriptor open.
     private static func fileRegion(_ region: StoredRegion) -> (FileRegion, NIOFileHandle) {
         let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
-        return (FileRegion(fileHandle: file, readerIndex: Int(region.range.lowerBound), endIndex: Int(region.range.upperBound)), file)
+        return (
+            FileRegion(
+                fileHandle: file, readerIndex: Int(region.range.lowerBound), endIndex: Int(region.range.upperBound)),
+            file
+        )
     }
 
     private static func release(_ file: NIOFileHandle, of region: StoredRegion) {
@@ -127,7 +141,8 @@ enum ResponseSender {
     /// before its first byte, a cut connection after.
     /// - Returns: whether the read failed before its first byte and was answered with its error.
     private static func write(
-        _ parts: inout ProxyResponse.Body.LaterParts, head: HTTPServerResponsePart, on channel: any Channel, version: HTTPVersion, keepAlive: Bool
+        _ parts: inout ProxyResponse.Body.LaterParts, head: HTTPServerResponsePart, on channel: any Channel,
+        version: HTTPVersion, keepAlive: Bool
     ) async throws -> Bool {
         var log = parts.log
         var writer = parts.writer

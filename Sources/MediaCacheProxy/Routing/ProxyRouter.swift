@@ -84,9 +84,12 @@ struct ProxyRouter: Sendable {
     /// the admin endpoints' own: `AdminEndpoints.respond`.)
     private func adminRoute(_ head: HTTPRequestHead) -> Checked? {
         // Most requests are for media: a look at the URI's start settles it without parsing.
-        guard head.uri.hasPrefix(Self.adminPrefix) || head.uri.hasPrefix("/metrics") || head.uri.hasPrefix("/status") else { return nil }
+        guard head.uri.hasPrefix(Self.adminPrefix) || head.uri.hasPrefix("/metrics") || head.uri.hasPrefix("/status")
+        else { return nil }
         let target = RequestTarget(head.uri)
-        guard let path = target.path, path.hasPrefix(Self.adminPrefix) || Self.adminPages.contains(path), target.query("url") == nil else { return nil }
+        guard let path = target.path, path.hasPrefix(Self.adminPrefix) || Self.adminPages.contains(path),
+            target.query("url") == nil
+        else { return nil }
         return .admin(path: path, target: target)
     }
 
@@ -111,19 +114,24 @@ struct ProxyRouter: Sendable {
     static func parse(_ head: HTTPRequestHead, url: URL) throws -> Asked {
         let (specifier, firstByte, length) = try rangeParts(of: head)
         return Asked(
-            url: url, specifier: specifier, firstByte: firstByte, length: length, forwarded: Self.endToEndHeaders(head.headers),
+            url: url, specifier: specifier, firstByte: firstByte, length: length,
+            forwarded: Self.endToEndHeaders(head.headers),
             conditions: PlayerConditions(head.headers))
     }
 
     /// What a request's `Range` asks for: the range, where the body starts (when known
     /// before the length) and how many bytes from there (when the range says).
-    static func rangeParts(of head: HTTPRequestHead) throws -> (specifier: RangeSpecifier?, firstByte: Int64?, length: Int64?) {
+    static func rangeParts(of head: HTTPRequestHead) throws -> (
+        specifier: RangeSpecifier?, firstByte: Int64?, length: Int64?
+    ) {
         // RFC 9110: a Range that is not a valid bytes range is ignored; we say so instead.
         var specifier: RangeSpecifier?
         if let rangeHeader = head.headers.first(name: "range") {
             switch RangeSpecifier.parse(rangeHeader) {
             case .invalid:
-                throw ProxyRequestError(status: .badRequest, "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n.")
+                throw ProxyRequestError(
+                    status: .badRequest,
+                    "Malformed Range header \"\(rangeHeader.prefix(100))\": use bytes=a-b, bytes=a- or bytes=-n.")
             case .single(let one): specifier = one
             case .multiple(let first): specifier = first  // answered with the first range only
             }
@@ -158,13 +166,21 @@ struct ProxyRouter: Sendable {
     static func endToEndHeaders(_ headers: HTTPHeaders) -> RequestHeaders {
         // Asked for every request, cached or not: names are compared where they are, not
         // lower-cased and hashed, and only with the names of their length.
-        let named = headers["connection"].flatMap { $0.split(separator: ",").map { String($0).trimmingHTTPWhitespace().lowercased() } }
+        let named = headers["connection"].flatMap {
+            $0.split(separator: ",").map { String($0).trimmingHTTPWhitespace().lowercased() }
+        }
         var forwarded: RequestHeaders = []
         forwarded.reserveCapacity(headers.count)
         for field in headers {
             let length = field.name.utf8.count
-            if length < notForwardedByLength.count, notForwardedByLength[length].contains(where: { FieldName.matches(field.name, $0) }) { continue }
-            if !named.isEmpty, named.contains(where: { $0.utf8.count == length && $0 == field.name.lowercased() }) { continue }
+            if length < notForwardedByLength.count,
+                notForwardedByLength[length].contains(where: { FieldName.matches(field.name, $0) })
+            {
+                continue
+            }
+            if !named.isEmpty, named.contains(where: { $0.utf8.count == length && $0 == field.name.lowercased() }) {
+                continue
+            }
             forwarded.append((name: field.name, value: field.value))
         }
         return forwarded
@@ -182,7 +198,8 @@ struct ProxyRouter: Sendable {
     func checkRequest(_ head: HTTPRequestHead, localPort: Int) throws {
         let allowsPreflight = head.method == .OPTIONS && !configuration.corsOrigins.isEmpty
         guard head.method == .GET || head.method == .HEAD || allowsPreflight else {
-            throw ProxyRequestError(status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
+            throw ProxyRequestError(
+                status: .methodNotAllowed, "Only GET and HEAD are served.", headers: [("Allow", "GET, HEAD")])
         }
         try checkSender(head, localPort: localPort)
     }
@@ -193,7 +210,8 @@ struct ProxyRouter: Sendable {
     /// to 127.0.0.1 cannot reach it), and the site that sent it (``checkSite(_:)``).
     func checkSender(_ head: HTTPRequestHead, localPort: Int) throws {
         guard head.uri.utf8.count <= configuration.maxURIBytes else {
-            throw ProxyRequestError(status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
+            throw ProxyRequestError(
+                status: .uriTooLong, "The request target is longer than \(configuration.maxURIBytes) bytes.")
         }
         // One pass over the fields for their size and the Host (every request gets here).
         var headerBytes = 0
@@ -207,11 +225,15 @@ struct ProxyRouter: Sendable {
             }
         }
         guard headerBytes <= configuration.maxHeaderBytes else {
-            throw ProxyRequestError(status: .requestHeaderFieldsTooLarge, "The request's header fields are larger than \(configuration.maxHeaderBytes) bytes.")
+            throw ProxyRequestError(
+                status: .requestHeaderFieldsTooLarge,
+                "The request's header fields are larger than \(configuration.maxHeaderBytes) bytes.")
         }
         guard let hostField else {
             // RFC 9112 §3.2: an HTTP/1.1 request without Host is malformed; HTTP/1.0 has none.
-            guard head.version == .http1_0 else { throw ProxyRequestError(status: .badRequest, "The request has no Host header.") }
+            guard head.version == .http1_0 else {
+                throw ProxyRequestError(status: .badRequest, "The request has no Host header.")
+            }
             return
         }
         guard hostCount == 1, let host = HostAndPort(parsing: hostField) else {
@@ -254,7 +276,9 @@ struct ProxyRouter: Sendable {
         guard let given = target.token ?? head.headers.first(name: "X-MediaCache-Token") else { return false }
         let (expected, offered) = (Array(token.utf8), Array(given.utf8))
         var difference = expected.count ^ offered.count
-        for index in expected.indices { difference |= Int(expected[index] ^ (index < offered.count ? offered[index] : 0)) }
+        for index in expected.indices {
+            difference |= Int(expected[index] ^ (index < offered.count ? offered[index] : 0))
+        }
         return difference == 0
     }
 
@@ -268,7 +292,9 @@ struct ProxyRouter: Sendable {
             if let value = head.headers.first(name: name) { metadata[name] = "\(value.prefix(100))" }
         }
         // The referring page's origin only: its path and query may hold what is not ours to log.
-        if let referer = head.headers.first(name: "referer").flatMap(URL.init(string:)), let scheme = referer.scheme, let host = referer.host {
+        if let referer = head.headers.first(name: "referer").flatMap(URL.init(string:)), let scheme = referer.scheme,
+            let host = referer.host
+        {
             metadata["referer"] = "\(scheme)://\(host.prefix(100))\(referer.port.map { ":\($0)" } ?? "")"
         }
         configuration.logger.warning("Refused a request: \(refused.message)", metadata: metadata)
@@ -289,7 +315,9 @@ struct ProxyRouter: Sendable {
         guard let origin = allowedWebOrigin(head) else { return }
         response.headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
         if head.method != .OPTIONS {
-            response.headers.add(name: "Access-Control-Expose-Headers", value: "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified")
+            response.headers.add(
+                name: "Access-Control-Expose-Headers",
+                value: "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified")
         }
     }
 
@@ -297,7 +325,9 @@ struct ProxyRouter: Sendable {
     /// methods, the request fields it asked for and, if asked, Private Network Access.
     func preflight(_ head: HTTPRequestHead) throws -> ProxyResponse {
         guard allowedWebOrigin(head) != nil else {
-            throw ProxyRequestError(status: .forbidden, "Pages from this origin may not read through the proxy (its configuration does not list it).")
+            throw ProxyRequestError(
+                status: .forbidden,
+                "Pages from this origin may not read through the proxy (its configuration does not list it).")
         }
         var headers = HTTPHeaders()
         headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD")
@@ -319,10 +349,14 @@ struct ProxyRouter: Sendable {
             do {
                 try reader.checkOrigin(url)
             } catch {
-                throw ProxyRequestError(status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.", refusal: .origin)
+                throw ProxyRequestError(
+                    status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.",
+                    refusal: .origin)
             }
         }
-        guard hasToken(parsed.target, head) else { throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token) }
+        guard hasToken(parsed.target, head) else {
+            throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
+        }
         return (try parsed.originURL.get(), parsed.target)
     }
 

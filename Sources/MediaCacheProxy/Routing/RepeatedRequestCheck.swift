@@ -70,7 +70,8 @@ struct RepeatedRequestCheck {
     }
 
     /// What `remembered` found, with the range `head` asks for.
-    private static func reused(_ remembered: Remembered, for head: HTTPRequestHead) throws -> ProxyRouter.CheckedRequest {
+    private static func reused(_ remembered: Remembered, for head: HTTPRequestHead) throws -> ProxyRouter.CheckedRequest
+    {
         var checked = remembered.checked
         (checked.asked.specifier, checked.asked.firstByte, checked.asked.length) = try ProxyRouter.rangeParts(of: head)
         return checked

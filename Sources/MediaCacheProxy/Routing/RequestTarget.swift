@@ -34,13 +34,20 @@ struct RequestTarget: Sendable {
         let rest = uri.dropFirst(3)
         let segmentEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
         let parts = rest[..<segmentEnd].split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let origin = parts.first.flatMap(ProxyURL.fromBase64URL), origin.hasPrefix("http://") || origin.hasPrefix("https://"),
+        guard let origin = parts.first.flatMap(ProxyURL.fromBase64URL),
+            origin.hasPrefix("http://") || origin.hasPrefix("https://"),
             !origin.dropFirst(8).contains("/"), !origin.contains("?"), !origin.contains("#")
         else {
-            return .failure(ProxyRequestError(status: .badRequest, "Malformed path-form target: its first segment names no http or https origin."))
+            return .failure(
+                ProxyRequestError(
+                    status: .badRequest, "Malformed path-form target: its first segment names no http or https origin.")
+            )
         }
         let token = parts.count == 2 ? ProxyURL.fromBase64URL(parts[1]) : nil
-        if parts.count == 2, token == nil { return .failure(ProxyRequestError(status: .badRequest, "Malformed path-form target: its token cannot be read.")) }
+        if parts.count == 2, token == nil {
+            return .failure(
+                ProxyRequestError(status: .badRequest, "Malformed path-form target: its token cannot be read."))
+        }
         let tail = rest[segmentEnd...].prefix { $0 != "#" }
         return .success((origin + (tail.hasPrefix("/") ? String(tail) : "/" + tail), token))
     }
@@ -98,15 +105,19 @@ struct RequestTarget: Sendable {
             return try Self.checked(text)
         }
         guard let path, path == "/" || (path.hasPrefix("/") && query("url") != nil) else {
-            throw ProxyRequestError(status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
+            throw ProxyRequestError(
+                status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
         }
         guard let text = query("url"), !text.isEmpty else {
-            throw ProxyRequestError(status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
+            throw ProxyRequestError(
+                status: .badRequest, "Missing url: ask for /?url=<percent-encoded http or https URL>.")
         }
         let url = try Self.checked(text)
         // What a player adds to a URL it was given (`_HLS_msn`, `_HLS_primary_id`, …, `CMCD`) is
         // the origin's, as the player wrote it (its percent-encoding kept).
-        let added = Self.pieces(of: percentEncodedQuery).filter { $0.name.hasPrefix("_HLS_") || $0.name == CMCD.queryName }
+        let added = Self.pieces(of: percentEncodedQuery).filter {
+            $0.name.hasPrefix("_HLS_") || $0.name == CMCD.queryName
+        }
         guard !added.isEmpty else { return url }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
@@ -120,7 +131,9 @@ struct RequestTarget: Sendable {
         }
         // Both came out of parsed URIs, so each piece is percent-encoded already.
         components.percentEncodedQuery = (kept + added).map(\.text).joined(separator: "&")
-        guard let withAdded = components.url else { throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".") }
+        guard let withAdded = components.url else {
+            throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
+        }
         return withAdded
     }
 
@@ -141,7 +154,8 @@ struct RequestTarget: Sendable {
             throw ProxyRequestError(status: .badRequest, "Malformed url \"\(text.prefix(200))\".")
         }
         guard scheme == "http" || scheme == "https" else {
-            throw ProxyRequestError(status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
+            throw ProxyRequestError(
+                status: .badRequest, "Only http and https URLs can be proxied, not \(scheme.prefix(20)).")
         }
         return url
     }

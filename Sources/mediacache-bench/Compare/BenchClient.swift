@@ -25,7 +25,9 @@ struct BenchClient {
     func text(_ url: String) async throws -> String {
         let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 1 << 20)
-        guard (200..<300).contains(response.status.code) else { throw ValidationError("\(url) answered \(response.status.code)") }
+        guard (200..<300).contains(response.status.code) else {
+            throw ValidationError("\(url) answered \(response.status.code)")
+        }
         return String(buffer: body)
     }
 
@@ -33,21 +35,28 @@ struct BenchClient {
     /// bytes and hangs up, as a player does. Checks every byte kept against `content`.
     /// Returns the bytes kept and the time to the first byte.
     @discardableResult
-    func read(_ url: String, content: DeterministicContent, offset: Int64 = 0, length: Int64? = nil, take: Int64? = nil) async throws -> (range: ByteRange, firstByte: Double) {
+    func read(_ url: String, content: DeterministicContent, offset: Int64 = 0, length: Int64? = nil, take: Int64? = nil)
+        async throws -> (range: ByteRange, firstByte: Double)
+    {
         var request = HTTPClientRequest(url: url)
         if offset > 0 || length != nil {
             request.headers.add(name: "Range", value: "bytes=\(offset)-\(length.map { String(offset + $0 - 1) } ?? "")")
         }
         let start = ContinuousClock.now
         let response = try await http.execute(request, timeout: .seconds(120))
-        guard [200, 206].contains(response.status.code) else { throw ValidationError("\(url) answered \(response.status.code)") }
+        guard [200, 206].contains(response.status.code) else {
+            throw ValidationError("\(url) answered \(response.status.code)")
+        }
         var cursor = offset
         let limit = take.map { offset + $0 } ?? .max
         var firstByte: Double?
         for try await chunk in response.body where chunk.readableBytes > 0 {
             firstByte = firstByte ?? (ContinuousClock.now - start).seconds
-            let kept = chunk.getSlice(at: chunk.readerIndex, length: Int(min(Int64(chunk.readableBytes), limit - cursor)))!
-            if let wrong = content.firstMismatch(in: kept, at: cursor) { throw ValidationError("\(url): wrong byte at offset \(wrong)") }
+            let kept = chunk.getSlice(
+                at: chunk.readerIndex, length: Int(min(Int64(chunk.readableBytes), limit - cursor)))!
+            if let wrong = content.firstMismatch(in: kept, at: cursor) {
+                throw ValidationError("\(url): wrong byte at offset \(wrong)")
+            }
             cursor += Int64(kept.readableBytes)
             if cursor >= limit { break }
         }
@@ -80,8 +89,11 @@ struct BenchClient {
                 status: Int(fields[0]) ?? 0, bytes: Int64(fields[1]) ?? -1,
                 firstByte: Double(fields[2]) ?? .infinity, total: Double(fields[3]) ?? .infinity)
         }
-        guard transfers.count == urls.count, transfers.allSatisfy({ $0.status == 200 && $0.bytes == expectedBytes }) else {
-            throw ValidationError("curl: expected \(urls.count) × 200 with \(expectedBytes) bytes, got \(transfers.map { "\($0.status)/\($0.bytes)" })")
+        guard transfers.count == urls.count, transfers.allSatisfy({ $0.status == 200 && $0.bytes == expectedBytes })
+        else {
+            throw ValidationError(
+                "curl: expected \(urls.count) × 200 with \(expectedBytes) bytes, got \(transfers.map { "\($0.status)/\($0.bytes)" })"
+            )
         }
         return transfers
     }
@@ -96,8 +108,10 @@ struct BenchClient {
             if index > 0 { arguments.append("--next") }
             if newConnections { arguments += ["--header", "Connection: close"] }
             arguments += [
-                "--silent", "--show-error", "--no-progress-meter", "--range", "\(range.lowerBound)-\(range.upperBound - 1)",
-                "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total} %{num_connects}\\n", url, "--output", "/dev/null",
+                "--silent", "--show-error", "--no-progress-meter", "--range",
+                "\(range.lowerBound)-\(range.upperBound - 1)",
+                "--write-out", "%{http_code} %{size_download} %{time_starttransfer} %{time_total} %{num_connects}\\n",
+                url, "--output", "/dev/null",
             ]
         }
         let result = try await ChildProcess.run(arguments)
@@ -111,7 +125,8 @@ struct BenchClient {
         }
         let connections = lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
         let expectedConnections = newConnections ? ranges.count : 1
-        guard transfers.count == ranges.count, zip(transfers, ranges).allSatisfy({ $0.status == 206 && $0.bytes == $1.length }),
+        guard transfers.count == ranges.count,
+            zip(transfers, ranges).allSatisfy({ $0.status == 206 && $0.bytes == $1.length }),
             connections == expectedConnections
         else {
             throw ValidationError(

@@ -19,7 +19,10 @@ struct BenchServer {
 
     /// `makeURL` turns an origin URL (of the test origin or of nginx's static server) into
     /// the URL a client asks this server for.
-    init(name: String, process: SpawnedProcess, prefix: String, originPort: Int, makeURL: @escaping @Sendable (String) -> String) {
+    init(
+        name: String, process: SpawnedProcess, prefix: String, originPort: Int,
+        makeURL: @escaping @Sendable (String) -> String
+    ) {
         self.name = name
         self.process = process
         self.prefix = prefix
@@ -36,7 +39,8 @@ struct BenchServer {
     /// The peak resident memory of the server and every process it forked.
     var peakMemory: Int64 {
         let pid = process.processIdentifier
-        return ([pid] + ProcessMemory.children(of: pid)).compactMap { ProcessMemory.peakResidentBytes(pid: $0) }.reduce(0, +)
+        return ([pid] + ProcessMemory.children(of: pid)).compactMap { ProcessMemory.peakResidentBytes(pid: $0) }.reduce(
+            0, +)
     }
 
     func stop() {
@@ -67,7 +71,9 @@ struct OriginControl {
     /// The requests received and body bytes sent for `path` so far.
     func stats(_ path: String) async throws -> (requests: Int, bytes: Int64) {
         let fields = try await client.text(url("/_origin/stats?path=\(path)")).split(separator: " ")
-        guard fields.count == 2, let requests = Int(fields[0]), let bytes = Int64(fields[1].trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        guard fields.count == 2, let requests = Int(fields[0]),
+            let bytes = Int64(fields[1].trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
             throw ValidationError("The origin's stats answer is malformed: \(fields)")
         }
         return (requests, bytes)
@@ -87,7 +93,8 @@ struct StaticOrigin {
 enum BenchServers {
     /// Starts `mediacache-bench origin` (`executable`) on a free port.
     static func startOrigin(_ executable: URL) async throws -> (SpawnedProcess, Int) {
-        let (process, line) = try await ChildProcess.startServer(executable, ["origin", "--port", "0"], readyLinePrefix: "origin: listening on")
+        let (process, line) = try await ChildProcess.startServer(
+            executable, ["origin", "--port", "0"], readyLinePrefix: "origin: listening on")
         return (process, try port(in: line))
     }
 
@@ -97,7 +104,9 @@ enum BenchServers {
         arguments: [String] = []
     ) async throws -> BenchServer {
         let (process, line) = try await ChildProcess.startServer(
-            executable, ["serve", "--port", "0", "--cache-dir", directory.path, "--max-size", "8G", "--log-level", "warning"] + arguments,
+            executable,
+            ["serve", "--port", "0", "--cache-dir", directory.path, "--max-size", "8G", "--log-level", "warning"]
+                + arguments,
             readyLinePrefix: "mediacache: serving on")
         let port = try port(in: line)
         return BenchServer(name: name, process: process, prefix: prefix, originPort: originPort) { origin in
@@ -107,7 +116,9 @@ enum BenchServers {
 
     /// Starts nginx as a slice cache in front of the origin, its configuration and cache in
     /// `directory`; installs Debian's nginx first if it is missing.
-    static func startNginx(directory: URL, originPort: Int, client: BenchClient) async throws -> (server: BenchServer, staticOrigin: StaticOrigin) {
+    static func startNginx(directory: URL, originPort: Int, client: BenchClient) async throws -> (
+        server: BenchServer, staticOrigin: StaticOrigin
+    ) {
         let nginx = try await nginxExecutable()
         let port = try freePort()
         let staticPort = try freePort()
@@ -115,11 +126,15 @@ enum BenchServers {
         // The workers may run as an unprivileged user: let them write their cache here.
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
         let staticFolder = directory.appendingPathComponent("static")
-        try FileManager.default.createDirectory(at: staticFolder.appendingPathComponent("static"), withIntermediateDirectories: true)
-        let configuration = nginxConfiguration(directory: directory.path, port: port, originPort: originPort, staticPort: staticPort)
+        try FileManager.default.createDirectory(
+            at: staticFolder.appendingPathComponent("static"), withIntermediateDirectories: true)
+        let configuration = nginxConfiguration(
+            directory: directory.path, port: port, originPort: originPort, staticPort: staticPort)
         let file = directory.appendingPathComponent("nginx.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
-        let process = try SpawnedProcess(nginx.path, ["-p", directory.path, "-c", file.path, "-e", directory.appendingPathComponent("error.log").path])
+        let process = try SpawnedProcess(
+            nginx.path,
+            ["-p", directory.path, "-c", file.path, "-e", directory.appendingPathComponent("error.log").path])
         // nginx routes by path: the test origin's paths, and /static/ to its static server.
         let server = BenchServer(name: "nginx", process: process, prefix: "/nginx", originPort: originPort) { origin in
             "http://127.0.0.1:\(port)" + (URLComponents(string: origin)?.percentEncodedPath ?? "/")
@@ -196,20 +211,24 @@ enum BenchServers {
             return URL(fileURLWithPath: found)
         }
         guard getuid() == 0, ChildProcess.toolExists("apt-get") else {
-            throw ValidationError("nginx is not installed; install it (Debian: apt-get install nginx-light) and run again.")
+            throw ValidationError(
+                "nginx is not installed; install it (Debian: apt-get install nginx-light) and run again.")
         }
         print("nginx is missing: installing Debian's nginx-light …")
         if try await ChildProcess.run(["apt-get", "install", "-y", "nginx-light"]).status != 0 {
             _ = try await ChildProcess.run(["apt-get", "update"])
             let result = try await ChildProcess.run(["apt-get", "install", "-y", "nginx-light"])
-            guard result.status == 0 else { throw ValidationError("apt-get install nginx-light failed:\n\(result.error)") }
+            guard result.status == 0 else {
+                throw ValidationError("apt-get install nginx-light failed:\n\(result.error)")
+            }
         }
         return try await nginxExecutable()
     }
 
     /// A port nothing listens on now (nginx needs a number in its configuration).
     private static func freePort() throws -> Int {
-        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).wait()
+        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0)
+            .wait()
         defer { try? channel.close().wait() }
         return channel.localAddress!.port!
     }

@@ -37,7 +37,8 @@ struct FloorServerCommand: ParsableCommand {
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: false, withOutboundHeaderValidation: false)
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withErrorHandling: false, withOutboundHeaderValidation: false)
                     try channel.pipeline.syncOperations.addHandler(FloorHandler(file: handle, length: length))
                 }
             }
@@ -71,15 +72,24 @@ private final class FloorHandler: ChannelInboundHandler {
             self.head = nil
             var range = 0..<length
             var status = HTTPResponseStatus.ok
-            if let field = head.headers.first(name: "range"), case .single(.from(let first, let last)) = RangeSpecifier.parse(field), first < length {
+            if let field = head.headers.first(name: "range"),
+                case .single(.from(let first, let last)) = RangeSpecifier.parse(field), first < length
+            {
                 range = first..<min(length, (last ?? length - 1) + 1)
                 status = .partialContent
             }
-            var headers = HTTPHeaders([("Content-Length", "\(range.count)"), ("Content-Type", "application/octet-stream")])
-            if status == .partialContent { headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(length)") }
+            var headers = HTTPHeaders([
+                ("Content-Length", "\(range.count)"), ("Content-Type", "application/octet-stream"),
+            ])
+            if status == .partialContent {
+                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(length)")
+            }
             if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-            let region = FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+                promise: nil)
+            let region = FileRegion(
+                fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
             context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: nil)
             let keepAlive = head.isKeepAlive
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)

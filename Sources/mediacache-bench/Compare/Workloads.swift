@@ -15,7 +15,9 @@ struct Workloads {
     var verbose = true
 
     /// Serves the same deterministic bytes under every server's prefix; returns the content.
-    private func serve(_ path: String, length: Int64, seed: UInt64, bytesPerSecond: Int64? = nil) async throws -> DeterministicContent {
+    private func serve(_ path: String, length: Int64, seed: UInt64, bytesPerSecond: Int64? = nil) async throws
+        -> DeterministicContent
+    {
         for server in servers {
             try await origin.serve(server.prefix + path, length: length, seed: seed, bytesPerSecond: bytesPerSecond)
         }
@@ -33,7 +35,8 @@ struct Workloads {
         var speeds = [[Double]](repeating: [], count: servers.count)
         for _ in 0..<rounds {
             for (index, server) in servers.enumerated() {
-                let run = try await client.curl([server.url(server.prefix + "/hot.bin")], parallel: 1, expectedBytes: length)
+                let run = try await client.curl(
+                    [server.url(server.prefix + "/hot.bin")], parallel: 1, expectedBytes: length)
                 speeds[index].append(Double(sizeMiB) / run[0].total)
             }
         }
@@ -73,8 +76,12 @@ struct Workloads {
             }
         }
         table.add("2. hot, \(clients) clients × 8 MiB, aggregate MiB/s", values: aggregate, format: "%.0f")
-        table.add("2. hot, \(clients) clients, p50 first byte, ms", values: firstBytes.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f")
-        table.add("2. hot, \(clients) clients, p99 first byte, ms", values: firstBytes.map { Self.percentile(0.99, $0) * 1000 }, format: "%.1f")
+        table.add(
+            "2. hot, \(clients) clients, p50 first byte, ms",
+            values: firstBytes.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f")
+        table.add(
+            "2. hot, \(clients) clients, p99 first byte, ms",
+            values: firstBytes.map { Self.percentile(0.99, $0) * 1000 }, format: "%.1f")
     }
 
     /// 3. Time to first byte of a file nobody read yet, on an origin sending slowly.
@@ -84,7 +91,8 @@ struct Workloads {
         var direct: [Double] = []
         for sample in 0..<samples {
             let path = "/slow-\(sample).bin"
-            let content = try await serve(path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
+            let content = try await serve(
+                path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
             try await origin.serve(path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
             direct.append(try await client.firstByte(origin.url(path), content: content))
             for (index, server) in servers.enumerated() {
@@ -92,7 +100,8 @@ struct Workloads {
             }
         }
         table.add(
-            "3. cold first byte, origin at \(bytesPerSecond >> 10) KiB/s, median ms", values: times.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f",
+            "3. cold first byte, origin at \(bytesPerSecond >> 10) KiB/s, median ms",
+            values: times.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f",
             reference: String(format: "origin direct %.1f ms", Self.percentile(0.5, direct) * 1000))
     }
 
@@ -108,7 +117,8 @@ struct Workloads {
         var kept = SpanSet()
         var asked = SpanSet()
         func read(_ offset: Int64, length: Int64? = nil, take: Int64? = nil) async throws {
-            kept.insert(try await client.read(movieURL, content: movie, offset: offset, length: length, take: take).range)
+            kept.insert(
+                try await client.read(movieURL, content: movie, offset: offset, length: length, take: take).range)
             asked.insert(ByteRange(offset, length.map { offset + $0 } ?? Self.movieLength))
         }
         try await read(0, length: 2)
@@ -128,7 +138,8 @@ struct Workloads {
         var keptWindows = SpanSet()
         for _ in 0..<200 {
             let offset = Int64(random.next() % UInt64(Self.windowsLength - (64 << 10)))
-            keptWindows.insert(try await client.read(windowsURL, content: windows, offset: offset, length: 64 << 10).range)
+            keptWindows.insert(
+                try await client.read(windowsURL, content: windows, offset: offset, length: 64 << 10).range)
         }
         return (kept.byteCount + keptWindows.byteCount, asked.byteCount + keptWindows.byteCount)
     }
@@ -185,7 +196,9 @@ struct Workloads {
             _ = try await session(server)
             try await Task.sleep(for: .milliseconds(500))
             var made: [String] = []
-            for (path, count) in zip(paths, before) { made += try await origin.requests(server.prefix + path).dropFirst(count) }
+            for (path, count) in zip(paths, before) {
+                made += try await origin.requests(server.prefix + path).dropFirst(count)
+            }
             requests.append(Double(made.count))
             if verbose, !made.isEmpty { print("    \(server.name) replay: " + made.joined(separator: "; ")) }
         }
@@ -198,7 +211,9 @@ struct Workloads {
     /// the time to the first byte includes the connection's set-up. Beside them in each
     /// round, the floor: the same ranges from a bare SwiftNIO server (`floor-server`, run
     /// from `floor.bench` on a copy of the file in `floor.folder`).
-    func hotRangeLatency(newConnections: Bool, floor: (bench: URL, folder: URL), into table: inout ResultTable) async throws {
+    func hotRangeLatency(newConnections: Bool, floor: (bench: URL, folder: URL), into table: inout ResultTable)
+        async throws
+    {
         let length: Int64 = 64 << 20
         let content = try await serve("/ranges.bin", length: length, seed: 66)
         var random = SplitMix(seed: 67)
@@ -245,7 +260,9 @@ struct Workloads {
         func add(_ name: String, _ rounds: [[Double]]) {
             let floor = rounds[servers.count]
             let ratios = { (server: Int) in ResultTable.spread(zip(rounds[server], floor).map { $1 / $0 }) }
-            let reference = String(format: "bare SwiftNIO %.3f ms: ", ResultTable.median(floor)) + "floor / nginx \(ratios(1)), floor / ours \(ratios(0))"
+            let reference =
+                String(format: "bare SwiftNIO %.3f ms: ", ResultTable.median(floor))
+                + "floor / nginx \(ratios(1)), floor / ours \(ratios(0))"
             table.add(name, rounds: Array(rounds.prefix(servers.count)), format: "%.3f", reference: reference)
         }
         add("8. hot 64 KiB range, one connection, p50 ms", p50)
@@ -267,7 +284,9 @@ struct Workloads {
         try await client.read(staticOrigin.url("cold.bin"), content: content, length: length)
         for server in servers {
             try FileManager.default.linkItem(at: source, to: staticOrigin.file("cold-check-\(server.name).bin"))
-            try await client.read(server.url(forOrigin: staticOrigin.url("cold-check-\(server.name).bin")), content: content, length: length)
+            try await client.read(
+                server.url(forOrigin: staticOrigin.url("cold-check-\(server.name).bin")), content: content,
+                length: length)
         }
         // Each round: the direct read, the write floor (the same bytes copied to a new file
         // with 1 MiB writes, no sync: what storing costs on this machine at that moment), then
@@ -276,31 +295,40 @@ struct Workloads {
         var direct: [Double] = []
         var floor: [Double] = []
         for round in 0..<rounds {
-            direct.append(Double(sizeMiB) / (try await client.curl([staticOrigin.url("cold.bin")], parallel: 1, expectedBytes: length))[0].total)
+            direct.append(
+                Double(sizeMiB)
+                    / (try await client.curl([staticOrigin.url("cold.bin")], parallel: 1, expectedBytes: length))[0]
+                    .total)
             let copied = staticOrigin.file("copy-\(round).bin")
             floor.append(Double(sizeMiB) / (try await Self.dd(from: source, to: copied.path)))
             try FileManager.default.removeItem(at: copied)
             for (index, server) in servers.enumerated() {
                 let name = "cold-\(round)-\(server.name).bin"
                 try FileManager.default.linkItem(at: source, to: staticOrigin.file(name))
-                let run = try await client.curl([server.url(forOrigin: staticOrigin.url(name))], parallel: 1, expectedBytes: length)
+                let run = try await client.curl(
+                    [server.url(forOrigin: staticOrigin.url(name))], parallel: 1, expectedBytes: length)
                 speeds[index].append(Double(sizeMiB) / run[0].total)
             }
         }
         let ours = speeds[0]
         table.add(
             "9. cold whole file, \(sizeMiB) MiB, fast origin, MiB/s", rounds: speeds, format: "%.0f",
-            reference: String(format: "direct %.0f MiB/s, write floor (dd, 1 MiB writes) %.0f MiB/s", ResultTable.median(direct), ResultTable.median(floor))
+            reference: String(
+                format: "direct %.0f MiB/s, write floor (dd, 1 MiB writes) %.0f MiB/s", ResultTable.median(direct),
+                ResultTable.median(floor))
                 + "; per round ours / direct \(ResultTable.spread(zip(ours, direct).map { $0 / $1 }))"
                 + ", ours / floor \(ResultTable.spread(zip(ours, floor).map { $0 / $1 }))"
-                + ", ours / the lower of the two \(ResultTable.spread(zip(ours, zip(direct, floor)).map { $0 / min($1.0, $1.1) }))")
+                + ", ours / the lower of the two \(ResultTable.spread(zip(ours, zip(direct, floor)).map { $0 / min($1.0, $1.1) }))"
+        )
     }
 
     /// Copies `source` to `destination` with dd, 1 MiB at a time; returns dd's own time.
     static func dd(from source: URL, to destination: String) async throws -> Double {
         // dd's own figure: "N bytes (…) copied, S s, R GB/s".
         let result = try await ChildProcess.run(["dd", "if=\(source.path)", "of=\(destination)", "bs=1M"])
-        guard result.status == 0, let match = result.error.firstMatch(of: /copied, ([0-9.]+) s/), let seconds = Double(match.1) else {
+        guard result.status == 0, let match = result.error.firstMatch(of: /copied, ([0-9.]+) s/),
+            let seconds = Double(match.1)
+        else {
             throw ValidationError("dd failed: \(result.error)")
         }
         return seconds
@@ -327,7 +355,10 @@ struct Workloads {
     }
 
     static func largestFile(in folder: URL) -> URL? {
-        let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.fileSizeKey])?.compactMap { $0 as? URL } ?? []
+        let files =
+            FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.fileSizeKey])?.compactMap {
+                $0 as? URL
+            } ?? []
         return files.max { $0.fileSize < $1.fileSize }
     }
 }

@@ -71,7 +71,8 @@ final class LinkRelay: Sendable {
                             .connect(host: "127.0.0.1", port: target)
                             .whenComplete { result in
                                 switch result {
-                                case .success: inbound.setOption(.autoRead, value: true).whenComplete { _ in inbound.read() }
+                                case .success:
+                                    inbound.setOption(.autoRead, value: true).whenComplete { _ in inbound.read() }
                                 case .failure: inbound.close(promise: nil)
                                 }
                             }
@@ -79,7 +80,8 @@ final class LinkRelay: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        return LinkRelay(port: channel.localAddress?.port ?? 0, channel: channel, toClient: toClient, toServer: toServer)
+        return LinkRelay(
+            port: channel.localAddress?.port ?? 0, channel: channel, toClient: toClient, toServer: toServer)
     }
 
     func stop() async {
@@ -141,7 +143,8 @@ final class LinkRelay: Sendable {
 
         init(direction: Direction) {
             self.direction = direction
-            self.window = Int(direction.shape.bytesPerSecond * direction.shape.roundTrip.nanoseconds / 1_000_000_000) + 65_536
+            self.window =
+                Int(direction.shape.bytesPerSecond * direction.shape.roundTrip.nanoseconds / 1_000_000_000) + 65_536
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -204,7 +207,9 @@ struct LinkOptions: ParsableArguments {
     /// The link's bandwidth each way, in bytes per second.
     var bytesPerSecond: Int64 { Int64(mbps) * 125_000 }
 
-    var shape: LinkRelay.Shape { LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: bytesPerSecond) }
+    var shape: LinkRelay.Shape {
+        LinkRelay.Shape(roundTrip: .milliseconds(Int64(roundTrip)), bytesPerSecond: bytesPerSecond)
+    }
 
     /// "a link of 60 ms round trip and 40 Mbit/s"
     var description: String { "a link of \(roundTrip) ms round trip and \(mbps) Mbit/s" }

@@ -15,7 +15,8 @@ import NIOCore
 struct SeekBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seeks",
-        abstract: "A seek-heavy session over a simulated link, HTTPS and HTTP: direct vs through mediacache serve, cold and hot.",
+        abstract:
+            "A seek-heavy session over a simulated link, HTTPS and HTTP: direct vs through mediacache serve, cold and hot.",
         discussion: """
             The in-process test origin serves a generated file over HTTPS (a CA made for the run, HTTP/2 and HTTP/1.1 by ALPN) \
             and over HTTP, each behind a link relay (--rtt-ms round trip, one more round trip per new connection, --mbps each \
@@ -36,7 +37,9 @@ struct SeekBenchCommand: AsyncParsableCommand {
 
     @OptionGroup var link: LinkOptions
 
-    @Flag(name: .customLong("http1-only"), help: "The proxy speaks HTTP/1.1 to the HTTPS origin (mediacache serve --http1-only).")
+    @Flag(
+        name: .customLong("http1-only"),
+        help: "The proxy speaks HTTP/1.1 to the HTTPS origin (mediacache serve --http1-only).")
     var http1Only = false
 
     /// The file's size: 64 MiB, so random seeks rarely meet.
@@ -46,7 +49,9 @@ struct SeekBenchCommand: AsyncParsableCommand {
         guard (1...100).contains(rounds), (1...200).contains(seeks), (1...4096).contains(rangeKiB) else {
             throw ValidationError("--rounds must be 1...100, --seeks 1...200 and --range-kib 1...4096.")
         }
-        guard ChildProcess.toolExists("curl") else { throw ValidationError("curl is not installed (apt-get install curl).") }
+        guard ChildProcess.toolExists("curl") else {
+            throw ValidationError("curl is not installed (apt-get install curl).")
+        }
     }
 
     /// One session's figures.
@@ -71,9 +76,15 @@ struct SeekBenchCommand: AsyncParsableCommand {
             let plain = try await TestOrigin.start()
             let secureLink = try await LinkRelay.start(to: secure.port, shape: shape)
             let plainLink = try await LinkRelay.start(to: plain.port, shape: shape)
-            let sides = [("HTTPS", secure, "https://127.0.0.1:\(secureLink.port)"), ("HTTP", plain, "http://127.0.0.1:\(plainLink.port)")]
+            let sides = [
+                ("HTTPS", secure, "https://127.0.0.1:\(secureLink.port)"),
+                ("HTTP", plain, "http://127.0.0.1:\(plainLink.port)"),
+            ]
             var sessions: [String: [Session]] = [:]
-            try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: ["--ca-file", caFile.path] + (http1Only ? ["--http1-only"] : [])) { port in
+            try await withServe(
+                cacheDirectory: directory.appendingPathComponent("cache"),
+                arguments: ["--ca-file", caFile.path] + (http1Only ? ["--http1-only"] : [])
+            ) { port in
                 for round in 0..<rounds {
                     let ranges = Self.ranges(round: round, seeks: seeks, length: Int64(rangeKiB) << 10)
                     for (scheme, origin, base) in sides {
@@ -82,16 +93,19 @@ struct SeekBenchCommand: AsyncParsableCommand {
                             origin.serve(.generated(length: Self.fileLength, seed: content.seed), at: path)
                         }
                         let proxied =
-                            "http://127.0.0.1:\(port)/?url=" + (base + "/r\(round)/proxied.bin").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                            "http://127.0.0.1:\(port)/?url=" + (base + "/r\(round)/proxied.bin").addingPercentEncoding(
+                                withAllowedCharacters: .alphanumerics)!
                         for (kind, url, path) in [
-                            ("direct", base + "/r\(round)/direct.bin", "/r\(round)/direct.bin"), ("cold", proxied, "/r\(round)/proxied.bin"),
+                            ("direct", base + "/r\(round)/direct.bin", "/r\(round)/direct.bin"),
+                            ("cold", proxied, "/r\(round)/proxied.bin"),
                             ("hot", proxied, "/r\(round)/proxied.bin"),
                         ] {
                             try await (scheme == "HTTPS" ? secureLink : plainLink).drain()
                             let requestsBefore = origin.requests(path).count
                             let connectionsBefore = origin.connectionsAccepted
                             var session = try await Self.play(
-                                url: url, ranges: ranges, content: content, caFile: kind == "direct" ? caFile.path : nil,
+                                url: url, ranges: ranges, content: content,
+                                caFile: kind == "direct" ? caFile.path : nil,
                                 scratch: directory.appendingPathComponent("range"))
                             session.originRequests = origin.requests(path).count - requestsBefore
                             session.originConnections = origin.connectionsAccepted - connectionsBefore
@@ -113,7 +127,8 @@ struct SeekBenchCommand: AsyncParsableCommand {
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         print(
             "A seek-heavy session over \(link.description): \(seeks + 1) ranges of \(rangeKiB) KiB, "
-                + "a new connection each, \(rounds) rounds, medians (ratio: of each round's session to its direct one, lowest-highest):")
+                + "a new connection each, \(rounds) rounds, medians (ratio: of each round's session to its direct one, lowest-highest):"
+        )
         for scheme in ["HTTPS", "HTTP"] {
             print("  \(scheme):")
             let direct = sessions["\(scheme) direct"]!
@@ -122,8 +137,12 @@ struct SeekBenchCommand: AsyncParsableCommand {
                 let ratios = zip(runs, direct).map { $0.total / $1.total }
                 var line =
                     "    " + kind.padding(toLength: 7, withPad: " ", startingAt: 0)
-                    + String(format: "session %6.0f ms   first byte p50 %6.1f ms", median(runs.map(\.total)), median(runs.flatMap(\.firstBytes)))
-                if kind != "direct" { line += String(format: "   %.2fx (%.2f-%.2f)", median(ratios), ratios.min()!, ratios.max()!) }
+                    + String(
+                        format: "session %6.0f ms   first byte p50 %6.1f ms", median(runs.map(\.total)),
+                        median(runs.flatMap(\.firstBytes)))
+                if kind != "direct" {
+                    line += String(format: "   %.2fx (%.2f-%.2f)", median(ratios), ratios.min()!, ratios.max()!)
+                }
                 line +=
                     "   origin requests \(runs.map { String($0.originRequests) }.joined(separator: ","))"
                     + "   origin connections \(runs.map { String($0.originConnections) }.joined(separator: ","))"
@@ -146,7 +165,9 @@ struct SeekBenchCommand: AsyncParsableCommand {
     }
 
     /// Fetches each range with its own curl and checks its bytes against `content`.
-    static func play(url: String, ranges: [ClosedRange<Int64>], content: DeterministicContent, caFile: String?, scratch: URL) async throws
+    static func play(
+        url: String, ranges: [ClosedRange<Int64>], content: DeterministicContent, caFile: String?, scratch: URL
+    ) async throws
         -> Session
     {
         var session = Session(total: 0, firstBytes: [], originRequests: 0, originConnections: 0)
@@ -158,7 +179,9 @@ struct SeekBenchCommand: AsyncParsableCommand {
             if let caFile { arguments += ["--cacert", caFile] }
             let result = try await ChildProcess.run(arguments + [url])
             let fields = String(decoding: result.output, as: UTF8.self).split(separator: " ")
-            guard result.status == 0, fields.count == 3, fields[0] == "206", let firstByte = Double(fields[1]), let total = Double(fields[2]) else {
+            guard result.status == 0, fields.count == 3, fields[0] == "206", let firstByte = Double(fields[1]),
+                let total = Double(fields[2])
+            else {
                 throw ValidationError("curl failed on \(url) for \(range) (\(result.status)): \(result.error)")
             }
             let body = try Data(contentsOf: scratch)

@@ -13,7 +13,8 @@ import NIOCore
 struct StartupBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "startup",
-        abstract: "ffmpeg's first frame, first 10 s and whole play over a simulated link: direct vs through mediacache serve, cold and hot.",
+        abstract:
+            "ffmpeg's first frame, first 10 s and whole play over a simulated link: direct vs through mediacache serve, cold and hot.",
         discussion: """
             The same decode of the file on disk is timed beside them: the floor, what a hot play cannot go under. \
             The in-process test origin serves what ffmpeg makes at the start (an MP4 with its moov at the end, an MP4 made \
@@ -29,12 +30,16 @@ struct StartupBenchCommand: AsyncParsableCommand {
 
     @OptionGroup var link: LinkOptions
 
-    @Option(name: .customLong("serve-argument"), help: "An argument for mediacache serve (repeat; e.g. --serve-argument=--read-ahead-segments=0).")
+    @Option(
+        name: .customLong("serve-argument"),
+        help: "An argument for mediacache serve (repeat; e.g. --serve-argument=--read-ahead-segments=0).")
     var serveArguments: [String] = []
 
     func validate() throws {
         guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be 1...100.") }
-        guard ChildProcess.toolExists("ffmpeg") else { throw ValidationError("ffmpeg is not installed (apt-get install ffmpeg).") }
+        guard ChildProcess.toolExists("ffmpeg") else {
+            throw ValidationError("ffmpeg is not installed (apt-get install ffmpeg).")
+        }
     }
 
     struct Shape {
@@ -52,14 +57,16 @@ struct StartupBenchCommand: AsyncParsableCommand {
         Shape(
             name: "MP4, moov at the end", folder: "end", file: "end.mp4",
             make: [
-                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
+                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t",
+                "20",
                 "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-c:a", "aac",
             ],
             firstFrame: ["-frames:v", "1"]),
         Shape(
             name: "MP4, faststart", folder: "fast", file: "fast.mp4",
             make: [
-                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t", "20",
+                "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440", "-t",
+                "20",
                 "-c:v", "libx264", "-preset", "veryfast", "-b:v", "3M", "-c:a", "aac", "-movflags", "+faststart",
             ],
             firstFrame: ["-frames:v", "1"]),
@@ -69,10 +76,12 @@ struct StartupBenchCommand: AsyncParsableCommand {
             firstFrame: ["-frames:a", "1"]),
         Shape(
             name: "HLS, 2 s segments", folder: "hls", file: "index.m3u8",
-            make: streamEncoding + ["-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod"], firstFrame: ["-frames:v", "1"]),
+            make: streamEncoding + ["-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod"],
+            firstFrame: ["-frames:v", "1"]),
         Shape(
             name: "DASH, 2 s segments", folder: "dash", file: "m.mpd",
-            make: streamEncoding + ["-f", "dash", "-seg_duration", "2", "-use_timeline", "0"], firstFrame: ["-frames:v", "1"]),
+            make: streamEncoding + ["-f", "dash", "-seg_duration", "2", "-use_timeline", "0"],
+            firstFrame: ["-frames:v", "1"]),
     ]
 
     /// The streams' 20 s of 720p video and a tone, a key frame every 2 s (where segments cut).
@@ -107,10 +116,14 @@ struct StartupBenchCommand: AsyncParsableCommand {
         for shape in shapes {
             let folder = directory.appendingPathComponent(shape.folder)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let made = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [folder.appendingPathComponent(shape.file).path])
+            let made = try await ChildProcess.run(
+                ["ffmpeg", "-nostdin", "-v", "error", "-y"] + shape.make + [
+                    folder.appendingPathComponent(shape.file).path
+                ])
             guard made.status == 0 else { throw ValidationError("ffmpeg could not make \(shape.file): \(made.error)") }
             for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
-                files[shape.folder, default: [:]][name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
+                files[shape.folder, default: [:]][name] = Array(
+                    try Data(contentsOf: folder.appendingPathComponent(name)))
             }
         }
         return files
@@ -131,11 +144,13 @@ struct StartupBenchCommand: AsyncParsableCommand {
             let origin = try await TestOrigin.start()
             let relay = try await LinkRelay.start(
                 to: origin.port, shape: link.shape)
-            try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: serveArguments) { port in
+            try await withServe(cacheDirectory: directory.appendingPathComponent("cache"), arguments: serveArguments) {
+                port in
                 print("Start-up over \(link.description), \(rounds) rounds, medians (ffmpeg decoding to null):")
                 for shape in Self.shapes {
                     try await measure(
-                        shape, files: files[shape.folder]!, local: directory.appendingPathComponent(shape.folder).appendingPathComponent(shape.file).path,
+                        shape, files: files[shape.folder]!,
+                        local: directory.appendingPathComponent(shape.folder).appendingPathComponent(shape.file).path,
                         origin: origin, relay: relay, proxyPort: port)
                 }
             }
@@ -146,7 +161,9 @@ struct StartupBenchCommand: AsyncParsableCommand {
 
     /// One shape's rounds: each workload direct, cold and hot.
     /// - Parameter local: the file on disk, decoded too: the floor, what decoding alone costs.
-    private func measure(_ shape: Shape, files: [String: [UInt8]], local: String, origin: TestOrigin, relay: LinkRelay, proxyPort: Int) async throws {
+    private func measure(
+        _ shape: Shape, files: [String: [UInt8]], local: String, origin: TestOrigin, relay: LinkRelay, proxyPort: Int
+    ) async throws {
         let relayPort = relay.port
         var times: [String: [Double]] = [:]
         var requests: [String: [Int]] = [:]
@@ -160,21 +177,26 @@ struct StartupBenchCommand: AsyncParsableCommand {
                 /// paths the origin does not have (a player, or a read-ahead, asking past a
                 /// stream's last segment).
                 func originRequests(_ folder: String) -> Int {
-                    files.keys.map { origin.requests(folder + $0).count }.reduce(0, +) + origin.notFoundPaths.filter { $0.hasPrefix(folder) }.count
+                    files.keys.map { origin.requests(folder + $0).count }.reduce(0, +)
+                        + origin.notFoundPaths.filter { $0.hasPrefix(folder) }.count
                 }
                 var coldConnections = 0
                 let direct = "http://127.0.0.1:\(relayPort)\(directFolder)\(shape.file)"
                 let proxied =
                     "http://127.0.0.1:\(proxyPort)/?url="
-                    + "http://127.0.0.1:\(relayPort)\(coldFolder)\(shape.file)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    + "http://127.0.0.1:\(relayPort)\(coldFolder)\(shape.file)".addingPercentEncoding(
+                        withAllowedCharacters: .alphanumerics)!
                 for (path, url) in [("direct", direct), ("cold", proxied), ("hot", proxied), ("file", local)] {
                     try await relay.drain()
                     let carried = relay.bytesToClients
                     let connectionsBefore = origin.connectionsAccepted
                     let start = ContinuousClock.now
-                    let decoded = try await ChildProcess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
+                    let decoded = try await ChildProcess.run(
+                        ["ffmpeg", "-nostdin", "-v", "error", "-i", url] + limit + ["-f", "null", "-"])
                     let elapsed = (ContinuousClock.now - start).seconds * 1000
-                    guard decoded.status == 0 else { throw ValidationError("ffmpeg failed on \(url): \(decoded.error)") }
+                    guard decoded.status == 0 else {
+                        throw ValidationError("ffmpeg failed on \(url): \(decoded.error)")
+                    }
                     times["\(workload) \(path)", default: []].append(elapsed)
                     // The link's floor: the bytes the link delivered to the direct play
                     // before it hung up, at the link's bandwidth, after a handshake and a
@@ -182,7 +204,8 @@ struct StartupBenchCommand: AsyncParsableCommand {
                     // had to fetch the same bytes could not deliver them sooner.
                     if path == "direct" {
                         let bytes = Double(relay.bytesToClients - carried)
-                        times["\(workload) floor", default: []].append(bytes / Double(link.bytesPerSecond) * 1000 + 2 * Double(link.roundTrip))
+                        times["\(workload) floor", default: []].append(
+                            bytes / Double(link.bytesPerSecond) * 1000 + 2 * Double(link.roundTrip))
                     }
                     // The cold play's own requests, before the hot play (which may read
                     // further than the cold one stored) adds any.
@@ -205,14 +228,17 @@ struct StartupBenchCommand: AsyncParsableCommand {
             let hot = median(times["\(workload) hot"]!)
             let file = median(times["\(workload) file"]!)
             let floor = median(times["\(workload) floor"]!)
-            func list(_ counts: [String: [Int]], _ path: String) -> String { counts["\(workload) \(path)"]!.map(String.init).joined(separator: ",") }
+            func list(_ counts: [String: [Int]], _ path: String) -> String {
+                counts["\(workload) \(path)"]!.map(String.init).joined(separator: ",")
+            }
             let origins =
                 "origin requests direct/cold \(list(requests, "direct")) / \(list(requests, "cold"))"
                 + "   connections \(list(connections, "direct")) / \(list(connections, "cold"))"
             print(
                 "    " + workload.padding(toLength: 12, withPad: " ", startingAt: 0)
                     + String(
-                        format: "direct %7.0f ms   cold %.2fx   hot %.2fx   local file %.2fx   link floor %.2fx   ", direct, cold / direct, hot / direct,
+                        format: "direct %7.0f ms   cold %.2fx   hot %.2fx   local file %.2fx   link floor %.2fx   ",
+                        direct, cold / direct, hot / direct,
                         file / direct, floor / direct)
                     + origins)
         }

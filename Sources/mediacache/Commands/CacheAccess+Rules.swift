@@ -14,7 +14,8 @@ extension CacheAccess {
             let job = try Self.job(text, in: queue)
             return try await Self.failing { try await queue.setRules(job.id, try rules.rules()) }
         case .server(let info):
-            let query = [URLQueryItem(name: "job", value: text)] + rules.query.map { URLQueryItem(name: $0.0, value: $0.1) }
+            let query =
+                [URLQueryItem(name: "job", value: text)] + rules.query.map { URLQueryItem(name: $0.0, value: $0.1) }
             return try await Self.ask(info, .POST, "rules", query: query)
         }
     }
@@ -27,14 +28,20 @@ extension CacheAccess {
             let job = try Self.job(text, in: queue)
             return try await Self.failing { try await queue.move(job.id, toFront: toFront) }
         case .server(let info):
-            return try await Self.ask(info, .POST, "move", query: [URLQueryItem(name: "job", value: text), URLQueryItem(name: "to", value: toFront ? "first" : "last")])
+            return try await Self.ask(
+                info, .POST, "move",
+                query: [
+                    URLQueryItem(name: "job", value: text), URLQueryItem(name: "to", value: toFront ? "first" : "last"),
+                ])
         }
     }
 
     /// What the server takes the network to be; with `mode`, says it first.
     func network(_ mode: NetworkOverride?) async throws -> NetworkReport {
         guard case .server(let info) = self else {
-            throw CommandFailure("No server holds this cache folder: what the network is matters to a running `mediacache serve`, which reads it from the system.")
+            throw CommandFailure(
+                "No server holds this cache folder: what the network is matters to a running `mediacache serve`, which reads it from the system."
+            )
         }
         guard let mode else { return try await Self.ask(info, .GET, "network", query: []) }
         return try await Self.ask(info, .POST, "network", query: [URLQueryItem(name: "mode", value: mode.rawValue)])
@@ -52,8 +59,16 @@ extension CacheAccess {
             }
             return RecordingAnswer(job: job, url: "")
         case .server(let info):
-            var query = [URLQueryItem(name: "target", value: url.absoluteString)] + PrefetchRequest(renditions: renditions).queryItems
-            if let duration { query.append(URLQueryItem(name: "seconds", value: String(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18))) }
+            var query =
+                [URLQueryItem(name: "target", value: url.absoluteString)]
+                + PrefetchRequest(renditions: renditions).queryItems
+            if let duration {
+                query.append(
+                    URLQueryItem(
+                        name: "seconds",
+                        value: String(
+                            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)))
+            }
             return try await Self.ask(info, .POST, "record", query: query)
         }
     }

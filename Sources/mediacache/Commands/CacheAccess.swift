@@ -30,7 +30,8 @@ enum CacheAccess {
     /// - Throws: ``CommandFailure`` with a one-line reason.
     static func open(_ directory: URL, encryptionKey: SymmetricKey? = nil) async throws -> CacheAccess {
         do {
-            var configuration = try FolderSettings.load(from: directory)?.storeConfiguration() ?? CacheStore.Configuration()
+            var configuration =
+                try FolderSettings.load(from: directory)?.storeConfiguration() ?? CacheStore.Configuration()
             configuration.encryptionKey = encryptionKey
             // What the store says at warning level (an index it rebuilt) reaches the user.
             configuration.logger = Logger(label: "mediacache") { StreamLogHandler.standardError(label: $0) }
@@ -41,8 +42,12 @@ enum CacheAccess {
             let fetcher = HTTPOriginFetcher(configuration: fetcherConfiguration)
             return .local(store: store, reader: CachingReader(store: store, fetcher: fetcher), fetcher: fetcher)
         } catch let error as CacheError where error.code == .storeLocked {
-            guard let data = try? Data(contentsOf: serverFile(in: directory)), let info = try? JSONDecoder().decode(ServerInfo.self, from: data) else {
-                throw CommandFailure("\(Advice.message(error)) (no server file \(serverFile(in: directory).path) says which server holds it)")
+            guard let data = try? Data(contentsOf: serverFile(in: directory)),
+                let info = try? JSONDecoder().decode(ServerInfo.self, from: data)
+            else {
+                throw CommandFailure(
+                    "\(Advice.message(error)) (no server file \(serverFile(in: directory).path) says which server holds it)"
+                )
             }
             return .server(info)
         } catch let error as CacheError {
@@ -89,7 +94,8 @@ enum CacheAccess {
     func stats() async throws -> AdminStats {
         switch self {
         case .local(let store, let reader, _):
-            return AdminStats(store: store.summary(), proxy: ProxyStatistics.Snapshot(), downloadsInFlight: reader.activeDownloads)
+            return AdminStats(
+                store: store.summary(), proxy: ProxyStatistics.Snapshot(), downloadsInFlight: reader.activeDownloads)
         case .server(let info): return try await Self.ask(info, .GET, "stats")
         }
     }
@@ -122,7 +128,9 @@ enum CacheAccess {
     }
 
     /// Prefetches `url` as `request` says, reporting progress; cancel the task to stop.
-    func prefetch(_ url: URL, _ request: PrefetchRequest, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws -> PrefetchProgress {
+    func prefetch(_ url: URL, _ request: PrefetchRequest, progress: @escaping @Sendable (PrefetchProgress) -> Void)
+        async throws -> PrefetchProgress
+    {
         switch self {
         case .local(_, let reader, _):
             do {
@@ -132,7 +140,8 @@ enum CacheAccess {
             }
         case .server(let info):
             let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems
-            let response = try await HTTPClient.shared.execute(try Self.request(info, .POST, "prefetch", query: query), timeout: .hours(24))
+            let response = try await HTTPClient.shared.execute(
+                try Self.request(info, .POST, "prefetch", query: query), timeout: .hours(24))
             guard response.status == .ok else { throw try await Self.failure(response) }
             var pending: [UInt8] = []
             for try await chunk in response.body {
@@ -142,9 +151,13 @@ enum CacheAccess {
                     pending.removeSubrange(...newline)
                     if let update = try? JSONDecoder().decode(PrefetchProgress.self, from: line) {
                         progress(update)
-                    } else if let done = try? JSONDecoder().decode([String: PrefetchProgress].self, from: line), let result = done["done"] {
+                    } else if let done = try? JSONDecoder().decode([String: PrefetchProgress].self, from: line),
+                        let result = done["done"]
+                    {
                         return result
-                    } else if let failed = try? JSONDecoder().decode([String: String].self, from: line), let message = failed["error"] {
+                    } else if let failed = try? JSONDecoder().decode([String: String].self, from: line),
+                        let message = failed["error"]
+                    {
                         throw CommandFailure(message)
                     }
                 }
@@ -167,7 +180,8 @@ enum CacheAccess {
     /// the download runs in this process (cancel the task to stop: it resumes later); with a
     /// server, the server runs it and cancelling only stops following it.
     func pin(
-        _ url: URL, _ request: PrefetchRequest, rules: JobRuleOptions? = nil, first: Bool = false, progress: @escaping @Sendable (DownloadJob) -> Void
+        _ url: URL, _ request: PrefetchRequest, rules: JobRuleOptions? = nil, first: Bool = false,
+        progress: @escaping @Sendable (DownloadJob) -> Void
     ) async throws -> DownloadJob {
         switch self {
         case .local(_, let reader, _):
@@ -181,7 +195,9 @@ enum CacheAccess {
             }
         case .server(let info):
             let ruleItems = (rules?.query ?? []).map { URLQueryItem(name: $0.0, value: $0.1) }
-            let query = [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems + ruleItems + (first ? [URLQueryItem(name: "first", value: "1")] : [])
+            let query =
+                [URLQueryItem(name: "target", value: url.absoluteString)] + request.queryItems + ruleItems
+                + (first ? [URLQueryItem(name: "first", value: "1")] : [])
             let job: DownloadJob = try await Self.ask(info, .POST, "pin", query: query)
             return try await Self.follow(job, on: info, progress: progress)
         }
@@ -206,7 +222,9 @@ enum CacheAccess {
 
     /// Does `action` to the job `text` names (an id or a URL); the job after it, `nil` once cancelled.
     /// A job resumed here downloads in this process until it settles (see ``pin(_:_:progress:)``).
-    func control(_ action: JobAction, _ text: String, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? {
+    func control(_ action: JobAction, _ text: String, progress: @escaping @Sendable (DownloadJob) -> Void) async throws
+        -> DownloadJob?
+    {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
@@ -236,7 +254,9 @@ enum CacheAccess {
 
     /// Gives the job `text` names the new URL `url` (a signed URL that expired) and follows it
     /// until it settles, as ``pin(_:_:progress:)`` does.
-    func replaceURL(_ text: String, _ url: URL, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+    func replaceURL(_ text: String, _ url: URL, progress: @escaping @Sendable (DownloadJob) -> Void) async throws
+        -> DownloadJob
+    {
         switch self {
         case .local(_, let reader, _):
             let queue = try Self.queue(reader)
@@ -247,7 +267,9 @@ enum CacheAccess {
                 progress($0)
             }
         case .server(let info):
-            let query = [URLQueryItem(name: "job", value: text), URLQueryItem(name: "target", value: url.absoluteString)]
+            let query = [
+                URLQueryItem(name: "job", value: text), URLQueryItem(name: "target", value: url.absoluteString),
+            ]
             let job: DownloadJob = try await Self.ask(info, .POST, "replace-url", query: query)
             return try await Self.follow(job, on: info, progress: progress)
         }
@@ -262,9 +284,15 @@ enum CacheAccess {
             if let job = queue.job(matching: url.absoluteString), job.isRecording {
                 return try await Self.failing { try await queue.recordings.export(job.id, to: destination) }
             }
-            return try await Self.failing { try await reader.export(url, to: destination, renditions: request.renditions, seconds: request.seconds) }
+            return try await Self.failing {
+                try await reader.export(url, to: destination, renditions: request.renditions, seconds: request.seconds)
+            }
         case .server(let info):
-            let query = [URLQueryItem(name: "target", value: url.absoluteString), URLQueryItem(name: "output", value: destination.path)] + request.queryItems
+            let query =
+                [
+                    URLQueryItem(name: "target", value: url.absoluteString),
+                    URLQueryItem(name: "output", value: destination.path),
+                ] + request.queryItems
             return try await Self.ask(info, .POST, "export", query: query)
         }
     }
@@ -298,7 +326,9 @@ enum CacheAccess {
     }
 
     /// Asks the server for `job` until it settles.
-    static func follow(_ job: DownloadJob, on info: ServerInfo, progress: @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob {
+    static func follow(_ job: DownloadJob, on info: ServerInfo, progress: @escaping @Sendable (DownloadJob) -> Void)
+        async throws -> DownloadJob
+    {
         var job = job
         progress(job)
         while !job.state.isSettled, job.waiting == nil {
@@ -359,7 +389,9 @@ struct FolderSettings: Codable, Equatable {
     init(_ configuration: CacheStore.Configuration) {
         maxBytes = configuration.maxBytes
         maxPinnedBytes = configuration.maxPinnedBytes
-        maxAgeSeconds = configuration.maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        maxAgeSeconds = configuration.maxAge.map {
+            Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18
+        }
         ignoredQueryParameters = configuration.keyRule.ignoredQueryParameters.sorted()
         sameContentHosts = configuration.keyRule.sameContentHosts.isEmpty ? nil : configuration.keyRule.sameContentHosts
         minFreeDiskBytes = configuration.minFreeDiskBytes
@@ -370,7 +402,8 @@ struct FolderSettings: Codable, Equatable {
         configuration.maxBytes = maxBytes
         configuration.maxPinnedBytes = maxPinnedBytes
         configuration.maxAge = maxAgeSeconds.map { .seconds($0) }
-        configuration.keyRule = CacheKeyRule(ignoredQueryParameters: Set(ignoredQueryParameters), sameContentHosts: sameContentHosts ?? [])
+        configuration.keyRule = CacheKeyRule(
+            ignoredQueryParameters: Set(ignoredQueryParameters), sameContentHosts: sameContentHosts ?? [])
         configuration.minFreeDiskBytes = minFreeDiskBytes
         return configuration
     }
@@ -381,14 +414,17 @@ struct FolderSettings: Codable, Equatable {
         guard let data = try? Data(contentsOf: file(in: directory)) else { return nil }
         do {
             let settings = try JSONDecoder().decode(FolderSettings.self, from: data)
-            guard settings.maxBytes > 0, (settings.maxPinnedBytes ?? 0) >= 0, settings.ignoredQueryParameters.count <= 1000,
+            guard settings.maxBytes > 0, (settings.maxPinnedBytes ?? 0) >= 0,
+                settings.ignoredQueryParameters.count <= 1000,
                 (settings.sameContentHosts ?? []).joined().count <= 1000
             else {
                 throw CommandFailure("limits out of range")
             }
             return settings
         } catch {
-            throw CommandFailure("\(file(in: directory).path) cannot be read (\(error)); remove it, and `mediacache serve` writes it again.")
+            throw CommandFailure(
+                "\(file(in: directory).path) cannot be read (\(error)); remove it, and `mediacache serve` writes it again."
+            )
         }
     }
 

@@ -14,7 +14,11 @@ struct CacheOptions: ParsableArguments {
     @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
     var cacheDir: String?
 
-    @Option(name: .customLong("encryption-key-file"), help: "The key of an encrypted cache folder (32 raw bytes or 64 hex characters); not needed while a server holds the folder.")
+    @Option(
+        name: .customLong("encryption-key-file"),
+        help:
+            "The key of an encrypted cache folder (32 raw bytes or 64 hex characters); not needed while a server holds the folder."
+    )
     var encryptionKeyFile: String?
 
     @Flag(help: "Print JSON instead of text.")
@@ -33,9 +37,13 @@ struct CacheOptions: ParsableArguments {
         try values.map { value in
             let hosts = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             guard hosts.count >= 2, hosts.count <= 50,
-                hosts.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 253 && HostAndPort(parsing: $0).map { $0.port == nil } == true })
+                hosts.allSatisfy({
+                    !$0.isEmpty && $0.utf8.count <= 253 && HostAndPort(parsing: $0).map { $0.port == nil } == true
+                })
             else {
-                throw ValidationError("--same-content-hosts takes two or more host names, comma-separated (a.example.com,b.example.com), not \(value.prefix(100)).")
+                throw ValidationError(
+                    "--same-content-hosts takes two or more host names, comma-separated (a.example.com,b.example.com), not \(value.prefix(100))."
+                )
             }
             return hosts
         }
@@ -45,11 +53,14 @@ struct CacheOptions: ParsableArguments {
     static func keyRule(parameters: [String], presets: [String]) throws -> CacheKeyRule {
         var rule = CacheKeyRule(ignoredQueryParameters: Set(parameters))
         for name in parameters where name.isEmpty || name.utf8.count > 200 {
-            throw ValidationError("--ignore-query-param takes a parameter name (1 to 200 bytes), not \(name.prefix(60)).")
+            throw ValidationError(
+                "--ignore-query-param takes a parameter name (1 to 200 bytes), not \(name.prefix(60)).")
         }
         for name in presets {
             guard let preset = CacheKeyRule.preset(named: name) else {
-                throw ValidationError("--ignore-query-preset takes one of \(CacheKeyRule.presets.keys.sorted().joined(separator: ", ")), not \(name.prefix(60)).")
+                throw ValidationError(
+                    "--ignore-query-preset takes one of \(CacheKeyRule.presets.keys.sorted().joined(separator: ", ")), not \(name.prefix(60))."
+                )
             }
             rule = rule.adding(preset)
         }
@@ -95,7 +106,9 @@ func printJSON(_ value: some Encodable) throws {
 
 /// An origin URL from the command line: http or https with a host.
 func originURL(_ text: String) throws -> URL {
-    guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
+    guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+        url.host?.isEmpty == false
+    else {
         throw ValidationError("\(text.prefix(200)) is not an http or https URL.")
     }
     return url
@@ -146,7 +159,8 @@ enum Format {
     /// A job's rules: `window 01:00-06:00, network any, rate 2 MiB/s`.
     static func rules(_ rules: DownloadRules) -> String {
         let parts = [
-            rules.window.map { "window \($0)" }, rules.network.map { "network \($0.rawValue)" }, rules.maxBytesPerSecond.map { "rate \(bytes($0))/s" },
+            rules.window.map { "window \($0)" }, rules.network.map { "network \($0.rawValue)" },
+            rules.maxBytesPerSecond.map { "rate \(bytes($0))/s" },
         ]
         let said = parts.compactMap { $0 }
         return said.isEmpty ? "the server's" : said.joined(separator: ", ")
@@ -158,19 +172,23 @@ enum Format {
             let rendition = state.rendition
             var what: [String] = []
             if let height = rendition.height { what.append("\(height)p") }
-            if rendition.bandwidth > 0, rendition.role == .variant { what.append(String(format: "%.1f Mbit/s", Double(rendition.bandwidth) / 1e6)) }
+            if rendition.bandwidth > 0, rendition.role == .variant {
+                what.append(String(format: "%.1f Mbit/s", Double(rendition.bandwidth) / 1e6))
+            }
             if let language = rendition.language { what.append(language) }
             if let name = rendition.name { what.append("\"\(name)\"") }
             if let id = rendition.representation { what.append("id \(id)") }
             if rendition.isForced { what.append("forced") }
-            return rendition.role.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0) + what.joined(separator: "  ")
+            return rendition.role.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
+                + what.joined(separator: "  ")
                 + "  \(state.state.rawValue) (\(state.resourcesHeld)/\(state.resources))"
         }
     }
 }
 
 struct URLCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "url", abstract: "Print the URL to give a player for an origin URL.")
+    static let configuration = CommandConfiguration(
+        commandName: "url", abstract: "Print the URL to give a player for an origin URL.")
 
     @Argument(help: "The origin URL (http or https).")
     var originURL: String
@@ -224,7 +242,8 @@ struct ServerAddress: ParsableArguments {
     func resolved() async throws -> ServerInfo {
         guard running else { return info }
         let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
-        if let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)), let found = try? JSONDecoder().decode(ServerInfo.self, from: data),
+        if let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)),
+            let found = try? JSONDecoder().decode(ServerInfo.self, from: data),
             await CacheAccess.answers(found)
         {
             return found
@@ -237,7 +256,9 @@ struct ServerAddress: ParsableArguments {
 func mediaCacheOriginURL(_ text: String) throws -> URL { try originURL(text) }
 
 struct ListCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "ls", abstract: "List what is cached: each entry's size, how much of it is cached, type, last access and URL.")
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List what is cached: each entry's size, how much of it is cached, type, last access and URL.")
 
     enum Sort: String, ExpressibleByArgument, CaseIterable {
         case size, access, url
@@ -268,7 +289,8 @@ struct ListCommand: AsyncParsableCommand {
             let header = ["SIZE", "CACHED", "", "PIN", "TYPE", "LAST ACCESS", "URL"]
             let rows = entries.map { entry in
                 [
-                    entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction), Format.bytes(entry.storedBytes), entry.isPinned ? "yes" : "-",
+                    entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction),
+                    Format.bytes(entry.storedBytes), entry.isPinned ? "yes" : "-",
                     entry.mimeType ?? "-",
                     Format.date(entry.lastAccess), entry.url ?? "(key \(entry.key.prefix(16)))",
                 ]
@@ -277,7 +299,8 @@ struct ListCommand: AsyncParsableCommand {
             for row in [header] + rows {
                 print(
                     row.enumerated().map { column, text in
-                        column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                        column == row.count - 1
+                            ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
                     }.joined(separator: "  "))
             }
         }
@@ -285,7 +308,9 @@ struct ListCommand: AsyncParsableCommand {
 }
 
 struct InfoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "info", abstract: "Show what is cached of one URL: metadata, validators, freshness and which parts are stored.")
+    static let configuration = CommandConfiguration(
+        commandName: "info",
+        abstract: "Show what is cached of one URL: metadata, validators, freshness and which parts are stored.")
 
     @Argument(help: "The origin URL.")
     var url: String
@@ -303,14 +328,20 @@ struct InfoCommand: AsyncParsableCommand {
             print("Key:           \(entry.key)")
             print("Type:          \(entry.mimeType ?? "-")")
             print("Length:        \(entry.length.map { "\($0) bytes (\(Format.bytes($0)))" } ?? "unknown")")
-            print("Cached:        \(entry.storedBytes) bytes, \(Format.percent(entry.fraction)) in \(entry.spans.count) span\(entry.spans.count == 1 ? "" : "s")")
-            if let length = entry.length { print("               [\(entry.spanSet.coverageBar(length: length, width: 40))]") }
+            print(
+                "Cached:        \(entry.storedBytes) bytes, \(Format.percent(entry.fraction)) in \(entry.spans.count) span\(entry.spans.count == 1 ? "" : "s")"
+            )
+            if let length = entry.length {
+                print("               [\(entry.spanSet.coverageBar(length: length, width: 40))]")
+            }
             print("ETag:          \(entry.etag ?? "-")")
             print("Last-Modified: \(entry.lastModified ?? "-")")
             print("Fresh until:   \(entry.freshUntil.map(Format.date) ?? "- (revalidated before use)")")
             print("Created:       \(Format.date(entry.createdAt))")
             print("Last access:   \(Format.date(entry.lastAccess))")
-            if let job = try await options.withCache({ try await $0.downloads() }).first(where: { $0.url == url }), let renditions = job.renditions {
+            if let job = try await options.withCache({ try await $0.downloads() }).first(where: { $0.url == url }),
+                let renditions = job.renditions
+            {
                 print("Pinned by:     job \(job.id), \(job.state.rawValue)")
                 for line in Format.renditions(renditions) { print("               " + line) }
             }
@@ -344,7 +375,8 @@ struct URLChangeCommand<Change: URLChange>: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await forEachURL(try AssetOptions.targets(urls), options: options, done: Change.done, notDone: Change.notDone, Change.change)
+        try await forEachURL(
+            try AssetOptions.targets(urls), options: options, done: Change.done, notDone: Change.notDone, Change.change)
     }
 }
 
@@ -372,7 +404,9 @@ struct ClearCommand: AsyncParsableCommand {
 }
 
 struct StatsCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "stats", abstract: "Show the cache's size against its limit and, from a running server, what it served.")
+    static let configuration = CommandConfiguration(
+        commandName: "stats",
+        abstract: "Show the cache's size against its limit and, from a running server, what it served.")
 
     @OptionGroup var options: CacheOptions
 
@@ -385,17 +419,24 @@ struct StatsCommand: AsyncParsableCommand {
             print(
                 "Size:        \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit)) (\(Format.percent(stats.store.limit > 0 ? Double(stats.store.bytes) / Double(stats.store.limit) : 0)))"
             )
-            print("Pinned:      \(Format.bytes(stats.store.pinnedBytes)) of \(Format.bytes(stats.store.pinnedLimit)) (the pinned quota)")
+            print(
+                "Pinned:      \(Format.bytes(stats.store.pinnedBytes)) of \(Format.bytes(stats.store.pinnedLimit)) (the pinned quota)"
+            )
             if stats.store.encrypted {
                 print(
                     "Encrypted:   yes; \(stats.store.rejectedBlocks) block\(stats.store.rejectedBlocks == 1 ? "" : "s") failed the check and were fetched again, \(stats.store.entriesSealedWithAnotherKey) entr\(stats.store.entriesSealedWithAnotherKey == 1 ? "y" : "ies") sealed with another key"
                 )
             }
-            guard fromServer else { return print("(No server holds the folder: request counts are kept by a running server.)") }
+            guard fromServer else {
+                return print("(No server holds the folder: request counts are kept by a running server.)")
+            }
             let proxy = stats.proxy
-            let counts = CacheResult.allCases.map { "\($0.rawValue) \(proxy.requests[$0.rawValue] ?? 0)" }.joined(separator: ", ")
+            let counts = CacheResult.allCases.map { "\($0.rawValue) \(proxy.requests[$0.rawValue] ?? 0)" }.joined(
+                separator: ", ")
             print("Requests:    \(counts)")
-            print("Served:      \(Format.bytes(proxy.bytesFromCache)) from the cache (saved), \(Format.bytes(proxy.bytesFromOrigin)) from origins")
+            print(
+                "Served:      \(Format.bytes(proxy.bytesFromCache)) from the cache (saved), \(Format.bytes(proxy.bytesFromOrigin)) from origins"
+            )
             print("Hit ratio:   \(Format.percent(proxy.byteHitRatio)) of bytes")
             print("Downloads:   \(stats.downloadsInFlight) in flight")
         }

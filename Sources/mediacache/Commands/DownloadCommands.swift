@@ -34,7 +34,9 @@ struct PinCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("replace-url"),
-        help: "A job (id or URL) to give the one URL given instead of its own (a signed URL that expired): it resumes, keeping what it holds under a key rule.")
+        help:
+            "A job (id or URL) to give the one URL given instead of its own (a signed URL that expired): it resumes, keeping what it holds under a key rule."
+    )
     var replaceURL: String?
 
     @OptionGroup var options: CacheOptions
@@ -48,16 +50,23 @@ struct PinCommand: AsyncParsableCommand {
     func run() async throws {
         let targets = try AssetOptions.targets(urls)
         if let job = replaceURL, let url = targets.first {
-            let change: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? = { access, progress in
-                try await access.replaceURL(job, url, progress: progress)
-            }
+            let change:
+                @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? = {
+                    access, progress in
+                    try await access.replaceURL(job, url, progress: progress)
+                }
             return try await followingDownloads(options: options, [(url.absoluteString, change)])
         }
         let request = try asset.request()
         try await followingDownloads(
             options: options,
             targets.map { url in
-                (url.absoluteString, { access, progress in try await access.pin(url, request, rules: rules, first: first, progress: progress) })
+                (
+                    url.absoluteString,
+                    { access, progress in
+                        try await access.pin(url, request, rules: rules, first: first, progress: progress)
+                    }
+                )
             })
     }
 }
@@ -81,14 +90,18 @@ struct UnpinCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try AssetOptions.targets(urls)
-        guard asset.seconds == nil else { throw ValidationError("unpin takes no --seconds: it releases whole renditions.") }
+        guard asset.seconds == nil else {
+            throw ValidationError("unpin takes no --seconds: it releases whole renditions.")
+        }
         _ = try asset.request()
     }
 
     func run() async throws {
         let request = try asset.request()
         let what = request.renditions.isEmpty ? "" : " (renditions)"
-        try await forEachURL(try AssetOptions.targets(urls), options: options, done: "unpinned" + what, notDone: "was not pinned:") { access, url in
+        try await forEachURL(
+            try AssetOptions.targets(urls), options: options, done: "unpinned" + what, notDone: "was not pinned:"
+        ) { access, url in
             try await access.unpin(url, request)
         }
     }
@@ -97,7 +110,8 @@ struct UnpinCommand: AsyncParsableCommand {
 struct DownloadsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "downloads",
-        abstract: "List the pinned downloads (state, why one waits, progress, rate, time left); change their rules and order.",
+        abstract:
+            "List the pinned downloads (state, why one waits, progress, rate, time left); change their rules and order.",
         subcommands: [DownloadsListCommand.self, DownloadsSetCommand.self, DownloadsMoveCommand.self],
         defaultSubcommand: DownloadsListCommand.self
     )
@@ -119,8 +133,12 @@ struct DownloadsListCommand: AsyncParsableCommand {
             let header = ["ID", "STATE", "DONE", "SIZE", "RATE", "LEFT", "URL"]
             let rows = jobs.map { job -> [String] in
                 let name = job.isRecording && job.state == .downloading ? "recording" : job.state.rawValue
-                let state: String = name + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "") + (job.failure.map { ": " + $0.prefix(60) } ?? "")
-                let done: String = job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent) ?? Format.bytes(job.bytesDone)
+                let state: String =
+                    name + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "")
+                    + (job.failure.map { ": " + $0.prefix(60) } ?? "")
+                let done: String =
+                    job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent)
+                    ?? Format.bytes(job.bytesDone)
                 return [
                     job.id, state, done,
                     job.bytesTotal.map { (job.totalIsEstimate ? "~" : "") + Format.bytes($0) } ?? "?",
@@ -132,7 +150,8 @@ struct DownloadsListCommand: AsyncParsableCommand {
             for (index, row) in ([header] + rows).enumerated() {
                 print(
                     row.enumerated().map { column, text in
-                        column == row.count - 1 ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                        column == row.count - 1
+                            ? text : text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
                     }.joined(separator: "  "))
                 guard index > 0 else { continue }
                 let job = jobs[index - 1]
@@ -152,7 +171,8 @@ struct DownloadsListCommand: AsyncParsableCommand {
 struct DownloadsSetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "set",
-        abstract: "Change a job's own rules, also while it runs: its window, its network (any: \"this one anyway\"), its rate."
+        abstract:
+            "Change a job's own rules, also while it runs: its window, its network (any: \"this one anyway\"), its rate."
     )
 
     @Argument(help: "A job id or the URL it pins.")
@@ -171,7 +191,8 @@ struct DownloadsSetCommand: AsyncParsableCommand {
             let changed = try await options.withCache { try await $0.setRules(job, rules) }
             if options.json { return try printJSON(changed) }
             print(
-                "\(changed.id) \(changed.state.rawValue), rules: \(Format.rules(changed.rules ?? DownloadRules()))" + (changed.waitingDetail.map { "\n  waits: \($0)" } ?? "")
+                "\(changed.id) \(changed.state.rawValue), rules: \(Format.rules(changed.rules ?? DownloadRules()))"
+                    + (changed.waitingDetail.map { "\n  waits: \($0)" } ?? "")
                     + (Advice.words(for: changed.remedy).map { "\n  \($0)" } ?? ""))
         }
     }
@@ -180,7 +201,8 @@ struct DownloadsSetCommand: AsyncParsableCommand {
 struct DownloadsMoveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move",
-        abstract: "Move a job to the front of the queue (it downloads now, a running job waiting behind it if need be) or to the back."
+        abstract:
+            "Move a job to the front of the queue (it downloads now, a running job waiting behind it if need be) or to the back."
     )
 
     @Argument(help: "A job id or the URL it pins.")
@@ -207,26 +229,34 @@ struct DownloadsMoveCommand: AsyncParsableCommand {
 struct NetworkCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "network",
-        abstract: "Tell the running server what the network is (metered: \"I am on a hotspot\"), or let it ask the system again (auto).",
-        discussion: "With no argument, prints what downloads take the network to be and who says so. Jobs whose network rule forbids it wait; the others go on."
+        abstract:
+            "Tell the running server what the network is (metered: \"I am on a hotspot\"), or let it ask the system again (auto).",
+        discussion:
+            "With no argument, prints what downloads take the network to be and who says so. Jobs whose network rule forbids it wait; the others go on."
     )
 
     @Argument(help: "metered, unmetered or auto.")
     var mode: String?
 
     func validate() throws {
-        if let mode, NetworkOverride(rawValue: mode.lowercased()) == nil { throw ValidationError("\(mode.prefix(40)) is not one of metered, unmetered, auto.") }
+        if let mode, NetworkOverride(rawValue: mode.lowercased()) == nil {
+            throw ValidationError("\(mode.prefix(40)) is not one of metered, unmetered, auto.")
+        }
     }
 
     @OptionGroup var options: CacheOptions
 
     func run() async throws {
         try await failing {
-            let report = try await options.withCache { try await $0.network(mode.flatMap { NetworkOverride(rawValue: $0.lowercased()) }) }
+            let report = try await options.withCache {
+                try await $0.network(mode.flatMap { NetworkOverride(rawValue: $0.lowercased()) })
+            }
             if options.json { return try printJSON(report) }
             let effective = report.effective
             let words = effective.isConstrained ? "in low-data mode" : effective.isMetered ? "metered" : "not metered"
-            print("The network is \(words) (\(report.override == .auto ? "as the system says" : "as you said: \(report.override.rawValue)")).")
+            print(
+                "The network is \(words) (\(report.override == .auto ? "as the system says" : "as you said: \(report.override.rawValue)"))."
+            )
         }
     }
 }
@@ -281,7 +311,10 @@ enum CancelAction: JobActionName {
 /// stops: a download running here stops and resumes later; one a server runs goes on.
 func followingDownloads(
     options: CacheOptions,
-    _ work: [(name: String, run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?)]
+    _ work: [(
+        name: String,
+        run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?
+    )]
 ) async throws {
     let json = options.json
     try await failing {
@@ -290,7 +323,8 @@ func followingDownloads(
             var results: [String: DownloadJob?] = [:]
             for (name, run) in work {
                 let printer = JobPrinter(onTerminal: !json && isatty(STDOUT_FILENO) != 0)
-                let job = try await cancellingOnInterrupt(Task { try await run(access) { printer.update($0) } }, interrupted: interrupted)
+                let job = try await cancellingOnInterrupt(
+                    Task { try await run(access) { printer.update($0) } }, interrupted: interrupted)
                 results[name] = job
                 if !json { printer.finish(job, name: name) }
                 if interrupted.happened { break }
@@ -300,7 +334,10 @@ func followingDownloads(
         if json { try printJSON(results) }
         if interrupted.happened {
             if !json {
-                print(fromServer ? "Stopped watching; the server goes on downloading." : "Stopped; the downloads resume with `mediacache serve` or `mediacache resume`.")
+                print(
+                    fromServer
+                        ? "Stopped watching; the server goes on downloading."
+                        : "Stopped; the downloads resume with `mediacache serve` or `mediacache resume`.")
             }
             throw ExitCode(130)
         }
@@ -348,7 +385,8 @@ final class JobPrinter: Sendable {
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write what is cached of a URL outside the cache, with no network: a file, or an HLS or DASH asset as a folder a player plays offline.",
+        abstract:
+            "Write what is cached of a URL outside the cache, with no network: a file, or an HLS or DASH asset as a folder a player plays offline.",
         discussion:
             "Every byte must be cached (pin it first). An HLS asset becomes a folder with index.m3u8, its media playlists and segments; a DASH presentation a folder with index.mpd (the chosen representations) and its segments."
     )
@@ -377,7 +415,9 @@ struct ExportCommand: AsyncParsableCommand {
         try await failing {
             let summary = try await options.withCache { try await $0.export(url, to: destination, request) }
             if options.json { return try printJSON(summary) }
-            print("Exported \(url.absoluteString): \(summary.files) file\(summary.files == 1 ? "" : "s"), \(Format.bytes(summary.bytes)); play \(summary.path)")
+            print(
+                "Exported \(url.absoluteString): \(summary.files) file\(summary.files == 1 ? "" : "s"), \(Format.bytes(summary.bytes)); play \(summary.path)"
+            )
         }
     }
 }

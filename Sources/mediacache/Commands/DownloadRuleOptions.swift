@@ -10,25 +10,34 @@ import MediaCache
 /// `serve`'s rules for every pinned download, and the disk's floor.
 struct ServeDownloadOptions: ParsableArguments {
     @Option(
-        help: "At most this many bytes per second for the pinned downloads together, e.g. 2M (a player's reads are never held back).",
+        help:
+            "At most this many bytes per second for the pinned downloads together, e.g. 2M (a player's reads are never held back).",
         transform: ByteSize.parse)
     var downloadRate: Int64?
 
-    @Option(help: "Download pinned jobs only in these hours, local time, e.g. 01:00-06:00 (a job's own --window goes before it).")
+    @Option(
+        help:
+            "Download pinned jobs only in these hours, local time, e.g. 01:00-06:00 (a job's own --window goes before it)."
+    )
     var downloadWindow: String?
 
-    @Option(help: "The networks pinned jobs download on: any, unmetered (the default: not metered, not in low-data mode) or not-constrained.")
+    @Option(
+        help:
+            "The networks pinned jobs download on: any, unmetered (the default: not metered, not in low-data mode) or not-constrained."
+    )
     var downloadNetwork: String?
 
     @Option(
-        help: "Free space to leave on the cache's disk, e.g. 2G (default: 5% of the disk, at most 1G): streaming entries go first, then pinned jobs wait.",
+        help:
+            "Free space to leave on the cache's disk, e.g. 2G (default: 5% of the disk, at most 1G): streaming entries go first, then pinned jobs wait.",
         transform: ByteSize.parse)
     var minFreeDisk: Int64?
 
     func validate() throws { _ = try rules() }
 
     func rules() throws -> DownloadRules {
-        try DownloadRuleText.rules(window: downloadWindow, network: downloadNetwork, rate: downloadRate, flag: "--download-")
+        try DownloadRuleText.rules(
+            window: downloadWindow, network: downloadNetwork, rate: downloadRate, flag: "--download-")
     }
 }
 
@@ -51,7 +60,9 @@ struct JobRuleOptions: ParsableArguments {
 
     /// The rules as admin query parameters.
     var query: [(String, String)] {
-        [("window", window), ("network", network), ("rate", rate.map(String.init))].compactMap { name, value in value.map { (name, $0) } }
+        [("window", window), ("network", network), ("rate", rate.map(String.init))].compactMap { name, value in
+            value.map { (name, $0) }
+        }
     }
 }
 
@@ -75,7 +86,10 @@ enum SystemNetwork {
             while !Task.isCancelled {
                 let conditions = await ask() ?? .unknown
                 if conditions != told {
-                    if told != nil || conditions != .unknown { logger.info("NetworkManager says the network is \(conditions.isMetered ? "metered" : "not metered")") }
+                    if told != nil || conditions != .unknown {
+                        logger.info(
+                            "NetworkManager says the network is \(conditions.isMetered ? "metered" : "not metered")")
+                    }
                     downloads.networkChanged(conditions)
                     told = conditions
                 }
@@ -90,7 +104,10 @@ enum SystemNetwork {
             DispatchQueue.global().async {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = ["busctl", "get-property", "org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.NetworkManager", "Metered"]
+                process.arguments = [
+                    "busctl", "get-property", "org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager",
+                    "org.freedesktop.NetworkManager", "Metered",
+                ]
                 let output = Pipe()
                 process.standardOutput = output
                 process.standardError = FileHandle.nullDevice
@@ -102,7 +119,8 @@ enum SystemNetwork {
                 let data = output.fileHandleForReading.readDataToEndOfFile().prefix(256)
                 process.waitUntilExit()
                 guard process.terminationStatus == 0 else { return continuation.resume(returning: nil) }
-                continuation.resume(returning: NetworkConditions(networkManagerMetered: String(decoding: data, as: UTF8.self)))
+                continuation.resume(
+                    returning: NetworkConditions(networkManagerMetered: String(decoding: data, as: UTF8.self)))
             }
         }
     }

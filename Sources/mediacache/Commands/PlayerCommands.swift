@@ -32,18 +32,25 @@ struct IntegrateCommand: ParsableCommand {
     var cacheDir: String?
 
     func validate() throws {
-        guard player == "mpv" else { throw ValidationError("Only mpv can be integrated; for another player, `mediacache play URL --player NAME`.") }
+        guard player == "mpv" else {
+            throw ValidationError(
+                "Only mpv can be integrated; for another player, `mediacache play URL --player NAME`.")
+        }
     }
 
     func run() throws {
-        let text = MPVScript.text(executable: try executablePath(), cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0).path })
+        let text = MPVScript.text(
+            executable: try executablePath(), cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0).path })
         if print { return Swift.print(text, terminator: "") }
         let environment = ProcessInfo.processInfo.environment
         let folder =
             scriptsDir.map { URL(fileURLWithPath: $0) }
-            ?? environment["MPV_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0).appendingPathComponent("scripts") }
+            ?? environment["MPV_HOME"].flatMap {
+                $0.isEmpty ? nil : URL(fileURLWithPath: $0).appendingPathComponent("scripts")
+            }
             ?? (environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config")).appendingPathComponent("mpv/scripts")
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config"))
+            .appendingPathComponent("mpv/scripts")
         let file = folder.appendingPathComponent("mediacache.lua")
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -70,7 +77,8 @@ struct PlayCommand: AsyncParsableCommand {
     @Argument(help: "The origin URL (http or https).")
     var url: String
 
-    @Option(help: "The player to run (a name on the PATH or a path); default $MEDIACACHE_PLAYER, else mpv, ffplay or vlc.")
+    @Option(
+        help: "The player to run (a name on the PATH or a path); default $MEDIACACHE_PLAYER, else mpv, ffplay or vlc.")
     var player: String?
 
     @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
@@ -96,7 +104,8 @@ struct PlayCommand: AsyncParsableCommand {
         } else {
             (session, info) = try await Self.startServer(folder)
         }
-        let status = await Self.run(command + playerArguments + [info.baseURL + ProxyURL.path(for: origin, token: info.token)])
+        let status = await Self.run(
+            command + playerArguments + [info.baseURL + ProxyURL.path(for: origin, token: info.token)])
         if let session {
             // Stopped as `serve` stops on SIGTERM (it commits), waited for on a thread of its own.
             session.terminate()
@@ -118,10 +127,12 @@ struct PlayCommand: AsyncParsableCommand {
             return chosen.split(separator: " ").map(String.init)
         }
         let path = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        for candidate in ["mpv", "ffplay", "vlc"] where path.contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(candidate)") }) {
+        for candidate in ["mpv", "ffplay", "vlc"]
+        where path.contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(candidate)") }) {
             return [candidate]
         }
-        throw CommandFailure("No player found: install mpv (or ffplay, or vlc), or name one with --player or $MEDIACACHE_PLAYER.")
+        throw CommandFailure(
+            "No player found: install mpv (or ffplay, or vlc), or name one with --player or $MEDIACACHE_PLAYER.")
     }
 
     /// Starts `mediacache serve` on `folder` (any free port) for the session; returns it once
@@ -149,9 +160,12 @@ struct PlayCommand: AsyncParsableCommand {
                 continuation.resume(returning: true)
             }.start()
         }
-        guard ready, let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)), let info = try? JSONDecoder().decode(ServerInfo.self, from: data) else {
+        guard ready, let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)),
+            let info = try? JSONDecoder().decode(ServerInfo.self, from: data)
+        else {
             process.terminate()
-            throw CommandFailure("`mediacache serve --cache-dir \(folder.path)` did not start; run it alone to see why.")
+            throw CommandFailure(
+                "`mediacache serve --cache-dir \(folder.path)` did not start; run it alone to see why.")
         }
         FileHandle.standardError.write(Data("MediaCache serves this session at \(info.baseURL).\n".utf8))
         return (process, info)
@@ -164,7 +178,8 @@ struct PlayCommand: AsyncParsableCommand {
                 do {
                     continuation.resume(returning: try runPassingThrough(arguments))
                 } catch {
-                    FileHandle.standardError.write(Data("Cannot run \(arguments[0]): \(error.localizedDescription)\n".utf8))
+                    FileHandle.standardError.write(
+                        Data("Cannot run \(arguments[0]): \(error.localizedDescription)\n".utf8))
                     continuation.resume(returning: 127)
                 }
             }.start()

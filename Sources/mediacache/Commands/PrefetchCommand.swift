@@ -91,10 +91,14 @@ struct RenditionOptions: ParsableArguments {
     )
     var variant: String?
 
-    @Option(help: "Audio languages: default, all, or RFC 5646 tags or names separated by commas (en,fr). Default: default.")
+    @Option(
+        help: "Audio languages: default, all, or RFC 5646 tags or names separated by commas (en,fr). Default: default.")
     var audio: String?
 
-    @Option(help: "Subtitle languages: none, default, all, or tags separated by commas (en,fr). Default: none (forced subtitles in a chosen audio language are kept).")
+    @Option(
+        help:
+            "Subtitle languages: none, default, all, or tags separated by commas (en,fr). Default: none (forced subtitles in a chosen audio language are kept)."
+    )
     var subtitles: String?
 }
 
@@ -111,7 +115,8 @@ struct AssetOptions: ParsableArguments {
     func request(range: String? = nil) throws -> PrefetchRequest {
         do {
             return try PrefetchRequest.parse(
-                range: range, seconds: seconds, variant: renditions.variant, audio: renditions.audio, subtitles: renditions.subtitles,
+                range: range, seconds: seconds, variant: renditions.variant, audio: renditions.audio,
+                subtitles: renditions.subtitles,
                 trickPlay: trickPlay ? "yes" : nil)
         } catch {
             throw ValidationError(error.message)
@@ -165,14 +170,17 @@ final class ProgressPrinter: Sendable {
 
     func stopped() {
         let last = state.withLock { $0.last }
-        write((onTerminal ? "\r\u{1B}[K" : "") + "\(url.absoluteString): stopped after \(Format.bytes(last.bytesDone)); what arrived stays cached.\n")
+        write(
+            (onTerminal ? "\r\u{1B}[K" : "")
+                + "\(url.absoluteString): stopped after \(Format.bytes(last.bytesDone)); what arrived stays cached.\n")
     }
 
     /// `[██████░░░░] 60% 12.0 MiB of 20.0 MiB  4.0 MiB/s  ETA 2s  3/5`
     func line(_ progress: PrefetchProgress, elapsed: Duration) -> String {
         let seconds = max(0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
         let rate = Double(progress.bytesDone - progress.bytesAlreadyCached) / seconds
-        var fraction = progress.resourcesTotal > 0 ? Double(progress.resourcesDone) / Double(progress.resourcesTotal) : 0
+        var fraction =
+            progress.resourcesTotal > 0 ? Double(progress.resourcesDone) / Double(progress.resourcesTotal) : 0
         var amount = Format.bytes(progress.bytesDone)
         var eta = ""
         if let total = progress.bytesTotal, total > 0 {

@@ -34,10 +34,13 @@ struct PreloadCommand: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
-        guard seconds.isFinite, seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds takes a number of seconds above 0, at most 3600.") }
+        guard seconds.isFinite, seconds > 0, seconds <= 3600 else {
+            throw ValidationError("--seconds takes a number of seconds above 0, at most 3600.")
+        }
         guard !(clear && !urls.isEmpty) else { throw ValidationError("--clear empties the queue: give it no URL.") }
         guard urls.count <= CachingReader.maximumPreloadItems else {
-            throw ValidationError("At most \(CachingReader.maximumPreloadItems) URLs: the queue is what plays next, not a library.")
+            throw ValidationError(
+                "At most \(CachingReader.maximumPreloadItems) URLs: the queue is what plays next, not a library.")
         }
         for url in urls { _ = try mediaCacheOriginURL(url) }
     }
@@ -55,7 +58,9 @@ struct PreloadCommand: AsyncParsableCommand {
             guard !status.isEmpty else { return print("The preload queue is empty.") }
             for item in status {
                 let fetched = item.bytesFetched > 0 ? " \(Format.bytes(item.bytesFetched))" : ""
-                print("\(item.state.rawValue)\(fetched) \(String(format: "%g", item.seconds)) s \(item.url.absoluteString)" + (item.error.map { ": \($0)" } ?? ""))
+                print(
+                    "\(item.state.rawValue)\(fetched) \(String(format: "%g", item.seconds)) s \(item.url.absoluteString)"
+                        + (item.error.map { ": \($0)" } ?? ""))
             }
         }
     }

@@ -9,7 +9,8 @@ import MediaCacheProxy
 struct RecordCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Record a live HLS or DASH stream past the origin's window: every segment as it appears, kept pinned, playable from the first.",
+        abstract:
+            "Record a live HLS or DASH stream past the origin's window: every segment as it appears, kept pinned, playable from the first.",
         discussion: """
             With a server running, the server records and this prints the recording's id and the URL a player opens to \
             watch it (from the beginning, while it records and after: an EVENT playlist, then a VOD one; for DASH a \
@@ -19,10 +20,14 @@ struct RecordCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The live playlist (a media playlist, or a multivariant one whose --variant is recorded) or DASH manifest.")
+    @Argument(
+        help:
+            "The live playlist (a media playlist, or a multivariant one whose --variant is recorded) or DASH manifest.")
     var url: String
 
-    @Option(name: .customLong("for"), help: "How long to record, e.g. 90m, 2h, 600s (default: until the presentation ends).", transform: Age.parse)
+    @Option(
+        name: .customLong("for"),
+        help: "How long to record, e.g. 90m, 2h, 600s (default: until the presentation ends).", transform: Age.parse)
     var duration: Duration?
 
     @OptionGroup var choice: RenditionOptions
@@ -37,7 +42,9 @@ struct RecordCommand: AsyncParsableCommand {
     /// What the options choose of a multivariant playlist or manifest.
     func renditions() throws -> RenditionChoice {
         do {
-            return try PrefetchRequest.parse(range: nil, seconds: nil, variant: choice.variant, audio: choice.audio, subtitles: choice.subtitles).renditions
+            return try PrefetchRequest.parse(
+                range: nil, seconds: nil, variant: choice.variant, audio: choice.audio, subtitles: choice.subtitles
+            ).renditions
         } catch {
             throw ValidationError(error.message)
         }

@@ -25,12 +25,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The port to listen on (0: any free port).")
     var port = ProxyServer.defaultPort
 
-    @Flag(name: .customLong("allow-remote"), help: "Allow listening on an address other than loopback (implies --shared-cache).")
+    @Flag(
+        name: .customLong("allow-remote"),
+        help: "Allow listening on an address other than loopback (implies --shared-cache).")
     var allowRemote = false
 
     @Flag(
         name: .customLong("shared-cache"),
-        help: "Cache as a shared cache does (RFC 9111): several people's devices use one store, so private answers are never kept.")
+        help:
+            "Cache as a shared cache does (RFC 9111): several people's devices use one store, so private answers are never kept."
+    )
     var sharedCache = false
 
     @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
@@ -42,16 +46,24 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Remove entries unread for this long, e.g. 30d, 12h, 90m, 3600s.", transform: Age.parse)
     var maxAge: Duration?
 
-    @Option(name: .customLong("allow-host"), help: "Only fetch from this origin host, also after a redirect (repeat for several).")
+    @Option(
+        name: .customLong("allow-host"),
+        help: "Only fetch from this origin host, also after a redirect (repeat for several).")
     var allowHosts: [String] = []
 
-    @Option(name: .customLong("server-name"), help: "Also answer requests whose Host is this name (repeat for several; for --allow-remote).")
+    @Option(
+        name: .customLong("server-name"),
+        help: "Also answer requests whose Host is this name (repeat for several; for --allow-remote).")
     var serverNames: [String] = []
 
-    @Option(name: .customLong("cors-origin"), help: "Let pages from this web origin (https://app.example) read answers from script (repeat for several).")
+    @Option(
+        name: .customLong("cors-origin"),
+        help: "Let pages from this web origin (https://app.example) read answers from script (repeat for several).")
     var corsOrigins: [String] = []
 
-    @Option(help: "The most pinned downloads may hold, within --max-size (default: half of it), e.g. 4G.", transform: ByteSize.parse)
+    @Option(
+        help: "The most pinned downloads may hold, within --max-size (default: half of it), e.g. 4G.",
+        transform: ByteSize.parse)
     var maxPinnedSize: Int64?
 
     @Option(help: "How many pinned downloads run at once; the others wait, queued.")
@@ -60,7 +72,9 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup(title: "Pinned downloads: when, where, how fast")
     var downloadRules: ServeDownloadOptions
 
-    @Flag(help: "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
+    @Flag(
+        help:
+            "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
     var offline = false
 
     @Flag(
@@ -69,24 +83,37 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var cmcd = false
 
-    @Option(name: .customLong("ignore-query-param"), help: "Leave this query parameter out of cache keys; the origin still gets it (a CDN's signature: repeat for several).")
+    @Option(
+        name: .customLong("ignore-query-param"),
+        help:
+            "Leave this query parameter out of cache keys; the origin still gets it (a CDN's signature: repeat for several)."
+    )
     var ignoredQueryParameters: [String] = []
 
     @Option(
-        name: .customLong("ignore-query-preset"), help: "Leave a CDN's signature parameters out of cache keys: cloudfront, s3, gcs, akamai, azure or token (repeat for several).")
+        name: .customLong("ignore-query-preset"),
+        help:
+            "Leave a CDN's signature parameters out of cache keys: cloudfront, s3, gcs, akamai, azure or token (repeat for several)."
+    )
     var ignoredQueryPresets: [String] = []
 
     @Option(
         name: .customLong("same-content-hosts"),
-        help: "Hosts, comma-separated, that serve the same bytes at the same paths (a stream's CDNs under content steering): one cache key for all (repeat for several groups).")
+        help:
+            "Hosts, comma-separated, that serve the same bytes at the same paths (a stream's CDNs under content steering): one cache key for all (repeat for several groups)."
+    )
     var sameContentHosts: [String] = []
 
     @Flag(
         name: .customLong("prefer-cache"),
-        help: "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached).")
+        help:
+            "Serve cached files without asking the origin whatever it says of their freshness (zero traffic on replay; a changed file is noticed only at bytes not yet cached)."
+    )
     var preferCache = false
 
-    @Flag(name: .customLong("no-stale-on-error"), help: "Do not serve a stale cached copy when the origin cannot be reached or answers 5xx.")
+    @Flag(
+        name: .customLong("no-stale-on-error"),
+        help: "Do not serve a stale cached copy when the origin cannot be reached or answers 5xx.")
     var noStaleOnError = false
 
     @Option(
@@ -96,7 +123,9 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var readAheadSegments = 1
 
-    @Option(help: "The most bytes one preload queue fetches from origins (mediacache preload), e.g. 256M.", transform: ByteSize.parse)
+    @Option(
+        help: "The most bytes one preload queue fetches from origins (mediacache preload), e.g. 256M.",
+        transform: ByteSize.parse)
     var preloadBudget = CachingReader.Configuration().preloadBudget
 
     @Option(help: "How many preload items are fetched at once.")
@@ -122,15 +151,23 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("origin-connections"),
-        help: "The most connections to one origin host at once; players wait for none of the quarter the cache's own downloads may hold.")
+        help:
+            "The most connections to one origin host at once; players wait for none of the quarter the cache's own downloads may hold."
+    )
     var originConnections = HTTPOriginFetcher.Configuration().connectionsPerHost
 
-    @Option(name: .customLong("ca-file"), help: "Also trust the CA certificates in this PEM file for https origins (repeat for several); the system's roots stay trusted.")
+    @Option(
+        name: .customLong("ca-file"),
+        help:
+            "Also trust the CA certificates in this PEM file for https origins (repeat for several); the system's roots stay trusted."
+    )
     var caFiles: [String] = []
 
     @Flag(
         name: .customLong("insecure-skip-verify"),
-        help: "Accept any certificate from https origins (expired, self-signed, another host's). Anyone on the path can then change what is cached; every log line warns.")
+        help:
+            "Accept any certificate from https origins (expired, self-signed, another host's). Anyone on the path can then change what is cached; every log line warns."
+    )
     var insecureSkipVerify = false
 
     @Flag(name: .customLong("http1-only"), help: "Speak HTTP/1.1 to https origins even when they offer HTTP/2.")
@@ -146,12 +183,16 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Flag(
         name: .customLong("no-cookies"),
-        help: "Keep no cookies for origins: a player's Cookie field is sent on as it is, and streams behind signed cookies it does not send fail.")
+        help:
+            "Keep no cookies for origins: a player's Cookie field is sent on as it is, and streams behind signed cookies it does not send fail."
+    )
     var noCookies = false
 
     @Option(
         name: .customLong("encryption-key-file"),
-        help: "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key).")
+        help:
+            "Encrypt the cache at rest with the 256-bit key in this file (32 raw bytes or 64 hex characters: head -c 32 /dev/urandom > key; chmod 600 key)."
+    )
     var encryptionKeyFile: String?
 
     @Option(
@@ -180,7 +221,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.allowsRemoteClients = allowRemote
         configuration.serverNames = Set(serverNames)
         for origin in corsOrigins {
-            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty || url.path == "/" else {
+            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
+                url.path.isEmpty || url.path == "/"
+            else {
                 throw ValidationError("--cors-origin takes a web origin such as https://app.example, not \(origin).")
             }
         }
@@ -220,19 +263,27 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try proxyConfiguration(logger: Logger(label: "validate"))
         _ = try trustRoots()
-        if let token = accessToken, token.isEmpty { throw ValidationError("--token (or MEDIACACHE_TOKEN) must not be empty.") }
+        if let token = accessToken, token.isEmpty {
+            throw ValidationError("--token (or MEDIACACHE_TOKEN) must not be empty.")
+        }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0...50.") }
-        guard (2...256).contains(originConnections) else { throw ValidationError("--origin-connections must be 2...256.") }
+        guard (2...256).contains(originConnections) else {
+            throw ValidationError("--origin-connections must be 2...256.")
+        }
         _ = try KeyFile.load(encryptionKeyFile)
         _ = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         _ = try CacheOptions.hostGroups(sameContentHosts)
         if let maxPinnedSize, maxPinnedSize > maxSize {
-            throw ValidationError("--max-pinned-size (\(ByteSize.format(maxPinnedSize))) must fit within --max-size (\(ByteSize.format(maxSize))).")
+            throw ValidationError(
+                "--max-pinned-size (\(ByteSize.format(maxPinnedSize))) must fit within --max-size (\(ByteSize.format(maxSize)))."
+            )
         }
         guard (1...64).contains(maxDownloads) else { throw ValidationError("--max-downloads must be 1...64.") }
         guard (0...8).contains(readAheadSegments) else { throw ValidationError("--read-ahead-segments must be 0...8.") }
         guard preloadBudget > 0 else { throw ValidationError("--preload-budget must be above 0.") }
-        guard (1...8).contains(preloadConcurrency) else { throw ValidationError("--preload-concurrency must be 1...8.") }
+        guard (1...8).contains(preloadConcurrency) else {
+            throw ValidationError("--preload-concurrency must be 1...8.")
+        }
     }
 
     func run() async throws {
@@ -243,7 +294,9 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = Logger(label: "mediacache")
         logger.logLevel = logLevel
         if insecureSkipVerify {
-            logger.warning("Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached.")
+            logger.warning(
+                "Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached."
+            )
         }
         let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultCacheDirectory()
 
@@ -254,7 +307,8 @@ struct ServeCommand: AsyncParsableCommand {
         storeConfiguration.maxBytes = maxSize
         storeConfiguration.maxAge = maxAge
         storeConfiguration.maxPinnedBytes = maxPinnedSize
-        storeConfiguration.keyRule = try CacheOptions.keyRule(parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
+        storeConfiguration.keyRule = try CacheOptions.keyRule(
+            parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         storeConfiguration.keyRule.sameContentHosts = try CacheOptions.hostGroups(sameContentHosts)
         storeConfiguration.minFreeDiskBytes = downloadRules.minFreeDisk
         storeConfiguration.logger = logger
@@ -267,7 +321,9 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try FolderSettings(storeConfiguration).save(in: directory)
         } catch {
-            logger.warning("Cannot record the settings in the cache folder; commands run without the server use the defaults", metadata: ["error": "\(error)"])
+            logger.warning(
+                "Cannot record the settings in the cache folder; commands run without the server use the defaults",
+                metadata: ["error": "\(error)"])
         }
         var fetcherConfiguration = HTTPOriginFetcher.Configuration()
         fetcherConfiguration.allowedHosts = Set(allowHosts)
@@ -284,7 +340,8 @@ struct ServeCommand: AsyncParsableCommand {
         fetcherConfiguration.isSharedCache = sharedCache || allowRemote
         if fetcherConfiguration.isSharedCache {
             logger.notice(
-                "Caching as a shared cache: private answers and answers to requests with Authorization are not kept (unless the origin allows it), and no cookies are kept.")
+                "Caching as a shared cache: private answers and answers to requests with Authorization are not kept (unless the origin allows it), and no cookies are kept."
+            )
         }
         // One person's cookies must not open a stream for another: a shared cache keeps none.
         if noCookies || fetcherConfiguration.isSharedCache { fetcherConfiguration.cookieJar = nil }
@@ -325,7 +382,8 @@ struct ServeCommand: AsyncParsableCommand {
         let isOffline = offline
         let app = ProxyServer.application(reader: reader, downloads: downloads, configuration: proxy) { port in
             let base = "http://\(proxy.host.contains(":") ? "[\(proxy.host)]" : proxy.host):\(port)"
-            let example = "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
+            let example =
+                "https://example.com/song.mp3".addingPercentEncoding(withAllowedCharacters: .urlUnreserved) ?? ""
             print(
                 "mediacache: serving on \(base), caching in \(directory.path) (limit \(ByteSize.format(limit))\(encrypted ? ", encrypted" : "")\(isOffline ? ", offline: no origin is contacted" : ""))"
             )
@@ -333,7 +391,8 @@ struct ServeCommand: AsyncParsableCommand {
             print("Give a player: \(base)/?url=\(example)\(hasToken ? "&token=<the token>" : "")")
             fflush(nil)
         }
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
@@ -376,7 +435,9 @@ enum ByteSize {
     }
 
     static func format(_ bytes: Int64) -> String {
-        bytes >= 1 << 30 ? String(format: "%.1f GiB", Double(bytes) / Double(1 << 30)) : String(format: "%.0f MiB", Double(bytes) / Double(1 << 20))
+        bytes >= 1 << 30
+            ? String(format: "%.1f GiB", Double(bytes) / Double(1 << 30))
+            : String(format: "%.0f MiB", Double(bytes) / Double(1 << 20))
     }
 }
 
@@ -391,7 +452,8 @@ enum Age {
             number.removeLast()
         }
         guard let value = Double(number), value > 0, value * multiplier <= 100 * 365 * 86400 else {
-            throw ValidationError("\(text) is not an age: use a number with s, m, h or d (30d, 12h), at most 100 years.")
+            throw ValidationError(
+                "\(text) is not an age: use a number with s, m, h or d (30d, 12h), at most 100 years.")
         }
         return .seconds(value * multiplier)
     }
@@ -403,5 +465,6 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 extension CharacterSet {
     /// RFC 3986's unreserved characters: everything else is percent-encoded in a query value.
-    static let urlUnreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    static let urlUnreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }

@@ -63,7 +63,8 @@ struct ServiceDefinition: Equatable {
     /// server that never comes up healthy counts as a failed start (and is restarted).
     func systemdUnit() throws -> String {
         let command = try arguments.map(Self.systemdQuoted).joined(separator: " ")
-        let check = try ([arguments[0], "service", "check", "--wait", "30"] + cacheDirArguments).map(Self.systemdQuoted).joined(separator: " ")
+        let check = try ([arguments[0], "service", "check", "--wait", "30"] + cacheDirArguments).map(Self.systemdQuoted)
+            .joined(separator: " ")
         return """
             [Unit]
             Description=MediaCache: a caching proxy for media players
@@ -130,7 +131,8 @@ struct ServiceDefinition: Equatable {
 func executablePath() throws -> String {
     let path = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
     guard path.hasPrefix("/"), FileManager.default.isExecutableFile(atPath: path) else {
-        throw CommandFailure("Cannot tell where this mediacache executable is (\(CommandLine.arguments[0])); run it by its path.")
+        throw CommandFailure(
+            "Cannot tell where this mediacache executable is (\(CommandLine.arguments[0])); run it by its path.")
     }
     return path
 }
@@ -156,7 +158,11 @@ func runPassingThrough(_ arguments: [String]) throws -> Int32 {
 private enum ManagerCommands {
     static func enable(_ manager: ServiceDefinition.Manager, file: URL) -> [[String]] {
         switch manager {
-        case .systemd: return [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", ServiceDefinition.systemdUnitName]]
+        case .systemd:
+            return [
+                ["systemctl", "--user", "daemon-reload"],
+                ["systemctl", "--user", "enable", "--now", ServiceDefinition.systemdUnitName],
+            ]
         case .launchd: return [["launchctl", "bootstrap", "gui/\(getuid())", file.path]]
         }
     }
@@ -192,7 +198,8 @@ struct ServiceInstall: AsyncParsableCommand {
     @Flag(help: "Print the definition instead of writing it.")
     var print = false
 
-    @Option(help: "The service manager to write for: systemd or launchd (default: this platform's; another needs --print).")
+    @Option(
+        help: "The service manager to write for: systemd or launchd (default: this platform's; another needs --print).")
     var manager: ServiceDefinition.Manager?
 
     @Argument(parsing: .postTerminator, help: "Options for serve.")
@@ -200,7 +207,9 @@ struct ServiceInstall: AsyncParsableCommand {
 
     func validate() throws {
         if let manager, manager != ServiceDefinition.platformManager, !print {
-            throw ValidationError("This platform's service manager is \(ServiceDefinition.platformManager); a \(manager) definition can only be printed (--print).")
+            throw ValidationError(
+                "This platform's service manager is \(ServiceDefinition.platformManager); a \(manager) definition can only be printed (--print)."
+            )
         }
         if serveOptions.contains(where: { $0 == "--cache-dir" || $0.hasPrefix("--cache-dir=") }) {
             throw ValidationError("Give the folder as service install --cache-dir, not after --.")
@@ -215,15 +224,20 @@ struct ServiceInstall: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            let directory = cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL } ?? ServeCommand.defaultCacheDirectory()
+            let directory =
+                cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL } ?? ServeCommand.defaultCacheDirectory()
             let manager = manager ?? ServiceDefinition.platformManager
-            let definition = ServiceDefinition(manager: manager, arguments: [try executablePath(), "serve", "--cache-dir", directory.path] + serveOptions)
-            let logFile = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent("Library/Logs/mediacache.log")
+            let definition = ServiceDefinition(
+                manager: manager,
+                arguments: [try executablePath(), "serve", "--cache-dir", directory.path] + serveOptions)
+            let logFile = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(
+                "Library/Logs/mediacache.log")
             let text = try definition.text(logFile: logFile)
             if print { return Swift.print(text, terminator: "") }
             let file = ServiceDefinition.file(for: manager)
             do {
-                try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
                 try Data(text.utf8).write(to: file, options: .atomic)
                 try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
             } catch {
@@ -232,7 +246,9 @@ struct ServiceInstall: AsyncParsableCommand {
             Swift.print("Wrote \(file.path)")
             guard !noStart else { return }
             for command in ManagerCommands.enable(manager, file: file) where runManager(command) != 0 {
-                throw CommandFailure("\(command.joined(separator: " ")) failed; the definition is written, start it when the service manager is running.")
+                throw CommandFailure(
+                    "\(command.joined(separator: " ")) failed; the definition is written, start it when the service manager is running."
+                )
             }
             Swift.print("Enabled and started; `mediacache service status` shows how it runs.")
         }
@@ -240,7 +256,9 @@ struct ServiceInstall: AsyncParsableCommand {
 }
 
 struct ServiceUninstall: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "uninstall", abstract: "Stop and disable the user service, and remove its definition. The cache folder stays.")
+    static let configuration = CommandConfiguration(
+        commandName: "uninstall",
+        abstract: "Stop and disable the user service, and remove its definition. The cache folder stays.")
 
     @Flag(help: "Remove the definition only; do not ask the service manager to stop it.")
     var noStop = false
@@ -249,10 +267,15 @@ struct ServiceUninstall: AsyncParsableCommand {
         try await failing {
             let manager = ServiceDefinition.platformManager
             let file = ServiceDefinition.file(for: manager)
-            guard FileManager.default.fileExists(atPath: file.path) else { throw CommandFailure("No service is installed (\(file.path) does not exist).") }
+            guard FileManager.default.fileExists(atPath: file.path) else {
+                throw CommandFailure("No service is installed (\(file.path) does not exist).")
+            }
             if !noStop {
                 for command in ManagerCommands.disable(manager) where runManager(command) != 0 {
-                    FileHandle.standardError.write(Data("mediacache: warning: \(command.joined(separator: " ")) failed; removing the definition anyway.\n".utf8))
+                    FileHandle.standardError.write(
+                        Data(
+                            "mediacache: warning: \(command.joined(separator: " ")) failed; removing the definition anyway.\n"
+                                .utf8))
                 }
             }
             do {
@@ -267,7 +290,9 @@ struct ServiceUninstall: AsyncParsableCommand {
 }
 
 struct ServiceStatus: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the service's definition, its manager's view of it and whether the proxy answers.")
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the service's definition, its manager's view of it and whether the proxy answers.")
 
     @Option(help: "The cache folder the service serves (default: the user's cache folder, mediacache/ inside it).")
     var cacheDir: String?
@@ -287,7 +312,9 @@ struct ServiceStatus: AsyncParsableCommand {
 
 /// The health check: the server that holds the folder answers its stats.
 struct ServiceCheck: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "check", abstract: "Exit 0 when a proxy serves the cache folder and answers; 1 with the reason otherwise.")
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Exit 0 when a proxy serves the cache folder and answers; 1 with the reason otherwise.")
 
     @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
     var cacheDir: String?
@@ -318,7 +345,8 @@ struct ServiceCheck: AsyncParsableCommand {
     /// One line on the server that holds `directory`; throws when none does or it does not answer.
     static func health(of directory: URL) async throws -> String {
         let file = CacheAccess.serverFile(in: directory)
-        guard let data = try? Data(contentsOf: file), let info = try? JSONDecoder().decode(ServerInfo.self, from: data) else {
+        guard let data = try? Data(contentsOf: file), let info = try? JSONDecoder().decode(ServerInfo.self, from: data)
+        else {
             throw CommandFailure("No proxy serves \(directory.path) (no \(file.lastPathComponent) in it).")
         }
         let stats = try await CacheAccess.server(info).stats()

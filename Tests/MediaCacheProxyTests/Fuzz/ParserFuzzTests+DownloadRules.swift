@@ -19,11 +19,14 @@ extension ParserFuzzTests {
             guard window.map({ [$0.start, $0.end] }) == model else {
                 return ("window mismatch", "read \(String(describing: window)), model \(String(describing: model))")
             }
-            if let window, DailyWindow(window.description) != window { return ("round trip", "\(window) reads back as \(String(describing: DailyWindow(window.description)))") }
+            if let window, DailyWindow(window.description) != window {
+                return ("round trip", "\(window) reads back as \(String(describing: DailyWindow(window.description)))")
+            }
             let answer = NetworkConditions(networkManagerMetered: input)
             let fields = Array(input.utf8).split(whereSeparator: { [9, 10, 11, 12, 13, 32].contains($0) })
             let digit =
-                fields.count == 2 && fields[0].elementsEqual("u".utf8) && fields[1].count == 1 && (48...52).contains(fields[1].first!)
+                fields.count == 2 && fields[0].elementsEqual("u".utf8) && fields[1].count == 1
+                    && (48...52).contains(fields[1].first!)
                 ? Int(fields[1].first! - 48) : nil
             let expected = input.utf8.count <= 64 ? digit.map { NetworkConditions(isMetered: $0 == 1 || $0 == 3) } : nil
             guard answer == expected || !input.unicodeScalars.allSatisfy(\.isASCII) else {

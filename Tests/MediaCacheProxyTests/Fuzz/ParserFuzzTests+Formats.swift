@@ -20,7 +20,9 @@ extension ParserFuzzTests {
         let outcomes = try Mutator.run("log-text") { input in
             let redacted = LogRedaction.redact(input)
             let model = String(decoding: Self.modelRedaction(Array(input.utf8)), as: UTF8.self)
-            guard redacted == model else { return ("mismatch", "got \(redacted.debugDescription), model \(model.debugDescription)") }
+            guard redacted == model else {
+                return ("mismatch", "got \(redacted.debugDescription), model \(model.debugDescription)")
+            }
             guard LogRedaction.redact(redacted) == redacted else { return ("twice", "redacting again changed it") }
             return (redacted == input ? "unchanged" : "redacted", nil)
         }
@@ -35,7 +37,8 @@ extension ParserFuzzTests {
             var pieces: [[UInt8]] = [[]]
             var index = 0
             while index < bytes.count {
-                if index + separator.count <= bytes.count, Array(bytes[index..<(index + separator.count)]) == separator {
+                if index + separator.count <= bytes.count, Array(bytes[index..<(index + separator.count)]) == separator
+                {
                     pieces.append([])
                     index += separator.count
                 } else {
@@ -63,7 +66,8 @@ extension ParserFuzzTests {
             let afterMark = Array(rest.dropFirst())
             let query = afterMark.prefix { $0 != UInt8(ascii: "#") }
             let fragment = afterMark.dropFirst(query.count)
-            let parts = query.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false).map { part -> [UInt8] in
+            let parts = query.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false).map {
+                part -> [UInt8] in
                 guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else { return part.isEmpty ? [] : marker }
                 return Array(part[...equals]) + (equals + 1 < part.endIndex ? marker : [])
             }
@@ -94,19 +98,25 @@ extension ParserFuzzTests {
         let begin = "-----BEGIN CERTIFICATE-----"
         let end = "-----END CERTIFICATE-----"
         let outcomes = try Mutator.run("pem", share: 10) { input in
-            let text = input.replacingOccurrences(of: "{CERT}", with: first).replacingOccurrences(of: "{CERT2}", with: second)
-                .replacingOccurrences(of: "{KEY}", with: key).replacingOccurrences(of: "|", with: "\n")
+            let text = input.replacingOccurrences(of: "{CERT}", with: first).replacingOccurrences(
+                of: "{CERT2}", with: second
+            )
+            .replacingOccurrences(of: "{KEY}", with: key).replacingOccurrences(of: "|", with: "\n")
             // A block begins at a line that is the marker alone (spaces around it allowed).
             let blocks = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
                 .filter { $0.trimmingCharacters(in: .whitespaces) == begin }.count
             do {
                 let roots = try TrustRoots(pem: text)
-                guard roots.count == blocks, blocks > 0 else { return ("roots", "\(roots.count) roots from \(blocks) blocks") }
+                guard roots.count == blocks, blocks > 0 else {
+                    return ("roots", "\(roots.count) roots from \(blocks) blocks")
+                }
                 return ("roots", nil)
             } catch let error as TrustRootsError {
                 guard !error.message.isEmpty else { return ("error", "an empty message") }
                 if blocks == 0, !error.message.contains("holds no certificate") { return ("error", error.message) }
-                if blocks > 0, !(error.message.contains(end) || error.message.contains("not a valid X.509")) { return ("error", error.message) }
+                if blocks > 0, !(error.message.contains(end) || error.message.contains("not a valid X.509")) {
+                    return ("error", error.message)
+                }
                 return ("error", nil)
             } catch {
                 return ("error", "threw \(error), not a TrustRootsError")
@@ -116,9 +126,12 @@ extension ParserFuzzTests {
         // The reason code read from a TLS library error text: an upper-case token that
         // follows the last `OPENSSL_internal:`, or nothing.
         try Mutator.run("pem", share: 10) { input in
-            let text = input.replacingOccurrences(of: "{CERT}", with: "error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x")
+            let text = input.replacingOccurrences(
+                of: "{CERT}", with: "error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at x")
             guard let reason = OriginTLSFailure.libraryReason(in: text) else { return ("none", nil) }
-            guard !reason.isEmpty, reason.allSatisfy({ $0.isUppercase || $0.isNumber || $0 == "_" }), text.contains("OPENSSL_internal:" + reason) else {
+            guard !reason.isEmpty, reason.allSatisfy({ $0.isUppercase || $0.isNumber || $0 == "_" }),
+                text.contains("OPENSSL_internal:" + reason)
+            else {
                 return ("reason", "read \(reason.debugDescription)")
             }
             return ("reason", nil)
@@ -134,14 +147,19 @@ extension ParserFuzzTests {
             let written: [UInt8]
             do {
                 written = try SteeringManifest.rewritten(
-                    Array(input.utf8), base: base, reload: { "http://p/R/" + $0.absoluteString }, resource: { "http://p/P/" + $0.absoluteString }
+                    Array(input.utf8), base: base, reload: { "http://p/R/" + $0.absoluteString },
+                    resource: { "http://p/P/" + $0.absoluteString }
                 ).bytes
             } catch {
                 return ("refused", nil)
             }
-            guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(written)) else { return ("output", "not a JSON object") }
+            guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(written)) else {
+                return ("output", "not a JSON object")
+            }
             if let reload = object["RELOAD-URI"], reload != .string("") {
-                guard case .string(let text) = reload, text.hasPrefix("http://p/R/") else { return ("reload", "\(reload)") }
+                guard case .string(let text) = reload, text.hasPrefix("http://p/R/") else {
+                    return ("reload", "\(reload)")
+                }
             }
             if case .array(let clones)? = object["PATHWAY-CLONES"] {
                 for case .object(let clone) in clones {
@@ -150,7 +168,10 @@ extension ParserFuzzTests {
                 }
             }
             // Written again with mappings that change nothing, the output stays as it is.
-            guard let again = try? SteeringManifest.rewritten(written, base: base, reload: { $0.absoluteString }, resource: { $0.absoluteString }).bytes,
+            guard
+                let again = try? SteeringManifest.rewritten(
+                    written, base: base, reload: { $0.absoluteString }, resource: { $0.absoluteString }
+                ).bytes,
                 again == written
             else { return ("again", String(decoding: written, as: UTF8.self)) }
             return ("manifest", nil)
@@ -182,13 +203,19 @@ extension ParserFuzzTests {
             }
             let output = playlist.rewritten(base: base) { url, _ in "P[" + url.absoluteString + "]" }
             // Compare line by line, split the model's way: on bytes, at "\n".
-            let before = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-            let after = output.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            let before = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+                String(decoding: $0, as: UTF8.self)
+            }
+            let after = output.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+                String(decoding: $0, as: UTF8.self)
+            }
             guard before.count == after.count else { return ("parsed", "\(before.count) lines became \(after.count)") }
             var rewrote = false
             for (old, new) in zip(before, after) where old != new {
                 let content = old.hasSuffix("\r") ? String(old.dropLast()) : old
-                let names = content.hasPrefix("#EXT") && HLSPlaylist.tagsWithURIAttribute.contains(where: { content.hasPrefix("#" + $0 + ":") })
+                let names =
+                    content.hasPrefix("#EXT")
+                    && HLSPlaylist.tagsWithURIAttribute.contains(where: { content.hasPrefix("#" + $0 + ":") })
                 if !content.hasPrefix("#"), new.hasPrefix("P[http"), new.hasSuffix(old.hasSuffix("\r") ? "]\r" : "]") {
                     rewrote = true
                 } else if names, new.contains("\"P[http") {  // `URI="…"`, or `URI ="…"`: names are read without spaces
@@ -197,11 +224,14 @@ extension ParserFuzzTests {
                     return ("parsed", "line \(old.debugDescription) became \(new.debugDescription)")
                 }
             }
-            guard let again = try? HLSPlaylist(parsing: Array(output.utf8)) else { return ("parsed", "the rewritten playlist does not parse") }
+            guard let again = try? HLSPlaylist(parsing: Array(output.utf8)) else {
+                return ("parsed", "the rewritten playlist does not parse")
+            }
             guard again.segments.count == playlist.segments.count, again.variants.count == playlist.variants.count,
                 again.segments.map(\.byteRange) == playlist.segments.map(\.byteRange),
                 again.segments.map(\.initSection?.byteRange) == playlist.segments.map(\.initSection?.byteRange),
-                again.renditions.map(\.groupID) == playlist.renditions.map(\.groupID), again.variants.map(\.audioGroup) == playlist.variants.map(\.audioGroup)
+                again.renditions.map(\.groupID) == playlist.renditions.map(\.groupID),
+                again.variants.map(\.audioGroup) == playlist.variants.map(\.audioGroup)
             else {
                 return ("parsed", "the rewritten playlist reads differently")
             }
@@ -215,30 +245,40 @@ extension ParserFuzzTests {
     /// compared without regard to case.
     static func modelQuery(_ query: String, ignoring names: Set<String>) -> [String] {
         query.split(separator: "&", omittingEmptySubsequences: false).map(String.init).filter { item in
-            let name = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let name =
+                item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             return !names.contains((name.removingPercentEncoding ?? name).lowercased())
         }
     }
 
     @Test func keyRulesDropOnlyTheIgnoredParametersAndIgnoreTheirValues() throws {
-        let rule = CacheKeyRule.preset(named: "cloudfront")!.adding(.preset(named: "token")!).adding(.preset(named: "azure")!)
-            .adding(.preset(named: "s3")!).adding(.preset(named: "akamai")!)
+        let rule = CacheKeyRule.preset(named: "cloudfront")!.adding(.preset(named: "token")!).adding(
+            .preset(named: "azure")!
+        )
+        .adding(.preset(named: "s3")!).adding(.preset(named: "akamai")!)
         let names = Set(rule.ignoredQueryParameters.map { $0.lowercased() })
         var values = try Mutator(corpus: "number")
         let outcomes = try Mutator.run("key-url", share: 5) { input in
             guard let url = URL(string: input) else { return ("not a URL", nil) }
             let keyURL = rule.keyURL(for: url)
-            guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true), let query = components.percentEncodedQuery else {
+            guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+                let query = components.percentEncodedQuery
+            else {
                 return keyURL == url ? ("no query", nil) : ("no query", "a URL without a query changed: \(keyURL)")
             }
             let kept = Self.modelQuery(query, ignoring: names)
             let after = URLComponents(url: keyURL, resolvingAgainstBaseURL: true)
-            guard after?.scheme == components.scheme, after?.percentEncodedHost == components.percentEncodedHost, after?.port == components.port,
-                after?.percentEncodedPath == components.percentEncodedPath, after?.percentEncodedFragment == components.percentEncodedFragment
+            guard after?.scheme == components.scheme, after?.percentEncodedHost == components.percentEncodedHost,
+                after?.port == components.port,
+                after?.percentEncodedPath == components.percentEncodedPath,
+                after?.percentEncodedFragment == components.percentEncodedFragment
             else {
                 return ("query", "more than the query changed: \(keyURL)")
             }
-            let keptQuery = after?.percentEncodedQuery.map { $0.split(separator: "&", omittingEmptySubsequences: false).map(String.init) } ?? []
+            let keptQuery =
+                after?.percentEncodedQuery.map {
+                    $0.split(separator: "&", omittingEmptySubsequences: false).map(String.init)
+                } ?? []
             let dropsSome = kept.count < query.split(separator: "&", omittingEmptySubsequences: false).count
             guard dropsSome ? keptQuery == kept : keyURL == url else {
                 return ("query", "kept \(keptQuery), the model keeps \(kept)")
@@ -252,10 +292,14 @@ extension ParserFuzzTests {
             }.joined(separator: "&")
             // Only the query's text changes (URLComponents would also re-encode other parts of odd URLs).
             let text = url.absoluteString
-            guard let range = text.range(of: "?" + query), let other = URL(string: text.replacingCharacters(in: range, with: "?" + resigned)) else {
+            guard let range = text.range(of: "?" + query),
+                let other = URL(string: text.replacingCharacters(in: range, with: "?" + resigned))
+            else {
                 return ("query", nil)
             }
-            guard rule.key(for: other) == rule.key(for: url) else { return ("query", "new signature values changed the key: \(other)") }
+            guard rule.key(for: other) == rule.key(for: url) else {
+                return ("query", "new signature values changed the key: \(other)")
+            }
             return (dropsSome ? "dropped" : "kept", nil)
         }
         try Mutator.expectVaried(outcomes, ["dropped", "kept"])
@@ -285,17 +329,25 @@ extension ParserFuzzTests {
             let representations = presentation.periods.flatMap(\.adaptationSets).flatMap(\.representations)
             guard representations.count <= manifest.elements.filter({ $0.name == "Representation" }).count,
                 representations.allSatisfy({ $0.resources.count <= DASHPresentation.maximumSegments + 1 }),
-                representations.reduce(0, { $0 + $1.resources.count }) <= DASHPresentation.maximumResources + representations.count,
+                representations.reduce(0, { $0 + $1.resources.count }) <= DASHPresentation.maximumResources
+                    + representations.count,
                 representations.allSatisfy({ $0.resources.allSatisfy { $0.url.scheme != nil } })
             else { return ("parsed", "a presentation past its limits or with a relative URL") }
             let output = manifest.rewritten(base: base) { "P[" + $0.absoluteString + "]" }
-            guard let again = try? DASHManifest(parsing: Array(output.utf8)) else { return ("parsed", "the output does not read again") }
+            guard let again = try? DASHManifest(parsing: Array(output.utf8)) else {
+                return ("parsed", "the output does not read again")
+            }
             var before = manifest.elements
             var after = again.elements
-            let added = after.count == before.count + 1 && after.count > 1 && after[1].name == "BaseURL" && after[1].parent == 0
+            let added =
+                after.count == before.count + 1 && after.count > 1 && after[1].name == "BaseURL" && after[1].parent == 0
             if added {
-                guard !before.contains(where: { $0.name == "BaseURL" && $0.parent == 0 }) else { return ("parsed", "a base added beside one") }
-                guard Self.text(of: after[1], in: again).hasPrefix("P[https://cdn.example/a/b/]") else { return ("parsed", "the added base is not the folder") }
+                guard !before.contains(where: { $0.name == "BaseURL" && $0.parent == 0 }) else {
+                    return ("parsed", "a base added beside one")
+                }
+                guard Self.text(of: after[1], in: again).hasPrefix("P[https://cdn.example/a/b/]") else {
+                    return ("parsed", "the added base is not the folder")
+                }
                 after.remove(at: 1)
                 before = before.map {
                     var element = $0
@@ -303,7 +355,9 @@ extension ParserFuzzTests {
                     return element
                 }
             }
-            guard before.count == after.count else { return ("parsed", "\(before.count) elements became \(after.count)") }
+            guard before.count == after.count else {
+                return ("parsed", "\(before.count) elements became \(after.count)")
+            }
             var rewrote = false
             for (old, new) in zip(before, after) {
                 guard old.name == new.name, old.attributes.map(\.name) == new.attributes.map(\.name) else {
@@ -315,14 +369,18 @@ extension ParserFuzzTests {
                     let now = String(decoding: again.bytes[b.value], as: UTF8.self)
                     guard was != now else { continue }
                     guard urlNames.contains(a.name) || a.name.hasSuffix(":href"), now.hasPrefix("P[http") else {
-                        return ("parsed", "\(old.name)@\(a.name) \(was.debugDescription) became \(now.debugDescription)")
+                        return (
+                            "parsed", "\(old.name)@\(a.name) \(was.debugDescription) became \(now.debugDescription)"
+                        )
                     }
                     rewrote = true
                 }
                 if DASHManifest.urlTextElements.contains(old.name) {
                     let was = Self.text(of: old, in: manifest)
                     let now = Self.text(of: new, in: again)
-                    guard was == now || now.hasPrefix("P[http") else { return ("parsed", "<\(old.name)> \(was.debugDescription) became \(now.debugDescription)") }
+                    guard was == now || now.hasPrefix("P[http") else {
+                        return ("parsed", "<\(old.name)> \(was.debugDescription) became \(now.debugDescription)")
+                    }
                     if was != now { rewrote = true }
                 }
             }
@@ -338,13 +396,16 @@ extension ParserFuzzTests {
     @Test func exportRewritesLeaveOutWhatTheyRemoveAndReadAgain() throws {
         let base = URL(string: "https://cdn.example/a/b/m.mpd?token=t")!
         let outcomes = try Mutator.run("mpd", share: 5) { input in
-            guard let manifest = try? DASHManifest(parsing: Array(input.replacingOccurrences(of: "|", with: "\n").utf8)) else { return ("refused", nil) }
+            guard let manifest = try? DASHManifest(parsing: Array(input.replacingOccurrences(of: "|", with: "\n").utf8))
+            else { return ("refused", nil) }
             let representations = manifest.elements.indices.filter { manifest.elements[$0].name == "Representation" }
             let removed = Set(representations.enumerated().filter { $0.offset % 2 == 0 }.map(\.element))
             let output = manifest.rewritten(base: base, removing: removed, relative: true) { url in
                 url.host == "cdn.example" ? "o0" + url.path(percentEncoded: false) : url.absoluteString
             }
-            guard let again = try? DASHManifest(parsing: Array(output.utf8)) else { return ("parsed", "the output does not read again") }
+            guard let again = try? DASHManifest(parsing: Array(output.utf8)) else {
+                return ("parsed", "the output does not read again")
+            }
             var gone = [Bool](repeating: false, count: manifest.elements.count)
             for (index, element) in manifest.elements.enumerated() {
                 gone[index] = removed.contains(index) || element.parent.map { gone[$0] } ?? false
@@ -354,10 +415,14 @@ extension ParserFuzzTests {
             if after.count == kept.count + 1, after.count > 1, after[1].name == "BaseURL", after[1].parent == 0,
                 !kept.contains(where: { $0.name == "BaseURL" && $0.parent == 0 })
             {
-                guard Self.text(of: after[1], in: again) == "o0/a/b/" else { return ("parsed", "the added base is \(Self.text(of: after[1], in: again))") }
+                guard Self.text(of: after[1], in: again) == "o0/a/b/" else {
+                    return ("parsed", "the added base is \(Self.text(of: after[1], in: again))")
+                }
                 after.remove(at: 1)
             }
-            guard kept.map(\.name) == after.map(\.name), kept.map({ $0.attributes.map(\.name) }) == after.map({ $0.attributes.map(\.name) }) else {
+            guard kept.map(\.name) == after.map(\.name),
+                kept.map({ $0.attributes.map(\.name) }) == after.map({ $0.attributes.map(\.name) })
+            else {
                 return ("parsed", "\(kept.count) elements kept, \(after.count) read again, or their names differ")
             }
             return (removed.isEmpty ? "nothing removed" : "removed", nil)

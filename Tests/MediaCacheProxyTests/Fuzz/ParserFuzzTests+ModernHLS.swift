@@ -17,7 +17,10 @@ extension ParserFuzzTests {
             // Half the inputs get definitions and references, so that there is something to resolve.
             let defined =
                 text.utf8.count % 2 == 0
-                ? text.replacingOccurrences(of: "#EXTM3U", with: "#EXTM3U\n#EXT-X-DEFINE:QUERYPARAM=\"cdn\"\n#EXT-X-DEFINE:NAME=\"s\",VALUE=\"seg\"").replacingOccurrences(
+                ? text.replacingOccurrences(
+                    of: "#EXTM3U",
+                    with: "#EXTM3U\n#EXT-X-DEFINE:QUERYPARAM=\"cdn\"\n#EXT-X-DEFINE:NAME=\"s\",VALUE=\"seg\""
+                ).replacingOccurrences(
                     of: "seg", with: "{$s}") : text
             let resolved: (text: String, definitions: [String: String])?
             do {
@@ -41,15 +44,21 @@ extension ParserFuzzTests {
         let outcomes = try Mutator.run("asset-list", share: 4) { input in
             let written: [UInt8]
             do {
-                written = try InterstitialAssetList.rewritten(Array(input.utf8), base: base) { "http://p/A/" + $0.absoluteString }
+                written = try InterstitialAssetList.rewritten(Array(input.utf8), base: base) {
+                    "http://p/A/" + $0.absoluteString
+                }
             } catch {
                 return ("refused", nil)
             }
-            guard case .object(let list)? = try? JSONDecoder().decode(JSONValue.self, from: Data(written)), case .array(let assets)? = list["ASSETS"] else {
+            guard case .object(let list)? = try? JSONDecoder().decode(JSONValue.self, from: Data(written)),
+                case .array(let assets)? = list["ASSETS"]
+            else {
                 return ("list", "not an object with ASSETS")
             }
             for case .object(let asset) in assets {
-                guard case .string(let uri)? = asset["URI"], HLSPlaylist.resolve(uri, base: base) != nil else { continue }
+                guard case .string(let uri)? = asset["URI"], HLSPlaylist.resolve(uri, base: base) != nil else {
+                    continue
+                }
                 guard uri.hasPrefix("http://p/A/") else { return ("list", "an asset past the proxy: \(uri)") }
             }
             return ("list", nil)

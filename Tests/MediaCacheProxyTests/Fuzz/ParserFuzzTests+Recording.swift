@@ -24,7 +24,9 @@ extension ParserFuzzTests {
             let taken = timeline.merge(segments, endList: playlist.hasEndList)
             guard taken == segments else { return ("merge", "the first snapshot was not taken whole") }
             let written = timeline.playlist(finished: true)
-            guard let again = try? HLSPlaylist(parsing: Array(written.utf8)) else { return ("unreadable", "the recording wrote \(written.debugDescription)") }
+            guard let again = try? HLSPlaylist(parsing: Array(written.utf8)) else {
+                return ("unreadable", "the recording wrote \(written.debugDescription)")
+            }
             guard again.segments.count == segments.count, again.isFinal else {
                 return ("lost", "\(again.segments.count) segments read back of \(segments.count)")
             }
@@ -45,18 +47,30 @@ extension ParserFuzzTests {
         let outcomes = try Mutator.run("mpd", share: 5) { input in
             let text = input.replacingOccurrences(of: "|", with: "\n")
             guard let manifest = try? DASHManifest(parsing: Array(text.utf8)) else { return ("refused", nil) }
-            guard let snapshot = try? Recorder.tracks(of: manifest, url: base, base: base, now: now, choice: RenditionChoice()) else { return ("no choice", nil) }
-            guard snapshot.allSatisfy({ $0.segments.count <= DASHPresentation.maximumSegments }) else { return ("too many", "past the bound") }
+            guard
+                let snapshot = try? Recorder.tracks(
+                    of: manifest, url: base, base: base, now: now, choice: RenditionChoice())
+            else { return ("no choice", nil) }
+            guard snapshot.allSatisfy({ $0.segments.count <= DASHPresentation.maximumSegments }) else {
+                return ("too many", "past the bound")
+            }
             var recording = Recording(variant: .first)
             _ = Recorder.merge(snapshot, into: &recording, ended: false, now: now)
             let tracks = recording.tracks ?? []
             let written = DASHRecordingWriter.manifest(tracks, namespaces: "", finished: true, anchor: now, now: now)
-            guard let again = try? DASHManifest(parsing: Array(written.utf8)) else { return ("unreadable", "the recording wrote \(written.prefix(2000).debugDescription)") }
-            let read = again.presentation(base: base).periods.flatMap(\.adaptationSets).flatMap(\.representations).map { $0.resources.map(\.url.absoluteString) }
-            let expected = tracks.filter { !$0.timeline.segments.isEmpty }.map { track in
-                (track.initialization.map { [$0] } ?? []) + track.timeline.segments.compactMap { URL(string: $0.url)?.absoluteString }
+            guard let again = try? DASHManifest(parsing: Array(written.utf8)) else {
+                return ("unreadable", "the recording wrote \(written.prefix(2000).debugDescription)")
             }
-            guard read == expected else { return ("lost", "read back \(read.map(\.count)) of \(expected.map(\.count))") }
+            let read = again.presentation(base: base).periods.flatMap(\.adaptationSets).flatMap(\.representations).map {
+                $0.resources.map(\.url.absoluteString)
+            }
+            let expected = tracks.filter { !$0.timeline.segments.isEmpty }.map { track in
+                (track.initialization.map { [$0] } ?? [])
+                    + track.timeline.segments.compactMap { URL(string: $0.url)?.absoluteString }
+            }
+            guard read == expected else {
+                return ("lost", "read back \(read.map(\.count)) of \(expected.map(\.count))")
+            }
             return (tracks.isEmpty ? "no tracks" : "recorded", nil)
         }
         try Mutator.expectVaried(outcomes, ["recorded", "refused"])
@@ -69,7 +83,10 @@ extension ParserFuzzTests {
             guard let date = LiveEdge.date(input) else { return ("refused", nil) }
             let written = DASHRecordingWriter.date(date)
             guard let again = LiveEdge.date(written), abs(again.timeIntervalSince(date)) < 0.001 else {
-                return ("read", "\(input.debugDescription) read as \(date), written \(written), read back \(String(describing: LiveEdge.date(written)))")
+                return (
+                    "read",
+                    "\(input.debugDescription) read as \(date), written \(written), read back \(String(describing: LiveEdge.date(written)))"
+                )
             }
             return ("read", nil)
         }

@@ -22,7 +22,9 @@ import Testing
             if host.name.isEmpty || host.name != host.name.lowercased() { return ("bad name", "\(host)") }
             if let port = host.port, !(0...65535).contains(port) { return ("bad port", "\(host)") }
             let text = (host.name.contains(":") ? "[\(host.name)]" : host.name) + (host.port.map { ":\($0)" } ?? "")
-            guard HostAndPort(parsing: text) == host else { return ("round trip", "\(text) does not parse back to \(host)") }
+            guard HostAndPort(parsing: text) == host else {
+                return ("round trip", "\(text) does not parse back to \(host)")
+            }
             // What the Host check decides is a pure function of the parsed value.
             var configuration = ProxyConfiguration()
             configuration.serverNames = ["media.example"]
@@ -40,11 +42,15 @@ import Testing
             guard let url = try? target.originURL() else { return ("refused", nil) }
             let text = url.absoluteString.lowercased()
             guard text.hasPrefix("http://") || text.hasPrefix("https://") else { return ("scheme", text) }
-            guard let host = url.host, !host.isEmpty, let authority = HostAndPort(authorityOf: url) else { return ("host", text) }
+            guard let host = url.host, !host.isEmpty, let authority = HostAndPort(authorityOf: url) else {
+                return ("host", text)
+            }
             if let port = authority.port, !(1...65535).contains(port) { return ("port", text) }
             // A CMCD the player appended goes on to the origin as it wrote it, and only it.
             func cmcd(_ query: String?) -> [Substring] {
-                (query ?? "").split(separator: "&").filter { String($0.prefix { $0 != "=" }).removingPercentEncoding == "CMCD" }
+                (query ?? "").split(separator: "&").filter {
+                    String($0.prefix { $0 != "=" }).removingPercentEncoding == "CMCD"
+                }
             }
             let appended = cmcd(target.percentEncodedQuery)
             if target.pathForm == nil, !appended.isEmpty {
@@ -54,8 +60,12 @@ import Testing
             // The parameters of a blocking reload the player added go on to the origin, each once.
             let reload = target.items.filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
             guard !reload.isEmpty else { return (appended.isEmpty ? "url" : "cmcd", nil) }
-            let sent = (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).filter { HLSPlaylist.blockingReloadParameters.contains($0.name) }
-            guard sent == reload, HLSPlaylist.isBlockingReload(url) else { return ("reload", "\(reload) became \(sent) in \(text)") }
+            let sent = (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).filter {
+                HLSPlaylist.blockingReloadParameters.contains($0.name)
+            }
+            guard sent == reload, HLSPlaylist.isBlockingReload(url) else {
+                return ("reload", "\(reload) became \(sent) in \(text)")
+            }
             return ("reload", nil)
         }
         try Mutator.expectVaried(outcomes, ["url", "refused", "cmcd"])
@@ -71,8 +81,12 @@ import Testing
             guard (try? fetcher.checkOrigin(next)) != nil else { return ("refused", nil) }
             let scheme = next.scheme?.lowercased()
             guard scheme == "http" || scheme == "https" else { return ("scheme", next.absoluteString) }
-            guard let host = next.host?.lowercased(), ["127.0.0.1", "media.example"].contains(host) else { return ("allow-list", next.absoluteString) }
-            guard let authority = HostAndPort(authorityOf: next), authority.port.map({ (1...65535).contains($0) }) ?? true else { return ("port", next.absoluteString) }
+            guard let host = next.host?.lowercased(), ["127.0.0.1", "media.example"].contains(host) else {
+                return ("allow-list", next.absoluteString)
+            }
+            guard let authority = HostAndPort(authorityOf: next),
+                authority.port.map({ (1...65535).contains($0) }) ?? true
+            else { return ("port", next.absoluteString) }
             return ("followed", nil)
         }
         try await fetcher.shutdown()
@@ -96,10 +110,15 @@ import Testing
             }
             let kept = HTTPOriginFetcher.storedFields(headers)
             let bytes = kept.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
-            guard kept.count <= HTTPOriginFetcher.maximumStoredFields, bytes <= HTTPOriginFetcher.maximumStoredFieldBytes else {
+            guard kept.count <= HTTPOriginFetcher.maximumStoredFields,
+                bytes <= HTTPOriginFetcher.maximumStoredFieldBytes
+            else {
                 return ("bounds", "\(kept.count) fields, \(bytes) bytes")
             }
-            let named = Set(headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+            let named = Set(
+                headers["connection"].flatMap { $0.split(separator: ",") }.map {
+                    $0.trimmingCharacters(in: .whitespaces).lowercased()
+                })
             if let bad = kept.first(where: {
                 HTTPOriginFetcher.fieldsNotStored.contains($0.name.lowercased()) || named.contains($0.name.lowercased())
                     || $0.name.lowercased().hasPrefix("access-control-")
@@ -116,15 +135,20 @@ import Testing
                 headers, requested: received.addingTimeInterval(-1), received: received,
                 heuristicFraction: 0.1, heuristicCap: .seconds(86400))
             let lifetime = freshness.freshUntil.timeIntervalSince(freshness.generatedAt)
-            guard freshness.generatedAt <= received, lifetime >= 0, lifetime <= Double(CacheControl.maximumSeconds) || freshness.freshUntil == received else {
+            guard freshness.generatedAt <= received, lifetime >= 0,
+                lifetime <= Double(CacheControl.maximumSeconds) || freshness.freshUntil == received
+            else {
                 return ("freshness", "generated \(freshness.generatedAt), fresh until \(freshness.freshUntil)")
             }
             // No max-age and not one valid Expires: stale at once (RFC 9111 §5.3).
             let directives = CacheControl(headers["cache-control"])
             if directives.maxAge == nil, headers.contains(name: "expires"),
-                headers["expires"].count != 1 || HTTPDate.parse(headers["expires"][0]) == nil, freshness.freshUntil > received
+                headers["expires"].count != 1 || HTTPDate.parse(headers["expires"][0]) == nil,
+                freshness.freshUntil > received
             {
-                return ("expires", "an invalid Expires \(headers["expires"]) gave freshness until \(freshness.freshUntil)")
+                return (
+                    "expires", "an invalid Expires \(headers["expires"]) gave freshness until \(freshness.freshUntil)"
+                )
             }
             return (kept.count < all.count ? "some dropped" : "all kept", nil)
         }
@@ -143,7 +167,8 @@ import Testing
                 guard let colon = field.firstIndex(of: ":") else { continue }
                 let name = field[..<colon].trimmingCharacters(in: .whitespaces)
                 guard !name.isEmpty, name.utf8.allSatisfy(CacheControl.isTokenByte) else { continue }
-                request.append((name: name, value: field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                request.append(
+                    (name: name, value: field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
             }
             var stored = ContentMetadata(length: 10)
             stored.responseHeaders = [HeaderField(name: "Vary", value: pieces[0])]
@@ -159,11 +184,20 @@ import Testing
             if names.contains("*") {
                 return stored.matches(request: request) ? ("star", "Vary: * matched") : ("star", nil)
             }
-            guard stored.matches(request: request) else { return ("self", "the request it was stored for does not match") }
+            guard stored.matches(request: request) else {
+                return ("self", "the request it was stored for does not match")
+            }
             guard stored.matches(request: request + [(name: "X-Not-Named-\(names.count)", value: "z")]),
-                stored.matches(request: request.filter { $0.name.lowercased() != "accept-encoding" } + [(name: "Accept-Encoding", value: "br")])
+                stored.matches(
+                    request: request.filter { $0.name.lowercased() != "accept-encoding" } + [
+                        (name: "Accept-Encoding", value: "br")
+                    ])
             else { return ("unnamed", "a field Vary does not name changed the match") }
-            guard let named = names.first(where: { $0 != "accept-encoding" && $0.utf8.allSatisfy(CacheControl.isTokenByte) }) else { return ("no names", nil) }
+            guard
+                let named = names.first(where: {
+                    $0 != "accept-encoding" && $0.utf8.allSatisfy(CacheControl.isTokenByte)
+                })
+            else { return ("no names", nil) }
             var changed = request.filter { $0.name.lowercased() != named }
             changed.append((name: named.uppercased(), value: "changed-\(request.count)"))
             guard !stored.matches(request: changed) else { return ("changed", "\(named) changed and still matched") }
@@ -179,16 +213,22 @@ import Testing
         let outcomes = try Mutator.run("etag") { input in
             guard let list = EntityTagList(parsing: input) else { return ("refused", nil) }
             if list.matchesAny { return list.tags.isEmpty ? ("any", nil) : ("any", "* with tags") }
-            guard !list.tags.isEmpty, list.tags.count <= EntityTagList.maximumCount else { return ("tags", "\(list.tags.count) tags") }
+            guard !list.tags.isEmpty, list.tags.count <= EntityTagList.maximumCount else {
+                return ("tags", "\(list.tags.count) tags")
+            }
             for tag in list.tags {
                 // By bytes: a quote followed by a combining mark is one Character.
                 let bytes = Array(tag.utf8)
                 let opaque = bytes.starts(with: Array("W/".utf8)) ? bytes.dropFirst(2) : bytes[...]
                 guard opaque.count >= 2, opaque.first == UInt8(ascii: "\""), opaque.last == UInt8(ascii: "\""),
-                    !opaque.dropFirst().dropLast().contains(where: { $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F })
+                    !opaque.dropFirst().dropLast().contains(where: {
+                        $0 == UInt8(ascii: "\"") || $0 < 0x21 || $0 == 0x7F
+                    })
                 else { return ("tags", "malformed \(tag.debugDescription)") }
             }
-            guard EntityTagList(parsing: list.tags.joined(separator: ", ")) == list else { return ("tags", "round trip") }
+            guard EntityTagList(parsing: list.tags.joined(separator: ", ")) == list else {
+                return ("tags", "round trip")
+            }
             return ("tags", nil)
         }
         try Mutator.expectVaried(outcomes, ["tags", "refused"])
@@ -202,13 +242,18 @@ import Testing
             let parsed = HTTPOriginFetcher.ageSeconds(lines)
             // The model: everything before the first comma of the first line, without spaces
             // and tabs around it, must be ASCII digits.
-            let first = lines[0].split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let first =
+                lines[0].split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init)
+                ?? ""
             let trimmed = first.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
-            let isNumber = !trimmed.isEmpty && trimmed.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            let isNumber =
+                !trimmed.isEmpty && trimmed.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
             switch (isNumber, parsed) {
             case (false, nil): return ("ignored", nil)
             case (true, let value?):
-                guard (0...ByteRange.maximumOffset).contains(value), value == HTTPNumber.saturating(trimmed) else { return ("number", "read \(value)") }
+                guard (0...ByteRange.maximumOffset).contains(value), value == HTTPNumber.saturating(trimmed) else {
+                    return ("number", "read \(value)")
+                }
                 return ("number", nil)
             default: return ("mismatch", "model \(isNumber), parsed \(parsed.map(String.init) ?? "nil")")
             }

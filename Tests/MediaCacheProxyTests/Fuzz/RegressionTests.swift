@@ -48,7 +48,9 @@ import Testing
     /// is added now only where the manifest has no base at all.
     @Test func anUnreadableBaseIsNotJoinedByAGuess() throws {
         let text = "<MPD><BaseURL>http:cdn.example/a/</BaseURL><Period/></MPD>"
-        let out = try DASHManifest(parsing: Array(text.utf8)).rewritten(base: URL(string: "https://o.example/m.mpd")!) { "P[\($0)]" }
+        let out = try DASHManifest(parsing: Array(text.utf8)).rewritten(base: URL(string: "https://o.example/m.mpd")!) {
+            "P[\($0)]"
+        }
         #expect(out == text)
     }
 
@@ -57,7 +59,9 @@ import Testing
     /// and replaced, elements and all. Only an element with text alone holds a URL.
     @Test func aBaseWithElementsInsideIsNotAURL() throws {
         let text = "<MPD><BaseURL>a/<BaseURL>b/</BaseURL></BaseURL></MPD>"
-        let out = try DASHManifest(parsing: Array(text.utf8)).rewritten(base: URL(string: "https://o.example/m.mpd")!) { "P[\($0)]" }
+        let out = try DASHManifest(parsing: Array(text.utf8)).rewritten(base: URL(string: "https://o.example/m.mpd")!) {
+            "P[\($0)]"
+        }
         #expect(out == "<MPD><BaseURL>a/<BaseURL>P[https://o.example/b/]</BaseURL></BaseURL></MPD>")
     }
 
@@ -67,7 +71,9 @@ import Testing
         #expect(HTTPNumber.saturating("9223372036854775807") == ByteRange.maximumOffset)
         #expect(HTTPNumber.saturating("99999999999999999999999999999999") == ByteRange.maximumOffset)
         #expect(HTTPNumber.strict("9223372036854775807") == nil)
-        #expect(RangeSpecifier.parse("bytes=9223372036854775807-") == .single(.from(first: ByteRange.maximumOffset, last: nil)))
+        #expect(
+            RangeSpecifier.parse("bytes=9223372036854775807-")
+                == .single(.from(first: ByteRange.maximumOffset, last: nil)))
         #expect(RangeSpecifier.parse("bytes=0-9223372036854775807").resolved(length: 10) == ByteRange(0, 10))
     }
 
@@ -89,7 +95,9 @@ import Testing
     @Test func aPortPast65535IsRefused() async throws {
         let url = try #require(URL(string: "http://127.0.0.1:99999999999999999999/a.mp3"))
         #expect(HostAndPort(authorityOf: url) == nil)
-        #expect(throws: ProxyRequestError.self) { try RequestTarget("/?url=http%3A%2F%2F127.0.0.1%3A99999999999999999999%2Fa").originURL() }
+        #expect(throws: ProxyRequestError.self) {
+            try RequestTarget("/?url=http%3A%2F%2F127.0.0.1%3A99999999999999999999%2Fa").originURL()
+        }
         let fetcher = HTTPOriginFetcher()
         #expect(throws: CacheError.self) { try fetcher.checkOrigin(url) }
         try await fetcher.shutdown()
@@ -101,8 +109,12 @@ import Testing
         #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == 784_111_777)
         #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == 784_111_777)
         #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
-        #expect(HTTPDate.parse("Wed, 29 Feb 1900 12:00:00 GMT") == nil && HTTPDate.parse("Tue, 29 Feb 2000 12:00:00 GMT") != nil)
-        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC") == nil && HTTPDate.parse("Sat, 31 Apr 2026 00:00:00 GMT") == nil)
+        #expect(
+            HTTPDate.parse("Wed, 29 Feb 1900 12:00:00 GMT") == nil
+                && HTTPDate.parse("Tue, 29 Feb 2000 12:00:00 GMT") != nil)
+        #expect(
+            HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 UTC") == nil
+                && HTTPDate.parse("Sat, 31 Apr 2026 00:00:00 GMT") == nil)
     }
 
     /// Parts of a date are separated by one space: a doubled space or a tab makes it invalid
@@ -111,12 +123,18 @@ import Testing
     @Test func aDateWithADoubledSpaceIsNotADate() {
         #expect(HTTPDate.parse("Sun,  06 Nov 1994 08:49:37 GMT") == nil)
         #expect(HTTPDate.parse("Sun, 06 Nov 1994  08:49:37 GMT") == nil)
-        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT ") == nil && HTTPDate.parse(" Sun, 06 Nov 1994 08:49:37 GMT") == nil)
+        #expect(
+            HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT ") == nil
+                && HTTPDate.parse(" Sun, 06 Nov 1994 08:49:37 GMT") == nil)
         #expect(HTTPDate.parse("Sun,\t06 Nov 1994 08:49:37 GMT") == nil)
         #expect(HTTPDate.parse("Sunday,  06-Nov-94 08:49:37 GMT") == nil)
-        #expect(HTTPDate.parse("Sun Nov 6 08:49:37 1994") == 784_111_777 && HTTPDate.parse("Sun Nov   6 08:49:37 1994") == nil)
+        #expect(
+            HTTPDate.parse("Sun Nov 6 08:49:37 1994") == 784_111_777
+                && HTTPDate.parse("Sun Nov   6 08:49:37 1994") == nil)
         #expect(HTTPDate.parse("Sun Nov  16 08:49:37 1994") == nil)
-        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 gmt") == 784_111_777 && HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 gmt") == 784_111_777)
+        #expect(
+            HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 gmt") == 784_111_777
+                && HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 gmt") == 784_111_777)
     }
 
     /// A quoted value with an escaped quote followed by a combining mark: the parser reads

@@ -32,9 +32,13 @@ final class AnswerMemory: Sendable {
             Self.remove(key, from: &contents)
             guard let freshUntil = answer.freshUntil, freshUntil > now, answer.body.count <= byteLimit else { return }
             // Stale ones first, then those that turn stale soonest, until there is room.
-            let byExpiry = contents.answers.sorted { ($0.value.freshUntil ?? .distantPast) < ($1.value.freshUntil ?? .distantPast) }
+            let byExpiry = contents.answers.sorted {
+                ($0.value.freshUntil ?? .distantPast) < ($1.value.freshUntil ?? .distantPast)
+            }
             var index = byExpiry.startIndex
-            while contents.answers.count >= limit || contents.bytes + answer.body.count > byteLimit, index < byExpiry.endIndex {
+            while contents.answers.count >= limit || contents.bytes + answer.body.count > byteLimit,
+                index < byExpiry.endIndex
+            {
                 Self.remove(byExpiry[index].key, from: &contents)
                 index += 1
             }

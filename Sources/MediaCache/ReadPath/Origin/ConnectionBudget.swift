@@ -149,8 +149,11 @@ final class ConnectionBudget: Sendable {
             }
         } onCancel: {
             let (continuation, admitted) = state.withLock { state in
-                guard var machine = state.hosts[host] else { return (nil as CheckedContinuation<Void, Never>?, [] as [CheckedContinuation<Void, Never>]) }
-                let current = ConnectionBudgetStateMachine.Waiter(id: id, isOwn: waiter.isOwn && !state.promoted.contains(id))
+                guard var machine = state.hosts[host] else {
+                    return (nil as CheckedContinuation<Void, Never>?, [] as [CheckedContinuation<Void, Never>])
+                }
+                let current = ConnectionBudgetStateMachine.Waiter(
+                    id: id, isOwn: waiter.isOwn && !state.promoted.contains(id))
                 let (wasWaiting, admittedIDs) = machine.cancel(current)
                 state.hosts[host] = machine
                 let others = Self.take(admittedIDs, from: &state)

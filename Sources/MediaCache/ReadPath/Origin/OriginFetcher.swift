@@ -78,16 +78,22 @@ extension OriginResponse {
         do {
             try check(askedFrom: offset, known: known, url: url)
         } catch let error as CacheError {
-            logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            logger.warning(
+                "Rejected an origin answer",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw error
         }
     }
 
     private func check(askedFrom offset: Int64, known: ContentMetadata?, url: URL) throws {
         func reject(_ reason: String) -> CacheError {
-            CacheError(.originRejected, "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
+            CacheError(
+                .originRejected,
+                "The origin of \(url.absoluteString.prefix(200)) \(reason); nothing of the answer is used.")
         }
-        guard bodyOffset >= 0, bodyOffset <= offset else { throw reject("sent bytes from \(bodyOffset) when asked for \(offset)") }
+        guard bodyOffset >= 0, bodyOffset <= offset else {
+            throw reject("sent bytes from \(bodyOffset) when asked for \(offset)")
+        }
         if let length = metadata.length, !(0..<ByteRange.maximumOffset).contains(length) {
             throw reject("gave a length of \(length) bytes")
         }
@@ -116,7 +122,8 @@ public struct OriginResponse: Sendable {
     public var answer: OriginAnswer?
 
     /// Creates a response.
-    public init(metadata: ContentMetadata, bodyOffset: Int64, body: any AsyncSequence<ByteBuffer, any Error> & Sendable) {
+    public init(metadata: ContentMetadata, bodyOffset: Int64, body: any AsyncSequence<ByteBuffer, any Error> & Sendable)
+    {
         self.metadata = metadata
         self.bodyOffset = bodyOffset
         self.body = body
@@ -135,8 +142,11 @@ struct OfflineFetcher: OriginFetcher {
         throw Self.error(url, "the cache does not know it")
     }
 
-    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse {
-        let bytes = range.map { "bytes \($0.lowerBound)-" + ($0.upperBound >= ByteRange.maximumOffset ? "" : "\($0.upperBound - 1)") }
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse
+    {
+        let bytes = range.map {
+            "bytes \($0.lowerBound)-" + ($0.upperBound >= ByteRange.maximumOffset ? "" : "\($0.upperBound - 1)")
+        }
         throw Self.error(url, "the cache does not hold " + (bytes ?? "it"))
     }
 

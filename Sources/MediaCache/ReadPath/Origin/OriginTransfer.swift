@@ -54,7 +54,8 @@ struct OriginTransfer: Sendable {
             if !download.isFullBody, firstResponse == nil, let spans = try? handle?.spans() {
                 // Never ask the origin for bytes the store has: another download may have
                 // stored them since this one was planned.
-                guard let hole = spans.holes(in: ByteRange(position, requestEnd)).first, hole.lowerBound == position else {
+                guard let hole = spans.holes(in: ByteRange(position, requestEnd)).first, hole.lowerBound == position
+                else {
                     download.complete()
                     return
                 }
@@ -79,8 +80,11 @@ struct OriginTransfer: Sendable {
                 if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
                     try handle.updateMetadata(response.metadata)
-                    configuration.logger.info("Resource changed at the origin; dropped the cached version", metadata: ["url": "\(url)"])
-                    download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
+                    configuration.logger.info(
+                        "Resource changed at the origin; dropped the cached version", metadata: ["url": "\(url)"])
+                    download.fail(
+                        CacheError(
+                            .resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
                     return
                 }
                 try handle?.updateMetadata(response.metadata)
@@ -92,15 +96,25 @@ struct OriginTransfer: Sendable {
                 case .storeFailed: storeWorks = false
                 }
                 if download.position < requestEnd, !download.isFinished, !Task.isCancelled {
-                    throw CacheError(.originUnavailable, "The origin's response ended at \(download.position) before \(requestEnd).")
+                    throw CacheError(
+                        .originUnavailable, "The origin's response ended at \(download.position) before \(requestEnd).")
                 }
             } catch {
                 if download.isFinished || Task.isCancelled { return }
                 let cacheError = error as? CacheError
                 let retryable = cacheError.map { [.originUnavailable, .originTimedOut].contains($0.code) } ?? true
-                let finalError = cacheError ?? CacheError(.originUnavailable, "The origin connection failed and could not be resumed.", underlyingError: error)
-                guard let attempt = download.requestFailed(finalError, retryable: retryable, maxRetries: configuration.maxRetries) else { return }
-                configuration.logger.warning("Resuming an origin download", metadata: ["url": "\(url)", "at": "\(download.position)", "error": "\(error)"])
+                let finalError =
+                    cacheError
+                    ?? CacheError(
+                        .originUnavailable, "The origin connection failed and could not be resumed.",
+                        underlyingError: error)
+                guard
+                    let attempt = download.requestFailed(
+                        finalError, retryable: retryable, maxRetries: configuration.maxRetries)
+                else { return }
+                configuration.logger.warning(
+                    "Resuming an origin download",
+                    metadata: ["url": "\(url)", "at": "\(download.position)", "error": "\(error)"])
                 CacheMetrics.retried(.resume)
                 try? await Task.sleep(for: configuration.retryDelay * attempt)
                 download.resuming()
@@ -116,7 +130,10 @@ struct OriginTransfer: Sendable {
         if seen != before, configuration.logger.logLevel <= .debug {
             configuration.logger.debug(
                 "A transfer of the cache's own gave way to players",
-                metadata: ["url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)", "for": "\(ContinuousClock.now - started)"])
+                metadata: [
+                    "url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)",
+                    "for": "\(ContinuousClock.now - started)",
+                ])
         }
     }
 
@@ -145,7 +162,9 @@ struct OriginTransfer: Sendable {
     /// at once and writes it to the store in one call. While a write is under way the next
     /// chunks gather, so a fast origin gets large writes and few thread hops per byte, and no
     /// reader waits for a write.
-    private func receive(_ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?, seen: inout UInt64) async throws -> BodyEnd {
+    private func receive(
+        _ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?, seen: inout UInt64
+    ) async throws -> BodyEnd {
         let start = download.position
         guard let handle else {
             return try await read(response, from: start, until: requestEnd, into: nil, checking: nil, seen: &seen)
@@ -155,7 +174,8 @@ struct OriginTransfer: Sendable {
             group.addTask { await self.store(from: queue, at: start, into: handle) }
             let received: BodyEnd
             do {
-                received = try await read(response, from: start, until: requestEnd, into: queue, checking: handle, seen: &seen)
+                received = try await read(
+                    response, from: start, until: requestEnd, into: queue, checking: handle, seen: &seen)
             } catch {
                 queue.finish()
                 _ = try? await group.next()  // what was delivered is still stored
@@ -249,12 +269,16 @@ struct OriginTransfer: Sendable {
                 download.writeFinished(upTo: end, stored: true)
             } catch let error as CacheError where error.code == .entryInvalidated {
                 download.writeFinished(upTo: end, stored: false)
-                download.fail(CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
+                download.fail(
+                    CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin while it was being read.")
+                )
                 queue.stop()
                 return false
             } catch {
                 download.writeFinished(upTo: end, stored: false)
-                configuration.logger.warning("Cannot store fetched bytes; streaming them uncached", metadata: ["url": "\(url)", "error": "\(error)"])
+                configuration.logger.warning(
+                    "Cannot store fetched bytes; streaming them uncached",
+                    metadata: ["url": "\(url)", "error": "\(error)"])
                 handle = nil
                 result = .storeFailed
             }
@@ -362,7 +386,8 @@ final class ChunkQueue: Sendable {
     /// Everything queued, as one buffer; waits while the queue is empty. `nil` at the end.
     func takeAll() async -> ByteBuffer? {
         while true {
-            let (taken, isOver, wake) = state.withLock { state -> ([ByteBuffer], Bool, CheckedContinuation<Void, Never>?) in
+            let (taken, isOver, wake) = state.withLock {
+                state -> ([ByteBuffer], Bool, CheckedContinuation<Void, Never>?) in
                 let taken = state.chunks
                 guard !taken.isEmpty else { return ([], state.isFinished || state.isStopped, nil) }
                 state.chunks = []

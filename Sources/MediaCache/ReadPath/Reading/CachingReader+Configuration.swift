@@ -121,7 +121,8 @@ extension CachingReader {
 
         /// How long a read pauses at a hole after giving `cachedRun` cached bytes in a row.
         func holePause(afterCached cachedRun: Int64) -> Duration {
-            let limit = Double(maximumHolePause.components.seconds) + Double(maximumHolePause.components.attoseconds) * 1e-18
+            let limit =
+                Double(maximumHolePause.components.seconds) + Double(maximumHolePause.components.attoseconds) * 1e-18
             let seconds = min(limit, Double(max(0, cachedRun)) / Double(max(1, holePauseBytesPerSecond)))
             return max(holeDelay, .seconds(seconds))
         }

@@ -33,15 +33,19 @@ extension CachingReader {
         for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
         maximumAge: Duration? = nil
     ) async throws -> ContentMetadata {
-        try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false)
+        try await contentInfo(
+            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false)
     }
 
     /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for a caller that reads
     /// next: when the answer is not stored (`no-store`) or has no length, the probe's bytes
     /// are held for that read, so the probe's request is the read's (one origin request, not
     /// two). The caller calls ``releaseReservation(for:)`` when it is done, read or not.
-    package func contentInfoForRead(_ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ContentMetadata {
-        try await contentInfo(for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true)
+    package func contentInfoForRead(_ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders)
+        async throws -> ContentMetadata
+    {
+        try await contentInfo(
+            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true)
     }
 
     /// Lets go of the probe bytes held for a read of `url` that did not take them.
@@ -62,16 +66,22 @@ extension CachingReader {
         var stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
         if let varied = stored, !varied.matches(request: headers) {
             // Stored for a request whose varying fields differ: a miss that fetches and replaces.
-            configuration.logger.debug("The stored answer varies on fields this request does not match", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            configuration.logger.debug(
+                "The stored answer varies on fields this request does not match",
+                metadata: ["url": "\(url.absoluteString.prefix(200))"])
             try? await store.remove(key)
             stored = nil
         }
-        if stored == nil, let offset, let growing = growingBodies.withLock({ $0[key] }), growing.isJoinable, growing.bodyOffset == offset {
+        if stored == nil, let offset, let growing = growingBodies.withLock({ $0[key] }), growing.isJoinable,
+            growing.bodyOffset == offset
+        {
             // A body without a length is coming from the origin for this read's start: the
             // read joins it (``passThrough``) rather than asking again.
             return growing.metadata
         }
-        if let stored, isCurrent(stored, key: key), configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true) {
+        if let stored, isCurrent(stored, key: key),
+            configuration.isOffline || (maximumAge.map({ isYoung(stored, key: key, within: $0) }) ?? true)
+        {
             // A probe or revalidation that stored this metadata may not have started the
             // download of the bytes it asked for yet: a read that went on now would find
             // neither them nor a download to join, and ask the origin a second time. Its
@@ -83,14 +93,18 @@ extension CachingReader {
             }
             return stored
         }
-        if let stored, maximumAge == nil, !headers.hasConditions, !scheduler.hasShutDown, stored.mayServeWhileRevalidating(at: store.configuration.clock.now) {
+        if let stored, maximumAge == nil, !headers.hasConditions, !scheduler.hasShutDown,
+            stored.mayServeWhileRevalidating(at: store.configuration.clock.now)
+        {
             // Stale, within the origin's `stale-while-revalidate`: served as it is while one
             // revalidation runs in the background (RFC 5861 §3).
             revalidateInBackground(url, key: key, stored: stored, headers: headers.withoutConditions)
             return stored
         }
-        if let stored, let offset, let total = stored.length, maximumAge == nil, !headers.hasConditions, stored.ifRangeValidator != nil,
-            offset < total, !store.spans(for: key).contains(ByteRange(offset, min(total, offset + min(length ?? total, total))))
+        if let stored, let offset, let total = stored.length, maximumAge == nil, !headers.hasConditions,
+            stored.ifRangeValidator != nil,
+            offset < total,
+            !store.spans(for: key).contains(ByteRange(offset, min(total, offset + min(length ?? total, total))))
         {
             // Stale, and the read misses bytes: its request for the first of them carries
             // `If-Range` with the stored validator, and the read waits for that answer before
@@ -111,7 +125,8 @@ extension CachingReader {
             var seen = priority.generation
             await priority.yieldToPlayers(seen: &seen)
             return try await contentInfo(
-                for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: reserves, yielded: true)
+                for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge,
+                reserves: reserves, yielded: true)
         }
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
@@ -120,17 +135,23 @@ extension CachingReader {
                 do {
                     if let stored {
                         return try await revalidate(
-                            url, key: key, stored: stored, offset: offset ?? 0, length: offset == nil ? nil : length ?? ByteRange.maximumOffset,
+                            url, key: key, stored: stored, offset: offset ?? 0,
+                            length: offset == nil ? nil : length ?? ByteRange.maximumOffset,
                             headers: headers.withoutConditions, reserves: reserves)
                     }
-                    guard let offset else { return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key) }
+                    guard let offset else {
+                        return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
+                    }
                     // The bytes the read asks for, in one request: an open-ended read asks to
                     // the end (`bytes=a-`), which the origin streams as the player reads.
                     let size = max(1, min(length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
-                    return try await probe(url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
+                    return try await probe(
+                        url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
                 } catch let error as CacheError {
                     // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
-                    if shares, let answer = error.originAnswer, answer.freshUntil != nil, !isNotYetAvailable(answer, url: url) {
+                    if shares, let answer = error.originAnswer, answer.freshUntil != nil,
+                        !isNotYetAvailable(answer, url: url)
+                    {
                         answers.remember(answer, for: key, at: store.configuration.clock.now)
                     }
                     throw error
@@ -157,7 +178,9 @@ extension CachingReader {
         backgroundRevalidations.withLock { tasks in
             // Checked under the lock `shutDown()` takes to collect them: none starts after.
             guard tasks[key] == nil, !scheduler.hasShutDown else { return }
-            configuration.logger.debug("Serving a stale copy while it is revalidated (stale-while-revalidate)", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            configuration.logger.debug(
+                "Serving a stale copy while it is revalidated (stale-while-revalidate)",
+                metadata: ["url": "\(url.absoluteString.prefix(200))"])
             // Only this task removes `key`, and the lock held here makes it wait until it is in.
             tasks[key] = Task { [self] in
                 defer { _ = backgroundRevalidations.withLock { $0.removeValue(forKey: key) } }
@@ -214,7 +237,8 @@ extension CachingReader {
     /// replaces the entry). An origin that cannot be reached leaves the stale entry in use
     /// (``Configuration/servesStaleOnOriginFailure``).
     func revalidate(
-        _ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, length: Int64? = nil, headers: RequestHeaders, reserves: Bool = false
+        _ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, length: Int64? = nil,
+        headers: RequestHeaders, reserves: Bool = false
     ) async throws -> ContentMetadata {
         var conditional = headers
         if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
@@ -225,9 +249,12 @@ extension CachingReader {
         let size = length.map { max(1, min($0, ByteRange.maximumOffset - start)) } ?? configuration.minimumRequest
         let response: OriginResponse
         do {
-            response = try await fetcher.fetch(url, range: ByteRange(start, start + size), ifRange: nil, headers: conditional)
+            response = try await fetcher.fetch(
+                url, range: ByteRange(start, start + size), ifRange: nil, headers: conditional)
         } catch let error as CacheError where error.isOriginFailure {
-            let logMetadata: Logger.Metadata = ["url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)"]
+            let logMetadata: Logger.Metadata = [
+                "url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)",
+            ]
             guard configuration.servesStaleOnOriginFailure else {
                 CacheMetrics.revalidated(.failed)
                 throw error
@@ -235,23 +262,29 @@ extension CachingReader {
             guard !stored.requiresRevalidation else {
                 CacheMetrics.revalidated(.failed)
                 configuration.logger.warning(
-                    "Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it", metadata: logMetadata)
+                    "Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it",
+                    metadata: logMetadata)
                 throw error
             }
-            configuration.logger.warning("Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
+            configuration.logger.warning(
+                "Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
             CacheMetrics.revalidated(.servedStale)
             return stored
-        } catch let error as CacheError where [404, 410].contains(error.originAnswer?.status ?? 0) && isWholePin(key, stored) {
+        } catch let error as CacheError
+            where [404, 410].contains(error.originAnswer?.status ?? 0) && isWholePin(key, stored)
+        {
             // The user kept it: a pinned resource the origin no longer has (a live segment past
             // the CDN's window, a download whose file was taken down) plays from the pin.
             configuration.logger.warning(
-                "Serving a pinned copy the origin no longer has", metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(error.originAnswer?.status ?? 0)"])
+                "Serving a pinned copy the origin no longer has",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(error.originAnswer?.status ?? 0)"])
             CacheMetrics.revalidated(.servedStale)
             return stored
         }
         guard !response.isNotModified else {
             CacheMetrics.revalidated(.notModified)
-            configuration.logger.debug("The origin confirmed the stored version", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            configuration.logger.debug(
+                "The origin confirmed the stored version", metadata: ["url": "\(url.absoluteString.prefix(200))"])
             let metadata = await store(stored.refreshed(by: response.metadata), key: key, version: .confirms(stored))
             markValidated(key)
             return metadata
@@ -263,10 +296,13 @@ extension CachingReader {
         let same = response.metadata.isProvenSameVersion(as: stored)
         CacheMetrics.revalidated(same ? .notModified : .changed)
         if !same, response.metadata.isSameVersion(as: stored) {
-            configuration.logger.debug("A stale entry without a shared validator is replaced by the origin's answer", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            configuration.logger.debug(
+                "A stale entry without a shared validator is replaced by the origin's answer",
+                metadata: ["url": "\(url.absoluteString.prefix(200))"])
         }
         return try await adopt(
-            response, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves, version: same ? .compare : .new)
+            response, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves,
+            version: same ? .compare : .new)
     }
 
     /// Whether `key` is pinned and holds every byte of `stored`.
@@ -277,10 +313,13 @@ extension CachingReader {
 
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
-    func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool) async throws -> ContentMetadata {
+    func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool)
+        async throws -> ContentMetadata
+    {
         let response: OriginResponse
         do {
-            response = try await fetcher.fetch(url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers)
+            response = try await fetcher.fetch(
+                url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers)
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
@@ -288,9 +327,13 @@ extension CachingReader {
         }
         if response.isNotModified {
             // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.
-            throw CacheError(answer: response.answer ?? OriginAnswer(status: 304, reason: "Not Modified", headers: [], body: []), url: url.absoluteString)
+            throw CacheError(
+                answer: response.answer ?? OriginAnswer(status: 304, reason: "Not Modified", headers: [], body: []),
+                url: url.absoluteString)
         }
-        return try await adopt(response, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions, reserves: reserves)
+        return try await adopt(
+            response, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions,
+            reserves: reserves)
     }
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
@@ -305,7 +348,9 @@ extension CachingReader {
         guard let total = metadata.length else {
             // No length: the read streams the body through (`passThrough`); the probe's is
             // held for the read that asked, so it costs no second request.
-            if reserves, response.bodyOffset == 0 || response.bodyOffset == offset { scheduler.reserve(body: sharing(response, key: key), for: key) }
+            if reserves, response.bodyOffset == 0 || response.bodyOffset == offset {
+                scheduler.reserve(body: sharing(response, key: key), for: key)
+            }
             return metadata
         }
         guard response.bodyOffset <= offset, offset < total else { return metadata }
@@ -314,7 +359,9 @@ extension CachingReader {
             ? scheduler.makeDownload(
                 url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
                 stores: metadata.isStorable, headers: headers)
-            : scheduler.makeDownload(url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable, headers: headers)
+            : scheduler.makeDownload(
+                url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable,
+                headers: headers)
         // The download is held for the read that asked (see `contentInfoForRead`): bytes that
         // are not stored would be lost without it, and a stored download would end when the
         // first reader to join it left (a look at its first bytes), and the read that answers
@@ -347,7 +394,9 @@ extension CachingReader {
 }
 
 /// The names of a request's conditional fields (RFC 9110 §13.1), lower-case.
-package let conditionalFieldNames: Set<String> = ["if-match", "if-unmodified-since", "if-none-match", "if-modified-since", "if-range"]
+package let conditionalFieldNames: Set<String> = [
+    "if-match", "if-unmodified-since", "if-none-match", "if-modified-since", "if-range",
+]
 
 extension [(name: String, value: String)] {
     /// The fields less the player's own conditions (``conditionalFieldNames``): the cache's

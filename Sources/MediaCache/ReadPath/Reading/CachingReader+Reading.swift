@@ -32,7 +32,9 @@ extension CachingReader {
         planned: ContentMetadata? = nil
     ) async throws -> ReadStream {
         guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
-            throw CacheError(.rangeNotSatisfiable, "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
+            throw CacheError(
+                .rangeNotSatisfiable,
+                "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
         }
         // Lengths past the bound mean "to the end" (no resource is that long), and the
         // bound keeps `offset + length` from overflowing.
@@ -71,7 +73,8 @@ extension CachingReader {
                 metadata = try await contentInfo(for: url, headers: headers)
             }
             guard let total = metadata.length else {
-                return try await passThrough(url, key: key, offset: lengthless.offset, length: lengthless.length, headers: headers)
+                return try await passThrough(
+                    url, key: key, offset: lengthless.offset, length: lengthless.length, headers: headers)
             }
             guard let range = resolve(total) else {
                 var error = CacheError(.rangeNotSatisfiable, "The range is outside the \(total)-byte resource.")
@@ -81,9 +84,11 @@ extension CachingReader {
             let handle = metadata.isStorable ? try? store.openEntry(key) : nil
             if configuration.isOffline, !range.isEmpty, (try? handle?.spans())?.contains(range) != true {
                 handle?.close()
-                throw OfflineFetcher.error(url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
+                throw OfflineFetcher.error(
+                    url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
             }
-            let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle)
+            let session = ReadSession(
+                context: context, url: url, key: key, range: range, headers: headers, handle: handle)
             if takesReservation { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle, stale: !isCurrent(metadata, key: key)) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
@@ -105,7 +110,8 @@ extension CachingReader {
             }
             return ReadStream(metadata: current, range: range, session: session)
         }
-        throw CacheError(.resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
+        throw CacheError(
+            .resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
     }
 
     /// A read of a resource whose length the origin does not say (a chunked or
@@ -117,8 +123,11 @@ extension CachingReader {
     /// `offset` as they are made; one that answers whole is read from its start. A whole read
     /// of a storable body is also written to a new entry, which becomes complete when the body
     /// ends. The stream's range then ends at ``ByteRange/maximumOffset`` or the part's end.
-    func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws -> ReadStream {
-        let asked = ByteRange(offset, length.map { min(offset + $0, ByteRange.maximumOffset) } ?? ByteRange.maximumOffset)
+    func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws
+        -> ReadStream
+    {
+        let asked = ByteRange(
+            offset, length.map { min(offset + $0, ByteRange.maximumOffset) } ?? ByteRange.maximumOffset)
         let response: OriginResponse
         if let held = scheduler.takeReservedBody(key), held.bodyOffset == 0 || held.bodyOffset == offset {
             response = held  // the probe's, held for this read (see `contentInfoForRead`)
@@ -130,7 +139,9 @@ extension CachingReader {
             response = fetched.metadata.length == nil ? sharing(fetched, key: key) : fetched
         }
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
-        let end = min(asked.upperBound, response.metadata.length ?? ByteRange.maximumOffset, response.bodyEnd ?? ByteRange.maximumOffset)
+        let end = min(
+            asked.upperBound, response.metadata.length ?? ByteRange.maximumOffset,
+            response.bodyEnd ?? ByteRange.maximumOffset)
         guard offset < end || (offset == 0 && end == 0) else {
             var error = CacheError(.rangeNotSatisfiable, "The range starts at \(offset), past the end of the resource.")
             error.resourceLength = response.metadata.length
@@ -142,16 +153,22 @@ extension CachingReader {
         // writer per resource at a time. (Not a part of a resource of unknown length: where
         // a part ends says nothing of where the resource does.)
         var writer: CacheEntryHandle?
-        if offset == 0, length == nil, response.bodyEnd == nil, response.metadata.isStorable, context.passThroughWriters.withLock({ $0.insert(key).inserted }) {
+        if offset == 0, length == nil, response.bodyEnd == nil, response.metadata.isStorable,
+            context.passThroughWriters.withLock({ $0.insert(key).inserted })
+        {
             // An entry without a length is the leftover of a writer that did not finish.
             if let stale = store.metadata(for: key), stale.length == nil { try? await store.remove(key) }
-            if store.metadata(for: key) == nil, let handle = try? store.openEntry(key), (try? handle.updateMetadata(response.metadata)) != nil {
+            if store.metadata(for: key) == nil, let handle = try? store.openEntry(key),
+                (try? handle.updateMetadata(response.metadata)) != nil
+            {
                 writer = handle
             } else {
                 context.passThroughWriters.withLock { _ = $0.remove(key) }
             }
         }
-        configuration.logger.info("Streaming an answer without a length through", metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
+        configuration.logger.info(
+            "Streaming an answer without a length through",
+            metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
         let session = ReadSession(
             context: context, url: url, key: key, range: range, headers: headers, handle: nil,
             passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
@@ -185,7 +202,9 @@ extension CachingReader {
 
     /// A reader of the body without a length coming for `key` from `offset`, if one may be joined.
     func joinGrowing(_ key: CacheKey, at offset: Int64) -> OriginResponse? {
-        guard let growing = growingBodies.withLock({ $0[key] }), growing.bodyOffset == offset, let reader = growing.subscribe() else { return nil }
+        guard let growing = growingBodies.withLock({ $0[key] }), growing.bodyOffset == offset,
+            let reader = growing.subscribe()
+        else { return nil }
         var response = OriginResponse(metadata: growing.metadata, bodyOffset: growing.bodyOffset, body: reader)
         response.bodyEnd = growing.bodyEnd
         return response
@@ -199,7 +218,9 @@ extension CachingReader {
         guard let spans = try? handle?.spans(), !spans.contains(range) else { return false }
         if stale { return true }
         let last = validations.date(of: key)
-        return last.map { !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now) } ?? true
+        return last.map {
+            !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now)
+        } ?? true
     }
 
     /// What each running origin download fetches (the status page).
@@ -244,7 +265,9 @@ extension CachingReader {
     /// entry may be used without asking the origin (a read with no missing bytes is never
     /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
     package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length, range.upperBound <= total, !range.isEmpty else { return nil }
+        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length,
+            range.upperBound <= total, !range.isEmpty
+        else { return nil }
         return lease.read(range)
     }
 }
@@ -292,7 +315,9 @@ extension CachingReader: PreloadSource {
 
 extension CachingReader {
     /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
-    static let playlistTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
+    static let playlistTypes: Set<String> = [
+        "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
+    ]
     /// The media type of DASH manifests (ISO/IEC 23009-1 Annex C).
     static let manifestTypes: Set<String> = ["application/dash+xml"]
 
@@ -327,7 +352,8 @@ extension CachingReader {
     /// with (`false`).
     private static let typesLookedAt: [String: Bool] = {
         var types = Dictionary(uniqueKeysWithValues: playlistTypes.union(manifestTypes).map { ($0, true) })
-        for generic in ["application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"] { types[generic] = false }
+        for generic in ["application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"]
+        { types[generic] = false }
         return types
     }()
 
@@ -339,11 +365,15 @@ extension CachingReader {
     /// Whether the resource is an HLS playlist or a DASH manifest: by its media type, or (for
     /// a small resource of no particular type) by how its body starts, read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    package func manifestKind(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> ManifestKind? {
+    package func manifestKind(
+        _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil
+    ) async throws -> ManifestKind? {
         guard Self.mayBePlaylist(metadata) else { return nil }
         if let declared = Self.declaredKind(metadata) { return declared }
         // A look, not the read that answers: the probe's download stays held for that one.
-        let stream = try await read(url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false) { total in
+        let stream = try await read(
+            url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false
+        ) { total in
             ByteRange(0, min(total, Self.sniffedLength))
         }
         var first: [UInt8] = []
@@ -378,15 +408,20 @@ extension CachingReader {
     /// (for a small resource of no particular type) by a body that starts with `#EXTM3U`,
     /// read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    package func isPlaylist(_ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> Bool {
+    package func isPlaylist(
+        _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil
+    ) async throws -> Bool {
         try await manifestKind(url, metadata, headers: headers, planned: planned) == .hls
     }
 
     /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
     /// and the metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
-    package func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
-        try await storedBody(of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned)
+    package func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws
+        -> (body: [UInt8], metadata: ContentMetadata)
+    {
+        try await storedBody(
+            of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned)
     }
 }
 
@@ -402,7 +437,9 @@ extension CachingReader {
     /// offline.
     /// - Throws: ``CacheError`` for an origin failure, or `.originRejected` for a body over
     ///   ``memoryOnlyLimit``.
-    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (
+        body: [UInt8], metadata: ContentMetadata
+    ) {
         if store.isEncrypted { return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit) }
         let key = store.key(for: url)
         if let kept = memoryBodies.withLock({ $0.entries[key] }), isCurrent(kept.metadata, key: key) {
@@ -411,7 +448,9 @@ extension CachingReader {
         let fetched = try await originBody(of: url, headers: headers, limit: Self.memoryOnlyLimit)
         markValidated(key)
         if fetched.metadata.isStorable {
-            memoryBodies.withLock { $0.keep(MemoryBodies.Entry(body: fetched.body, metadata: fetched.metadata), for: key) }
+            memoryBodies.withLock {
+                $0.keep(MemoryBodies.Entry(body: fetched.body, metadata: fetched.metadata), for: key)
+            }
         }
         return fetched
     }
@@ -420,14 +459,17 @@ extension CachingReader {
     /// metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws
+        -> (body: [UInt8], metadata: ContentMetadata)
+    {
         let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned)
         var body: [UInt8] = []
         for try await chunk in stream {
             body += chunk.readableBytesView
             guard body.count <= limit else {
                 stream.cancel()
-                throw CacheError(.originRejected, "The body of \(url.absoluteString.prefix(200)) is larger than \(limit) bytes.")
+                throw CacheError(
+                    .originRejected, "The body of \(url.absoluteString.prefix(200)) is larger than \(limit) bytes.")
             }
         }
         return (body, stream.metadata)
@@ -437,7 +479,9 @@ extension CachingReader {
     /// nothing is read from or written to the store.
     /// - Throws: ``CacheError``: the origin's failure; `.originRejected` when the body is
     ///   longer than `limit` or than its stated length; `.originUnavailable` when it is shorter.
-    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (
+        body: [UInt8], metadata: ContentMetadata
+    ) {
         let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
         try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
         var body: [UInt8] = []
@@ -445,12 +489,16 @@ extension CachingReader {
             body += chunk.readableBytesView
             guard body.count <= limit, body.count <= response.metadata.length ?? Int64.max else {
                 let reason = body.count > limit ? "is longer than \(limit) bytes" : "is longer than its Content-Length"
-                configuration.logger.warning("Rejected an origin answer", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "the body \(reason)"])
+                configuration.logger.warning(
+                    "Rejected an origin answer",
+                    metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "the body \(reason)"])
                 throw CacheError(.originRejected, "\(url.absoluteString.prefix(200)): the body \(reason).")
             }
         }
         if let length = response.metadata.length, body.count < length {
-            throw CacheError(.originUnavailable, "\(url.absoluteString.prefix(200)): the body ended after \(body.count) of \(length) bytes.")
+            throw CacheError(
+                .originUnavailable,
+                "\(url.absoluteString.prefix(200)): the body ended after \(body.count) of \(length) bytes.")
         }
         return (body, response.metadata)
     }

@@ -65,9 +65,11 @@ public final class CachingReader: Sendable {
         CacheMetrics.register()
         let connections = max(1, min(configuration.originConnectionsPerHost, fetcher.connectionsPerHost ?? .max))
         let budget = ConnectionBudget(
-            limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4), logger: configuration.logger)
+            limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4),
+            logger: configuration.logger)
         self.fetcher = MeteredFetcher(
-            base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher, ownRequestFields: configuration.ownRequestFields, budget: budget)
+            base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher,
+            ownRequestFields: configuration.ownRequestFields, budget: budget)
         self.configuration = configuration
         securityWarning = fetcher.securityWarning
         scheduler = DownloadScheduler(configuration: configuration)
@@ -75,9 +77,11 @@ public final class CachingReader: Sendable {
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
         priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
         preloader = Preloader(
-            maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency, owned: owned, logger: configuration.logger)
+            maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency, owned: owned,
+            logger: configuration.logger)
         context = ReadContext(
-            store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler, validations: validations, priority: priority,
+            store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
+            validations: validations, priority: priority,
             owned: owned)
     }
 
@@ -124,10 +128,14 @@ public final class CachingReader: Sendable {
 
     /// Plans the asset of `kind` at `url` as the cache's own work, and stores what the plan takes.
     private func prefetch(
-        _ kind: ManifestKind, _ url: URL, options: HLSPrefetchOptions, progress: @escaping @Sendable (PrefetchProgress) -> Void
+        _ kind: ManifestKind, _ url: URL, options: HLSPrefetchOptions,
+        progress: @escaping @Sendable (PrefetchProgress) -> Void
     ) async throws -> PrefetchProgress {
-        let plan = try await OriginPriority.$isCachesOwn.withValue(true) { try await planner.plan(url, kind: kind, options: options) }
-        return try await Prefetcher(reader: self).run(plan.items, playlists: plan.playlists, options: options, progress: progress)
+        let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
+            try await planner.plan(url, kind: kind, options: options)
+        }
+        return try await Prefetcher(reader: self).run(
+            plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
 
     /// Stores `range` of the file at `url` (all of it when `nil`) ahead of playing it, as a
@@ -140,7 +148,8 @@ public final class CachingReader: Sendable {
     ) async throws -> PrefetchProgress {
         var options = HLSPrefetchOptions()
         options.headers = headers
-        return try await Prefetcher(reader: self).run([PrefetchItem(url: url, range: range)], playlists: [], options: options, progress: progress)
+        return try await Prefetcher(reader: self).run(
+            [PrefetchItem(url: url, range: range)], playlists: [], options: options, progress: progress)
     }
 
     /// What the assets' plans are made by (see ``AssetPlanner``).
@@ -162,10 +171,13 @@ public final class CachingReader: Sendable {
     /// relative URIs resolved against `base`), so players playing through it are read ahead of.
     /// Also notes the variant a player plays (``PlayedVariants``), for preloads of the asset.
     package func learnSegments(of playlist: HLSPlaylist, at url: URL, base: URL) {
-        preloader.playedVariants.served(playlist, key: store.key(for: url)) { uri in HLSPlaylist.resolve(uri, base: base).map(store.key(for:)) }
+        preloader.playedVariants.served(playlist, key: store.key(for: url)) { uri in
+            HLSPlaylist.resolve(uri, base: base).map(store.key(for:))
+        }
         guard segmentReadAhead.depth > 0, !playlist.isMaster else { return }
         segmentReadAhead.learn(
-            playlist: url, segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })
+            playlist: url,
+            segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })
     }
 
     /// Remembers the media segments of each representation of the static DASH manifest at
@@ -179,9 +191,13 @@ public final class CachingReader: Sendable {
             for (a, set) in period.adaptationSets.enumerated() {
                 for (r, representation) in set.representations.enumerated() {
                     // Its own key: the manifest's URL with the representation's place as fragment.
-                    guard let key = URL(string: url.absoluteString.prefix { $0 != "#" } + "#representation-\(p)-\(a)-\(r)") else { continue }
+                    guard
+                        let key = URL(
+                            string: url.absoluteString.prefix { $0 != "#" } + "#representation-\(p)-\(a)-\(r)")
+                    else { continue }
                     segmentReadAhead.learn(
-                        playlist: key, segments: representation.resources.map { $0.range == nil && $0.duration > 0 ? $0.url : nil })
+                        playlist: key,
+                        segments: representation.resources.map { $0.range == nil && $0.duration > 0 ? $0.url : nil })
                 }
             }
         }
@@ -199,7 +215,8 @@ public final class CachingReader: Sendable {
                     try await prefetch(next, headers: headers)
                 } catch {
                     configuration.logger.debug(
-                        "A segment read ahead of a player did not finish", metadata: ["url": "\(next.absoluteString.prefix(200))", "reason": "\(error)"])
+                        "A segment read ahead of a player did not finish",
+                        metadata: ["url": "\(next.absoluteString.prefix(200))", "reason": "\(error)"])
                 }
                 segmentReadAhead.finished(next)
             }
@@ -237,7 +254,9 @@ public final class CachingReader: Sendable {
     /// (see ``Exporter``); `renditions` and `seconds` choose what of an HLS or DASH asset, as a
     /// pin does, else every rendition wholly held is written.
     @discardableResult
-    package func export(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil) async throws -> ExportSummary {
+    package func export(
+        _ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil
+    ) async throws -> ExportSummary {
         try await Exporter(reading: self).export(url, to: destination, renditions: renditions, seconds: seconds)
     }
 
@@ -272,7 +291,9 @@ public final class CachingReader: Sendable {
     }
 
     private func cachedContentInfo(key: CacheKey, headers: RequestHeaders) -> ContentMetadata? {
-        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key), stored.matches(request: headers) else { return nil }
+        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key),
+            stored.matches(request: headers)
+        else { return nil }
         return stored
     }
 

@@ -116,7 +116,9 @@ final class OriginPriority: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let parked = state.withLock { state -> Bool in
-                    guard !Task.isCancelled, state.generation == seen.generation, (state.waiting == 0) == (seen.waiting == 0) else { return false }
+                    guard !Task.isCancelled, state.generation == seen.generation,
+                        (state.waiting == 0) == (seen.waiting == 0)
+                    else { return false }
                     state.parked[id] = continuation
                     return true
                 }

@@ -24,7 +24,8 @@ final class ReadContext: Sendable {
     let passThroughWriters = Mutex<Set<CacheKey>>([])
 
     init(
-        store: CacheStore, configuration: CachingReader.Configuration, fetcher: MeteredFetcher, scheduler: DownloadScheduler,
+        store: CacheStore, configuration: CachingReader.Configuration, fetcher: MeteredFetcher,
+        scheduler: DownloadScheduler,
         validations: ValidationMemory, priority: OriginPriority, owned: OwnedTasks
     ) {
         (self.store, self.configuration, self.fetcher, self.scheduler) = (store, configuration, fetcher, scheduler)

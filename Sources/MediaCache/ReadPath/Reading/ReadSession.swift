@@ -48,10 +48,13 @@ final class ReadSession: Sendable {
     private let state: Mutex<State>
 
     init(
-        context: ReadContext, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders, handle: CacheEntryHandle?,
+        context: ReadContext, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders,
+        handle: CacheEntryHandle?,
         passThrough: PassThrough? = nil, cached: SpanSet? = nil
     ) {
-        (self.context, self.url, self.key, self.range, self.headers, self.passThrough) = (context, url, key, range, headers, passThrough)
+        (self.context, self.url, self.key, self.range, self.headers, self.passThrough) = (
+            context, url, key, range, headers, passThrough
+        )
         // What was cached of the range when the read began (given when just looked up).
         let cached = cached ?? (try? handle?.spans(in: range)) ?? SpanSet()
         let machine = ReaderStateMachine(range: range, pausesAtHoles: context.configuration.holeDelay > .zero)
@@ -64,7 +67,9 @@ final class ReadSession: Sendable {
     }
 
     var statistics: ReadStatistics {
-        let (statistics, download, retriesAtJoin) = state.withLock { ($0.statistics, $0.download?.download, $0.retriesAtJoin) }
+        let (statistics, download, retriesAtJoin) = state.withLock {
+            ($0.statistics, $0.download?.download, $0.retriesAtJoin)
+        }
         var result = statistics
         if let download { result.originRetries += download.retries - retriesAtJoin }
         return result
@@ -115,12 +120,17 @@ final class ReadSession: Sendable {
         var hole: ByteRange
         // A download that has ended may still be storing bytes of the hole: then look again.
         repeat {
-            guard let first = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else { return .ready }
+            guard let first = try? handle?.spans().holes(in: ByteRange(cursor, range.upperBound)).first else {
+                return .ready
+            }
             hole = first
         } while await context.scheduler.waitForWrites(key, in: hole)
         // The probe's download, when the read holds it and it fetches the hole; else one joined.
         let held = state.withLock { state in
-            state.download.flatMap { $0.download.start <= hole.lowerBound && hole.lowerBound < $0.download.end && !$0.download.isFinished ? $0.download : nil }
+            state.download.flatMap {
+                $0.download.start <= hole.lowerBound && hole.lowerBound < $0.download.end && !$0.download.isFinished
+                    ? $0.download : nil
+            }
         }
         let download = held ?? attach(at: hole.lowerBound, holeEnd: hole.upperBound)
         while true {
@@ -154,7 +164,8 @@ final class ReadSession: Sendable {
             try Task.checkCancellation()
             let chunkSize = context.currentChunkSize
             let (cursor, handle, current) = state.withLock { ($0.cursor, $0.handle, $0.download) }
-            let (seen, spans) = try await observe(at: cursor, handle: handle, download: current?.download, chunkSize: chunkSize)
+            let (seen, spans) = try await observe(
+                at: cursor, handle: handle, download: current?.download, chunkSize: chunkSize)
             switch state.withLock({ $0.machine.next(seen) }) {
             case .finish(let storedUpTo):
                 // What this read gave from a download's memory is in the store before the
@@ -171,13 +182,18 @@ final class ReadSession: Sendable {
                 return .bytes(take(held, at: cursor, upTo: chunkSize))
             case .readStored(let span):
                 guard let handle else { continue }
-                if let part = try await readStored(at: cursor, in: span, handle: handle, fileRegions: fileRegions, chunkSize: chunkSize) { return part }
+                if let part = try await readStored(
+                    at: cursor, in: span, handle: handle, fileRegions: fileRegions, chunkSize: chunkSize)
+                {
+                    return part
+                }
             case .pause:
                 let cachedRun = state.withLock { state in
                     state.machine.paused()
                     return state.cachedRun
                 }
-                try await context.configuration.pauseTimer.sleep(for: context.configuration.holePause(afterCached: cachedRun))
+                try await context.configuration.pauseTimer.sleep(
+                    for: context.configuration.holePause(afterCached: cachedRun))
                 if state.withLock({ $0.isClosed }) { throw CancellationError() }
             case .attach(let at):
                 if let left = state.withLock({ Self.leaveDownload(&$0) }) { left.download.removeReader(left.reader) }
@@ -187,7 +203,9 @@ final class ReadSession: Sendable {
                 attach(at: at, holeEnd: holeEnd)
             case .waitForBytes:
                 state.withLock { $0.statistics.stalls += 1 }
-                if let download = current?.download { await context.priority.whilePlayerWaits { await download.waitForBytes(at: cursor) } }
+                if let download = current?.download {
+                    await context.priority.whilePlayerWaits { await download.waitForBytes(at: cursor) }
+                }
             case .lookAgain:
                 continue
             }
@@ -196,7 +214,8 @@ final class ReadSession: Sendable {
 
     /// What the read sees at `cursor`: the stored span there, the bytes `download` holds
     /// there, and that download's progress; with the entry's spans.
-    private func observe(at cursor: Int64, handle: CacheEntryHandle?, download: SharedDownload?, chunkSize: Int64) async throws
+    private func observe(at cursor: Int64, handle: CacheEntryHandle?, download: SharedDownload?, chunkSize: Int64)
+        async throws
         -> (ReaderStateMachine.Observation, SpanSet)
     {
         if passThrough != nil { return (ReaderStateMachine.Observation(passesThrough: true), SpanSet()) }
@@ -212,7 +231,8 @@ final class ReadSession: Sendable {
         }
         let spans = try await versioned { try handle?.spans() } ?? SpanSet()
         let seen = ReaderStateMachine.Observation(
-            stored: spans.span(containing: cursor), storedBefore: cursor > 0 && spans.span(containing: cursor - 1) != nil,
+            stored: spans.span(containing: cursor),
+            storedBefore: cursor > 0 && spans.span(containing: cursor - 1) != nil,
             download: view, encrypted: encrypted, hasEntry: handle != nil)
         return (seen, spans)
     }
@@ -222,15 +242,19 @@ final class ReadSession: Sendable {
         switch failure {
         case .closed: CancellationError()
         case .download(let error): Self.readerError(error, url: url)
-        case .fruitless(let cursor): CacheError(.originUnavailable, "The origin keeps ending responses before byte \(cursor).")
-        case .lost(let cursor): CacheError(.originUnavailable, "Bytes at \(cursor) were fetched but are neither stored nor held.")
+        case .fruitless(let cursor):
+            CacheError(.originUnavailable, "The origin keeps ending responses before byte \(cursor).")
+        case .lost(let cursor):
+            CacheError(.originUnavailable, "Bytes at \(cursor) were fetched but are neither stored nor held.")
         }
     }
 
     /// Stored bytes from `cursor` in `span`: a region of the data file (`fileRegions`, an
     /// unencrypted entry) or a chunk read (and opened) from it. `nil` when a sealed block
     /// failed its check and is a hole now: the next step fetches it.
-    private func readStored(at cursor: Int64, in span: ByteRange, handle: CacheEntryHandle, fileRegions: Bool, chunkSize: Int64) async throws -> ReadPart? {
+    private func readStored(
+        at cursor: Int64, in span: ByteRange, handle: CacheEntryHandle, fileRegions: Bool, chunkSize: Int64
+    ) async throws -> ReadPart? {
         if fileRegions, handle.cipher == nil {
             let region = region(at: cursor, in: span)
             let stored = try await versioned { try await handle.storedRegion(region) }
@@ -326,7 +350,9 @@ final class ReadSession: Sendable {
     private func finishWriting(_ writer: CacheEntryHandle, length: Int64?) {
         let context = context
         let key = key
-        if let length, var metadata = try? writer.metadata(), (try? writer.spans())?.contains(ByteRange(0, length)) == true {
+        if let length, var metadata = try? writer.metadata(),
+            (try? writer.spans())?.contains(ByteRange(0, length)) == true
+        {
             metadata.length = length
             _ = try? writer.updateMetadata(metadata)
             writer.close()
@@ -373,7 +399,9 @@ final class ReadSession: Sendable {
     /// than that only the minimum chunk (the player gets its first bytes sooner).
     static func regionEnd(at cursor: Int64, of range: ByteRange, in span: ByteRange, context: ReadContext) -> Int64 {
         let share = context.currentRegionSize
-        let size = cursor == range.lowerBound && range.upperBound - cursor > share ? Int64(context.configuration.minimumChunkSize) : share
+        let size =
+            cursor == range.lowerBound && range.upperBound - cursor > share
+            ? Int64(context.configuration.minimumChunkSize) : share
         return min(regionEnd(from: cursor, size: size), span.upperBound, range.upperBound)
     }
 
@@ -420,7 +448,10 @@ final class ReadSession: Sendable {
     }
 
     static func changed(_ url: URL) -> CacheError {
-        CacheError(.resourceChanged, "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one.")
+        CacheError(
+            .resourceChanged,
+            "\(url.absoluteString) changed at the origin during the read; the bytes given so far are all of the old version. Read again for the new one."
+        )
     }
 
     /// Runs `body`, reporting a replaced entry as a changed resource.

@@ -72,7 +72,9 @@ struct ReaderStateMachine {
             case (.finish(let a), .finish(let b)): a == b
             case (.takeHeld(let a), .takeHeld(let b)): a == b
             case (.readStored(let a), .readStored(let b)): a == b
-            case (.pause, .pause), (.waitForBytes, .waitForBytes), (.lookAgain, .lookAgain), (.readPassThrough, .readPassThrough): true
+            case (.pause, .pause), (.waitForBytes, .waitForBytes), (.lookAgain, .lookAgain),
+                (.readPassThrough, .readPassThrough):
+                true
             case (.attach(let a), .attach(let b)): a == b
             case (.fail(let a), .fail(let b)): a.description == b.description
             default: false

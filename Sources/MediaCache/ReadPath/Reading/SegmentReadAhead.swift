@@ -71,7 +71,9 @@ package final class SegmentReadAhead: Sendable {
                 state.order.append(key)
                 if state.order.count > Self.playlistLimit {
                     let oldest = state.order.removeFirst()
-                    if let forgotten = state.playlists.removeValue(forKey: oldest) { Self.forget(oldest, forgotten, in: &state) }
+                    if let forgotten = state.playlists.removeValue(forKey: oldest) {
+                        Self.forget(oldest, forgotten, in: &state)
+                    }
                 }
             }
             state.playlists[key] = Playlist(segments: listed, asked: asked)
@@ -82,7 +84,9 @@ package final class SegmentReadAhead: Sendable {
                 let oldest = state.order.firstIndex(where: { $0 != key })
             {
                 let forgotten = state.order.remove(at: oldest)
-                if let playlist = state.playlists.removeValue(forKey: forgotten) { Self.forget(forgotten, playlist, in: &state) }
+                if let playlist = state.playlists.removeValue(forKey: forgotten) {
+                    Self.forget(forgotten, playlist, in: &state)
+                }
             }
         }
     }
@@ -100,13 +104,18 @@ package final class SegmentReadAhead: Sendable {
         guard depth > 0 else { return [] }
         return state.withLock { state in
             // Every request through the cache comes here: nothing to look up before a playlist.
-            guard !state.position.isEmpty, let (playlistKey, index) = state.position[url.absoluteString], var playlist = state.playlists[playlistKey] else { return [] }
+            guard !state.position.isEmpty, let (playlistKey, index) = state.position[url.absoluteString],
+                var playlist = state.playlists[playlistKey]
+            else { return [] }
             playlist.asked.insert(index)
             state.playlists[playlistKey] = playlist
-            guard index >= Self.playedBefore, (1...Self.playedBefore).allSatisfy({ playlist.asked.contains(index - $0) }) else { return [] }
+            guard index >= Self.playedBefore,
+                (1...Self.playedBefore).allSatisfy({ playlist.asked.contains(index - $0) })
+            else { return [] }
             var next: [URL] = []
             for later in (index + 1)..<min(playlist.segments.count, index + 1 + depth) {
-                guard let segment = playlist.segments[later], !playlist.asked.contains(later), !state.running.contains(segment),
+                guard let segment = playlist.segments[later], !playlist.asked.contains(later),
+                    !state.running.contains(segment),
                     let segmentURL = URL(string: segment)
                 else { continue }
                 state.running.insert(segment)

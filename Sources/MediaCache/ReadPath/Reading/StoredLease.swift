@@ -24,8 +24,13 @@ package struct StoredLease: Sendable {
     /// The stored span at the request's offset, with the data file, read with ``metadata``.
     private let stored: (span: ByteRange, file: EntryFile)?
 
-    init(metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders, stored: (span: ByteRange, file: EntryFile)?) {
-        (self.metadata, self.context, self.url, self.key, self.headers, self.stored) = (metadata, context, url, key, headers, stored)
+    init(
+        metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders,
+        stored: (span: ByteRange, file: EntryFile)?
+    ) {
+        (self.metadata, self.context, self.url, self.key, self.headers, self.stored) = (
+            metadata, context, url, key, headers, stored
+        )
     }
 
     /// Whether every byte of `range` is stored (and the stored version is still this one).
@@ -40,7 +45,8 @@ package struct StoredLease: Sendable {
     /// (``CachingReader/Configuration/fileRegionSize`` shared among the open reads): `nil`
     /// otherwise, and in an encrypted store.
     package func region(_ range: ByteRange) -> StoredRegion? {
-        guard !range.isEmpty, let (span, file) = stored, span.lowerBound <= range.lowerBound, range.lowerBound < span.upperBound,
+        guard !range.isEmpty, let (span, file) = stored, span.lowerBound <= range.lowerBound,
+            range.lowerBound < span.upperBound,
             ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound
         else { return nil }
         return StoredRegion(file: file, range: range)
@@ -54,7 +60,8 @@ package struct StoredLease: Sendable {
             handle.close()
             return nil
         }
-        let session = ReadSession(context: context, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
+        let session = ReadSession(
+            context: context, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
         return ReadStream(metadata: current, range: range, session: session)
     }
 }

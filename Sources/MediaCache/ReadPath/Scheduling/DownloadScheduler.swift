@@ -56,7 +56,9 @@ final class DownloadScheduler: Sendable {
     /// What each running download fetches.
     var summaries: [DownloadSummary] {
         let all = downloads.withLock { $0.values.flatMap { $0 } }
-        return all.map { DownloadSummary(url: $0.url.absoluteString, start: $0.start, end: $0.end, position: $0.position) }
+        return all.map {
+            DownloadSummary(url: $0.url.absoluteString, start: $0.start, end: $0.end, position: $0.position)
+        }
     }
 
     /// How many downloads are running.
@@ -79,7 +81,8 @@ final class DownloadScheduler: Sendable {
                 let unstored = candidate.holdsUnstoredBytes
                 let reachable =
                     acceptsRanges
-                    ? candidate.start <= cursor && cursor < candidate.end && cursor <= position + configuration.joinDistance
+                    ? candidate.start <= cursor && cursor < candidate.end
+                        && cursor <= position + configuration.joinDistance
                         && (!unstored || cursor >= position)
                     : candidate.isFullBody && (!unstored || cursor >= position)
                 if reachable, let id = candidate.addReader(at: cursor) {
@@ -93,7 +96,9 @@ final class DownloadScheduler: Sendable {
                 isFullBody: !acceptsRanges, stores: stores, headers: headers)
             let id = download.addReader(at: cursor)!
             // Ended downloads stay while their bytes are being written (see `waitForWrites`).
-            let writing = (downloads[key] ?? []).filter { $0.isFinishedAndWriting(in: ByteRange(0, ByteRange.maximumOffset)) }
+            let writing = (downloads[key] ?? []).filter {
+                $0.isFinishedAndWriting(in: ByteRange(0, ByteRange.maximumOffset))
+            }
             downloads[key] = writing + active + [download]
             return (download, id, true)
         }
@@ -133,7 +138,9 @@ final class DownloadScheduler: Sendable {
     /// bytes there; the reservation is then the caller's.
     func takeReservation(_ key: CacheKey, at cursor: Int64) -> (download: SharedDownload, reader: UInt64)? {
         let reserved = reservations.withLock { reservations -> (download: SharedDownload, reader: UInt64)? in
-            guard case .download(let download, let reader)? = reservations[key], download.start <= cursor, cursor < download.end else { return nil }
+            guard case .download(let download, let reader)? = reservations[key], download.start <= cursor,
+                cursor < download.end
+            else { return nil }
             reservations[key] = nil
             return (download, reader)
         }
@@ -159,7 +166,9 @@ final class DownloadScheduler: Sendable {
         held?.release()
     }
 
-    func makeDownload(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders) -> SharedDownload {
+    func makeDownload(
+        url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders
+    ) -> SharedDownload {
         SharedDownload(
             url: url, key: key, start: start, end: end, isFullBody: isFullBody, stores: stores, headers: headers,
             keptBytes: configuration.downloadLead)

@@ -46,7 +46,9 @@ final class GrowingBody: Sendable {
 
         /// Lets go of the chunks every reader has had, once no reader can join.
         mutating func trim() {
-            guard !isJoinable, let slowest = cursors.values.min() ?? Optional(firstIndex + chunks.count), slowest > firstIndex else { return }
+            guard !isJoinable, let slowest = cursors.values.min() ?? Optional(firstIndex + chunks.count),
+                slowest > firstIndex
+            else { return }
             let drop = min(chunks.count, slowest - firstIndex)
             historyBytes -= chunks.prefix(drop).reduce(0) { $0 + $1.readableBytes }
             chunks.removeFirst(drop)
@@ -182,7 +184,9 @@ final class GrowingBody: Sendable {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
                         let now = state.withLock { state in
-                            let ready = (state.cursors[id] ?? 0) < state.firstIndex + state.chunks.count || state.end != nil || Task.isCancelled
+                            let ready =
+                                (state.cursors[id] ?? 0) < state.firstIndex + state.chunks.count || state.end != nil
+                                || Task.isCancelled
                             if !ready { state.waiting[id] = continuation }
                             return ready
                         }

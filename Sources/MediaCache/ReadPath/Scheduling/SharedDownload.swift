@@ -58,7 +58,10 @@ final class SharedDownload: Sendable {
     let isPlayers: Bool
     private let locked: Mutex<Locked>
 
-    init(url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders, keptBytes: Int64) {
+    init(
+        url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders,
+        keptBytes: Int64
+    ) {
         self.stores = stores
         self.headers = headers
         self.url = url
@@ -67,7 +70,8 @@ final class SharedDownload: Sendable {
         self.end = end
         self.isFullBody = isFullBody
         isPlayers = !OriginPriority.isCachesOwn
-        locked = Mutex(Locked(machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes)))
+        locked = Mutex(
+            Locked(machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes)))
     }
 
     var isFinished: Bool { locked.withLock { $0.machine.isFinished } }
@@ -138,7 +142,8 @@ final class SharedDownload: Sendable {
         guard parts.count > 1 else { return parts.first }
         var joined = ByteBufferAllocator().buffer(capacity: min(limit, parts.reduce(0) { $0 + $1.readableBytes }))
         for part in parts where joined.readableBytes < limit {
-            joined.writeImmutableBuffer(part.getSlice(at: part.readerIndex, length: min(part.readableBytes, limit - joined.readableBytes))!)
+            joined.writeImmutableBuffer(
+                part.getSlice(at: part.readerIndex, length: min(part.readableBytes, limit - joined.readableBytes))!)
         }
         return joined
     }
@@ -146,7 +151,9 @@ final class SharedDownload: Sendable {
     func snapshot(at cursor: Int64) -> Snapshot {
         locked.withLock { locked in
             let machine = locked.machine
-            return Snapshot(position: machine.position, hasResponse: machine.hasResponse, state: machine.state, heldBytes: machine.bytes(at: cursor))
+            return Snapshot(
+                position: machine.position, hasResponse: machine.hasResponse, state: machine.state,
+                heldBytes: machine.bytes(at: cursor))
         }
     }
 
@@ -220,7 +227,8 @@ final class SharedDownload: Sendable {
 
     /// Records a failed request; says whether to retry (and which attempt it is).
     func requestFailed(_ error: any Error, retryable: Bool, maxRetries: Int) -> Int? {
-        let (action, wake) = locked.withLock { locked -> (DownloadStateMachine.FailureAction, [CheckedContinuation<Void, Never>]) in
+        let (action, wake) = locked.withLock {
+            locked -> (DownloadStateMachine.FailureAction, [CheckedContinuation<Void, Never>]) in
             let action = locked.machine.requestFailed(error, retryable: retryable, maxRetries: maxRetries)
             guard case .giveUp(let actions) = action else { return (action, []) }
             return (action, actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) })
@@ -240,7 +248,10 @@ final class SharedDownload: Sendable {
     private func perform(_ event: (inout DownloadStateMachine) -> DownloadStateMachine.Actions) {
         let (wake, task) = locked.withLock { locked -> ([CheckedContinuation<Void, Never>], Task<Void, Never>?) in
             let actions = event(&locked.machine)
-            return (actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) }, actions.cancelsTransfer ? locked.task : nil)
+            return (
+                actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) },
+                actions.cancelsTransfer ? locked.task : nil
+            )
         }
         task?.cancel()
         wake.forEach { $0.resume() }
