@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import Foundation
+public import Foundation
 import Synchronization
 
 extension DownloadQueue {
@@ -144,6 +144,210 @@ final class PieceTally: Sendable {
         state.withLock { state in
             state.inFlight.remove(index)
             state.whole += 1
+        }
+    }
+}
+
+extension DownloadQueue {
+    // MARK: Running
+
+    /// Downloads the job `id` through the read path, then settles it.
+    func run(_ id: String) async {
+        guard let job = state.withLock({ $0.jobs[id] }) else { return }
+        try? await persist(id)
+        configuration.logger.info(
+            "Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
+        var failure: String?
+        var remedy: Remedy?
+        var refused = false
+        var roomWanted: String?
+        do {
+            let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
+            if job.isRecording {
+                try await recordings.run(id)
+            } else if let asset = job.asset {
+                let options = HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds)
+                let plan = try await reader.planner.plan(job.url, kind: asset.format, options: options)
+                state.withLock { $0.running[id]?.plan = plan.renditions }
+                // A playlist may name more than when it was pinned: those are pinned too.
+                let keys = Self.keys(of: plan, in: store)
+                let added = addKeys(keys, to: id)
+                if !added.isEmpty { try await store.pin(added) }
+                _ = try await Prefetcher(reader: reader).run(
+                    plan.items, playlists: plan.playlists, options: options, progress: progress)
+            } else {
+                try await fetchFile(job, progress: progress)
+            }
+            // Finished only when every byte is stored: the disk may have refused some.
+            if !Task.isCancelled, !job.isRecording, let short = shortfall(id) { throw short }
+        } catch is CancellationError {
+        } catch let error as RoomWanted {
+            roomWanted = error.message
+            state.withLock { state in
+                if state.running[id]?.stop == nil { state.running[id]?.stop = .wait(.space) }
+            }
+            configuration.logger.warning(
+                "A download waits for disk space", metadata: ["job": "\(id)", "reason": "\(error.message)"])
+        } catch let error as CacheError {
+            failure = error.message
+            remedy = error.remedy
+            refused = [401, 403, 410].contains(error.originAnswer?.status ?? 0)
+        } catch {
+            failure = "\(error)"
+        }
+        let settled = state.withLock { $0.running[id]?.plan }.map(renditionStates)
+        let stop = state.withLock { state -> Stop? in
+            state.running[id]?.isSettling = true
+            if let settled, !settled.isEmpty { state.jobs[id]?.renditions = settled }
+            let stop = state.running[id]?.stop
+            guard state.jobs[id] != nil else { return stop }
+            state.jobs[id]!.bytesPerSecond = nil
+            state.jobs[id]!.secondsLeft = nil
+            switch stop {
+            case .pause: state.jobs[id]!.state = .paused
+            case .cancel: break
+            case .shutDown: state.jobs[id]!.state = .downloading  // kept so: the next start resumes it
+            case .wait(let reason):
+                state.jobs[id]!.state = .queued
+                state.jobs[id]!.waiting = reason
+                if let roomWanted { state.jobs[id]!.waitingDetail = roomWanted + "; it resumes when space returns" }
+            case nil:
+                state.jobs[id]!.state = failure == nil ? .completed : .failed
+                state.jobs[id]!.failure = failure
+                state.jobs[id]!.remedy = remedy
+                if failure == nil { state.jobs[id]!.totalIsEstimate = false }
+            }
+            if stop == .cancel { state.publish(.changed(state.jobs[id]!)) }
+            return stop
+        }
+        if stop != .cancel {
+            // Written on a task of its own: this one was cancelled to pause or stop the job, and
+            // the index's writes give up at once in a cancelled task (a pause was not kept, so
+            // the next start downloaded the paused job).
+            await Task { [self] in
+                try? await persist(id)
+                try? await store.flush()
+            }.value
+            // Published once written: a client that sees a job settle may stop the queue and
+            // close the store at once, and must find the job as it saw it.
+            if stop != .shutDown { state.withLock { state in state.jobs[id].map { state.publish(.changed($0)) } } }
+            if let job = state.withLock({ $0.jobs[id] }) {
+                if let failure {
+                    configuration.logger.warning(
+                        "A download failed",
+                        metadata: [
+                            "job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))", "reason": "\(failure)",
+                        ])
+                } else {
+                    configuration.logger.info(
+                        "Download \(job.state.rawValue)", metadata: ["job": "\(id)", "bytes": "\(job.bytesDone)"])
+                }
+            }
+        }
+        state.withLock { _ = $0.running.removeValue(forKey: id) }
+        if stop != .shutDown { schedule() }
+        if refused, stop == nil, let freshURL = configuration.freshURL, let job = state.withLock({ $0.jobs[id] }) {
+            // The origin refused the URL: the app may have a new one (a fresh signature).
+            if let url = await freshURL(job) { _ = try? await replaceURL(id, with: url) }
+        }
+    }
+
+    // MARK: Recording
+
+    /// Records the live stream at `url`: an HLS media playlist, or a multivariant playlist whose
+    /// `variant` is followed, or a DASH manifest (the representation `variant` picks of its
+    /// video, and its default audio). A job that fetches each segment as it appears and keeps
+    /// it pinned, from the segments the live window shows now, until `duration` has passed or
+    /// the presentation ends (`EXT-X-ENDLIST`, a static manifest), or the job is cancelled or
+    /// paused. Its playlist (the proxy's `/_mediacache/recording.m3u8?job=ID`, for DASH
+    /// `recording.mpd`) plays what it holds from the first segment, while it records and
+    /// after. Segments it missed are a discontinuity; one it could not fetch a gap.
+    /// - Throws: ``CacheError`` `.originRejected` for what is neither; origin errors.
+    @discardableResult
+    public func record(_ url: URL, for duration: Duration? = nil, variant: HLSPrefetchOptions.VariantChoice = .first)
+        async throws -> DownloadJob
+    {
+        try await record(url, for: duration, renditions: RenditionChoice(variants: [variant]))
+    }
+
+    /// Records the live stream at `url` (see ``record(_:for:variant:)``), taking the renditions
+    /// `renditions` chooses as a pin does: the variant (or DASH video representation) and the
+    /// audio and subtitle languages it names (by default the default audio, no subtitles).
+    /// - Throws: ``CacheError`` `.originRejected` for what is neither an HLS playlist nor a DASH
+    ///   manifest; `.outOfBounds` (when the recording starts) for a language the stream lacks.
+    @discardableResult
+    public func record(_ url: URL, for duration: Duration? = nil, renditions: RenditionChoice) async throws
+        -> DownloadJob
+    {
+        try reader.checkOrigin(url)
+        if let existing = job(matching: url.absoluteString), existing.isRecording, existing.recording?.finished == false
+        {
+            return existing
+        }
+        let metadata = try await reader.contentInfo(for: url)
+        guard let kind = try await reader.manifestKind(url, metadata) else {
+            throw CacheError(
+                .originRejected,
+                "\(url.absoluteString.prefix(200)) is neither an HLS playlist nor a DASH manifest; a recording follows a live stream."
+            )
+        }
+        let now = store.configuration.clock.now
+        var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
+        let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        job.recording = Recording(
+            variant: renditions.variants.first ?? .first, until: seconds.map { now.addingTimeInterval($0) })
+        job.recording?.choice = renditions
+        job.recording?.format = kind == .dash ? .dash : nil
+        job.keys = [store.key(for: url)]
+        job.resourcesTotal = 0
+        // A recording runs whatever the queue's window and network rules say: what it misses is gone.
+        job.rules = DownloadRules(window: .anyTime, network: .any)
+        try await store.pin(job.keys)
+        state.withLock { state in
+            state.jobs[job.id] = job
+            state.publish(.changed(job))
+        }
+        configuration.logger.info(
+            "Recording", metadata: ["job": "\(job.id)", "url": "\(url.absoluteString.prefix(200))"])
+        try await persist(job.id)
+        schedule()
+        return job
+    }
+}
+
+extension DownloadQueue: RecordingJobs {
+    /// The recordings this queue runs (see ``Recorder``).
+    package var recordings: Recorder { Recorder(jobs: self, reader: reader, logger: configuration.logger) }
+
+    func job(_ id: String) -> DownloadJob? { state.withLock { $0.jobs[id] } }
+
+    @discardableResult
+    func updateRecording<T>(of id: String, _ change: (inout Recording) -> T) -> T? {
+        state.withLock { state in
+            guard var recording = state.jobs[id]?.recording else { return nil }
+            let result = change(&recording)
+            state.jobs[id]?.recording = recording
+            return result
+        }
+    }
+
+    func addKeys(_ keys: [CacheKey], to id: String) -> [CacheKey] {
+        state.withLock { state in
+            let known = Set(state.jobs[id]?.keys ?? [])
+            var seen: Set<CacheKey> = []
+            let added = keys.filter { !known.contains($0) && seen.insert($0).inserted }
+            state.jobs[id]?.keys += added
+            return added
+        }
+    }
+
+    func stored(_ bytes: Int64, for id: String) {
+        state.withLock { state in
+            guard state.jobs[id] != nil else { return }
+            state.jobs[id]!.bytesDone += bytes
+            state.jobs[id]!.resourcesDone += 1
+            state.jobs[id]!.resourcesTotal += 1
+            state.publish(.changed(state.jobs[id]!))
         }
     }
 }

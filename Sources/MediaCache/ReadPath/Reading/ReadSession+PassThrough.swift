@@ -36,3 +36,57 @@ extension ReadSession {
         }
     }
 }
+
+extension ReadSession {
+    /// The next chunk of a body streamed through, cut to the read's range; `nil` where the
+    /// body or the range ends.
+    func next(from passThrough: PassThrough, cursor: Int64) async throws -> ReadPart? {
+        while let chunk = try await passThrough.next() {
+            let chunkStart = passThrough.offset
+            passThrough.offset += Int64(chunk.readableBytes)
+            if let writer = passThrough.currentWriter {
+                do {
+                    try await writer.write(chunk, at: chunkStart)
+                } catch {
+                    // Past its share of the store, or the disk refused: it streams on uncached.
+                    context.configuration.logger.warning(
+                        "Cannot store an answer without a length; streaming it uncached",
+                        metadata: ["url": "\(url.absoluteString.prefix(200))", "error": "\(error)"])
+                    if let taken = passThrough.takeWriter() { finishWriting(taken, length: nil) }
+                }
+            }
+            let upper = min(passThrough.offset, range.upperBound)
+            guard upper > cursor else { continue }  // before the read's offset
+            let bytes = chunk.getSlice(at: chunk.readerIndex + Int(cursor - chunkStart), length: Int(upper - cursor))!
+            advance(to: upper)
+            return .bytes(bytes)
+        }
+        if let writer = passThrough.takeWriter() { finishWriting(writer, length: passThrough.offset) }
+        close()
+        return nil
+    }
+
+    /// Ends a pass-through write: with the body's `length` the entry is complete; without
+    /// (the body did not end, or a write failed) it is removed, since bytes of a resource
+    /// whose length is unknown cannot serve a later read. The resource is then free for
+    /// another writer.
+    func finishWriting(_ writer: CacheEntryHandle, length: Int64?) {
+        let context = context
+        let key = key
+        if let length, var metadata = try? writer.metadata(),
+            (try? writer.spans())?.contains(ByteRange(0, length)) == true
+        {
+            metadata.length = length
+            _ = try? writer.updateMetadata(metadata)
+            writer.close()
+            context.passThroughWriters.withLock { _ = $0.remove(key) }
+            return
+        }
+        writer.close()
+        context.owned.run {
+            try? await context.store.remove(key)
+            context.passThroughWriters.withLock { _ = $0.remove(key) }
+        }
+    }
+
+}
