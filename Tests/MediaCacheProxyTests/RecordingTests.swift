@@ -267,7 +267,7 @@ extension RecordingTests {
             h.origin.serve(window(5), at: "/down/index.m3u8")
             try await reload()
             try await waitUntil { queue.job(matching: job.id)?.resourcesDone == 6 }
-            let segments = try #require(queue.job(matching: job.id)?.recording?.timeline.segments)
+            let segments = try #require(queue.job(matching: job.id)?.recording?.hls?.timeline.segments)
             #expect(
                 segments.map(\.sequence) == [0, 1, 2, 5, 6, 7]
                     && segments.map(\.discontinuity) == [false, false, false, true, false, false])

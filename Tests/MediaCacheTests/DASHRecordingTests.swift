@@ -118,8 +118,7 @@ import Testing
             return try Self.manifest(
                 "><SegmentTimeline>\(entries)</SegmentTimeline>", media: "s-$RepresentationID$-$Time$.m4s")
         }
-        var recording = Recording(variant: .first)
-        recording.format = .dash
+        var recording = DASHRecording()
         let now = Self.start.addingTimeInterval(30)
         let first = try Recorder.tracks(
             of: try window(10), url: Self.base, base: Self.base, now: now, choice: RenditionChoice())
@@ -139,7 +138,7 @@ import Testing
         #expect(
             taken.map { $0.segments.map(\.sequence) } == [[320, 340, 360], [320, 340, 360]]
                 && taken[0].segments[0].discontinuity)
-        let tracks = try #require(recording.tracks)
+        let tracks = recording.tracks
         let text = DASHRecordingWriter.manifest(
             tracks, namespaces: "xmlns:cenc=\"urn:mpeg:cenc:2013\"", finished: true, anchor: now, now: now)
         #expect(text.contains("type=\"static\" mediaPresentationDuration=\"PT18S\""), "from 20.0 s to 38.0 s: \(text)")
@@ -185,17 +184,16 @@ import Testing
             }
             return (track, segments)
         }
-        var recording = Recording(variant: .first)
-        recording.format = .dash
+        var recording = DASHRecording()
         let now = Self.start
         _ = Recorder.merge([track("a", start: 0, times: [100, 120])], into: &recording, ended: false, now: now)
         _ = Recorder.merge([track("b", start: 14, times: [0, 20])], into: &recording, ended: false, now: now)
         // Period b's timeline starts again at 0.
         let restarted = Recorder.merge([track("b", start: 14, times: [0])], into: &recording, ended: false, now: now)
-        #expect(restarted.map(\.track) == [2] && recording.tracks?.map(\.period) == ["a", "b", "b~1"])
+        #expect(restarted.map(\.track) == [2] && recording.tracks.map(\.period) == ["a", "b", "b~1"])
         recording.update(1) { $0.markGap(20) }
         let text = DASHRecordingWriter.manifest(
-            recording.tracks!, namespaces: "", finished: true, anchor: now, now: now)
+            recording.tracks, namespaces: "", finished: true, anchor: now, now: now)
         let periods = text.components(separatedBy: "<Period ").dropFirst().map {
             String($0.prefix(while: { $0 != ">" }))
         }

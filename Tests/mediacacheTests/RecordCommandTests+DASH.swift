@@ -245,7 +245,7 @@ extension RecordCommandTests {
                 { _ in
                     let eighth = made.representations.map { $0.segments[8].time }
                     try await waitUntil {
-                        try await DownloadCommandTests.job(id, on: info)?.recording?.tracks?.map(
+                        try await DownloadCommandTests.job(id, on: info)?.recording?.dash?.tracks.map(
                             \.timeline.lastSequence) == eighth
                     }
                     origin.serve(Self.window(made, 7, start: start, end: true), at: "/dash/live.mpd")

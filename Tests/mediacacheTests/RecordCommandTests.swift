@@ -202,7 +202,7 @@ extension RecordCommandTests {
                 server,
                 { _ in
                     try await waitUntil {
-                        try await DownloadCommandTests.job(id, on: info)?.recording?.timeline.lastSequence == 8
+                        try await DownloadCommandTests.job(id, on: info)?.recording?.hls?.timeline.lastSequence == 8
                     }
                     origin.serve(Self.window(count - 3, durations: durations, end: true), at: "/live/index.m3u8")
                     try await waitUntil { try await DownloadCommandTests.job(id, on: info)?.state == .completed }

@@ -128,69 +128,6 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     }
 }
 
-/// A recording of a live stream: for HLS the media playlist it follows and the segments it
-/// holds; for DASH the representations it follows, each a track; until when.
-package struct Recording: Sendable, Codable, Equatable {
-    /// The variant chosen of a multivariant playlist (the representation, of DASH video).
-    package var variant: HLSPrefetchOptions.VariantChoice
-    /// The media playlist followed, once known (the job's URL, or the variant's playlist).
-    package var mediaPlaylist: URL?
-    /// When it stops, if not at the end of the presentation.
-    package var until: Date?
-    package var timeline = RecordingTimeline()
-    /// It stopped: at its time, at the end of the presentation, or by hand.
-    package var finished = false
-    /// `.dash` for a DASH recording (`nil`: HLS).
-    package var format: CachingReader.ManifestKind?
-    /// A DASH recording's tracks, in the order first seen; the origin root's namespaces; and
-    /// when its first segment would have begun in real time (its live manifest's
-    /// `availabilityStartTime`).
-    package var tracks: [RecordedTrack]?
-    package var namespaces: String?
-    package var anchor: Date?
-
-    /// What it takes of a multivariant playlist or manifest (`nil`: the variant alone, with
-    /// the default audio).
-    package var choice: RenditionChoice {
-        get { chosen ?? RenditionChoice(variants: [variant]) }
-        set { chosen = newValue }
-    }
-    package var chosen: RenditionChoice?
-    /// An HLS recording of a multivariant playlist: the renditions followed beside the
-    /// variant (tracks 1, 2, …; the variant's is track 0), the variant's `EXT-X-STREAM-INF`
-    /// line and the `EXT-X-MEDIA` lines of its groups that name no playlist.
-    package var renditions: [RecordedPlaylist]?
-    package var variantLine: String?
-    package var carried: [String]?
-
-    package var isDASH: Bool { format == .dash }
-
-    /// The seconds held (gaps left out): the variant's; of a DASH recording, its longest
-    /// track's per period.
-    package var duration: Double {
-        guard let tracks else { return timeline.duration }
-        let periods = Dictionary(grouping: tracks, by: \.period)
-        return periods.values.reduce(0) { $0 + ($1.map(\.timeline.duration).max() ?? 0) }
-    }
-
-    /// The timeline of `track`: a DASH track's place; of an HLS recording 0 (or `nil`) the
-    /// variant's, 1, 2, … its renditions'.
-    package mutating func update(_ track: Int?, _ body: (inout RecordingTimeline) -> Void) {
-        if isDASH {
-            guard let track, track < tracks?.count ?? 0 else { return }
-            body(&tracks![track].timeline)
-        } else if let track, track > 0 {
-            guard track <= renditions?.count ?? 0 else { return }
-            body(&renditions![track - 1].timeline)
-        } else {
-            body(&timeline)
-        }
-    }
-
-    /// An HLS recording's timelines by track: the variant's, then its renditions'.
-    package var playlistTimelines: [RecordingTimeline] { [timeline] + (renditions ?? []).map(\.timeline) }
-}
-
 /// A rendition a job pins, and how much of it is stored.
 package struct RenditionState: Sendable, Codable, Equatable {
     package var rendition: ChosenRendition

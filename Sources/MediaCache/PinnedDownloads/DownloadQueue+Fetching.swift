@@ -294,10 +294,7 @@ extension DownloadQueue {
         let now = store.configuration.clock.now
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: now)
         let seconds = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-        job.recording = Recording(
-            variant: renditions.variants.first ?? .first, until: seconds.map { now.addingTimeInterval($0) })
-        job.recording?.choice = renditions
-        job.recording?.format = kind == .dash ? .dash : nil
+        job.recording = Recording(kind, choice: renditions, until: seconds.map { now.addingTimeInterval($0) })
         job.keys = [store.key(for: url)]
         job.resourcesTotal = 0
         // A recording runs whatever the queue's window and network rules say: what it misses is gone.

@@ -116,10 +116,13 @@ public final class DownloadQueue: Sendable {
         rate = configuration.rules.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
         var jobs: [String: DownloadJob] = [:]
         for (id, body) in try reader.store.loadJobs() {
-            guard var job = try? JSONDecoder().decode(DownloadJob.self, from: body), job.id == id else {
+            // An unreadable job (a newer layout, a damaged row) stays in the index, untouched.
+            let read = Result { try JSONDecoder().decode(DownloadJob.self, from: body) }
+            guard case .success(var job) = read, job.id == id else {
+                let reason = (try? read.get()).map { _ in "its ID differs" } ?? "\(read)".prefix(300)
                 configuration.logger.warning(
                     "Skipped a download job the index holds in an unreadable form",
-                    metadata: ["job": "\(id.prefix(40))"])
+                    metadata: ["job": "\(id.prefix(40))", "reason": "\(reason)"])
                 continue
             }
             if job.state == .downloading { job.state = .queued }

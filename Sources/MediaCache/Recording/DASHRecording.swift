@@ -4,6 +4,37 @@
 package import Foundation
 import MediaCacheHTTPFields
 
+/// A DASH recording: the representations it follows, each a track per period (in the order
+/// first seen), the origin root's namespaces, and when its first segment would have begun in
+/// real time (its live manifest's `availabilityStartTime`).
+package struct DASHRecording: Sendable, Codable, Equatable {
+    /// What it takes of the manifest (by default the video's and the default audio's).
+    package var choice: RenditionChoice
+    /// When it stops, if not at the end of the presentation.
+    package var until: Date?
+    /// It stopped: at its time, at the end of the presentation, or by hand.
+    package var finished = false
+    package var tracks: [RecordedTrack] = []
+    package var namespaces: String?
+    package var anchor: Date?
+
+    package init(choice: RenditionChoice = RenditionChoice(), until: Date? = nil) {
+        self.choice = choice
+        self.until = until
+    }
+
+    /// The seconds held (gaps left out): its longest track's per period.
+    package var duration: Double {
+        Dictionary(grouping: tracks, by: \.period).values.reduce(0) { $0 + ($1.map(\.timeline.duration).max() ?? 0) }
+    }
+
+    /// Applies `body` to the timeline of the track at `track`; nothing for a track it lacks.
+    package mutating func update(_ track: Int?, _ body: (inout RecordingTimeline) -> Void) {
+        guard let track, tracks.indices.contains(track) else { return }
+        body(&tracks[track].timeline)
+    }
+}
+
 /// One representation of one period of a live DASH presentation as a recording keeps it: how
 /// its media time maps to the presentation's, its initialization, the XML of its adaptation set
 /// and of itself (without segment information, which the recording writes), and the segments

@@ -3,6 +3,56 @@
 
 package import Foundation
 
+/// An HLS recording: the media playlist it follows (its job's URL, or the chosen variant's of
+/// a multivariant playlist) and the segments it holds, and of a multivariant playlist the
+/// renditions followed beside the variant.
+package struct HLSRecording: Sendable, Codable, Equatable {
+    /// What it takes of a multivariant playlist (by default the first variant, default audio).
+    package var choice: RenditionChoice
+    /// When it stops, if not at the end of the presentation.
+    package var until: Date?
+    /// It stopped: at its time, at the end of the presentation, or by hand.
+    package var finished = false
+    /// The media playlist followed, once known.
+    package var mediaPlaylist: URL?
+    /// The variant's segments (track 0).
+    package var timeline = RecordingTimeline()
+    /// Of a multivariant playlist, once read: what the recording's own multivariant playlist
+    /// is written from.
+    package var master: Master?
+
+    /// A recording of a multivariant playlist: the variant's `EXT-X-STREAM-INF` line, the
+    /// renditions followed beside it (tracks 1, 2, …), and the `EXT-X-MEDIA` lines of its
+    /// groups that name no playlist.
+    package struct Master: Sendable, Codable, Equatable {
+        package var variantLine: String
+        package var renditions: [RecordedPlaylist]
+        package var carried: [String]
+    }
+
+    package init(choice: RenditionChoice, until: Date?) {
+        self.choice = choice
+        self.until = until
+    }
+
+    /// The renditions followed beside the variant (none for a media playlist).
+    package var renditions: [RecordedPlaylist] { master?.renditions ?? [] }
+
+    /// Its timelines by track: the variant's, then its renditions'.
+    package var timelines: [RecordingTimeline] { [timeline] + renditions.map(\.timeline) }
+
+    /// The seconds held (gaps left out): the variant's.
+    package var duration: Double { timeline.duration }
+
+    /// Applies `body` to the timeline of `track`: 0 (or `nil`) the variant's, 1, 2, … its
+    /// renditions'; nothing for a track it lacks.
+    package mutating func update(_ track: Int?, _ body: (inout RecordingTimeline) -> Void) {
+        guard let track, track > 0 else { return body(&timeline) }
+        guard track <= renditions.count else { return }
+        body(&master!.renditions[track - 1].timeline)
+    }
+}
+
 /// A media playlist of an HLS recording beside its variant's: an audio or subtitles rendition,
 /// followed as the variant's is, with its `EXT-X-MEDIA` line (URIs absolute).
 package struct RecordedPlaylist: Sendable, Codable, Equatable {

@@ -12,10 +12,10 @@ extension Recorder {
     /// The DASH recording `id` as a manifest (URLs absolute, at the origin): `dynamic` while it
     /// records, `static` once it stopped; `nil` when there is no such recording.
     package func manifest(_ id: String) -> (text: String, base: URL)? {
-        guard let job = jobs.job(id), let recording = job.recording, recording.isDASH else { return nil }
+        guard let job = jobs.job(id), let recording = job.recording?.dash else { return nil }
         let now = store.configuration.clock.now
         let text = DASHRecordingWriter.manifest(
-            recording.tracks ?? [], namespaces: recording.namespaces ?? "",
+            recording.tracks, namespaces: recording.namespaces ?? "",
             finished: recording.finished || job.state == .completed,
             anchor: recording.anchor ?? now, now: now)
         return (text, job.url)
@@ -26,7 +26,7 @@ extension Recorder {
     /// representation and period), until it is due to stop or the manifest turns static.
     func runDASH(_ id: String) async throws {
         // Segments taken but not stored when the last run was cut: fetched now.
-        for (index, track) in (jobs.job(id)?.recording?.tracks ?? []).enumerated() {
+        for (index, track) in (jobs.job(id)?.recording?.dash?.tracks ?? []).enumerated() {
             try await keep(
                 unheld(track.timeline), of: id, track: index,
                 initialization: track.initialization.flatMap(URL.init(string:)))
@@ -64,7 +64,7 @@ extension Recorder {
                 of: manifest, url: job.url, base: metadata.finalURL ?? job.url, now: now,
                 choice: job.recording?.choice ?? RenditionChoice())
             let taken =
-                jobs.updateRecording(of: id) {
+                jobs.updateDASH(of: id) {
                     recording -> [(track: Int, initialization: URL?, segments: [RecordedSegment])] in
                     let taken = Self.merge(snapshot, into: &recording, ended: !manifest.isDynamic, now: now)
                     if recording.namespaces == nil { recording.namespaces = manifest.namespaceDeclarations }
@@ -119,10 +119,11 @@ extension Recorder {
     /// A track whose times went back (the origin started its timeline again within a period)
     /// goes on as a new track, so a new period of the recording. Pure.
     static func merge(
-        _ snapshot: [(track: RecordedTrack, segments: [RecordedSegment])], into recording: inout Recording, ended: Bool,
+        _ snapshot: [(track: RecordedTrack, segments: [RecordedSegment])], into recording: inout DASHRecording,
+        ended: Bool,
         now: Date
     ) -> [(track: Int, initialization: URL?, segments: [RecordedSegment])] {
-        var tracks = recording.tracks ?? []
+        var tracks = recording.tracks
         var taken: [(track: Int, initialization: URL?, segments: [RecordedSegment])] = []
         for (track, segments) in snapshot {
             var index = tracks.lastIndex { $0.key == track.key || $0.key.hasPrefix(track.key + "~") }

@@ -21,6 +21,28 @@ protocol RecordingJobs: Sendable {
     func persist(_ id: String) async throws
 }
 
+extension RecordingJobs {
+    /// Applies `change` to the job `id`'s recording if it is an HLS one (see `updateRecording`).
+    @discardableResult
+    func updateHLS<T>(of id: String, _ change: (inout HLSRecording) -> T) -> T? {
+        updateRecording(of: id) { recording -> T? in
+            guard case .hls(var hls) = recording else { return nil }
+            defer { recording = .hls(hls) }
+            return change(&hls)
+        } ?? nil
+    }
+
+    /// Applies `change` to the job `id`'s recording if it is a DASH one (see `updateRecording`).
+    @discardableResult
+    func updateDASH<T>(of id: String, _ change: (inout DASHRecording) -> T) -> T? {
+        updateRecording(of: id) { recording -> T? in
+            guard case .dash(var dash) = recording else { return nil }
+            defer { recording = .dash(dash) }
+            return change(&dash)
+        } ?? nil
+    }
+}
+
 /// Records live HLS and DASH streams: follows a recording job's playlists or manifest, stores
 /// and pins each new segment, marks gaps, and stops at its end, its duration or the pinned
 /// quota; writes what it holds as a playlist, a manifest or a folder. The queue
@@ -46,18 +68,18 @@ package struct Recorder: Sendable {
     package func playlist(_ id: String, track: Int? = nil, reference: (Int) -> String = { "\($0)" }) -> (
         text: String, base: URL, master: Bool
     )? {
-        guard let job = jobs.job(id), let recording = job.recording, !recording.isDASH else { return nil }
-        if track == nil, let renditions = recording.renditions, let variantLine = recording.variantLine {
+        guard let job = jobs.job(id), let recording = job.recording?.hls else { return nil }
+        if track == nil, let master = recording.master {
             return (
                 RecordedMaster.playlist(
-                    variantLine: variantLine, renditions: renditions, carried: recording.carried ?? [],
+                    variantLine: master.variantLine, renditions: master.renditions, carried: master.carried,
                     reference: reference), job.url, true
             )
         }
         let index = track ?? 0
-        let timelines = recording.playlistTimelines
+        let timelines = recording.timelines
         guard index >= 0, index < timelines.count else { return nil }
-        let base = index == 0 ? recording.mediaPlaylist ?? job.url : recording.renditions![index - 1].url
+        let base = index == 0 ? recording.mediaPlaylist ?? job.url : recording.renditions[index - 1].url
         return (timelines[index].playlist(finished: recording.finished || job.state == .completed), base, false)
     }
 
@@ -67,7 +89,7 @@ package struct Recorder: Sendable {
         if try current(id).recording?.isDASH == true { return try await runDASH(id) }
         let playlists = try await recordedPlaylists(id)
         // Segments taken but not stored when the last run was cut (a kill, a crash): fetched now.
-        let timelines = jobs.job(id)?.recording?.playlistTimelines ?? []
+        let timelines = jobs.job(id)?.recording?.hls?.timelines ?? []
         for (track, timeline) in timelines.enumerated() {
             try await keep(unheld(timeline), of: id, track: track)
         }
@@ -90,7 +112,7 @@ package struct Recorder: Sendable {
                         })
                 else { continue }
                 let new =
-                    jobs.updateRecording(of: id) { recording -> [RecordedSegment] in
+                    jobs.updateHLS(of: id) { recording -> [RecordedSegment] in
                         var taken: [RecordedSegment] = []
                         recording.update(track) { taken = $0.merge(snapshot, endList: playlist.isFinal) }
                         return taken
@@ -169,20 +191,19 @@ package struct Recorder: Sendable {
     /// the renditions chosen with it (the default audio), by track.
     private func recordedPlaylists(_ id: String) async throws -> [URL] {
         let job = try current(id)
-        guard let recording = job.recording else { throw DownloadQueue.noJob(id) }
-        if let known = recording.mediaPlaylist { return [known] + (recording.renditions ?? []).map(\.url) }
+        guard let recording = job.recording?.hls else { throw DownloadQueue.noJob(id) }
+        if let known = recording.mediaPlaylist { return [known] + recording.renditions.map(\.url) }
         let (body, metadata) = try await reader.playlistBody(job.url)
         let playlist = try HLSPlaylist(parsing: body)
         guard playlist.isMaster else {
-            jobs.updateRecording(of: id) { $0.mediaPlaylist = job.url }
+            jobs.updateHLS(of: id) { $0.mediaPlaylist = job.url }
             return [job.url]
         }
         let master = try RecordedMaster(playlist, base: metadata.finalURL ?? job.url, choice: recording.choice)
-        jobs.updateRecording(of: id) { recording in
+        jobs.updateHLS(of: id) { recording in
             recording.mediaPlaylist = master.variant
-            recording.renditions = master.renditions
-            recording.variantLine = master.variantLine
-            recording.carried = master.carried
+            recording.master = HLSRecording.Master(
+                variantLine: master.variantLine, renditions: master.renditions, carried: master.carried)
         }
         return [master.variant] + master.renditions.map(\.url)
     }
@@ -264,8 +285,9 @@ package struct Recorder: Sendable {
         // The files the index and playlists are, given the local name of each resource.
         let write: ([URL: String]) -> [(name: String, text: String)]
         var playlists: [(playlist: HLSPlaylist, base: URL)] = []
-        if recording.isDASH {
-            let tracks = recording.tracks ?? []
+        switch recording {
+        case .dash(let recording):
+            let tracks = recording.tracks
             for track in tracks {
                 if let initialization = track.initialization.flatMap(URL.init(string:)) {
                     items.append((initialization, nil))
@@ -281,10 +303,10 @@ package struct Recorder: Sendable {
                     name: { URL(string: $0).flatMap { names[$0] } ?? $0 })
                 return [("index.mpd", text)]
             }
-        } else {
+        case .hls(let recording):
             // Each track's playlist; with renditions, `index.m3u8` is the multivariant playlist
             // naming them as `track0.m3u8`, ….
-            for track in recording.playlistTimelines.indices {
+            for track in recording.timelines.indices {
                 guard let (text, base, _) = playlist(id, track: track) else { throw DownloadQueue.noJob(id) }
                 let playlist = try HLSPlaylist(parsing: Array(text.utf8))
                 let gaps = Set(try RecordedSegment.segments(of: playlist, base: base).filter(\.gap).map(\.url))

@@ -54,9 +54,9 @@ extension ParserFuzzTests {
             guard snapshot.allSatisfy({ $0.segments.count <= DASHPresentation.maximumSegments }) else {
                 return ("too many", "past the bound")
             }
-            var recording = Recording(variant: .first)
+            var recording = DASHRecording()
             _ = Recorder.merge(snapshot, into: &recording, ended: false, now: now)
-            let tracks = recording.tracks ?? []
+            let tracks = recording.tracks
             let written = DASHRecordingWriter.manifest(tracks, namespaces: "", finished: true, anchor: now, now: now)
             guard let again = try? DASHManifest(parsing: Array(written.utf8)) else {
                 return ("unreadable", "the recording wrote \(written.prefix(2000).debugDescription)")
