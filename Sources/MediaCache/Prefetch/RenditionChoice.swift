@@ -105,7 +105,7 @@ public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
 
     /// Parses `none`, or `default`, `all` and languages separated by commas (`default,fr`), as
     /// the command line and the admin endpoints write them.
-    package static func parse(_ text: String, option: String) throws(PrefetchRequestError) -> LanguageChoice {
+    package static func parse(_ text: String, option: String = "") throws(PrefetchRequestError) -> LanguageChoice {
         let items = text.split(separator: ",").map { HLSPlaylist.trimmingSpaces($0) }
         var choice = LanguageChoice()
         let isTag: (String) -> Bool = { tag in
@@ -120,16 +120,12 @@ public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
             case let tag where isTag(tag) && tag != "none": choice.languages.append(item)
             default:
                 throw PrefetchRequestError(
-                    message:
-                        "\(option) takes default, all, none or languages separated by commas (en,fr), not \(text.prefix(60))."
-                )
+                    option, takes: "default, all, none or languages separated by commas (en,fr)", given: text)
             }
         }
         guard !items.isEmpty, items.count <= 32 else {
             throw PrefetchRequestError(
-                message:
-                    "\(option) takes default, all, none or 1 to 32 languages separated by commas (en,fr), not \(text.prefix(60))."
-            )
+                option, takes: "default, all, none or 1 to 32 languages separated by commas (en,fr)", given: text)
         }
         return choice
     }
@@ -143,8 +139,23 @@ public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
     }
 }
 
-/// An option's text that cannot be read, and why.
+/// An option's text that cannot be read: the option (`range`, `seconds`, `variant`, `audio`,
+/// `subtitles`, `trick-play`), what it takes, and what it was given. The command line says it
+/// as its flag, the admin endpoints as their query item.
 package struct PrefetchRequestError: Error, Sendable {
-    package var message: String
-    package init(message: String) { self.message = message }
+    package var option: String
+    package var takes: String
+    package var given: String
+
+    package init(_ option: String, takes: String, given: String) {
+        (self.option, self.takes, self.given) = (option, takes, String(given.prefix(60)))
+    }
+
+    /// The error said with the option written as `spelling` writes its name.
+    package func message(_ spelling: (String) -> String) -> String {
+        "\(spelling(option)) takes \(takes), not \(given)."
+    }
+
+    /// The error said with the option as its name.
+    package var message: String { message { $0 } }
 }

@@ -23,7 +23,7 @@ package enum MetricsHelp {
         "mediacache_pinned_downloads_waiting":
             "Pinned downloads that wait, by reason: window (outside their hours), network (metered or low-data and their rule forbids it), space (the disk is at its free-space floor).",
         "mediacache_disk_free_bytes":
-            "Free space on the cache's disk, as last measured (the cache keeps --min-free-disk of it).",
+            "Free space on the cache's disk, as last measured (the cache keeps its configured minimum of it free).",
         "mediacache_cache_limit_bytes": "The most bytes the cache may hold.",
         "mediacache_cache_entries": "Entries in the cache.",
         "mediacache_index_rebuilds_total":
@@ -37,7 +37,7 @@ package enum MetricsHelp {
         "mediacache_yields_to_players_total":
             "Times one of the cache's own transfers (read-ahead, prefetch, preload, pinned download) paused so a player waiting on the origin went first.",
         "mediacache_origin_connection_waits_total":
-            "Times a player's origin request waited for a connection because every one to its host (--origin-connections) was in use; each is logged.",
+            "Times a player's origin request waited for a connection because every one its host may have was in use; each is logged.",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
         "mediacache_preloads_total":
             "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",

@@ -25,15 +25,14 @@ package struct PrefetchRequest: Sendable, Equatable {
     package var variant: HLSPrefetchOptions.VariantChoice { renditions.variants.first ?? .first }
 
     /// The options an admin endpoint's query gives (``queryItems``).
-    /// - Throws: ``ProxyRequestError`` (400) that says which is wrong.
-    init(_ target: RequestTarget, range: Bool = false) throws {
+    /// - Throws: `ProxyRequestError` (400) that says which is wrong.
+    init(reading query: AdminQueryItems) throws {
         do {
             self = try Self.parse(
-                range: range ? target.query("range") : nil, seconds: target.query("seconds"),
-                variant: target.query("variant"), audio: target.query("audio"),
-                subtitles: target.query("subtitles"), trickPlay: target.query("trick-play"))
+                range: query.value("range"), seconds: query.value("seconds"), variant: query.value("variant"),
+                audio: query.value("audio"), subtitles: query.value("subtitles"), trickPlay: query.value("trick-play"))
         } catch {
-            throw ProxyRequestError(status: .badRequest, error.message)
+            throw ProxyRequestError(status: .badRequest, error.message { $0 + "=" })
         }
     }
 
@@ -66,15 +65,13 @@ package struct PrefetchRequest: Sendable, Equatable {
                 first <= last,
                 last < ByteRange.maximumOffset
             else {
-                throw PrefetchRequestError(
-                    message: "--range takes a-b, the first and last byte (0-1048575), not \(range.prefix(60)).")
+                throw PrefetchRequestError("range", takes: "a-b, the first and last byte (0-1048575)", given: range)
             }
             request.range = ByteRange(first, last + 1)
         }
         if let seconds {
             guard let value = Double(seconds), value.isFinite, value > 0, value <= 1e7 else {
-                throw PrefetchRequestError(
-                    message: "--seconds takes a positive number of seconds, not \(seconds.prefix(60)).")
+                throw PrefetchRequestError("seconds", takes: "a positive number of seconds", given: seconds)
             }
             request.seconds = value
         }
@@ -90,17 +87,16 @@ package struct PrefetchRequest: Sendable, Equatable {
                 request.renditions.variants = [.atMost(bitsPerSecond: bps)]
             } else {
                 throw PrefetchRequestError(
-                    message:
-                        "--variant takes first, lowest, highest, a height (720p) or a number of bits per second, not \(text.prefix(60))."
-                )
+                    "variant", takes: "first, lowest, highest, a height (720p) or a number of bits per second",
+                    given: text)
             }
         }
-        if let audio { request.renditions.audio = try LanguageChoice.parse(audio, option: "--audio") }
-        if let subtitles { request.renditions.subtitles = try LanguageChoice.parse(subtitles, option: "--subtitles") }
+        if let audio { request.renditions.audio = try LanguageChoice.parse(audio, option: "audio") }
+        if let subtitles { request.renditions.subtitles = try LanguageChoice.parse(subtitles, option: "subtitles") }
         switch trickPlay?.lowercased() {
         case nil, "no", "false", "0": break
         case "yes", "true", "1": request.renditions.trickPlay = true
-        case let text?: throw PrefetchRequestError(message: "trick-play takes yes or no, not \(text.prefix(60)).")
+        case let text?: throw PrefetchRequestError("trick-play", takes: "yes or no", given: text)
         }
         return request
     }

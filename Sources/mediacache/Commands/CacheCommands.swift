@@ -68,10 +68,10 @@ struct CacheOptions: ParsableArguments {
     }
 
     /// Runs `body` with the cache folder opened here or reached through its server, then closes it.
-    func withCache<T>(_ body: (CacheAccess) async throws -> T) async throws -> T {
+    func withCache<T>(_ body: (any CacheAccess) async throws -> T) async throws -> T {
         let (key, warning) = try KeyFile.load(encryptionKeyFile)
         if let warning { FileHandle.standardError.write(Data("mediacache: warning: \(warning)\n".utf8)) }
-        let access = try await CacheAccess.open(directory, encryptionKey: key)
+        let access = try await CacheFolder.open(directory, encryptionKey: key)
         do {
             let result = try await body(access)
             await access.close()
@@ -118,7 +118,7 @@ func originURL(_ text: String) throws -> URL {
 /// `done URL` or `notDone URL`, or with `--json` an object of URL → `true`/`false`.
 func forEachURL(
     _ targets: [URL], options: CacheOptions, done: String, notDone: String,
-    _ change: @escaping (CacheAccess, URL) async throws -> Bool
+    _ change: @escaping (any CacheAccess, URL) async throws -> Bool
 ) async throws {
     try await failing {
         let results = try await options.withCache { access in
@@ -242,9 +242,9 @@ struct ServerAddress: ParsableArguments {
     func resolved() async throws -> ServerInfo {
         guard running else { return info }
         let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
-        if let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)),
+        if let data = try? Data(contentsOf: CacheFolder.serverFile(in: folder)),
             let found = try? JSONDecoder().decode(ServerInfo.self, from: data),
-            await CacheAccess.answers(found)
+            await ServerCache(found).answers()
         {
             return found
         }
@@ -357,7 +357,7 @@ protocol URLChange {
     static var done: String { get }
     static var notDone: String { get }
     /// Changes `url`; whether there was something to change.
-    static func change(_ access: CacheAccess, _ url: URL) async throws -> Bool
+    static func change(_ access: any CacheAccess, _ url: URL) async throws -> Bool
 }
 
 struct URLChangeCommand<Change: URLChange>: AsyncParsableCommand {
@@ -386,7 +386,7 @@ enum Remove: URLChange {
     static let abstract = "Remove what is cached of these URLs."
     static let done = "removed"
     static let notDone = "not cached:"
-    static func change(_ access: CacheAccess, _ url: URL) async throws -> Bool { try await access.remove(url) }
+    static func change(_ access: any CacheAccess, _ url: URL) async throws -> Bool { try await access.remove(url) }
 }
 
 struct ClearCommand: AsyncParsableCommand {

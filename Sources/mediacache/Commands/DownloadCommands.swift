@@ -51,7 +51,7 @@ struct PinCommand: AsyncParsableCommand {
         let targets = try AssetOptions.targets(urls)
         if let job = replaceURL, let url = targets.first {
             let change:
-                @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? = {
+                @Sendable (any CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob? = {
                     access, progress in
                     try await access.replaceURL(job, url, progress: progress)
                 }
@@ -287,22 +287,22 @@ struct JobCommand<Action: JobActionName>: AsyncParsableCommand {
 }
 
 protocol JobActionName {
-    static var action: CacheAccess.JobAction { get }
+    static var action: JobAction { get }
     static var abstract: String { get }
 }
 
 enum PauseAction: JobActionName {
-    static let action = CacheAccess.JobAction.pause
+    static let action = JobAction.pause
     static let abstract = "Pause pinned downloads; what arrived stays pinned."
 }
 
 enum ResumeAction: JobActionName {
-    static let action = CacheAccess.JobAction.resume
+    static let action = JobAction.resume
     static let abstract = "Resume paused or failed downloads; only the missing bytes are fetched."
 }
 
 enum CancelAction: JobActionName {
-    static let action = CacheAccess.JobAction.cancel
+    static let action = JobAction.cancel
     static let abstract = "Cancel pinned downloads and unpin them; their bytes go back to the streaming cache."
 }
 
@@ -313,7 +313,7 @@ func followingDownloads(
     options: CacheOptions,
     _ work: [(
         name: String,
-        run: @Sendable (CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?
+        run: @Sendable (any CacheAccess, @escaping @Sendable (DownloadJob) -> Void) async throws -> DownloadJob?
     )]
 ) async throws {
     let json = options.json

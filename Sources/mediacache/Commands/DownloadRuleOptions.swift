@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Logging
 import MediaCache
+import MediaCacheProxy
 
 /// `serve`'s rules for every pinned download, and the disk's floor.
 struct ServeDownloadOptions: ParsableArguments {
@@ -58,12 +59,8 @@ struct JobRuleOptions: ParsableArguments {
         try DownloadRuleText.rules(window: window, network: network, rate: rate, flag: "--")
     }
 
-    /// The rules as admin query parameters.
-    var query: [(String, String)] {
-        [("window", window), ("network", network), ("rate", rate.map(String.init))].compactMap { name, value in
-            value.map { (name, $0) }
-        }
-    }
+    /// The rules as the admin endpoints take them.
+    var text: RulesText { RulesText(window: window, network: network, rate: rate) }
 }
 
 /// Rules from their words, with a clear error for a word that is not one.

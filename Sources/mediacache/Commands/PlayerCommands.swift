@@ -160,7 +160,7 @@ struct PlayCommand: AsyncParsableCommand {
                 continuation.resume(returning: true)
             }.start()
         }
-        guard ready, let data = try? Data(contentsOf: CacheAccess.serverFile(in: folder)),
+        guard ready, let data = try? Data(contentsOf: CacheFolder.serverFile(in: folder)),
             let info = try? JSONDecoder().decode(ServerInfo.self, from: data)
         else {
             process.terminate()

@@ -119,7 +119,7 @@ struct AssetOptions: ParsableArguments {
                 subtitles: renditions.subtitles,
                 trickPlay: trickPlay ? "yes" : nil)
         } catch {
-            throw ValidationError(error.message)
+            throw ValidationError(error.message { "--" + $0 })
         }
     }
 

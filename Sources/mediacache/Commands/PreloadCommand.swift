@@ -50,9 +50,9 @@ struct PreloadCommand: AsyncParsableCommand {
             let info = try await server.resolved()
             let status: [PreloadItemStatus]
             if urls.isEmpty, !clear {
-                status = try await CacheAccess.preloadStatus(info)
+                status = try await ServerCache(info).preloadStatus()
             } else {
-                status = try await CacheAccess.preload(info, try urls.map(mediaCacheOriginURL), seconds: seconds)
+                status = try await ServerCache(info).preload(try urls.map(mediaCacheOriginURL), seconds: seconds)
             }
             if json { return try printJSON(status) }
             guard !status.isEmpty else { return print("The preload queue is empty.") }

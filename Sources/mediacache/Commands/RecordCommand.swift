@@ -46,7 +46,7 @@ struct RecordCommand: AsyncParsableCommand {
                 range: nil, seconds: nil, variant: choice.variant, audio: choice.audio, subtitles: choice.subtitles
             ).renditions
         } catch {
-            throw ValidationError(error.message)
+            throw ValidationError(error.message { "--" + $0 })
         }
     }
 

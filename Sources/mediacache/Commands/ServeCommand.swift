@@ -373,7 +373,7 @@ struct ServeCommand: AsyncParsableCommand {
             SystemNetwork.follow(into: downloads, logger: logger)
         }
         var configuration = try proxyConfiguration(logger: logger)
-        configuration.serverInfoFile = CacheAccess.serverFile(in: directory)
+        configuration.serverInfoFile = CacheFolder.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
         let proxy = configuration
         let hasToken = accessToken != nil

@@ -344,12 +344,12 @@ struct ServiceCheck: AsyncParsableCommand {
 
     /// One line on the server that holds `directory`; throws when none does or it does not answer.
     static func health(of directory: URL) async throws -> String {
-        let file = CacheAccess.serverFile(in: directory)
+        let file = CacheFolder.serverFile(in: directory)
         guard let data = try? Data(contentsOf: file), let info = try? JSONDecoder().decode(ServerInfo.self, from: data)
         else {
             throw CommandFailure("No proxy serves \(directory.path) (no \(file.lastPathComponent) in it).")
         }
-        let stats = try await CacheAccess.server(info).stats()
+        let stats = try await ServerCache(info).stats()
         return
             "Healthy: \(info.baseURL) (process \(info.pid)) serves \(directory.path): \(stats.store.entries) entries, \(Format.bytes(stats.store.bytes)) of \(Format.bytes(stats.store.limit))."
     }
