@@ -117,19 +117,15 @@ public final class EmbeddedProxy: Sendable {
     }
 }
 
-/// The proxy's URLs for origin resources.
+/// The proxy's URLs for origin resources (the grammar: ``ProxyTarget``).
 public enum ProxyURL {
     /// `/<file name>?url=<origin URL>[&token=…][&memory=1]`: the path ends with the
     /// resource's file name (ffmpeg's HLS reader refuses a segment URL without a media
     /// extension), and every byte outside RFC 3986's unreserved set is percent-encoded.
     public static func path(for originURL: URL, token: String?, memoryOnly: Bool = false) -> String {
-        let last = originURL.lastPathComponent
-        let name = last.isEmpty || last == "/" ? "index" : last
-        var path =
-            "/" + HLSPlaylist.percentEncoded(name) + "?url=" + HLSPlaylist.percentEncoded(originURL.absoluteString)
-        if let token { path += "&token=" + HLSPlaylist.percentEncoded(token) }
-        if memoryOnly { path += "&memory=1" }
-        return path
+        var target = ProxyTarget(originURL, token: token)
+        target.memoryOnly = memoryOnly
+        return target.uri
     }
 
     /// The path form, `/o/<origin>[.<token>]/<origin path>[?<origin query>]`, for resources
@@ -138,54 +134,6 @@ public enum ProxyURL {
     /// the first segment, the rest of the path and the query are the origin's as they are, so
     /// a relative reference resolved against a proxy URL is the proxy URL of what it names.
     public static func pathForm(for originURL: URL, token: String?) -> String {
-        let text = originURL.absoluteString
-        guard let scheme = originURL.scheme, let host = originURL.host, let start = text.range(of: "://") else {
-            return path(for: originURL, token: token)
-        }
-        let afterScheme = text[start.upperBound...]
-        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
-        let rest = String(afterScheme[authorityEnd...].prefix { $0 != "#" })
-        var origin = scheme.lowercased() + "://" + (host.contains(":") ? "[\(host)]" : host)
-        if let port = originURL.port { origin += ":\(port)" }
-        var segment = base64URL(origin)
-        if let token { segment += "." + base64URL(token) }
-        return "/o/" + segment + (rest.hasPrefix("/") ? rest : "/" + rest)
-    }
-
-    /// The prefix of the query items that carry a multivariant playlist's variables to its
-    /// media playlists (``RequestTarget/imports``), and how many are read at most.
-    static let importPrefix = "v."
-    static let maximumImports = 256
-
-    /// ``path(for:token:memoryOnly:)`` with what the proxy must know when it is asked for it:
-    /// that it is an interstitial's asset list, the variables a media playlist may import, and
-    /// the CMCD to send for it (`serve --cmcd`).
-    static func path(
-        for originURL: URL, token: String?, memoryOnly: Bool, assetList: Bool, imports: [String: String],
-        cmcd: CMCD? = nil
-    ) -> String {
-        var path = path(for: originURL, token: token, memoryOnly: memoryOnly)
-        if assetList { path += "&list=1" }
-        if let cmcd { path += "&c=" + HLSPlaylist.percentEncoded(cmcd.text) }
-        for (name, value) in imports.sorted(by: { $0.key < $1.key }).prefix(maximumImports) {
-            path += "&" + HLSPlaylist.percentEncoded(importPrefix + name) + "=" + HLSPlaylist.percentEncoded(value)
-        }
-        return path
-    }
-
-    static func base64URL(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-            of: "/", with: "_"
-        )
-        .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func fromBase64URL(_ text: Substring) -> String? {
-        guard text.count <= 2048,
-            text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
-        else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).flatMap { String(data: $0, encoding: .utf8) }
+        ProxyTarget(originURL, form: .path, token: token).uri
     }
 }

@@ -171,7 +171,7 @@ import Testing
         let shared = RepeatedRequestCheck.Shared()
         let url = try #require(URL(string: "https://example.com/a.mp4"))
         let checked = ProxyRouter.CheckedRequest(
-            url: url, target: RequestTarget("/?url=x"),
+            url: url, proxy: ProxyTarget(url),
             asked: ProxyRouter.Asked(
                 url: url, specifier: nil, firstByte: 0, length: nil, forwarded: [],
                 conditions: PlayerConditions(HTTPHeaders())))

@@ -258,7 +258,7 @@ extension ProxyHandler {
         return ProxyResponse(status: .ok, headers: fields, body: head.method == .HEAD ? .none : body)
     }
 
-    /// A resource kept in memory only (an HLS key: see ``RequestTarget/isMemoryOnly``),
+    /// A resource kept in memory only (an HLS key: see ``ProxyTarget/memoryOnly``),
     /// answered whole whatever the `Range`.
     func memoryOnly(_ url: URL, head: HTTPRequestHead, headers: RequestHeaders) async throws -> ProxyResponse {
         let (body, metadata) = try await reader.memoryOnlyBody(of: url, headers: headers)
@@ -287,7 +287,8 @@ extension ProxyHandler {
     private func parsedPlaylist(_ body: [UInt8], url: URL, head: HTTPRequestHead) throws -> HLSPlaylist? {
         guard HLSPlaylist.looksLikePlaylist(body) else { return nil }
         do {
-            return try HLSPlaylist(parsing: body, url: url, imports: RequestTarget(head.uri).imports)
+            let imports = (try? ProxyTarget(reading: RequestTarget(head.uri)))?.imports ?? [:]
+            return try HLSPlaylist(parsing: body, url: url, imports: imports)
         } catch let error as HLSPlaylistError {
             configuration.logger.warning(
                 "Rejected an origin playlist",
@@ -328,14 +329,14 @@ extension ProxyHandler {
             let imports =
                 parsed.isMaster && (tag == nil || tag.map(HLSPlaylist.choosableTags.contains) == true)
                 ? parsed.definitions : [:]
-            return proxy
-                + ProxyURL.path(
-                    for: resolved, token: configuration.token,
-                    memoryOnly: tag.map(HLSPlaylist.keyTags.contains) == true, assetList: tag == "X-ASSET-LIST",
-                    imports: imports,
-                    cmcd: session.map {
-                        Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations)
-                    })
+            var target = ProxyTarget(resolved, token: configuration.token)
+            target.memoryOnly = tag.map(HLSPlaylist.keyTags.contains) == true
+            target.assetList = tag == "X-ASSET-LIST"
+            target.imports = imports
+            target.cmcd = session.map {
+                Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations).text
+            }
+            return proxy + target.uri
         }
         return ProxyHandler.rewritten(
             .text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)

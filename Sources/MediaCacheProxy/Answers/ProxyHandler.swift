@@ -87,7 +87,7 @@ struct ProxyHandler: Sendable {
         // (Blocking reloads and steering answers are never stored: only a key needs looking at.)
         guard head.method == .GET,
             case .request(let checked)? = try? repeated.check(head, localPort: localPort, router: router),
-            !checked.target.isMemoryOnly
+            !checked.proxy.memoryOnly
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
         guard asked.conditions.isEmpty else { return .needsGeneralPath(checked) }
@@ -127,7 +127,7 @@ struct ProxyHandler: Sendable {
     /// it says (``ProxyURL``'s `c=`), in a new session when it says none (a playback starts).
     static func cmcdFields(for request: CheckedRequest) -> [(name: String, value: String)] {
         guard !CMCD.isPresent(fields: request.asked.forwarded, query: request.url.query) else { return [] }
-        var cmcd = CMCD(parsing: request.target.query("c") ?? "")
+        var cmcd = CMCD(parsing: request.proxy.cmcd ?? "")
         if cmcd.sessionID == nil { cmcd.sessionID = CMCD.newSessionID() }
         return cmcd.fields
     }

@@ -28,13 +28,14 @@ struct ProxyRouter: Sendable {
     /// A request that passed the checks every proxy request passes, with what they found.
     struct CheckedRequest: Sendable {
         let url: URL
-        let target: RequestTarget
+        /// What its target names.
+        let proxy: ProxyTarget
         var asked: Asked
     }
 
     /// Where a checked request goes.
     enum Route: Equatable, Sendable {
-        /// A resource kept in memory only (an HLS key: ``RequestTarget/isMemoryOnly``).
+        /// A resource kept in memory only (an HLS key: ``ProxyTarget/memoryOnly``).
         case memoryOnly
         /// A blocking playlist reload or delta update: the origin's every time.
         case blockingReload
@@ -48,10 +49,10 @@ struct ProxyRouter: Sendable {
 
     /// Where `request` goes (pure).
     static func route(_ request: CheckedRequest) -> Route {
-        if request.target.isMemoryOnly { return .memoryOnly }
+        if request.proxy.memoryOnly { return .memoryOnly }
         if HLSPlaylist.isBlockingReload(request.url) { return .blockingReload }
         if SteeringManifest.isSteeringRequest(request.url) { return .steering }
-        if request.target.isAssetList { return .assetList }
+        if request.proxy.assetList { return .assetList }
         return .cache
     }
 
@@ -76,18 +77,21 @@ struct ProxyRouter: Sendable {
         if let admin = adminRoute(head) { return admin }
         try checkRequest(head, localPort: localPort)
         if head.method == .OPTIONS { return .preflight(try preflight(head)) }
-        let (url, target) = try checkedOriginURL(head)
-        return .request(CheckedRequest(url: url, target: target, asked: try Self.parse(head, url: url)))
+        let proxy = try checkedTarget(head)
+        return .request(
+            CheckedRequest(url: proxy.origin, proxy: proxy, asked: try Self.parse(head, url: proxy.origin)))
     }
 
     /// The admin route of `head`; `nil` for a request that is not an admin one. (Its checks are
     /// the admin endpoints' own: `AdminEndpoints.respond`.)
     private func adminRoute(_ head: HTTPRequestHead) -> Checked? {
         // Most requests are for media: a look at the URI's start settles it without parsing.
-        guard head.uri.hasPrefix(Self.adminPrefix) || head.uri.hasPrefix("/metrics") || head.uri.hasPrefix("/status")
+        guard
+            head.uri.utf8.starts(with: Self.adminPrefix.utf8) || head.uri.utf8.starts(with: "/metrics".utf8)
+                || head.uri.utf8.starts(with: "/status".utf8)
         else { return nil }
         let target = RequestTarget(head.uri)
-        guard let path = target.path, path.hasPrefix(Self.adminPrefix) || Self.adminPages.contains(path),
+        guard let path = target.path, path.utf8.starts(with: Self.adminPrefix.utf8) || Self.adminPages.contains(path),
             target.query("url") == nil
         else { return nil }
         return .admin(path: path, target: target)
@@ -109,7 +113,7 @@ struct ProxyRouter: Sendable {
         var conditions: PlayerConditions
     }
 
-    /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedOriginURL(_:)``).
+    /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedTarget(_:)``).
 
     static func parse(_ head: HTTPRequestHead, url: URL) throws -> Asked {
         let (specifier, firstByte, length) = try rangeParts(of: head)
@@ -343,8 +347,8 @@ struct ProxyRouter: Sendable {
         return ProxyResponse(status: .noContent, headers: headers, body: .none)
     }
 
-    /// The origin URL from `url=`, after the token, scheme and origin checks, and the target it came in.
-    func checkedOriginURL(_ head: HTTPRequestHead) throws -> (URL, RequestTarget) {
+    /// What the request's target names, after the token, scheme and origin checks.
+    func checkedTarget(_ head: HTTPRequestHead) throws -> ProxyTarget {
         let parsed = recentTargets.parse(head.uri) { [reader] url throws(ProxyRequestError) in
             do {
                 try reader.checkOrigin(url)
@@ -357,7 +361,7 @@ struct ProxyRouter: Sendable {
         guard hasToken(parsed.target, head) else {
             throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
         }
-        return (try parsed.originURL.get(), parsed.target)
+        return try parsed.proxy.get()
     }
 
 }

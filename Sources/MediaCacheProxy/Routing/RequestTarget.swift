@@ -6,9 +6,9 @@ import MediaCache
 import MediaCacheHTTPFields
 import Synchronization
 
-/// A proxy request target, `/?url=ENC[&token=T][&memory=1]` or the path form
-/// `/o/<origin>[.<token>]/<path>[?<query>]` (``ProxyURL/pathForm(for:token:)``), parsed
-/// without trusting a byte of it.
+/// A request target as it came, parsed without trusting a byte of it: its path and query
+/// items, and of the path form (`/o/…`, see ``ProxyTarget``) the origin URL and token its
+/// first segment names. What a proxy URL means is ``ProxyTarget``'s to read.
 struct RequestTarget: Sendable {
     /// The path, or `nil` when the target is not a URI reference.
     let path: String?
@@ -24,58 +24,75 @@ struct RequestTarget: Sendable {
     init(_ uri: String) {
         let components = URLComponents(string: uri)
         path = components?.path
-        items = components?.queryItems ?? []
+        items = Self.items(of: components?.percentEncodedQuery)
         percentEncodedQuery = components?.percentEncodedQuery
-        pathForm = uri.hasPrefix("/o/") ? Self.parsePathForm(uri) : nil
+        pathForm = uri.utf8.starts(with: "/o/".utf8) ? Self.parsePathForm(uri) : nil
+    }
+
+    /// The items of a percent-encoded query, each name and value decoded byte by byte (a value
+    /// that is not UTF-8 is `nil`). Not Foundation's: it drops a leading U+FEFF, so a value
+    /// the proxy wrote would not read back.
+    static func items(of query: String?) -> [URLQueryItem] {
+        guard let query else { return [] }
+        func decoded(_ text: Substring.UTF8View) -> String? {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(text.count)
+            var index = text.startIndex
+            while index != text.endIndex {
+                let byte = text[index]
+                if byte == UInt8(ascii: "%"), let high = text.index(index, offsetBy: 1, limitedBy: text.endIndex),
+                    high != text.endIndex, let low = text.index(high, offsetBy: 1, limitedBy: text.endIndex),
+                    low != text.endIndex,
+                    let value = UInt8(String(decoding: text[high...low], as: UTF8.self), radix: 16)
+                {
+                    bytes.append(value)
+                    index = text.index(after: low)
+                } else {
+                    bytes.append(byte)
+                    index = text.index(after: index)
+                }
+            }
+            return String(validating: bytes, as: UTF8.self)
+        }
+        return query.split(separator: "&").map { piece in
+            let equals = piece.utf8.firstIndex(of: UInt8(ascii: "="))
+            let name = decoded(piece.utf8[..<(equals ?? piece.utf8.endIndex)]) ?? ""
+            let value = equals.map { piece.utf8[piece.utf8.index(after: $0)...] }
+            return URLQueryItem(name: name, value: value.flatMap { decoded(Substring($0).utf8) })
+        }
     }
 
     /// The origin URL text and token of a path-form target.
     private static func parsePathForm(_ uri: String) -> Result<(url: String, token: String?), ProxyRequestError> {
-        let rest = uri.dropFirst(3)
+        // By Unicode scalar: a combining mark after a `/` must not hide it (nor join it).
+        let rest = uri.unicodeScalars.dropFirst(3)
         let segmentEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
-        let parts = rest[..<segmentEnd].split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let origin = parts.first.flatMap(ProxyURL.fromBase64URL),
-            origin.hasPrefix("http://") || origin.hasPrefix("https://"),
-            !origin.dropFirst(8).contains("/"), !origin.contains("?"), !origin.contains("#")
+        let parts = rest[..<segmentEnd].split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).map {
+            Substring($0)
+        }
+        guard let origin = parts.first.flatMap(ProxyTarget.fromBase64URL),
+            origin.utf8.starts(with: "http://".utf8) || origin.utf8.starts(with: "https://".utf8),
+            !origin.utf8.dropFirst(8).contains(UInt8(ascii: "/")),
+            !origin.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
         else {
             return .failure(
                 ProxyRequestError(
                     status: .badRequest, "Malformed path-form target: its first segment names no http or https origin.")
             )
         }
-        let token = parts.count == 2 ? ProxyURL.fromBase64URL(parts[1]) : nil
+        let token = parts.count == 2 ? ProxyTarget.fromBase64URL(parts[1]) : nil
         if parts.count == 2, token == nil {
             return .failure(
                 ProxyRequestError(status: .badRequest, "Malformed path-form target: its token cannot be read."))
         }
-        let tail = rest[segmentEnd...].prefix { $0 != "#" }
-        return .success((origin + (tail.hasPrefix("/") ? String(tail) : "/" + tail), token))
+        let tail = String(rest[segmentEnd...].prefix { $0 != "#" })
+        return .success((origin + (tail.utf8.starts(with: "/".utf8) ? tail : "/" + tail), token))
     }
 
     /// The proxy's token the target carries: the path form's, or `token=`.
     var token: String? {
         if let pathForm { return (try? pathForm.get())?.token }
         return query("token")
-    }
-
-    /// `memory=1`: the resource is kept in memory only, never in the store (an HLS key; the
-    /// proxy adds this to the key URIs of the playlists it rewrites).
-    var isMemoryOnly: Bool { pathForm == nil && query("memory") == "1" }
-
-    /// `list=1`: an HLS interstitial's asset list (the proxy adds this to the `X-ASSET-LIST`
-    /// URIs of the playlists it rewrites), whose asset URIs are rewritten in turn.
-    var isAssetList: Bool { pathForm == nil && query("list") == "1" }
-
-    /// The definitions of the multivariant playlist a media playlist was reached from, for its
-    /// `EXT-X-DEFINE:IMPORT` (the proxy adds them as `v.<name>=<value>` to the URIs of the
-    /// media playlists of a multivariant playlist that defines variables).
-    var imports: [String: String] {
-        guard pathForm == nil else { return [:] }
-        var imports: [String: String] = [:]
-        for item in items.prefix(ProxyURL.maximumImports) where item.name.hasPrefix(ProxyURL.importPrefix) {
-            imports[String(item.name.dropFirst(ProxyURL.importPrefix.count))] = item.value ?? ""
-        }
-        return imports
     }
 
     /// The first value of the query item `name`.
@@ -104,7 +121,7 @@ struct RequestTarget: Sendable {
             let text = try pathForm.get().url
             return try Self.checked(text)
         }
-        guard let path, path == "/" || (path.hasPrefix("/") && query("url") != nil) else {
+        guard let path, path == "/" || (path.utf8.starts(with: "/".utf8) && query("url") != nil) else {
             throw ProxyRequestError(
                 status: .notFound, "Nothing here: ask for /?url=<percent-encoded http or https URL>.")
         }
@@ -116,7 +133,7 @@ struct RequestTarget: Sendable {
         // What a player adds to a URL it was given (`_HLS_msn`, `_HLS_primary_id`, …, `CMCD`) is
         // the origin's, as the player wrote it (its percent-encoding kept).
         let added = Self.pieces(of: percentEncodedQuery).filter {
-            $0.name.hasPrefix("_HLS_") || $0.name == CMCD.queryName
+            $0.name.utf8.starts(with: "_HLS_".utf8) || $0.name == CMCD.queryName
         }
         guard !added.isEmpty else { return url }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
@@ -167,7 +184,8 @@ struct RequestTarget: Sendable {
 final class RecentTargets: Sendable {
     struct Parsed: Sendable {
         var target: RequestTarget
-        var originURL: Result<URL, ProxyRequestError>
+        /// What it names, checked.
+        var proxy: Result<ProxyTarget, ProxyRequestError>
     }
 
     private let parsed = Mutex<[String: Parsed]>([:])
@@ -180,10 +198,10 @@ final class RecentTargets: Sendable {
         let target = RequestTarget(uri)
         let result = Parsed(
             target: target,
-            originURL: Result {
-                let url = try target.originURL()
-                try check(url)
-                return url
+            proxy: Result {
+                let proxy = try ProxyTarget(reading: target)
+                try check(proxy.origin)
+                return proxy
             }.mapError { error in
                 error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "Malformed request target.")
             })

@@ -144,6 +144,35 @@ import Testing
         #expect(parsed.directives.count == 2 && parsed.value("private") == .some("a\"\u{0301}b") && parsed.noStore)
     }
 
+    /// `/\u{301}?url=…` (found by `proxyTargetsReadBackAsWritten` at its first 10,000
+    /// inputs): an origin file whose name begins with a combining mark gave a proxy path whose
+    /// `/` and mark were one Character, so `hasPrefix("/")` said no and the proxy answered 404
+    /// to the URL it had written. The path form's `/` and `.` were split the same way, and an
+    /// import's name lost its mark. Prefixes are now compared by bytes, splits by scalar.
+    @Test func aCombiningMarkAfterASlashInAProxyURLIsNoPartOfIt() throws {
+        let origin = try #require(URL(string: "https://cdn.example/a/%CC%81song.mp3"))
+        var target = ProxyTarget(origin, token: "\u{301}t")
+        target.imports = ["\u{301}name": "v"]
+        #expect(try ProxyTarget(reading: RequestTarget(target.uri)) == target, "\(target.uri)")
+        let path = ProxyTarget(URL(string: "https://cdn.example/%CC%81/a.m4s")!, form: .path, token: "t")
+        #expect(try ProxyTarget(reading: RequestTarget(path.uri)) == path, "\(path.uri)")
+    }
+
+    /// A value beginning with U+FEFF (found by `proxyTargetsReadBackAsWritten`): Foundation's
+    /// percent-decoding of a query (`URLComponents.queryItems`) and `String(data:encoding:)`
+    /// drop a leading byte order mark, so a token, a CMCD or a variable the proxy wrote read
+    /// back without it. Query items and base64url are now decoded byte by byte.
+    @Test func aLeadingByteOrderMarkInAProxyURLStays() throws {
+        var target = ProxyTarget(URL(string: "https://cdn.example/a.m3u8")!, token: "\u{FEFF}t")
+        target.cmcd = "\u{FEFF}sid=\"x\""
+        target.imports = ["n": "\u{FEFF}v"]
+        #expect(try ProxyTarget(reading: RequestTarget(target.uri)) == target, "\(target.uri)")
+        let path = ProxyTarget(URL(string: "https://cdn.example/a.mpd")!, form: .path, token: "\u{FEFF}")
+        #expect(try ProxyTarget(reading: RequestTarget(path.uri)).token == "\u{FEFF}", "\(path.uri)")
+        // A value that is not UTF-8 is no value, as before.
+        #expect(RequestTarget("/?url=http%3A%2F%2Fh%2F&token=%FF").query("token") == nil)
+    }
+
     /// `Int64("+5")` is 5: a signed number is not `1*DIGIT`.
     @Test func signedNumbersAreNotNumbers() {
         #expect(HTTPNumber.strict("+5") == nil && HTTPNumber.strict("-0") == nil && HTTPNumber.saturating("٣") == nil)

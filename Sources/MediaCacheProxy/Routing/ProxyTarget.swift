@@ -1,0 +1,119 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCache
+import MediaCacheHTTPFields
+
+/// What a proxy URL names: an origin resource and what the proxy must know when a player asks
+/// for it. The proxy's URL grammar lives here alone: ``uri`` writes it, ``init(reading:)``
+/// reads it back, and the two are fuzzed against each other.
+///
+/// - The query form, `/<file name>?url=<origin URL>[&token=T][&memory=1][&list=1][&c=CMCD]
+///   [&v.<name>=<value>…]`: the path ends with the resource's file name (ffmpeg's HLS reader
+///   refuses a segment URL without a media extension); every byte outside RFC 3986's
+///   unreserved set is percent-encoded.
+/// - The path form, `/o/<origin>[.<token>]/<origin path>[?<origin query>]`, for resources
+///   whose relative references players resolve themselves (DASH manifests and segment
+///   templates, steering servers): the origin's scheme and authority (base64url) and the
+///   proxy's token in the first segment, the rest the origin's as it is, so a relative
+///   reference resolved against a proxy URL is the proxy URL of what it names. It carries
+///   nothing else: its query is the origin's.
+struct ProxyTarget: Sendable, Equatable {
+    enum Form: Sendable, Equatable {
+        case query, path
+    }
+
+    var origin: URL
+    var form = Form.query
+    /// The proxy's access token.
+    var token: String?
+    /// `memory=1`: kept in memory only, never in the store (an HLS key).
+    var memoryOnly = false
+    /// `list=1`: an HLS interstitial's asset list, whose asset URIs are rewritten in turn.
+    var assetList = false
+    /// `c=`: the CMCD to send for it when its player sends none.
+    var cmcd: String?
+    /// `v.<name>=`: the definitions of the multivariant playlist a media playlist was reached
+    /// from, for its `EXT-X-DEFINE:IMPORT`.
+    var imports: [String: String] = [:]
+
+    /// The prefix of the import items, and how many are written and read at most.
+    static let importPrefix = "v."
+    static let maximumImports = 256
+
+    /// The path and query a player asks for. The path form of an origin URL it cannot split
+    /// (no scheme or host) is the query form.
+    var uri: String {
+        if form == .path, let written = pathForm { return written }
+        let last = origin.lastPathComponent
+        let name = last.isEmpty || last == "/" ? "index" : last
+        var path = "/" + HLSPlaylist.percentEncoded(name) + "?url=" + HLSPlaylist.percentEncoded(origin.absoluteString)
+        if let token { path += "&token=" + HLSPlaylist.percentEncoded(token) }
+        if memoryOnly { path += "&memory=1" }
+        if assetList { path += "&list=1" }
+        if let cmcd { path += "&c=" + HLSPlaylist.percentEncoded(cmcd) }
+        for (name, value) in imports.sorted(by: { $0.key < $1.key }).prefix(Self.maximumImports) {
+            path += "&" + HLSPlaylist.percentEncoded(Self.importPrefix + name) + "=" + HLSPlaylist.percentEncoded(value)
+        }
+        return path
+    }
+
+    private var pathForm: String? {
+        let text = origin.absoluteString
+        guard let scheme = origin.scheme, let host = origin.host, let start = text.range(of: "://") else { return nil }
+        let afterScheme = text[start.upperBound...]
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let rest = String(afterScheme[authorityEnd...].prefix { $0 != "#" })
+        var authority = scheme.lowercased() + "://" + (host.contains(":") ? "[\(host)]" : host)
+        if let port = origin.port { authority += ":\(port)" }
+        var segment = Self.base64URL(authority)
+        if let token { segment += "." + Self.base64URL(token) }
+        return "/o/" + segment + (rest.utf8.starts(with: "/".utf8) ? rest : "/" + rest)
+    }
+
+    init(_ origin: URL, form: Form = .query, token: String? = nil) {
+        self.origin = origin
+        self.form = form
+        self.token = token
+    }
+
+    /// What `target` names.
+    /// - Throws: `ProxyRequestError` with 404 for another path without `url=`, 400 for a
+    ///   missing or bad URL (see `RequestTarget.originURL()`).
+    init(reading target: RequestTarget) throws(ProxyRequestError) {
+        do {
+            origin = try target.originURL()
+        } catch let error as ProxyRequestError {
+            throw error
+        } catch {
+            throw ProxyRequestError(status: .badRequest, "Malformed request target.")
+        }
+        token = target.token
+        guard target.pathForm == nil else {
+            form = .path
+            return
+        }
+        memoryOnly = target.query("memory") == "1"
+        assetList = target.query("list") == "1"
+        cmcd = target.query("c")
+        for item in target.items.prefix(Self.maximumImports) where item.name.utf8.starts(with: Self.importPrefix.utf8) {
+            imports[String(Substring(item.name.utf8.dropFirst(Self.importPrefix.utf8.count)))] = item.value ?? ""
+        }
+    }
+
+    static func base64URL(_ text: String) -> String {
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func fromBase64URL(_ text: Substring) -> String? {
+        guard text.count <= 2048,
+            text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        else { return nil }
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while standard.count % 4 != 0 { standard += "=" }
+        // Not `String(data:encoding:)`: it drops a leading U+FEFF.
+        return Data(base64Encoded: standard).flatMap { String(validating: $0, as: UTF8.self) }
+    }
+}
