@@ -68,7 +68,7 @@
             shouldWaitForLoadingOfRequestedResource loadingRequest: AVAssetResourceLoadingRequest
         ) -> Bool {
             let data = loadingRequest.dataRequest.map {
-                DataRequest(
+                LoadingRequest.DataRequest(
                     requestedOffset: $0.requestedOffset, requestedLength: Int64($0.requestedLength),
                     requestsAllDataToEndOfResource: $0.requestsAllDataToEndOfResource, currentOffset: $0.currentOffset)
             }
@@ -88,10 +88,10 @@
 
     /// Forwards the engine's answers to one AVFoundation loading request.
     // @unchecked Sendable: AVAssetResourceLoadingRequest may be answered from any thread.
-    struct AVLoadingResponder: LoadingRequestResponder, @unchecked Sendable {
+    struct AVLoadingResponder: LoadingRequest.Responder, @unchecked Sendable {
         let request: AVAssetResourceLoadingRequest
 
-        func fill(_ information: ContentInformation) {
+        func fill(_ information: LoadingRequest.ContentInformation) {
             request.contentInformationRequest?.contentLength = information.contentLength
             request.contentInformationRequest?.contentType = information.contentType
             request.contentInformationRequest?.isByteRangeAccessSupported = information.isByteRangeAccessSupported

@@ -24,7 +24,7 @@
         public init(_ downloads: DownloadQueue) {
             monitor.pathUpdateHandler = { [weak downloads] path in
                 downloads?.networkChanged(
-                    NetworkConditions(isMetered: path.isExpensive, isConstrained: path.isConstrained))
+                    DownloadRules.NetworkConditions(isMetered: path.isExpensive, isConstrained: path.isConstrained))
             }
             monitor.start(queue: DispatchQueue(label: "mediacache.network"))
         }

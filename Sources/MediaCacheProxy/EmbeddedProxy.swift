@@ -117,7 +117,7 @@ public final class EmbeddedProxy: Sendable {
     }
 }
 
-/// The proxy's URLs for origin resources (the grammar: ``ProxyTarget``).
+/// The proxy's URLs for origin resources.
 public enum ProxyURL {
     /// `/<file name>?url=<origin URL>[&token=…][&memory=1]`: the path ends with the
     /// resource's file name (ffmpeg's HLS reader refuses a segment URL without a media

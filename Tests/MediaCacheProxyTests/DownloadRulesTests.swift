@@ -107,7 +107,7 @@ import Testing
             queue.start()
             let film = try await queue.pin(h.origin.url("/film.mp4"))
             try await waitUntil { (queue.job(matching: film.id)?.bytesDone ?? 0) >= 2_000_000 }
-            queue.networkChanged(NetworkConditions(isMetered: true))
+            queue.networkChanged(DownloadRules.NetworkConditions(isMetered: true))
             try await waitUntil {
                 queue.job(matching: film.id)?.waiting == .network && queue.job(matching: film.id)?.state == .queued
             }

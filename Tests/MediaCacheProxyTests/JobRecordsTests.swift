@@ -100,10 +100,10 @@ import Testing
     }
 
     /// An hour-long window two hours from now, local time: closed for the whole test.
-    static func closedWindow() -> DailyWindow {
+    static func closedWindow() -> DownloadRules.Window {
         let parts = Calendar.current.dateComponents([.hour, .minute], from: Date())
         let start = ((parts.hour ?? 0) + 2) % 24 * 60
-        return DailyWindow(start: start, end: (start + 60) % 1440)
+        return DownloadRules.Window(start: start, end: (start + 60) % 1440)
     }
 
     /// A pinned download whose signed URL expired (the origin now answers `403`) finishes from a

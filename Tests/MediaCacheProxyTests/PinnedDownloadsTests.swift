@@ -99,7 +99,7 @@ import Testing
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
             let error = await #expect(throws: CacheError.self) { try await queue.pin(h.origin.url("/big.mp4")) }
-            #expect(error?.code == .capacityExceeded && error?.remedy == Remedy(.raisePinnedQuota))
+            #expect(error?.code == .capacityExceeded && error?.remedy == CacheError.Remedy(.raisePinnedQuota))
             #expect(error?.message.contains("1500000 bytes") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("1000000 bytes") == true, "\(error?.message ?? "")")
             #expect(h.origin.requests("/big.mp4").allSatisfy { $0.method == "HEAD" })

@@ -53,7 +53,9 @@ import Testing
                         languages.languages.count <= 32
                             && languages.languages.allSatisfy { !$0.isEmpty && $0.count <= 64 })
                     // What is accepted is written back as text that reads as the same choice.
-                    #expect((try? LanguageChoice.parse(languages.text, option: "--audio")) == languages, "\(languages)")
+                    #expect(
+                        (try? RenditionChoice.Languages.parse(languages.text, option: "--audio")) == languages,
+                        "\(languages)")
                 }
                 if case .atMostHeight(let lines) = request.variant { #expect(lines > 0 && lines <= 1 << 20) }
                 if let bytes = request.range {
@@ -76,8 +78,9 @@ import Testing
         #expect(
             chosen?.renditions
                 == RenditionChoice(
-                    variants: [.atMostHeight(720)], audio: LanguageChoice(includesDefault: true, languages: ["fr"]),
-                    subtitles: LanguageChoice.none, trickPlay: true)
+                    variants: [.atMostHeight(720)],
+                    audio: RenditionChoice.Languages(includesDefault: true, languages: ["fr"]),
+                    subtitles: RenditionChoice.Languages.none, trickPlay: true)
         )
         #expect(throws: PrefetchRequestError.self) {
             try PrefetchRequest.parse(range: nil, seconds: nil, variant: nil, audio: "en;fr")

@@ -46,7 +46,7 @@ import Testing
             let ended = try await PinnedDownloadsTests.settled(job.id, in: queue)
             #expect(
                 ended.state == .failed && ended.failure?.contains("pinned quota") == true
-                    && ended.remedy == Remedy(.raisePinnedQuota), "\(ended)")
+                    && ended.remedy == CacheError.Remedy(.raisePinnedQuota), "\(ended)")
             let (text, _, _) = try #require(queue.recordings.playlist(job.id))
             #expect(text.contains("#EXT-X-PLAYLIST-TYPE:VOD") && text.hasSuffix("#EXT-X-ENDLIST\n"), "\(text)")
             let held = try RecordedSegment.segments(

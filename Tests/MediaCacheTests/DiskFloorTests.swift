@@ -52,7 +52,7 @@ import Testing
                 }
             }
             #expect(
-                refusal?.code == .capacityExceeded && refusal?.remedy == Remedy(.freeDiskSpace)
+                refusal?.code == .capacityExceeded && refusal?.remedy == CacheError.Remedy(.freeDiskSpace)
                     && refusal?.message.contains("--") == false, "\(String(describing: refusal))")
             #expect(offset == 8 * mib, "the pinned entry took every byte above the floor")
             #expect(

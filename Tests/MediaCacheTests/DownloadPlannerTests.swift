@@ -17,7 +17,7 @@ import Testing
         Date(timeIntervalSince1970: 1_795_651_200 + Double(hour * 3600 + minute * 60))
     }
 
-    static func conditions(_ date: Date, network: NetworkConditions = .unknown, room: Int64? = nil)
+    static func conditions(_ date: Date, network: DownloadRules.NetworkConditions = .unknown, room: Int64? = nil)
         -> DownloadPlanner.Conditions
     {
         DownloadPlanner.Conditions(now: date, timeZone: utc, network: network, diskRoom: room, diskFloor: 1 << 30)
@@ -38,22 +38,22 @@ import Testing
     }
 
     @Test func aWindowIsReadAndWrittenBack() {
-        #expect(DailyWindow("01:00-06:00") == DailyWindow(start: 60, end: 360))
-        #expect(DailyWindow("23:30-6:15") == DailyWindow(start: 1410, end: 375))
-        #expect(DailyWindow("00:00-24:00") == .anyTime)
-        #expect(DailyWindow("any") == .anyTime)
-        #expect(DailyWindow("01:00-06:00")?.description == "01:00-06:00")
+        #expect(DownloadRules.Window("01:00-06:00") == DownloadRules.Window(start: 60, end: 360))
+        #expect(DownloadRules.Window("23:30-6:15") == DownloadRules.Window(start: 1410, end: 375))
+        #expect(DownloadRules.Window("00:00-24:00") == .anyTime)
+        #expect(DownloadRules.Window("any") == .anyTime)
+        #expect(DownloadRules.Window("01:00-06:00")?.description == "01:00-06:00")
         for bad in [
             "", "1-6", "01:00", "01:00-", "25:00-06:00", "01:60-02:00", "01:00-06:00-07:00", "1:5-2:00", "０1:00-06:00",
             "+1:00-06:00", "01:00 - 06:00",
         ] {
-            #expect(DailyWindow(bad) == nil, "\(bad)")
+            #expect(DownloadRules.Window(bad) == nil, "\(bad)")
         }
     }
 
     @Test func aWindowLetsAJobRunOnlyInsideAndSaysWhenItOpens() {
         let planner = DownloadPlanner(maxConcurrent: 2)
-        let night = DownloadRules(window: DailyWindow("01:00-06:00"))
+        let night = DownloadRules(window: DownloadRules.Window("01:00-06:00"))
         let outside = planner.plan([Self.job("a", night)], Self.conditions(Self.at(12)))
         #expect(outside.starts.isEmpty && outside.waits["a"]?.reason == .window)
         #expect(outside.waits["a"]?.detail.contains("01:00") == true, "\(outside.waits)")
@@ -68,7 +68,7 @@ import Testing
 
     @Test func aWindowAcrossMidnight() {
         let planner = DownloadPlanner(maxConcurrent: 1)
-        let late = DownloadRules(window: DailyWindow("23:00-02:00"))
+        let late = DownloadRules(window: DownloadRules.Window("23:00-02:00"))
         for (hour, runs) in [(22, false), (23, true), (0, true), (1, true), (2, false), (12, false)] {
             let plan = planner.plan([Self.job("a", late)], Self.conditions(Self.at(hour, 0)))
             #expect(plan.starts == (runs ? ["a"] : []), "at \(hour):00")
@@ -77,9 +77,9 @@ import Testing
     }
 
     @Test func networkRulesAgainstTheConditions() {
-        let metered = NetworkConditions(isMetered: true)
-        let lowData = NetworkConditions(isMetered: false, isConstrained: true)
-        let cases: [(NetworkRule?, NetworkConditions, Bool)] = [
+        let metered = DownloadRules.NetworkConditions(isMetered: true)
+        let lowData = DownloadRules.NetworkConditions(isMetered: false, isConstrained: true)
+        let cases: [(DownloadRules.Network?, DownloadRules.NetworkConditions, Bool)] = [
             (nil, .unknown, true), (nil, metered, false), (nil, lowData, false),
             (.any, metered, true), (.any, lowData, true),
             (.unmetered, .unknown, true), (.unmetered, metered, false),
@@ -92,18 +92,23 @@ import Testing
             #expect(plan.starts == (runs ? ["a"] : []), "\(String(describing: rule)) on \(network)")
             if !runs {
                 #expect(
-                    plan.waits["a"]?.reason == .network && plan.waits["a"]?.remedy == Remedy(.allowAnyNetwork, job: "a")
+                    plan.waits["a"]?.reason == .network
+                        && plan.waits["a"]?.remedy == CacheError.Remedy(.allowAnyNetwork, job: "a")
                 )
             }
         }
     }
 
     @Test func theUserSaysOverTheSystem() {
-        #expect(NetworkOverride.metered.applied(to: .unknown) == NetworkConditions(isMetered: true))
         #expect(
-            NetworkOverride.unmetered.applied(to: NetworkConditions(isMetered: true, isConstrained: true)) == .unknown)
+            DownloadRules.NetworkOverride.metered.applied(to: .unknown)
+                == DownloadRules.NetworkConditions(isMetered: true))
         #expect(
-            NetworkOverride.auto.applied(to: NetworkConditions(isMetered: true)) == NetworkConditions(isMetered: true))
+            DownloadRules.NetworkOverride.unmetered.applied(
+                to: DownloadRules.NetworkConditions(isMetered: true, isConstrained: true)) == .unknown)
+        #expect(
+            DownloadRules.NetworkOverride.auto.applied(to: DownloadRules.NetworkConditions(isMetered: true))
+                == DownloadRules.NetworkConditions(isMetered: true))
     }
 
     /// "This one anyway": on a metered network only the job whose own rule allows it runs, and
@@ -111,7 +116,8 @@ import Testing
     @Test func oneJobAnywayWhileTheOthersWait() {
         let planner = DownloadPlanner(maxConcurrent: 2)
         let jobs = [Self.job("a", running: true), Self.job("b", DownloadRules(network: .any)), Self.job("c")]
-        let plan = planner.plan(jobs, Self.conditions(Self.at(12), network: NetworkConditions(isMetered: true)))
+        let plan = planner.plan(
+            jobs, Self.conditions(Self.at(12), network: DownloadRules.NetworkConditions(isMetered: true)))
         #expect(plan.starts == ["b"])
         #expect(plan.stops == ["a": .network])
         #expect(Set(plan.waits.keys) == ["a", "c"])
@@ -140,9 +146,10 @@ import Testing
             [Self.job("c"), Self.job("a", running: true), Self.job("b", running: true)], Self.conditions(Self.at(12)))
         #expect(moved.starts == ["c"])
         #expect(
-            moved.stops.count == 1 && moved.stops.keys.first == "b" && moved.stops["b"] == .some(DownloadWait?.none))
+            moved.stops.count == 1 && moved.stops.keys.first == "b" && moved.stops["b"] == .some(DownloadJob.Wait?.none)
+        )
         // A waiting job does not take a slot.
-        let night = DownloadRules(window: DailyWindow("01:00-06:00"))
+        let night = DownloadRules(window: DownloadRules.Window("01:00-06:00"))
         let skipped = planner.plan([Self.job("a", night), Self.job("b"), Self.job("c")], Self.conditions(Self.at(12)))
         #expect(skipped.starts == ["b", "c"])
     }
@@ -158,7 +165,8 @@ import Testing
     }
 
     @Test func aJobsRulesGoOverTheQueues() {
-        let queue = DownloadRules(window: DailyWindow("01:00-06:00"), network: .unmetered, maxBytesPerSecond: 2 << 20)
+        let queue = DownloadRules(
+            window: DownloadRules.Window("01:00-06:00"), network: .unmetered, maxBytesPerSecond: 2 << 20)
         let own = DownloadRules(window: .anyTime)
         #expect(own.over(queue) == DownloadRules(window: .anyTime, network: .unmetered, maxBytesPerSecond: 2 << 20))
         #expect(
@@ -167,13 +175,19 @@ import Testing
     }
 
     @Test func networkManagersAnswerIsRead() {
-        #expect(NetworkConditions(networkManagerMetered: "u 1\n") == NetworkConditions(isMetered: true))
-        #expect(NetworkConditions(networkManagerMetered: "u 3") == NetworkConditions(isMetered: true))
+        #expect(
+            DownloadRules.NetworkConditions(networkManagerMetered: "u 1\n")
+                == DownloadRules.NetworkConditions(isMetered: true))
+        #expect(
+            DownloadRules.NetworkConditions(networkManagerMetered: "u 3")
+                == DownloadRules.NetworkConditions(isMetered: true))
         for value in ["u 0", "u 2", "u 4\n"] {
-            #expect(NetworkConditions(networkManagerMetered: value) == NetworkConditions(), "\(value)")
+            #expect(
+                DownloadRules.NetworkConditions(networkManagerMetered: value) == DownloadRules.NetworkConditions(),
+                "\(value)")
         }
         for bad in ["", "u", "u 5", "s 1", "u 1 2", "u -1", "u 01", "i 1"] {
-            #expect(NetworkConditions(networkManagerMetered: bad) == nil, "\(bad)")
+            #expect(DownloadRules.NetworkConditions(networkManagerMetered: bad) == nil, "\(bad)")
         }
     }
 }

@@ -236,10 +236,11 @@ import Testing
                     trickPlay: true))
         #expect(
             RenditionChoice().resolved
-                == RenditionChoice(variants: [.first], audio: .default, subtitles: LanguageChoice.none))
+                == RenditionChoice(variants: [.first], audio: .default, subtitles: RenditionChoice.Languages.none))
         #expect(RenditionChoice().isEmpty && !more.isEmpty)
         #expect(
-            LanguageChoice.default.union(.languages(["fr"])) == LanguageChoice(includesDefault: true, languages: ["fr"])
+            RenditionChoice.Languages.default.union(.languages(["fr"]))
+                == RenditionChoice.Languages(includesDefault: true, languages: ["fr"])
         )
     }
 
@@ -251,7 +252,8 @@ import Testing
         #expect(
             asset.renditions
                 == RenditionChoice(
-                    variants: [.atMost(bitsPerSecond: 2_000_000)], audio: .default, subtitles: LanguageChoice.none))
+                    variants: [.atMost(bitsPerSecond: 2_000_000)], audio: .default,
+                    subtitles: RenditionChoice.Languages.none))
         #expect(asset.seconds == 30 && asset.variant == .atMost(bitsPerSecond: 2_000_000))
         let again = try JSONDecoder().decode(DownloadJob.AssetChoice.self, from: try JSONEncoder().encode(asset))
         #expect(again == asset)

@@ -9,9 +9,9 @@ import Synchronization
 import Testing
 
 /// The player side of one loading request, checking every byte it is given.
-final class CheckingResponder: LoadingRequestResponder {
+final class CheckingResponder: LoadingRequest.Responder {
     struct State {
-        var information: ContentInformation?
+        var information: LoadingRequest.ContentInformation?
         var received: Int64 = 0
         var wrongBytesAt: Int64?
         var finished = false
@@ -30,7 +30,7 @@ final class CheckingResponder: LoadingRequestResponder {
         self.onReceive = onReceive
     }
 
-    func fill(_ information: ContentInformation) { state.withLock { $0.information = information } }
+    func fill(_ information: LoadingRequest.ContentInformation) { state.withLock { $0.information = information } }
 
     func respond(with data: ByteBuffer) {
         let received = state.withLock { state in
@@ -76,11 +76,12 @@ final class SimulatedPlayer: Sendable {
     }
 
     /// The first request: content information, on the wire bytes 0-1. Must finish first.
-    func contentInformation() async throws -> ContentInformation {
+    func contentInformation() async throws -> LoadingRequest.ContentInformation {
         let responder = CheckingResponder(resource: resource, start: 0)
         engine.start(
             nextID(),
-            LoadingRequest(wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
+            LoadingRequest(
+                wantsContentInformation: true, data: LoadingRequest.DataRequest(requestedOffset: 0, requestedLength: 2)),
             responder: responder)
         try await responder.wait()
         let state = responder.state.withLock { $0 }
@@ -96,7 +97,7 @@ final class SimulatedPlayer: Sendable {
         let responder = CheckingResponder(resource: resource, start: offset) { received in
             if received >= take { engine.cancel(id) }
         }
-        let data = DataRequest(
+        let data = LoadingRequest.DataRequest(
             requestedOffset: offset, requestedLength: length ?? (resource.length - offset),
             requestsAllDataToEndOfResource: length == nil)
         engine.start(id, LoadingRequest(wantsContentInformation: false, data: data), responder: responder)
@@ -132,7 +133,7 @@ final class SimulatedPlayer: Sendable {
                 let info = try await player.contentInformation()
                 #expect(
                     info
-                        == ContentInformation(
+                        == LoadingRequest.ContentInformation(
                             contentLength: 6_000 * k, contentType: "public.mp3", isByteRangeAccessSupported: true))
                 try await player.data(offset: 0, take: 700 * k)
                 try await player.data(offset: 700 * k, take: 800 * k)
@@ -151,7 +152,7 @@ final class SimulatedPlayer: Sendable {
                     oldID,
                     LoadingRequest(
                         wantsContentInformation: false,
-                        data: DataRequest(
+                        data: LoadingRequest.DataRequest(
                             requestedOffset: 1_500 * k, requestedLength: 4_500 * k, requestsAllDataToEndOfResource: true
                         )), responder: oldResponder)
                 try await oldResponder.wait(for: 500 * k)
@@ -251,7 +252,8 @@ final class SimulatedPlayer: Sendable {
                     player.engine.start(
                         player.nextID(),
                         LoadingRequest(
-                            wantsContentInformation: true, data: DataRequest(requestedOffset: 0, requestedLength: 2)),
+                            wantsContentInformation: true,
+                            data: LoadingRequest.DataRequest(requestedOffset: 0, requestedLength: 2)),
                         responder: responder)
                     try await responder.wait()
                     #expect(responder.state.withLock { $0.finished && $0.error == nil && $0.received == 2 })

@@ -16,8 +16,8 @@ import Testing
 /// a player then reads it with no origin request, the queue is replaced and emptied, the
 /// route is guarded like the other admin routes, and bad input gets a clear error.
 @Suite(.endToEnd) struct PreloadCommandTests {
-    static func queue(_ port: Int) async throws -> [PreloadItemStatus] {
-        try await CacheCommandTests.json([PreloadItemStatus].self, ["preload", "--port", String(port)])
+    static func queue(_ port: Int) async throws -> [PreloadItem.Status] {
+        try await CacheCommandTests.json([PreloadItem.Status].self, ["preload", "--port", String(port)])
     }
 
     static func request(_ url: String, _ method: HTTPMethod, headers: [(String, String)] = []) async throws -> (
@@ -71,7 +71,7 @@ import Testing
 
             // A new queue replaces it; --clear empties it.
             let replaced = try await CacheCommandTests.json(
-                [PreloadItemStatus].self, ["preload", "--port", port, server.origin.url("/a/song.mp3").absoluteString])
+                [PreloadItem.Status].self, ["preload", "--port", port, server.origin.url("/a/song.mp3").absoluteString])
             #expect(replaced.map(\.url) == [song])
             let cleared = try await CacheCommandTests.mediacache(["preload", "--port", port, "--clear"])
             #expect(

@@ -153,7 +153,7 @@ struct Exporter: Sendable {
         guard !playlists.isEmpty else {
             throw CacheError(
                 .notCached, "No rendition of \(url.absoluteString.prefix(200)) is wholly cached.",
-                remedy: Remedy(.pinFirst))
+                remedy: CacheError.Remedy(.pinFirst))
         }
         return PrefetchPlan(playlists: playlists, items: items, estimatedBytes: nil)
     }
@@ -186,7 +186,7 @@ struct Exporter: Sendable {
         guard options != nil || !chosen.isEmpty else {
             throw CacheError(
                 .notCached, "No representation of \(url.absoluteString.prefix(200)) is wholly cached.",
-                remedy: Remedy(.pinFirst))
+                remedy: CacheError.Remedy(.pinFirst))
         }
         let kept = Set(chosen.map(\.element))
         var others: Set<Int> = []

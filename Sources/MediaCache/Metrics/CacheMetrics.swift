@@ -77,14 +77,14 @@ package enum CacheMetrics {
         })
 
     private static let downloadWaits = Dictionary(
-        uniqueKeysWithValues: DownloadWait.allCases.map {
+        uniqueKeysWithValues: DownloadJob.Wait.allCases.map {
             ($0, Gauge(label: "mediacache_pinned_downloads_waiting", dimensions: [("reason", $0.rawValue)]))
         })
     static let diskFree = Gauge(label: "mediacache_disk_free_bytes")
 
     /// How many pinned downloads wait now, by reason.
     static func recordWaiting(_ jobs: some Sequence<DownloadJob>) {
-        var counts: [DownloadWait: Int] = [:]
+        var counts: [DownloadJob.Wait: Int] = [:]
         for job in jobs { if let reason = job.waiting { counts[reason, default: 0] += 1 } }
         for (reason, gauge) in downloadWaits { gauge.record(counts[reason] ?? 0) }
     }

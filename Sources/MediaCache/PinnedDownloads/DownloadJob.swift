@@ -52,12 +52,12 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
     public var createdAt: Date
     /// Why a queued job does not download now (outside its window, on a network its rule
     /// forbids, short of disk space); `nil` when it runs or waits only for a free slot.
-    public var waiting: DownloadWait?
+    public var waiting: DownloadJob.Wait?
     /// ``waiting`` in words, with what would end it.
     public var waitingDetail: String?
     /// What can be done about its ``failure`` or its ``waiting``, as data (the command line
     /// names its command or flag), when there is something.
-    public var remedy: Remedy?
+    public var remedy: CacheError.Remedy?
     /// The job's own rules, over the queue's (``DownloadQueue/setRules(_:_:)``).
     public var rules: DownloadRules?
     /// Its place in the queue: lower first; jobs of one rank in the order they were added.
@@ -120,6 +120,11 @@ public struct DownloadJob: Sendable, Codable, Equatable, Identifiable {
 
     /// The seconds a recording holds (gaps left out); `nil` for another job.
     public var recordedSeconds: Double? { recording?.duration }
+
+    /// The error of a job `id` that is not there.
+    static func missing(_ id: String) -> CacheError {
+        CacheError(.notCached, "There is no download job \(id.prefix(60)).", remedy: CacheError.Remedy(.listJobs))
+    }
 
     /// The fraction stored, 0...1, when the total is known.
     public var fraction: Double? {

@@ -11,7 +11,7 @@ struct DownloadPlanner: Sendable {
     struct Conditions: Sendable {
         var now: Date
         var timeZone: TimeZone
-        var network: NetworkConditions
+        var network: DownloadRules.NetworkConditions
         /// Whether ``network`` is the user's word (`mediacache network`) rather than the system's.
         var networkIsOverridden = false
         /// Bytes the store may still take before the disk's free space would fall below the
@@ -35,7 +35,7 @@ struct DownloadPlanner: Sendable {
     struct Plan: Sendable, Equatable {
         var starts: [String] = []
         /// Running jobs to stop and queue again, with why (`nil`: others come first).
-        var stops: [String: DownloadWait?] = [:]
+        var stops: [String: DownloadJob.Wait?] = [:]
         /// Why each queued job that does not run waits (absent: for a slot).
         var waits: [String: Wait] = [:]
         /// When the rules should be judged again at the latest (a window opens or closes).
@@ -44,9 +44,9 @@ struct DownloadPlanner: Sendable {
 
     /// A reason and its words.
     struct Wait: Sendable, Equatable {
-        var reason: DownloadWait
+        var reason: DownloadJob.Wait
         var detail: String
-        var remedy: Remedy?
+        var remedy: CacheError.Remedy?
     }
 
     /// The least room a job needs to start: a piece, or what it has left if less.
@@ -80,7 +80,7 @@ struct DownloadPlanner: Sendable {
             let (isOpen, opensAt) = window.check(conditions.now, in: conditions.timeZone)
             if isOpen {
                 // It closes at its end: judged again then.
-                let rest = DailyWindow(start: window.end, end: window.start)
+                let rest = DownloadRules.Window(start: window.end, end: window.start)
                 if window != .anyTime, let closes = rest.check(conditions.now, in: conditions.timeZone).opensAt {
                     nextCheck = min(nextCheck ?? .distantFuture, closes)
                 }
@@ -99,7 +99,7 @@ struct DownloadPlanner: Sendable {
             let who = conditions.networkIsOverridden ? "as set by hand" : "as the system says"
             return Wait(
                 reason: .network, detail: "the network is \(what) (\(who)) and its rule is \(rule.rawValue)",
-                remedy: Remedy(.allowAnyNetwork, job: job.id))
+                remedy: CacheError.Remedy(.allowAnyNetwork, job: job.id))
         }
         if let room = conditions.diskRoom, room < min(startingRoom, max(1, job.bytesLeft ?? startingRoom)) {
             return Wait(
@@ -117,6 +117,6 @@ struct DownloadPlanner: Sendable {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
         let parts = calendar.dateComponents([.hour, .minute], from: date)
-        return DailyWindow.clock((parts.hour ?? 0) * 60 + (parts.minute ?? 0))
+        return DownloadRules.Window.clock((parts.hour ?? 0) * 60 + (parts.minute ?? 0))
     }
 }

@@ -6,7 +6,7 @@ import Synchronization
 
 extension DownloadQueue {
     /// The size of the requests a pinned file is fetched in (see ``fetchFile(_:progress:)``).
-    static let piece: Int64 = 512 << 10
+    static let piece = DownloadPacer.piece
     /// How much the pieces in flight may have left when the next is asked for: about what a
     /// 60 ms round trip holds at 40 Mbit/s, so the link does not idle between pieces.
     static let ahead: Int64 = 384 << 10
@@ -158,7 +158,7 @@ extension DownloadQueue {
         configuration.logger.info(
             "Downloading", metadata: ["job": "\(id)", "url": "\(job.url.absoluteString.prefix(200))"])
         var failure: String?
-        var remedy: Remedy?
+        var remedy: CacheError.Remedy?
         var refused = false
         var roomWanted: String?
         do {

@@ -21,7 +21,7 @@ extension DownloadQueue {
         guard let job = job(matching: url.absoluteString), let asset = job.asset else {
             throw CacheError(
                 .notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)).",
-                remedy: Remedy(.listJobs))
+                remedy: CacheError.Remedy(.listJobs))
         }
         let plan = try await reader.planner.plan(
             job.url, kind: asset.format,
@@ -55,19 +55,21 @@ extension DownloadQueue {
     }
 
     /// The languages of `held` left when `removing` is taken away, named explicitly.
-    private static func remaining(_ held: [ChosenRendition], removing: LanguageChoice, kind: String) throws
-        -> LanguageChoice
+    private static func remaining(_ held: [ChosenRendition], removing: RenditionChoice.Languages, kind: String) throws
+        -> RenditionChoice.Languages
     {
         if removing.includesAll { return .none }
         for tag in removing.languages
-        where !held.contains(where: { LanguageChoice.tag(tag, names: $0.language, $0.name) }) {
+        where !held.contains(where: { RenditionChoice.Languages.tag(tag, names: $0.language, $0.name) }) {
             throw CacheError(
                 .outOfBounds,
                 "No \(kind) in \(tag.prefix(64)) is pinned; pinned: \(held.compactMap { $0.language ?? $0.name }.joined(separator: ", "))."
             )
         }
         let kept = held.filter { rendition in
-            !removing.languages.contains { LanguageChoice.tag($0, names: rendition.language, rendition.name) }
+            !removing.languages.contains {
+                RenditionChoice.Languages.tag($0, names: rendition.language, rendition.name)
+            }
         }
         var tags: [String] = []
         for rendition in kept {

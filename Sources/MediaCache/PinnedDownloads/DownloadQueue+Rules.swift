@@ -15,7 +15,7 @@ extension DownloadQueue {
     @discardableResult
     public func setRules(_ id: String, _ rules: DownloadRules) async throws -> DownloadJob {
         let restarts = try state.withLock { state -> Bool in
-            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            guard let job = state.jobs[id] else { throw DownloadJob.missing(id) }
             let changed = (job.rules ?? DownloadRules()).changed(by: rules)
             state.jobs[id]!.rules = changed.isEmpty ? nil : changed
             state.publish(.changed(state.jobs[id]!))
@@ -40,7 +40,7 @@ extension DownloadQueue {
     @discardableResult
     public func move(_ id: String, toFront: Bool = true) async throws -> DownloadJob {
         try state.withLock { state in
-            guard state.jobs[id] != nil else { throw Self.noJob(id) }
+            guard state.jobs[id] != nil else { throw DownloadJob.missing(id) }
             let ranks = state.jobs.values.filter { $0.id != id }.map { $0.rank ?? 0 }
             state.jobs[id]!.rank = toFront ? (ranks.min() ?? 0) - 1 : (ranks.max() ?? 0) + 1
             state.publish(.changed(state.jobs[id]!))
@@ -52,7 +52,7 @@ extension DownloadQueue {
 
     /// Tells the queue what the system says of the network (the Apple front door's path
     /// monitor, NetworkManager's metered property on Linux); jobs whose rules forbid it wait.
-    public func networkChanged(_ conditions: NetworkConditions) {
+    public func networkChanged(_ conditions: DownloadRules.NetworkConditions) {
         let changed = state.withLock { state in
             defer { state.network = conditions }
             return state.network != conditions
@@ -66,7 +66,7 @@ extension DownloadQueue {
     }
 
     /// What the user says of the network, over the system ("I am on a hotspot").
-    public var networkOverride: NetworkOverride {
+    public var networkOverride: DownloadRules.NetworkOverride {
         get { state.withLock { $0.networkOverride } }
         set {
             state.withLock { $0.networkOverride = newValue }
@@ -76,7 +76,7 @@ extension DownloadQueue {
     }
 
     /// The network as downloads go by it (the system's word under the user's), and the system's.
-    public var network: (effective: NetworkConditions, system: NetworkConditions) {
+    public var network: (effective: DownloadRules.NetworkConditions, system: DownloadRules.NetworkConditions) {
         state.withLock { ($0.networkOverride.applied(to: $0.network), $0.network) }
     }
 
@@ -222,7 +222,7 @@ extension DownloadQueue {
     public func pause(_ id: String) async throws -> DownloadJob {
         // A job whose download has just ended is not cancelled while its state is written.
         let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
-            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            guard let job = state.jobs[id] else { throw DownloadJob.missing(id) }
             if let running = state.running[id] {
                 if !running.isSettling { state.running[id]!.stop = .pause }
                 return (running.task, !running.isSettling)
@@ -246,7 +246,7 @@ extension DownloadQueue {
     @discardableResult
     public func resume(_ id: String) async throws -> DownloadJob {
         try state.withLock { state in
-            guard let job = state.jobs[id] else { throw Self.noJob(id) }
+            guard let job = state.jobs[id] else { throw DownloadJob.missing(id) }
             guard job.state == .paused || job.state == .failed else { return }
             state.jobs[id]!.state = .queued
             state.jobs[id]!.failure = nil
@@ -262,7 +262,7 @@ extension DownloadQueue {
     /// entries the least-recently-used policy may evict).
     public func cancel(_ id: String) async throws {
         let (task, cancels) = try state.withLock { state -> (Task<Void, Never>?, Bool) in
-            guard state.jobs[id] != nil else { throw Self.noJob(id) }
+            guard state.jobs[id] != nil else { throw DownloadJob.missing(id) }
             guard let running = state.running[id] else { return (nil, false) }
             if !running.isSettling { state.running[id]!.stop = .cancel }
             return (running.task, !running.isSettling)

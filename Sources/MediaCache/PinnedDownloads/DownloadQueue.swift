@@ -60,7 +60,7 @@ public final class DownloadQueue: Sendable {
     enum Stop: Equatable {
         case pause, cancel, shutDown
         /// Queued again: its rules stop it now (the reason), or others come first (`nil`).
-        case wait(DownloadWait?)
+        case wait(DownloadJob.Wait?)
     }
 
     struct Running {
@@ -84,8 +84,8 @@ public final class DownloadQueue: Sendable {
         var isShutDown = false
         var isStarted = false
         /// What the system says of the network, and what the user says over it.
-        var network = NetworkConditions.unknown
-        var networkOverride = NetworkOverride.auto
+        var network = DownloadRules.NetworkConditions.unknown
+        var networkOverride = DownloadRules.NetworkOverride.auto
         /// Looks at the rules again while jobs are unfinished (``watch()``).
         var watcher: Task<Void, Never>?
         /// When a window next opens or closes.
@@ -137,7 +137,7 @@ public final class DownloadQueue: Sendable {
                 // The system cleaned the folder (a phone's cache directory): said, and resumable.
                 job.state = .failed
                 job.failure = vanished
-                job.remedy = Remedy(.resumeJob, job: id)
+                job.remedy = CacheError.Remedy(.resumeJob, job: id)
                 configuration.logger.warning(
                     "A pinned download's files vanished", metadata: ["job": "\(id)", "reason": "\(vanished)"])
             }
@@ -311,7 +311,7 @@ public final class DownloadQueue: Sendable {
                 "Pinning \(job.url.absoluteString.prefix(200)) needs \(about)\(ByteCountText.format(needed)) (\(needed) bytes), "
                     + "but only \(ByteCountText.format(free)) (\(free) bytes) of the \(ByteCountText.format(quota)) pinned quota is free "
                     + "(\(ByteCountText.format(pinned)) pinned, \(ByteCountText.format(promised)) promised to unfinished downloads).",
-                remedy: Remedy(.raisePinnedQuota))
+                remedy: CacheError.Remedy(.raisePinnedQuota))
             configuration.logger.warning(
                 "Refused a pin over the quota",
                 metadata: ["url": "\(job.url.absoluteString.prefix(200))", "reason": "\(error.message)"])
@@ -349,12 +349,8 @@ public final class DownloadQueue: Sendable {
     }
 
     func current(_ id: String) throws -> DownloadJob {
-        guard let job = state.withLock({ $0.jobs[id] }) else { throw Self.noJob(id) }
+        guard let job = state.withLock({ $0.jobs[id] }) else { throw DownloadJob.missing(id) }
         return job
-    }
-
-    static func noJob(_ id: String) -> CacheError {
-        CacheError(.notCached, "There is no download job \(id.prefix(60)).", remedy: Remedy(.listJobs))
     }
 
     /// Eight hexadecimal digits.

@@ -54,6 +54,9 @@ final class DownloadPacer: Sendable {
     /// The pacer of the job the current task downloads.
     @TaskLocal static var current: DownloadPacer?
 
+    /// What a pinned download asks for at a time, and so what it is paced by: 512 KiB.
+    static let piece: Int64 = 512 << 10
+
     let rates: [DownloadRate]
     let store: CacheStore
 
@@ -70,7 +73,7 @@ final class DownloadPacer: Sendable {
     /// Throws ``RoomWanted`` when the disk has less room above its floor than `bytes` (at most
     /// a piece, at least a byte): the job waits for space rather than fetch what it cannot keep.
     func admit(_ bytes: Int64) throws {
-        let wanted = min(DownloadQueue.piece, max(1, bytes))
+        let wanted = min(DownloadPacer.piece, max(1, bytes))
         guard let room = store.diskRoom, room < wanted else { return }
         throw RoomWanted(
             message:

@@ -6,18 +6,20 @@ import Foundation
 /// When, on which network and how fast pinned downloads may move bytes. The queue's rules
 /// (``DownloadQueue/Configuration/rules``) hold for every job; a job's own rules
 /// (``DownloadQueue/setRules(_:_:)``) replace those it sets ("this one anyway": a job with
-/// ``NetworkRule/any`` downloads on a hotspot while the others wait).
+/// ``DownloadRules/Network/any`` downloads on a hotspot while the others wait).
 public struct DownloadRules: Sendable, Codable, Equatable {
     /// The hours of the day, local time, downloads run in; `nil`: the queue's, or any time.
-    public var window: DailyWindow?
-    /// The networks downloads run on; `nil`: the queue's, or ``NetworkRule/unmetered``.
-    public var network: NetworkRule?
+    public var window: DownloadRules.Window?
+    /// The networks downloads run on; `nil`: the queue's, or ``DownloadRules/Network/unmetered``.
+    public var network: DownloadRules.Network?
     /// At most this many bytes per second; `nil`: the queue's cap alone. A job's cap holds
     /// within the queue's, which every job shares.
     public var maxBytesPerSecond: Int64?
 
     /// Rules that set what is given.
-    public init(window: DailyWindow? = nil, network: NetworkRule? = nil, maxBytesPerSecond: Int64? = nil) {
+    public init(
+        window: DownloadRules.Window? = nil, network: DownloadRules.Network? = nil, maxBytesPerSecond: Int64? = nil
+    ) {
         self.window = window
         self.network = network
         self.maxBytesPerSecond = maxBytesPerSecond
@@ -36,13 +38,13 @@ public struct DownloadRules: Sendable, Codable, Equatable {
     /// Whether nothing is set.
     public var isEmpty: Bool { self == DownloadRules() }
 
-    /// Rules from their words: `window` `HH:MM-HH:MM` or `any`, `network` a ``NetworkRule``'s
+    /// Rules from their words: `window` `HH:MM-HH:MM` or `any`, `network` a ``DownloadRules/Network``'s
     /// name, `rate` bytes per second (at least 1024); `option` prefixes the names in errors.
     /// - Throws: ``CacheError`` `.outOfBounds` saying which word is wrong.
     package static func parse(window: String?, network: String?, rate: Int64?, option: String) throws -> DownloadRules {
         var rules = DownloadRules()
         if let window {
-            guard let parsed = DailyWindow(window) else {
+            guard let parsed = DownloadRules.Window(window) else {
                 throw CacheError(
                     .outOfBounds,
                     "\(option)window \(window.prefix(40)) is not a window: give HH:MM-HH:MM in local time (01:00-06:00) or any."
@@ -51,7 +53,7 @@ public struct DownloadRules: Sendable, Codable, Equatable {
             rules.window = parsed
         }
         if let network {
-            guard let parsed = NetworkRule(rawValue: network.lowercased()) else {
+            guard let parsed = DownloadRules.Network(rawValue: network.lowercased()) else {
                 throw CacheError(
                     .outOfBounds,
                     "\(option)network \(network.prefix(40)) is not one of any, unmetered, not-constrained.")
@@ -68,144 +70,155 @@ public struct DownloadRules: Sendable, Codable, Equatable {
     }
 }
 
-/// Hours of every day, local time: from ``start`` up to ``end`` (minutes after midnight). A
-/// window whose end comes before its start spans midnight (`23:00-06:00`); one whose start
-/// and end are equal is the whole day.
-public struct DailyWindow: Sendable, Codable, Equatable, CustomStringConvertible {
-    public var start: Int
-    public var end: Int
+extension DownloadRules {
+    /// Hours of every day, local time: from ``start`` up to ``end`` (minutes after midnight). A
+    /// window whose end comes before its start spans midnight (`23:00-06:00`); one whose start
+    /// and end are equal is the whole day.
+    public struct Window: Sendable, Codable, Equatable, CustomStringConvertible {
+        public var start: Int
+        public var end: Int
 
-    /// Any time of day.
-    public static let anyTime = DailyWindow(start: 0, end: 0)
+        /// Any time of day.
+        public static let anyTime = DownloadRules.Window(start: 0, end: 0)
 
-    /// The window from `start` to `end`, in minutes after midnight (0..<1440).
-    public init(start: Int, end: Int) {
-        self.start = min(max(0, start), 1439)
-        self.end = min(max(0, end), 1439)
-    }
-
-    /// Reads `HH:MM-HH:MM` (24-hour clock) or `any`; `nil` for anything else.
-    public init?(_ text: String) {
-        if text.lowercased() == "any" {
-            self = .anyTime
-            return
+        /// The window from `start` to `end`, in minutes after midnight (0..<1440).
+        public init(start: Int, end: Int) {
+            self.start = min(max(0, start), 1439)
+            self.end = min(max(0, end), 1439)
         }
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard text.count <= 11, parts.count == 2, let start = Self.minutes(parts[0]), let end = Self.minutes(parts[1])
-        else { return nil }
-        self.init(start: start, end: end)
-    }
 
-    /// `H:MM` or `HH:MM` as minutes after midnight (`24:00` is midnight).
-    private static func minutes(_ text: Substring) -> Int? {
-        let fields = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard fields.count == 2, (1...2).contains(fields[0].count), fields[1].count == 2,
-            fields.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
-            let hours = Int(fields[0]), let minutes = Int(fields[1]), minutes < 60,
-            hours < 24 || (hours == 24 && minutes == 0)
-        else { return nil }
-        return (hours * 60 + minutes) % 1440
-    }
-
-    public var description: String {
-        self == .anyTime ? "any" : "\(Self.clock(start))-\(Self.clock(end))"
-    }
-
-    /// `HH:MM` for a minute of the day.
-    static func clock(_ minutes: Int) -> String {
-        let hours = String(minutes / 60)
-        let rest = String(minutes % 60)
-        return (hours.count < 2 ? "0" : "") + hours + ":" + (rest.count < 2 ? "0" : "") + rest
-    }
-
-    /// Whether the minute of the day `minute` is inside.
-    func contains(minute: Int) -> Bool {
-        if start == end { return true }
-        return start < end ? (start..<end).contains(minute) : minute >= start || minute < end
-    }
-
-    /// Whether `date` is inside, in `timeZone`; when it is not, when the window next opens.
-    func check(_ date: Date, in timeZone: TimeZone) -> (isOpen: Bool, opensAt: Date?) {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
-        let parts = calendar.dateComponents([.hour, .minute, .second], from: date)
-        let minute = (parts.hour ?? 0) * 60 + (parts.minute ?? 0)
-        if contains(minute: minute) { return (true, nil) }
-        // Minutes until the start, counted in whole minutes from the current one.
-        let ahead = (start - minute + 1440) % 1440
-        let opens = calendar.date(byAdding: .minute, value: ahead, to: date).map {
-            $0.addingTimeInterval(-Double(parts.second ?? 0))
+        /// Reads `HH:MM-HH:MM` (24-hour clock) or `any`; `nil` for anything else.
+        public init?(_ text: String) {
+            if text.lowercased() == "any" {
+                self = .anyTime
+                return
+            }
+            let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+            guard text.count <= 11, parts.count == 2, let start = Self.minutes(parts[0]),
+                let end = Self.minutes(parts[1])
+            else { return nil }
+            self.init(start: start, end: end)
         }
-        return (false, opens)
-    }
-}
 
-/// The networks pinned downloads may use.
-public enum NetworkRule: String, Sendable, Codable, Equatable, CaseIterable {
-    /// Any network, metered or not.
-    case any
-    /// Only a network that is neither metered (a phone's hotspot, cellular) nor in low-data mode.
-    case unmetered
-    /// Any network not in low-data mode (metered allowed).
-    case notConstrained = "not-constrained"
+        /// `H:MM` or `HH:MM` as minutes after midnight (`24:00` is midnight).
+        private static func minutes(_ text: Substring) -> Int? {
+            let fields = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard fields.count == 2, (1...2).contains(fields[0].count), fields[1].count == 2,
+                fields.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+                let hours = Int(fields[0]), let minutes = Int(fields[1]), minutes < 60,
+                hours < 24 || (hours == 24 && minutes == 0)
+            else { return nil }
+            return (hours * 60 + minutes) % 1440
+        }
 
-    /// Whether a job under this rule may download on `network`.
-    func allows(_ network: NetworkConditions) -> Bool {
-        switch self {
-        case .any: true
-        case .unmetered: !network.isMetered && !network.isConstrained
-        case .notConstrained: !network.isConstrained
+        public var description: String {
+            self == .anyTime ? "any" : "\(Self.clock(start))-\(Self.clock(end))"
+        }
+
+        /// `HH:MM` for a minute of the day.
+        static func clock(_ minutes: Int) -> String {
+            let hours = String(minutes / 60)
+            let rest = String(minutes % 60)
+            return (hours.count < 2 ? "0" : "") + hours + ":" + (rest.count < 2 ? "0" : "") + rest
+        }
+
+        /// Whether the minute of the day `minute` is inside.
+        func contains(minute: Int) -> Bool {
+            if start == end { return true }
+            return start < end ? (start..<end).contains(minute) : minute >= start || minute < end
+        }
+
+        /// Whether `date` is inside, in `timeZone`; when it is not, when the window next opens.
+        func check(_ date: Date, in timeZone: TimeZone) -> (isOpen: Bool, opensAt: Date?) {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = timeZone
+            let parts = calendar.dateComponents([.hour, .minute, .second], from: date)
+            let minute = (parts.hour ?? 0) * 60 + (parts.minute ?? 0)
+            if contains(minute: minute) { return (true, nil) }
+            // Minutes until the start, counted in whole minutes from the current one.
+            let ahead = (start - minute + 1440) % 1440
+            let opens = calendar.date(byAdding: .minute, value: ahead, to: date).map {
+                $0.addingTimeInterval(-Double(parts.second ?? 0))
+            }
+            return (false, opens)
         }
     }
 }
 
-/// What the system (or the user) says of the network in use.
-public struct NetworkConditions: Sendable, Codable, Equatable {
-    /// Metered: cellular, a hotspot, a plan that counts bytes (NetworkManager's `Metered`, an
-    /// Apple path's `isExpensive`).
-    public var isMetered: Bool
-    /// In low-data mode (an Apple path's `isConstrained`).
-    public var isConstrained: Bool
+extension DownloadRules {
+    /// The networks pinned downloads may use.
+    public enum Network: String, Sendable, Codable, Equatable, CaseIterable {
+        /// Any network, metered or not.
+        case any
+        /// Only a network that is neither metered (a phone's hotspot, cellular) nor in low-data mode.
+        case unmetered
+        /// Any network not in low-data mode (metered allowed).
+        case notConstrained = "not-constrained"
 
-    public init(isMetered: Bool = false, isConstrained: Bool = false) {
-        self.isMetered = isMetered
-        self.isConstrained = isConstrained
-    }
-
-    /// A network nobody said anything of: neither metered nor constrained.
-    public static let unknown = NetworkConditions()
-}
-
-/// What the user says of the network, over what the system says (`mediacache network`).
-public enum NetworkOverride: String, Sendable, Codable, Equatable, CaseIterable {
-    /// The system's word.
-    case auto
-    /// "I am on a hotspot": metered, whatever the system says.
-    case metered
-    /// Unmetered and not constrained, whatever the system says.
-    case unmetered
-
-    /// The conditions downloads go by, given the system's.
-    func applied(to system: NetworkConditions) -> NetworkConditions {
-        switch self {
-        case .auto: system
-        case .metered: NetworkConditions(isMetered: true, isConstrained: system.isConstrained)
-        case .unmetered: NetworkConditions()
+        /// Whether a job under this rule may download on `network`.
+        func allows(_ network: DownloadRules.NetworkConditions) -> Bool {
+            switch self {
+            case .any: true
+            case .unmetered: !network.isMetered && !network.isConstrained
+            case .notConstrained: !network.isConstrained
+            }
         }
     }
 }
 
-/// Why a queued job does not download now.
-public enum DownloadWait: String, Sendable, Codable, Equatable, CaseIterable {
-    /// Outside its daily window.
-    case window
-    /// The network is metered or in low-data mode and its rule forbids that.
-    case network
-    /// The disk has less free space than the floor (``CacheStore/Configuration/minFreeDiskBytes``) leaves.
-    case space
+extension DownloadRules {
+    /// What the system (or the user) says of the network in use.
+    public struct NetworkConditions: Sendable, Codable, Equatable {
+        /// Metered: cellular, a hotspot, a plan that counts bytes (NetworkManager's `Metered`, an
+        /// Apple path's `isExpensive`).
+        public var isMetered: Bool
+        /// In low-data mode (an Apple path's `isConstrained`).
+        public var isConstrained: Bool
+
+        public init(isMetered: Bool = false, isConstrained: Bool = false) {
+            self.isMetered = isMetered
+            self.isConstrained = isConstrained
+        }
+
+        /// A network nobody said anything of: neither metered nor constrained.
+        public static let unknown = DownloadRules.NetworkConditions()
+    }
 }
 
-extension NetworkConditions {
+extension DownloadRules {
+    /// What the user says of the network, over what the system says (`mediacache network`).
+    public enum NetworkOverride: String, Sendable, Codable, Equatable, CaseIterable {
+        /// The system's word.
+        case auto
+        /// "I am on a hotspot": metered, whatever the system says.
+        case metered
+        /// Unmetered and not constrained, whatever the system says.
+        case unmetered
+
+        /// The conditions downloads go by, given the system's.
+        func applied(to system: DownloadRules.NetworkConditions) -> DownloadRules.NetworkConditions {
+            switch self {
+            case .auto: system
+            case .metered: DownloadRules.NetworkConditions(isMetered: true, isConstrained: system.isConstrained)
+            case .unmetered: DownloadRules.NetworkConditions()
+            }
+        }
+    }
+}
+
+extension DownloadJob {
+    /// Why a queued job does not download now.
+    public enum Wait: String, Sendable, Codable, Equatable, CaseIterable {
+        /// Outside its daily window.
+        case window
+        /// The network is metered or in low-data mode and its rule forbids that.
+        case network
+        /// The disk has less free space than the floor (``CacheStore/Configuration/minFreeDiskBytes``) leaves.
+        case space
+    }
+}
+
+extension DownloadRules.NetworkConditions {
     /// Reads NetworkManager's `Metered` property as `busctl get-property` prints it (`u 1`):
     /// 1 (yes) and 3 (guessed yes) are metered; 0, 2 and 4 are not; anything else is `nil`.
     package init?(networkManagerMetered text: String) {

@@ -65,7 +65,7 @@ struct Prefetcher: Sendable {
             }
         }
         // A pinned download waits for disk space rather than fetch what it cannot keep.
-        try DownloadPacer.current?.admit(item.range?.length ?? DownloadQueue.piece)
+        try DownloadPacer.current?.admit(item.range?.length ?? DownloadPacer.piece)
         // One round trip for an uncached resource: its first GET gives the content
         // information, and its body is the download the read joins.
         _ = try await reader.contentInfo(

@@ -21,14 +21,14 @@ import Foundation
 public struct RenditionChoice: Sendable, Codable, Equatable {
     /// HLS variants, or DASH video representations (one per video adaptation set for each choice).
     public var variants: [HLSPrefetchOptions.VariantChoice]
-    public var audio: LanguageChoice?
-    public var subtitles: LanguageChoice?
+    public var audio: RenditionChoice.Languages?
+    public var subtitles: RenditionChoice.Languages?
     /// I-frame playlists and image (thumbnail) playlists; DASH trick-mode and image adaptation sets.
     public var trickPlay: Bool
 
     public init(
-        variants: [HLSPrefetchOptions.VariantChoice] = [], audio: LanguageChoice? = nil,
-        subtitles: LanguageChoice? = nil, trickPlay: Bool = false
+        variants: [HLSPrefetchOptions.VariantChoice] = [], audio: RenditionChoice.Languages? = nil,
+        subtitles: RenditionChoice.Languages? = nil, trickPlay: Bool = false
     ) {
         self.variants = variants
         self.audio = audio
@@ -43,7 +43,7 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
     public var resolved: RenditionChoice {
         RenditionChoice(
             variants: variants.isEmpty ? [.first] : variants, audio: audio ?? .default,
-            subtitles: subtitles ?? LanguageChoice.none, trickPlay: trickPlay)
+            subtitles: subtitles ?? RenditionChoice.Languages.none, trickPlay: trickPlay)
     }
 
     /// This choice and `other` together (what pinning again with `other` adds).
@@ -57,85 +57,96 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
     }
 }
 
-/// Which languages of a kind of rendition (audio, or subtitles) to take.
-public struct LanguageChoice: Sendable, Codable, Equatable, Hashable {
-    /// The rendition marked default (`DEFAULT=YES`; DASH: role `main`, else the first).
-    public var includesDefault: Bool
-    /// Every language.
-    public var includesAll: Bool
-    /// RFC 5646 tags (`en` takes `en-GB` too) or rendition names, compared without case.
-    public var languages: [String]
+extension RenditionChoice {
+    /// Which languages of a kind of rendition (audio, or subtitles) to take.
+    public struct Languages: Sendable, Codable, Equatable, Hashable {
+        /// The rendition marked default (`DEFAULT=YES`; DASH: role `main`, else the first).
+        public var includesDefault: Bool
+        /// Every language.
+        public var includesAll: Bool
+        /// RFC 5646 tags (`en` takes `en-GB` too) or rendition names, compared without case.
+        public var languages: [String]
 
-    public init(includesDefault: Bool = false, includesAll: Bool = false, languages: [String] = []) {
-        self.includesDefault = includesDefault
-        self.includesAll = includesAll
-        self.languages = languages
-    }
-
-    public static let none = LanguageChoice()
-    public static let `default` = LanguageChoice(includesDefault: true)
-    public static let all = LanguageChoice(includesAll: true)
-    public static func languages(_ tags: [String]) -> LanguageChoice { LanguageChoice(languages: tags) }
-
-    /// Whether it names nothing.
-    public var isNone: Bool { !includesDefault && !includesAll && languages.isEmpty }
-
-    /// Both choices' languages.
-    public func union(_ other: LanguageChoice) -> LanguageChoice {
-        var tags = languages
-        for tag in other.languages where !tags.contains(where: { $0.caseInsensitiveCompare(tag) == .orderedSame }) {
-            tags.append(tag)
+        public init(includesDefault: Bool = false, includesAll: Bool = false, languages: [String] = []) {
+            self.includesDefault = includesDefault
+            self.includesAll = includesAll
+            self.languages = languages
         }
-        return LanguageChoice(
-            includesDefault: includesDefault || other.includesDefault, includesAll: includesAll || other.includesAll,
-            languages: tags)
-    }
 
-    /// Whether `tag` names a rendition of `language` (an RFC 5646 tag) or `name`.
-    static func tag(_ tag: String, names language: String?, _ name: String?) -> Bool {
-        let wanted = tag.lowercased()
-        if let language = language?.lowercased(), language == wanted || language.hasPrefix(wanted + "-") { return true }
-        return name?.lowercased() == wanted
-    }
-
-    /// Whether two RFC 5646 tags name one language (their primary subtags agree: `fr`, `fr-CA`).
-    static func sameLanguage(_ a: String, _ b: String) -> Bool {
-        a.split(separator: "-").first?.lowercased() == b.split(separator: "-").first?.lowercased()
-    }
-
-    /// Parses `none`, or `default`, `all` and languages separated by commas (`default,fr`), as
-    /// the command line and the admin endpoints write them.
-    package static func parse(_ text: String, option: String = "") throws(PrefetchRequestError) -> LanguageChoice {
-        let items = text.split(separator: ",").map { HLSPlaylist.trimmingSpaces($0) }
-        var choice = LanguageChoice()
-        let isTag: (String) -> Bool = { tag in
-            !tag.isEmpty && tag.count <= 64
-                && tag.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == " ") }
+        public static let none = RenditionChoice.Languages()
+        public static let `default` = RenditionChoice.Languages(includesDefault: true)
+        public static let all = RenditionChoice.Languages(includesAll: true)
+        public static func languages(_ tags: [String]) -> RenditionChoice.Languages {
+            RenditionChoice.Languages(languages: tags)
         }
-        for item in items {
-            switch item.lowercased() {
-            case "default": choice.includesDefault = true
-            case "all": choice.includesAll = true
-            case "none" where items.count == 1: break
-            case let tag where isTag(tag) && tag != "none": choice.languages.append(item)
-            default:
-                throw PrefetchRequestError(
-                    option, takes: "default, all, none or languages separated by commas (en,fr)", given: text)
+
+        /// Whether it names nothing.
+        public var isNone: Bool { !includesDefault && !includesAll && languages.isEmpty }
+
+        /// Both choices' languages.
+        public func union(_ other: RenditionChoice.Languages) -> RenditionChoice.Languages {
+            var tags = languages
+            for tag in other.languages where !tags.contains(where: { $0.caseInsensitiveCompare(tag) == .orderedSame }) {
+                tags.append(tag)
             }
+            return RenditionChoice.Languages(
+                includesDefault: includesDefault || other.includesDefault,
+                includesAll: includesAll || other.includesAll,
+                languages: tags)
         }
-        guard !items.isEmpty, items.count <= 32 else {
-            throw PrefetchRequestError(
-                option, takes: "default, all, none or 1 to 32 languages separated by commas (en,fr)", given: text)
-        }
-        return choice
-    }
 
-    /// The text form ``parse(_:option:)`` reads.
-    package var text: String {
-        var parts = languages
-        if includesAll { parts.insert("all", at: 0) }
-        if includesDefault { parts.insert("default", at: 0) }
-        return parts.isEmpty ? "none" : parts.joined(separator: ",")
+        /// Whether `tag` names a rendition of `language` (an RFC 5646 tag) or `name`.
+        static func tag(_ tag: String, names language: String?, _ name: String?) -> Bool {
+            let wanted = tag.lowercased()
+            if let language = language?.lowercased(), language == wanted || language.hasPrefix(wanted + "-") {
+                return true
+            }
+            return name?.lowercased() == wanted
+        }
+
+        /// Whether two RFC 5646 tags name one language (their primary subtags agree: `fr`, `fr-CA`).
+        static func sameLanguage(_ a: String, _ b: String) -> Bool {
+            a.split(separator: "-").first?.lowercased() == b.split(separator: "-").first?.lowercased()
+        }
+
+        /// Parses `none`, or `default`, `all` and languages separated by commas (`default,fr`), as
+        /// the command line and the admin endpoints write them.
+        package static func parse(_ text: String, option: String = "") throws(PrefetchRequestError)
+            -> RenditionChoice.Languages
+        {
+            let items = text.split(separator: ",").map { HLSPlaylist.trimmingSpaces($0) }
+            var choice = RenditionChoice.Languages()
+            let isTag: (String) -> Bool = { tag in
+                !tag.isEmpty && tag.count <= 64
+                    && tag.allSatisfy {
+                        $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == " ")
+                    }
+            }
+            for item in items {
+                switch item.lowercased() {
+                case "default": choice.includesDefault = true
+                case "all": choice.includesAll = true
+                case "none" where items.count == 1: break
+                case let tag where isTag(tag) && tag != "none": choice.languages.append(item)
+                default:
+                    throw PrefetchRequestError(
+                        option, takes: "default, all, none or languages separated by commas (en,fr)", given: text)
+                }
+            }
+            guard !items.isEmpty, items.count <= 32 else {
+                throw PrefetchRequestError(
+                    option, takes: "default, all, none or 1 to 32 languages separated by commas (en,fr)", given: text)
+            }
+            return choice
+        }
+
+        /// The text form ``parse(_:option:)`` reads.
+        package var text: String {
+            var parts = languages
+            if includesAll { parts.insert("all", at: 0) }
+            if includesDefault { parts.insert("default", at: 0) }
+            return parts.isEmpty ? "none" : parts.joined(separator: ",")
+        }
     }
 }
 

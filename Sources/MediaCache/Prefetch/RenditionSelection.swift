@@ -67,7 +67,8 @@ extension RenditionChoice {
             }
         }
         func pick(
-            _ type: String, groups: [String], _ languages: LanguageChoice, role: ChosenRendition.Role, option: String
+            _ type: String, groups: [String], _ languages: RenditionChoice.Languages, role: ChosenRendition.Role,
+            option: String
         ) throws(RenditionSelectionError) {
             let candidates = master.renditions.filter { $0.type == type && groups.contains($0.groupID) && !$0.isForced }
             var taken: [HLSPlaylist.Rendition] = []
@@ -78,7 +79,7 @@ extension RenditionChoice {
                 taken.append(first)
             }
             for tag in languages.languages {
-                let matching = candidates.filter { LanguageChoice.tag(tag, names: $0.language, $0.name) }
+                let matching = candidates.filter { RenditionChoice.Languages.tag(tag, names: $0.language, $0.name) }
                 guard !matching.isEmpty else {
                     let have = Set(candidates.compactMap { $0.language ?? $0.name }).sorted()
                     throw RenditionSelectionError(
@@ -106,7 +107,7 @@ extension RenditionChoice {
         for rendition in master.renditions
         where rendition.type == "SUBTITLES" && rendition.isForced && subtitleGroups.contains(rendition.groupID) {
             guard let language = rendition.language,
-                audioLanguages.contains(where: { LanguageChoice.sameLanguage($0, language) }),
+                audioLanguages.contains(where: { RenditionChoice.Languages.sameLanguage($0, language) }),
                 let url = HLSPlaylist.resolve(rendition.uri, base: base)
             else { continue }
             add(
@@ -175,7 +176,7 @@ extension RenditionChoice {
             }
             return AssetPlanner.choose(variant, among: variants).flatMap { Int($0.uri) }.map { set.representations[$0] }
         }
-        func languageSets(_ sets: [DASHPresentation.AdaptationSet], _ languages: LanguageChoice, key: String)
+        func languageSets(_ sets: [DASHPresentation.AdaptationSet], _ languages: RenditionChoice.Languages, key: String)
             -> [DASHPresentation.AdaptationSet]
         {
             sets.filter { set in
@@ -183,7 +184,7 @@ extension RenditionChoice {
                     set.roles.contains("main")
                     || (key == "audio" && !sets.contains { $0.roles.contains("main") }
                         && set.element == sets.first?.element)
-                let named = languages.languages.filter { LanguageChoice.tag($0, names: set.language, nil) }
+                let named = languages.languages.filter { RenditionChoice.Languages.tag($0, names: set.language, nil) }
                 found[key, default: []].formUnion(named.map { $0.lowercased() })
                 return languages.includesAll || (languages.includesDefault && isDefault) || !named.isEmpty
             }
@@ -207,7 +208,7 @@ extension RenditionChoice {
                 text.filter { !$0.roles.contains("forced-subtitle") }, choice.subtitles ?? .none, key: "subtitles")
                 + text.filter({ set in
                     set.roles.contains("forced-subtitle")
-                        && audioLanguages.contains { LanguageChoice.sameLanguage($0, set.language ?? "") }
+                        && audioLanguages.contains { RenditionChoice.Languages.sameLanguage($0, set.language ?? "") }
                 })
             {
                 set.representations.first.map { take($0, set, role: .subtitles, period: index) }

@@ -21,30 +21,32 @@ public struct PreloadItem: Sendable, Hashable, Codable {
     }
 }
 
-/// Where one item of the preload queue is (``CachingReader/preloadStatus``).
-public struct PreloadItemStatus: Sendable, Equatable, Codable {
-    /// An item's state.
-    public enum State: String, Sendable, Codable {
-        /// Waiting for a transfer.
-        case queued
-        /// Being fetched.
-        case preloading
-        /// Its first seconds are stored.
-        case done
-        /// It could not be preloaded (``PreloadItemStatus/error`` says why); the queue went on.
-        case failed
-        /// Stopped before its end: the queue's byte budget was spent.
-        case overBudget
-    }
+extension PreloadItem {
+    /// Where one item of the preload queue is (``CachingReader/preloadStatus``).
+    public struct Status: Sendable, Equatable, Codable {
+        /// An item's state.
+        public enum State: String, Sendable, Codable {
+            /// Waiting for a transfer.
+            case queued
+            /// Being fetched.
+            case preloading
+            /// Its first seconds are stored.
+            case done
+            /// It could not be preloaded (``PreloadItem/Status/error`` says why); the queue went on.
+            case failed
+            /// Stopped before its end: the queue's byte budget was spent.
+            case overBudget
+        }
 
-    /// The item's origin URL.
-    public var url: URL
-    /// The seconds asked for.
-    public var seconds: Double
-    /// Where it is.
-    public var state: State
-    /// Bytes fetched from the origin for it.
-    public var bytesFetched: Int64
-    /// Why it failed, if it did.
-    public var error: String?
+        /// The item's origin URL.
+        public var url: URL
+        /// The seconds asked for.
+        public var seconds: Double
+        /// Where it is.
+        public var state: State
+        /// Bytes fetched from the origin for it.
+        public var bytesFetched: Int64
+        /// Why it failed, if it did.
+        public var error: String?
+    }
 }

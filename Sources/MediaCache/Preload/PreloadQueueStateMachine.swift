@@ -16,7 +16,7 @@ struct PreloadQueueStateMachine {
     struct Entry: Equatable {
         var id: UInt64
         var item: PreloadItem
-        var state: PreloadItemStatus.State = .queued
+        var state: PreloadItem.Status.State = .queued
         var bytesFetched: Int64 = 0
         var error: String?
         /// A piece did not fit in the budget: it ends as `.overBudget`.
@@ -122,9 +122,9 @@ struct PreloadQueueStateMachine {
     }
 
     /// The queue's items as a caller sees them.
-    var status: [PreloadItemStatus] {
+    var status: [PreloadItem.Status] {
         entries.map {
-            PreloadItemStatus(
+            PreloadItem.Status(
                 url: $0.item.url, seconds: $0.item.seconds, state: $0.state, bytesFetched: $0.bytesFetched,
                 error: $0.error)
         }

@@ -61,7 +61,7 @@ final class Preloader: Sendable {
     }
 
     /// The queue's items and where each is.
-    var status: [PreloadItemStatus] { machine.withLock { $0.status } }
+    var status: [PreloadItem.Status] { machine.withLock { $0.status } }
 
     /// Replaces the queue with the first ``maximumItems`` of `items` that have a positive
     /// number of seconds and an http(s) URL, fetched from `source`.

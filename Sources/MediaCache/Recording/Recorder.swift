@@ -56,7 +56,7 @@ package struct Recorder: Sendable {
     var store: CacheStore { reader.store }
 
     func current(_ id: String) throws -> DownloadJob {
-        guard let job = jobs.job(id) else { throw DownloadQueue.noJob(id) }
+        guard let job = jobs.job(id) else { throw DownloadJob.missing(id) }
         return job
     }
 
@@ -191,7 +191,7 @@ package struct Recorder: Sendable {
     /// the renditions chosen with it (the default audio), by track.
     private func recordedPlaylists(_ id: String) async throws -> [URL] {
         let job = try current(id)
-        guard let recording = job.recording?.hls else { throw DownloadQueue.noJob(id) }
+        guard let recording = job.recording?.hls else { throw DownloadJob.missing(id) }
         if let known = recording.mediaPlaylist { return [known] + recording.renditions.map(\.url) }
         let (body, metadata) = try await reader.playlistBody(job.url)
         let playlist = try HLSPlaylist(parsing: body)
@@ -233,7 +233,7 @@ package struct Recorder: Sendable {
                         throw CacheError(
                             .capacityExceeded,
                             "The recording stopped at the pinned quota: \(ByteCountText.format(store.pinnedBytes)) of \(ByteCountText.format(quota)) are pinned.",
-                            remedy: Remedy(.raisePinnedQuota))
+                            remedy: CacheError.Remedy(.raisePinnedQuota))
                     }
                     throw CacheError(.ioFailure, "The segment was fetched but not stored.")
                 }
@@ -279,7 +279,7 @@ package struct Recorder: Sendable {
     ///   what is not stored; `.ioFailure` when the destination cannot be written (an existing
     ///   file or folder is not replaced).
     package func export(_ id: String, to destination: URL) async throws -> ExportSummary {
-        guard let job = jobs.job(id), let recording = job.recording else { throw DownloadQueue.noJob(id) }
+        guard let job = jobs.job(id), let recording = job.recording else { throw DownloadJob.missing(id) }
         let exporter = Exporter(reading: reader)
         var items: [(url: URL, range: ByteRange?)] = []
         // The files the index and playlists are, given the local name of each resource.
@@ -307,7 +307,7 @@ package struct Recorder: Sendable {
             // Each track's playlist; with renditions, `index.m3u8` is the multivariant playlist
             // naming them as `track0.m3u8`, ….
             for track in recording.timelines.indices {
-                guard let (text, base, _) = playlist(id, track: track) else { throw DownloadQueue.noJob(id) }
+                guard let (text, base, _) = playlist(id, track: track) else { throw DownloadJob.missing(id) }
                 let playlist = try HLSPlaylist(parsing: Array(text.utf8))
                 let gaps = Set(try RecordedSegment.segments(of: playlist, base: base).filter(\.gap).map(\.url))
                 for segment in playlist.segments where !gaps.contains(segment.uri) {

@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// In-flight requests live in a table keyed by request, so they may start and be
 /// cancelled in any order. Content information is answered from the cache when known. A
-/// data request is answered from ``DataRequest/requestedOffset`` (or from where an earlier
+/// data request is answered from ``LoadingRequest/DataRequest/requestedOffset`` (or from where an earlier
 /// answer left off) in order: cached bytes at once, the rest as it arrives. Cancelling a
 /// request, or ``cancelAll()`` when the asset goes away or a queue moves on, cancels the
 /// origin work nobody else shares.
@@ -47,7 +47,7 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
     }
 
     /// Starts answering `request`, identified by `id`, through `responder`.
-    public func start(_ id: RequestID, _ request: LoadingRequest, responder: some LoadingRequestResponder) {
+    public func start(_ id: RequestID, _ request: LoadingRequest, responder: some LoadingRequest.Responder) {
         // The task is made and entered under the lock, so even one that ends at once finds
         // its entry to remove (made outside, a fast task once removed nothing and its entry
         // stayed for good).
@@ -80,12 +80,12 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
         all.forEach { $0.cancel() }
     }
 
-    private func serve(_ request: LoadingRequest, responder: some LoadingRequestResponder) async {
+    private func serve(_ request: LoadingRequest, responder: some LoadingRequest.Responder) async {
         do {
             if request.wantsContentInformation {
                 let metadata = try await reader.contentInfo(for: url)
                 responder.fill(
-                    ContentInformation(
+                    LoadingRequest.ContentInformation(
                         contentLength: metadata.length ?? 0,
                         contentType: metadata.uniformTypeIdentifier
                             ?? MediaType.uniformTypeIdentifier(forPathExtension: url.pathExtension),
@@ -105,7 +105,7 @@ public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendabl
         }
     }
 
-    private func serve(_ data: DataRequest, responder: some LoadingRequestResponder) async throws {
+    private func serve(_ data: LoadingRequest.DataRequest, responder: some LoadingRequest.Responder) async throws {
         // Offsets and lengths come from the player: clamped into 0...maximumOffset first
         // (AVPlayer asks for lengths near Int.max), the subtractions cannot overflow.
         func bounded(_ value: Int64) -> Int64 { min(max(0, value), ByteRange.maximumOffset) }

@@ -162,7 +162,7 @@ package final class CacheEntryHandle: Sendable {
                     throw CacheError(
                         .capacityExceeded,
                         "Pinned entries would hold more than their quota (\(pinned + incoming) of \(quota) bytes).",
-                        remedy: Remedy(.raisePinnedQuota))
+                        remedy: CacheError.Remedy(.raisePinnedQuota))
                 }
             } else if incoming > 0, record.spans.byteCount + incoming > store.configuration.maxEntryBytes {
                 let share = store.configuration.maxEntryBytes

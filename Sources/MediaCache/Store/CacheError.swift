@@ -84,7 +84,7 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     /// What the user can do about it, when there is something: data, which a command line,
     /// a server's answer and an app each say in their own terms (a flag, a command, a
     /// setting). The ``message`` says what went wrong, never which of these to use.
-    public var remedy: Remedy?
+    public var remedy: CacheError.Remedy?
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, underlyingError: (any Error)? = nil) {
@@ -94,7 +94,7 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Creates an error with what can be done about it.
-    public init(_ code: Code, _ message: String, remedy: Remedy) {
+    public init(_ code: Code, _ message: String, remedy: CacheError.Remedy) {
         self.init(code, message)
         self.remedy = remedy
     }
@@ -105,49 +105,51 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// What can be done about an error or a waiting download, as data (``CacheError/remedy``,
-/// ``DownloadJob/remedy``): the library names the action and what it is about; whoever
-/// shows it to a user words it (the command line names its flag or command, an app its
-/// setting).
-public struct Remedy: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// The action. A struct, so that a new one breaks no one's `switch`.
-    public struct Action: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+extension CacheError {
+    /// What can be done about an error or a waiting download, as data (``CacheError/remedy``,
+    /// ``DownloadJob/remedy``): the library names the action and what it is about; whoever
+    /// shows it to a user words it (the command line names its flag or command, an app its
+    /// setting).
+    public struct Remedy: Sendable, Hashable, Codable, CustomStringConvertible {
+        /// The action. A struct, so that a new one breaks no one's `switch`.
+        public struct Action: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+            public let rawValue: String
+            public init(rawValue: String) { self.rawValue = rawValue }
 
-        /// Unpin something, or raise the pinned quota (``CacheStore/Configuration/pinnedQuota``).
-        public static let raisePinnedQuota = Action(rawValue: "raise-pinned-quota")
-        /// Free disk space, or lower the free space the cache keeps (``CacheStore/Configuration/minFreeDiskBytes``).
-        public static let freeDiskSpace = Action(rawValue: "free-disk-space")
-        /// See which download jobs there are (``DownloadQueue/jobs``).
-        public static let listJobs = Action(rawValue: "list-jobs")
-        /// Resume the job ``Remedy/job`` to fetch what it misses.
-        public static let resumeJob = Action(rawValue: "resume-job")
-        /// Pin the asset first: only what is wholly stored can be written out.
-        public static let pinFirst = Action(rawValue: "pin-first")
-        /// Let the job ``Remedy/job`` download on any network (``DownloadRules/network``).
-        public static let allowAnyNetwork = Action(rawValue: "allow-any-network")
+            /// Unpin something, or raise the pinned quota (``CacheStore/Configuration/pinnedQuota``).
+            public static let raisePinnedQuota = Action(rawValue: "raise-pinned-quota")
+            /// Free disk space, or lower the free space the cache keeps (``CacheStore/Configuration/minFreeDiskBytes``).
+            public static let freeDiskSpace = Action(rawValue: "free-disk-space")
+            /// See which download jobs there are (``DownloadQueue/jobs``).
+            public static let listJobs = Action(rawValue: "list-jobs")
+            /// Resume the job ``CacheError/Remedy/job`` to fetch what it misses.
+            public static let resumeJob = Action(rawValue: "resume-job")
+            /// Pin the asset first: only what is wholly stored can be written out.
+            public static let pinFirst = Action(rawValue: "pin-first")
+            /// Let the job ``CacheError/Remedy/job`` download on any network (``DownloadRules/network``).
+            public static let allowAnyNetwork = Action(rawValue: "allow-any-network")
 
-        public var description: String { rawValue }
-    }
+            public var description: String { rawValue }
+        }
 
-    public var action: Action
-    /// The download job it is about, if any.
-    public var job: String?
+        public var action: Action
+        /// The download job it is about, if any.
+        public var job: String?
 
-    public init(_ action: Action, job: String? = nil) {
-        self.action = action
-        self.job = job
-    }
+        public init(_ action: Action, job: String? = nil) {
+            self.action = action
+            self.job = job
+        }
 
-    /// `action` or `action; job=ID`: how a server's answer carries it (`X-MediaCache-Remedy`).
-    public var description: String { job.map { "\(action); job=\($0)" } ?? action.rawValue }
+        /// `action` or `action; job=ID`: how a server's answer carries it (`X-MediaCache-Remedy`).
+        public var description: String { job.map { "\(action); job=\($0)" } ?? action.rawValue }
 
-    /// Reads ``description``'s form; `nil` for an empty text.
-    public init?(parsing text: String) {
-        let parts = text.split(separator: ";", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let first = parts.first, !first.isEmpty, first.count <= 64 else { return nil }
-        action = Action(rawValue: first)
-        job = parts.dropFirst().first.flatMap { $0.hasPrefix("job=") ? String($0.dropFirst(4).prefix(64)) : nil }
+        /// Reads ``description``'s form; `nil` for an empty text.
+        public init?(parsing text: String) {
+            let parts = text.split(separator: ";", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let first = parts.first, !first.isEmpty, first.count <= 64 else { return nil }
+            action = Action(rawValue: first)
+            job = parts.dropFirst().first.flatMap { $0.hasPrefix("job=") ? String($0.dropFirst(4).prefix(64)) : nil }
+        }
     }
 }

@@ -45,7 +45,7 @@ extension CacheStore.State {
             throw CacheError(
                 .capacityExceeded,
                 "The disk would have less free space than the \(ByteCountText.format(floor)) the cache keeps free; the bytes are not cached.",
-                remedy: Remedy(.freeDiskSpace))
+                remedy: CacheError.Remedy(.freeDiskSpace))
         }
         return evicted
     }

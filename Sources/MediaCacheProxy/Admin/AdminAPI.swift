@@ -66,12 +66,12 @@ package enum AdminAPI {
     /// machine); 504 naming what is not cached.
     package static let export = AdminEndpoint<ExportQuery, ExportSummary>(.POST, "export")
     /// The preload queue.
-    package static let preloadStatus = AdminEndpoint<NoQuery, [PreloadItemStatus]>(.GET, "preload")
+    package static let preloadStatus = AdminEndpoint<NoQuery, [PreloadItem.Status]>(.GET, "preload")
     /// A new preload queue, in the order the items will play; it replaces the old one and
     /// answers at once.
-    package static let preload = AdminEndpoint<PreloadQuery, [PreloadItemStatus]>(.POST, "preload")
+    package static let preload = AdminEndpoint<PreloadQuery, [PreloadItem.Status]>(.POST, "preload")
     /// The preload queue, emptied.
-    package static let stopPreload = AdminEndpoint<NoQuery, [PreloadItemStatus]>(.DELETE, "preload")
+    package static let stopPreload = AdminEndpoint<NoQuery, [PreloadItem.Status]>(.DELETE, "preload")
     /// Starts a recording: its job and the URL a player opens to watch it.
     package static let record = AdminEndpoint<AssetQuery, RecordingAnswer>(.POST, "record")
     /// A recording's playlist, for a player (`EVENT` while it records, `VOD` after), its URIs

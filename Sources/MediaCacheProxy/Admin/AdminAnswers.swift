@@ -31,11 +31,11 @@ package struct AdminStats: Sendable, Codable, Equatable {
 /// `GET /_mediacache/network`: what downloads take the network to be, and who says so.
 package struct NetworkReport: Sendable, Codable, Equatable {
     /// What downloads go by.
-    package var effective: NetworkConditions
+    package var effective: DownloadRules.NetworkConditions
     /// What the system says.
-    package var system: NetworkConditions
+    package var system: DownloadRules.NetworkConditions
     /// What the user says over it (`mediacache network`).
-    package var override: NetworkOverride
+    package var override: DownloadRules.NetworkOverride
 
     package init(_ downloads: DownloadQueue) {
         (effective, system) = downloads.network

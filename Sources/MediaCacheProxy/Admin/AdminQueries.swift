@@ -173,10 +173,10 @@ package struct MoveQuery: AdminQuery {
 
 /// `mode=auto|metered|unmetered`.
 package struct NetworkQuery: AdminQuery {
-    package var mode: NetworkOverride
-    package init(_ mode: NetworkOverride) { self.mode = mode }
+    package var mode: DownloadRules.NetworkOverride
+    package init(_ mode: DownloadRules.NetworkOverride) { self.mode = mode }
     package init(reading query: AdminQueryItems) throws {
-        guard let mode = query.value("mode").flatMap(NetworkOverride.init(rawValue:)) else {
+        guard let mode = query.value("mode").flatMap(DownloadRules.NetworkOverride.init(rawValue:)) else {
             throw ProxyRequestError(status: .badRequest, "mode= takes auto, metered or unmetered.")
         }
         self.mode = mode

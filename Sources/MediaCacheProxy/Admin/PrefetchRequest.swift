@@ -52,7 +52,7 @@ package struct PrefetchRequest: Sendable, Equatable {
 
     /// Parses the options' text forms: `range` `a-b` (inclusive, as in HTTP), `seconds` a
     /// positive number, `variant` `first`, `lowest`, `highest`, a height (`720p`) or a number
-    /// of bits per second; `audio` and `subtitles` as ``LanguageChoice/parse(_:option:)``
+    /// of bits per second; `audio` and `subtitles` as ``RenditionChoice/Languages/parse(_:option:)``
     /// reads them; `trickPlay` `yes` or `no`.
     package static func parse(
         range: String?, seconds: String?, variant: String?, audio: String? = nil, subtitles: String? = nil,
@@ -91,8 +91,10 @@ package struct PrefetchRequest: Sendable, Equatable {
                     given: text)
             }
         }
-        if let audio { request.renditions.audio = try LanguageChoice.parse(audio, option: "audio") }
-        if let subtitles { request.renditions.subtitles = try LanguageChoice.parse(subtitles, option: "subtitles") }
+        if let audio { request.renditions.audio = try RenditionChoice.Languages.parse(audio, option: "audio") }
+        if let subtitles {
+            request.renditions.subtitles = try RenditionChoice.Languages.parse(subtitles, option: "subtitles")
+        }
         switch trickPlay?.lowercased() {
         case nil, "no", "false", "0": break
         case "yes", "true", "1": request.renditions.trickPlay = true

@@ -12,7 +12,7 @@ package struct StatusReport: Sendable, Codable, Equatable {
     /// The pinned downloads (`DownloadQueue`), when the server keeps a queue.
     package var pinned: [DownloadJob] = []
     /// The preload queue (`CachingReader.preload`).
-    package var preloads: [PreloadItemStatus] = []
+    package var preloads: [PreloadItem.Status] = []
     /// The most recently used entries (at most `StatusPage/entryLimit`).
     package var entries: [CacheEntrySummary]
 }

@@ -391,11 +391,11 @@ struct PreloadBenchCommand: AsyncParsableCommand {
             return count
         }
 
-        func queue() async throws -> [PreloadItemStatus] {
+        func queue() async throws -> [PreloadItem.Status] {
             let answer = try await ChildProcess.run([
                 "curl", "-s", "-f", "http://127.0.0.1:\(proxyPort)/_mediacache/preload",
             ])
-            return try JSONDecoder().decode([PreloadItemStatus].self, from: answer.output)
+            return try JSONDecoder().decode([PreloadItem.Status].self, from: answer.output)
         }
 
         /// Looks every 10 ms until `condition` holds (a minute at most).

@@ -5,11 +5,11 @@ import MediaCache
 import MediaCacheProxy
 
 /// What the command line tells a user to do about an error or a waiting download: the
-/// libraries say what can be done as data (``Remedy``, an error's code); the words, with this
+/// libraries say what can be done as data (``CacheError/Remedy``, an error's code); the words, with this
 /// tool's flags and commands, are written here only.
 enum Advice {
     /// The advice for `remedy`, if there is one.
-    static func words(for remedy: Remedy?) -> String? {
+    static func words(for remedy: CacheError.Remedy?) -> String? {
         guard let remedy else { return nil }
         let job = remedy.job ?? "ID"
         switch remedy.action {

@@ -60,7 +60,7 @@ protocol CacheAccess: Sendable {
     /// Moves the job `text` names to the front of the queue (or the back).
     func move(_ text: String, toFront: Bool) async throws -> DownloadJob
     /// What the server takes the network to be; with `mode`, says it first.
-    func network(_ mode: NetworkOverride?) async throws -> NetworkReport
+    func network(_ mode: DownloadRules.NetworkOverride?) async throws -> NetworkReport
     /// Records the live stream at `url`: a server records it and answers at once; here, the
     /// recording runs until it ends (its `url` is then empty: no server plays it).
     func record(_ url: URL, for duration: Duration?, renditions: RenditionChoice) async throws -> RecordingAnswer

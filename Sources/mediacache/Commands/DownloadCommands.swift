@@ -239,7 +239,7 @@ struct NetworkCommand: AsyncParsableCommand {
     var mode: String?
 
     func validate() throws {
-        if let mode, NetworkOverride(rawValue: mode.lowercased()) == nil {
+        if let mode, DownloadRules.NetworkOverride(rawValue: mode.lowercased()) == nil {
             throw ValidationError("\(mode.prefix(40)) is not one of metered, unmetered, auto.")
         }
     }
@@ -249,7 +249,7 @@ struct NetworkCommand: AsyncParsableCommand {
     func run() async throws {
         try await failing {
             let report = try await options.withCache {
-                try await $0.network(mode.flatMap { NetworkOverride(rawValue: $0.lowercased()) })
+                try await $0.network(mode.flatMap { DownloadRules.NetworkOverride(rawValue: $0.lowercased()) })
             }
             if options.json { return try printJSON(report) }
             let effective = report.effective

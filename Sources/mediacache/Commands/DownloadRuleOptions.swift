@@ -79,7 +79,7 @@ enum DownloadRuleText {
 enum SystemNetwork {
     static func follow(into downloads: DownloadQueue, logger: Logger) {
         Task.detached {
-            var told: NetworkConditions?
+            var told: DownloadRules.NetworkConditions?
             while !Task.isCancelled {
                 let conditions = await ask() ?? .unknown
                 if conditions != told {
@@ -96,7 +96,7 @@ enum SystemNetwork {
     }
 
     /// NetworkManager's answer, asked on a thread of its own (a child process is waited for).
-    private static func ask() async -> NetworkConditions? {
+    private static func ask() async -> DownloadRules.NetworkConditions? {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 let process = Process()
@@ -117,7 +117,8 @@ enum SystemNetwork {
                 process.waitUntilExit()
                 guard process.terminationStatus == 0 else { return continuation.resume(returning: nil) }
                 continuation.resume(
-                    returning: NetworkConditions(networkManagerMetered: String(decoding: data, as: UTF8.self)))
+                    returning: DownloadRules.NetworkConditions(
+                        networkManagerMetered: String(decoding: data, as: UTF8.self)))
             }
         }
     }

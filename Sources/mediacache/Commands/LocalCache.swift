@@ -110,7 +110,7 @@ struct LocalCache: CacheAccess {
         return try await Self.failing { try await queue.move(job.id, toFront: toFront) }
     }
 
-    func network(_ mode: NetworkOverride?) async throws -> NetworkReport {
+    func network(_ mode: DownloadRules.NetworkOverride?) async throws -> NetworkReport {
         throw CommandFailure(
             "No server holds this cache folder: what the network is matters to a running `mediacache serve`, which reads it from the system."
         )

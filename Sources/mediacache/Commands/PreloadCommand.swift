@@ -48,7 +48,7 @@ struct PreloadCommand: AsyncParsableCommand {
     func run() async throws {
         try await failing {
             let info = try await server.resolved()
-            let status: [PreloadItemStatus]
+            let status: [PreloadItem.Status]
             if urls.isEmpty, !clear {
                 status = try await ServerCache(info).preloadStatus()
             } else {

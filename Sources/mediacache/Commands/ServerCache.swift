@@ -108,7 +108,7 @@ struct ServerCache: CacheAccess {
         try await ask(AdminAPI.move, MoveQuery(text, toFront: toFront))
     }
 
-    func network(_ mode: NetworkOverride?) async throws -> NetworkReport {
+    func network(_ mode: DownloadRules.NetworkOverride?) async throws -> NetworkReport {
         guard let mode else { return try await ask(AdminAPI.network, NoQuery()) }
         return try await ask(AdminAPI.setNetwork, NetworkQuery(mode))
     }
@@ -126,7 +126,7 @@ struct ServerCache: CacheAccess {
     static let preloadTimeout: TimeAmount = .seconds(5)
 
     /// The server's preload queue.
-    func preloadStatus() async throws -> [PreloadItemStatus] {
+    func preloadStatus() async throws -> [PreloadItem.Status] {
         try await ask(AdminAPI.preloadStatus, NoQuery(), timeout: Self.preloadTimeout)
     }
 
@@ -135,7 +135,7 @@ struct ServerCache: CacheAccess {
     func answers() async -> Bool { (try? await preloadStatus()) != nil }
 
     /// Replaces the server's preload queue (an empty `urls` empties it).
-    func preload(_ urls: [URL], seconds: Double) async throws -> [PreloadItemStatus] {
+    func preload(_ urls: [URL], seconds: Double) async throws -> [PreloadItem.Status] {
         guard !urls.isEmpty else { return try await ask(AdminAPI.stopPreload, NoQuery(), timeout: Self.preloadTimeout) }
         return try await ask(AdminAPI.preload, PreloadQuery(urls, seconds: seconds), timeout: Self.preloadTimeout)
     }
@@ -217,7 +217,7 @@ struct ServerCache: CacheAccess {
     static func failure(_ response: HTTPClientResponse) async throws -> CommandFailure {
         let body = try await response.body.collect(upTo: 64 << 10)
         let message = String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines)
-        let remedy = response.headers.first(name: "X-MediaCache-Remedy").flatMap(Remedy.init(parsing:))
+        let remedy = response.headers.first(name: "X-MediaCache-Remedy").flatMap(CacheError.Remedy.init(parsing:))
         return CommandFailure(
             Advice.joined("The server answered \(response.status.code): \(message)", Advice.words(for: remedy)),
             status: Int(response.status.code))

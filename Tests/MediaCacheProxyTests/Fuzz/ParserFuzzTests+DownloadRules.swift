@@ -14,21 +14,26 @@ extension ParserFuzzTests {
     /// case; what is read writes back to the same window. An answer is `u` and one digit 0-4.
     @Test func downloadRuleTextsAreReadAsTheModelSays() throws {
         let outcomes = try Mutator.run("download-rules") { input in
-            let window = DailyWindow(input)
+            let window = DownloadRules.Window(input)
             let model = Self.modelWindow(Array(input.utf8))
             guard window.map({ [$0.start, $0.end] }) == model else {
                 return ("window mismatch", "read \(String(describing: window)), model \(String(describing: model))")
             }
-            if let window, DailyWindow(window.description) != window {
-                return ("round trip", "\(window) reads back as \(String(describing: DailyWindow(window.description)))")
+            if let window, DownloadRules.Window(window.description) != window {
+                return (
+                    "round trip",
+                    "\(window) reads back as \(String(describing: DownloadRules.Window(window.description)))"
+                )
             }
-            let answer = NetworkConditions(networkManagerMetered: input)
+            let answer = DownloadRules.NetworkConditions(networkManagerMetered: input)
             let fields = Array(input.utf8).split(whereSeparator: { [9, 10, 11, 12, 13, 32].contains($0) })
             let digit =
                 fields.count == 2 && fields[0].elementsEqual("u".utf8) && fields[1].count == 1
                     && (48...52).contains(fields[1].first!)
                 ? Int(fields[1].first! - 48) : nil
-            let expected = input.utf8.count <= 64 ? digit.map { NetworkConditions(isMetered: $0 == 1 || $0 == 3) } : nil
+            let expected =
+                input.utf8.count <= 64
+                ? digit.map { DownloadRules.NetworkConditions(isMetered: $0 == 1 || $0 == 3) } : nil
             guard answer == expected || !input.unicodeScalars.allSatisfy(\.isASCII) else {
                 return ("answer mismatch", "read \(String(describing: answer)), model \(String(describing: expected))")
             }

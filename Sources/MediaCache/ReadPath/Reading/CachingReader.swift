@@ -245,7 +245,7 @@ public final class CachingReader: Sendable {
     }
 
     /// The preload queue's items and where each is.
-    public var preloadStatus: [PreloadItemStatus] { preloader.status }
+    public var preloadStatus: [PreloadItem.Status] { preloader.status }
 
     /// The most items a preload queue holds: it is what plays next, not a library.
     public static let maximumPreloadItems = Preloader.maximumItems
