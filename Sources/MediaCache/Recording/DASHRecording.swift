@@ -190,26 +190,3 @@ package enum DASHRecordingWriter {
             rest / 60_000 % 60, rest / 1000 % 60, rest % 1000)
     }
 }
-
-extension DASHManifest {
-    /// The XML of `element` without its end tag: its start tag (opened, were it self-closing)
-    /// and its child elements but those named in `skipping`, as the origin wrote them.
-    package func opening(_ element: Int, skipping: Set<String>) -> String {
-        let item = elements[element]
-        var text = String(decoding: bytes[item.extent.lowerBound..<item.startTagEnd], as: UTF8.self)
-        if text.hasSuffix("/>") { text = String(text.dropLast(2)) + ">" }
-        for child in elements[(element + 1)...] where child.parent == element && !skipping.contains(child.name) {
-            text += String(decoding: bytes[child.extent], as: UTF8.self)
-        }
-        return text
-    }
-
-    /// The root's namespace declarations (`xmlns:cenc="…"` …) but the default one.
-    package var namespaceDeclarations: String {
-        guard let root = elements.first else { return "" }
-        return root.attributes.filter { $0.name.hasPrefix("xmlns:") }.map {
-            "\($0.name)=\"\(String(decoding: bytes[$0.value], as: UTF8.self))\""
-        }
-        .joined(separator: " ")
-    }
-}

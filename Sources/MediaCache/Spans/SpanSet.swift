@@ -155,3 +155,19 @@ extension SpanSet {
         }
     }
 }
+
+extension SpanSet {
+    /// A picture of which parts of a `length`-byte resource are stored, `width` cells wide:
+    /// `█` where a cell is wholly stored, `▒` partly, `░` not at all.
+    package func coverageBar(length: Int64, width: Int = 40) -> String {
+        guard length > 0, width > 0 else { return String(repeating: isEmpty ? "░" : "█", count: max(0, width)) }
+        return String(
+            (0..<width).map { cell -> Character in
+                let start = length * Int64(cell) / Int64(width)
+                let end = max(start + 1, length * Int64(cell + 1) / Int64(width))
+                let cellRange = ByteRange(start, min(end, length))
+                if contains(cellRange) { return "█" }
+                return spans(in: cellRange).isEmpty ? "░" : "▒"
+            })
+    }
+}

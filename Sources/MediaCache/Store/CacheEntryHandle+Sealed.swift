@@ -222,14 +222,6 @@ extension CacheEntryHandle {
     }
 }
 
-extension EntryCipher {
-    /// The version an entry's blocks are bound to: 64 bits of the SHA-256 of its data file's
-    /// name, which is new (random) for every version of a resource.
-    static func version(ofFileName fileName: String) -> UInt64 {
-        SHA256.hash(data: Data(fileName.utf8)).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-    }
-}
-
 extension CacheStore {
     /// The lock writers of `key`'s entry hold while they seal and claim (striped: entries
     /// share a few locks, which they hold only for one write).

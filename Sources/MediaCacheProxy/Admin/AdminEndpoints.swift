@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-package import MediaCache
+import MediaCache
 import NIOCore
 import NIOHTTP1
 

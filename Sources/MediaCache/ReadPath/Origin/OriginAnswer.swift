@@ -42,17 +42,3 @@ public struct OriginAnswer: Sendable, Hashable {
     /// origin, which is retried and may let a stale cached copy stand in.
     public var isServerError: Bool { (500...599).contains(status) }
 }
-
-extension CacheError {
-    /// An error carrying the origin's own answer (see ``OriginAnswer``).
-    public init(answer: OriginAnswer, url: String) {
-        self.init(.originAnswered, "\(url.prefix(200)) answered \(answer.status) \(answer.reason).")
-        originAnswer = answer
-    }
-
-    /// Whether the origin could not serve now: unreachable, too slow, or a `5xx` answer. A
-    /// download resumes after such a failure, and a stale copy may stand in for the answer.
-    public var isOriginFailure: Bool {
-        code == .originUnavailable || code == .originTimedOut || (originAnswer?.isServerError ?? false)
-    }
-}
