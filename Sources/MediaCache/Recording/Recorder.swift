@@ -25,20 +25,23 @@ extension RecordingJobs {
     /// Applies `change` to the job `id`'s recording if it is an HLS one (see `updateRecording`).
     @discardableResult
     func updateHLS<T>(of id: String, _ change: (inout HLSRecording) -> T) -> T? {
-        updateRecording(of: id) { recording -> T? in
-            guard case .hls(var hls) = recording else { return nil }
-            defer { recording = .hls(hls) }
-            return change(&hls)
-        } ?? nil
+        update(id, read: \.hls, write: Recording.hls, change)
     }
 
     /// Applies `change` to the job `id`'s recording if it is a DASH one (see `updateRecording`).
     @discardableResult
     func updateDASH<T>(of id: String, _ change: (inout DASHRecording) -> T) -> T? {
+        update(id, read: \.dash, write: Recording.dash, change)
+    }
+
+    /// Applies `change` to the recording of kind `Kind` (`read` takes it out, `write` puts it back).
+    private func update<Kind, T>(
+        _ id: String, read: (Recording) -> Kind?, write: (Kind) -> Recording, _ change: (inout Kind) -> T
+    ) -> T? {
         updateRecording(of: id) { recording -> T? in
-            guard case .dash(var dash) = recording else { return nil }
-            defer { recording = .dash(dash) }
-            return change(&dash)
+            guard var kind = read(recording) else { return nil }
+            defer { recording = write(kind) }
+            return change(&kind)
         } ?? nil
     }
 }
