@@ -176,11 +176,11 @@ import Testing
     /// answer is refused and the bytes already cached stay.
     @Test func aLengthThatContradictsTheKnownOneIsRefusedAndTheCacheKept() async throws {
         try await HostileHarness.with { h in
-            let resource = TestOrigin.Resource.generated(length: Self.size, seed: 79, mimeType: "audio/mpeg")
-            h.proxy.origin.serve(resource, at: "/known.mp3")
-            let first = try await h.client.exchange([h.raw(h.target("/known.mp3"), extra: ["Range: bytes=0-999"])])
+            let resource = TestOrigin.Resource.generated(length: Self.size, seed: 79, mimeType: "video/mp4")
+            h.proxy.origin.serve(resource, at: "/known.mp4")
+            let first = try await h.client.exchange([h.raw(h.target("/known.mp4"), extra: ["Range: bytes=0-999"])])
             #expect(first.first?.status == 206)
-            h.proxy.origin.update("/known.mp3") { stored in
+            h.proxy.origin.update("/known.mp4") { stored in
                 stored.faults.rawResponse = { range in
                     let wanted = Self.asked(range)
                     return Self.answer(
@@ -193,9 +193,10 @@ import Testing
                         body: wanted, of: resource)
                 }
             }
-            // Past what the first request's download fetched (256 KiB), so the origin is asked.
+            // Past what the first request's download fetched (256 KiB), so the origin is asked (a
+            // video file: an audio one would be filled on play, on purpose, and the rest stored).
             let lied = try await h.client.exchange([
-                h.raw(h.target("/known.mp3"), extra: ["Range: bytes=290000-290999"])
+                h.raw(h.target("/known.mp4"), extra: ["Range: bytes=290000-290999"])
             ])
             if let response = lied.first, response.status == 206 {
                 #expect(!response.isComplete, "a contradicted answer must not be served whole")
@@ -203,13 +204,13 @@ import Testing
                 #expect(lied.first?.status == 502)
             }
             // The first bytes are still cached: served while the origin keeps lying.
-            let cached = try await h.client.exchange([h.raw(h.target("/known.mp3"), extra: ["Range: bytes=0-999"])])
+            let cached = try await h.client.exchange([h.raw(h.target("/known.mp4"), extra: ["Range: bytes=0-999"])])
             #expect(cached.first?.status == 206)
             #expect(
                 cached.first.map {
                     resource.firstMismatch(in: ByteBuffer(bytes: $0.body), at: 0) == nil && $0.body.count == 1000
                 } == true)
-            try await h.expectCleanRead("/known.mp3", resource: resource)
+            try await h.expectCleanRead("/known.mp4", resource: resource)
         }
     }
 

@@ -75,6 +75,9 @@ import Testing
         // (the replay then asked for 256 KiB past what the first session's player took).
         var configuration = CachingReader.Configuration()
         configuration.holeDelay = .milliseconds(200)
+        // What a hang-up costs is the read path's own pacing: no fill on play, which would
+        // fetch this audio file to its end on purpose (`FillOnPlayTests`).
+        configuration.fillOnPlay = .none
         try await Harness.with(setup: setup, reader: configuration) { h in
             let size: Int64 = 6_000_000
             h.origin.serve(.generated(length: size, seed: 2, mimeType: "audio/mpeg"), at: "/a.mp3")

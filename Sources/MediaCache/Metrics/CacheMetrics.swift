@@ -95,7 +95,7 @@ package enum CacheMetrics {
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
             cacheEntries, rejectedBlocks, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
-            preloadHits, preloads, downloadWaits,
+            preloadHits, preloads, downloadWaits, fills,
             diskFree
         )
     }
@@ -126,5 +126,24 @@ package enum CacheMetrics {
 
     static func preloaded(_ outcome: Preload) {
         preloads[outcome]?.increment()
+    }
+
+    /// How a fill on play went (``FillPolicy``).
+    enum Fill: String, CaseIterable {
+        case started
+        /// The file is whole.
+        case completed
+        /// Ended before: the origin failed, the store refused, the network turned metered, a
+        /// shutdown.
+        case stopped
+    }
+
+    private static let fills = Dictionary(
+        uniqueKeysWithValues: Fill.allCases.map {
+            ($0, Counter(label: "mediacache_fills_total", dimensions: [("outcome", $0.rawValue)]))
+        })
+
+    static func fill(_ outcome: Fill) {
+        fills[outcome]?.increment()
     }
 }

@@ -86,6 +86,9 @@ extension DownloadQueue {
     /// ``Configuration/maxConcurrent`` jobs in the queue's order whose rules let them run
     /// now. A job its rules stop is queued with the reason; what it stored stays.
     func schedule() {
+        // A play's fill follows the same word on the network: none on a metered or low-data one.
+        let effective = network.effective
+        reader.fills.isAllowed = !effective.isMetered && !effective.isConstrained
         let now = store.configuration.clock.now
         let room = store.diskRoom
         let floor = store.diskFloor

@@ -13,6 +13,8 @@ package struct StatusReport: Sendable, Codable, Equatable {
     package var pinned: [DownloadJob] = []
     /// The preload queue (`CachingReader.preload`).
     package var preloads: [PreloadItem.Status] = []
+    /// The played files being fetched on to their end (`FillPolicy`).
+    package var fills: [FillOnPlay.Progress] = []
     /// The most recently used entries (at most `StatusPage/entryLimit`).
     package var entries: [CacheEntrySummary]
 }
@@ -26,7 +28,8 @@ enum StatusPage {
         let entries = reader.store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
         return StatusReport(
             store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
-            pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, entries: Array(entries.prefix(entryLimit)))
+            pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, fills: reader.fills.progress,
+            entries: Array(entries.prefix(entryLimit)))
     }
 
     /// `items` as HTML rows between `open` and `close`, or a line that says there are none.
@@ -66,6 +69,10 @@ enum StatusPage {
                 + (item.error.map { " <span class=dim>\(escape($0))</span>" } ?? "")
                 + "<br><span class=url>\(escape(item.url.absoluteString))</span></li>"
         }
+        let fills = list(report.fills, empty: "None.") { fill in
+            "<li>\(bar(Double(fill.position) * 100 / Double(max(1, fill.length))))\(bytes(fill.position)) of \(bytes(fill.length))"
+                + "<br><span class=url>\(escape(fill.url))</span></li>"
+        }
         let entries = list(report.entries, empty: "Nothing is cached.", open: "<ul class=entries>") { entry in
             let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
             return
@@ -101,6 +108,7 @@ enum StatusPage {
             <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
             <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>
             <h2>Preloading</h2><div id=preloads>\(preloads)</div>
+            <h2>Filling played files</h2><div id=fills>\(fills)</div>
             <h2>Cached</h2><div id=entries>\(entries)</div>
             <h2>Recent requests</h2><div id=recent>\(recent)</div>
             <p class=dim>\(escape(store.directory)) · reloads every 5 s · <a href="/status.json">JSON</a></p>

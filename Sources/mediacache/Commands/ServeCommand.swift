@@ -128,6 +128,17 @@ struct ServeCommand: AsyncParsableCommand {
         transform: ByteSize.parse)
     var preloadBudget = CachingReader.Configuration().preloadBudget
 
+    @Option(
+        help:
+            "Which played files are fetched on to their end once a player starts them (a seek, a resume, the next play are then local): none, audio (audio files up to 512M, the default), all, or a size (every file up to it, e.g. 2G).",
+        transform: { text in
+            guard let policy = FillPolicy(text) ?? (try? ByteSize.parse(text)).map(FillPolicy.upTo) else {
+                throw ValidationError("--fill-on-play takes none, audio, all or a size (2G), not \(text.prefix(40)).")
+            }
+            return policy
+        })
+    var fillOnPlay = FillPolicy.audio
+
     @Option(help: "How many preload items are fetched at once.")
     var preloadConcurrency = CachingReader.Configuration().preloadConcurrency
 
@@ -354,6 +365,7 @@ struct ServeCommand: AsyncParsableCommand {
         readerConfiguration.originConnectionsPerHost = originConnections
         if cmcd { readerConfiguration.ownRequestFields = CMCD(isCachesOwn: true).fields }
         readerConfiguration.segmentReadAhead = readAheadSegments
+        readerConfiguration.fillOnPlay = fillOnPlay
         readerConfiguration.preloadBudget = preloadBudget
         readerConfiguration.preloadConcurrency = preloadConcurrency
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)

@@ -23,6 +23,8 @@ struct OriginTransfer: Sendable {
     let firstResponse: OriginResponse?
     /// Where a transfer that serves no player gives way to players (see ``OriginPriority``).
     let priority: OriginPriority
+    /// Whether a player's download goes on to the end of its file (``FillPolicy``).
+    let fills: FillOnPlay
 
     private var url: URL { download.url }
 
@@ -33,6 +35,7 @@ struct OriginTransfer: Sendable {
             // Every way out ends the download, so no reader waits on a transfer that is gone.
             download.fail(CacheError(.originUnavailable, "The origin download of \(url.absoluteString) stopped."))
             download.transferEnded()
+            fills.ended(download, whole: download.isCompleted)
         }
         var storeWorks = handle != nil
         var firstResponse = firstResponse
@@ -90,6 +93,10 @@ struct OriginTransfer: Sendable {
                 try handle?.updateMetadata(response.metadata)
                 validations.record(download.key, at: store.configuration.clock.now)
                 download.responseReceived()
+                if fillIfPlayed(response.metadata) {
+                    // The answer in hand goes on past the player's range as far as it reaches.
+                    requestEnd = min(download.end, response.bodyEnd ?? download.end)
+                }
                 switch try await receive(response, until: requestEnd, into: storeWorks ? handle : nil, seen: &seen) {
                 case .done: break
                 case .stop: return
@@ -120,6 +127,18 @@ struct OriginTransfer: Sendable {
                 download.resuming()
             }
         }
+    }
+
+    /// Makes a player's download fill its file to the end, when the policy covers it and the
+    /// network allows (see ``FillPolicy``): the first answer goes on past the player's range.
+    private func fillIfPlayed(_ metadata: ContentMetadata) -> Bool {
+        guard download.isPlayers, !download.isFullBody, !download.isFilling, let length = metadata.length,
+            fills.admits(metadata, url: url), download.fill(to: length)
+        else { return false }
+        fills.started(download, length: length)
+        configuration.logger.debug(
+            "Filling a played file to its end", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+        return true
     }
 
     /// Waits while players wait on the origin, when no player reads this download.
@@ -222,6 +241,8 @@ struct OriginTransfer: Sendable {
             }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             await download.pace(lead: lead(delivered: next - download.start))
+            // A fill stops when the network turns metered: the download goes on for its readers.
+            if download.isFilling, !fills.isAllowed { download.stopFilling() }
             await yieldToPlayers(&seen)
             // A pinned download's rate caps (``DownloadPacer``); never on bytes a player reads.
             if !download.servesPlayer, let pacer = DownloadPacer.current { await pacer.take(chunk.readableBytes) }

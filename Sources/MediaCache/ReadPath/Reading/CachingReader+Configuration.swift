@@ -33,6 +33,10 @@ extension CachingReader {
         package var writeBatchLimit = 1 << 20
         /// How far a download may run ahead of its fastest reader, at most.
         package var downloadLead: Int64 = 4 << 20
+        /// Which files a play fills: once a player reads one, the cache fetches it on to its end
+        /// on the same origin response, as its own work. Default ``FillPolicy/audio``: audio
+        /// files up to 512 MiB.
+        public var fillOnPlay = FillPolicy.audio
         /// How far a download may run ahead of its readers at first; then as far as it has
         /// delivered (doubling), up to ``downloadLead``. A reader that goes away early so
         /// leaves little unread behind it, and one that keeps reading is soon far ahead.

@@ -82,10 +82,13 @@ public final class CachingReader: Sendable {
         context = ReadContext(
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
             validations: validations, priority: priority,
-            owned: owned)
+            owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay))
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
+    /// The fills on play under way, and whether the network allows them (see ``FillPolicy``).
+    package var fills: FillOnPlay { context.fills }
+
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         context.transfer(for: download, firstResponse: firstResponse)
     }

@@ -20,14 +20,17 @@ final class ReadContext: Sendable {
     let owned: OwnedTasks
     /// How many streams are open (see ``CachingReader/Configuration/readBufferBudget``).
     let openStreams = Atomic<Int>(0)
+    /// The fills on play under way, and whether they may start.
+    let fills: FillOnPlay
     /// Resources whose body without a length a read is writing to the store.
     let passThroughWriters = Mutex<Set<CacheKey>>([])
 
     init(
         store: CacheStore, configuration: CachingReader.Configuration, fetcher: MeteredFetcher,
         scheduler: DownloadScheduler,
-        validations: ValidationMemory, priority: OriginPriority, owned: OwnedTasks
+        validations: ValidationMemory, priority: OriginPriority, owned: OwnedTasks, fills: FillOnPlay
     ) {
+        self.fills = fills
         (self.store, self.configuration, self.fetcher, self.scheduler) = (store, configuration, fetcher, scheduler)
         (self.validations, self.priority, self.owned) = (validations, priority, owned)
     }
@@ -36,7 +39,7 @@ final class ReadContext: Sendable {
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         OriginTransfer(
             store: store, fetcher: fetcher, configuration: configuration, validations: validations,
-            download: download, firstResponse: firstResponse, priority: priority)
+            download: download, firstResponse: firstResponse, priority: priority, fills: fills)
     }
 
     /// The chunk size for a stream now, given how many are open.

@@ -104,6 +104,10 @@ struct DownloadStateMachine {
     /// download does not store): bytes before the position may then be nowhere but in the
     /// readers that took them, and a reader can only join at or after the position.
     private(set) var holdsUnstoredBytes = false
+    /// Whether it goes on to its end whatever its readers do (a fill on play): its last
+    /// reader leaving does not end it, and it is not paced by them. Only while every byte it
+    /// delivered is stored (what only memory holds must wait for its readers).
+    private(set) var fills = false
     /// How many times a request was resumed after a failure.
     private(set) var retries = 0
     /// Requests failed since a byte last arrived.
@@ -150,11 +154,32 @@ struct DownloadStateMachine {
         return Actions(wake: takeSatisfiedWaiters(where: Self.isRoom))
     }
 
-    /// Removes reader `id`; the last one to leave before the end cancels the download.
+    /// Makes the download a fill (see ``fills``); `false` once it has ended, or when a
+    /// delivered byte is only in memory.
+    mutating func fill() -> Bool {
+        guard !state.isTerminal, !holdsUnstoredBytes else { return false }
+        fills = true
+        return true
+    }
+
+    /// Ends the fill (the network turned metered): the download goes on for its readers, and
+    /// ends now if it has none.
+    mutating func stopFilling() -> Actions {
+        fills = false
+        guard readers.isEmpty, !state.isTerminal else { return Actions() }
+        state = .cancelled
+        return Actions(wake: takeAllWaiters(), cancelsTransfer: true)
+    }
+
+    /// Whether it fills now: a fill whose bytes are all stored.
+    var isFilling: Bool { fills && !holdsUnstoredBytes }
+
+    /// Removes reader `id`; the last one to leave before the end cancels the download, unless
+    /// it fills.
     mutating func removeReader(_ id: UInt64) -> Actions {
         guard readers.removeValue(forKey: id) != nil else { return Actions() }
         trimChunks()
-        if readers.isEmpty, !state.isTerminal {
+        if readers.isEmpty, !state.isTerminal, !isFilling {
             state = .cancelled
             return Actions(wake: takeAllWaiters(), cancelsTransfer: true)
         }
@@ -302,7 +327,7 @@ struct DownloadStateMachine {
     /// How far the download is ahead of the readers it paces by: the fastest one, or the
     /// slowest while bytes exist only in memory (they must not be dropped before it takes them).
     var lead: Int64? {
-        guard !readers.isEmpty else { return nil }
+        guard !readers.isEmpty, !isFilling else { return nil }
         let reference = holdsUnstoredBytes ? readers.values.min()! : readers.values.max()!
         return position - reference
     }

@@ -14,7 +14,8 @@ import Synchronization
 /// reader takes delivered bytes from memory while they are kept (those being written, the
 /// latest stored ones, and all of them when the store refused a write) and from the store
 /// otherwise, and is woken only when a byte it waits for arrives. The download runs at most `downloadLead` bytes ahead of its readers,
-/// so a paused player pauses the origin too, and it stops when its last reader leaves.
+/// so a paused player pauses the origin too, and it stops when its last reader leaves; a
+/// fill on play (``fill(to:)``, see ``FillPolicy``) goes on to its file's end instead.
 final class SharedDownload: Sendable {
     private struct Locked {
         var machine: DownloadStateMachine
@@ -25,6 +26,8 @@ final class SharedDownload: Sendable {
         /// The request the transfer is sending, while it may wait for a connection as the
         /// cache's own: a player that joins makes it a player's.
         var promotion: ConnectionBudget.Promotion?
+        /// Where the download ends: its read's range, or the file's end once it fills.
+        var end: Int64
 
         /// See ``SharedDownload/servesPlayer``.
         func servesPlayer(startedByPlayer: Bool) -> Bool {
@@ -44,7 +47,8 @@ final class SharedDownload: Sendable {
     let url: URL
     let key: CacheKey
     let start: Int64
-    let end: Int64
+    /// Where it ends: its read's range, or the file's end once it fills (``fill(to:)``).
+    var end: Int64 { locked.withLock { $0.end } }
     /// Whether the request carries no `Range` (an origin without range support): the body
     /// starts at 0 and bytes before `start` are stored too.
     let isFullBody: Bool
@@ -67,11 +71,12 @@ final class SharedDownload: Sendable {
         self.url = url
         self.key = key
         self.start = isFullBody ? 0 : start
-        self.end = end
         self.isFullBody = isFullBody
         isPlayers = !OriginPriority.isCachesOwn
         locked = Mutex(
-            Locked(machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes)))
+            Locked(
+                machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes),
+                end: end))
     }
 
     var isFinished: Bool { locked.withLock { $0.machine.isFinished } }
@@ -114,7 +119,31 @@ final class SharedDownload: Sendable {
         return try await ConnectionBudget.Promotion.$current.withValue(promotion) { try await send() }
     }
 
-    /// Removes a reader; the last one to leave cancels the origin request.
+    /// Makes the download go on to `length`, the file's end, whatever its readers do (a fill on
+    /// play); `false` when it cannot (it ended, or holds bytes only in memory).
+    func fill(to length: Int64) -> Bool {
+        locked.withLock { locked in
+            guard locked.machine.fill() else { return false }
+            locked.end = max(locked.end, length)
+            return true
+        }
+    }
+
+    /// Ends the fill: the download goes on for its readers only (see
+    /// ``DownloadStateMachine/stopFilling()``).
+    func stopFilling() {
+        perform { $0.stopFilling() }
+    }
+
+    /// Whether every byte of its range arrived.
+    var isCompleted: Bool {
+        locked.withLock { if case .completed = $0.machine.state { true } else { false } }
+    }
+
+    /// Whether it goes on to the file's end whatever its readers do.
+    var isFilling: Bool { locked.withLock { $0.machine.isFilling } }
+
+    /// Removes a reader; the last one to leave cancels the origin request (not a fill's).
     func removeReader(_ id: UInt64) {
         perform { $0.removeReader(id) }
         locked.withLock { _ = $0.players.remove(id) }

@@ -1,0 +1,71 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+/// Which files a play fills: once a player starts reading one, the cache goes on fetching it to
+/// its end after the player's range, on the same origin response, as its own work, so the
+/// version the play began with is soon whole on disk and a seek, a resume or the next play is
+/// local (a podcast host that stitches other ads into each download cannot break the play).
+/// Pure.
+public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
+    /// Which types it takes: audio only, or every file.
+    public var audioOnly: Bool
+    /// The largest file it fills (`nil`: any size).
+    public var maximumBytes: Int64?
+
+    public init(audioOnly: Bool, maximumBytes: Int64?) {
+        self.audioOnly = audioOnly
+        self.maximumBytes = maximumBytes
+    }
+
+    /// Fills nothing.
+    public static let none = FillPolicy(audioOnly: true, maximumBytes: 0)
+    /// Audio files up to 512 MiB (the default: an episode or an audiobook chapter; a seek in a
+    /// film is no reason to fetch gigabytes).
+    public static let audio = FillPolicy(audioOnly: true, maximumBytes: 512 << 20)
+    /// Every file, whatever its size.
+    public static let all = FillPolicy(audioOnly: false, maximumBytes: nil)
+    /// Every file up to `bytes`.
+    public static func upTo(_ bytes: Int64) -> FillPolicy { FillPolicy(audioOnly: false, maximumBytes: bytes) }
+
+    /// Whether a file of `mimeType` and `length` bytes (named `path`, for a type the origin did
+    /// not say) is filled. A file of unknown length, a playlist or a manifest never is.
+    public func covers(mimeType: String?, length: Int64?, path: String) -> Bool {
+        guard let length, length > 0, length <= (maximumBytes ?? .max) else { return false }
+        let type = mimeType?.lowercased() ?? ""
+        if Self.playlistTypes.contains(type) { return false }
+        guard audioOnly else { return true }
+        if type.hasPrefix("audio/") { return !Self.playlistTypes.contains(type) }
+        // A type that says nothing (`application/octet-stream`, none): the name's extension.
+        guard type.isEmpty || type == "application/octet-stream" || type == "binary/octet-stream" else { return false }
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        guard let dot = name.lastIndex(of: ".") else { return false }
+        return Self.audioExtensions.contains(name[name.index(after: dot)...].lowercased())
+    }
+
+    static let audioExtensions: Set<String> = ["mp3", "m4a", "m4b", "aac", "ogg", "oga", "opus", "flac", "wav", "mka"]
+    static let playlistTypes: Set<String> = [
+        "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
+        "application/dash+xml",
+    ]
+
+    /// Reads `none`, `audio`, `all` or a size in bytes (every file up to it).
+    public init?(_ text: String) {
+        switch text.lowercased() {
+        case "none": self = .none
+        case "audio": self = .audio
+        case "all": self = .all
+        default:
+            guard let bytes = Int64(text), bytes > 0 else { return nil }
+            self = .upTo(bytes)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .none: "none"
+        case .audio: "audio"
+        case .all: "all"
+        default: maximumBytes.map { "\($0)" } ?? "all"
+        }
+    }
+}
