@@ -14,7 +14,7 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
             StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, TLSBenchCommand.self,
             HLSBenchCommand.self, LLHLSBenchCommand.self, StartupBenchCommand.self,
             PreloadBenchCommand.self, GrowingBenchCommand.self, SoakBenchCommand.self,
-            SeekBenchCommand.self,
+            SeekBenchCommand.self, FillBenchCommand.self,
             CryptoBenchCommand.self,
             EncryptionBenchCommand.self,
             OriginCommand.self, CrashWriterCommand.self, FloorServerCommand.self,

@@ -76,6 +76,18 @@ import Testing
         }
     }
 
+    /// A `HEAD` plays nothing: the file is not filled.
+    @Test func aHeadIsNoPlay() async throws {
+        try await ProxyHarness.with { proxy in
+            proxy.origin.serve(.generated(length: Self.length, seed: 11, mimeType: "audio/mpeg"), at: "/pod/head.mp3")
+            let reply = try await proxy.get(proxy.url("/pod/head.mp3"), method: .HEAD)
+            #expect(reply.status == 200 && reply.headers.first(name: "Content-Length") == "\(Self.length)")
+            try await proxy.base.waitUntilQuiet("/pod/head.mp3")
+            #expect(try await !Self.isWhole(proxy, "/pod/head.mp3"))
+            #expect(proxy.base.reader.fills.progress.isEmpty)
+        }
+    }
+
     /// What the policy leaves out is fetched only as far as the player read and the lead.
     @Test(arguments: ["video", "none", "metered"])
     func whatThePolicyLeavesOutIsNotFilled(_ leftOut: String) async throws {

@@ -42,6 +42,9 @@ package enum CacheMetrics {
         case resume
         /// A request whose pooled connection closed before it was answered, sent again.
         case connectionClosed = "connection-closed"
+        /// The URL a play's redirects led to refused (a signed URL that expired): the
+        /// player's URL asked again.
+        case playURLRefused = "play-url-refused"
     }
 
     private static let retries = Dictionary(

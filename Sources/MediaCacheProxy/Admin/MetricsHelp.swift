@@ -29,7 +29,7 @@ package enum MetricsHelp {
         "mediacache_index_rebuilds_total":
             "Times the cache index was found damaged or missing at open and rebuilt from the entry records.",
         "mediacache_origin_retries_total":
-            "Origin requests made again, by cause: resume (a download resumed after its connection broke), connection-closed (a pooled connection closed before the answer); each is logged.",
+            "Origin requests made again, by cause: resume (a download resumed after its connection broke), connection-closed (a pooled connection closed before the answer), play-url-refused (the URL a play was led to refused, the player's URL asked again); each is logged.",
         "mediacache_refused_cookies_total":
             "Set-Cookie fields from origins that the cookie jar refused (another site's domain, Secure over HTTP, malformed, too long); each is logged.",
         "mediacache_segments_read_ahead_total":

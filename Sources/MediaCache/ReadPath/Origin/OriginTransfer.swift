@@ -74,9 +74,8 @@ struct OriginTransfer: Sendable {
                     await yieldToPlayers(&seen)
                     if download.isFinished || Task.isCancelled { return }
                     response = try await download.sending {
-                        try await fetcher.fetch(
-                            url, range: download.isFullBody ? nil : ByteRange(position, requestEnd),
-                            ifRange: stored?.ifRangeValidator, headers: download.headers)
+                        try await fetchWithinPlay(
+                            range: download.isFullBody ? nil : ByteRange(position, requestEnd), stored: stored)
                     }
                 }
                 try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
@@ -126,6 +125,36 @@ struct OriginTransfer: Sendable {
                 try? await Task.sleep(for: configuration.retryDelay * attempt)
                 download.resuming()
             }
+        }
+    }
+
+    /// Where a request of this download goes: within a play (the origin gave or confirmed the
+    /// stored version less than ``CachingReader/Configuration/playWindow`` ago), the URL the
+    /// redirects led to then, so a chain of trackers that picks another CDN, or a host that
+    /// stitches other ads into each visit, cannot answer another version in the middle of the
+    /// play; else the player's URL. docs/http.md says why this departs from following a
+    /// temporary redirect each time.
+    func requestURL(stored: ContentMetadata?) -> URL {
+        guard let final = stored?.finalURL, final != url, let confirmed = validations.date(of: download.key),
+            CachingReader.isWithin(configuration.playWindow, from: confirmed, to: store.configuration.clock.now)
+        else { return url }
+        return final
+    }
+
+    /// Asks for `range` at ``requestURL(stored:)``; when the URL a play was led to refuses (a
+    /// signed URL that expired), asks the player's URL once more (logged and counted).
+    private func fetchWithinPlay(range: ByteRange?, stored: ContentMetadata?) async throws -> OriginResponse {
+        let target = requestURL(stored: stored)
+        do {
+            return try await fetcher.fetch(
+                target, range: range, ifRange: stored?.ifRangeValidator, headers: download.headers)
+        } catch let error as CacheError where target != url && error.code == .originAnswered {
+            configuration.logger.warning(
+                "The URL a play was led to refused; asking the player's URL again",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
+            CacheMetrics.retried(.playURLRefused)
+            return try await fetcher.fetch(
+                url, range: range, ifRange: stored?.ifRangeValidator, headers: download.headers)
         }
     }
 

@@ -37,6 +37,11 @@ extension CachingReader {
         /// on the same origin response, as its own work. Default ``FillPolicy/audio``: audio
         /// files up to 512 MiB.
         public var fillOnPlay = FillPolicy.audio
+        /// How long a play keeps to the version it began with: while the origin gave or
+        /// confirmed the stored version less than this ago, a request for a missing range goes
+        /// to the URL the redirects led to, not through them again (trackers in front of a
+        /// podcast host that picks another file per visit). Default 10 minutes.
+        public var playWindow: Duration = .seconds(600)
         /// How far a download may run ahead of its readers at first; then as far as it has
         /// delivered (doubling), up to ``downloadLead``. A reader that goes away early so
         /// leaves little unread behind it, and one that keeps reading is soon far ahead.
