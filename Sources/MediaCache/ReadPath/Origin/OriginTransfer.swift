@@ -3,6 +3,7 @@
 
 import Foundation
 import Logging
+import MediaCacheHTTPFields
 import NIOCore
 import Synchronization
 
@@ -145,9 +146,13 @@ struct OriginTransfer: Sendable {
     /// signed URL that expired), asks the player's URL once more (logged and counted).
     private func fetchWithinPlay(range: ByteRange?, stored: ContentMetadata?) async throws -> OriginResponse {
         let target = requestURL(stored: stored)
+        // The player's credentials go only to its own origin, as a redirect takes them.
+        let headers =
+            Self.sameOrigin(target, url)
+            ? download.headers
+            : download.headers.filter { !Self.credentialFields.contains($0.name.lowercased()) }
         do {
-            return try await fetcher.fetch(
-                target, range: range, ifRange: stored?.ifRangeValidator, headers: download.headers)
+            return try await fetcher.fetch(target, range: range, ifRange: stored?.ifRangeValidator, headers: headers)
         } catch let error as CacheError where target != url && error.code == .originAnswered {
             configuration.logger.warning(
                 "The URL a play was led to refused; asking the player's URL again",
@@ -156,6 +161,14 @@ struct OriginTransfer: Sendable {
             return try await fetcher.fetch(
                 url, range: range, ifRange: stored?.ifRangeValidator, headers: download.headers)
         }
+    }
+
+    /// Fields that carry the player's credentials, which a redirect to another origin drops.
+    static let credentialFields: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// Whether `a` and `b` have one scheme and authority.
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        a.scheme?.lowercased() == b.scheme?.lowercased() && HostAndPort(authorityOf: a) == HostAndPort(authorityOf: b)
     }
 
     /// Makes a player's download fill its file to the end, when the policy covers it and the
