@@ -98,7 +98,7 @@ package enum CacheMetrics {
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
             cacheEntries, rejectedBlocks, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
-            preloadHits, preloads, downloadWaits, fills,
+            preloadHits, preloads, downloadWaits, fills, changesMidRead,
             diskFree
         )
     }
@@ -129,6 +129,13 @@ package enum CacheMetrics {
 
     static func preloaded(_ outcome: Preload) {
         preloads[outcome]?.increment()
+    }
+
+    private static let changesMidRead = Counter(label: "mediacache_changed_mid_read_total")
+
+    /// The origin answered another version while a read needed the rest of the stored one.
+    static func changedMidRead() {
+        changesMidRead.increment()
     }
 
     /// How a fill on play went (``FillPolicy``).

@@ -83,8 +83,10 @@ struct OriginTransfer: Sendable {
                 if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
                 if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
                     try handle.updateMetadata(response.metadata)
-                    configuration.logger.info(
-                        "Resource changed at the origin; dropped the cached version", metadata: ["url": "\(url)"])
+                    configuration.logger.warning(
+                        "Resource changed at the origin while a read needed more of its version; dropped the cached version",
+                        metadata: ["url": "\(url.absoluteString.prefix(200))"])
+                    CacheMetrics.changedMidRead()
                     download.fail(
                         CacheError(
                             .resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
@@ -174,7 +176,9 @@ struct OriginTransfer: Sendable {
     /// Makes a player's download fill its file to the end, when the policy covers it and the
     /// network allows (see ``FillPolicy``): the first answer goes on past the player's range.
     private func fillIfPlayed(_ metadata: ContentMetadata) -> Bool {
-        guard download.isPlayers, !download.isFullBody, !download.isFilling, let length = metadata.length,
+        // What cannot be stored (`no-store`, an entry that could not be opened) is not filled.
+        guard download.isPlayers, download.stores, metadata.isStorable, !download.isFullBody, !download.isFilling,
+            let length = metadata.length,
             fills.admits(metadata, url: url), download.fill(to: length)
         else { return false }
         fills.started(download, length: length)
