@@ -139,7 +139,7 @@ struct OriginTransfer: Sendable {
     /// temporary redirect each time.
     func requestURL(stored: ContentMetadata?) -> URL {
         guard let final = stored?.finalURL, final != url, let confirmed = validations.date(of: download.key),
-            CachingReader.isWithin(configuration.playWindow, from: confirmed, to: store.configuration.clock.now)
+            Self.isWithin(configuration.playWindow, from: confirmed, to: store.configuration.clock.now)
         else { return url }
         return final
     }
@@ -163,6 +163,13 @@ struct OriginTransfer: Sendable {
             return try await fetcher.fetch(
                 url, range: range, ifRange: stored?.ifRangeValidator, headers: download.headers)
         }
+    }
+
+    /// Whether `now` is less than `interval` after `start` (and not before it).
+    static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
+        let elapsed = now.timeIntervalSince(start)
+        let limit = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        return elapsed >= 0 && elapsed < limit
     }
 
     /// Fields that carry the player's credentials, which a redirect to another origin drops.

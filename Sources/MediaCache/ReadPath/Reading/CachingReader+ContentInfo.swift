@@ -226,9 +226,7 @@ extension CachingReader {
 
     /// Whether `now` is less than `interval` after `start` (and not before it).
     static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
-        let elapsed = now.timeIntervalSince(start)
-        let limit = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
-        return elapsed >= 0 && elapsed < limit
+        OriginTransfer.isWithin(interval, from: start, to: now)
     }
 
     /// Asks the origin whether the stored version is current, with `If-None-Match` /
