@@ -131,53 +131,15 @@ struct OriginTransfer: Sendable {
         }
     }
 
-    /// Where a request of this download goes: within a play (the origin gave or confirmed the
-    /// stored version less than ``CachingReader/Configuration/playWindow`` ago), the URL the
-    /// redirects led to then, so a chain of trackers that picks another CDN, or a host that
-    /// stitches other ads into each visit, cannot answer another version in the middle of the
-    /// play; else the player's URL. docs/http.md says why this departs from following a
-    /// temporary redirect each time.
-    func requestURL(stored: ContentMetadata?) -> URL {
-        guard let final = stored?.finalURL, final != url, let confirmed = validations.date(of: download.key),
-            Self.isWithin(configuration.playWindow, from: confirmed, to: store.configuration.clock.now)
-        else { return url }
-        return final
-    }
-
-    /// Asks for `range` at ``requestURL(stored:)``; when the URL a play was led to refuses (a
-    /// signed URL that expired), asks the player's URL once more (logged and counted).
+    /// Asks for `range` of this download's resource where its play goes (``PlayRoute``).
     private func fetchWithinPlay(range: ByteRange?, stored: ContentMetadata?) async throws -> OriginResponse {
-        let target = requestURL(stored: stored)
-        // The player's credentials go only to its own origin, as a redirect takes them.
-        let headers =
-            Self.sameOrigin(target, url)
-            ? download.headers
-            : download.headers.filter { !Self.credentialFields.contains($0.name.lowercased()) }
-        do {
-            return try await fetcher.fetch(target, range: range, ifRange: stored?.ifRangeValidator, headers: headers)
-        } catch let error as CacheError where target != url && error.code == .originAnswered {
-            configuration.logger.warning(
-                "The URL a play was led to refused; asking the player's URL again",
-                metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
-            CacheMetrics.retried(.playURLRefused)
-            return try await fetcher.fetch(
-                url, range: range, ifRange: stored?.ifRangeValidator, headers: download.headers)
-        }
-    }
-
-    /// Whether `now` is less than `interval` after `start` (and not before it).
-    static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
-        let elapsed = now.timeIntervalSince(start)
-        let limit = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
-        return elapsed >= 0 && elapsed < limit
-    }
-
-    /// Fields that carry the player's credentials, which a redirect to another origin drops.
-    static let credentialFields: Set<String> = ["authorization", "cookie", "proxy-authorization"]
-
-    /// Whether `a` and `b` have one scheme and authority.
-    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        a.scheme?.lowercased() == b.scheme?.lowercased() && HostAndPort(authorityOf: a) == HostAndPort(authorityOf: b)
+        try await PlayRoute(
+            fetcher: fetcher, validations: validations, window: configuration.playWindow,
+            clock: store.configuration.clock, logger: configuration.logger
+        )
+        .fetch(
+            url, key: download.key, stored: stored, range: range, ifRange: stored?.ifRangeValidator,
+            headers: download.headers)
     }
 
     /// Makes a player's download fill its file to the end, when the policy covers it and the

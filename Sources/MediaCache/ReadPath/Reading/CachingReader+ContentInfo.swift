@@ -226,7 +226,7 @@ extension CachingReader {
 
     /// Whether `now` is less than `interval` after `start` (and not before it).
     static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
-        OriginTransfer.isWithin(interval, from: start, to: now)
+        PlayRoute.isWithin(interval, from: start, to: now)
     }
 
     /// Asks the origin whether the stored version is current, with `If-None-Match` /
@@ -247,8 +247,10 @@ extension CachingReader {
         let size = length.map { max(1, min($0, ByteRange.maximumOffset - start)) } ?? configuration.minimumRequest
         let response: OriginResponse
         do {
-            response = try await fetcher.fetch(
-                url, range: ByteRange(start, start + size), ifRange: nil, headers: conditional)
+            // Within a play, asked where the play goes: the version it began with (``PlayRoute``).
+            response = try await playRoute.fetch(
+                url, key: key, stored: stored, range: ByteRange(start, start + size), ifRange: nil,
+                headers: conditional)
         } catch let error as CacheError where error.isOriginFailure {
             let logMetadata: Logger.Metadata = [
                 "url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)",
