@@ -412,3 +412,28 @@ import Testing
         }
     }
 }
+
+extension CacheCommandTests {
+    /// `ls` marks an entry a running server is filling on to its end (a played episode), and
+    /// the server's admin table answers what it fills.
+    @Test func lsMarksAPlayedFileBeingFilled() async throws {
+        try await RunningServer.with([]) { server in
+            var slow = TestOrigin.Faults()
+            slow.bytesPerSecond = 256 << 10
+            server.origin.serve(
+                .generated(length: 8 << 20, seed: 21, mimeType: "audio/mpeg", faults: slow), at: "/pod/slow.mp3")
+            let song = server.origin.url("/pod/slow.mp3")
+            let player = "\(server.info.baseURL)\(ProxyURL.path(for: song, token: nil))"
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: player), timeout: .seconds(30))
+            var got = 0
+            for try await chunk in response.body {
+                got += chunk.readableBytes
+                if got >= 64 << 10 { break }
+            }
+            // The player hung up; the server goes on (8 MiB at 256 KiB/s: half a minute).
+            let listed = try await Self.mediacache(["ls", "--cache-dir", server.folder])
+            let line = listed.output.split(separator: "\n").first { $0.hasSuffix(song.absoluteString) }
+            #expect(line?.contains("filling") == true, "\(listed.output) \(listed.error)")
+        }
+    }
+}

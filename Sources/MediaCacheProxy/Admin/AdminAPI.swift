@@ -72,6 +72,8 @@ package enum AdminAPI {
     package static let preload = AdminEndpoint<PreloadQuery, [PreloadItem.Status]>(.POST, "preload")
     /// The preload queue, emptied.
     package static let stopPreload = AdminEndpoint<NoQuery, [PreloadItem.Status]>(.DELETE, "preload")
+    /// The played files being fetched on to their end (`FillPolicy`), each with its position.
+    package static let fills = AdminEndpoint<NoQuery, [FillOnPlay.Progress]>(.GET, "fills")
     /// Starts a recording: its job and the URL a player opens to watch it.
     package static let record = AdminEndpoint<AssetQuery, RecordingAnswer>(.POST, "record")
     /// A recording's playlist, for a player (`EVENT` while it records, `VOD` after), its URIs
@@ -85,7 +87,8 @@ package enum AdminAPI {
     package static let routes: [AdminRoute] = [
         entries.route, entry.route, stats.route, remove.route, clear.route, prefetch.route, downloads.route, pin.route,
         unpin.route, rules.route, move.route, network.route, setNetwork.route, replaceURL.route, pause.route,
-        resume.route, cancel.route, export.route, preloadStatus.route, preload.route, stopPreload.route, record.route,
+        resume.route, cancel.route, export.route, preloadStatus.route, preload.route, stopPreload.route, fills.route,
+        record.route,
         recordingPlaylist.route, recordingManifest.route,
     ]
 

@@ -154,6 +154,7 @@ struct AdminEndpoints {
                 url, to: destination, renditions: query.asset.request.renditions, seconds: query.asset.request.seconds)
         }
         router.on(AdminAPI.preloadStatus) { _ in reader.preloadStatus }
+        router.on(AdminAPI.fills) { _ in reader.fills.progress }
         router.on(AdminAPI.preload) { query in
             reader.preload(query.targets.map { PreloadItem($0, seconds: query.seconds) })
             return reader.preloadStatus

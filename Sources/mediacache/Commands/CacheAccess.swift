@@ -36,6 +36,8 @@ protocol CacheAccess: Sendable {
         async throws -> PrefetchProgress
     /// Every download job.
     func downloads() async throws -> [DownloadJob]
+    /// The played files a server is fetching on to their end (none here: no player plays).
+    func fills() async throws -> [FillOnPlay.Progress]
     /// Pins `url` and follows its download until it settles, reporting each change. Here, the
     /// download runs in this process (cancel the task to stop: it resumes later); with a
     /// server, the server runs it and cancelling only stops following it.

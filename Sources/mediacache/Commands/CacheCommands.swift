@@ -271,7 +271,9 @@ struct ListCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            var (entries, store) = try await options.withCache { (try await $0.entries(), try await $0.stats().store) }
+            var (entries, store, fills) = try await options.withCache {
+                (try await $0.entries(), try await $0.stats().store, Set(try await $0.fills().map(\.url)))
+            }
             switch sort {
             case .size: entries.sort { ($0.length ?? $0.storedBytes, $0.key) > ($1.length ?? $1.storedBytes, $1.key) }
             case .access: entries.sort { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
@@ -289,7 +291,8 @@ struct ListCommand: AsyncParsableCommand {
             let header = ["SIZE", "CACHED", "", "PIN", "TYPE", "LAST ACCESS", "URL"]
             let rows = entries.map { entry in
                 [
-                    entry.length.map(Format.bytes) ?? "?", Format.percent(entry.fraction),
+                    entry.length.map(Format.bytes) ?? "?",
+                    Format.percent(entry.fraction) + (entry.url.map(fills.contains) == true ? " filling" : ""),
                     Format.bytes(entry.storedBytes), entry.isPinned ? "yes" : "-",
                     entry.mimeType ?? "-",
                     Format.date(entry.lastAccess), entry.url ?? "(key \(entry.key.prefix(16)))",

@@ -49,6 +49,8 @@ struct LocalCache: CacheAccess {
 
     func downloads() async throws -> [DownloadJob] { try queue().jobs }
 
+    func fills() async throws -> [FillOnPlay.Progress] { [] }
+
     func pin(
         _ url: URL, _ request: PrefetchRequest, rules: JobRuleOptions?, first: Bool,
         progress: @escaping @Sendable (DownloadJob) -> Void

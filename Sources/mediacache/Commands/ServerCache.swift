@@ -66,6 +66,8 @@ struct ServerCache: CacheAccess {
 
     func downloads() async throws -> [DownloadJob] { try await ask(AdminAPI.downloads, NoQuery()) }
 
+    func fills() async throws -> [FillOnPlay.Progress] { try await ask(AdminAPI.fills, NoQuery()) }
+
     func pin(
         _ url: URL, _ request: PrefetchRequest, rules: JobRuleOptions?, first: Bool,
         progress: @escaping @Sendable (DownloadJob) -> Void
