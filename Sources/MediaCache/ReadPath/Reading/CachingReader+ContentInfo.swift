@@ -224,6 +224,16 @@ extension CachingReader {
         configuration.prefersCache || configuration.isOffline || metadata.isFresh(at: store.configuration.clock.now)
     }
 
+    /// The fills on play under way, and whether the network allows them (see ``FillPolicy``).
+    package var fills: FillOnPlay { context.fills }
+
+    /// Where a play's requests go (see ``PlayRoute``).
+    var playRoute: PlayRoute {
+        PlayRoute(
+            fetcher: fetcher, validations: validations, window: configuration.playWindow,
+            clock: store.configuration.clock, logger: configuration.logger)
+    }
+
     /// Whether `now` is less than `interval` after `start` (and not before it).
     static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
         PlayRoute.isWithin(interval, from: start, to: now)

@@ -86,16 +86,6 @@ public final class CachingReader: Sendable {
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
-    /// Where a play's requests go (see ``PlayRoute``).
-    var playRoute: PlayRoute {
-        PlayRoute(
-            fetcher: fetcher, validations: validations, window: configuration.playWindow,
-            clock: store.configuration.clock, logger: configuration.logger)
-    }
-
-    /// The fills on play under way, and whether the network allows them (see ``FillPolicy``).
-    package var fills: FillOnPlay { context.fills }
-
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         context.transfer(for: download, firstResponse: firstResponse)
     }
