@@ -280,7 +280,10 @@ import Testing
 
     /// `kill -9` of the server at 30 % and at 70 % of a pinned download: after each restart
     /// the job resumes, it completes with the origin's bytes, and the origin sent at most the
-    /// asset's size plus a little per kill (what was in flight and not yet committed).
+    /// asset's size plus what each kill lost: the bytes it had sent that the store had not
+    /// committed (read from the restarted server before the origin answers it again). What a
+    /// kill loses is not bounded here: besides what was not committed, it is what sat unread in
+    /// the killed server's socket, which on a loaded machine was more than a fixed allowance.
     @Test(arguments: Asset.allCases) func aPinnedDownloadSurvivesKillDashNine(_ asset: Asset) async throws {
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
@@ -291,13 +294,26 @@ import Testing
             let pin = try await Self.post(info, "pin", ["target": target.absoluteString])
             #expect(pin.status == .ok, "\(String(buffer: pin.body))")
             let job = try CacheCommandTests.decoder.decode(DownloadJob.self, from: Data(buffer: pin.body))
+            var lost: Int64 = 0
             for (round, threshold) in [0.3, 0.7].enumerated() {
                 try await waitUntil { (try await Self.job(job.id, on: info)?.fraction ?? 0) >= threshold }
                 kill(server.processIdentifier, SIGKILL)
                 await server.exited()
                 #expect(server.terminationReason == .signalled(SIGKILL))
-                if round == 1 { for path in paths { origin.update(path) { $0.faults.bytesPerSecond = nil } } }
+                try await waitUntil { paths.allSatisfy { origin.responsesInProgress($0) == 0 } }
+                let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
+                // The origin holds its answers until the restarted job's committed bytes are read.
+                let gate = TestOrigin.Gate()
+                for path in paths {
+                    origin.update(path) {
+                        $0.faults.gate = gate
+                        if round == 1 { $0.faults.bytesPerSecond = nil }
+                    }
+                }
                 (server, info) = try await Self.startServer(folder)
+                let committed = try await Self.stored(paths.map { origin.url($0).absoluteString }, on: info)
+                lost = max(0, sent - committed)  // every byte sent is committed or lost
+                gate.open()
             }
             try await runThenTearDown(
                 server,
@@ -312,17 +328,14 @@ import Testing
                         #expect(body == resource.bytes(0..<resource.length), "\(path)")
                     }
                     let sent = paths.reduce(Int64(0)) { $0 + origin.bodyBytesSent($1) }
-                    let perKill =
-                        DownloadQueue.Configuration().commitInterval
-                        + Int64(CachingReader.Configuration().writeBatchLimit)
                     let refused = (paths + ["/pinned/v/index.m3u8"]).flatMap { origin.requests($0) }.filter {
                         $0.status == 403
                     }
                     #expect(refused.isEmpty, "requests without the cookie: \(refused)")
                     print(
-                        "kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(perKill) allowed per kill)"
+                        "kill -9 \(asset): the origin sent \(sent) bytes for \(size) (\(sent - size) more, \(lost) lost)"
                     )
-                    #expect(sent <= size + 2 * perKill, "sent \(sent) for \(size)")
+                    #expect(sent <= size + lost, "sent \(sent) for \(size), \(lost) lost in the kills")
                 }, tearDown: { await $0.stop() })
         }
     }
@@ -393,6 +406,15 @@ import Testing
     }
 
     /// The job `id` as the server says now.
+    /// How many bytes of the resources at `urls` the server's store holds.
+    static func stored(_ urls: [String], on info: ServerInfo) async throws -> Int64 {
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: info.baseURL + "/_mediacache/entries"), timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 16 << 20)
+        let entries = try CacheCommandTests.decoder.decode([CacheEntrySummary].self, from: Data(buffer: body))
+        return entries.filter { $0.url.map(urls.contains) ?? false }.reduce(0) { $0 + $1.storedBytes }
+    }
+
     static func job(_ id: String, on info: ServerInfo) async throws -> DownloadJob? {
         let response = try await HTTPClient.shared.execute(
             HTTPClientRequest(url: info.baseURL + "/_mediacache/downloads"), timeout: .seconds(30))
