@@ -126,6 +126,7 @@ final class OriginHandler: ChannelInboundHandler {
             paths[path] = state
             return (plan, path)
         }
+        if plan.dropAfter != nil, let onDrop = plan.resource?.faults.onDrop { onDrop() }
 
         if let rawResponse = plan.rawResponse {
             guard let raw else {

@@ -110,6 +110,10 @@ public final class TestOrigin: Sendable {
         /// With ``dropAfterBytes``: a response that will be dropped is the last of its version
         /// (the file changes while a download of it is broken: its resume finds another).
         public var changesAfterDrop = false
+        /// With ``dropAfterBytes``: called (outside the origin's lock) when a response that will
+        /// be dropped is about to be sent, so a test can change what the origin serves by the time
+        /// the resume comes (a connection that is down for a while).
+        public var onDrop: (@Sendable () -> Void)?
         /// Send the body at about this many bytes per second.
         public var bytesPerSecond: Int64?
         /// Answer every request with this status and no media bytes (404, 500, …).

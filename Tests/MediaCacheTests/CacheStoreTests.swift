@@ -177,7 +177,7 @@ import Testing
     /// The read path's memory of validations keeps at most its limit: when full, the older
     /// half goes and the newest stay.
     @Test func theMemoryOfValidationsIsBounded() {
-        let memory = ValidationMemory(limit: 8)
+        let memory = RecentDates<Void>(limit: 8)
         let start = Date(timeIntervalSince1970: 1_000_000)
         for index in 0..<100 {
             memory.record(CacheKey("k\(index)"), at: start.addingTimeInterval(Double(index)))

@@ -42,7 +42,21 @@ public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
         return Self.audioExtensions.contains(name[name.index(after: dot)...].lowercased())
     }
 
+    /// Whether a file of `mimeType` (named `path`, for a type the origin did not say) is audio or
+    /// video a player reads by range, not a playlist or a manifest.
+    package static func isMedia(mimeType: String?, path: String) -> Bool {
+        let type = mimeType?.lowercased() ?? ""
+        if playlistTypes.contains(type) { return false }
+        if type.hasPrefix("audio/") || type.hasPrefix("video/") || type == "application/mp4" { return true }
+        guard type.isEmpty || type == "application/octet-stream" || type == "binary/octet-stream" else { return false }
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        guard let dot = name.lastIndex(of: ".") else { return false }
+        let ext = name[name.index(after: dot)...].lowercased()
+        return audioExtensions.contains(ext) || videoExtensions.contains(ext)
+    }
+
     static let audioExtensions: Set<String> = ["mp3", "m4a", "m4b", "aac", "ogg", "oga", "opus", "flac", "wav", "mka"]
+    static let videoExtensions: Set<String> = ["mp4", "m4v", "m4s", "mov", "mkv", "webm", "ts", "ogv", "3gp"]
     static let playlistTypes: Set<String> = [
         "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
         "application/dash+xml",

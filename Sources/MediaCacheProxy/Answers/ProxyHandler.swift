@@ -223,7 +223,8 @@ struct ProxyHandler: Sendable {
         let holdsVersion = asked.conditions.isEmpty || reader.holdsVersion(of: url)
         let asking = holdsVersion ? asked.forwarded : asked.forwarded + asked.conditions.fields
         guard let firstByte = asked.firstByte else { return try await reader.contentInfo(for: url, headers: asking) }
-        return try await reader.contentInfoForRead(url, from: firstByte, length: asked.length, headers: asking)
+        return try await reader.contentInfoForRead(
+            url, from: firstByte, length: asked.length, headers: asking, inPlay: asked.specifier != nil)
     }
 
     /// Carries `plan` out for `request`, of the version `metadata` describes; `unstored` is its

@@ -17,8 +17,9 @@ struct OriginTransfer: Sendable {
     let store: CacheStore
     let fetcher: any OriginFetcher
     let configuration: CachingReader.Configuration
-    /// Where the transfer records that the origin gave the entry's version.
-    let validations: ValidationMemory
+    /// Where the transfer records that the origin gave the entry's version, and the plays its
+    /// requests keep to.
+    let plays: Plays
     let download: SharedDownload
     /// An answer that was already asked for (the probe's), used for the first request.
     let firstResponse: OriginResponse?
@@ -93,7 +94,7 @@ struct OriginTransfer: Sendable {
                     return
                 }
                 try handle?.updateMetadata(response.metadata)
-                validations.record(download.key, at: store.configuration.clock.now)
+                plays.validated(download.key)
                 download.responseReceived()
                 if fillIfPlayed(response.metadata) {
                     // The answer in hand goes on past the player's range as far as it reaches.
@@ -133,11 +134,7 @@ struct OriginTransfer: Sendable {
 
     /// Asks for `range` of this download's resource where its play goes (``PlayRoute``).
     private func fetchWithinPlay(range: ByteRange?, stored: ContentMetadata?) async throws -> OriginResponse {
-        try await PlayRoute(
-            fetcher: fetcher, validations: validations, window: configuration.playWindow,
-            clock: store.configuration.clock, logger: configuration.logger
-        )
-        .fetch(
+        try await PlayRoute(fetcher: fetcher, plays: plays, logger: configuration.logger).fetch(
             url, key: download.key, stored: stored, range: range, ifRange: stored?.ifRangeValidator,
             headers: download.headers)
     }

@@ -5,8 +5,7 @@ import Foundation
 import Logging
 import MediaCacheHTTPFields
 
-/// Where the requests of a play go. Within a play (the origin gave or confirmed the stored
-/// version less than `window` ago) a request for the stored version goes to the URL the
+/// Where the requests of a play go. Within a play (``Plays``) a request for the stored version goes to the URL the
 /// redirects led to then, not through them again: a chain of trackers that picks another CDN,
 /// or a host that stitches other ads into each visit, would answer another version in the
 /// middle of the play. The player's credentials go only to its own origin, as a redirect takes
@@ -15,16 +14,12 @@ import MediaCacheHTTPFields
 /// temporary redirect each time.
 struct PlayRoute: Sendable {
     let fetcher: any OriginFetcher
-    let validations: ValidationMemory
-    let window: Duration
-    let clock: any WallClock
+    let plays: Plays
     let logger: Logger
 
     /// Where a request for the stored version of `key`, the player's `url`, goes.
     func target(_ url: URL, key: CacheKey, stored: ContentMetadata?) -> URL {
-        guard let final = stored?.finalURL, final != url, let confirmed = validations.date(of: key),
-            Self.isWithin(window, from: confirmed, to: clock.now)
-        else { return url }
+        guard let final = stored?.finalURL, final != url, plays.isUnderWay(key) else { return url }
         return final
     }
 
@@ -50,13 +45,6 @@ struct PlayRoute: Sendable {
             CacheMetrics.retried(.playURLRefused)
             return try await fetcher.fetch(url, range: range, ifRange: ifRange, headers: headers)
         }
-    }
-
-    /// Whether `now` is less than `interval` after `start` (and not before it).
-    static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
-        let elapsed = now.timeIntervalSince(start)
-        let limit = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
-        return elapsed >= 0 && elapsed < limit
     }
 
     /// Fields that carry the player's credentials, which a redirect to another origin drops.

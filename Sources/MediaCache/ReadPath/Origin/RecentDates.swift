@@ -4,38 +4,51 @@
 import Foundation
 import Synchronization
 
-/// When the origin last gave or confirmed the stored version of each resource, for the
-/// resources validated most recently: at most `limit` of them, so memory stays bounded
-/// however many resources a long-running server sees. When it is full, the older half is
-/// forgotten. A resource forgotten counts as old as its stored answer (`generatedAt`), so its
-/// next use that needs a recent validation asks the origin again: a request, never a wrong
-/// byte.
-final class ValidationMemory: Sendable {
-    private let dates = Mutex<[CacheKey: Date]>([:])
+/// The last date of one kind of event for each resource, with a note of it, for the resources
+/// it happened to most recently: when the origin last gave or confirmed the stored version (the
+/// reader's validations), when a player last read it and which version its play began with
+/// (``Plays``). At most `limit` resources, so memory stays bounded however many a long-running
+/// server sees; when it is full, the older half is forgotten. A resource forgotten counts as
+/// never seen: its next use that needs a recent validation asks the origin again, and a play it
+/// was in is over (a request, never a wrong byte).
+final class RecentDates<Note: Sendable>: Sendable {
+    private let entries = Mutex<[CacheKey: (date: Date, note: Note)]>([:])
     let limit: Int
 
     init(limit: Int) {
         self.limit = max(1, limit)
     }
 
-    /// Records that the origin gave or confirmed `key`'s stored version at `date`.
-    func record(_ key: CacheKey, at date: Date) {
-        dates.withLock { dates in
-            if dates[key] == nil, dates.count >= limit {
-                let oldest = dates.sorted { $0.value < $1.value }.prefix(dates.count - limit / 2)
-                for (forgotten, _) in oldest { dates[forgotten] = nil }
+    /// Records that the event happened to `key` at `date`, noting `note`.
+    func record(_ key: CacheKey, at date: Date, note: Note) {
+        entries.withLock { entries in
+            if entries[key] == nil, entries.count >= limit {
+                let oldest = entries.sorted { $0.value.date < $1.value.date }.prefix(entries.count - limit / 2)
+                for (forgotten, _) in oldest { entries[forgotten] = nil }
             }
-            dates[key] = date
+            entries[key] = (date, note)
         }
     }
 
-    /// When the origin last gave or confirmed `key`'s stored version, if remembered.
+    /// When the event last happened to `key`, if remembered.
     func date(of key: CacheKey) -> Date? {
-        dates.withLock { $0[key] }
+        entries.withLock { $0[key]?.date }
+    }
+
+    /// When the event last happened to `key` and its note, if remembered.
+    func last(of key: CacheKey) -> (date: Date, note: Note)? {
+        entries.withLock { $0[key] }
     }
 
     /// How many resources are remembered.
     var count: Int {
-        dates.withLock { $0.count }
+        entries.withLock { $0.count }
+    }
+}
+
+extension RecentDates where Note == Void {
+    /// Records that the event happened to `key` at `date` (a memory of dates alone).
+    func record(_ key: CacheKey, at date: Date) {
+        record(key, at: date, note: ())
     }
 }

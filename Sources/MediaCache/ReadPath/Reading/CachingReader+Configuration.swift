@@ -37,10 +37,14 @@ extension CachingReader {
         /// on the same origin response, as its own work. Default ``FillPolicy/audio``: audio
         /// files up to 512 MiB.
         public var fillOnPlay = FillPolicy.audio
-        /// How long a play keeps to the version it began with: while the origin gave or
-        /// confirmed the stored version less than this ago, a request for a missing range goes
-        /// to the URL the redirects led to, not through them again (trackers in front of a
-        /// podcast host that picks another file per visit). Default 10 minutes.
+        /// How long a play lasts without a read: a play (a player's reads of one URL, until
+        /// none has read it, and the origin has not given or confirmed its version, for this
+        /// long) keeps to the version it began with. Its requests for missing ranges go to the
+        /// URL the redirects led to, not through them again (trackers in front of a podcast host
+        /// that picks another file per visit); its reads past byte 0 read a whole stored file as
+        /// it is though it turned stale (unless the origin said `no-cache` or `must-revalidate`),
+        /// and are refused when the file changed since the play began (docs/http.md). A read from
+        /// byte 0 begins a new play. Default 10 minutes.
         public var playWindow: Duration = .seconds(600)
         /// How far a download may run ahead of its readers at first; then as far as it has
         /// delivered (doubling), up to ``downloadLead``. A reader that goes away early so
@@ -73,7 +77,7 @@ extension CachingReader {
         /// out to have a new version, the read ends with `.resourceChanged` after old bytes
         /// only (never a mix). `.zero` checks every time.
         public var revalidationInterval: Duration = .seconds(60)
-        /// How many resources' last validation is remembered (see ``ValidationMemory``).
+        /// How many resources' last validation is remembered (see ``RecentDates``).
         package var validationMemoryLimit = 10_000
         /// Never contact an origin: cached bytes are served whatever their freshness, and
         /// anything else fails with ``CacheError/Code/offline`` (a proxy answers `504`, as

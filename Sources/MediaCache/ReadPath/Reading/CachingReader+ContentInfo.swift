@@ -41,11 +41,14 @@ extension CachingReader {
     /// next: when the answer is not stored (`no-store`) or has no length, the probe's bytes
     /// are held for that read, so the probe's request is the read's (one origin request, not
     /// two). The caller calls ``releaseReservation(for:)`` when it is done, read or not.
-    package func contentInfoForRead(_ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders)
-        async throws -> ContentMetadata
-    {
+    /// - Parameter inPlay: whether the read is a player's ranged read (a play's, see ``Plays``),
+    ///   not a whole download.
+    package func contentInfoForRead(
+        _ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders, inPlay: Bool = false
+    ) async throws -> ContentMetadata {
         try await contentInfo(
-            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true)
+            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true,
+            playFrom: inPlay ? offset : nil)
     }
 
     /// Lets go of the probe bytes held for a read of `url` that did not take them.
@@ -53,9 +56,12 @@ extension CachingReader {
         scheduler.releaseReservation(store.key(for: url))
     }
 
+    /// - Parameter playFrom: where a player's ranged read that follows starts (`nil`: none
+    ///   follows): a play's read past byte 0 keeps to a whole stored version
+    ///   (``isWholeInPlay(_:key:url:)``); one from byte 0 begins a new play, asked as any other.
     func contentInfo(
         for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
-        maximumAge: Duration?, reserves: Bool, yielded: Bool = false
+        maximumAge: Duration?, reserves: Bool, yielded: Bool = false, playFrom: Int64? = nil
     ) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
@@ -93,6 +99,15 @@ extension CachingReader {
             }
             return stored
         }
+        if let stored, let start = playFrom, start > 0, maximumAge == nil, !headers.hasConditions,
+            !stored.requiresRevalidation, isWholeInPlay(stored, key: key, url: url)
+        {
+            // Stale, but whole on disk and in a play that began with it, which goes on past byte
+            // 0 (a seek, a resume): served as it is, so a play keeps to one version
+            // (docs/http.md). A read from byte 0 begins a new play and asks as any other; an
+            // origin that said `no-cache` or `must-revalidate` is always asked.
+            return stored
+        }
         if let stored, maximumAge == nil, !headers.hasConditions, !scheduler.hasShutDown,
             stored.mayServeWhileRevalidating(at: store.configuration.clock.now)
         {
@@ -126,7 +141,7 @@ extension CachingReader {
             await priority.yieldToPlayers(seen: &seen)
             return try await contentInfo(
                 for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge,
-                reserves: reserves, yielded: true)
+                reserves: reserves, yielded: true, playFrom: playFrom)
         }
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
@@ -191,53 +206,6 @@ extension CachingReader {
 
     /// How many background revalidations run (tests wait on it).
     package var backgroundRevalidationCount: Int { backgroundRevalidations.withLock { $0.count } }
-
-    // MARK: Validation
-
-    func markValidated(_ key: CacheKey) {
-        validations.record(key, at: store.configuration.clock.now)
-        answers.forget(key)  // the resource's own answer replaces any other the origin gave
-    }
-
-    /// How many resources' last validation the read path remembers (at most
-    /// ``Configuration/validationMemoryLimit``).
-    package var rememberedValidations: Int { validations.count }
-
-    /// Whether the origin gave or confirmed the stored version of `url` less than `age` ago.
-    package func wasConfirmed(_ url: URL, within age: Duration) -> Bool {
-        let key = store.key(for: url)
-        guard let stored = store.metadata(for: key) else { return false }
-        return isYoung(stored, key: key, within: age)
-    }
-
-    /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
-    func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
-        guard let last = validations.date(of: key) ?? metadata.generatedAt else { return false }
-        return Self.isWithin(age, from: last, to: store.configuration.clock.now)
-    }
-
-    /// Whether a stored entry may be used without asking the origin: it is fresh (RFC 9111
-    /// §4.2; `no-cache` and `max-age=0` never are, so every use of them is validated), or the
-    /// app prefers the cache. Requests that arrive while a validation runs share it
-    /// (``contentInfo(for:readingFrom:length:headers:maximumAge:)``).
-    func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
-        configuration.prefersCache || configuration.isOffline || metadata.isFresh(at: store.configuration.clock.now)
-    }
-
-    /// The fills on play under way, and whether the network allows them (see ``FillPolicy``).
-    package var fills: FillOnPlay { context.fills }
-
-    /// Where a play's requests go (see ``PlayRoute``).
-    var playRoute: PlayRoute {
-        PlayRoute(
-            fetcher: fetcher, validations: validations, window: configuration.playWindow,
-            clock: store.configuration.clock, logger: configuration.logger)
-    }
-
-    /// Whether `now` is less than `interval` after `start` (and not before it).
-    static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
-        PlayRoute.isWithin(interval, from: start, to: now)
-    }
 
     /// Asks the origin whether the stored version is current, with `If-None-Match` /
     /// `If-Modified-Since` on a ranged GET from `offset`: "not modified" refreshes the

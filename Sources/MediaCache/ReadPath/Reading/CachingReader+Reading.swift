@@ -14,7 +14,10 @@ extension CachingReader {
     ///
     /// Returns once the content information is known and, if bytes are missing, the origin
     /// has confirmed the cached bytes are current, so ``ReadStream/metadata`` and
-    /// ``ReadStream/range`` can be sent to a player before the first byte.
+    /// ``ReadStream/range`` can be sent to a player before the first byte. A read is a
+    /// player's: within a play (see ``Configuration/playWindow``) a read past byte 0 reads a
+    /// whole stored file as it is, though it turned stale, and is refused with
+    /// `.resourceChanged` when the file changed since the play began.
     /// - Throws: `.rangeNotSatisfiable` (with ``CacheError/resourceLength``) when `offset`
     ///   is at or past the end; origin errors.
     /// - Parameter url: the resource.
@@ -70,7 +73,9 @@ extension CachingReader {
                 metadata = known
                 planned = nil  // a version that changed under the read is asked for again
             } else {
-                metadata = try await contentInfo(for: url, headers: headers)
+                metadata = try await contentInfo(
+                    for: url, readingFrom: nil, length: nil, headers: headers, maximumAge: nil, reserves: false,
+                    playFrom: lengthless.offset)
             }
             guard let total = metadata.length else {
                 return try await passThrough(
@@ -108,10 +113,27 @@ extension CachingReader {
                 session.close()  // another version was stored meanwhile: plan again from it
                 continue
             }
+            // After planning: the play this read is in is the one before it.
+            guard plays.begin(key, version: current, from: range.lowerBound) else {
+                session.close()
+                throw playChanged(url)
+            }
             return ReadStream(metadata: current, range: range, session: session)
         }
         throw CacheError(
             .resourceChanged, "\(url.absoluteString) kept changing at the origin while being read; try again later.")
+    }
+
+    /// The error of a read past byte 0 in a play of another version than the one stored now:
+    /// logged and counted (the origin changed the resource during the play).
+    func playChanged(_ url: URL) -> CacheError {
+        configuration.logger.warning(
+            "Refused a read in the middle of a play: the resource changed at the origin since the play began",
+            metadata: ["url": "\(url.absoluteString.prefix(200))"])
+        CacheMetrics.changedMidRead()
+        return CacheError(
+            .resourceChanged,
+            "\(url.absoluteString) changed at the origin during this play; play it again from the start.")
     }
 
     /// A read of a resource whose length the origin does not say (a chunked or

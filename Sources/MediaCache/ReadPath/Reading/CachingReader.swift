@@ -25,8 +25,9 @@ public final class CachingReader: Sendable {
     let scheduler: DownloadScheduler
     /// What the reads it opens work with.
     let context: ReadContext
-    /// When the origin last confirmed each resource, on the store's clock.
-    let validations: ValidationMemory
+    /// When the origin last confirmed each resource and a player last read it, on the store's
+    /// clock: the plays under way.
+    let plays: Plays
     /// Origin answers other than the resource's bytes that may be reused while fresh.
     let answers = AnswerMemory()
     /// The probes and revalidations under way, one per resource for requests that share them.
@@ -73,7 +74,9 @@ public final class CachingReader: Sendable {
         self.configuration = configuration
         securityWarning = fetcher.securityWarning
         scheduler = DownloadScheduler(configuration: configuration)
-        validations = ValidationMemory(limit: configuration.validationMemoryLimit)
+        plays = Plays(
+            limit: configuration.validationMemoryLimit, window: configuration.playWindow,
+            clock: store.configuration.clock)
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
         priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
         preloader = Preloader(
@@ -81,7 +84,7 @@ public final class CachingReader: Sendable {
             logger: configuration.logger)
         context = ReadContext(
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
-            validations: validations, priority: priority,
+            plays: plays, priority: priority,
             owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay))
     }
 
@@ -282,34 +285,10 @@ public final class CachingReader: Sendable {
         await owned.cancelAndWait()
     }
 
-    /// The content information when the store alone can give it now: the entry's length is
-    /// known and it may be used without asking the origin (see ``contentInfo(for:readingFrom:headers:)``);
-    /// `nil` otherwise. Never waits.
-    /// - Parameter headers: the player's request fields, matched against the stored answer's `Vary`.
-    func cachedContentInfo(for url: URL, headers: RequestHeaders = []) -> ContentMetadata? {
-        cachedContentInfo(key: store.key(for: url), headers: headers)
-    }
-
-    private func cachedContentInfo(key: CacheKey, headers: RequestHeaders) -> ContentMetadata? {
-        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key),
-            stored.matches(request: headers)
-        else { return nil }
-        return stored
-    }
-
     /// What is stored of `url` now (the proxy counts a body's bytes within it as from the cache).
     package func storedSpans(of url: URL) -> SpanSet {
         store.spans(for: store.key(for: url))
     }
-
-    /// Whether a version of `url` whose length is known is stored, fresh or not (the cache can
-    /// then answer a player's conditions itself, RFC 9111 §4.3.2).
-    package func holdsVersion(of url: URL) -> Bool {
-        store.metadata(for: store.key(for: url))?.length != nil
-    }
-
-    /// Now, on the store's clock (which tests set).
-    package var now: Date { store.configuration.clock.now }
 
     /// Stores `metadata` for `key` (the store may keep validators it already had) and
     /// returns what the entry now holds; `metadata` itself when the store refuses.

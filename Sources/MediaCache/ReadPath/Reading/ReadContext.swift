@@ -12,8 +12,9 @@ final class ReadContext: Sendable {
     let configuration: CachingReader.Configuration
     let fetcher: MeteredFetcher
     let scheduler: DownloadScheduler
-    /// When the origin last confirmed each resource, on the store's clock.
-    let validations: ValidationMemory
+    /// When the origin last confirmed each resource and a player last read it, on the store's
+    /// clock.
+    let plays: Plays
     /// Where the cache's own fetches give way to players waiting on the origin.
     let priority: OriginPriority
     /// Removals of unfinished entries, and the reader's other tasks that outlive a read.
@@ -28,17 +29,17 @@ final class ReadContext: Sendable {
     init(
         store: CacheStore, configuration: CachingReader.Configuration, fetcher: MeteredFetcher,
         scheduler: DownloadScheduler,
-        validations: ValidationMemory, priority: OriginPriority, owned: OwnedTasks, fills: FillOnPlay
+        plays: Plays, priority: OriginPriority, owned: OwnedTasks, fills: FillOnPlay
     ) {
         self.fills = fills
         (self.store, self.configuration, self.fetcher, self.scheduler) = (store, configuration, fetcher, scheduler)
-        (self.validations, self.priority, self.owned) = (validations, priority, owned)
+        (self.plays, self.priority, self.owned) = (plays, priority, owned)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         OriginTransfer(
-            store: store, fetcher: fetcher, configuration: configuration, validations: validations,
+            store: store, fetcher: fetcher, configuration: configuration, plays: plays,
             download: download, firstResponse: firstResponse, priority: priority, fills: fills)
     }
 

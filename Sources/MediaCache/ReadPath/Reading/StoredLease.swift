@@ -43,11 +43,13 @@ package struct StoredLease: Sendable {
     /// `range` as one region of the entry's data file, when it lies in the stored span the
     /// lease was taken at and is no longer than a read's first region
     /// (``CachingReader/Configuration/fileRegionSize`` shared among the open reads): `nil`
-    /// otherwise, and in an encrypted store.
+    /// otherwise, in an encrypted store, and for a range past byte 0 in a play of another
+    /// version (``Plays``: the read refuses it).
     package func region(_ range: ByteRange) -> StoredRegion? {
         guard !range.isEmpty, let (span, file) = stored, span.lowerBound <= range.lowerBound,
             range.lowerBound < span.upperBound,
-            ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound
+            ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound,
+            context.plays.begin(key, version: metadata, from: range.lowerBound)
         else { return nil }
         return StoredRegion(file: file, range: range)
     }
@@ -56,7 +58,9 @@ package struct StoredLease: Sendable {
     /// version was stored since the lease was taken).
     package func read(_ range: ByteRange) -> ReadStream? {
         guard let handle = try? context.store.openEntry(key) else { return nil }
-        guard let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata) else {
+        guard let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata),
+            context.plays.begin(key, version: current, from: range.lowerBound)
+        else {
             handle.close()
             return nil
         }
