@@ -8,8 +8,9 @@ import MediaCacheTestSupport
 /// Fill on play over a simulated far link: a podcast episode (an MP3 ffmpeg makes) played
 /// cold through `mediacache serve` with the fill (`--fill-on-play audio`) and without it
 /// (`none`), and downloaded alone by curl, in the same round (the order turning each round).
-/// Prints the first audio frame's time with the fill against without it, and the time until
-/// the fill holds the whole file against curl's download.
+/// Prints the first audio frame's time with the fill against without it, the first audio of
+/// another file (one the policy does not fill) started while a fill runs against a play on the
+/// idle link, and the time until the fill holds the whole file against curl's download.
 struct FillBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fill",
@@ -67,9 +68,12 @@ struct FillBenchCommand: AsyncParsableCommand {
         for round in 0..<rounds {
             let paths = [
                 "fill": "/r\(round)f/episode.mp3", "plain": "/r\(round)n/episode.mp3", "curl": "/r\(round)d/e.mp3",
+                "beside": "/r\(round)b/episode.mp3", "second": "/r\(round)s/video.mp4",
             ]
             for path in paths.values {
-                var resource = TestOrigin.Resource(body: .bytes(body), mimeType: "audio/mpeg")
+                // The second play is of a file the policy does not fill: only its own reads.
+                let type = path.hasSuffix(".mp4") ? "video/mp4" : "audio/mpeg"
+                var resource = TestOrigin.Resource(body: .bytes(body), mimeType: type)
                 resource.etag = "\"\(path)\""
                 origin.serve(resource, at: path)
             }
@@ -78,7 +82,18 @@ struct FillBenchCommand: AsyncParsableCommand {
                 "http://127.0.0.1:\(port)/?url="
                     + originURL(path).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             }
-            let order = ["curl", "plain", "fill"].rotated(by: round)
+            let order = ["curl", "plain", "fill", "beside"].rotated(by: round)
+            /// Milliseconds until ffmpeg has decoded the first audio frame of `path` through `port`.
+            func firstAudio(_ port: Int, _ path: String) async throws -> Double {
+                let start = ContinuousClock.now
+                let decoded = try await ChildProcess.run(
+                    [
+                        "ffmpeg", "-nostdin", "-v", "error", "-i", proxied(port, path), "-frames:a", "1", "-f", "null",
+                        "-",
+                    ])
+                guard decoded.status == 0 else { throw ValidationError("ffmpeg failed: \(decoded.error)") }
+                return (ContinuousClock.now - start).seconds * 1000
+            }
             for kind in order {
                 try await relay.drain()
                 let start = ContinuousClock.now
@@ -87,15 +102,15 @@ struct FillBenchCommand: AsyncParsableCommand {
                     let got = try await ChildProcess.run(["curl", "-sf", "-o", "/dev/null", originURL(paths["curl"]!)])
                     guard got.status == 0 else { throw ValidationError("curl failed: \(got.error)") }
                     times["curl whole", default: []].append((ContinuousClock.now - start).seconds * 1000)
+                case "beside":
+                    // A play while another's fill runs: its first audio against a play on the
+                    // idle link (the play without the fill).
+                    _ = try await firstAudio(fillPort, paths["beside"]!)
+                    times["second first audio", default: []].append(try await firstAudio(fillPort, paths["second"]!))
+                    try await Self.waitUntilWhole(originURL(paths["beside"]!), length: body.count, port: fillPort)
                 default:
                     let port = kind == "fill" ? fillPort : plainPort
-                    let decoded = try await ChildProcess.run(
-                        [
-                            "ffmpeg", "-nostdin", "-v", "error", "-i", proxied(port, paths[kind]!), "-frames:a", "1",
-                            "-f", "null", "-",
-                        ])
-                    guard decoded.status == 0 else { throw ValidationError("ffmpeg failed: \(decoded.error)") }
-                    times["\(kind) first audio", default: []].append((ContinuousClock.now - start).seconds * 1000)
+                    times["\(kind) first audio", default: []].append(try await firstAudio(port, paths[kind]!))
                     guard kind == "fill" else { continue }
                     try await Self.waitUntilWhole(originURL(paths["fill"]!), length: body.count, port: fillPort)
                     times["fill whole", default: []].append((ContinuousClock.now - start).seconds * 1000)
@@ -110,6 +125,11 @@ struct FillBenchCommand: AsyncParsableCommand {
                 format: "  first audio: without the fill %.0f ms, with it %.0f ms (%.2fx)",
                 median("plain first audio"), median("fill first audio"),
                 median("fill first audio") / median("plain first audio")))
+        print(
+            String(
+                format: "  another file's first audio while a fill runs: %.0f ms, on an idle link %.0f ms (%.2fx)",
+                median("second first audio"), median("plain first audio"),
+                median("second first audio") / median("plain first audio")))
         print(
             String(
                 format:

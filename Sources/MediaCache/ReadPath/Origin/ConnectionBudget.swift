@@ -113,6 +113,11 @@ final class ConnectionBudget: Sendable {
         }
     }
 
+    /// Whether a player waits for a connection to `url`'s host.
+    func playersWait(for url: URL) -> Bool {
+        state.withLock { $0.hosts[OriginReachability.origin(of: url)]?.players.isEmpty == false }
+    }
+
     /// A connection to `url`'s host for one request, waiting for one if need be (a player
     /// ahead of the cache's own work). Throws `CancellationError` when the task is
     /// cancelled while it waits.

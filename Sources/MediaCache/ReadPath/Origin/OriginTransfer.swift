@@ -27,6 +27,8 @@ struct OriginTransfer: Sendable {
     let priority: OriginPriority
     /// Whether a player's download goes on to the end of its file (``FillPolicy``).
     let fills: FillOnPlay
+    /// The origin connections, which a fill no player reads lets go to a waiting player.
+    var budget: ConnectionBudget? = nil
 
     private var url: URL { download.url }
 
@@ -75,9 +77,14 @@ struct OriginTransfer: Sendable {
                 } else {
                     await yieldToPlayers(&seen)
                     if download.isFinished || Task.isCancelled { return }
-                    response = try await download.sending {
-                        try await fetchWithinPlay(
-                            range: download.isFullBody ? nil : ByteRange(position, requestEnd), stored: stored)
+                    // A fill no player reads asks as the cache's own: within its share of the
+                    // host's connections, behind players.
+                    let isOwn = OriginPriority.isCachesOwn || (download.isFilling && !download.servesPlayer)
+                    response = try await OriginPriority.$isCachesOwn.withValue(isOwn) {
+                        try await download.sending {
+                            try await fetchWithinPlay(
+                                range: download.isFullBody ? nil : ByteRange(position, requestEnd), stored: stored)
+                        }
                     }
                 }
                 try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
@@ -104,6 +111,7 @@ struct OriginTransfer: Sendable {
                 case .done: break
                 case .stop: return
                 case .storeFailed: storeWorks = false
+                case .yielded: continue  // the rest with a request of the cache's own
                 }
                 if download.position < requestEnd, !download.isFinished, !Task.isCancelled {
                     throw CacheError(
@@ -184,6 +192,9 @@ struct OriginTransfer: Sendable {
         case stop
         /// A write failed: the rest goes to readers from memory only.
         case storeFailed
+        /// A fill no player reads let its connection go to a player waiting for one: the
+        /// download goes on with a new request, as the cache's own.
+        case yielded
     }
 
     /// Delivers the body's bytes from the download's position up to `requestEnd` and stores them.
@@ -218,6 +229,7 @@ struct OriginTransfer: Sendable {
                 // Another download had stored the rest: the readers go on from the store.
                 download.complete()
             }
+            if received == .yielded { return stored == .storeFailed ? .stop : .yielded }
             return received == .stop ? .stop : stored
         }
     }
@@ -255,7 +267,10 @@ struct OriginTransfer: Sendable {
             await download.pace(lead: lead(delivered: next - download.start))
             // A fill stops when the network turns metered: the download goes on for its readers.
             if download.isFilling, !fills.isAllowed { download.stopFilling() }
-            await yieldToPlayers(&seen)
+            // A fill no player reads does not park on a connection a player waits for: it
+            // stores the chunk in hand and lets the connection go.
+            let givesWay = isFillOthersNeed
+            if !givesWay { await yieldToPlayers(&seen) }
             // A pinned download's rate caps (``DownloadPacer``); never on bytes a player reads.
             if !download.servesPlayer, let pacer = DownloadPacer.current { await pacer.take(chunk.readableBytes) }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
@@ -274,8 +289,20 @@ struct OriginTransfer: Sendable {
             guard await queue.push(chunk) else { return .stop }  // the entry was replaced
             next += Int64(chunk.readableBytes)
             if next >= requestEnd { break }
+            if givesWay { return .yielded }
         }
         return .done
+    }
+
+    /// Whether this download fills a file no player reads any more while a player waits for a
+    /// connection to its host: the connection it holds is the player's to have.
+    private var isFillOthersNeed: Bool {
+        guard download.isFilling, !download.servesPlayer, budget?.playersWait(for: url) == true else { return false }
+        CacheMetrics.yieldedToPlayer()
+        configuration.logger.debug(
+            "A fill let its origin connection go to a waiting player",
+            metadata: ["url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)"])
+        return true
     }
 
     /// Takes what `queue` holds and writes it to the store from `start` on, until the queue

@@ -40,7 +40,8 @@ final class ReadContext: Sendable {
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         OriginTransfer(
             store: store, fetcher: fetcher, configuration: configuration, plays: plays,
-            download: download, firstResponse: firstResponse, priority: priority, fills: fills)
+            download: download, firstResponse: firstResponse, priority: priority, fills: fills,
+            budget: fetcher.budget)
     }
 
     /// The chunk size for a stream now, given how many are open.
