@@ -130,3 +130,46 @@ extension OneVersionPerPlayTests {
         }
     }
 }
+
+extension OneVersionPerPlayTests {
+    /// A preload of a tracker URL (the next episode of a feed) follows the chain once; the play
+    /// that comes after it keeps the version the preload stored: its start is local, and the
+    /// rest and a seek are asked of the URL the trackers led to, not through them again.
+    @Test func aPlayAfterAPreloadKeepsThePreloadsVersion() async throws {
+        try await ProxyHarness.with { proxy in
+            let host = AdStitchingHost(proxy.origin)
+            let length = AdStitchingHost.length(of: 1)
+            proxy.base.reader.preload([PreloadItem(proxy.origin.url(host.entry), seconds: 5)])
+            try await waitUntil { [.done, .failed].contains(proxy.base.reader.preloadStatus.first?.state) }
+            #expect(proxy.base.reader.preloadStatus.first?.state == .done, "\(proxy.base.reader.preloadStatus)")
+            #expect(host.visits.load(ordering: .relaxed) == 1)
+            _ = try await Self.read(proxy, from: 0, bytes: 256 << 10)
+            _ = try await Self.read(proxy, from: length * 8 / 10, bytes: 256 << 10)
+            #expect(host.visits.load(ordering: .relaxed) == 1, "\(host.requests())")
+            let requests = host.requests()
+            #expect(requests["/t1/ep.mp3"] == 1 && requests["/host/ep-2.mp3"] == nil, "\(requests)")
+        }
+    }
+}
+
+extension OneVersionPerPlayTests {
+    /// A pin of a tracker URL nobody played follows the chain once: every request of the
+    /// download goes to the URL the trackers led to, and the pin completes with one version.
+    @Test func aPinOfATrackerURLKeepsOneVersion() async throws {
+        var reader = CachingReader.Configuration()
+        reader.fillOnPlay = .none
+        try await ProxyHarness.with(reader: reader) { proxy in
+            let host = AdStitchingHost(proxy.origin)
+            let queue = try DownloadQueue(reader: proxy.base.reader)
+            queue.start()
+            let job = try await queue.pin(proxy.origin.url(host.entry))
+            let settled = try await PinnedDownloadsTests.settled(job.id, in: queue)
+            #expect(settled.state == .completed, "\(settled)")
+            #expect(host.visits.load(ordering: .relaxed) == 1, "\(host.requests())")
+            let key = proxy.base.store.key(for: proxy.origin.url(host.entry))
+            #expect(proxy.base.store.spans(for: key).contains(ByteRange(0, AdStitchingHost.length(of: 1))))
+            #expect(proxy.base.store.metadata(for: key)?.etag == "\"ad-1\"")
+            await queue.shutDown()
+        }
+    }
+}

@@ -99,11 +99,16 @@ final class ConnectionBudget: Sendable {
     /// - Parameters:
     ///   - limit: the connections each host may have (the origin client's pool per host).
     ///   - ownLimit: how many of them the cache's own requests may hold.
-    init(limit: Int, ownLimit: Int, logger: Logger) {
+    ///   - onPlayerWait: called when a player begins to wait for a connection (the reader wakes
+    ///     the transfers that may hold one it should have).
+    init(limit: Int, ownLimit: Int, logger: Logger, onPlayerWait: @escaping @Sendable () -> Void = {}) {
         self.limit = limit
         self.ownLimit = ownLimit
         self.logger = logger
+        self.onPlayerWait = onPlayerWait
     }
+
+    private let onPlayerWait: @Sendable () -> Void
 
     /// How many requests to `url`'s host hold a connection, and how many wait.
     func usage(of url: URL) -> (inUse: Int, waiting: Int) {
@@ -136,7 +141,10 @@ final class ConnectionBudget: Sendable {
         if holds { return Hold(budget: self, host: host, isOwn: isOwn) }
         // A player that joins the download this request is for makes it a player's.
         if isOwn, let promotion, !promotion.waits(in: self, host: host, id: id) { promote(host: host, id: id) }
-        if !isOwn { CacheMetrics.connectionWaits.increment() }
+        if !isOwn {
+            CacheMetrics.connectionWaits.increment()
+            onPlayerWait()
+        }
         if waitsToLog > 0 {
             logger.warning(
                 "Players wait for origin connections: every one the host may have is in use",

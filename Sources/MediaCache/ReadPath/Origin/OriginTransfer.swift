@@ -165,7 +165,8 @@ struct OriginTransfer: Sendable {
     private func yieldToPlayers(_ seen: inout UInt64) async {
         let started = ContinuousClock.now
         let before = seen
-        await priority.yieldToPlayers(seen: &seen) { download.servesPlayer }
+        // A fill that holds a connection a player waits for stops yielding to let it go.
+        await priority.yieldToPlayers(seen: &seen) { download.servesPlayer || holdsWhatAPlayerWaitsFor }
         if seen != before, configuration.logger.logLevel <= .debug {
             configuration.logger.debug(
                 "A transfer of the cache's own gave way to players",
@@ -269,8 +270,11 @@ struct OriginTransfer: Sendable {
             if download.isFilling, !fills.isAllowed { download.stopFilling() }
             // A fill no player reads does not park on a connection a player waits for: it
             // stores the chunk in hand and lets the connection go.
-            let givesWay = isFillOthersNeed
-            if !givesWay { await yieldToPlayers(&seen) }
+            var givesWay = isFillOthersNeed
+            if !givesWay {
+                await yieldToPlayers(&seen)
+                givesWay = isFillOthersNeed
+            }
             // A pinned download's rate caps (``DownloadPacer``); never on bytes a player reads.
             if !download.servesPlayer, let pacer = DownloadPacer.current { await pacer.take(chunk.readableBytes) }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
@@ -295,9 +299,15 @@ struct OriginTransfer: Sendable {
     }
 
     /// Whether this download fills a file no player reads any more while a player waits for a
+    /// connection to its host (logged and counted when it does).
+    private var holdsWhatAPlayerWaitsFor: Bool {
+        download.isFilling && !download.servesPlayer && budget?.playersWait(for: url) == true
+    }
+
+    /// Whether this download fills a file no player reads any more while a player waits for a
     /// connection to its host: the connection it holds is the player's to have.
     private var isFillOthersNeed: Bool {
-        guard download.isFilling, !download.servesPlayer, budget?.playersWait(for: url) == true else { return false }
+        guard holdsWhatAPlayerWaitsFor else { return false }
         CacheMetrics.yieldedToPlayer()
         configuration.logger.debug(
             "A fill let its origin connection go to a waiting player",

@@ -155,7 +155,7 @@ extension CachingReader {
                             headers: headers.withoutConditions, reserves: reserves)
                     }
                     guard let offset else {
-                        return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
+                        return await storeGiven(try await fetcher.contentInfo(for: url, headers: headers), key: key)
                     }
                     // The bytes the read asks for, in one request: an open-ended read asks to
                     // the end (`bytes=a-`), which the origin streams as the player reads.
@@ -289,6 +289,14 @@ extension CachingReader {
         return length == 0 || store.spans(for: key).contains(ByteRange(0, length))
     }
 
+    /// Stores the content information the origin just gave for `key` (a `HEAD`'s), recording
+    /// that it gave this version now: a play that began with it keeps to it (``PlayRoute``).
+    func storeGiven(_ metadata: ContentMetadata, key: CacheKey) async -> ContentMetadata {
+        let stored = await store(metadata, key: key)
+        if metadata.length != nil, metadata.isStorable { markValidated(key) }
+        return stored
+    }
+
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
     func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool)
@@ -301,7 +309,7 @@ extension CachingReader {
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
-            return await store(try await fetcher.contentInfo(for: url, headers: headers), key: key)
+            return await storeGiven(try await fetcher.contentInfo(for: url, headers: headers), key: key)
         }
         if response.isNotModified {
             // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.

@@ -65,9 +65,11 @@ public final class CachingReader: Sendable {
         self.store = store
         CacheMetrics.register()
         let connections = max(1, min(configuration.originConnectionsPerHost, fetcher.connectionsPerHost ?? .max))
+        let priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
+        self.priority = priority
         let budget = ConnectionBudget(
             limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4),
-            logger: configuration.logger)
+            logger: configuration.logger, onPlayerWait: { priority.wake() })
         self.fetcher = MeteredFetcher(
             base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher,
             ownRequestFields: configuration.ownRequestFields, budget: budget)
@@ -78,7 +80,6 @@ public final class CachingReader: Sendable {
             limit: configuration.validationMemoryLimit, window: configuration.playWindow,
             clock: store.configuration.clock)
         segmentReadAhead = SegmentReadAhead(depth: configuration.segmentReadAhead)
-        priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
         preloader = Preloader(
             maxBytes: configuration.preloadBudget, maxConcurrent: configuration.preloadConcurrency, owned: owned,
             logger: configuration.logger)

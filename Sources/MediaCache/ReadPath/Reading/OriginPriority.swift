@@ -73,6 +73,16 @@ final class OriginPriority: Sendable {
         return try await wait()
     }
 
+    /// Wakes the yielding transfers to look again at what they hold (a player began to wait for
+    /// an origin connection: a fill nobody reads lets its connection go).
+    func wake() {
+        let woken = state.withLock { state in
+            state.generation &+= 1
+            return state.wakeAll()
+        }
+        woken.forEach { $0.resume() }
+    }
+
     /// Returns once no player waits on the origin and none has begun to for ``grace`` (at once
     /// when none has since the wait count `seen`, which it updates), or as soon as `servesPlayer`
     /// holds, or when the task is cancelled.
