@@ -12,9 +12,8 @@ import Foundation
 final class Plays: Sendable {
     /// When the origin last gave or confirmed each resource's stored version.
     let validations: RecentDates<Void>
-    /// When a player last began a read of each resource, and the version its play began with
-    /// (its length and validators).
-    let reads: RecentDates<ContentMetadata>
+    /// When a player last began a read of each resource, and the version its play began with.
+    let reads: RecentDates<Version>
     let window: Duration
     let clock: any WallClock
 
@@ -35,15 +34,37 @@ final class Plays: Sendable {
     func begin(_ key: CacheKey, version: ContentMetadata, from offset: Int64) -> Bool {
         guard !OriginPriority.isCachesOwn else { return true }
         let now = clock.now
-        if offset > 0, let last = reads.last(of: key), Self.isWithin(window, from: last.date, to: now),
-            !last.note.isSameVersion(as: version)
-        {
-            return false
+        let seen = Version(version)
+        return reads.update(key) { last in
+            // Looked at and recorded in one step: a cached range's answer comes here each time.
+            if let known = last, known.note.matches(seen) {
+                last?.date = now
+                return true
+            }
+            if offset > 0, let known = last, Self.isWithin(window, from: known.date, to: now) { return false }
+            last = (now, seen)
+            return true
         }
-        reads.record(
-            key, at: now,
-            note: ContentMetadata(length: version.length, etag: version.etag, lastModified: version.lastModified))
-        return true
+    }
+
+    /// The version a play began with: its length and validators.
+    struct Version: Sendable {
+        let length: Int64?
+        let etag: String?
+        let lastModified: String?
+
+        init(_ metadata: ContentMetadata) {
+            (length, etag, lastModified) = (metadata.length, metadata.etag, metadata.lastModified)
+        }
+
+        /// Whether `other` may be this version: what both know agrees (as
+        /// ``ContentMetadata/isSameVersion(as:)``).
+        func matches(_ other: Version) -> Bool {
+            if let a = etag, let b = other.etag, a != b { return false }
+            if let a = lastModified, let b = other.lastModified, a != b { return false }
+            if let a = length, let b = other.length, a != b { return false }
+            return true
+        }
     }
 
     /// Whether a play of `key` is under way: a player read it, or the origin gave or confirmed

@@ -21,12 +21,29 @@ final class RecentDates<Note: Sendable>: Sendable {
 
     /// Records that the event happened to `key` at `date`, noting `note`.
     func record(_ key: CacheKey, at date: Date, note: Note) {
+        update(key) { $0 = (date, note) }
+    }
+
+    /// Runs `body` on what is remembered of `key` (`nil`: nothing), in one step: what it leaves
+    /// there is remembered.
+    func update<Result>(_ key: CacheKey, _ body: (inout (date: Date, note: Note)?) -> Result) -> Result {
         entries.withLock { entries in
-            if entries[key] == nil, entries.count >= limit {
+            if let index = entries.index(forKey: key) {
+                // Remembered: changed in place, the key hashed once.
+                var entry: (date: Date, note: Note)? = entries.values[index]
+                let result = body(&entry)
+                if let entry { entries.values[index] = entry } else { entries.remove(at: index) }
+                return result
+            }
+            var entry: (date: Date, note: Note)?
+            let result = body(&entry)
+            guard let entry else { return result }
+            if entries.count >= limit {
                 let oldest = entries.sorted { $0.value.date < $1.value.date }.prefix(entries.count - limit / 2)
                 for (forgotten, _) in oldest { entries[forgotten] = nil }
             }
-            entries[key] = (date, note)
+            entries[key] = entry
+            return result
         }
     }
 
