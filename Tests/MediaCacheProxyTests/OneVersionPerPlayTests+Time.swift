@@ -153,23 +153,29 @@ extension OneVersionPerPlayTests {
 }
 
 extension OneVersionPerPlayTests {
+    /// Pins the host's episode and checks the pin followed the trackers once (with the play
+    /// before it, if any) and holds version 1 whole, pinned.
+    static func pinOnce(_ proxy: ProxyHarness, _ host: AdStitchingHost) async throws {
+        let queue = try DownloadQueue(reader: proxy.base.reader)
+        queue.start()
+        let job = try await queue.pin(proxy.origin.url(host.entry))
+        let settled = try await PinnedDownloadsTests.settled(job.id, in: queue)
+        #expect(settled.state == .completed, "\(settled)")
+        #expect(host.visits.load(ordering: .relaxed) == 1, "\(host.requests())")
+        let key = proxy.base.store.key(for: proxy.origin.url(host.entry))
+        #expect(proxy.base.store.isPinned(key))
+        #expect(proxy.base.store.spans(for: key).contains(ByteRange(0, AdStitchingHost.length(of: 1))))
+        #expect(proxy.base.store.metadata(for: key)?.etag == "\"ad-1\"")
+        await queue.shutDown()
+    }
+
     /// A pin of a tracker URL nobody played follows the chain once: every request of the
     /// download goes to the URL the trackers led to, and the pin completes with one version.
     @Test func aPinOfATrackerURLKeepsOneVersion() async throws {
         var reader = CachingReader.Configuration()
         reader.fillOnPlay = .none
         try await ProxyHarness.with(reader: reader) { proxy in
-            let host = AdStitchingHost(proxy.origin)
-            let queue = try DownloadQueue(reader: proxy.base.reader)
-            queue.start()
-            let job = try await queue.pin(proxy.origin.url(host.entry))
-            let settled = try await PinnedDownloadsTests.settled(job.id, in: queue)
-            #expect(settled.state == .completed, "\(settled)")
-            #expect(host.visits.load(ordering: .relaxed) == 1, "\(host.requests())")
-            let key = proxy.base.store.key(for: proxy.origin.url(host.entry))
-            #expect(proxy.base.store.spans(for: key).contains(ByteRange(0, AdStitchingHost.length(of: 1))))
-            #expect(proxy.base.store.metadata(for: key)?.etag == "\"ad-1\"")
-            await queue.shutDown()
+            try await Self.pinOnce(proxy, AdStitchingHost(proxy.origin))
         }
     }
 }

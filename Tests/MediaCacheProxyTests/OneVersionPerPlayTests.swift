@@ -202,22 +202,12 @@ extension OneVersionPerPlayTests {
         try await ProxyHarness.with(reader: reader) { proxy in
             // Sent slowly, so the play's hang-up leaves most of the file to the pin.
             let host = AdStitchingHost(proxy.origin, bytesPerSecond: 1 << 20)
-            let length = AdStitchingHost.length(of: 1)
             _ = try await Self.read(proxy, from: 0, bytes: 64 << 10)
             try await proxy.base.waitUntilQuiet("/host/ep-1.mp3")
             let key = proxy.base.store.key(for: proxy.origin.url(host.entry))
             #expect(!proxy.base.store.spans(for: key).contains(ByteRange(0, AdStitchingHost.length(of: 1))))
-            let queue = try DownloadQueue(reader: proxy.base.reader)
-            queue.start()
-            let job = try await queue.pin(proxy.origin.url(host.entry))
-            let settled = try await PinnedDownloadsTests.settled(job.id, in: queue)
-            #expect(settled.state == .completed, "\(settled)")
-            #expect(host.visits.load(ordering: .relaxed) == 1, "\(host.requests())")
+            try await Self.pinOnce(proxy, host)
             #expect(proxy.origin.requests("/host/ep-1.mp3").count >= 2, "the pin asked the resolved URL")
-            #expect(proxy.base.store.isPinned(key))
-            #expect(proxy.base.store.spans(for: key).contains(ByteRange(0, length)))
-            #expect(proxy.base.store.metadata(for: key)?.etag == "\"ad-1\"")
-            await queue.shutDown()
         }
     }
 }

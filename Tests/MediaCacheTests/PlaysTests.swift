@@ -33,13 +33,20 @@ import Testing
         return configuration
     }
 
-    @Test func aWholeEntryKeepsItsPlaysVersionThoughStale() async throws {
+    /// A play of the episode (fresh for a minute) read whole from byte 0; then `body` with the
+    /// number of origin requests so far.
+    static func withPlayedEpisode(_ body: (ScriptedHarness, ManualClock, Int) async throws -> Void) async throws {
         let clock = ManualClock()
         try await ScriptedHarness.with(answersWhole: true, clock: clock, reader: Self.configuration()) { h in
             h.origin.serve(Self.url, length: Self.length, seed: 31, lifetime: 60)
             try await Self.read(h, from: 0)
             try await waitUntil { h.reader.activeDownloads == 0 }
-            let asked = h.origin.exchanges.count
+            try await body(h, clock, h.origin.exchanges.count)
+        }
+    }
+
+    @Test func aWholeEntryKeepsItsPlaysVersionThoughStale() async throws {
+        try await Self.withPlayedEpisode { h, clock, asked in
             clock.advance(by: 120)  // stale, the play goes on: a seek
             try await Self.read(h, from: Self.length / 2)
             #expect(h.origin.exchanges.count == asked, "a seek within the play asks nothing")
@@ -53,12 +60,7 @@ import Testing
     }
 
     @Test func aPlayIdleForTheWindowIsOver() async throws {
-        let clock = ManualClock()
-        try await ScriptedHarness.with(answersWhole: true, clock: clock, reader: Self.configuration()) { h in
-            h.origin.serve(Self.url, length: Self.length, seed: 31, lifetime: 60)
-            try await Self.read(h, from: 0)
-            try await waitUntil { h.reader.activeDownloads == 0 }
-            let asked = h.origin.exchanges.count
+        try await Self.withPlayedEpisode { h, clock, asked in
             clock.advance(by: 601)  // no read for the play window: the play is over
             try await Self.read(h, from: Self.length / 2)
             #expect(h.origin.exchanges.count == asked + 1, "a stale entry out of a play is validated")
