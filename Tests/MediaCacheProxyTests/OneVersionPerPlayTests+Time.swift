@@ -13,13 +13,7 @@ import Testing
 /// mode) one. The cache, the fetcher and the origin share one manual clock the test moves.
 extension OneVersionPerPlayTests {
     static func withClock(_ body: (ProxyHarness, ManualClock) async throws -> Void) async throws {
-        let clock = ManualClock(start: Date())
-        var (store, fetcher) = (CacheStore.Configuration(), HTTPOriginFetcher.Configuration())
-        (store.clock, fetcher.clock) = (clock, clock)
-        try await ProxyHarness.with(store: store, fetcher: fetcher) { proxy in
-            proxy.origin.useClock(clock)
-            try await body(proxy, clock)
-        }
+        try await ProxyHarness.withClock(body)
     }
 
     /// The second mode: a minute after the play began, the host serves another version even at

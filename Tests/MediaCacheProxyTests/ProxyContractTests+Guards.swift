@@ -43,11 +43,14 @@ extension ProxyContractTests {
                 #expect(resource.firstMismatch(in: reply.body, at: 1000) == nil)
             }
             let fields = { (reply: ProxyHarness.Reply) in
-                reply.headers.filter { !["date", "age"].contains($0.name.lowercased()) }.map {
+                reply.headers.filter { !["date", "age", "cache-status"].contains($0.name.lowercased()) }.map {
                     "\($0.name.lowercased()): \($0.value)"
                 }.sorted()
             }
             #expect(fields(hot) == fields(cold))
+            // The same answer, but what the cache did differs (RFC 9211).
+            #expect(cold.headers.first(name: "cache-status") == "MediaCache; fwd=uri-miss; stored")
+            #expect(hot.headers.first(name: "cache-status")?.hasPrefix("MediaCache; hit; ttl=") == true)
             #expect(hot.headers.first(name: "content-range") == "bytes 1000-70999/\(Self.size)")
 
             let raw = RawHTTPClient(port: h.port)

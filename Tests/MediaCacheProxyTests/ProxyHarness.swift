@@ -12,6 +12,7 @@ import MediaCacheTestSupport
 import NIOCore
 import NIOHTTP1
 import Synchronization
+import Testing
 
 /// The proxy on 127.0.0.1 port 0 in front of the test origin, and a client to call it.
 struct ProxyHarness {
@@ -45,7 +46,43 @@ struct ProxyHarness {
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         let response = try await client.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 64 << 20)
+        // Every answer says what the cache did (RFC 9211), in the field's grammar.
+        let status = response.headers.first(name: "cache-status")
+        #expect(status.map(Self.isCacheStatus) == true, "Cache-Status \(status ?? "missing") for \(url)")
         return Reply(status: Int(response.status.code), headers: response.headers, body: body)
+    }
+
+    /// Whether `value` is a `Cache-Status` of this cache with the parameters it writes (RFC 9211).
+    static func isCacheStatus(_ value: String) -> Bool {
+        let parts = value.components(separatedBy: "; ")
+        guard parts.first == "MediaCache" else { return false }
+        return parts.dropFirst().allSatisfy { part in
+            let (name, value) = (part.prefix { $0 != "=" }, part.drop { $0 != "=" }.dropFirst())
+            switch name {
+            case "hit", "stored": return value.isEmpty
+            case "fwd": return ["uri-miss", "stale", "partial", "bypass"].contains(String(value))
+            case "fwd-status": return value.count == 3 && Int(value) != nil
+            case "ttl": return Int(value) != nil
+            case "detail":
+                return value.first?.isLetter == true && value.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" }
+            default: return false
+            }
+        }
+    }
+
+    /// ``with(setup:allowedHosts:token:store:fetcher:reader:configure:_:)`` with one manual clock
+    /// for the store, the fetcher and the origin, which the test moves.
+    static func withClock(
+        reader: CachingReader.Configuration = CachingReader.Configuration(),
+        _ body: (ProxyHarness, ManualClock) async throws -> Void
+    ) async throws {
+        let clock = ManualClock(start: Date())
+        var (store, fetcher) = (CacheStore.Configuration(), HTTPOriginFetcher.Configuration())
+        (store.clock, fetcher.clock) = (clock, clock)
+        try await with(store: store, fetcher: fetcher, reader: reader) { proxy in
+            proxy.origin.useClock(clock)
+            try await body(proxy, clock)
+        }
     }
 
     static func with(

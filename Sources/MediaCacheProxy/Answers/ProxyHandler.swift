@@ -50,10 +50,12 @@ struct ProxyHandler: Sendable {
         return Self.finished(response, for: head, router: router)
     }
 
-    /// Every answer's last step, whichever path made it: the CORS fields for a listed page,
-    /// and no body for a `HEAD`, whatever the status (RFC 9110 §9.3.2).
+    /// Every answer's last step, whichever path made it: `Cache-Status` (RFC 9211), the CORS
+    /// fields for a listed page, and no body for a `HEAD`, whatever the status (RFC 9110 §9.3.2).
     static func finished(_ response: ProxyResponse, for head: HTTPRequestHead, router: ProxyRouter) -> ProxyResponse {
         var response = response
+        response.headers.replaceOrAdd(
+            name: "Cache-Status", value: (response.cacheStatus ?? .local("local")).headerValue)
         router.addCORSHeaders(to: &response, for: head)
         if head.method == .HEAD {
             switch response.body {
@@ -109,9 +111,10 @@ struct ProxyHandler: Sendable {
         reader.readAhead(of: asked.url, headers: asked.forwarded)
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
-        let response = media(lease.metadata, range: wanted, isPartial: specifier != nil, log: &log) { log in
+        var response = media(lease.metadata, range: wanted, isPartial: specifier != nil, log: &log) { log in
             if let region = body.0 { .file(region, log: log) } else { .stream(body.1!, log: log) }
         }
+        response.cacheStatus = .hit(freshUntil: lease.metadata.freshUntil, now: reader.now)
         return .answered(Self.finished(response, for: head, router: router))
     }
 
@@ -156,28 +159,57 @@ struct ProxyHandler: Sendable {
         log.url = request.url.absoluteString
         if configuration.addsCMCD { request.asked.forwarded += Self.cmcdFields(for: request) }
         let (url, asked) = (request.url, request.asked)
+        var response: ProxyResponse
         switch ProxyRouter.route(request) {
         case .memoryOnly:
-            log.passesThrough = true
-            return log.finish(try await memoryOnly(url, head: head, headers: asked.forwarded))
+            response = try await memoryOnly(url, head: head, headers: asked.forwarded)
         case .blockingReload:
-            log.passesThrough = true
-            return log.finish(try await blockingReload(url, head: head, localPort: localPort, headers: asked.forwarded))
+            response = try await blockingReload(url, head: head, localPort: localPort, headers: asked.forwarded)
         case .steering:
             // A steering server's answer depends on what the player says of its pathway and
             // throughput: the origin's, never stored.
-            log.passesThrough = true
             let (body, metadata) = try await reader.originBody(
                 of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
-            return log.finish(try steering(body, metadata: metadata, url: url, head: head, localPort: localPort))
+            response = try steering(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .assetList:
-            log.passesThrough = true
             let (body, metadata) = try await reader.originBody(
                 of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize)
-            return log.finish(try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort))
+            response = try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .cache:
-            return try await throughCache(request, head: head, localPort: localPort, log: &log)
+            let held = reader.statusSnapshot(of: url)
+            let before = CacheStatus.Before(metadata: held.metadata, spans: held.spans, validated: held.validated)
+            response = try await throughCache(request, head: head, localPort: localPort, log: &log)
+            if response.cacheStatus == nil {
+                response.cacheStatus = cacheStatus(of: response, before: before, url: url, log: log)
+            }
+            return response
         }
+        log.passesThrough = true
+        response.cacheStatus = .bypass
+        return log.finish(response)
+    }
+
+    /// What the cache did for `response`, an answer through the cache: judged from what the
+    /// store held `before` the request and what it holds now (``CacheStatus/judge``).
+    private func cacheStatus(of response: ProxyResponse, before: CacheStatus.Before, url: URL, log: RequestLog)
+        -> CacheStatus
+    {
+        if response.status.code >= 400 {
+            return CacheStatus(forward: .uriMiss, forwardStatus: Int(response.status.code))
+        }
+        let after = reader.statusSnapshot(of: url)
+        let answered: ContentMetadata?
+        let range: ByteRange?
+        switch response.body {
+        case .stream(let stream, _): (answered, range) = (stream.metadata, stream.range)
+        case .file(let region, _): (answered, range) = (after.metadata, region.range)
+        case .none, .text, .bytes, .lines:
+            (answered, range) = (after.metadata, nil)
+        }
+        guard let answered else { return .bypass }
+        return CacheStatus.judge(
+            before: before, answered: answered, range: range, validated: after.validated,
+            passesThrough: log.passesThrough, now: reader.now)
     }
 
     /// A request answered through the cache: its content information (one ranged `GET` of

@@ -25,6 +25,9 @@ struct ProxyResponse {
     var status: HTTPResponseStatus
     var headers: HTTPHeaders
     var body: Body
+    /// What the cache did, for the `Cache-Status` field (``ProxyHandler/finished(_:for:router:)``
+    /// writes it; `nil`: an answer the proxy made itself).
+    var cacheStatus: CacheStatus? = nil
 }
 
 extension ProxyResponse.Body {
@@ -177,13 +180,22 @@ extension ProxyResponse {
         if let error = error as? ProxyRequestError {
             var response = Self.error(error.status, error.message)
             for (name, value) in error.headers { response.headers.add(name: name, value: value) }
+            response.cacheStatus = .local("refused")
             return response
         }
         guard let error = error as? CacheError else {
-            return Self.error(.badGateway, "The origin request failed.")
+            var response = Self.error(.badGateway, "The origin request failed.")
+            response.cacheStatus = CacheStatus(forward: .uriMiss, detail: "origin-failed")
+            return response
         }
-        if let answer = error.originAnswer { return passedOn(answer) }
+        if let answer = error.originAnswer {
+            // The origin's own answer, passed on (or reused while fresh).
+            var response = passedOn(answer)
+            response.cacheStatus = CacheStatus(forward: .uriMiss, forwardStatus: answer.status)
+            return response
+        }
         var response = cacheFailure(error)
+        response.cacheStatus = CacheStatus(forward: .uriMiss, detail: "\(error.code)")
         // What can be done about it, as data, for the command line that asked (an admin request).
         if let remedy = error.remedy {
             response.headers.replaceOrAdd(name: "X-MediaCache-Remedy", value: remedy.description)

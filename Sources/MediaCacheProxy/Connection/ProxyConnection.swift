@@ -158,6 +158,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         // The request's framing is lost: the connection ends with the answer, as it says, in
         // a lingering close: the output ends after the answer, what still comes is dropped.
         refusal.headers.replaceOrAdd(name: "Connection", value: "close")
+        refusal.headers.replaceOrAdd(name: "Cache-Status", value: CacheStatus.local("refused").headerValue)
         let head = HTTPResponseHead(version: .http1_1, status: refusal.status, headers: refusal.headers)
         if case .atHand(let body) = refusal.body.parts(context.channel.allocator) {
             ResponseSender.writeAtOnce(head, body, on: context, after: .lingers)

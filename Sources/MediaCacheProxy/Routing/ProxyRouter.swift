@@ -321,7 +321,7 @@ struct ProxyRouter: Sendable {
         if head.method != .OPTIONS {
             response.headers.add(
                 name: "Access-Control-Expose-Headers",
-                value: "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified")
+                value: "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified, Cache-Status")
         }
     }
 

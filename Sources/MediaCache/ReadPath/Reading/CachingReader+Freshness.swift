@@ -86,4 +86,14 @@ extension CachingReader {
 
     /// Now, on the store's clock (which tests set).
     package var now: Date { store.configuration.clock.now }
+
+    /// What the store holds of `url` now, and when the origin last gave or confirmed it (a
+    /// server says from them what it did for an answer: RFC 9211's `Cache-Status`).
+    package func statusSnapshot(of url: URL) -> (metadata: ContentMetadata?, spans: SpanSet, validated: Date?) {
+        let key = store.key(for: url)
+        return (
+            store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }, store.spans(for: key),
+            validations.date(of: key)
+        )
+    }
 }
