@@ -12,8 +12,7 @@
     ///
     /// ```swift
     /// let assets = try await CachingAssets.start(reader: reader)   // at app launch
-    /// let asset = try await assets.asset(for: url)
-    /// player.replaceCurrentItem(with: AVPlayerItem(asset: asset))
+    /// player.replaceCurrentItem(with: try await assets.playerItem(for: url))
     /// assets.preload(nextItems)                                    // as the feed moves
     /// await assets.stop()                                          // when the app terminates
     /// ```
@@ -35,6 +34,17 @@
             case .resourceLoader: CachingAVURLAsset(url: url, reader: proxy.reader, options: options)
             case .proxy(let proxied): AVURLAsset(url: proxied, options: options)
             }
+        }
+
+        /// A player item for `url` (its ``asset(for:options:)``) that starts on the first eligible
+        /// variant an HLS master lists: online, the proxy lists first the variants whose start the
+        /// cache holds, so playback starts where the bytes are.
+        public func playerItem(for url: URL, options: [String: Any]? = nil) async throws -> AVPlayerItem {
+            let item = AVPlayerItem(asset: try await asset(for: url, options: options))
+            if #available(iOS 14, tvOS 14, macOS 11, watchOS 7, visionOS 1, *) {
+                item.startsOnFirstEligibleVariant = true
+            }
+            return item
         }
 
         /// Stores the first `seconds` of each of `urls` (the next items of a feed, in the order they

@@ -241,6 +241,9 @@ open class AVPlayerItem: NSObject, @unchecked Sendable {
         self.asset = asset
         super.init()
     }
+
+    /// `var startsOnFirstEligibleVariant: Bool { get set }` (iOS 14.0+)
+    public var startsOnFirstEligibleVariant = false
 }
 
 /// `class AVPlayer`

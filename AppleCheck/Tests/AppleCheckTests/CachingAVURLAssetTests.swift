@@ -179,6 +179,19 @@ import Testing
         }
     }
 
+    /// The player item `CachingAssets` makes starts on the first eligible variant: the one the
+    /// embedded proxy lists first, whose start the cache holds.
+    @Test func thePlayerItemStartsOnTheFirstEligibleVariant() async throws {
+        try await Harness.with { h in
+            h.origin.serveRenditionAsset()
+            let assets = try await CachingAssets.start(reader: h.reader)
+            let item = try await assets.playerItem(for: h.origin.url("/hls/master.m3u8"))
+            #expect(item.startsOnFirstEligibleVariant)
+            #expect(!(item.asset is CachingAVURLAsset), "an HLS asset plays through the embedded proxy")
+            await assets.stop()
+        }
+    }
+
     /// The body of a `200` answer to `url`.
     static func get(_ url: URL) async throws -> [UInt8] {
         let (data, response) = try await URLSession.shared.data(from: url)

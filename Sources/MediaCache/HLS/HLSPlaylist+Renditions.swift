@@ -91,3 +91,42 @@ extension HLSPlaylist {
         return output
     }
 }
+
+extension HLSPlaylist {
+    /// This master playlist with the variants `leads` picks (their URIs resolved against
+    /// `base`) listed first, each with its own lines, the others after them in their order, and
+    /// every other line where it was: a player that starts on the first variant listed (as
+    /// AVPlayer with `startsOnFirstEligibleVariant`, hls.js without a bandwidth estimate) starts
+    /// where the bytes are. `nil` when nothing moves (not a master, none picked, or the picked
+    /// ones lead already).
+    package func withVariantsFirst(base: URL, leads: (URL) -> Bool) -> String? {
+        guard isMaster else { return nil }
+        var blocks: [(lines: ClosedRange<Int>, leads: Bool)] = []
+        for (index, line) in lines.enumerated() {
+            guard case .tag("EXT-X-STREAM-INF", _) = line.kind,
+                let uriLine = lines[(index + 1)...].firstIndex(where: { if case .uri = $0.kind { true } else { false } }
+                ),
+                case .uri(let uri) = lines[uriLine].kind
+            else { continue }
+            // A tag whose URI another's follows first is no variant to move: left as it is.
+            if let last = blocks.last, last.lines.upperBound >= index { return nil }
+            blocks.append((index...uriLine, Self.resolve(uri, base: base).map(leads) ?? false))
+        }
+        let ordered = blocks.filter(\.leads) + blocks.filter { !$0.leads }
+        guard ordered.map(\.lines) != blocks.map(\.lines) else { return nil }
+        var slot: [Int: Int] = [:]  // where each block begins: the block that goes there
+        for (position, block) in blocks.enumerated() { slot[block.lines.lowerBound] = position }
+        var output = hasByteOrderMark ? "\u{FEFF}" : ""
+        var index = 0
+        while index < lines.count {
+            if let position = slot[index] {
+                for moved in ordered[position].lines { output += lines[moved].text + lines[moved].ending }
+                index = blocks[position].lines.upperBound + 1
+            } else {
+                output += lines[index].text + lines[index].ending
+                index += 1
+            }
+        }
+        return output
+    }
+}

@@ -76,6 +76,29 @@ package struct HeldAssets: Sendable {
         return filtered
     }
 
+    /// The master playlist `master` (from `url`, its URIs relative to `base`) with the variants
+    /// whose start is stored (their media playlist and its first two resources: a variant played
+    /// before, or preloaded) listed first, for a player online that starts on the first listed
+    /// (``HLSPlaylist/withVariantsFirst(base:leads:)``); `nil` when it is to be served as it is.
+    package func masterLeadingHeld(_ master: HLSPlaylist, base: URL) async -> HLSPlaylist? {
+        guard master.isMaster, master.variants.count > 1 else { return nil }
+        let offline = HeldAssets(reader: reader.offlineTwin)
+        var started: Set<URL> = []
+        for variant in master.variants {
+            guard let url = HLSPlaylist.resolve(variant.uri, base: base),
+                let plan = try? await offline.reader.planner.hlsPlan(
+                    url, options: HLSPrefetchOptions(), imports: master.definitions),
+                !plan.items.isEmpty, plan.items.prefix(2).allSatisfy(isHeld)
+            else { continue }
+            started.insert(url)
+        }
+        guard !started.isEmpty, let text = master.withVariantsFirst(base: base, leads: started.contains),
+            var reordered = try? HLSPlaylist(parsing: Array(text.utf8))
+        else { return nil }
+        reordered.definitions = master.definitions
+        return reordered
+    }
+
     /// The elements to leave out of the DASH manifest at `url` (read as `manifest`, its URLs
     /// relative to `base`) for a player to be shown only what is held, as ``master(_:url:base:)``
     /// decides: each representation not wholly held, and each adaptation set left with none.

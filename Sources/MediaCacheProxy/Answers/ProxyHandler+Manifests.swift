@@ -103,9 +103,14 @@ extension ProxyHandler {
             return .milliseconds(max(1000, (parsed.targetDuration ?? 2) * 500))
         }
         guard let parsed = try parse(body) else { return Self.notAPlaylist(body, metadata: metadata, head: head) }
-        // Offline, or with the origin failing, a master lists only the renditions held.
-        let held = await reader.held.master(parsed, url: url, base: metadata.finalURL ?? url)
-        return rewrite(held ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
+        // Offline, or with the origin failing, a master lists only the renditions held; online,
+        // the variants whose start is held first (a player that starts on the first listed
+        // starts where the bytes are).
+        let base = metadata.finalURL ?? url
+        var served = await reader.held.master(parsed, url: url, base: base)
+        if served == nil { served = await reader.held.masterLeadingHeld(parsed, base: base) }
+        return rewrite(
+            served ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
     }
 
     /// The DASH manifest at `url` with every URL it names (and a base for what it names
