@@ -7,7 +7,8 @@ import MediaCache
 /// What the cache did for one answer, as RFC 9211's `Cache-Status` field says it: a hit, with
 /// the freshness left (`ttl`, negative when served stale), or why the request went on to the
 /// origin (`fwd`) with the origin's status (`fwd-status`) and whether the answer is being
-/// stored. Every answer of the proxy carries one, so a web player (a page listed with
+/// stored. Every answer of the proxy carries one, after any the origin's answer had (each cache
+/// on the way adds its own member), so a web player (a page listed with
 /// `--cors-origin`) can leave hits out of its bandwidth estimate. Pure.
 struct CacheStatus: Sendable, Equatable {
     /// Why the request went to the origin (RFC 9211 §2.2).
@@ -37,6 +38,10 @@ struct CacheStatus: Sendable, Equatable {
 
     /// The field's value: this cache's name and its parameters.
     var headerValue: String {
+        if hit, forward == nil, forwardStatus == nil, !stored, detail == nil {
+            // A hit: the answer a cached range gets, written in one step.
+            return ttl.map { "MediaCache; hit; ttl=" + String($0) } ?? "MediaCache; hit"
+        }
         var value = "MediaCache"
         if hit { value += "; hit" }
         if let forward { value += "; fwd=\(forward.rawValue)" }

@@ -47,15 +47,17 @@ struct ProxyHandler: Sendable {
             router.noteRefusal(error, head)
             response = log.finish(ProxyResponse.failure(error), error: error)
         }
-        return Self.finished(response, for: head, router: router)
+        Self.finish(&response, for: head, router: router)
+        return response
     }
 
     /// Every answer's last step, whichever path made it: `Cache-Status` (RFC 9211), the CORS
     /// fields for a listed page, and no body for a `HEAD`, whatever the status (RFC 9110 §9.3.2).
-    static func finished(_ response: ProxyResponse, for head: HTTPRequestHead, router: ProxyRouter) -> ProxyResponse {
-        var response = response
-        response.headers.replaceOrAdd(
-            name: "Cache-Status", value: (response.cacheStatus ?? .local("local")).headerValue)
+    /// In place: a copy would share the fields' storage, and adding one would copy them all.
+    static func finish(_ response: inout ProxyResponse, for head: HTTPRequestHead, router: ProxyRouter) {
+        // This cache's member of the list, after any the origin's answer carries from caches
+        // before it (RFC 9211 §2: the last member is the one nearest the player).
+        response.headers.add(name: "Cache-Status", value: (response.cacheStatus ?? .local("local")).headerValue)
         router.addCORSHeaders(to: &response, for: head)
         if head.method == .HEAD {
             switch response.body {
@@ -67,7 +69,6 @@ struct ProxyHandler: Sendable {
             }
             response.body = .none
         }
-        return response
     }
 
     /// What ``respondFromStore(to:localPort:checking:)`` did.
@@ -115,7 +116,8 @@ struct ProxyHandler: Sendable {
             if let region = body.0 { .file(region, log: log) } else { .stream(body.1!, log: log) }
         }
         response.cacheStatus = .hit(freshUntil: lease.metadata.freshUntil, now: reader.now)
-        return .answered(Self.finished(response, for: head, router: router))
+        Self.finish(&response, for: head, router: router)
+        return .answered(response)
     }
 
     private func requestLog(for head: HTTPRequestHead) -> RequestLog {

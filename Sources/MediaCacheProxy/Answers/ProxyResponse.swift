@@ -25,7 +25,7 @@ struct ProxyResponse {
     var status: HTTPResponseStatus
     var headers: HTTPHeaders
     var body: Body
-    /// What the cache did, for the `Cache-Status` field (``ProxyHandler/finished(_:for:router:)``
+    /// What the cache did, for the `Cache-Status` field (``ProxyHandler/finish(_:for:router:)``
     /// writes it; `nil`: an answer the proxy made itself).
     var cacheStatus: CacheStatus? = nil
 }
@@ -119,10 +119,10 @@ extension ProxyResponse {
     static func fields(_ metadata: ContentMetadata, range: ByteRange?, isPartial: Bool, now: Date) -> HTTPHeaders {
         let stored = metadata.responseHeaders
         // Gathered in a list, then made a block at once: `HTTPHeaders.add` checks each name
-        // again. The stored fields and at most seven of ours (and Connection, which the
-        // writer adds): one allocation.
+        // again. The stored fields and at most seven of ours (and Cache-Status, CORS's two and
+        // Connection, added later): one allocation.
         var fields: [(String, String)] = []
-        fields.reserveCapacity(stored.count + 8)
+        fields.reserveCapacity(stored.count + 11)
         var hasDate = false
         var hasType = false
         for field in stored {
