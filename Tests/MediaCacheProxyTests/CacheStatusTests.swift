@@ -16,12 +16,21 @@ import Testing
         reply.headers.first(name: "cache-status") ?? "missing"
     }
 
+    /// Serves generated MP3 bytes at `path` with `cacheControl`; returns what is served.
+    @discardableResult
+    static func serve(_ h: ProxyHarness, _ path: String, length: Int64, seed: UInt64, cacheControl: String)
+        -> TestOrigin.Resource
+    {
+        var resource = TestOrigin.Resource.generated(length: length, seed: seed, mimeType: "audio/mpeg")
+        resource.cacheControl = cacheControl
+        h.origin.serve(resource, at: path)
+        return resource
+    }
+
     /// A miss, then a hit, then (stale) a revalidation the origin confirms, then a new version.
     @Test func hitsMissesAndRevalidationsSayWhatTheyWere() async throws {
         try await ProxyHarness.withClock { h, clock in
-            var resource = TestOrigin.Resource.generated(length: 300_000, seed: 150, mimeType: "audio/mpeg")
-            resource.cacheControl = "max-age=60"
-            h.origin.serve(resource, at: "/a.mp3")
+            Self.serve(h, "/a.mp3", length: 300_000, seed: 150, cacheControl: "max-age=60")
             func get() async throws -> String {
                 let reply = try await h.get(h.url("/a.mp3"))
                 let served = try #require(h.origin.resource(at: "/a.mp3"))
@@ -58,9 +67,7 @@ import Testing
     /// Served stale because the origin failed: a hit whose `ttl` is negative.
     @Test func aStaleCopyServedWhileTheOriginFailsIsAHitPastItsFreshness() async throws {
         try await ProxyHarness.withClock { h, clock in
-            var resource = TestOrigin.Resource.generated(length: 100_000, seed: 152, mimeType: "audio/mpeg")
-            resource.cacheControl = "max-age=10"
-            h.origin.serve(resource, at: "/s.mp3")
+            let resource = Self.serve(h, "/s.mp3", length: 100_000, seed: 152, cacheControl: "max-age=10")
             #expect(try await h.get(h.url("/s.mp3")).status == 200)
             try await h.base.waitUntilQuiet("/s.mp3")
             clock.advance(by: 30)
@@ -75,9 +82,7 @@ import Testing
     /// proxy's own refusal says so.
     @Test func passThroughErrorsAndRefusals() async throws {
         try await ProxyHarness.withClock { h, _ in
-            var secret = TestOrigin.Resource.generated(length: 50_000, seed: 153, mimeType: "audio/mpeg")
-            secret.cacheControl = "no-store"
-            h.origin.serve(secret, at: "/n.mp3")
+            let secret = Self.serve(h, "/n.mp3", length: 50_000, seed: 153, cacheControl: "no-store")
             let passed = try await h.get(h.url("/n.mp3"))
             #expect(passed.status == 200 && secret.firstMismatch(in: passed.body, at: 0) == nil)
             #expect(Self.status(passed) == "MediaCache; fwd=bypass")
