@@ -98,7 +98,7 @@ package enum CacheMetrics {
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
             cacheEntries, rejectedBlocks, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
-            preloadHits, preloads, downloadWaits, fills, changesMidRead,
+            preloadHits, preloads, downloadWaits, fills, changesMidRead, failovers,
             diskFree
         )
     }
@@ -132,6 +132,12 @@ package enum CacheMetrics {
     }
 
     private static let changesMidRead = Counter(label: "mediacache_changed_mid_read_total")
+    private static let failovers = Counter(label: "mediacache_origin_failovers_total")
+
+    /// An origin failed and an alternate that serves the same bytes was asked (``OriginFailover``).
+    static func failedOver() {
+        failovers.increment()
+    }
 
     /// The origin answered another version while a read needed the rest of the stored one.
     static func changedMidRead() {

@@ -40,6 +40,8 @@ package enum MetricsHelp {
             "Times a player's origin request waited for a connection because every one its host may have was in use; each is logged.",
         "mediacache_changed_mid_read_total":
             "Times the origin answered another version while a read needed the rest of the stored one: the read failed (never two versions spliced) and the cached version was dropped; each is logged.",
+        "mediacache_origin_failovers_total":
+            "Times an origin failed (unreachable, too slow, 5xx) and an alternate serving the same bytes (--origin-fallback) was asked; each is logged.",
         "mediacache_fills_total":
             "Fills on play (a played file fetched on to its end as the cache's own work), by outcome (started, completed, stopped).",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",

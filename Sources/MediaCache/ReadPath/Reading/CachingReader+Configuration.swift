@@ -67,6 +67,13 @@ extension CachingReader {
         /// How many of a host's connections the cache's own fetches (read-ahead, prefetch,
         /// preload, pinned downloads, recordings) may hold at once: a quarter by default.
         package var ownConnectionsPerHost: Int?
+        /// Origins that serve the same bytes as others (multi-CDN): for each origin (`host` or
+        /// `host:port`), its alternates in order. A request whose origin cannot be reached, is too
+        /// slow or answers `5xx` goes on at once from the next alternate, at the same byte, under
+        /// the same entry (an alternate whose answer is not the stored version is not spliced);
+        /// a failed origin is tried last for 30 seconds. Logged and counted
+        /// (`mediacache_origin_failovers_total`). `serve --origin-fallback`.
+        public var originFallbacks: [String: [String]] = [:]
         /// How many times a broken origin connection is resumed (without progress between).
         public var maxRetries = 3
         /// The wait before a resume, multiplied by the attempt number.

@@ -71,7 +71,9 @@ public final class CachingReader: Sendable {
             limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4),
             logger: configuration.logger, onPlayerWait: { priority.wake() })
         self.fetcher = MeteredFetcher(
-            base: configuration.isOffline ? OfflineFetcher(base: fetcher) : fetcher,
+            base: configuration.isOffline
+                ? OfflineFetcher(base: fetcher)
+                : Self.failingOver(fetcher, configuration, clock: store.configuration.clock),
             ownRequestFields: configuration.ownRequestFields, budget: budget)
         self.configuration = configuration
         securityWarning = fetcher.securityWarning
@@ -87,6 +89,21 @@ public final class CachingReader: Sendable {
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
             plays: plays, priority: priority,
             owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay))
+    }
+
+    /// `fetcher`, asking alternates of an origin that fails when the configuration names some.
+    private static func failingOver(_ fetcher: any OriginFetcher, _ configuration: Configuration, clock: any WallClock)
+        -> any OriginFetcher
+    {
+        let pairs = configuration.originFallbacks.flatMap { origin, others in others.map { "\(origin)=\($0)" } }
+        guard !pairs.isEmpty else { return fetcher }
+        guard let alternates = OriginFailover.alternates(pairs) else {
+            configuration.logger.warning(
+                "Ignored origin fallbacks that are not host[:port] names",
+                metadata: ["fallbacks": "\(configuration.originFallbacks)"])
+            return fetcher
+        }
+        return OriginFailover(base: fetcher, alternates: alternates, clock: clock, logger: configuration.logger)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).

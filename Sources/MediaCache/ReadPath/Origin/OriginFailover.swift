@@ -1,0 +1,102 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Logging
+import MediaCacheHTTPFields
+import Synchronization
+
+/// Origins that serve the same bytes as others, for when one fails (multi-CDN): a request
+/// whose origin cannot be reached, is too slow or answers `5xx` is asked of the next alternate
+/// at once, from the same byte, under the same cache entry. The transfer checks the answer
+/// against the stored version (its length and, where both have one, its validator), so
+/// alternates that turn out to differ are never spliced. A host that failed is tried last for
+/// ``backOff``; each failover is logged at warning level and counted
+/// (`mediacache_origin_failovers_total`).
+final class OriginFailover: OriginFetcher {
+    let base: any OriginFetcher
+    /// For each origin (`host` or `host:port`, lower-cased), the ones that serve the same bytes.
+    let alternates: [HostAndPort: [HostAndPort]]
+    let backOff: Duration
+    let clock: any WallClock
+    let logger: Logger
+    private let failing = Mutex<[HostAndPort: Date]>([:])
+
+    init(
+        base: any OriginFetcher, alternates: [HostAndPort: [HostAndPort]], backOff: Duration = .seconds(30),
+        clock: any WallClock, logger: Logger
+    ) {
+        (self.base, self.alternates, self.backOff, self.clock, self.logger) = (base, alternates, backOff, clock, logger)
+    }
+
+    /// Reads `serve --origin-fallback`'s `HOST[:PORT]=HOST2[:PORT]` pairs (repeatable; a host
+    /// may have several alternates, tried in order). `nil` for one that is not such a pair.
+    static func alternates(_ pairs: [String]) -> [HostAndPort: [HostAndPort]]? {
+        var alternates: [HostAndPort: [HostAndPort]] = [:]
+        for pair in pairs {
+            let parts = pair.split(separator: "=", omittingEmptySubsequences: false)
+            guard parts.count == 2, let from = HostAndPort(parsing: String(parts[0])),
+                let to = HostAndPort(parsing: String(parts[1])), from != to
+            else { return nil }
+            alternates[from, default: []].append(to)
+        }
+        return alternates
+    }
+
+    /// `url` and its alternates, those not failing first (each in its order).
+    func candidates(for url: URL) -> [URL] {
+        guard let origin = HostAndPort(authorityOf: url), let others = alternates[origin], !others.isEmpty else {
+            return [url]
+        }
+        let all = [origin] + others
+        let now = clock.now
+        let down = failing.withLock { failing in all.filter { failing[$0].map { now < $0 } ?? false } }
+        return (all.filter { !down.contains($0) } + down).compactMap { Self.url(url, on: $0) }
+    }
+
+    /// `url` with its host and port those of `origin`.
+    static func url(_ url: URL, on origin: HostAndPort) -> URL? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
+        components.host = origin.name
+        components.port = origin.port
+        return components.url
+    }
+
+    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse
+    {
+        try await failingOver(url) { try await base.fetch($0, range: range, ifRange: ifRange, headers: headers) }
+    }
+
+    func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
+        try await failingOver(url) { try await base.contentInfo(for: $0, headers: headers) }
+    }
+
+    /// Runs `ask` on `url`'s candidates in turn until one answers other than with an origin
+    /// failure; the last one's failure is thrown.
+    private func failingOver<T>(_ url: URL, _ ask: (URL) async throws -> T) async throws -> T {
+        let candidates = candidates(for: url)
+        for (index, candidate) in candidates.enumerated() {
+            do {
+                return try await ask(candidate)
+            } catch let error as CacheError where error.isOriginFailure && index < candidates.count - 1 {
+                guard let origin = HostAndPort(authorityOf: candidate) else { throw error }
+                let until = clock.now.addingTimeInterval(Double(backOff.components.seconds))
+                failing.withLock { $0[origin] = until }
+                logger.warning(
+                    "An origin failed; asking an alternate that serves the same bytes",
+                    metadata: [
+                        "url": "\(candidate.absoluteString.prefix(200))",
+                        "alternate": "\(candidates[index + 1].absoluteString.prefix(200))",
+                        "reason": "\(error.message)",
+                    ])
+                CacheMetrics.failedOver()
+            }
+        }
+        throw CacheError(.originUnavailable, "No origin of \(url.absoluteString) answered.")
+    }
+
+    func checkOrigin(_ url: URL) throws { try base.checkOrigin(url) }
+    var securityWarning: String? { base.securityWarning }
+    var cookieJar: CookieJar? { base.cookieJar }
+    var connectionsPerHost: Int? { base.connectionsPerHost }
+}
