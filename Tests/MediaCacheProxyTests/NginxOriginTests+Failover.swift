@@ -1,0 +1,77 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCacheTestSupport
+import Testing
+
+@testable import MediaCache
+
+extension NginxOriginTests {
+    /// Two nginx origins serve the same HLS and DASH assets (copied with their times, so their
+    /// `ETag`s agree); `--origin-fallback` names the second for the first. ffmpeg plays each in
+    /// real time through the proxy and the first nginx is stopped once the play is under way: the
+    /// play ends without an error, the rest comes from the second, the failover is logged, every
+    /// stored segment is the files' bytes, and a replay asks neither origin for what it served.
+    @Test(.enabled(if: toolExists("ffmpeg")))
+    func aPlayGoesOnFromASecondNginxWhenTheFirstStops() async throws {
+        for (folder, entry) in [("/hls/", "/hls/index.m3u8"), ("/dash/", "/dash/manifest.mpd")] {
+            try await withTemporaryDirectory { directory in
+                let first = try await NginxOrigin.start(
+                    in: directory.appendingPathComponent("a"), expires: ["/hls/": 86_400, "/dash/": 86_400])
+                let second = try await NginxOrigin.start(
+                    in: directory.appendingPathComponent("b"), expires: ["/hls/": 86_400, "/dash/": 86_400])
+                defer {
+                    Task {
+                        await first.stop()
+                        await second.stop()
+                    }
+                }
+                try await Self.makeStreams(in: first.root)
+                let copied = try await runTool(["cp", "-p", "-r", first.root.path + folder, second.root.path + "/"])
+                #expect(copied.status == 0, "\(copied.error)")
+                let recorder = LogRecorder()
+                var reader = CachingReader.Configuration()
+                reader.originFallbacks = ["127.0.0.1:\(first.port)": ["127.0.0.1:\(second.port)"]]
+                reader.logger = recorder.logger()
+                try await ProxyHarness.with(reader: reader) { h in
+                    let url = h.proxyURL(for: first.url + entry)
+                    async let play = runTool(["ffmpeg", "-v", "error", "-re", "-i", url, "-f", "null", "-"])
+                    // Stopped once the play has fetched a segment or two.
+                    try await waitUntil { first.requests().filter { $0.target.hasPrefix(folder) }.count >= 3 }
+                    await first.stop()
+                    let played = try await play
+                    #expect(played.status == 0, "\(entry): \(played.error)")
+                    #expect(
+                        recorder.all.contains { $0.level == .warning && $0.message.contains("asking an alternate") },
+                        "\(entry): the failover is logged")
+                    #expect(!second.requests().filter { $0.target.hasPrefix(folder) }.isEmpty, "\(entry)")
+                    try await waitUntil { h.base.reader.activeDownloads == 0 }
+                    // Every stored resource of the asset is the files' bytes.
+                    let files = try FileManager.default.contentsOfDirectory(atPath: second.root.path + folder)
+                    var compared = 0
+                    for name in files {
+                        let fileURL = URL(string: first.url + folder + name)!
+                        let bytes = try second.bytes(at: folder + name)
+                        let key = h.base.store.key(for: fileURL)
+                        guard h.base.store.spans(for: key).contains(ByteRange(0, Int64(bytes.count))),
+                            let stream = h.base.reader.cachedRead(fileURL, range: ByteRange(0, Int64(bytes.count)))
+                        else { continue }
+                        var held = Data()
+                        for try await chunk in stream { held.append(contentsOf: chunk.readableBytesView) }
+                        #expect(held == bytes, "\(entry): \(name)")
+                        compared += 1
+                    }
+                    #expect(compared >= 7, "\(entry): \(compared) resources stored whole of \(files.count)")
+                    let before = second.requests().count
+                    let again = try await runTool(["ffmpeg", "-v", "error", "-i", url, "-f", "null", "-"])
+                    #expect(again.status == 0, "\(entry) replay: \(again.error)")
+                    // (ffmpeg's DASH reader asks for a segment past the end: nginx's 404, which says
+                    // no lifetime, is asked again, as in the one-origin test.)
+                    let asked = second.requests().dropFirst(before).filter { [200, 206].contains($0.status) }
+                    #expect(asked.isEmpty, "\(entry): the replay asked the second origin for \(asked)")
+                }
+            }
+        }
+    }
+}
