@@ -10,18 +10,15 @@ import Testing
 @testable import MediaCache
 
 /// The host's time: it keeps a version at its resolved URL for ten minutes, or (the second
-/// mode) one. The cache, the fetcher and the origin share one manual clock the test moves.
+/// mode) one. The cache, the fetcher and the origin share one manual clock the test moves
+/// (``ProxyHarness/withClock(reader:_:)``).
 extension OneVersionPerPlayTests {
-    static func withClock(_ body: (ProxyHarness, ManualClock) async throws -> Void) async throws {
-        try await ProxyHarness.withClock(body)
-    }
-
     /// The second mode: a minute after the play began, the host serves another version even at
     /// the URL the trackers led to, and the stored one is stale. The fill has stored the play's
     /// version whole: the play's seeks and its reading to the end come from it, and the origin
     /// is not asked.
     @Test func aFilledPlayOutlastsAHostThatChangesItsVersion() async throws {
-        try await Self.withClock { proxy, clock in
+        try await ProxyHarness.withClock { proxy, clock in
             let host = AdStitchingHost(proxy.origin, clock: clock, keeps: AdStitchingHost.oneMinute)
             let length = AdStitchingHost.length(of: 1)
             _ = try await Self.read(proxy, from: 0, bytes: 128 << 10)
@@ -39,7 +36,7 @@ extension OneVersionPerPlayTests {
     /// Ten minutes after the last read the play is over: a new play goes through the trackers
     /// again and gets the host's version of now, whole and alone.
     @Test func aPlayOverAfterTheWindowGetsTheHostsNewVersion() async throws {
-        try await Self.withClock { proxy, clock in
+        try await ProxyHarness.withClock { proxy, clock in
             let host = AdStitchingHost(proxy.origin, clock: clock)
             _ = try await Self.read(proxy, from: 0, bytes: 128 << 10)
             try await waitUntil { proxy.base.reader.fills.progress.isEmpty }
@@ -60,7 +57,7 @@ extension OneVersionPerPlayTests {
     /// the stored version goes; the play's seek gets `502` (bytes of two versions never reach
     /// it, docs/http.md), and a play from byte 0 gets the version there is now, whole.
     @Test func aVersionChangedUnderACutFillIsNeverSpliced() async throws {
-        try await Self.withClock { proxy, clock in
+        try await ProxyHarness.withClock { proxy, clock in
             let host = AdStitchingHost(proxy.origin, clock: clock, keeps: AdStitchingHost.oneMinute)
             let length = AdStitchingHost.length(of: 1)
             proxy.origin.update(host.prefix + "/host/ep-1.mp3") {
@@ -92,7 +89,7 @@ extension OneVersionPerPlayTests {
     @Test(.enabled(if: toolExists("mpv") && toolExists("ffmpeg"), "needs mpv and ffmpeg"))
     func mpvFinishesAFilledPlayWhenTheHostChangesTheVersion() async throws {
         let bodies = try await Self.episodes(count: 2)
-        try await Self.withClock { proxy, clock in
+        try await ProxyHarness.withClock { proxy, clock in
             let host = AdStitchingHost(
                 proxy.origin, prefix: "/mpv", bodies: bodies, clock: clock, keeps: AdStitchingHost.oneMinute)
             try await withTemporaryDirectory { directory in

@@ -180,7 +180,7 @@ struct ProxyHandler: Sendable {
         case .cache:
             let held = reader.statusSnapshot(of: url)
             let before = CacheStatus.Before(metadata: held.metadata, spans: held.spans, validated: held.validated)
-            response = try await throughCache(request, head: head, localPort: localPort, log: &log)
+            response = try await throughCache(request, head: head, localPort: localPort, stored: held.spans, log: &log)
             if response.cacheStatus == nil {
                 response.cacheStatus = cacheStatus(of: response, before: before, url: url, log: log)
             }
@@ -217,15 +217,16 @@ struct ProxyHandler: Sendable {
     /// A request answered through the cache: its content information (one ranged `GET` of
     /// what it asks for when nothing is stored), a playlist or manifest rewritten, else the
     /// ``AnswerPlan`` for it carried out.
-    private func throughCache(_ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, log: inout RequestLog)
-        async throws -> ProxyResponse
-    {
+    /// - Parameter stored: what the store held of the resource when the request came.
+    private func throughCache(
+        _ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, stored: SpanSet, log: inout RequestLog
+    ) async throws -> ProxyResponse {
         let (url, asked) = (request.url, request.asked)
         if head.method == .GET { reader.readAhead(of: url, headers: asked.forwarded) }
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).
-        log.storedAtArrival = (reader.storedSpans(of: url), 0)
+        log.storedAtArrival = (stored, 0)
         // A probe's bytes that are not stored (`no-store`) wait for this request's read,
         // which takes them; whatever this request does, they are let go when it is answered.
         defer { reader.releaseReservation(for: url) }
