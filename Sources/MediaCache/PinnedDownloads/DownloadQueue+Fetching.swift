@@ -204,7 +204,9 @@ extension DownloadQueue {
             state.jobs[id]!.bytesPerSecond = nil
             state.jobs[id]!.secondsLeft = nil
             switch stop {
-            case .pause: state.jobs[id]!.state = .paused
+            case .pause:
+                state.jobs[id]!.state = .paused
+                (state.jobs[id]!.waiting, state.jobs[id]!.waitingDetail) = (nil, nil)
             case .cancel: break
             case .shutDown: state.jobs[id]!.state = .downloading  // kept so: the next start resumes it
             case .wait(let reason):

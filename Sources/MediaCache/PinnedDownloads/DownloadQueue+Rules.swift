@@ -107,7 +107,10 @@ extension DownloadQueue {
             }
             let plan = planner.plan(jobs, conditions)
             state.nextCheck = plan.nextCheck
-            for job in jobs where job.state == .queued || job.state == .downloading {
+            // The jobs the plan looked at: one being stopped keeps the wait (and its detail) the
+            // pass that stopped it gave, which its settling keeps (clearing them here showed a job
+            // waiting for space with no detail until the next pass).
+            for job in jobs where job.state == .queued || job.isRunning {
                 let wait = plan.waits[job.id]
                 guard state.jobs[job.id]?.waiting != wait?.reason || state.jobs[job.id]?.waitingDetail != wait?.detail
                 else { continue }
