@@ -13,7 +13,14 @@ extension TestOrigin {
     ///   at a path, sent at about R bytes per second if given;
     /// - `stats?path=/a.mp4`: `REQUESTS BODY_BYTES_SENT` for a path;
     /// - `requests?path=/a.mp4`: one line per request received for a path;
+    /// - `sign?url=U`: `U` with a fresh token of the signer in ``useSigner(_:)`` (a signing
+    ///   service for a refresh command);
     /// - `reset`: forget every path's counters.
+    /// Signs URLs for the `sign` control command.
+    public func useSigner(_ signer: TokenSigner) {
+        self.signer.withLock { $0 = signer }
+    }
+
     func control(_ command: String, query: [String: String]) -> (HTTPResponseStatus, String) {
         switch command {
         case "serve":
@@ -38,6 +45,11 @@ extension TestOrigin {
         case "requests":
             guard let path = query["path"] else { return (.badRequest, "requests needs path=/…\n") }
             return (.ok, requests(path).map { "\($0)\n" }.joined())
+        case "sign":
+            guard let url = query["url"], let signer = signer.withLock({ $0 }) else {
+                return (.badRequest, "sign needs url=… and a signer\n")
+            }
+            return (.ok, signer.renew(url) + "\n")
         case "reset":
             resetCounters()
             return (.ok, "reset\n")

@@ -32,6 +32,8 @@ final class OriginHandler: ChannelInboundHandler {
 
     struct Sending {
         var path: String
+        /// The request's query (percent-encoded), for ``TestOrigin/Faults/signer``.
+        var query: String?
         var resource: TestOrigin.Resource
         var next: Int64
         var end: Int64
@@ -157,7 +159,8 @@ final class OriginHandler: ChannelInboundHandler {
                 finishResponse(context: context, keepAlive: keepsAlive)
             } else if let body = plan.body, let resource = plan.resource, head.method == .GET {
                 sending = Sending(
-                    path: path, resource: resource, next: body.lowerBound, end: body.upperBound,
+                    path: path, query: components?.percentEncodedQuery, resource: resource, next: body.lowerBound,
+                    end: body.upperBound,
                     dropAfter: plan.dropAfter, bytesPerSecond: resource.faults.bytesPerSecond, keepAlive: keepsAlive)
                 sendMore(context: context)
             } else {
@@ -198,6 +201,9 @@ final class OriginHandler: ChannelInboundHandler {
         if let required = faults.requiredQuery,
             !(head.uri.split(separator: "?", maxSplits: 1).dropFirst().first?.contains(required) ?? false)
         {
+            return Plan(status: .forbidden, headers: [("Content-Length", "0")], body: nil, resource: resource)
+        }
+        if let signer = faults.signer, !signer.accepts(query: URLComponents(string: head.uri)?.percentEncodedQuery) {
             return Plan(status: .forbidden, headers: [("Content-Length", "0")], body: nil, resource: resource)
         }
         if let (name, value) = faults.requiredHeader, head.headers.first(name: name) != value {
@@ -329,6 +335,9 @@ final class OriginHandler: ChannelInboundHandler {
             }
             if let rate = current.bytesPerSecond { size = min(size, max(1, rate / 20)) }
             if let dropAfter = current.dropAfter { size = min(size, dropAfter - current.sentInResponse) }
+            if let signer = current.resource.faults.signer, !signer.accepts(query: current.query, counting: false) {
+                size = 0  // The token expired while the body was sent: cut it.
+            }
             if size <= 0 {
                 // The drop fault: close in the middle of the body, once the bytes counted as
                 // sent are in the socket (closing at once would discard those still queued).
@@ -348,6 +357,7 @@ final class OriginHandler: ChannelInboundHandler {
             // test that reads the counter after its reads finish sees every byte it got.
             origin.paths.withLock { $0[current.path]?.bodyBytesSent += size }
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk))), promise: nil)
+            current.resource.faults.onBodyBytes?(size)
             if let rate = current.bytesPerSecond {
                 let delay = TimeAmount.nanoseconds(size * 1_000_000_000 / rate)
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

@@ -128,12 +128,18 @@ public final class TestOrigin: Sendable {
         public var gate: Gate?
         /// With ``status``, the body of that answer (an error page), and more fields.
         public var statusBody: [UInt8] = []
-        /// Answer 401 unless the request carries this header with this value (a media
-        /// server behind a login).
         /// Answer 403 unless the request's query contains this text (a signed URL: another
         /// signature, or an expired one, is refused).
         public var requiredQuery: String?
+        /// Answer 401 unless the request carries this header with this value (a media
+        /// server behind a login).
         public var requiredHeader: (name: String, value: String)?
+        /// Answer 403 unless the request's query carries a token this signer issued and still
+        /// holds good, and cut a body whose token expires while it is sent.
+        public var signer: TokenSigner?
+        /// Called (on the origin's event loop, outside its lock) with the size of each chunk of
+        /// a body handed to the socket: a test moves a shared clock as a play would.
+        public var onBodyBytes: (@Sendable (Int64) -> Void)?
         /// Answer 403 unless the request's `Cookie` carries this cookie (a stream behind
         /// signed cookies).
         public var requiredCookie: (name: String, value: String)?
@@ -246,6 +252,8 @@ public final class TestOrigin: Sendable {
     let paths = Mutex<[String: PathState]>([:])
     /// The clock of the `Date` header (tests that move time share theirs with the origin).
     let clock = Mutex<any WallClock>(SystemClock())
+    /// The signing service of the `sign` control command.
+    let signer = Mutex<TokenSigner?>(nil)
     private let channel: Mutex<(any Channel)?> = Mutex(nil)
     /// The port the origin listens on.
     public let port: Int

@@ -98,7 +98,7 @@ package enum CacheMetrics {
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
             cacheEntries, rejectedBlocks, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
-            preloadHits, preloads, downloadWaits, fills, changesMidRead, failovers,
+            preloadHits, preloads, downloadWaits, fills, changesMidRead, failovers, renewals,
             diskFree
         )
     }
@@ -137,6 +137,24 @@ package enum CacheMetrics {
     /// An origin failed and an alternate that serves the same bytes was asked (``OriginFailover``).
     static func failedOver() {
         failovers.increment()
+    }
+
+    /// How the renewal of a signed URL went (``URLRenewal``).
+    enum Renewal: String, CaseIterable {
+        /// The refresh hook gave a fresh URL.
+        case renewed
+        /// The hook failed or gave no usable URL: the origin's answer went to the player.
+        case failed
+    }
+
+    private static let renewals = Dictionary(
+        uniqueKeysWithValues: Renewal.allCases.map {
+            ($0, Counter(label: "mediacache_url_renewals_total", dimensions: [("outcome", $0.rawValue)]))
+        })
+
+    /// Counts a renewal of a signed URL by its outcome.
+    static func renewedURL(_ outcome: Renewal) {
+        renewals[outcome]?.increment()
     }
 
     /// The origin answered another version while a read needed the rest of the stored one.

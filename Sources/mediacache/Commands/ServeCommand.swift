@@ -72,6 +72,9 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup(title: "Pinned downloads: when, where, how fast")
     var downloadRules: ServeDownloadOptions
 
+    @OptionGroup(title: "Origins that fail, URLs that expire")
+    var origins: ServeOriginOptions
+
     @Flag(
         help:
             "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
@@ -138,21 +141,6 @@ struct ServeCommand: AsyncParsableCommand {
             return policy
         })
     var fillOnPlay = FillPolicy.audio
-
-    @Option(
-        name: .customLong("origin-fallback"),
-        help:
-            "An origin that serves the same bytes as another, HOST[:PORT]=HOST2[:PORT] (repeatable): when the first cannot be reached, is too slow or answers 5xx, a read goes on from the second at the same byte.",
-        transform: { text in
-            let parts = text.split(separator: "=", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 2, let from = HostAndPort(parsing: parts[0]), let to = HostAndPort(parsing: parts[1]),
-                from != to
-            else {
-                throw ValidationError("--origin-fallback takes HOST[:PORT]=HOST2[:PORT], not \(text.prefix(80)).")
-            }
-            return text
-        })
-    var originFallbacks: [String] = []
 
     @Option(help: "How many preload items are fetched at once.")
     var preloadConcurrency = CachingReader.Configuration().preloadConcurrency
@@ -381,10 +369,7 @@ struct ServeCommand: AsyncParsableCommand {
         if cmcd { readerConfiguration.ownRequestFields = CMCD(isCachesOwn: true).fields }
         readerConfiguration.segmentReadAhead = readAheadSegments
         readerConfiguration.fillOnPlay = fillOnPlay
-        for pair in originFallbacks {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).lowercased() }
-            readerConfiguration.originFallbacks[parts[0], default: []].append(parts[1])
-        }
+        origins.apply(to: &readerConfiguration)
         readerConfiguration.preloadBudget = preloadBudget
         readerConfiguration.preloadConcurrency = preloadConcurrency
         let reader = CachingReader(store: store, fetcher: fetcher, configuration: readerConfiguration)

@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import Foundation
+public import Foundation
 public import Logging
 
 extension CachingReader {
@@ -74,6 +74,16 @@ extension CachingReader {
         /// a failed origin is tried last for 30 seconds. Logged and counted
         /// (`mediacache_origin_failovers_total`). `serve --origin-fallback`.
         public var originFallbacks: [String: [String]] = [:]
+        /// Gives a fresh URL for a signed one that expired (a signing service, `yt-dlp -g`):
+        /// called with the URL the player asked for when the URL's stated expiry (`exp`,
+        /// `Expires`, `X-Amz-Expires`, an Akamai token's `exp`) has passed or the origin refuses
+        /// it with `401`, `403` or `410`. The read goes on from the fresh URL under the same
+        /// entry, and every URL signed with the same parameter values is renewed with it (the
+        /// segments of a stream whose playlists carry one token), so the hook is called once per
+        /// expiry. A hook that throws, or whose URL is refused too, is not asked for that
+        /// signature again for 30 seconds, and the origin's refusal goes to the player. Logged
+        /// and counted (`mediacache_url_renewals_total`). `serve --refresh-command`.
+        public var freshURL: (@Sendable (URL) async throws -> URL)?
         /// How many times a broken origin connection is resumed (without progress between).
         public var maxRetries = 3
         /// The wait before a resume, multiplied by the attempt number.

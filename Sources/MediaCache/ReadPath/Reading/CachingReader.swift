@@ -91,19 +91,23 @@ public final class CachingReader: Sendable {
             owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay))
     }
 
-    /// `fetcher`, asking alternates of an origin that fails when the configuration names some.
+    /// `fetcher`, asking alternates of an origin that fails when the configuration names some,
+    /// and renewing signed URLs that expire when it has a refresh hook (the hook is asked for
+    /// the player's URL, not an alternate's).
     private static func failingOver(_ fetcher: any OriginFetcher, _ configuration: Configuration, clock: any WallClock)
         -> any OriginFetcher
     {
+        var fetcher = fetcher
         let pairs = configuration.originFallbacks.flatMap { origin, others in others.map { "\(origin)=\($0)" } }
-        guard !pairs.isEmpty else { return fetcher }
-        guard let alternates = OriginFailover.alternates(pairs) else {
+        if let alternates = OriginFailover.alternates(pairs), !alternates.isEmpty {
+            fetcher = OriginFailover(base: fetcher, alternates: alternates, clock: clock, logger: configuration.logger)
+        } else if !pairs.isEmpty {
             configuration.logger.warning(
                 "Ignored origin fallbacks that are not host[:port] names",
                 metadata: ["fallbacks": "\(configuration.originFallbacks)"])
-            return fetcher
         }
-        return OriginFailover(base: fetcher, alternates: alternates, clock: clock, logger: configuration.logger)
+        guard let hook = configuration.freshURL else { return fetcher }
+        return URLRenewal(base: fetcher, hook: hook, clock: clock, logger: configuration.logger)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
