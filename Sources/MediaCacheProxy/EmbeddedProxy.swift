@@ -128,6 +128,14 @@ public enum ProxyURL {
         return target.uri
     }
 
+    /// The query form of an HLS master playlist with subtitle files added: the proxy's master
+    /// lists each as a `SUBTITLES` rendition (converted to WebVTT, aligned with the stream).
+    public static func path(for originURL: URL, token: String?, subtitles: [SideLoadedSubtitle]) -> String {
+        var target = ProxyTarget(originURL, token: token)
+        target.subtitles = subtitles
+        return target.uri
+    }
+
     /// The path form, `/o/<origin>[.<token>]/<origin path>[?<origin query>]`, for resources
     /// whose relative references players resolve themselves (DASH manifests and segment
     /// templates): the origin's scheme and authority (base64url) and the proxy's token live in

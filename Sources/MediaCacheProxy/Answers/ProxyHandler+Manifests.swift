@@ -109,8 +109,10 @@ extension ProxyHandler {
         let base = metadata.finalURL ?? url
         var served = await reader.held.master(parsed, url: url, base: base)
         if served == nil { served = await reader.held.masterLeadingHeld(parsed, base: base) }
+        let sideLoaded = sideLoading(served ?? parsed, url: url, base: base, head: head)
         return rewrite(
-            served ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort, headers: headers)
+            sideLoaded?.0 ?? served ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort,
+            headers: headers, sideLoaded: sideLoaded?.1)
     }
 
     /// The DASH manifest at `url` with every URL it names (and a base for what it names
@@ -314,7 +316,7 @@ extension ProxyHandler {
     /// request (`headers`' `CMCD-Session`).
     func rewrite(
         _ parsed: HLSPlaylist, metadata: ContentMetadata, url: URL, head: HTTPRequestHead, localPort: Int,
-        headers: RequestHeaders
+        headers: RequestHeaders, sideLoaded: SideLoaded? = nil
     ) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         if !parsed.isFinal, let folder = URL(string: "./", relativeTo: metadata.finalURL ?? url)?.absoluteURL {
@@ -338,6 +340,9 @@ extension ProxyHandler {
             target.memoryOnly = tag.map(HLSPlaylist.keyTags.contains) == true
             target.assetList = tag == "X-ASSET-LIST"
             target.imports = imports
+            if tag == "EXT-X-MEDIA", let sideLoaded, sideLoaded.files.contains(resolved) {
+                target.subtitleRole = .playlist(timeline: sideLoaded.timeline)
+            }
             target.cmcd = session.map {
                 Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations).text
             }

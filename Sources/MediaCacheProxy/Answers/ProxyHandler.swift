@@ -90,7 +90,7 @@ struct ProxyHandler: Sendable {
         // (Blocking reloads and steering answers are never stored: only a key needs looking at.)
         guard head.method == .GET,
             case .request(let checked)? = try? repeated.check(head, localPort: localPort, router: router),
-            !checked.proxy.memoryOnly
+            !checked.proxy.memoryOnly, checked.proxy.subtitleRole == nil
         else { return .needsGeneralPath(nil) }
         let asked = checked.asked
         guard asked.conditions.isEmpty else { return .needsGeneralPath(checked) }
@@ -177,6 +177,10 @@ struct ProxyHandler: Sendable {
             let (body, metadata) = try await reader.originBody(
                 of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize)
             response = try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort)
+        case .subtitles(let role):
+            response = try await subtitles(role, file: url, head: head, localPort: localPort, headers: asked.forwarded)
+            response.cacheStatus = .local("side-loaded")
+            return log.finish(response)
         case .cache:
             let held = reader.statusSnapshot(of: url)
             let before = CacheStatus.Before(metadata: held.metadata, spans: held.spans, validated: held.validated)

@@ -43,6 +43,9 @@ struct ProxyRouter: Sendable {
         case steering
         /// An HLS interstitial's asset list: the origin's every time (made for one viewer), rewritten.
         case assetList
+        /// A side-loaded subtitle file's media playlist or WebVTT, made from what the cache
+        /// holds (``ProxyTarget/subtitleRole``).
+        case subtitles(ProxyTarget.SubtitleRole)
         /// Media, a playlist or a manifest, through the cache.
         case cache
     }
@@ -53,6 +56,7 @@ struct ProxyRouter: Sendable {
         if HLSPlaylist.isBlockingReload(request.url) { return .blockingReload }
         if SteeringManifest.isSteeringRequest(request.url) { return .steering }
         if request.proxy.assetList { return .assetList }
+        if let role = request.proxy.subtitleRole { return .subtitles(role) }
         return .cache
     }
 

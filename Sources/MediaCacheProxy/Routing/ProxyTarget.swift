@@ -38,6 +38,23 @@ struct ProxyTarget: Sendable, Equatable {
     /// from, for its `EXT-X-DEFINE:IMPORT`.
     var imports: [String: String] = [:]
 
+    /// `sl=`, `sn=`, `su=` (language, name, URL, one triple per track): subtitle files to add
+    /// to the multivariant playlist this names (``SideLoadedSubtitle``).
+    var subtitles: [SideLoadedSubtitle] = []
+    /// What a side-loaded subtitle file (the ``origin``) is served as.
+    var subtitleRole: SubtitleRole?
+
+    /// The two answers a side-loaded subtitle file gives.
+    enum SubtitleRole: Sendable, Equatable {
+        /// `sub=p&tl=<URL>`: the track's media playlist, as long as the media playlist at the URL.
+        case playlist(timeline: URL)
+        /// `sub=v[&ts=<MPEGTS>]`: the file as WebVTT, its cues mapped to the MPEG-TS timestamp.
+        case file(mpegts: Int64?)
+    }
+
+    /// The most side-loaded tracks written and read.
+    static let maximumSubtitles = 32
+
     /// The prefix of the import items, and how many are written and read at most.
     static let importPrefix = "v."
     static let maximumImports = 256
@@ -53,6 +70,16 @@ struct ProxyTarget: Sendable, Equatable {
         if memoryOnly { path += "&memory=1" }
         if assetList { path += "&list=1" }
         if let cmcd { path += "&c=" + HLSPlaylist.percentEncoded(cmcd) }
+        for track in subtitles.prefix(Self.maximumSubtitles) {
+            path +=
+                "&sl=" + HLSPlaylist.percentEncoded(track.language) + "&sn=" + HLSPlaylist.percentEncoded(track.name)
+            path += "&su=" + HLSPlaylist.percentEncoded(track.url.absoluteString)
+        }
+        switch subtitleRole {
+        case .playlist(let timeline)?: path += "&sub=p&tl=" + HLSPlaylist.percentEncoded(timeline.absoluteString)
+        case .file(let mpegts)?: path += "&sub=v" + (mpegts.map { "&ts=\($0)" } ?? "")
+        case nil: break
+        }
         for (name, value) in imports.sorted(by: { $0.key < $1.key }).prefix(Self.maximumImports) {
             path += "&" + HLSPlaylist.percentEncoded(Self.importPrefix + name) + "=" + HLSPlaylist.percentEncoded(value)
         }
@@ -97,9 +124,48 @@ struct ProxyTarget: Sendable, Equatable {
         memoryOnly = target.query("memory") == "1"
         assetList = target.query("list") == "1"
         cmcd = target.query("c")
+        subtitles = Self.subtitles(in: target)
+        switch target.query("sub") {
+        case "p":
+            guard let timeline = target.query("tl").flatMap(URL.init(string:)), timeline.host != nil else {
+                throw ProxyRequestError(status: .badRequest, "A subtitle playlist needs tl=<the timeline's URL>.")
+            }
+            subtitleRole = .playlist(timeline: timeline)
+        case "v":
+            let stamp = target.query("ts")
+            let mpegts = stamp.flatMap { Int64($0) }.flatMap { (0...(Int64(1) << 33)).contains($0) ? $0 : nil }
+            guard stamp == nil || mpegts != nil else {
+                throw ProxyRequestError(status: .badRequest, "ts= takes an MPEG-TS timestamp (0 to 2^33).")
+            }
+            subtitleRole = .file(mpegts: mpegts)
+        case nil: break
+        default: throw ProxyRequestError(status: .badRequest, "sub= takes p or v.")
+        }
         for item in target.items.prefix(Self.maximumImports) where item.name.utf8.starts(with: Self.importPrefix.utf8) {
             imports[String(Substring(item.name.utf8.dropFirst(Self.importPrefix.utf8.count)))] = item.value ?? ""
         }
+    }
+
+    /// The tracks of `sl=`, `sn=`, `su=` triples, in order; a triple that is not a track is
+    /// left out (a name or a language a player cannot show, a URL that is not http).
+    private static func subtitles(in target: RequestTarget) -> [SideLoadedSubtitle] {
+        var tracks: [SideLoadedSubtitle] = []
+        var pending: (language: String?, name: String?) = (nil, nil)
+        for item in target.items where tracks.count < maximumSubtitles {
+            switch item.name {
+            case "sl": pending = (item.value, nil)
+            case "sn": pending.name = item.value
+            case "su":
+                if let language = pending.language, let url = item.value.flatMap(URL.init(string:)),
+                    let track = SideLoadedSubtitle(language: language, url: url, name: pending.name)
+                {
+                    tracks.append(track)
+                }
+                pending = (nil, nil)
+            default: continue
+            }
+        }
+        return tracks
     }
 
     static func base64URL(_ text: String) -> String {

@@ -186,28 +186,6 @@ enum Format {
     }
 }
 
-struct URLCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "url", abstract: "Print the URL to give a player for an origin URL.")
-
-    @Argument(help: "The origin URL (http or https).")
-    var originURL: String
-
-    @OptionGroup var server: ServerAddress
-
-    func validate() throws {
-        _ = try mediaCacheOriginURL(originURL)
-    }
-
-    func run() async throws {
-        let url = try mediaCacheOriginURL(originURL)
-        let info = try await server.resolved()
-        // A URL that leads to this server already is given back as it is (never a loop).
-        if url.absoluteString.hasPrefix(info.baseURL + "/") { return print(url.absoluteString) }
-        print(info.baseURL + ProxyURL.path(for: url, token: info.token))
-    }
-}
-
 /// Where a running proxy listens, for the commands that name it rather than its cache folder.
 struct ServerAddress: ParsableArguments {
     @Option(help: "The proxy's address.")
