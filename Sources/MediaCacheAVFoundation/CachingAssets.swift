@@ -28,19 +28,27 @@
             CachingAssets(proxy: try await EmbeddedProxy.start(reader: reader))
         }
 
-        /// The asset to play `url` with.
-        public func asset(for url: URL, options: [String: Any]? = nil) async throws -> AVURLAsset {
+        /// The asset to play `url` with; an HLS master with `subtitles` lists each as a subtitle
+        /// track (AVFoundation's legible media selection group), converted to WebVTT and aligned
+        /// with the stream (give the same to a pin's `RenditionChoice.sideLoaded` to keep them).
+        public func asset(for url: URL, subtitles: [SideLoadedSubtitle] = [], options: [String: Any]? = nil)
+            async throws -> AVURLAsset
+        {
             switch try await proxy.route(for: url) {
             case .resourceLoader: CachingAVURLAsset(url: url, reader: proxy.reader, options: options)
-            case .proxy(let proxied): AVURLAsset(url: proxied, options: options)
+            case .proxy(let proxied):
+                AVURLAsset(
+                    url: subtitles.isEmpty ? proxied : proxy.url(for: url, subtitles: subtitles), options: options)
             }
         }
 
-        /// A player item for `url` (its ``asset(for:options:)``) that starts on the first eligible
-        /// variant an HLS master lists: online, the proxy lists first the variants whose start the
-        /// cache holds, so playback starts where the bytes are.
-        public func playerItem(for url: URL, options: [String: Any]? = nil) async throws -> AVPlayerItem {
-            let item = AVPlayerItem(asset: try await asset(for: url, options: options))
+        /// A player item for `url` (its ``asset(for:subtitles:options:)``) that starts on the first
+        /// eligible variant an HLS master lists: online, the proxy lists first the variants whose
+        /// start the cache holds, so playback starts where the bytes are.
+        public func playerItem(for url: URL, subtitles: [SideLoadedSubtitle] = [], options: [String: Any]? = nil)
+            async throws -> AVPlayerItem
+        {
+            let item = AVPlayerItem(asset: try await asset(for: url, subtitles: subtitles, options: options))
             if #available(iOS 14, tvOS 14, macOS 11, watchOS 7, visionOS 1, *) {
                 item.startsOnFirstEligibleVariant = true
             }

@@ -95,7 +95,13 @@ public final class EmbeddedProxy: Sendable {
 
     /// The URL to give a player for `originURL`: `http://127.0.0.1:PORT/<file name>?url=…&token=…`.
     public func url(for originURL: URL) -> URL {
-        URL(string: "http://127.0.0.1:\(port)" + ProxyURL.path(for: originURL, token: token))!
+        url(for: originURL, subtitles: [])
+    }
+
+    /// The URL through this proxy of an HLS master playlist with `subtitles` added (see
+    /// ``ProxyURL/path(for:token:subtitles:)``).
+    public func url(for originURL: URL, subtitles: [SideLoadedSubtitle]) -> URL {
+        URL(string: "http://127.0.0.1:\(port)" + ProxyURL.path(for: originURL, token: token, subtitles: subtitles))!
     }
 
     /// How a player should load `url`.

@@ -6,7 +6,7 @@ public import Foundation
 /// A subtitle file (SRT or WebVTT) added to an HLS stream that does not list it: the cache's
 /// master playlist gains an `EXT-X-MEDIA TYPE=SUBTITLES` rendition for it, whose media playlist
 /// has one WebVTT segment, the file converted and aligned with the stream's first segment.
-public struct SideLoadedSubtitle: Sendable, Hashable {
+public struct SideLoadedSubtitle: Sendable, Hashable, Codable {
     /// The language, an RFC 5646 tag (`en`, `pt-BR`).
     public let language: String
     /// The name players show.
@@ -38,6 +38,25 @@ public struct SideLoadedSubtitle: Sendable, Hashable {
         }
         guard let url = URL(string: rest) else { return nil }
         self.init(language: language, url: url, name: name)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case language, name, url
+    }
+
+    /// Reads a track, checked as ``init(language:url:name:)`` checks one.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard
+            let track = SideLoadedSubtitle(
+                language: try container.decode(String.self, forKey: .language),
+                url: try container.decode(URL.self, forKey: .url),
+                name: try container.decode(String.self, forKey: .name))
+        else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .language, in: container, debugDescription: "Not a subtitle track.")
+        }
+        self = track
     }
 
     static func isLanguageTag(_ text: String) -> Bool {
@@ -94,7 +113,8 @@ package enum SideLoadedSubtitles {
                     inserted = true
                 }
                 if (try? HLSPlaylist.attributes(value ?? ""))?.keys.contains("SUBTITLES") != true {
-                    text += ",SUBTITLES=\"\(groupID)\""
+                    // After a list's trailing comma, no second one (an empty attribute).
+                    text += (text.hasSuffix(",") ? "" : ",") + "SUBTITLES=\"\(groupID)\""
                 }
             }
             output += text + line.ending

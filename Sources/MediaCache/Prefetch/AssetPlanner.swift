@@ -66,6 +66,11 @@ struct AssetPlanner: Sendable {
             for item in own where seen.insert(item).inserted { items.append(item) }
             renditions.append((rendition, own))
         }
+        // Side-loaded subtitle files, whole: the proxy makes their playlists from what it holds.
+        for track in options.renditions.sideLoaded where entry.isMaster {
+            let item = PrefetchItem(url: track.url, range: nil)
+            if seen.insert(item).inserted { items.append(item) }
+        }
         estimate = items.reduce(estimate) { Self.saturatingSum($0, $1.range?.length ?? 0) }
         let unknown = items.contains { $0.range == nil }
         let estimated = chosen.contains { $0.role == .variant && $0.bandwidth > 0 }

@@ -25,6 +25,9 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
     public var subtitles: RenditionChoice.Languages?
     /// I-frame playlists and image (thumbnail) playlists; DASH trick-mode and image adaptation sets.
     public var trickPlay: Bool
+    /// Subtitle files added to an HLS master (``SideLoadedSubtitle``): each stored whole with
+    /// the asset, so the track plays offline.
+    public var sideLoaded: [SideLoadedSubtitle] = []
 
     public init(
         variants: [HLSPrefetchOptions.VariantChoice] = [], audio: RenditionChoice.Languages? = nil,
@@ -37,13 +40,17 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
     }
 
     /// Whether the choice names nothing.
-    public var isEmpty: Bool { variants.isEmpty && audio == nil && subtitles == nil && !trickPlay }
+    public var isEmpty: Bool {
+        variants.isEmpty && audio == nil && subtitles == nil && !trickPlay && sideLoaded.isEmpty
+    }
 
     /// Every part said, the defaults where it was not: the first variant, the default audio, no subtitles.
     public var resolved: RenditionChoice {
-        RenditionChoice(
+        var resolved = RenditionChoice(
             variants: variants.isEmpty ? [.first] : variants, audio: audio ?? .default,
             subtitles: subtitles ?? RenditionChoice.Languages.none, trickPlay: trickPlay)
+        resolved.sideLoaded = sideLoaded
+        return resolved
     }
 
     /// This choice and `other` together (what pinning again with `other` adds).
@@ -53,7 +60,22 @@ public struct RenditionChoice: Sendable, Codable, Equatable {
         if let audio = other.audio { result.audio = (result.audio ?? .none).union(audio) }
         if let subtitles = other.subtitles { result.subtitles = (result.subtitles ?? .none).union(subtitles) }
         result.trickPlay = trickPlay || other.trickPlay
+        for track in other.sideLoaded where !result.sideLoaded.contains(track) { result.sideLoaded.append(track) }
         return result
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case variants, audio, subtitles, trickPlay, sideLoaded
+    }
+
+    /// Reads a choice; one written before side-loaded subtitles existed has none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        variants = try container.decode([HLSPrefetchOptions.VariantChoice].self, forKey: .variants)
+        audio = try container.decodeIfPresent(RenditionChoice.Languages.self, forKey: .audio)
+        subtitles = try container.decodeIfPresent(RenditionChoice.Languages.self, forKey: .subtitles)
+        trickPlay = try container.decode(Bool.self, forKey: .trickPlay)
+        sideLoaded = try container.decodeIfPresent([SideLoadedSubtitle].self, forKey: .sideLoaded) ?? []
     }
 }
 

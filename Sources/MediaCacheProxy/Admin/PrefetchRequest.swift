@@ -30,7 +30,8 @@ package struct PrefetchRequest: Sendable, Equatable {
         do {
             self = try Self.parse(
                 range: query.value("range"), seconds: query.value("seconds"), variant: query.value("variant"),
-                audio: query.value("audio"), subtitles: query.value("subtitles"), trickPlay: query.value("trick-play"))
+                audio: query.value("audio"), subtitles: query.value("subtitles"), trickPlay: query.value("trick-play"),
+                subtitleFiles: query.values("subtitle-file"))
         } catch {
             throw ProxyRequestError(status: .badRequest, error.message { $0 + "=" })
         }
@@ -47,16 +48,22 @@ package struct PrefetchRequest: Sendable, Equatable {
         if let audio = renditions.audio { items.append(URLQueryItem(name: "audio", value: audio.text)) }
         if let subtitles = renditions.subtitles { items.append(URLQueryItem(name: "subtitles", value: subtitles.text)) }
         if renditions.trickPlay { items.append(URLQueryItem(name: "trick-play", value: "yes")) }
+        for track in renditions.sideLoaded {
+            items.append(
+                URLQueryItem(
+                    name: "subtitle-file", value: "\(track.language)=\(track.url.absoluteString),\(track.name)"))
+        }
         return items
     }
 
     /// Parses the options' text forms: `range` `a-b` (inclusive, as in HTTP), `seconds` a
     /// positive number, `variant` `first`, `lowest`, `highest`, a height (`720p`) or a number
     /// of bits per second; `audio` and `subtitles` as ``RenditionChoice/Languages/parse(_:option:)``
-    /// reads them; `trickPlay` `yes` or `no`.
+    /// reads them; `trickPlay` `yes` or `no`; each of `subtitleFiles` `LANG=URL[,NAME]`
+    /// (``SideLoadedSubtitle/init(parsing:)``).
     package static func parse(
         range: String?, seconds: String?, variant: String?, audio: String? = nil, subtitles: String? = nil,
-        trickPlay: String? = nil
+        trickPlay: String? = nil, subtitleFiles: [String] = []
     ) throws(PrefetchRequestError) -> PrefetchRequest {
         var request = PrefetchRequest()
         if let range {
@@ -100,10 +107,17 @@ package struct PrefetchRequest: Sendable, Equatable {
         case "yes", "true", "1": request.renditions.trickPlay = true
         case let text?: throw PrefetchRequestError("trick-play", takes: "yes or no", given: text)
         }
+        for text in subtitleFiles {
+            guard let track = SideLoadedSubtitle(parsing: text) else {
+                throw PrefetchRequestError(
+                    "subtitle-file", takes: "LANG=URL[,NAME]: a language tag, an http(s) URL, a name", given: text)
+            }
+            request.renditions.sideLoaded.append(track)
+        }
         return request
     }
 
-    /// The text form of `variant` that ``parse(range:seconds:variant:audio:subtitles:trickPlay:)`` reads.
+    /// The text form of `variant` that ``parse(range:seconds:variant:audio:subtitles:trickPlay:subtitleFiles:)`` reads.
     package static func text(of variant: HLSPrefetchOptions.VariantChoice) -> String {
         switch variant {
         case .first: "first"

@@ -111,13 +111,20 @@ struct AssetOptions: ParsableArguments {
     @Flag(help: "Also I-frame and thumbnail playlists (DASH trick-mode and image adaptation sets), for scrubbing.")
     var trickPlay = false
 
+    @Option(
+        name: .customLong("subtitle-file"),
+        help: ArgumentHelp(
+            "A subtitle file (SRT or WebVTT) added to an HLS asset, stored with it: LANG=URL[,NAME] (repeatable; give the same to `mediacache url --subtitles`).",
+            valueName: "lang=url[,name]"))
+    var subtitleFiles: [String] = []
+
     /// The request these options and `range` make.
     func request(range: String? = nil) throws -> PrefetchRequest {
         do {
             return try PrefetchRequest.parse(
                 range: range, seconds: seconds, variant: renditions.variant, audio: renditions.audio,
                 subtitles: renditions.subtitles,
-                trickPlay: trickPlay ? "yes" : nil)
+                trickPlay: trickPlay ? "yes" : nil, subtitleFiles: subtitleFiles)
         } catch {
             throw ValidationError(error.message { "--" + $0 })
         }

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCache
 import MediaCacheTestSupport
 import Testing
 
@@ -28,6 +29,11 @@ extension ParserFuzzTests {
             made.assetList = input.count % 3 == 0
             made.cmcd = input
             made.imports = [input: input, "n": String(input.reversed())]
+            if let track = SideLoadedSubtitle(language: "pt-BR", url: origin, name: input) {
+                made.subtitles = [track, track]
+            }
+            made.subtitleRole =
+                input.count % 2 == 0 ? .playlist(timeline: origin) : .file(mpegts: Int64(input.utf8.count))
             guard again(made) == made else {
                 return ("made", "\(made) wrote \(made.uri), read as \(String(describing: again(made)))")
             }
