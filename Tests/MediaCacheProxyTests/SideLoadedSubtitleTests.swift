@@ -132,4 +132,43 @@ struct SideLoadedSubtitleTests {
             }
         }
     }
+
+    /// Pinned with the asset, the tracks are stored whole; an export of the pin writes them as
+    /// playlists of their own beside the stream, timed as the proxy times them, and ffmpeg plays
+    /// the folder.
+    @Test func aPinnedTrackIsExportedWithTheAsset() async throws {
+        try await ProxyHarness.with { proxy in
+            try await withTemporaryDirectory { directory in
+                let pts = try await Self.serveStream(on: proxy.origin, in: directory)
+                let french = try #require(SideLoadedSubtitle(language: "fr", url: proxy.origin.url("/subs/fr.vtt")))
+                let queue = try DownloadQueue(reader: proxy.base.reader)
+                queue.start()
+                var choice = RenditionChoice()
+                choice.sideLoaded = [french]
+                let master = proxy.origin.url("/hls/master.m3u8")
+                let job = try await queue.pin(master, renditions: choice)
+                try await waitUntil { queue.job(matching: job.id)?.state == .completed }
+                await queue.shutDown()
+                #expect(proxy.origin.requests("/subs/fr.vtt").count == 1)
+                proxy.origin.resetCounters()
+                let exported = directory.appendingPathComponent("exported")
+                let summary = try await proxy.base.reader.export(master, to: exported, renditions: choice)
+                let index = try String(contentsOf: exported.appendingPathComponent("index.m3u8"), encoding: .utf8)
+                #expect(index.contains("TYPE=SUBTITLES") && index.contains("URI=\"subtitles0.m3u8\""), "\(index)")
+                #expect(!index.contains("http"), "\(index)")
+                let cues = try String(contentsOf: exported.appendingPathComponent("subtitles0.vtt"), encoding: .utf8)
+                #expect(
+                    cues.hasPrefix("WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:\(pts),LOCAL:00:00:00.000\n")
+                        && cues.contains("Bonjour"))
+                #expect(summary.files >= 6 + 2 + 2, "\(summary)")
+                let play = try await runTool([
+                    "ffmpeg", "-v", "error", "-i", exported.appendingPathComponent("index.m3u8").path, "-f", "null",
+                    "-",
+                ])
+                #expect(play.status == 0, "\(play.error)")
+                #expect(
+                    proxy.origin.requests("/subs/fr.vtt").isEmpty && proxy.origin.requests("/hls/index.m3u8").isEmpty)
+            }
+        }
+    }
 }

@@ -54,6 +54,10 @@ struct Exporter: Sendable {
         }
         let metadata = try await offline.contentInfo(for: url)
         let kind = try await offline.manifestKind(url, metadata)
+        // Side-loaded subtitles are written as their own playlists (below), not as files.
+        var renditions = renditions
+        let sideLoaded = renditions.sideLoaded
+        renditions.sideLoaded = []
         let chosen =
             renditions.isEmpty && seconds == nil ? nil : HLSPrefetchOptions(renditions: renditions, seconds: seconds)
         if kind == .dash {
@@ -120,15 +124,54 @@ struct Exporter: Sendable {
         if let master {
             // The origin's master, with only what was written, naming it locally.
             guard let filtered = master.filteredMaster(base: masterBase, isHeld: { playlistNames[$0] != nil }),
-                let parsed = try? HLSPlaylist(parsing: Array(filtered.utf8))
+                var parsed = try? HLSPlaylist(parsing: Array(filtered.utf8))
             else {
                 throw CacheError(.notCached, "No variant of \(url.absoluteString.prefix(200)) was written.")
+            }
+            if !sideLoaded.isEmpty,
+                let first = parsed.variants.first.flatMap({ HLSPlaylist.resolve($0.uri, base: masterBase) })
+            {
+                let written = try await writeSideLoaded(sideLoaded, timeline: first, to: destination)
+                (files, bytes) = (files + written.files, bytes + written.bytes)
+                playlistNames.merge(written.names) { old, _ in old }
+                if let text = SideLoadedSubtitles.master(parsed, adding: sideLoaded),
+                    let augmented = try? HLSPlaylist(parsing: Array(text.utf8))
+                {
+                    parsed = augmented
+                }
             }
             let text = parsed.rewritten(base: masterBase) { uri, _ in playlistNames[uri] ?? uri.absoluteString }
             try await Self.writeFile(Array(text.utf8), to: destination.appendingPathComponent("index.m3u8").path)
             files += 1
         }
         return ExportSummary(path: destination.appendingPathComponent("index.m3u8").path, files: files, bytes: bytes)
+    }
+
+    /// Side-loaded subtitle tracks as `subtitlesN.m3u8` and `subtitlesN.vtt` in `destination`,
+    /// timed as the proxy times them (the media playlist at `timeline`); returns the playlists'
+    /// local names by track URL.
+    private func writeSideLoaded(_ tracks: [SideLoadedSubtitle], timeline: URL, to destination: URL) async throws
+        -> (names: [URL: String], files: Int, bytes: Int64)
+    {
+        let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline)
+        var names: [URL: String] = [:]
+        var bytes: Int64 = 0
+        for (index, track) in tracks.enumerated() where names[track.url] == nil {
+            let vtt: String
+            do {
+                vtt = try await reader.sideLoadedWebVTT(track.url, mpegts: mpegts)
+            } catch let error as SubtitleText.Failure {
+                throw CacheError(.originRejected, "\(track.url.absoluteString.prefix(200)): \(error.description)")
+            }
+            let playlist = SideLoadedSubtitles.mediaPlaylist(duration: duration, uri: "subtitles\(index).vtt")
+            try await Self.writeFile(
+                Array(vtt.utf8), to: destination.appendingPathComponent("subtitles\(index).vtt").path)
+            try await Self.writeFile(
+                Array(playlist.utf8), to: destination.appendingPathComponent("subtitles\(index).m3u8").path)
+            names[track.url] = "subtitles\(index).m3u8"
+            bytes += Int64(vtt.utf8.count + playlist.utf8.count)
+        }
+        return (names, names.count * 2, bytes)
     }
 
     /// What an export of the HLS asset at `url` writes: what `options` choose, or, when `nil`,
