@@ -156,3 +156,30 @@ extension DASHManifest {
         .joined(separator: " ")
     }
 }
+
+extension DASHManifest {
+    /// The groups of `BaseURL`s that are siblings (children of one element, ISO/IEC 23009-1
+    /// §5.6: alternative locations of the same resources), each resolved against its parent's
+    /// base, the manifest's from `base`; only groups of two or more, in document order.
+    package func siblingBases(base: URL) -> [[URL]] {
+        var children: [Int: [URL]] = [:]
+        var inherited: [URL] = []  // what each element's own BaseURLs resolve against
+        var effective: [URL] = []  // what its other children resolve against
+        for element in elements {
+            let from = element.parent.map { effective[$0] } ?? base
+            inherited.append(from)
+            effective.append(from)
+            guard element.name == "BaseURL", let parent = element.parent, let text = element.text,
+                let resolved = Self.resolve(Self.textValue(bytes[text]), against: inherited[parent])
+            else { continue }
+            if children[parent] == nil {
+                // The first sibling is the base the parent's children resolve against.
+                effective[parent] = resolved
+                children[parent] = [resolved]
+            } else if children[parent]?.contains(resolved) == false {
+                children[parent]?.append(resolved)
+            }
+        }
+        return children.keys.sorted().compactMap { children[$0] }.filter { $0.count >= 2 }
+    }
+}

@@ -107,6 +107,7 @@ extension ProxyHandler {
         // the variants whose start is held first (a player that starts on the first listed
         // starts where the bytes are).
         let base = metadata.finalURL ?? url
+        reader.learnAlternates(fromMaster: parsed, base: base)
         var served = await reader.held.master(parsed, url: url, base: base)
         if served == nil { served = await reader.held.masterLeadingHeld(parsed, base: base) }
         let sideLoaded = sideLoading(served ?? parsed, url: url, base: base, head: head)
@@ -145,6 +146,7 @@ extension ProxyHandler {
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
+        reader.learnAlternates(fromManifest: parsed, base: metadata.finalURL ?? url)
         // Offline, or with the origin failing, only the representations held.
         let removed = await reader.held.manifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
         let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in

@@ -54,6 +54,8 @@ public final class CachingReader: Sendable {
     let memoryBodies = Mutex(MemoryBodies())
     /// Where the cache's own fetches give way to players waiting on the origin.
     let priority: OriginPriority
+    /// The alternates of origins that fail, configured and learned from manifests.
+    let failover: OriginFailover
     /// The fetcher's ``OriginFetcher/securityWarning``, taken once: every request's log line
     /// carries it.
     package let securityWarning: String?
@@ -70,10 +72,11 @@ public final class CachingReader: Sendable {
         let budget = ConnectionBudget(
             limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4),
             logger: configuration.logger, onPlayerWait: { priority.wake() })
+        failover = Self.failover(fetcher, configuration, clock: store.configuration.clock)
         self.fetcher = MeteredFetcher(
             base: configuration.isOffline
                 ? OfflineFetcher(base: fetcher)
-                : Self.failingOver(fetcher, configuration, clock: store.configuration.clock),
+                : Self.renewing(failover, configuration, clock: store.configuration.clock),
             ownRequestFields: configuration.ownRequestFields, budget: budget)
         self.configuration = configuration
         securityWarning = fetcher.securityWarning
@@ -89,25 +92,6 @@ public final class CachingReader: Sendable {
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
             plays: plays, priority: priority,
             owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay))
-    }
-
-    /// `fetcher`, asking alternates of an origin that fails when the configuration names some,
-    /// and renewing signed URLs that expire when it has a refresh hook (the hook is asked for
-    /// the player's URL, not an alternate's).
-    private static func failingOver(_ fetcher: any OriginFetcher, _ configuration: Configuration, clock: any WallClock)
-        -> any OriginFetcher
-    {
-        var fetcher = fetcher
-        let pairs = configuration.originFallbacks.flatMap { origin, others in others.map { "\(origin)=\($0)" } }
-        if let alternates = OriginFailover.alternates(pairs), !alternates.isEmpty {
-            fetcher = OriginFailover(base: fetcher, alternates: alternates, clock: clock, logger: configuration.logger)
-        } else if !pairs.isEmpty {
-            configuration.logger.warning(
-                "Ignored origin fallbacks that are not host[:port] names",
-                metadata: ["fallbacks": "\(configuration.originFallbacks)"])
-        }
-        guard let hook = configuration.freshURL else { return fetcher }
-        return URLRenewal(base: fetcher, hook: hook, clock: clock, logger: configuration.logger)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
