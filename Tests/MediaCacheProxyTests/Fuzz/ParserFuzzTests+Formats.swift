@@ -215,7 +215,8 @@ extension ParserFuzzTests {
                 let content = old.hasSuffix("\r") ? String(old.dropLast()) : old
                 let names =
                     content.hasPrefix("#EXT")
-                    && HLSPlaylist.tagsWithURIAttribute.contains(where: { content.hasPrefix("#" + $0 + ":") })
+                    && (HLSPlaylist.tagsWithURIAttribute.union([HLSPlaylist.steeringTag, "EXT-X-DATERANGE"]))
+                        .contains(where: { content.hasPrefix("#" + $0 + ":") })
                 if !content.hasPrefix("#"), new.hasPrefix("P[http"), new.hasSuffix(old.hasSuffix("\r") ? "]\r" : "]") {
                     rewrote = true
                 } else if names, new.contains("\"P[http") {  // `URI="…"`, or `URI ="…"`: names are read without spaces
