@@ -40,14 +40,32 @@ struct URLRefreshTests {
         #expect(signer.renewalsAsked.count == expiries, "\(signer.renewalsAsked)", sourceLocation: sourceLocation)
     }
 
-    @Test func aTwoMinuteMP3PlaysThroughSixExpiries() async throws {
+    /// Runs `body` with an origin whose signing service gives 20-second tokens (with `exp=`
+    /// when `statesExpiry`) on a clock of its own, and a temporary folder.
+    static func withSigningOrigin(
+        statesExpiry: Bool, _ body: (TestOrigin, ManualClock, TokenSigner, URL) async throws -> Void
+    ) async throws {
         let origin = try await TestOrigin.start(acceptsControl: true)
         defer { Task { try? await origin.shutdown() } }
         let clock = ManualClock(start: Date())
-        // Tokens without a stated expiry: the cache learns of each from the origin's 403.
-        let signer = TokenSigner(lifetime: 20, statesExpiry: false, clock: clock)
+        let signer = TokenSigner(lifetime: 20, statesExpiry: statesExpiry, clock: clock)
         origin.useSigner(signer)
-        try await withTemporaryDirectory { directory in
+        try await withTemporaryDirectory { try await body(origin, clock, signer, $0) }
+    }
+
+    /// No request line of the server's log says it answered a player `401`, `403` or `410`
+    /// (the origin's refusals were all renewed), and it logged answers at all.
+    static func expectNoRefusalAnswered(in log: URL, sourceLocation: SourceLocation = #_sourceLocation) {
+        let lines = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n")
+        let answers = lines.filter { $0.contains("[MediaCacheProxy] GET") }
+        #expect(!answers.isEmpty, sourceLocation: sourceLocation)
+        let refused = answers.filter { [" status=401 ", " status=403 ", " status=410 "].contains(where: $0.contains) }
+        #expect(refused.isEmpty, "\(refused)", sourceLocation: sourceLocation)
+    }
+
+    @Test func aTwoMinuteMP3PlaysThroughSixExpiries() async throws {
+        // Tokens without a stated expiry: the cache learns of each from the origin's 403.
+        try await Self.withSigningOrigin(statesExpiry: false) { origin, clock, signer, directory in
             let file = directory.appendingPathComponent("ep.mp3")
             let made = try await ChildProcess.run([
                 "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=120", "-c:a",
@@ -75,17 +93,13 @@ struct URLRefreshTests {
                 #expect(replay.status == 0 && Array(replay.output) == bytes)
                 let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
                 #expect(said.contains("A signed URL was renewed"), "\(said.suffix(2000))")
+                Self.expectNoRefusalAnswered(in: log)
             }
         }
     }
 
     @Test func aTwoMinuteHLSPlayWhosePlaylistsCarryTheTokenRenewsOncePerExpiry() async throws {
-        let origin = try await TestOrigin.start(acceptsControl: true)
-        defer { Task { try? await origin.shutdown() } }
-        let clock = ManualClock(start: Date())
-        let signer = TokenSigner(lifetime: 20, statesExpiry: true, clock: clock)
-        origin.useSigner(signer)
-        try await withTemporaryDirectory { directory in
+        try await Self.withSigningOrigin(statesExpiry: true) { origin, clock, signer, directory in
             let made = try await ChildProcess.run([
                 "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc=duration=120:size=96x54:rate=10",
                 "-f", "lavfi", "-i", "sine=frequency=330:duration=120", "-shortest", "-threads", "1", "-c:v", "libx264",
@@ -126,7 +140,8 @@ struct URLRefreshTests {
                 origin.serve(playlist, at: path)
             }
             let command = try Self.signingCommand(in: directory, origin: origin)
-            try await RunningServer.with(["--refresh-command", command], origin: origin) { server in
+            let log = directory.appendingPathComponent("serve.log")
+            try await RunningServer.with(["--refresh-command", command], errorFile: log, origin: origin) { server in
                 let url = Self.proxied(server, origin.url("/live/master.m3u8").absoluteString + "?" + token)
                 let play = try await ChildProcess.run([
                     "ffmpeg", "-nostdin", "-v", "error", "-i", url, "-f", "null", "-",
@@ -144,19 +159,16 @@ struct URLRefreshTests {
                     #expect(replay.status == 0 && Array(replay.output) == bytes, "\(name)")
                 }
                 #expect(segments.allSatisfy { origin.requests("/live/\($0.name)").isEmpty })
+                Self.expectNoRefusalAnswered(in: log)
             }
         }
     }
 
     @Test func aFailingRefreshCommandGivesThePlayerTheOriginsRefusalAndSaysWhy() async throws {
-        let origin = try await TestOrigin.start(acceptsControl: true)
-        defer { Task { try? await origin.shutdown() } }
-        let clock = ManualClock(start: Date())
-        let signer = TokenSigner(lifetime: 20, statesExpiry: false, clock: clock)
-        var episode = TestOrigin.Resource.generated(length: 200_000, seed: 166, mimeType: "audio/mpeg")
-        episode.faults.signer = signer
-        origin.serve(episode, at: "/ep.mp3")
-        try await withTemporaryDirectory { directory in
+        try await Self.withSigningOrigin(statesExpiry: false) { origin, clock, signer, directory in
+            var episode = TestOrigin.Resource.generated(length: 200_000, seed: 166, mimeType: "audio/mpeg")
+            episode.faults.signer = signer
+            origin.serve(episode, at: "/ep.mp3")
             let script = directory.appendingPathComponent("broken.sh")
             try "#!/bin/sh\necho \"signing service unreachable for $1\" >&2\nexit 3\n".write(
                 to: script, atomically: true, encoding: .utf8)

@@ -128,6 +128,7 @@ final class OriginFailover: OriginFetcher {
             logger.warning(
                 "An origin with alternates failed; its resume goes to an alternate",
                 metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+            CacheMetrics.failedOver()
         }
     }
 
