@@ -58,14 +58,35 @@ public struct ProxyConfiguration: Sendable {
     /// The metrics in Prometheus's text format, served at `GET /metrics` (`mediacache serve`
     /// sets it to its swift-prometheus registry's export); `nil`: `/metrics` is 404.
     public var metricsExporter: (@Sendable () -> String)?
+    /// A LAN address to listen on too, at the same port (`serve --lan`), for the devices of the
+    /// network that fetch a URL themselves: AirPlay receivers, Chromecasts, a TV's browser.
+    /// There the proxy answers only capability URLs (the ``token`` in the URL: the path form's
+    /// `/o/<origin>.<token>/…` or `token=`; never the header), refuses the admin paths, the
+    /// metrics and the status page (`403`), and does not apply the cross-site guard to a
+    /// request whose URL carries the token: a receiver page's `<video>` sends no CORS request,
+    /// and the URL is the credential. ``corsOrigins`` apply there as on loopback. Needs a token.
+    public var lanAddress: String?
+    /// Whether this is the configuration of the LAN listener (the server makes it from its own).
+    package var isLANListener = false
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 
     /// Creates the default configuration.
     public init() {}
 
+    /// The configuration of the LAN listener: this one's, listening on ``lanAddress``.
+    var lanListener: ProxyConfiguration? {
+        guard let lanAddress else { return nil }
+        var lan = self
+        lan.host = lanAddress
+        lan.lanAddress = nil
+        lan.isLANListener = true
+        lan.serverInfoFile = nil
+        return lan
+    }
+
     /// Checks that the address is loopback unless remote clients are allowed, and that remote
-    /// clients need a token.
+    /// clients and a LAN address need a token.
     /// - Throws: ``ProxyError`` when the combination is unsafe.
     public func validate() throws {
         let loopback = ["127.0.0.1", "localhost", "::1"].contains(host.lowercased()) || host.hasPrefix("127.")
@@ -77,6 +98,11 @@ public struct ProxyConfiguration: Sendable {
         if allowsRemoteClients && (token ?? "").isEmpty {
             throw ProxyError(
                 "Remote clients need an access token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache.",
+                setting: .token)
+        }
+        if lanAddress != nil && (token ?? "").isEmpty {
+            throw ProxyError(
+                "A LAN address needs an access token: its URLs carry it, and without one any device of the network could use the proxy.",
                 setting: .token)
         }
         guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }

@@ -24,6 +24,9 @@ public final class ProxyServer: Service {
     public static let defaultPort = 8089
 
     private let handler: ProxyHandler
+    /// The handler of the LAN listener (``ProxyConfiguration/lanAddress``), sharing the
+    /// statistics.
+    private let lanHandler: ProxyHandler?
     private let configuration: ProxyConfiguration
     private let onServerRunning: @Sendable (Int) async -> Void
     let connections = ConnectionRegistry()
@@ -43,17 +46,22 @@ public final class ProxyServer: Service {
         configuration: ProxyConfiguration,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ProxyServer {
-        ProxyServer(
-            handler: ProxyHandler(reader: reader, downloads: downloads, configuration: configuration),
+        let handler = ProxyHandler(reader: reader, downloads: downloads, configuration: configuration)
+        return ProxyServer(
+            handler: handler,
+            lanHandler: configuration.lanListener.map {
+                ProxyHandler(reader: reader, downloads: downloads, configuration: $0, statistics: handler.statistics)
+            },
             configuration: configuration,
             onServerRunning: onServerRunning)
     }
 
     private init(
-        handler: ProxyHandler, configuration: ProxyConfiguration,
+        handler: ProxyHandler, lanHandler: ProxyHandler?, configuration: ProxyConfiguration,
         onServerRunning: @escaping @Sendable (Int) async -> Void
     ) {
         self.handler = handler
+        self.lanHandler = lanHandler
         self.configuration = configuration
         self.onServerRunning = onServerRunning
     }
@@ -67,7 +75,7 @@ public final class ProxyServer: Service {
         let configuration = configuration
         let server: any Channel
         do {
-            server = try await bind(port: configuration.port)
+            server = try await bind(port: configuration.port, handler: handler)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
             throw ProxyError(
                 "Port \(configuration.port) on \(configuration.host) is already in use (another server?).",
@@ -76,8 +84,22 @@ public final class ProxyServer: Service {
             throw ProxyError("\(configuration.host) is not an address of this machine.", setting: .host)
         }
         let port = server.localAddress?.port ?? configuration.port
+        let lanListener: Listener?
+        if let lanHandler {
+            do {
+                lanListener = Listener(try await bind(port: port, handler: lanHandler), port: port)
+            } catch {
+                try? await server.close()
+                throw ProxyError(
+                    "Cannot listen on the LAN address \(lanHandler.configuration.host) at port \(port): \(error).",
+                    setting: .host)
+            }
+        } else {
+            lanListener = nil
+        }
         if let file = configuration.serverInfoFile {
-            let info = ServerInfo(host: configuration.host, port: port, token: configuration.token, pid: getpid())
+            var info = ServerInfo(host: configuration.host, port: port, token: configuration.token, pid: getpid())
+            info.lanHost = configuration.lanAddress
             do {
                 try JSONEncoder().encode(info).write(to: file, options: .atomic)
                 // The token is in it: readable by this user only.
@@ -93,16 +115,22 @@ public final class ProxyServer: Service {
         let listener = Listener(server, port: port)
         listening.withLock { $0 = listener }
         await withGracefulShutdownHandler {
-            await keepListening(listener, port: port)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.keepListening(listener, port: port, handler: self.handler) }
+                if let lanListener, let lanHandler = self.lanHandler {
+                    group.addTask { await self.keepListening(lanListener, port: port, handler: lanHandler) }
+                }
+            }
         } onGracefulShutdown: {
             listener.stop()
+            lanListener?.stop()
         }
         await connections.closeAll()
     }
 
     /// Waits while `listener` listens; when its socket closes without a shutdown, binds
     /// `port` again (waiting longer between tries, up to 2 s, while the port cannot be had).
-    private func keepListening(_ listener: Listener, port: Int) async {
+    private func keepListening(_ listener: Listener, port: Int, handler: ProxyHandler) async {
         while let channel = listener.current {
             try? await channel.closeFuture.get()
             guard !listener.isStopped else { return }
@@ -112,7 +140,7 @@ public final class ProxyServer: Service {
             var delay = Duration.milliseconds(50)
             while !listener.isStopped {
                 do {
-                    listener.replace(with: try await bind(port: port))
+                    listener.replace(with: try await bind(port: port, handler: handler))
                     configuration.logger.notice("Listening again", metadata: ["port": "\(port)"])
                     break
                 } catch {
@@ -146,9 +174,8 @@ public final class ProxyServer: Service {
         await listener.waitUntilReplaced(after: generation)
     }
 
-    private func bind(port: Int) async throws -> any Channel {
-        let handler = handler
-        let configuration = configuration
+    private func bind(port: Int, handler: ProxyHandler) async throws -> any Channel {
+        let configuration = handler.configuration
         let connections = connections
         // Connections are served on the event loop that accepts them: handing each to another
         // loop cost a thread wake-up before its first request was read (the first byte of a
@@ -242,6 +269,8 @@ public struct ServerInfo: Sendable, Codable, Equatable {
     public var port: Int
     public var token: String?
     public var pid: Int32
+    /// The LAN address it also listens on (``ProxyConfiguration/lanAddress``), if any.
+    public var lanHost: String?
 
     public init(host: String, port: Int, token: String?, pid: Int32) {
         self.host = host

@@ -250,6 +250,15 @@ import Testing
     static func visit(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws -> (
         video: String, fetch: String, range: String
     ) {
+        let items = try await reported(url, report: report, on: pages, profile: profile)
+        return (items["video"] ?? "-", items["fetch"] ?? "-", items["range"] ?? "-")
+    }
+
+    /// Opens `url` in headless Chromium and waits for the page's report at `report` on `pages`;
+    /// returns the items of the report's query.
+    static func reported(_ url: String, report: String, on pages: TestOrigin, profile: URL) async throws
+        -> [String: String]
+    {
         let browser = try #require(chromium)
         let null = try #require(FileHandle(forWritingAtPath: "/dev/null"))
         defer { try? null.close() }
@@ -266,8 +275,7 @@ import Testing
             { _ in
                 try await waitUntil { !pages.requests(report).isEmpty }
                 let items = URLComponents(string: "/?" + (pages.requests(report).first?.query ?? ""))?.queryItems ?? []
-                func item(_ name: String) -> String { items.first { $0.name == name }?.value ?? "-" }
-                return (item("video"), item("fetch"), item("range"))
+                return Dictionary(items.map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
             }, tearDown: { await $0.stop() })
     }
 

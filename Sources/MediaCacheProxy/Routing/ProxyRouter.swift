@@ -78,7 +78,14 @@ struct ProxyRouter: Sendable {
     /// any other.
     /// - Throws: ``ProxyRequestError`` with the status and reason of the refusal.
     func check(_ head: HTTPRequestHead, localPort: Int) throws -> Checked {
-        if let admin = adminRoute(head) { return admin }
+        if let admin = adminRoute(head) {
+            guard !configuration.isLANListener else {
+                throw ProxyRequestError(
+                    status: .forbidden, "The admin paths, metrics and status page answer on loopback only.",
+                    refusal: .admin)
+            }
+            return admin
+        }
         try checkRequest(head, localPort: localPort)
         if head.method == .OPTIONS { return .preflight(try preflight(head)) }
         let proxy = try checkedTarget(head)
@@ -253,7 +260,9 @@ struct ProxyRouter: Sendable {
                 "This proxy answers requests for 127.0.0.1:\(localPort), localhost:\(localPort) or [::1]:\(localPort), not \(hostField.prefix(100)) (a name it answers is one of its configuration's server names).",
                 refusal: .host)
         }
-        try checkSite(head)
+        // On the LAN address every request carries the token in its URL (checked later): the
+        // capability URL is the credential, whoever's page asks.
+        if !configuration.isLANListener { try checkSite(head) }
     }
 
     /// The `Sec-Fetch-Site` values a request may carry: the proxy's own pages, pages of the
@@ -280,8 +289,10 @@ struct ProxyRouter: Sendable {
     /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
     /// compared in time that does not depend on where a guess first differs.
     func hasToken(_ target: RequestTarget, _ head: HTTPRequestHead) -> Bool {
-        guard let token = configuration.token else { return true }
-        guard let given = target.token ?? head.headers.first(name: "X-MediaCache-Token") else { return false }
+        guard let token = configuration.token else { return !configuration.isLANListener }
+        // On the LAN address only a capability URL: the token in the URL, never a header.
+        let header = configuration.isLANListener ? nil : head.headers.first(name: "X-MediaCache-Token")
+        guard let given = target.token ?? header else { return false }
         let (expected, offered) = (Array(token.utf8), Array(given.utf8))
         var difference = expected.count ^ offered.count
         for index in expected.indices {

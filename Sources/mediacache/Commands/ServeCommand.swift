@@ -75,6 +75,9 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup(title: "Origins that fail, URLs that expire")
     var origins: ServeOriginOptions
 
+    @OptionGroup(title: "Devices of the network")
+    var lan: ServeLANOptions
+
     @Flag(
         help:
             "Never contact an origin: serve what is cached whatever its freshness, answer 504 for the rest (a flight).")
@@ -252,6 +255,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.requestTimeout = .seconds(Int64(requestTimeout))
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.token = accessToken
+        lan.apply(to: &configuration)
         configuration.logger = logger
         do {
             try configuration.validate()
@@ -392,7 +396,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.serverInfoFile = CacheFolder.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
         let proxy = configuration
-        let hasToken = accessToken != nil
+        let hasToken = proxy.token != nil
         let limit = maxSize
         let encrypted = encryptionKey != nil
         let isOffline = offline
@@ -405,6 +409,10 @@ struct ServeCommand: AsyncParsableCommand {
             )
             // The token itself is not printed: the output may end up in a journal.
             print("Give a player: \(base)/?url=\(example)\(hasToken ? "&token=<the token>" : "")")
+            if let address = proxy.lanAddress {
+                print(
+                    "Devices of the network: `mediacache url --lan --running URL` prints a URL on \(address):\(port).")
+            }
             fflush(nil)
         }
         let group = ServiceGroup(

@@ -28,6 +28,12 @@ struct URLCommand: AsyncParsableCommand {
         })
     var subtitles: [SideLoadedSubtitle] = []
 
+    @Flag(
+        help:
+            "A URL for a device of the network (a Chromecast, an AirPlay receiver, a TV): on the server's --lan address, the token in the URL (with --running, both from the server file; else --host is the LAN address and --token its token)."
+    )
+    var lan = false
+
     @OptionGroup var server: ServerAddress
 
     func validate() throws {
@@ -37,8 +43,28 @@ struct URLCommand: AsyncParsableCommand {
     func run() async throws {
         let url = try mediaCacheOriginURL(originURL)
         let info = try await server.resolved()
+        if lan { return print(try Self.lanURL(for: url, subtitles: subtitles, server: info)) }
         // A URL that leads to this server already is given back as it is (never a loop).
         if url.absoluteString.hasPrefix(info.baseURL + "/") { return print(url.absoluteString) }
         print(info.baseURL + ProxyURL.path(for: url, token: info.token, subtitles: subtitles))
+    }
+
+    /// A capability URL of `url` on the server's LAN address: the path form (the token in its
+    /// first segment), or the query form with the token when subtitles are added.
+    static func lanURL(for url: URL, subtitles: [SideLoadedSubtitle], server info: ServerInfo) throws -> String {
+        let loopback = ["127.0.0.1", "localhost", "::1"].contains(info.host)
+        guard let host = info.lanHost ?? (loopback ? nil : info.host) else {
+            throw CommandFailure(
+                "The server listens on no LAN address: start it with `mediacache serve --lan ADDRESS`, and give --running here (or --host ADDRESS)."
+            )
+        }
+        guard let token = info.token else {
+            throw CommandFailure("A LAN URL carries the server's token: give --running, or --token.")
+        }
+        let base = "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(info.port)"
+        return base
+            + (subtitles.isEmpty
+                ? ProxyURL.pathForm(for: url, token: token)
+                : ProxyURL.path(for: url, token: token, subtitles: subtitles))
     }
 }
