@@ -55,6 +55,23 @@
             return item
         }
 
+        /// The origin URL an asset of these plays: a ``CachingAVURLAsset``'s, or the one a URL of
+        /// the embedded proxy names (on loopback or the LAN address); an origin URL as it is.
+        public func originURL(of asset: AVURLAsset) -> URL? {
+            if let cached = asset as? CachingAVURLAsset { return cached.originURL }
+            if let named = proxy.originURL(of: asset.url) { return named }
+            return asset.url.scheme == "http" || asset.url.scheme == "https" ? asset.url : nil
+        }
+
+        /// Follows `player`'s external playback (AirPlay; see ``ExternalPlaybackFollower``);
+        /// keep the follower as long as the player.
+        public func followExternalPlayback(of player: AVPlayer, prefersOriginWhenNothingHeld: Bool = false)
+            -> ExternalPlaybackFollower
+        {
+            ExternalPlaybackFollower(
+                player: player, assets: self, prefersOriginWhenNothingHeld: prefersOriginWhenNothingHeld)
+        }
+
         /// Stores the first `seconds` of each of `urls` (the next items of a feed, in the order they
         /// will play) ahead of the user, in place of the previous queue; returns at once. Files
         /// and HLS assets alike; a preload pauses while a player waits on an origin. See

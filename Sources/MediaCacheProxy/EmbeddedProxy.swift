@@ -27,7 +27,7 @@ public final class EmbeddedProxy: Sendable {
     public let reader: CachingReader
     private let group: ServiceGroup
     private let running: Task<Void, any Error>
-    private let server: ProxyServer
+    let server: ProxyServer
 
     private init(
         port: Int, token: String?, reader: CachingReader, group: ServiceGroup, running: Task<Void, any Error>,

@@ -32,6 +32,10 @@ public final class ProxyServer: Service {
     let connections = ConnectionRegistry()
     /// The listener while ``run()`` runs.
     private let listening = Mutex<Listener?>(nil)
+    /// A LAN listener started while the server runs (``listen(onLAN:)``), with its handler.
+    private let lanListening = Mutex<(address: String, listener: Listener)?>(nil)
+    /// Makes the handler of a LAN listener on an address (sharing the statistics).
+    private let makeLANHandler: @Sendable (String) -> ProxyHandler?
 
     /// Builds the proxy.
     /// - Parameters:
@@ -47,21 +51,26 @@ public final class ProxyServer: Service {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ProxyServer {
         let handler = ProxyHandler(reader: reader, downloads: downloads, configuration: configuration)
-        return ProxyServer(
-            handler: handler,
-            lanHandler: configuration.lanListener.map {
+        let makeLANHandler: @Sendable (String) -> ProxyHandler? = { address in
+            guard configuration.token?.isEmpty == false else { return nil }
+            var lan = configuration
+            lan.lanAddress = address
+            return lan.lanListener.map {
                 ProxyHandler(reader: reader, downloads: downloads, configuration: $0, statistics: handler.statistics)
-            },
-            configuration: configuration,
-            onServerRunning: onServerRunning)
+            }
+        }
+        return ProxyServer(
+            handler: handler, lanHandler: configuration.lanAddress.flatMap(makeLANHandler),
+            makeLANHandler: makeLANHandler, configuration: configuration, onServerRunning: onServerRunning)
     }
 
     private init(
-        handler: ProxyHandler, lanHandler: ProxyHandler?, configuration: ProxyConfiguration,
-        onServerRunning: @escaping @Sendable (Int) async -> Void
+        handler: ProxyHandler, lanHandler: ProxyHandler?, makeLANHandler: @escaping @Sendable (String) -> ProxyHandler?,
+        configuration: ProxyConfiguration, onServerRunning: @escaping @Sendable (Int) async -> Void
     ) {
         self.handler = handler
         self.lanHandler = lanHandler
+        self.makeLANHandler = makeLANHandler
         self.configuration = configuration
         self.onServerRunning = onServerRunning
     }
@@ -114,6 +123,7 @@ public final class ProxyServer: Service {
         await onServerRunning(port)
         let listener = Listener(server, port: port)
         listening.withLock { $0 = listener }
+        defer { stopListeningOnLAN() }
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.keepListening(listener, port: port, handler: self.handler) }
@@ -151,6 +161,48 @@ public final class ProxyServer: Service {
                 }
             }
         }
+    }
+
+    /// Listens on the LAN address `address` too, at the server's port, for as long as the
+    /// devices of the network need it (an AirPlay receiver playing this app's item), with the
+    /// rules of ``ProxyConfiguration/lanAddress``. Listening there already does nothing; another
+    /// address replaces the one before.
+    /// - Throws: ``ProxyError`` when the server does not run, has no token, or the address
+    ///   cannot be had.
+    func listen(onLAN address: String) async throws {
+        guard let port = listening.withLock({ $0?.port }) else {
+            throw ProxyError("The proxy does not run, so it cannot listen on \(address).")
+        }
+        if lanListening.withLock({ $0?.address == address }) { return }
+        guard let handler = makeLANHandler(address) else {
+            throw ProxyError("A LAN address needs an access token.", setting: .token)
+        }
+        let channel: any Channel
+        do {
+            channel = try await bind(port: port, handler: handler)
+        } catch {
+            throw ProxyError("Cannot listen on \(address) at port \(port): \(error).", setting: .host)
+        }
+        let replaced = lanListening.withLock { lan in
+            defer { lan = (address, Listener(channel, port: port)) }
+            return lan?.listener
+        }
+        replaced?.stop()
+        configuration.logger.notice(
+            "Listening on a LAN address", metadata: ["address": "\(address)", "port": "\(port)"])
+    }
+
+    /// Stops listening on the LAN address ``listen(onLAN:)`` opened, if any, and closes the
+    /// connections made to it.
+    func stopListeningOnLAN() {
+        guard
+            let lan = lanListening.withLock({ lan in
+                defer { lan = nil }
+                return lan
+            })
+        else { return }
+        lan.listener.stop()
+        connections.close { $0.localAddress?.ipAddress == lan.address }
     }
 
     /// Makes sure the proxy listens, for an app that comes back to the foreground: connects
@@ -307,6 +359,11 @@ final class ConnectionRegistry: Sendable {
     /// Runs `body` as a tracked task.
     func run(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
         tasks.run(body)
+    }
+
+    /// Closes the open connections `matching` picks (without waiting).
+    func close(matching: (any Channel) -> Bool) {
+        for channel in channels.withLock({ Array($0.values) }) where matching(channel) { channel.close(promise: nil) }
     }
 
     func closeAll() async {

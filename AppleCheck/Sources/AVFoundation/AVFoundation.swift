@@ -242,6 +242,11 @@ open class AVPlayerItem: NSObject, @unchecked Sendable {
         super.init()
     }
 
+    /// `convenience init(url URL: URL)`
+    public convenience init(url URL: URL) {
+        self.init(asset: AVURLAsset(url: URL))
+    }
+
     /// `var startsOnFirstEligibleVariant: Bool { get set }` (iOS 14.0+)
     public var startsOnFirstEligibleVariant = false
 }
@@ -252,10 +257,45 @@ open class AVPlayer: NSObject, @unchecked Sendable {
     let observers = Locked<[UInt64: (AVPlayerItem?, AVPlayerItem?) -> Void]>([:])
     let nextObserver = Atomic<UInt64>(0)
 
+    let external = Locked(false)
+    let externalObservers = Locked<[UInt64: (Bool, Bool) -> Void]>([:])
+    let time = Locked(CMTime.zero)
+    let seeks = Locked<[CMTime]>([])
+    /// The times ``seek(to:)`` was asked for, in order (the stand-in's record).
+    public var simulatedSeeks: [CMTime] { seeks.withLock { $0 } }
+
     /// `var currentItem: AVPlayerItem? { get }` (key-value observable)
     public var currentItem: AVPlayerItem? { current.withLock { $0 } }
 
-    /// `func replaceCurrentItem(with item: AVPlayerItem?)`
+    /// `var isExternalPlaybackActive: Bool { get }` (key-value observable)
+    public var isExternalPlaybackActive: Bool { external.withLock { $0 } }
+
+    /// The stand-in's control: external playback (AirPlay) starts or ends, as when the user
+    /// picks a receiver.
+    public func simulateExternalPlayback(_ active: Bool) {
+        let old = external.withLock { external in
+            defer { external = active }
+            return external
+        }
+        for observer in externalObservers.withLock({ Array($0.values) }) { observer(old, active) }
+    }
+
+    /// The stand-in's control: where playback is.
+    public func simulatePlayback(at time: CMTime) {
+        self.time.withLock { $0 = time }
+    }
+
+    /// `func currentTime() -> CMTime`
+    public func currentTime() -> CMTime { time.withLock { $0 } }
+
+    /// `func seek(to time: CMTime) async -> Bool`
+    public func seek(to time: CMTime) async -> Bool {
+        seeks.withLock { $0.append(time) }
+        self.time.withLock { $0 = time }
+        return true
+    }
+
+    /// `func replaceCurrentItem(with item: AVPlayerItem?)` (key-value observable)
     public func replaceCurrentItem(with item: AVPlayerItem?) {
         let old = current.withLock { current in
             defer { current = item }
@@ -280,6 +320,32 @@ open class AVQueuePlayer: AVPlayer, @unchecked Sendable {
     public func advanceToNextItem() {
         replaceCurrentItem(with: queued.withLock { $0.isEmpty ? nil : $0.removeFirst() })
     }
+}
+
+// MARK: Time (CoreMedia on Apple platforms)
+
+/// `struct CMTime`
+public struct CMTime: Sendable, Equatable {
+    /// `var value: CMTimeValue`
+    public var value: Int64
+    /// `var timescale: CMTimeScale`
+    public var timescale: Int32
+
+    /// `static let zero: CMTime`
+    public static let zero = CMTime(value: 0, timescale: 1)
+
+    /// `init(value: CMTimeValue, timescale: CMTimeScale)`
+    public init(value: Int64, timescale: Int32) {
+        (self.value, self.timescale) = (value, timescale)
+    }
+
+    /// `init(seconds: Double, preferredTimescale: CMTimeScale)`
+    public init(seconds: Double, preferredTimescale: Int32) {
+        self.init(value: Int64((seconds * Double(preferredTimescale)).rounded()), timescale: preferredTimescale)
+    }
+
+    /// `var seconds: Double { get }`
+    public var seconds: Double { Double(value) / Double(timescale) }
 }
 
 // MARK: Key-value observing (Foundation on Apple platforms)
@@ -328,13 +394,27 @@ extension AVPlayer: KeyValueObservingStandIn {}
 
 extension KeyValueObservingStandIn where Self: AVPlayer {
     /// `func observe<Value>(_ keyPath: KeyPath<Self, Value>, options: NSKeyValueObservingOptions = [], changeHandler: @escaping (Self, NSKeyValueObservedChange<Value>) -> Void) -> NSKeyValueObservation`,
-    /// for `currentItem` only.
+    /// for `currentItem` and `isExternalPlaybackActive` only.
     public func observe<Value>(
         _ keyPath: KeyPath<Self, Value>, options: NSKeyValueObservingOptions = [],
         changeHandler: @escaping (Self, NSKeyValueObservedChange<Value>) -> Void
     ) -> NSKeyValueObservation {
-        precondition(keyPath == \Self.currentItem, "the stand-in observes currentItem only")
         let id = nextObserver.add(1, ordering: .relaxed).newValue
+        if keyPath == \Self.isExternalPlaybackActive {
+            externalObservers.withLock {
+                $0[id] = { [unowned self] old, new in
+                    changeHandler(
+                        self,
+                        NSKeyValueObservedChange(
+                            oldValue: options.contains(.old) ? (old as! Value) : nil,
+                            newValue: options.contains(.new) ? (new as! Value) : nil))
+                }
+            }
+            return NSKeyValueObservation { [weak self] in
+                _ = self?.externalObservers.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+        precondition(keyPath == \Self.currentItem, "the stand-in observes currentItem and isExternalPlaybackActive")
         observers.withLock {
             $0[id] = { [unowned self] old, new in
                 changeHandler(
