@@ -98,6 +98,7 @@ package final class CacheEntryHandle: Sendable {
                 let generation = state.makeGeneration()
                 var fresh = record
                 fresh.fileName = CacheStore.newFileName()
+                fresh.isInPinnedFolder = fresh.isPinned
                 fresh.generation = generation
                 fresh.file = nil
                 fresh.spans = SpanSet()
@@ -362,8 +363,8 @@ package final class CacheEntryHandle: Sendable {
 
     /// Opens the data file off the cooperative executor and keeps it for the other handles.
     private func file(named fileName: String) async throws -> EntryFile {
-        let path = store.dataDirectory + "/" + fileName
-        let opened = try await BlockingIO.runToCompletion { try EntryFile(path: path) }
+        let (store, key) = (store, key)
+        let opened = try await BlockingIO.runToCompletion { try store.openDataFile(of: key, named: fileName) }
         return store.state.withLock { state in
             guard let record = state.records[key], record.fileName == fileName else { return opened }
             if let existing = record.file { return existing }

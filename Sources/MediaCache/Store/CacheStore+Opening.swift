@@ -72,6 +72,22 @@ extension CacheStore {
         }
     }
 
+    /// Where the data file `name` of an entry of class `pinned` is, after moving it there when
+    /// it was found in the other class's folder: `true` for the pinned folder. A file in
+    /// neither is taken as in its class's folder (its entry then holds nothing).
+    static func place(_ name: String, pinned: Bool, in folders: DataFolders, logger: Logger) -> Bool {
+        guard !folders.isOneFolder else { return pinned }
+        let (expected, other) = (
+            folders.folder(pinned: pinned) + "/" + name, folders.folder(pinned: !pinned) + "/" + name
+        )
+        guard access(expected, F_OK) != 0, access(other, F_OK) == 0 else { return pinned }
+        if rename(other, expected) == 0 { return pinned }
+        logger.notice(
+            "A data file stays in the other folder (it cannot be renamed there)",
+            metadata: ["file": "\(name)", "error": "\(String(cString: strerror(errno)))"])
+        return !pinned
+    }
+
     func releaseLock() {
         let released = lockDescriptor.withLock { descriptor -> Bool in
             defer { descriptor = nil }
@@ -145,9 +161,10 @@ extension CacheStore {
 
     /// Loads the index and reconciles it with the data files on disk: an entry record whose
     /// row the index lacks (a row it could not decode) is taken back when its data file is
-    /// there; records and data files nothing names are removed.
+    /// there; a file in the other class's folder (a move a crash cut short) is moved where its
+    /// entry's class keeps it; records and data files nothing names are removed.
     static func recover(
-        index: CacheIndex, records: EntryRecords, dataDirectory: String, layout: BlockLayout?,
+        index: CacheIndex, records: EntryRecords, folders: DataFolders, layout: BlockLayout?,
         configuration: Configuration,
         directory: URL
     ) throws -> State {
@@ -162,7 +179,7 @@ extension CacheStore {
             recordNames.insert(record.fileName)
             recorded[record.fileName] = record
             guard !named.contains(record.fileName), !keys.contains(record.key),
-                access(dataDirectory + "/" + record.fileName, F_OK) == 0
+                [folders.pinned, folders.cache].contains(where: { access($0 + "/" + record.fileName, F_OK) == 0 })
             else { continue }
             configuration.logger.warning(
                 "An entry the cache index lost is taken back from its record", metadata: ["file": "\(record.fileName)"])
@@ -179,7 +196,9 @@ extension CacheStore {
                 // record lags its row by at most one commit; a row garbled in place says more).
                 spans = SpanSet(spans.spans.flatMap { record.spans.spans(in: $0) })
             }
-            let path = dataDirectory + "/" + row.fileName
+            let isInPinnedFolder = Self.place(
+                row.fileName, pinned: row.isPinned, in: folders, logger: configuration.logger)
+            let path = folders.folder(pinned: isInPinnedFolder) + "/" + row.fileName
             var info = stat()
             let fileSize: Int64 = stat(path, &info) == 0 ? Int64(info.st_size) : 0
             let storable = layout?.plaintextLength(fileSize: fileSize) ?? fileSize
@@ -191,7 +210,7 @@ extension CacheStore {
             state.records[row.key] = Record(
                 fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
                 createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned,
-                isDirty: spans != row.spans || !named.contains(row.fileName))
+                isInPinnedFolder: isInPinnedFolder, isDirty: spans != row.spans || !named.contains(row.fileName))
             state.totalBytes += spans.byteCount
         }
         var unsealed = 0
@@ -221,9 +240,11 @@ extension CacheStore {
         }
         // Files the index does not name were written after the last commit or belong to a
         // removed entry: nothing refers to them.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []
-        where !knownFiles.contains(name) {
-            unlink(dataDirectory + "/" + name)
+        for folder in Set([folders.pinned, folders.cache]) {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+            where !knownFiles.contains(name) {
+                unlink(folder + "/" + name)
+            }
         }
         for name in recordNames.subtracting(knownFiles) { records.remove(fileName: name) }
         return state

@@ -28,13 +28,17 @@ extension CacheStore {
                 if state.records[key] == nil {
                     state.records[key] = Record(
                         fileName: Self.newFileName(), generation: state.makeGeneration(), metadata: ContentMetadata(),
-                        spans: SpanSet(), createdAt: now, lastAccess: now, isDirty: true)
+                        spans: SpanSet(), createdAt: now, lastAccess: now, isPinned: true, isInPinnedFolder: true,
+                        isDirty: true)
                 }
                 state.records[key]!.isPinned = true
                 state.records[key]!.isDirty = true
             }
         }
         try await flush()
+        // Committed pinned first: a crash before the move leaves a pinned entry in the cache
+        // folder, which the next open moves (never a cache entry in the pinned one, unbounded).
+        await placeFiles(of: keys)
     }
 
     /// Gives the entries for `keys` back to the least-recently-used policy (their bytes stay
@@ -48,6 +52,7 @@ extension CacheStore {
             }
         }
         try await trim()
+        await placeFiles(of: keys)
     }
 
     /// Whether the entry for `key` is pinned.

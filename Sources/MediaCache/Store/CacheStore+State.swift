@@ -19,6 +19,9 @@ extension CacheStore {
         /// Whether the entry is pinned (``CacheStore/pin(_:)``): never evicted, its bytes
         /// counted against ``CacheStore/Configuration/maxPinnedBytes``.
         var isPinned = false
+        /// Whether the data file is in the pinned entries' folder rather than the cache folder
+        /// (the same folder in a one-folder store; see ``CacheStore/placeFiles(of:)``).
+        var isInPinnedFolder = false
         /// The open data file, kept while the entry is open.
         var file: EntryFile?
         /// Whether the index row is older than this record.

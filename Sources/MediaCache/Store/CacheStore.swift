@@ -64,6 +64,11 @@ public final class CacheStore: Sendable {
         /// entries are evicted, and bytes that would still cross it are not stored (a pinned
         /// download waits for space). `nil`: 5 % of the volume, at most 1 GiB.
         public var minFreeDiskBytes: Int64?
+        /// Where streaming entries' data files go: a folder the system or the user may empty
+        /// (the platform's caches). Pinned and recorded entries' files stay in the store's folder
+        /// with the index, where the platform keeps data; an entry moves when it is pinned or
+        /// unpinned. `nil`: the store's folder holds both.
+        public var cacheDirectory: URL?
         /// Measures the free space of the file system holding a path (`statvfs`).
         package var diskSpace: @Sendable (String) -> DiskSpace? = { CacheStore.diskSpace(at: $0) }
         /// Where the store logs.
@@ -117,7 +122,10 @@ public final class CacheStore: Sendable {
     let records: EntryRecords
     /// The keys ``key(for:)`` computed lately.
     private let recentKeys = Mutex<[URL: CacheKey]>([:])
+    /// Where pinned entries' data files are (see ``Configuration/cacheDirectory``).
     let dataDirectory: String
+    /// Where streaming entries' data files are: ``dataDirectory`` in a one-folder store.
+    let cacheDataDirectory: String
     let allocator = ByteBufferAllocator()
     /// See ``sealLock(for:)``.
     let sealLocks = (0..<64).map { _ in SealLock() }
@@ -151,8 +159,13 @@ public final class CacheStore: Sendable {
         blockLayout = configuration.encryptionKey == nil ? nil : BlockLayout()
         let dataDirectory = directory.appendingPathComponent("data").path
         self.dataDirectory = dataDirectory
+        let cacheDataDirectory = configuration.cacheDirectory?.appendingPathComponent("data").path ?? dataDirectory
+        self.cacheDataDirectory = cacheDataDirectory
+        if let old = configuration.cacheDirectory {
+            try Self.migrateOneFolderStore(from: old, to: directory, logger: configuration.logger)
+        }
         // Each folder is checked before anything is made in it.
-        for folder in [directory.path, dataDirectory] {
+        for folder in [directory.path, dataDirectory, cacheDataDirectory] {
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             } catch {
@@ -212,15 +225,15 @@ public final class CacheStore: Sendable {
             jobs = Mutex(known)
             state = Mutex(
                 try CacheStore.recover(
-                    index: index, records: records, dataDirectory: dataDirectory, layout: blockLayout,
-                    configuration: configuration,
-                    directory: directory))
+                    index: index, records: records,
+                    folders: DataFolders(pinned: dataDirectory, cache: cacheDataDirectory),
+                    layout: blockLayout, configuration: configuration, directory: directory))
         } catch {
             closeDescriptor(lockDescriptor)
             _ = CacheStore.openFolders.withLock { $0.remove(lockPathKey) }
             throw error
         }
-        if let disk = configuration.diskSpace(dataDirectory) { note(disk, since: (0, 0)) }
+        if let disk = configuration.diskSpace(cacheDataDirectory) { note(disk, since: (0, 0)) }
     }
 
     deinit {
@@ -344,7 +357,7 @@ public final class CacheStore: Sendable {
     public func flush() async throws {
         try await index.commit { [self] in
             // Runs on the index's serial queue, so snapshots are committed in the order taken.
-            var toSync: [(name: String, file: EntryFile?)] = []
+            var toSync: [(path: String, file: EntryFile?)] = []
             var changes = self.state.withLock { state in
                 var changes = CacheIndex.Changes()
                 for (key, record) in state.records where record.isDirty {
@@ -353,7 +366,7 @@ public final class CacheStore: Sendable {
                             key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
                             createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned))
                     if record.needsSync, configuration.synchronizesData {
-                        toSync.append((record.fileName, record.file))
+                        toSync.append((dataPath(of: record), record.file))
                     }
                     state.records[key]!.isDirty = false
                     state.records[key]!.needsSync = false
@@ -367,22 +380,22 @@ public final class CacheStore: Sendable {
                 state.unflushedBytes = 0
                 CacheMetrics.cacheSize.record(state.totalBytes)
                 CacheMetrics.cacheEntries.record(state.records.count)
-                changes.onCommit = { [self, dataDirectory, records] in
-                    // Nothing committed refers to these files any more.
+                changes.onCommit = { [self, records] in
+                    // Nothing committed refers to these files any more (in either folder).
                     for name in files {
-                        unlink(dataDirectory + "/" + name)
+                        for folder in Set([dataDirectory, cacheDataDirectory]) { unlink(folder + "/" + name) }
                         records.remove(fileName: name)
                     }
                     // The disk's free space, measured again now that they are gone.
                     let before = reservations
-                    if let measured = configuration.diskSpace(dataDirectory) { self.note(measured, since: before) }
+                    if let measured = configuration.diskSpace(cacheDataDirectory) { self.note(measured, since: before) }
                 }
                 return changes
             }
             changes.onRollback = { [self, changes] in self.restore(changes) }
             do {
-                for (name, file) in toSync {
-                    try (file ?? EntryFile(path: dataDirectory + "/" + name)).synchronize()
+                for (path, file) in toSync {
+                    try (file ?? EntryFile(path: path)).synchronize()
                 }
             } catch {
                 restore(changes)
@@ -434,16 +447,5 @@ public final class CacheStore: Sendable {
         // Closing checkpoints SQLite's journal into the index (reads, writes, a sync): work for
         // a thread made for blocking, not one of the cooperative pool's.
         try await BlockingIO.runToCompletion { [index] in try index.close() }
-    }
-
-    /// A new data file's name: 128 random bits as 32 hex digits, from the system's random
-    /// source without opening a device (Foundation's `UUID()` opens `/dev/urandom` on Linux,
-    /// a blocking call on whichever thread makes it).
-    static func newFileName() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return [generator.next(), generator.next()].map { (value: UInt64) in
-            let hex = String(value, radix: 16, uppercase: true)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
     }
 }

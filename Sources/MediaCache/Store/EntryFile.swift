@@ -38,6 +38,14 @@ final class EntryFile: @unchecked Sendable {
         self.descriptor = fd
     }
 
+    /// Opens the file at `path` if it exists; else throws, `errno` saying why (`ENOENT`).
+    init(existingAt path: String) throws {
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw CacheError(.notCached, "No data file at \(path).") }
+        self.path = path
+        self.descriptor = fd
+    }
+
     deinit {
         close(descriptor)
     }

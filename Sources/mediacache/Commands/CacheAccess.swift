@@ -90,15 +90,19 @@ enum CacheFolder {
         directory.appendingPathComponent("server.json")
     }
 
-    /// Opens `directory`, or finds the server that holds it. A folder opened here gets the
+    /// Opens `directory` (with its streaming entries in `streamingDirectory` when the store has
+    /// two folders), or finds the server that holds it. A folder opened here gets the
     /// limits and key rule its last `serve` recorded (``FolderSettings``), so a command never
     /// evicts what the server kept nor looks a URL up under another key.
     /// - Throws: ``CommandFailure`` with a one-line reason.
-    static func open(_ directory: URL, encryptionKey: SymmetricKey? = nil) async throws -> any CacheAccess {
+    static func open(_ directory: URL, streamingDirectory: URL? = nil, encryptionKey: SymmetricKey? = nil) async throws
+        -> any CacheAccess
+    {
         do {
             var configuration =
                 try FolderSettings.load(from: directory)?.storeConfiguration() ?? CacheStore.Configuration()
             configuration.encryptionKey = encryptionKey
+            configuration.cacheDirectory = streamingDirectory
             // What the store says at warning level (an index it rebuilt) reaches the user.
             configuration.logger = Logger(label: "mediacache") { StreamLogHandler.standardError(label: $0) }
             configuration.logger.logLevel = .warning

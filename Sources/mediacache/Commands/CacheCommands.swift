@@ -11,7 +11,10 @@ import MediaCacheProxy
 
 /// Options every cache command takes.
 struct CacheOptions: ParsableArguments {
-    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    @Option(
+        help:
+            "The store's one folder (default: the user's data folder, mediacache/ inside it, with the streaming entries in the user's cache folder)."
+    )
     var cacheDir: String?
 
     @Option(
@@ -25,7 +28,7 @@ struct CacheOptions: ParsableArguments {
     var json = false
 
     var directory: URL {
-        cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+        cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
     }
 
     func validate() throws {
@@ -71,7 +74,9 @@ struct CacheOptions: ParsableArguments {
     func withCache<T>(_ body: (any CacheAccess) async throws -> T) async throws -> T {
         let (key, warning) = try KeyFile.load(encryptionKeyFile)
         if let warning { FileHandle.standardError.write(Data("mediacache: warning: \(warning)\n".utf8)) }
-        let access = try await CacheFolder.open(directory, encryptionKey: key)
+        let access = try await CacheFolder.open(
+            directory, streamingDirectory: cacheDir == nil ? ServeCommand.defaultStreamingDirectory() : nil,
+            encryptionKey: key)
         do {
             let result = try await body(access)
             await access.close()
@@ -204,7 +209,7 @@ struct ServerAddress: ParsableArguments {
             """)
     var running = false
 
-    @Option(help: "With --running: the cache folder (default: the user's cache folder, mediacache/ inside it).")
+    @Option(help: "With --running: the store's folder (default: the user's data folder, mediacache/ inside it).")
     var cacheDir: String?
 
     func validate() throws {
@@ -219,7 +224,7 @@ struct ServerAddress: ParsableArguments {
     /// - Throws: ``CommandFailure`` when none runs.
     func resolved() async throws -> ServerInfo {
         guard running else { return info }
-        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
         if let data = try? Data(contentsOf: CacheFolder.serverFile(in: folder)),
             let found = try? JSONDecoder().decode(ServerInfo.self, from: data),
             await ServerCache(found).answers()

@@ -81,7 +81,10 @@ struct PlayCommand: AsyncParsableCommand {
         help: "The player to run (a name on the PATH or a path); default $MEDIACACHE_PLAYER, else mpv, ffplay or vlc.")
     var player: String?
 
-    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    @Option(
+        help:
+            "The store's one folder (default: the user's data folder, mediacache/ inside it, with the streaming entries in the user's cache folder)."
+    )
     var cacheDir: String?
 
     @Argument(parsing: .postTerminator, help: "Arguments for the player.")
@@ -94,7 +97,7 @@ struct PlayCommand: AsyncParsableCommand {
     func run() async throws {
         let origin = try mediaCacheOriginURL(url)
         let command = try Self.player(player, environment: ProcessInfo.processInfo.environment)
-        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
         var address = try ServerAddress.parse(["--running"] + (cacheDir.map { ["--cache-dir", $0] } ?? []))
         address.running = true
         var session: Process?

@@ -37,7 +37,10 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var sharedCache = false
 
-    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    @Option(
+        help:
+            "The store's one folder (default: the user's data folder, mediacache/ inside it, with the streaming entries in the user's cache folder)."
+    )
     var cacheDir: String?
 
     @Option(help: "The most the cache may hold, e.g. 500M, 2G, 1048576.", transform: ByteSize.parse)
@@ -224,7 +227,20 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
-    static func defaultCacheDirectory() -> URL {
+    /// The store's folder without `--cache-dir`: the index, the pinned and recorded entries and
+    /// the server file, where the platform keeps the user's data (`$XDG_DATA_HOME/mediacache`,
+    /// `~/.local/share/mediacache` on Linux; Application Support on macOS).
+    static func defaultStoreDirectory() -> URL {
+        let data =
+            FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? URL(fileURLWithPath: NSTemporaryDirectory())
+        return data.appendingPathComponent("mediacache")
+    }
+
+    /// The streaming entries' folder without `--cache-dir`, where the platform keeps caches
+    /// (`$XDG_CACHE_HOME/mediacache`, `~/.cache/mediacache`): the one folder of stores made
+    /// before the two classes, which move out of it by themselves.
+    static func defaultStreamingDirectory() -> URL {
         let caches =
             FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
             ?? URL(fileURLWithPath: NSTemporaryDirectory())
@@ -316,7 +332,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached."
             )
         }
-        let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultCacheDirectory()
+        let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultStoreDirectory()
 
         let (encryptionKey, keyWarning) = try KeyFile.load(encryptionKeyFile)
         if let keyWarning { logger.warning("\(keyWarning)") }
@@ -329,6 +345,7 @@ struct ServeCommand: AsyncParsableCommand {
             parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         storeConfiguration.keyRule.sameContentHosts = try CacheOptions.hostGroups(sameContentHosts)
         storeConfiguration.minFreeDiskBytes = downloadRules.minFreeDisk
+        storeConfiguration.cacheDirectory = cacheDir == nil ? Self.defaultStreamingDirectory() : nil
         storeConfiguration.logger = logger
         let store: CacheStore
         do {

@@ -189,7 +189,10 @@ struct ServiceInstall: AsyncParsableCommand {
         discussion: "Options after -- go to serve, checked now: mediacache service install -- --port 8090 --max-size 5G"
     )
 
-    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    @Option(
+        help:
+            "The store's one folder (default: the user's data folder, mediacache/ inside it, with the streaming entries in the user's cache folder)."
+    )
     var cacheDir: String?
 
     @Flag(help: "Write the definition only; do not enable or start it.")
@@ -224,12 +227,11 @@ struct ServiceInstall: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            let directory =
-                cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL } ?? ServeCommand.defaultCacheDirectory()
+            // Without --cache-dir the service uses the default folders (the data and cache classes).
+            let folder = cacheDir.map { ["--cache-dir", URL(fileURLWithPath: $0).standardizedFileURL.path] } ?? []
             let manager = manager ?? ServiceDefinition.platformManager
             let definition = ServiceDefinition(
-                manager: manager,
-                arguments: [try executablePath(), "serve", "--cache-dir", directory.path] + serveOptions)
+                manager: manager, arguments: [try executablePath(), "serve"] + folder + serveOptions)
             let logFile = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(
                 "Library/Logs/mediacache.log")
             let text = try definition.text(logFile: logFile)
@@ -294,7 +296,7 @@ struct ServiceStatus: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the service's definition, its manager's view of it and whether the proxy answers.")
 
-    @Option(help: "The cache folder the service serves (default: the user's cache folder, mediacache/ inside it).")
+    @Option(help: "The store's folder the service serves (default: the user's data folder, mediacache/ inside it).")
     var cacheDir: String?
 
     func run() async throws {
@@ -304,7 +306,7 @@ struct ServiceStatus: AsyncParsableCommand {
             let installed = FileManager.default.fileExists(atPath: file.path)
             Swift.print("Definition: \(file.path) (\(installed ? "installed" : "not installed"))")
             if installed { _ = runManager(ManagerCommands.state(manager)) }
-            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
             Swift.print(try await ServiceCheck.health(of: directory))
         }
     }
@@ -316,7 +318,10 @@ struct ServiceCheck: AsyncParsableCommand {
         commandName: "check",
         abstract: "Exit 0 when a proxy serves the cache folder and answers; 1 with the reason otherwise.")
 
-    @Option(help: "The cache folder (default: the user's cache folder, mediacache/ inside it).")
+    @Option(
+        help:
+            "The store's one folder (default: the user's data folder, mediacache/ inside it, with the streaming entries in the user's cache folder)."
+    )
     var cacheDir: String?
 
     @Option(help: "Seconds to wait for a server that is starting (default: 0, ask once).")
@@ -328,7 +333,7 @@ struct ServiceCheck: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultCacheDirectory()
+            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
             let deadline = ContinuousClock.now + .seconds(wait)
             while true {
                 do {

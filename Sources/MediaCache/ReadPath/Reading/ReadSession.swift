@@ -257,7 +257,12 @@ final class ReadSession: Sendable {
     ) async throws -> ReadPart? {
         if fileRegions, handle.cipher == nil {
             let region = region(at: cursor, in: span)
-            let stored = try await versioned { try await handle.storedRegion(region) }
+            let stored: StoredRegion
+            do {
+                stored = try await versioned { try await handle.storedRegion(region) }
+            } catch let error as CacheError where error.code == .notCached {
+                return nil  // its file vanished (a cache folder emptied): fetched again
+            }
             advance(to: region.upperBound)
             return .file(stored)
         }
