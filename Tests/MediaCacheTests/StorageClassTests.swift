@@ -27,14 +27,26 @@ import Testing
         store.state.withLock { $0.records[key]!.fileName }
     }
 
-    @Test func pinningMovesTheFileInAndUnpinningMovesItBack() async throws {
+    /// Stores `length` bytes of the test content under `key`; returns the handle, open.
+    static func stored(_ key: CacheKey, length: Int64, in store: CacheStore) async throws -> CacheEntryHandle {
+        let handle = try store.openEntry(key)
+        try handle.updateMetadata(ContentMetadata(length: length, mimeType: "audio/mpeg"))
+        try await CacheStoreTests.write(handle, ByteRange(0, length))
+        return handle
+    }
+
+    /// Runs `body` with a store of two folders (`data`, `cache`) in a temporary folder.
+    static func withTwoFolders(_ body: (_ home: URL, _ cache: URL) async throws -> Void) async throws {
         try await withTemporaryDirectory { directory in
-            let (home, cache) = (directory.appendingPathComponent("data"), directory.appendingPathComponent("cache"))
+            try await body(directory.appendingPathComponent("data"), directory.appendingPathComponent("cache"))
+        }
+    }
+
+    @Test func pinningMovesTheFileInAndUnpinningMovesItBack() async throws {
+        try await Self.withTwoFolders { home, cache in
             let store = try await CacheStore.open(directory: home, configuration: Self.configuration(cache: cache))
             let key = CacheKey("https://cdn.example/episode.mp3")
-            let handle = try store.openEntry(key)
-            try handle.updateMetadata(ContentMetadata(length: 300_000, mimeType: "audio/mpeg"))
-            try await CacheStoreTests.write(handle, ByteRange(0, 300_000))
+            let handle = try await Self.stored(key, length: 300_000, in: store)
             try await store.flush()
             let name = Self.fileName(store, key)
             #expect(Self.files(in: cache) == [name] && Self.files(in: home).isEmpty, "streaming: in the cache folder")
@@ -53,14 +65,10 @@ import Testing
     }
 
     @Test func aMoveCutShortIsFinishedAtTheNextOpen() async throws {
-        try await withTemporaryDirectory { directory in
-            let (home, cache) = (directory.appendingPathComponent("data"), directory.appendingPathComponent("cache"))
+        try await Self.withTwoFolders { home, cache in
             var store = try await CacheStore.open(directory: home, configuration: Self.configuration(cache: cache))
             let key = CacheKey("https://cdn.example/film.mp4")
-            let handle = try store.openEntry(key)
-            try handle.updateMetadata(ContentMetadata(length: 200_000, mimeType: "video/mp4"))
-            try await CacheStoreTests.write(handle, ByteRange(0, 200_000))
-            handle.close()
+            try await Self.stored(key, length: 200_000, in: store).close()
             try await store.pin([key])
             let name = Self.fileName(store, key)
             try await store.close()
@@ -78,26 +86,17 @@ import Testing
     }
 
     @Test func anEmptiedCacheFolderCostsTheStreamingEntriesOnly() async throws {
-        try await withTemporaryDirectory { directory in
-            let (home, cache) = (directory.appendingPathComponent("data"), directory.appendingPathComponent("cache"))
+        try await Self.withTwoFolders { home, cache in
             let store = try await CacheStore.open(directory: home, configuration: Self.configuration(cache: cache))
             let (pinned, streamed) = (
                 CacheKey("https://cdn.example/pinned.mp3"), CacheKey("https://cdn.example/streamed.mp3")
             )
             try await store.pin([pinned])
-            for key in [pinned, streamed] {
-                let handle = try store.openEntry(key)
-                try handle.updateMetadata(ContentMetadata(length: 100_000, mimeType: "audio/mpeg"))
-                try await CacheStoreTests.write(handle, ByteRange(0, 100_000))
-                handle.close()
-            }
+            for key in [pinned, streamed] { try await Self.stored(key, length: 100_000, in: store).close() }
             try await store.flush()
             // Enough other files are opened since that neither file is kept open (at most 32 are).
             for index in 0..<40 {
-                let other = try store.openEntry(CacheKey("https://cdn.example/other\(index)"))
-                try other.updateMetadata(ContentMetadata(length: 10, mimeType: "audio/mpeg"))
-                try await CacheStoreTests.write(other, ByteRange(0, 10))
-                other.close()
+                try await Self.stored(CacheKey("https://cdn.example/other\(index)"), length: 10, in: store).close()
             }
             try FileManager.default.removeItem(at: cache)
             let gone = try store.openEntry(streamed)
@@ -121,17 +120,11 @@ extension StorageClassTests {
     /// kill -9 cut short (the records moved, the index not yet) goes on at the next open.
     @Test(arguments: [false, true])
     func aOneFolderStoreMovesInWithNothingLost(cutShort: Bool) async throws {
-        try await withTemporaryDirectory { directory in
-            let (home, cache) = (directory.appendingPathComponent("data"), directory.appendingPathComponent("cache"))
+        try await Self.withTwoFolders { home, cache in
             let (pinned, streamed) = (CacheKey("https://cdn.example/p.mp3"), CacheKey("https://cdn.example/s.mp3"))
             var store = try await CacheStore.open(directory: cache, configuration: CacheStoreTests.configuration())
             try await store.pin([pinned])
-            for key in [pinned, streamed] {
-                let handle = try store.openEntry(key)
-                try handle.updateMetadata(ContentMetadata(length: 50_000, mimeType: "audio/mpeg"))
-                try await CacheStoreTests.write(handle, ByteRange(0, 50_000))
-                handle.close()
-            }
+            for key in [pinned, streamed] { try await Self.stored(key, length: 50_000, in: store).close() }
             let names = (Self.fileName(store, pinned), Self.fileName(store, streamed))
             try await store.close()
             if cutShort {

@@ -400,30 +400,22 @@ extension KeyValueObservingStandIn where Self: AVPlayer {
         changeHandler: @escaping (Self, NSKeyValueObservedChange<Value>) -> Void
     ) -> NSKeyValueObservation {
         let id = nextObserver.add(1, ordering: .relaxed).newValue
+        // One change as the options ask for it, whatever the property's type.
+        let report: (Any?, Any?) -> Void = { [unowned self] old, new in
+            changeHandler(
+                self,
+                NSKeyValueObservedChange(
+                    oldValue: options.contains(.old) ? (old as! Value) : nil,
+                    newValue: options.contains(.new) ? (new as! Value) : nil))
+        }
         if keyPath == \Self.isExternalPlaybackActive {
-            externalObservers.withLock {
-                $0[id] = { [unowned self] old, new in
-                    changeHandler(
-                        self,
-                        NSKeyValueObservedChange(
-                            oldValue: options.contains(.old) ? (old as! Value) : nil,
-                            newValue: options.contains(.new) ? (new as! Value) : nil))
-                }
-            }
+            externalObservers.withLock { $0[id] = { report($0, $1) } }
             return NSKeyValueObservation { [weak self] in
                 _ = self?.externalObservers.withLock { $0.removeValue(forKey: id) }
             }
         }
         precondition(keyPath == \Self.currentItem, "the stand-in observes currentItem and isExternalPlaybackActive")
-        observers.withLock {
-            $0[id] = { [unowned self] old, new in
-                changeHandler(
-                    self,
-                    NSKeyValueObservedChange(
-                        oldValue: options.contains(.old) ? (old as! Value) : nil,
-                        newValue: options.contains(.new) ? (new as! Value) : nil))
-            }
-        }
+        observers.withLock { $0[id] = { report($0, $1) } }
         return NSKeyValueObservation { [weak self] in _ = self?.observers.withLock { $0.removeValue(forKey: id) } }
     }
 }
