@@ -71,9 +71,9 @@ extension CacheStore {
         }
     }
 
-    /// Measures the disk's free space again (on the blocking pool).
+    /// Measures the free space of the cache folder's disk again (on the blocking pool).
     package func measureDisk() async {
-        let (path, measure) = (dataDirectory, configuration.diskSpace)
+        let (path, measure) = (cacheDataDirectory, configuration.diskSpace)
         let before = reservations
         let measured = try? await BlockingIO.run { measure(path) }
         if let measured = measured ?? nil { note(measured, since: before) }
