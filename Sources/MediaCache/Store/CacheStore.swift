@@ -122,10 +122,8 @@ public final class CacheStore: Sendable {
     let records: EntryRecords
     /// The keys ``key(for:)`` computed lately.
     private let recentKeys = Mutex<[URL: CacheKey]>([:])
-    /// Where pinned entries' data files are (see ``Configuration/cacheDirectory``).
-    let dataDirectory: String
-    /// Where streaming entries' data files are: ``dataDirectory`` in a one-folder store.
-    let cacheDataDirectory: String
+    /// Where pinned and streaming entries' data files are (the same in a one-folder store).
+    let (dataDirectory, cacheDataDirectory): (String, String)
     let allocator = ByteBufferAllocator()
     /// See ``sealLock(for:)``.
     let sealLocks = (0..<64).map { _ in SealLock() }

@@ -28,7 +28,7 @@ struct CacheOptions: ParsableArguments {
     var json = false
 
     var directory: URL {
-        cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
+        cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
     }
 
     func validate() throws {
@@ -75,7 +75,7 @@ struct CacheOptions: ParsableArguments {
         let (key, warning) = try KeyFile.load(encryptionKeyFile)
         if let warning { FileHandle.standardError.write(Data("mediacache: warning: \(warning)\n".utf8)) }
         let access = try await CacheFolder.open(
-            directory, streamingDirectory: cacheDir == nil ? ServeCommand.defaultStreamingDirectory() : nil,
+            directory, streamingDirectory: cacheDir == nil ? StoreFolders.streaming() : nil,
             encryptionKey: key)
         do {
             let result = try await body(access)
@@ -224,7 +224,7 @@ struct ServerAddress: ParsableArguments {
     /// - Throws: ``CommandFailure`` when none runs.
     func resolved() async throws -> ServerInfo {
         guard running else { return info }
-        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
+        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
         if let data = try? Data(contentsOf: CacheFolder.serverFile(in: folder)),
             let found = try? JSONDecoder().decode(ServerInfo.self, from: data),
             await ServerCache(found).answers()

@@ -97,7 +97,7 @@ struct PlayCommand: AsyncParsableCommand {
     func run() async throws {
         let origin = try mediaCacheOriginURL(url)
         let command = try Self.player(player, environment: ProcessInfo.processInfo.environment)
-        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
+        let folder = cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
         var address = try ServerAddress.parse(["--running"] + (cacheDir.map { ["--cache-dir", $0] } ?? []))
         address.running = true
         var session: Process?

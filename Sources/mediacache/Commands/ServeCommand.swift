@@ -227,26 +227,6 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
-    /// The store's folder without `--cache-dir`: the index, the pinned and recorded entries and
-    /// the server file, where the platform keeps the user's data (`$XDG_DATA_HOME/mediacache`,
-    /// `~/.local/share/mediacache` on Linux; Application Support on macOS).
-    static func defaultStoreDirectory() -> URL {
-        let data =
-            FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
-            ?? URL(fileURLWithPath: NSTemporaryDirectory())
-        return data.appendingPathComponent("mediacache")
-    }
-
-    /// The streaming entries' folder without `--cache-dir`, where the platform keeps caches
-    /// (`$XDG_CACHE_HOME/mediacache`, `~/.cache/mediacache`): the one folder of stores made
-    /// before the two classes, which move out of it by themselves.
-    static func defaultStreamingDirectory() -> URL {
-        let caches =
-            FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
-            ?? URL(fileURLWithPath: NSTemporaryDirectory())
-        return caches.appendingPathComponent("mediacache")
-    }
-
     func proxyConfiguration(logger: Logger) throws -> ProxyConfiguration {
         var configuration = ProxyConfiguration()
         configuration.host = host
@@ -332,7 +312,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "Origin certificates are NOT verified (--insecure-skip-verify): anyone between this machine and an https origin can read and change what is cached."
             )
         }
-        let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? Self.defaultStoreDirectory()
+        let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
 
         let (encryptionKey, keyWarning) = try KeyFile.load(encryptionKeyFile)
         if let keyWarning { logger.warning("\(keyWarning)") }
@@ -345,7 +325,7 @@ struct ServeCommand: AsyncParsableCommand {
             parameters: ignoredQueryParameters, presets: ignoredQueryPresets)
         storeConfiguration.keyRule.sameContentHosts = try CacheOptions.hostGroups(sameContentHosts)
         storeConfiguration.minFreeDiskBytes = downloadRules.minFreeDisk
-        storeConfiguration.cacheDirectory = cacheDir == nil ? Self.defaultStreamingDirectory() : nil
+        storeConfiguration.cacheDirectory = cacheDir == nil ? StoreFolders.streaming() : nil
         storeConfiguration.logger = logger
         let store: CacheStore
         do {

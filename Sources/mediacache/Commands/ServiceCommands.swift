@@ -306,7 +306,7 @@ struct ServiceStatus: AsyncParsableCommand {
             let installed = FileManager.default.fileExists(atPath: file.path)
             Swift.print("Definition: \(file.path) (\(installed ? "installed" : "not installed"))")
             if installed { _ = runManager(ManagerCommands.state(manager)) }
-            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
+            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
             Swift.print(try await ServiceCheck.health(of: directory))
         }
     }
@@ -333,7 +333,7 @@ struct ServiceCheck: AsyncParsableCommand {
 
     func run() async throws {
         try await failing {
-            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? ServeCommand.defaultStoreDirectory()
+            let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
             let deadline = ContinuousClock.now + .seconds(wait)
             while true {
                 do {
