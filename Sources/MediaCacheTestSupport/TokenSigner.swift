@@ -16,8 +16,7 @@ public final class TokenSigner: Sendable {
     /// Whether signed URLs state their expiry (`exp=`), so a cache can see it has passed.
     public let statesExpiry: Bool
     let clock: any WallClock
-    private let state = Mutex<(issued: [String: Date], asked: [String], refused: Int, expired: Set<String>)>(
-        ([:], [], 0, []))
+    private let state = Mutex<(issued: [String: Date], asked: [String], expired: Set<String>)>(([:], [], []))
 
     package init(lifetime: TimeInterval, statesExpiry: Bool, clock: any WallClock) {
         (self.lifetime, self.statesExpiry, self.clock) = (lifetime, statesExpiry, clock)
@@ -54,20 +53,16 @@ public final class TokenSigner: Sendable {
     /// The URLs the signing service was asked to renew, in order.
     public var renewalsAsked: [String] { state.withLock { $0.asked } }
 
-    /// How many requests were refused (an unknown or expired token).
-    public var refusals: Int { state.withLock { $0.refused } }
-
     /// The tokens this signer issued that requests presented after they expired: how many
     /// expiries a play met.
     public var expiredTokensPresented: Set<String> { state.withLock { $0.expired } }
 
-    /// Whether a request with `query` carries a token good now; a refusal is counted.
+    /// Whether a request with `query` carries a token good now; an expired one presented is noted.
     func accepts(query: String?, counting: Bool = true) -> Bool {
         let token = (query ?? "").split(separator: "&").first { $0.hasPrefix("token=") }.map { String($0.dropFirst(6)) }
         let now = clock.now
         return state.withLock { state in
             guard let token, let expiry = state.issued[token], now < expiry else {
-                if counting { state.refused += 1 }
                 if counting, let token, state.issued[token] != nil { state.expired.insert(token) }
                 return false
             }

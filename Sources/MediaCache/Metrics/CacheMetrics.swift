@@ -47,10 +47,7 @@ package enum CacheMetrics {
         case playURLRefused = "play-url-refused"
     }
 
-    private static let retries = Dictionary(
-        uniqueKeysWithValues: Retry.allCases.map {
-            ($0, Counter(label: "mediacache_origin_retries_total", dimensions: [("cause", $0.rawValue)]))
-        })
+    private static let retries = counters(Retry.self, label: "mediacache_origin_retries_total", dimension: "cause")
 
     /// Counts an origin request made again, by its cause.
     package static func retried(_ cause: Retry) {
@@ -74,10 +71,7 @@ package enum CacheMetrics {
         case failed
     }
 
-    private static let revalidations = Dictionary(
-        uniqueKeysWithValues: Revalidation.allCases.map {
-            ($0, Counter(label: "mediacache_revalidations_total", dimensions: [("outcome", $0.rawValue)]))
-        })
+    private static let revalidations = counters(Revalidation.self, label: "mediacache_revalidations_total")
 
     private static let downloadWaits = Dictionary(
         uniqueKeysWithValues: DownloadJob.Wait.allCases.map {
@@ -122,10 +116,7 @@ package enum CacheMetrics {
         case stopped
     }
 
-    private static let preloads = Dictionary(
-        uniqueKeysWithValues: Preload.allCases.map {
-            ($0, Counter(label: "mediacache_preloads_total", dimensions: [("outcome", $0.rawValue)]))
-        })
+    private static let preloads = counters(Preload.self, label: "mediacache_preloads_total")
 
     static func preloaded(_ outcome: Preload) {
         preloads[outcome]?.increment()
@@ -147,10 +138,7 @@ package enum CacheMetrics {
         case failed
     }
 
-    private static let renewals = Dictionary(
-        uniqueKeysWithValues: Renewal.allCases.map {
-            ($0, Counter(label: "mediacache_url_renewals_total", dimensions: [("outcome", $0.rawValue)]))
-        })
+    private static let renewals = counters(Renewal.self, label: "mediacache_url_renewals_total")
 
     /// Counts a renewal of a signed URL by its outcome.
     static func renewedURL(_ outcome: Renewal) {
@@ -172,12 +160,19 @@ package enum CacheMetrics {
         case stopped
     }
 
-    private static let fills = Dictionary(
-        uniqueKeysWithValues: Fill.allCases.map {
-            ($0, Counter(label: "mediacache_fills_total", dimensions: [("outcome", $0.rawValue)]))
-        })
+    private static let fills = counters(Fill.self, label: "mediacache_fills_total")
 
     static func fill(_ outcome: Fill) {
         fills[outcome]?.increment()
+    }
+
+    /// A counter `label` for each outcome of `Outcome`, its dimension `dimension`.
+    static func counters<Outcome: CaseIterable & RawRepresentable & Hashable>(
+        _: Outcome.Type, label: String, dimension: String = "outcome"
+    ) -> [Outcome: Counter] where Outcome.RawValue == String {
+        Dictionary(
+            uniqueKeysWithValues: Outcome.allCases.map {
+                ($0, Counter(label: label, dimensions: [(dimension, $0.rawValue)]))
+            })
     }
 }

@@ -1,0 +1,69 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+@testable import MediaCache
+
+extension CacheStoreTests {
+    @Test func concurrentWritersAndReadersOnOneEntry() async throws {
+        try await withTemporaryDirectory { directory in
+            var configuration = Self.configuration()
+            configuration.flushThreshold = 64 << 10  // many background flushes during the run
+            let store = try await CacheStore.open(directory: directory, configuration: configuration)
+            let key = CacheKey("shared")
+            let length: Int64 = 4 << 20
+            let setup = try store.openEntry(key)
+            try setup.updateMetadata(ContentMetadata(length: length, acceptsRanges: true))
+            let mismatches = try await withThrowingTaskGroup(of: Int.self) { group in
+                for writer in 0..<6 {
+                    group.addTask {
+                        let handle = try store.openEntry(key)
+                        defer { handle.close() }
+                        var random = SplitMix(seed: UInt64(writer))
+                        for _ in 0..<60 {
+                            let offset = Int64(random.next() % UInt64(length))
+                            let end = min(length, offset + Int64(random.next() % 200_000) + 1)
+                            try await Self.write(handle, ByteRange(offset, end))
+                        }
+                        // Then every writer covers its own stripe, so the whole resource ends up cached.
+                        let stripe = length / 6
+                        try await Self.write(
+                            handle, ByteRange(Int64(writer) * stripe, writer == 5 ? length : Int64(writer + 1) * stripe)
+                        )
+                        return 0
+                    }
+                }
+                for _ in 0..<6 {
+                    group.addTask {
+                        let handle = try store.openEntry(key)
+                        defer { handle.close() }
+                        var bad = 0
+                        for _ in 0..<200 {
+                            for span in try handle.spans().spans.prefix(4) {
+                                let part = ByteRange(span.lowerBound, min(span.upperBound, span.lowerBound + 65_536))
+                                let bytes = try await handle.read(part)
+                                if Self.content.firstMismatch(in: bytes, at: part.lowerBound) != nil { bad += 1 }
+                            }
+                            await Task.yield()
+                        }
+                        return bad
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(mismatches == 0)
+            #expect(try setup.spans().spans == [ByteRange(0, length)])
+            #expect(store.totalBytes == length)
+            try await Self.expectBytes(setup, ByteRange(0, length))
+            setup.close()
+            try await store.close()
+            let reopened = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            #expect(reopened.spans(for: key).spans == [ByteRange(0, length)])
+            try await reopened.close()
+        }
+    }
+}
