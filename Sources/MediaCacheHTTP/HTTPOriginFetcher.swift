@@ -307,24 +307,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
         return HTTPNumber.saturating(String(first).trimmingHTTPWhitespace())
     }
 
-    /// Response fields not kept with an entry: hop-by-hop ones (RFC 9110 §7.6.1), those the
-    /// cache writes itself from what it serves (length, range, validators, `Age`; the
-    /// `Content-Type` is kept as the origin spelled it),
-    /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
-    /// fields (the proxy answers for its own listed web origins).
-    static let fieldsNotStored: Set<String> = fieldsNotPassedOn.union([
-        "proxy-authenticate", "content-range", "accept-ranges", "etag", "last-modified", "age", "set-cookie",
-        "set-cookie2", "location",
-    ])
+    /// Response fields not kept with an entry (``HeaderField/notStored``).
+    static let fieldsNotStored = HeaderField.notStored
 
-    /// Fields of an origin's answer that are not passed on with it: hop-by-hop ones (RFC
-    /// 9110 §7.6.1) and the body's length (the proxy frames what it sends). CORS fields are
-    /// dropped too (``endToEndFields(_:dropping:)``): the proxy answers for its own listed web
-    /// origins.
-    static let fieldsNotPassedOn: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-        "content-length",
-    ]
+    /// Fields of an origin's answer that are not passed on with it (``HeaderField/notPassedOn``).
+    static let fieldsNotPassedOn = HeaderField.notPassedOn
 
     /// The end-to-end fields of an answer passed on as it is (see ``fieldsNotPassedOn``), in
     /// order, within ``maximumStoredFields`` and ``maximumStoredFieldBytes``.

@@ -385,3 +385,23 @@ extension String {
         return String(slice)
     }
 }
+
+extension HeaderField {
+    /// Response fields not kept with an entry: hop-by-hop ones (RFC 9110 §7.6.1), those the
+    /// cache writes itself from what it serves (length, range, validators, `Age`; the
+    /// `Content-Type` is kept as the origin spelled it),
+    /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
+    /// fields (the proxy answers for its own listed web origins).
+    package static let notStored: Set<String> = notPassedOn.union([
+        "proxy-authenticate", "content-range", "accept-ranges", "etag", "last-modified", "age", "set-cookie",
+        "set-cookie2", "location",
+    ])
+
+    /// Fields of an origin's answer that are not passed on with it: hop-by-hop ones (RFC
+    /// 9110 §7.6.1) and the body's length (the proxy frames what it sends). CORS fields are
+    /// dropped too, wherever they are (the proxy answers for its own listed web origins).
+    package static let notPassedOn: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "content-length",
+    ]
+}

@@ -93,7 +93,7 @@ package enum CacheMetrics {
             cacheEntries, rejectedBlocks, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
             preloadHits, preloads, downloadWaits, fills, changesMidRead, failovers, renewals,
-            diskFree
+            diskFree, backgroundTransfers
         )
     }
 
@@ -143,6 +143,23 @@ package enum CacheMetrics {
     /// Counts a renewal of a signed URL by its outcome.
     static func renewedURL(_ outcome: Renewal) {
         renewals[outcome]?.increment()
+    }
+
+    /// How a pinned download's transfer on a system session ended (``BackgroundTransfers``).
+    enum BackgroundTransfer: String, CaseIterable {
+        /// Its file was checked and stored.
+        case imported
+        /// Its file was not what was asked for (a wrong range, another version's length).
+        case rejected
+        /// It ended without a file.
+        case failed
+    }
+
+    private static let backgroundTransfers = counters(
+        BackgroundTransfer.self, label: "mediacache_background_transfers_total")
+
+    static func backgroundTransfer(_ outcome: BackgroundTransfer) {
+        backgroundTransfers[outcome]?.increment()
     }
 
     /// The origin answered another version while a read needed the rest of the stored one.

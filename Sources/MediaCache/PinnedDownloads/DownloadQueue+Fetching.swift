@@ -173,8 +173,15 @@ extension DownloadQueue {
                 let keys = Self.keys(of: plan, in: store)
                 let added = addKeys(keys, to: id)
                 if !added.isEmpty { try await store.pin(added) }
-                _ = try await Prefetcher(reader: reader).run(
-                    plan.items, playlists: plan.playlists, options: options, progress: progress)
+                if let transfers = configuration.backgroundTransfers {
+                    try await fetchInBackground(id, items: plan.items, transfers: transfers, progress: progress)
+                } else {
+                    _ = try await Prefetcher(reader: reader).run(
+                        plan.items, playlists: plan.playlists, options: options, progress: progress)
+                }
+            } else if let transfers = configuration.backgroundTransfers {
+                let items = [PrefetchItem(url: job.url, range: job.bytesTotal.map { ByteRange(0, $0) })]
+                try await fetchInBackground(id, items: items, transfers: transfers, progress: progress)
             } else {
                 try await fetchFile(job, progress: progress)
             }

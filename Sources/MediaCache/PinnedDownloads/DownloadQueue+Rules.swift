@@ -244,6 +244,7 @@ extension DownloadQueue {
             await task.value
         } else {
             try await persist(id)
+            await forgetBackgroundTasks(of: [id])
         }
         return try current(id)
     }
@@ -280,6 +281,7 @@ extension DownloadQueue {
             return state.jobs.removeValue(forKey: id)
         }
         guard let job = removed else { return }
+        await forgetBackgroundTasks(of: [id])
         try await store.saveJob(id) { nil }
         try await store.unpin(job.keys)
         configuration.logger.info(

@@ -36,6 +36,11 @@ public final class DownloadQueue: Sendable {
         /// signed URL that expired): the job goes on from the URL given (``replaceURL(_:with:)``),
         /// or fails as before when `nil` comes back.
         public var freshURL: (@Sendable (DownloadJob) async -> URL?)?
+        /// A system session that runs the jobs' transfers while the app does not (iOS's
+        /// background `URLSession`, through `MediaCacheAVFoundation`'s `BackgroundPinSession`):
+        /// every piece a pinned resource misses is handed to it instead of fetched in the app;
+        /// `nil` (the default) fetches in the app. A recording always runs in the app.
+        public var backgroundTransfers: BackgroundTransfers?
         /// Where the queue logs.
         public var logger = Logger(label: "mediacache.downloads", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -150,6 +155,9 @@ public final class DownloadQueue: Sendable {
     public func start() {
         state.withLock { $0.isStarted = true }
         schedule()
+        if configuration.backgroundTransfers != nil {
+            Task { await reconcileBackgroundAtLaunch() }
+        }
     }
 
     /// Every job, in the order they were added.

@@ -44,6 +44,8 @@ package enum MetricsHelp {
             "Times an origin failed (unreachable, too slow, 5xx, a body broken) and an alternate serving the same bytes (--origin-fallback, or one the stream's manifests name) was asked; each is logged.",
         "mediacache_url_renewals_total":
             "Signed URLs renewed in a play (expired, or refused with 401/403/410) through --refresh-command, by outcome (renewed, failed); each is logged.",
+        "mediacache_background_transfers_total":
+            "Pinned downloads' transfers on a system session (iOS background URLSession), by outcome (imported, rejected: not what was asked for, failed); rejected and failed ones are logged.",
         "mediacache_fills_total":
             "Fills on play (a played file fetched on to its end as the cache's own work), by outcome (started, completed, stopped).",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",

@@ -1,0 +1,121 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCacheHTTPFields
+
+extension DownloadQueue {
+    /// Has the system session fetch what `items` (the job `id`'s resources) still miss, and
+    /// waits while its files come in (``BackgroundTransfers``): each round reconciles the
+    /// session's tasks of this job with the pieces missing, then waits for a file of the job
+    /// to be stored or a task to fail. A piece that fails three times fails the job. Paused,
+    /// cancelled or held back by its rules, the job's tasks are cancelled; at a shutdown they
+    /// run on (that is the point: the app is going away).
+    func fetchInBackground(
+        _ id: String, items: [PrefetchItem], transfers: BackgroundTransfers,
+        progress: @escaping @Sendable (PrefetchProgress) -> Void
+    ) async throws {
+        var events = transfers.events().makeAsyncIterator()
+        var failures: [BackgroundTransfer: Int] = [:]
+        let before = backgroundProgress(items, job: id, pieceSize: transfers.pieceSize).progress.bytesDone
+        do {
+            while true {
+                try Task.checkCancellation()
+                guard let session = transfers.session else {
+                    throw CacheError(
+                        .originUnavailable, "No background transfer session is connected to the downloads.")
+                }
+                // The tasks first, then what is stored: a session lists a task until its file is
+                // imported, so a piece whose task is gone from the list is in the spans read after.
+                let running = await session.tasks()
+                var (report, wanted) = backgroundProgress(items, job: id, pieceSize: transfers.pieceSize)
+                report.bytesAlreadyCached = before
+                progress(report)
+                if wanted.isEmpty { return }
+                let plan = BackgroundReconciliation.plan(
+                    wanted: wanted, deciding: [id], known: Set(jobs.map(\.id)), running: running)
+                for task in plan.cancel { session.cancel(task) }
+                for transfer in plan.start {
+                    if let request = backgroundRequest(transfer, items: items) { session.start(request) }
+                }
+                waiting: while let event = await events.next() {
+                    switch event {
+                    case .imported(let transfer) where transfer.job == id: break waiting
+                    case .failed(let transfer, let reason) where transfer.job == id:
+                        failures[transfer, default: 0] += 1
+                        if failures[transfer]! >= 3 {
+                            throw CacheError(
+                                .originUnavailable,
+                                "A background transfer (\(transfer.rangeField ?? "whole")) failed three times: \(reason)"
+                            )
+                        }
+                        break waiting
+                    default: continue
+                    }
+                }
+            }
+        } catch {
+            if state.withLock({ $0.running[id]?.stop }) != .shutDown { await forgetBackgroundTasks(of: [id]) }
+            throw error
+        }
+    }
+
+    /// Cancels the session's tasks of the jobs `ids`, and of any job the queue does not have.
+    func forgetBackgroundTasks(of ids: Set<String>) async {
+        guard let session = configuration.backgroundTransfers?.session else { return }
+        let plan = BackgroundReconciliation.plan(
+            wanted: [], deciding: ids, known: Set(jobs.map(\.id)).subtracting(ids), running: await session.tasks())
+        for task in plan.cancel { session.cancel(task) }
+        if !plan.cancel.isEmpty {
+            configuration.logger.info(
+                "Cancelled background transfers no job wants", metadata: ["tasks": "\(plan.cancel.count)"])
+        }
+    }
+
+    /// At launch: the tasks of jobs that are gone, paused, failed or done are cancelled (the
+    /// runs of the others reconcile their own).
+    func reconcileBackgroundAtLaunch() async {
+        let settled = Set(jobs.filter { $0.state.isSettled }.map(\.id))
+        await forgetBackgroundTasks(of: settled)
+    }
+
+    /// How much of `items` is stored, and the pieces still missing.
+    private func backgroundProgress(_ items: [PrefetchItem], job id: String, pieceSize: Int64) -> (
+        progress: PrefetchProgress, wanted: [BackgroundTransfer]
+    ) {
+        var progress = PrefetchProgress()
+        progress.resourcesTotal = items.count
+        var total: Int64? = 0
+        var wanted: [BackgroundTransfer] = []
+        for item in items {
+            let key = store.key(for: item.url)
+            let spans = store.spans(for: key)
+            let length = store.metadata(for: key)?.length
+            let range = item.range ?? length.map { ByteRange(0, $0) }
+            progress.bytesDone += range.map { spans.byteCount(in: $0) } ?? spans.byteCount
+            total = range.flatMap { range in total.map { $0 + range.length } }
+            if let range, spans.contains(range) { progress.resourcesDone += 1 }
+            wanted += BackgroundReconciliation.pieces(
+                range: item.range, length: length, spans: spans, pieceSize: pieceSize
+            ).map { BackgroundTransfer(job: id, key: key, range: $0) }
+        }
+        progress.bytesTotal = total
+        return (progress, wanted)
+    }
+
+    /// The request for `transfer`: its range, the jar's cookies, and what the job's rules
+    /// allow of the network.
+    private func backgroundRequest(_ transfer: BackgroundTransfer, items: [PrefetchItem]) -> BackgroundTransferRequest?
+    {
+        guard let url = items.first(where: { store.key(for: $0.url) == transfer.key })?.url else { return nil }
+        var fields: [HeaderField] = []
+        if let range = transfer.rangeField { fields.append(HeaderField(name: "Range", value: range)) }
+        if let cookies = reader.fetcher.cookieJar?.field(for: url, now: store.configuration.clock.now) {
+            fields.append(HeaderField(name: "Cookie", value: cookies))
+        }
+        let network = (job(transfer.job)?.rules ?? DownloadRules()).over(configuration.rules).network ?? .unmetered
+        return BackgroundTransferRequest(
+            transfer: transfer, url: url, fields: fields, allowsExpensiveNetworkAccess: network == .any,
+            allowsConstrainedNetworkAccess: network == .any, earliestBeginDate: nil)
+    }
+}
