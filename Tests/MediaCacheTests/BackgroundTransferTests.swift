@@ -54,12 +54,13 @@ import Testing
         func transfer(_ job: String, _ lower: Int64) -> BackgroundTransfer {
             BackgroundTransfer(job: job, key: Self.key, range: ByteRange(lower, lower + 10))
         }
+        // 2: a piece stored meanwhile; 3: a second task for one piece; 4: a job gone; 5: b's own.
         let running = [
             BackgroundTransferTask(identifier: 1, taskDescription: transfer("a", 0).taskDescription),
-            BackgroundTransferTask(identifier: 2, taskDescription: transfer("a", 10).taskDescription),  // stored meanwhile
-            BackgroundTransferTask(identifier: 3, taskDescription: transfer("a", 0).taskDescription),  // a second one
+            BackgroundTransferTask(identifier: 2, taskDescription: transfer("a", 10).taskDescription),
+            BackgroundTransferTask(identifier: 3, taskDescription: transfer("a", 0).taskDescription),
             BackgroundTransferTask(identifier: 4, taskDescription: transfer("gone", 0).taskDescription),
-            BackgroundTransferTask(identifier: 5, taskDescription: transfer("b", 0).taskDescription),  // b decides
+            BackgroundTransferTask(identifier: 5, taskDescription: transfer("b", 0).taskDescription),
             BackgroundTransferTask(identifier: 6, taskDescription: "another part of the app"),
             BackgroundTransferTask(identifier: 7, taskDescription: nil),
         ]
