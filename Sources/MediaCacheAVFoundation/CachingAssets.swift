@@ -18,14 +18,39 @@
     /// ```
     public final class CachingAssets: Sendable {
         public let proxy: EmbeddedProxy
+        /// The background session pinned downloads run on, when asked for at ``start(reader:backgroundSession:)``.
+        public let backgroundPins: BackgroundPinSession?
 
-        private init(proxy: EmbeddedProxy) {
+        private init(proxy: EmbeddedProxy, backgroundPins: BackgroundPinSession?) {
             self.proxy = proxy
+            self.backgroundPins = backgroundPins
         }
 
-        /// Starts the embedded proxy (127.0.0.1, a free port, a random token) over `reader`.
-        public static func start(reader: CachingReader) async throws -> CachingAssets {
-            CachingAssets(proxy: try await EmbeddedProxy.start(reader: reader))
+        /// Starts the embedded proxy (127.0.0.1, a free port, a random token) over `reader`;
+        /// with `backgroundSession`, pinned downloads (``downloads(configuration:)``) run on the
+        /// background `URLSession` of that identifier (``BackgroundPinSession``), made now so
+        /// the transfers the system finished while the app was gone are stored at once.
+        public static func start(reader: CachingReader, backgroundSession: String? = nil) async throws
+            -> CachingAssets
+        {
+            let pins = backgroundSession.map { BackgroundPinSession(identifier: $0, reader: reader) }
+            return CachingAssets(proxy: try await EmbeddedProxy.start(reader: reader), backgroundPins: pins)
+        }
+
+        /// The pinned downloads of the proxy's store, on the background session when there is
+        /// one; call ``DownloadQueue/start()`` on it (it reconciles the session's tasks).
+        public func downloads(configuration: DownloadQueue.Configuration = DownloadQueue.Configuration()) throws
+            -> DownloadQueue
+        {
+            var configuration = configuration
+            configuration.backgroundTransfers = backgroundPins?.transfers ?? configuration.backgroundTransfers
+            return try DownloadQueue(reader: proxy.reader, configuration: configuration)
+        }
+
+        /// For `application(_:handleEventsForBackgroundURLSession:completionHandler:)`: whether
+        /// the session is the pins' (then `completion` is called once its events are stored).
+        public func handleBackgroundEvents(identifier: String, completion: @escaping @Sendable () -> Void) -> Bool {
+            backgroundPins?.handleEvents(identifier: identifier, completion: completion) ?? false
         }
 
         /// The asset to play `url` with; an HLS master with `subtitles` lists each as a subtitle

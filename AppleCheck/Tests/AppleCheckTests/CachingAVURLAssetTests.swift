@@ -194,8 +194,8 @@ import Testing
 
     /// The body of a `200` answer to `url`.
     static func get(_ url: URL) async throws -> [UInt8] {
-        let (data, response) = try await URLSession.shared.data(from: url)
-        #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(url)")
+        let (data, response) = try await FoundationNetworking.URLSession.shared.data(from: url)
+        #expect((response as? FoundationNetworking.HTTPURLResponse)?.statusCode == 200, "\(url)")
         return Array(data)
     }
 }

@@ -44,24 +44,24 @@ import Testing
             #expect(url.port == assets.proxy.port && assets.originURL(of: AVURLAsset(url: url)) == master)
             #expect(player.simulatedSeeks.last == CMTime(seconds: 1.5, preferredTimescale: 600))
             // The receiver's requests: the master and a variant's playlist and segments, no header.
-            let (data, response) = try await URLSession.shared.data(from: url)
-            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            let (data, response) = try await FoundationNetworking.URLSession.shared.data(from: url)
+            #expect((response as? FoundationNetworking.HTTPURLResponse)?.statusCode == 200)
             let text = String(decoding: data, as: UTF8.self)
             let variant = try #require(text.split(separator: "\n").first { !$0.hasPrefix("#") })
             let variantURL = try #require(URL(string: String(variant), relativeTo: url)?.absoluteURL)
             #expect(variantURL.host == "127.0.0.3")
-            let (media, mediaResponse) = try await URLSession.shared.data(from: variantURL)
-            #expect((mediaResponse as? HTTPURLResponse)?.statusCode == 200)
+            let (media, mediaResponse) = try await FoundationNetworking.URLSession.shared.data(from: variantURL)
+            #expect((mediaResponse as? FoundationNetworking.HTTPURLResponse)?.statusCode == 200)
             let segment = try #require(
                 String(decoding: media, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
             let segmentURL = try #require(URL(string: String(segment), relativeTo: variantURL)?.absoluteURL)
-            let (bytes, segmentResponse) = try await URLSession.shared.data(from: segmentURL)
-            #expect((segmentResponse as? HTTPURLResponse)?.statusCode == 200 && bytes.count == 40_000)
+            let (bytes, segmentResponse) = try await FoundationNetworking.URLSession.shared.data(from: segmentURL)
+            #expect((segmentResponse as? FoundationNetworking.HTTPURLResponse)?.statusCode == 200 && bytes.count == 40_000)
 
             // External playback ends: loopback again, the LAN address closed.
             player.simulateExternalPlayback(false)
             try await waitUntil { (player.currentItem?.asset as? AVURLAsset)?.url.host == "127.0.0.1" }
-            let closed = try? await URLSession.shared.data(from: url)
+            let closed = try? await FoundationNetworking.URLSession.shared.data(from: url)
             #expect(closed == nil, "the LAN address no longer answers")
             withExtendedLifetime(follower) {}
             await assets.stop()
@@ -79,7 +79,7 @@ import Testing
             #expect(try await assets.proxy.externalSource(for: episode, lanAddress: nil) == .origin(episode))
             let lan = try await assets.proxy.externalSource(for: episode, lanAddress: "127.0.0.3")
             guard case .lan(let url) = lan else { return #expect(Bool(false), "\(lan)") }
-            let (data, _) = try await URLSession.shared.data(from: url)
+            let (data, _) = try await FoundationNetworking.URLSession.shared.data(from: url)
             #expect(data.count == 100_000)
             await assets.stop()
         }

@@ -101,6 +101,19 @@ public struct BackgroundTransferRequest: Sendable, Hashable {
     public var allowsConstrainedNetworkAccess: Bool
     /// Not before this (the next opening of the job's daily window); `nil` for now.
     public var earliestBeginDate: Date?
+
+    /// Creates a request.
+    public init(
+        transfer: BackgroundTransfer, url: URL, fields: [HeaderField], allowsExpensiveNetworkAccess: Bool,
+        allowsConstrainedNetworkAccess: Bool, earliestBeginDate: Date?
+    ) {
+        self.transfer = transfer
+        self.url = url
+        self.fields = fields
+        self.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+        self.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+        self.earliestBeginDate = earliestBeginDate
+    }
 }
 
 /// What runs pinned downloads' transfers while the app is not running: on Apple, a background
