@@ -69,8 +69,10 @@ public final class SimulatedTransferService: @unchecked Sendable {
     /// events delivered, or kept for the next session object).
     public func simulatedRunHeldTransfers() async {
         let waiting = state.withLock { state in
-            state.records.values.filter { $0.task.state == .running && !$0.ended && state.inFlight[$0.task.taskIdentifier] == nil }
-                .map(\.task)
+            state.records.values.filter {
+                $0.task.state == .running && !$0.ended && state.inFlight[$0.task.taskIdentifier] == nil
+            }
+            .map(\.task)
         }
         for task in waiting { startTransfer(task) }
         while let (id, next) = state.withLock({ $0.inFlight.first.map { ($0.key, $0.value) } }) {
@@ -89,7 +91,9 @@ public final class SimulatedTransferService: @unchecked Sendable {
         }
         guard !pending.isEmpty else { return }
         for id in pending { deliver(id, to: session) }
-        session.delegateQueue.addOperation { session.delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: session) }
+        session.delegateQueue.addOperation {
+            session.delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: session)
+        }
     }
 
     func detach(_ session: URLSession) {
@@ -179,11 +183,13 @@ public final class SimulatedTransferService: @unchecked Sendable {
     /// Hands the ended task `id`'s events to `session`'s delegate on its queue: the file, then
     /// the completion; the file is deleted when the delegate returns.
     private func deliver(_ id: Int, to session: URLSession) {
-        guard let record = state.withLock({ state -> Record? in
-            guard let record = state.records[id], record.ended, !record.delivered else { return nil }
-            state.records[id]!.delivered = true
-            return record
-        }) else { return }
+        guard
+            let record = state.withLock({ state -> Record? in
+                guard let record = state.records[id], record.ended, !record.delivered else { return nil }
+                state.records[id]!.delivered = true
+                return record
+            })
+        else { return }
         session.delegateQueue.addOperation {
             if let file = record.file, let task = record.task as? URLSessionDownloadTask,
                 let delegate = session.delegate as? any URLSessionDownloadDelegate

@@ -189,7 +189,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// Only background configurations are simulated. A session of an identifier the service
     /// has events for gets them now.
     public init(
-        configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?
+        configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?,
+        delegateQueue queue: OperationQueue?
     ) {
         precondition(configuration.identifier != nil, "URLSession stand-in: only background sessions are simulated")
         self.configuration = configuration

@@ -56,7 +56,8 @@ import Testing
                 String(decoding: media, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
             let segmentURL = try #require(URL(string: String(segment), relativeTo: variantURL)?.absoluteURL)
             let (bytes, segmentResponse) = try await FoundationNetworking.URLSession.shared.data(from: segmentURL)
-            #expect((segmentResponse as? FoundationNetworking.HTTPURLResponse)?.statusCode == 200 && bytes.count == 40_000)
+            #expect(
+                (segmentResponse as? FoundationNetworking.HTTPURLResponse)?.statusCode == 200 && bytes.count == 40_000)
 
             // External playback ends: loopback again, the LAN address closed.
             player.simulateExternalPlayback(false)

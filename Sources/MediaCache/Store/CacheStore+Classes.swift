@@ -81,8 +81,15 @@ extension CacheStore {
             guard errno == ENOENT else { return try EntryFile(path: path) }  // says why
             if !claims {
                 let folder = (path as NSString).deletingLastPathComponent
+                // The cache folder and its `data` folder, made again if the system emptied them.
+                let missing = [(folder as NSString).deletingLastPathComponent, folder].filter {
+                    !FileManager.default.fileExists(atPath: $0)
+                }
                 try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-                return try EntryFile(path: path)
+                for made in missing { configuration.markCreated?(URL(fileURLWithPath: made, isDirectory: true)) }
+                let file = try EntryFile(path: path)
+                configuration.markCreated?(URL(fileURLWithPath: path))
+                return file
             }
             // Moved meanwhile (pinned or unpinned): asked again where it is now.
             let moved = state.withLock { state in state.records[key].map { dataPath(of: $0) != path } ?? false }
@@ -161,5 +168,30 @@ extension CacheStore {
             let hex = String(value, radix: 16, uppercase: true)
             return String(repeating: "0", count: 16 - hex.count) + hex
         }.joined()
+    }
+}
+
+extension CacheStore {
+    /// Tells `mark` (``Configuration/markCreated``) of the store's folders and the files at
+    /// the top of each: what SQLite made at this open (the journal), the lock, a migration's
+    /// files. Files made later are told as they are made; the data and record files of a store
+    /// written before the hook are inside folders it is told of.
+    func markAtOpen(_ mark: @Sendable (URL) -> Void) {
+        var folders = [directory.path, dataDirectory, records.entriesDirectory, records.jobsDirectory]
+        if cacheDataDirectory != dataDirectory {
+            folders += [(cacheDataDirectory as NSString).deletingLastPathComponent, cacheDataDirectory]
+        }
+        for folder in folders {
+            mark(URL(fileURLWithPath: folder, isDirectory: true))
+        }
+        for folder in folders.prefix(1) {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
+                var isFolder: ObjCBool = false
+                let path = folder + "/" + name
+                if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue {
+                    mark(URL(fileURLWithPath: path))
+                }
+            }
+        }
     }
 }

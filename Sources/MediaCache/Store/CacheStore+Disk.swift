@@ -104,3 +104,21 @@ extension CacheStore {
         return DiskSpace(free: overflowFree ? .max / 2 : free, volume: overflowVolume ? .max / 2 : volume)
     }
 }
+
+extension CacheStore.Configuration {
+    /// The most bytes one entry may hold (see ``maxEntryFraction``).
+    var maxEntryBytes: Int64 {
+        Int64(Double(maxBytes) * min(1, max(0, maxEntryFraction)))
+    }
+
+    /// ``maxPinnedBytes`` as it applies: within `0...maxBytes`.
+    public var pinnedQuota: Int64 {
+        min(maxBytes, max(0, maxPinnedBytes ?? maxBytes / 2))
+    }
+
+    var evictor: Evictor {
+        Evictor(
+            maxBytes: maxBytes,
+            maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
+    }
+}

@@ -69,6 +69,11 @@ public final class CacheStore: Sendable {
         /// with the index, where the platform keeps data; an entry moves when it is pinned or
         /// unpinned. `nil`: the store's folder holds both.
         public var cacheDirectory: URL?
+        /// Called with each folder and file the store makes, right after it makes it, on the
+        /// thread that did (one made for blocking), and at each open with its folders and the
+        /// files at their top (the index, its journal, the lock). On Apple platforms the adapter's
+        /// `excludingFromBackup()` sets it to keep the store out of the device's backup.
+        public var markCreated: (@Sendable (URL) -> Void)?
         /// Measures the free space of the file system holding a path (`statvfs`).
         package var diskSpace: @Sendable (String) -> DiskSpace? = { CacheStore.diskSpace(at: $0) }
         /// Where the store logs.
@@ -89,22 +94,6 @@ public final class CacheStore: Sendable {
 
         /// Creates the default configuration.
         public init() {}
-
-        /// The most bytes one entry may hold (see ``maxEntryFraction``).
-        var maxEntryBytes: Int64 {
-            Int64(Double(maxBytes) * min(1, max(0, maxEntryFraction)))
-        }
-
-        /// ``maxPinnedBytes`` as it applies: within `0...maxBytes`.
-        public var pinnedQuota: Int64 {
-            min(maxBytes, max(0, maxPinnedBytes ?? maxBytes / 2))
-        }
-
-        var evictor: Evictor {
-            Evictor(
-                maxBytes: maxBytes,
-                maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
-        }
     }
 
     /// The folder the store lives in.
@@ -211,7 +200,9 @@ public final class CacheStore: Sendable {
         }
         self.lockPathKey = lockPathKey
         self.lockDescriptor = Mutex(lockDescriptor)
-        let records = EntryRecords(folder: directory, sealer: configuration.encryptionKey.map(IndexSealer.init))
+        let records = EntryRecords(
+            folder: directory, sealer: configuration.encryptionKey.map(IndexSealer.init),
+            markCreated: configuration.markCreated)
         self.records = records
         do {
             try records.prepare()
@@ -232,6 +223,7 @@ public final class CacheStore: Sendable {
             throw error
         }
         if let disk = configuration.diskSpace(cacheDataDirectory) { note(disk, since: (0, 0)) }
+        if let mark = configuration.markCreated { markAtOpen(mark) }
     }
 
     deinit {

@@ -17,11 +17,14 @@ struct EntryRecords: Sendable {
     let entriesDirectory: String
     let jobsDirectory: String
     let sealer: IndexSealer?
+    /// Told of each folder and record file made (``CacheStore/Configuration/markCreated``).
+    let markCreated: (@Sendable (URL) -> Void)?
 
-    init(folder: URL, sealer: IndexSealer?) {
+    init(folder: URL, sealer: IndexSealer?, markCreated: (@Sendable (URL) -> Void)? = nil) {
         entriesDirectory = folder.appendingPathComponent("entries").path
         jobsDirectory = folder.appendingPathComponent("jobs").path
         self.sealer = sealer
+        self.markCreated = markCreated
     }
 
     /// The fields of a row, as a record holds them.
@@ -40,6 +43,7 @@ struct EntryRecords: Sendable {
             if mkdir(folder, 0o700) != 0, errno != EEXIST {
                 throw CacheError(.cannotOpenStore, "Cannot create \(folder): \(String(cString: strerror(errno))).")
             }
+            markCreated?(URL(fileURLWithPath: folder, isDirectory: true))
         }
     }
 
@@ -53,7 +57,7 @@ struct EntryRecords: Sendable {
                 lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned)
             guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName)
             else { continue }
-            Self.replace(entriesDirectory + "/" + row.fileName, with: text)
+            replace(entriesDirectory + "/" + row.fileName, with: text)
         }
     }
 
@@ -92,7 +96,7 @@ struct EntryRecords: Sendable {
             return
         }
         guard let text = try? sealed(body, boundTo: id) else { return }
-        Self.replace(jobsDirectory + "/" + id, with: text)
+        replace(jobsDirectory + "/" + id, with: text)
     }
 
     /// Every job that can be read (JSON bodies, by id).
@@ -143,7 +147,7 @@ struct EntryRecords: Sendable {
     }
 
     /// Writes `bytes` beside `path` (mode 0600, never through a link) and renames it over `path`.
-    private static func replace(_ path: String, with bytes: Data) {
+    private func replace(_ path: String, with bytes: Data) {
         let folder = (path as NSString).deletingLastPathComponent
         let temporary = folder + "/." + (path as NSString).lastPathComponent + ".new"
         let descriptor = openDescriptor(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
@@ -159,6 +163,10 @@ struct EntryRecords: Sendable {
             return true
         }
         closeDescriptor(descriptor)
-        if !written || rename(temporary, path) != 0 { unlink(temporary) }
+        if !written || rename(temporary, path) != 0 {
+            unlink(temporary)
+        } else {
+            markCreated?(URL(fileURLWithPath: path))
+        }
     }
 }
