@@ -129,6 +129,22 @@ final class ScriptedTransferSession: BackgroundTransferSession {
 
         func running() -> [Int] { session.state.withLock { $0.tasks.keys.sorted() } }
 
+        /// A started queue with the film pinned, once the session holds the pin's three tasks.
+        func pinned() async throws -> (DownloadQueue, DownloadJob) {
+            let queue = try queue()
+            let job = try await queue.pin(BackgroundPinTests.url)
+            await session.wait { $0.tasks.count == 3 }
+            return (queue, job)
+        }
+
+        /// Finishes every task with the origin's bytes; the job `id` once it settles.
+        func finishAll(_ queue: DownloadQueue, _ id: String) async throws -> DownloadJob? {
+            let updates = queue.updates()
+            async let settled = settled(updates, id)
+            for task in running() { #expect(try await finish(task)) }
+            return await settled
+        }
+
         /// The job's state once it settles.
         func settled(_ updates: AsyncStream<DownloadQueue.Update>, _ id: String) async -> DownloadJob? {
             for await update in updates {
@@ -155,9 +171,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
 
     @Test func aPinIsFetchedBySessionTasksAndStoredPieceByPiece() async throws {
         try await Self.withSetup { setup in
-            let queue = try setup.queue()
-            let job = try await queue.pin(Self.url)
-            await setup.session.wait { $0.tasks.count == 3 }
+            let (queue, job) = try await setup.pinned()
             let started = setup.session.state.withLock { $0.started }
             #expect(
                 started.map { $0.fields.first { $0.name == "Range" }?.value } == [
@@ -165,10 +179,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
                 ])
             #expect(started.allSatisfy { $0.url == Self.url && $0.transfer.job == job.id })
             #expect(started.allSatisfy { !$0.allowsExpensiveNetworkAccess }, "unmetered networks only, by default")
-            let updates = queue.updates()
-            async let settled = setup.settled(updates, job.id)
-            for id in setup.running() { #expect(try await setup.finish(id)) }
-            #expect(await settled?.state == .completed)
+            #expect(try await setup.finishAll(queue, job.id)?.state == .completed)
             try await setup.expectStored()
             #expect(setup.harness.origin.exchanges.isEmpty, "the app itself fetched no byte")
             await queue.shutDown()
@@ -177,9 +188,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
 
     @Test func aFileThatIsNotWhatWasAskedForIsRejectedAndAskedForAgain() async throws {
         try await Self.withSetup { setup in
-            let queue = try setup.queue()
-            let job = try await queue.pin(Self.url)
-            await setup.session.wait { $0.tasks.count == 3 }
+            let (queue, job) = try await setup.pinned()
             let first = setup.running()[0]
             // Short by a byte, then of another length under the same ETag: neither is stored.
             #expect(try await setup.finish(first, body: Data(count: 100)) == false)
@@ -192,10 +201,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             #expect(try await setup.finish(again, fields: lie) == false)
             await setup.session.wait { $0.started.count == 5 }
             #expect(setup.harness.store.spans(for: setup.harness.store.key(for: Self.url)).isEmpty)
-            let updates = queue.updates()
-            async let settled = setup.settled(updates, job.id)
-            for id in setup.running() { #expect(try await setup.finish(id)) }
-            #expect(await settled?.state == .completed)
+            #expect(try await setup.finishAll(queue, job.id)?.state == .completed)
             try await setup.expectStored()
             await queue.shutDown()
         }
@@ -203,9 +209,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
 
     @Test func aPieceThatFailsThreeTimesFailsTheJobAndPausingCancelsItsTasks() async throws {
         try await Self.withSetup { setup in
-            let queue = try setup.queue()
-            let job = try await queue.pin(Self.url)
-            await setup.session.wait { $0.tasks.count == 3 }
+            let (queue, job) = try await setup.pinned()
             let paused = try await queue.pause(job.id)
             #expect(paused.state == .paused)
             #expect(setup.running().isEmpty && setup.session.state.withLock { $0.cancelled.count } == 3)
@@ -230,9 +234,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
 
     @Test func aNewLaunchReconcilesTheTasksTheSystemKept() async throws {
         try await Self.withSetup { setup in
-            let first = try setup.queue()
-            let job = try await first.pin(Self.url)
-            await setup.session.wait { $0.tasks.count == 3 }
+            let (first, job) = try await setup.pinned()
             await first.shutDown()
             #expect(setup.running().count == 3, "a shutdown leaves the transfers to the system")
             // While no queue runs, the system finishes one; another part of the app left a task.
@@ -240,10 +242,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             let stray = setup.session.adoptStray()
             let second = try setup.queue()
             await setup.session.wait { $0.cancelled.contains(stray) }
-            let updates = second.updates()
-            async let settled = setup.settled(updates, job.id)
-            for id in setup.running() { #expect(try await setup.finish(id)) }
-            #expect(await settled?.state == .completed)
+            #expect(try await setup.finishAll(second, job.id)?.state == .completed)
             #expect(setup.session.state.withLock { $0.started.count } == 3, "the two left running were not asked again")
             try await setup.expectStored()
             await second.shutDown()

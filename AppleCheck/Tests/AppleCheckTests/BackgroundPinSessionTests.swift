@@ -62,6 +62,16 @@ import Testing
         }
     }
 
+    /// A launch that pins the film, its three pieces handed to the session, then ends.
+    static func pinThenEnd(_ folder: URL, session: String, origin: TestOrigin) async throws -> DownloadJob {
+        let app = try await App.launch(folder, session: session)
+        app.downloads.start()
+        let job = try await app.downloads.pin(origin.url("/film.mp4"))
+        try await waitUntil { await app.pins.tasks().count == 3 }
+        try await app.terminate()
+        return job
+    }
+
     static func gets(_ origin: TestOrigin) -> [String?] {
         origin.requests("/film.mp4").filter { $0.method == "GET" }.map(\.range)
     }
@@ -77,11 +87,7 @@ import Testing
     @Test func aPinCompletesThroughTheSystemAfterARelaunch() async throws {
         try await Self.withOrigin { origin, folder in
             let session = "pins-\(UUID().uuidString)"
-            let first = try await App.launch(folder, session: session)
-            first.downloads.start()
-            let job = try await first.downloads.pin(origin.url("/film.mp4"))
-            try await waitUntil { await first.pins.tasks().count == 3 }
-            try await first.terminate()
+            let job = try await Self.pinThenEnd(folder, session: session, origin: origin)
             SimulatedTransferService.shared.simulatedTerminateApp()
             #expect(Self.gets(origin).isEmpty, "the app fetched no byte itself")
 
@@ -107,11 +113,7 @@ import Testing
     @Test func aForceQuitCancelsTheTransfersAndTheNextLaunchAsksAgain() async throws {
         try await Self.withOrigin { origin, folder in
             let session = "pins-\(UUID().uuidString)"
-            let first = try await App.launch(folder, session: session)
-            first.downloads.start()
-            let job = try await first.downloads.pin(origin.url("/film.mp4"))
-            try await waitUntil { await first.pins.tasks().count == 3 }
-            try await first.terminate()
+            let job = try await Self.pinThenEnd(folder, session: session, origin: origin)
             SimulatedTransferService.shared.simulatedForceQuit()
 
             let second = try await App.launch(folder, session: session)
