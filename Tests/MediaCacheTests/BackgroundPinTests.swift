@@ -71,7 +71,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
     @discardableResult
     func finish(
         _ id: Int, content: DeterministicContent, total: Int64, transfers: BackgroundTransfers,
-        body: Data? = nil, fields: [HeaderField]? = nil
+        body: Data? = nil, fields: [HeaderField]? = nil, status: Int = 206
     ) async throws -> Bool {
         let request = try #require(state.withLock { $0.tasks[id] })
         let range = try #require(request.transfer.range)
@@ -86,7 +86,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             ]
         // As a system session does, the task is listed until its file has been handed over.
         let stored = await transfers.importFinished(
-            taskDescription: request.transfer.taskDescription, status: 206, fields: answer, file: file)
+            taskDescription: request.transfer.taskDescription, status: status, fields: answer, file: file)
         state.withLock { _ = $0.tasks.removeValue(forKey: id) }
         transfers.transferEnded(taskDescription: request.transfer.taskDescription, error: nil)
         changed.yield()
@@ -121,10 +121,12 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             return queue
         }
 
-        func finish(_ id: Int, body: Data? = nil, fields: [HeaderField]? = nil) async throws -> Bool {
+        func finish(_ id: Int, body: Data? = nil, fields: [HeaderField]? = nil, status: Int = 206) async throws
+            -> Bool
+        {
             try await session.finish(
                 id, content: BackgroundPinTests.content, total: BackgroundPinTests.length, transfers: transfers,
-                body: body, fields: fields)
+                body: body, fields: fields, status: status)
         }
 
         func running() -> [Int] { session.state.withLock { $0.tasks.keys.sorted() } }
@@ -178,6 +180,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
                     "bytes=0-1048575", "bytes=1048576-2097151", "bytes=2097152-2499999",
                 ])
             #expect(started.allSatisfy { $0.url == Self.url && $0.transfer.job == job.id })
+            #expect(started.allSatisfy { $0.fields.contains(HeaderField(name: "If-Range", value: "\"v1\"")) })
             #expect(started.allSatisfy { !$0.allowsExpensiveNetworkAccess }, "unmetered networks only, by default")
             #expect(try await setup.finishAll(queue, job.id)?.state == .completed)
             try await setup.expectStored()
@@ -203,6 +206,43 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             #expect(setup.harness.store.spans(for: setup.harness.store.key(for: Self.url)).isEmpty)
             #expect(try await setup.finishAll(queue, job.id)?.state == .completed)
             try await setup.expectStored()
+            await queue.shutDown()
+        }
+    }
+
+    @Test func aChangedResourceComesWholeAndReplacesTheVersionStored() async throws {
+        try await Self.withSetup { setup in
+            let (queue, job) = try await setup.pinned()
+            let tasks = setup.running()
+            #expect(try await setup.finish(tasks[0]))
+            // The origin changed: a part of the new version is refused, and asked for again
+            // with `If-Range`, whose answer is the new version whole.
+            let changed = DeterministicContent(seed: 99)
+            let part = Data(changed.buffer(offset: 1 << 20, length: 1 << 20).readableBytesView)
+            let partFields = [
+                HeaderField(name: "Content-Range", value: "bytes 1048576-2097151/\(Self.length)"),
+                HeaderField(name: "ETag", value: "\"v2\""),
+            ]
+            #expect(try await setup.finish(tasks[1], body: part, fields: partFields) == false)
+            await setup.session.wait { $0.started.count == 4 }
+            let again = try #require(setup.session.state.withLock { $0.started.last })
+            #expect(again.fields.contains(HeaderField(name: "If-Range", value: "\"v1\"")))
+            let updates = queue.updates()
+            async let settled = setup.settled(updates, job.id)
+            let whole = Data(changed.buffer(offset: 0, length: Int(Self.length)).readableBytesView)
+            let wholeFields = [
+                HeaderField(name: "ETag", value: "\"v2\""),
+                HeaderField(name: "Content-Length", value: "\(Self.length)"),
+            ]
+            let retry = try #require(setup.running().last)
+            #expect(try await setup.finish(retry, body: whole, fields: wholeFields, status: 200))
+            #expect(await settled?.state == .completed)
+            await setup.session.wait { $0.tasks.isEmpty }
+            #expect(setup.session.state.withLock { $0.cancelled } == [tasks[2]], "the old version's last piece")
+            let handle = try setup.harness.store.openEntry(setup.harness.store.key(for: Self.url))
+            defer { handle.close() }
+            #expect(try handle.metadata().etag == "\"v2\"")
+            #expect(changed.firstMismatch(in: try await handle.read(ByteRange(0, Self.length)), at: 0) == nil)
             await queue.shutDown()
         }
     }

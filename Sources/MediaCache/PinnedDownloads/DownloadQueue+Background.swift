@@ -31,10 +31,11 @@ extension DownloadQueue {
                 var (report, wanted) = backgroundProgress(items, job: id, pieceSize: transfers.pieceSize)
                 report.bytesAlreadyCached = before
                 progress(report)
-                if wanted.isEmpty { return }
                 let plan = BackgroundReconciliation.plan(
                     wanted: wanted, deciding: [id], known: Set(jobs.map(\.id)), running: running)
+                // Done, the job's tasks left (a piece that came whole with another) are cancelled.
                 for task in plan.cancel { session.cancel(task) }
+                if wanted.isEmpty { return }
                 for transfer in plan.start {
                     if let request = backgroundRequest(transfer, items: items) { session.start(request) }
                 }
@@ -103,13 +104,20 @@ extension DownloadQueue {
         return (progress, wanted)
     }
 
-    /// The request for `transfer`: its range, the jar's cookies, and what the job's rules
-    /// allow of the network.
+    /// The request for `transfer`: its range (with `If-Range` when a validator is stored), the
+    /// jar's cookies, and what the job's rules allow of the network.
     private func backgroundRequest(_ transfer: BackgroundTransfer, items: [PrefetchItem]) -> BackgroundTransferRequest?
     {
         guard let url = items.first(where: { store.key(for: $0.url) == transfer.key })?.url else { return nil }
         var fields: [HeaderField] = []
-        if let range = transfer.rangeField { fields.append(HeaderField(name: "Range", value: range)) }
+        if let range = transfer.rangeField {
+            fields.append(HeaderField(name: "Range", value: range))
+            // The piece only of the version stored; another version comes whole (RFC 9110 §13.1.5).
+            let stored = store.metadata(for: transfer.key)
+            if let validator = stored?.etag.flatMap({ $0.hasPrefix("W/") ? nil : $0 }) ?? stored?.lastModified {
+                fields.append(HeaderField(name: "If-Range", value: validator))
+            }
+        }
         if let cookies = reader.fetcher.cookieJar?.field(for: url, now: store.configuration.clock.now) {
             fields.append(HeaderField(name: "Cookie", value: cookies))
         }

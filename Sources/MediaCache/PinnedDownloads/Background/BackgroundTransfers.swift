@@ -103,6 +103,12 @@ public final class BackgroundTransfers: Sendable {
                 reject(transfer, "the origin \(lie)")
                 return false
             }
+            if !known.isSameVersion(as: metadata), metadata.length != range.length, !(try handle.spans().isEmpty) {
+                // A part of another version never replaces the one stored; the piece is asked for
+                // again with `If-Range`, so a changed resource comes whole.
+                reject(transfer, "a part of another version than the one stored (\(metadata.etag ?? "no ETag"))")
+                return false
+            }
             if try handle.updateMetadata(metadata) {
                 logger.warning(
                     "A background transfer brought another version of a pinned resource: the old bytes were dropped",
