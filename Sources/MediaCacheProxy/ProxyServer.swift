@@ -183,11 +183,15 @@ public final class ProxyServer: Service {
         } catch {
             throw ProxyError("Cannot listen on \(address) at port \(port): \(error).", setting: .host)
         }
+        let listener = Listener(channel, port: port)
         let replaced = lanListening.withLock { lan in
-            defer { lan = (address, Listener(channel, port: port)) }
+            defer { lan = (address, listener) }
             return lan?.listener
         }
         replaced?.stop()
+        // A socket the system closes under it (iOS, while the app is suspended) is bound again
+        // for as long as the receiver may need it.
+        Task { await keepListening(listener, port: port, handler: handler) }
         configuration.logger.notice(
             "Listening on a LAN address", metadata: ["address": "\(address)", "port": "\(port)"])
     }

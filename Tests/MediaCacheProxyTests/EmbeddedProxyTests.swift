@@ -52,7 +52,7 @@ import Testing
 
     /// The listening socket of this process on `port`, found as the system sees it (iOS
     /// closes such a socket under an app that is suspended; here the test does it).
-    static func listeningSocket(on port: Int) -> Int32? {
+    static func listeningSocket(on port: Int, address wanted: String = "127.0.0.1") -> Int32? {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         for fd in fds.compactMap(Int32.init) {
             var address = sockaddr_in()
@@ -60,8 +60,11 @@ import Testing
             let named = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
             }
+            var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
             guard named == 0, address.sin_family == sa_family_t(AF_INET),
-                Int(UInt16(bigEndian: address.sin_port)) == port
+                Int(UInt16(bigEndian: address.sin_port)) == port,
+                inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(text.count)) != nil,
+                String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) == wanted
             else { continue }
             var listening: Int32 = 0
             var size = socklen_t(MemoryLayout<Int32>.size)
@@ -109,6 +112,39 @@ import Testing
                     && reply.body.readableBytes == 100_000)
             await proxy.stop()
             #expect(Self.listeningSocket(on: proxy.port) == nil, "stopped: nothing listens")
+        }
+    }
+
+    /// The LAN listener AirPlay's receiver fetches from is replaced too when its socket dies
+    /// while external playback runs, on the same address and port; it closes when playback ends.
+    @Test func aLANListenerThatDiesIsReplacedWhileExternalPlaybackRuns() async throws {
+        try await Harness.with { h in
+            let content = DeterministicContent(seed: 23)
+            h.origin.serve(
+                TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3"
+            )
+            let log = LogRecorder()
+            var configuration = EmbeddedProxy.appConfiguration
+            configuration.logger = log.logger()
+            let proxy = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration)
+            let source = try await proxy.externalSource(for: h.origin.url("/song.mp3"), lanAddress: "127.0.0.3")
+            guard case .lan(let url) = source else {
+                Issue.record("not a LAN URL: \(source)")
+                return
+            }
+            #expect(try await Self.get(HTTPClient.shared, url).status == 200)
+            let socket = try #require(Self.listeningSocket(on: proxy.port, address: "127.0.0.3"))
+            #expect(shutdown(socket, Int32(SHUT_RDWR)) == 0)
+            try await waitUntil { log.all.contains { $0.message.contains("listening again") && $0.level == .warning } }
+            try await waitUntil { Self.listeningSocket(on: proxy.port, address: "127.0.0.3") != nil }
+            let reply = try await Self.get(HTTPClient.shared, url)
+            #expect(
+                reply.status == 200 && reply.body.readableBytes == 100_000
+                    && content.firstMismatch(in: reply.body, at: 0) == nil)
+            await proxy.endExternalPlayback()
+            try await waitUntil { Self.listeningSocket(on: proxy.port, address: "127.0.0.3") == nil }
+            #expect(Self.listeningSocket(on: proxy.port) != nil, "loopback still listens")
+            await proxy.stop()
         }
     }
 
