@@ -15,7 +15,7 @@ extension DownloadQueue {
         _ id: String, items: [PrefetchItem], transfers: BackgroundTransfers,
         progress: @escaping @Sendable (PrefetchProgress) -> Void
     ) async throws {
-        var events = transfers.events().makeAsyncIterator()
+        var events = transfers.events(of: id).makeAsyncIterator()
         var failures: [BackgroundTransfer: Int] = [:]
         let before = backgroundProgress(items, job: id, pieceSize: transfers.pieceSize).progress.bytesDone
         do {
@@ -39,19 +39,13 @@ extension DownloadQueue {
                 for transfer in plan.start {
                     if let request = backgroundRequest(transfer, items: items) { session.start(request) }
                 }
-                waiting: while let event = await events.next() {
-                    switch event {
-                    case .imported(let transfer) where transfer.job == id: break waiting
-                    case .failed(let transfer, let reason) where transfer.job == id:
-                        failures[transfer, default: 0] += 1
-                        if failures[transfer]! >= 3 {
-                            throw CacheError(
-                                .originUnavailable,
-                                "A background transfer (\(transfer.rangeField ?? "whole")) failed three times: \(reason)"
-                            )
-                        }
-                        break waiting
-                    default: continue
+                // The next file of the job stored, or a task of it that failed.
+                if case .failed(let transfer, let reason) = await events.next() {
+                    failures[transfer, default: 0] += 1
+                    if failures[transfer]! >= 3 {
+                        throw CacheError(
+                            .originUnavailable,
+                            "A background transfer (\(transfer.rangeField ?? "whole")) failed three times: \(reason)")
                     }
                 }
             }

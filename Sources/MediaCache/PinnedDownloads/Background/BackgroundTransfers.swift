@@ -33,10 +33,11 @@ public final class BackgroundTransfers: Sendable {
 
     private struct State {
         var session: (any BackgroundTransferSession)?
-        var subscribers: [UInt64: AsyncStream<Event>.Continuation] = [:]
+        /// Each job's run, told only of its own transfers (so others' cannot crowd them out).
+        var subscribers: [UInt64: (job: String, continuation: AsyncStream<Event>.Continuation)] = [:]
         var next: UInt64 = 0
-        /// Why the file of a task not yet ended was refused.
-        var refused: [BackgroundTransfer: String] = [:]
+        /// What became of the file of a task not yet ended: stored (`nil`), or refused, and why.
+        var files: [BackgroundTransfer: String?] = [:]
     }
 
     private let state = Mutex(State())
@@ -55,12 +56,13 @@ public final class BackgroundTransfers: Sendable {
 
     var session: (any BackgroundTransferSession)? { state.withLock { $0.session } }
 
-    /// The events from now on; the stream ends when the caller's task is cancelled.
-    func events() -> AsyncStream<Event> {
+    /// The events of `job`'s transfers from now on; the stream ends when the caller's task is
+    /// cancelled.
+    func events(of job: String) -> AsyncStream<Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(256))
         let id = state.withLock { state in
             defer { state.next += 1 }
-            state.subscribers[state.next] = continuation
+            state.subscribers[state.next] = (job, continuation)
             return state.next
         }
         continuation.onTermination = { [weak self] _ in
@@ -70,7 +72,15 @@ public final class BackgroundTransfers: Sendable {
     }
 
     private func publish(_ event: Event) {
-        state.withLock { state in for subscriber in state.subscribers.values { subscriber.yield(event) } }
+        let job =
+            switch event {
+            case .imported(let transfer), .failed(let transfer, _): transfer.job
+            }
+        state.withLock { state in
+            for subscriber in state.subscribers.values where subscriber.job == job {
+                subscriber.continuation.yield(event)
+            }
+        }
     }
 
     /// Stores the file a session downloaded for the task described `taskDescription`, when
@@ -78,7 +88,8 @@ public final class BackgroundTransfers: Sendable {
     /// bytes are written into the entry and committed before this returns, so the session
     /// may delete the file. Returns whether they were stored; a file refused is logged at
     /// warning with the reason and counted (`mediacache_background_transfers_total`), and its
-    /// piece is asked for again.
+    /// piece is asked for again. The job's run hears of either when the task ends
+    /// (``transferEnded(taskDescription:error:)``).
     @discardableResult
     public func importFinished(taskDescription: String?, status: Int, fields: [HeaderField], file: URL) async -> Bool {
         guard let transfer = taskDescription.flatMap(BackgroundTransfer.init(taskDescription:)) else {
@@ -119,7 +130,7 @@ public final class BackgroundTransfers: Sendable {
             CacheMetrics.backgroundTransfer(.imported)
             logger.info(
                 "Stored a background transfer", metadata: ["transfer": "\(transfer)", "bytes": "\(range.length)"])
-            publish(.imported(transfer))
+            state.withLock { $0.files[transfer] = .some(nil) }
             return true
         } catch {
             reject(transfer, "\(error)")
@@ -134,13 +145,19 @@ public final class BackgroundTransfers: Sendable {
     /// and counted.
     public func transferEnded(taskDescription: String?, error: String?) {
         guard let transfer = taskDescription.flatMap(BackgroundTransfer.init(taskDescription:)) else { return }
-        let refusal = state.withLock { $0.refused.removeValue(forKey: transfer) }
+        // Told once the task is gone from the session's list: its job's run, which reads the
+        // list and then what is stored, never asks for a piece whose file is being stored.
+        let file = state.withLock { $0.files.removeValue(forKey: transfer) }
         if let error {
             CacheMetrics.backgroundTransfer(.failed)
             logger.warning(
                 "A background transfer failed", metadata: ["transfer": "\(transfer)", "reason": "\(error.prefix(300))"])
+            publish(.failed(transfer, error))
+        } else if case .some(.some(let refusal)) = file {
+            publish(.failed(transfer, refusal))
+        } else if case .some(.none) = file {
+            publish(.imported(transfer))
         }
-        if let reason = error ?? refusal { publish(.failed(transfer, reason)) }
     }
 
     private func reject(_ transfer: BackgroundTransfer?, _ reason: String) {
@@ -148,7 +165,7 @@ public final class BackgroundTransfers: Sendable {
         logger.warning(
             "Rejected a background transfer's file",
             metadata: ["transfer": "\(transfer.map(String.init(describing:)) ?? "unknown")", "reason": "\(reason)"])
-        if let transfer { state.withLock { $0.refused[transfer] = "its file was refused: \(reason)" } }
+        if let transfer { state.withLock { $0.files[transfer] = .some("its file was refused: \(reason)") } }
     }
 
     /// Writes `file` (the bytes `range` of the resource) into `handle`, a mebibyte at a time,
