@@ -54,6 +54,7 @@ import Testing
         try await withTemporaryDirectory { directory in
             let origin = try await TestOrigin.start()
             origin.serve(.generated(length: size, seed: 67), at: "/film.mp4")
+            origin.serveRenditionAsset()
             SimulatedTransferService.shared.simulatedHoldsTransfers = true
             try await runThenTearDown(origin, { try await body($0, directory.appendingPathComponent("store")) }) {
                 SimulatedTransferService.shared.simulatedHoldsTransfers = false
@@ -62,26 +63,47 @@ import Testing
         }
     }
 
-    /// A launch that pins the film, its three pieces handed to the session, then ends.
-    static func pinThenEnd(_ folder: URL, session: String, origin: TestOrigin) async throws -> DownloadJob {
+    /// A launch that pins `path`, its `tasks` pieces handed to the session, then ends.
+    static func pinThenEnd(
+        _ folder: URL, session: String, origin: TestOrigin, path: String = "/film.mp4", tasks: Int = 3
+    )
+        async throws -> DownloadJob
+    {
         let app = try await App.launch(folder, session: session)
         app.downloads.start()
-        let job = try await app.downloads.pin(origin.url("/film.mp4"))
-        try await waitUntil { await app.pins.tasks().count == 3 }
+        let job = try await app.downloads.pin(origin.url(path))
+        try await waitUntil { await app.pins.tasks().count == tasks }
         try await app.terminate()
         return job
     }
 
-    static func gets(_ origin: TestOrigin) -> [String?] {
-        origin.requests("/film.mp4").filter { $0.method == "GET" }.map(\.range)
+    /// The ranges of the GETs `path` received.
+    static func gets(_ origin: TestOrigin, _ path: String = "/film.mp4") -> [String?] {
+        origin.requests(path).filter { $0.method == "GET" }.map(\.range)
     }
 
-    /// Every byte of the film read through the read path, with the origin stopped.
-    static func expectHeldOffline(_ app: App, _ origin: TestOrigin) async throws {
+    /// A relaunch in the background: the session delivers the files; the app delegate's
+    /// completion is called once they are stored; the downloads start.
+    static func relaunch(_ folder: URL, session: String) async throws -> App {
+        let app = try await App.launch(folder, session: session)
+        let called = Mutex(false)
+        #expect(app.assets.handleBackgroundEvents(identifier: session) { called.withLock { $0 = true } })
+        #expect(!app.assets.handleBackgroundEvents(identifier: "another app's session") {})
+        try await waitUntil { called.withLock { $0 } }
+        app.downloads.start()
+        return app
+    }
+
+    /// Every byte of each of `paths` read through the read path, with the origin stopped.
+    static func expectHeldOffline(_ app: App, _ origin: TestOrigin, _ paths: [String] = ["/film.mp4"]) async throws {
         try await origin.shutdown()
-        let bytes = try await collect(try await app.reader.read(origin.url("/film.mp4")))
-        #expect(bytes.readableBytes == Int(size))
-        #expect(origin.resource(at: "/film.mp4")?.firstMismatch(in: bytes, at: 0) == nil)
+        for path in paths {
+            let bytes = try await collect(try await app.reader.read(origin.url(path)))
+            let resource = try #require(origin.resource(at: path))
+            #expect(
+                bytes.readableBytes == Int(resource.length) && resource.firstMismatch(in: bytes, at: 0) == nil,
+                "\(path)")
+        }
     }
 
     @Test func aPinCompletesThroughTheSystemAfterARelaunch() async throws {
@@ -95,17 +117,30 @@ import Testing
             await SimulatedTransferService.shared.simulatedRunHeldTransfers()
             #expect(Set(Self.gets(origin)) == ["bytes=0-8388607", "bytes=8388608-16777215", "bytes=16777216-19999999"])
 
-            // Relaunched in the background: the session delivers the files, the app delegate's
-            // completion is called once they are stored.
-            let second = try await App.launch(folder, session: session)
-            let called = Mutex(false)
-            #expect(second.assets.handleBackgroundEvents(identifier: session) { called.withLock { $0 = true } })
-            #expect(!second.assets.handleBackgroundEvents(identifier: "another app's session") {})
-            try await waitUntil { called.withLock { $0 } }
-            second.downloads.start()
+            let second = try await Self.relaunch(folder, session: session)
             try await waitUntil { second.downloads.job(matching: job.id)?.state == .completed }
             #expect(Self.gets(origin).count == 3, "each piece asked for once")
             try await Self.expectHeldOffline(second, origin)
+            try await second.terminate()
+        }
+    }
+
+    /// An HLS pin: its playlists are fetched in the app, each segment of the variant and its
+    /// default audio is a task the system runs while the app is gone.
+    @Test func anHLSPinCompletesThroughTheSystemAfterARelaunch() async throws {
+        try await Self.withOrigin { origin, folder in
+            let session = "pins-\(UUID().uuidString)"
+            let segments = ["v0-0", "v0-1", "a_en-0", "a_en-1"].map { "/hls/\($0).ts" }
+            let job = try await Self.pinThenEnd(
+                folder, session: session, origin: origin, path: "/hls/master.m3u8", tasks: 4)
+            SimulatedTransferService.shared.simulatedTerminateApp()
+            #expect(segments.allSatisfy { Self.gets(origin, $0).isEmpty }, "the app fetched no segment itself")
+            await SimulatedTransferService.shared.simulatedRunHeldTransfers()
+            let second = try await Self.relaunch(folder, session: session)
+            try await waitUntil { second.downloads.job(matching: job.id)?.state == .completed }
+            #expect(segments.allSatisfy { Self.gets(origin, $0).count == 1 }, "each segment asked for once")
+            try await Self.expectHeldOffline(
+                second, origin, ["/hls/master.m3u8", "/hls/v0.m3u8", "/hls/a_en.m3u8"] + segments)
             try await second.terminate()
         }
     }
