@@ -120,9 +120,11 @@ public final class ProxyServer: Service {
             }
         }
         defer { if let file = configuration.serverInfoFile { try? FileManager.default.removeItem(at: file) } }
-        await onServerRunning(port)
+        // Known as listening before anyone hears it runs: an app that asks for the LAN address
+        // at once (AirPlay starting) found "does not run" (ExternalPlaybackTests, once in ~30 runs).
         let listener = Listener(server, port: port)
         listening.withLock { $0 = listener }
+        await onServerRunning(port)
         defer { stopListeningOnLAN() }
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
