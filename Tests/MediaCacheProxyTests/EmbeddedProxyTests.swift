@@ -73,19 +73,26 @@ import Testing
         return nil
     }
 
+    /// `/song.mp3` (100,000 bytes of `seed`) at the origin, and an embedded proxy over `h`
+    /// whose log is kept.
+    static func songAndLoggedProxy(_ h: Harness, seed: UInt64) async throws -> (
+        DeterministicContent, LogRecorder, EmbeddedProxy
+    ) {
+        let content = DeterministicContent(seed: seed)
+        h.origin.serve(
+            TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3")
+        let log = LogRecorder()
+        var configuration = EmbeddedProxy.appConfiguration
+        configuration.logger = log.logger()
+        return (content, log, try await EmbeddedProxy.start(reader: h.reader, configuration: configuration))
+    }
+
     /// A listening socket that dies under the proxy (as iOS does to a suspended app's server
     /// sockets) is noticed, logged at warning level and replaced on the same port: the URLs
     /// the player holds work again, and the bytes are right.
     @Test func aListenerThatDiesIsReplacedOnTheSamePort() async throws {
         try await Harness.with { h in
-            let content = DeterministicContent(seed: 22)
-            h.origin.serve(
-                TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3"
-            )
-            let log = LogRecorder()
-            var configuration = EmbeddedProxy.appConfiguration
-            configuration.logger = log.logger()
-            let proxy = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration)
+            let (content, log, proxy) = try await Self.songAndLoggedProxy(h, seed: 22)
             let url = proxy.url(for: h.origin.url("/song.mp3"))
             #expect(try await Self.get(HTTPClient.shared, url).status == 200)
             for round in 1...2 {
@@ -119,14 +126,7 @@ import Testing
     /// while external playback runs, on the same address and port; it closes when playback ends.
     @Test func aLANListenerThatDiesIsReplacedWhileExternalPlaybackRuns() async throws {
         try await Harness.with { h in
-            let content = DeterministicContent(seed: 23)
-            h.origin.serve(
-                TestOrigin.Resource(body: .generated(content, length: 100_000), mimeType: "audio/mpeg"), at: "/song.mp3"
-            )
-            let log = LogRecorder()
-            var configuration = EmbeddedProxy.appConfiguration
-            configuration.logger = log.logger()
-            let proxy = try await EmbeddedProxy.start(reader: h.reader, configuration: configuration)
+            let (content, log, proxy) = try await Self.songAndLoggedProxy(h, seed: 23)
             let source = try await proxy.externalSource(for: h.origin.url("/song.mp3"), lanAddress: "127.0.0.3")
             guard case .lan(let url) = source else {
                 Issue.record("not a LAN URL: \(source)")
