@@ -35,6 +35,13 @@ import Testing
         #expect(BackgroundTransfer(taskDescription: text) == nil)
     }
 
+    @Test func aRuleTellsTheSessionWhichNetworksItsTasksMayUse() {
+        let allowed = DownloadRules.Network.allCases.map { ($0, $0.allowsExpensive, $0.allowsConstrained) }
+        #expect(allowed.map(\.0) == [.any, .unmetered, .notConstrained])
+        #expect(allowed.map(\.1) == [true, false, true], "metered")
+        #expect(allowed.map(\.2) == [true, false, false], "low-data mode")
+    }
+
     @Test func piecesFollowAFixedGridAndSkipWhatIsStored() {
         let stored = SpanSet([ByteRange(0, 100), ByteRange(250, 300)])
         let pieces = BackgroundReconciliation.pieces(range: nil, length: 350, spans: stored, pieceSize: 100)

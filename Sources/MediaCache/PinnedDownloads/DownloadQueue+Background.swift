@@ -28,7 +28,7 @@ extension DownloadQueue {
                 // The tasks first, then what is stored: a session lists a task until its file is
                 // imported, so a piece whose task is gone from the list is in the spans read after.
                 let running = await session.tasks()
-                var (report, wanted) = backgroundProgress(items, job: id, pieceSize: transfers.pieceSize)
+                var (report, wanted, urls) = backgroundProgress(items, job: id, pieceSize: transfers.pieceSize)
                 report.bytesAlreadyCached = before
                 progress(report)
                 let plan = BackgroundReconciliation.plan(
@@ -37,7 +37,7 @@ extension DownloadQueue {
                 for task in plan.cancel { session.cancel(task) }
                 if wanted.isEmpty { return }
                 for transfer in plan.start {
-                    if let request = backgroundRequest(transfer, items: items) { session.start(request) }
+                    if let url = urls[transfer.key] { session.start(backgroundRequest(transfer, url: url)) }
                 }
                 // The next file of the job stored, or a task of it that failed.
                 if case .failed(let transfer, let reason) = await events.next() {
@@ -74,16 +74,18 @@ extension DownloadQueue {
         await forgetBackgroundTasks(of: settled)
     }
 
-    /// How much of `items` is stored, and the pieces still missing.
+    /// How much of `items` is stored, the pieces still missing, and each item's URL by its key.
     private func backgroundProgress(_ items: [PrefetchItem], job id: String, pieceSize: Int64) -> (
-        progress: PrefetchProgress, wanted: [BackgroundTransfer]
+        progress: PrefetchProgress, wanted: [BackgroundTransfer], urls: [CacheKey: URL]
     ) {
         var progress = PrefetchProgress()
         progress.resourcesTotal = items.count
         var total: Int64? = 0
         var wanted: [BackgroundTransfer] = []
+        var urls: [CacheKey: URL] = [:]
         for item in items {
             let key = store.key(for: item.url)
+            urls[key] = item.url
             let spans = store.spans(for: key)
             let length = store.metadata(for: key)?.length
             let range = item.range ?? length.map { ByteRange(0, $0) }
@@ -95,14 +97,12 @@ extension DownloadQueue {
             ).map { BackgroundTransfer(job: id, key: key, range: $0) }
         }
         progress.bytesTotal = total
-        return (progress, wanted)
+        return (progress, wanted, urls)
     }
 
     /// The request for `transfer`: its range (with `If-Range` when a validator is stored), the
     /// jar's cookies, and what the job's rules allow of the network.
-    private func backgroundRequest(_ transfer: BackgroundTransfer, items: [PrefetchItem]) -> BackgroundTransferRequest?
-    {
-        guard let url = items.first(where: { store.key(for: $0.url) == transfer.key })?.url else { return nil }
+    private func backgroundRequest(_ transfer: BackgroundTransfer, url: URL) -> BackgroundTransferRequest {
         var fields: [HeaderField] = []
         if let range = transfer.rangeField {
             fields.append(HeaderField(name: "Range", value: range))
@@ -117,7 +117,7 @@ extension DownloadQueue {
         }
         let network = (job(transfer.job)?.rules ?? DownloadRules()).over(configuration.rules).network ?? .unmetered
         return BackgroundTransferRequest(
-            transfer: transfer, url: url, fields: fields, allowsExpensiveNetworkAccess: network == .any,
-            allowsConstrainedNetworkAccess: network == .any, earliestBeginDate: nil)
+            transfer: transfer, url: url, fields: fields, allowsExpensiveNetworkAccess: network.allowsExpensive,
+            allowsConstrainedNetworkAccess: network.allowsConstrained, earliestBeginDate: nil)
     }
 }

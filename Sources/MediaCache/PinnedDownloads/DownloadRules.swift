@@ -163,6 +163,11 @@ extension DownloadRules {
             case .notConstrained: !network.isConstrained
             }
         }
+
+        /// Whether a system transfer under this rule may use a metered network.
+        var allowsExpensive: Bool { allows(DownloadRules.NetworkConditions(isMetered: true)) }
+        /// Whether a system transfer under this rule may use a network in low-data mode.
+        var allowsConstrained: Bool { allows(DownloadRules.NetworkConditions(isConstrained: true)) }
     }
 }
 
