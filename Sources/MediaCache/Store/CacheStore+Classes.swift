@@ -82,13 +82,15 @@ extension CacheStore {
             if !claims {
                 let folder = (path as NSString).deletingLastPathComponent
                 // The cache folder and its `data` folder, made again if the system emptied them.
-                let missing = [(folder as NSString).deletingLastPathComponent, folder].filter {
-                    !FileManager.default.fileExists(atPath: $0)
-                }
+                // (Looked for only when someone is told: a cold read makes a file each time.)
+                let mark = configuration.markCreated
+                let missing: [String] =
+                    mark == nil
+                    ? [] : [(folder as NSString).deletingLastPathComponent, folder].filter { access($0, F_OK) != 0 }
                 try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-                for made in missing { configuration.markCreated?(URL(fileURLWithPath: made, isDirectory: true)) }
+                for made in missing { mark?(URL(fileURLWithPath: made, isDirectory: true)) }
                 let file = try EntryFile(path: path)
-                configuration.markCreated?(URL(fileURLWithPath: path))
+                mark?(URL(fileURLWithPath: path))
                 return file
             }
             // Moved meanwhile (pinned or unpinned): asked again where it is now.
