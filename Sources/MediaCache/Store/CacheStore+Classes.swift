@@ -175,7 +175,7 @@ extension CacheStore {
 
 extension CacheStore {
     /// Tells `mark` (``Configuration/markCreated``) of the store's folders and the files at
-    /// the top of each: what SQLite made at this open (the journal), the lock, a migration's
+    /// the top of its own: what SQLite made at this open (the journal), the lock, a migration's
     /// files. Files made later are told as they are made; the data and record files of a store
     /// written before the hook are inside folders it is told of.
     func markAtOpen(_ mark: @Sendable (URL) -> Void) {
@@ -186,13 +186,11 @@ extension CacheStore {
         for folder in folders {
             mark(URL(fileURLWithPath: folder, isDirectory: true))
         }
-        for folder in folders.prefix(1) {
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
-                var isFolder: ObjCBool = false
-                let path = folder + "/" + name
-                if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue {
-                    mark(URL(fileURLWithPath: path))
-                }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] {
+            var isFolder: ObjCBool = false
+            let path = directory.path + "/" + name
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue {
+                mark(URL(fileURLWithPath: path))
             }
         }
     }

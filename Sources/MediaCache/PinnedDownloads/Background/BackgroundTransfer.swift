@@ -24,7 +24,7 @@ public struct BackgroundTransfer: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The `Range` field to send, `nil` for a whole resource.
-    public var rangeField: String? { range.map(RangeSpecifier.headerValue(for:)) }
+    package var rangeField: String? { range.map(RangeSpecifier.headerValue(for:)) }
 
     /// What the task carries: `mediacache/1 JOB FIRST-LAST KEY` (`*` for no range).
     public var taskDescription: String {
@@ -40,7 +40,7 @@ public struct BackgroundTransfer: Sendable, Hashable, CustomStringConvertible {
 
     /// The transfer a task's description names; `nil` for any other text (a task another part
     /// of the app started, a description cut or altered).
-    public init?(taskDescription text: String) {
+    package init?(taskDescription text: String) {
         guard text.utf8.count <= Self.maximumDescriptionBytes else { return nil }
         let parts = text.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == Self.prefix, Self.isJobID(parts[1]), !parts[3].isEmpty else { return nil }
