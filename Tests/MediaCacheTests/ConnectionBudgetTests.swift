@@ -133,11 +133,7 @@ import Testing
         let url = URL(string: "http://origin.test/a")!
         let own = try await budget.acquire(for: url, isOwn: true)
         let promotion = ConnectionBudget.Promotion()
-        let waiting = Task {
-            try await ConnectionBudget.Promotion.$current.withValue(promotion) {
-                try await budget.acquire(for: url, isOwn: true)
-            }
-        }
+        let waiting = Task { try await budget.acquire(for: url, isOwn: true, promotion: promotion) }
         while budget.usage(of: url).waiting < 1 { await Task.yield() }
         promotion.promote()
         let joined = try await waiting.value
@@ -155,9 +151,7 @@ import Testing
         let early = ConnectionBudget.Promotion()
         early.promote()
         let first = try await budget.acquire(for: url, isOwn: true)
-        let second = try await ConnectionBudget.Promotion.$current.withValue(early) {
-            try await budget.acquire(for: url, isOwn: true)
-        }
+        let second = try await budget.acquire(for: url, isOwn: true, promotion: early)
         #expect(budget.usage(of: url).inUse == 2)
         first.release()
         second.release()

@@ -18,17 +18,15 @@ import Testing
         let priority = OriginPriority(grace: .milliseconds(250), timer: timer)
         let release = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let player = Task {
-            await priority.whilePlayerWaits {
+            await priority.whilePlayerWaits(.player) {
                 await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
             }
         }
         try await waitUntil { release.withLock { $0 != nil } && priority.playersWaiting == 1 }
         let wentOn = Atomic<Bool>(false)
         let transfer = Task {
-            await OriginPriority.$isCachesOwn.withValue(true) {
-                var seen = priority.generation
-                await priority.yieldToPlayers(seen: &seen)
-            }
+            var seen = priority.generation
+            await priority.yieldToPlayers(seen: &seen)
             wentOn.store(true, ordering: .releasing)
         }
         try await waitUntil { priority.parkedTransfers == 1 }

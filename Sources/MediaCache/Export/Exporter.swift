@@ -179,15 +179,18 @@ struct Exporter: Sendable {
     private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws
         -> PrefetchPlan
     {
-        if let options { return try await reader.planner.hlsPlan(url, options: options) }
+        if let options { return try await reader.planner(for: .player).hlsPlan(url, options: options) }
         let imports = master?.definitions ?? [:]
-        guard let master else { return try await reader.planner.hlsPlan(url, options: HLSPrefetchOptions()) }
+        guard let master else {
+            return try await reader.planner(for: .player).hlsPlan(url, options: HLSPrefetchOptions())
+        }
         var playlists: [URL] = []
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
         for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
             guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
-                let plan = try? await reader.planner.hlsPlan(playlist, options: HLSPrefetchOptions(), imports: imports),
+                let plan = try? await reader.planner(for: .player).hlsPlan(
+                    playlist, options: HLSPrefetchOptions(), imports: imports),
                 plan.items.allSatisfy(reader.held.isHeld)
             else { continue }
             playlists.append(playlist)
@@ -212,7 +215,7 @@ struct Exporter: Sendable {
                 .outOfBounds,
                 "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
         }
-        let (manifest, base) = try await reader.planner.dashManifest(url)
+        let (manifest, base) = try await reader.planner(for: .player).dashManifest(url)
         let presentation = manifest.presentation(base: base)
         let chosen: [DASHPresentation.Representation]
         if let options {

@@ -8,6 +8,11 @@ import Synchronization
 /// the end of its file, whether the network allows it now, and what each has stored. A
 /// transfer asks ``admits`` when the origin answers a player's request, and says when the
 /// fill ends; nothing here fetches.
+///
+/// At most ``capacity`` fills run at once: a new play's fill takes the place of the oldest, one
+/// no player reads first (``FillPolicy/superseded(_:capacity:)``), which ends as a fill (it goes
+/// on only as far as its readers read). The newest play is the one the user listens to; a fill
+/// per skipped song would hold entries open and fetch what nobody plays.
 package final class FillOnPlay: Sendable {
     /// A fill under way, for the status page.
     package struct Progress: Sendable, Equatable, Codable {
@@ -16,16 +21,27 @@ package final class FillOnPlay: Sendable {
         package var length: Int64
     }
 
+    private struct Active {
+        var download: SharedDownload
+        var length: Int64
+        /// When it started, in the order of starts.
+        var order: UInt64
+    }
+
     private struct State {
         var allowed = true
-        var active: [ObjectIdentifier: (download: SharedDownload, length: Int64)] = [:]
+        var active: [ObjectIdentifier: Active] = [:]
+        var started: UInt64 = 0
     }
 
     let policy: FillPolicy
+    /// How many fills may run at once.
+    let capacity: Int
     private let state = Mutex(State())
 
-    init(policy: FillPolicy) {
+    init(policy: FillPolicy, capacity: Int) {
         self.policy = policy
+        self.capacity = max(1, capacity)
     }
 
     /// Whether fills may start: not on a metered network (the download rules' judgement),
@@ -42,18 +58,30 @@ package final class FillOnPlay: Sendable {
             && policy.covers(mimeType: metadata.mimeType, length: metadata.length, path: url.path)
     }
 
-    /// Records that `download` fills its file of `length` bytes.
+    /// Records that `download` fills its file of `length` bytes, and ends the fills it takes the
+    /// place of (beyond ``capacity``).
     func started(_ download: SharedDownload, length: Int64) {
-        state.withLock {
-            $0.active[ObjectIdentifier(download)] = (download, length)
+        let running = state.withLock { state -> [SharedDownload] in
+            state.started += 1
+            state.active[ObjectIdentifier(download)] = Active(download: download, length: length, order: state.started)
+            return state.active.values.sorted { $0.order < $1.order }.map(\.download)
         }
         CacheMetrics.fill(.started)
+        // (Each download's readers are looked at outside the lock: its own lock is taken.)
+        let superseded = FillPolicy.superseded(running.map(\.servesPlayer), capacity: capacity)
+        for index in superseded { running[index].stopFilling(.superseded) }
     }
 
-    /// Records that the fill of `download` ended: the file whole, or not.
-    func ended(_ download: SharedDownload, whole: Bool) {
+    /// Records that the fill of `download` ended: the file whole, or not (and why).
+    func ended(_ download: SharedDownload, whole: Bool, reason: FillStop?) {
         let removed = state.withLock { $0.active.removeValue(forKey: ObjectIdentifier(download)) != nil }
-        if removed { CacheMetrics.fill(whole ? .completed : .stopped) }
+        guard removed else { return }
+        if whole {
+            CacheMetrics.fill(.completed)
+        } else {
+            CacheMetrics.fill(.stopped)
+            CacheMetrics.fillStopped(reason ?? .originFailed)
+        }
     }
 
     /// The fills under way, their positions now.
@@ -63,4 +91,21 @@ package final class FillOnPlay: Sendable {
         }
         .sorted { $0.url < $1.url }
     }
+}
+
+/// Why a fill on play ended before its file was whole: every fill that does not complete stops
+/// for one of these (counted in `mediacache_fill_stops_total{reason}`).
+enum FillStop: String, Sendable, CaseIterable, Equatable {
+    /// The network turned metered or low-data (the download rules).
+    case metered
+    /// Newer plays took the places of the fills (``FillOnPlay/capacity``).
+    case superseded
+    /// The store refused its bytes (full of entries in use, a disk that failed).
+    case storeRefused = "store_refused"
+    /// Its entry was evicted, removed, or replaced by another version.
+    case entryRemoved = "entry_removed"
+    /// The origin failed past the retries.
+    case originFailed = "origin_failed"
+    /// The cache shut down.
+    case shutDown = "shut_down"
 }

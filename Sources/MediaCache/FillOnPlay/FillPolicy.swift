@@ -55,6 +55,16 @@ public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
         return audioExtensions.contains(ext) || videoExtensions.contains(ext)
     }
 
+    /// Which of the fills under way, oldest first (each saying whether a player reads it), end
+    /// so that at most `capacity` run: the oldest no player reads, then the oldest. Their indices.
+    static func superseded(_ readByPlayer: [Bool], capacity: Int) -> [Int] {
+        let excess = readByPlayer.count - max(1, capacity)
+        guard excess > 0 else { return [] }
+        let unread = readByPlayer.indices.filter { !readByPlayer[$0] }
+        let read = readByPlayer.indices.filter { readByPlayer[$0] }
+        return Array((unread + read).prefix(excess)).sorted()
+    }
+
     static let audioExtensions: Set<String> = ["mp3", "m4a", "m4b", "aac", "ogg", "oga", "opus", "flac", "wav", "mka"]
     static let videoExtensions: Set<String> = ["mp4", "m4v", "m4s", "mov", "mkv", "webm", "ts", "ogv", "3gp"]
     static let playlistTypes: Set<String> = [

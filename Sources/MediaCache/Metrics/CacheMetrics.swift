@@ -92,7 +92,7 @@ package enum CacheMetrics {
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
             cacheEntries, rejectedBlocks, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
-            preloadHits, preloads, downloadWaits, fills, changesMidRead, failovers, renewals,
+            preloadHits, preloads, downloadWaits, fills, fillStops, changesMidRead, failovers, renewals,
             diskFree, backgroundTransfers
         )
     }
@@ -181,6 +181,13 @@ package enum CacheMetrics {
 
     static func fill(_ outcome: Fill) {
         fills[outcome]?.increment()
+    }
+
+    private static let fillStops = counters(FillStop.self, label: "mediacache_fill_stops_total", dimension: "reason")
+
+    /// A fill ended before its file was whole, for `reason`.
+    static func fillStopped(_ reason: FillStop) {
+        fillStops[reason]?.increment()
     }
 
     /// A counter `label` for each outcome of `Outcome`, its dimension `dimension`.

@@ -5,30 +5,38 @@ import Foundation
 import NIOCore
 import Synchronization
 
-/// An origin fetcher that counts the requests and body bytes of the one it wraps, notes
-/// which origins failed when last asked, and sends a request only when its host's
-/// ``ConnectionBudget`` gives it a connection, held until its body is read or dropped.
-struct MeteredFetcher: OriginFetcher {
+/// The read path's way to its origins: counts the requests and body bytes of the fetcher it
+/// wraps, notes which origins failed when last asked, and sends a request only when its host's
+/// ``ConnectionBudget`` gives it a connection for the ``Requester`` it is for, held until its
+/// body is read or dropped. Every request says who it is for: there is no default.
+struct MeteredFetcher: Sendable {
     let base: any OriginFetcher
-    /// Added to the requests of the cache's own work (``OriginPriority/isCachesOwn``).
+    /// Added to the requests of the cache's own work.
     var ownRequestFields: RequestHeaders = []
     let budget: ConnectionBudget
     let reachability = OriginReachability()
 
-    func contentInfo(for url: URL, headers: RequestHeaders) async throws -> ContentMetadata {
-        let hold = try await budget.acquire(for: url, isOwn: OriginPriority.isCachesOwn)
+    /// The content information of `url` (a `HEAD`), asked for `requester`.
+    func contentInfo(for url: URL, headers: RequestHeaders, as requester: Requester) async throws -> ContentMetadata {
+        let hold = try await budget.acquire(for: url, isOwn: !requester.isPlayer)
         defer { hold.release() }
         CacheMetrics.originRequests.increment()
-        return try await reachability.noting(url) { try await base.contentInfo(for: url, headers: marked(headers)) }
+        return try await reachability.noting(url) {
+            try await base.contentInfo(for: url, headers: marked(headers, requester))
+        }
     }
 
-    func fetch(_ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders) async throws -> OriginResponse
-    {
-        let hold = try await budget.acquire(for: url, isOwn: OriginPriority.isCachesOwn)
+    /// A `GET` of `range` of `url` for `requester`; a request of the cache's own that a player
+    /// comes to need is made a player's through `promotion` (``ConnectionBudget/Promotion``).
+    func fetch(
+        _ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders, as requester: Requester,
+        promotion: ConnectionBudget.Promotion? = nil
+    ) async throws -> OriginResponse {
+        let hold = try await budget.acquire(for: url, isOwn: !requester.isPlayer, promotion: promotion)
         CacheMetrics.originRequests.increment()
         do {
             var response = try await reachability.noting(url) {
-                try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers))
+                try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers, requester))
             }
             response.body = CountedBody(base: response.body, hold: hold)
             return response
@@ -39,10 +47,11 @@ struct MeteredFetcher: OriginFetcher {
     }
 
     /// `headers` with ``ownRequestFields`` when the request is the cache's own.
-    private func marked(_ headers: RequestHeaders) -> RequestHeaders {
-        ownRequestFields.isEmpty || !OriginPriority.isCachesOwn ? headers : headers + ownRequestFields
+    private func marked(_ headers: RequestHeaders, _ requester: Requester) -> RequestHeaders {
+        ownRequestFields.isEmpty || requester.isPlayer ? headers : headers + ownRequestFields
     }
 
+    /// See ``OriginFetcher/checkOrigin(_:)``.
     func checkOrigin(_ url: URL) throws {
         try base.checkOrigin(url)
     }

@@ -18,9 +18,11 @@ extension DownloadQueue {
     /// does not idle a round trip between pieces, and at most two are in flight. (A window
     /// measured from the pieces' round trip and rate was tried: pieces that waited behind
     /// others read as a longer round trip, the window grew, and players waited behind it.)
-    func fetchFile(_ job: DownloadJob, progress: @escaping @Sendable (PrefetchProgress) -> Void) async throws {
+    func fetchFile(
+        _ job: DownloadJob, as requester: Requester, progress: @escaping @Sendable (PrefetchProgress) -> Void
+    ) async throws {
         guard let length = job.bytesTotal, length > Self.piece else {
-            _ = try await reader.prefetch(job.url, progress: progress)
+            _ = try await reader.prefetch(job.url, as: requester, progress: progress)
             return
         }
         let pieces = stride(from: Int64(0), to: length, by: Int(Self.piece)).map {
@@ -42,12 +44,12 @@ extension DownloadQueue {
             var waiting = ticks.makeAsyncIterator()
             for (index, piece) in pieces.enumerated() {
                 if !reader.held.isHeld(PrefetchItem(url: job.url, range: piece)) {
-                    try DownloadPacer.current?.admit(piece.length)
+                    try requester.pacer?.admit(piece.length)
                 }
                 tally.started(index)
                 group.addTask { [reader] in
                     do {
-                        _ = try await reader.prefetch(job.url, range: piece) { partial in
+                        _ = try await reader.prefetch(job.url, range: piece, as: requester) { partial in
                             tally.arrived(partial.bytesDone, of: index)
                             report()
                         }
@@ -151,8 +153,8 @@ final class PieceTally: Sendable {
 extension DownloadQueue {
     // MARK: Running
 
-    /// Downloads the job `id` through the read path, then settles it.
-    func run(_ id: String) async {
+    /// Downloads the job `id` through the read path as `requester`'s work, then settles it.
+    func run(_ id: String, as requester: Requester) async {
         guard let job = state.withLock({ $0.jobs[id] }) else { return }
         try? await persist(id)
         configuration.logger.info(
@@ -164,10 +166,10 @@ extension DownloadQueue {
         do {
             let progress: @Sendable (PrefetchProgress) -> Void = { [self] progress in record(progress, of: id) }
             if job.isRecording {
-                try await recordings.run(id)
+                try await recorder(as: requester).run(id)
             } else if let asset = job.asset {
                 let options = HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds)
-                let plan = try await reader.planner.plan(job.url, kind: asset.format, options: options)
+                let plan = try await reader.planner(for: requester).plan(job.url, kind: asset.format, options: options)
                 state.withLock { $0.running[id]?.plan = plan.renditions }
                 // A playlist may name more than when it was pinned: those are pinned too.
                 let keys = Self.keys(of: plan, in: store)
@@ -176,14 +178,14 @@ extension DownloadQueue {
                 if let transfers = configuration.backgroundTransfers {
                     try await fetchInBackground(id, items: plan.items, transfers: transfers, progress: progress)
                 } else {
-                    _ = try await Prefetcher(reader: reader).run(
+                    _ = try await Prefetcher(reader: reader, requester: requester).run(
                         plan.items, playlists: plan.playlists, options: options, progress: progress)
                 }
             } else if let transfers = configuration.backgroundTransfers {
                 let items = [PrefetchItem(url: job.url, range: job.bytesTotal.map { ByteRange(0, $0) })]
                 try await fetchInBackground(id, items: items, transfers: transfers, progress: progress)
             } else {
-                try await fetchFile(job, progress: progress)
+                try await fetchFile(job, as: requester, progress: progress)
             }
             // Finished only when every byte is stored: the disk may have refused some.
             if !Task.isCancelled, !job.isRecording, let short = shortfall(id) { throw short }
@@ -293,8 +295,8 @@ extension DownloadQueue {
         {
             return existing
         }
-        let metadata = try await reader.contentInfo(for: url)
-        guard let kind = try await reader.manifestKind(url, metadata) else {
+        let metadata = try await reader.contentInfo(for: url, as: .own(.recording))
+        guard let kind = try await reader.manifestKind(url, metadata, as: .own(.recording)) else {
             throw CacheError(
                 .originRejected,
                 "\(url.absoluteString.prefix(200)) is neither an HLS playlist nor a DASH manifest; a recording follows a live stream."
@@ -323,7 +325,12 @@ extension DownloadQueue {
 
 extension DownloadQueue: RecordingJobs {
     /// The recordings this queue runs (see ``Recorder``).
-    package var recordings: Recorder { Recorder(jobs: self, reader: reader, logger: configuration.logger) }
+    package var recordings: Recorder { recorder(as: .own(.recording)) }
+
+    /// The recordings this queue runs, reading as `requester` (a running job's, with its pacer).
+    func recorder(as requester: Requester) -> Recorder {
+        Recorder(jobs: self, reader: reader, logger: configuration.logger, requester: requester)
+    }
 
     func job(_ id: String) -> DownloadJob? { state.withLock { $0.jobs[id] } }
 

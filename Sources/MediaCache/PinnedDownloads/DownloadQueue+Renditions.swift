@@ -23,7 +23,7 @@ extension DownloadQueue {
                 .notCached, "No download job pins renditions of \(url.absoluteString.prefix(200)).",
                 remedy: CacheError.Remedy(.listJobs))
         }
-        let plan = try await reader.planner.plan(
+        let plan = try await reader.planner(for: .own(.pin)).plan(
             job.url, kind: asset.format,
             options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         var choice = asset.renditions
@@ -91,11 +91,9 @@ extension DownloadQueue {
         var keys = [store.key(for: url)]
         var plan: PrefetchPlan?
         if let asset = job.asset {
-            plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.planner.plan(
-                    url, kind: asset.format,
-                    options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
-            }
+            plan = try await reader.planner(for: .own(.pin)).plan(
+                url, kind: asset.format,
+                options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
             keys += Self.keys(of: plan!, in: store)
         }
         let states = plan.map(renditionStates)
@@ -117,11 +115,9 @@ extension DownloadQueue {
         let job = try current(id)
         guard var asset = job.asset else { return job }
         asset.renditions = choice.resolved
-        let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-            try await reader.planner.plan(
-                job.url, kind: asset.format,
-                options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
-        }
+        let plan = try await reader.planner(for: .own(.pin)).plan(
+            job.url, kind: asset.format,
+            options: HLSPrefetchOptions(renditions: asset.renditions, seconds: asset.seconds))
         var proposed = job
         var seen: Set<CacheKey> = []
         proposed.keys = ([store.key(for: job.url)] + Self.keys(of: plan, in: store)).filter { seen.insert($0).inserted }

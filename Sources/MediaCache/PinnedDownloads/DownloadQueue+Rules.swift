@@ -146,13 +146,10 @@ extension DownloadQueue {
         state.publish(.changed(state.jobs[id]!))
         let own = job.rules?.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
         let pacer = DownloadPacer(rates: [rate, own].compactMap { $0 }, store: store)
-        // A pinned download is the cache's own work: it gives way to players (`OriginPriority`),
-        // within the rate caps.
-        state.running[id]!.task = Task {
-            await DownloadPacer.$current.withValue(pacer) {
-                await OriginPriority.$isCachesOwn.withValue(true) { await self.run(id) }
-            }
-        }
+        // A pinned download (or a recording) is the cache's own work: it gives way to players
+        // (``TransferPolicy``), within the rate caps.
+        let requester = Requester.own(job.isRecording ? .recording : .pin, pacer: pacer)
+        state.running[id]!.task = Task { await self.run(id, as: requester) }
     }
 
     /// While jobs are unfinished, looks at the disk's free space and the time again every

@@ -238,16 +238,14 @@ public final class DownloadQueue: Sendable {
             }
             return try await resumed(existing)
         }
-        let metadata = try await reader.contentInfo(for: url)
+        let metadata = try await reader.contentInfo(for: url, as: .own(.pin))
         var job = DownloadJob(id: Self.makeID(), url: url, state: .queued, createdAt: store.configuration.clock.now)
         job.rules = rules.isEmpty ? nil : rules
         var keys = [key]
-        if let kind = try await reader.manifestKind(url, metadata) {
+        if let kind = try await reader.manifestKind(url, metadata, as: .own(.pin)) {
             let asset = DownloadJob.AssetChoice(format: kind, renditions: renditions, seconds: seconds)
-            let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-                try await reader.planner.plan(
-                    url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
-            }
+            let plan = try await reader.planner(for: .own(.pin)).plan(
+                url, kind: kind, options: HLSPrefetchOptions(renditions: asset.renditions, seconds: seconds))
             keys += Self.keys(of: plan, in: store)
             job.asset = asset
             job.bytesTotal = plan.estimatedBytes

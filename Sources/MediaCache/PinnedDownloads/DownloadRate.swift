@@ -38,22 +38,18 @@ final class DownloadRate: Sendable {
         bucket = Mutex(RateBucket(bytesPerSecond: bytesPerSecond))
     }
 
-    /// Waits until `bytes` more are within the rate.
-    func take(_ bytes: Int) async {
+    /// Takes `bytes`: how long to wait before they are within the rate.
+    func take(_ bytes: Int) -> Duration {
         let now = ContinuousClock.now - start
-        let wait = bucket.withLock { $0.take(bytes, at: now) }
-        if wait > .zero { try? await Task.sleep(for: wait) }
+        return bucket.withLock { $0.take(bytes, at: now) }
     }
 }
 
 /// What paces a pinned download's transfers: the rate caps it is under (the queue's, its own),
-/// taken before each chunk, and the disk's room, asked before each piece or resource. An origin
-/// transfer of the cache's own started from a job's task finds it there; a transfer a player
-/// reads is never held back.
+/// taken before each chunk, and the disk's room, asked before each piece or resource. The job's
+/// ``Requester`` carries it to the transfers it starts; a transfer a player reads is never held
+/// back (``TransferPolicy``).
 final class DownloadPacer: Sendable {
-    /// The pacer of the job the current task downloads.
-    @TaskLocal static var current: DownloadPacer?
-
     /// What a pinned download asks for at a time, and so what it is paced by: 512 KiB.
     static let piece: Int64 = 512 << 10
 
@@ -65,9 +61,9 @@ final class DownloadPacer: Sendable {
         self.store = store
     }
 
-    /// Waits until `bytes` more are within every cap.
-    func take(_ bytes: Int) async {
-        for rate in rates { await rate.take(bytes) }
+    /// Takes `bytes` from every cap: how long to wait before they are within all of them.
+    func take(_ bytes: Int) -> Duration {
+        rates.reduce(.zero) { max($0, $1.take(bytes)) }
     }
 
     /// Throws ``RoomWanted`` when the disk has less room above its floor than `bytes` (at most

@@ -8,6 +8,8 @@ import Foundation
 /// the playlists and manifests through the read path (so they are stored too).
 struct AssetPlanner: Sendable {
     let reader: CachingReader
+    /// Whose reads of the playlists and manifests they are.
+    let requester: Requester
 
     /// The media playlists and resources a prefetch of `url` stores.
     func hlsPlan(_ url: URL, options: HLSPrefetchOptions, imports: [String: String] = [:]) async throws -> PrefetchPlan
@@ -84,7 +86,7 @@ struct AssetPlanner: Sendable {
     private func parsedPlaylist(_ url: URL, headers: RequestHeaders, imports: [String: String] = [:]) async throws -> (
         HLSPlaylist, base: URL
     ) {
-        let (body, metadata) = try await reader.playlistBody(url, headers: headers)
+        let (body, metadata) = try await reader.playlistBody(url, headers: headers, as: requester)
         do {
             return (try HLSPlaylist(parsing: body, url: url, imports: imports), metadata.finalURL ?? url)
         } catch let error as HLSPlaylistError {
@@ -134,7 +136,7 @@ struct AssetPlanner: Sendable {
     /// resolve against.
     /// - Throws: ``CacheError`` `.originRejected` for one that cannot be read or is live.
     func dashManifest(_ url: URL, headers: RequestHeaders = []) async throws -> (manifest: DASHManifest, base: URL) {
-        let (body, metadata) = try await reader.playlistBody(url, headers: headers)
+        let (body, metadata) = try await reader.playlistBody(url, headers: headers, as: requester)
         let manifest: DASHManifest
         do {
             manifest = try DASHManifest(parsing: body)

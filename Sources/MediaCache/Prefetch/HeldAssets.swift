@@ -36,7 +36,10 @@ package struct HeldAssets: Sendable {
 
     /// Whether the media playlist at `url` and every segment and init section it names are stored.
     func isPlaylistHeld(_ url: URL, imports: [String: String] = [:]) async -> Bool {
-        guard let plan = try? await reader.planner.hlsPlan(url, options: HLSPrefetchOptions(), imports: imports) else {
+        guard
+            let plan = try? await reader.planner(for: .player).hlsPlan(
+                url, options: HLSPrefetchOptions(), imports: imports)
+        else {
             return false
         }
         return plan.items.allSatisfy(isHeld)
@@ -86,7 +89,7 @@ package struct HeldAssets: Sendable {
         var started: Set<URL> = []
         for variant in master.variants {
             guard let url = HLSPlaylist.resolve(variant.uri, base: base),
-                let plan = try? await offline.reader.planner.hlsPlan(
+                let plan = try? await offline.reader.planner(for: .player).hlsPlan(
                     url, options: HLSPrefetchOptions(), imports: master.definitions),
                 !plan.items.isEmpty, plan.items.prefix(2).allSatisfy(isHeld)
             else { continue }

@@ -5,10 +5,13 @@ import Foundation
 import Synchronization
 
 /// Stores resources ahead of a player, as a player's reads would, `options.concurrency` at a
-/// time, as the cache's own work (its origin transfers give way to players, ``OriginPriority``):
-/// what ``CachingReader``'s prefetches, pins, preloads and segment read-ahead run.
+/// time, as the cache's own work of its ``Requester`` (its origin transfers give way to players,
+/// ``TransferPolicy``): what ``CachingReader``'s prefetches, pins, preloads and segment
+/// read-ahead run.
 struct Prefetcher: Sendable {
     let reader: CachingReader
+    /// Whose work it is (never a player: see ``CachingReader/read(_:offset:length:headers:planned:)``).
+    let requester: Requester
 
     /// Stores `items`, `options.concurrency` at a time, reporting progress.
     func run(
@@ -16,11 +19,7 @@ struct Prefetcher: Sendable {
         progress: @escaping @Sendable (PrefetchProgress) -> Void
     ) async throws -> PrefetchProgress {
         let tracker = PrefetchTracker(items: items, playlists: playlists, progress: progress)
-        // A prefetch is the cache's own work (so are read-ahead and pinned downloads, which come
-        // here): its origin transfers give way to players (``OriginPriority``).
-        try await OriginPriority.$isCachesOwn.withValue(true) {
-            try await prefetchAll(items, options: options, tracker: tracker)
-        }
+        try await prefetchAll(items, options: options, tracker: tracker)
         return tracker.progress
     }
 
@@ -58,21 +57,22 @@ struct Prefetcher: Sendable {
         // Already stored and current: nothing to fetch.
         if let metadata = reader.cachedContentInfo(for: item.url), let total = metadata.length {
             let range = item.range.map { ByteRange($0.lowerBound, min($0.upperBound, total)) } ?? ByteRange(0, total)
-            if range.isEmpty || reader.storedLease(for: item.url)?.holds(range) == true {
+            if range.isEmpty || reader.storedLease(for: item.url, as: requester)?.holds(range) == true {
                 if item.range == nil { length(total) }
                 stored(range.length, true)
                 return
             }
         }
         // A pinned download waits for disk space rather than fetch what it cannot keep.
-        try DownloadPacer.current?.admit(item.range?.length ?? DownloadPacer.piece)
+        try requester.pacer?.admit(item.range?.length ?? DownloadPacer.piece)
         // One round trip for an uncached resource: its first GET gives the content
         // information, and its body is the download the read joins.
         _ = try await reader.contentInfo(
             for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length,
-            headers: options.headers)
+            headers: options.headers, as: requester)
         let stream = try await reader.read(
-            item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers)
+            item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers,
+            as: requester)
         defer { stream.cancel() }
         if item.range == nil { length(stream.range.length) }
         // Stored parts come as file regions, which need not be read at all.

@@ -75,7 +75,7 @@ final class Preloader: Sendable {
 
     /// A player reads `key`: counted as a hit the first time after it was preloaded.
     func played(_ key: CacheKey) {
-        guard unplayedCount.load(ordering: .relaxed) > 0, !OriginPriority.isCachesOwn else { return }
+        guard unplayedCount.load(ordering: .relaxed) > 0 else { return }
         let (hit, count) = unplayed.withLock { keys in (keys.remove(key) != nil, keys.count) }
         guard hit else { return }
         unplayedCount.store(count, ordering: .relaxed)
@@ -94,7 +94,7 @@ final class Preloader: Sendable {
     private func start(_ starts: [PreloadQueueStateMachine.Start], from source: some PreloadSource) {
         for start in starts {
             owned.run { [self] in
-                let outcome = await OriginPriority.$isCachesOwn.withValue(true) { await run(start, from: source) }
+                let outcome = await run(start, from: source)
                 CacheMetrics.preloaded(outcome.metric)
                 self.start(machine.withLock { $0.finished(start.id, error: outcome.error) }, from: source)
             }

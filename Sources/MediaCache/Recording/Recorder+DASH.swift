@@ -39,8 +39,9 @@ extension Recorder {
                 let (manifest, metadata) = try await reloading(
                     id, job.url, failingSince: &failing,
                     {
-                        let info = try await reader.contentInfo(for: job.url, maximumAge: .milliseconds(500))
-                        let (body, metadata) = try await reader.playlistBody(job.url, planned: info)
+                        let info = try await reader.contentInfo(
+                            for: job.url, maximumAge: .milliseconds(500), as: requester)
+                        let (body, metadata) = try await reader.playlistBody(job.url, planned: info, as: requester)
                         do {
                             return (try DASHManifest(parsing: body), metadata)
                         } catch let error as DASHManifestError {

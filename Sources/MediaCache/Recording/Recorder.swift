@@ -55,6 +55,8 @@ package struct Recorder: Sendable {
     let jobs: any RecordingJobs
     let reader: CachingReader
     let logger: Logger
+    /// Whose work its reads are: a recording's (a running job's, with the job's pacer).
+    let requester: Requester
 
     var store: CacheStore { reader.store }
 
@@ -106,8 +108,10 @@ package struct Recorder: Sendable {
                     let (playlist, snapshot) = try await reloading(
                         id, media, failingSince: &failing,
                         {
-                            let info = try await reader.contentInfo(for: media, maximumAge: .milliseconds(500))
-                            let (body, metadata) = try await reader.playlistBody(media, planned: info)
+                            let info = try await reader.contentInfo(
+                                for: media, maximumAge: .milliseconds(500), as: requester)
+                            let (body, metadata) = try await reader.playlistBody(
+                                media, planned: info, as: requester)
                             let playlist = try HLSPlaylist(parsing: body)
                             return (
                                 playlist, try RecordedSegment.segments(of: playlist, base: metadata.finalURL ?? media)
@@ -196,7 +200,7 @@ package struct Recorder: Sendable {
         let job = try current(id)
         guard let recording = job.recording?.hls else { throw DownloadJob.missing(id) }
         if let known = recording.mediaPlaylist { return [known] + recording.renditions.map(\.url) }
-        let (body, metadata) = try await reader.playlistBody(job.url)
+        let (body, metadata) = try await reader.playlistBody(job.url, as: requester)
         let playlist = try HLSPlaylist(parsing: body)
         guard playlist.isMaster else {
             jobs.updateHLS(of: id) { $0.mediaPlaylist = job.url }
@@ -227,8 +231,8 @@ package struct Recorder: Sendable {
             if !added.isEmpty { try await store.pin(added) }
             guard !segment.gap else { continue }
             do {
-                for extra in extras { _ = try await reader.prefetch(extra) }
-                let done = try await reader.prefetch(url, range: segment.range)
+                for extra in extras { _ = try await reader.prefetch(extra, as: requester) }
+                let done = try await reader.prefetch(url, range: segment.range, as: requester)
                 if !reader.held.isHeld(PrefetchItem(url: url, range: segment.range)) {
                     let quota = store.configuration.pinnedQuota
                     if store.pinnedBytes + max(done.bytesDone, 1) > quota {

@@ -48,6 +48,8 @@ package enum MetricsHelp {
             "Pinned downloads' transfers on a system session (iOS background URLSession), by outcome (imported, rejected: not what was asked for, failed); rejected and failed ones are logged.",
         "mediacache_fills_total":
             "Fills on play (a played file fetched on to its end as the cache's own work), by outcome (started, completed, stopped).",
+        "mediacache_fill_stops_total":
+            "Fills on play that ended before their file was whole, by reason (metered, superseded: newer plays took their places, store_refused, entry_removed, origin_failed, shut_down).",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
         "mediacache_preloads_total":
             "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",

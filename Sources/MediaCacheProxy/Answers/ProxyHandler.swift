@@ -311,7 +311,7 @@ struct ProxyHandler: Sendable {
         case .read(_, let specifier):
             // The range is resolved again if the read finds another version (see `read`).
             let stream = try await reader.read(
-                request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil)
+                request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil), as: .player
             ) { total in
                 specifier.map { $0.resolve(length: total) } ?? ByteRange(0, total)
             }

@@ -32,7 +32,8 @@ final class ConnectionBudget: Sendable {
     /// A request of the cache's own that a player may come to need (a read-ahead or prefetch
     /// download a player joins): ``promote()`` makes it a player's, in the queue and in the
     /// count, so the player never waits behind the cache's own share. The download's transfer
-    /// sets one for each request it sends (``current``); a player that joins calls it.
+    /// makes one for each request it sends (``SharedDownload/sending(_:)``) and hands it to
+    /// ``ConnectionBudget/acquire(for:isOwn:promotion:)``; a player that joins calls it.
     final class Promotion: Sendable {
         private struct Waiting {
             var budget: ConnectionBudget
@@ -42,9 +43,6 @@ final class ConnectionBudget: Sendable {
         private let state = Mutex<(waiting: Waiting?, promoted: Bool)>((nil, false))
 
         init() {}
-
-        /// The promotion of the request being sent, if its sender set one.
-        @TaskLocal static var current: Promotion?
 
         var isPromoted: Bool { state.withLock { $0.promoted } }
 
@@ -126,9 +124,11 @@ final class ConnectionBudget: Sendable {
     /// A connection to `url`'s host for one request, waiting for one if need be (a player
     /// ahead of the cache's own work). Throws `CancellationError` when the task is
     /// cancelled while it waits.
-    func acquire(for url: URL, isOwn: Bool) async throws -> Hold {
+    /// - Parameter promotion: for a request of the cache's own (`isOwn`), what makes it a
+    ///   player's when a player comes to need it.
+    func acquire(for url: URL, isOwn: Bool, promotion: Promotion? = nil) async throws -> Hold {
         let host = OriginReachability.origin(of: url)
-        let promotion = isOwn ? Promotion.current : nil
+        let promotion = isOwn ? promotion : nil
         let isOwn = isOwn && promotion?.isPromoted != true
         let (id, holds, inUse, waitsToLog) = state.withLock { state in
             let id = state.nextID

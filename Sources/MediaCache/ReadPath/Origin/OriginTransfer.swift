@@ -13,36 +13,40 @@ import Synchronization
 /// delivers what arrives to the ``SharedDownload`` (which wakes only the readers waiting for it)
 /// while writing it to the store, and resumes a broken connection. Runs on the download's
 /// own task, with what it is given: it does not call back into the ``CachingReader``.
+///
+/// Whose its requests are, when it gives way to players, lets its connection go, fills its file or
+/// keeps to a pin's rate is decided by its ``TransferPolicy``, asked at each step with what the
+/// transfer sees; this type carries out the answers and decides nothing of that itself.
 struct OriginTransfer: Sendable {
     let store: CacheStore
-    let fetcher: any OriginFetcher
+    let fetcher: MeteredFetcher
     let configuration: CachingReader.Configuration
     /// Where the transfer records that the origin gave the entry's version, and the plays its
     /// requests keep to.
     let plays: Plays
     let download: SharedDownload
-    /// An answer that was already asked for (the probe's), used for the first request.
-    let firstResponse: OriginResponse?
+    /// An answer that was already asked for (the probe's), taken by the first request: held
+    /// nowhere else, so that once the transfer is done with it nothing keeps its connection.
+    let firstResponse: HeldResponse?
     /// Where a transfer that serves no player gives way to players (see ``OriginPriority``).
     let priority: OriginPriority
-    /// Whether a player's download goes on to the end of its file (``FillPolicy``).
+    /// The fills under way, and whether the network allows them (``FillPolicy``).
     let fills: FillOnPlay
-    /// The origin connections, which a fill no player reads lets go to a waiting player.
-    var budget: ConnectionBudget? = nil
 
     private var url: URL { download.url }
 
     func run() async {
         let handle = download.stores ? try? store.openEntry(download.key) : nil
+        var policy = TransferPolicy(startedBy: download.startedBy, answered: firstResponse != nil)
         defer {
             handle?.close()
             // Every way out ends the download, so no reader waits on a transfer that is gone.
             download.fail(CacheError(.originUnavailable, "The origin download of \(url.absoluteString) stopped."))
             download.transferEnded()
-            fills.ended(download, whole: download.isCompleted)
+            let whole = download.isCompleted
+            fills.ended(download, whole: whole, reason: whole ? nil : download.fillEndReason)
         }
         var storeWorks = handle != nil
-        var firstResponse = firstResponse
         var seen = priority.generation
         while !download.isFinished, !Task.isCancelled {
             let position = download.position
@@ -50,47 +54,46 @@ struct OriginTransfer: Sendable {
                 download.complete()
                 return
             }
-            // One request for the rest of the download's range, which is the read's own (as
-            // its player asked it): a request per window would cost a round trip each. How
-            // far it reads ahead of its readers is paced (see `read`), not cut into requests.
+            // The answer in hand (the probe's, to the end it asked for: the read's own range), or
+            // one request for the rest of the download's range, which is the read's own (as its
+            // player asked it): a request per window would cost a round trip each. How far it
+            // reads ahead of its readers is paced (see `read`), not cut into requests.
+            var response = firstResponse?.take()
             var requestEnd = download.end
-            if let first = firstResponse {
-                // The probe's answer, to the end it asked for: the read's own range.
+            if let first = response {
                 requestEnd = min(download.end, first.bodyEnd ?? download.end)
-            }
-            if !download.isFullBody, firstResponse == nil, let spans = try? handle?.spans() {
+            } else if !download.isFullBody, let spans = try? handle?.spans() {
                 // Never ask the origin for bytes the store has: another download may have
                 // stored them since this one was planned.
-                guard let hole = spans.holes(in: ByteRange(position, requestEnd)).first, hole.lowerBound == position
-                else {
+                guard let hole = spans.holes(in: ByteRange(position, requestEnd)).first else {
                     download.complete()
                     return
+                }
+                if hole.lowerBound > position {
+                    // A fill goes on at the next hole; another download has served its readers.
+                    guard policy.goesOnPastStoredBytes(situation), download.skip(to: hole.lowerBound) else {
+                        download.complete()
+                        return
+                    }
+                    continue
                 }
                 requestEnd = hole.upperBound
             }
             do {
                 let stored = try handle?.metadata()
-                let response: OriginResponse
-                if let first = firstResponse {
-                    response = first
-                    firstResponse = nil
-                } else {
-                    await yieldToPlayers(&seen)
-                    if download.isFinished || Task.isCancelled { return }
-                    // A fill no player reads asks as the cache's own: within its share of the
-                    // host's connections, behind players.
-                    let isOwn = OriginPriority.isCachesOwn || (download.isFilling && !download.servesPlayer)
-                    response = try await OriginPriority.$isCachesOwn.withValue(isOwn) {
-                        try await download.sending {
-                            try await fetchWithinPlay(
-                                range: download.isFullBody ? nil : ByteRange(position, requestEnd), stored: stored)
-                        }
+                if response == nil {
+                    guard let requester = await nextRequest(&policy, seen: &seen) else { return }
+                    response = try await download.sending { promotion in
+                        try await fetchWithinPlay(
+                            range: download.isFullBody ? nil : ByteRange(position, requestEnd), stored: stored,
+                            as: requester, promotion: promotion)
                     }
                 }
-                try response.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
-                if !response.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
-                if let handle, let stored, !stored.isSameVersion(as: response.metadata) {
-                    try handle.updateMetadata(response.metadata)
+                guard let answer = response else { return }
+                try answer.check(askedFrom: position, known: stored, url: url, logger: configuration.logger)
+                if !answer.metadata.isStorable { storeWorks = false }  // `no-store`: stream it through
+                if let handle, let stored, !stored.isSameVersion(as: answer.metadata) {
+                    try handle.updateMetadata(answer.metadata)
                     configuration.logger.warning(
                         "Resource changed at the origin while a read needed more of its version; dropped the cached version",
                         metadata: ["url": "\(url.absoluteString.prefix(200))"])
@@ -100,17 +103,32 @@ struct OriginTransfer: Sendable {
                             .resourceChanged, "\(url.absoluteString) changed at the origin while it was being read."))
                     return
                 }
-                try handle?.updateMetadata(response.metadata)
+                try handle?.updateMetadata(answer.metadata)
                 plays.validated(download.key)
                 download.responseReceived()
-                if fillIfPlayed(response.metadata) {
+                if fill(answer.metadata, &policy) {
                     // The answer in hand goes on past the player's range as far as it reaches.
-                    requestEnd = min(download.end, response.bodyEnd ?? download.end)
+                    requestEnd = min(download.end, answer.bodyEnd ?? download.end)
                 }
-                switch try await receive(response, until: requestEnd, into: storeWorks ? handle : nil, seen: &seen) {
-                case .done: break
+                let received = try await receive(
+                    answer, until: requestEnd, into: storeWorks ? handle : nil, policy: &policy, seen: &seen)
+                // Done with the answer: nothing else holds it, so its connection is let go now.
+                response = nil
+                switch received {
+                case .done: policy.bodyEnded()
+                case .storedAhead:
+                    // Another download stored the next bytes: the readers go on from the store,
+                    // and a fill at the next hole.
+                    policy.bodyEnded()
+                    if !policy.goesOnPastStoredBytes(situation) {
+                        download.complete()
+                        return
+                    }
+                    continue
                 case .stop: return
-                case .storeFailed: storeWorks = false
+                case .storeFailed:
+                    policy.bodyEnded()
+                    storeWorks = false
                 case .yielded: continue  // the rest with a request of the cache's own
                 }
                 if download.position < requestEnd, !download.isFinished, !Task.isCancelled {
@@ -118,6 +136,7 @@ struct OriginTransfer: Sendable {
                         .originUnavailable, "The origin's response ended at \(download.position) before \(requestEnd).")
                 }
             } catch {
+                policy.failed()
                 if download.isFinished || Task.isCancelled { return }
                 let cacheError = error as? CacheError
                 let retryable = cacheError.map { [.originUnavailable, .originTimedOut].contains($0.code) } ?? true
@@ -140,33 +159,57 @@ struct OriginTransfer: Sendable {
         }
     }
 
-    /// Asks for `range` of this download's resource where its play goes (``PlayRoute``).
-    private func fetchWithinPlay(range: ByteRange?, stored: ContentMetadata?) async throws -> OriginResponse {
-        try await PlayRoute(fetcher: fetcher, plays: plays, logger: configuration.logger).fetch(
-            url, key: download.key, stored: stored, range: range, ifRange: stored?.ifRangeValidator,
-            headers: download.headers)
+    /// What the policy sees now.
+    private var situation: TransferPolicy.Situation {
+        TransferPolicy.Situation(
+            servesPlayer: download.servesPlayer, isFilling: download.isFilling,
+            playerWaitsForConnection: fetcher.budget.playersWait(for: url), fillsAllowed: fills.isAllowed)
     }
 
-    /// Makes a player's download fill its file to the end, when the policy covers it and the
-    /// network allows (see ``FillPolicy``): the first answer goes on past the player's range.
-    private func fillIfPlayed(_ metadata: ContentMetadata) -> Bool {
-        // What cannot be stored (`no-store`, an entry that could not be opened) is not filled.
-        guard download.isPlayers, download.stores, metadata.isStorable, !download.isFullBody, !download.isFilling,
-            let length = metadata.length,
-            fills.admits(metadata, url: url), download.fill(to: length)
-        else { return false }
+    /// Whose the next request is, once the policy sends it (after giving way to players if it
+    /// says so); `nil` when the download ended meanwhile.
+    private func nextRequest(_ policy: inout TransferPolicy, seen: inout UInt64) async -> Requester? {
+        var action = policy.next(situation)
+        while true {
+            switch action {
+            case .send(let requester): return requester
+            case .yield:
+                await yieldToPlayers(&seen, policy)
+                if download.isFinished || Task.isCancelled { return nil }
+                action = policy.yielded(situation)
+            case .stopFilling, .pace, .deliver, .deliverAndLetGo:
+                preconditionFailure("\(action) before a request")
+            }
+        }
+    }
+
+    /// Asks for `range` of this download's resource where its play goes (``PlayRoute``).
+    private func fetchWithinPlay(
+        range: ByteRange?, stored: ContentMetadata?, as requester: Requester, promotion: ConnectionBudget.Promotion
+    ) async throws -> OriginResponse {
+        try await PlayRoute(fetcher: fetcher, plays: plays, logger: configuration.logger).fetch(
+            url, key: download.key, stored: stored, range: range, ifRange: stored?.ifRangeValidator,
+            headers: download.headers, as: requester, promotion: promotion)
+    }
+
+    /// Makes the download fill its file to the end when the policy says so and the download can
+    /// (see ``FillPolicy``): the answer in hand goes on past the player's range.
+    private func fill(_ metadata: ContentMetadata, _ policy: inout TransferPolicy) -> Bool {
+        let answer = TransferPolicy.Answer(
+            stores: download.stores, isStorable: metadata.isStorable, isFullBody: download.isFullBody,
+            isFilling: download.isFilling, length: metadata.length, isCovered: fills.admits(metadata, url: url))
+        guard policy.answered(answer), let length = metadata.length, download.fill(to: length) else { return false }
         fills.started(download, length: length)
         configuration.logger.debug(
             "Filling a played file to its end", metadata: ["url": "\(url.absoluteString.prefix(200))"])
         return true
     }
 
-    /// Waits while players wait on the origin, when no player reads this download.
-    private func yieldToPlayers(_ seen: inout UInt64) async {
+    /// Gives way to players: waits while players wait on the origin, until the policy ends the wait.
+    private func yieldToPlayers(_ seen: inout UInt64, _ policy: TransferPolicy) async {
         let started = ContinuousClock.now
         let before = seen
-        // A fill that holds a connection a player waits for stops yielding to let it go.
-        await priority.yieldToPlayers(seen: &seen) { download.servesPlayer || holdsWhatAPlayerWaitsFor }
+        await priority.yieldToPlayers(seen: &seen) { policy.endsWait(situation) }
         if seen != before, configuration.logger.logLevel <= .debug {
             configuration.logger.debug(
                 "A transfer of the cache's own gave way to players",
@@ -189,11 +232,13 @@ struct OriginTransfer: Sendable {
     private enum BodyEnd {
         /// The body reached `requestEnd` or ended.
         case done
-        /// The download is over (its readers left, or another download stored the rest).
+        /// The download is over (its readers left, its entry was replaced).
         case stop
+        /// Another download stored the next bytes first (in the entry this one writes to).
+        case storedAhead
         /// A write failed: the rest goes to readers from memory only.
         case storeFailed
-        /// A fill no player reads let its connection go to a player waiting for one: the
+        /// A transfer no player reads let its connection go to a player waiting for one: the
         /// download goes on with a new request, as the cache's own.
         case yielded
     }
@@ -206,11 +251,13 @@ struct OriginTransfer: Sendable {
     /// chunks gather, so a fast origin gets large writes and few thread hops per byte, and no
     /// reader waits for a write.
     private func receive(
-        _ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?, seen: inout UInt64
+        _ response: OriginResponse, until requestEnd: Int64, into handle: CacheEntryHandle?,
+        policy: inout TransferPolicy, seen: inout UInt64
     ) async throws -> BodyEnd {
         let start = download.position
         guard let handle else {
-            return try await read(response, from: start, until: requestEnd, into: nil, checking: nil, seen: &seen)
+            return try await read(
+                response, from: start, until: requestEnd, into: nil, checking: nil, policy: &policy, seen: &seen)
         }
         let queue = ChunkQueue(limit: configuration.writeBatchLimit)
         return try await withThrowingTaskGroup(of: BodyEnd.self) { group in
@@ -218,7 +265,8 @@ struct OriginTransfer: Sendable {
             let received: BodyEnd
             do {
                 received = try await read(
-                    response, from: start, until: requestEnd, into: queue, checking: handle, seen: &seen)
+                    response, from: start, until: requestEnd, into: queue, checking: handle, policy: &policy,
+                    seen: &seen)
             } catch {
                 queue.finish()
                 _ = try? await group.next()  // what was delivered is still stored
@@ -226,21 +274,18 @@ struct OriginTransfer: Sendable {
             }
             queue.finish()
             let stored = try await group.next() ?? .stop
-            if received == .stop, stored != .stop, !download.isFinished {
-                // Another download had stored the rest: the readers go on from the store.
-                download.complete()
-            }
             if received == .yielded { return stored == .storeFailed ? .stop : .yielded }
+            if received == .storedAhead { return stored == .stop ? .stop : .storedAhead }
             return received == .stop ? .stop : stored
         }
     }
 
     /// Reads the body, cut to `start ..< requestEnd`, delivering each chunk and queueing it
-    /// for the store (if `queue`); `.stop` when the download ended or another download has
-    /// stored the next bytes (in the entry `handle` writes to).
+    /// for the store (if `queue`); `.stop` when the download ended, `.storedAhead` when another
+    /// download has stored the next bytes (in the entry `handle` writes to).
     private func read(
         _ response: OriginResponse, from start: Int64, until requestEnd: Int64, into queue: ChunkQueue?,
-        checking handle: CacheEntryHandle?, seen: inout UInt64
+        checking handle: CacheEntryHandle?, policy: inout TransferPolicy, seen: inout UInt64
     ) async throws -> BodyEnd {
         var offset = response.bodyOffset
         var next = start
@@ -266,20 +311,10 @@ struct OriginTransfer: Sendable {
             }
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             await download.pace(lead: lead(delivered: next - download.start))
-            // A fill stops when the network turns metered: the download goes on for its readers.
-            if download.isFilling, !fills.isAllowed { download.stopFilling() }
-            // A fill no player reads does not park on a connection a player waits for: it
-            // stores the chunk in hand and lets the connection go.
-            var givesWay = isFillOthersNeed
-            if !givesWay {
-                await yieldToPlayers(&seen)
-                givesWay = isFillOthersNeed
-            }
-            // A pinned download's rate caps (``DownloadPacer``); never on bytes a player reads.
-            if !download.servesPlayer, let pacer = DownloadPacer.current { await pacer.take(chunk.readableBytes) }
+            let givesWay = await decide(about: chunk, &policy, seen: &seen)
             if download.isFinished || Task.isCancelled { return await stop(keeping: chunk) }
             if !download.isFullBody, (try? handle?.spans().span(containing: next)) != nil {
-                return .stop  // another download stored these bytes first
+                return .storedAhead  // another download stored these bytes first
             }
             guard let queue else {
                 download.deliver(chunk, storage: .memoryOnly)
@@ -298,21 +333,37 @@ struct OriginTransfer: Sendable {
         return .done
     }
 
-    /// Whether this download fills a file no player reads any more while a player waits for a
-    /// connection to its host (logged and counted when it does).
-    private var holdsWhatAPlayerWaitsFor: Bool {
-        download.isFilling && !download.servesPlayer && budget?.playersWait(for: url) == true
-    }
-
-    /// Whether this download fills a file no player reads any more while a player waits for a
-    /// connection to its host: the connection it holds is the player's to have.
-    private var isFillOthersNeed: Bool {
-        guard holdsWhatAPlayerWaitsFor else { return false }
-        CacheMetrics.yieldedToPlayer()
-        configuration.logger.debug(
-            "A fill let its origin connection go to a waiting player",
-            metadata: ["url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)"])
-        return true
+    /// Carries out what the policy says of `chunk` until it says to deliver it: whether the
+    /// connection goes to a waiting player after it (logged and counted).
+    private func decide(about chunk: ByteBuffer, _ policy: inout TransferPolicy, seen: inout UInt64) async -> Bool {
+        var action = policy.chunkArrived(situation)
+        while true {
+            switch action {
+            case .deliver:
+                return false
+            case .deliverAndLetGo:
+                CacheMetrics.yieldedToPlayer()
+                configuration.logger.debug(
+                    "A transfer no player reads let its origin connection go to a waiting player",
+                    metadata: ["url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)"])
+                return true
+            case .stopFilling(let reason):
+                download.stopFilling(reason)
+                configuration.logger.debug(
+                    "A fill stopped", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+                action = policy.chunkArrived(situation)
+            case .yield:
+                await yieldToPlayers(&seen, policy)
+                action = policy.yielded(situation)
+            case .pace:
+                if let pacer = download.startedBy.pacer {
+                    await priority.pause(for: pacer.take(chunk.readableBytes)) { policy.endsWait(situation) }
+                }
+                action = policy.paced(situation)
+            case .send:
+                preconditionFailure("\(action) with a chunk in hand")
+            }
+        }
     }
 
     /// Takes what `queue` holds and writes it to the store from `start` on, until the queue
@@ -384,5 +435,26 @@ struct OriginTransfer: Sendable {
         }
         if let carry, await !write(carry) { return .stop }
         return result
+    }
+}
+
+/// An origin answer handed to a transfer once (``OriginTransfer/firstResponse``): taken, it is
+/// held by the transfer alone, which drops it (and so lets its connection go) when it is done
+/// with it. (Kept in the transfer's value, a probe's answer held its connection for as long as
+/// the transfer ran: a fill that went on with a request of its own then held two, and sixteen
+/// such fills held every connection of the host while players waited.)
+final class HeldResponse: Sendable {
+    private let response: Mutex<OriginResponse?>
+
+    init(_ response: OriginResponse) {
+        self.response = Mutex(response)
+    }
+
+    /// The answer, the first time; `nil` after.
+    func take() -> OriginResponse? {
+        response.withLock { held in
+            defer { held = nil }
+            return held
+        }
     }
 }

@@ -13,7 +13,7 @@ import MediaCacheHTTPFields
 /// is asked once more, logged and counted. docs/http.md says why this departs from following a
 /// temporary redirect each time.
 struct PlayRoute: Sendable {
-    let fetcher: any OriginFetcher
+    let fetcher: MeteredFetcher
     let plays: Plays
     let logger: Logger
 
@@ -23,17 +23,19 @@ struct PlayRoute: Sendable {
         return final
     }
 
-    /// Asks for `range` of the player's `url` where the play goes (see ``target(_:key:stored:)``).
+    /// Asks for `range` of the player's `url` where the play goes (see ``target(_:key:stored:)``),
+    /// for `requester` (see ``MeteredFetcher/fetch(_:range:ifRange:headers:as:promotion:)``).
     func fetch(
         _ url: URL, key: CacheKey, stored: ContentMetadata?, range: ByteRange?, ifRange: String?,
-        headers: RequestHeaders
+        headers: RequestHeaders, as requester: Requester, promotion: ConnectionBudget.Promotion? = nil
     ) async throws -> OriginResponse {
         let target = target(url, key: key, stored: stored)
         let sent =
             Self.sameOrigin(target, url)
             ? headers : headers.filter { !Self.credentialFields.contains($0.name.lowercased()) }
         do {
-            var response = try await fetcher.fetch(target, range: range, ifRange: ifRange, headers: sent)
+            var response = try await fetcher.fetch(
+                target, range: range, ifRange: ifRange, headers: sent, as: requester, promotion: promotion)
             // Asked of the URL the play was led to: that URL is still where the player's leads
             // (the next request of the play goes there too).
             if target != url, response.metadata.finalURL == nil { response.metadata.finalURL = target }
@@ -43,7 +45,8 @@ struct PlayRoute: Sendable {
                 "The URL a play was led to refused; asking the player's URL again",
                 metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             CacheMetrics.retried(.playURLRefused)
-            return try await fetcher.fetch(url, range: range, ifRange: ifRange, headers: headers)
+            return try await fetcher.fetch(
+                url, range: range, ifRange: ifRange, headers: headers, as: requester, promotion: promotion)
         }
     }
 

@@ -28,11 +28,11 @@ final class Plays: Sendable {
         validations.record(key, at: clock.now)
     }
 
-    /// A player's read of `version` of `key` from `offset` begins now: `false` when a play of
-    /// another version is under way and the read does not start at byte 0 (it would give the
-    /// player bytes of two versions). The cache's own reads are no play: always `true`.
-    func begin(_ key: CacheKey, version: ContentMetadata, from offset: Int64) -> Bool {
-        guard !OriginPriority.isCachesOwn else { return true }
+    /// A read of `version` of `key` from `offset` by `requester` begins now: `false` when a play
+    /// of another version is under way and the player's read does not start at byte 0 (it would
+    /// give the player bytes of two versions). The cache's own reads are no play: always `true`.
+    func begin(_ key: CacheKey, version: ContentMetadata, from offset: Int64, by requester: Requester) -> Bool {
+        guard requester.isPlayer else { return true }
         let now = clock.now
         let seen = Version(version)
         return reads.update(key) { last in

@@ -37,6 +37,10 @@ extension CachingReader {
         /// on the same origin response, as its own work. Default ``FillPolicy/audio``: audio
         /// files up to 512 MiB.
         public var fillOnPlay = FillPolicy.audio
+        /// How many fills run at once: a new play's fill takes the place of the oldest (one no
+        /// player reads first), which goes on only as far as its readers read (see ``FillOnPlay``).
+        /// Default 4, the own share of a host's connections at the default 16.
+        package var concurrentFills = 4
         /// How long a play lasts without a read: a play (a player's reads of one URL, until
         /// none has read it, and the origin has not given or confirmed its version, for this
         /// long) keeps to the version it began with. Its requests for missing ranges go to the

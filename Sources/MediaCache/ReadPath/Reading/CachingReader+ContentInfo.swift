@@ -34,7 +34,17 @@ extension CachingReader {
         maximumAge: Duration? = nil
     ) async throws -> ContentMetadata {
         try await contentInfo(
-            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false)
+            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, as: .player)
+    }
+
+    /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for `requester`.
+    func contentInfo(
+        for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
+        maximumAge: Duration? = nil, as requester: Requester
+    ) async throws -> ContentMetadata {
+        try await contentInfo(
+            for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge, reserves: false,
+            as: requester)
     }
 
     /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for a caller that reads
@@ -48,7 +58,7 @@ extension CachingReader {
     ) async throws -> ContentMetadata {
         try await contentInfo(
             for: url, readingFrom: offset, length: length, headers: headers, maximumAge: nil, reserves: true,
-            playFrom: inPlay ? offset : nil)
+            playFrom: inPlay ? offset : nil, as: .player)
     }
 
     /// Lets go of the probe bytes held for a read of `url` that did not take them.
@@ -59,9 +69,10 @@ extension CachingReader {
     /// - Parameter playFrom: where a player's ranged read that follows starts (`nil`: none
     ///   follows): a play's read past byte 0 keeps to a whole stored version
     ///   (``isWholeInPlay(_:key:url:)``); one from byte 0 begins a new play, asked as any other.
+    /// - Parameter requester: who asks: the probe's download is its.
     func contentInfo(
         for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders,
-        maximumAge: Duration?, reserves: Bool, yielded: Bool = false, playFrom: Int64? = nil
+        maximumAge: Duration?, reserves: Bool, yielded: Bool = false, playFrom: Int64? = nil, as requester: Requester
     ) async throws -> ContentMetadata {
         let offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
         let key = store.key(for: url)
@@ -113,7 +124,7 @@ extension CachingReader {
         {
             // Stale, within the origin's `stale-while-revalidate`: served as it is while one
             // revalidation runs in the background (RFC 5861 §3).
-            revalidateInBackground(url, key: key, stored: stored, headers: headers.withoutConditions)
+            revalidateInBackground(url, key: key, stored: stored, headers: headers.withoutConditions, as: requester)
             return stored
         }
         if let stored, let offset, let total = stored.length, maximumAge == nil, !headers.hasConditions,
@@ -131,7 +142,7 @@ extension CachingReader {
         // A request carrying the player's own conditions may get the origin's `304` for it:
         // such a request shares no task with others.
         let shares = !headers.hasConditions
-        if OriginPriority.isCachesOwn, !yielded, contentInfoTasks.withLock({ $0[key] == nil }) {
+        if !requester.isPlayer, !yielded, contentInfoTasks.withLock({ $0[key] == nil }) {
             // The cache's own question waits while players wait on an origin: before any shared
             // task exists, so a player never waits on a task that waits for it. The players may
             // have fetched and stored the resource meanwhile (a segment read ahead of a player
@@ -141,7 +152,7 @@ extension CachingReader {
             await priority.yieldToPlayers(seen: &seen)
             return try await contentInfo(
                 for: url, readingFrom: offset, length: length, headers: headers, maximumAge: maximumAge,
-                reserves: reserves, yielded: true, playFrom: playFrom)
+                reserves: reserves, yielded: true, playFrom: playFrom, as: requester)
         }
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
         let task = contentInfoTasks.withLock { tasks in
@@ -152,16 +163,18 @@ extension CachingReader {
                         return try await revalidate(
                             url, key: key, stored: stored, offset: offset ?? 0,
                             length: offset == nil ? nil : length ?? ByteRange.maximumOffset,
-                            headers: headers.withoutConditions, reserves: reserves)
+                            headers: headers.withoutConditions, reserves: reserves, as: requester)
                     }
                     guard let offset else {
-                        return await storeGiven(try await fetcher.contentInfo(for: url, headers: headers), key: key)
+                        return await storeGiven(
+                            try await fetcher.contentInfo(for: url, headers: headers, as: requester), key: key)
                     }
                     // The bytes the read asks for, in one request: an open-ended read asks to
                     // the end (`bytes=a-`), which the origin streams as the player reads.
                     let size = max(1, min(length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
                     return try await probe(
-                        url, key: key, offset: offset, size: size, headers: headers, reserves: reserves)
+                        url, key: key, offset: offset, size: size, headers: headers, reserves: reserves,
+                        as: requester)
                 } catch let error as CacheError {
                     // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
                     if shares, let answer = error.originAnswer, answer.freshUntil != nil,
@@ -181,7 +194,7 @@ extension CachingReader {
         // A caller that is cancelled stops waiting at once; a shared task goes on for the
         // others and for the store, one of this caller's own is cancelled with it.
         return try await withTaskCancellationHandler {
-            try await priority.whilePlayerWaits { try await task.value() }
+            try await priority.whilePlayerWaits(requester) { try await task.value() }
         } onCancel: {
             if !shares { task.cancel() }
         }
@@ -189,7 +202,9 @@ extension CachingReader {
 
     /// Starts a revalidation of `stored` on a task of its own unless one runs for `key`
     /// already (see ``backgroundRevalidations``); its result goes to the store only.
-    func revalidateInBackground(_ url: URL, key: CacheKey, stored: ContentMetadata, headers: RequestHeaders) {
+    func revalidateInBackground(
+        _ url: URL, key: CacheKey, stored: ContentMetadata, headers: RequestHeaders, as requester: Requester
+    ) {
         backgroundRevalidations.withLock { tasks in
             // Checked under the lock `shutDown()` takes to collect them: none starts after.
             guard tasks[key] == nil, !scheduler.hasShutDown else { return }
@@ -199,7 +214,7 @@ extension CachingReader {
             // Only this task removes `key`, and the lock held here makes it wait until it is in.
             tasks[key] = Task { [self] in
                 defer { _ = backgroundRevalidations.withLock { $0.removeValue(forKey: key) } }
-                _ = try? await revalidate(url, key: key, stored: stored, offset: 0, headers: headers)
+                _ = try? await revalidate(url, key: key, stored: stored, offset: 0, headers: headers, as: requester)
             }
         }
     }
@@ -214,7 +229,7 @@ extension CachingReader {
     /// (``Configuration/servesStaleOnOriginFailure``).
     func revalidate(
         _ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, length: Int64? = nil,
-        headers: RequestHeaders, reserves: Bool = false
+        headers: RequestHeaders, reserves: Bool = false, as requester: Requester
     ) async throws -> ContentMetadata {
         var conditional = headers
         if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
@@ -228,7 +243,7 @@ extension CachingReader {
             // Within a play, asked where the play goes: the version it began with (``PlayRoute``).
             response = try await playRoute.fetch(
                 url, key: key, stored: stored, range: ByteRange(start, start + size), ifRange: nil,
-                headers: conditional)
+                headers: conditional, as: requester)
         } catch let error as CacheError where error.isOriginFailure {
             let logMetadata: Logger.Metadata = [
                 "url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)",
@@ -280,7 +295,7 @@ extension CachingReader {
         }
         return try await adopt(
             response, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves,
-            version: same ? .compare : .new)
+            version: same ? .compare : .new, for: requester)
     }
 
     /// Whether `key` is pinned and holds every byte of `stored`.
@@ -299,17 +314,18 @@ extension CachingReader {
 
     /// Asks for the first `size` bytes at `offset` and turns the answer into a
     /// download that readers can join; returns the content information it carries.
-    func probe(_ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool)
-        async throws -> ContentMetadata
-    {
+    func probe(
+        _ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool,
+        as requester: Requester
+    ) async throws -> ContentMetadata {
         let response: OriginResponse
         do {
             response = try await fetcher.fetch(
-                url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers)
+                url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers, as: requester)
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
-            return await storeGiven(try await fetcher.contentInfo(for: url, headers: headers), key: key)
+            return await storeGiven(try await fetcher.contentInfo(for: url, headers: headers, as: requester), key: key)
         }
         if response.isNotModified {
             // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.
@@ -319,14 +335,15 @@ extension CachingReader {
         }
         return try await adopt(
             response, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions,
-            reserves: reserves)
+            reserves: reserves, for: requester)
     }
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
-    /// version replaces the entry) and turns its body (`size` bytes asked for) into a download that readers join.
+    /// version replaces the entry) and turns its body (`size` bytes asked for) into a download
+    /// that readers join, `requester`'s until they do.
     func adopt(
         _ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
-        reserves: Bool = false, version: VersionChange = .compare
+        reserves: Bool = false, version: VersionChange = .compare, for requester: Requester
     ) async throws -> ContentMetadata {
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let metadata = await store(response.metadata, key: key, version: version)
@@ -344,15 +361,15 @@ extension CachingReader {
             metadata.acceptsRanges
             ? scheduler.makeDownload(
                 url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
-                stores: metadata.isStorable, headers: headers)
+                stores: metadata.isStorable, headers: headers, startedBy: requester)
             : scheduler.makeDownload(
                 url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable,
-                headers: headers)
+                headers: headers, startedBy: requester)
         // The download is held for the read that asked (see `contentInfoForRead`): bytes that
         // are not stored would be lost without it, and a stored download would end when the
         // first reader to join it left (a look at its first bytes), and the read that answers
         // ask the origin again for the rest.
-        if reserves { scheduler.reserve(download) }
+        if reserves { scheduler.reserve(download, for: requester) }
         scheduler.start(download, transfer: transfer(for: download, firstResponse: response))
         return metadata
     }

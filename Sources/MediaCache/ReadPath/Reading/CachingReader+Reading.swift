@@ -34,6 +34,14 @@ extension CachingReader {
         _ url: URL, offset: Int64 = 0, length: Int64? = nil, headers: RequestHeaders = [],
         planned: ContentMetadata? = nil
     ) async throws -> ReadStream {
+        try await read(url, offset: offset, length: length, headers: headers, planned: planned, as: .player)
+    }
+
+    /// ``read(_:offset:length:headers:planned:)`` for `requester`.
+    func read(
+        _ url: URL, offset: Int64, length: Int64?, headers: RequestHeaders = [], planned: ContentMetadata? = nil,
+        as requester: Requester
+    ) async throws -> ReadStream {
         guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
             throw CacheError(
                 .rangeNotSatisfiable,
@@ -42,7 +50,8 @@ extension CachingReader {
         // Lengths past the bound mean "to the end" (no resource is that long), and the
         // bound keeps `offset + length` from overflowing.
         let length = length.map { min($0, ByteRange.maximumOffset) }
-        return try await read(url, headers: headers, planned: planned, lengthless: (offset, length)) { total in
+        return try await read(url, headers: headers, planned: planned, lengthless: (offset, length), as: requester) {
+            total in
             guard offset < total || (offset == 0 && total == 0) else { return nil }
             return ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
         }
@@ -58,14 +67,15 @@ extension CachingReader {
     ///   ``contentInfoForRead(_:from:length:headers:)``, and so takes the probe's download held
     ///   for it (a look at the body's first bytes is not: it joins that download and leaves it
     ///   running for the read that answers).
+    /// - Parameter requester: who reads (a player's read is a play: see ``Plays``).
     /// - Parameter resolve: the bytes to read of a resource of the given length; `nil` when
     ///   none can be (`.rangeNotSatisfiable`, with ``CacheError/resourceLength``).
     package func read(
         _ url: URL, headers: RequestHeaders, planned: ContentMetadata?, lengthless: (offset: Int64, length: Int64?),
-        takesReservation: Bool = true, resolving resolve: (Int64) -> ByteRange?
+        takesReservation: Bool = true, as requester: Requester, resolving resolve: (Int64) -> ByteRange?
     ) async throws -> ReadStream {
         let key = store.key(for: url)
-        preloader.played(key)
+        if requester.isPlayer { preloader.played(key) }
         var planned = planned
         for _ in 0..<3 {
             let metadata: ContentMetadata
@@ -75,11 +85,12 @@ extension CachingReader {
             } else {
                 metadata = try await contentInfo(
                     for: url, readingFrom: nil, length: nil, headers: headers, maximumAge: nil, reserves: false,
-                    playFrom: lengthless.offset)
+                    playFrom: lengthless.offset, as: requester)
             }
             guard let total = metadata.length else {
                 return try await passThrough(
-                    url, key: key, offset: lengthless.offset, length: lengthless.length, headers: headers)
+                    url, key: key, offset: lengthless.offset, length: lengthless.length, headers: headers,
+                    as: requester)
             }
             guard let range = resolve(total) else {
                 var error = CacheError(.rangeNotSatisfiable, "The range is outside the \(total)-byte resource.")
@@ -93,7 +104,8 @@ extension CachingReader {
                     url, "bytes \(range.lowerBound)-\(range.upperBound - 1) of it are not all cached")
             }
             let session = ReadSession(
-                context: context, url: url, key: key, range: range, headers: headers, handle: handle)
+                context: context, url: url, key: key, range: range, headers: headers, handle: handle,
+                requester: requester)
             if takesReservation { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle, stale: !isCurrent(metadata, key: key)) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
@@ -114,7 +126,7 @@ extension CachingReader {
                 continue
             }
             // After planning: the play this read is in is the one before it.
-            guard plays.begin(key, version: current, from: range.lowerBound) else {
+            guard plays.begin(key, version: current, from: range.lowerBound, by: requester) else {
                 session.close()
                 throw playChanged(url)
             }
@@ -145,9 +157,9 @@ extension CachingReader {
     /// `offset` as they are made; one that answers whole is read from its start. A whole read
     /// of a storable body is also written to a new entry, which becomes complete when the body
     /// ends. The stream's range then ends at ``ByteRange/maximumOffset`` or the part's end.
-    func passThrough(_ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders) async throws
-        -> ReadStream
-    {
+    func passThrough(
+        _ url: URL, key: CacheKey, offset: Int64, length: Int64?, headers: RequestHeaders, as requester: Requester
+    ) async throws -> ReadStream {
         let asked = ByteRange(
             offset, length.map { min(offset + $0, ByteRange.maximumOffset) } ?? ByteRange.maximumOffset)
         let response: OriginResponse
@@ -157,7 +169,7 @@ extension CachingReader {
             response = joined  // another read's, still coming: shared
         } else {
             let range = asked == ByteRange(0, ByteRange.maximumOffset) || asked.isEmpty ? nil : asked
-            let fetched = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers)
+            let fetched = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers, as: requester)
             response = fetched.metadata.length == nil ? sharing(fetched, key: key) : fetched
         }
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
@@ -192,7 +204,7 @@ extension CachingReader {
             "Streaming an answer without a length through",
             metadata: ["url": "\(url.absoluteString.prefix(200))", "stores": "\(writer != nil)"])
         let session = ReadSession(
-            context: context, url: url, key: key, range: range, headers: headers, handle: nil,
+            context: context, url: url, key: key, range: range, headers: headers, handle: nil, requester: requester,
             passThrough: ReadSession.PassThrough(body: response.body, offset: response.bodyOffset, writer: writer))
         var stream = ReadStream(metadata: response.metadata, range: range, session: session)
         stream.isPartOfUnknownLength = response.metadata.length == nil && response.bodyEnd != nil
@@ -273,14 +285,19 @@ extension CachingReader {
     /// request's fields as its `Vary` asks (RFC 9111 §4.1). `nil` otherwise. Never waits.
     /// - Parameter range: the request's `Range` (`nil`: none): the stored span where it starts
     ///   comes with the lease, for ``StoredLease/region(_:)``.
-    package func storedLease(for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil) -> StoredLease? {
+    /// - Parameter requester: who asks (a player's read is a play: see ``Plays``).
+    package func storedLease(
+        for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil, as requester: Requester = .player
+    ) -> StoredLease? {
         let key = store.key(for: url)
         let snapshot = store.storedSnapshot(key) { length in range.map { $0.resolve(length: length)?.lowerBound } ?? 0 }
         guard let (metadata, stored) = snapshot, metadata.isStorable, isCurrent(metadata, key: key),
             metadata.matches(request: headers)
         else { return nil }
-        preloader.played(key)
-        return StoredLease(metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored)
+        if requester.isPlayer { preloader.played(key) }
+        return StoredLease(
+            metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored,
+            requester: requester)
     }
 
     /// A read of `range` when the store alone can serve it: every byte is stored and the
@@ -296,15 +313,15 @@ extension CachingReader {
 
 extension CachingReader: PreloadSource {
     func metadata(of url: URL) async throws -> ContentMetadata {
-        try await contentInfo(for: url)
+        try await contentInfo(for: url, as: .own(.preload))
     }
 
     func manifestKind(of url: URL, _ metadata: ContentMetadata) async throws -> ManifestKind? {
-        try await manifestKind(url, metadata)
+        try await manifestKind(url, metadata, as: .own(.preload))
     }
 
     func assetPlan(_ url: URL, kind: ManifestKind, options: HLSPrefetchOptions) async throws -> PrefetchPlan {
-        try await planner.plan(url, kind: kind, options: options)
+        try await planner(for: .own(.preload)).plan(url, kind: kind, options: options)
     }
 
     func key(for url: URL) -> CacheKey { store.key(for: url) }
@@ -319,15 +336,15 @@ extension CachingReader: PreloadSource {
 
     func store(_ piece: PrefetchItem) async throws -> Int64 {
         let before = storedByteCount(of: piece.url)
-        try await prefetch(piece.url, range: piece.range)
+        try await prefetch(piece.url, range: piece.range, as: .own(.preload))
         return max(0, storedByteCount(of: piece.url) - before)
     }
 
     var hasShutDown: Bool { scheduler.hasShutDown }
 
-    /// The bytes of `range` of `url`, read through the cache (and so stored).
+    /// The bytes of `range` of `url`, read through the cache (and so stored) as a preload.
     func bytes(of url: URL, in range: ByteRange) async throws -> [UInt8] {
-        let stream = try await read(url, offset: range.lowerBound, length: range.length)
+        let stream = try await read(url, offset: range.lowerBound, length: range.length, as: .own(.preload))
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(range.length))
         for try await chunk in stream { bytes += chunk.readableBytesView }
@@ -347,15 +364,18 @@ extension CachingReader {
     /// offline.
     /// - Throws: ``CacheError`` for an origin failure, or `.originRejected` for a body over
     ///   ``memoryOnlyLimit``.
-    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = []) async throws -> (
-        body: [UInt8], metadata: ContentMetadata
-    ) {
-        if store.isEncrypted { return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit) }
+    /// - Parameter requester: who asks.
+    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = [], as requester: Requester = .player)
+        async throws -> (body: [UInt8], metadata: ContentMetadata)
+    {
+        if store.isEncrypted {
+            return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit, as: requester)
+        }
         let key = store.key(for: url)
         if let kept = memoryBodies.withLock({ $0.entries[key] }), isCurrent(kept.metadata, key: key) {
             return (kept.body, kept.metadata)
         }
-        let fetched = try await originBody(of: url, headers: headers, limit: Self.memoryOnlyLimit)
+        let fetched = try await originBody(of: url, headers: headers, limit: Self.memoryOnlyLimit, as: requester)
         markValidated(key)
         if fetched.metadata.isStorable {
             memoryBodies.withLock {
@@ -369,10 +389,11 @@ extension CachingReader {
     /// metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
-    func storedBody(of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil) async throws
-        -> (body: [UInt8], metadata: ContentMetadata)
-    {
-        let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned)
+    /// - Parameter requester: who reads.
+    func storedBody(
+        of url: URL, headers: RequestHeaders = [], limit: Int, planned: ContentMetadata? = nil, as requester: Requester
+    ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let stream = try await read(url, offset: 0, length: nil, headers: headers, planned: planned, as: requester)
         var body: [UInt8] = []
         for try await chunk in stream {
             body += chunk.readableBytesView
@@ -389,10 +410,11 @@ extension CachingReader {
     /// nothing is read from or written to the store.
     /// - Throws: ``CacheError``: the origin's failure; `.originRejected` when the body is
     ///   longer than `limit` or than its stated length; `.originUnavailable` when it is shorter.
-    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int) async throws -> (
-        body: [UInt8], metadata: ContentMetadata
-    ) {
-        let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers)
+    /// - Parameter requester: who asks.
+    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int, as requester: Requester = .player)
+        async throws -> (body: [UInt8], metadata: ContentMetadata)
+    {
+        let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers, as: requester)
         try response.check(askedFrom: 0, known: nil, url: url, logger: configuration.logger)
         var body: [UInt8] = []
         for try await chunk in response.body {

@@ -34,7 +34,8 @@ extension CachingReader {
     /// - Throws: ``SubtitleText/Failure`` for a file that is neither SRT nor WebVTT or is too
     ///   large; ``CacheError`` for the origin's.
     package func sideLoadedWebVTT(_ url: URL, mpegts: Int64?, headers: RequestHeaders = []) async throws -> String {
-        let (body, _) = try await storedBody(of: url, headers: headers, limit: SideLoadedSubtitles.maximumFileSize + 1)
+        let (body, _) = try await storedBody(
+            of: url, headers: headers, limit: SideLoadedSubtitles.maximumFileSize + 1, as: .player)
         return try SubtitleText.webVTT(body, mpegts: mpegts)
     }
 }

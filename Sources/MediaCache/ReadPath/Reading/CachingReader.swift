@@ -91,7 +91,7 @@ public final class CachingReader: Sendable {
         context = ReadContext(
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
             plays: plays, priority: priority,
-            owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay))
+            owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay, capacity: configuration.concurrentFills))
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
@@ -140,10 +140,8 @@ public final class CachingReader: Sendable {
         _ kind: ManifestKind, _ url: URL, options: HLSPrefetchOptions,
         progress: @escaping @Sendable (PrefetchProgress) -> Void
     ) async throws -> PrefetchProgress {
-        let plan = try await OriginPriority.$isCachesOwn.withValue(true) {
-            try await planner.plan(url, kind: kind, options: options)
-        }
-        return try await Prefetcher(reader: self).run(
+        let plan = try await planner(for: .own(.prefetch)).plan(url, kind: kind, options: options)
+        return try await Prefetcher(reader: self, requester: .own(.prefetch)).run(
             plan.items, playlists: plan.playlists, options: options, progress: progress)
     }
 
@@ -155,14 +153,24 @@ public final class CachingReader: Sendable {
         _ url: URL, range: ByteRange? = nil, headers: RequestHeaders = [],
         progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
     ) async throws -> PrefetchProgress {
+        try await prefetch(url, range: range, headers: headers, as: .own(.prefetch), progress: progress)
+    }
+
+    /// ``prefetch(_:range:headers:progress:)`` as `requester`'s work (a pin's, a preload's, a
+    /// read-ahead's, a recording's).
+    @discardableResult
+    func prefetch(
+        _ url: URL, range: ByteRange? = nil, headers: RequestHeaders = [], as requester: Requester,
+        progress: @escaping @Sendable (PrefetchProgress) -> Void = { _ in }
+    ) async throws -> PrefetchProgress {
         var options = HLSPrefetchOptions()
         options.headers = headers
-        return try await Prefetcher(reader: self).run(
+        return try await Prefetcher(reader: self, requester: requester).run(
             [PrefetchItem(url: url, range: range)], playlists: [], options: options, progress: progress)
     }
 
-    /// What the assets' plans are made by (see ``AssetPlanner``).
-    var planner: AssetPlanner { AssetPlanner(reader: self) }
+    /// What the assets' plans are made by for `requester` (see ``AssetPlanner``).
+    func planner(for requester: Requester) -> AssetPlanner { AssetPlanner(reader: self, requester: requester) }
 
     /// What the store holds of assets, as an offline player may be shown them (see ``HeldAssets``).
     package var held: HeldAssets { HeldAssets(reader: self) }
@@ -171,7 +179,7 @@ public final class CachingReader: Sendable {
     package var offlineTwin: CachingReader {
         var offline = configuration
         offline.isOffline = true
-        return CachingReader(store: store, fetcher: fetcher, configuration: offline)
+        return CachingReader(store: store, fetcher: fetcher.base, configuration: offline)
     }
 
     // MARK: Segment read-ahead
@@ -221,7 +229,7 @@ public final class CachingReader: Sendable {
             CacheMetrics.segmentsReadAhead.increment()
             owned.run { [self] in
                 do {
-                    try await prefetch(next, headers: headers)
+                    try await prefetch(next, headers: headers, as: .own(.readAhead))
                 } catch {
                     configuration.logger.debug(
                         "A segment read ahead of a player did not finish",
@@ -373,14 +381,17 @@ extension CachingReader {
     /// Whether the resource is an HLS playlist or a DASH manifest: by its media type, or (for
     /// a small resource of no particular type) by how its body starts, read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    /// - Parameter requester: who reads.
     package func manifestKind(
-        _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil
+        _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil,
+        as requester: Requester = .player
     ) async throws -> ManifestKind? {
         guard Self.mayBePlaylist(metadata) else { return nil }
         if let declared = Self.declaredKind(metadata) { return declared }
         // A look, not the read that answers: the probe's download stays held for that one.
         let stream = try await read(
-            url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false
+            url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false,
+            as: requester
         ) { total in
             ByteRange(0, min(total, Self.sniffedLength))
         }
@@ -425,10 +436,12 @@ extension CachingReader {
     /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
     /// and the metadata of the version it is.
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
-    package func playlistBody(_ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil) async throws
-        -> (body: [UInt8], metadata: ContentMetadata)
-    {
+    /// - Parameter requester: who reads.
+    package func playlistBody(
+        _ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil, as requester: Requester = .player
+    ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         try await storedBody(
-            of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned)
+            of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned,
+            as: requester)
     }
 }

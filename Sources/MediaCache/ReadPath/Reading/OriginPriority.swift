@@ -6,11 +6,11 @@ import Synchronization
 /// Player first: the cache's own fetches (read-ahead, prefetch, preload, pinned downloads)
 /// yield the origin to players waiting on it.
 ///
-/// Work is the cache's own when it runs with ``isCachesOwn`` set (``CachingReader/prefetch``
-/// sets it, and every such fetch goes through there). A player's read registers each wait on
-/// the origin (``whilePlayerWaits(_:)``); a transfer that serves no player calls
-/// ``yieldToPlayers(seen:unless:)`` before each request and each chunk it takes from the
-/// origin, and goes on only when no player waits and none has begun to for ``grace``. While
+/// Work is the cache's own when its ``Requester`` says so. A player's read registers each wait
+/// on the origin (``whilePlayerWaits(_:_:)``); a transfer that serves no player calls
+/// ``yieldToPlayers(seen:unless:)`` when its ``TransferPolicy`` says to (before each request
+/// and each chunk it takes from the origin), and goes on only when no player waits and none
+/// has begun to for ``grace``. While
 /// it waits it takes no bytes from the origin's body, so the connection's window closes and
 /// the link is the player's; it resumes where it stopped, fetching nothing twice.
 ///
@@ -18,9 +18,6 @@ import Synchronization
 /// wait that begins wakes the yielding transfers, and one that now serves a player goes on at
 /// once, so a player never waits on a transfer that waits for it.
 final class OriginPriority: Sendable {
-    /// Whether the current task fetches for the cache itself, not for a player.
-    @TaskLocal static var isCachesOwn = false
-
     private struct State {
         /// Player reads waiting on the origin now.
         var waiting = 0
@@ -53,10 +50,10 @@ final class OriginPriority: Sendable {
     /// The wait count a transfer starts from.
     var generation: UInt64 { state.withLock { $0.generation } }
 
-    /// Runs `wait` (a player's wait on the origin) registered as such; the cache's own work runs
-    /// it as it is.
-    func whilePlayerWaits<T>(_ wait: () async throws -> T) async rethrows -> T {
-        guard !Self.isCachesOwn else { return try await wait() }
+    /// Runs `wait`, `requester`'s wait on the origin, registered as a player's when it is one;
+    /// the cache's own work runs it as it is.
+    func whilePlayerWaits<T>(_ requester: Requester, _ wait: () async throws -> T) async rethrows -> T {
+        guard requester.isPlayer else { return try await wait() }
         let woken = state.withLock { state in
             state.waiting += 1
             state.generation &+= 1
@@ -110,6 +107,22 @@ final class OriginPriority: Sendable {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { try? await self.timer.sleep(for: self.grace) }
                 group.addTask { await self.park(unlessChangedFrom: (waiting, generation)) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Waits `duration` (a pinned download's rate caps), or less when `ends` holds at a player's
+    /// wait that begins (or the last one that ends) meanwhile, or the task is cancelled: a
+    /// connection a player waits for is let go at once, not after the pause.
+    func pause(for duration: Duration, unless ends: () -> Bool) async {
+        let deadline = ContinuousClock.now + duration
+        while ContinuousClock.now < deadline, !Task.isCancelled, !ends() {
+            let seen = state.withLock { ($0.waiting, $0.generation) }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { try? await Task.sleep(until: deadline) }
+                group.addTask { await self.park(unlessChangedFrom: seen) }
                 await group.next()
                 group.cancelAll()
             }

@@ -36,12 +36,12 @@ final class ReadContext: Sendable {
         (self.plays, self.priority, self.owned) = (plays, priority, owned)
     }
 
-    /// A transfer for `download`, given what it needs (it does not call back into the reader).
+    /// A transfer for `download`, given what it needs (it does not call back into the reader);
+    /// `firstResponse`: the probe's answer, which its first request takes.
     func transfer(for download: SharedDownload, firstResponse: OriginResponse?) -> OriginTransfer {
         OriginTransfer(
             store: store, fetcher: fetcher, configuration: configuration, plays: plays,
-            download: download, firstResponse: firstResponse, priority: priority, fills: fills,
-            budget: fetcher.budget)
+            download: download, firstResponse: firstResponse.map(HeldResponse.init), priority: priority, fills: fills)
     }
 
     /// The chunk size for a stream now, given how many are open.

@@ -45,16 +45,19 @@ final class ReadSession: Sendable {
     let key: CacheKey
     let range: ByteRange
     let headers: RequestHeaders
+    /// Who reads: the downloads it starts are its, and it joins others as its reader.
+    let requester: Requester
     private let state: Mutex<State>
 
     init(
         context: ReadContext, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders,
-        handle: CacheEntryHandle?,
+        handle: CacheEntryHandle?, requester: Requester,
         passThrough: PassThrough? = nil, cached: SpanSet? = nil
     ) {
         (self.context, self.url, self.key, self.range, self.headers, self.passThrough) = (
             context, url, key, range, headers, passThrough
         )
+        self.requester = requester
         // What was cached of the range when the read began (given when just looked up).
         let cached = cached ?? (try? handle?.spans(in: range)) ?? SpanSet()
         let machine = ReaderStateMachine(range: range, pausesAtHoles: context.configuration.holeDelay > .zero)
@@ -144,7 +147,7 @@ final class ReadSession: Sendable {
             case .awaitingResponse, .receiving, .resuming: break
             }
             if Task.isCancelled { return .failed(CancellationError()) }
-            await context.priority.whilePlayerWaits { await download.waitForResponse() }
+            await context.priority.whilePlayerWaits(requester) { await download.waitForResponse() }
         }
     }
 
@@ -204,7 +207,7 @@ final class ReadSession: Sendable {
             case .waitForBytes:
                 state.withLock { $0.statistics.stalls += 1 }
                 if let download = current?.download {
-                    await context.priority.whilePlayerWaits { await download.waitForBytes(at: cursor) }
+                    await context.priority.whilePlayerWaits(requester) { await download.waitForBytes(at: cursor) }
                 }
             case .lookAgain:
                 continue
@@ -327,7 +330,7 @@ final class ReadSession: Sendable {
         let stores = state.withLock { $0.handle != nil }
         let (download, readerID, isNew) = context.scheduler.join(
             url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
-            stores: stores, headers: headers)
+            stores: stores, headers: headers, requester: requester)
         if isNew { context.scheduler.start(download, transfer: context.transfer(for: download, firstResponse: nil)) }
         let retries = download.retries
         let stale = state.withLock { state -> Bool in

@@ -23,14 +23,17 @@ package struct StoredLease: Sendable {
     private let headers: RequestHeaders
     /// The stored span at the request's offset, with the data file, read with ``metadata``.
     private let stored: (span: ByteRange, file: EntryFile)?
+    /// Who reads (a player's read is a play: see ``Plays``).
+    private let requester: Requester
 
     init(
         metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders,
-        stored: (span: ByteRange, file: EntryFile)?
+        stored: (span: ByteRange, file: EntryFile)?, requester: Requester
     ) {
         (self.metadata, self.context, self.url, self.key, self.headers, self.stored) = (
             metadata, context, url, key, headers, stored
         )
+        self.requester = requester
     }
 
     /// Whether every byte of `range` is stored (and the stored version is still this one).
@@ -49,7 +52,7 @@ package struct StoredLease: Sendable {
         guard !range.isEmpty, let (span, file) = stored, span.lowerBound <= range.lowerBound,
             range.lowerBound < span.upperBound,
             ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound,
-            context.plays.begin(key, version: metadata, from: range.lowerBound)
+            context.plays.begin(key, version: metadata, from: range.lowerBound, by: requester)
         else { return nil }
         return StoredRegion(file: file, range: range)
     }
@@ -59,13 +62,14 @@ package struct StoredLease: Sendable {
     package func read(_ range: ByteRange) -> ReadStream? {
         guard let handle = try? context.store.openEntry(key) else { return nil }
         guard let (current, cached) = handle.cachedWhole(range), current.isSameVersion(as: metadata),
-            context.plays.begin(key, version: current, from: range.lowerBound)
+            context.plays.begin(key, version: current, from: range.lowerBound, by: requester)
         else {
             handle.close()
             return nil
         }
         let session = ReadSession(
-            context: context, url: url, key: key, range: range, headers: headers, handle: handle, cached: cached)
+            context: context, url: url, key: key, range: range, headers: headers, handle: handle,
+            requester: requester, cached: cached)
         return ReadStream(metadata: current, range: range, session: session)
     }
 }

@@ -66,12 +66,12 @@ final class DownloadScheduler: Sendable {
         downloads.withLock { $0.values.reduce(0) { $0 + $1.count } }
     }
 
-    /// A download for the hole `cursor ..< holeEnd` of `key`, with a reader added at `cursor`:
-    /// one under way that will soon reach `cursor`, or a new one (`isNew`), registered but not
-    /// started (see ``start(_:transfer:)``).
+    /// A download for the hole `cursor ..< holeEnd` of `key`, with a reader of `requester`'s
+    /// added at `cursor`: one under way that will soon reach `cursor`, or a new one (`isNew`),
+    /// `requester`'s, registered but not started (see ``start(_:transfer:)``).
     func join(
         url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool,
-        headers: RequestHeaders
+        headers: RequestHeaders, requester: Requester
     ) -> (download: SharedDownload, reader: UInt64, isNew: Bool) {
         downloads.withLock { downloads in
             let active = (downloads[key] ?? []).filter { !$0.isFinished }
@@ -85,7 +85,7 @@ final class DownloadScheduler: Sendable {
                         && cursor <= position + configuration.joinDistance
                         && (!unstored || cursor >= position)
                     : candidate.isFullBody && (!unstored || cursor >= position)
-                if reachable, let id = candidate.addReader(at: cursor) {
+                if reachable, let id = candidate.addReader(at: cursor, for: requester) {
                     return (candidate, id, false)
                 }
             }
@@ -93,8 +93,8 @@ final class DownloadScheduler: Sendable {
             let nextStart = active.filter { $0.start > cursor }.map(\.start).min() ?? holeEnd
             let download = makeDownload(
                 url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
-                isFullBody: !acceptsRanges, stores: stores, headers: headers)
-            let id = download.addReader(at: cursor)!
+                isFullBody: !acceptsRanges, stores: stores, headers: headers, startedBy: requester)
+            let id = download.addReader(at: cursor, for: requester)!
             // Ended downloads stay while their bytes are being written (see `waitForWrites`).
             let writing = (downloads[key] ?? []).filter {
                 $0.isFinishedAndWriting(in: ByteRange(0, ByteRange.maximumOffset))
@@ -113,10 +113,10 @@ final class DownloadScheduler: Sendable {
         return !writing.isEmpty && !Task.isCancelled
     }
 
-    /// Holds a reader at `download`'s start for the read that will join it, in place of any
-    /// reservation before (which is let go).
-    func reserve(_ download: SharedDownload) {
-        guard let id = download.addReader(at: download.start) else { return }
+    /// Holds a reader of `requester`'s at `download`'s start for the read that will join it, in
+    /// place of any reservation before (which is let go).
+    func reserve(_ download: SharedDownload, for requester: Requester) {
+        guard let id = download.addReader(at: download.start, for: requester) else { return }
         hold(.download(download, reader: id), for: download.key)
     }
 
@@ -167,11 +167,12 @@ final class DownloadScheduler: Sendable {
     }
 
     func makeDownload(
-        url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders
+        url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders,
+        startedBy requester: Requester
     ) -> SharedDownload {
         SharedDownload(
             url: url, key: key, start: start, end: end, isFullBody: isFullBody, stores: stores, headers: headers,
-            keptBytes: configuration.downloadLead)
+            keptBytes: configuration.downloadLead, startedBy: requester)
     }
 
     /// Registers `download` (if it is not yet) and runs `transfer` for it on a task of its own,

@@ -108,6 +108,8 @@ struct DownloadStateMachine {
     /// reader leaving does not end it, and it is not paced by them. Only while every byte it
     /// delivered is stored (what only memory holds must wait for its readers).
     private(set) var fills = false
+    /// Why a fill ended before the download did (``stopFilling(_:)``, or a byte the store refused).
+    private(set) var fillStop: FillStop?
     /// How many times a request was resumed after a failure.
     private(set) var retries = 0
     /// Requests failed since a byte last arrived.
@@ -162,13 +164,31 @@ struct DownloadStateMachine {
         return true
     }
 
-    /// Ends the fill (the network turned metered): the download goes on for its readers, and
-    /// ends now if it has none.
-    mutating func stopFilling() -> Actions {
+    /// Ends the fill for `reason`: the download goes on for its readers, and ends now if it has
+    /// none.
+    mutating func stopFilling(_ reason: FillStop) -> Actions {
+        guard fills else { return Actions() }
         fills = false
+        fillStop = reason
         guard readers.isEmpty, !state.isTerminal else { return Actions() }
         state = .cancelled
         return Actions(wake: takeAllWaiters(), cancelsTransfer: true)
+    }
+
+    /// Once the download has ended without every byte: why its fill (if it was one) did not
+    /// complete. Its ``fillStop`` when the fill was ended; else what ended the download.
+    var fillEndReason: FillStop? {
+        if let fillStop { return fillStop }
+        switch state {
+        case .completed, .awaitingResponse, .receiving, .resuming: return nil
+        case .cancelled: return .shutDown
+        case .failed(let error):
+            switch (error as? CacheError)?.code {
+            case .resourceChanged?, .entryInvalidated?: return .entryRemoved
+            case .storeClosed?: return .shutDown
+            default: return .originFailed
+            }
+        }
     }
 
     /// Whether it fills now: a fill whose bytes are all stored.
@@ -260,7 +280,7 @@ struct DownloadStateMachine {
         guard case .receiving = state, bytes.readableBytes > 0 else { return Actions() }
         failuresInARow = 0
         chunks.append(Chunk(offset: position, bytes: bytes, storage: storage))
-        if storage == .memoryOnly { holdsUnstoredBytes = true }
+        if storage == .memoryOnly { refuseStorage() }
         position += Int64(bytes.readableBytes)
         trimChunks()
         return Actions(wake: takeSatisfiedWaiters(where: Self.isBytes))
@@ -275,9 +295,19 @@ struct DownloadStateMachine {
             changed = true
         }
         guard changed else { return Actions() }
-        if !stored { holdsUnstoredBytes = true }
+        if !stored { refuseStorage() }
         trimChunks()
         return Actions(wake: takeSatisfiedWaiters { Self.isRoom($0) || Self.isStored($0) })
+    }
+
+    /// The bytes from the position to `offset` are in the store already (another download stored
+    /// them): a fill goes on from `offset`. Readers waiting for a byte before it are woken (they
+    /// read it from the store). `false` when it cannot (it ended, or holds bytes only in memory).
+    mutating func skip(to offset: Int64) -> (skipped: Bool, actions: Actions) {
+        guard !state.isTerminal, !holdsUnstoredBytes, offset > position else { return (false, Actions()) }
+        position = offset
+        trimChunks()
+        return (true, Actions(wake: takeSatisfiedWaiters(where: Self.isBytes)))
     }
 
     /// Every byte the download was for has arrived (or is in the store already).
@@ -320,6 +350,15 @@ struct DownloadStateMachine {
     /// A resumed request is about to be sent.
     mutating func resuming() {
         if case .resuming = state { state = .awaitingResponse }
+    }
+
+    /// A delivered byte is only in memory: a fill ends (what memory holds must wait for readers).
+    private mutating func refuseStorage() {
+        holdsUnstoredBytes = true
+        if fills, !state.isTerminal {
+            fills = false
+            fillStop = .storeRefused
+        }
     }
 
     // MARK: Pacing

@@ -21,7 +21,7 @@ final class SharedDownload: Sendable {
         var machine: DownloadStateMachine
         var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var task: Task<Void, Never>?
-        /// The readers that are players, not the cache's own fetches (``OriginPriority``).
+        /// The readers that are players, not the cache's own fetches (``Requester``).
         var players: Set<UInt64> = []
         /// The request the transfer is sending, while it may wait for a connection as the
         /// cache's own: a player that joins makes it a player's.
@@ -57,14 +57,16 @@ final class SharedDownload: Sendable {
     let stores: Bool
     /// The request headers of the read that started the download, sent with each request.
     let headers: RequestHeaders
-    /// Whether a player's request started it (its probe or revalidation, or its read at a
-    /// hole), not the cache's own fetch: until a reader joins, it is the player's.
-    let isPlayers: Bool
+    /// Who started it: a player's request (its probe or revalidation, or its read at a
+    /// hole), or the cache's own work. Until a reader joins, it is the player's.
+    let startedBy: Requester
+    /// Whether a player's request started it.
+    var isPlayers: Bool { startedBy.isPlayer }
     private let locked: Mutex<Locked>
 
     init(
         url: URL, key: CacheKey, start: Int64, end: Int64, isFullBody: Bool, stores: Bool, headers: RequestHeaders,
-        keptBytes: Int64
+        keptBytes: Int64, startedBy: Requester
     ) {
         self.stores = stores
         self.headers = headers
@@ -72,7 +74,7 @@ final class SharedDownload: Sendable {
         self.key = key
         self.start = isFullBody ? 0 : start
         self.isFullBody = isFullBody
-        isPlayers = !OriginPriority.isCachesOwn
+        self.startedBy = startedBy
         locked = Mutex(
             Locked(
                 machine: DownloadStateMachine(position: isFullBody ? 0 : start, storedChunkLimit: keptBytes),
@@ -92,10 +94,9 @@ final class SharedDownload: Sendable {
 
     // MARK: Readers
 
-    /// Adds a reader at `cursor`, a player's unless the calling task fetches for the cache
-    /// itself (``OriginPriority/isCachesOwn``); `nil` if the download has already ended.
-    func addReader(at cursor: Int64) -> UInt64? {
-        let isPlayer = !OriginPriority.isCachesOwn
+    /// Adds a reader of `requester`'s at `cursor`; `nil` if the download has already ended.
+    func addReader(at cursor: Int64, for requester: Requester) -> UInt64? {
+        let isPlayer = requester.isPlayer
         let (id, promotion) = locked.withLock { locked in
             let id = locked.machine.addReader(at: cursor)
             if isPlayer, let id { locked.players.insert(id) }
@@ -108,7 +109,7 @@ final class SharedDownload: Sendable {
     /// Runs `send` (the transfer's next origin request) with a ``ConnectionBudget/Promotion``
     /// a player who joins meanwhile calls, so the request never waits as the cache's own for a
     /// player; one that serves a player already is a player's at once.
-    func sending<T>(_ send: () async throws -> T) async rethrows -> T {
+    func sending<T>(_ send: (ConnectionBudget.Promotion) async throws -> T) async rethrows -> T {
         let promotion = ConnectionBudget.Promotion()
         let servesPlayer = locked.withLock { locked in
             locked.promotion = promotion
@@ -116,7 +117,7 @@ final class SharedDownload: Sendable {
         }
         if servesPlayer { promotion.promote() }
         defer { locked.withLock { if $0.promotion === promotion { $0.promotion = nil } } }
-        return try await ConnectionBudget.Promotion.$current.withValue(promotion) { try await send() }
+        return try await send(promotion)
     }
 
     /// Makes the download go on to `length`, the file's end, whatever its readers do (a fill on
@@ -129,11 +130,14 @@ final class SharedDownload: Sendable {
         }
     }
 
-    /// Ends the fill: the download goes on for its readers only (see
-    /// ``DownloadStateMachine/stopFilling()``).
-    func stopFilling() {
-        perform { $0.stopFilling() }
+    /// Ends the fill for `reason`: the download goes on for its readers only (see
+    /// ``DownloadStateMachine/stopFilling(_:)``).
+    func stopFilling(_ reason: FillStop) {
+        perform { $0.stopFilling(reason) }
     }
+
+    /// Once it has ended: why its fill did not complete (``DownloadStateMachine/fillEndReason``).
+    var fillEndReason: FillStop? { locked.withLock { $0.machine.fillEndReason } }
 
     /// Whether every byte of its range arrived.
     var isCompleted: Bool {
@@ -230,6 +234,18 @@ final class SharedDownload: Sendable {
     /// The write of the bytes delivered as `.writing` before `end` ended, stored or not.
     func writeFinished(upTo end: Int64, stored: Bool) {
         perform { $0.writeFinished(upTo: end, stored: stored) }
+    }
+
+    /// Moves the position over bytes the store has, to `offset` (see
+    /// ``DownloadStateMachine/skip(to:)``); `false` when it cannot.
+    func skip(to offset: Int64) -> Bool {
+        var skipped = false
+        perform { machine in
+            let (done, actions) = machine.skip(to: offset)
+            skipped = done
+            return actions
+        }
+        return skipped
     }
 
     func complete() {

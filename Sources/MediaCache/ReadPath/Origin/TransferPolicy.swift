@@ -1,0 +1,221 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+/// What one origin transfer does next, decided in one place: a pure machine (no I/O, no clock)
+/// that ``OriginTransfer`` asks at each of its steps with what it sees (``Situation``), and
+/// whose answer it carries out and nothing else. ``DownloadStateMachine`` keeps the data (the
+/// readers, the bytes, who waits for what); this machine keeps who the transfer's requests are
+/// for, what it holds of its host's connections, and when it gives way.
+///
+/// The rules, each a branch below and nowhere else:
+/// - **Whose a request is.** A player's while a player reads the download, or while the player
+///   who started it (its probe, its revalidation, its read at a hole) has not joined yet; else
+///   the cache's own, of the starter's kind (a player's download going on past its readers is a
+///   ``Requester/Kind/fill``), taken within the own share of the host's connections
+///   (``ConnectionBudgetStateMachine``).
+/// - **The cache's own work yields the link.** A transfer no player reads sends no request and
+///   takes no byte while players wait on an origin, or did within the quiet period
+///   (``OriginPriority``); it resumes where it stopped. Before a request it holds nothing; in the
+///   middle of a body it keeps its connection, within the own share, so it resumes without a round
+///   trip.
+/// - **It never holds what a player waits for.** While a player waits for a connection to the
+///   transfer's host, a transfer no player reads lets its connection go at once (the chunk in
+///   hand delivered and stored first), whether it was reading or yielding, and asks for the rest
+///   later with a ranged request, as the cache's own: so a player waiting for a connection gets
+///   one as soon as one frees or is asked back.
+/// - **A play fills its file.** A player's download of a file ``FillPolicy`` covers goes on past
+///   its player's range to the file's end, past its last reader, unpaced by readers (the
+///   executor asks ``FillOnPlay``, which also keeps at most a few at once). A fill stops for a
+///   stated reason (``FillStop``): the network turned metered here; a newer play, the store, the
+///   origin or a shutdown elsewhere.
+/// - **A pin keeps to its rate.** The bytes of a transfer no player reads are paced by its
+///   requester's rate caps (``DownloadPacer``); a player's never are.
+///
+/// ```
+///            send                 answered              chunkArrived ─▶ deliver ─┐
+///  idle ─────────────▶ requesting ──────────▶ receiving ◀───────────────────────┘
+///   ▲ │ yield (no player served, not yet quiet)    │ │ yield · pace · stopFilling (then asked again)
+///   │ ▼                                            │ ▼
+///   idle(yielded)       bodyEnded · failed · deliverAndLetGo ─▶ idle
+/// ```
+struct TransferPolicy: Equatable {
+    /// Who started the download: its requests are a player's or this requester's own.
+    let startedBy: Requester
+
+    /// Where the transfer is.
+    enum Step: Equatable {
+        /// No request is out; `yielded`: it has given way to players since the last one.
+        case idle(yielded: Bool)
+        /// A request for `Requester` is out: waiting for a connection and the origin's answer.
+        case requesting(Requester)
+        /// The origin answered: the body is read on a connection held for `Requester`.
+        case receiving(Requester)
+        /// A chunk of the body is in hand, not yet delivered; `yielded` and `paced`: done for it.
+        case holding(Requester, yielded: Bool, paced: Bool)
+    }
+
+    private(set) var step: Step
+
+    /// What the transfer sees when it asks.
+    struct Situation: Equatable {
+        /// A player reads the download, or the player who started it has not joined yet.
+        var servesPlayer: Bool
+        /// The download fills its file (it goes on past its readers to the file's end).
+        var isFilling = false
+        /// A player waits for a connection to the download's host.
+        var playerWaitsForConnection = false
+        /// Fills are allowed: the network is not metered.
+        var fillsAllowed = true
+    }
+
+    /// What the transfer does.
+    enum Action: Equatable {
+        /// Give way to players: wait (holding no more than it holds) until no player waits on an
+        /// origin and none has for the quiet period, or until ``endsWait(_:)`` holds; then tell
+        /// ``yielded(_:)``.
+        case yield
+        /// Send the next request, its connection taken for the requester; then tell
+        /// ``answered(_:)`` or ``failed()``.
+        case send(Requester)
+        /// End the fill for the reason (the download goes on for its readers only); then ask
+        /// ``chunkArrived(_:)`` again.
+        case stopFilling(FillStop)
+        /// Take the chunk's bytes from the requester's rate caps and wait as long as they say, or
+        /// until ``endsWait(_:)`` holds; then tell ``paced(_:)``.
+        case pace
+        /// Deliver and store the chunk in hand; then read the next (``chunkArrived(_:)`` or ``bodyEnded()``).
+        case deliver
+        /// Deliver and store the chunk in hand, then let the answer go: its connection is a waiting
+        /// player's. Then ask ``next(_:)`` (the rest with a request of the cache's own).
+        case deliverAndLetGo
+    }
+
+    /// A transfer of a download `requester` started; `answered`: the first answer is in hand
+    /// already (a probe's, whose connection was taken for `requester`).
+    init(startedBy requester: Requester, answered: Bool) {
+        startedBy = requester
+        step = answered ? .receiving(requester) : .idle(yielded: false)
+    }
+
+    /// Whose the transfer's requests are when no player is served.
+    var own: Requester { startedBy.isPlayer ? .own(.fill) : startedBy }
+
+    /// Whether it holds a connection of its host now.
+    var holdsConnection: Bool {
+        switch step {
+        case .idle: false
+        case .requesting, .receiving, .holding: true
+        }
+    }
+
+    // MARK: Requests
+
+    /// What to do when no request is out.
+    mutating func next(_ situation: Situation) -> Action {
+        guard case .idle(let yielded) = step else { preconditionFailure("a request is already out: \(step)") }
+        if situation.servesPlayer {
+            step = .requesting(.player)
+            return .send(.player)
+        }
+        guard yielded else { return .yield }
+        step = .requesting(own)
+        return .send(own)
+    }
+
+    /// The origin answered the request; whether the download now fills its file to `answer`'s
+    /// length (the executor carries it out with ``SharedDownload/fill(to:)``).
+    mutating func answered(_ answer: Answer) -> Bool {
+        if case .requesting(let requester) = step { step = .receiving(requester) }
+        return startedBy.isPlayer && answer.stores && answer.isStorable && !answer.isFullBody && !answer.isFilling
+            && answer.length != nil && answer.isCovered
+    }
+
+    /// What the executor tells of an answer.
+    struct Answer: Equatable {
+        /// The download writes to the store.
+        var stores: Bool
+        /// The answer may be stored (no `no-store`).
+        var isStorable: Bool
+        /// The body is the whole resource (an origin without ranges): nothing to fill.
+        var isFullBody: Bool
+        /// The download fills already.
+        var isFilling: Bool
+        /// The resource's length, if known.
+        var length: Int64?
+        /// ``FillOnPlay`` covers the file now (its policy, and a network that allows fills).
+        var isCovered: Bool
+    }
+
+    /// Whether, at bytes the store has (another download stored them), the transfer goes on at
+    /// the next hole rather than ending: a fill does (its file is to be whole), any other download
+    /// has served its readers, who read those bytes from the store.
+    func goesOnPastStoredBytes(_ situation: Situation) -> Bool {
+        situation.isFilling
+    }
+
+    /// The request failed (it is retried, or the transfer ends), or the body ended.
+    mutating func failed() {
+        step = .idle(yielded: false)
+    }
+
+    /// The body ended (the range asked for arrived, or the answer ended early).
+    mutating func bodyEnded() {
+        step = .idle(yielded: false)
+    }
+
+    // MARK: Chunks
+
+    /// A chunk of the body is in hand: what to do before it is delivered.
+    mutating func chunkArrived(_ situation: Situation) -> Action {
+        let (requester, yielded, paced): (Requester, Bool, Bool)
+        switch step {
+        case .receiving(let r): (requester, yielded, paced) = (r, false, false)
+        case .holding(let r, let y, let p): (requester, yielded, paced) = (r, y, p)
+        case .idle, .requesting: preconditionFailure("a chunk without an answer: \(step)")
+        }
+        step = .holding(requester, yielded: yielded, paced: paced)
+        if situation.isFilling, !situation.fillsAllowed { return .stopFilling(.metered) }
+        guard !situation.servesPlayer else {
+            step = .receiving(requester)
+            return .deliver
+        }
+        if situation.playerWaitsForConnection {
+            step = .idle(yielded: false)
+            return .deliverAndLetGo
+        }
+        if !yielded { return .yield }
+        if startedBy.pacer != nil, !paced { return .pace }
+        step = .receiving(requester)
+        return .deliver
+    }
+
+    /// Whether a transfer that gives way to players, or keeps to its rate, stops waiting now: a
+    /// player reads it (it goes on at once), or, holding a connection, a player waits for one (it
+    /// lets it go).
+    func endsWait(_ situation: Situation) -> Bool {
+        situation.servesPlayer || (holdsConnection && situation.playerWaitsForConnection)
+    }
+
+    /// The transfer gave way to players (the wait of ``Action/yield`` ended): what to do now.
+    mutating func yielded(_ situation: Situation) -> Action {
+        switch step {
+        case .idle:
+            step = .idle(yielded: true)
+            return next(situation)
+        case .holding(let requester, _, let paced):
+            step = .holding(requester, yielded: true, paced: paced)
+            return chunkArrived(situation)
+        case .requesting, .receiving:
+            preconditionFailure("a yield while a request is out: \(step)")
+        }
+    }
+
+    /// The chunk in hand was paced by the rate caps: what to do now.
+    mutating func paced(_ situation: Situation) -> Action {
+        guard case .holding(let requester, let yielded, _) = step else {
+            preconditionFailure("paced without a chunk: \(step)")
+        }
+        step = .holding(requester, yielded: yielded, paced: true)
+        return chunkArrived(situation)
+    }
+}
