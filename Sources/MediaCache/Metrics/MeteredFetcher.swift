@@ -16,9 +16,12 @@ struct MeteredFetcher: Sendable {
     let budget: ConnectionBudget
     let reachability = OriginReachability()
 
-    /// The content information of `url` (a `HEAD`), asked for `requester`.
-    func contentInfo(for url: URL, headers: RequestHeaders, as requester: Requester) async throws -> ContentMetadata {
-        let hold = try await budget.acquire(for: url, isOwn: !requester.isPlayer)
+    /// The content information of `url` (a `HEAD`), asked for `requester` (see
+    /// ``fetch(_:range:ifRange:headers:as:promotion:)`` for `promotion`).
+    func contentInfo(
+        for url: URL, headers: RequestHeaders, as requester: Requester, promotion: ConnectionBudget.Promotion? = nil
+    ) async throws -> ContentMetadata {
+        let hold = try await budget.acquire(for: url, isOwn: !requester.isPlayer, promotion: promotion)
         defer { hold.release() }
         CacheMetrics.originRequests.increment()
         return try await reachability.noting(url) {

@@ -54,9 +54,10 @@ final class DownloadPacer: Sendable {
     static let piece: Int64 = 512 << 10
 
     let rates: [DownloadRate]
-    let store: CacheStore
+    /// The store whose disk's room it asks (`nil`: it keeps to its rates only).
+    let store: CacheStore?
 
-    init(rates: [DownloadRate], store: CacheStore) {
+    init(rates: [DownloadRate], store: CacheStore?) {
         self.rates = rates
         self.store = store
     }
@@ -70,7 +71,7 @@ final class DownloadPacer: Sendable {
     /// a piece, at least a byte): the job waits for space rather than fetch what it cannot keep.
     func admit(_ bytes: Int64) throws {
         let wanted = min(DownloadPacer.piece, max(1, bytes))
-        guard let room = store.diskRoom, room < wanted else { return }
+        guard let store, let room = store.diskRoom, room < wanted else { return }
         throw RoomWanted(
             message:
                 "the disk has \(ByteCountText.format(max(0, room))) above the \(ByteCountText.format(store.diskFloor)) it keeps free, "

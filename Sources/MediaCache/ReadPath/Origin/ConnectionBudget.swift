@@ -185,14 +185,17 @@ final class ConnectionBudget: Sendable {
 
     /// Makes the waiting request `id` of the cache's own a player's (see ``Promotion``).
     fileprivate func promote(host: String, id: UInt64) {
-        let admitted = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard var machine = state.hosts[host] else { return [] }
+        let (promoted, admitted) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+            guard var machine = state.hosts[host] else { return (false, []) }
             let (promoted, ids) = machine.promote(id)
             state.hosts[host] = machine
             if promoted { state.promoted.insert(id) }
-            return Self.take(ids, from: &state)
+            return (promoted, Self.take(ids, from: &state))
         }
         admitted.forEach { $0.resume() }
+        // It waits with the players now: the transfers that may hold a connection it should
+        // have look again (as for any player's wait).
+        if promoted { onPlayerWait() }
     }
 
     /// Counts a player's wait for `host`; the waits to log now (at most one line per host every

@@ -103,10 +103,9 @@ extension CachingReader {
             // download of the bytes it asked for yet: a read that went on now would find
             // neither them nor a download to join, and ask the origin a second time. Its
             // result is shared instead (it ends once the download is there).
-            if !headers.hasConditions, !configuration.isOffline, let running = contentInfoTasks.withLock({ $0[key] }),
-                let shared = try? await running.value()
-            {
-                return shared
+            if !headers.hasConditions, !configuration.isOffline, let running = contentInfoTasks.withLock({ $0[key] }) {
+                if requester.isPlayer { running.promotion.promote() }
+                if let shared = try? await running.task.value() { return shared }
             }
             return stored
         }
@@ -155,26 +154,29 @@ extension CachingReader {
                 reserves: reserves, yielded: true, playFrom: playFrom, as: requester)
         }
         if scheduler.hasShutDown { throw DownloadScheduler.shutDownError }
-        let task = contentInfoTasks.withLock { tasks in
+        let shared = contentInfoTasks.withLock { tasks in
             if shares, let running = tasks[key] { return running }
+            let promotion = ConnectionBudget.Promotion()
             let task = SharedTask { [self, stored] in
                 do {
                     if let stored {
                         return try await revalidate(
                             url, key: key, stored: stored, offset: offset ?? 0,
                             length: offset == nil ? nil : length ?? ByteRange.maximumOffset,
-                            headers: headers.withoutConditions, reserves: reserves, as: requester)
+                            headers: headers.withoutConditions, reserves: reserves, as: requester,
+                            promotion: promotion)
                     }
                     guard let offset else {
                         return await storeGiven(
-                            try await fetcher.contentInfo(for: url, headers: headers, as: requester), key: key)
+                            try await fetcher.contentInfo(
+                                for: url, headers: headers, as: requester, promotion: promotion), key: key)
                     }
                     // The bytes the read asks for, in one request: an open-ended read asks to
                     // the end (`bytes=a-`), which the origin streams as the player reads.
                     let size = max(1, min(length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
                     return try await probe(
                         url, key: key, offset: offset, size: size, headers: headers, reserves: reserves,
-                        as: requester)
+                        as: requester, promotion: promotion)
                 } catch let error as CacheError {
                     // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
                     if shares, let answer = error.originAnswer, answer.freshUntil != nil,
@@ -185,10 +187,14 @@ extension CachingReader {
                     throw error
                 }
             }
-            if shares { tasks[key] = task }
-            return task
+            let started = Probe(task: task, promotion: promotion)
+            if shares { tasks[key] = started }
+            return started
         }
-        defer { contentInfoTasks.withLock { if $0[key] === task { $0[key] = nil } } }
+        // A player who waits on a probe the cache's own work began makes its request a player's.
+        if requester.isPlayer { shared.promotion.promote() }
+        let task = shared.task
+        defer { contentInfoTasks.withLock { if $0[key]?.task === task { $0[key] = nil } } }
         waitingForOrigin.add(1, ordering: .relaxed)
         defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
         // A caller that is cancelled stops waiting at once; a shared task goes on for the
@@ -229,7 +235,8 @@ extension CachingReader {
     /// (``Configuration/servesStaleOnOriginFailure``).
     func revalidate(
         _ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, length: Int64? = nil,
-        headers: RequestHeaders, reserves: Bool = false, as requester: Requester
+        headers: RequestHeaders, reserves: Bool = false, as requester: Requester,
+        promotion: ConnectionBudget.Promotion? = nil
     ) async throws -> ContentMetadata {
         var conditional = headers
         if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
@@ -243,7 +250,7 @@ extension CachingReader {
             // Within a play, asked where the play goes: the version it began with (``PlayRoute``).
             response = try await playRoute.fetch(
                 url, key: key, stored: stored, range: ByteRange(start, start + size), ifRange: nil,
-                headers: conditional, as: requester)
+                headers: conditional, as: requester, promotion: promotion)
         } catch let error as CacheError where error.isOriginFailure {
             let logMetadata: Logger.Metadata = [
                 "url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)",
@@ -316,16 +323,19 @@ extension CachingReader {
     /// download that readers can join; returns the content information it carries.
     func probe(
         _ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool,
-        as requester: Requester
+        as requester: Requester, promotion: ConnectionBudget.Promotion
     ) async throws -> ContentMetadata {
         let response: OriginResponse
         do {
             response = try await fetcher.fetch(
-                url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers, as: requester)
+                url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers, as: requester,
+                promotion: promotion)
         } catch let error as CacheError where error.code == .rangeNotSatisfiable {
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
-            return await storeGiven(try await fetcher.contentInfo(for: url, headers: headers, as: requester), key: key)
+            let metadata = try await fetcher.contentInfo(
+                for: url, headers: headers, as: requester, promotion: promotion)
+            return await storeGiven(metadata, key: key)
         }
         if response.isNotModified {
             // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.

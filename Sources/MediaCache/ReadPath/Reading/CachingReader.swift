@@ -31,7 +31,15 @@ public final class CachingReader: Sendable {
     /// Origin answers other than the resource's bytes that may be reused while fresh.
     let answers = AnswerMemory()
     /// The probes and revalidations under way, one per resource for requests that share them.
-    let contentInfoTasks = Mutex<[CacheKey: SharedTask<ContentMetadata>]>([:])
+    let contentInfoTasks = Mutex<[CacheKey: Probe]>([:])
+
+    /// A probe or revalidation that requests share, and what makes its origin request a
+    /// player's when a player comes to wait on it (the cache's own asked first): a player never
+    /// waits on a request that waits as the cache's own.
+    struct Probe: Sendable {
+        let task: SharedTask<ContentMetadata>
+        let promotion: ConnectionBudget.Promotion
+    }
     /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
     /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
     let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
@@ -288,9 +296,9 @@ public final class CachingReader: Sendable {
             defer { tasks = [:] }
             return Array(tasks.values)
         }
-        for task in tasks {
-            task.cancel()
-            _ = await task.result
+        for probe in tasks {
+            probe.task.cancel()
+            _ = await probe.task.result
         }
         for task in backgroundRevalidations.withLock({ Array($0.values) }) {
             task.cancel()
