@@ -27,7 +27,12 @@ public struct NginxOrigin: Sendable {
         public var range: String?
         /// The connection's serial number.
         public var connection: Int
-        public var description: String { "\(method) \(target) \(status) \(bytes) \(range ?? "-") #\(connection)" }
+        /// Whether the request said it is the cache's own work (its `CMCD-Request` field carries
+        /// MediaCache's own key: a reader whose `ownRequestFields` are CMCD's, as `serve --cmcd`).
+        public var isCachesOwn = false
+        public var description: String {
+            "\(method) \(target) \(status) \(bytes) \(range ?? "-") #\(connection)\(isCachesOwn ? " own" : "")"
+        }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -57,7 +62,7 @@ public struct NginxOrigin: Sendable {
         events { worker_connections 1024; }
         http {
             include /etc/nginx/mime.types;
-            log_format counted '$request_method "$request_uri" $status $body_bytes_sent "$http_range" $connection';
+            log_format counted '$request_method "$request_uri" $status $body_bytes_sent "$http_range" $connection "$http_cmcd_request"';
             access_log \(directory.path)/access.log counted;
             client_body_temp_path \(directory.path)/body;
             proxy_temp_path \(directory.path)/proxy;
@@ -106,9 +111,9 @@ public struct NginxOrigin: Sendable {
     }
 
     static func parse(_ line: Substring) -> Request? {
-        // GET "/a.bin" 206 1024 "bytes=0-1023" 3
+        // GET "/a.bin" 206 1024 "bytes=0-1023" 3 "io.mediacache-own"
         let quoted = line.split(separator: "\"", omittingEmptySubsequences: false)
-        guard quoted.count == 5 else { return nil }
+        guard quoted.count == 7 else { return nil }
         let middle = quoted[2].split(separator: " ")
         guard middle.count == 2, let status = Int(middle[0]), let bytes = Int64(middle[1]),
             let connection = Int(quoted[4].trimmingCharacters(in: .whitespaces))
@@ -116,8 +121,7 @@ public struct NginxOrigin: Sendable {
         let range = quoted[3] == "-" ? nil : String(quoted[3])
         return Request(
             method: quoted[0].trimmingCharacters(in: .whitespaces), target: String(quoted[1]), status: status,
-            bytes: bytes, range: range,
-            connection: connection)
+            bytes: bytes, range: range, connection: connection, isCachesOwn: quoted[5].contains("io.mediacache-own"))
     }
 
     /// Stops nginx and waits for it to end.

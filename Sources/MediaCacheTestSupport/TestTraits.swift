@@ -36,6 +36,16 @@ extension Trait where Self == CPUBoundTrait {
     public static var cpuBound: Self { CPUBoundTrait() }
 }
 
+extension Trait where Self == TimeLimitTrait {
+    /// Every suite's time limit (Swift Testing's `.timeLimit`): a test that stalls (a player left
+    /// waiting for good, a deadlock) fails by name instead of hanging the run until CI's own
+    /// timeout. Six minutes, because the limit counts from a test's start: an end-to-end test may
+    /// wait for its slot (``EndToEndTrait``), and a CPU-bound one for its thread
+    /// (``CPUBoundTrait``), for much of the suite's two and a half minutes before its body runs.
+    /// CI fails a suite without it.
+    public static var stallLimit: Self { .timeLimit(.minutes(6)) }
+}
+
 /// A task executor with one thread of its own, which runs its jobs in order.
 final class DedicatedThreadExecutor: TaskExecutor, @unchecked Sendable {
     /// The thread of the tests marked ``CPUBoundTrait``.

@@ -2,12 +2,13 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCacheHTTPFields
 
 /// Cookie dates (RFC 6265 §5.1.1), read as browsers read them.
-@Suite struct CookieDateTests {
+@Suite(.stallLimit) struct CookieDateTests {
     /// RFC 6265 §5.1.1 reads the dates browsers meet, in any of their forms.
     @Test(arguments: [
         ("Wed, 21 Oct 2015 07:28:00 GMT", 1_445_412_480.0),

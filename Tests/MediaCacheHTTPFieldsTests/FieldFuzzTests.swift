@@ -13,7 +13,7 @@ import Testing
 /// model written another way: byte by byte, with numbers compared as digit strings, so no
 /// arithmetic of the model can overflow either. A trap in a parser ends the test process, so
 /// a passing run also says no input crashed it.
-@Suite(.cpuBound) struct FieldFuzzTests {
+@Suite(.stallLimit, .cpuBound) struct FieldFuzzTests {
     // MARK: Reference models
 
     /// `1*DIGIT` as a digit string without leading zeros; `nil` when not all ASCII digits.

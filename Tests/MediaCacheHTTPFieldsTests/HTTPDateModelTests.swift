@@ -11,7 +11,7 @@ import Testing
 /// the three forms and on their mutations. On ASCII text the two agree everywhere; text with
 /// another byte is no date for the parser (a date is ASCII), where the model took a day name
 /// it does not check.
-@Suite(.cpuBound) struct HTTPDateModelTests {
+@Suite(.stallLimit, .cpuBound) struct HTTPDateModelTests {
     /// The plain reading: fields split at spaces, names lower-cased and looked up.
     enum Model {
         static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]

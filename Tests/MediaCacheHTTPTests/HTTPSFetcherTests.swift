@@ -13,7 +13,7 @@ import Testing
 
 /// The origin fetcher over HTTPS: trust roots from a CA file, HTTP/2 connection sharing,
 /// connection reuse across files (the failures a player sees are in `HTTPSOriginTests`).
-@Suite(.endToEnd) struct HTTPSFetcherTests {
+@Suite(.stallLimit, .endToEnd) struct HTTPSFetcherTests {
     /// Only a failed handshake is a TLS failure (never retried); a TLS connection that is
     /// cut later is a connection failing like any other (retried by the read path).
     @Test func onlyAFailedHandshakeIsATLSFailure() {

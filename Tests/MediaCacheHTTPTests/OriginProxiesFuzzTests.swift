@@ -11,7 +11,7 @@ import Testing
 /// trap), a proxy read names a host and a port in range and reads back the same from its own
 /// description, and a refusal never repeats a password; a `no_proxy` list never traps, and
 /// the hosts and addresses it names match themselves.
-@Suite(.cpuBound) struct OriginProxiesFuzzTests {
+@Suite(.stallLimit, .cpuBound) struct OriginProxiesFuzzTests {
     @Test func proxySettingsAreReadOrRefusedAndReadBack() throws {
         let outcomes = try Mutator.run("proxy") { input in
             let list = NoProxyList(input)

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCacheHTTP
@@ -9,7 +10,7 @@ import Testing
 /// The proxy environment read as curl documents it (curl(1) "ENVIRONMENT", CURLOPT_NOPROXY):
 /// which variable applies to which scheme, which form wins, what a proxy URL may say, and
 /// which hosts `no_proxy` sends direct. Pure: tables, no I/O.
-@Suite struct OriginProxiesTests {
+@Suite(.stallLimit) struct OriginProxiesTests {
     static let http = URL(string: "http://media.example/a.mp4")!
     static let https = URL(string: "https://media.example/a.mp4")!
 

@@ -4,6 +4,7 @@
 import AsyncHTTPClient
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -14,7 +15,7 @@ import Testing
 
 /// A request whose pooled connection closed before it was answered is sent once more, and
 /// only once; other failures are not retried here. Over a scripted transport, no network.
-@Suite struct OriginRetryTests {
+@Suite(.stallLimit) struct OriginRetryTests {
     /// Fails its first `failures` sends as a stale connection, then answers `200` with 4 bytes.
     final class Transport: OriginTransport {
         let failures: Int

@@ -12,7 +12,7 @@ import Testing
 /// The admin API's one table: the server routes exactly its endpoints, a method it does not
 /// list is 405 with the methods it does, and each query the CLI writes the server reads back
 /// as written.
-@Suite struct AdminTableTests {
+@Suite(.stallLimit) struct AdminTableTests {
     static let url = URL(string: "https://cdn.example/a/master.m3u8?sig=a%2Bb&x=1")!
 
     static func router(_ h: ScriptedHarness) -> AdminRouter {

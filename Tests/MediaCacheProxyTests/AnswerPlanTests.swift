@@ -5,6 +5,7 @@ import Foundation
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheHTTPFields
+import MediaCacheTestSupport
 import NIOHTTP1
 import Testing
 
@@ -14,7 +15,7 @@ import Testing
 /// known of the resource, give one ``AnswerPlan``. One row per rule of RFC 9110 the proxy
 /// applies (ranges §14, conditions §13) and per shape of resource (empty, without a length,
 /// from an origin that serves ranges of it or not).
-@Suite struct AnswerPlanTests {
+@Suite(.stallLimit) struct AnswerPlanTests {
     struct Row: CustomStringConvertible, Sendable {
         var name: String
         var method: HTTPMethod = .GET

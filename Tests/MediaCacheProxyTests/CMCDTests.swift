@@ -11,7 +11,7 @@ import Testing
 
 /// CMCD (CTA-5004): out of cache keys, on to the origin; with `--cmcd`, written by the proxy
 /// for players that send none, and the cache's own fetches marked.
-@Suite(.endToEnd) struct CMCDTests {
+@Suite(.stallLimit, .endToEnd) struct CMCDTests {
     /// Two players' requests for one segment that differ only in CMCD (as a query parameter,
     /// then as fields, with the origin naming a CMCD field in `Vary`) cost one origin request
     /// each way, and the origin sees the first player's CMCD on it.

@@ -11,7 +11,7 @@ import Testing
 /// origin said), part stored, or an answer it does not keep — and whether it stores the answer.
 /// On one manual clock; every answer's bytes are the origin's. (``ProxyHarness/get`` checks
 /// that every answer of every proxy test carries one, in the field's grammar.)
-@Suite(.endToEnd) struct CacheStatusTests {
+@Suite(.stallLimit, .endToEnd) struct CacheStatusTests {
     static func status(_ reply: ProxyHarness.Reply) -> String {
         reply.headers.first(name: "cache-status") ?? "missing"
     }

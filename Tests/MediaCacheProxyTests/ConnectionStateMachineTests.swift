@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -9,7 +10,7 @@ import Testing
 
 /// A client connection's decisions, without a socket and without waiting: each event with a
 /// time in, an action out.
-@Suite struct ConnectionStateMachineTests {
+@Suite(.stallLimit) struct ConnectionStateMachineTests {
     static let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
     static let timeout = TimeAmount.seconds(120)
     static let requestTimeout = TimeAmount.seconds(10)

@@ -10,7 +10,7 @@ import Testing
 /// AVPlayer steer: the master playlist names a steering server and the variants of two
 /// pathways (CDN A on 127.0.0.1, CDN B on 127.0.0.2, the same port, the same bytes); the client
 /// plays from A, asks the steering server, which puts B first, and goes on from B.
-@Suite(.endToEnd) struct ContentSteeringProxyTests {
+@Suite(.stallLimit, .endToEnd) struct ContentSteeringProxyTests {
     static let segments = 3
 
     /// Serves the variant playlist and its segments on `origin`.

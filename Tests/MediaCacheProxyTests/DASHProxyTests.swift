@@ -13,7 +13,7 @@ import Testing
 /// player: each decodes through the proxy to the direct play's md5, the manifest the player
 /// gets names no origin address, and a second play makes no origin request. One at a time,
 /// for the reason HLSProxyTests gives.
-@Suite(.serialized, .endToEnd) struct DASHProxyTests {
+@Suite(.stallLimit, .serialized, .endToEnd) struct DASHProxyTests {
     static let hasFFmpeg = toolExists("ffmpeg")
 
     /// The kinds of DASH the test origin serves, each under `/dash/`.

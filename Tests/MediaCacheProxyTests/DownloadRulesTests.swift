@@ -13,7 +13,7 @@ import Testing
 /// while another "anyway" goes on; a job that meets the disk's floor waits for space instead
 /// of failing and resumes by itself when space returns; streaming goes on meanwhile. Each
 /// job ends holding the origin's bytes, fetched once.
-@Suite(.endToEnd) struct DownloadRulesTests {
+@Suite(.stallLimit, .endToEnd) struct DownloadRulesTests {
     /// A disk whose free space is `base` less what the store holds: space returns when the test
     /// raises `base`.
     final class FakeDisk: Sendable {

@@ -11,7 +11,7 @@ import Testing
 
 /// The proxy embedded in an app: started on loopback at a free port behind a random token,
 /// URLs for players, the choice between the resource loader and the proxy, and a clean stop.
-@Suite(.endToEnd) struct EmbeddedProxyTests {
+@Suite(.stallLimit, .endToEnd) struct EmbeddedProxyTests {
     static func get(_ client: HTTPClient, _ url: URL) async throws -> (status: Int, body: ByteBuffer) {
         let response = try await client.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(10))
         return (Int(response.status.code), try await response.body.collect(upTo: 16 << 20))

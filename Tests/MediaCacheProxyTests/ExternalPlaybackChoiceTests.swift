@@ -1,12 +1,13 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCacheProxy
 
 /// Where an AirPlay receiver plays from, and which of the machine's addresses it reaches.
-@Suite struct ExternalPlaybackChoiceTests {
+@Suite(.stallLimit) struct ExternalPlaybackChoiceTests {
     @Test func theReceiverGetsTheLANAddressUnlessThereIsNoneOrTheAppPrefersTheOrigin() {
         typealias Choice = EmbeddedProxy.ExternalChoice
         let cases: [(holds: Bool, lan: String?, prefers: Bool, expected: Choice)] = [

@@ -13,7 +13,7 @@ import Testing
 /// answer that began its play, as the cache's own work; the whole file then matches the
 /// origin's byte for byte. What the policy leaves out (video by default, `none`, a metered
 /// network) is fetched only as far as players read.
-@Suite(.endToEnd) struct FillOnPlayTests {
+@Suite(.stallLimit, .endToEnd) struct FillOnPlayTests {
     static let length: Int64 = 6 << 20
     static let content = DeterministicContent(seed: 11)
 
@@ -145,10 +145,71 @@ extension FillOnPlayTests {
             #expect(proxy.base.store.spans(for: key).byteCount >= 64 << 10, "what it stored stays")
         }
     }
+
+    /// Issue 75, every flag at its default: a player that asks closed ranges of one song after
+    /// another (as AVPlayer asks for audio, skipping through a playlist) is answered every time,
+    /// with the origin's bytes. Each play starts a fill, at most ``CachingReader/Configuration``'s
+    /// `concurrentFills` run, and none holds a connection the next song needs. (On e48a7a1 each
+    /// fill kept its play's connection and waited for another: the seventeenth song, one past the
+    /// host's sixteen connections, was never answered.)
+    @Test func closedRangesOfOneSongAfterAnotherAreAllAnswered() async throws {
+        try await ProxyHarness.with { proxy in
+            let songs = 24
+            for index in 0..<songs {
+                var song = TestOrigin.Resource.generated(
+                    length: 4 << 20, seed: 200 + UInt64(index), mimeType: "audio/mpeg")
+                song.faults.bytesPerSecond = 4 << 20  // a fill takes a second: still under way at the next song
+                proxy.origin.serve(song, at: "/songs/\(index).mp3")
+            }
+            for index in 0..<songs {
+                let start = Int64(index) * 10_000
+                let reply = try await proxy.get(
+                    proxy.url("/songs/\(index).mp3"), headers: [("Range", "bytes=\(start)-\(start + 65_535)")])
+                #expect(reply.status == 206 && reply.body.readableBytes == 65_536, "song \(index)")
+                #expect(
+                    DeterministicContent(seed: 200 + UInt64(index)).firstMismatch(in: reply.body, at: start) == nil,
+                    "song \(index): the origin's bytes")
+                #expect(proxy.base.reader.fills.progress.count <= 4, "song \(index): fills under way")
+                // The player's own range took one origin request (the fill's are the cache's own).
+                #expect(
+                    proxy.origin.requests("/songs/\(index).mp3").first?.range == "bytes=\(start)-\(start + 65_535)")
+            }
+        }
+    }
+
+    /// The same with open ranges hung up after their first bytes (as ffmpeg and mpv seek): each
+    /// play's answer goes on as a fill past its player, and lets its connection go to the next
+    /// player that waits for one.
+    @Test func openRangesHungUpOneSongAfterAnotherAreAllAnswered() async throws {
+        try await ProxyHarness.with { proxy in
+            let songs = 24
+            for index in 0..<songs {
+                var song = TestOrigin.Resource.generated(
+                    length: 4 << 20, seed: 300 + UInt64(index), mimeType: "audio/mpeg")
+                song.faults.bytesPerSecond = 4 << 20
+                proxy.origin.serve(song, at: "/open/\(index).mp3")
+            }
+            for index in 0..<songs {
+                let start = Int64(index) * 10_000
+                var request = HTTPClientRequest(url: proxy.url("/open/\(index).mp3"))
+                request.headers.add(name: "Range", value: "bytes=\(start)-")
+                let response = try await proxy.client.execute(request, timeout: .seconds(30))
+                #expect(response.status == .partialContent, "song \(index)")
+                var got = ByteBuffer()
+                for try await chunk in response.body {
+                    got.writeImmutableBuffer(chunk)
+                    if got.readableBytes >= 1_000 { break }
+                }
+                #expect(got.readableBytes >= 1_000, "song \(index)")
+                #expect(DeterministicContent(seed: 300 + UInt64(index)).firstMismatch(in: got, at: start) == nil)
+            }
+            #expect(proxy.base.reader.fills.progress.count <= 4)
+        }
+    }
 }
 
 /// The policy alone: which files it covers, and its words.
-@Suite struct FillPolicyTests {
+@Suite(.stallLimit) struct FillPolicyTests {
     @Test func theDefaultTakesAudioUpToItsSizeAndNeverAPlaylist() {
         let policy = FillPolicy.audio
         #expect(policy.covers(mimeType: "audio/mpeg", length: 60 << 20, path: "/e.mp3"))

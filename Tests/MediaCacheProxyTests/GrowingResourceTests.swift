@@ -10,7 +10,7 @@ import Testing
 
 /// A resource that grows while it is sent (a chunked CMAF segment of low-latency DASH, an
 /// LL-HLS open-ended hint): any number of players waiting on it share one origin request.
-@Suite(.endToEnd) struct GrowingResourceTests {
+@Suite(.stallLimit, .endToEnd) struct GrowingResourceTests {
     /// Four players on one growing segment (asked whole, or from a byte as an LL-HLS hint is):
     /// one origin request; each gets every byte, each piece before the next is made.
     @Test(arguments: [nil, 20_000] as [Int64?])

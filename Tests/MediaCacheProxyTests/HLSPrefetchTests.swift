@@ -12,7 +12,7 @@ import Testing
 /// Prefetching an HLS asset through the engine: the chosen variant and its audio, as many
 /// seconds as asked, progress that adds up, cancellation that keeps what arrived, and a
 /// player that afterwards needs nothing from the origin.
-@Suite(.endToEnd) struct HLSPrefetchTests {
+@Suite(.stallLimit, .endToEnd) struct HLSPrefetchTests {
     static let playlistType = "application/vnd.apple.mpegurl"
 
     /// A master playlist at `/p/master.m3u8`: two video variants (`lo` 200 kbit/s, `hi`

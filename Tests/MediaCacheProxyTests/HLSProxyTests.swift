@@ -12,7 +12,7 @@ import Testing
 /// name no origin address, and a second play makes no origin request. The cases run one at a
 /// time and ffmpeg on one thread: five at once, each encoding and decoding, starved the timed
 /// suites running beside them on 2 cores (a slow client's cut-off took 9.7 s instead of 0.5).
-@Suite(.serialized, .endToEnd) struct HLSProxyTests {
+@Suite(.stallLimit, .serialized, .endToEnd) struct HLSProxyTests {
     static let hasFFmpeg = toolExists("ffmpeg")
 
     /// The kinds of HLS the test origin serves, each under `/hls/`.

@@ -15,7 +15,7 @@ import Testing
 /// HTTPS origins as they are served: failures that say why at once, private CAs, skipped
 /// verification that cannot go unnoticed, HTTP/2, connection reuse, redirects across schemes.
 /// (The read path, freshness and the proxy contract run over HTTPS too: see `OriginScheme`.)
-@Suite(.endToEnd) struct HTTPSOriginTests {
+@Suite(.stallLimit, .endToEnd) struct HTTPSOriginTests {
     /// A TLS origin that cannot be used, and what the player must be told.
     struct Failure: CustomStringConvertible, Sendable {
         var name: String

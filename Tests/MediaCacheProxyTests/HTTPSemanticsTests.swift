@@ -14,7 +14,7 @@ import Testing
 /// in-process origin: origin answers passed on as they are, `Vary`, a player's own
 /// conditional requests, one origin request per client request. Every test counts what the
 /// origin was asked and checks statuses, fields and bytes.
-@Suite(.endToEnd) struct HTTPSemanticsTests {
+@Suite(.stallLimit, .endToEnd) struct HTTPSemanticsTests {
     /// An answer that is not the resource's bytes reaches the player with its status, its
     /// fields and its body, costs one origin request; without freshness it is never stored,
     /// and is asked again next time.

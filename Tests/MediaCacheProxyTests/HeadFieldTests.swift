@@ -11,7 +11,7 @@ import Testing
 
 /// The fields every answer's head is built from, written and compared without the general
 /// (slower) string operations they replace: each against the plain form as a model.
-@Suite struct HeadFieldTests {
+@Suite(.stallLimit) struct HeadFieldTests {
     @Test func aContentRangeIsWrittenAsInterpolationWouldWriteIt() {
         var random = SplitMix(seed: 42)
         var numbers: [Int64] = [0, 1, 9, 10, 99, 100, 65_535, 65_536, 999_999_999, Int64.max - 1, Int64.max]

@@ -10,7 +10,7 @@ import Testing
 /// Online, a master whose variants are partly held lists first the variants whose start is
 /// held, so a player that starts on the first variant listed starts where the bytes are; the
 /// rest of the master is as the origin wrote it.
-@Suite(.endToEnd) struct HeldVariantOrderTests {
+@Suite(.stallLimit, .endToEnd) struct HeldVariantOrderTests {
     /// The variants' media playlists, in the order `master` lists them.
     static func variants(_ master: String) -> [String] {
         master.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in

@@ -9,7 +9,7 @@ import Testing
 
 /// Requests no honest player sends, over raw TCP against the real proxy. After every case
 /// the proxy must still serve, and a range of a cached file must have the right bytes.
-@Suite(.endToEnd) struct HostileClientTests {
+@Suite(.stallLimit, .endToEnd) struct HostileClientTests {
     static let size: Int64 = 300_000
 
     /// One hostile request and the status it must get.

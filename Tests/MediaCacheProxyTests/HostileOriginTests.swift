@@ -12,7 +12,7 @@ import Testing
 /// proxy. A lie is rejected (`502`) or cuts the response; never is a wrong byte served or
 /// stored: after every case the fault is switched off and a clean read of the same URL is
 /// checked byte for byte, and a cached file still comes back right.
-@Suite(.endToEnd) struct HostileOriginTests {
+@Suite(.stallLimit, .endToEnd) struct HostileOriginTests {
     static let size: Int64 = 300_000
 
     /// A raw answer: the head lines, then `body` bytes of the resource.

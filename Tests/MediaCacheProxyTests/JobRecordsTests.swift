@@ -13,7 +13,7 @@ import Testing
 /// until resumed and one waiting for its window still waits, with its rules, until they let it
 /// run, each fetching only what is missing. (A pause was once not written at all: the
 /// job's own task, cancelled to pause it, could not write to the index.)
-@Suite(.endToEnd) struct JobRecordsTests {
+@Suite(.stallLimit, .endToEnd) struct JobRecordsTests {
     @Test(arguments: [true, false])
     func unfinishedPausedAndWaitingJobsResumeAfterARestart(deletingTheIndex: Bool) async throws {
         let size: Int64 = 8_000_000

@@ -14,7 +14,7 @@ import Testing
 /// URLs in CORS mode, as a Cast receiver's player does, and plays an MP4 in a plain `<video>`,
 /// all pinned and the origin stopped; without the token, or for the admin paths, the LAN
 /// address refuses; loopback behaves as before.
-@Suite(.endToEnd, .enabled(if: WebPageIsolationTests.chromium != nil && toolExists("ffmpeg")))
+@Suite(.stallLimit, .endToEnd, .enabled(if: WebPageIsolationTests.chromium != nil && toolExists("ffmpeg")))
 struct LANListenerTests {
     static let token = "lan-t0ken"
 

@@ -9,7 +9,7 @@ import Testing
 /// its output after the answer and reads and drops what still comes (a lingering close, as
 /// nginx's), where closing with unread input made the kernel reset the connection, which
 /// destroys an answer the client has not read yet.
-@Suite(.endToEnd) struct LingeringCloseTests {
+@Suite(.stallLimit, .endToEnd) struct LingeringCloseTests {
     @Test func aMalformedRequestsAnswerSurvivesAClientThatKeepsSending() async throws {
         try await HostileHarness.with { h in
             let port = h.port

@@ -12,7 +12,7 @@ import Testing
 /// request it: a blocking playlist reload (`_HLS_msn`, `_HLS_part`) beside a request for the
 /// part the preload hint names, both held by the origin until the part exists. The origin here
 /// makes a part when the test says so (a gate per answer), not on a timer.
-@Suite(.endToEnd) struct LowLatencyHLSTests {
+@Suite(.stallLimit, .endToEnd) struct LowLatencyHLSTests {
     static let type = "application/vnd.apple.mpegurl"
 
     /// A live media playlist of three whole segments and the parts of the fourth up to
@@ -139,9 +139,10 @@ import Testing
     /// player asks for `bytes=<start>-` and gets each byte as the origin makes it, under the
     /// origin's own `Content-Range` (RFC 8673's indeterminate form), in one origin request.
     /// Nothing of it is stored as the segment: once made, the segment is answered whole and
-    /// right. (No `.timeLimit` trait: with one, on a two-core machine running the whole suite,
-    /// the test's body had not started when its minute ran out, three runs in three; without,
-    /// it started after 29 s and took 0.3 s. A proxy that held bytes back would hang it.)
+    /// right. (Only the suite's `stallLimit`: with a time limit of a minute, on a two-core machine
+    /// running the whole suite, the test's body had not started when its minute ran out, three
+    /// runs in three; without, it started after 29 s and took 0.3 s. A proxy that held bytes back
+    /// would hang it until the suite's limit.)
     @Test func anOpenEndedHintOnAGrowingSegmentIsStreamedAsItGrows() async throws {
         try await ProxyHarness.with { h in
             let (start, length): (Int64, Int64) = (30_000, 90_000)

@@ -13,7 +13,7 @@ import Testing
 /// first origin answers `503` for every segment after the first ones: ffmpeg plays to the end
 /// through the proxy, every stored segment is the file, the second origin served the rest, and
 /// a replay asks neither.
-@Suite(.endToEnd, .enabled(if: toolExists("ffmpeg")))
+@Suite(.stallLimit, .endToEnd, .enabled(if: toolExists("ffmpeg")))
 struct ManifestAlternatesTests {
     enum Form: String, CaseIterable {
         case redundantVariants, steeringPathways, dashBaseURLs

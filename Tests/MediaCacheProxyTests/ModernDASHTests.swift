@@ -11,7 +11,7 @@ import Testing
 /// base, a segment template, an image (thumbnail) adaptation set, a callback event, a
 /// `Location`) read by a scripted player that resolves and substitutes as ISO/IEC 23009-1 says a
 /// client does, through the proxy.
-@Suite(.endToEnd) struct ModernDASHTests {
+@Suite(.stallLimit, .endToEnd) struct ModernDASHTests {
     @Test func aScriptedPlayerMeetsOnlyURLsThatLeadBackThroughTheProxy() async throws {
         try await ProxyHarness.with { h in
             let text = """

@@ -11,7 +11,7 @@ import Testing
 /// interstitials, session data, subtitles, I-frame and image playlists), read by a scripted
 /// player that follows RFC 8216bis through the proxy: every URI it meets must answer with the
 /// origin's bytes and none may need what the player cannot resolve.
-@Suite(.endToEnd) struct ModernHLSTests {
+@Suite(.stallLimit, .endToEnd) struct ModernHLSTests {
     /// Serves the asset under `/p/` and returns the master's origin URL (with `?token=abc`).
     static func serveAsset(on origin: TestOrigin) -> URL {
         let cdn = String(origin.url("/p").absoluteString)

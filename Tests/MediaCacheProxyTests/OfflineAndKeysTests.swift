@@ -12,7 +12,7 @@ import NIOCore
 import Testing
 
 /// Through the proxy: signed URLs under a key rule, offline mode, and export.
-@Suite(.endToEnd) struct OfflineAndKeysTests {
+@Suite(.stallLimit, .endToEnd) struct OfflineAndKeysTests {
     static func cloudFront() -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()
         configuration.keyRule = CacheKeyRule.preset(named: "cloudfront")!

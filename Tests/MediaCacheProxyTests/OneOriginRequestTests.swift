@@ -11,7 +11,7 @@ import Testing
 /// The player comes first, and costs the origin one request: a whole-file `GET` through an
 /// empty cache is one origin request on one connection, whatever the file's size and the
 /// origin's speed (an origin that records each request's range and connection).
-@Suite(.endToEnd) struct OneOriginRequestTests {
+@Suite(.stallLimit, .endToEnd) struct OneOriginRequestTests {
     static let shapes: [(Int64, Int64?)] = [
         (100_000, nil), (4 << 20, nil), (16 << 20, nil), (4 << 20, 8 << 20), (2 << 20, 1 << 20),
     ]

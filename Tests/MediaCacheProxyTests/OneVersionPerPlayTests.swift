@@ -15,7 +15,7 @@ import Testing
 /// `ETag`, other bytes) at a new resolved URL, which keeps it for ten minutes (or, in the second
 /// mode, one) by the test's clock. A play through the proxy gets the first version's bytes
 /// only, however it seeks, and visits the trackers once.
-@Suite(.endToEnd) struct OneVersionPerPlayTests {
+@Suite(.stallLimit, .endToEnd) struct OneVersionPerPlayTests {
     static let baseLength: Int64 = 6 << 20
 
     /// The host: `/t1/ep.mp3` → `/t2/ep.mp3` → `/t3/ep.mp3` → `/host/ep-N.mp3`, N counting the

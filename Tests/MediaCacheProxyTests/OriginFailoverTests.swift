@@ -11,7 +11,7 @@ import Testing
 /// middle of a play (its connection dropped, then `503` for everything), and the read goes on
 /// from the second at the byte where it stopped, under the same entry; the player gets every
 /// byte right, the failover is logged, and a replay asks neither.
-@Suite(.endToEnd) struct OriginFailoverTests {
+@Suite(.stallLimit, .endToEnd) struct OriginFailoverTests {
     @Test func aPlayGoesOnFromTheAlternateWhenTheOriginStops() async throws {
         let (first, second) = (try await TestOrigin.start(), try await TestOrigin.start())
         defer {

@@ -14,7 +14,7 @@ import Testing
 /// Pins and the download queue in the engine: pinned entries survive streaming, the pinned
 /// quota refuses a pin before its bytes are asked for, jobs are kept with the store and
 /// resume fetching only what is missing, and pause, resume and cancel do what they say.
-@Suite(.endToEnd) struct PinnedDownloadsTests {
+@Suite(.stallLimit, .endToEnd) struct PinnedDownloadsTests {
     /// A store of `limit` bytes with `pinned` of them for pins.
     static func store(limit: Int64, pinned: Int64) -> CacheStore.Configuration {
         var configuration = CacheStore.Configuration()

@@ -17,7 +17,7 @@ import Testing
 /// origin is scripted. A stored range is answered on the event loop within the write that
 /// brought the request (`EmbeddedChannel`); answers that need the origin run on a task, so
 /// they use the thread-safe `NIOAsyncTestingChannel`.
-@Suite struct ProxyConnectionTests {
+@Suite(.stallLimit) struct ProxyConnectionTests {
     static let url = URL(string: "https://scripted.example/a.mp4")!
     static let size: Int64 = 300_000
     static let content = DeterministicContent(seed: 7)

@@ -13,7 +13,7 @@ import Testing
 
 @testable import MediaCacheProxy
 
-@Suite(.endToEnd) struct ProxyContractTests {
+@Suite(.stallLimit, .endToEnd) struct ProxyContractTests {
     static let size: Int64 = 1_500_000
 
     func serve(_ h: ProxyHarness, _ path: String = "/v.mp4") -> TestOrigin.Resource {

@@ -3,12 +3,13 @@
 
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCacheProxy
 
 /// The proxy's counts: by result, bytes by source, and the last 50 requests oldest first.
-@Suite struct ProxyStatisticsTests {
+@Suite(.stallLimit) struct ProxyStatisticsTests {
     @Test func countsAndTheLastFiftyRequestsInOrder() {
         let statistics = ProxyStatistics()
         let results: [CacheResult] = [.hit, .miss, .partial, .error]
@@ -29,7 +30,7 @@ import Testing
 
 /// The prefetch options from the command line and the admin endpoint (outside input): any
 /// text is parsed or refused with a reason, never trapped on, and what is accepted is in bounds.
-@Suite struct PrefetchRequestPropertyTests {
+@Suite(.stallLimit) struct PrefetchRequestPropertyTests {
     @Test func anyTextIsParsedWithinBoundsOrRefused() {
         var random = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789-.e+abfirstlowhgpdeaultnon ,".utf8) + [0xFF, 0x00]

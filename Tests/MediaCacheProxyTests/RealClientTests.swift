@@ -7,7 +7,7 @@ import NIOCore
 import Testing
 
 /// Real players and clients through the proxy: curl, ffprobe and ffmpeg.
-@Suite(.endToEnd) struct RealClientTests {
+@Suite(.stallLimit, .endToEnd) struct RealClientTests {
     static let hasFFmpeg = toolExists("ffmpeg") && toolExists("ffprobe")
 
     /// A chunked origin body read by curl as HTTP/1.1 (chunked) and HTTP/1.0 (the proxy

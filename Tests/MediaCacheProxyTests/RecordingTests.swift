@@ -11,7 +11,7 @@ import Testing
 /// A recording in the engine: it stops at the pinned quota with the reason, and what it holds
 /// stays a playable VOD playlist whose segments are the origin's bytes; a segment the origin
 /// refuses is a gap, not a hole papered over.
-@Suite(.endToEnd) struct RecordingTests {
+@Suite(.stallLimit, .endToEnd) struct RecordingTests {
     static func window(_ first: Int, _ count: Int, total: Int, end: Bool = false) -> TestOrigin.Resource {
         var text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
         for index in first..<min(total, first + count) { text += "#EXTINF:1.0,\nseg\(index).ts\n" }

@@ -10,7 +10,7 @@ import Testing
 
 /// Offline by rendition: a pin of chosen languages, subtitles and quality; renditions added and
 /// released; with the origin stopped, a master playlist or manifest that lists only what is held.
-@Suite(.endToEnd) struct RenditionPinTests {
+@Suite(.stallLimit, .endToEnd) struct RenditionPinTests {
     /// An HLS asset ffmpeg made: three video-only variants (160x120, 320x240, 480x360), audio in
     /// English and French (different tones), WebVTT subtitles in English and French; and
     /// `expected.m3u8`, the master with only the 240-line variant and both audio languages.

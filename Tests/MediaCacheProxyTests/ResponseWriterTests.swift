@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import MediaCache
+import MediaCacheTestSupport
 import NIOHTTP1
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 
 /// Every path of writing a streamed answer, without a socket: where the head and the end
 /// marker go, how many parts are in flight, and what a failure at each point does.
-@Suite struct ResponseWriterTests {
+@Suite(.stallLimit) struct ResponseWriterTests {
     /// A stored range in one part: the head, the part and the end marker in one flush.
     @Test func aStoredRangeGoesInOneWrite() {
         var writer = ResponseWriter(range: ByteRange(100, 65_636))

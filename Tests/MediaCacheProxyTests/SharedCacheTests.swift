@@ -12,7 +12,7 @@ import Testing
 /// The proxy as a shared cache (`serve --shared-cache`, implied by `--allow-remote`) and as
 /// the private cache it is by default, side by side on the same origin answers (RFC 9111 §3,
 /// §3.5, §4.2.1, §5.2.2): what each stores, how long it is fresh, when it may be served stale.
-@Suite(.endToEnd) struct SharedCacheTests {
+@Suite(.stallLimit, .endToEnd) struct SharedCacheTests {
     static func with(shared: Bool, _ body: (ProxyHarness, ManualClock) async throws -> Void) async throws {
         let clock = ManualClock(start: Date())
         var store = CacheStore.Configuration()

@@ -12,7 +12,7 @@ import Testing
 /// at 1.4 s as ffmpeg writes them) plus an SRT and a WebVTT file. The proxy's master lists both
 /// as `SUBTITLES` renditions on every variant, each with a one-segment WebVTT media playlist as
 /// RFC 8216 asks, the cues converted and mapped to the first segment's timestamp.
-@Suite(.endToEnd, .enabled(if: toolExists("ffmpeg") && toolExists("ffprobe")))
+@Suite(.stallLimit, .endToEnd, .enabled(if: toolExists("ffmpeg") && toolExists("ffprobe")))
 struct SideLoadedSubtitleTests {
     static let srt = """
         1

@@ -12,7 +12,7 @@ import Testing
 /// manifest's answer sets the cookies, and every other resource of the stream is refused
 /// (`403`) without them. The proxy keeps them per origin and sends them back; the player
 /// never sees them, and no other site gets them.
-@Suite(.serialized, .endToEnd) struct SignedCookieTests {
+@Suite(.stallLimit, .serialized, .endToEnd) struct SignedCookieTests {
     static let signature = (name: "CloudFront-Signature", value: "sig~Abc_123-xyz")
     static let policy = (name: "CloudFront-Policy", value: "eyJTdGF0ZW1lbnQiOltdfQ__")
 

@@ -14,7 +14,7 @@ import Testing
 /// another site is refused before the cache is looked at, with the fields browsers really send
 /// (Fetch Metadata), unless the page's origin is listed with `--cors-origin` and asks in CORS
 /// mode. See SECURITY.md.
-@Suite(.endToEnd) struct WebPageIsolationTests {
+@Suite(.stallLimit, .endToEnd) struct WebPageIsolationTests {
     static let listed = "https://app.example"
     static let evil = "https://evil.example"
 

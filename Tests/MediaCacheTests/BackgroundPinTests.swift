@@ -97,7 +97,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
 /// Pinned downloads through a system transfer session: every missing piece is a ranged
 /// task tagged with its job, entry and range; finished files are checked and stored; a new
 /// launch reconciles the session's tasks with the jobs.
-@Suite struct BackgroundPinTests {
+@Suite(.stallLimit) struct BackgroundPinTests {
     static let url = URL(string: "https://cdn.example/film.mp4")!
     static let length: Int64 = 2_500_000
     static let content = DeterministicContent(seed: 41)

@@ -2,13 +2,14 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// The pure parts of background pins: a task's description, what a relaunch keeps, starts and
 /// cancels, and whether a finished file is what was asked for.
-@Suite struct BackgroundTransferTests {
+@Suite(.stallLimit) struct BackgroundTransferTests {
     static let key = CacheKey("https://cdn.example/film.mp4")
 
     @Test func aDescriptionNamesTheJobTheEntryAndTheRange() {

@@ -10,7 +10,7 @@ import Testing
 
 /// The encrypted-block layer: a block opens only where, for whom and in the state it was
 /// sealed for; the layout and the write plans are exact; key files are read strictly.
-@Suite(.cpuBound) struct BlockCipherTests {
+@Suite(.stallLimit, .cpuBound) struct BlockCipherTests {
     static var master: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8($0) }) }
     static let entry = EntryCipher(masterKey: master, cacheKey: CacheKey("entry-a"))
     static let plaintext: [UInt8] = (0..<(64 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }

@@ -8,7 +8,7 @@ import Testing
 
 @testable import MediaCache
 
-@Suite struct CacheStoreTests {
+@Suite(.stallLimit) struct CacheStoreTests {
     static let content = DeterministicContent(seed: 42)
 
     /// A store configuration; entries may fill the whole store unless `maxEntryFraction` says

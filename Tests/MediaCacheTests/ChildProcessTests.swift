@@ -6,7 +6,7 @@ import MediaCacheTestSupport
 import Testing
 
 /// The tests' child processes: waiting for one to end holds nothing another task needs.
-@Suite struct ChildProcessTests {
+@Suite(.stallLimit) struct ChildProcessTests {
     /// A task that waits for a process to end leaves `isRunning` and `terminate()` free for
     /// others. (The wait held the process's lock: a second task asking whether it ran was
     /// blocked, on a thread of the cooperative pool, until the process ended by itself, and

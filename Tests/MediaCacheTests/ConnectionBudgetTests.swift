@@ -3,13 +3,14 @@
 
 import Foundation
 import Logging
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// Who may hold an origin connection: the cache's own requests within their share, players
 /// first for every connection that comes free. Pure, then the async gate over it.
-@Suite struct ConnectionBudgetTests {
+@Suite(.stallLimit) struct ConnectionBudgetTests {
     typealias Machine = ConnectionBudgetStateMachine
 
     static func player(_ id: UInt64) -> Machine.Waiter { .init(id: id, isOwn: false) }

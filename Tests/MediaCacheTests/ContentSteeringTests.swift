@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -9,7 +10,7 @@ import Testing
 /// Content steering, without I/O: the steering server's URI in an HLS playlist and a DASH
 /// manifest, the steering manifest's own URLs, and the key rule that makes pathways share
 /// entries.
-@Suite struct ContentSteeringTests {
+@Suite(.stallLimit) struct ContentSteeringTests {
     static let base = URL(string: "https://steer.example/v1/steer.json?_HLS_pathway=A&_HLS_throughput=900000")!
 
     static func rewrite(_ json: String) throws -> (object: [String: JSONValue], dropped: [String]) {

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -9,7 +10,7 @@ import Testing
 
 /// RFC 6265's storage model and `Cookie` field, without I/O: each case a `Set-Cookie` from
 /// one URL and what the jar then sends to others.
-@Suite struct CookieJarTests {
+@Suite(.stallLimit) struct CookieJarTests {
     static let now = Date(timeIntervalSince1970: 1_790_000_000)
 
     static func url(_ text: String) -> URL { URL(string: text)! }

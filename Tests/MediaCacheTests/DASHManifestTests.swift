@@ -2,12 +2,13 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// Reading and rewriting MPDs: which URLs change and how, what never changes, and what is refused.
-@Suite struct DASHManifestTests {
+@Suite(.stallLimit) struct DASHManifestTests {
     static let base = URL(string: "https://cdn.example/show/m.mpd?token=abc")!
 
     static func rewrite(_ text: String, base: URL = base) throws -> String {

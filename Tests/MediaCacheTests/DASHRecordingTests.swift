@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -10,7 +11,7 @@ import Testing
 /// edge and time shift buffer, ISO/IEC 23009-1 §5.3.9.5), how snapshots merge into tracks, and
 /// the manifest the recording writes, read back by the same parser a player's request goes
 /// through.
-@Suite struct DASHRecordingTests {
+@Suite(.stallLimit) struct DASHRecordingTests {
     static let base = URL(string: "https://cdn.example/live/m.mpd")!
     static let start = LiveEdge.date("2026-01-01T00:00:00Z")!
 

@@ -11,7 +11,7 @@ import Testing
 /// The store's free-space floor over a disk whose free space the test sets: least recently
 /// used streaming entries go first, a pinned entry is then refused, and nothing stored is lost;
 /// with space back (measured again), writes go on.
-@Suite struct DiskFloorTests {
+@Suite(.stallLimit) struct DiskFloorTests {
     @Test func streamingEntriesGoFirstThenWritesAreRefused() async throws {
         let mib: Int64 = 1 << 20
         let floor = 4 * mib

@@ -8,7 +8,7 @@ import Testing
 @testable import MediaCache
 
 /// A real full disk: a small tmpfs mounted for the test (needs root, as on CI).
-@Suite struct DiskFullTests {
+@Suite(.stallLimit) struct DiskFullTests {
     @Test(.enabled(if: SmallDisk.canMount, "needs root to mount a small tmpfs"))
     func aFullDiskFailsTheWriteAndKeepsWhatIsStored() async throws {
         try await withTemporaryDirectory { directory in

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -9,7 +10,7 @@ import Testing
 /// Which pinned downloads run, as the pure planner decides it from given conditions: daily
 /// windows (across midnight too), network rules against what the system and the user say,
 /// the disk's room, the queue's order and its slots.
-@Suite struct DownloadPlannerTests {
+@Suite(.stallLimit) struct DownloadPlannerTests {
     static let utc = TimeZone(identifier: "UTC")!
 
     /// 2026-11-26 at `hour`:`minute` UTC.

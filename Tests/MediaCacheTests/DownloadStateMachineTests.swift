@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import NIOCore
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 
 /// The download's lifecycle without I/O: every transition, a cancel in every state, a
 /// failure in every state, and who is woken by what.
-@Suite struct DownloadStateMachineTests {
+@Suite(.stallLimit) struct DownloadStateMachineTests {
     typealias Machine = DownloadStateMachine
 
     /// The states a download passes through, reached by events from a new machine with one

@@ -13,7 +13,7 @@ import Testing
 /// The read path over an encrypted store, against the test origin: every way a block can be
 /// wrong on disk gives the right bytes with a refetch of that block only, and a wrong key
 /// refetches everything without losing what the right key stored.
-@Suite(.endToEnd) struct EncryptedReadPathTests {
+@Suite(.stallLimit, .endToEnd) struct EncryptedReadPathTests {
     static let blockSize = BlockLayout().blockSize
     static let length: Int64 = 1 << 20
 

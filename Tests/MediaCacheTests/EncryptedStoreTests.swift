@@ -13,7 +13,7 @@ import Testing
 /// the folder shows what was stored, a block wrong on disk is a hole (never bytes), and keys
 /// are handled as a user expects (a missing key refused, another key a miss, an unencrypted
 /// folder cleaned).
-@Suite struct EncryptedStoreTests {
+@Suite(.stallLimit) struct EncryptedStoreTests {
     static let content = CacheStoreTests.content
     static var key: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }) }
     static var otherKey: SymmetricKey { SymmetricKey(data: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 3) }) }

@@ -2,11 +2,12 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
-@Suite struct EvictorTests {
+@Suite(.stallLimit) struct EvictorTests {
     let now = Date(timeIntervalSince1970: 1_000_000)
 
     func candidate(_ name: String, bytes: Int64, age: TimeInterval, pinned: Bool = false) -> Evictor.Candidate {

@@ -13,7 +13,7 @@ import Testing
 /// gets it at the fill's next chunk, and the fill goes on later as the cache's own, behind
 /// players (once none waits on the origin). Against the scripted origin: each byte comes when
 /// the test sends it.
-@Suite struct FillConnectionTests {
+@Suite(.stallLimit) struct FillConnectionTests {
     static let episode = URL(string: "https://scripted.example/episode.mp4")!
     static let other = URL(string: "https://scripted.example/other.mp4")!
     static let third = URL(string: "https://scripted.example/third.mp4")!

@@ -12,7 +12,7 @@ import Testing
 /// Freshness as RFC 9111 defines it for a private cache, with the store's and the fetcher's
 /// clock one manual clock, so time passes without sleeping. Every read is checked byte for
 /// byte; the origin's requests and body bytes are counted.
-@Suite(.endToEnd) struct FreshnessTests {
+@Suite(.stallLimit, .endToEnd) struct FreshnessTests {
     static let size: Int64 = 600_000
 
     static func with(

@@ -10,7 +10,7 @@ import Testing
 @testable import MediaCache
 
 /// A body without a length shared by readers, driven by a scripted body (no network).
-@Suite struct GrowingBodyTests {
+@Suite(.stallLimit) struct GrowingBodyTests {
     /// A body the test feeds chunk by chunk; it notes when its reader stops.
     final class Script: Sendable {
         let stream: AsyncThrowingStream<ByteBuffer, any Error>

@@ -2,13 +2,14 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// The playlist parser and rewriter, without I/O: every tag that names a resource, relative
 /// URIs resolved by RFC 3986, every other byte kept, and bad playlists refused with a reason.
-@Suite struct HLSPlaylistTests {
+@Suite(.stallLimit) struct HLSPlaylistTests {
     static let base = URL(string: "https://cdn.example/video/hls/720p/index.m3u8?token=abc")!
 
     /// The proxy's mapping in miniature: the resolved URL, marked, so tests can read it back.

@@ -10,7 +10,7 @@ import Testing
 /// A master playlist filtered to what is held (issue 51's "serve only what is held"), as a
 /// pure function over real-world shapes: three variants sharing one audio group, audio in two
 /// languages, subtitles in two (one `FORCED`), closed captions in the video, I-frame playlists.
-@Suite(.cpuBound) struct HLSRenditionFilterTests {
+@Suite(.stallLimit, .cpuBound) struct HLSRenditionFilterTests {
     static let base = URL(string: "https://cdn.example/show/master.m3u8")!
 
     static let master = """

@@ -8,7 +8,7 @@ import Testing
 @testable import MediaCache
 
 /// Variable substitution (`EXT-X-DEFINE`), pure: what is put where, and what is refused.
-@Suite struct HLSVariablesTests {
+@Suite(.stallLimit) struct HLSVariablesTests {
     static let url = URL(string: "https://cdn.example/show/master.m3u8?token=t%20k&id=7")!
 
     static func resolve(_ text: String, imports: [String: String] = [:]) throws -> String? {

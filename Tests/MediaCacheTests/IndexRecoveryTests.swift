@@ -12,7 +12,7 @@ import Testing
 /// A damaged, missing or partly unreadable index never stops the store: it is moved aside
 /// and rebuilt from the entry records kept beside the data, with every entry's validators,
 /// stored bytes and pin and every download job; the store says so once at warning level.
-@Suite struct IndexRecoveryTests {
+@Suite(.stallLimit) struct IndexRecoveryTests {
     enum Damage: String, CaseIterable, Sendable {
         /// 200 bytes of garbage over the file's header: not a database any more.
         case header

@@ -2,12 +2,13 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// What manifests say serves the same bytes, and how a URL finds its alternates.
-@Suite struct LearnedAlternatesTests {
+@Suite(.stallLimit) struct LearnedAlternatesTests {
     static func url(_ text: String) -> URL { URL(string: text)! }
 
     @Test func aURLUnderOneMemberHasItsAlternatesUnderTheOthers() {

@@ -17,7 +17,7 @@ import Testing
 ///
 /// `MEDIACACHE_FUZZ_ITERATIONS` (default 100,000; a twentieth of it here, each input is a file)
 /// and `MEDIACACHE_FUZZ_SEED` as for the other fuzz targets.
-@Suite(.cpuBound) struct MediaTimeFuzzTests {
+@Suite(.stallLimit, .cpuBound) struct MediaTimeFuzzTests {
     static var iterations: Int {
         max(1, (ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 100_000) / 20)
     }

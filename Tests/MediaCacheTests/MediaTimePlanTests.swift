@@ -11,6 +11,7 @@ import Testing
 /// The time-to-bytes mapping against ffprobe's packet table, on files ffmpeg makes: both `moov`
 /// positions, fragmented with and without `sidx`, audio-only MP4, MP3 (CBR and VBR), ADTS, WAV.
 @Suite(
+    .stallLimit,
     .enabled(
         if: ChildProcess.toolExists("ffmpeg") && ChildProcess.toolExists("ffprobe"), "ffmpeg is installed by .ci/run"))
 struct MediaTimePlanTests {

@@ -11,7 +11,7 @@ import Testing
 /// over generated field lists: every field name the `304` carries ends with exactly the
 /// `304`'s lines of that name, in its order; every other name keeps exactly its stored lines;
 /// nothing else appears, so no field is lost or duplicated, whatever the letter case.
-@Suite(.cpuBound) struct NotModifiedMergeTests {
+@Suite(.stallLimit, .cpuBound) struct NotModifiedMergeTests {
     /// Field names the generator picks from, in several letter cases, so that a name the
     /// `304` spells differently from the stored answer is still the same field.
     static let names = [

@@ -9,7 +9,7 @@ import Testing
 
 /// Players first, without I/O: a player's wait held by the test, the quiet period on a timer
 /// the test fires.
-@Suite struct OriginPriorityTests {
+@Suite(.stallLimit) struct OriginPriorityTests {
     /// Found in CI under load: a transfer that began yielding while a player already waited
     /// went on as soon as that wait ended, without the quiet period, when no other wait began
     /// first (the count it started from was taken during the wait).

@@ -12,7 +12,7 @@ import Testing
 /// play is served to the play's reads past byte 0 as it is, and asked for again (RFC 9111) by
 /// a read from byte 0 or once no player has read it for the play window. On the manual clock,
 /// against the scripted origin: the test counts the origin's requests.
-@Suite struct PlaysTests {
+@Suite(.stallLimit) struct PlaysTests {
     static let url = URL(string: "https://scripted.example/episode.mp3")!
     static let length: Int64 = 300_000
 

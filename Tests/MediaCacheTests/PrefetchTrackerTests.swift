@@ -3,13 +3,14 @@
 
 import Dispatch
 import Foundation
+import MediaCacheTestSupport
 import Synchronization
 import Testing
 
 @testable import MediaCache
 
 /// A prefetch's progress as its caller hears it, while concurrent fetches change it.
-@Suite struct PrefetchTrackerTests {
+@Suite(.stallLimit) struct PrefetchTrackerTests {
     /// Threads report changes at once; the caller hears them in the order they were made, never a
     /// count lower than one heard before, and last the final count. (Found under load in the
     /// HLS prefetch test: a fetch that changed the progress first could report it after another

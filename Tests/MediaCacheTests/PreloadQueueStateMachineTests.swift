@@ -8,7 +8,7 @@ import Testing
 @testable import MediaCache
 
 /// The preload queue's decisions without I/O: replacement, concurrency, the byte budget.
-@Suite(.cpuBound) struct PreloadQueueStateMachineTests {
+@Suite(.stallLimit, .cpuBound) struct PreloadQueueStateMachineTests {
     static func item(_ name: String, _ seconds: Double = 5) -> PreloadItem {
         PreloadItem(URL(string: "https://cdn.example/\(name)")!, seconds: seconds)
     }

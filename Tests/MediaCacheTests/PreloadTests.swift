@@ -10,7 +10,7 @@ import Testing
 
 /// The preload queue through the read path, against the test origin on loopback: what it
 /// stores, what it asks the origin for, replacement, the budget, and players first.
-@Suite(.endToEnd) struct PreloadTests {
+@Suite(.stallLimit, .endToEnd) struct PreloadTests {
     static func done(_ reader: CachingReader, _ count: Int) -> Bool {
         let status = reader.preloadStatus
         return status.count == count && status.allSatisfy { $0.state != .queued && $0.state != .preloading }

@@ -1,12 +1,13 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// The pinned downloads' rate cap, as a pure token bucket over given time.
-@Suite struct RateBucketTests {
+@Suite(.stallLimit) struct RateBucketTests {
     @Test func aBurstOfOneSecondThenTheRate() {
         var bucket = RateBucket(bytesPerSecond: 1000)
         #expect(bucket.take(1000, at: .zero) == .zero, "one second's worth at once")

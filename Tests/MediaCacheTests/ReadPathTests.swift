@@ -9,7 +9,7 @@ import MediaCacheTestSupport
 import NIOCore
 import Testing
 
-@Suite(.endToEnd) struct ReadPathTests {
+@Suite(.stallLimit, .endToEnd) struct ReadPathTests {
     /// Reads `offset ..< offset + length` (to the end when `length` is nil) and checks every
     /// byte (``Harness/readAndCheck(_:offset:length:sourceLocation:)``).
     @discardableResult
@@ -135,7 +135,7 @@ import Testing
     }
 }
 
-@Suite(.endToEnd) struct ReadPathPatternTests {
+@Suite(.stallLimit, .endToEnd) struct ReadPathPatternTests {
     @Test(arguments: FetcherSetup.all)
     func randomWindowsFetchOnlyWhatIsAskedThenReplayFromCache(setup: FetcherSetup) async throws {
         try await Harness.with(setup: setup) { h in

@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import NIOCore
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 
 /// A read's decisions without I/O: what it gives from the store, from a download's memory,
 /// when it pauses, joins, waits, finishes and fails, for every download state.
-@Suite struct ReaderStateMachineTests {
+@Suite(.stallLimit) struct ReaderStateMachineTests {
     typealias Machine = ReaderStateMachine
     typealias Seen = ReaderStateMachine.Observation
 

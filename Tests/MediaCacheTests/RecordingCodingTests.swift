@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -9,7 +10,7 @@ import Testing
 /// A recording as its job writes it: the layout of today (`version` 2, one object per kind)
 /// reads back as written, and the flat layout jobs were written in before (HLS and DASH fields
 /// side by side) reads as the recording it was.
-@Suite struct RecordingCodingTests {
+@Suite(.stallLimit) struct RecordingCodingTests {
     static func decode(_ json: String) throws -> Recording {
         try JSONDecoder().decode(Recording.self, from: Data(json.utf8))
     }

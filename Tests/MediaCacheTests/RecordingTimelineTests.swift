@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -9,7 +10,7 @@ import Testing
 /// A recording's timeline as pure logic: snapshots of a live window merged into one run of
 /// segments (new ones said once, missed ones a discontinuity, a restarted origin a
 /// discontinuity), and the playlist it writes, table-checked against RFC 8216bis's rules.
-@Suite struct RecordingTimelineTests {
+@Suite(.stallLimit) struct RecordingTimelineTests {
     static let base = URL(string: "https://cdn.example/live/index.m3u8")!
 
     /// A live window of `count` 2-second segments from media sequence `first`.

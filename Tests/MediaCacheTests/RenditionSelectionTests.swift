@@ -2,13 +2,14 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// Which renditions a choice takes, as pure functions over parsed playlists and manifests,
 /// in the shapes real services publish.
-@Suite struct RenditionSelectionTests {
+@Suite(.stallLimit) struct RenditionSelectionTests {
     static let base = URL(string: "https://cdn.example/show/master.m3u8")!
 
     /// The file names (last two path parts) of what `choice` takes of `master`.

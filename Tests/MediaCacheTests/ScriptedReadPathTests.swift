@@ -11,7 +11,7 @@ import Testing
 /// The read path against a scripted origin (``ScriptedOrigin``): each body byte arrives when
 /// the test sends it and a pause at a hole ends when the test fires it, so these tests wait on
 /// events only and pass the same on an idle machine and a loaded one.
-@Suite struct ScriptedReadPathTests {
+@Suite(.stallLimit) struct ScriptedReadPathTests {
     static let url = URL(string: "https://scripted.example/film.mp4")!
 
     /// How many bytes a reading task has taken so far.

@@ -2,12 +2,13 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// Which segments are read ahead of a player, as pure bookkeeping (no I/O).
-@Suite struct SegmentReadAheadTests {
+@Suite(.stallLimit) struct SegmentReadAheadTests {
     static func segment(_ name: String) -> URL { URL(string: "https://o.example/v/\(name).ts")! }
     static let playlist = URL(string: "https://o.example/v/index.m3u8")!
 

@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import Synchronization
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 /// A probe shared by several reads: one run, its result handed to every waiter, and a
 /// waiter that is cancelled stops at once while the others keep waiting. The work waits on a
 /// gate the test opens; the test waits on the waiters' registration, never on time.
-@Suite struct SharedTaskTests {
+@Suite(.stallLimit) struct SharedTaskTests {
     struct Failure: Error, Equatable {}
 
     /// Work that waits for the gate, then gives `value` (or throws), counting its runs.

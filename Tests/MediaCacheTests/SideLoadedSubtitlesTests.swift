@@ -9,7 +9,7 @@ import Testing
 
 /// The text work of side-loaded subtitles: the master's new renditions, SRT to WebVTT, and
 /// a transport stream's first timestamp.
-@Suite struct SideLoadedSubtitlesTests {
+@Suite(.stallLimit) struct SideLoadedSubtitlesTests {
     static let english = SideLoadedSubtitle(language: "en", url: URL(string: "https://s.example/en.srt")!)!
 
     static func master(_ text: String, adding tracks: [SideLoadedSubtitle] = [english]) throws -> HLSPlaylist {

@@ -119,7 +119,7 @@ final class SimulatedPlayer: Sendable {
     }
 }
 
-@Suite(.endToEnd) struct SimulatedAVPlayerTests {
+@Suite(.stallLimit, .endToEnd) struct SimulatedAVPlayerTests {
     /// `avplayer-audio-session.txt`, offsets scaled from bytes to KiB so the cancels fall
     /// after real amounts of data (0-to-end cancelled after 700 KiB, …). Over an unencrypted
     /// and an encrypted store.

@@ -6,7 +6,7 @@ import Testing
 
 @testable import MediaCache
 
-@Suite(.cpuBound) struct SpanSetTests {
+@Suite(.stallLimit, .cpuBound) struct SpanSetTests {
     @Test func touchingAndOverlappingSpansMerge() {
         var set = SpanSet()
         set.insert(ByteRange(10, 20))

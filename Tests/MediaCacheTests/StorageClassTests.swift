@@ -12,7 +12,7 @@ import Testing
 /// moves a file in, unpinning moves it back, without fetching or copying its bytes; a move cut
 /// short is finished at the next open; a cache folder emptied under a running store costs the
 /// streaming entries (misses), never a pin, never a wrong byte.
-@Suite struct StorageClassTests {
+@Suite(.stallLimit) struct StorageClassTests {
     static func configuration(cache: URL) -> CacheStore.Configuration {
         var configuration = CacheStoreTests.configuration()
         configuration.cacheDirectory = cache

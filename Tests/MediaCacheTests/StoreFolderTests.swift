@@ -10,7 +10,7 @@ import Testing
 /// The cache folder holds what the user played and files the store trusts: it is private to
 /// its owner, a folder others could write to is refused with the reason, and a link planted in
 /// it is never followed. See SECURITY.md.
-@Suite struct StoreFolderTests {
+@Suite(.stallLimit) struct StoreFolderTests {
     static func mode(_ path: String) -> mode_t? {
         var info = stat()
         return lstat(path, &info) == 0 ? info.st_mode & 0o777 : nil

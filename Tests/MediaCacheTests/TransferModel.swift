@@ -72,7 +72,8 @@ struct TransferModel {
         /// `nil` while a probe's answer is awaited (the policy is made when it comes).
         var policy: TransferPolicy?
         var exec: Exec
-        var players: Set<Int> = []
+        /// The players reading it, with where each one's read ends.
+        var players: [Int: Int] = [:]
         var own: Set<Int> = []
         var hadReaders = false
         var filling = false
@@ -89,7 +90,10 @@ struct TransferModel {
         var isProbe: Bool
         var outcome: String?
 
-        var servesPlayer: Bool { !players.isEmpty || (startedBy.isPlayer && !hadReaders) }
+        /// A player wants bytes it has not delivered, or the player who started it has not joined.
+        var servesPlayer: Bool {
+            players.values.contains { $0 > position } || (startedBy.isPlayer && !hadReaders)
+        }
         var readers: Int { players.count + own.count }
         var isEnded: Bool { exec == .ended }
     }
@@ -369,7 +373,11 @@ struct TransferModel {
 
     mutating func addReader(_ reader: Int, to id: Int) {
         guard var transfer = transfers[id] else { return }
-        if readers[reader]!.isPlayer { transfer.players.insert(reader) } else { transfer.own.insert(reader) }
+        if readers[reader]!.isPlayer {
+            transfer.players[reader] = readers[reader]!.end
+        } else {
+            transfer.own.insert(reader)
+        }
         transfer.hadReaders = true
         transfers[id] = transfer
         // A player that joins a request waiting as the cache's own makes it a player's (a
@@ -383,7 +391,7 @@ struct TransferModel {
 
     mutating func leave(_ reader: Int, _ id: Int) {
         guard var transfer = transfers[id] else { return }
-        transfer.players.remove(reader)
+        transfer.players[reader] = nil
         transfer.own.remove(reader)
         transfers[id] = transfer
         // The last reader leaving ends a download that does not fill (``DownloadStateMachine``).
@@ -565,7 +573,7 @@ struct TransferModel {
         files[transfer.host][transfer.file].stored.insert(chunk)
         transfer.position += 1
         transfers[id] = transfer
-        for reader in transfer.players.union(transfer.own) where readers[reader]!.cursor == chunk {
+        for reader in Set(transfer.players.keys).union(transfer.own) where readers[reader]!.cursor == chunk {
             readers[reader]!.cursor += 1
         }
     }
@@ -649,7 +657,7 @@ struct TransferModel {
             let stop = transfer.fillStop ?? reason
             fillOutcomes.append(completed ? "completed" : stop.map { "stopped: \($0)" } ?? "stopped for no reason")
         }
-        for reader in transfer.players.union(transfer.own) where readers[reader]?.transfer == id {
+        for reader in Set(transfer.players.keys).union(transfer.own) where readers[reader]?.transfer == id {
             readers[reader]!.transfer = nil
             if outcome.hasPrefix("failed") { finish(reader) }
         }

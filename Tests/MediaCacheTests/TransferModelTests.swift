@@ -1,6 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -9,7 +10,7 @@ import Testing
 /// (``TransferModel``) over thousands of random schedules — players with open and closed ranges,
 /// seeks and hang-ups; fills; pins; preloads; read-aheads; recordings; two or three hosts — on a
 /// manual clock, checked after every step and once everything drained.
-@Suite(.timeLimit(.minutes(5)), .cpuBound) struct TransferModelTests {
+@Suite(.stallLimit, .cpuBound) struct TransferModelTests {
     static let schedules = 3_000
     static let steps = 250
 

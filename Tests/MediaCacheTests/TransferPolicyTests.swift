@@ -1,12 +1,13 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
 
 /// Each rule of a transfer's policy, without I/O: what it does next for what it sees.
-@Suite(.timeLimit(.minutes(2))) struct TransferPolicyTests {
+@Suite(.stallLimit) struct TransferPolicyTests {
     typealias Policy = TransferPolicy
     typealias Situation = TransferPolicy.Situation
 

@@ -12,7 +12,7 @@ import Testing
 
 /// Signed URLs renewed in a play (``URLRenewal``), on a manual clock and an origin in memory
 /// that holds only the tokens it issued last good: no I/O, no real time.
-@Suite struct URLRenewalTests {
+@Suite(.stallLimit) struct URLRenewalTests {
     /// An origin that answers `403` unless a URL's `token` is one it holds good.
     final class SigningOrigin: OriginFetcher {
         let good = Mutex<Set<String>>([])

@@ -12,7 +12,7 @@ import Testing
 /// The cache commands (`prefetch`, `ls`, `info`, `rm`, `clear`, `stats`, `url`) on a folder
 /// they open themselves and on one a running `mediacache serve` holds, in text and JSON,
 /// against the test origin; bad input exits non-zero with a one-line reason.
-@Suite(.endToEnd) struct CacheCommandTests {
+@Suite(.stallLimit, .endToEnd) struct CacheCommandTests {
     static let decoder: JSONDecoder = {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -297,7 +297,7 @@ import Testing
 /// `mediacache prefetch` of an HLS asset and of a file, with its progress: one line per URL
 /// when not on a terminal, a bar redrawn in place on one (run under `script`, which gives it
 /// a terminal).
-@Suite(.endToEnd) struct PrefetchCommandTests {
+@Suite(.stallLimit, .endToEnd) struct PrefetchCommandTests {
     static func serveAsset(on origin: TestOrigin) {
         let type = "application/vnd.apple.mpegurl"
         origin.serve(

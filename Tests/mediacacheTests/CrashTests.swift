@@ -9,7 +9,7 @@ import Testing
 
 /// Kills a process that is writing to a store at random moments and checks that the
 /// reopened store claims only bytes that are on disk and right.
-@Suite(.endToEnd) struct CrashTests {
+@Suite(.stallLimit, .endToEnd) struct CrashTests {
     /// Also with the store encrypted: then a block torn by the kill fails its check and is a
     /// hole (counted), never a wrong byte.
     @Test(arguments: [false, true])

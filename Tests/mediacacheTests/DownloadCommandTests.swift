@@ -13,7 +13,7 @@ import Testing
 
 /// `pin`, `unpin`, `downloads`, `pause`, `resume`, `cancel` and `export`, with and without a
 /// server, and pinned downloads that survive `kill -9` of the server.
-@Suite(.endToEnd) struct DownloadCommandTests {
+@Suite(.stallLimit, .endToEnd) struct DownloadCommandTests {
     static func mediacache(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
         try await CacheCommandTests.mediacache(arguments)
     }

@@ -14,7 +14,7 @@ import Testing
 /// `downloads set` and `network` change them on the running server; a rate cap holds the
 /// downloads below it; a disk at its free-space floor makes a pin wait, streaming still
 /// plays, and the pin resumes by itself when space returns.
-@Suite(.endToEnd) struct DownloadRuleCommandTests {
+@Suite(.stallLimit, .endToEnd) struct DownloadRuleCommandTests {
     static func mediacache(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
         try await CacheCommandTests.mediacache(arguments)
     }

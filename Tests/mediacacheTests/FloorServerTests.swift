@@ -9,7 +9,7 @@ import Testing
 /// `mediacache-bench floor-server`, the bare SwiftNIO server the benchmarks measure the proxy
 /// against: a floor that answered other bytes, or other ranges, would make every ratio to it
 /// meaningless, so its answers are checked as the proxy's are, with curl.
-@Suite(.endToEnd) struct FloorServerTests {
+@Suite(.stallLimit, .endToEnd) struct FloorServerTests {
     @Test func theFloorAnswersTheRangesAskedWithTheFilesBytes() async throws {
         let executable = try ChildProcess.executable(named: "mediacache-bench")
         try await withTemporaryDirectory { directory in

@@ -10,7 +10,7 @@ import Testing
 /// `mediacache url --lan --running` prints a capability URL on the LAN address that a device
 /// plays with the origin's bytes, and answers the Cast receiver's page in CORS mode; the LAN
 /// address refuses the same file without the token.
-@Suite(.endToEnd, .enabled(if: ChildProcess.toolExists("curl")))
+@Suite(.stallLimit, .endToEnd, .enabled(if: ChildProcess.toolExists("curl")))
 struct LANCommandTests {
     @Test func serveMakesATokenAndURLPrintsACapabilityURLOnTheLANAddress() async throws {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("lan-\(UUID().uuidString).log")

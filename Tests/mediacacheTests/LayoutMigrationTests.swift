@@ -16,7 +16,7 @@ import Testing
 /// every pin plays with the origin gone, every streaming entry is a hit; then the cache folder
 /// is removed under the running server: the pins still play offline, the streaming files are
 /// fetched again, nothing else breaks.
-@Suite(.endToEnd, .enabled(if: ChildProcess.toolExists("curl") && ChildProcess.toolExists("tar")))
+@Suite(.stallLimit, .endToEnd, .enabled(if: ChildProcess.toolExists("curl") && ChildProcess.toolExists("tar")))
 struct LayoutMigrationTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/store-9c82513.tar.gz")

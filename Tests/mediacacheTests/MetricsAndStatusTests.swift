@@ -12,7 +12,7 @@ import Testing
 /// `mediacache serve`'s `/metrics` (read by Prometheus's own parser, `promtool check metrics`,
 /// with values that match what the test did) and `/status` (loaded in headless Chromium,
 /// its DOM checked).
-@Suite(.endToEnd) struct MetricsAndStatusTests {
+@Suite(.stallLimit, .endToEnd) struct MetricsAndStatusTests {
     static let hasPromtool = ChildProcess.toolExists("promtool")
     static let chromium = ["chromium", "chromium-browser"].first(where: ChildProcess.toolExists)
 

@@ -13,6 +13,7 @@ import Testing
 /// direct, and two servers with their own folders behind one caching Squid cost the origin one
 /// fetch between them: the second's cold play comes from Squid's store.
 @Suite(
+    .stallLimit,
     .endToEnd,
     .enabled(
         if: ChildProcess.toolExists("squid") || FileManager.default.isExecutableFile(atPath: "/usr/sbin/squid"),

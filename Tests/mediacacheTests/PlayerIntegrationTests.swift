@@ -13,7 +13,7 @@ import Testing
 /// makes) through the running server and preloads the next entry; with no server it plays
 /// directly and says so. `mediacache play` runs a player on the proxy URL, starting a server
 /// for the session when none runs.
-@Suite(.endToEnd) struct PlayerIntegrationTests {
+@Suite(.stallLimit, .endToEnd) struct PlayerIntegrationTests {
     /// Two short MP4 clips made by ffmpeg, served at `/clips/a.mp4` and `/clips/b.mp4`.
     static func serveClips(on origin: TestOrigin, in directory: URL) async throws {
         for (name, seconds) in [("a", 2), ("b", 1)] {

@@ -15,7 +15,7 @@ import Testing
 /// origin: the queue is sent and the command returns, the server stores each item's start,
 /// a player then reads it with no origin request, the queue is replaced and emptied, the
 /// route is guarded like the other admin routes, and bad input gets a clear error.
-@Suite(.endToEnd) struct PreloadCommandTests {
+@Suite(.stallLimit, .endToEnd) struct PreloadCommandTests {
     static func queue(_ port: Int) async throws -> [PreloadItem.Status] {
         try await CacheCommandTests.json([PreloadItem.Status].self, ["preload", "--port", String(port)])
     }

@@ -13,7 +13,7 @@ import Testing
 /// is taken once as it appears, the recording's URL plays from the first segment while it
 /// records (an `EVENT` playlist) and after (`VOD`), every segment's bytes are the origin's, and
 /// it still plays with the origin stopped.
-@Suite(.endToEnd) struct RecordCommandTests {
+@Suite(.stallLimit, .endToEnd) struct RecordCommandTests {
     /// 12 segments of 1 s made by ffmpeg (`seg0.ts` …), by name.
     static func makeSegments(in directory: URL) async throws -> [String: [UInt8]] {
         let made = try await ChildProcess.run([

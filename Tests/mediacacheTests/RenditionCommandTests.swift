@@ -7,7 +7,7 @@ import MediaCacheTestSupport
 import Testing
 
 /// `pin`, `downloads`, `info`, `unpin` and `export` with rendition options, through a running server.
-@Suite(.endToEnd) struct RenditionCommandTests {
+@Suite(.stallLimit, .endToEnd) struct RenditionCommandTests {
     static func mediacache(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
         try await CacheCommandTests.mediacache(arguments)
     }

@@ -6,7 +6,7 @@ import MediaCacheTestSupport
 import Testing
 
 /// `mediacache serve` refuses options it cannot honour before it starts, saying why.
-@Suite(.endToEnd) struct ServeOptionsTests {
+@Suite(.stallLimit, .endToEnd) struct ServeOptionsTests {
     @Test func aCAFileThatCannotBeUsedStopsServeWithTheReason() async throws {
         let executable = try ChildProcess.executable(named: "mediacache")
         try await withTemporaryDirectory { directory in

@@ -11,7 +11,7 @@ import Testing
 
 /// `mediacache serve` as SECURITY.md describes it: a listener beyond loopback needs a token,
 /// signed URLs leave no secret in the log at the default level, refusals are counted.
-@Suite(.endToEnd) struct ServeSecurityTests {
+@Suite(.stallLimit, .endToEnd) struct ServeSecurityTests {
     /// A user without privileges gets every connection served. A socket option once set at the
     /// wrong level (`SO_DEBUG` in place of `TCP_NODELAY`, the same number) needs `CAP_NET_ADMIN`
     /// on Linux: run by anyone but root, the server closed every connection it accepted, while

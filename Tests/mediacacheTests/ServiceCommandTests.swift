@@ -9,7 +9,7 @@ import Testing
 /// `mediacache service`: the definition a user's service manager runs, written where that
 /// manager looks (here under a test's own `XDG_CONFIG_HOME`), valid by the manager's own
 /// checker, and starting a server that the health check finds.
-@Suite(.endToEnd) struct ServiceCommandTests {
+@Suite(.stallLimit, .endToEnd) struct ServiceCommandTests {
     /// Runs `mediacache` with `HOME` and `XDG_CONFIG_HOME` inside `home`.
     static func mediacache(_ arguments: [String], home: URL) async throws -> (
         status: Int32, output: String, error: String

@@ -11,7 +11,7 @@ import Testing
 /// stream whose playlists carry the token and of an MP3. The origin's clock moves with the
 /// media it sends (a second per second of media), so two minutes of play pass in the time the
 /// bytes take on loopback, and the play meets six expiries whatever the machine's speed.
-@Suite(.endToEnd, .enabled(if: ChildProcess.toolExists("ffmpeg") && ChildProcess.toolExists("curl")))
+@Suite(.stallLimit, .endToEnd, .enabled(if: ChildProcess.toolExists("ffmpeg") && ChildProcess.toolExists("curl")))
 struct URLRefreshTests {
     /// A refresh command that asks the origin's signing service (`/_origin/sign`), as a
     /// deployment's would ask its own.

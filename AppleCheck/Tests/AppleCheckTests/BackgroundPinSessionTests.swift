@@ -17,7 +17,7 @@ import Testing
 /// them, calls the app delegate's completion, and the job completes with the origin's bytes,
 /// each asked for once. A force-quit cancels the transfers; the next launch asks again for
 /// what is missing, and cancels a task no job wants.
-@Suite(.serialized) struct BackgroundPinSessionTests {
+@Suite(.stallLimit, .serialized) struct BackgroundPinSessionTests {
     static let size: Int64 = 20_000_000
 
     /// One launch of the app: a store, a read path, the assets with the background session, and

@@ -16,7 +16,7 @@ import Testing
 /// sets beside the adapter's on each item it is called with (like Apple's flag, it belongs to
 /// the file, follows it when pinning renames it to the other folder, and goes with it); after a
 /// streaming read, a pin, a job record and a reopen, every item in both folders must carry it.
-@Suite struct BackupExclusionTests {
+@Suite(.stallLimit) struct BackupExclusionTests {
     static let flag = "user.mediacache-test.excluded-from-backup"
 
     /// The items under `folder`, the folder included.

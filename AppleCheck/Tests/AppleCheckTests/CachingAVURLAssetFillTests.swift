@@ -14,7 +14,7 @@ import Testing
 /// with its content-information request and a first data request; with the audio policy the
 /// cache then holds the whole file, the origin's bytes; with `none`, only what was read and
 /// its lead.
-@Suite struct CachingAVURLAssetFillTests {
+@Suite(.stallLimit) struct CachingAVURLAssetFillTests {
     static let length: Int64 = 12 << 20
 
     /// Plays the start of an MP3 as AVPlayer does, under `policy`; returns the bytes the origin

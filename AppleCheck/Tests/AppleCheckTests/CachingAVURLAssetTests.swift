@@ -21,7 +21,7 @@ import Testing
 /// declarations, sets its delegate before any request, and answers content information, data
 /// in order, finishing and cancels as the engine's own tests expect. What it cannot: the real
 /// threading and timing of AVFoundation, which only a Mac shows.
-@Suite struct CachingAVURLAssetTests {
+@Suite(.stallLimit) struct CachingAVURLAssetTests {
     static let path = "/film.mp4"
 
     static func withAsset(_ body: (CachingAVURLAsset, TestOrigin, CachingReader) async throws -> Void) async throws {

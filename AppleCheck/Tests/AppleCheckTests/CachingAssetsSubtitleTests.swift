@@ -15,7 +15,7 @@ import Testing
 /// rendition's playlist and its WebVTT, then the variant and its segments), are all answered
 /// from the cache: the track is listed, its cues are WebVTT mapped to the stream's first
 /// timestamp, and every segment is the origin's bytes.
-@Suite struct CachingAssetsSubtitleTests {
+@Suite(.stallLimit) struct CachingAssetsSubtitleTests {
     static let srt = "1\n00:00:02,000 --> 00:00:04,000\nBonjour <i>à tous</i>\n"
 
     @Test func aPinnedSideLoadedTrackIsSelectedAndPlaysWithTheOriginGone() async throws {

@@ -20,7 +20,7 @@ import Testing
 /// URL with the origin stopped. When external playback ends, the item plays from loopback again
 /// and the LAN address closes. An item nothing of which is held goes to the origin when the app
 /// prefers it.
-@Suite struct ExternalPlaybackTests {
+@Suite(.stallLimit) struct ExternalPlaybackTests {
     @Test func externalPlaybackMovesTheItemToACapabilityURLOnTheLANAddress() async throws {
         try await Harness.with { h in
             h.origin.serveRenditionAsset()

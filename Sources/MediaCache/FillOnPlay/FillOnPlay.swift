@@ -68,8 +68,15 @@ package final class FillOnPlay: Sendable {
         }
         CacheMetrics.fill(.started)
         // (Each download's readers are looked at outside the lock: its own lock is taken.)
-        let superseded = FillPolicy.superseded(running.map(\.servesPlayer), capacity: capacity)
-        for index in superseded { running[index].stopFilling(.superseded) }
+        let superseded = FillPolicy.superseded(running.map(\.servesPlayer), capacity: capacity).map { running[$0] }
+        let ended = state.withLock { state in
+            superseded.filter { state.active.removeValue(forKey: ObjectIdentifier($0)) != nil }
+        }
+        for old in ended {
+            old.stopFilling(.superseded)
+            CacheMetrics.fill(.stopped)
+            CacheMetrics.fillStopped(.superseded)
+        }
     }
 
     /// Records that the fill of `download` ended: the file whole, or not (and why).

@@ -15,7 +15,7 @@ import Testing
 /// against a reference model written another way: byte by byte, with numbers compared as
 /// digit strings, so no arithmetic of the model can overflow either. A trap in a parser
 /// ends the test process, so a passing run also says no input crashed it.
-@Suite(.cpuBound) struct ParserFuzzTests {
+@Suite(.stallLimit, .cpuBound) struct ParserFuzzTests {
     @Test func hostsParseOnlyToNamesAndPortsInRangeAndRoundTrip() throws {
         let outcomes = try Mutator.run("host") { input in
             guard let host = HostAndPort(parsing: input) else { return ("refused", nil) }

@@ -5,12 +5,13 @@ import Foundation
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheHTTPFields
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCacheProxy
 
 /// Inputs that once crashed or fooled a parser, each kept as its own test.
-@Suite struct ParserRegressionTests {
+@Suite(.stallLimit) struct ParserRegressionTests {
     /// `Vary: pt-Language, \u{301}*` (found by `varyMatchesExactlyTheFieldsItNames` at its
     /// first 100,000 inputs): trimmed by Characters, the space and the combining mark after the
     /// comma were one whitespace Character and went together, leaving `*`; the answer then

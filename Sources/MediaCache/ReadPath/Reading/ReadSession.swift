@@ -329,7 +329,8 @@ final class ReadSession: Sendable {
         let acceptsRanges = context.store.metadata(for: key)?.acceptsRanges ?? true
         let stores = state.withLock { $0.handle != nil }
         let (download, readerID, isNew) = context.scheduler.join(
-            url: url, key: key, cursor: cursor, holeEnd: holeEnd, acceptsRanges: acceptsRanges,
+            url: url, key: key, cursor: cursor, holeEnd: holeEnd, readEnd: range.upperBound,
+            acceptsRanges: acceptsRanges,
             stores: stores, headers: headers, requester: requester)
         if isNew { context.scheduler.start(download, transfer: context.transfer(for: download, firstResponse: nil)) }
         let retries = download.retries

@@ -67,10 +67,11 @@ final class DownloadScheduler: Sendable {
     }
 
     /// A download for the hole `cursor ..< holeEnd` of `key`, with a reader of `requester`'s
-    /// added at `cursor`: one under way that will soon reach `cursor`, or a new one (`isNew`),
-    /// `requester`'s, registered but not started (see ``start(_:transfer:)``).
+    /// added at `cursor` (whose read ends at `readEnd`): one under way that will soon reach
+    /// `cursor`, or a new one (`isNew`), `requester`'s, registered but not started (see
+    /// ``start(_:transfer:)``).
     func join(
-        url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, acceptsRanges: Bool, stores: Bool,
+        url: URL, key: CacheKey, cursor: Int64, holeEnd: Int64, readEnd: Int64, acceptsRanges: Bool, stores: Bool,
         headers: RequestHeaders, requester: Requester
     ) -> (download: SharedDownload, reader: UInt64, isNew: Bool) {
         downloads.withLock { downloads in
@@ -85,7 +86,7 @@ final class DownloadScheduler: Sendable {
                         && cursor <= position + configuration.joinDistance
                         && (!unstored || cursor >= position)
                     : candidate.isFullBody && (!unstored || cursor >= position)
-                if reachable, let id = candidate.addReader(at: cursor, for: requester) {
+                if reachable, let id = candidate.addReader(at: cursor, until: readEnd, for: requester) {
                     return (candidate, id, false)
                 }
             }
@@ -94,7 +95,7 @@ final class DownloadScheduler: Sendable {
             let download = makeDownload(
                 url: url, key: key, start: cursor, end: acceptsRanges ? min(holeEnd, nextStart) : holeEnd,
                 isFullBody: !acceptsRanges, stores: stores, headers: headers, startedBy: requester)
-            let id = download.addReader(at: cursor, for: requester)!
+            let id = download.addReader(at: cursor, until: readEnd, for: requester)!
             // Ended downloads stay while their bytes are being written (see `waitForWrites`).
             let writing = (downloads[key] ?? []).filter {
                 $0.isFinishedAndWriting(in: ByteRange(0, ByteRange.maximumOffset))
@@ -116,7 +117,7 @@ final class DownloadScheduler: Sendable {
     /// Holds a reader of `requester`'s at `download`'s start for the read that will join it, in
     /// place of any reservation before (which is let go).
     func reserve(_ download: SharedDownload, for requester: Requester) {
-        guard let id = download.addReader(at: download.start, for: requester) else { return }
+        guard let id = download.addReader(at: download.start, until: download.end, for: requester) else { return }
         hold(.download(download, reader: id), for: download.key)
     }
 

@@ -21,8 +21,9 @@ final class SharedDownload: Sendable {
         var machine: DownloadStateMachine
         var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var task: Task<Void, Never>?
-        /// The readers that are players, not the cache's own fetches (``Requester``).
-        var players: Set<UInt64> = []
+        /// The readers that are players, not the cache's own fetches (``Requester``), with where
+        /// each one's read ends.
+        var players: [UInt64: Int64] = [:]
         /// The request the transfer is sending, while it may wait for a connection as the
         /// cache's own: a player that joins makes it a player's.
         var promotion: ConnectionBudget.Promotion?
@@ -31,7 +32,7 @@ final class SharedDownload: Sendable {
 
         /// See ``SharedDownload/servesPlayer``.
         func servesPlayer(startedByPlayer: Bool) -> Bool {
-            !players.isEmpty || (startedByPlayer && !machine.hasHadReaders)
+            players.values.contains { $0 > machine.position } || (startedByPlayer && !machine.hasHadReaders)
         }
     }
 
@@ -94,12 +95,13 @@ final class SharedDownload: Sendable {
 
     // MARK: Readers
 
-    /// Adds a reader of `requester`'s at `cursor`; `nil` if the download has already ended.
-    func addReader(at cursor: Int64, for requester: Requester) -> UInt64? {
+    /// Adds a reader of `requester`'s at `cursor`, whose read ends at `end`; `nil` if the
+    /// download has already ended.
+    func addReader(at cursor: Int64, until end: Int64, for requester: Requester) -> UInt64? {
         let isPlayer = requester.isPlayer
         let (id, promotion) = locked.withLock { locked in
             let id = locked.machine.addReader(at: cursor)
-            if isPlayer, let id { locked.players.insert(id) }
+            if isPlayer, let id { locked.players[id] = end }
             return (id, isPlayer ? locked.promotion : nil)
         }
         promotion?.promote()
@@ -150,12 +152,14 @@ final class SharedDownload: Sendable {
     /// Removes a reader; the last one to leave cancels the origin request (not a fill's).
     func removeReader(_ id: UInt64) {
         perform { $0.removeReader(id) }
-        locked.withLock { _ = $0.players.remove(id) }
+        locked.withLock { _ = $0.players.removeValue(forKey: id) }
     }
 
-    /// Whether a player reads from it, or a player started it and no one has joined yet (a
-    /// probe's download before the player's read joins it); else it is the cache's own, and
-    /// yields to players. (A player's download that waited for its own player's read parked,
+    /// Whether a player reads from it and wants bytes it has not delivered yet (its read ends
+    /// past the position), or a player started it and no one has joined yet (a probe's download
+    /// before the player's read joins it); else it is the cache's own, and yields to players (a
+    /// fill's request for the rest of a file past its player's range is the cache's own, even
+    /// while that player still takes its last bytes). (A player's download that waited for its own player's read parked,
     /// holding its origin connection, while other players waited: under load every connection
     /// of the pool was so held, and players got `getConnectionFromPoolTimeout`.)
     var servesPlayer: Bool {
