@@ -11,8 +11,8 @@ import Testing
 /// seeks and hang-ups; fills; pins; preloads; read-aheads; recordings; two or three hosts — on a
 /// manual clock, checked after every step and once everything drained.
 @Suite(.stallLimit, .cpuBound) struct TransferModelTests {
-    static let schedules = 3_000
-    static let steps = 250
+    static let schedules = 2_000
+    static let steps = 200
 
     /// After every step: the budgets count exactly what transfers hold, and no connection is held
     /// by work that moves no bytes while a player waits for one. After the drain: every player
@@ -46,7 +46,7 @@ import Testing
     @Test func e48a7a1sRetainedProbeAnswersAreFound() {
         var failing = 0
         var shortest: (seed: UInt64, model: TransferModel)?
-        for seed in 0..<UInt64(100) {
+        for seed in 0..<UInt64(60) {
             var model = TransferModel(seed: seed, variant: .e48a7a1)
             for _ in 0..<Self.steps where model.violations.isEmpty { model.step() }
             if model.violations.isEmpty { model.drain(bound: 2_000) }
@@ -56,11 +56,11 @@ import Testing
             guard violation.contains("(a fill)") else { continue }
             if shortest == nil || model.steps < shortest!.model.steps { shortest = (seed, model) }
         }
-        #expect(failing > 20, "\(failing) of 100 schedules fail under e48a7a1's rules")
+        #expect(failing > 12, "\(failing) of 60 schedules fail under e48a7a1's rules")
         let found = try? #require(shortest, "no schedule shows a fill holding a connection a player waits for")
         guard let found else { return }
         print(
-            "e48a7a1's rules: \(failing) of 100 schedules fail; the shortest with a fill, seed \(found.seed), after "
+            "e48a7a1's rules: \(failing) of 60 schedules fail; the shortest with a fill, seed \(found.seed), after "
                 + "\(found.model.steps) events: \(found.model.violations.first!)\n"
                 + found.model.schedule.joined(separator: "\n"))
     }
