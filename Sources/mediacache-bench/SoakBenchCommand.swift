@@ -9,34 +9,54 @@ import MediaCacheTestSupport
 import NIOCore
 import Synchronization
 
-/// The player's path under load: clients reading random ranges of many files through a store
+/// The player's path under load, every flag at its default: clients reading random ranges of
+/// many files (MP3s, which a play fills by default, and files of a generic type) through a store
 /// that keeps evicting, one read in five hung up after its first kilobyte, with nginx as the
-/// origin; `mediacache serve` beside nginx's slice cache (and another build of `serve`, the
-/// code before a change), alternated in one run.
+/// origin; `mediacache serve` beside variants of it (`--also`), another build (`--baseline`, the
+/// code before a change) and nginx's slice cache, alternated in one run.
 struct SoakBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak",
         abstract:
-            "Many clients, random ranges, hang-ups, eviction, nginx as the origin: answers per second, p50/p99, wrong answers, origin requests per request.",
+            "Many clients, random ranges, hang-ups, eviction, nginx as the origin: answers, timeouts, wrong answers, open files, origin requests per request.",
         discussion: """
-            nginx (Debian's, started on a free loopback port) serves --files files of 1 MiB, max-age a day. Each round runs every candidate in \
-            turn with a fresh cache: `mediacache serve --max-size --max-size` (this build's, and --baseline's if given), and \
-            nginx's slice cache in front of the same origin. --clients clients each read a random range (1 B to 300 kB) of a \
-            random file, one read in five hanging up after 1,000 bytes, until --requests requests were answered. Every byte \
-            kept is checked against the file. Prints, per candidate and client count, the medians over the rounds: answers per \
-            second, p50 and p99 of a whole read, answers that were not the origin's bytes (a wrong byte, a status other than \
-            206), and origin requests per player request (from nginx's access log).
+            nginx (Debian's, started on a free loopback port) serves --files files of 1 MiB, --types of them: `audio` as \
+            .mp3 (audio/mpeg), `generic` as .bin (application/octet-stream), alternating. Each round runs every \
+            candidate in turn with a fresh cache: `mediacache serve --max-size --max-size` with every other flag at its \
+            default (this build's; again with each --also's flags; and --baseline's if given), and nginx's slice cache in \
+            front of the same origin. --clients clients each read a random range (1 B to 300 kB; closed `a-b` or open \
+            `a-` as --ranges says; an open one read to the file's end) of a random file, one read in five hanging up \
+            after 1,000 bytes, for --seconds, or until --requests were answered. A request not answered within --timeout \
+            counts as timed out. Every byte kept is checked against the file. Prints, per candidate and client count, \
+            the answers, the answers per second, p50 and p99 of a whole read, answers that were not the origin's bytes (a \
+            wrong byte, a status other than 206), timeouts, 5xx, the server's open files (at its start, its most, its \
+            end), and origin requests per player request (from nginx's access log); then medians over the rounds.
             """
     )
 
     @Option(parsing: .upToNextOption, help: "Client counts to run, each in every round.")
     var clients: [Int] = [8, 32]
 
-    @Option(help: "Requests per run (a bounded count, not a time).")
+    @Option(help: "Requests per run, when no --seconds is given.")
     var requests = 2_000
+
+    @Option(help: "Seconds per run (a time, not a count: a server that stops answering is seen).")
+    var seconds: Double?
+
+    @Option(help: "Seconds a request may take before it counts as timed out.")
+    var timeout: Int64 = 30
 
     @Option(help: "Files of 1 MiB the origin serves.")
     var files = 400
+
+    @Option(help: "The files' types: audio (.mp3, audio/mpeg), generic (.bin), or audio,generic (alternating).")
+    var types = "audio,generic"
+
+    @Option(help: "The ranges asked for: closed (a-b, as AVPlayer asks), open (a-, as ffmpeg and mpv ask), or both.")
+    var ranges = "both"
+
+    @Option(help: "Seconds of max-age nginx gives the files (0: none, so every stored file is stale).")
+    var maxAge = 86_400
 
     @Option(help: "Rounds; candidates alternate within each.")
     var rounds = 3
@@ -46,6 +66,11 @@ struct SoakBenchCommand: AsyncParsableCommand {
 
     @Option(help: "Another `mediacache` executable to run beside this build's (the code before a change).")
     var baseline: String?
+
+    @Option(
+        help:
+            "A variant of this build's serve, NAME=FLAGS (repeatable), e.g. fill-off='--fill-on-play none'.")
+    var also: [String] = []
 
     @Flag(help: "Leave out nginx's slice cache.")
     var noNginxCache = false
@@ -58,6 +83,17 @@ struct SoakBenchCommand: AsyncParsableCommand {
             throw ValidationError(
                 "--requests, --files and --rounds must be positive (at most 1,000,000, 10,000 and 50).")
         }
+        if let seconds, !(1...3_600).contains(seconds) { throw ValidationError("--seconds must be 1...3600.") }
+        guard (1...600).contains(timeout), (0...31_536_000).contains(maxAge) else {
+            throw ValidationError("--timeout must be 1...600 and --max-age 0...31536000.")
+        }
+        guard !extensions.isEmpty else { throw ValidationError("--types takes audio, generic or audio,generic.") }
+        guard ["closed", "open", "both"].contains(ranges) else {
+            throw ValidationError("--ranges takes closed, open or both.")
+        }
+        guard also.allSatisfy({ $0.contains("=") && !$0.hasPrefix("=") }) else {
+            throw ValidationError("--also takes NAME=FLAGS.")
+        }
         guard NginxOrigin.isInstalled else {
             throw ValidationError("nginx is not installed (apt-get install nginx-light).")
         }
@@ -68,67 +104,103 @@ struct SoakBenchCommand: AsyncParsableCommand {
 
     static let fileSize = 1 << 20
 
+    /// The files' extensions, in the order they alternate.
+    var extensions: [String] {
+        types.split(separator: ",").compactMap { ["audio": "mp3", "generic": "bin"][String($0)] }
+    }
+
+    /// A candidate: an executable's `serve` with extra flags, or nginx's slice cache (`nil`).
+    struct Candidate {
+        var name: String
+        var executable: URL?
+        var flags: [String] = []
+    }
+
     /// One run's figures.
     struct Figures {
-        var perSecond: Double
+        var answered: Int
+        var seconds: Double
         var p50: Double
         var p99: Double
         var wrong: Int
+        var timedOut: Int
         var serverErrors: Int
         var originPerRequest: Double
+        /// The server's open files at the run's start, at most, and at its end.
+        var openFiles: (start: Int, most: Int, end: Int)?
+        var perSecond: Double { Double(answered) / max(seconds, 0.001) }
     }
 
     func run() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "mediacache-soak-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        // A day's max-age, as a CDN gives media: nginx's slice cache keeps what it fetched for a
-        // day (`proxy_cache_valid`) whatever the origin says, and a cache that honours the
-        // origin's freshness then does too (files written a moment ago are stale at once).
+        // A day's max-age by default, as a CDN gives media: nginx's slice cache keeps what it
+        // fetched for a day (`proxy_cache_valid`) whatever the origin says, and a cache that
+        // honours the origin's freshness then does too (files written a moment ago are stale at
+        // once without it).
         let origin = try await NginxOrigin.start(
-            in: directory.appendingPathComponent("origin"), expires: ["/soak/": 86_400])
+            in: directory.appendingPathComponent("origin"), expires: maxAge > 0 ? ["/soak/": maxAge] : [:])
         defer { origin.process.terminate() }
         for index in 0..<files {
             let bytes = DeterministicContent(seed: UInt64(index) + 1).buffer(offset: 0, length: Self.fileSize)
-            try origin.serve(Data(bytes.readableBytesView), at: "/soak/\(index).bin")
+            try origin.serve(Data(bytes.readableBytesView), at: path(index))
         }
-        var candidates: [(name: String, executable: URL?)] = [
-            ("serve", try ChildProcess.executable(named: "mediacache"))
-        ]
-        if let baseline { candidates.append(("baseline", URL(fileURLWithPath: baseline))) }
-        if !noNginxCache { candidates.append(("nginx slice", nil)) }
+        let serve = try ChildProcess.executable(named: "mediacache")
+        var candidates = [Candidate(name: "serve", executable: serve)]
+        for variant in also {
+            let (name, flags) = (variant.prefix { $0 != "=" }, variant.drop { $0 != "=" }.dropFirst())
+            candidates.append(
+                Candidate(name: String(name), executable: serve, flags: flags.split(separator: " ").map(String.init)))
+        }
+        if let baseline { candidates.append(Candidate(name: "baseline", executable: URL(fileURLWithPath: baseline))) }
+        if !noNginxCache { candidates.append(Candidate(name: "nginx slice", executable: nil)) }
         var figures: [String: [Figures]] = [:]
         for round in 1...rounds {
             for clientCount in clients {
                 for candidate in candidates {
                     let folder = directory.appendingPathComponent("r\(round)-\(clientCount)-\(figures.count)")
-                    let result = try await measure(
-                        candidate.executable, folder: folder, origin: origin, clients: clientCount)
+                    let result = try await measure(candidate, folder: folder, origin: origin, clients: clientCount)
                     figures["\(candidate.name) \(clientCount)", default: []].append(result)
                     print(
-                        String(
-                            format:
-                                "round %d, %@, %d clients: %.0f/s, p50 %.1f ms, p99 %.1f ms, wrong %d, 5xx %d, origin requests per request %.3f",
-                            round, candidate.name, clientCount, result.perSecond, result.p50 * 1000, result.p99 * 1000,
-                            result.wrong, result.serverErrors,
-                            result.originPerRequest))
+                        "round \(round), \(candidate.name), \(clientCount) clients: "
+                            + String(
+                                format:
+                                    "%d answers in %.0f s (%.0f/s), p50 %.1f ms, p99 %.1f ms, wrong %d, timed out %d, 5xx %d, origin requests per request %.3f",
+                                result.answered, result.seconds, result.perSecond, result.p50 * 1000,
+                                result.p99 * 1000, result.wrong, result.timedOut, result.serverErrors,
+                                result.originPerRequest)
+                            + (result.openFiles.map { ", open files \($0.start) / \($0.most) / \($0.end)" } ?? ""))
                 }
             }
         }
+        report(figures, candidates: candidates)
+    }
+
+    /// The medians over the rounds, and each candidate's answers against this build's per round.
+    func report(_ figures: [String: [Figures]], candidates: [Candidate]) {
+        let bound = seconds.map { "\(Int($0)) s a run" } ?? "\(requests) requests a run"
         print(
-            "\nMedians over \(rounds) rounds (\(requests) requests a run, \(files) files of 1 MiB, one read in five hung up):"
+            "\nMedians over \(rounds) rounds (\(bound), \(files) files of 1 MiB, \(types), \(ranges) ranges, one read in five hung up):"
         )
-        print("| candidate | clients | answers/s | p50 ms | p99 ms | wrong | 5xx | origin requests per request |")
-        print("|---|---|---|---|---|---|---|---|")
+        print(
+            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | origin requests per request |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for clientCount in clients {
             for candidate in candidates {
                 let runs = figures["\(candidate.name) \(clientCount)"] ?? []
+                let open = runs.compactMap(\.openFiles)
+                let files =
+                    open.isEmpty
+                    ? "-"
+                    : "\(Int(median(open.map { Double($0.start) }))) / \(open.map(\.most).max()!) / \(Int(median(open.map { Double($0.end) })))"
                 print(
                     String(
-                        format: "| %@ | %d | %.0f | %.1f | %.1f | %d | %d | %.3f |", candidate.name, clientCount,
-                        median(runs.map(\.perSecond)),
+                        format: "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %.3f |", candidate.name,
+                        clientCount, median(runs.map { Double($0.answered) }), median(runs.map(\.perSecond)),
                         median(runs.map(\.p50)) * 1000, median(runs.map(\.p99)) * 1000, runs.map(\.wrong).reduce(0, +),
-                        runs.map(\.serverErrors).reduce(0, +),
+                        runs.map(\.timedOut).reduce(0, +), runs.map(\.serverErrors).reduce(0, +), files,
                         median(runs.map(\.originPerRequest))))
             }
             let ours = figures["serve \(clientCount)"] ?? []
@@ -143,12 +215,15 @@ struct SoakBenchCommand: AsyncParsableCommand {
         }
     }
 
-    /// One candidate's run: `executable`'s `serve`, or nginx's slice cache when `nil`.
-    func measure(_ executable: URL?, folder: URL, origin: NginxOrigin, clients: Int) async throws -> Figures {
+    func path(_ index: Int) -> String {
+        "/soak/\(index).\(extensions[index % extensions.count])"
+    }
+
+    /// One candidate's run.
+    func measure(_ candidate: Candidate, folder: URL, origin: NginxOrigin, clients: Int) async throws -> Figures {
         let client = HTTPClient.forPlayers(clients)
         do {
-            let figures = try await measure(
-                executable, folder: folder, origin: origin, clients: clients, client: client)
+            let figures = try await measure(candidate, folder: folder, origin: origin, clients: clients, client: client)
             try await client.shutdown()
             return figures
         } catch {
@@ -157,111 +232,133 @@ struct SoakBenchCommand: AsyncParsableCommand {
         }
     }
 
-    private func measure(_ executable: URL?, folder: URL, origin: NginxOrigin, clients: Int, client: HTTPClient)
-        async throws -> Figures
-    {
+    private func measure(
+        _ candidate: Candidate, folder: URL, origin: NginxOrigin, clients: Int, client: HTTPClient
+    ) async throws -> Figures {
         let before = origin.requests().count
-        let result: (Double, [Double], Int, Int, Int)
-        if let executable {
+        var figures: Figures
+        if let executable = candidate.executable {
             let (process, line) = try await ChildProcess.startServer(
                 executable,
-                ["serve", "--port", "0", "--cache-dir", folder.path, "--max-size", maxSize, "--log-level", "error"],
+                ["serve", "--port", "0", "--cache-dir", folder.path, "--max-size", maxSize, "--log-level", "error"]
+                    + candidate.flags,
                 readyLinePrefix: "mediacache: serving on")
             defer {
                 process.terminate()
                 process.waitUntilExit()
             }
             let port = try BenchServers.port(in: line)
-            result = try await load(client: client, clients: clients) { path in
+            let sampler = OpenFiles(pid: process.processIdentifier)
+            let sampling = Task { await sampler.sample() }
+            figures = try await load(client: client, clients: clients) { path in
                 "http://127.0.0.1:\(port)/?url=" + "\(origin.url)\(path)".addingPercentEncoding(
                     withAllowedCharacters: .alphanumerics)!
             }
+            sampling.cancel()
+            await sampling.value
+            figures.openFiles = sampler.figures
         } else {
             let benchClient = BenchClient(http: client)
             let (server, _) = try await BenchServers.startNginx(
                 directory: folder, originPort: origin.port, client: benchClient)
             defer { server.stop() }
-            result = try await load(client: client, clients: clients) { path in
+            figures = try await load(client: client, clients: clients) { path in
                 server.url(forOrigin: "\(origin.url)\(path)")
             }
         }
-        let (seconds, latencies, wrong, serverErrors, answered) = result
         let originRequests = origin.requests().dropFirst(before).filter { $0.target.hasPrefix("/soak/") }.count
-        let sorted = latencies.sorted()
-        return Figures(
-            perSecond: Double(answered) / seconds, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99),
-            wrong: wrong, serverErrors: serverErrors,
-            originPerRequest: Double(originRequests) / Double(max(1, answered)))
+        figures.originPerRequest = Double(originRequests) / Double(max(1, figures.answered))
+        return figures
     }
 
-    /// `clients` clients read random ranges through `url(path)` until ``requests`` were
-    /// answered: the seconds it took, each whole read's latency, the wrong answers, the 5xx,
-    /// and how many were answered.
-    func load(client: HTTPClient, clients: Int, url: @escaping @Sendable (String) -> String) async throws -> (
-        Double, [Double], Int, Int, Int
-    ) {
+    /// `clients` clients read random ranges through `url(path)` for ``seconds`` (or until
+    /// ``requests`` were issued).
+    func load(client: HTTPClient, clients: Int, url: @escaping @Sendable (String) -> String) async throws -> Figures {
         let issued = IssuedCount()
-        let (files, requests, size) = (self.files, self.requests, Self.fileSize)
+        let (files, requests, size, timeout) = (self.files, self.requests, Self.fileSize, self.timeout)
+        let ranges = self.ranges
+        let paths = (0..<files).map(path)
         let start = ContinuousClock.now
-        let outcomes = try await withThrowingTaskGroup(
-            of: (latencies: [Double], wrong: Int, serverErrors: Int, answered: Int).self
-        ) { group in
+        let deadline = seconds.map { start + .milliseconds(Int64($0 * 1000)) }
+        struct Outcome {
+            var latencies: [Double] = []
+            var wrong = 0
+            var timedOut = 0
+            var serverErrors = 0
+            var answered = 0
+        }
+        let outcome = try await withThrowingTaskGroup(of: Outcome.self) { group in
             for seed in 0..<clients {
                 group.addTask {
                     var random = SplitMix(seed: UInt64(seed) &* 7_919 &+ 1)
-                    var latencies: [Double] = []
-                    var (wrong, serverErrors, answered) = (0, 0, 0)
-                    while issued.count.add(1, ordering: .relaxed).newValue <= requests {
+                    var outcome = Outcome()
+                    while deadline.map({ ContinuousClock.now < $0 })
+                        ?? (issued.count.add(1, ordering: .relaxed).newValue <= requests)
+                    {
                         let index = Int.random(in: 0..<files, using: &random)
                         let length = Int.random(in: 1...300_000, using: &random)
                         let offset = Int.random(in: 0...(size - length), using: &random)
+                        let isOpen = ranges == "open" || (ranges == "both" && Bool.random(using: &random))
                         let hangsUp = Int.random(in: 0..<5, using: &random) == 0
                         let content = DeterministicContent(seed: UInt64(index) + 1)
-                        var request = HTTPClientRequest(url: url("/soak/\(index).bin"))
-                        request.headers.add(name: "Range", value: "bytes=\(offset)-\(offset + length - 1)")
+                        var request = HTTPClientRequest(url: url(paths[index]))
+                        request.headers.add(
+                            name: "Range", value: "bytes=\(offset)-" + (isOpen ? "" : "\(offset + length - 1)"))
                         let began = ContinuousClock.now
-                        answered += 1
-                        guard let response = try? await client.execute(request, timeout: .seconds(120)) else {
-                            wrong += 1
+                        let response: HTTPClientResponse
+                        do {
+                            response = try await client.execute(request, timeout: .seconds(timeout))
+                        } catch let error as HTTPClientError where error == .deadlineExceeded {
+                            outcome.timedOut += 1
+                            continue
+                        } catch {
+                            outcome.wrong += 1
                             continue
                         }
-                        if response.status.code >= 500 { serverErrors += 1 }
+                        if response.status.code >= 500 { outcome.serverErrors += 1 }
                         guard response.status.code == 206 else {
-                            wrong += 1
+                            outcome.wrong += 1
                             continue
                         }
-                        let keep = hangsUp ? min(1_000, length) : length
+                        let end = isOpen ? size : offset + length
+                        let keep = hangsUp ? min(1_000, end - offset) : end - offset
                         var cursor = Int64(offset)
                         do {
                             for try await chunk in response.body where chunk.readableBytes > 0 {
                                 let kept = chunk.getSlice(
                                     at: chunk.readerIndex, length: min(chunk.readableBytes, offset + keep - Int(cursor))
                                 )!
-                                if content.firstMismatch(in: kept, at: cursor) != nil { wrong += 1 }
+                                if content.firstMismatch(in: kept, at: cursor) != nil { outcome.wrong += 1 }
                                 cursor += Int64(kept.readableBytes)
                                 if cursor >= offset + keep { break }
                             }
+                        } catch let error as HTTPClientError where error == .deadlineExceeded {
+                            outcome.timedOut += 1
+                            continue
                         } catch {
-                            wrong += 1
+                            outcome.wrong += 1
                             continue
                         }
-                        if cursor != offset + keep { wrong += 1 }
-                        if !hangsUp { latencies.append((ContinuousClock.now - began).seconds) }
+                        if cursor != offset + keep { outcome.wrong += 1 }
+                        outcome.answered += 1
+                        if !hangsUp { outcome.latencies.append((ContinuousClock.now - began).seconds) }
                     }
-                    return (latencies, wrong, serverErrors, answered)
+                    return outcome
                 }
             }
-            return try await group.reduce(into: (latencies: [Double](), wrong: 0, serverErrors: 0, answered: 0)) {
+            return try await group.reduce(into: Outcome()) {
                 $0.latencies += $1.latencies
                 $0.wrong += $1.wrong
+                $0.timedOut += $1.timedOut
                 $0.serverErrors += $1.serverErrors
                 $0.answered += $1.answered
             }
         }
-        return (
-            (ContinuousClock.now - start).seconds, outcomes.latencies, outcomes.wrong, outcomes.serverErrors,
-            outcomes.answered
-        )
+        let sorted = outcome.latencies.sorted()
+        return Figures(
+            answered: outcome.answered, seconds: (ContinuousClock.now - start).seconds, p50: percentile(sorted, 0.5),
+            p99: percentile(sorted, 0.99), wrong: outcome.wrong, timedOut: outcome.timedOut,
+            serverErrors: outcome.serverErrors, originPerRequest: 0)
     }
 
     func percentile(_ sorted: [Double], _ p: Double) -> Double {
@@ -276,4 +373,33 @@ struct SoakBenchCommand: AsyncParsableCommand {
 /// How many requests the clients of a run have issued, shared among them.
 private final class IssuedCount: Sendable {
     let count = Atomic<Int>(0)
+}
+
+/// The open files of a process (the entries of `/proc/PID/fd`), sampled every second.
+private final class OpenFiles: Sendable {
+    let pid: pid_t
+    private let counts = Mutex<[Int]>([])
+
+    init(pid: pid_t) {
+        self.pid = pid
+    }
+
+    /// Samples until the task is cancelled, and once more then.
+    func sample() async {
+        while !Task.isCancelled {
+            record()
+            try? await Task.sleep(for: .seconds(1))
+        }
+        record()
+    }
+
+    private func record() {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return }
+        counts.withLock { $0.append(entries.count) }
+    }
+
+    /// At the start, at most, at the end.
+    var figures: (start: Int, most: Int, end: Int)? {
+        counts.withLock { counts in counts.first.map { ($0, counts.max()!, counts.last!) } }
+    }
 }

@@ -104,7 +104,7 @@ import Testing
         let player = try await budget.acquire(for: url, isOwn: false)
         let waiting = Task { try await budget.acquire(for: url, isOwn: false) }
         let cancelled = Task { try await budget.acquire(for: url, isOwn: false) }
-        while budget.usage(of: url).waiting < 2 { await Task.yield() }
+        try await waitUntil { budget.usage(of: url).waiting >= 2 }
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
         #expect(budget.usage(of: url).inUse == 2 && budget.usage(of: url).waiting == 1)
@@ -135,13 +135,13 @@ import Testing
         let own = try await budget.acquire(for: url, isOwn: true)
         let promotion = ConnectionBudget.Promotion()
         let waiting = Task { try await budget.acquire(for: url, isOwn: true, promotion: promotion) }
-        while budget.usage(of: url).waiting < 1 { await Task.yield() }
+        try await waitUntil { budget.usage(of: url).waiting >= 1 }
         promotion.promote()
         let joined = try await waiting.value
         #expect(budget.usage(of: url).inUse == 2)
         // The own share is still the first request's alone: a third own request waits.
         let third = Task { try await budget.acquire(for: url, isOwn: true) }
-        while budget.usage(of: url).waiting < 1 { await Task.yield() }
+        try await waitUntil { budget.usage(of: url).waiting >= 1 }
         joined.release()
         #expect(budget.usage(of: url).waiting == 1, "a player's connection let go does not free the own share")
         own.release()

@@ -28,8 +28,8 @@ import Testing
         func open() { gate.continuation.yield(()) }
     }
 
-    static func waitUntil(_ shared: SharedTask<Int>, hasWaiting count: Int) async {
-        while shared.waiting != count { await Task.yield() }
+    static func waitUntil(_ shared: SharedTask<Int>, hasWaiting count: Int) async throws {
+        try await MediaCacheTestSupport.waitUntil { shared.waiting == count }
     }
 
     @Test func aResultReachesEveryWaiterFromOneRun() async throws {
@@ -37,7 +37,7 @@ import Testing
         let shared = SharedTask { try await work.run(42) }
         let values = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<3 { group.addTask { try await shared.value() } }
-            await Self.waitUntil(shared, hasWaiting: 3)
+            try await Self.waitUntil(shared, hasWaiting: 3)
             work.open()
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -52,7 +52,7 @@ import Testing
         let shared = SharedTask { try await work.run(7) }
         let cancelled = Task { try await shared.value() }
         let kept = Task { try await shared.value() }
-        await Self.waitUntil(shared, hasWaiting: 2)
+        try await Self.waitUntil(shared, hasWaiting: 2)
         cancelled.cancel()
         // The gate is still shut: the cancelled waiter's error cannot come from the work.
         await #expect(throws: CancellationError.self) { try await cancelled.value }
@@ -79,7 +79,7 @@ import Testing
         let work = Work()
         let shared = SharedTask { try await work.run(0, throwing: true) }
         let first = Task { try await shared.value() }
-        await Self.waitUntil(shared, hasWaiting: 1)
+        try await Self.waitUntil(shared, hasWaiting: 1)
         work.open()
         await #expect(throws: Failure.self) { try await first.value }
         await #expect(throws: Failure.self) { try await shared.value() }
@@ -93,7 +93,7 @@ import Testing
             throw CancellationError()
         }
         let waiter = Task { try await shared.value() }
-        await Self.waitUntil(shared, hasWaiting: 1)
+        try await Self.waitUntil(shared, hasWaiting: 1)
         shared.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
     }
