@@ -305,43 +305,39 @@ struct SoakBenchCommand: AsyncParsableCommand {
                         request.headers.add(
                             name: "Range", value: "bytes=\(offset)-" + (isOpen ? "" : "\(offset + length - 1)"))
                         let began = ContinuousClock.now
-                        let response: HTTPClientResponse
-                        do {
-                            response = try await client.execute(request, timeout: .seconds(timeout))
-                        } catch let error as HTTPClientError where error == .deadlineExceeded {
-                            outcome.timedOut += 1
-                            continue
-                        } catch {
-                            outcome.wrong += 1
-                            continue
-                        }
-                        if response.status.code >= 500 { outcome.serverErrors += 1 }
-                        guard response.status.code == 206 else {
-                            outcome.wrong += 1
-                            continue
-                        }
                         let end = isOpen ? size : offset + length
                         let keep = hangsUp ? min(1_000, end - offset) : end - offset
-                        var cursor = Int64(offset)
-                        do {
+                        // The whole answer, head and body, within the timeout.
+                        let asked = request
+                        let read = await withDeadline(.seconds(timeout)) { () async throws -> Read in
+                            let response = try await client.execute(asked, timeout: .seconds(timeout))
+                            guard response.status.code == 206 else { return .status(Int(response.status.code)) }
+                            var cursor = Int64(offset)
+                            var mismatches = 0
                             for try await chunk in response.body where chunk.readableBytes > 0 {
                                 let kept = chunk.getSlice(
                                     at: chunk.readerIndex, length: min(chunk.readableBytes, offset + keep - Int(cursor))
                                 )!
-                                if content.firstMismatch(in: kept, at: cursor) != nil { outcome.wrong += 1 }
+                                if content.firstMismatch(in: kept, at: cursor) != nil { mismatches += 1 }
                                 cursor += Int64(kept.readableBytes)
                                 if cursor >= offset + keep { break }
                             }
-                        } catch let error as HTTPClientError where error == .deadlineExceeded {
-                            outcome.timedOut += 1
-                            continue
-                        } catch {
-                            outcome.wrong += 1
-                            continue
+                            return cursor == offset + keep && mismatches == 0 ? .right : .wrong
                         }
-                        if cursor != offset + keep { outcome.wrong += 1 }
-                        outcome.answered += 1
-                        if !hangsUp { outcome.latencies.append((ContinuousClock.now - began).seconds) }
+                        switch read {
+                        case .right:
+                            outcome.answered += 1
+                            if !hangsUp { outcome.latencies.append((ContinuousClock.now - began).seconds) }
+                        case .status(let status):
+                            if status >= 500 { outcome.serverErrors += 1 }
+                            outcome.wrong += 1
+                        case .wrong: outcome.wrong += 1
+                        case .timedOut:
+                            outcome.timedOut += 1
+                            print(
+                                "timed out: \(paths[index]) bytes=\(offset)-\(isOpen ? "" : "\(offset + length - 1)"), "
+                                    + "\(hangsUp ? "hanging up" : "read whole"), after \((began - start).seconds) s")
+                        }
                     }
                     return outcome
                 }
@@ -367,6 +363,33 @@ struct SoakBenchCommand: AsyncParsableCommand {
 
     func median(_ values: [Double]) -> Double {
         percentile(values.sorted(), 0.5)
+    }
+}
+
+/// How one request of the load went.
+private enum Read: Sendable {
+    /// A `206` with every byte kept right.
+    case right
+    /// Another status.
+    case status(Int)
+    /// A wrong or missing byte, or a failure.
+    case wrong
+    /// No whole answer within the timeout.
+    case timedOut
+}
+
+/// `body`'s result, `.timedOut` when it takes longer than `limit` (it is then cancelled), `.wrong`
+/// when it throws.
+private func withDeadline(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Read) async -> Read {
+    await withTaskGroup(of: Read?.self) { group in
+        group.addTask { (try? await body()) ?? .wrong }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return Task.isCancelled ? nil : .timedOut
+        }
+        let first = await group.next() ?? .timedOut
+        group.cancelAll()
+        return first ?? .timedOut
     }
 }
 

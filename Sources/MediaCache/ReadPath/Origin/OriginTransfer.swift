@@ -112,7 +112,8 @@ struct OriginTransfer: Sendable {
                 }
                 let received = try await receive(
                     answer, until: requestEnd, into: storeWorks ? handle : nil, policy: &policy, seen: &seen)
-                // Done with the answer: nothing else holds it, so its connection is let go now.
+                // Done with the answer: held by nothing past this turn of the loop, so its connection
+                // is let go before the next request and before any wait.
                 response = nil
                 switch received {
                 case .done: policy.bodyEnded()
@@ -136,6 +137,7 @@ struct OriginTransfer: Sendable {
                         .originUnavailable, "The origin's response ended at \(download.position) before \(requestEnd).")
                 }
             } catch {
+                response = nil  // its connection is not kept through the pause before a retry
                 policy.failed()
                 if download.isFinished || Task.isCancelled { return }
                 let cacheError = error as? CacheError

@@ -106,7 +106,10 @@ final class ReadSession: Sendable {
     /// Joins the download held for this read (its probe's, see
     /// `CachingReader.contentInfoForRead`), if there is one for its first byte.
     func joinReservedDownload() {
-        guard let reserved = context.scheduler.takeReservation(key, at: range.lowerBound) else { return }
+        guard
+            let reserved = context.scheduler.takeReservation(
+                key, at: range.lowerBound, until: range.upperBound, for: requester)
+        else { return }
         let stale = state.withLock { state -> Bool in
             guard !state.isClosed, state.download == nil else { return true }
             state.download = reserved

@@ -135,9 +135,13 @@ final class DownloadScheduler: Sendable {
         replaced?.release()
     }
 
-    /// The download held for `key` with its reader, moved to `cursor`, when it fetches the
-    /// bytes there; the reservation is then the caller's.
-    func takeReservation(_ key: CacheKey, at cursor: Int64) -> (download: SharedDownload, reader: UInt64)? {
+    /// The download held for `key` with its reader, moved to `cursor` and made the reader of
+    /// `requester`'s read that ends at `end`, when it fetches the bytes there; the reservation is
+    /// then the caller's. (A newer request of the resource may take what an older one's probe
+    /// left held, from another byte: the reader is the taker's from then on.)
+    func takeReservation(_ key: CacheKey, at cursor: Int64, until end: Int64, for requester: Requester)
+        -> (download: SharedDownload, reader: UInt64)?
+    {
         let reserved = reservations.withLock { reservations -> (download: SharedDownload, reader: UInt64)? in
             guard case .download(let download, let reader)? = reservations[key], download.start <= cursor,
                 cursor < download.end
@@ -145,7 +149,7 @@ final class DownloadScheduler: Sendable {
             reservations[key] = nil
             return (download, reader)
         }
-        reserved?.download.moveReader(reserved!.reader, to: cursor)
+        reserved?.download.claim(reserved!.reader, at: cursor, until: end, for: requester)
         return reserved
     }
 

@@ -166,6 +166,12 @@ final class SharedDownload: Sendable {
         locked.withLock { $0.servesPlayer(startedByPlayer: isPlayers) }
     }
 
+    /// Makes reader `id` (a reservation's) the reader of `requester`'s read from `cursor` to `end`.
+    func claim(_ id: UInt64, at cursor: Int64, until end: Int64, for requester: Requester) {
+        locked.withLock { $0.players[id] = requester.isPlayer ? end : nil }
+        moveReader(id, to: cursor)
+    }
+
     /// Records that reader `id` has taken everything before `cursor`.
     func moveReader(_ id: UInt64, to cursor: Int64) {
         perform { $0.moveReader(id, to: cursor) }
