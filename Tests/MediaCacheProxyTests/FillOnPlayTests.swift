@@ -146,6 +146,17 @@ extension FillOnPlayTests {
         }
     }
 
+    /// `count` MP3s of 4 MiB at `folder` (`0.mp3`, `1.mp3`, …), content seeds from `seed`, sent at
+    /// 4 MiB/s: a fill takes a second, so it is still under way at the next song.
+    static func serveSongs(_ count: Int, at folder: String, seed: UInt64, on proxy: ProxyHarness) {
+        for index in 0..<count {
+            var song = TestOrigin.Resource.generated(
+                length: 4 << 20, seed: seed + UInt64(index), mimeType: "audio/mpeg")
+            song.faults.bytesPerSecond = 4 << 20
+            proxy.origin.serve(song, at: "\(folder)\(index).mp3")
+        }
+    }
+
     /// Issue 75, every flag at its default: a player that asks closed ranges of one song after
     /// another (as AVPlayer asks for audio, skipping through a playlist) is answered every time,
     /// with the origin's bytes. Each play starts a fill, at most ``CachingReader/Configuration``'s
@@ -155,12 +166,7 @@ extension FillOnPlayTests {
     @Test func closedRangesOfOneSongAfterAnotherAreAllAnswered() async throws {
         try await ProxyHarness.with { proxy in
             let songs = 24
-            for index in 0..<songs {
-                var song = TestOrigin.Resource.generated(
-                    length: 4 << 20, seed: 200 + UInt64(index), mimeType: "audio/mpeg")
-                song.faults.bytesPerSecond = 4 << 20  // a fill takes a second: still under way at the next song
-                proxy.origin.serve(song, at: "/songs/\(index).mp3")
-            }
+            Self.serveSongs(songs, at: "/songs/", seed: 200, on: proxy)
             for index in 0..<songs {
                 let start = Int64(index) * 10_000
                 let reply = try await proxy.get(
@@ -183,12 +189,7 @@ extension FillOnPlayTests {
     @Test func openRangesHungUpOneSongAfterAnotherAreAllAnswered() async throws {
         try await ProxyHarness.with { proxy in
             let songs = 24
-            for index in 0..<songs {
-                var song = TestOrigin.Resource.generated(
-                    length: 4 << 20, seed: 300 + UInt64(index), mimeType: "audio/mpeg")
-                song.faults.bytesPerSecond = 4 << 20
-                proxy.origin.serve(song, at: "/open/\(index).mp3")
-            }
+            Self.serveSongs(songs, at: "/open/", seed: 300, on: proxy)
             for index in 0..<songs {
                 let start = Int64(index) * 10_000
                 var request = HTTPClientRequest(url: proxy.url("/open/\(index).mp3"))
