@@ -35,8 +35,8 @@ extension EmbeddedProxy {
     }
 
     /// The URL an external display (an AirPlay receiver) plays `originURL` from: this proxy on
-    /// `lanAddress` (listening there from now on, until ``endExternalPlayback()``), the token in
-    /// the path (`/o/<origin>.<token>/…`), so held bytes, pinned ones included, play on the
+    /// `lanAddress` (listening there from now on, until ``endExternalPlayback()``), a credential
+    /// for that resource alone in the path (`/o/<origin>.<credential>/…`), so held bytes, pinned ones included, play on the
     /// receiver with the origin gone; or the origin URL itself when there is no LAN address, or
     /// when the cache holds nothing of it and the app prefers the origin (`prefersOriginWhenNothingHeld`).
     /// - Throws: ``ProxyError`` when the proxy cannot listen on `lanAddress`.
@@ -52,7 +52,9 @@ extension EmbeddedProxy {
         }
         try await server.listen(onLAN: address)
         let host = address.contains(":") ? "[\(address)]" : address
-        guard let url = URL(string: "http://\(host):\(port)" + ProxyURL.pathForm(for: originURL, token: token)) else {
+        guard let capabilities = server.lanCapabilities,
+            let url = URL(string: "http://\(host):\(port)" + capabilities.pathForm(for: originURL))
+        else {
             throw ProxyError("\(address) cannot be written in a URL.", setting: .host)
         }
         return .lan(url)

@@ -60,19 +60,48 @@ public struct ProxyConfiguration: Sendable {
     public var metricsExporter: (@Sendable () -> String)?
     /// A LAN address to listen on too, at the same port (`serve --lan`), for the devices of the
     /// network that fetch a URL themselves: AirPlay receivers, Chromecasts, a TV's browser.
-    /// There the proxy answers only capability URLs (the ``token`` in the URL: the path form's
-    /// `/o/<origin>.<token>/…` or `token=`; never the header), refuses the admin paths, the
-    /// metrics and the status page (`403`), and does not apply the cross-site guard to a
-    /// request whose URL carries the token: a receiver page's `<video>` sends no CORS request,
-    /// and the URL is the credential. ``corsOrigins`` apply there as on loopback. Needs a token.
+    /// There the proxy answers only capability URLs, each carrying a credential minted for what
+    /// it names (``LANCapabilities``: the path form's `/o/<origin>.<credential>/…` or `token=`;
+    /// never the header, never the server's ``token``), refuses the admin paths, the metrics and
+    /// the status page (`403`), and does not apply the cross-site guard to a request whose URL
+    /// carries a credential: a receiver page's `<video>` sends no CORS request, and the URL is the
+    /// credential. ``corsOrigins`` apply there as on loopback. Loopback answers as without it.
     public var lanAddress: String?
     /// Whether this is the configuration of the LAN listener (the server makes it from its own).
     package var isLANListener = false
+    /// The key the LAN listener's URLs are minted with (`serve` keeps it in the store folder);
+    /// `nil`: the server makes one for its run.
+    package var lanCapabilities: LANCapabilities?
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 
     /// Creates the default configuration.
     public init() {}
+
+    /// The credential this listener's URL of `target` carries: the ``token`` on loopback, one
+    /// minted for `target` on the LAN (with `folderDepth`, for the folder of its path's first
+    /// segments: a DASH base).
+    func credential(for target: ProxyTarget, folderDepth: Int? = nil) -> String? {
+        guard isLANListener else { return token }
+        return lanCapabilities?.credential(for: target, folderDepth: folderDepth)
+    }
+
+    /// `target`'s path and query on this listener, with its credential (``credential(for:folderDepth:)``).
+    func uri(of target: ProxyTarget, folderDepth: Int? = nil) -> String {
+        var target = target
+        target.token = credential(for: target, folderDepth: folderDepth)
+        return target.uri
+    }
+
+    /// The path form of `url` on this listener (a DASH reference, a steering server); a folder's
+    /// (a URL ending in `/`, a DASH base) is minted for what lies under it.
+    func pathForm(for url: URL) -> String {
+        let target = ProxyTarget(url, form: .path)
+        // (Not `URL.path`: it drops a trailing slash.)
+        let path = LANCapabilities.path(of: url)
+        let depth = path.split(separator: "/", omittingEmptySubsequences: false).count - 2
+        return uri(of: target, folderDepth: path.hasSuffix("/") ? max(0, depth) : nil)
+    }
 
     /// The configuration of the LAN listener: this one's, listening on ``lanAddress``.
     var lanListener: ProxyConfiguration? {
@@ -98,11 +127,6 @@ public struct ProxyConfiguration: Sendable {
         if allowsRemoteClients && (token ?? "").isEmpty {
             throw ProxyError(
                 "Remote clients need an access token: without one, anyone on the network could make this proxy fetch any address this machine reaches (its LAN and loopback included) and read or clear the cache.",
-                setting: .token)
-        }
-        if lanAddress != nil && (token ?? "").isEmpty {
-            throw ProxyError(
-                "A LAN address needs an access token: its URLs carry it, and without one any device of the network could use the proxy.",
                 setting: .token)
         }
         guard (0...65535).contains(port) else { throw ProxyError("The port must be between 0 and 65535, not \(port).") }

@@ -50,9 +50,12 @@ public final class ProxyServer: Service {
         configuration: ProxyConfiguration,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ProxyServer {
+        var configuration = configuration
+        // The LAN listener's URLs are minted with a key: the store folder's (`serve`), else one
+        // for this run (an app's AirPlay URLs live as long as its server).
+        if configuration.lanCapabilities == nil { configuration.lanCapabilities = .made() }
         let handler = ProxyHandler(reader: reader, downloads: downloads, configuration: configuration)
-        let makeLANHandler: @Sendable (String) -> ProxyHandler? = { address in
-            guard configuration.token?.isEmpty == false else { return nil }
+        let makeLANHandler: @Sendable (String) -> ProxyHandler? = { [configuration] address in
             var lan = configuration
             lan.lanAddress = address
             return lan.lanListener.map {
@@ -109,9 +112,10 @@ public final class ProxyServer: Service {
         if let file = configuration.serverInfoFile {
             var info = ServerInfo(host: configuration.host, port: port, token: configuration.token, pid: getpid())
             info.lanHost = configuration.lanAddress
+            if configuration.lanAddress != nil { info.lanKey = configuration.lanCapabilities?.keyText }
             do {
                 try JSONEncoder().encode(info).write(to: file, options: .atomic)
-                // The token is in it: readable by this user only.
+                // The token and the LAN key are in it: readable by this user only.
                 try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
             } catch {
                 configuration.logger.warning(
@@ -165,19 +169,21 @@ public final class ProxyServer: Service {
         }
     }
 
+    /// What its LAN listener's URLs are minted with.
+    var lanCapabilities: LANCapabilities? { configuration.lanCapabilities }
+
     /// Listens on the LAN address `address` too, at the server's port, for as long as the
     /// devices of the network need it (an AirPlay receiver playing this app's item), with the
     /// rules of ``ProxyConfiguration/lanAddress``. Listening there already does nothing; another
     /// address replaces the one before.
-    /// - Throws: ``ProxyError`` when the server does not run, has no token, or the address
-    ///   cannot be had.
+    /// - Throws: ``ProxyError`` when the server does not run, or the address cannot be had.
     func listen(onLAN address: String) async throws {
         guard let port = listening.withLock({ $0?.port }) else {
             throw ProxyError("The proxy does not run, so it cannot listen on \(address).")
         }
         if lanListening.withLock({ $0?.address == address }) { return }
         guard let handler = makeLANHandler(address) else {
-            throw ProxyError("A LAN address needs an access token.", setting: .token)
+            throw ProxyError("Cannot make the LAN listener of \(address).", setting: .host)
         }
         let channel: any Channel
         do {
@@ -329,6 +335,9 @@ public struct ServerInfo: Sendable, Codable, Equatable {
     public var pid: Int32
     /// The LAN address it also listens on (``ProxyConfiguration/lanAddress``), if any.
     public var lanHost: String?
+    /// The key its LAN URLs are minted with (`mediacache url --lan` mints one), when it has a LAN
+    /// address.
+    public var lanKey: String?
 
     public init(host: String, port: Int, token: String?, pid: Int32) {
         self.host = host

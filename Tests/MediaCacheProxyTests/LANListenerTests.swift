@@ -12,11 +12,12 @@ import Testing
 /// machine's Wi-Fi address) for the network's devices. A receiver page served from another
 /// address (127.0.0.2, standing for the TV) reads an HLS and a DASH asset through capability
 /// URLs in CORS mode, as a Cast receiver's player does, and plays an MP4 in a plain `<video>`,
-/// all pinned and the origin stopped; without the token, or for the admin paths, the LAN
-/// address refuses; loopback behaves as before.
+/// all pinned and the origin stopped; without a credential minted for what it names, or for the
+/// admin paths, the LAN address refuses; loopback behaves as before.
 @Suite(.stallLimit, .endToEnd, .enabled(if: WebPageIsolationTests.chromium != nil && toolExists("ffmpeg")))
 struct LANListenerTests {
     static let token = "lan-t0ken"
+    static let capabilities = LANCapabilities.made()
 
     /// FNV-1a (32 bits) and the length, as the page computes them (`crypto.subtle` needs a
     /// secure context, which a LAN page over http is not).
@@ -74,6 +75,7 @@ struct LANListenerTests {
             configure: {
                 var configuration = $0
                 configuration.lanAddress = "127.0.0.3"
+                configuration.lanCapabilities = Self.capabilities
                 configuration.corsOrigins = [pageOrigin]
                 return configuration
             }
@@ -118,7 +120,7 @@ struct LANListenerTests {
 
                 let lan = "http://127.0.0.3:\(proxy.port)"
                 func capability(_ path: String) -> String {
-                    lan + ProxyURL.pathForm(for: origin.url(path), token: Self.token)
+                    lan + Self.capabilities.pathForm(for: origin.url(path))
                 }
                 let html = Self.page(
                     lan: lan, hls: capability("/hls/master.m3u8"), dash: capability("/dash/manifest.mpd"),
@@ -133,19 +135,22 @@ struct LANListenerTests {
                 #expect(report["dash"] == "lan " + Self.fingerprint(files["/dash/init-stream0.m4s"] ?? []), "\(report)")
                 #expect(report["video"] == "duration 2.00", "\(report)")
 
-                // The LAN address: no token, a header token, the admin paths: refused.
+                // The LAN address: no credential, the server's token, a header token, the admin
+                // paths: refused.
                 let master = origin.url("/hls/master.m3u8")
                 let token = [("X-MediaCache-Token", Self.token)]
                 for (url, headers) in [
                     (lan + ProxyURL.path(for: master, token: nil), []),
                     (lan + ProxyURL.pathForm(for: master, token: nil), []),
+                    (lan + ProxyURL.path(for: master, token: Self.token), []),
+                    (lan + ProxyURL.pathForm(for: master, token: Self.token), []),
                     (lan + ProxyURL.path(for: master, token: nil), token),
                     (lan + "/status?token=\(Self.token)", []), (lan + "/metrics?token=\(Self.token)", []),
                     (lan + "/_mediacache/entries?token=\(Self.token)", token),
                 ] {
                     #expect(try await proxy.get(url, headers: headers).status == 403, "\(url)")
                 }
-                #expect(try await proxy.get(lan + ProxyURL.path(for: master, token: Self.token)).status == 200)
+                #expect(try await proxy.get(lan + Self.capabilities.pathForm(for: master)).status == 200)
                 // Loopback as before: the header token and the status page are fine there.
                 let loopback = "http://127.0.0.1:\(proxy.port)"
                 #expect(

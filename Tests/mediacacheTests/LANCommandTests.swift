@@ -6,20 +6,33 @@ import MediaCacheProxy
 import MediaCacheTestSupport
 import Testing
 
-/// `serve --lan ADDRESS` without a token makes one (kept in the server file, never printed);
-/// `mediacache url --lan --running` prints a capability URL on the LAN address that a device
-/// plays with the origin's bytes, and answers the Cast receiver's page in CORS mode; the LAN
-/// address refuses the same file without the token.
+/// `serve --lan ADDRESS`: loopback answers as without it (no token unless `--token` is given;
+/// `mediacache url URL` plays, the status page opens); the LAN address answers only URLs with a
+/// credential minted for what they name, under the key kept in the store folder (`lan.key`,
+/// never printed): `mediacache url --lan --running` prints one that a device plays with the
+/// origin's bytes, and answers the Cast receiver's page in CORS mode; the same file without it,
+/// or another file with it, is refused.
 @Suite(.stallLimit, .endToEnd, .enabled(if: ChildProcess.toolExists("curl")))
 struct LANCommandTests {
-    @Test func serveMakesATokenAndURLPrintsACapabilityURLOnTheLANAddress() async throws {
+    @Test func loopbackAsBeforeAndURLPrintsACapabilityURLOnTheLANAddress() async throws {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("lan-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: log) }
         try await RunningServer.with(["--lan", "127.0.0.3"], errorFile: log) { server in
-            let token = try #require(server.info.token, "a token made for the LAN")
-            #expect(server.info.lanHost == "127.0.0.3" && token.count == 32)
-            #expect(!server.line.contains(token))
+            #expect(server.info.token == nil, "no token on loopback unless given")
+            let key = try #require(server.info.lanKey, "the LAN key, for `url --lan`")
+            #expect(server.info.lanHost == "127.0.0.3" && !server.line.contains(key))
+            let keyFile = URL(fileURLWithPath: server.folder).appendingPathComponent("lan.key")
+            let kept = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let mode = try FileManager.default.attributesOfItem(atPath: keyFile.path)[.posixPermissions] as? Int
+            #expect(kept == key && mode == 0o600)
             let song = server.origin.url("/a/song.mp3").absoluteString
+            // Loopback as before: the URL `mediacache url` prints plays, the status page opens.
+            let local = try await CacheCommandTests.mediacache(["url", "--running", "--cache-dir", server.folder, song])
+            let localURL = local.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            for url in [localURL, "http://127.0.0.1:\(server.info.port)/status"] {
+                let code = try await ChildProcess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url])
+                #expect(String(decoding: code.output, as: UTF8.self) == "200", "\(url)")
+            }
             let printed = try await CacheCommandTests.mediacache([
                 "url", "--lan", "--running", "--cache-dir", server.folder, song,
             ])
@@ -35,18 +48,19 @@ struct LANCommandTests {
             #expect(
                 Array(bytes.output)
                     == Array(server.origin.resource(at: "/a/song.mp3")!.bytes(0..<300_000).readableBytesView))
-            let bare = try await ChildProcess.run([
-                "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
-                "http://127.0.0.3:\(server.info.port)" + ProxyURL.pathForm(for: URL(string: song)!, token: nil),
+            // Without its credential, or with it on another path: refused.
+            let other = url.replacingOccurrences(of: "/a/song.mp3", with: "/a/other.mp3")
+            for refused in [
+                "http://127.0.0.3:\(server.info.port)" + ProxyURL.pathForm(for: URL(string: song)!, token: nil), other,
+            ] {
+                let code = try await ChildProcess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", refused])
+                #expect(String(decoding: code.output, as: UTF8.self) == "403", "\(refused)")
+            }
+            // Without --running there is no key to mint with.
+            let unminted = try await CacheCommandTests.mediacache([
+                "url", "--lan", "--host", "127.0.0.3", "--port", "\(server.info.port)", song,
             ])
-            #expect(String(decoding: bare.output, as: UTF8.self) == "403")
-            // Without --running, --host names the LAN address and --token its token.
-            let given = try await CacheCommandTests.mediacache([
-                "url", "--lan", "--host", "127.0.0.3", "--port", "\(server.info.port)", "--token", token, song,
-            ])
-            #expect(given.output.trimmingCharacters(in: .whitespacesAndNewlines) == url)
-            let loopbackOnly = try await CacheCommandTests.mediacache(["url", "--lan", "--token", token, song])
-            #expect(loopbackOnly.status != 0 && loopbackOnly.error.contains("serve --lan ADDRESS"), "\(loopbackOnly)")
+            #expect(unminted.status != 0 && unminted.error.contains("--running"), "\(unminted)")
         }
     }
 }

@@ -152,7 +152,7 @@ extension ProxyHandler {
         let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in
             // A live manifest's bases are where its segments appear as they are made.
             if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.noteLive(resolved) }
-            return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
+            return proxy + configuration.pathForm(for: resolved)
         }
         return ProxyHandler.rewritten(
             .text(text), length: text.utf8.count, metadata: metadata, type: "application/dash+xml", head: head)
@@ -169,8 +169,8 @@ extension ProxyHandler {
         do {
             rewritten = try SteeringManifest.rewritten(
                 body, base: metadata.finalURL ?? url,
-                reload: { proxy + ProxyURL.pathForm(for: $0, token: configuration.token) },
-                resource: { proxy + ProxyURL.path(for: $0, token: configuration.token) })
+                reload: { proxy + configuration.pathForm(for: $0) },
+                resource: { proxy + configuration.uri(of: ProxyTarget($0)) })
         } catch {
             configuration.logger.warning(
                 "Rejected a steering manifest",
@@ -200,7 +200,7 @@ extension ProxyHandler {
         let bytes: [UInt8]
         do {
             bytes = try InterstitialAssetList.rewritten(body, base: metadata.finalURL ?? url) {
-                proxy + ProxyURL.path(for: $0, token: configuration.token)
+                proxy + configuration.uri(of: ProxyTarget($0))
             }
         } catch {
             configuration.logger.warning(
@@ -332,13 +332,13 @@ extension ProxyHandler {
             // A steering server's URI in the path form: the parameters the player adds to it
             // (`_HLS_pathway`, `_HLS_throughput`) are then the origin URL's own.
             if tag == HLSPlaylist.steeringTag {
-                return proxy + ProxyURL.pathForm(for: resolved, token: configuration.token)
+                return proxy + configuration.pathForm(for: resolved)
             }
             // A media playlist of a master that defines variables may import them.
             let imports =
                 parsed.isMaster && (tag == nil || tag.map(HLSPlaylist.choosableTags.contains) == true)
                 ? parsed.definitions : [:]
-            var target = ProxyTarget(resolved, token: configuration.token)
+            var target = ProxyTarget(resolved)
             target.memoryOnly = tag.map(HLSPlaylist.keyTags.contains) == true
             target.assetList = tag == "X-ASSET-LIST"
             target.imports = imports
@@ -348,7 +348,7 @@ extension ProxyHandler {
             target.cmcd = session.map {
                 Self.cmcd(for: resolved, tag: tag, in: parsed, session: $0, durations: durations).text
             }
-            return proxy + target.uri
+            return proxy + configuration.uri(of: target)
         }
         return ProxyHandler.rewritten(
             .text(text), length: text.utf8.count, metadata: metadata, type: "application/vnd.apple.mpegurl", head: head)

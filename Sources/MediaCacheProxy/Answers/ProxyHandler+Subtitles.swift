@@ -40,10 +40,10 @@ extension ProxyHandler {
         switch role {
         case .playlist(let timeline):
             let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline, headers: headers)
-            var target = ProxyTarget(file, token: configuration.token)
+            var target = ProxyTarget(file)
             target.subtitleRole = .file(mpegts: mpegts)
             text = SideLoadedSubtitles.mediaPlaylist(
-                duration: duration, uri: Self.proxyOrigin(head, localPort: localPort) + target.uri)
+                duration: duration, uri: Self.proxyOrigin(head, localPort: localPort) + configuration.uri(of: target))
             fields.add(name: "Content-Type", value: "application/vnd.apple.mpegurl")
         case .file(let mpegts):
             do {

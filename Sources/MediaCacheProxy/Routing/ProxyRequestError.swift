@@ -14,6 +14,9 @@ struct ProxyRequestError: Error, Sendable {
         case host
         /// A missing or wrong access token.
         case token
+        /// On the LAN listener: a URL whose credential was not minted for what it names (another
+        /// path, origin or credential than it was given).
+        case capability
         /// An origin host not on the allow-list.
         case origin
         /// A changing admin request without `X-MediaCache-Admin: 1`.

@@ -286,12 +286,22 @@ struct ProxyRouter: Sendable {
             refusal: .crossSite)
     }
 
+    /// Whether a request for `proxy` may be answered: on loopback it carries the access token
+    /// (``hasToken(_:_:)``); on the LAN listener its URL carries a credential minted for what it
+    /// names (``LANCapabilities``), never the token.
+    func isAdmitted(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> Bool {
+        guard configuration.isLANListener else { return hasToken(target, head) }
+        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return false }
+        return capabilities.admits(proxy, minted: minted)
+    }
+
     /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
-    /// compared in time that does not depend on where a guess first differs.
+    /// compared in time that does not depend on where a guess first differs; never on the LAN
+    /// listener, whose URLs carry capabilities.
     func hasToken(_ target: RequestTarget, _ head: HTTPRequestHead) -> Bool {
-        guard let token = configuration.token else { return !configuration.isLANListener }
-        // On the LAN address only a capability URL: the token in the URL, never a header.
-        let header = configuration.isLANListener ? nil : head.headers.first(name: "X-MediaCache-Token")
+        guard !configuration.isLANListener else { return false }
+        guard let token = configuration.token else { return true }
+        let header = head.headers.first(name: "X-MediaCache-Token")
         guard let given = target.token ?? header else { return false }
         let (expected, offered) = (Array(token.utf8), Array(given.utf8))
         var difference = expected.count ^ offered.count
@@ -373,10 +383,15 @@ struct ProxyRouter: Sendable {
                     refusal: .origin)
             }
         }
-        guard hasToken(parsed.target, head) else {
-            throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
+        let proxy = try parsed.proxy.get()
+        guard isAdmitted(parsed.target, proxy: proxy, head) else {
+            guard configuration.isLANListener else {
+                throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
+            }
+            throw ProxyRequestError(
+                status: .forbidden, "This URL's credential was not given for what it names.", refusal: .capability)
         }
-        return try parsed.proxy.get()
+        return proxy
     }
 
 }

@@ -169,17 +169,25 @@ struct ProxyTarget: Sendable, Equatable {
     }
 
     static func base64URL(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+        base64URL(bytes: Array(text.utf8))
+    }
+
+    static func base64URL(bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
     static func fromBase64URL(_ text: Substring) -> String? {
+        // Not `String(data:encoding:)`: it drops a leading U+FEFF.
+        bytesFromBase64URL(text).flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
+    static func bytesFromBase64URL(_ text: Substring) -> [UInt8]? {
         guard text.count <= 2048,
             text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
         else { return nil }
         var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while standard.count % 4 != 0 { standard += "=" }
-        // Not `String(data:encoding:)`: it drops a leading U+FEFF.
-        return Data(base64Encoded: standard).flatMap { String(validating: $0, as: UTF8.self) }
+        return Data(base64Encoded: standard).map(Array.init)
     }
 }

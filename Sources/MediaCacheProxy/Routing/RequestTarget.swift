@@ -89,6 +89,13 @@ struct RequestTarget: Sendable {
         return .success((origin + (tail.utf8.starts(with: "/".utf8) ? tail : "/" + tail), token))
     }
 
+    /// The origin URL as a LAN credential was minted for it: the path form's, or the query form's
+    /// `url=` without what a player adds to it (``originURL()``); `nil` when there is none.
+    func mintedURL() -> URL? {
+        if let pathForm { return (try? pathForm.get()).flatMap { try? Self.checked($0.url) } }
+        return query("url").flatMap { try? Self.checked($0) }
+    }
+
     /// The proxy's token the target carries: the path form's, or `token=`.
     var token: String? {
         if let pathForm { return (try? pathForm.get())?.token }

@@ -90,6 +90,30 @@ enum CacheFolder {
         directory.appendingPathComponent("server.json")
     }
 
+    /// The key the LAN listener's URLs are minted with (`lan.key` in the store folder, readable
+    /// by its owner only), made the first time: the URLs given to a TV stay good across restarts.
+    /// - Throws: ``CommandFailure`` when the file cannot be read or written, or holds no key.
+    static func lanCapabilities(in directory: URL) throws -> LANCapabilities {
+        let file = directory.appendingPathComponent("lan.key")
+        if let text = try? String(contentsOf: file, encoding: .utf8) {
+            guard let capabilities = LANCapabilities(keyText: text.trimmingCharacters(in: .whitespacesAndNewlines))
+            else {
+                throw CommandFailure(
+                    "\(file.path) holds no LAN key: remove it, and a new one is made (LAN URLs given before stop working)."
+                )
+            }
+            return capabilities
+        }
+        let made = LANCapabilities.made()
+        do {
+            try Data((made.keyText + "\n").utf8).write(to: file, options: .withoutOverwriting)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        } catch {
+            throw CommandFailure("Cannot keep the LAN key in \(file.path): \(error.localizedDescription)")
+        }
+        return made
+    }
+
     /// Opens `directory` (with its streaming entries in `streamingDirectory` when the store has
     /// two folders), or finds the server that holds it. A folder opened here gets the
     /// limits and key rule its last `serve` recorded (``FolderSettings``), so a command never

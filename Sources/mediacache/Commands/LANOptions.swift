@@ -11,7 +11,7 @@ struct ServeLANOptions: ParsableArguments {
     @Option(
         name: .customLong("lan"),
         help: ArgumentHelp(
-            "Also listen on this LAN address (same port) for the network's devices (Cast, AirPlay, a TV): there only URLs carrying the token are answered (`mediacache url --lan` prints one), never the admin paths. Needs --token, or one is made (in the server file).",
+            "Also listen on this LAN address (same port) for the network's devices (Cast, AirPlay, a TV): there only URLs carrying a credential minted for what they name are answered (`mediacache url --lan --running` prints one; the key is lan.key in the store folder), never the admin paths. Loopback answers as without it.",
             valueName: "address"))
     var lanAddress: String?
 
@@ -19,18 +19,11 @@ struct ServeLANOptions: ParsableArguments {
     /// segments in CORS mode.
     static let castReceiverOrigin = "https://www.gstatic.com"
 
-    /// A token made for this process when `--lan` is given without one (the same for each use).
-    static let madeToken: String = {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-    }()
-
-    /// Sets the LAN address, a token when there is none, and the Cast receiver's origin when no
-    /// `--cors-origin` is given.
+    /// Sets the LAN address and the Cast receiver's origin when no `--cors-origin` is given. (The
+    /// key its URLs are minted with is the store folder's: ``CacheFolder/lanCapabilities(in:)``.)
     func apply(to configuration: inout ProxyConfiguration) {
         guard let lanAddress else { return }
         configuration.lanAddress = lanAddress
-        if configuration.token == nil { configuration.token = Self.madeToken }
         if configuration.corsOrigins.isEmpty { configuration.corsOrigins = [Self.castReceiverOrigin] }
     }
 }

@@ -390,6 +390,9 @@ struct ServeCommand: AsyncParsableCommand {
             SystemNetwork.follow(into: downloads, logger: logger)
         }
         var configuration = try proxyConfiguration(logger: logger)
+        if configuration.lanAddress != nil {
+            configuration.lanCapabilities = try CacheFolder.lanCapabilities(in: directory)
+        }
         configuration.serverInfoFile = CacheFolder.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
         let proxy = configuration

@@ -30,7 +30,7 @@ struct URLCommand: AsyncParsableCommand {
 
     @Flag(
         help:
-            "A URL for a device of the network (a Chromecast, an AirPlay receiver, a TV): on the server's --lan address, the token in the URL (with --running, both from the server file; else --host is the LAN address and --token its token)."
+            "A URL for a device of the network (a Chromecast, an AirPlay receiver, a TV): on the server's --lan address, with a credential for this URL alone (minted with the running server's key: give --running)."
     )
     var lan = false
 
@@ -49,22 +49,20 @@ struct URLCommand: AsyncParsableCommand {
         print(info.baseURL + ProxyURL.path(for: url, token: info.token, subtitles: subtitles))
     }
 
-    /// A capability URL of `url` on the server's LAN address: the path form (the token in its
-    /// first segment), or the query form with the token when subtitles are added.
+    /// A capability URL of `url` on the server's LAN address, with a credential minted for it
+    /// alone (``LANCapabilities``): the path form, or the query form when subtitles are added.
     static func lanURL(for url: URL, subtitles: [SideLoadedSubtitle], server info: ServerInfo) throws -> String {
-        let loopback = ["127.0.0.1", "localhost", "::1"].contains(info.host)
-        guard let host = info.lanHost ?? (loopback ? nil : info.host) else {
+        guard let host = info.lanHost else {
             throw CommandFailure(
-                "The server listens on no LAN address: start it with `mediacache serve --lan ADDRESS`, and give --running here (or --host ADDRESS)."
+                "The server listens on no LAN address: start it with `mediacache serve --lan ADDRESS`, and give --running here."
             )
         }
-        guard let token = info.token else {
-            throw CommandFailure("A LAN URL carries the server's token: give --running, or --token.")
+        guard let capabilities = info.lanKey.flatMap(LANCapabilities.init(keyText:)) else {
+            throw CommandFailure("A LAN URL is minted with the running server's key: give --running.")
         }
         let base = "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(info.port)"
         return base
             + (subtitles.isEmpty
-                ? ProxyURL.pathForm(for: url, token: token)
-                : ProxyURL.path(for: url, token: token, subtitles: subtitles))
+                ? capabilities.pathForm(for: url) : capabilities.queryForm(for: url, subtitles: subtitles))
     }
 }

@@ -1,0 +1,159 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Crypto
+package import Foundation
+package import MediaCache
+
+/// The credentials of the LAN listener's URLs (`serve --lan`): each URL carries one minted for
+/// what it names, an HMAC under the server's LAN key (kept in the store folder), never the
+/// server's token. Holding the URL of one clip (as a TV does, and as anyone on the network who
+/// sees that plain-HTTP request does), a client reaches that clip, or the files of the folder a
+/// DASH manifest named as its base, and nothing else: another path, another origin, another
+/// credential is refused. Pure: the key is given.
+///
+/// - The query form (`/<name>?url=…&token=<credential>`) carries `r.<mac>` over the whole target
+///   as the proxy writes it without its credential: the origin URL and every parameter (those a
+///   player adds, `_HLS_…` and `CMCD`, are the origin URL's and outside it).
+/// - The path form (`/o/<origin>.<credential>/<path>`) carries `r.<mac>` over the origin and the
+///   path (its query is the origin's, as a steering server's parameters the player adds), or
+///   `f<n>.<mac>` over the origin and the first `n` segments of the path: a folder (a DASH base),
+///   under which any path without a dot segment is admitted (a player resolves its templates
+///   there).
+package struct LANCapabilities: Sendable, CustomStringConvertible {
+    private let key: [UInt8]
+
+    /// Says nothing of the key.
+    package var description: String { "LANCapabilities(key withheld)" }
+
+    /// The capabilities of `key` (32 bytes or more).
+    package init?(key: [UInt8]) {
+        guard key.count >= 32 else { return nil }
+        self.key = key
+    }
+
+    /// Capabilities under a new random key.
+    package static func made() -> LANCapabilities {
+        var generator = SystemRandomNumberGenerator()
+        return LANCapabilities(key: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })!
+    }
+
+    /// The key as text (base64url), for the file it is kept in; ``init(keyText:)`` reads it back.
+    package var keyText: String {
+        ProxyTarget.base64URL(bytes: key)
+    }
+
+    /// The capabilities of a key written by ``keyText``; `nil` for text that is not one.
+    package init?(keyText: String) {
+        guard let bytes = ProxyTarget.bytesFromBase64URL(Substring(keyText)) else { return nil }
+        self.init(key: bytes)
+    }
+
+    /// How many characters of the MAC's base64url a credential carries (132 bits).
+    static let macLength = 22
+
+    /// The credential for `target`: for the whole resource, or, with `folderDepth`, for the
+    /// folder of the first `folderDepth` segments of its path (the path form only).
+    func credential(for target: ProxyTarget, folderDepth: Int? = nil) -> String {
+        if target.form == .path, let folderDepth, let folder = Self.folder(of: target.origin, depth: folderDepth) {
+            return "f\(folderDepth)." + mac(of: Self.pathMessage(target.origin, kind: "f", path: folder))
+        }
+        return "r." + mac(of: message(for: target))
+    }
+
+    /// Whether `target` carries a credential minted for it. `minted` is the origin URL as its
+    /// credential was minted for (the query form's `url=`, before the parameters a player adds).
+    func admits(_ target: ProxyTarget, minted: URL) -> Bool {
+        guard let credential = target.token, let dot = credential.firstIndex(of: "."),
+            credential[credential.index(after: dot)...].count == Self.macLength
+        else { return false }
+        let scope = credential[..<dot]
+        let given = credential[credential.index(after: dot)...]
+        if scope == "r" {
+            var asMinted = target
+            asMinted.origin = minted
+            return Self.equal(given, mac(of: message(for: asMinted)))
+        }
+        guard target.form == .path, scope.first == "f", let depth = Int(scope.dropFirst()), (0...64).contains(depth),
+            String(depth) == scope.dropFirst(), Self.hasNoDotSegment(target.origin),
+            let folder = Self.folder(of: target.origin, depth: depth), Self.path(of: target.origin) != folder
+        else { return false }
+        return Self.equal(given, mac(of: Self.pathMessage(target.origin, kind: "f", path: folder)))
+    }
+
+    /// What a resource credential covers: the target written without its credential (query
+    /// form), or the origin and the path (path form).
+    private func message(for target: ProxyTarget) -> String {
+        var bare = target
+        bare.token = nil
+        guard target.form == .path else { return "q\n" + bare.uri }
+        return Self.pathMessage(target.origin, kind: "r", path: Self.path(of: target.origin))
+    }
+
+    private static func pathMessage(_ origin: URL, kind: String, path: String) -> String {
+        "p\n" + kind + "\n" + authority(of: origin) + "\n" + path
+    }
+
+    private func mac(of message: String) -> String {
+        let code = HMAC<SHA256>.authenticationCode(
+            for: Data(("mediacache-lan/1\n" + message).utf8), using: SymmetricKey(data: key))
+        return String(ProxyTarget.base64URL(bytes: Array(code)).prefix(Self.macLength))
+    }
+
+    /// The path form of `url` (`/o/<origin>.<credential>/<path>`) with a credential for it alone:
+    /// what a device of the network is given (`mediacache url --lan`, AirPlay's switch).
+    package func pathForm(for url: URL) -> String {
+        var target = ProxyTarget(url, form: .path)
+        target.token = credential(for: target)
+        return target.uri
+    }
+
+    /// The query form of an HLS master playlist `url` with `subtitles` added, with a credential
+    /// for it alone.
+    package func queryForm(for url: URL, subtitles: [SideLoadedSubtitle]) -> String {
+        var target = ProxyTarget(url)
+        target.subtitles = subtitles
+        target.token = credential(for: target)
+        return target.uri
+    }
+
+    /// Compared in time that does not depend on where they first differ.
+    private static func equal(_ a: Substring, _ b: String) -> Bool {
+        let (a, b) = (Array(a.utf8), Array(b.utf8))
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// The scheme and authority of `url`, as the path form writes them.
+    static func authority(of url: URL) -> String {
+        let host = url.host?.lowercased() ?? ""
+        return (url.scheme?.lowercased() ?? "") + "://" + (host.contains(":") ? "[\(host)]" : host)
+            + (url.port.map { ":\($0)" } ?? "")
+    }
+
+    /// The path of `url` as written (percent-encoding kept), `/` when empty.
+    static func path(of url: URL) -> String {
+        let text = url.absoluteString
+        guard let start = text.range(of: "://") else { return "/" }
+        let afterScheme = text[start.upperBound...]
+        let pathStart = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let path = afterScheme[pathStart...].prefix { $0 != "?" && $0 != "#" }
+        return path.isEmpty ? "/" : String(path)
+    }
+
+    /// The first `depth` segments of `url`'s path, ending with `/` (`/` for none).
+    static func folder(of url: URL, depth: Int) -> String? {
+        let segments = path(of: url).split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        guard depth >= 0, segments.count > depth else { return nil }
+        return "/" + segments.prefix(depth).map { $0 + "/" }.joined()
+    }
+
+    /// Whether no segment of `url`'s path is, once decoded, `.` or `..` or holds a backslash
+    /// (which some servers take for a slash): a folder's credential must not lead above it.
+    static func hasNoDotSegment(_ url: URL) -> Bool {
+        path(of: url).split(separator: "/", omittingEmptySubsequences: false).allSatisfy { segment in
+            guard let decoded = String(segment).removingPercentEncoding else { return false }
+            return decoded != "." && decoded != ".." && !decoded.contains("\\")
+        }
+    }
+}
