@@ -61,7 +61,7 @@ public struct ProxyConfiguration: Sendable {
     /// A LAN address to listen on too, at the same port (`serve --lan`), for the devices of the
     /// network that fetch a URL themselves: AirPlay receivers, Chromecasts, a TV's browser.
     /// There the proxy answers only capability URLs, each carrying a credential minted for what
-    /// it names (``LANCapabilities``: the path form's `/o/<origin>.<credential>/…` or `token=`;
+    /// it names (`LANCapabilities`: the path form's `/o/<origin>.<credential>/…` or `token=`;
     /// never the header, never the server's ``token``), refuses the admin paths, the metrics and
     /// the status page (`403`), and does not apply the cross-site guard to a request whose URL
     /// carries a credential: a receiver page's `<video>` sends no CORS request, and the URL is the

@@ -288,7 +288,7 @@ struct ProxyRouter: Sendable {
 
     /// Whether a request for `proxy` may be answered: on loopback it carries the access token
     /// (``hasToken(_:_:)``); on the LAN listener its URL carries a credential minted for what it
-    /// names (``LANCapabilities``), never the token.
+    /// names (`LANCapabilities`), never the token.
     func isAdmitted(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> Bool {
         guard configuration.isLANListener else { return hasToken(target, head) }
         guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return false }

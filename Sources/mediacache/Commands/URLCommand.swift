@@ -50,7 +50,7 @@ struct URLCommand: AsyncParsableCommand {
     }
 
     /// A capability URL of `url` on the server's LAN address, with a credential minted for it
-    /// alone (``LANCapabilities``): the path form, or the query form when subtitles are added.
+    /// alone (`LANCapabilities`): the path form, or the query form when subtitles are added.
     static func lanURL(for url: URL, subtitles: [SideLoadedSubtitle], server info: ServerInfo) throws -> String {
         guard let host = info.lanHost else {
             throw CommandFailure(
