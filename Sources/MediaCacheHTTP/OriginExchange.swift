@@ -53,6 +53,8 @@ struct OriginPolicy: Sendable {
     var isShared: Bool
     var cookieJar: CookieJar?
     var logger: Logger
+    /// Judges where a redirect leads (``OriginExchange/checkReach(from:to:)``).
+    var resolver: AddressResolver = .system
 }
 
 /// The HTTP side of fetching from an origin, the same over every transport: requests with the
@@ -280,6 +282,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
                     "redirected to \(next.absoluteString.prefix(200)), which is refused: \(error.message)", url: current
                 )
             }
+            try await checkReach(from: current, to: next)
             guard visited.insert(next.absoluteString).inserted else {
                 throw rejected("redirected in a loop back to \(next.absoluteString.prefix(200))", url: current)
             }
@@ -291,6 +294,22 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             current = next
             request.url = next
         }
+    }
+
+    /// Refuses a redirect from an origin on the internet to an address that is not (this machine,
+    /// its link, a private network), whether written as an address or a name that resolves to one:
+    /// a web server must not lead the cache to the host's own services or the devices of its
+    /// network (and, through the LAN listener, lead a device of the network there). An origin that
+    /// is itself inside (a NAS, a server on loopback) may redirect anywhere.
+    private func checkReach(from current: URL, to next: URL) async throws {
+        guard let nextHost = HostAndPort(authorityOf: next)?.name,
+            let inside = await policy.resolver.nonPublicScope(of: nextHost),
+            let currentHost = HostAndPort(authorityOf: current)?.name,
+            await policy.resolver.nonPublicScope(of: currentHost) == nil
+        else { return }
+        throw rejected(
+            "redirected to \(next.absoluteString.prefix(200)), a \(inside.rawValue) address, which an origin on the internet may not lead the cache to",
+            url: current)
     }
 
     /// Keeps the cookies `response` sets in the jar; a refused one is logged at warning level

@@ -72,6 +72,9 @@ public struct OriginFetcherConfiguration: Sendable {
     /// Where refused redirects and rejected answers are logged (at warning level).
     public var logger = Logger(label: "mediacache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
 
+    /// How a redirect's target is judged (the system's resolver; a test gives its own answers).
+    package var addressResolver = AddressResolver.system
+
     /// Creates the default configuration.
     public init() {}
 
@@ -80,6 +83,6 @@ public struct OriginFetcherConfiguration: Sendable {
             maxRedirects: maxRedirects, allowedHosts: allowedHosts, maxURLBytes: maxURLBytes,
             heuristicFraction: heuristicFraction,
             heuristicCap: heuristicCap, clock: clock, userAgent: userAgent, isShared: isSharedCache,
-            cookieJar: cookieJar, logger: logger)
+            cookieJar: cookieJar, logger: logger, resolver: addressResolver)
     }
 }

@@ -3,6 +3,7 @@
 
 public import Foundation
 public import Logging
+package import MediaCache
 public import NIOCore
 
 /// Options for the proxy.
@@ -72,6 +73,13 @@ public struct ProxyConfiguration: Sendable {
     /// The key the LAN listener's URLs are minted with (`serve` keeps it in the store folder);
     /// `nil`: the server makes one for its run.
     package var lanCapabilities: LANCapabilities?
+    /// The name this proxy gives itself in the `Via` field of what it sends an origin (RFC 9110
+    /// §7.6.3: a pseudonym, new for each configuration, that says nothing of the host), and by
+    /// which it knows a request that came back through it.
+    package var pseudonym = "mediacache-" + String(UInt32.random(in: .min ... .max), radix: 16)
+    /// Judges where an origin named by a name resolves, for a LAN URL that reaches only the
+    /// internet (the system's resolver; a test gives its own answers).
+    package var addressResolver = AddressResolver.system
     /// Where the proxy logs (one line per request at info level).
     public var logger = Logger(label: "mediacache.proxy")
 
@@ -83,8 +91,15 @@ public struct ProxyConfiguration: Sendable {
     /// segments: a DASH base).
     func credential(for target: ProxyTarget, folderDepth: Int? = nil) -> String? {
         guard isLANListener else { return token }
-        return lanCapabilities?.credential(for: target, folderDepth: folderDepth)
+        var grant = LANCapabilities.Grant.publicAddressesOnly
+        if let minting, minting.authority == LANCapabilities.authority(of: target.origin) { grant = minting.grant }
+        return lanCapabilities?.credential(for: target, folderDepth: folderDepth, grant: grant)
     }
+
+    /// On the LAN listener, while a request's playlist or manifest is rewritten: its origin and
+    /// what its URL grants. A URL of that origin is minted with the same grant; one of another
+    /// origin reaches only the internet (so is one minted without this).
+    var minting: (authority: String, grant: LANCapabilities.Grant)?
 
     /// `target`'s path and query on this listener, with its credential (``credential(for:folderDepth:)``).
     func uri(of target: ProxyTarget, folderDepth: Int? = nil) -> String {

@@ -44,6 +44,12 @@ public struct Mutator {
         state = seed
     }
 
+    /// A mutator over `lines`, a corpus made at run time (inputs that carry what a test minted).
+    public init(lines: [String], seed: UInt64 = Mutator.seed) {
+        corpus = lines
+        state = seed
+    }
+
     /// SplitMix64.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
@@ -90,12 +96,13 @@ public struct Mutator {
     @discardableResult
     /// - Parameter share: the fraction of ``iterations`` to run, for targets whose inputs are
     ///   large (whole header blocks).
+    /// - Parameter lines: the corpus, when it is made at run time (`corpus` then only names it).
     public static func run(
-        _ corpus: String, share: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
+        _ corpus: String, lines: [String]? = nil, share: Int = 1, sourceLocation: SourceLocation = #_sourceLocation,
         check: (String) -> (label: String, failure: String?)
     ) throws -> [String: Int] {
         let iterations = max(1, iterations / share)
-        var mutator = try Mutator(corpus: corpus)
+        var mutator = try lines.map { Mutator(lines: $0) } ?? Mutator(corpus: corpus)
         var outcomes: [String: Int] = [:]
         var failures = 0
         for iteration in 0..<iterations {

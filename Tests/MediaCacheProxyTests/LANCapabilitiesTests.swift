@@ -2,30 +2,253 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheHTTPFields
 import MediaCacheTestSupport
+import NIOHTTP1
 import Testing
 
 @testable import MediaCacheProxy
 
+/// The LAN listener's gate, without I/O: which targets a credential admits, what each may reach,
+/// and that the proxy never names itself as an origin.
 @Suite(.stallLimit) struct LANCapabilitiesTests {
-    static func admits(_ capabilities: LANCapabilities, _ uri: String) -> Bool {
-        let request = RequestTarget(uri)
-        guard let target = try? ProxyTarget(reading: request), let minted = request.mintedURL() else { return false }
-        return capabilities.admits(target, minted: minted)
-    }
+    /// The proxy's port in these tests.
+    static let port = 9
 
-    @Test func aMintedURLIsAdmittedAndNothingElse() {
-        let capabilities = LANCapabilities.made()
-        let url = URL(string: "http://127.0.0.1:8080/hls/v1/index.m3u8")!
-        var target = ProxyTarget(url)
-        target.token = capabilities.credential(for: target)
-        #expect(Self.admits(capabilities, target.uri), "\(target.uri)")
-        let path = capabilities.pathForm(for: url)
-        #expect(Self.admits(capabilities, path), "\(path)")
+    static func lanConfiguration(_ capabilities: LANCapabilities) -> ProxyConfiguration {
         var configuration = ProxyConfiguration()
+        configuration.host = "127.0.0.3"
+        configuration.port = port
         configuration.isLANListener = true
         configuration.lanCapabilities = capabilities
-        let base = configuration.pathForm(for: URL(string: "http://127.0.0.1:8080/dash/")!)
-        #expect(Self.admits(capabilities, base + "init-stream0.m4s"), "\(base)")
+        return configuration
+    }
+
+    static func router(_ configuration: ProxyConfiguration) -> ProxyRouter {
+        ProxyRouter(configuration: configuration, checkOrigin: { _ in })
+    }
+
+    static func head(_ uri: String, host: String = "127.0.0.3:\(port)", via: String? = nil) -> HTTPRequestHead {
+        var headers = HTTPHeaders([("Host", host)])
+        if let via { headers.add(name: "Via", value: via) }
+        return HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers)
+    }
+
+    /// What `router` makes of `uri`: the checked request, or the refusal.
+    static func check(_ router: ProxyRouter, _ uri: String, via: String? = nil) -> Result<
+        ProxyRouter.CheckedRequest, ProxyRequestError
+    > {
+        let host = router.configuration.isLANListener ? "127.0.0.3:\(port)" : "127.0.0.1:\(port)"
+        do {
+            guard case .request(let request) = try router.check(head(uri, host: host, via: via), localPort: port) else {
+                return .failure(ProxyRequestError(status: .imATeapot, "not a proxy request"))
+            }
+            return .success(request)
+        } catch {
+            return .failure(error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "\(error)"))
+        }
+    }
+
+    static func refusal(_ result: Result<ProxyRouter.CheckedRequest, ProxyRequestError>) -> ProxyRequestError.Refusal? {
+        guard case .failure(let error) = result else { return nil }
+        return error.refusal
+    }
+
+    /// The path form of `url` with `token` as its credential.
+    static func withToken(_ url: URL, _ token: String) -> String {
+        var target = ProxyTarget(url, form: .path)
+        target.token = token
+        return target.uri
+    }
+
+    @Test func aMintedURLIsAdmittedWithItsGrantAndAnAlteredOneIsNot() throws {
+        let capabilities = LANCapabilities.made()
+        var configuration = Self.lanConfiguration(capabilities)
+        let router = Self.router(configuration)
+        let url = URL(string: "http://cdn.example.com/hls/v1/index.m3u8?sig=abc")!
+        let path = capabilities.pathForm(for: url)
+        let query = capabilities.queryForm(for: url, subtitles: [])
+        for uri in [path, query] {
+            let request = try Self.check(router, uri).get()
+            #expect(request.url == url && request.grant == .namedOrigin, "\(uri)")
+            // The parameters a player adds go through; any other change is refused.
+            let reload = try Self.check(router, uri + "&_HLS_msn=4&_HLS_part=1").get()
+            #expect(reload.url.absoluteString.contains("_HLS_msn=4"), "\(reload.url)")
+        }
+        for altered in [
+            path.replacingOccurrences(of: "index.m3u8", with: "secret.txt"),
+            path.replacingOccurrences(of: "sig=abc", with: "sig=abd"),
+            path + "&file=secret",
+            query.replacingOccurrences(of: "index.m3u8", with: "secret.txt"),
+            Self.withToken(url, "p" + (RequestTarget(path).token ?? "")),
+            Self.withToken(url, RequestTarget(path).token.map { String($0.dropLast()) + "A" } ?? ""),
+            capabilities.pathForm(for: URL(string: "http://cdn.example.com/hls/v1/index.m3u8")!)
+                .replacingOccurrences(of: "/hls/", with: "/HLS/"),
+            LANCapabilities.made().pathForm(for: url),
+        ] {
+            #expect(Self.refusal(Self.check(router, altered)) == .capability, "\(altered)")
+        }
+        // Another origin in the first segment, the credential kept.
+        let other = capabilities.pathForm(for: URL(string: "http://127.0.0.1:22/hls/v1/index.m3u8?sig=abc")!)
+        let credential = path.split(separator: "/")[1].split(separator: ".")[1...].joined(separator: ".")
+        let swapped =
+            "/o/" + other.split(separator: "/")[1].split(separator: ".")[0] + "." + credential
+            + "/hls/v1/index.m3u8?sig=abc"
+        #expect(Self.refusal(Self.check(router, swapped)) == .capability, "\(swapped)")
+
+        // What a playlist of this origin names is minted with its grant; what it names on another
+        // origin reaches only the internet.
+        configuration.minting = (LANCapabilities.authority(of: url), .namedOrigin)
+        let same = configuration.pathForm(for: URL(string: "http://cdn.example.com/hls/v1/seg1.ts")!)
+        let elsewhere = configuration.pathForm(for: URL(string: "http://media.example.net/seg1.ts")!)
+        #expect(try Self.check(router, same).get().grant == .namedOrigin)
+        #expect(try Self.check(router, elsewhere).get().grant == .publicAddressesOnly)
+        let base = configuration.pathForm(for: URL(string: "http://cdn.example.com/dash/")!)
+        #expect(try Self.check(router, base + "init-stream0.m4s").get().grant == .namedOrigin)
+        #expect(Self.refusal(Self.check(router, base + "%2e%2e/secret.txt")) == .capability)
+    }
+
+    @Test func anotherOriginsPlaylistNeverLeadsToThisMachineOrItsNetworks() throws {
+        let capabilities = LANCapabilities.made()
+        var configuration = Self.lanConfiguration(capabilities)
+        configuration.minting = ("http://cdn.example.com", .namedOrigin)
+        let router = Self.router(configuration)
+        for (url, scope) in [
+            ("http://127.0.0.1:22/ssh", "loopback"), ("http://0x7f.1:8080/a.ts", "loopback"),
+            ("http://2130706433/a.ts", "loopback"), ("http://[::ffff:127.0.0.1]:8080/a.ts", "loopback"),
+            ("http://192.168.1.1/admin", "private"), ("http://10.0.0.7/a.ts", "private"),
+            ("http://169.254.169.254/latest/meta-data", "link-local"), ("http://[fe80::1]/a.ts", "link-local"),
+            ("http://localhost:631/jobs", "loopback"), ("http://printer.localhost/a.ts", "loopback"),
+            ("http://0.0.0.0:8080/a.ts", "unspecified"),
+        ] {
+            let uri = configuration.pathForm(for: URL(string: url)!)
+            let result = Self.check(router, uri)
+            #expect(Self.refusal(result) == .privateAddress, "\(url): \(result)")
+            if case .failure(let error) = result { #expect(error.message.contains(scope), "\(error.message)") }
+        }
+        // The user named it: that origin is reached wherever it is, and what its playlists name on it.
+        let nas = URL(string: "http://192.168.1.20:8096/videos/movie.mp4")!
+        let named = try Self.check(router, capabilities.pathForm(for: nas)).get()
+        #expect(named.url == nas && named.grant == .namedOrigin)
+        configuration.minting = (LANCapabilities.authority(of: nas), .namedOrigin)
+        #expect(
+            try Self.check(Self.router(configuration), configuration.pathForm(for: nas.appending(path: "x"))).get()
+                .grant == .namedOrigin)
+    }
+
+    @Test func theProxyNeverFetchesFromItself() throws {
+        let capabilities = LANCapabilities.made()
+        var loopback = ProxyConfiguration()
+        loopback.port = Self.port
+        loopback.lanAddress = "127.0.0.3"
+        for configuration in [loopback, Self.lanConfiguration(capabilities)] {
+            let router = Self.router(configuration)
+            for own in [
+                "http://127.0.0.1:\(Self.port)/status.json", "http://localhost:\(Self.port)/_mediacache/entries",
+                "http://[::1]:\(Self.port)/metrics", "http://127.0.0.3:\(Self.port)/status",
+                "http://0.0.0.0:\(Self.port)/",
+                "http://127.0.0.2:\(Self.port)/status.json",
+            ] {
+                let url = URL(string: own)!
+                let uri =
+                    configuration.isLANListener
+                    ? capabilities.pathForm(for: url) : ProxyTarget(url).uri
+                #expect(Self.refusal(Self.check(router, uri)) == .loop, "\(own) on \(configuration.host)")
+            }
+            // A name that leads back here is told by the proxy's own Via on the request it sent.
+            let origin = URL(string: "http://media.example.com/a.mp4")!
+            let uri = configuration.isLANListener ? capabilities.pathForm(for: origin) : ProxyTarget(origin).uri
+            let request = try Self.check(router, uri).get()
+            let via = try #require(request.asked.forwarded.last { $0.name == "Via" })
+            #expect(via.value == "1.1 " + configuration.pseudonym)
+            #expect(Self.refusal(Self.check(router, uri, via: "1.0 squid, " + via.value)) == .loop)
+            #expect(Self.refusal(Self.check(router, uri, via: "1.1 mediacache-other")) == nil)
+        }
+    }
+
+    /// Fuzz target: LAN targets made from minted URLs (path and query forms, folders, both
+    /// grants, URLs on this machine, its networks and the proxy's own port) mutated at random.
+    /// Whatever the router admits is what was minted, with the grant it was minted with: a
+    /// resource's origin, path and query, or a path under a minted folder; never the proxy itself,
+    /// never an address off the internet for a URL that reaches only the internet.
+    @Test func nothingButWhatWasMintedIsEverAdmitted() throws {
+        let capabilities = try #require(LANCapabilities(key: (0..<32).map { UInt8($0 * 7 % 251) }))
+        var configuration = Self.lanConfiguration(capabilities)
+        let router = Self.router(configuration)
+        struct Minted {
+            var authority: String
+            var path: String
+            var query: String
+            var isFolder: Bool
+            var grant: LANCapabilities.Grant
+        }
+        var minted: [Minted] = []
+        var lines: [String] = []
+        func mint(_ text: String, by playlistOrigin: String?, queryForm: Bool = false) {
+            let url = URL(string: text)!
+            configuration.minting = playlistOrigin.map { ($0, .namedOrigin) }
+            let grant: LANCapabilities.Grant =
+                playlistOrigin == nil || playlistOrigin == LANCapabilities.authority(of: url)
+                ? .namedOrigin : .publicAddressesOnly
+            let uri: String
+            if playlistOrigin == nil {
+                uri = queryForm ? capabilities.queryForm(for: url, subtitles: []) : capabilities.pathForm(for: url)
+            } else {
+                uri = queryForm ? configuration.uri(of: ProxyTarget(url)) : configuration.pathForm(for: url)
+            }
+            let path = LANCapabilities.path(of: url)
+            minted.append(
+                Minted(
+                    authority: LANCapabilities.authority(of: url), path: path,
+                    query: LANCapabilities.mintedQuery(of: url), isFolder: !queryForm && path.hasSuffix("/"),
+                    grant: grant))
+            lines.append(uri)
+        }
+        let playlist = "http://cdn.example.com"
+        mint("http://cdn.example.com/hls/master.m3u8", by: nil)
+        mint("http://cdn.example.com/hls/master.m3u8", by: nil, queryForm: true)
+        mint("http://cdn.example.com/hls/v1/index.m3u8?sig=abc&_HLS_msn=3", by: playlist)
+        mint("https://media.example.net/a/b/seg-1.ts?sig=x", by: playlist)
+        mint("https://media.example.net/a/b/seg-2.ts", by: playlist, queryForm: true)
+        mint("http://cdn.example.com/dash/", by: playlist)
+        mint("https://media.example.net/dash/v2/", by: playlist)
+        mint("http://192.168.1.20:8096/videos/movie.mp4", by: nil)
+        mint("http://[::1]:8080/live/", by: "http://[::1]:8080")
+        mint("http://10.0.0.7/other/seg.ts", by: playlist)
+        mint("http://[fe80::1]/other/", by: playlist)
+        mint("http://127.0.0.1:\(Self.port)/status.json", by: nil)
+        mint("http://localhost:\(Self.port)/_mediacache/entries", by: nil, queryForm: true)
+        // Credentials moved onto other targets, dot segments, other schemes.
+        let credentials = lines.compactMap { RequestTarget($0).token }
+        for (index, line) in lines.enumerated() where line.hasPrefix("/o/") {
+            let credential = credentials[(index + 3) % credentials.count]
+            let parts = line.split(separator: "/", maxSplits: 2)
+            let origin = parts[1].split(separator: ".")[0]
+            lines.append("/o/\(origin).\(credential)/\(parts.count > 2 ? parts[2] : "")")
+            lines.append(line.replacingOccurrences(of: "/dash/", with: "/dash/../"))
+        }
+        let outcomes = try Mutator.run("lan-paths", lines: lines) { input in
+            let result = Self.check(router, input)
+            guard case .success(let request) = result else { return ("refused", nil) }
+            let url = request.url
+            let (authority, path) = (LANCapabilities.authority(of: url), LANCapabilities.path(of: url))
+            let query = LANCapabilities.mintedQuery(of: url)
+            let match = minted.first { item in
+                item.authority == authority && item.grant == request.grant
+                    && (item.isFolder
+                        ? path.hasPrefix(item.path) && path != item.path && LANCapabilities.hasNoDotSegment(url)
+                        : item.path == path && item.query == query)
+            }
+            guard match != nil else { return ("admitted", "admitted \(url) (\(request.grant)), never minted") }
+            let port = HostAndPort(authorityOf: url)?.port
+            if port == Self.port, url.host == "127.0.0.1" || url.host == "localhost" {
+                return ("admitted", "admitted the proxy itself: \(url)")
+            }
+            if request.grant == .publicAddressesOnly, let scope = AddressScope(host: url.host ?? ""), !scope.isPublic {
+                return ("admitted", "admitted a \(scope) address for a URL another origin named: \(url)")
+            }
+            return ("admitted", nil)
+        }
+        try Mutator.expectVaried(outcomes, ["admitted", "refused"])
     }
 }

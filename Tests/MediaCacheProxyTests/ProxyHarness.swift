@@ -37,6 +37,8 @@ struct ProxyHarness {
         var status: Int
         var headers: HTTPHeaders
         var body: ByteBuffer
+        /// The body as UTF-8 text.
+        var text: String { String(buffer: body) }
     }
 
     /// Sends a request through the proxy and reads the whole answer.

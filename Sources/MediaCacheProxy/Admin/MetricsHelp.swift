@@ -11,7 +11,7 @@ package enum MetricsHelp {
         "mediacache_listener_closed_total":
             "Times the listening socket closed under the proxy (it then listens again on the same port).",
         "mediacache_refused_requests_total":
-            "Requests a guard refused, by cause (cross-site page, host, token, capability: a LAN URL altered, origin, admin header).",
+            "Requests a guard refused, by cause (cross-site page, host, token, capability: a LAN URL altered, loop: the proxy itself as origin, private-address: a LAN URL another origin named on this machine or its networks, origin, admin header).",
         "mediacache_request_duration_seconds": "Time from a request's arrival to the end of its answer.",
         "mediacache_origin_requests_total": "Requests sent to origins (content information, ranges, revalidations).",
         "mediacache_origin_bytes_total": "Body bytes received from origins.",

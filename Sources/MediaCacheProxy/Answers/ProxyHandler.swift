@@ -13,7 +13,7 @@ import NIOHTTP1
 /// carries that out with the engine (content information, reads, playlists).
 struct ProxyHandler: Sendable {
     let reader: CachingReader
-    let configuration: ProxyConfiguration
+    private(set) var configuration: ProxyConfiguration
     /// What it answered, since it started.
     let statistics: ProxyStatistics
     let router: ProxyRouter
@@ -35,16 +35,18 @@ struct ProxyHandler: Sendable {
 
     typealias CheckedRequest = ProxyRouter.CheckedRequest
 
-    /// Answers `head`, which arrived on a connection to `localPort`.
+    /// Answers `head`, which arrived on a connection to `localPort` from `client` (its address).
     /// - Parameter checked: what ``respondFromStore(to:localPort:checking:)`` found when it could not
     ///   answer, so its checks are not run again.
-    func respond(to head: HTTPRequestHead, localPort: Int, checked: CheckedRequest? = nil) async -> ProxyResponse {
+    func respond(to head: HTTPRequestHead, localPort: Int, client: String? = nil, checked: CheckedRequest? = nil) async
+        -> ProxyResponse
+    {
         var log = requestLog(for: head)
         var response: ProxyResponse
         do {
             response = try await answer(head, localPort: localPort, checked: checked, log: &log)
         } catch {
-            router.noteRefusal(error, head)
+            router.noteRefusal(error, head, client: client)
             response = log.finish(ProxyResponse.failure(error), error: error)
         }
         Self.finish(&response, for: head, router: router)
@@ -160,6 +162,26 @@ struct ProxyHandler: Sendable {
         }
         log.url = request.url.absoluteString
         if configuration.addsCMCD { request.asked.forwarded += Self.cmcdFields(for: request) }
+        guard configuration.isLANListener else {
+            return try await carryOut(request, head: head, localPort: localPort, log: &log)
+        }
+        // On the LAN: a URL that reaches only the internet is refused before anything is fetched
+        // if its name resolves to this machine or its networks; what the answer names is minted
+        // for what this request may reach.
+        if request.grant == .publicAddressesOnly, let host = HostAndPort(authorityOf: request.url)?.name,
+            let scope = await configuration.addressResolver.nonPublicScope(of: host)
+        {
+            throw ProxyRouter.privateAddress(host, scope)
+        }
+        var minting = self
+        minting.configuration.minting = (LANCapabilities.authority(of: request.url), request.grant)
+        return try await minting.carryOut(request, head: head, localPort: localPort, log: &log)
+    }
+
+    /// Answers a checked request by its route.
+    private func carryOut(_ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, log: inout RequestLog)
+        async throws -> ProxyResponse
+    {
         let (url, asked) = (request.url, request.asked)
         var response: ProxyResponse
         switch ProxyRouter.route(request) {

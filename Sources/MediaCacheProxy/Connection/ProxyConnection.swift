@@ -187,8 +187,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         case .needsGeneralPath(let checked):
             let (channel, handler) = (context.channel, handler)
             let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let client = context.channel.remoteAddress?.ipAddress
             task = connections.run {
-                let response = await handler.respond(to: head, localPort: localPort, checked: checked)
+                let response = await handler.respond(to: head, localPort: localPort, client: client, checked: checked)
                 await ResponseSender.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
                 channel.eventLoop.execute { this.value.answerEnded(number) }
             }

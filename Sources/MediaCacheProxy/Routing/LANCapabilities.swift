@@ -15,11 +15,15 @@ package import MediaCache
 /// - The query form (`/<name>?url=…&token=<credential>`) carries `r.<mac>` over the whole target
 ///   as the proxy writes it without its credential: the origin URL and every parameter (those a
 ///   player adds, `_HLS_…` and `CMCD`, are the origin URL's and outside it).
-/// - The path form (`/o/<origin>.<credential>/<path>`) carries `r.<mac>` over the origin and the
-///   path (its query is the origin's, as a steering server's parameters the player adds), or
+/// - The path form (`/o/<origin>.<credential>/<path>`) carries `r.<mac>` over the origin, the
+///   path and the query but for the parameters a player adds (``mintedQuery(of:)``), or
 ///   `f<n>.<mac>` over the origin and the first `n` segments of the path: a folder (a DASH base),
 ///   under which any path without a dot segment is admitted (a player resolves its templates
 ///   there).
+/// - A credential the proxy mints while it rewrites a playlist or manifest for a URL on another
+///   origin than the playlist's starts with `p` (``Grant/publicAddressesOnly``): what another
+///   origin names is reached only on the internet. The user's own URLs, and those of their
+///   origin, reach that origin wherever it is.
 package struct LANCapabilities: Sendable, CustomStringConvertible {
     private let key: [UInt8]
 
@@ -52,42 +56,76 @@ package struct LANCapabilities: Sendable, CustomStringConvertible {
     /// How many characters of the MAC's base64url a credential carries (132 bits).
     static let macLength = 22
 
-    /// The credential for `target`: for the whole resource, or, with `folderDepth`, for the
-    /// folder of the first `folderDepth` segments of its path (the path form only).
-    func credential(for target: ProxyTarget, folderDepth: Int? = nil) -> String {
-        if target.form == .path, let folderDepth, let folder = Self.folder(of: target.origin, depth: folderDepth) {
-            return "f\(folderDepth)." + mac(of: Self.pathMessage(target.origin, kind: "f", path: folder))
-        }
-        return "r." + mac(of: message(for: target))
+    /// What a credential lets its holder reach.
+    package enum Grant: Equatable, Sendable {
+        /// The origin its URL names, wherever it is: the user named it (`mediacache url --lan`,
+        /// AirPlay's switch), or a playlist of that origin named another of its resources.
+        case namedOrigin
+        /// The origin its URL names only while it is on the internet: a playlist of another
+        /// origin named it, and no origin may lead a device of the network to this machine or
+        /// its networks (written `p…`).
+        case publicAddressesOnly
     }
 
-    /// Whether `target` carries a credential minted for it. `minted` is the origin URL as its
-    /// credential was minted for (the query form's `url=`, before the parameters a player adds).
-    func admits(_ target: ProxyTarget, minted: URL) -> Bool {
+    /// The credential for `target`: for the whole resource, or, with `folderDepth`, for the
+    /// folder of the first `folderDepth` segments of its path (the path form only), granting `grant`.
+    func credential(for target: ProxyTarget, folderDepth: Int? = nil, grant: Grant = .namedOrigin) -> String {
+        let prefix = grant == .namedOrigin ? "" : "p"
+        if target.form == .path, let folderDepth, let folder = Self.folder(of: target.origin, depth: folderDepth) {
+            let kind = prefix + "f"
+            return kind + "\(folderDepth)." + mac(of: Self.pathMessage(target.origin, kind: kind, path: folder))
+        }
+        return prefix + "r." + mac(of: message(for: target, kind: prefix + "r"))
+    }
+
+    /// What `target`'s credential grants, if it was minted for it; `nil` if not. `minted` is the
+    /// origin URL as its credential was minted for (the query form's `url=`, before the
+    /// parameters a player adds).
+    func grant(of target: ProxyTarget, minted: URL) -> Grant? {
         guard let credential = target.token, let dot = credential.firstIndex(of: "."),
             credential[credential.index(after: dot)...].count == Self.macLength
-        else { return false }
-        let scope = credential[..<dot]
+        else { return nil }
+        var scope = credential[..<dot]
         let given = credential[credential.index(after: dot)...]
+        let grant: Grant = scope.first == "p" ? .publicAddressesOnly : .namedOrigin
+        let prefix = grant == .namedOrigin ? "" : "p"
+        if grant == .publicAddressesOnly { scope = scope.dropFirst() }
         if scope == "r" {
             var asMinted = target
             asMinted.origin = minted
-            return Self.equal(given, mac(of: message(for: asMinted)))
+            return Self.equal(given, mac(of: message(for: asMinted, kind: prefix + "r"))) ? grant : nil
         }
         guard target.form == .path, scope.first == "f", let depth = Int(scope.dropFirst()), (0...64).contains(depth),
             String(depth) == scope.dropFirst(), Self.hasNoDotSegment(target.origin),
             let folder = Self.folder(of: target.origin, depth: depth), Self.path(of: target.origin) != folder
-        else { return false }
-        return Self.equal(given, mac(of: Self.pathMessage(target.origin, kind: "f", path: folder)))
+        else { return nil }
+        let kind = prefix + "f"
+        return Self.equal(given, mac(of: Self.pathMessage(target.origin, kind: kind, path: folder))) ? grant : nil
     }
 
-    /// What a resource credential covers: the target written without its credential (query
-    /// form), or the origin and the path (path form).
-    private func message(for target: ProxyTarget) -> String {
+    /// What a resource credential of `kind` covers: the target written without its credential
+    /// (query form), or the origin and the path (path form).
+    private func message(for target: ProxyTarget, kind: String) -> String {
         var bare = target
         bare.token = nil
-        guard target.form == .path else { return "q\n" + bare.uri }
-        return Self.pathMessage(target.origin, kind: "r", path: Self.path(of: target.origin))
+        guard target.form == .path else { return (kind == "r" ? "q\n" : "pq\n") + bare.uri }
+        let query = Self.mintedQuery(of: target.origin)
+        return Self.pathMessage(
+            target.origin, kind: kind, path: Self.path(of: target.origin) + (query.isEmpty ? "" : "?" + query))
+    }
+
+    /// The parameters of `url`'s query a resource credential covers, as written: all but those a
+    /// player adds to a URL it was given (`_HLS_…`, `_DASH_…`: blocking reloads, steering,
+    /// asset lists; `CMCD`).
+    static func mintedQuery(of url: URL) -> String {
+        let text = url.absoluteString
+        guard let mark = text.firstIndex(of: "?") else { return "" }
+        let query = text[text.index(after: mark)...].prefix { $0 != "#" }
+        return query.split(separator: "&").filter { piece in
+            let name = String(piece.prefix { $0 != "=" })
+            let decoded = name.removingPercentEncoding ?? name
+            return !decoded.hasPrefix("_HLS_") && !decoded.hasPrefix("_DASH_") && decoded != "CMCD"
+        }.joined(separator: "&")
     }
 
     private static func pathMessage(_ origin: URL, kind: String, path: String) -> String {

@@ -17,6 +17,12 @@ struct ProxyRequestError: Error, Sendable {
         /// On the LAN listener: a URL whose credential was not minted for what it names (another
         /// path, origin or credential than it was given).
         case capability
+        /// A target that is the proxy itself: one of its listeners, or a request that already
+        /// passed through it (its `Via` names it).
+        case loop
+        /// On the LAN listener: a URL another origin's playlist named, on an address of this
+        /// machine or its networks.
+        case privateAddress = "private-address"
         /// An origin host not on the allow-list.
         case origin
         /// A changing admin request without `X-MediaCache-Admin: 1`.

@@ -14,15 +14,20 @@ import NIOHTTP1
 /// cache is looked at.
 struct ProxyRouter: Sendable {
     let configuration: ProxyConfiguration
-    /// Asked whether an origin URL may be fetched at all (the allow-list).
-    let reader: CachingReader
+    /// Asked whether an origin URL may be fetched at all (the allow-list): the reader's
+    /// ``CachingReader/checkOrigin(_:)``.
+    let checkOrigin: @Sendable (URL) throws -> Void
     private let recentTargets = RecentTargets()
     /// The last requests that passed the checks, for a new connection that repeats one.
     let recentChecks = RepeatedRequestCheck.Shared()
 
     init(configuration: ProxyConfiguration, reader: CachingReader) {
+        self.init(configuration: configuration, checkOrigin: reader.checkOrigin)
+    }
+
+    init(configuration: ProxyConfiguration, checkOrigin: @escaping @Sendable (URL) throws -> Void) {
         self.configuration = configuration
-        self.reader = reader
+        self.checkOrigin = checkOrigin
     }
 
     /// A request that passed the checks every proxy request passes, with what they found.
@@ -31,6 +36,9 @@ struct ProxyRouter: Sendable {
         /// What its target names.
         let proxy: ProxyTarget
         var asked: Asked
+        /// What its credential lets it reach: the origin it names wherever it is, or only on the
+        /// internet (a URL another origin's playlist named, asked for on the LAN listener).
+        var grant: LANCapabilities.Grant = .namedOrigin
     }
 
     /// Where a checked request goes.
@@ -88,9 +96,12 @@ struct ProxyRouter: Sendable {
         }
         try checkRequest(head, localPort: localPort)
         if head.method == .OPTIONS { return .preflight(try preflight(head)) }
-        let proxy = try checkedTarget(head)
-        return .request(
-            CheckedRequest(url: proxy.origin, proxy: proxy, asked: try Self.parse(head, url: proxy.origin)))
+        let (proxy, grant) = try checkedTarget(head, localPort: localPort)
+        var asked = try Self.parse(head, url: proxy.origin)
+        // RFC 9110 §7.6.3: each proxy a request passes names itself in `Via`; this one also knows
+        // its own name there again (``checkSender(_:localPort:)``), so it never fetches from itself.
+        asked.forwarded.append((name: "Via", value: "1.1 " + configuration.pseudonym))
+        return .request(CheckedRequest(url: proxy.origin, proxy: proxy, asked: asked, grant: grant))
     }
 
     /// The admin route of `head`; `nil` for a request that is not an admin one. (Its checks are
@@ -124,7 +135,7 @@ struct ProxyRouter: Sendable {
         var conditions: PlayerConditions
     }
 
-    /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedTarget(_:)``).
+    /// The range and fields of a `GET` or `HEAD` for `url` (from ``checkedTarget(_:localPort:)``).
 
     static func parse(_ head: HTTPRequestHead, url: URL) throws -> Asked {
         let (specifier, firstByte, length) = try rangeParts(of: head)
@@ -232,12 +243,21 @@ struct ProxyRouter: Sendable {
         var headerBytes = 0
         var hostField: String?
         var hostCount = 0
+        var cameThroughHere = false
         for field in head.headers {
             headerBytes += field.name.utf8.count + field.value.utf8.count + 4
             if FieldName.matches(field.name, "host") {
                 hostField = field.value
                 hostCount += 1
+            } else if FieldName.matches(field.name, "via"), Self.names(field.value, configuration.pseudonym) {
+                cameThroughHere = true
             }
+        }
+        guard !cameThroughHere else {
+            throw ProxyRequestError(
+                status: .forbidden,
+                "This request came from this proxy (its Via names it): the proxy never fetches from itself.",
+                refusal: .loop)
         }
         guard headerBytes <= configuration.maxHeaderBytes else {
             throw ProxyRequestError(
@@ -265,6 +285,14 @@ struct ProxyRouter: Sendable {
         if !configuration.isLANListener { try checkSite(head) }
     }
 
+    /// Whether a `Via` field value lists `pseudonym` as a received-by (RFC 9110 §7.6.3).
+    static func names(_ via: String, _ pseudonym: String) -> Bool {
+        via.split(separator: ",").contains { member in
+            let parts = member.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            return parts.count >= 2 && parts[1] == pseudonym
+        }
+    }
+
     /// The `Sec-Fetch-Site` values a request may carry: the proxy's own pages, pages of the
     /// same site (another port of the same host), and what the user typed or bookmarked.
     static let sitesServed: Set<String> = ["same-origin", "same-site", "none"]
@@ -286,13 +314,14 @@ struct ProxyRouter: Sendable {
             refusal: .crossSite)
     }
 
-    /// Whether a request for `proxy` may be answered: on loopback it carries the access token
-    /// (``hasToken(_:_:)``); on the LAN listener its URL carries a credential minted for what it
-    /// names (`LANCapabilities`), never the token.
-    func isAdmitted(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> Bool {
-        guard configuration.isLANListener else { return hasToken(target, head) }
-        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return false }
-        return capabilities.admits(proxy, minted: minted)
+    /// What a request for `proxy` may reach, if it may be answered at all: on loopback, the origin
+    /// it names when it carries the access token (``hasToken(_:_:)``); on the LAN listener, what
+    /// the credential its URL carries grants, when it was minted for what the URL names
+    /// (`LANCapabilities`). Never the token there.
+    func admission(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> LANCapabilities.Grant? {
+        guard configuration.isLANListener else { return hasToken(target, head) ? .namedOrigin : nil }
+        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return nil }
+        return capabilities.grant(of: proxy, minted: minted)
     }
 
     /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
@@ -312,11 +341,14 @@ struct ProxyRouter: Sendable {
     }
 
     /// Logs a request a guard refused (a page of another site, a wrong `Host`, a missing token,
-    /// an origin not allowed) at warning level with its cause, and counts it by cause.
-    func noteRefusal(_ error: any Error, _ head: HTTPRequestHead) {
+    /// an altered LAN URL, the proxy itself as origin, an origin not allowed) at warning level
+    /// with its cause and the `client`'s address, and counts it by cause. The request's target is
+    /// not logged: it may carry a credential.
+    func noteRefusal(_ error: any Error, _ head: HTTPRequestHead, client: String? = nil) {
         guard let refused = error as? ProxyRequestError, let refusal = refused.refusal else { return }
         ProxyMetrics.refused(refusal)
         var metadata: Logger.Metadata = ["cause": "\(refusal.rawValue)", "status": "\(refused.status.code)"]
+        if let client { metadata["client"] = "\(client)" }
         for name in ["sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "origin", "host"] {
             if let value = head.headers.first(name: name) { metadata[name] = "\(value.prefix(100))" }
         }
@@ -372,11 +404,12 @@ struct ProxyRouter: Sendable {
         return ProxyResponse(status: .noContent, headers: headers, body: .none)
     }
 
-    /// What the request's target names, after the token, scheme and origin checks.
-    func checkedTarget(_ head: HTTPRequestHead) throws -> ProxyTarget {
-        let parsed = recentTargets.parse(head.uri) { [reader] url throws(ProxyRequestError) in
+    /// What the request's target names and what it may reach, after the token, scheme and origin
+    /// checks, and ``checkReach(_:grant:localPort:)``.
+    func checkedTarget(_ head: HTTPRequestHead, localPort: Int) throws -> (ProxyTarget, LANCapabilities.Grant) {
+        let parsed = recentTargets.parse(head.uri) { [checkOrigin] url throws(ProxyRequestError) in
             do {
-                try reader.checkOrigin(url)
+                try checkOrigin(url)
             } catch {
                 throw ProxyRequestError(
                     status: .forbidden, (error as? CacheError)?.message ?? "The origin is not allowed.",
@@ -384,14 +417,46 @@ struct ProxyRouter: Sendable {
             }
         }
         let proxy = try parsed.proxy.get()
-        guard isAdmitted(parsed.target, proxy: proxy, head) else {
+        guard let grant = admission(parsed.target, proxy: proxy, head) else {
             guard configuration.isLANListener else {
                 throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
             }
             throw ProxyRequestError(
                 status: .forbidden, "This URL's credential was not given for what it names.", refusal: .capability)
         }
-        return proxy
+        try checkReach(proxy.origin, grant: grant, localPort: localPort)
+        return (proxy, grant)
+    }
+
+    /// Refuses an origin that is this proxy (an address of this machine at the port it listens
+    /// on, whichever listener asked), and one on an address of this machine or its networks
+    /// written in a URL that `grant`s only the internet. A name is judged after it resolves
+    /// (``ProxyHandler``), and a request that comes back through this proxy by a name is refused
+    /// by its `Via` (``checkSender(_:localPort:)``).
+    func checkReach(_ origin: URL, grant: LANCapabilities.Grant, localPort: Int) throws {
+        guard let authority = HostAndPort(authorityOf: origin) else { return }
+        let scope = AddressScope(host: authority.name)
+        let port = authority.port ?? (origin.scheme?.lowercased() == "https" ? 443 : 80)
+        let ownHosts = [configuration.host, configuration.lanAddress].compactMap { $0?.lowercased() }
+        if port == localPort || port == configuration.port,
+            scope == .loopback || scope == .unspecified || ownHosts.contains(authority.name)
+        {
+            throw ProxyRequestError(
+                status: .forbidden,
+                "The origin \(authority.name.prefix(100)):\(port) is this proxy: it never fetches from itself.",
+                refusal: .loop)
+        }
+        if grant == .publicAddressesOnly, let scope, !scope.isPublic {
+            throw Self.privateAddress(authority.name, scope)
+        }
+    }
+
+    /// The refusal of a LAN URL another origin named on an address that is not on the internet.
+    static func privateAddress(_ host: String, _ scope: AddressScope) -> ProxyRequestError {
+        ProxyRequestError(
+            status: .forbidden,
+            "\(host.prefix(100)) is a \(scope.rawValue) address, and this URL was named by another origin's playlist: from the LAN, the proxy reaches this machine and its networks only at an origin the user named.",
+            refusal: .privateAddress)
     }
 
 }
