@@ -25,16 +25,21 @@ struct LANCommandTests {
             let kept = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
             let mode = try FileManager.default.attributesOfItem(atPath: keyFile.path)[.posixPermissions] as? Int
             #expect(kept == key && mode == 0o600)
-            let song = server.origin.url("/a/song.mp3").absoluteString
+            let songURL = server.origin.url("/a/song.mp3").absoluteString
             // Loopback as before: the URL `mediacache url` prints plays, the status page opens.
-            let local = try await CacheCommandTests.mediacache(["url", "--running", "--cache-dir", server.folder, song])
+            let local = try await CacheCommandTests.mediacache(["url", "--running", "--cache-dir", server.folder, songURL])
             let localURL = local.output.trimmingCharacters(in: .whitespacesAndNewlines)
-            for url in [localURL, "http://127.0.0.1:\(server.info.port)/status"] {
-                let code = try await ChildProcess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url])
-                #expect(String(decoding: code.output, as: UTF8.self) == "200", "\(url)")
-            }
+            let song = server.origin.resource(at: "/a/song.mp3")!
+            let localBytes = try await ChildProcess.run(["curl", "-sf", localURL])
+            #expect(
+                localBytes.status == 0 && localURL.hasPrefix("http://127.0.0.1:")
+                    && Array(localBytes.output) == Array(song.bytes(0..<song.length).readableBytesView), "\(localURL)")
+            let status = try await ChildProcess.run([
+                "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(server.info.port)/status",
+            ])
+            #expect(String(decoding: status.output, as: UTF8.self) == "200")
             let printed = try await CacheCommandTests.mediacache([
-                "url", "--lan", "--running", "--cache-dir", server.folder, song,
+                "url", "--lan", "--running", "--cache-dir", server.folder, songURL,
             ])
             let url = printed.output.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(printed.status == 0 && url.hasPrefix("http://127.0.0.3:\(server.info.port)/o/"), "\(printed)")
@@ -51,14 +56,14 @@ struct LANCommandTests {
             // Without its credential, or with it on another path: refused.
             let other = url.replacingOccurrences(of: "/a/song.mp3", with: "/a/other.mp3")
             for refused in [
-                "http://127.0.0.3:\(server.info.port)" + ProxyURL.pathForm(for: URL(string: song)!, token: nil), other,
+                "http://127.0.0.3:\(server.info.port)" + ProxyURL.pathForm(for: URL(string: songURL)!, token: nil), other,
             ] {
                 let code = try await ChildProcess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", refused])
                 #expect(String(decoding: code.output, as: UTF8.self) == "403", "\(refused)")
             }
             // Without --running there is no key to mint with.
             let unminted = try await CacheCommandTests.mediacache([
-                "url", "--lan", "--host", "127.0.0.3", "--port", "\(server.info.port)", song,
+                "url", "--lan", "--host", "127.0.0.3", "--port", "\(server.info.port)", songURL,
             ])
             #expect(unminted.status != 0 && unminted.error.contains("--running"), "\(unminted)")
         }
