@@ -135,20 +135,11 @@ package enum AddressScope: String, Sendable, CaseIterable {
         }
         var value: UInt64 = 0
         for byte in digits {
-            guard let digit = hexValue(byte), UInt64(digit) < radix else { return nil }
+            guard let digit = HexDigit.value(of: byte), UInt64(digit) < radix else { return nil }
             value = value * radix + UInt64(digit)
             guard value <= UInt64(UInt32.max) else { return nil }
         }
         return UInt32(value)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// `text` as an IPv6 address (RFC 4291 §2.2, as `inet_pton` reads it: groups of one to four
@@ -182,7 +173,7 @@ package enum AddressScope: String, Sendable, CaseIterable {
             guard (1...4).contains(group.count) else { return nil }
             var word: UInt16 = 0
             for byte in group {
-                guard let digit = hexValue(byte) else { return nil }
+                guard let digit = HexDigit.value(of: byte) else { return nil }
                 word = word << 4 | UInt16(digit)
             }
             if sawGap { tail.append(word) } else { head.append(word) }

@@ -27,6 +27,29 @@ struct LANListenerTests {
         return String(hash, radix: 16) + ":\(bytes.count)"
     }
 
+    /// Makes the test streams (`NginxOriginTests.makeStreams`) in `directory` and serves the
+    /// folders `kinds` on `origin`, each file at `/<kind>/<name>` with its media type. Returns
+    /// each path's bytes.
+    static func serveStreams(_ kinds: [String], in directory: URL, on origin: TestOrigin) async throws -> [String:
+        [UInt8]]
+    {
+        try await NginxOriginTests.makeStreams(in: directory)
+        var files: [String: [UInt8]] = [:]
+        for kind in kinds {
+            let folder = directory.appendingPathComponent(kind)
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+                let bytes = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
+                files["/\(kind)/\(name)"] = bytes
+                let type =
+                    name.hasSuffix(".mpd")
+                    ? "application/dash+xml"
+                    : name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "application/octet-stream"
+                origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: type), at: "/\(kind)/\(name)")
+            }
+        }
+        return files
+    }
+
     static func page(lan: String, hls: String, dash: String, mp4: String) -> String {
         """
         <!doctype html><html><body><video id="v" muted></video><script>
@@ -82,17 +105,7 @@ struct LANListenerTests {
         ) { proxy in
             try await withTemporaryDirectory { directory in
                 let origin = proxy.origin
-                try await NginxOriginTests.makeStreams(in: directory)
-                var files: [String: [UInt8]] = [:]
-                for kind in ["hls", "dash"] {
-                    let folder = directory.appendingPathComponent(kind)
-                    for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
-                        let bytes = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
-                        files["/\(kind)/\(name)"] = bytes
-                        let type = name.hasSuffix(".mpd") ? "application/dash+xml" : "application/octet-stream"
-                        origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: type), at: "/\(kind)/\(name)")
-                    }
-                }
+                let files = try await Self.serveStreams(["hls", "dash"], in: directory, on: origin)
                 let masterText = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=500000,RESOLUTION=320x180\nindex.m3u8\n"
                 origin.serve(
                     TestOrigin.Resource(

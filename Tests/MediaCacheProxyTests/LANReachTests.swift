@@ -48,15 +48,7 @@ struct LANReachTests {
         ) { proxy in
             try await withTemporaryDirectory { directory in
                 let origin = proxy.origin
-                try await NginxOriginTests.makeStreams(in: directory)
-                var files: [String: [UInt8]] = [:]
-                let folder = directory.appendingPathComponent("hls")
-                for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
-                    let bytes = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
-                    files["/hls/\(name)"] = bytes
-                    let type = name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t"
-                    origin.serve(TestOrigin.Resource(body: .bytes(bytes), mimeType: type), at: "/hls/\(name)")
-                }
+                var files = try await LANListenerTests.serveStreams(["hls"], in: directory, on: origin)
                 let masterText = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=500000,RESOLUTION=320x180\nindex.m3u8\n"
                 files["/hls/master.m3u8"] = Array(masterText.utf8)
                 origin.serve(

@@ -27,7 +27,9 @@ struct LANCommandTests {
             #expect(kept == key && mode == 0o600)
             let songURL = server.origin.url("/a/song.mp3").absoluteString
             // Loopback as before: the URL `mediacache url` prints plays, the status page opens.
-            let local = try await CacheCommandTests.mediacache(["url", "--running", "--cache-dir", server.folder, songURL])
+            let local = try await CacheCommandTests.mediacache([
+                "url", "--running", "--cache-dir", server.folder, songURL,
+            ])
             let localURL = local.output.trimmingCharacters(in: .whitespacesAndNewlines)
             let song = server.origin.resource(at: "/a/song.mp3")!
             let localBytes = try await ChildProcess.run(["curl", "-sf", localURL])
@@ -56,7 +58,8 @@ struct LANCommandTests {
             // Without its credential, or with it on another path: refused.
             let other = url.replacingOccurrences(of: "/a/song.mp3", with: "/a/other.mp3")
             for refused in [
-                "http://127.0.0.3:\(server.info.port)" + ProxyURL.pathForm(for: URL(string: songURL)!, token: nil), other,
+                "http://127.0.0.3:\(server.info.port)" + ProxyURL.pathForm(for: URL(string: songURL)!, token: nil),
+                other,
             ] {
                 let code = try await ChildProcess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", refused])
                 #expect(String(decoding: code.output, as: UTF8.self) == "403", "\(refused)")

@@ -3,6 +3,7 @@
 
 public import Crypto
 import Foundation
+import MediaCacheHTTPFields
 
 /// The master key of an encrypted store: 256 bits, from a key file of 32 raw bytes or 64
 /// hexadecimal characters (a final line end allowed).
@@ -22,7 +23,7 @@ package enum EncryptionKey {
         key.reserveCapacity(32)
         var index = text.startIndex
         while index < text.endIndex {
-            guard let high = hexValue(text[index]), let low = hexValue(text[index + 1]) else {
+            guard let high = HexDigit.value(of: text[index]), let low = HexDigit.value(of: text[index + 1]) else {
                 throw EncryptionKeyError("The key file's 64 characters must all be hexadecimal (0-9, a-f).")
             }
             key.append(high << 4 | low)
@@ -51,14 +52,6 @@ package enum EncryptionKey {
         return (key, warning)
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }
 
 /// A key file that cannot be used, and why.
