@@ -91,6 +91,7 @@
             // The session deletes the file when this returns: it is stored first. This waits on
             // the session's own delegate queue, never on a thread of the cooperative pool.
             let stored = DispatchSemaphore(value: 0)
+            // Owned: this call waits for it (the semaphore), on the session's delegate queue.
             Task { [transfers] in
                 await transfers.importFinished(
                     taskDescription: description, status: response?.statusCode ?? 0, fields: fields, file: location)

@@ -15,6 +15,9 @@
     /// address is closed. Keep the follower as long as the player.
     public final class ExternalPlaybackFollower: NSObject, @unchecked Sendable {
         private var observation: NSKeyValueObservation?
+        /// The last switch of the player's item, each after the one before; cancelled with the follower.
+        private var switching: Task<Void, Never>?
+        private let lock = NSLock()
         private let assets: CachingAssets
         private let prefersOrigin: Bool
         private let lanAddress: @Sendable () -> String?
@@ -37,8 +40,18 @@
                 guard let self else { return }
                 nonisolated(unsafe) let player = player
                 let active = change.newValue ?? false
-                Task { await self.switchItem(of: player, external: active) }
+                self.lock.withLock {
+                    let previous = self.switching
+                    self.switching = Task {
+                        await previous?.value
+                        await self.switchItem(of: player, external: active)
+                    }
+                }
             }
+        }
+
+        deinit {
+            lock.withLock { switching?.cancel() }
         }
 
         /// Replaces the player's item by one for the receiver (`external`) or for this device.

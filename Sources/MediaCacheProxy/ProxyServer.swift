@@ -33,7 +33,7 @@ public final class ProxyServer: Service {
     /// The listener while ``run()`` runs.
     private let listening = Mutex<Listener?>(nil)
     /// A LAN listener started while the server runs (``listen(onLAN:)``), with its handler.
-    private let lanListening = Mutex<(address: String, listener: Listener)?>(nil)
+    private let lanListening = Mutex<LANListening?>(nil)
     /// Makes the handler of a LAN listener on an address (sharing the statistics).
     private let makeLANHandler: @Sendable (String) -> ProxyHandler?
 
@@ -129,7 +129,6 @@ public final class ProxyServer: Service {
         let listener = Listener(server, port: port)
         listening.withLock { $0 = listener }
         await onServerRunning(port)
-        defer { stopListeningOnLAN() }
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.keepListening(listener, port: port, handler: self.handler) }
@@ -141,6 +140,8 @@ public final class ProxyServer: Service {
             listener.stop()
             lanListener?.stop()
         }
+        // Every task the server started ends before it returns: nothing listens after a stop.
+        await stopListeningOnLAN()?.value
         await connections.closeAll()
     }
 
@@ -156,7 +157,12 @@ public final class ProxyServer: Service {
             var delay = Duration.milliseconds(50)
             while !listener.isStopped {
                 do {
-                    listener.replace(with: try await bind(port: port, handler: handler))
+                    let channel = try await bind(port: port, handler: handler)
+                    if listener.replace(with: channel) {
+                        // Stopped while binding: closed before the stop returns.
+                        try? await channel.closeFuture.get()
+                        return
+                    }
                     configuration.logger.notice("Listening again", metadata: ["port": "\(port)"])
                     break
                 } catch {
@@ -192,29 +198,40 @@ public final class ProxyServer: Service {
             throw ProxyError("Cannot listen on \(address) at port \(port): \(error).", setting: .host)
         }
         let listener = Listener(channel, port: port)
+        // A socket the system closes under it (iOS, while the app is suspended) is bound again
+        // for as long as the receiver may need it; the task ends when the listener stops, and
+        // the server's run waits for it (``stopListeningOnLAN()``).
+        let keeping = Task { await keepListening(listener, port: port, handler: handler) }
         let replaced = lanListening.withLock { lan in
-            defer { lan = (address, listener) }
+            defer { lan = LANListening(address: address, listener: listener, keeping: keeping) }
             return lan?.listener
         }
         replaced?.stop()
-        // A socket the system closes under it (iOS, while the app is suspended) is bound again
-        // for as long as the receiver may need it.
-        Task { await keepListening(listener, port: port, handler: handler) }
         configuration.logger.notice(
             "Listening on a LAN address", metadata: ["address": "\(address)", "port": "\(port)"])
     }
 
+    /// A LAN listener ``listen(onLAN:)`` opened: its address, its listener, and the task that
+    /// binds it again when its socket closes.
+    private struct LANListening {
+        var address: String
+        var listener: Listener
+        var keeping: Task<Void, Never>
+    }
+
     /// Stops listening on the LAN address ``listen(onLAN:)`` opened, if any, and closes the
-    /// connections made to it.
-    func stopListeningOnLAN() {
+    /// connections made to it. Returns the task that kept it listening, which ends soon after.
+    @discardableResult
+    func stopListeningOnLAN() -> Task<Void, Never>? {
         guard
             let lan = lanListening.withLock({ lan in
                 defer { lan = nil }
                 return lan
             })
-        else { return }
+        else { return nil }
         lan.listener.stop()
         connections.close { $0.localAddress?.ipAddress == lan.address }
+        return lan.keeping
     }
 
     /// Makes sure the proxy listens, for an app that comes back to the foreground: connects
@@ -300,8 +317,10 @@ public final class ProxyServer: Service {
             for waiter in waiters { waiter.continuation.resume() }
         }
 
-        /// Listens on `channel` from now on; closed at once when the server stopped meanwhile.
-        func replace(with channel: any Channel) {
+        /// Listens on `channel` from now on; closed at once when the server stopped meanwhile
+        /// (then `true`: the caller waits for it to close, so nothing listens once it returns).
+        @discardableResult
+        func replace(with channel: any Channel) -> Bool {
             let (stopped, ready) = state.withLock { state in
                 state.channel = channel
                 state.generation += 1
@@ -311,6 +330,7 @@ public final class ProxyServer: Service {
             }
             if stopped { channel.close(promise: nil) }
             for waiter in ready { waiter.continuation.resume() }
+            return stopped
         }
 
         /// Returns once a channel newer than `generation` listens, or the server stopped.

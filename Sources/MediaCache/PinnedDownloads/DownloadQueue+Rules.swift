@@ -289,18 +289,22 @@ extension DownloadQueue {
     /// Stops every running job without changing what is kept (a restart resumes them) and
     /// ends the ``updates()`` streams. Call it before ``CachingReader/shutDown()``.
     public func shutDown() async {
-        let (tasks, subscribers) = state.withLock { state in
+        let (tasks, subscribers, reconciling) = state.withLock { state in
             state.isShutDown = true
             state.watcher?.cancel()
             state.watcher = nil
+            let reconciling = state.reconciling
+            state.reconciling = nil
             for id in state.running.keys where !state.running[id]!.isSettling { state.running[id]!.stop = .shutDown }
             defer { state.subscribers = [:] }
             return (
                 state.running.values.compactMap { running in
                     running.task.map { (task: $0, cancels: !running.isSettling) }
-                }, Array(state.subscribers.values)
+                }, Array(state.subscribers.values), reconciling
             )
         }
+        reconciling?.cancel()
+        await reconciling?.value
         // A job whose download has ended is not cancelled: its last state (completed, say) is
         // being written, and a client that saw it settle may close the store next.
         for (task, cancels) in tasks where cancels { task.cancel() }

@@ -93,6 +93,8 @@ public final class DownloadQueue: Sendable {
         var networkOverride = DownloadRules.NetworkOverride.auto
         /// Looks at the rules again while jobs are unfinished (``watch()``).
         var watcher: Task<Void, Never>?
+        /// The reconciliation with the system's transfer service at launch, stopped by ``shutDown()``.
+        var reconciling: Task<Void, Never>?
         /// When a window next opens or closes.
         var nextCheck: Date?
 
@@ -156,7 +158,12 @@ public final class DownloadQueue: Sendable {
         state.withLock { $0.isStarted = true }
         schedule()
         if configuration.backgroundTransfers != nil {
-            Task { await reconcileBackgroundAtLaunch() }
+            let task = Task { await reconcileBackgroundAtLaunch() }
+            let late = state.withLock { state in
+                state.reconciling = task
+                return state.isShutDown
+            }
+            if late { task.cancel() }
         }
     }
 

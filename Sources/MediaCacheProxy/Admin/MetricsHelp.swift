@@ -41,9 +41,9 @@ package enum MetricsHelp {
         "mediacache_changed_mid_read_total":
             "Times the origin answered another version while a read needed the rest of the stored one: the read failed (never two versions spliced) and the cached version was dropped; each is logged.",
         "mediacache_origin_failovers_total":
-            "Times an origin failed (unreachable, too slow, 5xx, a body broken) and an alternate serving the same bytes (--origin-fallback, or one the stream's manifests name) was asked; each is logged.",
+            "Times an origin failed (unreachable, too slow, 5xx, a body broken) and an alternate serving the same bytes (one the configuration names, or one the stream's manifests name) was asked; each is logged.",
         "mediacache_url_renewals_total":
-            "Signed URLs renewed in a play (expired, or refused with 401/403/410) through --refresh-command, by outcome (renewed, failed); each is logged.",
+            "Signed URLs renewed in a play (expired, or refused with 401/403/410) through the configured refresh hook, by outcome (renewed, failed); each is logged.",
         "mediacache_background_transfers_total":
             "Pinned downloads' transfers on a system session (iOS background URLSession), by outcome (imported, rejected: not what was asked for, failed); rejected and failed ones are logged.",
         "mediacache_fills_total":

@@ -323,8 +323,8 @@ func followingDownloads(
             var results: [String: DownloadJob?] = [:]
             for (name, run) in work {
                 let printer = JobPrinter(onTerminal: !json && isatty(STDOUT_FILENO) != 0)
-                let job = try await cancellingOnInterrupt(
-                    Task { try await run(access) { printer.update($0) } }, interrupted: interrupted)
+                let running = Task { try await run(access) { printer.update($0) } }
+                let job = try await cancellingOnInterrupt(running, interrupted: interrupted)
                 results[name] = job
                 if !json { printer.finish(job, name: name) }
                 if interrupted.happened { break }

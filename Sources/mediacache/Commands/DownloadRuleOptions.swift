@@ -77,8 +77,9 @@ enum DownloadRuleText {
 /// What the system says of the network: NetworkManager's `Metered` property (over D-Bus, by
 /// `busctl`), asked every 30 s. Without NetworkManager the network counts as unmetered.
 enum SystemNetwork {
-    static func follow(into downloads: DownloadQueue, logger: Logger) {
-        Task.detached {
+    /// Follows the network until the returned task is cancelled (`serve` does, as it stops).
+    static func follow(into downloads: DownloadQueue, logger: Logger) -> Task<Void, Never> {
+        return Task.detached {
             var told: DownloadRules.NetworkConditions?
             while !Task.isCancelled {
                 let conditions = await ask() ?? .unknown

@@ -385,9 +385,10 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError(Advice.message(error))
         }
         // Offline, the queue waits: its jobs would only fail.
+        var following: Task<Void, Never>?
         if !offline {
             downloads.start()
-            SystemNetwork.follow(into: downloads, logger: logger)
+            following = SystemNetwork.follow(into: downloads, logger: logger)
         }
         var configuration = try proxyConfiguration(logger: logger)
         if configuration.lanAddress != nil {
@@ -420,6 +421,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await group.run()
         } catch {
+            following?.cancel()
             await downloads.shutDown()
             await reader.shutDown()
             try? await store.close()
@@ -432,6 +434,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // In-flight requests have ended; stop the downloads that outlive them (a prefetch's),
         // then commit what they all wrote. Pinned downloads stop as they are: the next start resumes them.
+        following?.cancel()
+        await following?.value
         await downloads.shutDown()
         await reader.shutDown()
         try await store.close()

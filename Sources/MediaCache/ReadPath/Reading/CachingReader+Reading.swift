@@ -83,9 +83,9 @@ extension CachingReader {
                 metadata = known
                 planned = nil  // a version that changed under the read is asked for again
             } else {
-                metadata = try await contentInfo(
-                    for: url, readingFrom: nil, length: nil, headers: headers, maximumAge: nil, reserves: false,
-                    playFrom: lengthless.offset, as: requester)
+                var request = ContentRequest(url: url, headers: headers, requester: requester)
+                request.playFrom = lengthless.offset
+                metadata = try await validator.contentInfo(request)
             }
             guard let total = metadata.length else {
                 return try await passThrough(
@@ -170,7 +170,7 @@ extension CachingReader {
         } else {
             let range = asked == ByteRange(0, ByteRange.maximumOffset) || asked.isEmpty ? nil : asked
             let fetched = try await fetcher.fetch(url, range: range, ifRange: nil, headers: headers, as: requester)
-            response = fetched.metadata.length == nil ? sharing(fetched, key: key) : fetched
+            response = fetched.metadata.length == nil ? validator.sharing(fetched, key: key) : fetched
         }
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let end = min(
@@ -218,25 +218,9 @@ extension CachingReader {
         return context.passThroughWriters.withLock { $0.contains(key) }
     }
 
-    /// `response` (a body without a length) made shareable: registered for reads to join,
-    /// with a reader of it for the caller.
-    func sharing(_ response: OriginResponse, key: CacheKey) -> OriginResponse {
-        let growing = GrowingBody(response) { [weak self] in
-            // Ended, or closed to joiners: a later read asks the origin again.
-            self?.growingBodies.withLock { bodies in
-                if let current = bodies[key], !current.isJoinable { bodies[key] = nil }
-            }
-        }
-        guard let reader = growing.subscribe() else { return response }
-        growingBodies.withLock { $0[key] = growing }
-        var shared = response
-        shared.body = reader
-        return shared
-    }
-
     /// A reader of the body without a length coming for `key` from `offset`, if one may be joined.
     func joinGrowing(_ key: CacheKey, at offset: Int64) -> OriginResponse? {
-        guard let growing = growingBodies.withLock({ $0[key] }), growing.bodyOffset == offset,
+        guard let growing = validator.growingBodies.withLock({ $0[key] }), growing.bodyOffset == offset,
             let reader = growing.subscribe()
         else { return nil }
         var response = OriginResponse(metadata: growing.metadata, bodyOffset: growing.bodyOffset, body: reader)
@@ -376,7 +360,7 @@ extension CachingReader {
             return (kept.body, kept.metadata)
         }
         let fetched = try await originBody(of: url, headers: headers, limit: Self.memoryOnlyLimit, as: requester)
-        markValidated(key)
+        validator.markValidated(key)
         if fetched.metadata.isStorable {
             memoryBodies.withLock {
                 $0.keep(MemoryBodies.Entry(body: fetched.body, metadata: fetched.metadata), for: key)
@@ -433,5 +417,44 @@ extension CachingReader {
                 "\(url.absoluteString.prefix(200)): the body ended after \(body.count) of \(length) bytes.")
         }
         return (body, response.metadata)
+    }
+}
+
+// MARK: Side-loaded subtitles
+
+extension CachingReader {
+    /// How much of a stream's first segment is looked at for its first timestamp.
+    static let timestampProbe = 188 * 1024
+
+    /// The timeline a side-loaded subtitle track follows: the length of the media playlist at
+    /// `variant` (the sum of its segments' durations), and the earliest timestamp of its first
+    /// segment when that is MPEG-TS (`nil` for fragmented MP4 and others: time zero is 0). Both
+    /// read through the cache: the segment is stored whole, as the player will ask for it.
+    package func subtitleTimeline(of variant: URL, headers: RequestHeaders = []) async throws -> (
+        duration: Double, mpegts: Int64?
+    ) {
+        let (body, metadata) = try await playlistBody(variant, headers: headers)
+        let playlist = try HLSPlaylist(parsing: body, url: variant, imports: [:])
+        let duration = playlist.segments.reduce(0) { $0 + $1.duration }
+        guard let first = playlist.segments.first, first.initSection == nil,
+            let segment = HLSPlaylist.resolve(first.uri, base: metadata.finalURL ?? variant)
+        else { return (duration, nil) }
+        let stream = try await read(
+            segment, offset: first.byteRange?.lowerBound ?? 0, length: first.byteRange?.length, headers: headers)
+        var start: [UInt8] = []
+        for try await chunk in stream where start.count < Self.timestampProbe {
+            start += chunk.readableBytesView.prefix(Self.timestampProbe - start.count)
+        }
+        return (duration, MPEGTSTimestamps.earliestPTS(start))
+    }
+
+    /// The subtitle file at `url` as WebVTT mapped to `mpegts` (``SubtitleText``), read through
+    /// the cache (so a pin or an export of the asset holds it, and it plays offline).
+    /// - Throws: ``SubtitleText/Failure`` for a file that is neither SRT nor WebVTT or is too
+    ///   large; ``CacheError`` for the origin's.
+    package func sideLoadedWebVTT(_ url: URL, mpegts: Int64?, headers: RequestHeaders = []) async throws -> String {
+        let (body, _) = try await storedBody(
+            of: url, headers: headers, limit: SideLoadedSubtitles.maximumFileSize + 1, as: .player)
+        return try SubtitleText.webVTT(body, mpegts: mpegts)
     }
 }

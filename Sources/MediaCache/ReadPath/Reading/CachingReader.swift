@@ -28,36 +28,16 @@ public final class CachingReader: Sendable {
     /// When the origin last confirmed each resource and a player last read it, on the store's
     /// clock: the plays under way.
     let plays: Plays
-    /// Origin answers other than the resource's bytes that may be reused while fresh.
-    let answers = AnswerMemory()
-    /// The probes and revalidations under way, one per resource for requests that share them.
-    let contentInfoTasks = Mutex<[CacheKey: Probe]>([:])
-
-    /// A probe or revalidation that requests share, and what makes its origin request a
-    /// player's when a player comes to wait on it (the cache's own asked first): a player never
-    /// waits on a request that waits as the cache's own.
-    struct Probe: Sendable {
-        let task: SharedTask<ContentMetadata>
-        let promotion: ConnectionBudget.Promotion
-    }
-    /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
-    /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
-    let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
-    let waitingForOrigin = Atomic<Int>(0)
+    /// Whether a stored version may serve, and what the origin is asked otherwise.
+    let validator: ContentValidator
     /// How many calls wait on the origin for content information (probes and validations,
     /// shared or not): tests wait on it to know that requests are sharing one.
-    package var contentInfoWaiters: Int { waitingForOrigin.load(ordering: .relaxed) }
+    package var contentInfoWaiters: Int { validator.waitingForOrigin.load(ordering: .relaxed) }
     /// The read path's other tasks: removals of unfinished entries and segment read-aheads
     /// (``shutDown()`` ends them too).
     let owned = OwnedTasks()
     /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
     package let segmentReadAhead: SegmentReadAhead
-    /// The folders of the live playlists and manifests the proxy rewrote lately (at most 64,
-    /// the oldest forgotten first): a `404` under one may be a segment asked for before it is
-    /// available, and is not remembered (``noteLive(_:)``).
-    let liveFolders = Mutex<[String]>([])
-    /// Bodies without a length that reads may join (``GrowingBody``), by resource.
-    let growingBodies = Mutex<[CacheKey: GrowingBody]>([:])
     /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
     let memoryBodies = Mutex(MemoryBodies())
     /// Where the cache's own fetches give way to players waiting on the origin.
@@ -80,12 +60,8 @@ public final class CachingReader: Sendable {
         let budget = ConnectionBudget(
             limit: connections, ownLimit: configuration.ownConnectionsPerHost ?? max(1, connections / 4),
             logger: configuration.logger, onPlayerWait: { priority.wake() })
-        failover = Self.failover(fetcher, configuration, clock: store.configuration.clock)
-        self.fetcher = MeteredFetcher(
-            base: configuration.isOffline
-                ? OfflineFetcher(base: fetcher)
-                : Self.renewing(failover, configuration, clock: store.configuration.clock),
-            ownRequestFields: configuration.ownRequestFields, budget: budget)
+        (self.fetcher, failover) = OriginStack.compose(
+            fetcher, configuration: configuration, budget: budget, clock: store.configuration.clock)
         self.configuration = configuration
         securityWarning = fetcher.securityWarning
         scheduler = DownloadScheduler(configuration: configuration)
@@ -100,6 +76,7 @@ public final class CachingReader: Sendable {
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
             plays: plays, priority: priority,
             owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay, capacity: configuration.concurrentFills))
+        validator = ContentValidator(context: context)
     }
 
     /// A transfer for `download`, given what it needs (it does not call back into the reader).
@@ -292,18 +269,7 @@ public final class CachingReader: Sendable {
     /// before ``CacheStore/close()``.
     public func shutDown() async {
         await scheduler.shutDown()
-        let tasks = contentInfoTasks.withLock { tasks in
-            defer { tasks = [:] }
-            return Array(tasks.values)
-        }
-        for probe in tasks {
-            probe.task.cancel()
-            _ = await probe.task.result
-        }
-        for task in backgroundRevalidations.withLock({ Array($0.values) }) {
-            task.cancel()
-            _ = await task.result
-        }
+        await validator.shutDown()
         await owned.cancelAndWait()
     }
 
@@ -312,21 +278,15 @@ public final class CachingReader: Sendable {
         store.spans(for: store.key(for: url))
     }
 
-    /// Stores `metadata` for `key` (the store may keep validators it already had) and
-    /// returns what the entry now holds; `metadata` itself when the store refuses.
-    /// `version` can say how it relates to the stored version (see ``VersionChange``).
-    func store(_ metadata: ContentMetadata, key: CacheKey, version: VersionChange = .compare) async -> ContentMetadata {
-        // Without a length the bytes stream through uncached (see `passThrough`).
-        guard metadata.length != nil || store.metadata(for: key)?.length != nil else { return metadata }
-        guard metadata.isStorable else {
-            // `no-store`: nothing of it is kept, not even what an earlier answer allowed.
-            if store.metadata(for: key) != nil { try? await store.remove(key) }
-            return metadata
-        }
-        guard let handle = try? store.openEntry(key) else { return metadata }
-        defer { handle.close() }
-        _ = try? handle.updateMetadata(metadata, version: version)
-        return (try? handle.metadata()) ?? metadata
+    /// Learns the alternates an HLS master (from `base`) names: its redundant variants and
+    /// renditions, and its steering pathways' (``HLSPlaylist/sameStreams(base:)``).
+    package func learnAlternates(fromMaster master: HLSPlaylist, base: URL) {
+        for group in master.sameStreams(base: base) { failover.learn(group) }
+    }
+
+    /// Learns the alternates a DASH manifest (from `base`) names: its sibling `BaseURL`s.
+    package func learnAlternates(fromManifest manifest: DASHManifest, base: URL) {
+        for group in manifest.siblingBases(base: base) { failover.learn(group) }
     }
 
     /// Whether `url` may be fetched at all (see ``OriginFetcher/checkOrigin(_:)``).

@@ -193,15 +193,16 @@ final class DownloadScheduler: Sendable {
             }
             CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
         }
-        download.attach(
-            Task { [self] in
-                await transfer.run()
-                downloads.withLock { downloads in
-                    downloads[download.key]?.removeAll { $0 === download }
-                    if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
-                    CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
-                }
-            })
+        // The download owns its transfer's task (``shutDown()`` ends and awaits it).
+        let running = Task { [self] in
+            await transfer.run()
+            downloads.withLock { downloads in
+                downloads[download.key]?.removeAll { $0 === download }
+                if downloads[download.key]?.isEmpty == true { downloads[download.key] = nil }
+                CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
+            }
+        }
+        download.attach(running)
     }
 
     static let shutDownError = CacheError(.storeClosed, "The cache is shutting down.")

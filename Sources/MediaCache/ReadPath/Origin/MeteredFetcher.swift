@@ -14,6 +14,9 @@ struct MeteredFetcher: Sendable {
     /// Added to the requests of the cache's own work.
     var ownRequestFields: RequestHeaders = []
     let budget: ConnectionBudget
+    /// Where a request for a URL is sent first (``OriginFailover/candidates(for:)``): the
+    /// connection is taken of that host's budget (``OriginStack``).
+    var route: @Sendable (URL) -> URL = { $0 }
     let reachability = OriginReachability()
 
     /// The content information of `url` (a `HEAD`), asked for `requester` (see
@@ -21,7 +24,7 @@ struct MeteredFetcher: Sendable {
     func contentInfo(
         for url: URL, headers: RequestHeaders, as requester: Requester, promotion: ConnectionBudget.Promotion? = nil
     ) async throws -> ContentMetadata {
-        let hold = try await budget.acquire(for: url, isOwn: !requester.isPlayer, promotion: promotion)
+        let hold = try await budget.acquire(for: route(url), isOwn: !requester.isPlayer, promotion: promotion)
         defer { hold.release() }
         CacheMetrics.originRequests.increment()
         return try await reachability.noting(url) {
@@ -35,7 +38,7 @@ struct MeteredFetcher: Sendable {
         _ url: URL, range: ByteRange?, ifRange: String?, headers: RequestHeaders, as requester: Requester,
         promotion: ConnectionBudget.Promotion? = nil
     ) async throws -> OriginResponse {
-        let hold = try await budget.acquire(for: url, isOwn: !requester.isPlayer, promotion: promotion)
+        let hold = try await budget.acquire(for: route(url), isOwn: !requester.isPlayer, promotion: promotion)
         CacheMetrics.originRequests.increment()
         do {
             var response = try await reachability.noting(url) {

@@ -1,0 +1,508 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// Carries out ``Validation``'s decisions: gathers what is known of a resource, asks the pure
+/// decision what to do, and does it — serves the stored version, shares one question to the
+/// origin among the requests that may share it (a probe, a revalidation, a `HEAD`), revalidates
+/// in the background, and adopts what the origin answers (stores its fields, turns its body into
+/// a download readers join). It sees the read path only through ``ReadContext``; it never calls
+/// back into the ``CachingReader`` that owns it.
+final class ContentValidator: Sendable {
+    let context: ReadContext
+    /// Origin answers other than the resource's bytes that may be reused while fresh.
+    let answers = AnswerMemory()
+    /// The probes and revalidations under way, one per resource for requests that share them.
+    let probes = Mutex<[CacheKey: Probe]>([:])
+    /// Revalidations of entries served stale meanwhile (`stale-while-revalidate`), one per
+    /// resource at a time; each removes itself when it ends, and ``shutDown()`` ends them.
+    let backgroundRevalidations = Mutex<[CacheKey: Task<Void, Never>]>([:])
+    /// How many calls wait on the origin for content information.
+    let waitingForOrigin = Atomic<Int>(0)
+    /// Bodies without a length that reads may join (``GrowingBody``), by resource.
+    let growingBodies = Mutex<[CacheKey: GrowingBody]>([:])
+    /// The folders of the live playlists and manifests the proxy rewrote lately (at most 64,
+    /// the oldest forgotten first): a `404` under one may be a segment asked for before it is
+    /// available, and is not remembered (``noteLive(_:)``).
+    private let liveFolders = Mutex<[String]>([])
+
+    /// A probe or revalidation that requests share, and what makes its origin request a
+    /// player's when a player comes to wait on it (the cache's own asked first): a player never
+    /// waits on a request that waits as the cache's own.
+    struct Probe: Sendable {
+        let task: SharedTask<ContentMetadata>
+        let promotion: ConnectionBudget.Promotion
+    }
+
+    init(context: ReadContext) {
+        self.context = context
+    }
+
+    private var store: CacheStore { context.store }
+    private var configuration: CachingReader.Configuration { context.configuration }
+    private var scheduler: DownloadScheduler { context.scheduler }
+    private var now: Date { store.configuration.clock.now }
+
+    /// Where a play's requests go (see ``PlayRoute``).
+    var playRoute: PlayRoute {
+        PlayRoute(fetcher: context.fetcher, plays: context.plays, logger: configuration.logger)
+    }
+
+    // MARK: What is known
+
+    /// What is known of `key` for `request`, and the stored version and growing body it speaks of.
+    private func held(_ key: CacheKey, for request: ContentRequest) -> (
+        Validation.Held, stored: ContentMetadata?, growing: GrowingBody?
+    ) {
+        var held = Validation.Held()
+        held.remembersAnswer = answers.answer(for: key, at: now) != nil
+        held.isShutDown = scheduler.hasShutDown
+        held.isOffline = configuration.isOffline
+        held.probeRunning = probes.withLock { $0[key] != nil }
+        let stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
+        var growing: GrowingBody?
+        if let stored {
+            held.stored = facts(of: stored, key: key, for: request)
+        } else if let offset = request.offset, let body = growingBodies.withLock({ $0[key] }), body.isJoinable,
+            body.bodyOffset == offset
+        {
+            held.growingBodyAtReadStart = true
+            growing = body
+        }
+        return (held, stored, growing)
+    }
+
+    /// What is known of `stored`, the version of `key`, for `request`.
+    private func facts(of stored: ContentMetadata, key: CacheKey, for request: ContentRequest) -> Validation.Stored {
+        var facts = Validation.Stored()
+        facts.varies = !stored.matches(request: request.headers)
+        facts.isCurrent = isCurrent(stored)
+        facts.isYoungEnough = request.maximumAge.map { isYoung(stored, key: key, within: $0) } ?? true
+        facts.requiresRevalidation = stored.requiresRevalidation
+        // What only a version that is not current is asked for is looked up only then.
+        guard !facts.isCurrent || !(configuration.isOffline || facts.isYoungEnough) else { return facts }
+        facts.isWholeInPlay = isWholeInPlay(stored, key: key, url: request.url)
+        facts.mayServeWhileRevalidating = stored.mayServeWhileRevalidating(at: now)
+        facts.hasIfRangeValidator = stored.ifRangeValidator != nil
+        if let offset = request.offset, let total = stored.length, offset < total {
+            let end = min(total, offset + min(request.length ?? total, total))
+            facts.readMissesBytes = !store.spans(for: key).contains(ByteRange(offset, end))
+        }
+        return facts
+    }
+
+    /// Whether a stored entry may be used without asking the origin: it is fresh (RFC 9111
+    /// §4.2; `no-cache` and `max-age=0` never are, so every use of them is validated), or the
+    /// app prefers the cache.
+    func isCurrent(_ metadata: ContentMetadata) -> Bool {
+        configuration.prefersCache || configuration.isOffline || metadata.isFresh(at: now)
+    }
+
+    /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
+    func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
+        guard let last = context.plays.validations.date(of: key) ?? metadata.generatedAt else { return false }
+        return Plays.isWithin(age, from: last, to: now)
+    }
+
+    /// Whether `metadata`, stored for `key`, is a media file whole on disk that a play under way
+    /// began with (see ``Plays``). Playlists and manifests never are: they change as they are read.
+    private func isWholeInPlay(_ metadata: ContentMetadata, key: CacheKey, url: URL) -> Bool {
+        guard let total = metadata.length, total > 0, context.plays.isUnderWay(key),
+            FillPolicy.isMedia(mimeType: metadata.mimeType, path: (metadata.finalURL ?? url).path)
+        else { return false }
+        return store.spans(for: key).contains(ByteRange(0, total))
+    }
+
+    // MARK: Deciding and doing
+
+    /// The resource's content information, as ``Validation`` decides for `request`. Concurrent
+    /// requests that may share one question to the origin share it.
+    func contentInfo(_ request: ContentRequest) async throws -> ContentMetadata {
+        let key = store.key(for: request.url)
+        var hasYielded = false
+        while true {
+            let (held, stored, growing) = held(key, for: request)
+            switch Validation.decide(held: held, asked: Validation.Asked(request, hasYielded: hasYielded)) {
+            case .rememberedAnswer:
+                // The origin's own answer (a `404`, a `301`), still fresh: given again, not asked for.
+                if let remembered = answers.answer(for: key, at: now) {
+                    throw CacheError(answer: remembered, url: request.url.absoluteString)
+                }
+            case .dropVariedVersion:
+                // Stored for a request whose varying fields differ: a miss that fetches and replaces.
+                configuration.logger.debug(
+                    "The stored answer varies on fields this request does not match",
+                    metadata: ["url": "\(request.url.absoluteString.prefix(200))"])
+                try? await store.remove(key)
+            case .joinGrowingBody:
+                // The read joins the body coming for its start (``passThrough``) rather than asking again.
+                if let growing { return growing.metadata }
+            case .stored, .staleWholeInPlay, .staleWithIfRange:
+                // Current; or stale but whole in a play that began with it (a play keeps to one
+                // version: docs/http.md); or stale and the read misses bytes, whose request
+                // carries `If-Range` with the stored validator (the read waits for that answer
+                // before its first byte): a conditional request first would cost a second one.
+                if let stored { return stored }
+            case .storedAfterRunningProbe:
+                // A probe or revalidation that stored this may not have started the download of
+                // the bytes it asked for yet: a read that went on now would find neither them nor
+                // a download to join, and ask a second time. Its result is shared instead.
+                if let running = probes.withLock({ $0[key] }) {
+                    if request.requester.isPlayer { running.promotion.promote() }
+                    if let shared = try? await running.task.value() { return shared }
+                }
+                if let stored { return stored }
+            case .staleWhileRevalidate:
+                // Served as it is while one revalidation runs in the background (RFC 5861 §3).
+                if let stored {
+                    revalidateInBackground(
+                        request.url, key: key, stored: stored, headers: request.headers.withoutConditions,
+                        as: request.requester)
+                    return stored
+                }
+            case .waitForPlayers:
+                // The cache's own question waits while players wait on an origin, before any
+                // shared task exists, so a player never waits on a task that waits for it. The
+                // players may have stored the resource meanwhile: everything is looked at again.
+                var seen = context.priority.generation
+                await context.priority.yieldToPlayers(seen: &seen)
+                hasYielded = true
+            case .shutDown:
+                throw DownloadScheduler.shutDownError
+            case .joinRunningProbe, .revalidate, .probe, .askHead:
+                return try await ask(request, key: key, stored: stored)
+            }
+            // What the decision spoke of changed meanwhile: decided again.
+        }
+    }
+
+    /// Asks the origin for `request` (a revalidation of `stored`, a probe, or a `HEAD`), in one
+    /// question that requests without conditions of their own share.
+    private func ask(_ request: ContentRequest, key: CacheKey, stored: ContentMetadata?) async throws
+        -> ContentMetadata
+    {
+        // A request carrying the player's own conditions may get the origin's `304` for it:
+        // such a request shares no task with others.
+        let shares = !request.headers.hasConditions
+        let shared = probes.withLock { tasks in
+            if shares, let running = tasks[key] { return running }
+            let promotion = ConnectionBudget.Promotion()
+            let task = SharedTask { [self] in
+                do {
+                    return try await question(request, key: key, stored: stored, promotion: promotion)
+                } catch let error as CacheError {
+                    // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
+                    if shares, let answer = error.originAnswer, answer.freshUntil != nil,
+                        !isNotYetAvailable(answer, url: request.url)
+                    {
+                        answers.remember(answer, for: key, at: now)
+                    }
+                    throw error
+                }
+            }
+            let started = Probe(task: task, promotion: promotion)
+            if shares { tasks[key] = started }
+            return started
+        }
+        // A player who waits on a probe the cache's own work began makes its request a player's.
+        if request.requester.isPlayer { shared.promotion.promote() }
+        let task = shared.task
+        defer { probes.withLock { if $0[key]?.task === task { $0[key] = nil } } }
+        waitingForOrigin.add(1, ordering: .relaxed)
+        defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
+        // A caller that is cancelled stops waiting at once; a shared task goes on for the
+        // others and for the store, one of this caller's own is cancelled with it.
+        return try await withTaskCancellationHandler {
+            try await context.priority.whilePlayerWaits(request.requester) { try await task.value() }
+        } onCancel: {
+            if !shares { task.cancel() }
+        }
+    }
+
+    /// The one question to the origin: a revalidation of `stored`, a probe of the bytes the read
+    /// wants, or a `HEAD` when no read follows.
+    private func question(
+        _ request: ContentRequest, key: CacheKey, stored: ContentMetadata?, promotion: ConnectionBudget.Promotion
+    ) async throws -> ContentMetadata {
+        let (url, headers, requester) = (request.url, request.headers, request.requester)
+        if let stored {
+            return try await revalidate(
+                url, key: key, stored: stored, offset: request.offset ?? 0,
+                length: request.offset == nil ? nil : request.length ?? ByteRange.maximumOffset,
+                headers: headers.withoutConditions, reserves: request.reserves, as: requester, promotion: promotion)
+        }
+        guard let offset = request.offset else {
+            return await storeGiven(
+                try await context.fetcher.contentInfo(for: url, headers: headers, as: requester, promotion: promotion),
+                key: key)
+        }
+        // The bytes the read asks for, in one request: an open-ended read asks to the end
+        // (`bytes=a-`), which the origin streams as the player reads.
+        let size = max(1, min(request.length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
+        return try await probe(
+            url, key: key, offset: offset, size: size, headers: headers, reserves: request.reserves, as: requester,
+            promotion: promotion)
+    }
+
+    /// Starts a revalidation of `stored` on a task of its own unless one runs for `key`
+    /// already (see ``backgroundRevalidations``); its result goes to the store only.
+    func revalidateInBackground(
+        _ url: URL, key: CacheKey, stored: ContentMetadata, headers: RequestHeaders, as requester: Requester
+    ) {
+        backgroundRevalidations.withLock { tasks in
+            // Checked under the lock `shutDown()` takes to collect them: none starts after.
+            guard tasks[key] == nil, !scheduler.hasShutDown else { return }
+            configuration.logger.debug(
+                "Serving a stale copy while it is revalidated (stale-while-revalidate)",
+                metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            // Only this task removes `key`, and the lock held here makes it wait until it is in.
+            tasks[key] = Task { [self] in
+                defer { _ = backgroundRevalidations.withLock { $0.removeValue(forKey: key) } }
+                _ = try? await revalidate(url, key: key, stored: stored, offset: 0, headers: headers, as: requester)
+            }
+        }
+    }
+
+    /// Asks the origin whether the stored version is current, with `If-None-Match` /
+    /// `If-Modified-Since` on a ranged GET from `offset`: "not modified" refreshes the
+    /// entry's freshness at no body cost; any other answer is a version to adopt (a new one
+    /// replaces the entry). An origin that cannot be reached leaves the stale entry in use
+    /// (``CachingReader/Configuration/servesStaleOnOriginFailure``).
+    func revalidate(
+        _ url: URL, key: CacheKey, stored: ContentMetadata, offset: Int64, length: Int64? = nil,
+        headers: RequestHeaders, reserves: Bool = false, as requester: Requester,
+        promotion: ConnectionBudget.Promotion? = nil
+    ) async throws -> ContentMetadata {
+        var conditional = headers
+        if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
+        if let modified = stored.lastModified { conditional.append((name: "If-Modified-Since", value: modified)) }
+        let start = min(offset, max(0, (stored.length ?? 1) - 1))
+        // The read's own range when it is known (an answer other than `304` is the download the
+        // read joins: the rest of its range would cost a second request), else a first window.
+        let size = length.map { max(1, min($0, ByteRange.maximumOffset - start)) } ?? configuration.minimumRequest
+        let response: OriginResponse
+        do {
+            // Within a play, asked where the play goes: the version it began with (``PlayRoute``).
+            response = try await playRoute.fetch(
+                url, key: key, stored: stored, range: ByteRange(start, start + size), ifRange: nil,
+                headers: conditional, as: requester, promotion: promotion)
+        } catch let error as CacheError where error.isOriginFailure {
+            let logMetadata: Logger.Metadata = [
+                "url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)",
+            ]
+            guard configuration.servesStaleOnOriginFailure else {
+                CacheMetrics.revalidated(.failed)
+                throw error
+            }
+            guard !stored.requiresRevalidation else {
+                CacheMetrics.revalidated(.failed)
+                configuration.logger.warning(
+                    "Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it",
+                    metadata: logMetadata)
+                throw error
+            }
+            configuration.logger.warning(
+                "Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
+            CacheMetrics.revalidated(.servedStale)
+            return stored
+        } catch let error as CacheError
+            where [404, 410].contains(error.originAnswer?.status ?? 0) && isWholePin(key, stored)
+        {
+            // The user kept it: a pinned resource the origin no longer has (a live segment past
+            // the CDN's window, a download whose file was taken down) plays from the pin.
+            configuration.logger.warning(
+                "Serving a pinned copy the origin no longer has",
+                metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(error.originAnswer?.status ?? 0)"])
+            CacheMetrics.revalidated(.servedStale)
+            return stored
+        }
+        guard !response.isNotModified else {
+            CacheMetrics.revalidated(.notModified)
+            configuration.logger.debug(
+                "The origin confirmed the stored version", metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            let metadata = await record(stored.refreshed(by: response.metadata), key: key, version: .confirms(stored))
+            markValidated(key)
+            return metadata
+        }
+        // A full answer: another version, or the same one from an origin that ignores
+        // conditions. Only a validator both carry shows it is the same: an answer without one
+        // (a live playlist from an origin that sends neither `ETag` nor `Last-Modified`) is a
+        // new version even when its length is the old one's, and the stored bytes go.
+        let same = response.metadata.isProvenSameVersion(as: stored)
+        CacheMetrics.revalidated(same ? .notModified : .changed)
+        if !same, response.metadata.isSameVersion(as: stored) {
+            configuration.logger.debug(
+                "A stale entry without a shared validator is replaced by the origin's answer",
+                metadata: ["url": "\(url.absoluteString.prefix(200))"])
+        }
+        return try await adopt(
+            response, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves,
+            version: same ? .compare : .new, for: requester)
+    }
+
+    /// Whether `key` is pinned and holds every byte of `stored`.
+    private func isWholePin(_ key: CacheKey, _ stored: ContentMetadata) -> Bool {
+        guard store.isPinned(key), let length = stored.length else { return false }
+        return length == 0 || store.spans(for: key).contains(ByteRange(0, length))
+    }
+
+    /// Notes that the origin gave or confirmed the version of `key` now: a play that began with it
+    /// keeps to it (``PlayRoute``), and the resource's own answer replaces any other it gave.
+    func markValidated(_ key: CacheKey) {
+        context.plays.validated(key)
+        answers.forget(key)
+    }
+
+    /// Stores the content information the origin just gave for `key` (a `HEAD`'s), recording
+    /// that it gave this version now.
+    private func storeGiven(_ metadata: ContentMetadata, key: CacheKey) async -> ContentMetadata {
+        let stored = await record(metadata, key: key)
+        if metadata.length != nil, metadata.isStorable { markValidated(key) }
+        return stored
+    }
+
+    /// Stores `metadata` for `key` (the store may keep validators it already had) and
+    /// returns what the entry now holds; `metadata` itself when the store refuses.
+    /// `version` can say how it relates to the stored version (see ``VersionChange``).
+    private func record(_ metadata: ContentMetadata, key: CacheKey, version: VersionChange = .compare) async
+        -> ContentMetadata
+    {
+        // Without a length the bytes stream through uncached (see `passThrough`).
+        guard metadata.length != nil || store.metadata(for: key)?.length != nil else { return metadata }
+        guard metadata.isStorable else {
+            // `no-store`: nothing of it is kept, not even what an earlier answer allowed.
+            if store.metadata(for: key) != nil { try? await store.remove(key) }
+            return metadata
+        }
+        guard let handle = try? store.openEntry(key) else { return metadata }
+        defer { handle.close() }
+        _ = try? handle.updateMetadata(metadata, version: version)
+        return (try? handle.metadata()) ?? metadata
+    }
+
+    /// Asks for the first `size` bytes at `offset` and turns the answer into a
+    /// download that readers can join; returns the content information it carries.
+    private func probe(
+        _ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool,
+        as requester: Requester, promotion: ConnectionBudget.Promotion
+    ) async throws -> ContentMetadata {
+        let response: OriginResponse
+        do {
+            response = try await context.fetcher.fetch(
+                url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers, as: requester,
+                promotion: promotion)
+        } catch let error as CacheError where error.code == .rangeNotSatisfiable {
+            // Nothing at `offset` (an empty file, or a read past the end): the content
+            // information is all there is to learn, and a 416 does not carry all of it.
+            let metadata = try await context.fetcher.contentInfo(
+                for: url, headers: headers, as: requester, promotion: promotion)
+            return await storeGiven(metadata, key: key)
+        }
+        if response.isNotModified {
+            // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.
+            throw CacheError(
+                answer: response.answer ?? OriginAnswer(status: 304, reason: "Not Modified", headers: [], body: []),
+                url: url.absoluteString)
+        }
+        return try await adopt(
+            response, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions,
+            reserves: reserves, for: requester)
+    }
+
+    /// Stores what an origin answer for bytes from `offset` says of the resource (a new
+    /// version replaces the entry) and turns its body (`size` bytes asked for) into a download
+    /// that readers join, `requester`'s until they do.
+    private func adopt(
+        _ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
+        reserves: Bool = false, version: VersionChange = .compare, for requester: Requester
+    ) async throws -> ContentMetadata {
+        try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
+        let metadata = await record(response.metadata, key: key, version: version)
+        markValidated(key)
+        guard let total = metadata.length else {
+            // No length: the read streams the body through (`passThrough`); the probe's is
+            // held for the read that asked, so it costs no second request.
+            if reserves, response.bodyOffset == 0 || response.bodyOffset == offset {
+                scheduler.reserve(body: sharing(response, key: key), for: key)
+            }
+            return metadata
+        }
+        guard response.bodyOffset <= offset, offset < total else { return metadata }
+        let download =
+            metadata.acceptsRanges
+            ? scheduler.makeDownload(
+                url: url, key: key, start: offset, end: min(total, offset + size), isFullBody: false,
+                stores: metadata.isStorable, headers: headers, startedBy: requester)
+            : scheduler.makeDownload(
+                url: url, key: key, start: 0, end: total, isFullBody: true, stores: metadata.isStorable,
+                headers: headers, startedBy: requester)
+        // The download is held for the read that asked (see `contentInfoForRead`): bytes that
+        // are not stored would be lost without it, and a stored download would end when the
+        // first reader to join it left (a look at its first bytes), and the read that answers
+        // ask the origin again for the rest.
+        if reserves { scheduler.reserve(download, for: requester) }
+        scheduler.start(download, transfer: context.transfer(for: download, firstResponse: response))
+        return metadata
+    }
+
+    // MARK: Bodies without a length
+
+    /// `response` (a body without a length) made shareable: registered for reads to join,
+    /// with a reader of it for the caller.
+    func sharing(_ response: OriginResponse, key: CacheKey) -> OriginResponse {
+        let growing = GrowingBody(response) { [weak self] in
+            // Ended, or closed to joiners: a later read asks the origin again.
+            self?.growingBodies.withLock { bodies in
+                if let current = bodies[key], !current.isJoinable { bodies[key] = nil }
+            }
+        }
+        guard let reader = growing.subscribe() else { return response }
+        growingBodies.withLock { $0[key] = growing }
+        var shared = response
+        shared.body = reader
+        return shared
+    }
+
+    // MARK: Remembered answers
+
+    /// Notes `folder` as where a live presentation's segments are (a live playlist's or a
+    /// dynamic manifest's base): a segment there that does not exist yet gets a `404` that is
+    /// not remembered, so the player's next try, once it is made, reaches the origin.
+    func noteLive(_ folder: URL) {
+        let text = folder.absoluteString
+        liveFolders.withLock { folders in
+            guard !folders.contains(text) else { return }
+            if folders.count >= 64 { folders.removeFirst() }
+            folders.append(text)
+        }
+    }
+
+    /// Whether `answer` says `url` is missing where a live presentation's segments appear.
+    private func isNotYetAvailable(_ answer: OriginAnswer, url: URL) -> Bool {
+        guard answer.status == 404 || answer.status == 410 else { return false }
+        let text = url.absoluteString
+        return liveFolders.withLock { $0.contains { text.hasPrefix($0) } }
+    }
+
+    // MARK: Shutting down
+
+    /// Ends every probe, revalidation and background revalidation, and returns once they have.
+    func shutDown() async {
+        let tasks = probes.withLock { tasks in
+            defer { tasks = [:] }
+            return Array(tasks.values)
+        }
+        for probe in tasks {
+            probe.task.cancel()
+            _ = await probe.task.result
+        }
+        for task in backgroundRevalidations.withLock({ Array($0.values) }) {
+            task.cancel()
+            _ = await task.result
+        }
+    }
+}
