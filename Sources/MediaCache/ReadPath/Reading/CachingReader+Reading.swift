@@ -283,16 +283,6 @@ extension CachingReader {
             metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored,
             requester: requester)
     }
-
-    /// A read of `range` when the store alone can serve it: every byte is stored and the
-    /// entry may be used without asking the origin (a read with no missing bytes is never
-    /// revalidated, as in ``read(_:offset:length:headers:)``); `nil` otherwise. Never waits.
-    package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length,
-            range.upperBound <= total, !range.isEmpty
-        else { return nil }
-        return lease.read(range)
-    }
 }
 
 extension CachingReader: PreloadSource {
