@@ -4,7 +4,7 @@
 #if canImport(AVFoundation)
     public import AVFoundation
     public import Foundation
-    public import MediaCache
+    @_spi(Adapter) public import MediaCache
     import Synchronization
 
     /// Runs pinned downloads on a background `URLSession`, so they go on while the app is
@@ -15,7 +15,7 @@
     /// it. Make it at launch, before anything else touches the session, and give its
     /// ``transfers`` to the ``DownloadQueue`` (``CachingAssets/downloads(configuration:)`` does both);
     /// pass the app delegate's background events to ``handleEvents(identifier:completion:)``.
-    public final class BackgroundPinSession: NSObject, BackgroundTransferSession, URLSessionDownloadDelegate,
+    public final class BackgroundPinSession: NSObject, URLSessionDownloadDelegate,
         @unchecked Sendable
     {
         /// The session's identifier, the same at every launch.
@@ -55,29 +55,6 @@
             return true
         }
 
-        // MARK: BackgroundTransferSession
-
-        public func tasks() async -> [BackgroundTransferTask] {
-            await session.allTasks.filter { $0.state == .running || $0.state == .suspended }.map {
-                BackgroundTransferTask(identifier: $0.taskIdentifier, taskDescription: $0.taskDescription)
-            }
-        }
-
-        public func start(_ request: BackgroundTransferRequest) {
-            var urlRequest = URLRequest(url: request.url)
-            for field in request.fields { urlRequest.setValue(field.value, forHTTPHeaderField: field.name) }
-            urlRequest.allowsExpensiveNetworkAccess = request.allowsExpensiveNetworkAccess
-            urlRequest.allowsConstrainedNetworkAccess = request.allowsConstrainedNetworkAccess
-            let task = session.downloadTask(with: urlRequest)
-            task.taskDescription = request.transfer.taskDescription
-            task.earliestBeginDate = request.earliestBeginDate
-            task.resume()
-        }
-
-        public func cancel(_ identifier: Int) {
-            session.getAllTasks { tasks in tasks.first { $0.taskIdentifier == identifier }?.cancel() }
-        }
-
         // MARK: URLSessionDownloadDelegate
 
         public func urlSession(
@@ -85,7 +62,7 @@
         ) {
             let response = downloadTask.response as? HTTPURLResponse
             let fields = (response?.allHeaderFields ?? [:]).compactMap { name, value in
-                (name as? String).map { HeaderField(name: $0, value: "\(value)") }
+                (name as? String).map { ContentMetadata.HeaderField(name: $0, value: "\(value)") }
             }
             let description = downloadTask.taskDescription
             // The session deletes the file when this returns: it is stored first. This waits on
@@ -113,6 +90,31 @@
                 return events.completion
             }
             if let completion { DispatchQueue.main.async(execute: completion) }
+        }
+    }
+
+    // The system's transfer service, as the engine's background transfers see it.
+    @_spi(Adapter) extension BackgroundPinSession: BackgroundTransferSession {
+
+        public func tasks() async -> [BackgroundTransferTask] {
+            await session.allTasks.filter { $0.state == .running || $0.state == .suspended }.map {
+                BackgroundTransferTask(identifier: $0.taskIdentifier, taskDescription: $0.taskDescription)
+            }
+        }
+
+        public func start(_ request: BackgroundTransferRequest) {
+            var urlRequest = URLRequest(url: request.url)
+            for field in request.fields { urlRequest.setValue(field.value, forHTTPHeaderField: field.name) }
+            urlRequest.allowsExpensiveNetworkAccess = request.allowsExpensiveNetworkAccess
+            urlRequest.allowsConstrainedNetworkAccess = request.allowsConstrainedNetworkAccess
+            let task = session.downloadTask(with: urlRequest)
+            task.taskDescription = request.transfer.taskDescription
+            task.earliestBeginDate = request.earliestBeginDate
+            task.resume()
+        }
+
+        public func cancel(_ identifier: Int) {
+            session.getAllTasks { tasks in tasks.first { $0.taskIdentifier == identifier }?.cancel() }
         }
     }
 #endif

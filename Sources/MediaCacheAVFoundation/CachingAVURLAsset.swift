@@ -3,7 +3,7 @@
 
 #if canImport(AVFoundation)
     public import AVFoundation
-    public import MediaCache
+    @_spi(Adapter) public import MediaCache
     import NIOCore
 
     /// An `AVURLAsset` whose bytes come through MediaCache.
@@ -49,7 +49,7 @@
         }
     }
 
-    /// Maps `AVAssetResourceLoadingRequest`s onto a ``ResourceLoaderEngine``; nothing more.
+    /// Maps `AVAssetResourceLoadingRequest`s onto a `ResourceLoaderEngine`; nothing more.
     // @unchecked Sendable: immutable after init; AVFoundation calls it on `queue`.
     final class ResourceLoaderDelegate: NSObject, AVAssetResourceLoaderDelegate, @unchecked Sendable {
         let engine: ResourceLoaderEngine<ObjectIdentifier>

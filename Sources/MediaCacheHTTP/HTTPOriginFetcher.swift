@@ -307,15 +307,15 @@ public final class HTTPOriginFetcher: OriginFetcher {
         return HTTPNumber.saturating(String(first).trimmingHTTPWhitespace())
     }
 
-    /// Response fields not kept with an entry (``HeaderField/notStored``).
-    static let fieldsNotStored = HeaderField.notStored
+    /// Response fields not kept with an entry (``ContentMetadata.HeaderField/notStored``).
+    static let fieldsNotStored = ContentMetadata.HeaderField.notStored
 
-    /// Fields of an origin's answer that are not passed on with it (``HeaderField/notPassedOn``).
-    static let fieldsNotPassedOn = HeaderField.notPassedOn
+    /// Fields of an origin's answer that are not passed on with it (``ContentMetadata.HeaderField/notPassedOn``).
+    static let fieldsNotPassedOn = ContentMetadata.HeaderField.notPassedOn
 
     /// The end-to-end fields of an answer passed on as it is (see ``fieldsNotPassedOn``), in
     /// order, within ``maximumStoredFields`` and ``maximumStoredFieldBytes``.
-    static func passedFields(_ headers: HTTPHeaders) -> [HeaderField] {
+    static func passedFields(_ headers: HTTPHeaders) -> [ContentMetadata.HeaderField] {
         endToEndFields(headers, dropping: fieldsNotPassedOn)
     }
 
@@ -326,23 +326,25 @@ public final class HTTPOriginFetcher: OriginFetcher {
 
     /// The end-to-end fields of an answer to keep with its entry (see ``fieldsNotStored``),
     /// in order, within ``maximumStoredFields`` and ``maximumStoredFieldBytes``.
-    static func storedFields(_ headers: HTTPHeaders) -> [HeaderField] {
+    static func storedFields(_ headers: HTTPHeaders) -> [ContentMetadata.HeaderField] {
         endToEndFields(headers, dropping: fieldsNotStored)
     }
 
-    private static func endToEndFields(_ headers: HTTPHeaders, dropping names: Set<String>) -> [HeaderField] {
+    private static func endToEndFields(_ headers: HTTPHeaders, dropping names: Set<String>) -> [ContentMetadata
+        .HeaderField]
+    {
         var dropped = names
         for value in headers["connection"] {
             for token in value.split(separator: ",") { dropped.insert(FieldValue.trimmed(token).lowercased()) }
         }
-        var fields: [HeaderField] = []
+        var fields: [ContentMetadata.HeaderField] = []
         var bytes = 0
         for (name, value) in headers {
             let lowered = name.lowercased()
             guard !dropped.contains(lowered), !lowered.hasPrefix("access-control-") else { continue }
             bytes += name.utf8.count + value.utf8.count + 4
             guard fields.count < maximumStoredFields, bytes <= maximumStoredFieldBytes else { break }
-            fields.append(HeaderField(name: name, value: value))
+            fields.append(ContentMetadata.HeaderField(name: name, value: value))
         }
         return fields
     }

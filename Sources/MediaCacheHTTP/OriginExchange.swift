@@ -361,7 +361,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             // An odd field on a whole answer is the origin's to send: it comes back as sent
             // (a partial answer's own `Content-Range` is the proxy's to write).
             metadata.responseHeaders += headers["content-range"].prefix(1).map {
-                HeaderField(name: "Content-Range", value: $0)
+                ContentMetadata.HeaderField(name: "Content-Range", value: $0)
             }
         }
         metadata.isStorable = HTTPOriginFetcher.mayStore(

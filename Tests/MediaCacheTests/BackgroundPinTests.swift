@@ -6,7 +6,7 @@ import MediaCacheTestSupport
 import Synchronization
 import Testing
 
-@testable import MediaCache
+@_spi(Adapter) @testable import MediaCache
 
 /// A system transfer session played by the test: it keeps the tasks it is given, and the
 /// test finishes them (with the origin's bytes, or others) when it likes, as the system does
@@ -71,7 +71,7 @@ final class ScriptedTransferSession: BackgroundTransferSession {
     @discardableResult
     func finish(
         _ id: Int, content: DeterministicContent, total: Int64, transfers: BackgroundTransfers,
-        body: Data? = nil, fields: [HeaderField]? = nil, status: Int = 206
+        body: Data? = nil, fields: [ContentMetadata.HeaderField]? = nil, status: Int = 206
     ) async throws -> Bool {
         let request = try #require(state.withLock { $0.tasks[id] })
         let range = try #require(request.transfer.range)
@@ -81,8 +81,9 @@ final class ScriptedTransferSession: BackgroundTransferSession {
         try bytes.write(to: file)
         let answer =
             fields ?? [
-                HeaderField(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)"),
-                HeaderField(name: "ETag", value: "\"v1\""),
+                ContentMetadata.HeaderField(
+                    name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)"),
+                ContentMetadata.HeaderField(name: "ETag", value: "\"v1\""),
             ]
         // As a system session does, the task is listed until its file has been handed over.
         let stored = await transfers.importFinished(
@@ -121,7 +122,8 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             return queue
         }
 
-        func finish(_ id: Int, body: Data? = nil, fields: [HeaderField]? = nil, status: Int = 206) async throws
+        func finish(_ id: Int, body: Data? = nil, fields: [ContentMetadata.HeaderField]? = nil, status: Int = 206)
+            async throws
             -> Bool
         {
             try await session.finish(
@@ -180,7 +182,10 @@ final class ScriptedTransferSession: BackgroundTransferSession {
                     "bytes=0-1048575", "bytes=1048576-2097151", "bytes=2097152-2499999",
                 ])
             #expect(started.allSatisfy { $0.url == Self.url && $0.transfer.job == job.id })
-            #expect(started.allSatisfy { $0.fields.contains(HeaderField(name: "If-Range", value: "\"v1\"")) })
+            #expect(
+                started.allSatisfy {
+                    $0.fields.contains(ContentMetadata.HeaderField(name: "If-Range", value: "\"v1\""))
+                })
             #expect(started.allSatisfy { !$0.allowsExpensiveNetworkAccess }, "unmetered networks only, by default")
             #expect(try await setup.finishAll(queue, job.id)?.state == .completed)
             try await setup.expectStored()
@@ -198,8 +203,8 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             await setup.session.wait { $0.started.count == 4 }
             let again = try #require(setup.running().last)
             let lie = [
-                HeaderField(name: "Content-Range", value: "bytes 0-1048575/9999999"),
-                HeaderField(name: "ETag", value: "\"v1\""),
+                ContentMetadata.HeaderField(name: "Content-Range", value: "bytes 0-1048575/9999999"),
+                ContentMetadata.HeaderField(name: "ETag", value: "\"v1\""),
             ]
             #expect(try await setup.finish(again, fields: lie) == false)
             await setup.session.wait { $0.started.count == 5 }
@@ -220,19 +225,19 @@ final class ScriptedTransferSession: BackgroundTransferSession {
             let changed = DeterministicContent(seed: 99)
             let part = Data(changed.buffer(offset: 1 << 20, length: 1 << 20).readableBytesView)
             let partFields = [
-                HeaderField(name: "Content-Range", value: "bytes 1048576-2097151/\(Self.length)"),
-                HeaderField(name: "ETag", value: "\"v2\""),
+                ContentMetadata.HeaderField(name: "Content-Range", value: "bytes 1048576-2097151/\(Self.length)"),
+                ContentMetadata.HeaderField(name: "ETag", value: "\"v2\""),
             ]
             #expect(try await setup.finish(tasks[1], body: part, fields: partFields) == false)
             await setup.session.wait { $0.started.count == 4 }
             let again = try #require(setup.session.state.withLock { $0.started.last })
-            #expect(again.fields.contains(HeaderField(name: "If-Range", value: "\"v1\"")))
+            #expect(again.fields.contains(ContentMetadata.HeaderField(name: "If-Range", value: "\"v1\"")))
             let updates = queue.updates()
             async let settled = setup.settled(updates, job.id)
             let whole = Data(changed.buffer(offset: 0, length: Int(Self.length)).readableBytesView)
             let wholeFields = [
-                HeaderField(name: "ETag", value: "\"v2\""),
-                HeaderField(name: "Content-Length", value: "\(Self.length)"),
+                ContentMetadata.HeaderField(name: "ETag", value: "\"v2\""),
+                ContentMetadata.HeaderField(name: "Content-Length", value: "\(Self.length)"),
             ]
             let retry = try #require(setup.running().last)
             #expect(try await setup.finish(retry, body: whole, fields: wholeFields, status: 200))

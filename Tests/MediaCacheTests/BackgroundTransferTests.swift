@@ -5,7 +5,7 @@ import Foundation
 import MediaCacheTestSupport
 import Testing
 
-@testable import MediaCache
+@_spi(Adapter) @testable import MediaCache
 
 /// The pure parts of background pins: a task's description, what a relaunch keeps, starts and
 /// cancels, and whether a finished file is what was asked for.
@@ -88,7 +88,7 @@ import Testing
 
     static func verdict(_ status: Int, _ fields: [(String, String)], length: Int64 = 100) -> BackgroundImport.Verdict {
         BackgroundImport.verdict(
-            for: transfer, status: status, fields: fields.map { HeaderField(name: $0.0, value: $0.1) },
+            for: transfer, status: status, fields: fields.map { ContentMetadata.HeaderField(name: $0.0, value: $0.1) },
             fileLength: length)
     }
 

@@ -202,23 +202,23 @@ import Testing
         stored.freshUntil = start.addingTimeInterval(60)
         stored.requiresRevalidation = true
         stored.responseHeaders = [
-            HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"),
-            HeaderField(name: "X-A", value: "1"),
+            ContentMetadata.HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"),
+            ContentMetadata.HeaderField(name: "X-A", value: "1"),
         ]
         var bare = ContentMetadata()
         bare.generatedAt = start.addingTimeInterval(500)
         bare.freshUntil = bare.generatedAt
-        bare.responseHeaders = [HeaderField(name: "x-a", value: "2")]
+        bare.responseHeaders = [ContentMetadata.HeaderField(name: "x-a", value: "2")]
         let refreshed = stored.refreshed(by: bare)
         #expect(refreshed.freshUntil == start.addingTimeInterval(560), "the stored 60 s start again from the 304")
         #expect(refreshed.requiresRevalidation && refreshed.length == 10 && refreshed.etag == "\"a\"")
         #expect(
             refreshed.responseHeaders == [
-                HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"),
-                HeaderField(name: "x-a", value: "2"),
+                ContentMetadata.HeaderField(name: "Cache-Control", value: "max-age=60, must-revalidate"),
+                ContentMetadata.HeaderField(name: "x-a", value: "2"),
             ])
         var explicit = bare
-        explicit.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=5")]
+        explicit.responseHeaders = [ContentMetadata.HeaderField(name: "Cache-Control", value: "max-age=5")]
         explicit.freshUntil = start.addingTimeInterval(505)
         let shortened = stored.refreshed(by: explicit)
         #expect(shortened.freshUntil == start.addingTimeInterval(505) && !shortened.requiresRevalidation)

@@ -42,7 +42,7 @@ import Testing
     /// Two entries (one pinned, one partly stored) and a job, committed.
     static func write(into store: CacheStore) async throws {
         var metadata = ContentMetadata(length: 300_000, mimeType: "video/mp4", acceptsRanges: true, etag: "\"f1\"")
-        metadata.responseHeaders = [HeaderField(name: "Cache-Control", value: "max-age=60")]
+        metadata.responseHeaders = [ContentMetadata.HeaderField(name: "Cache-Control", value: "max-age=60")]
         let film = try store.openEntry(Self.film)
         try film.updateMetadata(metadata)
         try await film.write(DeterministicContent(seed: 5).buffer(offset: 0, length: 300_000), at: 0)

@@ -25,9 +25,9 @@ import Testing
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int((state >> 33) % UInt64(bound))
         }
-        mutating func fields() -> [HeaderField] {
+        mutating func fields() -> [ContentMetadata.HeaderField] {
             (0..<next(6)).map { _ in
-                HeaderField(
+                ContentMetadata.HeaderField(
                     name: NotModifiedMergeTests.names[next(NotModifiedMergeTests.names.count)], value: "v\(next(1000))")
             }
         }
@@ -36,7 +36,7 @@ import Testing
         }
     }
 
-    static func lines(_ fields: [HeaderField], named name: String) -> [String] {
+    static func lines(_ fields: [ContentMetadata.HeaderField], named name: String) -> [String] {
         fields.filter { $0.name.lowercased() == name }.map(\.value)
     }
 

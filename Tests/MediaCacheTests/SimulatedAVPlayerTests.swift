@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-import MediaCache
+@_spi(Adapter) import MediaCache
 import MediaCacheTestSupport
 import NIOCore
 import Synchronization

@@ -4,7 +4,7 @@
 import AVFoundation
 import CheckedAVFoundationAdapter
 import Foundation
-import MediaCache
+@_spi(Adapter) import MediaCache
 import MediaCacheHTTP
 import MediaCacheTestSupport
 import NIOCore

@@ -25,7 +25,7 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// received, RFC 9111 §4.2.3): a cache's answer carries `Age` = now − this.
     public var generatedAt: Date?
     /// Stored only when not empty, so that index rows written before the field existed decode.
-    private var storedResponseHeaders: [HeaderField]?
+    private var storedResponseHeaders: [ContentMetadata.HeaderField]?
     /// Stored as `true` only (see ``requiresRevalidation``).
     private var revalidationRequired: Bool?
     /// Where the origin's answer came from when redirects led away from the URL asked for
@@ -40,13 +40,13 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     package var staleWhileRevalidate: Int64?
     /// The request's values of the fields the answer's `Vary` names (RFC 9111 §4.1), lower-case
     /// names in `Vary`'s order, each value normalised; `nil` without `Vary`.
-    private var varyingRequestFields: [HeaderField]?
+    private var varyingRequestFields: [ContentMetadata.HeaderField]?
 
     /// The origin's end-to-end response header fields (`Cache-Control`, `Expires`, `Date`,
     /// `Content-Disposition`, `Content-Language`, `Vary`, …), kept with the entry and sent
     /// again with every answer from it. Fields the cache writes itself (length, range, type,
     /// validators, `Age`), hop-by-hop fields and `Set-Cookie` are not among them.
-    public var responseHeaders: [HeaderField] {
+    public var responseHeaders: [ContentMetadata.HeaderField] {
         get { storedResponseHeaders ?? [] }
         set { storedResponseHeaders = newValue.isEmpty ? nil : newValue }
     }
@@ -105,7 +105,10 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
         let names = varyingFieldNames
         varyingRequestFields =
             names.isEmpty
-            ? nil : names.map { HeaderField(name: $0, value: Self.normalizedValue(of: $0, in: request) ?? "") }
+            ? nil
+            : names.map {
+                ContentMetadata.HeaderField(name: $0, value: Self.normalizedValue(of: $0, in: request) ?? "")
+            }
     }
 
     /// Whether a request with `request`'s fields may be answered with this stored answer as
@@ -261,17 +264,19 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     }
 }
 
-/// One header field of an origin's answer.
-public struct HeaderField: Hashable, Sendable, Codable {
-    /// The field's name, as the origin spelled it.
-    public var name: String
-    /// The field's value.
-    public var value: String
+extension ContentMetadata {
+    /// One header field of an origin's answer.
+    public struct HeaderField: Hashable, Sendable, Codable {
+        /// The field's name, as the origin spelled it.
+        public var name: String
+        /// The field's value.
+        public var value: String
 
-    /// Creates a field.
-    public init(name: String, value: String) {
-        self.name = name
-        self.value = value
+        /// Creates a field.
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
     }
 }
 
@@ -386,7 +391,7 @@ extension String {
     }
 }
 
-extension HeaderField {
+extension ContentMetadata.HeaderField {
     /// Response fields not kept with an entry: hop-by-hop ones (RFC 9110 §7.6.1), those the
     /// cache writes itself from what it serves (length, range, validators, `Age`; the
     /// `Content-Type` is kept as the origin spelled it),

@@ -467,17 +467,17 @@ extension DownloadQueue {
     /// The request for `transfer`: its range (with `If-Range` when a validator is stored), the
     /// jar's cookies, and what the job's rules allow of the network.
     private func backgroundRequest(_ transfer: BackgroundTransfer, url: URL) -> BackgroundTransferRequest {
-        var fields: [HeaderField] = []
+        var fields: [ContentMetadata.HeaderField] = []
         if let range = transfer.rangeField {
-            fields.append(HeaderField(name: "Range", value: range))
+            fields.append(ContentMetadata.HeaderField(name: "Range", value: range))
             // The piece only of the version stored; another version comes whole (RFC 9110 §13.1.5).
             let stored = store.metadata(for: transfer.key)
             if let validator = stored?.etag.flatMap({ $0.hasPrefix("W/") ? nil : $0 }) ?? stored?.lastModified {
-                fields.append(HeaderField(name: "If-Range", value: validator))
+                fields.append(ContentMetadata.HeaderField(name: "If-Range", value: validator))
             }
         }
         if let cookies = reader.fetcher.cookieJar?.field(for: url, now: store.configuration.clock.now) {
-            fields.append(HeaderField(name: "Cookie", value: cookies))
+            fields.append(ContentMetadata.HeaderField(name: "Cookie", value: cookies))
         }
         let network = (job(transfer.job)?.rules ?? DownloadRules()).over(configuration.rules).network ?? .unmetered
         return BackgroundTransferRequest(

@@ -5,7 +5,7 @@ public import NIOCore
 
 /// What a player asks a resource loader for, independent of AVFoundation: a model of
 /// `AVAssetResourceLoadingRequest` that Linux tests can drive.
-public struct LoadingRequest: Sendable {
+@_spi(Adapter) public struct LoadingRequest: Sendable {
     /// Whether the player wants content information (length, type, range support).
     public var wantsContentInformation: Bool
     /// The bytes the player wants, if any.

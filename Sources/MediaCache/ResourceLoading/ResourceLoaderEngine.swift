@@ -13,7 +13,7 @@ import Synchronization
 /// answer left off) in order: cached bytes at once, the rest as it arrives. Cancelling a
 /// request, or ``cancelAll()`` when the asset goes away or a queue moves on, cancels the
 /// origin work nobody else shares.
-public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendable {
+@_spi(Adapter) public final class ResourceLoaderEngine<RequestID: Hashable & Sendable>: Sendable {
     /// The resource's origin URL.
     public let url: URL
     /// The read path that serves the requests.

@@ -5,7 +5,7 @@ import Foundation
 import MediaCacheTestSupport
 import Testing
 
-@testable import MediaCache
+@_spi(Adapter) @testable import MediaCache
 
 extension ParserFuzzTests {
     /// A background task's description reads only when it is exactly what a transfer writes
@@ -25,7 +25,7 @@ extension ParserFuzzTests {
                 label = "read"
             }
             let transfer = BackgroundTransfer(job: "j", key: CacheKey("k"), range: asked)
-            let fields = [HeaderField(name: "Content-Range", value: input)]
+            let fields = [ContentMetadata.HeaderField(name: "Content-Range", value: input)]
             let verdict = BackgroundImport.verdict(for: transfer, status: 206, fields: fields, fileLength: asked.length)
             if case .store(let range, let metadata) = verdict {
                 // The model: the value, trimmed, is `bytes FIRST-LAST/TOTAL` with these digits

@@ -125,7 +125,7 @@ import Testing
             }) {
                 return ("not stored", "kept \(bad.name)")
             }
-            let all = headers.map { HeaderField(name: $0.name, value: $0.value) }
+            let all = headers.map { ContentMetadata.HeaderField(name: $0.name, value: $0.value) }
             var rest = all[...]
             for field in kept {
                 guard let index = rest.firstIndex(of: field) else { return ("order", "\(field.name) out of order") }
@@ -171,7 +171,7 @@ import Testing
                     (name: name, value: field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
             }
             var stored = ContentMetadata(length: 10)
-            stored.responseHeaders = [HeaderField(name: "Vary", value: pieces[0])]
+            stored.responseHeaders = [ContentMetadata.HeaderField(name: "Vary", value: pieces[0])]
             stored.recordVaryingFields(of: request)
             // The model: the names, split at commas, spaces and tabs trimmed, lower-cased
             // (by Unicode scalars, never by Characters: a combining mark after a comma is no space).

@@ -18,7 +18,7 @@ import Testing
     /// never matched the request it was stored for. Members are now trimmed by bytes.
     @Test func aCombiningMarkAfterACommaInVaryIsNoSpace() {
         var stored = ContentMetadata(length: 10)
-        stored.responseHeaders = [HeaderField(name: "Vary", value: "pt-Language, \u{301}*")]
+        stored.responseHeaders = [ContentMetadata.HeaderField(name: "Vary", value: "pt-Language, \u{301}*")]
         stored.recordVaryingFields(of: [(name: "Accept-Language", value: "de")])
         #expect(stored.varyingFieldNames == ["pt-language", "\u{301}*"])
         #expect(stored.matches(request: [(name: "Accept-Language", value: "de")]))

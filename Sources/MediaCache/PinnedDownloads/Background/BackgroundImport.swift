@@ -3,7 +3,7 @@
 
 import MediaCacheHTTPFields
 
-/// Whether a file a system transfer session downloaded is what its ``BackgroundTransfer``
+/// Whether a file a system transfer session downloaded is what its `BackgroundTransfer`
 /// asked for, and what it says of the resource: pure, so every answer an origin may give is
 /// tested without a session.
 package enum BackgroundImport {
@@ -21,7 +21,7 @@ package enum BackgroundImport {
     /// taken whole. `Content-Length`, when sent, must agree with the file. Every number is
     /// parsed strictly and within ``ByteRange/maximumOffset``.
     package static func verdict(
-        for transfer: BackgroundTransfer, status: Int, fields: [HeaderField], fileLength: Int64
+        for transfer: BackgroundTransfer, status: Int, fields: [ContentMetadata.HeaderField], fileLength: Int64
     ) -> Verdict {
         func field(_ name: String) -> String? {
             fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
@@ -35,7 +35,7 @@ package enum BackgroundImport {
         metadata.responseHeaders = Array(
             fields.filter {
                 let name = $0.name.lowercased()
-                return !HeaderField.notStored.contains(name) && !name.hasPrefix("access-control-")
+                return !ContentMetadata.HeaderField.notStored.contains(name) && !name.hasPrefix("access-control-")
             }
             .prefix(64))
         guard metadata.isStorable else { return .reject("the origin forbids storing it (no-store)") }

@@ -8,7 +8,7 @@ import MediaCacheHTTPFields
 /// pinned download: which job asked, the entry its bytes go to, and the bytes. The session
 /// keeps it as the task's description (``taskDescription``), so a relaunched app knows every
 /// transfer the system ran while it was gone.
-public struct BackgroundTransfer: Sendable, Hashable, CustomStringConvertible {
+@_spi(Adapter) public struct BackgroundTransfer: Sendable, Hashable, CustomStringConvertible {
     /// The ``DownloadJob`` that wants the bytes.
     public var job: String
     /// The entry the bytes are stored in.
@@ -73,7 +73,7 @@ extension UInt8 {
 }
 
 /// A task of a system transfer session, as it lists them.
-public struct BackgroundTransferTask: Sendable, Hashable {
+@_spi(Adapter) public struct BackgroundTransferTask: Sendable, Hashable {
     /// The session's identifier of the task.
     public var identifier: Int
     /// What the task carries (``BackgroundTransfer/taskDescription``); `nil` when nothing.
@@ -88,12 +88,12 @@ public struct BackgroundTransferTask: Sendable, Hashable {
 
 /// A download for a system transfer session to start: the URL, the fields to send, the task's
 /// description, and what the job's rules let it use.
-public struct BackgroundTransferRequest: Sendable, Hashable {
+@_spi(Adapter) public struct BackgroundTransferRequest: Sendable, Hashable {
     /// The transfer; its ``BackgroundTransfer/taskDescription`` goes with the task.
     public var transfer: BackgroundTransfer
     public var url: URL
     /// The fields to send (`Range`, `Cookie` from the fetcher's jar).
-    public var fields: [HeaderField]
+    public var fields: [ContentMetadata.HeaderField]
     /// Whether it may use a metered network (a phone's cellular data, a personal hotspot):
     /// not when the job's rules ask for unmetered networks only.
     public var allowsExpensiveNetworkAccess: Bool
@@ -104,7 +104,8 @@ public struct BackgroundTransferRequest: Sendable, Hashable {
 
     /// Creates a request.
     public init(
-        transfer: BackgroundTransfer, url: URL, fields: [HeaderField], allowsExpensiveNetworkAccess: Bool,
+        transfer: BackgroundTransfer, url: URL, fields: [ContentMetadata.HeaderField],
+        allowsExpensiveNetworkAccess: Bool,
         allowsConstrainedNetworkAccess: Bool, earliestBeginDate: Date?
     ) {
         self.transfer = transfer
@@ -120,7 +121,7 @@ public struct BackgroundTransferRequest: Sendable, Hashable {
 /// `URLSession` (`MediaCacheAVFoundation`'s `BackgroundPinSession`). A ``DownloadQueue`` whose
 /// ``DownloadQueue/Configuration/backgroundTransfers`` has one hands it every hole of a pinned
 /// resource instead of fetching it itself.
-public protocol BackgroundTransferSession: Sendable {
+@_spi(Adapter) public protocol BackgroundTransferSession: Sendable {
     /// The tasks the session runs or holds now.
     func tasks() async -> [BackgroundTransferTask]
     /// Starts a download.

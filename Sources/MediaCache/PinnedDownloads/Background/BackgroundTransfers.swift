@@ -8,16 +8,16 @@ import Synchronization
 
 /// Pinned downloads that go on while the app does not run: a ``DownloadQueue`` with these
 /// (``DownloadQueue/Configuration/backgroundTransfers``) hands every piece a pinned resource
-/// still misses to a system transfer session (``BackgroundTransferSession``) as a ranged
-/// download tagged with its job, entry and range (``BackgroundTransfer``), and the session
-/// hands each finished file back to ``importFinished(taskDescription:status:fields:file:)``,
+/// still misses to a system transfer session (`BackgroundTransferSession`) as a ranged
+/// download tagged with its job, entry and range (`BackgroundTransfer`), and the session
+/// hands each finished file back to `importFinished(taskDescription:status:fields:file:)`,
 /// which checks it and stores its bytes, and says when each task ended
-/// (``transferEnded(taskDescription:error:)``). At launch the session's tasks are reconciled with
+/// (`transferEnded(taskDescription:error:)`). At launch the session's tasks are reconciled with
 /// the jobs: a task for a job that is gone, paused or done is cancelled, a piece no task
 /// fetches gets one.
 ///
 /// Create it with the reader before the session (a relaunched app's session delivers the
-/// files the system finished as soon as it exists), then ``connect(_:)`` the session.
+/// files the system finished as soon as it exists), then `connect(_:)` the session.
 public final class BackgroundTransfers: Sendable {
     /// The read path whose store the files go to.
     public let reader: CachingReader
@@ -50,7 +50,7 @@ public final class BackgroundTransfers: Sendable {
     }
 
     /// The session the transfers run on.
-    public func connect(_ session: any BackgroundTransferSession) {
+    @_spi(Adapter) public func connect(_ session: any BackgroundTransferSession) {
         state.withLock { $0.session = session }
     }
 
@@ -89,9 +89,13 @@ public final class BackgroundTransfers: Sendable {
     /// may delete the file. Returns whether they were stored; a file refused is logged at
     /// warning with the reason and counted (`mediacache_background_transfers_total`), and its
     /// piece is asked for again. The job's run hears of either when the task ends
-    /// (``transferEnded(taskDescription:error:)``).
+    /// (`transferEnded(taskDescription:error:)`).
     @discardableResult
-    public func importFinished(taskDescription: String?, status: Int, fields: [HeaderField], file: URL) async -> Bool {
+    @_spi(Adapter) public func importFinished(
+        taskDescription: String?, status: Int, fields: [ContentMetadata.HeaderField], file: URL
+    )
+        async -> Bool
+    {
         guard let transfer = taskDescription.flatMap(BackgroundTransfer.init(taskDescription:)) else {
             reject(nil, "its task carries no MediaCache description (\(taskDescription?.prefix(80) ?? "none"))")
             return false
@@ -140,10 +144,10 @@ public final class BackgroundTransfers: Sendable {
 
     /// A task ended, with `error` when it failed (the origin or the network; cancelled tasks
     /// are not said): call it once the session no longer lists the task. A failure, or a file
-    /// ``importFinished(taskDescription:status:fields:file:)`` refused, is its job's to decide
+    /// `importFinished(taskDescription:status:fields:file:)` refused, is its job's to decide
     /// on (the piece is asked for again, three failures fail the job); a failure is logged
     /// and counted.
-    public func transferEnded(taskDescription: String?, error: String?) {
+    @_spi(Adapter) public func transferEnded(taskDescription: String?, error: String?) {
         guard let transfer = taskDescription.flatMap(BackgroundTransfer.init(taskDescription:)) else { return }
         // Told once the task is gone from the session's list: its job's run, which reads the
         // list and then what is stored, never asks for a piece whose file is being stored.

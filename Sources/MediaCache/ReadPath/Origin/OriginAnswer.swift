@@ -20,7 +20,7 @@ public struct OriginAnswer: Sendable, Hashable {
     public var reason: String
     /// The origin's end-to-end header fields, in order (hop-by-hop fields and the body's
     /// framing are not among them: the front door frames the body itself).
-    public var headers: [HeaderField]
+    public var headers: [ContentMetadata.HeaderField]
     /// The body, at most ``maximumBodySize`` bytes.
     public var body: [UInt8]
     /// Until when a cache may answer the same request with it without asking the origin
@@ -31,7 +31,7 @@ public struct OriginAnswer: Sendable, Hashable {
     package var generatedAt: Date?
 
     /// Creates an answer.
-    public init(status: Int, reason: String, headers: [HeaderField], body: [UInt8]) {
+    public init(status: Int, reason: String, headers: [ContentMetadata.HeaderField], body: [UInt8]) {
         self.status = status
         self.reason = String(reason.prefix(100))
         self.headers = headers

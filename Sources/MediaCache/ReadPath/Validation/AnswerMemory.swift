@@ -58,7 +58,8 @@ final class AnswerMemory: Sendable {
             }
             answer.headers.removeAll { $0.name.lowercased() == "age" }
             let age = max(0, now.timeIntervalSince(answer.generatedAt ?? now))
-            answer.headers.append(HeaderField(name: "Age", value: String(Int64(min(age, Double(Int32.max))))))
+            answer.headers.append(
+                ContentMetadata.HeaderField(name: "Age", value: String(Int64(min(age, Double(Int32.max))))))
             return answer
         }
     }
