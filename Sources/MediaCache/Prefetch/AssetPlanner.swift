@@ -2,12 +2,24 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import Logging
+
+/// What ``AssetPlanner`` reads through. (``CachingReader`` conforms.)
+protocol PlanSource: Sendable {
+    /// The whole body of a playlist or manifest, read through the cache (and so stored).
+    func readPlaylist(_ url: URL, headers: RequestHeaders, as requester: Requester) async throws -> (
+        body: [UInt8], metadata: ContentMetadata
+    )
+    /// Whether an asset's HLS keys are stored with it (an encrypted store seals them).
+    var storesKeys: Bool { get }
+    var logger: Logger { get }
+}
 
 /// What a prefetch, pin, preload or export of an HLS asset or a DASH presentation stores: the
 /// renditions its options choose and, for each, the resources for the seconds chosen. Reads
 /// the playlists and manifests through the read path (so they are stored too).
 struct AssetPlanner: Sendable {
-    let reader: CachingReader
+    let reader: any PlanSource
     /// Whose reads of the playlists and manifests they are.
     let requester: Requester
 
@@ -56,7 +68,7 @@ struct AssetPlanner: Sendable {
                     own.append(PrefetchItem(url: segmentURL, range: segment.byteRange))
                 }
             }
-            if reader.store.isEncrypted {
+            if reader.storesKeys {
                 // The playlist's keys (rewriting is the one place URIs are found, with their tags).
                 _ = media.rewritten(base: mediaBase) { uri, tag in
                     if let tag, HLSPlaylist.keyTags.contains(tag) { own.append(PrefetchItem(url: uri, range: nil)) }
@@ -86,11 +98,11 @@ struct AssetPlanner: Sendable {
     private func parsedPlaylist(_ url: URL, headers: RequestHeaders, imports: [String: String] = [:]) async throws -> (
         HLSPlaylist, base: URL
     ) {
-        let (body, metadata) = try await reader.playlistBody(url, headers: headers, as: requester)
+        let (body, metadata) = try await reader.readPlaylist(url, headers: headers, as: requester)
         do {
             return (try HLSPlaylist(parsing: body, url: url, imports: imports), metadata.finalURL ?? url)
         } catch let error as HLSPlaylistError {
-            reader.configuration.logger.warning(
+            reader.logger.warning(
                 "Rejected an origin playlist",
                 metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw CacheError(
@@ -136,12 +148,12 @@ struct AssetPlanner: Sendable {
     /// resolve against.
     /// - Throws: ``CacheError`` `.originRejected` for one that cannot be read or is live.
     func dashManifest(_ url: URL, headers: RequestHeaders = []) async throws -> (manifest: DASHManifest, base: URL) {
-        let (body, metadata) = try await reader.playlistBody(url, headers: headers, as: requester)
+        let (body, metadata) = try await reader.readPlaylist(url, headers: headers, as: requester)
         let manifest: DASHManifest
         do {
             manifest = try DASHManifest(parsing: body)
         } catch {
-            reader.configuration.logger.warning(
+            reader.logger.warning(
                 "Rejected an origin manifest",
                 metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(error.message)"])
             throw CacheError(

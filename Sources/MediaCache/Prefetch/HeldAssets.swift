@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 package import Foundation
+import Logging
 
 /// How much of a rendition the store holds.
 package enum HeldState: String, Sendable, Codable, Equatable {
@@ -13,33 +14,48 @@ package enum HeldState: String, Sendable, Codable, Equatable {
     case missing
 }
 
+/// What ``HeldAssets`` looks at: what the store holds of a resource, whether the origin may be
+/// asked, the plans of playlists from what is held. (``CachingReader`` conforms.)
+protocol HeldAssetsSource: Sendable {
+    /// The stored length of `url` (stale or not), if known.
+    func storedLength(of url: URL) -> Int64?
+    /// What is stored of `url`.
+    func storedSpans(of url: URL) -> SpanSet
+    /// Whether `url` is pinned.
+    func isPinned(_ url: URL) -> Bool
+    /// Whether the read path is offline, or the origin of `url` failed when last asked.
+    func originIsAway(for url: URL) -> Bool
+    /// A planner that reads only what is held (it never asks the origin).
+    var heldPlanner: AssetPlanner { get }
+    /// Asks the origin whether the stored version of `url` is current.
+    func confirm(_ url: URL) async
+    var logger: Logger { get }
+}
+
 /// What the store holds of assets, stale or not (what matters offline), and the playlists and
 /// manifests an offline player, or one whose origin fails, may be shown: only what is held.
 package struct HeldAssets: Sendable {
-    let reader: CachingReader
+    let source: any HeldAssetsSource
 
     /// Whether every byte of `item` is stored (stale or not: what matters offline).
     func isHeld(_ item: PrefetchItem) -> Bool {
-        let key = reader.store.key(for: item.url)
-        guard let length = reader.store.metadata(for: key)?.length else { return false }
+        guard let length = source.storedLength(of: item.url) else { return false }
         let range =
             item.range.map { ByteRange(min($0.lowerBound, length), min($0.upperBound, length)) } ?? ByteRange(0, length)
-        return range.isEmpty || reader.store.spans(for: key).contains(range)
+        return range.isEmpty || source.storedSpans(of: item.url).contains(range)
     }
 
     /// How much of `items` the store holds.
     func state(of items: [PrefetchItem]) -> HeldState {
         if items.allSatisfy(isHeld) { return .held }
-        return items.contains { reader.store.spans(for: reader.store.key(for: $0.url)).byteCount > 0 }
+        return items.contains { source.storedSpans(of: $0.url).byteCount > 0 }
             ? .partial : .missing
     }
 
-    /// Whether the media playlist at `url` and every segment and init section it names are stored.
-    func isPlaylistHeld(_ url: URL, imports: [String: String] = [:]) async -> Bool {
-        guard
-            let plan = try? await reader.planner(for: .player).hlsPlan(
-                url, options: HLSPrefetchOptions(), imports: imports)
-        else {
+    /// Whether the media playlist at `url` and every segment and init section it names are
+    /// stored, as `planner` (one that reads only what is held) plans it.
+    private func isPlaylistHeld(_ url: URL, imports: [String: String], planner: AssetPlanner) async -> Bool {
+        guard let plan = try? await planner.hlsPlan(url, options: HLSPrefetchOptions(), imports: imports) else {
             return false
         }
         return plan.items.allSatisfy(isHeld)
@@ -48,7 +64,7 @@ package struct HeldAssets: Sendable {
     /// Whether a player of the asset at `url` must be shown only what is held: the read path is
     /// offline, or the origin failed when last asked (unreachable, too slow, or a `5xx`).
     package func servesHeldOnly(_ url: URL) -> Bool {
-        reader.configuration.isOffline || reader.fetcher.reachability.isFailing(url)
+        source.originIsAway(for: url)
     }
 
     /// The master playlist `master` (from `url`, its URIs relative to `base`, its variables
@@ -62,9 +78,10 @@ package struct HeldAssets: Sendable {
         let candidates = Set(
             (master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri))
                 .compactMap { HLSPlaylist.resolve($0, base: base) })
-        let offline = HeldAssets(reader: reader.offlineTwin)
+        let planner = source.heldPlanner
         var held: Set<URL> = []
-        for candidate in candidates where await offline.isPlaylistHeld(candidate, imports: master.definitions) {
+        for candidate in candidates
+        where await isPlaylistHeld(candidate, imports: master.definitions, planner: planner) {
             held.insert(candidate)
         }
         guard held.count < candidates.count, await mustServeHeldOnly(url) else { return nil }
@@ -73,7 +90,7 @@ package struct HeldAssets: Sendable {
         else { return nil }
         // Its variables were resolved already; its media playlists may still import them.
         filtered.definitions = master.definitions
-        reader.configuration.logger.info(
+        source.logger.info(
             "Served a master playlist with only the renditions held",
             metadata: ["url": "\(url.absoluteString.prefix(200))", "held": "\(held.count) of \(candidates.count)"])
         return filtered
@@ -85,11 +102,11 @@ package struct HeldAssets: Sendable {
     /// (``HLSPlaylist/withVariantsFirst(base:leads:)``); `nil` when it is to be served as it is.
     package func masterLeadingHeld(_ master: HLSPlaylist, base: URL) async -> HLSPlaylist? {
         guard master.isMaster, master.variants.count > 1 else { return nil }
-        let offline = HeldAssets(reader: reader.offlineTwin)
+        let planner = source.heldPlanner
         var started: Set<URL> = []
         for variant in master.variants {
             guard let url = HLSPlaylist.resolve(variant.uri, base: base),
-                let plan = try? await offline.reader.planner(for: .player).hlsPlan(
+                let plan = try? await planner.hlsPlan(
                     url, options: HLSPrefetchOptions(), imports: master.definitions),
                 !plan.items.isEmpty, plan.items.prefix(2).allSatisfy(isHeld)
             else { continue }
@@ -119,7 +136,7 @@ package struct HeldAssets: Sendable {
             if gone.count == set.representations.count { removed.insert(set.element) } else { anyHeld = true }
         }
         guard !removed.isEmpty, anyHeld, await mustServeHeldOnly(url) else { return nil }
-        reader.configuration.logger.info(
+        source.logger.info(
             "Served a manifest with only the representations held",
             metadata: ["url": "\(url.absoluteString.prefix(200))"])
         return removed
@@ -128,15 +145,13 @@ package struct HeldAssets: Sendable {
     /// Whether what is held is worth looking at: a player must be shown only that, or may
     /// (a pinned asset, whose origin is asked before it is served).
     private func mayServeHeldOnly(_ url: URL) -> Bool {
-        servesHeldOnly(url) || reader.store.isPinned(reader.store.key(for: url))
+        servesHeldOnly(url) || source.isPinned(url)
     }
 
     /// ``servesHeldOnly(_:)``, after asking the origin about `url` when it is pinned and the
     /// origin is not known to fail.
     private func mustServeHeldOnly(_ url: URL) async -> Bool {
-        if !servesHeldOnly(url), reader.store.isPinned(reader.store.key(for: url)) {
-            _ = try? await reader.contentInfo(for: url, maximumAge: .zero)
-        }
+        if !servesHeldOnly(url), source.isPinned(url) { await source.confirm(url) }
         return servesHeldOnly(url)
     }
 }

@@ -9,7 +9,7 @@ import Synchronization
 /// ``TransferPolicy``): what ``CachingReader``'s prefetches, pins, preloads and segment
 /// read-ahead run.
 struct Prefetcher: Sendable {
-    let reader: CachingReader
+    let reader: any PrefetchSource
     /// Whose work it is (never a player: see ``CachingReader/read(_:offset:length:headers:planned:)``).
     let requester: Requester
 
@@ -55,24 +55,18 @@ struct Prefetcher: Sendable {
     ) async throws {
         try Task.checkCancellation()
         // Already stored and current: nothing to fetch.
-        if let metadata = reader.cachedContentInfo(for: item.url), let total = metadata.length {
+        if let total = reader.storedLength(ifHolding: item, as: requester) {
             let range = item.range.map { ByteRange($0.lowerBound, min($0.upperBound, total)) } ?? ByteRange(0, total)
-            if range.isEmpty || reader.storedLease(for: item.url, as: requester)?.holds(range) == true {
-                if item.range == nil { length(total) }
-                stored(range.length, true)
-                return
-            }
+            if item.range == nil { length(total) }
+            stored(range.length, true)
+            return
         }
         // A pinned download waits for disk space rather than fetch what it cannot keep.
         try requester.pacer?.admit(item.range?.length ?? DownloadPacer.piece)
         // One round trip for an uncached resource: its first GET gives the content
         // information, and its body is the download the read joins.
-        _ = try await reader.contentInfo(
-            for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length,
-            headers: options.headers, as: requester)
-        let stream = try await reader.read(
-            item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: options.headers,
-            as: requester)
+        try await reader.probe(item, headers: options.headers, as: requester)
+        let stream = try await reader.read(item, headers: options.headers, as: requester)
         defer { stream.cancel() }
         if item.range == nil { length(stream.range.length) }
         // Stored parts come as file regions, which need not be read at all.
@@ -83,6 +77,17 @@ struct Prefetcher: Sendable {
             }
         }
     }
+}
+
+/// What ``Prefetcher`` stores through. (``CachingReader`` conforms.)
+protocol PrefetchSource: Sendable {
+    /// The resource's length when every byte of `item` is stored and current; `nil` otherwise.
+    func storedLength(ifHolding item: PrefetchItem, as requester: Requester) -> Int64?
+    /// Asks for `item`'s content information as a read of it would (one `GET` for an uncached
+    /// resource, whose body the read joins).
+    func probe(_ item: PrefetchItem, headers: RequestHeaders, as requester: Requester) async throws
+    /// A read of `item` for `requester`.
+    func read(_ item: PrefetchItem, headers: RequestHeaders, as requester: Requester) async throws -> ReadStream
 }
 
 /// One resource a prefetch stores: a segment or init section, whole or a byte range of a file.
