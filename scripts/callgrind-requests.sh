@@ -8,6 +8,7 @@
 # Prints, for each request kind, the instructions the whole server process executed
 # between the first and the last of N requests, divided by N:
 #   hot   : a cached 64 KiB range, N requests one after another on one keep-alive connection
+#           (of a 64 MiB application/octet-stream file; HOT_LENGTH=BYTES for another size)
 #   new   : the same cached ranges, each on a new connection (accept, pipeline set-up, answer)
 #   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
 #   floor : the same hot and new requests answered by `mediacache-bench floor-server` (a bare
@@ -59,13 +60,14 @@ count() {
     grep -m1 '^totals:' "$dump" | awk '{print $2}'
 }
 
-# Hot: a 64 MiB file, cached whole first, then N 64 KiB ranges at spread offsets.
-curl -s "$origin/_origin/serve?path=/hot.bin&length=67108864&seed=1" > /dev/null
+# Hot: a 64 MiB file (HOT_LENGTH bytes), cached whole first, then N 64 KiB ranges at spread offsets.
+curl -s "$origin/_origin/serve?path=/hot.bin&length=${HOT_LENGTH:-67108864}&seed=1" > /dev/null
 hot_url="$proxy/?url=$(encode "$origin/hot.bin")"
 curl -s -o /dev/null "$hot_url"
+hot_blocks=$(( ${HOT_LENGTH:-67108864} / 65536 )); [ "$hot_blocks" -gt 1000 ] && hot_blocks=1000
 hot_args=()
 for i in $(seq 0 $((hot_requests - 1))); do
-    start=$(( (i * 7919 % 1000) * 65536 ))
+    start=$(( (i * 7919 % hot_blocks) * 65536 ))
     [ "$i" -gt 0 ] && hot_args+=(--next)
     hot_args+=(-s -o /dev/null -r "$start-$((start + 65535))" "$hot_url")
 done
@@ -75,7 +77,7 @@ hot_total=$(count hot)
 
 new_args=()
 for i in $(seq 0 $((hot_requests - 1))); do
-    start=$(( (i * 7919 % 1000) * 65536 ))
+    start=$(( (i * 7919 % hot_blocks) * 65536 ))
     [ "$i" -gt 0 ] && new_args+=(--next)
     new_args+=(-s -o /dev/null -H "Connection: close" -r "$start-$((start + 65535))" "$hot_url")
 done
