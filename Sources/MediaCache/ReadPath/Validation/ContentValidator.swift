@@ -55,7 +55,10 @@ final class ContentValidator: Sendable {
     // MARK: What is known
 
     /// What is known of `key` for `request`, and the stored version and growing body it speaks of.
-    private func held(_ key: CacheKey, for request: ContentRequest) -> (
+    /// - Parameter ignoringVaried: a stored version that varies on fields the request does not
+    ///   match was dropped for it: one still stored (the store could not remove it) counts as
+    ///   nothing stored, so the request goes on instead of dropping it again.
+    private func held(_ key: CacheKey, for request: ContentRequest, ignoringVaried: Bool) -> (
         Validation.Held, stored: ContentMetadata?, growing: GrowingBody?
     ) {
         var held = Validation.Held()
@@ -63,7 +66,8 @@ final class ContentValidator: Sendable {
         held.isShutDown = scheduler.hasShutDown
         held.isOffline = configuration.isOffline
         held.probeRunning = probes.withLock { $0[key] != nil }
-        let stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
+        var stored = store.metadata(for: key).flatMap { $0.length != nil ? $0 : nil }
+        if ignoringVaried, let varied = stored, !varied.matches(request: request.headers) { stored = nil }
         var growing: GrowingBody?
         if let stored {
             held.stored = facts(of: stored, key: key, for: request)
@@ -124,8 +128,9 @@ final class ContentValidator: Sendable {
     func contentInfo(_ request: ContentRequest) async throws -> ContentMetadata {
         let key = store.key(for: request.url)
         var hasYielded = false
+        var droppedVaried = false
         while true {
-            let (held, stored, growing) = held(key, for: request)
+            let (held, stored, growing) = held(key, for: request, ignoringVaried: droppedVaried)
             switch Validation.decide(held: held, asked: Validation.Asked(request, hasYielded: hasYielded)) {
             case .rememberedAnswer:
                 // The origin's own answer (a `404`, a `301`), still fresh: given again, not asked for.
@@ -138,6 +143,7 @@ final class ContentValidator: Sendable {
                     "The stored answer varies on fields this request does not match",
                     metadata: ["url": "\(request.url.absoluteString.prefix(200))"])
                 try? await store.remove(key)
+                droppedVaried = true
             case .joinGrowingBody:
                 // The read joins the body coming for its start (``passThrough``) rather than asking again.
                 if let growing { return growing.metadata }
