@@ -323,49 +323,6 @@ extension DownloadQueue {
         return job
     }
 }
-
-extension DownloadQueue: RecordingJobs {
-    /// The recordings this queue runs (see ``Recorder``).
-    package var recordings: Recorder { recorder(as: .own(.recording)) }
-
-    /// The recordings this queue runs, reading as `requester` (a running job's, with its pacer).
-    func recorder(as requester: Requester) -> Recorder {
-        Recorder(jobs: self, reader: reader, logger: configuration.logger, requester: requester)
-    }
-
-    func job(_ id: String) -> DownloadJob? { state.withLock { $0.jobs[id] } }
-
-    @discardableResult
-    func updateRecording<T>(of id: String, _ change: (inout Recording) -> T) -> T? {
-        state.withLock { state in
-            guard var recording = state.jobs[id]?.recording else { return nil }
-            let result = change(&recording)
-            state.jobs[id]?.recording = recording
-            return result
-        }
-    }
-
-    func addKeys(_ keys: [CacheKey], to id: String) -> [CacheKey] {
-        state.withLock { state in
-            let known = Set(state.jobs[id]?.keys ?? [])
-            var seen: Set<CacheKey> = []
-            let added = keys.filter { !known.contains($0) && seen.insert($0).inserted }
-            state.jobs[id]?.keys += added
-            return added
-        }
-    }
-
-    func stored(_ bytes: Int64, for id: String) {
-        state.withLock { state in
-            guard state.jobs[id] != nil else { return }
-            state.jobs[id]!.bytesDone += bytes
-            state.jobs[id]!.resourcesDone += 1
-            state.jobs[id]!.resourcesTotal += 1
-            state.publish(.changed(state.jobs[id]!))
-        }
-    }
-}
-
 // MARK: Through the system's transfer service
 
 extension DownloadQueue {

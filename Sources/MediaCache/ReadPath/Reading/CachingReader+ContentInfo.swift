@@ -175,3 +175,52 @@ extension [(name: String, value: String)] {
         return conditionalFieldNames.contains(name.lowercased())
     }
 }
+
+// MARK: The narrow sources of the runners
+
+extension CachingReader: PrefetchSource, PlanSource, HeldAssetsSource {
+    func storedLength(ifHolding item: PrefetchItem, as requester: Requester) -> Int64? {
+        guard let total = cachedContentInfo(for: item.url)?.length else { return nil }
+        let range = item.range.map { ByteRange($0.lowerBound, min($0.upperBound, total)) } ?? ByteRange(0, total)
+        return range.isEmpty || storedLease(for: item.url, as: requester)?.holds(range) == true ? total : nil
+    }
+
+    func probe(_ item: PrefetchItem, headers: RequestHeaders, as requester: Requester) async throws {
+        _ = try await contentInfo(
+            for: item.url, readingFrom: item.range?.lowerBound ?? 0, length: item.range?.length, headers: headers,
+            as: requester)
+    }
+
+    func read(_ item: PrefetchItem, headers: RequestHeaders, as requester: Requester) async throws -> ReadStream {
+        try await read(
+            item.url, offset: item.range?.lowerBound ?? 0, length: item.range?.length, headers: headers, as: requester)
+    }
+
+    func readPlaylist(_ url: URL, headers: RequestHeaders, as requester: Requester) async throws -> (
+        body: [UInt8], metadata: ContentMetadata
+    ) {
+        try await playlistBody(url, headers: headers, as: requester)
+    }
+
+    var storesKeys: Bool { store.isEncrypted }
+
+    var logger: Logger { configuration.logger }
+
+    func storedLength(of url: URL) -> Int64? {
+        store.metadata(for: store.key(for: url))?.length
+    }
+
+    func isPinned(_ url: URL) -> Bool {
+        store.isPinned(store.key(for: url))
+    }
+
+    func originIsAway(for url: URL) -> Bool {
+        configuration.isOffline || fetcher.reachability.isFailing(url)
+    }
+
+    var heldPlanner: AssetPlanner { offlineTwin.planner(for: .player) }
+
+    func confirm(_ url: URL) async {
+        _ = try? await contentInfo(for: url, maximumAge: .zero)
+    }
+}
