@@ -45,6 +45,7 @@ let package = Package(
             name: "MediaCache",
             dependencies: [
                 "MediaCacheHTTPFields",
+                "CMediaCacheChecksum",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -54,6 +55,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // CRC-32C with the processor's instruction: what Swift cannot reach (every stored block's
+        // checksum).
+        .target(name: "CMediaCacheChecksum"),
         // Parsers of HTTP fields from outside (Range, Content-Range, Cache-Control, dates,
         // Host, Set-Cookie): pure, at the bottom, shared by the engine, the fetchers and the
         // proxy.

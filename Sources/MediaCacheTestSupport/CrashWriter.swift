@@ -77,6 +77,14 @@ public enum CrashWriter {
         var problems: [String] = []
         var checked: Int64 = 0
         for key in store.keys {
+            // Every committed byte has its checksum (before any read could give it one).
+            if encryptionKey == nil, let integrity = store.integrity(of: key),
+                integrity.checksummedBlocks != integrity.storedBlocks
+            {
+                problems.append(
+                    "\(key): \(integrity.storedBlocks - integrity.checksummedBlocks) of \(integrity.storedBlocks) blocks have no checksum"
+                )
+            }
             let handle = try store.openEntry(key)
             let metadata = try handle.metadata()
             let content = content(key: key, etag: metadata.etag)

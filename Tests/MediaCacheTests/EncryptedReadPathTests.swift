@@ -127,11 +127,13 @@ import Testing
             #expect(refetched.first == "bytes=\(block3.lowerBound)-\(block3.lowerBound + blocks * Self.blockSize - 1)")
             // The operator sees each rejection, with its block, at warning level.
             let warnings = logs.all.filter {
-                $0.level == .warning && $0.message.contains("A sealed block failed its check")
+                $0.level == .warning && $0.message.contains("Stored bytes failed their check")
             }
+            #expect(warnings.compactMap { $0.metadata["blocks"] } == ["\(blocks)"], "\(warnings)")
             #expect(
-                warnings.compactMap { $0.metadata["block"] }.sorted()
-                    == (tamper == .swapTwoBlocks ? ["3", "4"] : ["3"]), "\(warnings)")
+                warnings.first?.metadata["bytes"]
+                    == "\([ByteRange(block3.lowerBound, block3.lowerBound + blocks * Self.blockSize)])", "\(warnings)")
+            #expect(warnings.first?.metadata["url"] == h.origin.url("/a.mp4").absoluteString)
             // Stored again, the file replays from the cache alone.
             try await h.waitUntilQuiet("/a.mp4")
             h.origin.resetCounters()

@@ -54,6 +54,22 @@ package enum CacheMetrics {
         retries[cause]?.increment()
     }
 
+    /// What became of stored blocks that failed their check.
+    package enum DamagedBlock: String, CaseIterable, Sendable {
+        /// Fetched again from the origin and stored right.
+        case refetched
+        /// Needed while the origin could not give them again: the read failed at them.
+        case unrecoverable
+    }
+
+    private static let damagedBlockCounters = counters(
+        DamagedBlock.self, label: "mediacache_damaged_blocks_total", dimension: "outcome")
+
+    /// Counts `count` damaged blocks by what became of them.
+    package static func damagedBlocks(_ outcome: DamagedBlock, count: Int = 1) {
+        damagedBlockCounters[outcome]?.increment(by: count)
+    }
+
     /// The index was found damaged or missing at open and rebuilt from the entry records.
     static func indexRebuilt() {
         indexRebuilds.increment()
@@ -90,7 +106,7 @@ package enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
-            cacheEntries, rejectedBlocks, revalidations,
+            cacheEntries, rejectedBlocks, damagedBlockCounters, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
             preloadHits, preloads, downloadWaits, fills, fillStops, changesMidRead, failovers, renewals,
             diskFree, backgroundTransfers

@@ -25,7 +25,7 @@ extension CacheEntryHandle {
     func writeSealed(
         _ bytes: ByteBuffer, range: ByteRange, file: EntryFile, fileName: String, incoming: Int64, cipher: EntryCipher
     ) throws -> Bool {
-        try store.sealLock(for: key).withLock {
+        try store.entryLock(for: key).withLock {
             guard let stored = storedSpans(ifFile: fileName) else {
                 return claim(range, fileName: fileName, incoming: incoming)  // replaced meanwhile: not claimed
             }
@@ -87,7 +87,9 @@ extension CacheEntryHandle {
                     } else {
                         // The stored part of the block is wrong on disk: it is a hole now.
                         lost += old.map { ByteRange($0.lowerBound + blockStart, $0.upperBound + blockStart) }
-                        rejected(block.index, fileName: fileName, during: "a write")
+                        store.damaged(
+                            [block.index], of: key, ranges: [layout.range(ofBlock: block.index, length: nil)],
+                            during: "a write")
                         coverage = [block.destination]
                         plaintext = [UInt8](repeating: 0, count: Int(block.destination.upperBound))
                     }
@@ -116,25 +118,28 @@ extension CacheEntryHandle {
         }
         // A slot caught while a writer rewrote it, or one that is wrong on disk: look again
         // while no writer can change it.
-        return try store.sealLock(for: key).withLock {
+        return try store.entryLock(for: key).withLock {
             guard let spans = storedSpans(ifFile: fileName) else { throw invalidated() }
             guard spans.contains(range) else { throw CacheError(.notCached, "The bytes \(range) are not cached.") }
             switch try openBlocks(range, file: file, cipher: cipher, version: version) {
             case .opened(let bytes):
                 return bytes
             case .rejected(let indexes):
-                for index in indexes { rejected(index, fileName: fileName, during: "a read") }
                 let wrong = indexes.map { cipher.layout.range(ofBlock: $0, length: nil) }
-                store.state.withLock { state in
-                    guard let record = state.records[key], record.fileName == fileName else { return }
-                    let before = record.spans.byteCount
-                    for range in wrong { state.records[key]!.spans.remove(range) }
-                    state.records[key]!.isDirty = true
-                    state.totalBytes += state.records[key]!.spans.byteCount - before
+                let dropped = store.state.withLock { state -> [ByteRange] in
+                    let dropped =
+                        state.withRecord(key) { record -> [ByteRange] in
+                            guard record.fileName == fileName else { return [] }
+                            record.isDirty = true
+                            return record.drop(wrong)
+                        } ?? []
+                    state.totalBytes -= dropped.reduce(0) { $0 + $1.length }
+                    return dropped
                 }
+                store.damaged(indexes, of: key, ranges: dropped, during: "a read")
                 throw CacheError(
                     .notCached,
-                    "Blocks \(indexes) of the cache entry failed their check; their bytes are fetched again.")
+                    "Stored bytes of the cache entry failed their check; they are dropped and fetched again.")
             }
         }
     }
@@ -199,15 +204,6 @@ extension CacheEntryHandle {
         return coverage.allSatisfy { held.contains($0) } ? opened.plaintext : nil
     }
 
-    /// Logs and counts a block that failed its check.
-    private func rejected(_ index: Int64, fileName: String, during operation: String) {
-        store.rejectedBlocks.add(1, ordering: .relaxed)
-        CacheMetrics.rejectedBlocks.increment()
-        store.configuration.logger.warning(
-            "A sealed block failed its check (tampered with, torn by a crash, or sealed with another key); its bytes are dropped and fetched again",
-            metadata: ["block": "\(index)", "entry": "\(fileName)", "during": "\(operation)"])
-    }
-
     /// The entry's spans while its data file is `fileName`; `nil` once it was replaced.
     private func storedSpans(ifFile fileName: String) -> SpanSet? {
         store.state.withLock { state in
@@ -216,16 +212,17 @@ extension CacheEntryHandle {
         }
     }
 
-    private func invalidated() -> CacheError {
+    func invalidated() -> CacheError {
         CacheError(
             .entryInvalidated, "The cache entry \(key) was removed or replaced by a newer version; open it again.")
     }
 }
 
 extension CacheStore {
-    /// The lock writers of `key`'s entry hold while they seal and claim (striped: entries
-    /// share a few locks, which they hold only for one write).
-    func sealLock(for key: CacheKey) -> SealLock {
+    /// The lock writers of `key`'s entry hold while they seal or checksum and claim, and
+    /// checkers while they check (striped: entries share a few locks, which they hold only
+    /// for one write or check).
+    func entryLock(for key: CacheKey) -> SealLock {
         sealLocks[Int(UInt(bitPattern: key.hashValue) % UInt(sealLocks.count))]
     }
 

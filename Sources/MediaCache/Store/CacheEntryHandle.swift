@@ -102,6 +102,9 @@ package final class CacheEntryHandle: Sendable {
                 fresh.generation = generation
                 fresh.file = nil
                 fresh.spans = SpanSet()
+                fresh.checksums = BlockChecksums()
+                fresh.damaged = SpanSet()
+                fresh.verified = SpanSet()
                 fresh.metadata = metadata
                 fresh.isDirty = true
                 fresh.needsSync = false
@@ -201,8 +204,10 @@ package final class CacheEntryHandle: Sendable {
                         bytes, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
                 }
             } else {
-                try await BlockingIO.runToCompletion { try file.write(bytes, at: offset) }
-                shouldFlush = claim(range, fileName: fileName, incoming: incoming)
+                // Checksums are computed and claimed with the bytes under the same lock.
+                shouldFlush = try await BlockingIO.runToCompletion {
+                    try self.writeChecked(bytes, range: range, file: file, fileName: fileName, incoming: incoming)
+                }
             }
         } catch {
             store.state.withLock { state in
@@ -215,21 +220,29 @@ package final class CacheEntryHandle: Sendable {
     }
 
     /// Adds `range`, just written, to the entry's spans (less `lost`, stored bytes found
-    /// wrong meanwhile) and releases its reservation; returns whether a flush is due.
-    func claim(_ range: ByteRange, fileName: String, incoming: Int64, lost: [ByteRange] = []) -> Bool {
-        store.state.withLock { state -> Bool in
+    /// wrong meanwhile) with the checksums of the blocks it changed (`checksums`, by block;
+    /// the bytes of `verified` were checked or written now) and releases its reservation;
+    /// returns whether a flush is due.
+    func claim(
+        _ range: ByteRange, fileName: String, incoming: Int64, lost: [ByteRange] = [],
+        checksums: [(block: Int64, value: UInt32)] = [], verified: [ByteRange] = []
+    ) -> Bool {
+        let (due, healed) = store.state.withLock { state -> (Bool, Int) in
             state.reservedBytes -= incoming
             // A write that raced with a replacement of the entry is not claimed.
-            guard let record = state.records[key], record.fileName == fileName else { return false }
-            let before = record.spans.byteCount
-            for wrong in lost { state.records[key]!.spans.remove(wrong) }
-            state.records[key]!.spans.insert(range)
-            state.records[key]!.isDirty = true
-            state.records[key]!.needsSync = true
-            state.totalBytes += state.records[key]!.spans.byteCount - before
+            guard let index = state.records.index(forKey: key), state.records.values[index].fileName == fileName
+            else { return (false, 0) }
+            let before = state.records.values[index].spans.byteCount
+            let healed = state.records.values[index].claim(
+                range, lost: lost, checksums: checksums, verified: verified)
+            state.records.values[index].isDirty = true
+            state.records.values[index].needsSync = true
+            state.totalBytes += state.records.values[index].spans.byteCount - before
             state.unflushedBytes += range.length
-            return state.unflushedBytes >= store.configuration.flushThreshold
+            return (state.unflushedBytes >= store.configuration.flushThreshold, healed)
         }
+        if healed > 0 { store.healed(blocks: healed, of: key, range: range) }
+        return due
     }
 
     /// Reads the bytes of `range`, which must be cached.
@@ -243,7 +256,7 @@ package final class CacheEntryHandle: Sendable {
             _ = try cachedFile(for: range)
             return store.allocator.buffer(capacity: 0)
         }
-        let (openFile, fileName) = try cachedFile(for: range)
+        let (openFile, fileName, checked) = try cachedFile(for: range)
         let file = try await resolve(openFile, fileName)
         if let cipher {
             return try await BlockingIO.run {
@@ -252,7 +265,8 @@ package final class CacheEntryHandle: Sendable {
         }
         let allocator = store.allocator
         return try await BlockingIO.run {
-            try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator)
+            if !checked { try self.check(range, file: file, fileName: fileName) }
+            return try file.read(at: range.lowerBound, length: Int(range.length), allocator: allocator)
         }
     }
 
@@ -262,6 +276,9 @@ package final class CacheEntryHandle: Sendable {
     /// region is held.
     /// - Throws: `.notCached` if any byte of `range` is missing; `.ioFailure`;
     ///   `.entryInvalidated`.
+    /// The blocks under `range` are checked against their checksums first unless this process
+    /// checked them since the file was opened; a block that fails is dropped from the spans
+    /// (logged, counted) and this throws `.notCached`.
     /// An encrypted store's data files hold sealed blocks, never the bytes themselves: there
     /// this throws `.ioFailure`; use ``read(_:)``.
     package func storedRegion(_ range: ByteRange) async throws -> StoredRegion {
@@ -270,19 +287,23 @@ package final class CacheEntryHandle: Sendable {
                 .ioFailure,
                 "An encrypted cache's data files hold sealed blocks; read the bytes instead of sending the file.")
         }
-        let (openFile, fileName) = try cachedFile(for: range)
-        return StoredRegion(file: try await resolve(openFile, fileName), range: range)
+        let (openFile, fileName, checked) = try cachedFile(for: range)
+        let file = try await resolve(openFile, fileName)
+        if !checked { try await BlockingIO.run { try self.check(range, file: file, fileName: fileName) } }
+        return StoredRegion(file: file, range: range)
     }
 
     /// The cached span that holds `offset` and the entry's data file, when the file is open
     /// (and the store does not encrypt): what a server needs to send stored bytes at once,
-    /// found under one lock. Counts as an access for eviction.
+    /// found under one lock. Counts as an access for eviction. Only bytes whose blocks this
+    /// process checked (``CacheStore/Record/verified``) are in it: others take the read path,
+    /// which checks them.
     func openSpan(containing offset: Int64) -> (span: ByteRange, file: EntryFile)? {
         guard cipher == nil else { return nil }
         let now = store.configuration.clock.now
         return try? store.state.withLock { state in
             try withCurrentRecord(in: &state) { record -> (span: ByteRange, file: EntryFile)? in
-                guard let file = record.file, let span = record.spans.span(containing: offset) else { return nil }
+                guard let file = record.file, let span = record.verified.span(containing: offset) else { return nil }
                 record.lastAccess = now
                 record.isDirty = true
                 return (span, file)
@@ -290,9 +311,9 @@ package final class CacheEntryHandle: Sendable {
         }
     }
 
-    /// The entry's open file (if open) and file name, after checking `range` is cached;
-    /// counts as an access for eviction.
-    private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String) {
+    /// The entry's open file (if open), file name and whether this process checked every block
+    /// under `range`, after checking `range` is cached; counts as an access for eviction.
+    private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String, checked: Bool) {
         let now = store.configuration.clock.now
         return try store.state.withLock { state in
             try withCurrentRecord(in: &state) { record in
@@ -301,7 +322,7 @@ package final class CacheEntryHandle: Sendable {
                 }
                 record.lastAccess = now
                 record.isDirty = true
-                return (record.file, record.fileName)
+                return (record.file, record.fileName, cipher != nil || record.verified.contains(range))
             }
         }
     }

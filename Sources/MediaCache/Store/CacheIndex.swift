@@ -22,6 +22,10 @@ struct CacheIndex: Sendable {
         var lastAccess: Date
         /// Kept whatever the store's size and age limits (``CacheStore/pin(_:)``).
         var isPinned = false
+        /// The stored blocks' checksums (``BlockChecksums/encoded``).
+        var checksums = BlockChecksums()
+        /// Bytes dropped because their block failed its check, not stored again since.
+        var damaged = SpanSet()
     }
 
     /// A row this store cannot use as an entry: sealed with another key (or sealed, and the
@@ -79,6 +83,11 @@ struct CacheIndex: Sendable {
                             body TEXT NOT NULL -- JSON, sealed in an encrypted store
                         )
                         """)
+            }
+            migrator.registerMigration("v3 checksums") { db in
+                // Rows of earlier stores have none: their blocks gain them as they are read.
+                try db.execute(sql: "ALTER TABLE entry ADD COLUMN checksums BLOB NOT NULL DEFAULT x''")
+                try db.execute(sql: "ALTER TABLE entry ADD COLUMN damaged TEXT NOT NULL DEFAULT ''")
             }
             try migrator.migrate(queue)
         } catch {
@@ -140,7 +149,9 @@ struct CacheIndex: Sendable {
                         Row(
                             key: opened.key, fileName: fileName, metadata: opened.metadata, spans: spans,
                             createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess,
-                            isPinned: (row["pinned"] as Int?) == 1))
+                            isPinned: (row["pinned"] as Int?) == 1,
+                            checksums: BlockChecksums(encoded: row["checksums"] ?? Data(), for: spans),
+                            damaged: SpanSet(encoded: row["damaged"] ?? "") ?? SpanSet()))
                 }
                 return (rows, others)
             }
@@ -200,15 +211,18 @@ struct CacheIndex: Sendable {
             ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
         try db.execute(
             sql: """
-                INSERT INTO entry (key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO entry (
+                    key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned, checksums, damaged)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(key) DO UPDATE SET fileName = excluded.fileName, metadata = excluded.metadata,
                     spans = excluded.spans, byteCount = excluded.byteCount,
-                    createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned
+                    createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned,
+                    checksums = excluded.checksums, damaged = excluded.damaged
                 """,
             arguments: [
                 rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
                 row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970, row.isPinned ? 1 : 0,
+                row.checksums.encoded, row.damaged.encoded,
             ])
     }
 

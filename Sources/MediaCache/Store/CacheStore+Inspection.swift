@@ -25,6 +25,9 @@ package struct CacheEntrySummary: Sendable, Codable, Equatable {
     package var lastAccess: Date
     /// Whether the entry is pinned (kept whatever the limits, see ``CacheStore/pin(_:)``).
     package var isPinned = false
+    /// Bytes dropped because their block failed its check and not stored again since, each
+    /// `[start, end)`: the entry is damaged while there are any (`nil` for none).
+    package var damaged: [[Int64]]?
 
     /// Whether every byte is stored.
     package var isComplete: Bool { length.map { $0 == storedBytes } ?? false }
@@ -96,7 +99,24 @@ extension CacheStore {
             etag: metadata.etag,
             lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt,
             lastAccess: record.lastAccess,
-            isPinned: record.isPinned)
+            isPinned: record.isPinned,
+            damaged: record.damaged.isEmpty ? nil : record.damaged.spans.map { [$0.lowerBound, $0.upperBound] })
+    }
+
+    /// How `key`'s stored blocks stand: how many hold stored bytes, how many of those have a
+    /// checksum, the bytes this process checked, the damaged bytes.
+    package func integrity(of key: CacheKey) -> (
+        storedBlocks: Int, checksummedBlocks: Int, verified: SpanSet, damaged: SpanSet
+    )? {
+        state.withLock { state in
+            state.records[key].map { record in
+                let blocks = Set(record.spans.spans.flatMap { BlockChecksums.blocks(overlapping: $0) })
+                return (
+                    blocks.count, blocks.filter { record.checksums[$0] != nil }.count, record.verified,
+                    record.damaged
+                )
+            }
+        }
     }
 }
 

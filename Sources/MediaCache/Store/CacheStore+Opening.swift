@@ -206,11 +206,23 @@ extension CacheStore {
                 // Only possible after a power loss with data synchronisation off.
                 spans.remove(ByteRange(storable, last.upperBound))
             }
+            var checksums = row.checksums
+            if spans != row.spans, layout == nil {
+                // A block that lost some of its claimed bytes has a checksum over more than it
+                // holds now: the rest of its bytes go too, and are fetched again.
+                for lost in row.spans.spans.flatMap({ spans.holes(in: $0) }) {
+                    for block in BlockChecksums.blocks(overlapping: lost) {
+                        spans.remove(BlockChecksums.range(ofBlock: block))
+                        checksums[block] = nil
+                    }
+                }
+            }
             knownFiles.insert(row.fileName)
             state.records[row.key] = Record(
                 fileName: row.fileName, generation: state.makeGeneration(), metadata: row.metadata, spans: spans,
-                createdAt: row.createdAt, lastAccess: row.lastAccess, isPinned: row.isPinned,
-                isInPinnedFolder: isInPinnedFolder, isDirty: spans != row.spans || !named.contains(row.fileName))
+                checksums: checksums, damaged: row.damaged, createdAt: row.createdAt, lastAccess: row.lastAccess,
+                isPinned: row.isPinned, isInPinnedFolder: isInPinnedFolder,
+                isDirty: spans != row.spans || !named.contains(row.fileName))
             state.totalBytes += spans.byteCount
         }
         var unsealed = 0

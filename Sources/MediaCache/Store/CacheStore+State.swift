@@ -12,6 +12,14 @@ extension CacheStore {
         var generation: UInt64
         var metadata: ContentMetadata
         var spans: SpanSet
+        /// The stored blocks' checksums (an unencrypted store's; see ``BlockChecksums``).
+        var checksums = BlockChecksums()
+        /// Bytes dropped because their block failed its check and not stored again since: the
+        /// entry shows as damaged while there are any.
+        var damaged = SpanSet()
+        /// Stored bytes whose blocks were checked (or written) by this process: these may go
+        /// out by `sendfile` unchecked again. Never saved.
+        var verified = SpanSet()
         var createdAt: Date
         var lastAccess: Date
         /// The handles that have this key open; an open entry is never evicted.
@@ -68,7 +76,11 @@ extension CacheStore {
             unpinnedOpenFiles.append(key)
             while unpinnedOpenFiles.count > Self.keptOpenFiles {
                 let oldest = unpinnedOpenFiles.removeFirst()
-                if records[oldest]?.openBy.isEmpty == true { records[oldest]!.file = nil }
+                if records[oldest]?.openBy.isEmpty == true {
+                    // Its blocks are checked again after the file is next opened.
+                    records[oldest]!.file = nil
+                    records[oldest]!.verified = SpanSet()
+                }
             }
         }
 

@@ -114,9 +114,9 @@ public final class CacheStore: Sendable {
     /// Where pinned and streaming entries' data files are (the same in a one-folder store).
     let (dataDirectory, cacheDataDirectory): (String, String)
     let allocator = ByteBufferAllocator()
-    /// See ``sealLock(for:)``.
+    /// See ``entryLock(for:)``.
     let sealLocks = (0..<64).map { _ in SealLock() }
-    /// Sealed blocks that failed their check since the store opened.
+    /// Stored blocks that failed their check (a checksum or a seal) since the store opened.
     let rejectedBlocks = Atomic<Int>(0)
     /// Held open (with a record lock) while the store is open, so one process at a time uses the folder.
     let lockDescriptor: Mutex<CInt?>
@@ -354,7 +354,8 @@ public final class CacheStore: Sendable {
                     changes.rows.append(
                         CacheIndex.Row(
                             key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
-                            createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned))
+                            createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned,
+                            checksums: record.checksums, damaged: record.damaged))
                     if record.needsSync, configuration.synchronizesData {
                         toSync.append((dataPath(of: record), record.file))
                     }

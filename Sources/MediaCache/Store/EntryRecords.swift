@@ -35,6 +35,9 @@ struct EntryRecords: Sendable {
         var createdAt: Double
         var lastAccess: Double
         var pinned: Bool
+        /// ``BlockChecksums/encoded``, in Base64 (absent in records of earlier stores).
+        var checksums: String?
+        var damaged: String?
     }
 
     /// Makes the folders (private to their owner) if they are missing.
@@ -54,7 +57,8 @@ struct EntryRecords: Sendable {
             let record = Record(
                 key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded,
                 createdAt: row.createdAt.timeIntervalSince1970,
-                lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned)
+                lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned,
+                checksums: row.checksums.encoded.base64EncodedString(), damaged: row.damaged.encoded)
             guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName)
             else { continue }
             replace(entriesDirectory + "/" + row.fileName, with: text)
@@ -83,7 +87,10 @@ struct EntryRecords: Sendable {
                     key: CacheKey(record.key), fileName: name, metadata: record.metadata, spans: spans,
                     createdAt: Date(timeIntervalSince1970: record.createdAt),
                     lastAccess: Date(timeIntervalSince1970: record.lastAccess),
-                    isPinned: record.pinned))
+                    isPinned: record.pinned,
+                    checksums: BlockChecksums(
+                        encoded: record.checksums.flatMap { Data(base64Encoded: $0) } ?? Data(), for: spans),
+                    damaged: record.damaged.flatMap(SpanSet.init(encoded:)) ?? SpanSet()))
         }
         return (rows, unreadable)
     }

@@ -56,7 +56,9 @@ package enum MetricsHelp {
         "mediacache_preload_hits_total":
             "Preloaded resources (a file, an HLS or DASH segment) a player then read, each counted once per preload.",
         "mediacache_rejected_blocks_total":
-            "Sealed blocks of an encrypted cache that failed their check (tampered with, torn by a crash, another key); each is fetched again.",
+            "Stored blocks that failed their check (a CRC-32C, or an encrypted cache's seal): changed on disk, torn by a crash, another key; each is dropped and fetched again.",
+        "mediacache_damaged_blocks_total":
+            "Blocks that failed their check, by what became of them (refetched: stored again right; unrecoverable: needed while the origin could not give them).",
     ]
 
     /// `export` with a `# HELP` line before each `# TYPE` line of a known metric that has none.
