@@ -167,6 +167,7 @@ let package = Package(
             dependencies: [
                 "MediaCache", "MediaCacheHTTP", "MediaCacheHTTPFields", "MediaCacheTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import GRDB
 import MediaCacheTestSupport
 import NIOCore
 import Testing
@@ -149,6 +150,60 @@ import Testing
             try await CacheStoreTests.expectBytes(again, whole)
             again.close()
             try await probe.close()
+        }
+    }
+
+    /// A store of the layout before checksums (no checksum columns, records without them)
+    /// opens with every byte, serves them, and gains a checksum for each block it reads; a
+    /// byte changed after that is caught.
+    @Test func aStoreFromBeforeChecksumsGainsThemAsItIsRead() async throws {
+        try await withTemporaryDirectory { directory in
+            let metadata = EncryptedStoreTests.metadata
+            let entryKey = CacheKey("https://media.example/older.mp3")
+            let whole = ByteRange(0, metadata.length!)
+            let store = try await CacheStore.open(directory: directory, configuration: CacheStoreTests.configuration())
+            let handle = try store.openEntry(entryKey)
+            try handle.updateMetadata(metadata)
+            try await CacheStoreTests.write(handle, whole)
+            handle.close()
+            try await store.close()
+            // Back to the layout of the store before checksums.
+            let index = try DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path)
+            try await index.write { db in
+                try db.execute(sql: "ALTER TABLE entry DROP COLUMN checksums")
+                try db.execute(sql: "ALTER TABLE entry DROP COLUMN damaged")
+                try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v3 checksums'")
+            }
+            try index.close()
+            let records = directory.appendingPathComponent("entries")
+            for name in try FileManager.default.contentsOfDirectory(atPath: records.path) {
+                let file = records.appendingPathComponent(name)
+                var json = try #require(
+                    try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+                #expect(json.removeValue(forKey: "checksums") != nil)
+                json.removeValue(forKey: "damaged")
+                try JSONSerialization.data(withJSONObject: json).write(to: file)
+            }
+
+            let older = try await CacheStore.open(directory: directory, configuration: CacheStoreTests.configuration())
+            #expect(older.integrity(of: entryKey)?.checksummedBlocks == 0)
+            let again = try older.openEntry(entryKey)
+            #expect(try again.spans() == SpanSet([whole]))
+            try await CacheStoreTests.expectBytes(again, whole)
+            let integrity = try #require(older.integrity(of: entryKey))
+            #expect(integrity.checksummedBlocks == integrity.storedBlocks && integrity.storedBlocks == 32)
+            again.close()
+            try await older.close()
+
+            let reopened = try await CacheStore.open(
+                directory: directory, configuration: CacheStoreTests.configuration())
+            #expect(reopened.integrity(of: entryKey)?.checksummedBlocks == 32)
+            try EncryptedStoreTests.modifyDataFile(reopened, entryKey) { $0[70_000] ^= 1 }
+            let last = try reopened.openEntry(entryKey)
+            await #expect(throws: CacheError.self) { _ = try await last.read(whole) }
+            #expect(reopened.integrity(of: entryKey)?.damaged == SpanSet([BlockChecksums.range(ofBlock: 1)]))
+            last.close()
+            try await reopened.close()
         }
     }
 }
