@@ -13,7 +13,7 @@ struct MediaCacheCommand: AsyncParsableCommand {
             UnpinCommand.self, RecordCommand.self, DownloadsCommand.self,
             NetworkCommand.self,
             JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self,
-            ExportCommand.self,
+            ExportCommand.self, VerifyCommand.self,
             ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self,
             ServiceCommand.self, IntegrateCommand.self, PlayCommand.self,
         ]

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCache
 import MediaCacheProxy
 import MediaCacheTestSupport
 import Testing
@@ -101,11 +102,34 @@ struct DamagedStoreTests {
                     requests.map(\.range) == ["bytes=\(block)-\(block + Self.blockSize - 1)"], "\(path): \(requests)")
                 #expect(requests.first?.ifRange == origin.resource(at: path)?.etag)
             }
+            // A byte flipped while the server runs (its block already checked by this process):
+            // `verify` finds it and fetches the block again.
+            let running = 20 * Self.blockSize + 5
+            try Self.flip(in: folder, at: running, holding: bytes("/song.mp3", running..<running + 64))
+            origin.resetCounters()
+            let verified = try await CacheCommandTests.mediacache(
+                ["verify", "--cache-dir", folder, "--json", origin.url("/song.mp3").absoluteString])
+            #expect(verified.status == 0, "\(verified.error)")
+            let reports = try JSONDecoder().decode([VerifyReport].self, from: Data(verified.output.utf8))
+            let song = reports.first { $0.url == origin.url("/song.mp3").absoluteString }
+            #expect(song?.found == [[Int64(20 * Self.blockSize), Int64(21 * Self.blockSize)]], "\(reports)")
+            #expect(reports.count == 1 && song?.damaged == [] && song?.isSound == true, "\(reports)")
+            #expect(
+                origin.requests("/song.mp3").map(\.range) == ["bytes=\(20 * Self.blockSize)-\(21 * Self.blockSize - 1)"]
+            )
+            #expect(try await Self.curl(info, origin.url("/song.mp3")) == bytes("/song.mp3", 0..<length))
             // With the origin down, the pinned file's read stops before its damaged block.
             origin.update("/pinned.mp3") { $0.faults.status = 503 }
             let pinned = try await Self.curl(info, origin.url("/pinned.mp3"))
             #expect(pinned.count <= 5 * Self.blockSize)
             #expect(pinned == bytes("/pinned.mp3", 0..<pinned.count))
+            let report = try await CacheCommandTests.mediacache(
+                ["verify", "--cache-dir", folder, "--no-repair", origin.url("/pinned.mp3").absoluteString])
+            #expect(report.status == 1)
+            #expect(
+                report.output.contains(
+                    "damaged  \(origin.url("/pinned.mp3").absoluteString)  bytes \(5 * Self.blockSize)-\(6 * Self.blockSize - 1)"
+                ), "\(report.output)")
             await server.stop()
             let text = try String(contentsOf: log, encoding: .utf8)
             for path in paths {

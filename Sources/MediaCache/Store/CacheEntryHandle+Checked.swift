@@ -88,7 +88,9 @@ extension CacheEntryHandle {
     /// Checks the blocks under `range` this process has not checked since the file was
     /// opened; a block with no checksum yet (stored before checksums were kept) gains one.
     /// - Throws: `.notCached` after dropping the blocks that fail; `.entryInvalidated`.
-    func check(_ range: ByteRange, file: EntryFile, fileName: String) throws {
+    /// With `everyBlock`, every stored block under `range` is checked, whatever this process
+    /// checked before (``CacheStore/verify(_:)``).
+    func check(_ range: ByteRange, file: EntryFile, fileName: String, everyBlock: Bool = false) throws {
         try store.entryLock(for: key).withLock {
             guard let (spans, sums, verified) = checkState(ifFile: fileName) else { throw invalidated() }
             var passed: [ByteRange] = []
@@ -98,7 +100,7 @@ extension CacheEntryHandle {
             for block in BlockChecksums.blocks(overlapping: range) {
                 let blockRange = BlockChecksums.range(ofBlock: block)
                 let runs = spans.spans(in: blockRange)
-                guard !runs.isEmpty, !runs.allSatisfy({ verified.contains($0) }) else { continue }
+                guard !runs.isEmpty, everyBlock || !runs.allSatisfy({ verified.contains($0) }) else { continue }
                 let crc = try readRuns(runs, of: blockRange, file: file, into: &scratch)
                 switch (crc, sums[block]) {
                 case (let crc?, nil):

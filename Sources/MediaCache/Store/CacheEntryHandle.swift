@@ -377,6 +377,14 @@ package final class CacheEntryHandle: Sendable {
         try store.state.withLock { state in try withCurrentRecord(in: &state) { body($0) } }
     }
 
+    /// The entry's data file, opened if it was not, and its name.
+    func openedFile() async throws -> (EntryFile, String) {
+        let (openFile, fileName) = try store.state.withLock { state in
+            try withCurrentRecord(in: &state) { ($0.file, $0.fileName) }
+        }
+        return (try await resolve(openFile, fileName), fileName)
+    }
+
     func resolve(_ openFile: EntryFile?, _ fileName: String) async throws -> EntryFile {
         if let openFile { return openFile }
         return try await file(named: fileName)

@@ -65,6 +65,9 @@ package enum AdminAPI {
     /// Writes what is cached of `target=` to `output=` (an absolute path on the server's
     /// machine); 504 naming what is not cached.
     package static let export = AdminEndpoint<ExportQuery, ExportSummary>(.POST, "export")
+    /// Checks the entries of each `target=` (every entry without one) against their block
+    /// checksums now, and fetches damaged bytes again unless `repair=0`.
+    package static let verify = AdminEndpoint<VerifyQuery, [VerifyReport]>(.POST, "verify")
     /// The preload queue.
     package static let preloadStatus = AdminEndpoint<NoQuery, [PreloadItem.Status]>(.GET, "preload")
     /// A new preload queue, in the order the items will play; it replaces the old one and
@@ -87,7 +90,7 @@ package enum AdminAPI {
     package static let routes: [AdminRoute] = [
         entries.route, entry.route, stats.route, remove.route, clear.route, prefetch.route, downloads.route, pin.route,
         unpin.route, rules.route, move.route, network.route, setNetwork.route, replaceURL.route, pause.route,
-        resume.route, cancel.route, export.route, preloadStatus.route, preload.route, stopPreload.route, fills.route,
+        resume.route, cancel.route, export.route, verify.route, preloadStatus.route, preload.route, stopPreload.route, fills.route,
         record.route,
         recordingPlaylist.route, recordingManifest.route,
     ]

@@ -143,6 +143,10 @@ struct AdminEndpoints {
             try await downloads().cancel(try job(query))
             return AdminAPI.Cancelled()
         }
+        router.on(AdminAPI.verify) { query in
+            let verifier = StoreVerifier(store: store, repairingWith: query.repair ? reader : nil)
+            return await verifier.verify(query.targets.isEmpty ? nil : query.targets.map(store.key(for:)))
+        }
         router.on(AdminAPI.export) { query in
             let url = query.asset.target
             let destination = URL(fileURLWithPath: query.output)

@@ -198,6 +198,26 @@ package struct ReplaceURLQuery: AdminQuery {
     }
 }
 
+/// The entries to verify (`target=`, each; none for every entry) and whether to fetch what
+/// is damaged again (`repair=0` not to).
+package struct VerifyQuery: AdminQuery {
+    package var targets: [URL]
+    package var repair: Bool
+    package init(_ targets: [URL], repair: Bool) { (self.targets, self.repair) = (targets, repair) }
+    package init(reading query: AdminQueryItems) throws {
+        targets = try query.values("target").map { try query.origin($0) }
+        switch query.value("repair") {
+        case nil, "1": repair = true
+        case "0": repair = false
+        default: throw ProxyRequestError(status: .badRequest, "Give repair=1 or repair=0.")
+        }
+    }
+    package var queryItems: [URLQueryItem] {
+        targets.map { URLQueryItem(name: "target", value: $0.absoluteString) }
+            + [URLQueryItem(name: "repair", value: repair ? "1" : "0")]
+    }
+}
+
 /// What to export and where: `output=` an absolute path.
 package struct ExportQuery: AdminQuery {
     package var asset: AssetQuery

@@ -57,6 +57,9 @@ protocol CacheAccess: Sendable {
         -> DownloadJob
     /// Writes what is cached of `url` to `destination` (a recorded live URL: its recording).
     func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary
+    /// Checks the entries of `urls` (every entry when empty) against their checksums now, and
+    /// fetches damaged bytes again when `repair` says so.
+    func verify(_ urls: [URL], repair: Bool) async throws -> [VerifyReport]
     /// Gives the job `text` names rules of its own.
     func setRules(_ text: String, _ rules: JobRuleOptions) async throws -> DownloadJob
     /// Moves the job `text` names to the front of the queue (or the back).

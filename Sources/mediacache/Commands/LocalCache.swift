@@ -22,6 +22,11 @@ struct LocalCache: CacheAccess {
 
     func entries() async throws -> [CacheEntrySummary] { store.entrySummaries() }
 
+    func verify(_ urls: [URL], repair: Bool) async throws -> [VerifyReport] {
+        await StoreVerifier(store: store, repairingWith: repair ? reader : nil)
+            .verify(urls.isEmpty ? nil : urls.map(store.key(for:)))
+    }
+
     func entry(_ url: URL) async throws -> CacheEntrySummary? { store.entrySummary(for: store.key(for: url)) }
 
     func stats() async throws -> AdminStats {

@@ -36,6 +36,10 @@ struct ServerCache: CacheAccess {
 
     func clear() async throws -> Int { try await ask(AdminAPI.clear, NoQuery()).removed }
 
+    func verify(_ urls: [URL], repair: Bool) async throws -> [VerifyReport] {
+        try await ask(AdminAPI.verify, VerifyQuery(urls, repair: repair), timeout: .hours(24))
+    }
+
     func prefetch(_ url: URL, _ request: PrefetchRequest, progress: @escaping @Sendable (PrefetchProgress) -> Void)
         async throws -> PrefetchProgress
     {
