@@ -2,7 +2,6 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-import NIOCore
 
 /// What `mediacache verify` found of one entry.
 package struct VerifyReport: Sendable, Codable, Equatable {
