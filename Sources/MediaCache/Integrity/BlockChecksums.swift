@@ -74,15 +74,21 @@ struct BlockChecksums: Sendable, Equatable {
     /// A compact form for the index: for each block with a checksum, its index and its
     /// checksum, 4 bytes each, little-endian, in increasing order.
     var encoded: Data {
-        var data = Data(capacity: count * 8)
-        for (word, bits) in known.enumerated() where bits != 0 {
-            for bit in 0..<64 where bits & (1 << UInt64(bit)) != 0 {
-                let index = word * 64 + bit
-                withUnsafeBytes(of: UInt32(index).littleEndian) { data.append(contentsOf: $0) }
-                withUnsafeBytes(of: values[index].littleEndian) { data.append(contentsOf: $0) }
+        var bytes = [UInt8](repeating: 0, count: count * 8)
+        var at = 0
+        bytes.withUnsafeMutableBytes { target in
+            for (word, bits) in known.enumerated() where bits != 0 {
+                var rest = bits
+                while rest != 0 {
+                    let index = word * 64 + rest.trailingZeroBitCount
+                    rest &= rest - 1
+                    target.storeBytes(of: UInt32(index).littleEndian, toByteOffset: at, as: UInt32.self)
+                    target.storeBytes(of: values[index].littleEndian, toByteOffset: at + 4, as: UInt32.self)
+                    at += 8
+                }
             }
         }
-        return data
+        return Data(bytes)
     }
 
     /// Reads `data` written by ``encoded`` for an entry whose stored bytes are `spans`:
