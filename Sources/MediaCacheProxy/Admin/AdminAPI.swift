@@ -90,7 +90,8 @@ package enum AdminAPI {
     package static let routes: [AdminRoute] = [
         entries.route, entry.route, stats.route, remove.route, clear.route, prefetch.route, downloads.route, pin.route,
         unpin.route, rules.route, move.route, network.route, setNetwork.route, replaceURL.route, pause.route,
-        resume.route, cancel.route, export.route, verify.route, preloadStatus.route, preload.route, stopPreload.route, fills.route,
+        resume.route, cancel.route, export.route, verify.route, preloadStatus.route, preload.route, stopPreload.route,
+        fills.route,
         record.route,
         recordingPlaylist.route, recordingManifest.route,
     ]
