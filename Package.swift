@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0"),
     ],
     targets: [
         // The engine: store, spans, eviction, read path. No server code.
@@ -59,10 +60,14 @@ let package = Package(
         // checksum).
         .target(name: "CMediaCacheChecksum"),
         // Parsers of HTTP fields from outside (Range, Content-Range, Cache-Control, dates,
-        // Host, Set-Cookie): pure, at the bottom, shared by the engine, the fetchers and the
+        // Host, Set-Cookie, CMCD, origin digests; structured fields by the library): pure, at the bottom, shared by the engine, the fetchers and the
         // proxy.
         .target(
             name: "MediaCacheHTTPFields",
+            dependencies: [
+                .product(name: "StructuredFieldValues", package: "swift-http-structured-headers"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Origin fetching on AsyncHTTPClient.
@@ -95,6 +100,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -184,6 +190,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -191,7 +198,10 @@ let package = Package(
         // is read from the source tree at test time by `Mutator`, not built.)
         .testTarget(
             name: "MediaCacheHTTPFieldsTests",
-            dependencies: ["MediaCache", "MediaCacheHTTPFields", "MediaCacheTestSupport"],
+            dependencies: [
+                "MediaCache", "MediaCacheHTTPFields", "MediaCacheTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

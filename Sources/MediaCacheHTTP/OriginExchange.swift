@@ -99,6 +99,11 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         metadata.finalURL = finalURL
         metadata.sourceURL = url
         let contentLength = try contentLength(response.headers, url: url)
+        let coded = response.headers["content-encoding"].contains { $0.lowercased() != "identity" }
+        if response.status == 200, !coded, !response.headers["content-digest"].isEmpty {
+            // A whole answer's content is the representation: its digest is one of it.
+            metadata.wholeContentDigest = response.headers["content-digest"].joined(separator: ", ")
+        }
         switch response.status {
         case 304:
             // The answer to a conditional request: the cached version is current (or, when

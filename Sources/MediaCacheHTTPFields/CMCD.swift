@@ -1,6 +1,8 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
+import RawStructuredFieldValues
+
 /// Common Media Client Data (CTA-5004): what a player says of itself on each request, as a
 /// `CMCD` query parameter or in `CMCD-Object`, `CMCD-Request`, `CMCD-Session` and
 /// `CMCD-Status` fields. The cache keeps it out of keys and passes a player's on to the
@@ -64,55 +66,69 @@ package struct CMCD: Sendable, Equatable {
     }
 
     /// The fields to send, each key in its shard (CTA-5004 §2.2), keys in alphabetical order;
-    /// none for what is unknown.
+    /// none for what is unknown. Each is an RFC 8941 dictionary, written by the structured-field
+    /// serializer.
     package var fields: [(name: String, value: String)] {
-        var object: [String] = []
-        if let duration { object.append("d=\(duration)") }
-        if let objectType { object.append("ot=\(objectType)") }
-        var session: [String] = []
-        if let streamingFormat { session.append("sf=\(streamingFormat)") }
-        if let sessionID { session.append("sid=\"\(sessionID)\"") }
+        var object: [(String, RFC9651BareItem)] = []
+        if let duration { object.append(("d", .integer(Int64(duration)))) }
+        if let objectType { object.append(("ot", .token(objectType))) }
+        var session: [(String, RFC9651BareItem)] = []
+        if let streamingFormat { session.append(("sf", .token(streamingFormat))) }
+        if let sessionID { session.append(("sid", .string(sessionID))) }
         var result: [(name: String, value: String)] = []
-        if !object.isEmpty { result.append(("CMCD-Object", object.joined(separator: ","))) }
-        if isCachesOwn { result.append(("CMCD-Request", Self.ownKey)) }
-        if !session.isEmpty { result.append(("CMCD-Session", session.joined(separator: ","))) }
+        if !object.isEmpty { result.append(("CMCD-Object", Self.serialized(object))) }
+        if isCachesOwn { result.append(("CMCD-Request", Self.serialized([(Self.ownKey, .bool(true))]))) }
+        if !session.isEmpty { result.append(("CMCD-Session", Self.serialized(session))) }
         return result
     }
 
-    /// The compact text the proxy carries in a URI it rewrites (`ot=m,sf=h,sid="…"`), which
-    /// ``init(parsing:)`` reads back.
+    /// The compact text the proxy carries in a URI it rewrites (`d=2000, ot=m, sf=h, sid="…"`,
+    /// one dictionary of every known key), which ``init(parsing:)`` reads back.
     package var text: String {
-        var keys: [String] = []
-        if let duration { keys.append("d=\(duration)") }
-        if let objectType { keys.append("ot=\(objectType)") }
-        if let streamingFormat { keys.append("sf=\(streamingFormat)") }
-        if let sessionID { keys.append("sid=\"\(sessionID)\"") }
-        return keys.joined(separator: ",")
+        var keys: [(String, RFC9651BareItem)] = []
+        if let duration { keys.append(("d", .integer(Int64(duration)))) }
+        if let objectType { keys.append(("ot", .token(objectType))) }
+        if let streamingFormat { keys.append(("sf", .token(streamingFormat))) }
+        if let sessionID { keys.append(("sid", .string(sessionID))) }
+        return Self.serialized(keys)
     }
 
-    /// Reads ``text`` back, from outside (a URI a player could change): known keys with
-    /// values in bounds, the rest left out; at most 512 bytes.
+    /// The object types (`ot`) and streaming formats (`sf`) CTA-5004 defines.
+    private static let objectTypes: Set<String> = ["m", "i", "k", "c", "a", "v", "av", "tt", "o"]
+    private static let streamingFormats: Set<String> = ["h", "d", "s", "o"]
+
+    /// Reads CMCD keys from outside (``text``, a URI a player could change, or a player's
+    /// `CMCD-Session`): an RFC 8941 dictionary read by the structured-field parser, of which
+    /// the known keys with values of their type and in bounds are kept; at most 512 bytes. A
+    /// value that is not a dictionary gives nothing.
     package init(parsing text: String) {
         self.init()
         guard text.utf8.count <= 512 else { return }
-        for pair in text.split(separator: ",") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { continue }
-            let value = String(parts[1])
-            switch parts[0] {
-            case "d": duration = HTTPNumber.strict(value).flatMap { $0 <= 86_400_000 ? Int($0) : nil }
-            case "ot": objectType = ["m", "i", "k", "c", "a", "v", "av", "tt", "o"].contains(value) ? value : nil
-            case "sf": streamingFormat = ["h", "d", "s", "o"].contains(value) ? value : nil
-            case "sid":
-                let inner =
-                    value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2
-                    ? String(value.dropFirst().dropLast()) : ""
+        var parser = StructuredFieldValueParser(Array(text.utf8))
+        guard let dictionary = try? parser.parseDictionaryFieldValue() else { return }
+        for (key, member) in dictionary {
+            guard case .item(let item) = member else { continue }
+            switch (key, item.rfc9651BareItem) {
+            case ("d", .integer(let value)) where (0...86_400_000).contains(value): duration = Int(value)
+            case ("ot", .token(let value)) where Self.objectTypes.contains(value): objectType = value
+            case ("sf", .token(let value)) where Self.streamingFormats.contains(value): streamingFormat = value
+            case ("sid", .string(let value)):
                 sessionID =
-                    !inner.isEmpty && inner.utf8.count <= 64 && inner.utf8.allSatisfy { Self.isSessionByte($0) }
-                    ? inner : nil
+                    !value.isEmpty && value.utf8.count <= 64 && value.utf8.allSatisfy { Self.isSessionByte($0) }
+                    ? value : nil
             default: continue
             }
         }
+    }
+
+    /// `members` as one RFC 8941 dictionary, by the structured-field serializer (empty when it
+    /// refuses one, which the keys and values above never are).
+    private static func serialized(_ members: [(String, RFC9651BareItem)]) -> String {
+        var dictionary = OrderedMap<String, ItemOrInnerList>()
+        for (key, value) in members { dictionary[key] = .item(Item(bareItem: value, parameters: OrderedMap())) }
+        var serializer = StructuredFieldValueSerializer()
+        guard let bytes = try? serializer.writeDictionaryFieldValue(dictionary) else { return "" }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The session keys (`sf`, `sid`) of the `CMCD-Session` field among `fields`, if any.

@@ -112,7 +112,8 @@ import Testing
                 sessions.count == 3 && Set(sessions).count == 1 && sessions[0] != nil,
                 "\(asked.map { $0.header("CMCD-Session") ?? "-" })")
             #expect(
-                asked[1].header("CMCD-Object") == "ot=m" && asked[1].header("CMCD-Session")?.hasPrefix("sf=h,") == true)
+                asked[1].header("CMCD-Object") == "ot=m" && asked[1].header("CMCD-Session")?.hasPrefix("sf=h, ") == true
+            )
             #expect(asked[2].header("CMCD-Object") == "d=2000", "\(asked[2])")
             #expect(
                 asked.allSatisfy { $0.header("CMCD-Request") == nil }, "a player's request marked as the cache's own")

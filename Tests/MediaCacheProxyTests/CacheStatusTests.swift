@@ -36,45 +36,45 @@ import Testing
         Row(
             name: "nothing stored", before: .init(metadata: nil, spans: SpanSet(), validated: nil),
             answered: version(), range: ByteRange(0, 100), validated: now,
-            header: "MediaCache; fwd=uri-miss; stored"),
+            header: "MediaCache;fwd=uri-miss;stored"),
         Row(
             name: "the range held, fresh",
             before: .init(
                 metadata: version(), spans: SpanSet([ByteRange(0, 1_000)]),
                 validated: earlier), answered: version(), range: ByteRange(0, 100), validated: earlier,
-            header: "MediaCache; hit; ttl=60"),
+            header: "MediaCache;hit;ttl=60"),
         Row(
             name: "part of the range held",
             before: .init(
                 metadata: version(), spans: SpanSet([ByteRange(0, 50)]),
                 validated: earlier), answered: version(), range: ByteRange(0, 100), validated: earlier,
-            header: "MediaCache; fwd=partial; stored"),
+            header: "MediaCache;fwd=partial;stored"),
         Row(
             name: "stale, confirmed, the range held: 304",
             before: .init(metadata: version(fresh: -10), spans: SpanSet([ByteRange(0, 1_000)]), validated: earlier),
             answered: version(), range: ByteRange(0, 100), validated: now,
-            header: "MediaCache; fwd=stale; fwd-status=304; stored"),
+            header: "MediaCache;fwd=stale;fwd-status=304;stored"),
         Row(
             name: "stale, confirmed with the missing bytes: 206",
             before: .init(metadata: version(fresh: -10), spans: SpanSet([ByteRange(0, 50)]), validated: earlier),
             answered: version(), range: ByteRange(0, 100), validated: now,
-            header: "MediaCache; fwd=stale; fwd-status=206; stored"),
+            header: "MediaCache;fwd=stale;fwd-status=206;stored"),
         Row(
             name: "stale, another version came whole: 200",
             before: .init(metadata: version(fresh: -10), spans: SpanSet([ByteRange(0, 1_000)]), validated: earlier),
             answered: version("\"v2\""), range: ByteRange(0, 100), validated: now,
-            header: "MediaCache; fwd=stale; fwd-status=200; stored"),
+            header: "MediaCache;fwd=stale;fwd-status=200;stored"),
         Row(
             name: "no-store passes through", before: .init(metadata: nil, spans: SpanSet(), validated: nil),
             answered: {
                 var metadata = version()
                 metadata.isStorable = false
                 return metadata
-            }(), range: ByteRange(0, 100), validated: now, header: "MediaCache; fwd=bypass"),
+            }(), range: ByteRange(0, 100), validated: now, header: "MediaCache;fwd=bypass"),
         Row(
             name: "a stream without a length passes through",
             before: .init(metadata: nil, spans: SpanSet(), validated: nil),
-            answered: version(), range: nil, validated: nil, passesThrough: true, header: "MediaCache; fwd=bypass"),
+            answered: version(), range: nil, validated: nil, passesThrough: true, header: "MediaCache;fwd=bypass"),
     ]
 
     @Test(arguments: rows) func eachCaseIsJudgedAsRFC9211Says(_ row: Row) {

@@ -11,6 +11,7 @@ import MediaCacheProxy
 import MediaCacheTestSupport
 import NIOCore
 import NIOHTTP1
+import RawStructuredFieldValues
 import Synchronization
 import Testing
 
@@ -54,20 +55,21 @@ struct ProxyHarness {
         return Reply(status: Int(response.status.code), headers: response.headers, body: body)
     }
 
-    /// Whether `value` is a `Cache-Status` of this cache with the parameters it writes (RFC 9211).
+    /// Whether `value` is a `Cache-Status` of this cache with the parameters it writes (RFC 9211),
+    /// read by the structured-field parser: its last member (each cache adds its own).
     static func isCacheStatus(_ value: String) -> Bool {
-        let parts = value.components(separatedBy: "; ")
-        guard parts.first == "MediaCache" else { return false }
-        return parts.dropFirst().allSatisfy { part in
-            let (name, value) = (part.prefix { $0 != "=" }, part.drop { $0 != "=" }.dropFirst())
-            switch name {
-            case "hit", "stored": return value.isEmpty
-            case "fwd": return ["uri-miss", "stale", "partial", "bypass"].contains(String(value))
-            case "fwd-status": return value.count == 3 && Int(value) != nil
-            case "ttl": return Int(value) != nil
-            case "detail":
-                return value.first?.isLetter == true && value.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" }
-            default: return false
+        var parser = StructuredFieldValueParser(Array(value.utf8))
+        guard let list = try? parser.parseListFieldValue(), case .item(let member)? = list.last,
+            case .token("MediaCache") = member.rfc9651BareItem
+        else { return false }
+        return member.rfc9651Parameters.allSatisfy { name, value in
+            switch (name, value) {
+            case ("hit", .bool(true)), ("stored", .bool(true)): true
+            case ("fwd", .token(let reason)): ["uri-miss", "stale", "partial", "bypass"].contains(reason)
+            case ("fwd-status", .integer(let status)): (100...599).contains(status)
+            case ("ttl", .integer): true
+            case ("detail", .token): true
+            default: false
             }
         }
     }

@@ -34,7 +34,7 @@ struct LayoutMigrationTests {
         let fields = (try? String(contentsOf: head, encoding: .utf8)) ?? ""
         // Split at any line end: "\r\n" is one Character, which a split at "\n" would not cut.
         let hit = fields.lowercased().components(separatedBy: .newlines).contains {
-            $0.hasPrefix("cache-status:") && $0.contains("; hit")
+            $0.hasPrefix("cache-status:") && $0.contains(";hit")
         }
         return (status, body, hit)
     }

@@ -17,13 +17,17 @@ package struct VerifyReport: Sendable, Codable, Equatable {
     package var damaged: [[Int64]]
     /// Whether the damaged bytes were asked of the origin again.
     package var repairTried: Bool
+    /// The check of the whole entry against its origin's digests: `matched sha-256`, or
+    /// `mismatched` (the stored representation was dropped); `nil` when the origin sent none
+    /// or the entry is not whole.
+    package var originDigest: String? = nil
 
     /// Whether the entry is sound now.
-    package var isSound: Bool { damaged.isEmpty }
+    package var isSound: Bool { damaged.isEmpty && originDigest != "mismatched" }
 }
 
 /// Checks stored entries against their checksums (an encrypted store's seals) now, every
-/// block, whatever this process checked before; fetches the damaged bytes again through a
+/// block, whatever this process checked before, and a whole one against its origin's digests; fetches the damaged bytes again through a
 /// reader when asked (`mediacache verify`, and the scrub over pinned entries).
 package struct StoreVerifier: Sendable {
     let store: CacheStore
@@ -68,10 +72,16 @@ package struct StoreVerifier: Sendable {
         if repairTried, !left.isEmpty {
             CacheMetrics.damagedBlocks(.unrecoverable, count: Self.blocks(in: left))
         }
+        let digest: String? =
+            switch await store.checkOriginDigests(of: key) {
+            case .matched(let algorithms): "matched " + algorithms.joined(separator: ", ")
+            case .mismatched: "mismatched"
+            case .unchecked: nil
+            }
         return VerifyReport(
             url: url?.absoluteString ?? key.rawValue, key: key.rawValue, checkedBytes: checked,
             found: found.spans.map { [$0.lowerBound, $0.upperBound] },
-            damaged: left.spans.map { [$0.lowerBound, $0.upperBound] }, repairTried: repairTried)
+            damaged: left.spans.map { [$0.lowerBound, $0.upperBound] }, repairTried: repairTried, originDigest: digest)
     }
 
     /// How many 64 KiB blocks hold bytes of `spans`.

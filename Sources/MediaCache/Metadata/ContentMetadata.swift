@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Foundation
+package import MediaCacheHTTPFields
 
 /// What is known about a resource apart from its bytes: length, type and validators.
 public struct ContentMetadata: Hashable, Sendable, Codable {
@@ -41,6 +42,23 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// The request's values of the fields the answer's `Vary` names (RFC 9111 §4.1), lower-case
     /// names in `Vary`'s order, each value normalised; `nil` without `Vary`.
     private var varyingRequestFields: [ContentMetadata.HeaderField]?
+    /// The `Content-Digest` of the whole, unencoded `200` that brought this version: then a
+    /// digest of the representation. Kept apart from ``responseHeaders``: the field describes
+    /// one answer's body, so it is never sent again with another (docs/http.md).
+    package var wholeContentDigest: String?
+    /// The algorithms of the origin's digests (``originDigests``) that the stored bytes were
+    /// found to match, strongest first (`sha-256`), once the entry was whole and checked;
+    /// `nil` until then. A version with other digests starts unchecked.
+    package var digestsMatched: [String]?
+
+    /// What the origin said this version's bytes hash to (`Repr-Digest`, a whole answer's
+    /// `Content-Digest`, `x-amz-checksum-*`, `x-goog-hash`), each of an algorithm the cache
+    /// computes.
+    package var originDigests: [OriginDigest] {
+        var fields = responseHeaders.map { (name: $0.name, value: $0.value) }
+        if let wholeContentDigest { fields.append((name: "Content-Digest", value: wholeContentDigest)) }
+        return OriginDigest.digests(in: fields, wholeContent: true)
+    }
 
     /// The origin's end-to-end response header fields (`Cache-Control`, `Expires`, `Date`,
     /// `Content-Disposition`, `Content-Language`, `Vary`, …), kept with the entry and sent
@@ -395,11 +413,12 @@ extension ContentMetadata.HeaderField {
     /// Response fields not kept with an entry: hop-by-hop ones (RFC 9110 §7.6.1), those the
     /// cache writes itself from what it serves (length, range, validators, `Age`; the
     /// `Content-Type` is kept as the origin spelled it),
-    /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), and CORS
+    /// cookies (a replayed `Set-Cookie` would set a cookie again on every hit), `Content-Digest`
+    /// (of one answer's body: a whole one is kept as ``ContentMetadata/wholeContentDigest``), and CORS
     /// fields (the proxy answers for its own listed web origins).
     package static let notStored: Set<String> = notPassedOn.union([
         "proxy-authenticate", "content-range", "accept-ranges", "etag", "last-modified", "age", "set-cookie",
-        "set-cookie2", "location",
+        "set-cookie2", "location", "content-digest",
     ])
 
     /// Fields of an origin's answer that are not passed on with it: hop-by-hop ones (RFC

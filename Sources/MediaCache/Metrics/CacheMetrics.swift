@@ -70,6 +70,22 @@ package enum CacheMetrics {
         damagedBlockCounters[outcome]?.increment(by: count)
     }
 
+    /// What checking a whole entry against its origin's digests found.
+    package enum OriginDigestOutcome: String, CaseIterable, Sendable {
+        /// Every digest the origin sent matched the stored bytes.
+        case matched
+        /// One did not: the stored representation was dropped.
+        case mismatched
+    }
+
+    private static let originDigests = counters(
+        OriginDigestOutcome.self, label: "mediacache_origin_digests_total", dimension: "outcome")
+
+    /// Counts one check of a whole entry against its origin's digests.
+    package static func originDigest(_ outcome: OriginDigestOutcome) {
+        originDigests[outcome]?.increment()
+    }
+
     /// The index was found damaged or missing at open and rebuilt from the entry records.
     static func indexRebuilt() {
         indexRebuilds.increment()
@@ -106,7 +122,7 @@ package enum CacheMetrics {
     static func register() {
         _ = (
             originRequests, originBytes, evictions, evictedBytes, downloadsInFlight, cacheSize, cacheLimit,
-            cacheEntries, rejectedBlocks, damagedBlockCounters, revalidations,
+            cacheEntries, rejectedBlocks, damagedBlockCounters, originDigests, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
             preloadHits, preloads, downloadWaits, fills, fillStops, changesMidRead, failovers, renewals,
             diskFree, backgroundTransfers

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+package import MediaCacheHTTPFields
 package import NIOCore
 import Synchronization
 
@@ -125,6 +126,14 @@ package final class CacheEntryHandle: Sendable {
             updated.finalURL = metadata.finalURL
             updated.sourceURL = metadata.sourceURL ?? updated.sourceURL
             updated.takeVaryingFields(of: metadata)
+            updated.wholeContentDigest = metadata.wholeContentDigest ?? updated.wholeContentDigest
+            if updated.digestsMatched != nil,
+                updated.responseHeaders != record.metadata.responseHeaders
+                    || updated.wholeContentDigest != record.metadata.wholeContentDigest,
+                updated.originDigests != record.metadata.originDigests
+            {
+                updated.digestsMatched = nil  // other digests: checked again
+            }
             if updated != record.metadata {
                 state.records[key]!.metadata = updated
                 state.records[key]!.isDirty = true
@@ -237,8 +246,14 @@ package final class CacheEntryHandle: Sendable {
                 range, lost: lost, checksums: checksums, verified: verified)
             state.records.values[index].isDirty = true
             state.records.values[index].needsSync = true
-            state.totalBytes += state.records.values[index].spans.byteCount - before
+            let after = state.records.values[index].spans.byteCount
+            state.totalBytes += after - before
             state.unflushedBytes += range.length
+            let metadata = state.records.values[index].metadata
+            if after != before, after == metadata.length, metadata.digestsMatched == nil {
+                // Whole now and not checked against the origin's digests (if it sent any).
+                state.startDigestCheck(of: key, metadata: metadata, store: store)
+            }
             return (state.unflushedBytes >= store.configuration.flushThreshold, healed)
         }
         if healed > 0 { store.healed(blocks: healed, of: key, range: range) }
@@ -342,6 +357,19 @@ package final class CacheEntryHandle: Sendable {
             }
             if keepsFile == true { state.keepFileOpen(key) }
         }
+    }
+
+    /// Records that the stored bytes match the origin's `digests` (``ContentMetadata/digestsMatched``:
+    /// `algorithms`), unless the entry or its digests changed meanwhile.
+    func recordDigestsMatched(_ algorithms: [String], of digests: [OriginDigest]) throws {
+        try store.state.withLock { state in
+            try withCurrentRecord(in: &state) { record in
+                guard record.metadata.originDigests == digests else { return }
+                record.metadata.digestsMatched = algorithms
+                record.isDirty = true
+            }
+        }
+        store.scheduleFlush()
     }
 
     // MARK: Helpers

@@ -28,6 +28,11 @@ package struct CacheEntrySummary: Sendable, Codable, Equatable {
     /// Bytes dropped because their block failed its check and not stored again since, each
     /// `[start, end)`: the entry is damaged while there are any (`nil` for none).
     package var damaged: [[Int64]]?
+    /// The digests the origin sent for this version, as `sha-256 (Repr-Digest)` (`nil`: none).
+    package var originDigests: [String]?
+    /// The algorithms of those the whole stored representation was found to match, strongest
+    /// first: the entry is verified against its origin (`nil`: not checked yet).
+    package var digestsMatched: [String]?
 
     /// Whether every byte is stored.
     package var isComplete: Bool { length.map { $0 == storedBytes } ?? false }
@@ -92,6 +97,7 @@ extension CacheStore {
 
     private static func summary(_ key: CacheKey, _ record: Record) -> CacheEntrySummary {
         let metadata = record.metadata
+        let digests = metadata.originDigests
         return CacheEntrySummary(
             key: key.rawValue, url: metadata.sourceURL?.absoluteString, length: metadata.length,
             storedBytes: record.spans.byteCount,
@@ -100,7 +106,9 @@ extension CacheStore {
             lastModified: metadata.lastModified, freshUntil: metadata.freshUntil, createdAt: record.createdAt,
             lastAccess: record.lastAccess,
             isPinned: record.isPinned,
-            damaged: record.damaged.isEmpty ? nil : record.damaged.spans.map { [$0.lowerBound, $0.upperBound] })
+            damaged: record.damaged.isEmpty ? nil : record.damaged.spans.map { [$0.lowerBound, $0.upperBound] },
+            originDigests: digests.isEmpty ? nil : digests.map { "\($0.algorithm.rawValue) (\($0.field))" },
+            digestsMatched: metadata.digestsMatched)
     }
 
     /// How `key`'s stored blocks stand: how many hold stored bytes, how many of those have a

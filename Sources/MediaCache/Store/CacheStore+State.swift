@@ -58,6 +58,8 @@ extension CacheStore {
         /// Data files to delete once the next commit no longer refers to them.
         var filesToUnlink: [String] = []
         var nextGeneration: UInt64 = 1
+        /// Checks of whole entries against their origin's digests, running in the background.
+        var digestChecks: [CacheKey: Task<CacheStore.DigestOutcome, Never>] = [:]
         var nextHandleID: UInt64 = 1
         var backgroundFlush: Task<Void, Never>?
         var isClosed = false

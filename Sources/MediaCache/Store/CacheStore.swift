@@ -428,10 +428,12 @@ public final class CacheStore: Sendable {
     /// Commits everything, waits for background work and closes the index. Handles fail
     /// with `.storeClosed` afterwards.
     public func close() async throws {
-        let pending = state.withLock { state -> Task<Void, Never>? in
+        let (pending, checks) = state.withLock { state in
             state.isClosed = true
-            return state.backgroundFlush
+            return (state.backgroundFlush, state.digestChecks.values)
         }
+        for check in checks { check.cancel() }
+        for check in checks { _ = await check.value }
         await pending?.value
         defer { releaseLock() }
         try await flush()

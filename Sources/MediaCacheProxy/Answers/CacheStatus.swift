@@ -3,6 +3,7 @@
 
 import Foundation
 import MediaCache
+import RawStructuredFieldValues
 
 /// What the cache did for one answer, as RFC 9211's `Cache-Status` field says it: a hit, with
 /// the freshness left (`ttl`, negative when served stale), or why the request went on to the
@@ -36,20 +37,21 @@ struct CacheStatus: Sendable, Equatable {
     /// What else is worth saying, as a token (`refused`, `origin-unavailable`, `local`).
     var detail: String?
 
-    /// The field's value: this cache's name and its parameters.
+    /// The field's value: this cache's member of the list (RFC 9211 §2), its name and its
+    /// parameters, written by the structured-field serializer.
     var headerValue: String {
-        if hit, forward == nil, forwardStatus == nil, !stored, detail == nil {
-            // A hit: the answer a cached range gets, written in one step.
-            return ttl.map { "MediaCache; hit; ttl=" + String($0) } ?? "MediaCache; hit"
-        }
-        var value = "MediaCache"
-        if hit { value += "; hit" }
-        if let forward { value += "; fwd=\(forward.rawValue)" }
-        if let forwardStatus { value += "; fwd-status=\(forwardStatus)" }
-        if stored { value += "; stored" }
-        if let ttl { value += "; ttl=\(ttl)" }
-        if let detail { value += "; detail=\(detail)" }
-        return value
+        var parameters = OrderedMap<String, RFC9651BareItem>()
+        if hit { parameters["hit"] = .bool(true) }
+        if let forward { parameters["fwd"] = .token(forward.rawValue) }
+        if let forwardStatus { parameters["fwd-status"] = .integer(Int64(forwardStatus)) }
+        if stored { parameters["stored"] = .bool(true) }
+        if let ttl { parameters["ttl"] = .integer(Int64(ttl)) }
+        if let detail { parameters["detail"] = detail.structuredHeadersIsValidToken ? .token(detail) : .string(detail) }
+        var serializer = StructuredFieldValueSerializer()
+        let member = Item(bareItem: .token("MediaCache"), parameters: parameters)
+        // Refused only for a string outside printable ASCII, which no detail of ours is.
+        guard let bytes = try? serializer.writeListFieldValue([.item(member)]) else { return "MediaCache" }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A hit whose stored answer is fresh until `freshUntil` (unknown: no `ttl`).

@@ -325,6 +325,13 @@ struct InfoCommand: AsyncParsableCommand {
             print("Fresh until:   \(entry.freshUntil.map(Format.date) ?? "- (revalidated before use)")")
             print("Created:       \(Format.date(entry.createdAt))")
             print("Last access:   \(Format.date(entry.lastAccess))")
+            if let digests = entry.originDigests {
+                let checked = entry.digestsMatched.map { "matched: " + $0.joined(separator: ", ") } ?? "not checked yet"
+                print("Origin digest: \(digests.joined(separator: ", ")), \(checked)")
+            }
+            if let damaged = entry.damaged {
+                print("Damaged:       \(damaged.map { "\($0[0])-\($0[1] - 1)" }.joined(separator: ", "))")
+            }
             if let job = try await options.withCache({ try await $0.downloads() }).first(where: { $0.url == url }),
                 let renditions = job.renditions
             {

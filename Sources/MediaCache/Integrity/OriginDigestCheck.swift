@@ -1,0 +1,115 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Crypto
+import Foundation
+import MediaCacheHTTPFields
+
+extension CacheStore {
+    /// What checking an entry against its origin's digests found.
+    package enum DigestOutcome: Sendable, Equatable {
+        /// Every digest matched: the algorithms, strongest first.
+        case matched([String])
+        /// A digest did not match: the stored representation was dropped.
+        case mismatched
+        /// Nothing to check now: no digests, not whole, a block failed its own check (it is
+        /// fetched again and the entry checked when whole again), or the entry changed.
+        case unchecked
+    }
+
+    /// Waits for the digest checks running now (tests, `verify`, closing).
+    package func originDigestChecksSettled() async {
+        while let running = state.withLock({ $0.digestChecks.values.first }) { _ = await running.value }
+    }
+
+    /// Checks `key`'s stored bytes against the digests its origin sent, when it holds all of
+    /// them: they are read back through the checked read (each block against its checksum
+    /// first) in 1 MiB parts on the I/O pool and hashed with every algorithm given. A match is
+    /// kept with the version (``ContentMetadata/digestsMatched``); a mismatch drops the stored
+    /// representation, so nothing of it is served again and the next read asks the origin,
+    /// logged at warning with both digests and counted.
+    package func checkOriginDigests(of key: CacheKey) async -> DigestOutcome {
+        guard let handle = try? openEntry(key) else { return .unchecked }
+        defer { handle.close() }
+        guard let metadata = try? handle.metadata(), let length = metadata.length,
+            (try? handle.spans().contains(ByteRange(0, length))) == true
+        else { return .unchecked }
+        let digests = metadata.originDigests
+        guard !digests.isEmpty else { return .unchecked }
+        var hasher = DigestHasher(Set(digests.map(\.algorithm)))
+        var offset: Int64 = 0
+        while offset < length {
+            guard !Task.isCancelled else { return .unchecked }
+            let part = ByteRange(offset, min(length, offset + (1 << 20)))
+            guard let bytes = try? await handle.read(part) else { return .unchecked }
+            bytes.withUnsafeReadableBytes { hasher.update($0) }
+            offset = part.upperBound
+        }
+        let computed = hasher.finalize()
+        let url = metadata.sourceURL?.absoluteString ?? key.rawValue
+        if let wrong = digests.first(where: { computed[$0.algorithm] != $0.value }) {
+            CacheMetrics.originDigest(.mismatched)
+            let ours = OriginDigest(algorithm: wrong.algorithm, value: computed[wrong.algorithm] ?? [], field: "")
+            configuration.logger.warning(
+                "The stored bytes do not match the origin's digest; the stored representation is dropped and asked for again",
+                metadata: [
+                    "url": "\(url)", "field": "\(wrong.field)", "origin": "\(wrong.text)", "stored": "\(ours.text)",
+                ])
+            var dropped = ContentMetadata(mimeType: metadata.mimeType)
+            dropped.sourceURL = metadata.sourceURL
+            _ = try? handle.updateMetadata(dropped, version: .new)
+            return .mismatched
+        }
+        let algorithms = OriginDigest.Algorithm.allCases.filter { computed[$0] != nil }.map(\.rawValue)
+        do { try handle.recordDigestsMatched(algorithms, of: digests) } catch { return .unchecked }
+        CacheMetrics.originDigest(.matched)
+        return .matched(algorithms)
+    }
+}
+
+extension CacheStore.State {
+    /// Starts a check of `key`, whole now with `metadata`, against its origin's digests, in
+    /// the background at a low priority (never on a player's path), unless the origin sent
+    /// none or one runs. Called under the store's lock by the write that made it whole, so a
+    /// check is known to run as soon as the entry shows whole.
+    mutating func startDigestCheck(of key: CacheKey, metadata: ContentMetadata, store: CacheStore) {
+        guard !isClosed, digestChecks[key] == nil, !metadata.originDigests.isEmpty else { return }
+        digestChecks[key] = Task.detached(priority: .background) {
+            let outcome = await store.checkOriginDigests(of: key)
+            store.state.withLock { _ = $0.digestChecks.removeValue(forKey: key) }
+            return outcome
+        }
+    }
+}
+
+/// Hashes bytes with each algorithm asked for, in one pass.
+struct DigestHasher {
+    private var sha512: SHA512?
+    private var sha256: SHA256?
+    private var md5: Insecure.MD5?
+    private var crc32c: CRC32C?
+
+    init(_ algorithms: Set<OriginDigest.Algorithm>) {
+        if algorithms.contains(.sha512) { sha512 = SHA512() }
+        if algorithms.contains(.sha256) { sha256 = SHA256() }
+        if algorithms.contains(.md5) { md5 = Insecure.MD5() }
+        if algorithms.contains(.crc32c) { crc32c = CRC32C() }
+    }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        sha512?.update(bufferPointer: bytes)
+        sha256?.update(bufferPointer: bytes)
+        md5?.update(bufferPointer: bytes)
+        crc32c?.update(bytes)
+    }
+
+    /// Each digest's bytes (a CRC-32C big-endian, as origins send it).
+    func finalize() -> [OriginDigest.Algorithm: [UInt8]] {
+        var result: [OriginDigest.Algorithm: [UInt8]] = [:]
+        if let sha512 { result[.sha512] = Array(sha512.finalize()) }
+        if let sha256 { result[.sha256] = Array(sha256.finalize()) }
+        if let md5 { result[.md5] = Array(md5.finalize()) }
+        if let crc32c { result[.crc32c] = withUnsafeBytes(of: crc32c.value.bigEndian) { Array($0) } }
+        return result
+    }
+}
