@@ -45,13 +45,21 @@ public struct NginxOrigin: Sendable {
     /// foreground with no worker processes, and waits until it accepts connections.
     /// - Parameter expires: folders (of the form `/hls/`) whose answers say `max-age` this
     ///   many seconds, as a CDN's media segments do.
-    public static func start(in directory: URL, expires: [String: Int] = [:]) async throws -> NginxOrigin {
+    /// - Parameter fields: fields added to every answer for a path (`add_header`), such as a
+    ///   `Repr-Digest`; values in double quotes, so without `"` or `\`.
+    public static func start(
+        in directory: URL, expires: [String: Int] = [:], fields: [String: [(name: String, value: String)]] = [:]
+    ) async throws -> NginxOrigin {
         let root = directory.appendingPathComponent("www")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let port = try unusedLoopbackPort()
-        let locations = expires.sorted { $0.key < $1.key }.map {
+        var locations = expires.sorted { $0.key < $1.key }.map {
             "        location \($0.key) { expires \($0.value)s; }\n"
         }.joined()
+        for (path, added) in fields.sorted(by: { $0.key < $1.key }) {
+            let lines = added.map { "add_header \($0.name) \"\($0.value)\" always; " }.joined()
+            locations += "        location = \(path) { \(lines)}\n"
+        }
         let configuration = directory.appendingPathComponent("nginx.conf")
         try """
         daemon off;

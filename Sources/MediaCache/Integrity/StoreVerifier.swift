@@ -33,6 +33,16 @@ package struct StoreVerifier: Sendable {
     let store: CacheStore
     /// Fetches damaged bytes again; `nil`: report only.
     let reader: CachingReader?
+    /// Who the repairs are for: a player (`verify`, which someone waits on) or the cache's own
+    /// work (the scrub), which yields the origin to players.
+    var requester = Requester.player
+    /// The bytes checked in one step on the I/O pool (and under the entry's lock, which a
+    /// write to the entry waits for).
+    var step: Int64 = 4 << 20
+    /// Called after each step with the bytes it checked: the scrub keeps its rate here.
+    var pace: @Sendable (Int64) async -> Void = { _ in }
+    /// Whether an entry already found to match its origin's digests is hashed again.
+    var rechecksDigests = true
 
     package init(store: CacheStore, repairingWith reader: CachingReader?) {
         self.store = store
@@ -53,7 +63,7 @@ package struct StoreVerifier: Sendable {
         guard let before = store.integrity(of: key), let handle = try? store.openEntry(key) else { return nil }
         defer { handle.close() }
         let checked = (try? handle.spans().byteCount) ?? 0
-        await handle.checkEveryBlock()
+        await handle.checkEveryBlock(step: step, pace: pace)
         guard let after = store.integrity(of: key) else { return nil }
         var found = after.damaged
         for range in before.damaged.spans { found.remove(range) }
@@ -62,7 +72,10 @@ package struct StoreVerifier: Sendable {
         if let reader, let url, !after.damaged.isEmpty {
             repairTried = true
             for range in after.damaged.spans {
-                guard let stream = try? await reader.read(url, offset: range.lowerBound, length: range.length) else {
+                guard
+                    let stream = try? await reader.read(
+                        url, offset: range.lowerBound, length: range.length, as: requester)
+                else {
                     continue
                 }
                 do { for try await _ in stream {} } catch {}
@@ -72,11 +85,14 @@ package struct StoreVerifier: Sendable {
         if repairTried, !left.isEmpty {
             CacheMetrics.damagedBlocks(.unrecoverable, count: Self.blocks(in: left))
         }
+        let matched = rechecksDigests ? nil : store.metadata(for: key)?.digestsMatched
         let digest: String? =
-            switch await store.checkOriginDigests(of: key) {
-            case .matched(let algorithms): "matched " + algorithms.joined(separator: ", ")
-            case .mismatched: "mismatched"
-            case .unchecked: nil
+            if let matched { "matched " + matched.joined(separator: ", ") } else {
+                switch await store.checkOriginDigests(of: key) {
+                case .matched(let algorithms): "matched " + algorithms.joined(separator: ", ")
+                case .mismatched: "mismatched"
+                case .unchecked: nil
+                }
             }
         return VerifyReport(
             url: url?.absoluteString ?? key.rawValue, key: key.rawValue, checkedBytes: checked,
@@ -92,25 +108,36 @@ package struct StoreVerifier: Sendable {
 
 extension CacheEntryHandle {
     /// Checks every stored block now (in an encrypted store, opens each), dropping those that
-    /// fail; the entry's damaged bytes then name them.
-    func checkEveryBlock() async {
-        guard let spans = try? spans(),
-            let hull = spans.spans.first.map({ ByteRange($0.lowerBound, spans.spans.last!.upperBound) })
-        else { return }
+    /// fail; the entry's damaged bytes then name them. `step` bytes at a time on the I/O pool,
+    /// `pace` called after each with the bytes it checked.
+    func checkEveryBlock(step: Int64 = 4 << 20, pace: @Sendable (Int64) async -> Void = { _ in }) async {
+        let step = max(BlockChecksums.blockSize, min(step, 1 << 40))
+        guard let spans = try? spans() else { return }
         if let cipher {
             // Block by block: a block that fails leaves the others of its read unchecked.
             for span in spans.spans {
                 var offset = span.lowerBound
-                while offset < span.upperBound {
+                while offset < span.upperBound, !Task.isCancelled {
                     let end = (offset / cipher.layout.blockSize + 1) * cipher.layout.blockSize
                     let part = ByteRange(offset, min(end, span.upperBound))
                     _ = try? await read(part)
                     offset = part.upperBound
+                    await pace(part.length)
                 }
             }
             return
         }
         guard let (file, fileName) = try? await openedFile() else { return }
-        try? await BlockingIO.run { try self.check(hull, file: file, fileName: fileName, everyBlock: true) }
+        for span in spans.spans {
+            var offset = span.lowerBound
+            while offset < span.upperBound, !Task.isCancelled {
+                // Steps end on block boundaries: no block is read twice.
+                let end = (offset + step) / BlockChecksums.blockSize * BlockChecksums.blockSize
+                let part = ByteRange(offset, min(span.upperBound, max(end, offset + 1)))
+                try? await BlockingIO.run { try self.check(part, file: file, fileName: fileName, everyBlock: true) }
+                offset = part.upperBound
+                await pace(part.length)
+            }
+        }
     }
 }

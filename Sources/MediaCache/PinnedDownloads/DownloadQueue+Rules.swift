@@ -305,6 +305,7 @@ extension DownloadQueue {
         }
         reconciling?.cancel()
         await reconciling?.value
+        await scrubber.shutDown()
         // A job whose download has ended is not cancelled: its last state (completed, say) is
         // being written, and a client that saw it settle may close the store next.
         for (task, cancels) in tasks where cancels { task.cancel() }

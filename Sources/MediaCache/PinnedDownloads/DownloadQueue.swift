@@ -41,6 +41,9 @@ public final class DownloadQueue: Sendable {
         /// every piece a pinned resource misses is handed to it instead of fetched in the app;
         /// `nil` (the default) fetches in the app. A recording always runs in the app.
         public var backgroundTransfers: BackgroundTransfers?
+        /// The background check of pinned entries (``PinScrubber``), which runs while the
+        /// queue is started.
+        package var scrub = PinScrubber.Configuration()
         /// Where the queue logs.
         public var logger = Logger(label: "mediacache.downloads", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -113,6 +116,8 @@ public final class DownloadQueue: Sendable {
     var store: CacheStore { reader.store }
     /// The rate cap every job shares (``Configuration/maxBytesPerSecond``).
     let rate: DownloadRate?
+    /// Checks the pinned entries again now and then.
+    package let scrubber: PinScrubber
 
     /// The queue of `reader`'s store, with the jobs kept there. A job that was downloading
     /// when the store was last closed is queued again; call ``start()`` to run them.
@@ -121,6 +126,7 @@ public final class DownloadQueue: Sendable {
         self.reader = reader
         self.configuration = configuration
         rate = configuration.rules.maxBytesPerSecond.map { DownloadRate(bytesPerSecond: $0) }
+        scrubber = PinScrubber(reader: reader, configuration: configuration.scrub)
         var jobs: [String: DownloadJob] = [:]
         for (id, body) in try reader.store.loadJobs() {
             // An unreadable job (a newer layout, a damaged row) stays in the index, untouched.
@@ -157,6 +163,7 @@ public final class DownloadQueue: Sendable {
     public func start() {
         state.withLock { $0.isStarted = true }
         schedule()
+        scrubber.start()
         if configuration.backgroundTransfers != nil {
             let task = Task { await reconcileBackgroundAtLaunch() }
             let late = state.withLock { state in

@@ -15,6 +15,8 @@ package struct StatusReport: Sendable, Codable, Equatable {
     package var preloads: [PreloadItem.Status] = []
     /// The played files being fetched on to their end (`FillPolicy`).
     package var fills: [FillOnPlay.Progress] = []
+    /// The background check of pinned entries (`PinScrubber`), when the server keeps a queue.
+    package var scrub: PinScrubber.Progress? = nil
     /// The most recently used entries (at most `StatusPage/entryLimit`).
     package var entries: [CacheEntrySummary]
 }
@@ -29,7 +31,7 @@ enum StatusPage {
         return StatusReport(
             store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
             pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, fills: reader.fills.progress,
-            entries: Array(entries.prefix(entryLimit)))
+            scrub: downloads?.scrubber.progress, entries: Array(entries.prefix(entryLimit)))
     }
 
     /// `items` as HTML rows between `open` and `close`, or a line that says there are none.
@@ -63,6 +65,16 @@ enum StatusPage {
                     ?? "")
                 + (job.failure.map { " <span class=dim>\(escape($0))</span>" } ?? "")
                 + "<br><span class=url>\(escape(job.url.absoluteString))</span></li>"
+        }
+        let scrub = report.scrub.map { scrub in
+            let state =
+                scrub.isRunning
+                ? "checking: \(scrub.entriesChecked) of \(scrub.entriesTotal) pinned entries"
+                : "\(scrub.passes) pass\(scrub.passes == 1 ? "" : "es") done"
+                    + (scrub.lastPassEnded.map { ", the last ended \(escape($0.formatted(.iso8601)))" } ?? "")
+            let done = scrub.bytesTotal > 0 ? Double(scrub.bytesChecked) * 100 / Double(scrub.bytesTotal) : 100
+            return "<p id=scrub>\(bar(min(100, done)))Stored bytes check: \(state), \(bytes(scrub.bytesChecked)) of "
+                + "\(bytes(scrub.bytesTotal)) read, \(scrub.entriesDamaged) damaged (\(scrub.entriesLeftDamaged) left)</p>"
         }
         let preloads = list(report.preloads, empty: "None.") { item in
             "<li><b>\(escape(item.state.rawValue))</b> \(String(format: "%g", item.seconds)) s, \(bytes(item.bytesFetched)) fetched"
@@ -106,7 +118,7 @@ enum StatusPage {
             </div>
             <h2>Requests</h2><ul id=requests>\(requests)</ul>
             <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
-            <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>
+            <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>\(scrub ?? "")
             <h2>Preloading</h2><div id=preloads>\(preloads)</div>
             <h2>Filling played files</h2><div id=fills>\(fills)</div>
             <h2>Cached</h2><div id=entries>\(entries)</div>

@@ -34,11 +34,29 @@ struct ServeDownloadOptions: ParsableArguments {
         transform: ByteSize.parse)
     var minFreeDisk: Int64?
 
-    func validate() throws { _ = try rules() }
+    @Option(
+        help:
+            "Hours between checks of every pinned entry's stored bytes (read again at a low rate, damaged blocks fetched again); 0: none."
+    )
+    var scrubInterval: Int = 24
+
+    func validate() throws {
+        _ = try rules()
+        guard (0...24 * 365).contains(scrubInterval) else {
+            throw ValidationError("--scrub-interval must be 0 (no scrub) to 8760 hours.")
+        }
+    }
 
     func rules() throws -> DownloadRules {
         try DownloadRuleText.rules(
             window: downloadWindow, network: downloadNetwork, rate: downloadRate, flag: "--download-")
+    }
+
+    /// The scrub of pinned entries `--scrub-interval` asks for.
+    var scrub: PinScrubber.Configuration {
+        var scrub = PinScrubber.Configuration()
+        scrub.interval = scrubInterval > 0 ? .seconds(scrubInterval * 3600) : nil
+        return scrub
     }
 }
 

@@ -377,6 +377,7 @@ struct ServeCommand: AsyncParsableCommand {
         var downloadsConfiguration = DownloadQueue.Configuration()
         downloadsConfiguration.maxConcurrent = maxDownloads
         downloadsConfiguration.rules = try downloadRules.rules()
+        downloadsConfiguration.scrub = downloadRules.scrub
         downloadsConfiguration.logger = logger
         let downloads: DownloadQueue
         do {
