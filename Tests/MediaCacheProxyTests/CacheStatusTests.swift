@@ -83,4 +83,22 @@ import Testing
             passesThrough: row.passesThrough, now: Self.now)
         #expect(status.headerValue == row.header)
     }
+
+    /// Any status the proxy can write reads back as RFC 9211's grammar with the structured-field
+    /// parser, and the remembered value is the one written now, however many statuses come.
+    @Test func everyStatusIsWrittenAsAStructuredFieldAndRememberedRight() {
+        var random = SystemRandomNumberGenerator()
+        let forwards: [CacheStatus.Forward?] = [nil, .uriMiss, .stale, .partial, .bypass]
+        for _ in 0..<5_000 {
+            let status = CacheStatus(
+                hit: Bool.random(using: &random), forward: forwards.randomElement(using: &random)!,
+                forwardStatus: Bool.random(using: &random) ? Int.random(in: 100...599, using: &random) : nil,
+                stored: Bool.random(using: &random),
+                ttl: Bool.random(using: &random) ? Int.random(in: -100_000...100_000, using: &random) : nil,
+                detail: ["refused", "local", "origin-failed", "side-loaded", nil].randomElement(using: &random)!)
+            let value = status.headerValue
+            #expect(value == status.serialized && status.headerValue == value, "\(status)")
+            #expect(ProxyHarness.isCacheStatus(value), "\(value)")
+        }
+    }
 }

@@ -116,20 +116,27 @@ import Testing
         }
     }
 
+    /// Stores all of ``EncryptedStoreTests/metadata``'s bytes under `entryKey` in a store in
+    /// `directory`, closed again; returns the whole range.
+    static func storeWhole(_ entryKey: CacheKey, in directory: URL) async throws -> ByteRange {
+        let metadata = EncryptedStoreTests.metadata
+        let whole = ByteRange(0, metadata.length!)
+        let store = try await CacheStore.open(directory: directory, configuration: CacheStoreTests.configuration())
+        let handle = try store.openEntry(entryKey)
+        try handle.updateMetadata(metadata)
+        try await CacheStoreTests.write(handle, whole)
+        handle.close()
+        try await store.close()
+        return whole
+    }
+
     /// A byte changed in the data file while the store was closed: the read of its block
     /// throws `.notCached`, the block's bytes leave the spans and show as damaged, no other
     /// block is touched; written again, the entry is whole and not damaged.
     @Test func aChangedByteDropsItsBlockAndWritingItAgainHealsIt() async throws {
         try await withTemporaryDirectory { directory in
-            let metadata = EncryptedStoreTests.metadata
             let entryKey = CacheKey("https://media.example/flipped.mp3")
-            let whole = ByteRange(0, metadata.length!)
-            let store = try await CacheStore.open(directory: directory, configuration: CacheStoreTests.configuration())
-            let handle = try store.openEntry(entryKey)
-            try handle.updateMetadata(metadata)
-            try await CacheStoreTests.write(handle, whole)
-            handle.close()
-            try await store.close()
+            let whole = try await Self.storeWhole(entryKey, in: directory)
 
             let block5 = BlockChecksums.range(ofBlock: 5)
             let probe = try await CacheStore.open(directory: directory, configuration: CacheStoreTests.configuration())
@@ -158,15 +165,8 @@ import Testing
     /// byte changed after that is caught.
     @Test func aStoreFromBeforeChecksumsGainsThemAsItIsRead() async throws {
         try await withTemporaryDirectory { directory in
-            let metadata = EncryptedStoreTests.metadata
             let entryKey = CacheKey("https://media.example/older.mp3")
-            let whole = ByteRange(0, metadata.length!)
-            let store = try await CacheStore.open(directory: directory, configuration: CacheStoreTests.configuration())
-            let handle = try store.openEntry(entryKey)
-            try handle.updateMetadata(metadata)
-            try await CacheStoreTests.write(handle, whole)
-            handle.close()
-            try await store.close()
+            let whole = try await Self.storeWhole(entryKey, in: directory)
             // Back to the layout of the store before checksums.
             let index = try DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path)
             try await index.write { db in

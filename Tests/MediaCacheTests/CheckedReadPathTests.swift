@@ -58,15 +58,20 @@ import Testing
         return (store, CachingReader(store: store, fetcher: h.fetcher, configuration: readerConfiguration()))
     }
 
+    /// Serves a generated file of ``length`` bytes, fresh for an hour, at `path`.
+    static func serve(_ h: Harness, _ path: String, seed: UInt64) -> (TestOrigin.Resource, URL, CacheKey) {
+        var resource = TestOrigin.Resource.generated(length: length, seed: seed)
+        resource.cacheControl = "max-age=3600"
+        h.origin.serve(resource, at: path)
+        let url = h.origin.url(path)
+        return (resource, url, h.store.key(for: url))
+    }
+
     @Test(arguments: Tamper.allCases)
     func aChangedByteIsFetchedAgainAfterARestartAndNeverServed(tamper: Tamper) async throws {
         let logs = LogRecorder()
         try await Harness.with(reader: Self.readerConfiguration()) { h in
-            var resource = TestOrigin.Resource.generated(length: Self.length, seed: 3)
-            resource.cacheControl = "max-age=3600"
-            h.origin.serve(resource, at: "/a.mp4")
-            let url = h.origin.url("/a.mp4")
-            let key = h.store.key(for: url)
+            let (resource, url, key) = Self.serve(h, "/a.mp4", seed: 3)
             let block3 = BlockChecksums.range(ofBlock: 3)
             let older: Data?
             if tamper == .restoreABlockFromAnOlderVersion {
@@ -137,11 +142,7 @@ import Testing
     func withTheOriginDownTheReadStopsAtTheDamagedBlock(pinned: Bool) async throws {
         let logs = LogRecorder()
         try await Harness.with(reader: Self.readerConfiguration()) { h in
-            var resource = TestOrigin.Resource.generated(length: Self.length, seed: 8)
-            resource.cacheControl = "max-age=3600"
-            h.origin.serve(resource, at: "/pinned.mp3")
-            let url = h.origin.url("/pinned.mp3")
-            let key = h.store.key(for: url)
+            let (resource, url, key) = Self.serve(h, "/pinned.mp3", seed: 8)
             _ = try await collect(try await h.reader.read(url))
             try await h.waitUntilQuiet("/pinned.mp3")
             if pinned { try await h.store.pin([key]) }
