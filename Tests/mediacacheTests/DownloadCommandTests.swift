@@ -235,12 +235,16 @@ import Testing
                 StatusReport.self, from: Data(buffer: try await status.body.collect(upTo: 4 << 20)))
             #expect(
                 report.pinned.map(\.id) == [jobs[0].id] && report.entries.contains { $0.url == song && $0.isPinned })
+            // The scrub of pinned entries waits ten minutes after a start: none ran yet, none runs.
+            #expect(
+                report.scrub?.passes == 0 && report.scrub?.isRunning == false && report.scrub?.lastPassEnded == nil,
+                "\(String(describing: report.scrub))")
             let page = try await HTTPClient.shared.execute(
                 HTTPClientRequest(url: server.info.baseURL + "/status"), timeout: .seconds(30))
             let html = String(buffer: try await page.body.collect(upTo: 4 << 20))
             #expect(
                 html.contains("<h2>Pinned downloads</h2>") && html.contains("<b>completed</b>")
-                    && html.contains("<b>pinned</b>"))
+                    && html.contains("<b>pinned</b>") && html.contains("Stored bytes check: 0 passes done"))
             let paused = try await Self.mediacache(["pause", "--cache-dir", folder, jobs[0].id])
             #expect(
                 paused.status == 0 && paused.output.contains("completed"),

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Hot 64 KiB ranges per second, and their latency p50, of `mediacache serve`: wrk with 8
+# kept-alive connections on the same cores, asking ranges of a cached 16 MiB file. Several
+# builds are measured alternated, round after round, so a busy moment of this shared machine
+# falls on all of them alike.
+#
+#   scripts/hot-wrk.sh BUILD_DIR [BUILD_DIR...]   (ROUNDS=3, DURATION=10 seconds per run)
+#
+# Build first: swift build -c release --scratch-path .build-release (and the other builds).
+# Prints one line per run and, per build, the median requests/s and p50 over the rounds.
+# Needs wrk and curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || set -- .build-release/release
+rounds=${ROUNDS:-3}
+duration=${DURATION:-10}
+root=$(mktemp -d /tmp/mediacache-wrk-XXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$root"' EXIT
+source scripts/servers.sh
+
+# wrk's script: each request a 64 KiB range at one of 256 spread offsets of the file.
+cat > "$root/ranges.lua" <<'LUA'
+local i = 0
+request = function()
+    i = i + 1
+    local start = (i * 7919 % 256) * 65536
+    return wrk.format("GET", nil, { Range = "bytes=" .. start .. "-" .. (start + 65535) })
+end
+LUA
+
+declare -A results
+for round in $(seq "$rounds"); do
+    for build in "$@"; do
+        work="$root/run"
+        rm -rf "$work"; mkdir -p "$work"
+        start_origin "$build"
+        start_serve "$build/mediacache"
+        curl -s "$origin/_origin/serve?path=/hot.bin&length=16777216&seed=1" > /dev/null
+        url="$proxy/?url=$(encode "$origin/hot.bin")"
+        curl -s -o /dev/null "$url"  # stored whole before the count
+        wrk -t2 -c8 -d2s -s "$root/ranges.lua" "$url" > /dev/null  # warm-up, not counted
+        out=$(wrk -t2 -c8 -d"${duration}s" --latency -s "$root/ranges.lua" "$url")
+        rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+        p50=$(echo "$out" | awk '$1 == "50%" {print $2}')
+        echo "round $round  $build  $rps requests/s  p50 $p50"
+        results[$build]+="$rps $p50;"
+        kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+    done
+done
+for build in "$@"; do
+    median_rps=$(echo "${results[$build]}" | tr ';' '\n' | awk 'NF {print $1}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+    p50s=$(echo "${results[$build]}" | tr ';' '\n' | awk 'NF {print $2}' | tr '\n' ' ')
+    echo "$build: median $median_rps requests/s over $rounds rounds; p50 each round: $p50s"
+done
