@@ -4,8 +4,11 @@
 # builds are measured alternated, round after round, so a busy moment of this shared machine
 # falls on all of them alike.
 #
-#   scripts/hot-wrk.sh BUILD_DIR [BUILD_DIR...]   (ROUNDS=3, DURATION=10 seconds per run)
+#   scripts/hot-wrk.sh BUILD_DIR[:SERVE OPTIONS] ...   (ROUNDS=3, DURATION=10 seconds per run,
+#                                                      CONNECTIONS=8)
 #
+# Each argument is a build folder, optionally with `serve` options after a colon
+# (`.build-release/release:--threads 2`), so one build can be compared with itself.
 # Build first: swift build -c release --scratch-path .build-release (and the other builds).
 # Prints one line per run and, per build, the median requests/s and p50 over the rounds.
 # Needs wrk and curl.
@@ -14,6 +17,7 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- .build-release/release
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10}
+connections=${CONNECTIONS:-8}
 root=$(mktemp -d /tmp/mediacache-wrk-XXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$root"' EXIT
 source scripts/servers.sh
@@ -30,7 +34,9 @@ LUA
 
 declare -A results
 for round in $(seq "$rounds"); do
-    for build in "$@"; do
+    for candidate in "$@"; do
+        build=${candidate%%:*}
+        SERVE_ARGS=""; [ "$candidate" = "$build" ] || SERVE_ARGS=${candidate#*:}
         work="$root/run"
         rm -rf "$work"; mkdir -p "$work"
         start_origin "$build"
@@ -38,17 +44,19 @@ for round in $(seq "$rounds"); do
         curl -s "$origin/_origin/serve?path=/hot.bin&length=16777216&seed=1" > /dev/null
         url="$proxy/?url=$(encode "$origin/hot.bin")"
         curl -s -o /dev/null "$url"  # stored whole before the count
-        wrk -t2 -c8 -d2s -s "$root/ranges.lua" "$url" > /dev/null  # warm-up, not counted
-        out=$(wrk -t2 -c8 -d"${duration}s" --latency -s "$root/ranges.lua" "$url")
+        wrk -t2 -c"$connections" -d2s -s "$root/ranges.lua" "$url" > /dev/null  # warm-up, not counted
+        out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency -s "$root/ranges.lua" "$url")
         rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
         p50=$(echo "$out" | awk '$1 == "50%" {print $2}')
-        echo "round $round  $build  $rps requests/s  p50 $p50"
-        results[$build]+="$rps $p50;"
+        # Connections each event loop accepted (few long-lived connections can land unevenly).
+        loops=$(curl -s "$proxy/metrics" | awk -F'[{}"]' '/^mediacache_connections_accepted_total/ {printf "loop %s: %s  ", $3, $5}')
+        echo "round $round  $candidate  $rps requests/s  p50 $p50  $loops"
+        results[$candidate]+="$rps $p50;"
         kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
     done
 done
-for build in "$@"; do
-    median_rps=$(echo "${results[$build]}" | tr ';' '\n' | awk 'NF {print $1}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-    p50s=$(echo "${results[$build]}" | tr ';' '\n' | awk 'NF {print $2}' | tr '\n' ' ')
-    echo "$build: median $median_rps requests/s over $rounds rounds; p50 each round: $p50s"
+for candidate in "$@"; do
+    median_rps=$(echo "${results[$candidate]}" | tr ';' '\n' | awk 'NF {print $1}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+    p50s=$(echo "${results[$candidate]}" | tr ';' '\n' | awk 'NF {print $2}' | tr '\n' ' ')
+    echo "$candidate: median $median_rps requests/s over $rounds rounds; p50 each round: $p50s"
 done

@@ -9,9 +9,11 @@ start_origin() {
 }
 
 # Runs "$@" (a `mediacache` binary, possibly behind a wrapper such as valgrind) as
-# `serve` with its cache in "$work/cache"; sets $serve_pid and $proxy (its base URL).
+# `serve` with its cache in "$work/cache" and the options in $SERVE_ARGS; sets $serve_pid
+# and $proxy (its base URL).
 start_serve() {
-    "$@" serve --port 0 --cache-dir "$work/cache" --log-level warning > "$work/serve.log" 2>&1 &
+    # shellcheck disable=SC2086  # SERVE_ARGS: further options, split on spaces
+    "$@" serve --port 0 --cache-dir "$work/cache" --log-level warning ${SERVE_ARGS:-} > "$work/serve.log" 2>&1 &
     serve_pid=$!
     for _ in $(seq 600); do grep -q "serving on" "$work/serve.log" && break; sleep 0.1; done
     proxy=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1)

@@ -52,6 +52,10 @@ public struct ProxyConfiguration: Sendable {
     /// The most connections open at once; a request on one more gets `503` with
     /// `Retry-After` and its connection is closed, while the others keep being served.
     public var maxConnections = 512
+    /// How many event loops accept and serve connections (`serve --threads`), each listening
+    /// on its own socket at the port (`SO_REUSEPORT`); at most the loops of NIO's shared group
+    /// (one per core). 1: one socket, one loop.
+    package var eventLoops = 1
     /// A file the running server describes itself in (``ServerInfo``: address, port, token,
     /// process), written once it listens and removed when it stops: `mediacache ls` and the
     /// other commands find the server that holds a cache folder through it. `nil`: none.

@@ -255,31 +255,6 @@ public final class ProxyServer: Service {
         await listener.waitUntilReplaced(after: generation)
     }
 
-    private func bind(port: Int, handler: ProxyHandler) async throws -> any Channel {
-        let configuration = handler.configuration
-        let connections = connections
-        // Connections are served on the event loop that accepts them: handing each to another
-        // loop cost a thread wake-up before its first request was read (the first byte of a
-        // new connection's answer: docs/benchmarks.md). The work of an answer is the kernel's
-        // (sendfile) and the engine's (its own threads), so one loop also kept many clients'
-        // throughput.
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
-        return try await ServerBootstrap(group: loop, childGroup: loop)
-            .serverChannelOption(ChannelOptions.backlog, value: 256)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            // TCP_NODELAY is a TCP-level option: at the socket level its number is SO_DEBUG,
-            // which needs CAP_NET_ADMIN (every accepted connection then failed for anyone but
-            // root: ServeSecurityTests.anUnprivilegedUserIsServed).
-            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try ProxyPipeline.configure(
-                        channel, handler: handler, configuration: configuration, connections: connections)
-                }
-            }
-            .bind(host: configuration.host, port: port).get()
-    }
-
     /// The listening channel now, how many times it was replaced, whether the server was told
     /// to stop, and who waits for a replacement.
     final class Listener: Sendable {

@@ -30,13 +30,15 @@ import Testing
     }
 
     /// A second `serve` on a port already in use stops at once and says which port and what
-    /// to do, not NIO's `bind(descriptor:ptr:bytes:)` text; the first goes on serving.
-    @Test func aPortInUseIsNamedWithWhatToDo() async throws {
-        try await RunningServer.with { first in
+    /// to do, not NIO's `bind(descriptor:ptr:bytes:)` text; the first goes on serving. With two
+    /// event loops each listening at the port (`SO_REUSEPORT`), a second server that asks the
+    /// same is refused all the same: it never joins the first's sockets.
+    @Test(arguments: [1, 2]) func aPortInUseIsNamedWithWhatToDo(threads: Int) async throws {
+        try await RunningServer.with(["--threads", String(threads)]) { first in
             let executable = try ChildProcess.executable(named: "mediacache")
             try await withTemporaryDirectory { directory in
                 let result = try await ChildProcess.run([
-                    executable.path, "serve", "--port", String(first.info.port),
+                    executable.path, "serve", "--port", String(first.info.port), "--threads", String(threads),
                     "--cache-dir", directory.appendingPathComponent("cache").path,
                 ])
                 #expect(result.status == 1)

@@ -59,6 +59,8 @@ package enum MetricsHelp {
             "Stored blocks that failed their check (a CRC-32C, or an encrypted cache's seal): changed on disk, torn by a crash, another key; each is dropped and fetched again.",
         "mediacache_damaged_blocks_total":
             "Blocks that failed their check, by what became of them (refetched: stored again right; unrecoverable: needed while the origin could not give them).",
+        "mediacache_connections_accepted_total":
+            "Connections accepted, by the event loop that accepted and serves them (serve --threads).",
         "mediacache_origin_digests_total":
             "Whole entries checked against the digests their origin sent (Repr-Digest, Content-Digest, x-amz-checksum-*, x-goog-hash), by outcome (matched; mismatched: the stored representation was dropped).",
     ]

@@ -128,6 +128,19 @@ enum ProxyMetrics {
         })
 
     private static let listenerClosures = Counter(label: "mediacache_listener_closed_total")
+    /// Connections accepted by each event loop (``ProxyConfiguration/eventLoops``), made as they come.
+    private static let acceptedByLoop = Mutex<[Int: Counter]>([:])
+
+    /// Counts a connection accepted by the `loop`-th event loop.
+    static func accepted(onLoop loop: Int) {
+        let counter = acceptedByLoop.withLock { counters in
+            if let counter = counters[loop] { return counter }
+            let counter = Counter(label: "mediacache_connections_accepted_total", dimensions: [("loop", "\(loop)")])
+            counters[loop] = counter
+            return counter
+        }
+        counter.increment()
+    }
 
     /// Makes every metric now (an export then lists each, at 0 until something happens).
     static func register() {

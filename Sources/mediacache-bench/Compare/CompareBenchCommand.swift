@@ -37,6 +37,11 @@ struct CompareBenchCommand: AsyncParsableCommand {
         help: "Run only these workloads (1 to 10; 6 replays 4's session).")
     var only: [Int] = Array(1...10)
 
+    @Option(
+        name: .customLong("serve-option"), parsing: .unconditionalSingleValue,
+        help: "An option for `mediacache serve` (repeat it: --serve-option --threads --serve-option 2).")
+    var serveOptions: [String] = []
+
     func validate() throws {
         guard hotSize > 0, clients > 0, throttle > 0, rounds > 0 else {
             throw ValidationError("--hot-size, --clients, --throttle and --rounds must be positive.")
@@ -68,7 +73,8 @@ struct CompareBenchCommand: AsyncParsableCommand {
             started.append(originProcess)
             let origin = OriginControl(port: originPort, client: client)
             let ourFolder = root.appendingPathComponent("mediacache")
-            let ours = try await BenchServers.startOurs(executable, directory: ourFolder, originPort: originPort)
+            let ours = try await BenchServers.startOurs(
+                executable, directory: ourFolder, originPort: originPort, arguments: serveOptions)
             started.append(ours.process)
             let (nginx, staticOrigin) = try await BenchServers.startNginx(
                 directory: root.appendingPathComponent("nginx"), originPort: originPort, client: client)

@@ -154,6 +154,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most connections open at once; one more gets 503.")
     var maxConnections = ProxyConfiguration().maxConnections
 
+    @Option(help: "Event loops that accept and serve connections, each on its own socket (at most one per core).")
+    var threads = ProxyConfiguration().eventLoops
+
     @Option(help: "The longest request target in bytes; a longer one gets 414.")
     var maxUriBytes = ProxyConfiguration().maxURIBytes
 
@@ -226,53 +229,6 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
-
-    func proxyConfiguration(logger: Logger) throws -> ProxyConfiguration {
-        var configuration = ProxyConfiguration()
-        configuration.host = host
-        configuration.port = port
-        configuration.allowsRemoteClients = allowRemote
-        configuration.serverNames = Set(serverNames)
-        for origin in corsOrigins {
-            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
-                url.path.isEmpty || url.path == "/"
-            else {
-                throw ValidationError("--cors-origin takes a web origin such as https://app.example, not \(origin).")
-            }
-        }
-        configuration.corsOrigins = Set(corsOrigins.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
-        configuration.addsCMCD = cmcd
-        configuration.maxConnections = maxConnections
-        configuration.maxURIBytes = maxUriBytes
-        configuration.maxHeaderBytes = maxHeaderBytes
-        guard (1...3600).contains(requestTimeout), (1...86400).contains(idleTimeout) else {
-            throw ValidationError("--request-timeout must be 1...3600 seconds and --idle-timeout 1...86400.")
-        }
-        configuration.requestTimeout = .seconds(Int64(requestTimeout))
-        configuration.idleTimeout = .seconds(Int64(idleTimeout))
-        configuration.token = accessToken
-        lan.apply(to: &configuration)
-        configuration.logger = logger
-        do {
-            try configuration.validate()
-        } catch let error as ProxyError {
-            throw ValidationError(Advice.message(error))
-        }
-        return configuration
-    }
-
-    /// The roots of `--ca-file`, each file checked.
-    func trustRoots() throws -> TrustRoots {
-        var roots = TrustRoots()
-        for path in caFiles {
-            do {
-                roots.append(try TrustRoots.load(pemFile: path))
-            } catch let error as TrustRootsError {
-                throw ValidationError("--ca-file: \(error.message)")
-            }
-        }
-        return roots
-    }
 
     func validate() throws {
         _ = try proxyConfiguration(logger: Logger(label: "validate"))
