@@ -24,7 +24,7 @@ struct SoakBenchCommand: AsyncParsableCommand {
             .mp3 (audio/mpeg), `generic` as .bin (application/octet-stream), alternating. Each round runs every \
             candidate in turn with a fresh cache: `mediacache serve --max-size --max-size` with every other flag at its \
             default (this build's; again with each --also's flags; and --baseline's if given), and nginx's slice cache in \
-            front of the same origin. --clients clients each read a random range (1 B to 300 kB; closed `a-b` or open \
+            front of the same origin, its max_size the same. --clients clients each read a random range (1 B to 300 kB; closed `a-b` or open \
             `a-` as --ranges says; an open one read to the file's end) of a random file, one read in five hanging up \
             after 1,000 bytes, for --seconds, or until --requests were answered. A request not answered within --timeout \
             counts as timed out. Every byte kept is checked against the file. Prints, per candidate and client count, \
@@ -61,8 +61,21 @@ struct SoakBenchCommand: AsyncParsableCommand {
     @Option(help: "Rounds; candidates alternate within each.")
     var rounds = 3
 
-    @Option(name: .customLong("max-size"), help: "serve's --max-size: small enough that eviction runs throughout.")
+    @Option(
+        name: .customLong("max-size"),
+        help: "serve's --max-size, and nginx's max_size: small enough that eviction runs throughout (e.g. 64M).")
     var maxSize = "64M"
+
+    /// `text` (digits and an optional K, M or G, binary) in bytes, for nginx's `max_size`.
+    static func bytes(_ text: String) throws -> Int64 {
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        let unit = text.last.flatMap { units[Character($0.uppercased())] }
+        let digits = unit == nil ? Substring(text) : text.dropLast()
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int64(digits), number > 0,
+            case (let bytes, false) = number.multipliedReportingOverflow(by: unit ?? 1)
+        else { throw ValidationError("--max-size takes a number of bytes with K, M or G, such as 64M: not \(text).") }
+        return bytes
+    }
 
     @Option(help: "Another `mediacache` executable to run beside this build's (the code before a change).")
     var baseline: String?
@@ -76,6 +89,7 @@ struct SoakBenchCommand: AsyncParsableCommand {
     var noNginxCache = false
 
     func validate() throws {
+        _ = try Self.bytes(maxSize)
         guard clients.allSatisfy({ (1...256).contains($0) }), !clients.isEmpty else {
             throw ValidationError("--clients must be 1...256.")
         }
@@ -259,8 +273,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
             figures.openFiles = sampler.figures
         } else {
             let benchClient = BenchClient(http: client)
+            // Bounded as ours is, so both evict alike.
             let (server, _) = try await BenchServers.startNginx(
-                directory: folder, originPort: origin.port, client: benchClient)
+                directory: folder, originPort: origin.port, client: benchClient, maxSize: try Self.bytes(maxSize))
             defer { server.stop() }
             figures = try await load(client: client, clients: clients) { path in
                 server.url(forOrigin: "\(origin.url)\(path)")

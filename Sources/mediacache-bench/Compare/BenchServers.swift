@@ -116,9 +116,10 @@ enum BenchServers {
 
     /// Starts nginx as a slice cache in front of the origin, its configuration and cache in
     /// `directory`; installs Debian's nginx first if it is missing.
-    static func startNginx(directory: URL, originPort: Int, client: BenchClient) async throws -> (
-        server: BenchServer, staticOrigin: StaticOrigin
-    ) {
+    /// `maxSize`: its cache's `max_size`, in bytes (the soak bounds it as it bounds ours).
+    static func startNginx(
+        directory: URL, originPort: Int, client: BenchClient, maxSize: Int64 = 8 << 30
+    ) async throws -> (server: BenchServer, staticOrigin: StaticOrigin) {
         let nginx = try await nginxExecutable()
         let port = try freePort()
         let staticPort = try freePort()
@@ -129,7 +130,7 @@ enum BenchServers {
         try FileManager.default.createDirectory(
             at: staticFolder.appendingPathComponent("static"), withIntermediateDirectories: true)
         let configuration = nginxConfiguration(
-            directory: directory.path, port: port, originPort: originPort, staticPort: staticPort)
+            directory: directory.path, port: port, originPort: originPort, staticPort: staticPort, maxSize: maxSize)
         let file = directory.appendingPathComponent("nginx.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
         let process = try SpawnedProcess(
@@ -158,7 +159,9 @@ enum BenchServers {
     ///
     /// The same nginx also serves files from `static/` on `staticPort` (`sendfile`, from the
     /// page cache): the fast origin of workload 9, which its slice cache reaches under `/static/`.
-    static func nginxConfiguration(directory: String, port: Int, originPort: Int, staticPort: Int) -> String {
+    static func nginxConfiguration(
+        directory: String, port: Int, originPort: Int, staticPort: Int, maxSize: Int64 = 8 << 30
+    ) -> String {
         """
         daemon off;
         worker_processes auto;
@@ -173,7 +176,7 @@ enum BenchServers {
             fastcgi_temp_path \(directory)/fastcgi_temp;
             uwsgi_temp_path \(directory)/uwsgi_temp;
             scgi_temp_path \(directory)/scgi_temp;
-            proxy_cache_path \(directory)/cache levels=1:2 keys_zone=media:16m max_size=8g inactive=1d use_temp_path=off;
+            proxy_cache_path \(directory)/cache levels=1:2 keys_zone=media:16m max_size=\(maxSize) inactive=1d use_temp_path=off;
             upstream origin {
                 server 127.0.0.1:\(originPort);
                 keepalive 32;
