@@ -9,7 +9,8 @@
 # between the first and the last of N requests, divided by N:
 #   hot   : a cached 64 KiB range, N requests one after another on one keep-alive connection
 #           (of a 64 MiB file; HOT_LENGTH=BYTES for another size; HOT_PARTIAL=1: the file is
-#           not stored whole first, only the ranges the uncounted first pass asks for)
+#           not stored whole first, only the ranges the uncounted first pass asks for; HOT_MIME:
+#           its Content-Type, video/mp4 by default)
 #   new   : the same cached ranges, each on a new connection (accept, pipeline set-up, answer)
 #   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
 #   floor : the same hot and new requests answered by `mediacache-bench floor-server` (a bare
@@ -62,7 +63,7 @@ count() {
 }
 
 # Hot: a 64 MiB file (HOT_LENGTH bytes), cached whole first, then N 64 KiB ranges at spread offsets.
-curl -s "$origin/_origin/serve?path=/hot.bin&length=${HOT_LENGTH:-67108864}&seed=1" > /dev/null
+curl -s "$origin/_origin/serve?path=/hot.bin&length=${HOT_LENGTH:-67108864}&seed=1&mime=$(encode "${HOT_MIME:-video/mp4}")" > /dev/null
 hot_url="$proxy/?url=$(encode "$origin/hot.bin")"
 # HOT_PARTIAL=1: not fetched whole; the uncounted pass below stores only the ranges asked for.
 [ -n "${HOT_PARTIAL:-}" ] || curl -s -o /dev/null "$hot_url"

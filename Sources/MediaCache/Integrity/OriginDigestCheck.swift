@@ -26,8 +26,8 @@ extension CacheStore {
     /// them: they are read back through the checked read (each block against its checksum
     /// first) in 1 MiB parts on the I/O pool and hashed with every algorithm given. A match is
     /// kept with the version (``ContentMetadata/digestsMatched``); a mismatch drops the stored
-    /// representation, so nothing of it is served again and the next read asks the origin,
-    /// logged at warning with both digests and counted.
+    /// representation once the reads under way have ended, so nothing of it is served after
+    /// them and the next read asks the origin, logged at warning with both digests and counted.
     package func checkOriginDigests(of key: CacheKey) async -> DigestOutcome {
         guard let handle = try? openEntry(key) else { return .unchecked }
         defer { handle.close() }
@@ -48,6 +48,12 @@ extension CacheStore {
         let computed = hasher.finalize()
         let url = metadata.sourceURL?.absoluteString ?? key.rawValue
         if let wrong = digests.first(where: { computed[$0.algorithm] != $0.value }) {
+            // The reads under way finish first (they hold what the origin sent): dropping the
+            // representation under them would cut their answers short.
+            while !Task.isCancelled, (state.withLock { $0.records[key]?.openBy.count } ?? 0) > 1 {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            guard !Task.isCancelled else { return .unchecked }
             CacheMetrics.originDigest(.mismatched)
             let ours = OriginDigest(algorithm: wrong.algorithm, value: computed[wrong.algorithm] ?? [], field: "")
             configuration.logger.warning(

@@ -50,6 +50,9 @@ public struct ContentMetadata: Hashable, Sendable, Codable {
     /// found to match, strongest first (`sha-256`), once the entry was whole and checked;
     /// `nil` until then. A version with other digests starts unchecked.
     package var digestsMatched: [String]?
+    /// Stored as `true` only: the body's start was looked at and is neither a playlist nor a
+    /// manifest (a small file of a generic type), so its ranges take the store's fast road.
+    package var startIsMedia: Bool?
 
     /// What the origin said this version's bytes hash to (`Repr-Digest`, a whole answer's
     /// `Content-Digest`, `x-amz-checksum-*`, `x-goog-hash`), each of an algorithm the cache

@@ -150,3 +150,21 @@ extension CacheStore {
         }
     }
 }
+
+extension CacheStore {
+    /// Notes on `key`'s entry that its body's start is neither a playlist nor a manifest
+    /// (``ContentMetadata/startIsMedia``), when it still holds the version the look read.
+    func noteStartIsMedia(of key: CacheKey, version: ContentMetadata) {
+        let noted = state.withLock { state in
+            state.withRecord(key) { record -> Bool in
+                guard record.metadata.startIsMedia != true, record.metadata.isSameVersion(as: version),
+                    record.metadata.length == version.length
+                else { return false }
+                record.metadata.startIsMedia = true
+                record.isDirty = true
+                return true
+            } ?? false
+        }
+        if noted { scheduleFlush() }
+    }
+}

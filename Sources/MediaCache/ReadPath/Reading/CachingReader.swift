@@ -324,6 +324,7 @@ extension CachingReader {
     /// and is small enough to be one.
     package static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
         // Asked for every cached range a proxy answers: one set look-up for most types.
+        if metadata.startIsMedia == true { return false }  // looked at before: not one
         guard let type = mediaType(metadata) else { return isPlaylistSized(metadata) }
         switch typesLookedAt[type] {
         case true?: return true
@@ -365,7 +366,12 @@ extension CachingReader {
         }
         var first: [UInt8] = []
         for try await chunk in stream { first += chunk.readableBytesView }
-        return Self.sniffedKind(first)
+        let kind = Self.sniffedKind(first)
+        // Kept with the version: its next ranges need no look (the store's fast road).
+        if kind == nil, first.count == min(metadata.length ?? 0, Self.sniffedLength) {
+            store.noteStartIsMedia(of: store.key(for: url), version: stream.metadata)
+        }
+        return kind
     }
 
     /// How many of a body's first bytes tell a playlist or a manifest from media.
