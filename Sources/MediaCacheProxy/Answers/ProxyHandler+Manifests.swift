@@ -21,11 +21,7 @@ extension ProxyHandler {
             // A request from the middle of a resource of no particular type is for media (a
             // player opens a playlist from its start): its start is looked at only when stored,
             // so the request costs no second origin request for it.
-            if (asked.firstByte ?? 0) > 0, CachingReader.declaredKind(metadata) == nil,
-                !reader.holdsStart(of: url, metadata)
-            {
-                return (nil, nil)
-            }
+            if reader.isMediaWithoutLook(url, metadata, from: asked.firstByte ?? 0) { return (nil, nil) }
             return (try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata), nil)
         }
         guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else {

@@ -100,7 +100,8 @@ struct ProxyHandler: Sendable {
         // are then taken from the same lease: one region of the data file when they lie in one,
         // else a read of stored bytes (an encrypted store's, a long range's).
         guard let lease = reader.storedLease(for: asked.url, headers: asked.forwarded, range: asked.specifier),
-            !CachingReader.mayBePlaylist(lease.metadata),  // a playlist (or what may be one) is rewritten
+            // A playlist (or what may be one) is rewritten; the general path's look decides.
+            reader.isMediaWithoutLook(asked.url, lease.metadata, from: asked.firstByte ?? 0),
             case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: lease.metadata, sendsBody: true)
         else { return .needsGeneralPath(checked) }
         let body: (StoredRegion?, ReadStream?)

@@ -377,6 +377,16 @@ extension CachingReader {
     /// How many of a body's first bytes tell a playlist or a manifest from media.
     package static let sniffedLength: Int64 = 1024
 
+    /// Whether a read from `firstByte` is known to be of media without a look at the body's
+    /// start: the type (or an earlier look) says so, or the read starts past 0 of a resource
+    /// whose type names no playlist and whose start is not stored (a player opens a playlist
+    /// from its start, and the look would cost a second origin request). The proxy's fast
+    /// road and its general path ask the same.
+    package func isMediaWithoutLook(_ url: URL, _ metadata: ContentMetadata, from firstByte: Int64) -> Bool {
+        guard Self.mayBePlaylist(metadata) else { return true }
+        return firstByte > 0 && Self.declaredKind(metadata) == nil && !holdsStart(of: url, metadata)
+    }
+
     /// Whether the bytes a look at the body's start reads (``sniffedLength``) are stored, so
     /// that the look costs no origin request.
     package func holdsStart(of url: URL, _ metadata: ContentMetadata) -> Bool {
