@@ -34,6 +34,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// A read was asked for while reads were paused: it is made once they resume.
     private var readPending = false
+    /// The pipeline's first handler, set as the pipeline is made (and let go when this handler
+    /// leaves it: each holds the other).
+    var edge: ConnectionEdge?
 
     init(
         handler: ProxyHandler, configuration: ProxyConfiguration, connections: ConnectionRegistry, isOverCapacity: Bool
@@ -54,6 +57,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        edge = nil
     }
 
     /// The socket is read only while no answer is being written (see
@@ -74,7 +78,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    /// Bytes of a request arrived (``RequestBytes`` says so, on the event loop): the timer is
+    /// Bytes of a request arrived (``ConnectionEdge`` says so, on the event loop): the timer is
     /// armed anew when it would look only after the request's time is up.
     func bytesArrived() {
         guard case .lookAgain(let delay) = machine.bytesArrived(now: .now()), let context else { return }
@@ -161,7 +165,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         refusal.headers.replaceOrAdd(name: "Cache-Status", value: CacheStatus.local("refused").headerValue)
         let head = HTTPResponseHead(version: .http1_1, status: refusal.status, headers: refusal.headers)
         if case .atHand(let body) = refusal.body.parts(context.channel.allocator) {
-            ResponseSender.writeAtOnce(head, body, on: context, after: .lingers)
+            ResponseSender.writeAtOnce(head, body, on: output(context), after: .lingers)
         }
         configuration.logger.info("refused", metadata: ["status": "\(refusal.status.code)", "error": "\(parserError)"])
         context.fireErrorCaught(parserError)
@@ -205,7 +209,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         let channel = context.channel
         if case .atHand(let body) = response.body.parts(channel.allocator) {
             let (head, after) = ResponseSender.head(of: response, version: head.version, keepAlive: head.isKeepAlive)
-            ResponseSender.writeAtOnce(head, body, on: context, after: after).whenComplete { _ in
+            ResponseSender.writeAtOnce(head, body, on: output(context), after: after).whenComplete { _ in
                 this.value.answerEnded(number)
             }
             return
@@ -214,5 +218,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             await ResponseSender.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
             channel.eventLoop.execute { this.value.answerEnded(number) }
         }
+    }
+
+    private func output(_ context: ChannelHandlerContext) -> ConnectionOutput {
+        ConnectionOutput(context: context, edge: edge?.context)
     }
 }

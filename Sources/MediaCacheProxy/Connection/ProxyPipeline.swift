@@ -6,8 +6,9 @@ import NIOHTTP1
 
 /// The handlers of one client connection, in pipeline order:
 ///
-/// 1. ``RequestBytes``: tells the connection when bytes of a request arrive (before they are
-///    parsed: a head sent a byte at a time is timed from its first);
+/// 1. ``ConnectionEdge``: tells the connection when bytes of a request arrive (before they are
+///    parsed: a head sent a byte at a time is timed from its first), and is where an answer's
+///    head encoded by the proxy (``EncodedHead``) is written, past NIO's encoder;
 /// 2. `HTTPResponseEncoder` and `HTTPRequestDecoder`, the decoder stopping at
 ///    `maxURIBytes + maxHeaderBytes` of head (so a client cannot make it buffer more);
 /// 3. ``ProxyConnectionHandler``, which answers requests one at a time (a pipelined request
@@ -32,7 +33,9 @@ enum ProxyPipeline {
         let connection = ProxyConnectionHandler(
             handler: handler, configuration: configuration, connections: connections, isOverCapacity: isOverCapacity)
         let sync = channel.pipeline.syncOperations
-        try sync.addHandler(RequestBytes(connection))
+        let edge = ConnectionEdge(connection)
+        connection.edge = edge
+        try sync.addHandler(edge)
         try sync.addHandler(HTTPResponseEncoder())
         try sync.addHandler(
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
@@ -40,14 +43,25 @@ enum ProxyPipeline {
     }
 }
 
-/// Tells the connection's handler when bytes of a request arrive, before the HTTP decoder
-/// (which says nothing until a head is whole). Both run on the channel's event loop.
-final class RequestBytes: ChannelInboundHandler, RemovableChannelHandler {
+/// The pipeline's first handler: tells the connection's handler when bytes of a request
+/// arrive, before the HTTP decoder (which says nothing until a head is whole); and keeps its
+/// context, where bytes are written past NIO's encoder. Both run on the channel's event loop.
+final class ConnectionEdge: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     private let connection: ProxyConnectionHandler
+    /// Its place in the pipeline, while it is in one.
+    private(set) var context: ChannelHandlerContext?
 
     init(_ connection: ProxyConnectionHandler) {
         self.connection = connection
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

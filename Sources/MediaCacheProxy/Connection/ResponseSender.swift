@@ -28,6 +28,9 @@ enum ResponseSender {
         case lingers
     }
 
+    /// The largest body copied into its head's buffer, so both leave in one write.
+    static let smallBody = 16 << 10
+
     /// How long a lingering connection reads and drops what still comes (nginx: 5 s per read).
     static let lingerTime: TimeAmount = .seconds(2)
 
@@ -65,7 +68,9 @@ enum ResponseSender {
     }
 
     /// Writes `head`, `body` and the end in one flush, and then keeps the connection, closes
-    /// it or lingers as `after` says. Call on the channel's event loop.
+    /// it or lingers as `after` says. Call on the channel's event loop. A head framed by its
+    /// `Content-Length` is written as bytes made here (``EncodedHead``), past NIO's encoder,
+    /// when `output` offers the connection's edge; a small body then rides in the head's buffer.
     /// - Parameter output: the connection handler's context when it writes (the writes then
     ///   start at the handler rather than at the pipeline's tail), else the channel.
     /// - Returns: the end's write, which fails when a write before it failed.
@@ -74,26 +79,40 @@ enum ResponseSender {
         _ head: HTTPResponseHead, _ body: ProxyResponse.Body.AtHand, on output: some ResponseOutput, after: After
     ) -> EventLoopFuture<Void> {
         let channel = output.channel
-        output.write(.head(head), promise: nil)
         // A stored region's log line ends once its bytes are in the socket (the others ended
         // when the answer was made); its descriptor is let go then.
         let sent: (line: RequestLog, file: NIOFileHandle, region: StoredRegion)?
+        let bodyData: IOData?
         switch body {
         case .empty:
-            sent = nil
+            (sent, bodyData) = (nil, nil)
         case .buffer(let buffer):
-            sent = nil
-            output.write(.body(.byteBuffer(buffer)), promise: nil)
+            (sent, bodyData) = (nil, .byteBuffer(buffer))
         case .region(let region, var line):
             line.firstByte = ContinuousClock.now
             let (fileRegion, file) = fileRegion(region)
-            sent = (line, file, region)
-            output.write(.body(.fileRegion(fileRegion)), promise: nil)
+            (sent, bodyData) = ((line, file, region), .fileRegion(fileRegion))
         }
         // Writes complete in order, and a failed one fails those after it: the end's promise
         // says how the body's write went too.
         let ended = channel.eventLoop.makePromise(of: Void.self)
-        output.writeAndFlush(.end(nil), promise: ended)
+        if let edge = output.edge, var encoded = EncodedHead.encode(head, allocator: channel.allocator) {
+            // Framed by its length: nothing marks the body's end.
+            switch bodyData {
+            case .byteBuffer(var bytes)? where bytes.readableBytes <= smallBody:
+                encoded.writeBuffer(&bytes)
+                edge.writeAndFlush(NIOAny(IOData.byteBuffer(encoded)), promise: ended)
+            case let data?:
+                edge.write(NIOAny(IOData.byteBuffer(encoded)), promise: nil)
+                edge.writeAndFlush(NIOAny(data), promise: ended)
+            case nil:
+                edge.writeAndFlush(NIOAny(IOData.byteBuffer(encoded)), promise: ended)
+            }
+        } else {
+            output.write(.head(head), promise: nil)
+            if let bodyData { output.write(.body(bodyData), promise: nil) }
+            output.writeAndFlush(.end(nil), promise: ended)
+        }
         ended.futureResult.whenComplete { result in
             var statistics = ReadStatistics()
             if let sent {
@@ -216,24 +235,32 @@ enum ResponseSender {
 /// Where an answer's parts are written (``ResponseSender/writeAtOnce(_:_:on:after:)``).
 protocol ResponseOutput {
     var channel: any Channel { get }
+    /// The pipeline's first handler's context, when bytes may be written there (past NIO's
+    /// encoder: see ``EncodedHead``).
+    var edge: ChannelHandlerContext? { get }
     func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?)
     func writeAndFlush(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?)
 }
 
-/// The connection handler's context: its writes start at the handler.
-extension ChannelHandlerContext: ResponseOutput {
+/// The connection handler's context, its writes starting at the handler, and its edge.
+struct ConnectionOutput: ResponseOutput {
+    let context: ChannelHandlerContext
+    let edge: ChannelHandlerContext?
+    var channel: any Channel { context.channel }
+
     func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
-        write(NIOAny(part), promise: promise)
+        context.write(NIOAny(part), promise: promise)
     }
 
     func writeAndFlush(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
-        writeAndFlush(NIOAny(part), promise: promise)
+        context.writeAndFlush(NIOAny(part), promise: promise)
     }
 }
 
 /// A channel, written from its pipeline's tail.
 struct ChannelOutput: ResponseOutput {
     let channel: any Channel
+    var edge: ChannelHandlerContext? { nil }
 
     func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
         channel.write(part, promise: promise)
