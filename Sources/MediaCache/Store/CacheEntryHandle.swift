@@ -308,24 +308,6 @@ package final class CacheEntryHandle: Sendable {
         return StoredRegion(file: file, range: range)
     }
 
-    /// The cached span that holds `offset` and the entry's data file, when the file is open
-    /// (and the store does not encrypt): what a server needs to send stored bytes at once,
-    /// found under one lock. Counts as an access for eviction. Only bytes whose blocks this
-    /// process checked (``CacheStore/Record/verified``) are in it: others take the read path,
-    /// which checks them.
-    func openSpan(containing offset: Int64) -> (span: ByteRange, file: EntryFile)? {
-        guard cipher == nil else { return nil }
-        let now = store.configuration.clock.now
-        return try? store.state.withLock { state in
-            try withCurrentRecord(in: &state) { record -> (span: ByteRange, file: EntryFile)? in
-                guard let file = record.file, let span = record.verified.span(containing: offset) else { return nil }
-                record.lastAccess = now
-                record.isDirty = true
-                return (span, file)
-            }
-        }
-    }
-
     /// The entry's open file (if open), file name and whether this process checked every block
     /// under `range`, after checking `range` is cached; counts as an access for eviction.
     private func cachedFile(for range: ByteRange) throws -> (EntryFile?, String, checked: Bool) {

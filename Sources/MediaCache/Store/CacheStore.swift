@@ -301,7 +301,9 @@ public final class CacheStore: Sendable {
     /// content information when its length is known (`nil` otherwise), and, when `start` gives
     /// an offset for that length, the store does not encrypt and the data file is open, the
     /// stored span that contains the offset with the file (then it counts as an access, for
-    /// eviction). The span and the information describe one version.
+    /// eviction). The span and the information describe one version. Only bytes whose blocks
+    /// this process checked (``CacheStore/Record/verified``) are in the span: they go out as they are in
+    /// the file, so others take the read path, which checks them.
     func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> (
         metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?
     )? {
@@ -312,7 +314,7 @@ public final class CacheStore: Sendable {
                 record -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? in
                 guard let length = record.metadata.length else { return nil }
                 guard sendsFromFile, let offset = start(length), let file = record.file,
-                    let span = record.spans.span(containing: offset)
+                    let span = record.verified.span(containing: offset)
                 else {
                     return (record.metadata, nil)
                 }
