@@ -103,7 +103,14 @@ public struct ProxyConfiguration: Sendable {
     /// On the LAN listener, while a request's playlist or manifest is rewritten: its origin and
     /// what its URL grants. A URL of that origin is minted with the same grant; one of another
     /// origin reaches only the internet (so is one minted without this).
-    var minting: (authority: String, grant: LANCapabilities.Grant)?
+    var minting: Minting?
+
+    /// A request's origin and what its URL grants (a type of its own: an optional tuple in a
+    /// configuration copied per request was destroyed through generic value witnesses).
+    struct Minting {
+        var authority: String
+        var grant: LANCapabilities.Grant
+    }
 
     /// `target`'s path and query on this listener, with its credential (``credential(for:folderDepth:)``).
     func uri(of target: ProxyTarget, folderDepth: Int? = nil) -> String {

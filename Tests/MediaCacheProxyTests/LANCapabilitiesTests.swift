@@ -98,7 +98,7 @@ import Testing
 
         // What a playlist of this origin names is minted with its grant; what it names on another
         // origin reaches only the internet.
-        configuration.minting = (LANCapabilities.authority(of: url), .namedOrigin)
+        configuration.minting = .init(authority: LANCapabilities.authority(of: url), grant: .namedOrigin)
         let same = configuration.pathForm(for: URL(string: "http://cdn.example.com/hls/v1/seg1.ts")!)
         let elsewhere = configuration.pathForm(for: URL(string: "http://media.example.net/seg1.ts")!)
         #expect(try Self.check(router, same).get().grant == .namedOrigin)
@@ -111,7 +111,7 @@ import Testing
     @Test func anotherOriginsPlaylistNeverLeadsToThisMachineOrItsNetworks() throws {
         let capabilities = LANCapabilities.made()
         var configuration = Self.lanConfiguration(capabilities)
-        configuration.minting = ("http://cdn.example.com", .namedOrigin)
+        configuration.minting = .init(authority: "http://cdn.example.com", grant: .namedOrigin)
         let router = Self.router(configuration)
         for (url, scope) in [
             ("http://127.0.0.1:22/ssh", "loopback"), ("http://0x7f.1:8080/a.ts", "loopback"),
@@ -130,7 +130,7 @@ import Testing
         let nas = URL(string: "http://192.168.1.20:8096/videos/movie.mp4")!
         let named = try Self.check(router, capabilities.pathForm(for: nas)).get()
         #expect(named.url == nas && named.grant == .namedOrigin)
-        configuration.minting = (LANCapabilities.authority(of: nas), .namedOrigin)
+        configuration.minting = .init(authority: LANCapabilities.authority(of: nas), grant: .namedOrigin)
         #expect(
             try Self.check(Self.router(configuration), configuration.pathForm(for: nas.appending(path: "x"))).get()
                 .grant == .namedOrigin)
@@ -186,7 +186,7 @@ import Testing
         var lines: [String] = []
         func mint(_ text: String, by playlistOrigin: String?, queryForm: Bool = false) {
             let url = URL(string: text)!
-            configuration.minting = playlistOrigin.map { ($0, .namedOrigin) }
+            configuration.minting = playlistOrigin.map { .init(authority: $0, grant: .namedOrigin) }
             let grant: LANCapabilities.Grant =
                 playlistOrigin == nil || playlistOrigin == LANCapabilities.authority(of: url)
                 ? .namedOrigin : .publicAddressesOnly

@@ -29,30 +29,37 @@ enum EncodedHead {
         guard hasLength else { return nil }
         var buffer = allocator.buffer(capacity: size)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
+            // Helpers taking `at` inout, not closures capturing it: a captured variable is
+            // checked for exclusive access at run time on every use.
             var at = 0
-            func put(_ text: String) {
-                var text = text
-                text.withUTF8 { bytes in
-                    out.baseAddress!.advanced(by: at).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-                    at += bytes.count
-                }
-            }
-            func put(_ a: UInt8, _ b: UInt8) {
-                out[at] = a
-                out[at + 1] = b
-                at += 2
-            }
-            put(statusLine)
+            put(statusLine, into: out, at: &at)
             for (name, value) in head.headers {
-                put(name)
-                put(UInt8(ascii: ":"), UInt8(ascii: " "))
-                put(value)
-                put(UInt8(ascii: "\r"), UInt8(ascii: "\n"))
+                put(name, into: out, at: &at)
+                put(UInt8(ascii: ":"), UInt8(ascii: " "), into: out, at: &at)
+                put(value, into: out, at: &at)
+                put(UInt8(ascii: "\r"), UInt8(ascii: "\n"), into: out, at: &at)
             }
-            put(UInt8(ascii: "\r"), UInt8(ascii: "\n"))
+            put(UInt8(ascii: "\r"), UInt8(ascii: "\n"), into: out, at: &at)
             return at
         }
         return buffer
+    }
+
+    private static func put(_ text: String, into out: UnsafeMutableRawBufferPointer, at: inout Int) {
+        var text = text
+        let start = at
+        let count = text.withUTF8 { bytes in
+            UnsafeMutableRawBufferPointer(rebasing: out[start..<start + bytes.count]).copyMemory(
+                from: UnsafeRawBufferPointer(bytes))
+            return bytes.count
+        }
+        at += count
+    }
+
+    private static func put(_ a: UInt8, _ b: UInt8, into out: UnsafeMutableRawBufferPointer, at: inout Int) {
+        out[at] = a
+        out[at + 1] = b
+        at += 2
     }
 
     /// The status line with its line end, as NIO writes it.
