@@ -95,7 +95,8 @@ struct DamagedStoreTests {
             // the store's fast road (a region of the open data file, sent as it is) takes only
             // blocks this process checked.
             let block10 = 10 * Self.blockSize
-            #expect(try await Self.curl(info, origin.url("/song.mp3"), range: "0-65535") == bytes("/song.mp3", 0..<65_536))
+            #expect(
+                try await Self.curl(info, origin.url("/song.mp3"), range: "0-65535") == bytes("/song.mp3", 0..<65_536))
             #expect(
                 try await Self.curl(info, origin.url("/song.mp3"), range: "\(block10)-\(block10 + 65_535)")
                     == bytes("/song.mp3", block10..<block10 + 65_536))

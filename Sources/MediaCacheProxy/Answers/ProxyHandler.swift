@@ -175,7 +175,8 @@ struct ProxyHandler: Sendable {
             throw ProxyRouter.privateAddress(host, scope)
         }
         var minting = self
-        minting.configuration.minting = .init(authority: LANCapabilities.authority(of: request.url), grant: request.grant)
+        minting.configuration.minting = .init(
+            authority: LANCapabilities.authority(of: request.url), grant: request.grant)
         return try await minting.carryOut(request, head: head, localPort: localPort, log: &log)
     }
 
