@@ -304,25 +304,37 @@ public final class CacheStore: Sendable {
     /// eviction). The span and the information describe one version. Only bytes whose blocks
     /// this process checked (``CacheStore/Record/verified``) are in the span: they go out as they are in
     /// the file, so others take the read path, which checks them.
-    func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> (
-        metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?
-    )? {
+    func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> StoredSnapshot? {
         let now = configuration.clock.now
         let sendsFromFile = configuration.encryptionKey == nil
         return state.withLock { state in
             state.withRecord(key) {
-                record -> (metadata: ContentMetadata, region: (span: ByteRange, file: EntryFile)?)? in
+                record -> StoredSnapshot? in
                 guard let length = record.metadata.length else { return nil }
                 guard sendsFromFile, let offset = start(length), let file = record.file,
                     let span = record.verified.span(containing: offset)
                 else {
-                    return (record.metadata, nil)
+                    return StoredSnapshot(metadata: record.metadata, region: nil)
                 }
                 record.lastAccess = now
                 record.isDirty = true
-                return (record.metadata, (span, file))
+                return StoredSnapshot(metadata: record.metadata, region: StoredSpan(span: span, file: file))
             } ?? nil
         }
+    }
+
+    /// What ``storedSnapshot(_:start:)`` found. (Types of their own, not tuples: an optional
+    /// tuple is copied and destroyed through the runtime's generic value witnesses, and this is
+    /// taken for every cached range a server answers.)
+    struct StoredSnapshot {
+        let metadata: ContentMetadata
+        let region: StoredSpan?
+    }
+
+    /// A stored span and the open data file that holds it.
+    struct StoredSpan: Sendable {
+        let span: ByteRange
+        let file: EntryFile
     }
 
     /// Removes the entry for `key` and its bytes. Open handles on it fail from then on

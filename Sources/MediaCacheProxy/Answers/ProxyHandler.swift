@@ -254,7 +254,7 @@ struct ProxyHandler: Sendable {
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).
-        log.storedAtArrival = (stored, 0)
+        log.storedAtArrival = .init(spans: stored, start: 0)
         // A probe's bytes that are not stored (`no-store`) wait for this request's read,
         // which takes them; whatever this request does, they are let go when it is answered.
         defer { reader.releaseReservation(for: url) }

@@ -43,7 +43,13 @@ struct RequestLog: Sendable {
     var passesThrough = false
     /// The spans stored when the request came, and where the body starts: when set, the
     /// body's bytes within those spans count as from the cache and the others as from the origin.
-    var storedAtArrival: (spans: SpanSet, start: Int64)?
+    var storedAtArrival: StoredAtArrival?
+    /// (A type of its own: an optional tuple is copied and destroyed through the runtime's
+    /// generic value witnesses, and a log is copied along with every answer.)
+    struct StoredAtArrival {
+        var spans: SpanSet
+        var start: Int64
+    }
     var status = 0
     var firstByte: ContinuousClock.Instant?
 
@@ -79,9 +85,9 @@ struct RequestLog: Sendable {
 
     func end(_ read: ReadStatistics, error: (any Error)?) {
         var statistics = read
-        if let (spans, start) = storedAtArrival {
+        if let arrival = storedAtArrival {
             let sent = read.bytesFromCache + read.bytesFromOrigin
-            statistics.bytesFromCache = spans.byteCount(in: ByteRange(start, start + sent))
+            statistics.bytesFromCache = arrival.spans.byteCount(in: ByteRange(arrival.start, arrival.start + sent))
             statistics.bytesFromOrigin = sent - statistics.bytesFromCache
         }
         let result = result(statistics)

@@ -275,12 +275,12 @@ extension CachingReader {
     ) -> StoredLease? {
         let key = store.key(for: url)
         let snapshot = store.storedSnapshot(key) { length in range.map { $0.resolve(length: length)?.lowerBound } ?? 0 }
-        guard let (metadata, stored) = snapshot, metadata.isStorable, isCurrent(metadata, key: key),
+        guard let snapshot, case let metadata = snapshot.metadata, metadata.isStorable, isCurrent(metadata, key: key),
             metadata.matches(request: headers)
         else { return nil }
         if requester.isPlayer { preloader.played(key) }
         return StoredLease(
-            metadata: metadata, context: context, url: url, key: key, headers: headers, stored: stored,
+            metadata: metadata, context: context, url: url, key: key, headers: headers, stored: snapshot.region,
             requester: requester)
     }
 }

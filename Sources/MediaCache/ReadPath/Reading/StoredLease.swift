@@ -22,13 +22,13 @@ package struct StoredLease: Sendable {
     private let key: CacheKey
     private let headers: RequestHeaders
     /// The stored span at the request's offset, with the data file, read with ``metadata``.
-    private let stored: (span: ByteRange, file: EntryFile)?
+    private let stored: CacheStore.StoredSpan?
     /// Who reads (a player's read is a play: see ``Plays``).
     private let requester: Requester
 
     init(
         metadata: ContentMetadata, context: ReadContext, url: URL, key: CacheKey, headers: RequestHeaders,
-        stored: (span: ByteRange, file: EntryFile)?, requester: Requester
+        stored: CacheStore.StoredSpan?, requester: Requester
     ) {
         (self.metadata, self.context, self.url, self.key, self.headers, self.stored) = (
             metadata, context, url, key, headers, stored
@@ -49,12 +49,12 @@ package struct StoredLease: Sendable {
     /// otherwise, in an encrypted store, and for a range past byte 0 in a play of another
     /// version (``Plays``: the read refuses it).
     package func region(_ range: ByteRange) -> StoredRegion? {
-        guard !range.isEmpty, let (span, file) = stored, span.lowerBound <= range.lowerBound,
+        guard !range.isEmpty, let stored, case let span = stored.span, span.lowerBound <= range.lowerBound,
             range.lowerBound < span.upperBound,
             ReadSession.regionEnd(at: range.lowerBound, of: range, in: span, context: context) == range.upperBound,
             context.plays.begin(key, version: metadata, from: range.lowerBound, by: requester)
         else { return nil }
-        return StoredRegion(file: file, range: range)
+        return StoredRegion(file: stored.file, range: range)
     }
 
     /// A read of `range`, whose every byte is stored. `nil` when a byte is missing (or another
