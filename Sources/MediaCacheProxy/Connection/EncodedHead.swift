@@ -16,50 +16,49 @@ enum EncodedHead {
     /// `Content-Length` alone.
     static func encode(_ head: HTTPResponseHead, allocator: ByteBufferAllocator) -> ByteBuffer? {
         guard head.version.major == 1, head.status.mayHaveResponseBody else { return nil }
-        let statusLine = Self.statusLine(head)
-        var size = statusLine.utf8.count + 2
+        // One pass over the fields (each pass copies every name and value out of the table),
+        // one capacity check per field.
+        var buffer = allocator.buffer(capacity: 1024)
         var hasLength = false
+        buffer.writeString(Self.statusLine(head))
         for (name, value) in head.headers {
             let count = name.utf8.count
             if count == 14, FieldName.matches(name, "content-length") { hasLength = true }
             // Framing by a transfer coding stays NIO's (it removes the field when a length is given).
             if count == 17, FieldName.matches(name, "transfer-encoding") { return nil }
-            size += count + value.utf8.count + 4
+            write(name, value, to: &buffer)
         }
         guard hasLength else { return nil }
-        var buffer = allocator.buffer(capacity: size)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
-            // Helpers taking `at` inout, not closures capturing it: a captured variable is
-            // checked for exclusive access at run time on every use.
-            var at = 0
-            put(statusLine, into: out, at: &at)
-            for (name, value) in head.headers {
-                put(name, into: out, at: &at)
-                put(UInt8(ascii: ":"), UInt8(ascii: " "), into: out, at: &at)
-                put(value, into: out, at: &at)
-                put(UInt8(ascii: "\r"), UInt8(ascii: "\n"), into: out, at: &at)
-            }
-            put(UInt8(ascii: "\r"), UInt8(ascii: "\n"), into: out, at: &at)
-            return at
-        }
+        buffer.writeStaticString("\r\n")
         return buffer
     }
 
-    private static func put(_ text: String, into out: UnsafeMutableRawBufferPointer, at: inout Int) {
-        var text = text
-        let start = at
-        let count = text.withUTF8 { bytes in
-            UnsafeMutableRawBufferPointer(rebasing: out[start..<start + bytes.count]).copyMemory(
-                from: UnsafeRawBufferPointer(bytes))
-            return bytes.count
+    /// Writes `name: value` and a line end with one capacity check.
+    private static func write(_ name: String, _ value: String, to buffer: inout ByteBuffer) {
+        var (name, value) = (name, value)
+        name.withUTF8 { nameBytes in
+            value.withUTF8 { valueBytes in
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: nameBytes.count + valueBytes.count + 4) {
+                    out in
+                    var at = 0
+                    copy(nameBytes, to: out, at: &at)
+                    out[at] = UInt8(ascii: ":")
+                    out[at + 1] = UInt8(ascii: " ")
+                    at += 2
+                    copy(valueBytes, to: out, at: &at)
+                    out[at] = UInt8(ascii: "\r")
+                    out[at + 1] = UInt8(ascii: "\n")
+                    return at + 2
+                }
+            }
         }
-        at += count
     }
 
-    private static func put(_ a: UInt8, _ b: UInt8, into out: UnsafeMutableRawBufferPointer, at: inout Int) {
-        out[at] = a
-        out[at + 1] = b
-        at += 2
+    private static func copy(_ bytes: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableRawBufferPointer, at: inout Int)
+    {
+        UnsafeMutableRawBufferPointer(rebasing: out[at..<at + bytes.count]).copyMemory(
+            from: UnsafeRawBufferPointer(bytes))
+        at += bytes.count
     }
 
     /// The status line with its line end, as NIO writes it.
