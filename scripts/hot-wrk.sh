@@ -8,7 +8,9 @@
 #                                                      CONNECTIONS=8)
 #
 # Each argument is a build folder, optionally with `serve` options after a colon
-# (`.build-release/release:--threads 2`), so one build can be compared with itself.
+# (`.build-release/release:--threads 2`), so one build can be compared with itself; or
+# `nginx`: nginx's slice cache (two workers, the bench's configuration) over the origin of
+# the first build, the file stored whole first as ours is.
 # Build first: swift build -c release --scratch-path .build-release (and the other builds).
 # Prints one line per run and, per build, the median requests/s and p50 over the rounds.
 # Needs wrk and curl.
@@ -39,17 +41,27 @@ for round in $(seq "$rounds"); do
         SERVE_ARGS=""; [ "$candidate" = "$build" ] || SERVE_ARGS=${candidate#*:}
         work="$root/run"
         rm -rf "$work"; mkdir -p "$work"
-        start_origin "$build"
-        start_serve "$build/mediacache"
-        curl -s "$origin/_origin/serve?path=/hot.bin&length=16777216&seed=1" > /dev/null
-        url="$proxy/?url=$(encode "$origin/hot.bin")"
+        if [ "$candidate" = nginx ]; then
+            for first in "$@"; do [ "$first" = nginx ] || break; done
+            start_origin "${first%%:*}"
+            curl -s "$origin/_origin/serve?path=/hot.bin&length=16777216&seed=1" > /dev/null
+            start_nginx "${origin#http://}"
+            url="$proxy/hot.bin"
+        else
+            start_origin "$build"
+            start_serve "$build/mediacache"
+            curl -s "$origin/_origin/serve?path=/hot.bin&length=16777216&seed=1" > /dev/null
+            url="$proxy/?url=$(encode "$origin/hot.bin")"
+        fi
         curl -s -o /dev/null "$url"  # stored whole before the count
+        [ -z "${VERBOSE:-}" ] || { curl -s -o /dev/null -w "check: %{http_code} %{size_download}\n" -r 0-65535 "$url"; cat "$work/nginx/error.log" 2>/dev/null | tail -3; }
         wrk -t2 -c"$connections" -d2s -s "$root/ranges.lua" "$url" > /dev/null  # warm-up, not counted
         out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency -s "$root/ranges.lua" "$url")
+        [ -z "${VERBOSE:-}" ] || echo "$out"
         rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
         p50=$(echo "$out" | awk '$1 == "50%" {print $2}')
         # Connections each event loop accepted (few long-lived connections can land unevenly).
-        loops=$(curl -s "$proxy/metrics" | awk -F'[{}"]' '/^mediacache_connections_accepted_total/ {printf "loop %s: %s  ", $3, $5}')
+        loops=$([ "$candidate" = nginx ] || curl -s "$proxy/metrics" | awk -F'[{}"]' '/^mediacache_connections_accepted_total/ {printf "loop %s: %s  ", $3, $5}')
         echo "round $round  $candidate  $rps requests/s  p50 $p50  $loops"
         results[$candidate]+="$rps $p50;"
         kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
