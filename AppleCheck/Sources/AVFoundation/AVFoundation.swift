@@ -419,3 +419,37 @@ extension KeyValueObservingStandIn where Self: AVPlayer {
         return NSKeyValueObservation { [weak self] in _ = self?.observers.withLock { $0.removeValue(forKey: id) } }
     }
 }
+
+// MARK: Low Power Mode (Apple's Foundation)
+
+/// Low Power Mode, which Foundation has only on Apple platforms.
+private let lowPowerMode = LowPowerMode()
+
+private final class LowPowerMode: @unchecked Sendable {
+    private let lock = NSLock()
+    private var on = false
+
+    var isOn: Bool {
+        get { lock.withLock { on } }
+        set { lock.withLock { on = newValue } }
+    }
+}
+
+extension ProcessInfo {
+    /// `var isLowPowerModeEnabled: Bool { get }`
+    public var isLowPowerModeEnabled: Bool { lowPowerMode.isOn }
+
+    /// Turns Low Power Mode on or off as the test says the system does, and posts the notice.
+    public func simulateLowPowerMode(_ on: Bool) {
+        lowPowerMode.isOn = on
+        NotificationCenter.default.post(name: .NSProcessInfoPowerStateDidChange, object: self)
+    }
+}
+
+extension Notification.Name {
+    /// `static let NSProcessInfoPowerStateDidChange: NSNotification.Name`
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // (Apple's own name, which the adapter's sources use.)
+    public static let NSProcessInfoPowerStateDidChange = Notification.Name(
+        "NSProcessInfoPowerStateDidChangeNotification")
+}

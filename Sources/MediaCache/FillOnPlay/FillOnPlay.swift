@@ -29,7 +29,8 @@ package final class FillOnPlay: Sendable {
     }
 
     private struct State {
-        var allowed = true
+        /// Why fills may not run now (``FillStop/metered``, ``FillStop/lowPower``), or `nil`.
+        var heldBy: FillStop?
         var active: [ObjectIdentifier: Active] = [:]
         var started: UInt64 = 0
     }
@@ -44,12 +45,19 @@ package final class FillOnPlay: Sendable {
         self.capacity = max(1, capacity)
     }
 
-    /// Whether fills may start: not on a metered network (the download rules' judgement),
-    /// where only what players read, and its lead, is fetched. A fill under way when it turns
-    /// `false` stops at its next chunk.
+    /// Whether fills may start: not on a metered network, nor while the device's power is low
+    /// (the download rules' judgement), where only what players read, and its lead, is
+    /// fetched. A fill under way when it turns `false` stops at its next chunk. Setting it
+    /// `false` holds fills as a metered network does.
     package var isAllowed: Bool {
-        get { state.withLock { $0.allowed } }
-        set { state.withLock { $0.allowed = newValue } }
+        get { heldBy == nil }
+        set { heldBy = newValue ? nil : .metered }
+    }
+
+    /// Why fills may not run now, or `nil` when they may.
+    package var heldBy: FillStop? {
+        get { state.withLock { $0.heldBy } }
+        set { state.withLock { $0.heldBy = newValue } }
     }
 
     /// Whether a player's download of `url` whose origin answered `metadata` fills its file.
@@ -102,9 +110,11 @@ package final class FillOnPlay: Sendable {
 
 /// Why a fill on play ended before its file was whole: every fill that does not complete stops
 /// for one of these (counted in `mediacache_fill_stops_total{reason}`).
-enum FillStop: String, Sendable, CaseIterable, Equatable {
+package enum FillStop: String, Sendable, CaseIterable, Equatable {
     /// The network turned metered or low-data (the download rules).
     case metered
+    /// The device's power turned low (the download rules).
+    case lowPower = "low_power"
     /// Newer plays took the places of the fills (``FillOnPlay/capacity``).
     case superseded
     /// The store refused its bytes (full of entries in use, a disk that failed).

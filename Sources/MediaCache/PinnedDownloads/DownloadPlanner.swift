@@ -19,6 +19,10 @@ struct DownloadPlanner: Sendable {
         var diskRoom: Int64?
         /// The floor, for the words.
         var diskFloor: Int64 = 0
+        /// What the system says of the power.
+        var power = DownloadRules.PowerConditions.unknown
+        /// The battery level below which the power is low when not charging.
+        var lowBatteryLevel = 0.2
     }
 
     /// One job as the planner sees it.
@@ -100,6 +104,13 @@ struct DownloadPlanner: Sendable {
             return Wait(
                 reason: .network, detail: "the network is \(what) (\(who)) and its rule is \(rule.rawValue)",
                 remedy: CacheError.Remedy(.allowAnyNetwork, job: job.id))
+        }
+        let power = job.rules.power ?? .notLow
+        if !power.allows(conditions.power, lowLevel: conditions.lowBatteryLevel) {
+            return Wait(
+                reason: .power,
+                detail: "waiting for power: \(conditions.power.words), and its rule is \(power.rawValue)",
+                remedy: CacheError.Remedy(.allowAnyPower, job: job.id))
         }
         if let room = conditions.diskRoom, room < min(startingRoom, max(1, job.bytesLeft ?? startingRoom)) {
             return Wait(

@@ -65,6 +65,24 @@ extension DownloadQueue {
         }
     }
 
+    /// Tells the queue what the system says of the device's power (the Apple front door's
+    /// battery and Low Power Mode notices, the power-supply class in sysfs on Linux): jobs
+    /// whose power rule forbids it wait, saying "waiting for power", and fills and preloads
+    /// stop while the power is low. A player's own reads never wait.
+    public func powerChanged(_ conditions: DownloadRules.PowerConditions) {
+        let changed = state.withLock { state in
+            defer { state.power = conditions }
+            return state.power != conditions
+        }
+        if changed {
+            configuration.logger.info("The power changed", metadata: ["power": "\(conditions.words)"])
+            schedule()
+        }
+    }
+
+    /// The device's power as the system last said it.
+    public var power: DownloadRules.PowerConditions { state.withLock { $0.power } }
+
     /// What the user says of the network, over the system ("I am on a hotspot").
     public var networkOverride: DownloadRules.NetworkOverride {
         get { state.withLock { $0.networkOverride } }
@@ -86,9 +104,12 @@ extension DownloadQueue {
     /// ``Configuration/maxConcurrent`` jobs in the queue's order whose rules let them run
     /// now. A job its rules stop is queued with the reason; what it stored stays.
     func schedule() {
-        // A play's fill follows the same word on the network: none on a metered or low-data one.
+        // A play's fill follows the same word on the network (none on a metered or low-data one)
+        // and on the power (none while it is low); a preload the power alone.
         let effective = network.effective
-        reader.fills.isAllowed = !effective.isMetered && !effective.isConstrained
+        let lowPower = power.isLow(below: configuration.lowBatteryLevel)
+        reader.fills.heldBy = lowPower ? .lowPower : effective.isMetered || effective.isConstrained ? .metered : nil
+        reader.holdPreloads(lowPower ? .power : nil)
         let now = store.configuration.clock.now
         let room = store.diskRoom
         let floor = store.diskFloor
@@ -97,7 +118,8 @@ extension DownloadQueue {
             guard state.isStarted, !state.isShutDown else { return false }
             let conditions = DownloadPlanner.Conditions(
                 now: now, timeZone: configuration.timeZone, network: state.networkOverride.applied(to: state.network),
-                networkIsOverridden: state.networkOverride != .auto, diskRoom: room, diskFloor: floor)
+                networkIsOverridden: state.networkOverride != .auto, diskRoom: room, diskFloor: floor,
+                power: state.power, lowBatteryLevel: configuration.lowBatteryLevel)
             let jobs = state.ordered.map { job in
                 let running = state.running[job.id]
                 return DownloadPlanner.Job(

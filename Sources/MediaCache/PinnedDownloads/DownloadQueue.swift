@@ -28,6 +28,9 @@ public final class DownloadQueue: Sendable {
         /// window, the networks allowed (by default unmetered only) and a rate cap for all the
         /// downloads together. A download a player is reading is never held back.
         public var rules = DownloadRules()
+        /// The battery level, 0...1, below which the power counts as low (``DownloadRules/Power/notLow``)
+        /// when the device is not charging: by default 20 %.
+        public var lowBatteryLevel = 0.2
         /// The time zone a daily window is read in.
         package var timeZone = TimeZone.current
         /// How often a queue with unfinished jobs looks at the disk's free space and the time again.
@@ -93,6 +96,7 @@ public final class DownloadQueue: Sendable {
         var isStarted = false
         /// What the system says of the network, and what the user says over it.
         var network = DownloadRules.NetworkConditions.unknown
+        var power = DownloadRules.PowerConditions.unknown
         var networkOverride = DownloadRules.NetworkOverride.auto
         /// Looks at the rules again while jobs are unfinished (``watch()``).
         var watcher: Task<Void, Never>?

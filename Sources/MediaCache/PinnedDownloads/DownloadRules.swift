@@ -15,6 +15,8 @@ public struct DownloadRules: Sendable, Codable, Equatable {
     /// At most this many bytes per second; `nil`: the queue's cap alone. A job's cap holds
     /// within the queue's, which every job shares.
     public var maxBytesPerSecond: Int64?
+    /// The power downloads run on; `nil`: the queue's, or ``DownloadRules/Power/notLow``.
+    public var power: DownloadRules.Power?
 
     /// Rules that set what is given.
     public init(
@@ -27,9 +29,11 @@ public struct DownloadRules: Sendable, Codable, Equatable {
 
     /// These rules, with what they leave unset taken from `base`.
     public func over(_ base: DownloadRules) -> DownloadRules {
-        DownloadRules(
+        var rules = DownloadRules(
             window: window ?? base.window, network: network ?? base.network,
             maxBytesPerSecond: maxBytesPerSecond ?? base.maxBytesPerSecond)
+        rules.power = power ?? base.power
+        return rules
     }
 
     /// These rules with what `change` sets replaced.
@@ -39,10 +43,20 @@ public struct DownloadRules: Sendable, Codable, Equatable {
     public var isEmpty: Bool { self == DownloadRules() }
 
     /// Rules from their words: `window` `HH:MM-HH:MM` or `any`, `network` a ``DownloadRules/Network``'s
-    /// name, `rate` bytes per second (at least 1024); `option` prefixes the names in errors.
+    /// name, `rate` bytes per second (at least 1024), `power` a ``DownloadRules/Power``'s name;
+    /// `option` prefixes the names in errors.
     /// - Throws: ``CacheError`` `.outOfBounds` saying which word is wrong.
-    package static func parse(window: String?, network: String?, rate: Int64?, option: String) throws -> DownloadRules {
+    package static func parse(
+        window: String?, network: String?, rate: Int64?, power: String? = nil, option: String
+    ) throws -> DownloadRules {
         var rules = DownloadRules()
+        if let power {
+            guard let parsed = DownloadRules.Power(rawValue: power.lowercased()) else {
+                throw CacheError(
+                    .outOfBounds, "\(option)power \(power.prefix(40)) is not one of any, charging, not-low.")
+            }
+            rules.power = parsed
+        }
         if let window {
             guard let parsed = DownloadRules.Window(window) else {
                 throw CacheError(
@@ -211,6 +225,73 @@ extension DownloadRules {
     }
 }
 
+extension DownloadRules {
+    /// The power pinned downloads may run on.
+    public enum Power: String, Sendable, Codable, Equatable, CaseIterable {
+        /// On any power, the battery low or not.
+        case any
+        /// Only while the device charges (or runs on external power, its battery full).
+        case charging
+        /// Unless the battery is low and not charging, or the system's low-power mode is on.
+        case notLow = "not-low"
+
+        /// Whether a job under this rule may download on `power`, a battery below
+        /// `lowLevel` (0...1) counting as low. Where the power is unknown (no battery), nothing waits.
+        func allows(_ power: DownloadRules.PowerConditions, lowLevel: Double) -> Bool {
+            guard power.isKnown else { return true }
+            switch self {
+            case .any: return true
+            case .charging: return power.isCharging
+            case .notLow: return !power.isLow(below: lowLevel)
+            }
+        }
+    }
+
+    /// What the system says of the device's power.
+    public struct PowerConditions: Sendable, Codable, Equatable {
+        /// Whether the system said anything: a device without a battery (a desktop, a
+        /// container) has no power to mind, and no rule holds a download back.
+        public var isKnown: Bool
+        /// The battery's charge, 0...1, when told.
+        public var batteryLevel: Double?
+        /// On external power: charging, or full and plugged in.
+        public var isCharging: Bool
+        /// The system's low-power mode (Low Power Mode on Apple platforms) is on.
+        public var isLowPowerMode: Bool
+
+        public init(batteryLevel: Double?, isCharging: Bool, isLowPowerMode: Bool = false) {
+            self.isKnown = true
+            self.batteryLevel = batteryLevel.map { min(1, max(0, $0)) }
+            self.isCharging = isCharging
+            self.isLowPowerMode = isLowPowerMode
+        }
+
+        /// No battery, or nothing said of one.
+        public static let unknown: DownloadRules.PowerConditions = {
+            var unknown = DownloadRules.PowerConditions(batteryLevel: nil, isCharging: false)
+            unknown.isKnown = false
+            return unknown
+        }()
+
+        /// Low: the low-power mode, or a battery below `level` that is not charging.
+        func isLow(below level: Double) -> Bool {
+            guard isKnown else { return false }
+            return isLowPowerMode || (!isCharging && (batteryLevel ?? 1) < level)
+        }
+
+        /// The power in words: "the battery is at 15 % and not charging".
+        package var words: String {
+            guard isKnown else { return "the power is unknown" }
+            var words =
+                batteryLevel.map { "the battery is at \(Int(($0 * 100).rounded())) %" }
+                ?? "the battery's level is unknown"
+            words += isCharging ? " and charging" : " and not charging"
+            if isLowPowerMode { words += ", low-power mode on" }
+            return words
+        }
+    }
+}
+
 extension DownloadJob {
     /// Why a queued job does not download now.
     public enum Wait: String, Sendable, Codable, Equatable, CaseIterable {
@@ -220,6 +301,8 @@ extension DownloadJob {
         case network
         /// The disk has less free space than the floor (``CacheStore/Configuration/minFreeDiskBytes``) leaves.
         case space
+        /// The battery is low (or not charging) and its power rule forbids that: "waiting for power".
+        case power
     }
 }
 

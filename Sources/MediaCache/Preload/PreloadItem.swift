@@ -48,5 +48,8 @@ extension PreloadItem {
         public var bytesFetched: Int64
         /// Why it failed, if it did.
         public var error: String?
+        /// Why a queued item does not start (or a started one stopped at its boundary and
+        /// waits to go on): `"power"` while the device's power is low. `nil`: nothing holds it.
+        public var waiting: String?
     }
 }

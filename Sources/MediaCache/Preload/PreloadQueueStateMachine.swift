@@ -11,7 +11,9 @@ import Foundation
 /// boundary (a segment, or a piece of a range). At most `maxConcurrent` items run at once,
 /// those stopping included (they still use the link until their boundary). Each queue may
 /// fetch `maxBytes` from the origin: a piece is fetched only if its missing bytes fit in
-/// what is left, and once one does not fit no other item starts.
+/// what is left, and once one does not fit no other item starts. While the queue is held (the
+/// device's power is low), nothing starts and a started item stops at its next boundary and
+/// waits, queued, to go on when the hold ends.
 struct PreloadQueueStateMachine {
     struct Entry: Equatable {
         var id: UInt64
@@ -39,6 +41,8 @@ struct PreloadQueueStateMachine {
     private(set) var bytesUsed: Int64 = 0
     /// Whether a piece did not fit in the budget: nothing more starts in this queue.
     private(set) var budgetSpent = false
+    /// Why nothing starts now (`"power"`), or `nil`.
+    private(set) var hold: String?
     private var nextID: UInt64 = 1
 
     init(maxBytes: Int64, maxConcurrent: Int) {
@@ -78,11 +82,19 @@ struct PreloadQueueStateMachine {
         return startMore()
     }
 
+    /// Holds the queue for `reason`, or lets it go on (`nil`); returns what starts then.
+    mutating func setHold(_ reason: String?) -> [Start] {
+        hold = reason
+        return startMore()
+    }
+
     /// What an item does at a boundary.
     enum Boundary: Equatable {
         case fetch
         /// The queue no longer names it.
         case stop
+        /// The queue is held: it waits, queued, and goes on when the hold ends.
+        case held
         /// Its next piece does not fit in the budget.
         case overBudget
     }
@@ -92,6 +104,7 @@ struct PreloadQueueStateMachine {
     /// transfer until ``finished(_:error:)``.
     mutating func boundary(_ id: UInt64, missing: Int64) -> Boundary {
         guard let index = entries.firstIndex(where: { $0.id == id && $0.state == .preloading }) else { return .stop }
+        guard hold == nil else { return .held }
         guard missing <= maxBytes - bytesUsed else {
             budgetSpent = true
             entries[index].refused = true
@@ -111,12 +124,17 @@ struct PreloadQueueStateMachine {
         }
     }
 
-    /// Item `id` has ended: done, or failed with `error`. Returns what starts in its place.
-    mutating func finished(_ id: UInt64, error: String?) -> [Start] {
+    /// Item `id` has ended: done, failed with `error`, or stopped by a hold (`held`: queued
+    /// again, to go on when the hold ends). Returns what starts in its place.
+    mutating func finished(_ id: UInt64, error: String?, held: Bool = false) -> [Start] {
         stopping.removeAll { $0.id == id }
         if let index = entries.firstIndex(where: { $0.id == id && $0.state == .preloading }) {
-            entries[index].state = entries[index].refused ? .overBudget : error == nil ? .done : .failed
-            entries[index].error = error
+            if held, error == nil {
+                entries[index].state = .queued
+            } else {
+                entries[index].state = entries[index].refused ? .overBudget : error == nil ? .done : .failed
+                entries[index].error = error
+            }
         }
         return startMore()
     }
@@ -126,13 +144,15 @@ struct PreloadQueueStateMachine {
         entries.map {
             PreloadItem.Status(
                 url: $0.item.url, seconds: $0.item.seconds, state: $0.state, bytesFetched: $0.bytesFetched,
-                error: $0.error)
+                error: $0.error, waiting: $0.state == .queued ? hold : nil)
         }
     }
 
     private mutating func startMore() -> [Start] {
         var started: [Start] = []
-        while !budgetSpent, running < maxConcurrent, let index = entries.firstIndex(where: { $0.state == .queued }) {
+        while hold == nil, !budgetSpent, running < maxConcurrent,
+            let index = entries.firstIndex(where: { $0.state == .queued })
+        {
             entries[index].state = .preloading
             started.append(Start(id: entries[index].id, item: entries[index].item))
         }

@@ -73,6 +73,18 @@ final class Preloader: Sendable {
         start(machine.withLock { $0.replace(with: Array(valid)) }, from: source)
     }
 
+    /// Holds the queue for `reason` (`"power"`: nothing starts, a started item stops at its
+    /// next boundary and waits), or lets it go on (`nil`), fetching from `source`.
+    func hold(_ reason: String?, from source: some PreloadSource) {
+        let starts = machine.withLock { machine -> [PreloadQueueStateMachine.Start]? in
+            guard machine.hold != reason else { return nil }
+            return machine.setHold(reason)
+        }
+        guard let starts else { return }
+        logger.info(reason.map { "Preloads wait: \($0)" } ?? "Preloads go on")
+        start(starts, from: source)
+    }
+
     /// A player reads `key`: counted as a hit the first time after it was preloaded.
     func played(_ key: CacheKey) {
         guard unplayedCount.load(ordering: .relaxed) > 0 else { return }
@@ -95,14 +107,17 @@ final class Preloader: Sendable {
         for start in starts {
             owned.run { [self] in
                 let outcome = await run(start, from: source)
-                CacheMetrics.preloaded(outcome.metric)
-                self.start(machine.withLock { $0.finished(start.id, error: outcome.error) }, from: source)
+                if let metric = outcome.metric { CacheMetrics.preloaded(metric) }
+                self.start(
+                    machine.withLock { $0.finished(start.id, error: outcome.error, held: outcome.metric == nil) },
+                    from: source)
             }
         }
     }
 
     private struct Outcome {
-        var metric: CacheMetrics.Preload
+        /// `nil`: held at a boundary, to go on later.
+        var metric: CacheMetrics.Preload?
         var error: String?
     }
 
@@ -122,6 +137,7 @@ final class Preloader: Sendable {
                 switch machine.withLock({ $0.boundary(start.id, missing: missing ?? estimate) }) {
                 case .fetch: break
                 case .stop: return Outcome(metric: .stopped)
+                case .held: return Outcome(metric: nil)
                 case .overBudget: return Outcome(metric: .overBudget)
                 }
                 let fetched = missing ?? 1 > 0 ? try await source.store(piece) : 0

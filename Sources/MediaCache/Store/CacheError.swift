@@ -128,6 +128,8 @@ extension CacheError {
             public static let pinFirst = Action(rawValue: "pin-first")
             /// Let the job ``CacheError/Remedy/job`` download on any network (``DownloadRules/network``).
             public static let allowAnyNetwork = Action(rawValue: "allow-any-network")
+            /// Let the job download on any power (`--power any`).
+            public static let allowAnyPower = Action(rawValue: "allow-any-power")
 
             public var description: String { rawValue }
         }

@@ -86,14 +86,16 @@ package struct AssetQuery: AdminQuery {
 }
 
 /// A job's own rules: `window=HH:MM-HH:MM|any`, `network=any|unmetered|not-constrained`,
-/// `rate=` bytes per second; each as its text, read when the server takes them.
+/// `rate=` bytes per second, `power=any|charging|not-low`; each as its text, read when the
+/// server takes them.
 package struct RulesText: Sendable, Equatable {
     package var window: String?
     package var network: String?
     package var rate: Int64?
+    package var power: String?
 
-    package init(window: String? = nil, network: String? = nil, rate: Int64? = nil) {
-        (self.window, self.network, self.rate) = (window, network, rate)
+    package init(window: String? = nil, network: String? = nil, rate: Int64? = nil, power: String? = nil) {
+        (self.window, self.network, self.rate, self.power) = (window, network, rate, power)
     }
 
     init(reading query: AdminQueryItems) throws {
@@ -103,7 +105,7 @@ package struct RulesText: Sendable, Equatable {
             }
             rate = value
         }
-        (window, network) = (query.value("window"), query.value("network"))
+        (window, network, power) = (query.value("window"), query.value("network"), query.value("power"))
         _ = try rules()
     }
 
@@ -111,14 +113,15 @@ package struct RulesText: Sendable, Equatable {
     /// - Throws: ``ProxyRequestError`` (400) for a word that is not one.
     func rules() throws -> DownloadRules {
         do {
-            return try DownloadRules.parse(window: window, network: network, rate: rate, option: "")
+            return try DownloadRules.parse(window: window, network: network, rate: rate, power: power, option: "")
         } catch let error as CacheError {
             throw ProxyRequestError(status: .badRequest, error.message)
         }
     }
 
     var queryItems: [URLQueryItem] {
-        [("window", window), ("network", network), ("rate", rate.map(String.init))].compactMap { name, value in
+        [("window", window), ("network", network), ("rate", rate.map(String.init)), ("power", power)].compactMap {
+            name, value in
             value.map { URLQueryItem(name: name, value: $0) }
         }
     }

@@ -17,6 +17,9 @@ package struct StatusReport: Sendable, Codable, Equatable {
     package var fills: [FillOnPlay.Progress] = []
     /// The background check of pinned entries (`PinScrubber`), when the server keeps a queue.
     package var scrub: PinScrubber.Progress? = nil
+    /// The device's power as the system last said it (the download rules' `power`), when the
+    /// server keeps a queue.
+    package var power: DownloadRules.PowerConditions? = nil
     /// The most recently used entries (at most `StatusPage/entryLimit`).
     package var entries: [CacheEntrySummary]
 }
@@ -31,7 +34,7 @@ enum StatusPage {
         return StatusReport(
             store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
             pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, fills: reader.fills.progress,
-            scrub: downloads?.scrubber.progress, entries: Array(entries.prefix(entryLimit)))
+            scrub: downloads?.scrubber.progress, power: downloads?.power, entries: Array(entries.prefix(entryLimit)))
     }
 
     /// `items` as HTML rows between `open` and `close`, or a line that says there are none.
@@ -76,8 +79,12 @@ enum StatusPage {
             return "<p id=scrub>\(bar(min(100, done)))Stored bytes check: \(state), \(bytes(scrub.bytesChecked)) of "
                 + "\(bytes(scrub.bytesTotal)) read, \(scrub.entriesDamaged) damaged (\(scrub.entriesLeftDamaged) left)</p>"
         }
+        let power = report.power.flatMap { power in
+            power.isKnown ? "<p id=power class=dim>Power: \(escape(power.words))</p>" : nil
+        }
         let preloads = list(report.preloads, empty: "None.") { item in
             "<li><b>\(escape(item.state.rawValue))</b> \(String(format: "%g", item.seconds)) s, \(bytes(item.bytesFetched)) fetched"
+                + (item.waiting.map { " <span class=dim>waiting for \(escape($0))</span>" } ?? "")
                 + (item.error.map { " <span class=dim>\(escape($0))</span>" } ?? "")
                 + "<br><span class=url>\(escape(item.url.absoluteString))</span></li>"
         }
@@ -118,7 +125,7 @@ enum StatusPage {
             </div>
             <h2>Requests</h2><ul id=requests>\(requests)</ul>
             <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
-            <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>\(scrub ?? "")
+            <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>\(power ?? "")\(scrub ?? "")
             <h2>Preloading</h2><div id=preloads>\(preloads)</div>
             <h2>Filling played files</h2><div id=fills>\(fills)</div>
             <h2>Cached</h2><div id=entries>\(entries)</div>

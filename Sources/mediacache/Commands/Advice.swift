@@ -19,6 +19,7 @@ enum Advice {
         case .resumeJob: return "`mediacache resume \(job)` fetches what is missing."
         case .pinFirst: return "Pin it first (`mediacache pin`)."
         case .allowAnyNetwork: return "`mediacache downloads set \(job) --network any` downloads it on any network."
+        case .allowAnyPower: return "`mediacache downloads set \(job) --power any` downloads it on any power."
         default: return nil
         }
     }

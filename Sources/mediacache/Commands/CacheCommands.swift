@@ -165,7 +165,7 @@ enum Format {
     static func rules(_ rules: DownloadRules) -> String {
         let parts = [
             rules.window.map { "window \($0)" }, rules.network.map { "network \($0.rawValue)" },
-            rules.maxBytesPerSecond.map { "rate \(bytes($0))/s" },
+            rules.maxBytesPerSecond.map { "rate \(bytes($0))/s" }, rules.power.map { "power \($0.rawValue)" },
         ]
         let said = parts.compactMap { $0 }
         return said.isEmpty ? "the server's" : said.joined(separator: ", ")

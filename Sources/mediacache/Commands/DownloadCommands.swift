@@ -134,7 +134,8 @@ struct DownloadsListCommand: AsyncParsableCommand {
             let rows = jobs.map { job -> [String] in
                 let name = job.isRecording && job.state == .downloading ? "recording" : job.state.rawValue
                 let state: String =
-                    name + (job.waiting.map { " (waits: \($0.rawValue))" } ?? "")
+                    name
+                    + (job.waiting.map { $0 == .power ? " (waiting for power)" : " (waits: \($0.rawValue))" } ?? "")
                     + (job.failure.map { ": " + $0.prefix(60) } ?? "")
                 let done: String =
                     job.recordedSeconds.map { String(format: "%.0f s", $0) } ?? job.fraction.map(Format.percent)

@@ -30,6 +30,24 @@ struct ServeDownloadOptions: ParsableArguments {
 
     @Option(
         help:
+            "The power pinned jobs download on: any, charging or not-low (the default: not while the battery is low and not charging)."
+    )
+    var downloadPower: String?
+
+    @Option(
+        help:
+            "The battery level, in percent, below which the power counts as low when not charging (default 20)."
+    )
+    var lowBattery: Int = 20
+
+    @Option(
+        help:
+            "The folder of Linux's power-supply class to read the battery from (default /sys/class/power_supply; none there: the power is unknown and nothing waits for it)."
+    )
+    var powerSupply: String = SystemPower.defaultFolder
+
+    @Option(
+        help:
             "Free space to leave on the cache's disk, e.g. 2G (default: 5% of the disk, at most 1G): streaming entries go first, then pinned jobs wait.",
         transform: ByteSize.parse)
     var minFreeDisk: Int64?
@@ -42,6 +60,9 @@ struct ServeDownloadOptions: ParsableArguments {
 
     func validate() throws {
         _ = try rules()
+        guard (1...99).contains(lowBattery) else {
+            throw ValidationError("--low-battery must be a percentage from 1 to 99.")
+        }
         guard (0...24 * 365).contains(scrubInterval) else {
             throw ValidationError("--scrub-interval must be 0 (no scrub) to 8760 hours.")
         }
@@ -49,7 +70,8 @@ struct ServeDownloadOptions: ParsableArguments {
 
     func rules() throws -> DownloadRules {
         try DownloadRuleText.rules(
-            window: downloadWindow, network: downloadNetwork, rate: downloadRate, flag: "--download-")
+            window: downloadWindow, network: downloadNetwork, rate: downloadRate, power: downloadPower,
+            flag: "--download-")
     }
 
     /// The scrub of pinned entries `--scrub-interval` asks for.
@@ -71,21 +93,26 @@ struct JobRuleOptions: ParsableArguments {
     @Option(help: "At most this many bytes per second for this job, e.g. 500K.", transform: ByteSize.parse)
     var rate: Int64?
 
+    @Option(help: "The power to download on: any (\"this one anyway\"), charging or not-low.")
+    var power: String?
+
     func validate() throws { _ = try rules() }
 
     func rules() throws -> DownloadRules {
-        try DownloadRuleText.rules(window: window, network: network, rate: rate, flag: "--")
+        try DownloadRuleText.rules(window: window, network: network, rate: rate, power: power, flag: "--")
     }
 
     /// The rules as the admin endpoints take them.
-    var text: RulesText { RulesText(window: window, network: network, rate: rate) }
+    var text: RulesText { RulesText(window: window, network: network, rate: rate, power: power) }
 }
 
 /// Rules from their words, with a clear error for a word that is not one.
 enum DownloadRuleText {
-    static func rules(window: String?, network: String?, rate: Int64?, flag: String) throws -> DownloadRules {
+    static func rules(window: String?, network: String?, rate: Int64?, power: String?, flag: String) throws
+        -> DownloadRules
+    {
         do {
-            return try DownloadRules.parse(window: window, network: network, rate: rate, option: flag)
+            return try DownloadRules.parse(window: window, network: network, rate: rate, power: power, option: flag)
         } catch let error as CacheError {
             throw ValidationError(error.message)
         }

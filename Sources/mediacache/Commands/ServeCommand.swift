@@ -333,6 +333,7 @@ struct ServeCommand: AsyncParsableCommand {
         var downloadsConfiguration = DownloadQueue.Configuration()
         downloadsConfiguration.maxConcurrent = maxDownloads
         downloadsConfiguration.rules = try downloadRules.rules()
+        downloadsConfiguration.lowBatteryLevel = Double(downloadRules.lowBattery) / 100
         downloadsConfiguration.scrub = downloadRules.scrub
         downloadsConfiguration.logger = logger
         let downloads: DownloadQueue
@@ -342,10 +343,15 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError(Advice.message(error))
         }
         // Offline, the queue waits: its jobs would only fail.
-        var following: Task<Void, Never>?
+        var following: [Task<Void, Never>] = []
         if !offline {
+            // The power first: a job that must wait for it does not start before it is known.
+            await SystemPower.tell(downloads, folder: downloadRules.powerSupply, logger: logger)
             downloads.start()
-            following = SystemNetwork.follow(into: downloads, logger: logger)
+            following = [
+                SystemNetwork.follow(into: downloads, logger: logger),
+                SystemPower.follow(into: downloads, folder: downloadRules.powerSupply, logger: logger),
+            ]
         }
         var configuration = try proxyConfiguration(logger: logger)
         if configuration.lanAddress != nil {
@@ -378,7 +384,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await group.run()
         } catch {
-            following?.cancel()
+            for task in following { task.cancel() }
             await downloads.shutDown()
             await reader.shutDown()
             try? await store.close()
@@ -391,8 +397,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // In-flight requests have ended; stop the downloads that outlive them (a prefetch's),
         // then commit what they all wrote. Pinned downloads stop as they are: the next start resumes them.
-        following?.cancel()
-        await following?.value
+        for task in following { task.cancel() }
+        for task in following { await task.value }
         await downloads.shutDown()
         await reader.shutDown()
         try await store.close()

@@ -163,9 +163,11 @@ struct OriginTransfer: Sendable {
 
     /// What the policy sees now.
     private var situation: TransferPolicy.Situation {
-        TransferPolicy.Situation(
+        let held = fills.heldBy
+        return TransferPolicy.Situation(
             servesPlayer: download.servesPlayer, isFilling: download.isFilling,
-            playerWaitsForConnection: fetcher.budget.playersWait(for: url), fillsAllowed: fills.isAllowed)
+            playerWaitsForConnection: fetcher.budget.playersWait(for: url), fillsAllowed: held == nil,
+            fillsHeldBy: held ?? .metered)
     }
 
     /// Whose the next request is, once the policy sends it (after giving way to players if it

@@ -64,8 +64,10 @@ struct TransferPolicy: Equatable {
         var isFilling = false
         /// A player waits for a connection to the download's host.
         var playerWaitsForConnection = false
-        /// Fills are allowed: the network is not metered.
+        /// Fills are allowed: the network is not metered, the power not low.
         var fillsAllowed = true
+        /// Why fills are not allowed, when they are not.
+        var fillsHeldBy = FillStop.metered
     }
 
     /// What the transfer does.
@@ -174,7 +176,7 @@ struct TransferPolicy: Equatable {
         case .idle, .requesting: preconditionFailure("a chunk without an answer: \(step)")
         }
         step = .holding(requester, yielded: yielded, paced: paced)
-        if situation.isFilling, !situation.fillsAllowed { return .stopFilling(.metered) }
+        if situation.isFilling, !situation.fillsAllowed { return .stopFilling(situation.fillsHeldBy) }
         guard !situation.servesPlayer else {
             step = .receiving(requester)
             return .deliver

@@ -249,6 +249,17 @@ public final class CachingReader: Sendable {
     /// The preload queue's items and where each is.
     public var preloadStatus: [PreloadItem.Status] { preloader.status }
 
+    /// Holds the preloads for `reason` (`"power"`), or lets them go on (`nil`): the download
+    /// queue does, as the device's power changes.
+    func holdPreloads(_ reason: PreloadHold?) {
+        preloader.hold(reason?.rawValue, from: self)
+    }
+
+    /// Why preloads wait.
+    enum PreloadHold: String {
+        case power
+    }
+
     /// The most items a preload queue holds: it is what plays next, not a library.
     public static let maximumPreloadItems = Preloader.maximumItems
 

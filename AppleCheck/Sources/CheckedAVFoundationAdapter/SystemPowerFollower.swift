@@ -1,0 +1,1 @@
+../../../Sources/MediaCacheAVFoundation/SystemPowerFollower.swift
