@@ -12,6 +12,8 @@ import Synchronization
 /// Each is made on first use, so a backend bootstrapped before the first request sees all.
 package enum CacheMetrics {
     static let originRequests = Counter(label: "mediacache_origin_requests_total")
+    /// Reads asked in pieces, and each piece after a read's first (`serve --origin-piece`).
+    static let originPieces = Counter(label: "mediacache_origin_pieces_total")
     static let originBytes = Counter(label: "mediacache_origin_bytes_total")
     static let evictions = Counter(label: "mediacache_evictions_total")
     static let evictedBytes = Counter(label: "mediacache_evicted_bytes_total")

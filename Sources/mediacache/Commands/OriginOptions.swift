@@ -7,7 +7,7 @@ import MediaCache
 import MediaCacheHTTPFields
 
 /// `serve`'s help for players that cannot help themselves: origins that stand in for one
-/// another, and signed URLs renewed in the middle of a play.
+/// another, signed URLs renewed in the middle of a play, and hosts asked in pieces.
 struct ServeOriginOptions: ParsableArguments {
     @Option(
         name: .customLong("origin-fallback"),
@@ -23,6 +23,21 @@ struct ServeOriginOptions: ParsableArguments {
             return text
         })
     var originFallbacks: [String] = []
+
+    @Option(
+        name: .customLong("origin-piece"),
+        help:
+            "A host that slows long requests down, HOST=SIZE (repeatable), e.g. video.example=8M: no request to it asks for more than SIZE (at least 64K); a longer read is asked in consecutive pieces, one version across them.",
+        transform: { text in
+            let parts = text.split(separator: "=", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, HostAndPort(parsing: parts[0])?.port == nil, !parts[0].isEmpty,
+                let size = try? ByteSize.parse(parts[1]), size >= 64 << 10
+            else {
+                throw ValidationError("--origin-piece takes HOST=SIZE with SIZE at least 64K, not \(text.prefix(80)).")
+            }
+            return text
+        })
+    var originPieces: [String] = []
 
     @Option(
         help: ArgumentHelp(
@@ -41,6 +56,10 @@ struct ServeOriginOptions: ParsableArguments {
         for pair in originFallbacks {
             let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).lowercased() }
             configuration.originFallbacks[parts[0], default: []].append(parts[1])
+        }
+        for pair in originPieces {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            if let size = try? ByteSize.parse(parts[1]) { configuration.originPieces[parts[0].lowercased()] = size }
         }
         if let refreshCommand {
             let command = RefreshCommand(command: refreshCommand)

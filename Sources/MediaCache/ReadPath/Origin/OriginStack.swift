@@ -12,8 +12,10 @@ import MediaCacheHTTPFields
 ///    connection — the host it is sent to first: the asked one, or, while that one backs off after
 ///    a failure, the alternate ``OriginFailover`` asks first;
 /// 3. ``URLRenewal`` (with a refresh hook): a signed URL that expired is renewed;
-/// 4. ``OriginFailover``: an origin that fails is followed by its alternates;
-/// 5. the HTTP fetcher (`MediaCacheHTTP`), or ``OfflineFetcher`` when the cache is offline.
+/// 4. ``PiecedFetcher`` (for hosts named in ``CachingReader/Configuration/originPieces``): a
+///    long read is asked in pieces;
+/// 5. ``OriginFailover``: an origin that fails is followed by its alternates;
+/// 6. the HTTP fetcher (`MediaCacheHTTP`), or ``OfflineFetcher`` when the cache is offline.
 enum OriginStack {
     /// The metered fetcher over `fetcher` for a reader of `configuration`, and the failover in it
     /// (the reader teaches it the alternates manifests name).
@@ -24,9 +26,14 @@ enum OriginStack {
         let failover = OriginFailover(
             base: fetcher, alternates: alternates(configuration), clock: clock, logger: configuration.logger)
         var inner: any OriginFetcher = failover
+        if !configuration.originPieces.isEmpty {
+            let pieces = Dictionary(
+                configuration.originPieces.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: min)
+            inner = PiecedFetcher(base: inner, pieces: pieces, logger: configuration.logger)
+        }
         if let hook = configuration.freshURL {
             // The hook is asked for the player's URL, not an alternate's.
-            inner = URLRenewal(base: failover, hook: hook, clock: clock, logger: configuration.logger)
+            inner = URLRenewal(base: inner, hook: hook, clock: clock, logger: configuration.logger)
         }
         if configuration.isOffline { inner = OfflineFetcher(base: fetcher) }
         let metered = MeteredFetcher(

@@ -78,6 +78,12 @@ extension CachingReader {
         /// a failed origin is tried last for 30 seconds. Logged and counted
         /// (`mediacache_origin_failovers_total`). `serve --origin-fallback`.
         public var originFallbacks: [String: [String]] = [:]
+        /// Hosts that slow long requests down (some video hosts past about 10 MB), each with the
+        /// most bytes a request to it asks for: a longer read is asked in consecutive ranged
+        /// requests of that size, one version across them (`If-Range`), the next asked before
+        /// the current one ends so the read does not pause. Sizes below 64 KiB count as 64 KiB.
+        /// `serve --origin-piece HOST=SIZE`.
+        public var originPieces: [String: Int64] = [:]
         /// Gives a fresh URL for a signed one that expired (a signing service, `yt-dlp -g`):
         /// called with the URL the player asked for when the URL's stated expiry (`exp`,
         /// `Expires`, `X-Amz-Expires`, an Akamai token's `exp`) has passed or the origin refuses

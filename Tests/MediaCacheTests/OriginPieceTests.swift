@@ -1,0 +1,98 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import MediaCacheTestSupport
+import NIOCore
+import Testing
+
+@testable import MediaCache
+
+/// A host asked in pieces (``CachingReader/Configuration/originPieces``): a long read becomes
+/// consecutive ranged requests of at most the piece size, each after the first with `If-Range`
+/// (the first piece's ETag), the reader's bytes the origin's; a version that changes between
+/// pieces ends the read, no byte of the new version spliced in; an origin that ignores ranges
+/// is read as before, in one request.
+@Suite(.stallLimit, .endToEnd) struct OriginPieceTests {
+    static let piece: Int64 = 256 << 10
+
+    static func configuration() -> CachingReader.Configuration {
+        var configuration = CachingReader.Configuration()
+        configuration.originPieces = ["127.0.0.1": piece]
+        return configuration
+    }
+
+    @Test func aLongReadIsAskedInPiecesOfOneVersion() async throws {
+        try await Harness.with(reader: Self.configuration()) { h in
+            let length: Int64 = 2_000_000
+            h.origin.serve(.generated(length: length, seed: 91), at: "/long.mp4")
+            let url = h.origin.url("/long.mp4")
+            let whole = try await collect(try await h.reader.read(url))
+            #expect(whole.readableBytes == Int(length))
+            #expect(h.origin.resource(at: "/long.mp4")!.firstMismatch(in: whole, at: 0) == nil)
+            let requests = h.origin.requests("/long.mp4").filter { $0.method == "GET" }
+            // Consecutive pieces, none longer than the piece size, the later ones under If-Range.
+            var next: Int64 = 0
+            for (index, request) in requests.enumerated() {
+                let range = try #require(request.range.flatMap(Self.parse), "request \(index): \(request)")
+                #expect(range.lowerBound == next && range.count <= Self.piece, "request \(index): \(request)")
+                next = range.upperBound
+                if index > 0 { #expect(request.ifRange == h.origin.resource(at: "/long.mp4")!.etag, "\(request)") }
+            }
+            #expect(next == length && requests.count == Int((length + Self.piece - 1) / Self.piece), "\(requests)")
+            // A range from the middle: pieces from there, to its end.
+            h.origin.resetCounters()
+            let tail = try await collect(try await h.reader.read(h.origin.url("/long.mp4"), offset: 1_000_000))
+            #expect(h.origin.resource(at: "/long.mp4")!.firstMismatch(in: tail, at: 1_000_000) == nil)
+            #expect(tail.readableBytes == 1_000_000)
+        }
+    }
+
+    @Test func aVersionThatChangesBetweenPiecesEndsTheRead() async throws {
+        try await Harness.with(reader: Self.configuration()) { h in
+            var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 92)
+            resource.etag = "\"one\""
+            // After the first piece's head, the origin has a new version (same length, new bytes).
+            resource.faults.onBodyBytes = { [origin = h.origin] _ in
+                origin.update("/changing.mp4") { changed in
+                    guard changed.etag == "\"one\"" else { return }
+                    changed = TestOrigin.Resource.generated(length: 2_000_000, seed: 93)
+                    changed.etag = "\"two\""
+                }
+            }
+            h.origin.serve(resource, at: "/changing.mp4")
+            var bytes = ByteBuffer()
+            do {
+                for try await chunk in try await h.reader.read(h.origin.url("/changing.mp4")) {
+                    bytes.writeImmutableBuffer(chunk)
+                }
+                Issue.record("the read ended without an error")
+            } catch let error as CacheError {
+                #expect(error.code == .resourceChanged, "\(error)")
+            }
+            // What came is the first version's, and no more than its first piece.
+            #expect(bytes.readableBytes <= Int(Self.piece))
+            #expect(DeterministicContent(seed: 92).firstMismatch(in: bytes, at: 0) == nil)
+        }
+    }
+
+    @Test func anOriginThatIgnoresRangesIsReadInOneRequest() async throws {
+        try await Harness.with(reader: Self.configuration()) { h in
+            var resource = TestOrigin.Resource.generated(length: 1_000_000, seed: 94)
+            resource.faults.ignoresRanges = true
+            h.origin.serve(resource, at: "/whole.mp3")
+            let whole = try await collect(try await h.reader.read(h.origin.url("/whole.mp3")))
+            #expect(h.origin.resource(at: "/whole.mp3")!.firstMismatch(in: whole, at: 0) == nil)
+            #expect(whole.readableBytes == 1_000_000)
+            #expect(h.origin.requests("/whole.mp3").filter { $0.method == "GET" }.count == 1)
+        }
+    }
+
+    /// `bytes=a-b` as the half-open range `a..<b+1`.
+    static func parse(_ text: String) -> Range<Int64>? {
+        guard text.hasPrefix("bytes=") else { return nil }
+        let parts = text.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let start = Int64(parts[0]), let end = Int64(parts[1]) else { return nil }
+        return start..<(end + 1)
+    }
+}
