@@ -10,7 +10,7 @@ import Testing
 
 /// A head the proxy encodes itself (``EncodedHead``) is byte for byte the one NIO's
 /// `HTTPResponseEncoder` writes; a head whose framing NIO's encoder would change is left to it.
-@Suite struct EncodedHeadTests {
+@Suite(.stallLimit) struct EncodedHeadTests {
     /// What NIO's encoder writes for `head`.
     private func nioBytes(_ head: HTTPResponseHead) throws -> [UInt8] {
         let channel = EmbeddedChannel(handler: HTTPResponseEncoder())
