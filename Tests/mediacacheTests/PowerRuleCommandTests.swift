@@ -37,6 +37,7 @@ import Testing
         origin.serve(.generated(length: Int64(size), seed: 81), at: "/p/episode.mp3")
         origin.serve(.generated(length: Int64(size), seed: 82), at: "/p/next.mp3")
         origin.serve(.generated(length: Int64(size), seed: 83), at: "/p/now.mp3")
+        origin.serve(.generated(length: Int64(size), seed: 84), at: "/p/anyway.mp3")
         try await withTemporaryDirectory { directory in
             let supplies = directory.appendingPathComponent("power_supply")
             try Self.writeSupplies(supplies, capacity: 15, charging: false)
@@ -57,13 +58,32 @@ import Testing
                     StatusReport.self,
                     from: Data(try await DownloadRuleCommandTests.get(server.info, "/status.json").utf8))
                 #expect(report.power?.batteryLevel == 0.15 && report.power?.isCharging == false)
-                #expect(report.pinned.first?.waiting == .power)
+                #expect(report.pinned.first { $0.url.absoluteString == episode }?.waiting == .power)
                 #expect(report.preloads.first?.waiting == "power" && report.preloads.first?.state == .queued)
                 let page = try await DownloadRuleCommandTests.get(server.info, "/status")
                 #expect(page.contains("waiting for power") && page.contains("Power: the battery is at 15 %"))
                 // A player's read is served as before, every byte the origin's.
                 try await DownloadRuleCommandTests.playsRight("/p/now.mp3", seed: 83, length: size, on: server)
                 #expect(origin.bodyBytesSent("/p/episode.mp3") == 0 && origin.bodyBytesSent("/p/next.mp3") == 0)
+                // "This one anyway": a job set to any power downloads on the low battery.
+                let anyway = origin.url("/p/anyway.mp3").absoluteString
+                let second = try await CacheCommandTests.mediacache(["pin", "--cache-dir", folder, anyway])
+                #expect(second.status == 0 && second.output.contains("waiting for power"), "\(second)")
+                let set = try await CacheCommandTests.mediacache([
+                    "downloads", "set", anyway, "--power", "any", "--cache-dir", folder,
+                ])
+                #expect(set.status == 0 && set.output.contains("power any"), "\(set)")
+                try await waitUntil {
+                    let jobs = try await CacheCommandTests.json(
+                        [DownloadJob].self, ["downloads", "--cache-dir", folder])
+                    return jobs.first { $0.url.absoluteString == anyway }?.state == .completed
+                }
+                #expect(origin.bodyBytesSent("/p/episode.mp3") == 0, "the first still waits")
+                let refused = try await CacheCommandTests.mediacache([
+                    "downloads", "set", anyway, "--power", "sometimes", "--cache-dir", folder,
+                ])
+                #expect(
+                    refused.status != 0 && refused.error.contains("not one of any, charging, not-low"), "\(refused)")
 
                 // Charging begins: both go on by themselves (the folder is read every 10 s).
                 try Self.writeSupplies(supplies, capacity: 16, charging: true)
