@@ -73,13 +73,13 @@
         }
 
         /// A battery's state, as the system says it.
-        public enum Battery: Sendable {
+        @_spi(Adapter) public enum Battery: Sendable {
             case unplugged, charging, full
         }
 
         /// The conditions the system's words mean: `level` as UIKit gives it (0...1, or -1 when
         /// unknown), `battery` `nil` when the system knows of none.
-        public static func conditions(level: Float, battery: Battery?, lowPowerMode: Bool)
+        @_spi(Adapter) public static func conditions(level: Float, battery: Battery?, lowPowerMode: Bool)
             -> DownloadRules.PowerConditions
         {
             guard let battery else {

@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import CheckedAVFoundationAdapter
+@_spi(Adapter) import CheckedAVFoundationAdapter
 import Foundation
 import MediaCache
 import MediaCacheTestSupport

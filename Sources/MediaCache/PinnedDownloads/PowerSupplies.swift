@@ -21,8 +21,7 @@ extension DownloadRules.PowerConditions {
             )
         }
 
-        /// The files read of each supply, and the most bytes read of each.
-        package static let files = ["type", "status", "capacity", "online", "present"]
+        /// The most bytes read of each file.
         package static let maximumFileSize = 64
         /// The most supplies looked at.
         package static let maximumCount = 32

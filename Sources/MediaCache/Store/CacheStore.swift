@@ -323,20 +323,6 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// What ``storedSnapshot(_:start:)`` found. (Types of their own, not tuples: an optional
-    /// tuple is copied and destroyed through the runtime's generic value witnesses, and this is
-    /// taken for every cached range a server answers.)
-    struct StoredSnapshot {
-        let metadata: ContentMetadata
-        let region: StoredSpan?
-    }
-
-    /// A stored span and the open data file that holds it.
-    struct StoredSpan: Sendable {
-        let span: ByteRange
-        let file: EntryFile
-    }
-
     /// Removes the entry for `key` and its bytes. Open handles on it fail from then on
     /// with `.entryInvalidated`; a read already under way still returns the old bytes.
     public func remove(_ key: CacheKey) async throws {
