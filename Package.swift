@@ -48,6 +48,8 @@ let package = Package(
                 "MediaCacheHTTPFields",
                 "CMediaCacheChecksum",
                 .product(name: "Crypto", package: "swift-crypto"),
+                // AES-128-CBC, for the HLS segments an export writes as one file.
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -12,4 +12,22 @@ package enum HexDigit {
         default: nil
         }
     }
+
+    /// The bytes two digits each of `digits` spell; `nil` for an odd count or a byte that is not a digit.
+    package static func bytes(_ digits: some Collection<UInt8>) -> [UInt8]? {
+        guard digits.count % 2 == 0 else { return nil }
+        var result: [UInt8] = []
+        result.reserveCapacity(digits.count / 2)
+        var high: UInt8?
+        for digit in digits {
+            guard let value = value(of: digit) else { return nil }
+            if let first = high {
+                result.append(first << 4 | value)
+                high = nil
+            } else {
+                high = value
+            }
+        }
+        return result
+    }
 }

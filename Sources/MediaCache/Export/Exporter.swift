@@ -11,12 +11,16 @@ import NIOCore
 #endif
 
 /// What an export wrote.
-package struct ExportSummary: Sendable, Codable, Equatable {
+public struct ExportSummary: Sendable, Codable, Equatable {
     /// The file written, or for an HLS asset the folder's `index.m3u8`, for a DASH one its `index.mpd`.
-    package var path: String
-    /// Files written (1 for a file).
-    package var files: Int
-    package var bytes: Int64
+    public var path: String
+    /// Files written (1 for a file; a one-file export counts its subtitle files beside it too).
+    public var files: Int
+    public var bytes: Int64
+
+    package init(path: String, files: Int, bytes: Int64) {
+        (self.path, self.files, self.bytes) = (path, files, bytes)
+    }
 }
 
 /// Writes what the cache holds outside it, without contacting the origin (`mediacache

@@ -49,19 +49,52 @@ enum MP4Fragments {
     /// - Throws: ``MediaParseError`` for a box that does not hold what it claims.
     static func duration(ofFragment body: ArraySlice<UInt8>, movie: MP4Movie) throws(MediaParseError) -> Double {
         var longest = 0.0
+        for fragment in try trackFragments(of: body, defaultDuration: { movie.defaultDurations[$0] }) {
+            guard let track = movie.tracks.first(where: { $0.id == fragment.trackID }), track.timescale > 0 else {
+                continue
+            }
+            longest = max(longest, Double(fragment.ticks) / Double(track.timescale))
+        }
+        return longest
+    }
+
+    /// What a track fragment (`traf`) says, and where its fields lie in the bytes it was read from.
+    struct TrackFragment: Equatable {
+        var trackID: UInt32
+        /// The index of `tfhd`'s track ID, and of its `base_data_offset` when present.
+        var trackIDAt: Int
+        var baseDataOffsetAt: Int?
+        /// `tfdt`'s base media decode time, when present.
+        var decodeTime: UInt64?
+        /// The sum of its samples' durations (saturating).
+        var ticks: UInt64
+    }
+
+    /// The track fragments of the `moof` whose body is `body`: each sample's duration its
+    /// `trun`'s own, else `tfhd`'s default, else `defaultDuration` of its track (`trex`'s).
+    /// - Throws: ``MediaParseError`` for a box that does not hold what it claims.
+    static func trackFragments(of body: ArraySlice<UInt8>, defaultDuration: (UInt32) -> UInt32?)
+        throws(MediaParseError) -> [TrackFragment]
+    {
+        var result: [TrackFragment] = []
         for (type, traf) in try MP4Box.children(of: body) where type == fourCC("traf") {
-            var trackID: UInt32 = 0
-            var defaultDuration: UInt32?
-            var ticks: UInt64 = 0
+            var fragment = TrackFragment(trackID: 0, trackIDAt: -1, ticks: 0)
+            var fragmentDefault: UInt32?
             for (inner, box) in try MP4Box.children(of: traf) {
                 var reader = BoxReader(box)
-                try reader.skip(1)
+                let version = try reader.u8()
                 let flags = try reader.u24()
                 if inner == fourCC("tfhd") {
-                    trackID = try reader.u32()
-                    if flags & 0x01 != 0 { try reader.skip(8) }
+                    fragment.trackIDAt = reader.position
+                    fragment.trackID = try reader.u32()
+                    if flags & 0x01 != 0 {
+                        fragment.baseDataOffsetAt = reader.position
+                        try reader.skip(8)
+                    }
                     if flags & 0x02 != 0 { try reader.skip(4) }
-                    if flags & 0x08 != 0 { defaultDuration = try reader.u32() }
+                    if flags & 0x08 != 0 { fragmentDefault = try reader.u32() }
+                } else if inner == fourCC("tfdt") {
+                    fragment.decodeTime = version == 1 ? try reader.u64() : UInt64(try reader.u32())
                 } else if inner == fourCC("trun") {
                     let count = Int(try reader.u32())
                     if flags & 0x01 != 0 { try reader.skip(4) }
@@ -72,19 +105,20 @@ enum MP4Fragments {
                             throw MediaParseError("trun claims more samples than it holds.")
                         }
                         for _ in 0..<count {
-                            ticks = saturatingSum(ticks, UInt64(try reader.u32()))
+                            fragment.ticks = saturatingSum(fragment.ticks, UInt64(try reader.u32()))
                             try reader.skip(4 * (fields - 1))
                         }
                     } else {
-                        let each = defaultDuration ?? movie.defaultDurations[trackID] ?? 0
-                        ticks = saturatingSum(ticks, UInt64(count) * UInt64(each))  // 2^32 · 2^32 fits
+                        let each = fragmentDefault ?? defaultDuration(fragment.trackID) ?? 0
+                        // 2^32 · 2^32 fits.
+                        fragment.ticks = saturatingSum(fragment.ticks, UInt64(count) * UInt64(each))
                     }
                 }
             }
-            guard let track = movie.tracks.first(where: { $0.id == trackID }), track.timescale > 0 else { continue }
-            longest = max(longest, Double(ticks) / Double(track.timescale))
+            // A traf without a tfhd names no track: nothing of it is read.
+            if fragment.trackIDAt >= 0 { result.append(fragment) }
         }
-        return longest
+        return result
     }
 
     /// `a + b`, or `UInt64.max` where it would overflow (a hostile fragment's durations).

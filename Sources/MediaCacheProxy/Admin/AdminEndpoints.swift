@@ -150,6 +150,9 @@ struct AdminEndpoints {
         router.on(AdminAPI.export) { query in
             let url = query.asset.target
             let destination = URL(fileURLWithPath: query.output)
+            if query.oneFile {
+                return try await reader.exportFile(url, to: destination, renditions: query.asset.request.renditions)
+            }
             // A live URL that was recorded exports as its recording.
             if let queue = handler.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
                 return try await queue.recordings.export(job.id, to: destination)

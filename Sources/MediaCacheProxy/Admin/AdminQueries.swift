@@ -225,15 +225,23 @@ package struct VerifyQuery: AdminQuery {
 package struct ExportQuery: AdminQuery {
     package var asset: AssetQuery
     package var output: String
-    package init(_ asset: AssetQuery, output: String) { (self.asset, self.output) = (asset, output) }
+    /// Whether to write one playable file (`file=1`) rather than a folder.
+    package var oneFile: Bool
+    package init(_ asset: AssetQuery, output: String, oneFile: Bool = false) {
+        (self.asset, self.output, self.oneFile) = (asset, output, oneFile)
+    }
     package init(reading query: AdminQueryItems) throws {
         asset = try AssetQuery(reading: query)
         guard let output = query.value("output"), output.hasPrefix("/"), !output.contains("\u{0}") else {
             throw ProxyRequestError(status: .badRequest, "Give the destination as output=<absolute path>.")
         }
         self.output = output
+        oneFile = query.value("file") == "1"
     }
-    package var queryItems: [URLQueryItem] { asset.queryItems + [URLQueryItem(name: "output", value: output)] }
+    package var queryItems: [URLQueryItem] {
+        asset.queryItems + [URLQueryItem(name: "output", value: output)]
+            + (oneFile ? [URLQueryItem(name: "file", value: "1")] : [])
+    }
 }
 
 /// The items to preload, in the order they will play: each `target=`, and `seconds=` of each

@@ -55,8 +55,10 @@ protocol CacheAccess: Sendable {
     /// until it settles, as `pin` does.
     func replaceURL(_ text: String, _ url: URL, progress: @escaping @Sendable (DownloadJob) -> Void) async throws
         -> DownloadJob
-    /// Writes what is cached of `url` to `destination` (a recorded live URL: its recording).
-    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary
+    /// Writes what is cached of `url` to `destination` (a recorded live URL: its recording):
+    /// as a folder, or with `oneFile` as one playable file.
+    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest, oneFile: Bool) async throws
+        -> ExportSummary
     /// Checks the entries of `urls` (every entry when empty) against their checksums now, and
     /// fetches damaged bytes again when `repair` says so.
     func verify(_ urls: [URL], repair: Bool) async throws -> [VerifyReport]

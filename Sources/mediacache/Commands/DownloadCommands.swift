@@ -387,16 +387,19 @@ struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract:
-            "Write what is cached of a URL outside the cache, with no network: a file, or an HLS or DASH asset as a folder a player plays offline.",
+            "Write what is cached of a URL outside the cache, with no network: a file, an HLS or DASH asset as a folder a player plays offline, or (--file) as one playable file.",
         discussion:
-            "Every byte must be cached (pin it first). An HLS asset becomes a folder with index.m3u8, its media playlists and segments; a DASH presentation a folder with index.mpd (the chosen representations) and its segments."
+            "Every byte must be cached (pin it first). With --output, an HLS asset becomes a folder with index.m3u8, its media playlists and segments; a DASH presentation a folder with index.mpd (the chosen representations) and its segments. With --file, the held variant (the best one, or the one --variant names) and its chosen audio become one file: fragmented MP4 segments one .mp4 (.m4a: the audio alone), MPEG-TS segments one .ts, AES-128 segments deciphered; chosen subtitles are written beside it as NAME.LANG.vtt."
     )
 
     @Argument(help: "The origin URL (a file, an HLS playlist or a DASH manifest).")
     var url: String
 
     @Option(help: "Where to write: a new file, or for an HLS or DASH asset a new folder.")
-    var output: String
+    var output: String?
+
+    @Option(help: "Write an HLS or DASH asset as one playable file here (.mp4, .m4a or .ts) instead of a folder.")
+    var file: String?
 
     @OptionGroup(title: "What of an HLS or DASH asset (as it was pinned)") var asset: AssetOptions
 
@@ -405,16 +408,24 @@ struct ExportCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try originURL(url)
         _ = try asset.request()
-        guard !output.isEmpty else { throw ValidationError("--output needs a path.") }
+        guard (output == nil) != (file == nil) else { throw ValidationError("Give either --output or --file.") }
+        guard !(output ?? file ?? "").isEmpty else {
+            throw ValidationError("--\(output == nil ? "file" : "output") needs a path.")
+        }
+        if file != nil, asset.seconds != nil {
+            throw ValidationError("--file writes the whole asset: leave out --seconds.")
+        }
     }
 
     func run() async throws {
         let url = try originURL(url)
         let request = try asset.request()
         // A server resolves a relative path against its own working folder: give it an absolute one.
-        let destination = URL(fileURLWithPath: output).standardizedFileURL
+        let destination = URL(fileURLWithPath: output ?? file ?? "").standardizedFileURL
         try await failing {
-            let summary = try await options.withCache { try await $0.export(url, to: destination, request) }
+            let summary = try await options.withCache {
+                try await $0.export(url, to: destination, request, oneFile: file != nil)
+            }
             if options.json { return try printJSON(summary) }
             print(
                 "Exported \(url.absoluteString): \(summary.files) file\(summary.files == 1 ? "" : "s"), \(Format.bytes(summary.bytes)); play \(summary.path)"

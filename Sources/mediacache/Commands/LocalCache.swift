@@ -94,7 +94,14 @@ struct LocalCache: CacheAccess {
         return try await Self.run(queue, progress: progress) { try await queue.replaceURL(job.id, with: url) }
     }
 
-    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary {
+    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest, oneFile: Bool) async throws
+        -> ExportSummary
+    {
+        if oneFile {
+            return try await Self.failing {
+                try await reader.exportFile(url, to: destination, renditions: request.renditions)
+            }
+        }
         // A live URL that was recorded exports as its recording.
         let queue = try queue()
         if let job = queue.job(matching: url.absoluteString), job.isRecording {

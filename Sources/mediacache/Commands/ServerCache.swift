@@ -102,8 +102,11 @@ struct ServerCache: CacheAccess {
         try await follow(try await ask(AdminAPI.replaceURL, ReplaceURLQuery(text, url)), progress: progress)
     }
 
-    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest) async throws -> ExportSummary {
-        try await ask(AdminAPI.export, ExportQuery(AssetQuery(url, request), output: destination.path))
+    func export(_ url: URL, to destination: URL, _ request: PrefetchRequest, oneFile: Bool) async throws
+        -> ExportSummary
+    {
+        try await ask(
+            AdminAPI.export, ExportQuery(AssetQuery(url, request), output: destination.path, oneFile: oneFile))
     }
 
     func setRules(_ text: String, _ rules: JobRuleOptions) async throws -> DownloadJob {
