@@ -97,7 +97,8 @@ enum WebVTTJoin {
                     ([written(max(0, start + shift)), "-->", written(max(0, end + shift))]
                         + parts.dropFirst(3).map(String.init))
                         .joined(separator: " "))
-                cue += lines[(timing + 1)...].map(String.init)
+                // A text line may not hold `-->` (it would start another cue): broken as `--&gt;`.
+                cue += lines[(timing + 1)...].map { $0.replacingOccurrences(of: "-->", with: "--&gt;") }
                 let joined = cue.joined(separator: "\n").trimmingCharacters(in: .newlines)
                 guard seen.insert(joined).inserted else { continue }
                 count += 1

@@ -221,7 +221,7 @@ struct MovieMerge {
                 body += box(fourCC("tkhd"), header[...])
             case fourCC("mdia"):
                 var media: [UInt8] = []
-                var at = 0
+                var at: Int?
                 for (inner, part) in try MP4Box.children(of: child) {
                     if inner == fourCC("mdhd") {
                         at = media.count + 8 + 24
@@ -231,6 +231,7 @@ struct MovieMerge {
                         media += box(inner, part)
                     }
                 }
+                guard let at else { throw MediaParseError("An mdia box has no mdhd.") }
                 mdhdDuration = 8 + body.count + 8 + at
                 body += box(fourCC("mdia"), media[...])
             case fourCC("edts") where scale.from != scale.to:

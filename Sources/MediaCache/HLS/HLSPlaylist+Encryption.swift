@@ -23,6 +23,9 @@ extension HLSPlaylist {
         var current: [SegmentEncryption] = []
         var result: [SegmentEncryption] = []
         var lastWasKey = false
+        // A URI line is a segment as the parser reads it: after an EXTINF, unless a variant's.
+        var pendingDuration = false
+        var pendingVariant = false
         for line in lines {
             switch line.kind {
             case .tag(name: "EXT-X-KEY", let value):
@@ -49,10 +52,18 @@ extension HLSPlaylist {
                     iv = parsed
                 }
                 current.append(.aes128(key: uri, iv: iv))
-            case .tag:
+            case .tag(let name, _):
                 lastWasKey = false
+                if name == "EXTINF" { pendingDuration = true }
+                if name == "EXT-X-STREAM-INF" { pendingVariant = true }
             case .uri:
                 lastWasKey = false
+                if pendingVariant {
+                    pendingVariant = false
+                    continue
+                }
+                guard pendingDuration else { continue }
+                pendingDuration = false
                 let sequence = mediaSequence + Int64(result.count)
                 result.append(
                     current.first { if case .other = $0 { true } else { false } }
