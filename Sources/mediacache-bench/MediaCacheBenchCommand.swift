@@ -15,7 +15,7 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
             HLSBenchCommand.self, LLHLSBenchCommand.self, StartupBenchCommand.self,
             PreloadBenchCommand.self, GrowingBenchCommand.self, SoakBenchCommand.self,
             SeekBenchCommand.self, FillBenchCommand.self,
-            CryptoBenchCommand.self,
+            CryptoBenchCommand.self, ExportBenchCommand.self,
             EncryptionBenchCommand.self,
             OriginCommand.self, CrashWriterCommand.self, FloorServerCommand.self,
         ]
