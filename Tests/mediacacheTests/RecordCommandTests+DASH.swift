@@ -211,6 +211,15 @@ extension RecordCommandTests {
                     "ffmpeg", "-nostdin", "-v", "error", "-i", index, "-f", "null", "-",
                 ])
                 #expect(offline.status == 0 && offline.error.isEmpty, "ffmpeg of the export: \(offline.error)")
+                // As one file: the representations' tracks in one MP4, the folder's frames.
+                let file = directory.appendingPathComponent("recording.mp4").path
+                let written = try await Self.mediacache(["export", "--cache-dir", server.folder, live, "--file", file])
+                #expect(written.status == 0, "\(written)")
+                #expect(try await Self.probedSeconds(file) >= 18)
+                for stream in ["v", "a"] {
+                    #expect(
+                        try await ExportFileCommandTests.md5(file, stream) == ExportFileCommandTests.md5(index, stream))
+                }
             }
         }
     }

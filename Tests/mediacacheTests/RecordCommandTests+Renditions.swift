@@ -105,6 +105,17 @@ extension RecordCommandTests {
                 #expect(index.contains("URI=\"track1.m3u8\"") && index.hasSuffix("track0.m3u8\n"), "\(index)")
                 try await Self.expectPictureAndSound(
                     folder.appendingPathComponent("index.m3u8").path, seconds: durations[0].reduce(0, +))
+                // As one file: the variant's and the audio rendition's packets in one programme,
+                // decoded into the frames the exported folder decodes into.
+                let file = directory.appendingPathComponent("recording.ts").path
+                let written = try await Self.mediacache(["export", "--cache-dir", server.folder, live, "--file", file])
+                #expect(written.status == 0, "\(written)")
+                try await Self.expectPictureAndSound(file, seconds: durations[0].reduce(0, +))
+                for stream in ["v", "a"] {
+                    let fromFolder = try await ExportFileCommandTests.md5(
+                        folder.appendingPathComponent("index.m3u8").path, stream)
+                    #expect(try await ExportFileCommandTests.md5(file, stream) == fromFolder, "\(stream)")
+                }
             }
         }
     }

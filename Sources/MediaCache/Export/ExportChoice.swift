@@ -156,13 +156,20 @@ struct ExportChoice {
                 .originRejected,
                 "The cached playlist \(rendition.url.absoluteString.prefix(200)) cannot be read: \(error.message)")
         }
+        return try Self.resources(of: playlist, base: base, encryptions: encryptions)
+    }
+
+    /// A parsed media playlist's init sections and segments, in order, each with its encryption
+    /// (``HLSPlaylist/segmentEncryptions()``); the segments whose URI is in `skipping` left out.
+    static func resources(
+        of playlist: HLSPlaylist, base: URL, encryptions: [HLSPlaylist.SegmentEncryption], skipping: Set<String> = []
+    ) throws -> [ExportResource] {
         guard encryptions.count == playlist.segments.count else {
-            throw CacheError(
-                .originRejected, "The playlist \(rendition.url.absoluteString.prefix(200)) cannot be read whole.")
+            throw CacheError(.originRejected, "A playlist of \(base.absoluteString.prefix(200)) cannot be read whole.")
         }
         var resources: [ExportResource] = []
         var lastSection: HLSPlaylist.InitSection?
-        for (segment, encryption) in zip(playlist.segments, encryptions) {
+        for (segment, encryption) in zip(playlist.segments, encryptions) where !skipping.contains(segment.uri) {
             if let section = segment.initSection, section != lastSection,
                 let url = HLSPlaylist.resolve(section.uri, base: base)
             {

@@ -46,6 +46,15 @@ struct FileExport: Sendable {
                 .outOfBounds,
                 "\(url.absoluteString.prefix(200)) is a file, not an HLS or DASH asset: export it with --output.")
         }
+        return try await write(chosen, to: destination, source: url.absoluteString)
+    }
+
+    /// Writes `chosen`'s video and audio renditions as the file `destination` and its subtitles
+    /// beside it (see ``export(_:to:renditions:)``); `source` names what they are of, in messages.
+    func write(_ chosen: [Rendition], to destination: URL, source: String) async throws -> ExportSummary {
+        guard !FileManager.default.fileExists(atPath: destination.path) else {
+            throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
+        }
         var media = chosen.filter { $0.rendition.role == .variant || $0.rendition.role == .audio }
         // An `.m4a` of an asset whose audio is a rendition of its own: that audio alone.
         if destination.pathExtension.lowercased() == "m4a", media.contains(where: { $0.rendition.role == .audio }) {
@@ -69,8 +78,7 @@ struct FileExport: Sendable {
             try await output.finish()
         } catch let error as MediaParseError {
             await output.discard()
-            throw CacheError(
-                .originRejected, "\(url.absoluteString.prefix(200)) cannot be written as one file: \(error.message)")
+            throw CacheError(.originRejected, "\(source.prefix(200)) cannot be written as one file: \(error.message)")
         } catch {
             await output.discard()
             throw error

@@ -150,12 +150,14 @@ struct AdminEndpoints {
         router.on(AdminAPI.export) { query in
             let url = query.asset.target
             let destination = URL(fileURLWithPath: query.output)
-            if query.oneFile {
-                return try await reader.exportFile(url, to: destination, renditions: query.asset.request.renditions)
-            }
             // A live URL that was recorded exports as its recording.
             if let queue = handler.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
-                return try await queue.recordings.export(job.id, to: destination)
+                return query.oneFile
+                    ? try await queue.recordings.exportFile(job.id, to: destination)
+                    : try await queue.recordings.export(job.id, to: destination)
+            }
+            if query.oneFile {
+                return try await reader.exportFile(url, to: destination, renditions: query.asset.request.renditions)
             }
             return try await reader.export(
                 url, to: destination, renditions: query.asset.request.renditions, seconds: query.asset.request.seconds)

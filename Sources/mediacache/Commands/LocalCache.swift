@@ -97,15 +97,19 @@ struct LocalCache: CacheAccess {
     func export(_ url: URL, to destination: URL, _ request: PrefetchRequest, oneFile: Bool) async throws
         -> ExportSummary
     {
+        // A live URL that was recorded exports as its recording.
+        let queue = try queue()
+        if let job = queue.job(matching: url.absoluteString), job.isRecording {
+            return try await Self.failing {
+                oneFile
+                    ? try await queue.recordings.exportFile(job.id, to: destination)
+                    : try await queue.recordings.export(job.id, to: destination)
+            }
+        }
         if oneFile {
             return try await Self.failing {
                 try await reader.exportFile(url, to: destination, renditions: request.renditions)
             }
-        }
-        // A live URL that was recorded exports as its recording.
-        let queue = try queue()
-        if let job = queue.job(matching: url.absoluteString), job.isRecording {
-            return try await Self.failing { try await queue.recordings.export(job.id, to: destination) }
         }
         return try await Self.failing {
             try await reader.export(url, to: destination, renditions: request.renditions, seconds: request.seconds)
