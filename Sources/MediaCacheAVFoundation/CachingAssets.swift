@@ -47,6 +47,16 @@
             return try DownloadQueue(reader: proxy.reader, configuration: configuration)
         }
 
+        /// Writes the held rendition of the HLS asset or DASH presentation at `url` as one file
+        /// to keep, share or edit (an `.mp4`, `.m4a` or `.ts`; see ``CachingReader/exportFile(_:to:renditions:)``),
+        /// with no network.
+        @discardableResult
+        public func exportFile(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice())
+            async throws -> ExportSummary
+        {
+            try await proxy.reader.exportFile(url, to: destination, renditions: renditions)
+        }
+
         /// For `application(_:handleEventsForBackgroundURLSession:completionHandler:)`: whether
         /// the session is the pins' (then `completion` is called once its events are stored).
         public func handleBackgroundEvents(identifier: String, completion: @escaping @Sendable () -> Void) -> Bool {

@@ -52,10 +52,15 @@ import Testing
                         try await Self.md5(server.info.baseURL + ProxyURL.path(for: asset.sound, token: nil), "a"),
                     ]
                 }
-                let sampleAES = try await CacheCommandTests.mediacache([
-                    "pin", "--cache-dir", server.folder, origin.url("/x/ts/sample-aes.m3u8").absoluteString,
-                ])
-                try #require(sampleAES.status == 0, "pin: \(sampleAES.error)")
+                // For the refusals: a SAMPLE-AES playlist, and the first 10 s of the other variant
+                // (so the best variant wholly held is still the lowest).
+                for pin in [
+                    [origin.url("/x/ts/sample-aes.m3u8").absoluteString],
+                    ["--variant", "highest", "--seconds", "10", origin.url("/x/hls/again.m3u8").absoluteString],
+                ] {
+                    let pinned = try await CacheCommandTests.mediacache(["pin", "--cache-dir", server.folder] + pin)
+                    try #require(pinned.status == 0, "pin \(pin): \(pinned.error)")
+                }
                 try await origin.shutdown()
                 for asset in assets {
                     let path = directory.appendingPathComponent(asset.file).path
@@ -98,9 +103,15 @@ import Testing
         let cases: [(url: String, choice: [String], words: [String])] = [
             (
                 server.origin.url("/x/hls/master.m3u8").absoluteString, ["--variant", "highest"],
-                ["the variant 240p at 515900 bit/s", "is not held", "m0.m3u8"]
+                [
+                    "The variant 240p at 515900 bit/s", "(\(server.origin.url("/x/hls/m0.m3u8"))) is not held",
+                    "25 of its 31 resources are missing",
+                ]
             ),
-            (server.origin.url("/x/ts/sample-aes.m3u8").absoluteString, [], ["SAMPLE-AES"]),
+            (
+                server.origin.url("/x/ts/sample-aes.m3u8").absoluteString, [],
+                ["encrypted sample by sample (SAMPLE-AES)"]
+            ),
             (server.origin.url("/x/ts/key.bin").absoluteString, [], ["is a file, not an HLS or DASH asset"]),
         ]
         for (index, refused) in cases.enumerated() {
@@ -147,7 +158,7 @@ import Testing
     }
 
     /// Makes and serves under `/x/`: `hls/` (fMP4, variants 320x240 and 160x120, audio and WebVTT
-    /// subtitles as renditions), `ts/` (MPEG-TS under AES-128, and `sample-aes.m3u8` naming the same
+    /// subtitles as renditions; `again.m3u8` the same master), `ts/` (MPEG-TS under AES-128, and `sample-aes.m3u8` naming the same
     /// segments as SAMPLE-AES), `dash/`; 60 s each, in 2 s segments.
     static func makeAssets(in directory: URL, on origin: TestOrigin) async throws {
         let source = [
@@ -207,6 +218,10 @@ import Testing
                 options: [], range: master.range(of: "#EXT-X-STREAM-INF")
             )
             .write(to: directory.appendingPathComponent("hls/master.m3u8"), atomically: true, encoding: .utf8)
+        // The same master at a second URL: a pin of its own.
+        try FileManager.default.copyItem(
+            at: directory.appendingPathComponent("hls/master.m3u8"),
+            to: directory.appendingPathComponent("hls/again.m3u8"))
         let aes = try String(contentsOf: directory.appendingPathComponent("ts/index.m3u8"), encoding: .utf8)
         try aes.replacingOccurrences(of: "METHOD=AES-128", with: "METHOD=SAMPLE-AES").write(
             to: directory.appendingPathComponent("ts/sample-aes.m3u8"), atomically: true, encoding: .utf8)

@@ -117,7 +117,7 @@ struct ExportChoice {
                     let total = Set(rendition.resources.map(\.item)).count
                     throw CacheError(
                         .offline,
-                        "\(FileExport.describe(rendition.rendition)) is not held: \(Set(missing.map(\.item)).count) of its \(total) resources are missing (the first: \(missing[0].item.url.absoluteString.prefix(200))). Pin it first.",
+                        "\(FileExport.describe(rendition.rendition).capitalizingFirst) is not held: \(Set(missing.map(\.item)).count) of its \(total) resources are missing (the first: \(missing[0].item.url.absoluteString.prefix(200))).",
                         remedy: CacheError.Remedy(.pinFirst))
                 }
                 guard chosen.contains(where: { $0.rendition.role == .variant || $0.rendition.role == .audio }) else {
@@ -143,7 +143,7 @@ struct ExportChoice {
         } catch let error as CacheError where error.code == .offline || error.code == .notCached {
             throw CacheError(
                 .offline,
-                "\(FileExport.describe(rendition)) is not held: its playlist is not in the cache. Pin it first.",
+                "\(FileExport.describe(rendition).capitalizingFirst) is not held: its playlist is not in the cache.",
                 remedy: CacheError.Remedy(.pinFirst))
         }
         let playlist: HLSPlaylist

@@ -96,19 +96,24 @@ struct FileExport: Sendable {
             case .none:
                 continue
             case .other(let method, let format):
+                let segment = resource.item.url.absoluteString.prefix(200)
+                guard let format else {
+                    throw CacheError(
+                        .originRejected,
+                        "\(segment) is encrypted sample by sample (\(method.prefix(40))), which only a player undoes as it decodes: it cannot be written as one file. Export the asset as a folder (--output)."
+                    )
+                }
                 throw CacheError(
                     .originRejected,
-                    "\(resource.item.url.absoluteString.prefix(200)) is encrypted with \(method.prefix(40))"
-                        + (format.map { " for the key system \($0.prefix(80))" } ?? "")
-                        + ", which only a player holding that system's keys can undo: it cannot be written as one file."
+                    "\(segment) is encrypted for the key system \(format.prefix(80)) (DRM), whose keys only a licensed player gets: it cannot be written as one file."
                 )
             case .aes128(let uri, _):
                 guard let key = HLSPlaylist.resolve(uri, base: resource.item.url), keys[key] == nil else { continue }
                 guard reader.cachedContentInfo(for: key) != nil else {
                     throw CacheError(
                         .offline,
-                        "The AES-128 key \(key.absoluteString.prefix(200)) is not held. A cache folder keeps HLS keys only when it is encrypted (--encryption-key-file); pin the asset into such a folder.",
-                        remedy: CacheError.Remedy(.pinFirst))
+                        "The AES-128 key \(key.absoluteString.prefix(200)) is not held. A cache folder keeps HLS keys only when it is encrypted (--encryption-key-file); pin the asset into such a folder."
+                    )
                 }
                 let stream = try await reader.read(key)
                 var bytes: [UInt8] = []
@@ -182,4 +187,9 @@ struct FileExport: Sendable {
         if let id = rendition.representation { words += " (representation \(id.prefix(64)))" }
         return words + " (\(rendition.url.absoluteString.prefix(200)))"
     }
+}
+
+extension String {
+    /// The text with its first letter capitalised (a message that starts with a description).
+    var capitalizingFirst: String { prefix(1).uppercased() + dropFirst() }
 }
