@@ -245,6 +245,28 @@ import _CryptoExtras
             joined == "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nthis --&gt; that\n00:00:03.000 --&gt; 00:00:04.000\n")
     }
 
+    @Test func packedAudioIsKnownByItsFramesAndItsTagSkipped() {
+        #expect(
+            PackedAudioWriter.kind(of: [0xFF, 0xF1, 0x50]) == "aac"
+                && PackedAudioWriter.kind(of: [0xFF, 0xF9]) == "aac")
+        #expect(
+            PackedAudioWriter.kind(of: [0xFF, 0xFB, 0x90]) == "mp3"
+                && PackedAudioWriter.kind(of: [0xFF, 0xF3]) == "mp3")
+        #expect(PackedAudioWriter.kind(of: [0x47, 0x40]) == nil && PackedAudioWriter.kind(of: [0xFF]) == nil)
+        // 10 + a 28-bit syncsafe size (+ 10 with a footer); a size byte with its top bit set is no tag.
+        #expect(PackedAudioWriter.tagLength(Array("ID3".utf8) + [4, 0, 0, 0, 0, 1, 0x7F]) == 10 + 255)
+        #expect(
+            PackedAudioWriter.tagLength(Array("ID3".utf8) + [4, 0, 0x10, 0x7F, 0x7F, 0x7F, 0x7F]) == 20 + (1 << 28) - 1)
+        #expect(PackedAudioWriter.tagLength(Array("ID3".utf8) + [4, 0, 0, 0, 0, 0x80, 0]) == nil)
+        var random = SplitMix(seed: Mutator.seed ^ 0x1D3)
+        for _ in 0..<10_000 {
+            let bytes = (0..<random.below(12)).map { _ in UInt8(random.below(256)) }
+            let length = PackedAudioWriter.tagLength(Array("ID3".utf8) + bytes)
+            #expect(length.map { $0 >= 10 && $0 <= 20 + (1 << 28) } ?? true)
+            _ = PackedAudioWriter.kind(of: bytes)
+        }
+    }
+
     /// Any playlist text: an encryption per segment, or a refusal; never a trap.
     @Test func anyPlaylistsEncryptionsAreOnePerSegment() throws {
         let outcomes = try Mutator.run("hls", share: 4) { input in

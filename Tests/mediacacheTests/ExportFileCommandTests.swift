@@ -8,8 +8,8 @@ import MediaCacheTestSupport
 import Testing
 
 /// `mediacache export --file` against a real `serve` and real tools: an fMP4 HLS asset with its
-/// audio as a rendition of its own and WebVTT subtitles, an MPEG-TS one under AES-128, and a DASH
-/// presentation, each pinned and then exported with the origin stopped. ffprobe reads each file's
+/// audio as a rendition of its own and WebVTT subtitles, an MPEG-TS one under AES-128, a DASH
+/// presentation and packed audio, each pinned and then exported with the origin stopped. ffprobe reads each file's
 /// streams and duration, ffmpeg decodes it into the same frames (md5 of video, of audio) as it
 /// decodes the asset through the proxy, and mpv plays it from 80 %. A variant not held, SAMPLE-AES
 /// and a plain file are refused, saying why.
@@ -28,7 +28,7 @@ import Testing
             try await RunningServer.with(["--encryption-key-file", key.path], origin: origin) { server in
                 // What each asset is, what the pin chooses, and which proxied playlists carry its
                 // picture and its sound for ffmpeg.
-                let assets: [(url: URL, file: String, pin: [String], picture: URL, sound: URL)] = [
+                let assets: [(url: URL, file: String, pin: [String], picture: URL?, sound: URL)] = [
                     (
                         origin.url("/x/hls/master.m3u8"), "film.mp4", ["--variant", "lowest", "--subtitles", "en"],
                         origin.url("/x/hls/m1.m3u8"), origin.url("/x/hls/m2.m3u8")
@@ -41,16 +41,21 @@ import Testing
                         origin.url("/x/dash/m.mpd"), "dash.mp4", [], origin.url("/x/dash/m.mpd"),
                         origin.url("/x/dash/m.mpd")
                     ),
+                    (origin.url("/x/aac/index.m3u8"), "radio.aac", [], nil, origin.url("/x/aac/index.m3u8")),
                 ]
                 var throughProxy: [String: [String]] = [:]
                 for asset in assets {
                     let pinned = try await CacheCommandTests.mediacache(
                         ["pin", "--cache-dir", server.folder] + asset.pin + [asset.url.absoluteString])
                     try #require(pinned.status == 0, "pin \(asset.url): \(pinned.error)")
-                    throughProxy[asset.file] = [
-                        try await Self.md5(server.info.baseURL + ProxyURL.path(for: asset.picture, token: nil), "v"),
-                        try await Self.md5(server.info.baseURL + ProxyURL.path(for: asset.sound, token: nil), "a"),
-                    ]
+                    var frames: [String] = []
+                    if let picture = asset.picture {
+                        frames.append(
+                            try await Self.md5(server.info.baseURL + ProxyURL.path(for: picture, token: nil), "v"))
+                    }
+                    frames.append(
+                        try await Self.md5(server.info.baseURL + ProxyURL.path(for: asset.sound, token: nil), "a"))
+                    throughProxy[asset.file] = frames
                 }
                 // For the refusals: a SAMPLE-AES playlist, and the first 10 s of the other variant
                 // (so the best variant wholly held is still the lowest).
@@ -74,13 +79,15 @@ import Testing
                     ])
                     let text = String(decoding: probe.output, as: UTF8.self)
                     #expect(
-                        text.contains("codec_type=video") && text.contains("codec_type=audio"), "\(asset.file): \(text)"
-                    )
+                        text.contains("codec_type=video") == (asset.picture != nil)
+                            && text.contains("codec_type=audio"),
+                        "\(asset.file): \(text)")
                     let duration = text.split(separator: "\n").first { $0.hasPrefix("format|") }
                         .flatMap { Double($0.split(separator: "=").last ?? "") }
                     #expect(duration.map { abs($0 - 60) <= 2 } ?? false, "\(asset.file): 60 s ± one segment: \(text)")
                     if asset.file == "film.mp4" { #expect(text.contains("height=120"), "the variant held: \(text)") }
-                    let decoded = [try await Self.md5(path, "v"), try await Self.md5(path, "a")]
+                    let decoded =
+                        (asset.picture == nil ? [] : [try await Self.md5(path, "v")]) + [try await Self.md5(path, "a")]
                     #expect(decoded == throughProxy[asset.file], "\(asset.file): the proxy's frames")
                     try await Self.playFromEightyPercent(path, in: directory)
                 }
@@ -159,7 +166,7 @@ import Testing
 
     /// Makes and serves under `/x/`: `hls/` (fMP4, variants 320x240 and 160x120, audio and WebVTT
     /// subtitles as renditions; `again.m3u8` the same master), `ts/` (MPEG-TS under AES-128, and `sample-aes.m3u8` naming the same
-    /// segments as SAMPLE-AES), `dash/`; 60 s each, in 2 s segments.
+    /// segments as SAMPLE-AES), `dash/`, `aac/` (packed audio); 60 s each, in 2 s segments.
     static func makeAssets(in directory: URL, on origin: TestOrigin) async throws {
         let source = [
             "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi",
@@ -196,6 +203,27 @@ import Testing
             let made = try await ChildProcess.run(command)
             try #require(made.status == 0, "ffmpeg: \(made.error)")
         }
+        // Packed audio (AAC in ADTS), each segment led by the ID3 tag of its timestamp, as HLS has it.
+        let aac = directory.appendingPathComponent("aac")
+        try FileManager.default.createDirectory(at: aac, withIntermediateDirectories: true)
+        let packed = try await ChildProcess.run(
+            Array(source.prefix(4)) + [
+                "-f", "lavfi", "-i", "sine=frequency=440", "-t", "60", "-c:a", "aac", "-f", "segment",
+                "-segment_time", "2", "-segment_format", "adts", "-segment_list", aac.path + "/index.m3u8",
+                "-segment_list_type", "m3u8", aac.path + "/s%03d.aac",
+            ])
+        try #require(packed.status == 0, "ffmpeg: \(packed.error)")
+        for (index, name) in try FileManager.default.contentsOfDirectory(atPath: aac.path).filter({
+            $0.hasSuffix(".aac")
+        })
+        .sorted().enumerated() {
+            let file = aac.appendingPathComponent(name)
+            let owner = Array("com.apple.streaming.transportStreamTimestamp\0".utf8)
+            let stamp = (0..<8).map { UInt8(truncatingIfNeeded: UInt64(index * 180_000) >> (56 - 8 * $0)) }
+            let frame = Array("PRIV".utf8) + [0, 0, 0, UInt8(owner.count + 8), 0, 0] + owner + stamp
+            let tag = Array("ID3".utf8) + [4, 0, 0, 0, 0, 0, UInt8(frame.count)] + frame
+            try Data(tag + Array(try Data(contentsOf: file))).write(to: file)
+        }
         // Subtitles as a rendition: three WebVTT segments of 20 s, each mapped to the stream's time.
         var media = "#EXTM3U\n#EXT-X-TARGETDURATION:20\n#EXT-X-PLAYLIST-TYPE:VOD\n"
         for (index, cue) in [
@@ -227,9 +255,9 @@ import Testing
             to: directory.appendingPathComponent("ts/sample-aes.m3u8"), atomically: true, encoding: .utf8)
         let types = [
             "m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4",
-            "mpd": "application/dash+xml", "vtt": "text/vtt", "bin": "application/octet-stream",
+            "mpd": "application/dash+xml", "vtt": "text/vtt", "bin": "application/octet-stream", "aac": "audio/aac",
         ]
-        for name in ["hls", "ts", "dash"] {
+        for name in ["hls", "ts", "dash", "aac"] {
             for file in try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent(name).path)
             {
                 let bytes = Array(try Data(contentsOf: directory.appendingPathComponent("\(name)/\(file)")))

@@ -20,6 +20,8 @@ struct FileExport: Sendable {
     /// What the segments are.
     enum Container: Equatable {
         case movie, transportStream
+        /// Packed audio of this kind (`aac`, `mp3`), also the file's extension.
+        case packedAudio(String)
     }
 
     /// A rendition to write: who it is and its resources in order.
@@ -74,6 +76,9 @@ struct FileExport: Sendable {
                 zero = try await TransportStreamWriter.write(
                     cursors, fresh: { ResourceCursor(reader: reader, resources: media[$0].resources, keys: keys) },
                     to: output)
+            case .packedAudio:
+                try await PackedAudioWriter.write(cursors[0], to: output)
+                zero = 0
             }
             try await output.finish()
         } catch let error as MediaParseError {
@@ -139,12 +144,24 @@ struct FileExport: Sendable {
             let kind: Container
             if head.first == 0x47 {
                 kind = .transportStream
-            } else if head.count == 8, head[4..<8].allSatisfy({ (0x20...0x7E).contains($0) }) {
+            } else if head.count == 8, head[4..<8].allSatisfy({ (0x20...0x7E).contains($0) }),
+                PackedAudioWriter.tagLength(head + [0, 0]) == nil
+            {
                 kind = .movie
+            } else if let audio = try await PackedAudioWriter.kind(
+                of: ResourceCursor(reader: reader, resources: rendition.resources, keys: keys))
+            {
+                guard renditions.count == 1 else {
+                    throw CacheError(
+                        .originRejected,
+                        "The audio of \(Self.describe(rendition.rendition)) is packed audio (\(audio.uppercased()) segments), which one file holds only alone: export the audio rendition alone, or the asset as a folder (--output)."
+                    )
+                }
+                kind = .packedAudio(audio)
             } else {
                 throw CacheError(
                     .originRejected,
-                    "The segments of \(Self.describe(rendition.rendition)) are neither fragmented MP4 nor MPEG-TS (packed audio?): they cannot be written as one file."
+                    "The segments of \(Self.describe(rendition.rendition)) are neither fragmented MP4, MPEG-TS nor packed audio: they cannot be written as one file."
                 )
             }
             guard found == nil || found == kind else {
@@ -167,6 +184,10 @@ struct FileExport: Sendable {
         }
         if container == .transportStream, movie.contains(ext) {
             throw CacheError(.outOfBounds, "The asset's segments are MPEG-TS: name the file .ts.")
+        }
+        if case .packedAudio(let audio) = container, ext != audio {
+            throw CacheError(
+                .outOfBounds, "The asset's segments are packed \(audio.uppercased()) audio: name the file .\(audio).")
         }
     }
 
