@@ -197,18 +197,23 @@ final class ExportOutput {
     private static func put(_ bytes: ArraySlice<UInt8>, at offset: Int64, descriptor: Int32, path: String) async throws
     {
         try await BlockingIO.runToCompletion {
-            try bytes.withUnsafeBytes { buffer in
-                var done = 0
-                while done < buffer.count {
-                    let written = pwrite(
-                        descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-                    if written < 0, errno == EINTR { continue }
-                    guard written > 0 else {
-                        throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
-                    }
-                    done += written
-                }
+            try bytes.withUnsafeBytes { try writeAll($0, at: offset, descriptor: descriptor, path: path) }
+        }
+    }
+
+    /// Writes all of `buffer` at `offset` of the open file `descriptor` (of `path`, for the
+    /// error); a blocking call, for a thread made for them.
+    /// - Throws: ``CacheError`` `.ioFailure` saying why it cannot.
+    static func writeAll(_ buffer: UnsafeRawBufferPointer, at offset: Int64, descriptor: Int32, path: String) throws {
+        var done = 0
+        while done < buffer.count {
+            let written = pwrite(
+                descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else {
+                throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
             }
+            done += written
         }
     }
 }

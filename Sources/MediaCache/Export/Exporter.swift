@@ -342,17 +342,8 @@ struct Exporter: Sendable {
         var offset = stream.range.lowerBound
         for try await chunk in stream {
             try await BlockingIO.runToCompletion { [offset] in
-                try chunk.withUnsafeReadableBytes { buffer in
-                    var done = 0
-                    while done < buffer.count {
-                        let written = pwrite(
-                            descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-                        if written < 0, errno == EINTR { continue }
-                        guard written > 0 else {
-                            throw CacheError(.ioFailure, "Cannot write \(path): \(String(cString: strerror(errno))).")
-                        }
-                        done += written
-                    }
+                try chunk.withUnsafeReadableBytes {
+                    try ExportOutput.writeAll($0, at: offset, descriptor: descriptor, path: path)
                 }
             }
             offset += Int64(chunk.readableBytes)
