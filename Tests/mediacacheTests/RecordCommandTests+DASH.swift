@@ -216,9 +216,11 @@ extension RecordCommandTests {
                 let written = try await Self.mediacache(["export", "--cache-dir", server.folder, live, "--file", file])
                 #expect(written.status == 0, "\(written)")
                 #expect(try await Self.probedSeconds(file) >= 18)
+                // Stream by stream: ffmpeg's DASH reader gives other audio frames when it reads the
+                // video too (it did for the folder, not for the file).
                 for stream in ["v", "a"] {
-                    #expect(
-                        try await ExportFileCommandTests.md5(file, stream) == ExportFileCommandTests.md5(index, stream))
+                    let fromFile = try await ExportFileCommandTests.md5(file, [stream])
+                    #expect(try await ExportFileCommandTests.md5(index, [stream]) == fromFile, "\(stream)")
                 }
             }
         }
