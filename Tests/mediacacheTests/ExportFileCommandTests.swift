@@ -11,7 +11,8 @@ import Testing
 /// audio as a rendition of its own and WebVTT subtitles, an MPEG-TS one under AES-128, a DASH
 /// presentation and packed audio, each pinned and then exported with the origin stopped. ffprobe reads each file's
 /// streams and duration, ffmpeg decodes it into the same frames (md5 of video, of audio) as it
-/// decodes the asset through the proxy, and mpv plays it from 80 %. A variant not held, SAMPLE-AES
+/// decodes the asset through the proxy, and mpv plays it from 80 %; an `.m4a` holds the audio
+/// rendition alone. A variant not held, SAMPLE-AES
 /// and a plain file are refused, saying why.
 @Suite(.stallLimit, .endToEnd) struct ExportFileCommandTests {
     static let tools = ["ffmpeg", "ffprobe", "mpv"].allSatisfy(ChildProcess.toolExists)
@@ -100,6 +101,18 @@ import Testing
                 ] {
                     #expect(subtitles.contains(cue), "\(subtitles)")
                 }
+                // `.m4a`: the audio rendition alone, the proxy's audio frames.
+                let sound = directory.appendingPathComponent("sound.m4a").path
+                let audio = try await CacheCommandTests.mediacache([
+                    "export", "--cache-dir", server.folder, "--file", sound,
+                    origin.url("/x/hls/master.m3u8").absoluteString,
+                ])
+                try #require(audio.status == 0, "export .m4a: \(audio.error)")
+                let streams = try await ChildProcess.run([
+                    "ffprobe", "-v", "error", "-show_entries", "stream=codec_type", "-of", "csv=p=0", sound,
+                ])
+                #expect(String(decoding: streams.output, as: UTF8.self) == "audio\n")
+                #expect(try await Self.md5(sound, ["a"]) == throughProxy["film.mp4"].map { [$0[1]] })
                 try await Self.refusals(server, directory: directory)
             }
         }
