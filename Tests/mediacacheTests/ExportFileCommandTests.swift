@@ -27,11 +27,14 @@ import Testing
             try Data((0..<32).map { String(format: "%02x", UInt8($0) &* 11 &+ 5) }.joined().utf8).write(to: key)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key.path)
             try await RunningServer.with(["--encryption-key-file", key.path], origin: origin) { server in
+                // A subtitle file of its own (SRT), pinned with the HLS asset and written beside it.
+                let sideLoaded = ["--subtitle-file", "fr=\(origin.url("/x/hls/extra.srt").absoluteString),Français"]
                 // What each asset is, what the pin chooses, and which proxied playlists carry its
                 // picture and its sound for ffmpeg.
                 let assets: [(url: URL, file: String, pin: [String], picture: URL?, sound: URL)] = [
                     (
-                        origin.url("/x/hls/master.m3u8"), "film.mp4", ["--variant", "lowest", "--subtitles", "en"],
+                        origin.url("/x/hls/master.m3u8"), "film.mp4",
+                        ["--variant", "lowest", "--subtitles", "en"] + sideLoaded,
                         origin.url("/x/hls/m1.m3u8"), origin.url("/x/hls/m2.m3u8")
                     ),
                     (
@@ -71,9 +74,9 @@ import Testing
                 try await origin.shutdown()
                 for asset in assets {
                     let path = directory.appendingPathComponent(asset.file).path
-                    let exported = try await CacheCommandTests.mediacache([
-                        "export", "--cache-dir", server.folder, "--file", path, asset.url.absoluteString,
-                    ])
+                    let exported = try await CacheCommandTests.mediacache(
+                        ["export", "--cache-dir", server.folder, "--file", path]
+                            + (asset.file == "film.mp4" ? sideLoaded : []) + [asset.url.absoluteString])
                     try #require(exported.status == 0, "export \(asset.url): \(exported.error)")
                     let probe = try await ChildProcess.run([
                         "ffprobe", "-v", "error", "-show_entries", "format=duration:stream=codec_type,height", "-of",
@@ -92,7 +95,7 @@ import Testing
                     #expect(decoded == throughProxy[asset.file], "\(asset.file): the proxy's frames")
                     try await Self.playFromEightyPercent(path, in: directory)
                 }
-                // The subtitles chosen, beside the file, timed as the rendition is.
+                // The subtitles chosen, beside the file, timed as the rendition is; the SRT file as WebVTT.
                 let subtitles = try String(contentsOf: directory.appendingPathComponent("film.en.vtt"), encoding: .utf8)
                 #expect(subtitles.hasPrefix("WEBVTT"))
                 for cue in [
@@ -101,6 +104,10 @@ import Testing
                 ] {
                     #expect(subtitles.contains(cue), "\(subtitles)")
                 }
+                let french = try String(contentsOf: directory.appendingPathComponent("film.fr.vtt"), encoding: .utf8)
+                #expect(
+                    french.hasPrefix("WEBVTT") && french.contains("00:00:02.000 --> 00:00:04.000\nBonjour"), "\(french)"
+                )
                 // `.m4a`: the audio rendition alone, the proxy's audio frames.
                 let sound = directory.appendingPathComponent("sound.m4a").path
                 let audio = try await CacheCommandTests.mediacache([
@@ -263,6 +270,8 @@ import Testing
                 options: [], range: master.range(of: "#EXT-X-STREAM-INF")
             )
             .write(to: directory.appendingPathComponent("hls/master.m3u8"), atomically: true, encoding: .utf8)
+        try "1\n00:00:02,000 --> 00:00:04,000\nBonjour\n".write(
+            to: directory.appendingPathComponent("hls/extra.srt"), atomically: true, encoding: .utf8)
         // The same master at a second URL: a pin of its own.
         try FileManager.default.copyItem(
             at: directory.appendingPathComponent("hls/master.m3u8"),
@@ -273,6 +282,7 @@ import Testing
         let types = [
             "m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t", "m4s": "video/iso.segment", "mp4": "video/mp4",
             "mpd": "application/dash+xml", "vtt": "text/vtt", "bin": "application/octet-stream", "aac": "audio/aac",
+            "srt": "application/x-subrip",
         ]
         for name in ["hls", "ts", "dash", "aac"] {
             for file in try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent(name).path)

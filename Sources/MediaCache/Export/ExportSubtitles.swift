@@ -11,13 +11,16 @@ struct ExportSubtitles {
 
     /// Writes each rendition's WebVTT segments joined (``WebVTTJoin``) beside `destination`.
     /// - Throws: ``CacheError`` `.originRejected` for segments that are not WebVTT, `.ioFailure`.
-    /// `zero`: the file's first media timestamp, in milliseconds.
-    func write(_ renditions: [FileExport.Rendition], beside destination: URL, zero: Int64) async throws
-        -> (files: Int, bytes: Int64)
-    {
+    /// `zero`: the file's first media timestamp, in milliseconds. Then each side-loaded subtitle
+    /// file of `sideLoaded` (SRT or WebVTT, held whole) as WebVTT, its times the file's (the
+    /// stream's start is its zero).
+    /// - Throws: ``CacheError`` `.originRejected` for segments or a file that is not WebVTT (or
+    ///   SRT), `.offline` for a file not held, `.ioFailure`.
+    func write(
+        _ renditions: [FileExport.Rendition], sideLoaded: [SideLoadedSubtitle], beside destination: URL, zero: Int64
+    ) async throws -> (files: Int, bytes: Int64) {
         var bytes: Int64 = 0
         var names: Set<String> = []
-        let stem = destination.deletingPathExtension().lastPathComponent
         for (rendition, resources) in renditions {
             var segments: [[UInt8]] = []
             for resource in resources {
@@ -34,17 +37,35 @@ struct ExportSubtitles {
             } catch {
                 throw CacheError(.originRejected, "\(FileExport.describe(rendition)): \(error.message)")
             }
-            let language = (rendition.language ?? rendition.name ?? "subtitles").filter {
-                $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-")
-            }.prefix(35)
-            var name = "\(stem).\(language.isEmpty ? "subtitles" : String(language)).vtt"
-            if names.contains(name) { name = "\(stem).\(language)-\(names.count).vtt" }
-            names.insert(name)
-            try await Exporter.writeFile(
-                Array(text.utf8), to: destination.deletingLastPathComponent().appendingPathComponent(name).path)
-            bytes += Int64(text.utf8.count)
+            bytes += try await write(
+                text, language: rendition.language ?? rendition.name, beside: destination, names: &names)
+        }
+        for track in sideLoaded {
+            let text: String
+            do {
+                text = try await reader.sideLoadedWebVTT(track.url, mpegts: nil)
+            } catch let error as SubtitleText.Failure {
+                throw CacheError(.originRejected, "\(track.url.absoluteString.prefix(200)): \(error.description)")
+            }
+            bytes += try await write(text, language: track.language, beside: destination, names: &names)
         }
         return (names.count, bytes)
+    }
+
+    /// Writes `text` as `<name>.<language>.vtt` beside `destination` (a number added to a name
+    /// in `names` already); returns its bytes.
+    private func write(_ text: String, language: String?, beside destination: URL, names: inout Set<String>)
+        async throws -> Int64
+    {
+        let stem = destination.deletingPathExtension().lastPathComponent
+        let language = (language ?? "subtitles").filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            .prefix(35)
+        var name = "\(stem).\(language.isEmpty ? "subtitles" : String(language)).vtt"
+        if names.contains(name) { name = "\(stem).\(language)-\(names.count).vtt" }
+        names.insert(name)
+        try await Exporter.writeFile(
+            Array(text.utf8), to: destination.deletingLastPathComponent().appendingPathComponent(name).path)
+        return Int64(text.utf8.count)
     }
 }
 

@@ -48,12 +48,15 @@ struct FileExport: Sendable {
                 .outOfBounds,
                 "\(url.absoluteString.prefix(200)) is a file, not an HLS or DASH asset: export it with --output.")
         }
-        return try await write(chosen, to: destination, source: url.absoluteString)
+        return try await write(chosen, sideLoaded: choice.sideLoaded, to: destination, source: url.absoluteString)
     }
 
-    /// Writes `chosen`'s video and audio renditions as the file `destination` and its subtitles
-    /// beside it (see ``export(_:to:renditions:)``); `source` names what they are of, in messages.
-    func write(_ chosen: [Rendition], to destination: URL, source: String) async throws -> ExportSummary {
+    /// Writes `chosen`'s video and audio renditions as the file `destination`, and its subtitles
+    /// and the `sideLoaded` subtitle files beside it (see ``export(_:to:renditions:)``); `source`
+    /// names what they are of, in messages.
+    func write(_ chosen: [Rendition], sideLoaded: [SideLoadedSubtitle] = [], to destination: URL, source: String)
+        async throws -> ExportSummary
+    {
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
@@ -89,7 +92,7 @@ struct FileExport: Sendable {
             throw error
         }
         let subtitles = try await ExportSubtitles(reader: reader).write(
-            chosen.filter { $0.rendition.role == .subtitles }, beside: destination, zero: zero)
+            chosen.filter { $0.rendition.role == .subtitles }, sideLoaded: sideLoaded, beside: destination, zero: zero)
         return ExportSummary(path: destination.path, files: 1 + subtitles.files, bytes: output.offset + subtitles.bytes)
     }
 
