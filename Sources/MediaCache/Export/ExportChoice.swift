@@ -15,11 +15,11 @@ struct ExportChoice {
     /// The renditions of the HLS asset at `url`: the first variant chosen, its chosen audio
     /// renditions, its subtitles.
     func hls(_ url: URL, choice: RenditionChoice) async throws -> [FileExport.Rendition] {
-        let (body, _) = try await reader.playlistBody(url)
+        let (body, metadata) = try await reader.playlistBody(url)
         let entry = try? HLSPlaylist(parsing: body, url: url)
         let imports = entry?.definitions ?? [:]
         let bandwidths = Set(entry?.variants.map(\.bandwidth) ?? []).sorted(by: >)
-        let base = (try? await reader.contentInfo(for: url))?.finalURL ?? url
+        let base = metadata.finalURL ?? url
         return try await firstHeld(candidates(choice, bandwidths: bandwidths), anySubtitles: choice.subtitles == nil) {
             candidate in
             var chosen = [ChosenRendition(role: .variant, url: url, bandwidth: 0)]

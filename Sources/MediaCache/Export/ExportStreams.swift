@@ -79,17 +79,40 @@ final class ResourceCursor {
         return buffer[consumed..<(consumed + count)]
     }
 
-    /// Exactly `count` bytes of the current resource.
-    /// - Throws: ``MediaParseError`` when it ends first.
-    func exactly(_ count: Int) async throws -> [UInt8] {
+    /// Up to `count` bytes of the current resource (fewer at its end).
+    func prefix(_ count: Int) async throws -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(count)
         while result.count < count {
             let piece = try await next(atMost: count - result.count)
-            guard !piece.isEmpty else { throw MediaParseError("A resource ends inside a box or packet.") }
+            if piece.isEmpty { break }
             result += piece
         }
         return result
+    }
+
+    /// Exactly `count` bytes of the current resource.
+    /// - Throws: ``MediaParseError`` when it ends first.
+    func exactly(_ count: Int) async throws -> [UInt8] {
+        let result = try await prefix(count)
+        guard result.count == count else { throw MediaParseError("A resource ends inside a box or packet.") }
+        return result
+    }
+
+    /// Passes over `count` bytes of the current resource (`nil`: the rest of it), writing them
+    /// to `output` when given.
+    /// - Throws: ``MediaParseError`` when it ends before `count` bytes.
+    func pass(_ count: Int64?, to output: ExportOutput? = nil) async throws {
+        var left = count ?? .max
+        while left > 0 {
+            let piece = try await next(atMost: Int(min(left, 1 << 20)))
+            if piece.isEmpty {
+                guard count == nil else { throw MediaParseError("A resource ends inside a box or packet.") }
+                return
+            }
+            try await output?.write(piece)
+            left -= Int64(piece.count)
+        }
     }
 
     /// Whether the current resource has no byte left.

@@ -115,7 +115,7 @@ enum WebVTTJoin {
                 else { continue }
                 var cue = lines[..<timing].map(String.init)
                 cue.append(
-                    ([written(max(0, start + shift)), "-->", written(max(0, end + shift))]
+                    ([SubtitleText.written(max(0, start + shift)), "-->", SubtitleText.written(max(0, end + shift))]
                         + parts.dropFirst(3).map(String.init))
                         .joined(separator: " "))
                 // A text line may not hold `-->` (it would start another cue): broken as `--&gt;`.
@@ -150,13 +150,5 @@ enum WebVTTJoin {
             total += value * (index == 0 ? 60_000 : 3_600_000)
         }
         return total
-    }
-
-    /// Milliseconds as `HH:MM:SS.mmm`.
-    static func written(_ milliseconds: Int64) -> String {
-        let hours = milliseconds / 3_600_000
-        let minutes = milliseconds / 60_000 % 60
-        let seconds = milliseconds / 1000 % 60
-        return String(format: "%02lld:%02lld:%02lld.%03lld", hours, minutes, seconds, milliseconds % 1000)
     }
 }

@@ -63,7 +63,7 @@ struct MovieWriter {
             )
             try await output.write(moof)
             try await output.write(fragment.between)
-            try await copy(fragment.dataLength, from: renditions[index], to: output)
+            try await renditions[index].pass(fragment.dataLength, to: output)
         }
         try await output.write(merge.randomAccess)
         try await output.write(merge.header, at: 0)
@@ -81,7 +81,7 @@ struct MovieWriter {
             } else if head.type == fourCC("moof") {
                 return nil
             } else {
-                try await skip(head, cursor)
+                try await cursor.pass(head.bodyLength)
             }
         }
         return nil
@@ -142,7 +142,7 @@ struct MovieWriter {
                 }
             default:
                 // styp, sidx, prft, emsg, free: of the segment, not of the one file.
-                try await skip(head, cursor)
+                try await cursor.pass(head.bodyLength)
             }
         }
     }
@@ -166,31 +166,5 @@ struct MovieWriter {
             throw MediaParseError("A \(String(decoding: head.header[4..<8], as: UTF8.self)) box is too large to read.")
         }
         return try await cursor.exactly(Int(length))
-    }
-
-    private static func skip(_ head: BoxHead, _ cursor: ResourceCursor) async throws {
-        var left = head.bodyLength ?? .max
-        while left > 0 {
-            let piece = try await cursor.next(atMost: Int(min(left, 1 << 20)))
-            if piece.isEmpty {
-                guard head.bodyLength == nil else { throw MediaParseError("A resource ends inside a box.") }
-                return
-            }
-            left -= Int64(piece.count)
-        }
-    }
-
-    /// Copies `length` bytes (`nil`: the rest of the resource) from `cursor` to `output`.
-    private static func copy(_ length: Int64?, from cursor: ResourceCursor, to output: ExportOutput) async throws {
-        var left = length ?? .max
-        while left > 0 {
-            let piece = try await cursor.next(atMost: Int(min(left, 1 << 20)))
-            if piece.isEmpty {
-                guard length == nil else { throw MediaParseError("A resource ends inside an mdat box.") }
-                return
-            }
-            try await output.write(piece)
-            left -= Int64(piece.count)
-        }
     }
 }

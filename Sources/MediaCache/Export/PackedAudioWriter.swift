@@ -29,10 +29,10 @@ enum PackedAudioWriter {
     /// when it is no packed audio.
     static func kind(of cursor: ResourceCursor) async throws -> String? {
         guard try await cursor.advance() else { return nil }
-        var head = try await prefix(cursor, 10)
+        var head = try await cursor.prefix(10)
         if let length = tagLength(head) {
-            try await skip(cursor, length - head.count)
-            head = try await prefix(cursor, 2)
+            try await cursor.pass(Int64(length - head.count))
+            head = try await cursor.prefix(2)
         }
         return kind(of: head)
     }
@@ -40,37 +40,13 @@ enum PackedAudioWriter {
     /// Writes every segment of `cursor`, without its leading ID3 tag, to `output`.
     static func write(_ cursor: ResourceCursor, to output: ExportOutput) async throws {
         while try await cursor.advance() {
-            let head = try await prefix(cursor, 10)
+            let head = try await cursor.prefix(10)
             if let length = tagLength(head) {
-                try await skip(cursor, length - head.count)
+                try await cursor.pass(Int64(length - head.count))
             } else {
                 try await output.write(head)
             }
-            while true {
-                let piece = try await cursor.next(atMost: 1 << 20)
-                if piece.isEmpty { break }
-                try await output.write(piece)
-            }
-        }
-    }
-
-    /// Up to `count` bytes of the current resource (fewer at its end).
-    private static func prefix(_ cursor: ResourceCursor, _ count: Int) async throws -> [UInt8] {
-        var bytes: [UInt8] = []
-        while bytes.count < count {
-            let piece = try await cursor.next(atMost: count - bytes.count)
-            if piece.isEmpty { break }
-            bytes += piece
-        }
-        return bytes
-    }
-
-    private static func skip(_ cursor: ResourceCursor, _ count: Int) async throws {
-        var left = count
-        while left > 0 {
-            let piece = try await cursor.next(atMost: min(left, 1 << 20))
-            guard !piece.isEmpty else { throw MediaParseError("A segment ends inside its ID3 tag.") }
-            left -= piece.count
+            try await cursor.pass(nil, to: output)
         }
     }
 }
