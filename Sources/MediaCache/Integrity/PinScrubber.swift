@@ -29,7 +29,7 @@ package final class PinScrubber: Sendable {
 
     /// Where the scrub stands.
     package struct Progress: Sendable, Codable, Equatable {
-        /// Passes ended since the server started.
+        /// Passes completed since the server started (one shutting down cut short is not counted).
         package var passes = 0
         /// Whether a pass runs now.
         package var isRunning = false
@@ -95,10 +95,12 @@ package final class PinScrubber: Sendable {
     package func pass() async -> [VerifyReport] {
         let store = reader.store
         let pinned = store.entrySummaries().filter(\.isPinned).sorted { $0.key < $1.key }
-        state.withLock { state in
+        let last = state.withLock { state in
+            let last = state.progress
             state.progress = Progress(
-                passes: state.progress.passes, isRunning: true, entriesTotal: pinned.count,
-                bytesTotal: pinned.reduce(0) { $0 + $1.storedBytes }, lastPassEnded: state.progress.lastPassEnded)
+                passes: last.passes, isRunning: true, entriesTotal: pinned.count,
+                bytesTotal: pinned.reduce(0) { $0 + $1.storedBytes }, lastPassEnded: last.lastPassEnded)
+            return last
         }
         var verifier = StoreVerifier(store: store, repairingWith: reader)
         verifier.requester = .own(.pin)
@@ -121,7 +123,14 @@ package final class PinScrubber: Sendable {
             }
         }
         let now = store.configuration.clock.now
+        let cutShort = Task.isCancelled
         state.withLock { state in
+            // A pass that shutting down cut short is no pass: the progress stays the last one's.
+            guard !cutShort else {
+                state.progress = last
+                state.progress.isRunning = false
+                return
+            }
             state.progress.isRunning = false
             state.progress.passes += 1
             state.progress.lastPassEnded = now
