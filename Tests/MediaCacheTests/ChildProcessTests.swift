@@ -11,8 +11,7 @@ import Testing
     /// others. (The wait held the process's lock: a second task asking whether it ran was
     /// blocked, on a thread of the cooperative pool, until the process ended by itself, and
     /// the signal that would have ended it was never sent.)
-    @Test(.timeLimit(.minutes(1)))
-    func waitingForTheEndLeavesTheProcessFreeToBeEnded() async throws {
+    @Test func waitingForTheEndLeavesTheProcessFreeToBeEnded() async throws {
         let process = try SpawnedProcess("sleep", ["600"], searchingPath: true)
         let waiting = Task { await process.exited() }
         try await waitUntil { Self.aThreadWaitsForAChild() }

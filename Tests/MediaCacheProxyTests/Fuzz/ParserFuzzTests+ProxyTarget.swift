@@ -13,7 +13,8 @@ extension ParserFuzzTests {
     /// again reads back the same; and a target made of any text (as an origin path, a token,
     /// a CMCD, a variable), written in either form, reads back as it was made.
     @Test func proxyTargetsReadBackAsWritten() throws {
-        let outcomes = try Mutator.run("target", share: 2) { input in
+        // An eighth of the inputs (12,500 by default): each builds and reads eight targets.
+        let outcomes = try Mutator.run("target", share: 8) { input in
             func again(_ target: ProxyTarget) -> ProxyTarget? { try? ProxyTarget(reading: RequestTarget(target.uri)) }
             var label = "refused"
             if let read = try? ProxyTarget(reading: RequestTarget(input)) {
