@@ -16,7 +16,7 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
             PreloadBenchCommand.self, GrowingBenchCommand.self, SoakBenchCommand.self,
             SeekBenchCommand.self, FillBenchCommand.self,
             CryptoBenchCommand.self, ExportBenchCommand.self,
-            EncryptionBenchCommand.self,
+            EncryptionBenchCommand.self, TraceBenchCommand.self,
             OriginCommand.self, CrashWriterCommand.self, FloorServerCommand.self,
         ]
     )

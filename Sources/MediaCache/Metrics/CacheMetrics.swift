@@ -113,6 +113,15 @@ package enum CacheMetrics {
         })
     static let diskFree = Gauge(label: "mediacache_disk_free_bytes")
 
+    private static let evictedByReason = counters(
+        EvictionPolicy.Reason.self, label: "mediacache_evicted_reason_bytes_total", dimension: "reason")
+
+    /// Eviction let `bytes` go for `reason` (a trim: part of an entry; `entries`: whole ones).
+    static func evicted(_ reason: EvictionPolicy.Reason, bytes: Int64, entries: Int) {
+        evictedByReason[reason]?.increment(by: Int(bytes))
+        if entries > 0 { evictions.increment(by: entries) }
+    }
+
     /// How many pinned downloads wait now, by reason.
     static func recordWaiting(_ jobs: some Sequence<DownloadJob>) {
         var counts: [DownloadJob.Wait: Int] = [:]
@@ -127,7 +136,7 @@ package enum CacheMetrics {
             cacheEntries, rejectedBlocks, damagedBlockCounters, originDigests, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
             preloadHits, preloads, downloadWaits, fills, fillStops, changesMidRead, failovers, renewals,
-            diskFree, backgroundTransfers
+            diskFree, backgroundTransfers, evictedByReason
         )
     }
 

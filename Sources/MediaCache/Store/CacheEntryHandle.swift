@@ -153,6 +153,14 @@ package final class CacheEntryHandle: Sendable {
     ///   even eviction cannot make room; `.ioFailure` when the disk refuses the write (the
     ///   index and the bytes already stored stay intact); `.entryInvalidated`.
     public func write(_ bytes: ByteBuffer, at offset: Int64) async throws {
+        try await write(bytes, at: offset, ownBytes: false)
+    }
+
+    /// ``write(_:at:)``, saying whether the bytes are the cache's own (`ownBytes`: a fill's past
+    /// its player, a read-ahead's, a prefetch's, a preload's, that no player waits for): room
+    /// for those is made of other such bytes only, never of what players read
+    /// (``EvictionPolicy``), and they are refused (`.capacityExceeded`) when there is none.
+    package func write(_ bytes: ByteBuffer, at offset: Int64, ownBytes: Bool) async throws {
         guard bytes.readableBytes > 0 else { return }
         guard offset >= 0 else {
             throw CacheError(.outOfBounds, "Cannot write at negative offset \(offset).")
@@ -184,14 +192,23 @@ package final class CacheEntryHandle: Sendable {
                     "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached."
                 )
             }
+            if incoming > 0 {
+                state.policy.stored(key, item: record.item(key: key))
+                // Bytes past a trim not yet cut from the file: the cut must not take them.
+                state.trimmedFiles.removeAll { $0.key == key && $0.end < range.upperBound }
+            }
             var evicted = 0
-            if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
-                evicted = state.evict(using: store.configuration.evictor, incomingBytes: incoming, now: now)
-                if state.totalBytes + state.reservedBytes + incoming > store.configuration.maxBytes {
+            let limit = store.configuration.maxBytes
+            if state.totalBytes + state.reservedBytes + incoming > limit {
+                evicted = state.evict(
+                    incomingBytes: incoming, limit: limit, maxAge: store.configuration.maxAgeSeconds, now: now,
+                    ownBytes: ownBytes)
+                if state.totalBytes + state.reservedBytes + incoming > limit {
                     throw CacheError(
                         .capacityExceeded,
-                        "The cache is full of entries in use (limit \(store.configuration.maxBytes) bytes); the bytes are not cached."
-                    )
+                        ownBytes
+                            ? "The cache is full of what players read (limit \(limit) bytes); the cache's own bytes are not stored in its place."
+                            : "The cache is full of entries in use (limit \(limit) bytes); the bytes are not cached.")
                 }
             }
             // The disk keeps its floor of free space: streaming entries go first, then the write is refused.

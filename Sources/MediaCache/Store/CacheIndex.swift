@@ -26,6 +26,8 @@ struct CacheIndex: Sendable {
         var checksums = BlockChecksums()
         /// Bytes dropped because their block failed its check, not stored again since.
         var damaged = SpanSet()
+        /// The eviction policy's state of the entry; `nil` in a row of an earlier store.
+        var mark: EvictionPolicy.Mark?
     }
 
     /// A row this store cannot use as an entry: sealed with another key (or sealed, and the
@@ -89,6 +91,10 @@ struct CacheIndex: Sendable {
                 try db.execute(sql: "ALTER TABLE entry ADD COLUMN checksums BLOB NOT NULL DEFAULT x''")
                 try db.execute(sql: "ALTER TABLE entry ADD COLUMN damaged TEXT NOT NULL DEFAULT ''")
             }
+            migrator.registerMigration("v4 eviction marks") { db in
+                // Rows of earlier stores have none: they join the main queue in the order of their last access.
+                try db.execute(sql: "ALTER TABLE entry ADD COLUMN policy TEXT NOT NULL DEFAULT ''")
+            }
             try migrator.migrate(queue)
         } catch {
             throw CacheError(.indexFailure, "Cannot open the cache index at \(path).", underlyingError: error)
@@ -151,7 +157,8 @@ struct CacheIndex: Sendable {
                             createdAt: Date(timeIntervalSince1970: row["createdAt"]), lastAccess: lastAccess,
                             isPinned: (row["pinned"] as Int?) == 1,
                             checksums: BlockChecksums(encoded: row["checksums"] ?? Data(), for: spans),
-                            damaged: SpanSet(encoded: row["damaged"] ?? "") ?? SpanSet()))
+                            damaged: SpanSet(encoded: row["damaged"] ?? "") ?? SpanSet(),
+                            mark: (row["policy"] as String?).flatMap(EvictionPolicy.Mark.init(encoded:))))
                 }
                 return (rows, others)
             }
@@ -212,17 +219,18 @@ struct CacheIndex: Sendable {
         try db.execute(
             sql: """
                 INSERT INTO entry (
-                    key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned, checksums, damaged)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned, checksums, damaged,
+                    policy)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(key) DO UPDATE SET fileName = excluded.fileName, metadata = excluded.metadata,
                     spans = excluded.spans, byteCount = excluded.byteCount,
                     createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned,
-                    checksums = excluded.checksums, damaged = excluded.damaged
+                    checksums = excluded.checksums, damaged = excluded.damaged, policy = excluded.policy
                 """,
             arguments: [
                 rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
                 row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970, row.isPinned ? 1 : 0,
-                row.checksums.encoded, row.damaged.encoded,
+                row.checksums.encoded, row.damaged.encoded, row.mark?.encoded ?? "",
             ])
     }
 

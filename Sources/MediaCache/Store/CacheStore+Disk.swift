@@ -34,13 +34,13 @@ extension CacheStore.State {
         disk.map { $0.free - $0.takenSince - floor }
     }
 
-    /// Makes room on the disk for `incoming` bytes above the floor, evicting least recently
-    /// used streaming entries; returns how many were evicted.
+    /// Makes room on the disk for `incoming` bytes above the floor, evicting streaming entries
+    /// as the eviction policy chooses; returns how many were evicted or trimmed.
     /// - Throws: `.capacityExceeded` when even that leaves too little.
     mutating func makeDiskRoom(for incoming: Int64, floor: Int64, now: Date) throws -> Int {
         guard incoming > 0, let headroom = diskHeadroom(floor: floor), incoming > headroom else { return 0 }
         let limit = max(0, totalBytes + reservedBytes + headroom)
-        let evicted = evict(using: Evictor(maxBytes: limit, maxAge: nil), incomingBytes: incoming, now: now)
+        let evicted = evict(incomingBytes: incoming, limit: limit, maxAge: nil, now: now, reason: .disk)
         if let left = diskHeadroom(floor: floor), incoming > left {
             throw CacheError(
                 .capacityExceeded,
@@ -116,9 +116,8 @@ extension CacheStore.Configuration {
         min(maxBytes, max(0, maxPinnedBytes ?? maxBytes / 2))
     }
 
-    var evictor: Evictor {
-        Evictor(
-            maxBytes: maxBytes,
-            maxAge: maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
+    /// ``maxAge`` in seconds.
+    var maxAgeSeconds: TimeInterval? {
+        maxAge.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
     }
 }

@@ -225,6 +225,14 @@ extension CacheStore {
                 isDirty: spans != row.spans || !named.contains(row.fileName))
             state.totalBytes += spans.byteCount
         }
+        // The eviction policy's state, as the rows keep it. Rows of an earlier store have none:
+        // they join its main queue in the order of their last access (as they went, by age).
+        let byAccess = rows.sorted { ($0.lastAccess, $0.key.rawValue) < ($1.lastAccess, $1.key.rawValue) }
+        for (rank, row) in byAccess.enumerated() {
+            guard let record = state.records[row.key] else { continue }
+            state.policy.restore(row.key, item: record.item(key: row.key), mark: row.mark, rank: UInt64(rank + 1))
+        }
+        state.persistPolicy()
         var unsealed = 0
         for other in others {
             switch other.kind {

@@ -83,11 +83,11 @@ extension CacheStore {
         }
     }
 
-    /// Evicts expired entries and, if the store is over its limit, the least recently used
-    /// ones, then flushes.
+    /// Evicts expired entries and, if the store is over its limit, what its eviction policy
+    /// chooses, then flushes.
     public func trim() async throws {
         let now = configuration.clock.now
-        state.withLock { _ = $0.evict(using: configuration.evictor, now: now) }
+        state.withLock { _ = $0.evict(limit: configuration.maxBytes, maxAge: configuration.maxAgeSeconds, now: now) }
         try await flush()
     }
 }

@@ -36,6 +36,13 @@ extension CacheStore {
         var isDirty: Bool
         /// Whether bytes were written since the file was last synchronised.
         var needsSync: Bool = false
+
+        /// The item the entry ages with in the eviction policy: its rendition for a media
+        /// segment, else itself (``EvictionPolicy/item(of:mimeType:)``).
+        func item(key: CacheKey) -> String {
+            EvictionPolicy.item(of: metadata.sourceURL?.absoluteString ?? "", mimeType: metadata.mimeType)
+                ?? key.rawValue
+        }
     }
 
     /// Everything mutable in the store, behind one lock.
@@ -65,6 +72,13 @@ extension CacheStore {
         var isClosed = false
         /// The disk's free space, as last measured (``CacheStore/measureDisk()``).
         var disk: DiskSpace?
+        /// Which stored bytes go first when room is needed, and its state of each entry.
+        var policy = EvictionPolicy()
+        /// Data files trimmed in the index whose bytes past the end are still on disk: cut once
+        /// the commit that trims them is done (``CacheStore/cutTrimmedFiles(_:)``).
+        var trimmedFiles: [Trimmed] = []
+        /// What eviction removed and why, in bytes, since the store opened.
+        var evictedBytes: [EvictionPolicy.Reason: Int64] = [:]
         /// Entries no handle pins whose data file is kept open, least recently let go first:
         /// a replayed range can then be sent without opening the file again (and without
         /// leaving the event loop). At most ``keptOpenFiles``.
@@ -106,6 +120,7 @@ extension CacheStore {
         /// Forgets `key`: its row is deleted and its file unlinked at the next flush.
         mutating func drop(_ key: CacheKey) {
             guard let record = records.removeValue(forKey: key) else { return }
+            policy.removed(key)
             totalBytes -= record.spans.byteCount
             disk?.takenSince -= record.spans.byteCount
             deletedKeys.insert(key)
@@ -121,33 +136,114 @@ extension CacheStore {
             filesToUnlink.append(fileName)
         }
 
-        /// Removes the entries the evictor chooses (other rows among them); returns how many.
+        /// Makes room for `incoming` bytes under `limit`: entries unread for longer than
+        /// `maxAge` go, sealed rows of another key next, then what ``EvictionPolicy`` chooses of
+        /// the entries neither open nor pinned (with `ownBytes`, the room for the cache's own
+        /// work: other bytes no player read only). `reason` names the room made for the disk.
+        /// Returns how many entries it removed or trimmed.
         @discardableResult
-        mutating func evict(using evictor: Evictor, incomingBytes: Int64 = 0, now: Date) -> Int {
-            var candidates = records.map { key, record in
-                Evictor.Candidate(
-                    key: key, byteCount: record.spans.byteCount, lastAccess: record.lastAccess,
-                    isPinned: record.isPinned || !record.openBy.isEmpty)
-            }
-            // An other row takes part under a name no entry has: NUL and its file's random name.
-            var otherNames: [CacheKey: String] = [:]
-            for (name, row) in otherRows {
-                let key = CacheKey("\u{0}" + name)
-                otherNames[key] = name
-                candidates.append(
-                    Evictor.Candidate(key: key, byteCount: row.byteCount, lastAccess: row.lastAccess, isPinned: false))
-            }
-            let victims = evictor.victims(
-                of: candidates, totalBytes: totalBytes + reservedBytes, incomingBytes: incomingBytes, now: now)
-            guard !victims.isEmpty else { return 0 }
+        mutating func evict(
+            incomingBytes: Int64 = 0, limit: Int64, maxAge: TimeInterval?, now: Date, ownBytes: Bool = false,
+            reason: EvictionPolicy.Reason? = nil
+        ) -> Int {
             let before = totalBytes
-            for key in victims {
-                if records[key] == nil, let name = otherNames[key] { dropOtherRow(name) } else { drop(key) }
+            var count = 0
+            func remove(_ key: CacheKey, _ why: EvictionPolicy.Reason) {
+                let bytes = records[key]?.spans.byteCount ?? 0
+                drop(key)
+                evictedBytes[why, default: 0] += bytes
+                CacheMetrics.evicted(why, bytes: bytes, entries: 1)
+                count += 1
             }
-            CacheMetrics.evictions.increment(by: victims.count)
-            CacheMetrics.evictedBytes.increment(by: Int(before - totalBytes))
-            return victims.count
+            if let maxAge {
+                let expired = records.filter {
+                    !$0.value.isPinned && $0.value.openBy.isEmpty && now.timeIntervalSince($0.value.lastAccess) > maxAge
+                }
+                for key in expired.keys { remove(key, .expired) }
+                for (name, row) in otherRows where now.timeIntervalSince(row.lastAccess) > maxAge { dropOtherRow(name) }
+            }
+            // Rows sealed with another key are misses for this one: the first to go.
+            for (name, _) in otherRows.sorted(by: { $0.value.lastAccess < $1.value.lastAccess })
+            where !ownBytes && totalBytes + reservedBytes + incomingBytes > limit {
+                dropOtherRow(name)
+            }
+            let need = totalBytes + reservedBytes + incomingBytes - limit
+            if need > 0 {
+                let start = ByteRange(0, policy.settings.startBytes)
+                let holdings = records.compactMap { key, record -> EvictionPolicy.Holding? in
+                    guard !record.isPinned, record.openBy.isEmpty, !record.spans.isEmpty else { return nil }
+                    // What a trim to the played bytes keeps: a whole block more at most (`trim`).
+                    let playedEnd = max(start.upperBound, policy.marks[key]?.playedEnd ?? 0)
+                    let played = ByteRange(0, min(ByteRange.maximumOffset, Self.blockEnd(playedEnd)))
+                    return EvictionPolicy.Holding(
+                        key: key, item: record.item(key: key), bytes: record.spans.byteCount,
+                        startBytes: record.spans.byteCount(in: start), playedBytes: record.spans.byteCount(in: played))
+                }
+                for action in policy.makeRoom(need, limit: limit, holdings: holdings, forOwnBytes: ownBytes) {
+                    switch action {
+                    case .remove(let key, let why):
+                        remove(key, reason ?? why)
+                    case .trim(let key, let keeping, let why):
+                        let freed = trim(key, keeping: keeping)
+                        evictedBytes[reason ?? why, default: 0] += freed
+                        CacheMetrics.evicted(reason ?? why, bytes: freed, entries: 0)
+                        count += 1
+                    }
+                }
+            }
+            persistPolicy()
+            if before > totalBytes { CacheMetrics.evictedBytes.increment(by: Int(before - totalBytes)) }
+            return count
         }
+
+        /// Keeps the first bytes of `key`'s entry, to `keeping` rounded up to a whole block;
+        /// the data file is cut after the commit that says so. Returns the bytes it let go.
+        mutating func trim(_ key: CacheKey, keeping: Int64) -> Int64 {
+            let end = Self.blockEnd(keeping)
+            let cut =
+                withRecord(key) { record -> (freed: Int64, generation: UInt64)? in
+                    guard let last = record.spans.spans.last, last.upperBound > end else { return nil }
+                    let cut = ByteRange(end, last.upperBound)
+                    let before = record.spans.byteCount
+                    record.spans.remove(cut)
+                    record.damaged.remove(cut)
+                    record.verified.remove(cut)
+                    for block in BlockChecksums.blocks(overlapping: cut) { record.checksums[block] = nil }
+                    record.isDirty = true
+                    return (before - record.spans.byteCount, record.generation)
+                } ?? nil
+            guard let cut else { return 0 }
+            trimmedFiles.append(Trimmed(key: key, generation: cut.generation, end: end))
+            let freed = cut.freed
+            totalBytes -= freed
+            disk?.takenSince -= freed
+            return freed
+        }
+
+        /// `offset` rounded up to a whole block (a trim keeps whole blocks: their checksums hold).
+        static func blockEnd(_ offset: Int64) -> Int64 {
+            let blockSize = BlockChecksums.blockSize
+            return offset >= ByteRange.maximumOffset - blockSize
+                ? offset : (offset + blockSize - 1) / blockSize * blockSize
+        }
+
+        /// A player read `key`'s entry up to `end` (excluded).
+        mutating func notePlayed(_ key: CacheKey, through end: Int64) {
+            guard let item = records[key].map({ $0.item(key: key) }) else { return }
+            policy.played(key, item: item, through: end)
+        }
+
+        /// Marks the rows whose eviction state changed, for the next flush.
+        mutating func persistPolicy() {
+            for (key, _) in policy.takeChanged() where records[key] != nil { records[key]!.isDirty = true }
+        }
+    }
+
+    /// A data file trimmed in the index, to be cut at `end` (plaintext) once that is committed.
+    struct Trimmed: Sendable {
+        var key: CacheKey
+        var generation: UInt64
+        var end: Int64
     }
 }
 

@@ -304,23 +304,34 @@ public final class CacheStore: Sendable {
     /// eviction). The span and the information describe one version. Only bytes whose blocks
     /// this process checked (``CacheStore/Record/verified``) are in the span: they go out as they are in
     /// the file, so others take the read path, which checks them.
-    func storedSnapshot(_ key: CacheKey, start: (_ length: Int64) -> Int64?) -> StoredSnapshot? {
+    /// - Parameter played: whether a player reads (then the range `resolve` gives, every byte of
+    ///   it stored, counts as played for the eviction policy).
+    func storedSnapshot(_ key: CacheKey, played: Bool, resolve: (_ length: Int64) -> ByteRange?) -> StoredSnapshot? {
         let now = configuration.clock.now
         let sendsFromFile = configuration.encryptionKey == nil
         return state.withLock { state in
-            state.withRecord(key) {
-                record -> StoredSnapshot? in
-                guard let length = record.metadata.length else { return nil }
-                guard sendsFromFile, let offset = start(length), let file = record.file,
-                    let span = record.verified.span(containing: offset)
-                else {
-                    return StoredSnapshot(metadata: record.metadata, region: nil)
-                }
-                record.lastAccess = now
-                record.isDirty = true
-                return StoredSnapshot(metadata: record.metadata, region: StoredSpan(span: span, file: file))
-            } ?? nil
+            let snapshot =
+                state.withRecord(key) {
+                    record -> (StoredSnapshot, played: Int64?)? in
+                    guard let length = record.metadata.length else { return nil }
+                    guard sendsFromFile, let range = resolve(length), let file = record.file,
+                        let span = record.verified.span(containing: range.lowerBound)
+                    else {
+                        return (StoredSnapshot(metadata: record.metadata, region: nil), nil)
+                    }
+                    record.lastAccess = now
+                    record.isDirty = true
+                    let snapshot = StoredSnapshot(metadata: record.metadata, region: StoredSpan(span: span, file: file))
+                    return (snapshot, played && span.upperBound >= range.upperBound ? range.upperBound : nil)
+                } ?? nil
+            if let end = snapshot?.played { state.notePlayed(key, through: end) }
+            return snapshot?.0
         }
+    }
+
+    /// A player read `key`'s entry up to `end` (excluded): a play, for the eviction policy.
+    func notePlayed(_ key: CacheKey, through end: Int64) {
+        state.withLock { $0.notePlayed(key, through: end) }
     }
 
     /// Removes the entry for `key` and its bytes. Open handles on it fail from then on
@@ -350,12 +361,13 @@ public final class CacheStore: Sendable {
             var toSync: [(path: String, file: EntryFile?)] = []
             var changes = self.state.withLock { state in
                 var changes = CacheIndex.Changes()
+                state.persistPolicy()
                 for (key, record) in state.records where record.isDirty {
                     changes.rows.append(
                         CacheIndex.Row(
                             key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
                             createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned,
-                            checksums: record.checksums, damaged: record.damaged))
+                            checksums: record.checksums, damaged: record.damaged, mark: state.policy.marks[key]))
                     if record.needsSync, configuration.synchronizesData {
                         toSync.append((dataPath(of: record), record.file))
                     }
@@ -368,10 +380,13 @@ public final class CacheStore: Sendable {
                 state.deletedRowKeys = []
                 let files = state.filesToUnlink
                 state.filesToUnlink = []
+                // Trims this commit writes: their files are cut once it is done.
+                let trims = state.trimmedFiles
                 state.unflushedBytes = 0
                 CacheMetrics.cacheSize.record(state.totalBytes)
                 CacheMetrics.cacheEntries.record(state.records.count)
                 changes.onCommit = { [self, records] in
+                    cutTrimmedFiles(trims)
                     // Nothing committed refers to these files any more (in either folder).
                     for name in files {
                         for folder in Set([dataDirectory, cacheDataDirectory]) { unlink(folder + "/" + name) }
@@ -393,6 +408,36 @@ public final class CacheStore: Sendable {
                 throw error
             }
             return changes
+        }
+    }
+
+    /// Cuts the data files of `trims` (committed) at their ends, where each is still due: no
+    /// write went past its end since (such a write cancels it), and no region of the file is
+    /// being sent (that one waits for the next flush). Under the store's lock, so no write
+    /// comes between the look and the cut; on the index's queue, not the cooperative pool.
+    private func cutTrimmedFiles(_ trims: [Trimmed]) {
+        guard !trims.isEmpty else { return }
+        state.withLock { state in
+            for trim in trims {
+                guard
+                    let due = state.trimmedFiles.firstIndex(where: {
+                        $0.key == trim.key && $0.generation == trim.generation && $0.end == trim.end
+                    })
+                else { continue }
+                let cut =
+                    state.withRecord(trim.key) { record -> Bool in
+                        guard record.generation == trim.generation else { return true }
+                        if record.file != nil, !isKnownUniquelyReferenced(&record.file) { return false }
+                        let end = blockLayout.map { $0.slotOffset(trim.end / $0.blockSize) } ?? trim.end
+                        if let file = record.file {
+                            _ = ftruncate(file.descriptor, off_t(end))
+                        } else {
+                            _ = truncate(dataPath(of: record), off_t(end))
+                        }
+                        return true
+                    } ?? true
+                if cut { state.trimmedFiles.remove(at: due) }
+            }
         }
     }
 

@@ -38,6 +38,8 @@ struct EntryRecords: Sendable {
         /// ``BlockChecksums/encoded``, in Base64 (absent in records of earlier stores).
         var checksums: String?
         var damaged: String?
+        /// ``EvictionPolicy/Mark/encoded`` (absent in records of earlier stores).
+        var policy: String?
     }
 
     /// Makes the folders (private to their owner) if they are missing.
@@ -58,7 +60,8 @@ struct EntryRecords: Sendable {
                 key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded,
                 createdAt: row.createdAt.timeIntervalSince1970,
                 lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned,
-                checksums: row.checksums.encoded.base64EncodedString(), damaged: row.damaged.encoded)
+                checksums: row.checksums.encoded.base64EncodedString(), damaged: row.damaged.encoded,
+                policy: row.mark?.encoded)
             guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName)
             else { continue }
             replace(entriesDirectory + "/" + row.fileName, with: text)
@@ -90,7 +93,8 @@ struct EntryRecords: Sendable {
                     isPinned: record.pinned,
                     checksums: BlockChecksums(
                         encoded: record.checksums.flatMap { Data(base64Encoded: $0) } ?? Data(), for: spans),
-                    damaged: record.damaged.flatMap(SpanSet.init(encoded:)) ?? SpanSet()))
+                    damaged: record.damaged.flatMap(SpanSet.init(encoded:)) ?? SpanSet(),
+                    mark: record.policy.flatMap(EvictionPolicy.Mark.init(encoded:))))
         }
         return (rows, unreadable)
     }

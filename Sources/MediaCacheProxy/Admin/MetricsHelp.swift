@@ -17,7 +17,10 @@ package enum MetricsHelp {
         "mediacache_origin_bytes_total": "Body bytes received from origins.",
         "mediacache_revalidations_total": "Revalidations of stale entries with the origin, by outcome.",
         "mediacache_evictions_total": "Entries evicted to stay within the size or age limit.",
-        "mediacache_evicted_bytes_total": "Bytes of the entries evicted.",
+        "mediacache_evicted_bytes_total":
+            "Bytes let go by eviction (entries removed, and entries trimmed to their start).",
+        "mediacache_evicted_reason_bytes_total":
+            "Bytes let go by eviction, by reason: unplayed (the cache's own fetches no player read), tail (past an entry's start), unproven (new, not played again), cold (played, not lately), expired (the maximum age), disk (the free-space floor).",
         "mediacache_downloads_in_flight": "Origin downloads running now.",
         "mediacache_cache_size_bytes": "Bytes stored in the cache.",
         "mediacache_pinned_downloads_waiting":

@@ -390,7 +390,7 @@ struct OriginTransfer: Sendable {
                 return true
             }
             do {
-                try await writer.write(part, at: offset)
+                try await writer.write(part, at: offset, ownBytes: !download.playerWants(offset))
                 download.writeFinished(upTo: end, stored: true)
             } catch let error as CacheError where error.code == .entryInvalidated {
                 download.writeFinished(upTo: end, stored: false)

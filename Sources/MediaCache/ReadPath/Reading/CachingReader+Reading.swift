@@ -274,7 +274,9 @@ extension CachingReader {
         for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil, as requester: Requester = .player
     ) -> StoredLease? {
         let key = store.key(for: url)
-        let snapshot = store.storedSnapshot(key) { length in range.map { $0.resolve(length: length)?.lowerBound } ?? 0 }
+        let snapshot = store.storedSnapshot(key, played: requester.isPlayer) { length in
+            range.map { $0.resolve(length: length) } ?? ByteRange(0, length)
+        }
         guard let snapshot, case let metadata = snapshot.metadata, metadata.isStorable, isCurrent(metadata, key: key),
             metadata.matches(request: headers)
         else { return nil }

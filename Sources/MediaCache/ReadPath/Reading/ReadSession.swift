@@ -89,16 +89,18 @@ final class ReadSession: Sendable {
     /// Ends the read and lets go of its download and entry.
     func close() {
         if let writer = passThrough?.takeWriter() { finishWriting(writer, length: nil) }
-        let (download, handle, wasOpen) = state.withLock { state in
+        let (download, handle, wasOpen, cursor) = state.withLock { state in
             defer {
                 state.machine.close()
                 state.handle = nil
             }
             state.openedAhead?.task.cancel()
             state.openedAhead = nil
-            return (Self.leaveDownload(&state), state.handle, !state.isClosed)
+            return (Self.leaveDownload(&state), state.handle, !state.isClosed, state.cursor)
         }
         if wasOpen { context.openStreams.subtract(1, ordering: .relaxed) }
+        // What a player read is played, for the eviction policy (before the entry is let go).
+        if wasOpen, requester.isPlayer, cursor > range.lowerBound { context.store.notePlayed(key, through: cursor) }
         if let download { download.download.removeReader(download.reader) }
         handle?.close()
     }

@@ -166,6 +166,12 @@ final class SharedDownload: Sendable {
         locked.withLock { $0.servesPlayer(startedByPlayer: isPlayers) }
     }
 
+    /// Whether a player's read wants the bytes at `offset` (its range goes past it): else they
+    /// are the cache's own (a fill's past its player, a read-ahead's), stored as such.
+    func playerWants(_ offset: Int64) -> Bool {
+        locked.withLock { $0.players.values.contains { $0 > offset } }
+    }
+
     /// Makes reader `id` (a reservation's) the reader of `requester`'s read from `cursor` to `end`.
     func claim(_ id: UInt64, at cursor: Int64, until end: Int64, for requester: Requester) {
         locked.withLock { $0.players[id] = requester.isPlayer ? end : nil }

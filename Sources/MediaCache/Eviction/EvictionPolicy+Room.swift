@@ -1,0 +1,159 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+extension EvictionPolicy {
+    /// One item as a decision sees it: its entries that may go, oldest first, with what each
+    /// holds as the decision goes on.
+    private struct Candidate {
+        var name: String
+        var entries: [Holding]
+        var marks: [Mark]
+        var mark: Mark
+        /// How far it was cut: 0 whole, 1 to what players read, 2 to its start.
+        var cut = 0
+
+        var bytes: Int64 { entries.reduce(0) { $0 + $1.bytes } }
+
+        /// Whether it is a file (one entry of its own), not a rendition's segments.
+        var isFile: Bool { entries.count == 1 && entries[0].item == entries[0].key.rawValue }
+
+        /// Cuts it to what players read (`toStart` false) or to its start: the actions, and
+        /// the bytes they free.
+        mutating func cut(toStart: Bool, startBytes: Int64, reason: Reason) -> [(Action, Int64)] {
+            let level = toStart ? 2 : 1
+            guard cut < level else { return [] }
+            cut = level
+            if isFile {
+                let entry = entries[0]
+                let keeping = toStart ? entry.startBytes : max(entry.startBytes, entry.playedBytes)
+                guard entry.bytes > keeping else { return [] }
+                entries[0].bytes = keeping
+                let end = toStart ? startBytes : max(startBytes, marks[0].playedEnd)
+                return [(.trim(entry.key, keeping: end, reason), entry.bytes - keeping)]
+            }
+            // A rendition's start is its first segments, up to the start's size (the first always).
+            var kept: Int64 = 0
+            var left: [(Holding, Mark)] = []
+            var actions: [(Action, Int64)] = []
+            for (entry, mark) in zip(entries, marks) {
+                if left.isEmpty || kept < startBytes || (!toStart && mark.played) {
+                    kept += entry.bytes
+                    left.append((entry, mark))
+                } else {
+                    actions.append((.remove(entry.key, reason), entry.bytes))
+                }
+            }
+            (entries, marks) = (left.map(\.0), left.map(\.1))
+            return actions
+        }
+
+        /// Removes what is left of it.
+        func whole(reason: Reason) -> [(Action, Int64)] {
+            entries.map { (.remove($0.key, reason), $0.bytes) }
+        }
+    }
+
+    /// The actions that free at least `need` bytes from `holdings` (the entries that may go:
+    /// neither open nor pinned), `limit` being the store's size limit (the small queue's share
+    /// is of it): the tiers of ``EvictionPolicy``. Moves items between queues and uses up their
+    /// frequency as S3-FIFO does. Frees less only when
+    /// the holdings are all gone. Room for the cache's own bytes (`forOwnBytes`: a fill, a
+    /// read-ahead, a prefetch, a preload) is made of other own bytes only, never of what
+    /// players read: then it may free less than `need`, and the work stops.
+    package mutating func makeRoom(_ need: Int64, limit: Int64, holdings: [Holding], forOwnBytes: Bool = false)
+        -> [Action]
+    {
+        guard need > 0, !holdings.isEmpty else { return [] }
+        var byItem: [String: [Holding]] = [:]
+        for holding in holdings { byItem[holding.item, default: []].append(holding) }
+        var candidates: [String: Candidate] = [:]
+        for (name, entries) in byItem {
+            let sorted = entries.sorted {
+                (marks[$0.key]?.created ?? 0, $0.key.rawValue) < (marks[$1.key]?.created ?? 0, $1.key.rawValue)
+            }
+            let entryMarks = sorted.map { marks[$0.key] ?? Mark(queue: .main, playedEnd: .max) }
+            var mark = entryMarks[0]
+            mark.order = entryMarks.map(\.order).max() ?? 0
+            mark.frequency = entryMarks.map(\.frequency).max() ?? 0
+            mark.playedEnd = entryMarks.map(\.playedEnd).max() ?? 0
+            mark.queue = entryMarks.contains { $0.queue == .main } ? .main : .small
+            candidates[name] = Candidate(name: name, entries: sorted, marks: entryMarks, mark: mark)
+        }
+        var actions: [Action] = []
+        var freed: Int64 = 0
+        func take(_ taken: [(Action, Int64)]) {
+            for (action, bytes) in taken {
+                actions.append(action)
+                freed += bytes
+            }
+        }
+        func order(_ a: Candidate, _ b: Candidate) -> Bool {
+            (a.mark.queue.rawValue, a.mark.order, a.name) < (b.mark.queue.rawValue, b.mark.order, b.name)
+        }
+        let start = settings.startBytes
+
+        // 1. What the cache fetched on its own and no player read; 2. the tails of items not
+        // played again, oldest first.
+        for name in candidates.values.sorted(by: order).map(\.name) {
+            take(candidates[name]!.cut(toStart: false, startBytes: start, reason: .unplayed))
+            if freed >= need { return actions }
+        }
+        if forOwnBytes { return actions }
+        // 2. Tails: the least played first (by the plays each had over its history), then the
+        // oldest.
+        let tails = candidates.values.sorted {
+            (plays[$0.name] ?? 0, $0.mark.queue.rawValue, $0.mark.order, $0.name)
+                < (plays[$1.name] ?? 0, $1.mark.queue.rawValue, $1.mark.order, $1.name)
+        }
+        for name in tails.map(\.name) {
+            take(candidates[name]!.cut(toStart: true, startBytes: start, reason: .tail))
+            if freed >= need { return actions }
+        }
+        if forOwnBytes { return actions }
+
+        // 3. Whole items (their starts, by now), by S3-FIFO.
+        var small = candidates.values.filter { $0.mark.queue == .small }.sorted(by: order)[...]
+        var main = candidates.values.filter { $0.mark.queue == .main }.sorted(by: order)
+        var mainHead = 0
+        var smallBytes = small.reduce(Int64(0)) { $0 + $1.bytes }
+        let smallTarget = Int64(Double(limit) * settings.smallShare)
+        while freed < need {
+            sequence += 1
+            let next = sequence
+            if let candidate = small.first, smallBytes > smallTarget || mainHead == main.count {
+                small.removeFirst()
+                smallBytes -= candidate.bytes
+                if candidate.mark.frequency > 0 {
+                    var moved = candidate
+                    update(moved.name) { ($0.queue, $0.order) = (.main, next) }
+                    (moved.mark.queue, moved.mark.order) = (.main, next)
+                    main.append(moved)
+                } else {
+                    take(candidate.whole(reason: .unproven))
+                }
+            } else if mainHead < main.count {
+                var candidate = main[mainHead]
+                mainHead += 1
+                if candidate.mark.frequency > 0 {
+                    update(candidate.name) { ($0.frequency, $0.order) = ($0.frequency - 1, next) }
+                    (candidate.mark.frequency, candidate.mark.order) = (candidate.mark.frequency - 1, next)
+                    main.append(candidate)
+                } else {
+                    take(candidate.whole(reason: .cold))
+                }
+            } else {
+                break
+            }
+        }
+        return actions
+    }
+}
+
+extension EvictionPolicy.Action {
+    /// The entry it acts on.
+    var key: CacheKey {
+        switch self {
+        case .remove(let key, _), .trim(let key, _, _): key
+        }
+    }
+}

@@ -1,0 +1,261 @@
+// This file is part of MediaCache. Copyright 2026 the MediaCache authors.
+// Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
+
+import MediaCacheTestSupport
+import Testing
+
+@testable import MediaCache
+
+/// The eviction policy without a store: its decisions as a table, and random event sequences
+/// checked against what it must never do.
+@Suite(.stallLimit, .cpuBound) struct EvictionPolicyTests {
+    static let start: Int64 = 256 << 10
+    static let mib: Int64 = 1 << 20
+
+    /// A store the tests drive: entries holding their first `bytes`, as the policy decides.
+    struct Model {
+        var policy = EvictionPolicy()
+        var entries: [CacheKey: (item: String, bytes: Int64)] = [:]
+        var total: Int64 { entries.values.reduce(0) { $0 + $1.bytes } }
+
+        /// `bytes` stored in `name` (of `item`, its own by default), played to `played` by a player.
+        mutating func store(_ name: String, _ bytes: Int64, item: String? = nil, played: Int64? = nil) {
+            let key = CacheKey(name)
+            let item = item ?? name
+            entries[key] = (item, max(entries[key]?.bytes ?? 0, bytes))
+            policy.stored(key, item: item)
+            if let played { policy.played(key, item: item, through: played) }
+        }
+
+        mutating func play(_ name: String, through end: Int64) {
+            let key = CacheKey(name)
+            guard let item = entries[key]?.item else { return }
+            policy.played(key, item: item, through: end)
+        }
+
+        func holdings(except kept: Set<CacheKey> = []) -> [EvictionPolicy.Holding] {
+            entries.compactMap { key, entry in
+                guard !kept.contains(key) else { return nil }
+                let played = CacheStore.State.blockEnd(
+                    max(EvictionPolicyTests.start, policy.marks[key]?.playedEnd ?? 0))
+                return EvictionPolicy.Holding(
+                    key: key, item: entry.item, bytes: entry.bytes,
+                    startBytes: min(entry.bytes, EvictionPolicyTests.start),
+                    playedBytes: min(entry.bytes, played))
+            }
+        }
+
+        /// Makes room for `need` bytes and carries the decision out; returns it.
+        @discardableResult
+        mutating func makeRoom(_ need: Int64, limit: Int64, kept: Set<CacheKey> = [], own: Bool = false)
+            -> [EvictionPolicy.Action]
+        {
+            let actions = policy.makeRoom(need, limit: limit, holdings: holdings(except: kept), forOwnBytes: own)
+            for action in actions { apply(action) }
+            return actions
+        }
+
+        mutating func apply(_ action: EvictionPolicy.Action) {
+            switch action {
+            case .remove(let key, _):
+                entries[key] = nil
+                policy.removed(key)
+            case .trim(let key, let keeping, _):
+                entries[key]!.bytes = min(entries[key]!.bytes, CacheStore.State.blockEnd(keeping))
+            }
+        }
+
+        func names() -> Set<String> { Set(entries.keys.map(\.rawValue)) }
+    }
+
+    // MARK: Decisions
+
+    @Test func bytesNoPlayerReadGoFirst() {
+        var model = Model()
+        model.store("song", 4 * Self.mib, played: 4 * Self.mib)
+        // A fill stored the whole episode; the player read its first megabyte.
+        model.store("episode", 8 * Self.mib, played: Self.mib)
+        let actions = model.makeRoom(2 * Self.mib, limit: 12 * Self.mib)
+        #expect(actions == [.trim(CacheKey("episode"), keeping: Self.mib, .unplayed)])
+        #expect(model.entries[CacheKey("song")]?.bytes == 4 * Self.mib)
+    }
+
+    @Test func tailsGoBeforeAnyStartAndTheLeastPlayedFirst() {
+        var model = Model()
+        model.store("favourite", 4 * Self.mib, played: 4 * Self.mib)
+        model.store("once", 4 * Self.mib, played: 4 * Self.mib)
+        model.play("favourite", through: 4 * Self.mib)
+        let actions = model.makeRoom(6 * Self.mib, limit: 8 * Self.mib)
+        #expect(
+            actions == [
+                .trim(CacheKey("once"), keeping: Self.start, .tail),
+                .trim(CacheKey("favourite"), keeping: Self.start, .tail),
+            ])
+        #expect(model.total == 2 * Self.start)
+    }
+
+    /// A movie watched once (a rendition of segments, one item) loses its tail, then its start
+    /// before a song played three times loses anything.
+    @Test func aScanGoesBeforeAFavourite() {
+        var model = Model()
+        model.store("song", 3 * Self.mib, played: 3 * Self.mib)
+        for _ in 0..<3 {
+            model.store("x", 1)
+            model.play("x", through: 1)
+            model.play("song", through: 3 * Self.mib)
+        }
+        for segment in 0..<40 {
+            model.store("movie/\(segment).ts", 400_000, item: "movie/", played: 400_000)
+        }
+        model.makeRoom(model.total - 4 * Self.mib, limit: 4 * Self.mib, kept: [CacheKey("movie/39.ts")])
+        #expect(model.entries[CacheKey("song")]?.bytes == 3 * Self.mib, "\(model.names())")
+        // The movie's first segment, its start, is the last of it to go.
+        #expect(model.entries[CacheKey("movie/1.ts")] == nil)
+        #expect(model.total <= 4 * Self.mib)
+    }
+
+    @Test func aRenditionsStartIsItsFirstSegments() {
+        var model = Model()
+        for segment in 0..<6 { model.store("e/\(segment).ts", 200_000, item: "e/", played: 200_000) }
+        let actions = model.makeRoom(100_000, limit: 1_200_000)
+        // 256 KiB of start: the first two segments stay; the others go, in one tier.
+        #expect(Set(actions.map(\.key.rawValue)) == ["e/2.ts", "e/3.ts", "e/4.ts", "e/5.ts"])
+        #expect(model.names() == ["e/0.ts", "e/1.ts"])
+    }
+
+    @Test func roomForOwnBytesIsMadeOfOwnBytesOnly() {
+        var model = Model()
+        model.store("played", 2 * Self.mib, played: 2 * Self.mib)
+        model.store("preloaded", Self.mib)
+        let actions = model.makeRoom(2 * Self.mib, limit: 3 * Self.mib, own: true)
+        #expect(actions == [.trim(CacheKey("preloaded"), keeping: Self.start, .unplayed)])
+        #expect(model.entries[CacheKey("played")]?.bytes == 2 * Self.mib)
+    }
+
+    @Test func anItemThatComesBackSkipsTheSmallQueueWithItsPlays() {
+        var model = Model()
+        model.store("song", Self.start, played: Self.start)
+        model.store("x", 1, played: 1)
+        model.play("song", through: Self.start)
+        model.apply(.remove(CacheKey("song"), .cold))
+        model.store("song", Self.start)
+        #expect(model.policy.marks[CacheKey("song")]?.queue == .main)
+        #expect(model.policy.marks[CacheKey("song")]?.frequency == 2)
+    }
+
+    @Test func marksReadBackAndRefuseAnythingElse() {
+        let mark = EvictionPolicy.Mark(queue: .main, frequency: 3, playedEnd: 1_234_567, order: 42, created: 7)
+        #expect(EvictionPolicy.Mark(encoded: mark.encoded) == mark)
+        for text in ["", "1,2,3,4", "2,0,0,0,0", "0,4,0,0,0", "0,0,-1,0,0", "0,0,0,x,0", "0,0,0,0,0,0", "1, 0,0,0,0"] {
+            #expect(EvictionPolicy.Mark(encoded: text) == nil, "\(text)")
+        }
+    }
+
+    @Test func segmentsAgeByTheirRenditionAndFilesAlone() {
+        #expect(
+            EvictionPolicy.item(of: "https://cdn.example/show/720p/seg12.ts?t=1", mimeType: nil)
+                == "https://cdn.example/show/720p/")
+        #expect(
+            EvictionPolicy.item(of: "https://cdn.example/dash/v1/chunk-5", mimeType: "video/iso.segment")
+                == "https://cdn.example/dash/v1/")
+        #expect(EvictionPolicy.item(of: "https://cdn.example/music/song.mp3", mimeType: "audio/mpeg") == nil)
+        #expect(EvictionPolicy.item(of: "https://cdn.example/film.mp4", mimeType: "video/mp4") == nil)
+    }
+
+    // MARK: Random sequences
+
+    /// Random stores, plays, removals and decisions, some entries open or pinned: a decision
+    /// never chooses an entry outside the holdings, frees what is needed unless every holding is
+    /// gone, never cuts a start while an entry not played again still has a tail, and makes
+    /// room for own bytes of bytes no player read only.
+    @Test(arguments: 0..<UInt64(40)) func randomSequencesKeepTheRules(seed: UInt64) {
+        var random = Mutator(lines: [""], seed: seed)
+        var model = Model()
+        let limit: Int64 = 24 * Self.mib
+        var seen: Set<String> = []
+        for step in 0..<600 {
+            let name = "e\(random.below(30))"
+            let item = random.below(3) == 0 ? "r\(random.below(3))/" : name
+            switch random.below(6) {
+            case 0, 1:
+                let bytes = Int64(1 + random.below(Int(3 * Self.mib)))
+                let played: Int64? = random.below(3) == 0 ? nil : Int64(random.below(Int(bytes)) + 1)
+                if model.entries[CacheKey(name)].map({ $0.item != item }) ?? false { continue }
+                model.store(name, bytes, item: item, played: played)
+            case 2:
+                model.play(name, through: Int64(random.below(Int(3 * Self.mib)) + 1))
+            case 3:
+                if model.entries[CacheKey(name)] != nil {
+                    model.apply(.remove(CacheKey(name), .cold))
+                }
+            default:
+                let kept = Set(model.entries.keys.filter { _ in random.below(5) == 0 })
+                let own = random.below(3) == 0
+                // Now and then a store a twelfth the size: the starts must go too.
+                let limit = random.below(4) == 0 ? limit / 12 : limit
+                let need = model.total + Int64(random.below(Int(4 * Self.mib))) - limit
+                guard need > 0 else { continue }
+                seen.formUnion(check(&model, need: need, limit: limit, kept: kept, own: own, step: step, seed: seed))
+            }
+        }
+        // The sequences reach every tier.
+        #expect(seen.isSuperset(of: ["trim unplayed", "trim tail", "remove unproven"]), "\(seen)")
+    }
+
+    /// Carries out one decision, checking it; returns what kinds of action it took.
+    private func check(
+        _ model: inout Model, need: Int64, limit: Int64, kept: Set<CacheKey>, own: Bool, step: Int, seed: UInt64
+    ) -> Set<String> {
+        let before = model
+        let holdings = model.holdings(except: kept)
+        let actions = model.policy.makeRoom(need, limit: limit, holdings: holdings, forOwnBytes: own)
+        let at = "seed \(seed), step \(step)"
+        #expect(actions.allSatisfy { !kept.contains($0.key) }, "an open or pinned entry was chosen (\(at))")
+        // Items not played again that still had a tail when the decision began.
+        let cold = Set(
+            holdings.filter {
+                $0.bytes > $0.startBytes && (before.policy.marks[$0.key]?.frequency ?? 0) == 0
+                    && $0.item == $0.key.rawValue
+            }.map(\.key))
+        var tails = cold
+        for action in actions {
+            let entry = model.entries[action.key]!
+            switch action {
+            case .remove(let key, _):
+                if entry.item == key.rawValue, entry.bytes > 0 {
+                    #expect(
+                        tails.subtracting([key]).isEmpty || own,
+                        "a start went while \(tails.subtracting([key]).count) entries not played again kept a tail (\(at))"
+                    )
+                }
+                if own {
+                    #expect(
+                        !(before.policy.marks[key]?.played ?? false) || entry.item != key.rawValue,
+                        "own bytes pushed out a played entry (\(at))")
+                }
+                tails.remove(key)
+            case .trim(let key, let keeping, _):
+                if own {
+                    #expect(keeping >= (before.policy.marks[key]?.playedEnd ?? 0), "own bytes cut played bytes (\(at))")
+                }
+                #expect(keeping >= Self.start, "a trim cut into a start (\(at))")
+                tails.remove(key)
+            }
+            model.apply(action)
+        }
+        let freed = before.total - model.total
+        let everything = holdings.reduce(Int64(0)) { $0 + $1.bytes }
+        if !own {
+            #expect(
+                freed >= min(need, everything) || model.holdings(except: kept).isEmpty,
+                "freed \(freed) of \(need) (\(at))")
+        }
+        return Set(
+            actions.map {
+                switch $0 {
+                case .remove(_, let why): "remove \(why)"
+                case .trim(_, _, let why): "trim \(why)"
+                }
+            })
+    }
+}
