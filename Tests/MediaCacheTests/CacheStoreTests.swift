@@ -265,6 +265,31 @@ import Testing
         }
     }
 
+    /// What players got from the cache and the origin, day by day, and what eviction let go,
+    /// survive a reopen (the status page's "saved" is the store's life, not the server's).
+    @Test func theUsageHistorySurvivesAReopen() async throws {
+        try await withTemporaryDirectory { directory in
+            let clock = ManualClock()
+            let configuration = Self.configuration(maxBytes: 150_000, clock: clock)
+            let store = try await CacheStore.open(directory: directory, configuration: configuration)
+            store.noteServed(fromCache: 1_000, fromOrigin: 3_000)
+            clock.advance(by: 86_400)
+            store.noteServed(fromCache: 500, fromOrigin: 0)
+            for name in ["a", "b"] {
+                let handle = try store.openEntry(CacheKey(name))
+                try await Self.write(handle, ByteRange(0, 100_000))
+                handle.close()
+            }
+            try await store.close()
+            let reopened = try await CacheStore.open(directory: directory, configuration: configuration)
+            let usage = reopened.usage
+            #expect(usage.days.count == 2 && usage.fromCache == 1_500 && usage.fromOrigin == 3_000)
+            #expect(usage.days.last?.byteHitRatio == 1)
+            #expect(usage.evicted.values.reduce(0, +) >= 50_000, "\(usage.evicted)")
+            try await reopened.close()
+        }
+    }
+
     /// A resource larger than its share of the store is cached up to the share; the rest is
     /// refused before anything is evicted, so the other entries stay.
     @Test func aResourcePastItsShareEvictsNothing() async throws {

@@ -23,7 +23,9 @@ import Testing
         configuration.fillOnPlay = .all
         configuration.originConnectionsPerHost = 2  // one of the cache's own at most
         try await ScriptedHarness.with(reader: configuration) { h in
-            let length: Int64 = 2_000_000
+            // Short enough that the 128 KiB the player reads is more than half: a play that went
+            // on, whose fill new plays leave running (a play abandoned early stops its fill).
+            let length: Int64 = 240 << 10
             h.origin.serve(Self.episode, length: length, seed: 41)
             h.origin.serve(Self.other, length: 300_000, seed: 42)
             h.origin.serve(Self.third, length: 300_000, seed: 43)

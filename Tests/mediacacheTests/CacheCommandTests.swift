@@ -180,6 +180,10 @@ import Testing
             #expect(
                 stats.proxy.bytesFromOrigin == 300_000 && stats.proxy.bytesFromCache == 300_000
                     && stats.proxy.byteHitRatio == 0.5)
+            // The store's life too (kept in its index across restarts).
+            #expect(
+                stats.usage?.fromCache == 300_000 && stats.usage?.fromOrigin == 300_000,
+                "\(String(describing: stats.usage))")
             let text = try await Self.mediacache(["stats", "--cache-dir", folder])
             #expect(
                 text.output.contains("Requests:    hit 1, partial 0, miss 1")

@@ -120,6 +120,9 @@ import Testing
                 #expect(dom.status == 0, "\(dom.error)")
                 // 300,000 of 700,000 bytes came from the cache: 43 %.
                 #expect(html.contains(#"<div class="card" id="hit-ratio"><b>43%</b>"#), "\(html.prefix(2000))")
+                // Over the cache's life too, and a day's bar of the chart.
+                #expect(html.contains(#"<div class="card" id="lifetime"><b>293.0 KiB</b>"#), "\(html.prefix(3000))")
+                #expect(html.contains(#"<svg id="hit-chart""#) && html.contains("<rect"), "the hit ratio by day")
                 #expect(
                     html.contains(origin.url("/a/song.mp3").absoluteString)
                         && html.contains(origin.url("/b/film.mp4").absoluteString))

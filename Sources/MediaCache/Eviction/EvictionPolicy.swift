@@ -183,7 +183,8 @@ package struct EvictionPolicy: Sendable {
 
     /// A player read `key`'s entry up to `end` (excluded).
     package mutating func played(_ key: CacheKey, item: String, through end: Int64) {
-        guard marks[key] != nil else { return }
+        // (A play can end before its bytes are written: the entry is then known from here.)
+        if marks[key] == nil { stored(key, item: item) }
         if lastPlayed != item {
             lastPlayed = item
             count(item)

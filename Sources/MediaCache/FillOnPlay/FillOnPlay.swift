@@ -38,11 +38,20 @@ package final class FillOnPlay: Sendable {
     let policy: FillPolicy
     /// How many fills may run at once.
     let capacity: Int
+    /// The store's size limit: a fill takes a file of an eighth of it at most.
+    let storeLimit: Int64
+    /// How far players read an entry (the eviction policy's played end).
+    let played: @Sendable (CacheKey) -> Int64
     private let state = Mutex(State())
 
-    init(policy: FillPolicy, capacity: Int) {
+    init(
+        policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max,
+        played: @escaping @Sendable (CacheKey) -> Int64 = { _ in 0 }
+    ) {
         self.policy = policy
         self.capacity = max(1, capacity)
+        self.storeLimit = storeLimit
+        self.played = played
     }
 
     /// Whether fills may start: not on a metered network, nor while the device's power is low
@@ -64,26 +73,37 @@ package final class FillOnPlay: Sendable {
     func admits(_ metadata: ContentMetadata, url: URL) -> Bool {
         isAllowed
             && policy.covers(mimeType: metadata.mimeType, length: metadata.length, path: url.path)
+            && FillPolicy.fits(metadata.length ?? .max, storeLimit: storeLimit)
     }
 
-    /// Records that `download` fills its file of `length` bytes, and ends the fills it takes the
-    /// place of (beyond ``capacity``).
+    /// Records that `download` fills its file of `length` bytes, and ends the fills of plays
+    /// abandoned early and those it takes the place of (beyond ``capacity``): ``FillPolicy/ended(_:capacity:)``.
     func started(_ download: SharedDownload, length: Int64) {
-        let running = state.withLock { state -> [SharedDownload] in
+        let running = state.withLock { state -> [Active] in
             state.started += 1
+            let others = state.active.values.sorted { $0.order < $1.order }
             state.active[ObjectIdentifier(download)] = Active(download: download, length: length, order: state.started)
-            return state.active.values.sorted { $0.order < $1.order }.map(\.download)
+            return others
         }
         CacheMetrics.fill(.started)
         // (Each download's readers are looked at outside the lock: its own lock is taken.)
-        let superseded = FillPolicy.superseded(running.map(\.servesPlayer), capacity: capacity).map { running[$0] }
+        let decided = FillPolicy.ended(
+            running.map {
+                FillPolicy.Running(
+                    readByPlayer: $0.download.servesPlayer, sameFile: $0.download.key == download.key,
+                    played: played($0.download.key), length: $0.length)
+            } + [FillPolicy.Running(readByPlayer: true, played: 0, length: length)], capacity: capacity)
         let ended = state.withLock { state in
-            superseded.filter { state.active.removeValue(forKey: ObjectIdentifier($0)) != nil }
+            decided.compactMap { index, reason in
+                index < running.count
+                    && state.active.removeValue(forKey: ObjectIdentifier(running[index].download)) != nil
+                    ? (running[index].download, reason) : nil
+            }
         }
-        for old in ended {
-            old.stopFilling(.superseded)
+        for (old, reason) in ended {
+            old.stopFilling(reason)
             CacheMetrics.fill(.stopped)
-            CacheMetrics.fillStopped(.superseded)
+            CacheMetrics.fillStopped(reason)
         }
     }
 
@@ -117,6 +137,9 @@ package enum FillStop: String, Sendable, CaseIterable, Equatable {
     case lowPower = "low_power"
     /// Newer plays took the places of the fills (``FillOnPlay/capacity``).
     case superseded
+    /// A new play began while no player read it, and its players had read less than half the
+    /// file (a skip, a podcast stopped early).
+    case abandoned
     /// The store refused its bytes (full of entries in use, a disk that failed).
     case storeRefused = "store_refused"
     /// Its entry was evicted, removed, or replaced by another version.

@@ -94,6 +94,8 @@ struct CacheIndex: Sendable {
             migrator.registerMigration("v4 eviction marks") { db in
                 // Rows of earlier stores have none: they join the main queue in the order of their last access.
                 try db.execute(sql: "ALTER TABLE entry ADD COLUMN policy TEXT NOT NULL DEFAULT ''")
+                // One row: the store's `UsageHistory` (JSON, sealed in an encrypted store).
+                try db.execute(sql: "CREATE TABLE usage (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL)")
             }
             try migrator.migrate(queue)
         } catch {
@@ -178,6 +180,8 @@ struct CacheIndex: Sendable {
         var deletedKeys: [CacheKey] = []
         /// Rows to delete by their key column (``OtherRow``s).
         var deletedRowKeys: [Data] = []
+        /// The store's usage history, when it changed.
+        var usage: UsageHistory?
         /// Runs on the index's queue right after the commit, before any later commit.
         var onCommit: @Sendable () -> Void = {}
         /// Runs if the transaction is rolled back.
@@ -201,6 +205,7 @@ struct CacheIndex: Sendable {
                     try db.execute(sql: "DELETE FROM entry WHERE key = ?", arguments: [rowKey])
                 }
                 for row in rows { try insert(row, into: db) }
+                if let usage = changes.usage { try saveUsage(usage, into: db) }
             }
         } catch let error as CacheError {
             throw error
@@ -253,6 +258,24 @@ struct CacheIndex: Sendable {
         } catch {
             throw CacheError(.indexFailure, "Cannot write the rebuilt cache index.", underlyingError: error)
         }
+    }
+
+    // MARK: Usage
+
+    private func saveUsage(_ usage: UsageHistory, into db: Database) throws {
+        let json = try JSONEncoder().encode(usage)
+        let body = try sealer?.seal(json, boundTo: "usage") ?? String(decoding: json, as: UTF8.self)
+        try db.execute(
+            sql: "INSERT INTO usage (id, body) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+            arguments: [body])
+    }
+
+    /// The store's usage history; a new one when there is none or it cannot be read.
+    func loadUsage() -> UsageHistory {
+        let body = try? queue.read { db in try String.fetchOne(db, sql: "SELECT body FROM usage WHERE id = 1") }
+        guard let body = body ?? nil else { return UsageHistory() }
+        let json = sealer.map { $0.open(body, boundTo: "usage") } ?? Data(body.utf8)
+        return json.flatMap(UsageHistory.init(json:)) ?? UsageHistory()
     }
 
     // MARK: Jobs

@@ -169,6 +169,7 @@ extension CacheStore {
         directory: URL
     ) throws -> State {
         var state = State()
+        state.usage = index.loadUsage()
         var knownFiles: Set<String> = []
         var (rows, others) = try index.loadAll()
         let named = Set(rows.map(\.fileName) + others.map(\.fileName))

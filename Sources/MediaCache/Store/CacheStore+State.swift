@@ -77,8 +77,11 @@ extension CacheStore {
         /// Data files trimmed in the index whose bytes past the end are still on disk: cut once
         /// the commit that trims them is done (``CacheStore/cutTrimmedFiles(_:)``).
         var trimmedFiles: [Trimmed] = []
-        /// What eviction removed and why, in bytes, since the store opened.
-        var evictedBytes: [EvictionPolicy.Reason: Int64] = [:]
+        /// What players got from the cache and the origin, day by day, and what eviction let
+        /// go, over the store's life.
+        var usage = UsageHistory()
+        /// Whether ``usage`` changed since the last flush.
+        var usageChanged = false
         /// Entries no handle pins whose data file is kept open, least recently let go first:
         /// a replayed range can then be sent without opening the file again (and without
         /// leaving the event loop). At most ``keptOpenFiles``.
@@ -151,7 +154,8 @@ extension CacheStore {
             func remove(_ key: CacheKey, _ why: EvictionPolicy.Reason) {
                 let bytes = records[key]?.spans.byteCount ?? 0
                 drop(key)
-                evictedBytes[why, default: 0] += bytes
+                usage.evicted(bytes, for: why)
+                usageChanged = true
                 CacheMetrics.evicted(why, bytes: bytes, entries: 1)
                 count += 1
             }
@@ -185,7 +189,8 @@ extension CacheStore {
                         remove(key, reason ?? why)
                     case .trim(let key, let keeping, let why):
                         let freed = trim(key, keeping: keeping)
-                        evictedBytes[reason ?? why, default: 0] += freed
+                        usage.evicted(freed, for: reason ?? why)
+                        usageChanged = true
                         CacheMetrics.evicted(reason ?? why, bytes: freed, entries: 0)
                         count += 1
                     }

@@ -329,6 +329,25 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// Counts bytes a player got from the cache and from the origin, in the store's usage history.
+    package func noteServed(fromCache cache: Int64, fromOrigin origin: Int64) {
+        guard cache > 0 || origin > 0 else { return }
+        let now = configuration.clock.now
+        state.withLock { state in
+            state.usage.served(fromCache: cache, fromOrigin: origin, at: now)
+            state.usageChanged = true
+        }
+    }
+
+    /// What players got from the cache and from the origin over the store's life, day by day,
+    /// and what eviction let go, by reason.
+    package var usage: UsageHistory { state.withLock { $0.usage } }
+
+    /// How far players read `key`'s entry (0: not at all), as the eviction policy counts it.
+    func playedEnd(of key: CacheKey) -> Int64 {
+        state.withLock { $0.policy.marks[key]?.playedEnd ?? 0 }
+    }
+
     /// A player read `key`'s entry up to `end` (excluded): a play, for the eviction policy.
     func notePlayed(_ key: CacheKey, through end: Int64) {
         state.withLock { $0.notePlayed(key, through: end) }
@@ -378,6 +397,8 @@ public final class CacheStore: Sendable {
                 state.deletedKeys = []
                 changes.deletedRowKeys = state.deletedRowKeys
                 state.deletedRowKeys = []
+                if state.usageChanged { changes.usage = state.usage }
+                state.usageChanged = false
                 let files = state.filesToUnlink
                 state.filesToUnlink = []
                 // Trims this commit writes: their files are cut once it is done.
@@ -450,6 +471,7 @@ public final class CacheStore: Sendable {
             }
             state.deletedKeys.formUnion(changes.deletedKeys)
             state.deletedRowKeys += changes.deletedRowKeys
+            if changes.usage != nil { state.usageChanged = true }
         }
         // Files queued for deletion stay on disk until the next open removes them as orphans.
     }

@@ -20,11 +20,16 @@ package struct AdminStats: Sendable, Codable, Equatable {
     package var store: CacheStoreSummary
     package var proxy: ProxyStatistics.Snapshot
     package var downloadsInFlight: Int
+    /// What the store served and let go over its life (`nil` from a server before it kept one).
+    package var usage: UsageHistory?
 
-    package init(store: CacheStoreSummary, proxy: ProxyStatistics.Snapshot, downloadsInFlight: Int) {
+    package init(
+        store: CacheStoreSummary, proxy: ProxyStatistics.Snapshot, downloadsInFlight: Int, usage: UsageHistory? = nil
+    ) {
         self.store = store
         self.proxy = proxy
         self.downloadsInFlight = downloadsInFlight
+        self.usage = usage
     }
 }
 

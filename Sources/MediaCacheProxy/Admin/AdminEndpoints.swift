@@ -99,7 +99,8 @@ struct AdminEndpoints {
         }
         router.on(AdminAPI.stats) { _ in
             AdminStats(
-                store: store.summary(), proxy: handler.statistics.snapshot, downloadsInFlight: reader.activeDownloads)
+                store: store.summary(), proxy: handler.statistics.snapshot, downloadsInFlight: reader.activeDownloads,
+                usage: store.usage)
         }
         router.on(AdminAPI.remove) { query in
             let key = store.key(for: query.target)

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 public import Foundation
+package import MediaCache
 import Metrics
 import Synchronization
 
@@ -79,8 +80,15 @@ public final class ProxyStatistics: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The store whose usage history counts the bytes served too (over its life).
+    private let lifetime = Mutex<CacheStore?>(nil)
 
     public init() {}
+
+    /// Counts the bytes served in `store`'s usage history as well (what it saved over its life).
+    package func countsLifetime(in store: CacheStore) {
+        lifetime.withLock { $0 = store }
+    }
 
     public var snapshot: Snapshot {
         state.withLock { state in
@@ -96,6 +104,7 @@ public final class ProxyStatistics: Sendable {
     }
 
     func record(_ request: RecentRequest, result: CacheResult) {
+        lifetime.withLock { $0 }?.noteServed(fromCache: request.bytesFromCache, fromOrigin: request.bytesFromOrigin)
         state.withLock { state in
             state.counts[result.index] += 1
             state.bytesFromCache += request.bytesFromCache

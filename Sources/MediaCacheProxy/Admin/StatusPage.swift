@@ -22,6 +22,8 @@ package struct StatusReport: Sendable, Codable, Equatable {
     package var power: DownloadRules.PowerConditions? = nil
     /// The most recently used entries (at most `StatusPage/entryLimit`).
     package var entries: [CacheEntrySummary]
+    /// What the store served and let go over its life (`nil` from a server before it kept one).
+    package var usage: UsageHistory? = nil
 }
 
 /// `GET /status`: one self-contained HTML page (no script, no external asset; it reloads
@@ -34,7 +36,8 @@ enum StatusPage {
         return StatusReport(
             store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
             pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, fills: reader.fills.progress,
-            scrub: downloads?.scrubber.progress, power: downloads?.power, entries: Array(entries.prefix(entryLimit)))
+            scrub: downloads?.scrubber.progress, power: downloads?.power, entries: Array(entries.prefix(entryLimit)),
+            usage: reader.store.usage)
     }
 
     /// `items` as HTML rows between `open` and `close`, or a line that says there are none.
@@ -92,12 +95,20 @@ enum StatusPage {
             "<li>\(bar(Double(fill.position) * 100 / Double(max(1, fill.length))))\(bytes(fill.position)) of \(bytes(fill.length))"
                 + "<br><span class=url>\(escape(fill.url))</span></li>"
         }
-        let entries = list(report.entries, empty: "Nothing is cached.", open: "<ul class=entries>") { entry in
-            let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
-            return
-                "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
-                + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
+        let entries = list(grouped(report.entries), empty: "Nothing is cached.", open: "<ul class=entries>") { group in
+            guard let asset = group.asset else {
+                let entry = group.entries[0]
+                let picture = entry.length.map { entry.spanSet.coverageBar(length: $0, width: 32) } ?? ""
+                return
+                    "<li><code class=cover>\(picture)</code> <b>\(String(format: "%.0f", entry.fraction * 100))%</b> of \(entry.length.map(bytes) ?? "?")\(entry.isPinned ? " <b>pinned</b>" : "")"
+                    + " <span class=dim>\(escape(entry.mimeType ?? "-"))</span><br><span class=url>\(escape(entry.url ?? entry.key))</span></li>"
+            }
+            let stored = group.entries.reduce(Int64(0)) { $0 + $1.storedBytes }
+            let pinned = group.entries.contains(where: \.isPinned) ? " <b>pinned</b>" : ""
+            return "<li><b>\(group.entries.count) segments</b>, \(bytes(stored))\(pinned)"
+                + " <span class=dim>\(escape(group.entries[0].mimeType ?? "-"))</span><br><span class=url>\(escape(asset))</span></li>"
         }
+        let history = report.usage.map(usage) ?? ""
         let recent = list(
             proxy.recent.reversed(), empty: "No request yet.",
             open: "<table><tr><th>status</th><th>result</th><th>range</th><th>URL</th></tr>", close: "</table>"
@@ -120,9 +131,11 @@ enum StatusPage {
             <h1>mediacache</h1>
             <div class=cards>
             <div class=card id=hit-ratio><b>\(String(format: "%.0f", proxy.byteHitRatio * 100))%</b>of bytes from the cache</div>
-            <div class=card id=saved><b>\(bytes(proxy.bytesFromCache))</b>saved (served from the cache)</div>
+            <div class=card id=saved><b>\(bytes(proxy.bytesFromCache))</b>saved since the server started</div>
+            <div class=card id=lifetime><b>\(bytes(report.usage?.fromCache ?? 0))</b>saved over the cache's life</div>
             <div class=card id=size><b>\(bytes(store.bytes))</b>of \(bytes(store.limit)) in \(store.entries) entr\(store.entries == 1 ? "y" : "ies")<div class=meter><span style="width:\(String(format: "%.1f", fill))%"></span></div></div>
             </div>
+            \(history)
             <h2>Requests</h2><ul id=requests>\(requests)</ul>
             <h2>Downloads in flight</h2><div id=downloads>\(downloads)</div>
             <h2>Pinned downloads</h2><div id=pinned>\(pinned)</div>\(power ?? "")\(scrub ?? "")
@@ -134,6 +147,49 @@ enum StatusPage {
             </body></html>
 
             """
+    }
+
+    /// The entries to list, the segments of one rendition (``EvictionPolicy/item(of:mimeType:)``)
+    /// under one row named by their folder, in the order of their most recent.
+    static func grouped(_ entries: [CacheEntrySummary]) -> [(asset: String?, entries: [CacheEntrySummary])] {
+        var groups: [(asset: String?, entries: [CacheEntrySummary])] = []
+        var index: [String: Int] = [:]
+        for entry in entries {
+            guard let asset = EvictionPolicy.item(of: entry.url ?? "", mimeType: entry.mimeType) else {
+                groups.append((nil, [entry]))
+                continue
+            }
+            if let at = index[asset] {
+                groups[at].entries.append(entry)
+            } else {
+                index[asset] = groups.count
+                groups.append((asset, [entry]))
+            }
+        }
+        return groups
+    }
+
+    /// The byte hit ratio of each of the last 30 days as a bar chart (inline SVG: no script, no
+    /// external asset), and what eviction let go, by reason.
+    static func usage(_ usage: UsageHistory) -> String {
+        let days = usage.days.suffix(30)
+        let width = 12
+        let bars = days.enumerated().map { index, day in
+            let height = Int((day.byteHitRatio * 100).rounded())
+            return "<rect x=\(index * width) y=\(100 - height) width=\(width - 2) height=\(height) fill=\"#2a7ae2\">"
+                + "<title>\(escape(day.day)): \(height)% of \(bytes(day.fromCache + day.fromOrigin))</title></rect>"
+        }.joined()
+        let chart =
+            days.isEmpty
+            ? "<p class=dim>Nothing served yet.</p>"
+            : "<svg id=hit-chart role=img aria-label=\"byte hit ratio by day\" width=\(max(1, days.count) * width) height=100 "
+                + "style=\"background:#fff;border:1px solid #ddd\">\(bars)</svg>"
+                + "<p class=dim>\(escape(days.first!.day)) to \(escape(days.last!.day)): the share of each day's bytes served from the cache</p>"
+        let evicted = usage.evicted.sorted { $0.value > $1.value }.map {
+            "<li><b>\(escape($0.key))</b> \(bytes($0.value))</li>"
+        }.joined()
+        return "<h2>Hit ratio by day</h2>\(chart)<h2>Evicted, by reason</h2>"
+            + (evicted.isEmpty ? "<p class=dim>Nothing yet.</p>" : "<ul id=evicted>\(evicted)</ul>")
     }
 
     private static func bar(_ percent: Double) -> String {

@@ -29,6 +29,7 @@ struct ProxyHandler: Sendable {
         self.downloads = downloads
         self.configuration = configuration
         self.statistics = statistics
+        statistics.countsLifetime(in: reader.store)
         self.router = ProxyRouter(configuration: configuration, reader: reader)
         ProxyMetrics.register()
     }

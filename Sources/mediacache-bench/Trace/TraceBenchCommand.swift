@@ -45,6 +45,9 @@ struct TraceBenchCommand: AsyncParsableCommand {
     @Flag(help: "Run the store's policy on the trace in this process, not through serve.")
     var model = false
 
+    @Option(help: "Pauses after plays for fills to end: on, off or both.")
+    var pauses = "both"
+
     @Flag(help: "Leave out libCacheSim's policies.")
     var noReferences = false
 
@@ -56,6 +59,10 @@ struct TraceBenchCommand: AsyncParsableCommand {
 
     func validate() throws {
         for size in sizes { _ = try SoakBenchCommand.bytes(size) }
+        guard ["on", "off", "both"].contains(pauses) else { throw ValidationError("--pauses takes on, off or both.") }
+        if !model, !NginxOrigin.isInstalled {
+            throw ValidationError("nginx is not installed (apt-get install nginx-light).")
+        }
         guard (0...(64 << 20)).contains(startBytes) else { throw ValidationError("--start-bytes must be 0...64M.") }
     }
 
@@ -77,6 +84,7 @@ struct TraceBenchCommand: AsyncParsableCommand {
             let file =
                 writeCSV ?? FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(name).csv").path
             try HouseholdTrace.csv(requests).write(toFile: file, atomically: true, encoding: .utf8)
+            if !model { try await replay(requests) }
             for size in sizes {
                 let bytes = try SoakBenchCommand.bytes(size)
                 if model {
@@ -95,6 +103,28 @@ struct TraceBenchCommand: AsyncParsableCommand {
                 }
             }
             if !noReferences { try await references(file, sizes: sizes.map(SoakBenchCommand.bytes)) }
+        }
+    }
+
+    /// Plays `requests` through `serve` at each size, with and without pauses as asked.
+    func replay(_ requests: [TraceRequest]) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "mediacache-trace-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let origin = try await TraceReplay.prepare(requests, in: folder.appendingPathComponent("origin"))
+        defer { origin.process.terminate() }
+        let replay = TraceReplay(requests: requests, origin: origin)
+        print("size\tserve\tbyte_miss_ratio\tinstant_starts\tplays\torigin_requests\twrong")
+        for size in sizes {
+            for paused in pauses == "both" ? [false, true] : [pauses == "on"] {
+                let cache = folder.appendingPathComponent("cache-\(size)-\(paused)")
+                let figures = try await replay.run(size: size, pauses: paused, folder: cache)
+                try? FileManager.default.removeItem(at: cache)
+                print(
+                    "\(try SoakBenchCommand.bytes(size))\tserve\(paused ? ", pauses" : "")\t"
+                        + String(format: "%.4f", Double(figures.originBytes) / Double(figures.asked))
+                        + "\t\(figures.instantStarts)\t\(figures.plays)\t\(figures.originRequests)\t\(figures.wrong)")
+            }
         }
     }
 

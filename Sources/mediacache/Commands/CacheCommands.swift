@@ -420,17 +420,26 @@ struct StatsCommand: AsyncParsableCommand {
                     "Encrypted:   yes; \(stats.store.rejectedBlocks) block\(stats.store.rejectedBlocks == 1 ? "" : "s") failed the check and were fetched again, \(stats.store.entriesSealedWithAnotherKey) entr\(stats.store.entriesSealedWithAnotherKey == 1 ? "y" : "ies") sealed with another key"
                 )
             }
+            if let usage = stats.usage {
+                let total = usage.fromCache + usage.fromOrigin
+                print(
+                    "Lifetime:    \(Format.bytes(usage.fromCache)) served from the cache (saved), \(Format.bytes(usage.fromOrigin)) from origins (\(Format.percent(total == 0 ? 0 : Double(usage.fromCache) / Double(total))) of bytes), over \(usage.days.count) day\(usage.days.count == 1 ? "" : "s") kept"
+                )
+                let evicted = usage.evicted.sorted { $0.value > $1.value }.map { "\($0.key) \(Format.bytes($0.value))" }
+                print("Evicted:     \(evicted.isEmpty ? "nothing yet" : evicted.joined(separator: ", "))")
+            }
             guard fromServer else {
-                return print("(No server holds the folder: request counts are kept by a running server.)")
+                return print(
+                    "(No server holds the folder: request counts since its start are kept by a running server.)")
             }
             let proxy = stats.proxy
             let counts = CacheResult.allCases.map { "\($0.rawValue) \(proxy.requests[$0.rawValue] ?? 0)" }.joined(
                 separator: ", ")
-            print("Requests:    \(counts)")
+            print("Requests:    \(counts) (since the server started)")
             print(
-                "Served:      \(Format.bytes(proxy.bytesFromCache)) from the cache (saved), \(Format.bytes(proxy.bytesFromOrigin)) from origins"
+                "Served:      \(Format.bytes(proxy.bytesFromCache)) from the cache (saved), \(Format.bytes(proxy.bytesFromOrigin)) from origins, since the server started"
             )
-            print("Hit ratio:   \(Format.percent(proxy.byteHitRatio)) of bytes")
+            print("Hit ratio:   \(Format.percent(proxy.byteHitRatio)) of bytes, since the server started")
             print("Downloads:   \(stats.downloadsInFlight) in flight")
         }
     }

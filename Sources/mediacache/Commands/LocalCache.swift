@@ -30,7 +30,9 @@ struct LocalCache: CacheAccess {
     func entry(_ url: URL) async throws -> CacheEntrySummary? { store.entrySummary(for: store.key(for: url)) }
 
     func stats() async throws -> AdminStats {
-        AdminStats(store: store.summary(), proxy: ProxyStatistics.Snapshot(), downloadsInFlight: reader.activeDownloads)
+        AdminStats(
+            store: store.summary(), proxy: ProxyStatistics.Snapshot(), downloadsInFlight: reader.activeDownloads,
+            usage: store.usage)
     }
 
     func remove(_ url: URL) async throws -> Bool {

@@ -389,8 +389,9 @@ struct OriginTransfer: Sendable {
                 download.writeFinished(upTo: end, stored: false)
                 return true
             }
+            let own = !download.playerWants(offset)
             do {
-                try await writer.write(part, at: offset, ownBytes: !download.playerWants(offset))
+                try await writer.write(part, at: offset, ownBytes: own)
                 download.writeFinished(upTo: end, stored: true)
             } catch let error as CacheError where error.code == .entryInvalidated {
                 download.writeFinished(upTo: end, stored: false)
@@ -401,9 +402,17 @@ struct OriginTransfer: Sendable {
                 return false
             } catch {
                 download.writeFinished(upTo: end, stored: false)
-                configuration.logger.warning(
-                    "Cannot store fetched bytes; streaming them uncached",
-                    metadata: ["url": "\(url)", "error": "\(error)"])
+                if own, (error as? CacheError)?.code == .capacityExceeded {
+                    // The policy's answer, not a fault: the cache's own bytes (a fill's) do not
+                    // push out what players read. The fill stops, counted as `store_refused`.
+                    configuration.logger.debug(
+                        "The cache's own bytes find no room of their kind; the fill stops",
+                        metadata: ["url": "\(url)"])
+                } else {
+                    configuration.logger.warning(
+                        "Cannot store fetched bytes; streaming them uncached",
+                        metadata: ["url": "\(url)", "error": "\(error)"])
+                }
                 handle = nil
                 result = .storeFailed
             }

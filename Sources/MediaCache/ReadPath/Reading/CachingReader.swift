@@ -75,7 +75,10 @@ public final class CachingReader: Sendable {
         context = ReadContext(
             store: store, configuration: configuration, fetcher: self.fetcher, scheduler: scheduler,
             plays: plays, priority: priority,
-            owned: owned, fills: FillOnPlay(policy: configuration.fillOnPlay, capacity: configuration.concurrentFills))
+            owned: owned,
+            fills: FillOnPlay(
+                policy: configuration.fillOnPlay, capacity: configuration.concurrentFills,
+                storeLimit: store.configuration.maxBytes, played: { [store] in store.playedEnd(of: $0) }))
         validator = ContentValidator(context: context)
     }
 
