@@ -70,13 +70,21 @@ import Testing
 
     // MARK: Decisions
 
-    @Test func bytesNoPlayerReadGoFirst() {
+    /// What the cache fetched of an item no player read goes first, its start kept; a fill's
+    /// bytes past where its player stopped are a tail like others.
+    @Test func bytesOfItemsNoPlayerReadGoFirst() {
         var model = Model()
         model.store("song", 4 * Self.mib, played: 4 * Self.mib)
         // A fill stored the whole episode; the player read its first megabyte.
         model.store("episode", 8 * Self.mib, played: Self.mib)
-        let actions = model.makeRoom(2 * Self.mib, limit: 12 * Self.mib)
-        #expect(actions == [.trim(CacheKey("episode"), keeping: Self.mib, .unplayed)])
+        model.store("preloaded", 2 * Self.mib)
+        model.play("song", through: 4 * Self.mib)  // played twice: its tail goes after the episode's
+        let actions = model.makeRoom(4 * Self.mib, limit: 14 * Self.mib)
+        #expect(
+            actions == [
+                .trim(CacheKey("preloaded"), keeping: Self.start, .unplayed),
+                .trim(CacheKey("episode"), keeping: Self.start, .tail),
+            ])
         #expect(model.entries[CacheKey("song")]?.bytes == 4 * Self.mib)
     }
 
@@ -127,8 +135,13 @@ import Testing
         var model = Model()
         model.store("played", 2 * Self.mib, played: 2 * Self.mib)
         model.store("preloaded", Self.mib)
-        let actions = model.makeRoom(2 * Self.mib, limit: 3 * Self.mib, own: true)
-        #expect(actions == [.trim(CacheKey("preloaded"), keeping: Self.start, .unplayed)])
+        model.store("filled", 2 * Self.mib, played: Self.mib)
+        let actions = model.makeRoom(3 * Self.mib, limit: 5 * Self.mib, own: true)
+        #expect(
+            Set(actions) == [
+                .trim(CacheKey("preloaded"), keeping: Self.start, .unplayed),
+                .trim(CacheKey("filled"), keeping: Self.mib, .unplayed),
+            ])
         #expect(model.entries[CacheKey("played")]?.bytes == 2 * Self.mib)
     }
 

@@ -92,15 +92,16 @@ extension EvictionPolicy {
         }
         let start = settings.startBytes
 
-        // 1. What the cache fetched on its own and no player read; 2. the tails of items not
-        // played again, oldest first.
-        for name in candidates.values.sorted(by: order).map(\.name) {
+        // 1. What the cache fetched on its own of items no player read (read-ahead, prefetch,
+        // preload, past their starts). Room for own bytes ends here, with the unplayed parts of
+        // played items too (other fills' bytes past where their players stopped).
+        for name in candidates.values.filter({ !$0.mark.played || forOwnBytes }).sorted(by: order).map(\.name) {
             take(candidates[name]!.cut(toStart: false, startBytes: start, reason: .unplayed))
             if freed >= need { return actions }
         }
         if forOwnBytes { return actions }
-        // 2. Tails: the least played first (by the plays each had over its history), then the
-        // oldest.
+        // 2. Tails (a fill's bytes past where its player stopped among them: that play may well
+        // go on): the least played first, by the plays each had over its history, then the oldest.
         let tails = candidates.values.sorted {
             (plays[$0.name] ?? 0, $0.mark.queue.rawValue, $0.mark.order, $0.name)
                 < (plays[$1.name] ?? 0, $1.mark.queue.rawValue, $1.mark.order, $1.name)
@@ -109,7 +110,6 @@ extension EvictionPolicy {
             take(candidates[name]!.cut(toStart: true, startBytes: start, reason: .tail))
             if freed >= need { return actions }
         }
-        if forOwnBytes { return actions }
 
         // 3. Whole items (their starts, by now), by S3-FIFO.
         var small = candidates.values.filter { $0.mark.queue == .small }.sorted(by: order)[...]

@@ -123,7 +123,9 @@ struct TraceBenchCommand: AsyncParsableCommand {
                 print(
                     "\(try SoakBenchCommand.bytes(size))\tserve\(paused ? ", pauses" : "")\t"
                         + String(format: "%.4f", Double(figures.originBytes) / Double(figures.asked))
-                        + "\t\(figures.instantStarts)\t\(figures.plays)\t\(figures.originRequests)\t\(figures.wrong)")
+                        + "\t\(figures.instantStarts)\t\(figures.plays)\t\(figures.originRequests)\t\(figures.wrong)\t\(figures.kinds)"
+                )
+                fflush(nil)  // each figure as it comes: a run takes minutes
             }
         }
     }

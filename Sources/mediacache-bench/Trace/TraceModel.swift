@@ -49,7 +49,7 @@ struct TraceModel {
             askedBytes += request.length
         }
         // A fill: to the file's end after a play, to one range past it after a skip.
-        guard fills, let last = requests.last, last.type.hasPrefix("audio/") else { return }
+        guard fills, let last = requests.last, last.type.hasPrefix("audio/"), last.size <= limit / 8 else { return }
         let skipped = requests.count <= 3 && last.last + 1 < last.size
         let end = skipped ? min(last.size, last.last + 1 + HouseholdTrace.chunk) : last.size
         var offset = last.last + 1

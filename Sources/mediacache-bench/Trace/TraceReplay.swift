@@ -18,6 +18,16 @@ struct TraceReplay {
         var instantStarts = 0
         var plays = 0
         var wrong = 0
+        /// Origin bytes, and bytes asked, by the kind of play.
+        var originByKind: [String: Int64] = [:]
+        var askedByKind: [String: Int64] = [:]
+
+        /// `kind origin/asked MiB` for each kind.
+        var kinds: String {
+            askedByKind.keys.sorted().map {
+                "\($0) \((originByKind[$0] ?? 0) >> 20)/\((askedByKind[$0] ?? 0) >> 20) MiB"
+            }.joined(separator: ", ")
+        }
     }
 
     let requests: [TraceRequest]
@@ -48,9 +58,12 @@ struct TraceReplay {
             try? await client.shutdown()
             throw error
         }
+        let kinds = Dictionary(requests.map { ($0.path, $0.kind) }, uniquingKeysWith: { first, _ in first })
         for request in origin.requests().dropFirst(logged) {
             figures.originRequests += 1
             figures.originBytes += request.bytes
+            figures.originByKind[kinds[String(request.target.prefix { $0 != "?" })] ?? "other", default: 0] +=
+                request.bytes
         }
         return figures
     }
@@ -68,6 +81,7 @@ struct TraceReplay {
                 for (number, request) in play.enumerated() {
                     let (hit, right) = try await fetch(request, port: port, client: client)
                     figures.asked += request.length
+                    figures.askedByKind[request.kind, default: 0] += request.length
                     if number == 0, hit { figures.instantStarts += 1 }
                     if !right { figures.wrong += 1 }
                 }
