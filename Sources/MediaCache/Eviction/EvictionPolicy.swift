@@ -143,6 +143,7 @@ package struct EvictionPolicy: Sendable {
     // (Not private: the decision in `+Room` moves items on.)
     var sequence: UInt64 = 0
     private var lastPlayed: String?
+    private var lastPlayedKey: CacheKey?
     /// Entries whose marks changed since ``takeChanged()``.
     private var changed: Set<CacheKey> = []
 
@@ -193,14 +194,23 @@ package struct EvictionPolicy: Sendable {
 
     /// A player read `key`'s entry up to `end` (excluded).
     package mutating func played(_ key: CacheKey, item: String, through end: Int64) {
+        played(key, item: { item }, through: end)
+    }
+
+    /// ``played(_:item:through:)`` with the item worked out only when the entry is new to the
+    /// policy: a hot range's answer says it was played, and that must cost next to nothing.
+    mutating func played(_ key: CacheKey, item: () -> String, through end: Int64) {
         // (A play can end before its bytes are written: the entry is then known from here.)
-        if marks[key] == nil { stored(key, item: item) }
-        if lastPlayed != item {
-            lastPlayed = item
-            count(item)
-            // A play of an item a player read before: it gains frequency.
-            if members[item, default: []].contains(where: { marks[$0]?.played == true }) {
-                update(item) { $0.frequency = min(Self.maxFrequency, $0.frequency + 1) }
+        if marks[key] == nil { stored(key, item: item()) }
+        if lastPlayedKey != key, let item = items[key] {
+            lastPlayedKey = key
+            if lastPlayed != item {
+                lastPlayed = item
+                count(item)
+                // A play of an item a player read before: it gains frequency.
+                if members[item, default: []].contains(where: { marks[$0]?.played == true }) {
+                    update(item) { $0.frequency = min(Self.maxFrequency, $0.frequency + 1) }
+                }
             }
         }
         if marks[key]!.playedEnd < end {

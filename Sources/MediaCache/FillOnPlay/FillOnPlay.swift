@@ -42,16 +42,20 @@ package final class FillOnPlay: Sendable {
     let storeLimit: Int64
     /// How far players read an entry (the eviction policy's played end).
     let played: @Sendable (CacheKey) -> Int64
+    /// The room the store has for the cache's own bytes: free space under its limit and the
+    /// bytes no player read (``CacheStore/roomForOwnBytes``).
+    let room: @Sendable () -> Int64
     private let state = Mutex(State())
 
     init(
         policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max,
-        played: @escaping @Sendable (CacheKey) -> Int64 = { _ in 0 }
+        played: @escaping @Sendable (CacheKey) -> Int64 = { _ in 0 }, room: @escaping @Sendable () -> Int64 = { .max }
     ) {
         self.policy = policy
         self.capacity = max(1, capacity)
         self.storeLimit = storeLimit
         self.played = played
+        self.room = room
     }
 
     /// Whether fills may start: not on a metered network, nor while the device's power is low
@@ -70,10 +74,13 @@ package final class FillOnPlay: Sendable {
     }
 
     /// Whether a player's download of `url` whose origin answered `metadata` fills its file.
+    /// A fill's bytes push out no played ones (``EvictionPolicy``): one the store has no room
+    /// for of that kind would fetch what it cannot keep, so it does not start.
     func admits(_ metadata: ContentMetadata, url: URL) -> Bool {
-        isAllowed
-            && policy.covers(mimeType: metadata.mimeType, length: metadata.length, path: url.path)
-            && FillPolicy.fits(metadata.length ?? .max, storeLimit: storeLimit)
+        guard isAllowed, policy.covers(mimeType: metadata.mimeType, length: metadata.length, path: url.path),
+            let length = metadata.length, FillPolicy.fits(length, storeLimit: storeLimit)
+        else { return false }
+        return room() >= length
     }
 
     /// Records that `download` fills its file of `length` bytes, and ends the fills of plays

@@ -234,8 +234,8 @@ extension CacheStore {
 
         /// A player read `key`'s entry up to `end` (excluded).
         mutating func notePlayed(_ key: CacheKey, through end: Int64) {
-            guard let item = records[key].map({ $0.item(key: key) }) else { return }
-            policy.played(key, item: item, through: end)
+            guard let record = records[key] else { return }
+            policy.played(key, item: { record.item(key: key) }, through: end)
         }
 
         /// Marks the rows whose eviction state changed, for the next flush.

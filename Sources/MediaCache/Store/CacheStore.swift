@@ -343,6 +343,22 @@ public final class CacheStore: Sendable {
     /// and what eviction let go, by reason.
     package var usage: UsageHistory { state.withLock { $0.usage } }
 
+    /// The bytes the cache's own work may store now: the room under the limit, and the bytes
+    /// no player read that eviction would let go for them (``EvictionPolicy``'s first tier).
+    package var roomForOwnBytes: Int64 {
+        let limit = configuration.maxBytes
+        return state.withLock { state in
+            let start = state.policy.settings.startBytes
+            var room = limit - state.totalBytes - state.reservedBytes
+            for (key, record) in state.records where !record.isPinned && record.openBy.isEmpty {
+                let playedEnd = max(start, state.policy.marks[key]?.playedEnd ?? 0)
+                let kept = ByteRange(0, min(ByteRange.maximumOffset, State.blockEnd(playedEnd)))
+                room += record.spans.byteCount - record.spans.byteCount(in: kept)
+            }
+            return room
+        }
+    }
+
     /// How far players read `key`'s entry (0: not at all), as the eviction policy counts it.
     func playedEnd(of key: CacheKey) -> Int64 {
         state.withLock { $0.policy.marks[key]?.playedEnd ?? 0 }

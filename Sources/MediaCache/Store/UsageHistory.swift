@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheHTTPFields
 
 /// What the cache saved over the store's life, not only since the last start: the bytes
 /// players got from the cache and from the origin, day by day (UTC), and what eviction let go,
@@ -39,10 +40,27 @@ package struct UsageHistory: Sendable, Codable, Equatable {
     /// Every byte served from the origin over the store's life.
     package var fromOrigin: Int64 { days.reduce(earlier.fromOrigin) { $0 + $1.fromOrigin } }
 
+    /// The seconds since 1970 the last day spans (not kept: found again on the first count).
+    private var lastDaySpan: Range<Double>?
+
+    private enum CodingKeys: String, CodingKey { case days, earlier, evicted }
+
+    package static func == (a: UsageHistory, b: UsageHistory) -> Bool {
+        a.days == b.days && a.earlier == b.earlier && a.evicted == b.evicted
+    }
+
     /// Counts bytes served at `date`.
     mutating func served(fromCache cache: Int64, fromOrigin origin: Int64, at date: Date) {
         guard cache > 0 || origin > 0 else { return }
+        // Most counts fall on the day of the last one: no day's name worked out again.
+        if let span = lastDaySpan, span.contains(date.timeIntervalSince1970), !days.isEmpty {
+            days[days.count - 1].fromCache += max(0, cache)
+            days[days.count - 1].fromOrigin += max(0, origin)
+            return
+        }
+        let dayStart = floor(date.timeIntervalSince1970 / 86_400) * 86_400
         let day = Self.day(of: date)
+        if days.last?.day == day { lastDaySpan = dayStart..<(dayStart + 86_400) }
         if days.last?.day != day {
             // A clock set back starts no day before the last one.
             if let last = days.last?.day, day < last {
@@ -51,6 +69,7 @@ package struct UsageHistory: Sendable, Codable, Equatable {
                 return
             }
             days.append(Day(day: day))
+            lastDaySpan = dayStart..<(dayStart + 86_400)
             while days.count > Self.daysKept {
                 let old = days.removeFirst()
                 earlier.fromCache += old.fromCache
@@ -69,19 +88,9 @@ package struct UsageHistory: Sendable, Codable, Equatable {
 
     /// `yyyy-MM-dd` of `date`, UTC, computed without a formatter (no locale, no allocation of one).
     static func day(of date: Date) -> String {
-        let days = Int(floor(date.timeIntervalSince1970 / 86_400))
-        // Civil from days (Howard Hinnant's algorithm).
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(y)-\(two(m))-\(two(d))"
+        let (year, month, day) = CivilDate.civil(days: Int64(floor(date.timeIntervalSince1970 / 86_400)))
+        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(year)-\(two(month))-\(two(day))"
     }
 
     /// Reads a history the index kept; `nil` for anything that is not one (it is then begun anew).

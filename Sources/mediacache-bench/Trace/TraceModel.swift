@@ -52,7 +52,9 @@ struct TraceModel {
         guard fills, let last = requests.last, last.type.hasPrefix("audio/"), last.size <= limit / 8 else { return }
         let skipped = requests.count <= 3 && last.last + 1 < last.size
         let end = skipped ? min(last.size, last.last + 1 + HouseholdTrace.chunk) : last.size
+        // Only with room of the cache's own kind for the rest (free, or bytes no player read).
         var offset = last.last + 1
+        guard roomForOwnBytes() >= last.size else { return }
         while offset < end {
             let length = min(HouseholdTrace.chunk, end - offset)
             guard
@@ -83,6 +85,14 @@ struct TraceModel {
         }
         if byPlayer { policy.played(key, item: item, through: range.upperBound) }
         return missing
+    }
+
+    /// Free room under the limit, and the bytes past what players read (and past starts).
+    private func roomForOwnBytes() -> Int64 {
+        stored.reduce(limit - total) { room, entry in
+            let played = max(policy.settings.startBytes, policy.marks[CacheKey(entry.key)]?.playedEnd ?? 0)
+            return room + entry.value.byteCount - entry.value.byteCount(in: ByteRange(offset: 0, length: played))
+        }
     }
 
     private mutating func makeRoom(_ incoming: Int64, keeping open: String, own: Bool) -> Bool {

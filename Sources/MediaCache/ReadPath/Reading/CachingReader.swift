@@ -78,7 +78,8 @@ public final class CachingReader: Sendable {
             owned: owned,
             fills: FillOnPlay(
                 policy: configuration.fillOnPlay, capacity: configuration.concurrentFills,
-                storeLimit: store.configuration.maxBytes, played: { [store] in store.playedEnd(of: $0) }))
+                storeLimit: store.configuration.maxBytes, played: { [store] in store.playedEnd(of: $0) },
+                room: { [store] in store.roomForOwnBytes }))
         validator = ContentValidator(context: context)
     }
 
