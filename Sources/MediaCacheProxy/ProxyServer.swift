@@ -143,6 +143,8 @@ public final class ProxyServer: Service {
         // Every task the server started ends before it returns: nothing listens after a stop.
         await stopListeningOnLAN()?.value
         await connections.closeAll()
+        // The last requests' bytes, into the store's history before it is closed.
+        handler.statistics.reportLifetime()
     }
 
     /// Waits while `listener` listens; when its socket closes without a shutdown, binds

@@ -200,6 +200,8 @@ package struct EvictionPolicy: Sendable {
     /// ``played(_:item:through:)`` with the item worked out only when the entry is new to the
     /// policy: a hot range's answer says it was played, and that must cost next to nothing.
     mutating func played(_ key: CacheKey, item: () -> String, through end: Int64) {
+        // The hot road: the entry played last, read again within what it played.
+        if key == lastPlayedKey, let index = marks.index(forKey: key), marks.values[index].playedEnd >= end { return }
         // (A play can end before its bytes are written: the entry is then known from here.)
         if marks[key] == nil { stored(key, item: item()) }
         if lastPlayedKey != key, let item = items[key] {

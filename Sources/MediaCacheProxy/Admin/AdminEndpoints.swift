@@ -98,7 +98,8 @@ struct AdminEndpoints {
             return summary
         }
         router.on(AdminAPI.stats) { _ in
-            AdminStats(
+            handler.statistics.reportLifetime()
+            return AdminStats(
                 store: store.summary(), proxy: handler.statistics.snapshot, downloadsInFlight: reader.activeDownloads,
                 usage: store.usage)
         }

@@ -77,7 +77,14 @@ public final class ProxyStatistics: Sendable {
         var recent: [RecentRequest] = []
         /// Where the next request goes once `recent` is full.
         var next = 0
+        /// Bytes served not yet counted in the store's usage history, and the requests they
+        /// came with: counted every ``lifetimeBatch`` requests, and before anyone reads it.
+        var unreported: (cache: Int64, origin: Int64, requests: Int) = (0, 0, 0)
     }
+
+    /// How many requests' bytes are counted in the store's history at once (a hot range's
+    /// answer then takes no second lock).
+    static let lifetimeBatch = 32
 
     private let state = Mutex(State())
     /// The store whose usage history counts the bytes served too (over its life).
@@ -103,9 +110,18 @@ public final class ProxyStatistics: Sendable {
         }
     }
 
+    /// Counts the bytes served since the last count in the store's usage history: before the
+    /// history is read (the status page, `stats`).
+    package func reportLifetime() {
+        let unreported = state.withLock { state in
+            defer { state.unreported = (0, 0, 0) }
+            return state.unreported
+        }
+        lifetime.withLock { $0 }?.noteServed(fromCache: unreported.cache, fromOrigin: unreported.origin)
+    }
+
     func record(_ request: RecentRequest, result: CacheResult) {
-        lifetime.withLock { $0 }?.noteServed(fromCache: request.bytesFromCache, fromOrigin: request.bytesFromOrigin)
-        state.withLock { state in
+        let batch = state.withLock { state -> (cache: Int64, origin: Int64)? in
             state.counts[result.index] += 1
             state.bytesFromCache += request.bytesFromCache
             state.bytesFromOrigin += request.bytesFromOrigin
@@ -115,7 +131,14 @@ public final class ProxyStatistics: Sendable {
                 state.recent[state.next] = request
                 state.next = (state.next + 1) % Self.recentLimit
             }
+            state.unreported.cache += request.bytesFromCache
+            state.unreported.origin += request.bytesFromOrigin
+            state.unreported.requests += 1
+            guard state.unreported.requests >= Self.lifetimeBatch else { return nil }
+            defer { state.unreported = (0, 0, 0) }
+            return (state.unreported.cache, state.unreported.origin)
         }
+        if let batch { lifetime.withLock { $0 }?.noteServed(fromCache: batch.cache, fromOrigin: batch.origin) }
     }
 }
 

@@ -32,6 +32,7 @@ enum StatusPage {
     static let entryLimit = 100
 
     static func report(reader: CachingReader, downloads: DownloadQueue?, statistics: ProxyStatistics) -> StatusReport {
+        statistics.reportLifetime()
         let entries = reader.store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
         return StatusReport(
             store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,

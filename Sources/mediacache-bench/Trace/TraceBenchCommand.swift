@@ -48,6 +48,12 @@ struct TraceBenchCommand: AsyncParsableCommand {
     @Option(help: "Pauses after plays for fills to end: on, off or both.")
     var pauses = "both"
 
+    @Option(
+        help:
+            "A variant of serve to run beside the defaults, NAME=FLAGS (repeatable), e.g. fill-off='--fill-on-play none'."
+    )
+    var also: [String] = []
+
     @Flag(help: "Leave out libCacheSim's policies.")
     var noReferences = false
 
@@ -60,6 +66,9 @@ struct TraceBenchCommand: AsyncParsableCommand {
     func validate() throws {
         for size in sizes { _ = try SoakBenchCommand.bytes(size) }
         guard ["on", "off", "both"].contains(pauses) else { throw ValidationError("--pauses takes on, off or both.") }
+        guard also.allSatisfy({ $0.contains("=") && !$0.hasPrefix("=") }) else {
+            throw ValidationError("--also takes NAME=FLAGS.")
+        }
         if !model, !NginxOrigin.isInstalled {
             throw ValidationError("nginx is not installed (apt-get install nginx-light).")
         }
@@ -115,17 +124,27 @@ struct TraceBenchCommand: AsyncParsableCommand {
         defer { origin.process.terminate() }
         let replay = TraceReplay(requests: requests, origin: origin)
         print("size\tserve\tbyte_miss_ratio\tinstant_starts\tplays\torigin_requests\twrong")
-        for size in sizes {
-            for paused in pauses == "both" ? [false, true] : [pauses == "on"] {
-                let cache = folder.appendingPathComponent("cache-\(size)-\(paused)")
-                let figures = try await replay.run(size: size, pauses: paused, folder: cache)
-                try? FileManager.default.removeItem(at: cache)
-                print(
-                    "\(try SoakBenchCommand.bytes(size))\tserve\(paused ? ", pauses" : "")\t"
-                        + String(format: "%.4f", Double(figures.originBytes) / Double(figures.asked))
-                        + "\t\(figures.instantStarts)\t\(figures.plays)\t\(figures.originRequests)\t\(figures.wrong)\t\(figures.kinds)"
+        let variants =
+            [("serve", [String]())]
+            + also.map { variant in
+                (
+                    String(variant.prefix { $0 != "=" }),
+                    variant.drop { $0 != "=" }.dropFirst().split(separator: " ").map(String.init)
                 )
-                fflush(nil)  // each figure as it comes: a run takes minutes
+            }
+        for size in sizes {
+            for (name, flags) in variants {
+                for paused in pauses == "both" ? [false, true] : [pauses == "on"] {
+                    let cache = folder.appendingPathComponent("cache-\(size)-\(name)-\(paused)")
+                    let figures = try await replay.run(size: size, pauses: paused, folder: cache, flags: flags)
+                    try? FileManager.default.removeItem(at: cache)
+                    print(
+                        "\(try SoakBenchCommand.bytes(size))\t\(name)\(paused ? ", pauses" : "")\t"
+                            + String(format: "%.4f", Double(figures.originBytes) / Double(figures.asked))
+                            + "\t\(figures.instantStarts)\t\(figures.plays)\t\(figures.originRequests)\t\(figures.wrong)\t\(figures.kinds)"
+                    )
+                    fflush(nil)  // each figure as it comes: a run takes minutes
+                }
             }
         }
     }

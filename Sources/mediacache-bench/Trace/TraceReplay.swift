@@ -47,12 +47,12 @@ struct TraceReplay {
     /// Plays the trace through a `serve --max-size size` on a fresh folder; with `pauses`, waits
     /// after each play that was not a skip (it asked less than a quarter of its file and not its
     /// end) until the server's fills have ended, as a real listen outlasts a fill.
-    func run(size: String, pauses: Bool, folder: URL) async throws -> Figures {
+    func run(size: String, pauses: Bool, folder: URL, flags: [String] = []) async throws -> Figures {
         let logged = origin.requests().count
         var figures = Figures()
         let client = HTTPClient.forPlayers(1)
         do {
-            try await play(size: size, pauses: pauses, folder: folder, client: client, into: &figures)
+            try await play(size: size, pauses: pauses, folder: folder, flags: flags, client: client, into: &figures)
             try await client.shutdown()
         } catch {
             try? await client.shutdown()
@@ -68,10 +68,10 @@ struct TraceReplay {
         return figures
     }
 
-    private func play(size: String, pauses: Bool, folder: URL, client: HTTPClient, into figures: inout Figures)
-        async throws
-    {
-        try await withServe(cacheDirectory: folder, arguments: ["--max-size", size]) { port in
+    private func play(
+        size: String, pauses: Bool, folder: URL, flags: [String], client: HTTPClient, into figures: inout Figures
+    ) async throws {
+        try await withServe(cacheDirectory: folder, arguments: ["--max-size", size] + flags) { port in
             var index = 0
             while index < requests.count {
                 var end = index
