@@ -286,7 +286,8 @@ import Testing
             #expect(usage.days.count == 2 && usage.fromCache == 1_500 && usage.fromOrigin == 3_000)
             #expect(usage.days.last?.byteHitRatio == 1)
             #expect(usage.evicted.values.reduce(0, +) >= 50_000, "\(usage.evicted)")
-            #expect(usage.days.map(\.day) == [UsageHistory.day(of: ManualClock().now), UsageHistory.day(of: clock.now)])
+            #expect(
+                usage.days.map(\.day) == [UsageHistory.day(of: ManualClock().now), UsageHistory.day(of: clock.now)])
             #expect(UsageHistory.day(of: Date(timeIntervalSince1970: 1_800_000_000)) == "2027-01-15")
             #expect(UsageHistory.day(of: Date(timeIntervalSince1970: -1)) == "1969-12-31")
             try await reopened.close()
