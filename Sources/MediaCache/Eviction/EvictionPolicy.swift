@@ -144,6 +144,8 @@ package struct EvictionPolicy: Sendable {
     var sequence: UInt64 = 0
     private var lastPlayed: String?
     private var lastPlayedKey: CacheKey?
+    /// How far the entry played last was played.
+    private var lastPlayedEnd: Int64 = 0
     /// Entries whose marks changed since ``takeChanged()``.
     private var changed: Set<CacheKey> = []
 
@@ -200,8 +202,7 @@ package struct EvictionPolicy: Sendable {
     /// ``played(_:item:through:)`` with the item worked out only when the entry is new to the
     /// policy: a hot range's answer says it was played, and that must cost next to nothing.
     mutating func played(_ key: CacheKey, item: () -> String, through end: Int64) {
-        // The hot road: the entry played last, read again within what it played.
-        if key == lastPlayedKey, let index = marks.index(forKey: key), marks.values[index].playedEnd >= end { return }
+        if isPlayed(key, through: end) { return }
         // (A play can end before its bytes are written: the entry is then known from here.)
         if marks[key] == nil { stored(key, item: item()) }
         if lastPlayedKey != key, let item = items[key] {
@@ -219,10 +220,22 @@ package struct EvictionPolicy: Sendable {
             marks[key]!.playedEnd = end
             changed.insert(key)
         }
+        lastPlayedEnd = marks[key]!.playedEnd
     }
+
+    /// Whether a play of `key` to `end` would change nothing: the entry played last, read again
+    /// within what it played (a hot range's answer asks this under the store's lock, with no
+    /// look-up).
+    func isPlayed(_ key: CacheKey, through end: Int64) -> Bool {
+        end <= lastPlayedEnd && key == lastPlayedKey
+    }
+
+    /// The item `key`'s entry ages with, as the policy knows it (`nil`: an entry it does not know).
+    func item(of key: CacheKey) -> String? { items[key] }
 
     /// The entry is gone (removed, replaced, evicted).
     package mutating func removed(_ key: CacheKey) {
+        if key == lastPlayedKey { (lastPlayedKey, lastPlayedEnd) = (nil, 0) }
         guard marks.removeValue(forKey: key) != nil, let item = items.removeValue(forKey: key) else { return }
         members[item]?.remove(key)
         if members[item]?.isEmpty == true { members[item] = nil }

@@ -193,7 +193,7 @@ package final class CacheEntryHandle: Sendable {
                 )
             }
             if incoming > 0 {
-                state.policy.stored(key, item: record.item(key: key))
+                if state.policy.marks[key] == nil { state.policy.stored(key, item: record.item(key: key)) }
                 // Bytes past a trim not yet cut from the file: the cut must not take them.
                 state.trimmedFiles.removeAll { $0.key == key && $0.end < range.upperBound }
             }

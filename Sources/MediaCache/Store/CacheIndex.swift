@@ -94,7 +94,7 @@ struct CacheIndex: Sendable {
             migrator.registerMigration("v4 eviction marks") { db in
                 // Rows of earlier stores have none: they join the main queue in the order of their last access.
                 try db.execute(sql: "ALTER TABLE entry ADD COLUMN policy TEXT NOT NULL DEFAULT ''")
-                // One row: the store's `UsageHistory` (JSON, sealed in an encrypted store).
+                // One row: the store's `UsageHistory` (its text form, sealed in an encrypted store).
                 try db.execute(sql: "CREATE TABLE usage (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL)")
             }
             try migrator.migrate(queue)
@@ -263,8 +263,8 @@ struct CacheIndex: Sendable {
     // MARK: Usage
 
     private func saveUsage(_ usage: UsageHistory, into db: Database) throws {
-        let json = try JSONEncoder().encode(usage)
-        let body = try sealer?.seal(json, boundTo: "usage") ?? String(decoding: json, as: UTF8.self)
+        let text = usage.encoded
+        let body = try sealer?.seal(Data(text.utf8), boundTo: "usage") ?? text
         try db.execute(
             sql: "INSERT INTO usage (id, body) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body",
             arguments: [body])
@@ -274,8 +274,8 @@ struct CacheIndex: Sendable {
     func loadUsage() -> UsageHistory {
         let body = try? queue.read { db in try String.fetchOne(db, sql: "SELECT body FROM usage WHERE id = 1") }
         guard let body = body ?? nil else { return UsageHistory() }
-        let json = sealer.map { $0.open(body, boundTo: "usage") } ?? Data(body.utf8)
-        return json.flatMap(UsageHistory.init(json:)) ?? UsageHistory()
+        let text = sealer.map { $0.open(body, boundTo: "usage").map { String(decoding: $0, as: UTF8.self) } } ?? body
+        return text.flatMap(UsageHistory.init(encoded:)) ?? UsageHistory()
     }
 
     // MARK: Jobs

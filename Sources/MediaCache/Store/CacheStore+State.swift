@@ -180,7 +180,7 @@ extension CacheStore {
                     let playedEnd = max(start.upperBound, policy.marks[key]?.playedEnd ?? 0)
                     let played = ByteRange(0, min(ByteRange.maximumOffset, Self.blockEnd(playedEnd)))
                     return EvictionPolicy.Holding(
-                        key: key, item: record.item(key: key), bytes: record.spans.byteCount,
+                        key: key, item: policy.item(of: key) ?? record.item(key: key), bytes: record.spans.byteCount,
                         startBytes: record.spans.byteCount(in: start), playedBytes: record.spans.byteCount(in: played))
                 }
                 for action in policy.makeRoom(need, limit: limit, holdings: holdings, forOwnBytes: ownBytes) {
