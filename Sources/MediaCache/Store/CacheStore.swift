@@ -324,7 +324,9 @@ public final class CacheStore: Sendable {
                     let snapshot = StoredSnapshot(metadata: record.metadata, region: StoredSpan(span: span, file: file))
                     return (snapshot, played && span.upperBound >= range.upperBound ? range.upperBound : nil)
                 } ?? nil
-            if let end = snapshot?.played, !state.policy.isPlayed(key, through: end) { state.notePlayed(key, through: end) }
+            if let end = snapshot?.played, !state.policy.isPlayed(key, through: end) {
+                state.notePlayed(key, through: end)
+            }
             return snapshot?.0
         }
     }
