@@ -157,14 +157,25 @@ package struct EvictionPolicy: Sendable {
     /// segment, by type or name), its rendition, named by the folder of its URL; `nil` for
     /// anything else (an entry of its own).
     package static func item(of url: String, mimeType: String?) -> String? {
-        let type = (mimeType ?? "").lowercased()
-        let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+        // Worked out once per entry, on a miss's path: no lower-casing of whole strings.
+        var path = Substring(url)
+        if let query = path.firstIndex(of: "?") { path = path[..<query] }
         guard let slash = path.lastIndex(of: "/") else { return nil }
-        let name = path[path.index(after: slash)...].lowercased()
-        let segmentType = ["video/mp2t", "video/iso.segment", "audio/iso.segment"].contains(type)
-        let segmentName = [".ts", ".m4s", ".cmfv", ".cmfa", ".m4v.seg"].contains { name.hasSuffix($0) }
-        guard segmentType || segmentName else { return nil }
+        if !isSegmentType(mimeType) {
+            let name = path[path.index(after: slash)...]
+            guard let dot = name.lastIndex(of: "."), name.utf8.distance(from: dot, to: name.endIndex) <= 8,
+                segmentExtensions.contains(name[dot...].lowercased())
+            else { return nil }
+        }
         return String(path[...slash])
+    }
+
+    private static let segmentTypes: Set<String> = ["video/mp2t", "video/iso.segment", "audio/iso.segment"]
+    private static let segmentExtensions: Set<String> = [".ts", ".m4s", ".cmfv", ".cmfa"]
+
+    private static func isSegmentType(_ type: String?) -> Bool {
+        guard let type, type.utf8.count <= 17 else { return false }
+        return segmentTypes.contains(type) || segmentTypes.contains(type.lowercased())
     }
 
     // MARK: Events
