@@ -60,13 +60,19 @@ extension EvictionPolicy {
     /// the holdings are all gone. Room for the cache's own bytes (`forOwnBytes`: a fill, a
     /// read-ahead, a prefetch, a preload) is made of other own bytes only, never of what
     /// players read: then it may free less than `need`, and the work stops.
-    package mutating func makeRoom(_ need: Int64, limit: Int64, holdings: [Holding], forOwnBytes: Bool = false)
-        -> [Action]
-    {
+    /// - Parameter slack: how much more the first two tiers (cuts, never whole items) free
+    ///   than `need`, so that a full store does not decide again at its next write.
+    package mutating func makeRoom(
+        _ need: Int64, slack: Int64 = 0, limit: Int64, holdings: [Holding], forOwnBytes: Bool = false
+    ) -> [Action] {
         guard need > 0, !holdings.isEmpty else { return [] }
         var byItem: [String: [Holding]] = [:]
         for holding in holdings { byItem[holding.item, default: []].append(holding) }
-        var candidates: [String: Candidate] = [:]
+        // Candidates sit in an array and are ordered by small keys over their indices: a
+        // decision runs on every write of a full store, and sorting the candidates themselves
+        // copied their arrays.
+        var candidates: [Candidate] = []
+        candidates.reserveCapacity(byItem.count)
         for (name, entries) in byItem {
             let sorted = entries.sorted {
                 (marks[$0.key]?.created ?? 0, $0.key.rawValue) < (marks[$1.key]?.created ?? 0, $1.key.rawValue)
@@ -77,7 +83,19 @@ extension EvictionPolicy {
             mark.frequency = entryMarks.map(\.frequency).max() ?? 0
             mark.playedEnd = entryMarks.map(\.playedEnd).max() ?? 0
             mark.queue = entryMarks.contains { $0.queue == .main } ? .main : .small
-            candidates[name] = Candidate(name: name, entries: sorted, marks: entryMarks, mark: mark)
+            candidates.append(Candidate(name: name, entries: sorted, marks: entryMarks, mark: mark))
+        }
+        /// The indices of the candidates `include` picks, in the order `key` gives (then by name).
+        func ordered<Key: Comparable>(_ include: (Candidate) -> Bool = { _ in true }, by key: (Candidate) -> Key)
+            -> [Int]
+        {
+            let keyed = candidates.indices.filter { include(candidates[$0]) }.map { (key(candidates[$0]), $0) }
+            return keyed.sorted {
+                $0.0 < $1.0 || ($0.0 == $1.0 && candidates[$0.1].name < candidates[$1.1].name)
+            }.map(\.1)
+        }
+        func queueOrder(_ candidate: Candidate) -> QueueKey {
+            QueueKey(queue: candidate.mark.queue.rawValue, order: candidate.mark.order)
         }
         var actions: [Action] = []
         var freed: Int64 = 0
@@ -87,33 +105,30 @@ extension EvictionPolicy {
                 freed += bytes
             }
         }
-        func order(_ a: Candidate, _ b: Candidate) -> Bool {
-            (a.mark.queue.rawValue, a.mark.order, a.name) < (b.mark.queue.rawValue, b.mark.order, b.name)
-        }
         let start = settings.startBytes
 
         // 1. What the cache fetched on its own of items no player read (read-ahead, prefetch,
         // preload, past their starts). Room for own bytes ends here, with the unplayed parts of
         // played items too (other fills' bytes past where their players stopped).
-        for name in candidates.values.filter({ !$0.mark.played || forOwnBytes }).sorted(by: order).map(\.name) {
-            take(candidates[name]!.cut(toStart: false, startBytes: start, reason: .unplayed))
-            if freed >= need { return actions }
+        for index in ordered({ !$0.mark.played || forOwnBytes }, by: queueOrder) {
+            take(candidates[index].cut(toStart: false, startBytes: start, reason: .unplayed))
+            if freed >= need + slack { return actions }
         }
         if forOwnBytes { return actions }
         // 2. Tails (a fill's bytes past where its player stopped among them: that play may well
         // go on): the least played first, by the plays each had over its history, then the oldest.
-        let tails = candidates.values.sorted {
-            (plays[$0.name] ?? 0, $0.mark.queue.rawValue, $0.mark.order, $0.name)
-                < (plays[$1.name] ?? 0, $1.mark.queue.rawValue, $1.mark.order, $1.name)
+        let tails = ordered {
+            TailKey(plays: plays[$0.name] ?? 0, queue: $0.mark.queue.rawValue, order: $0.mark.order)
         }
-        for name in tails.map(\.name) {
-            take(candidates[name]!.cut(toStart: true, startBytes: start, reason: .tail))
-            if freed >= need { return actions }
+        for index in tails {
+            take(candidates[index].cut(toStart: true, startBytes: start, reason: .tail))
+            if freed >= need + slack { return actions }
         }
+        if freed >= need { return actions }
 
         // 3. Whole items (their starts, by now), by S3-FIFO.
-        var small = candidates.values.filter { $0.mark.queue == .small }.sorted(by: order)[...]
-        var main = candidates.values.filter { $0.mark.queue == .main }.sorted(by: order)
+        var small = ordered({ $0.mark.queue == .small }, by: queueOrder).map { candidates[$0] }[...]
+        var main = ordered({ $0.mark.queue == .main }, by: queueOrder).map { candidates[$0] }
         var mainHead = 0
         var smallBytes = small.reduce(Int64(0)) { $0 + $1.bytes }
         let smallTarget = Int64(Double(limit) * settings.smallShare)
@@ -147,6 +162,21 @@ extension EvictionPolicy {
         }
         return actions
     }
+}
+
+/// A candidate's place in its queues, then by its order in them.
+private struct QueueKey: Comparable {
+    var queue: UInt8
+    var order: UInt64
+    static func < (a: Self, b: Self) -> Bool { (a.queue, a.order) < (b.queue, b.order) }
+}
+
+/// A tail's place: the least played first, then as ``QueueKey``.
+private struct TailKey: Comparable {
+    var plays: UInt8
+    var queue: UInt8
+    var order: UInt64
+    static func < (a: Self, b: Self) -> Bool { (a.plays, a.queue, a.order) < (b.plays, b.queue, b.order) }
 }
 
 extension EvictionPolicy.Action {

@@ -192,8 +192,12 @@ package final class CacheEntryHandle: Sendable {
                     "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached."
                 )
             }
+            if let end = state.cutting[key], range.upperBound > end {
+                throw CacheError(.ioFailure, "The entry's file is being cut to its start; these bytes are not stored.")
+            }
             if incoming > 0 {
                 if state.policy.marks[key] == nil { state.policy.stored(key, item: record.item(key: key)) }
+                if ownBytes { state.ownWritten.insert(key) }
                 // Bytes past a trim not yet cut from the file: the cut must not take them.
                 state.trimmedFiles.removeAll { $0.key == key && $0.end < range.upperBound }
             }

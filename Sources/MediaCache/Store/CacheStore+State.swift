@@ -77,6 +77,12 @@ extension CacheStore {
         /// Data files trimmed in the index whose bytes past the end are still on disk: cut once
         /// the commit that trims them is done (``CacheStore/cutTrimmedFiles(_:)``).
         var trimmedFiles: [Trimmed] = []
+        /// Entries whose data file is being cut at the end given, outside the lock: a write past
+        /// it waits for no one and is refused.
+        var cutting: [CacheKey: Int64] = [:]
+        /// The entries the cache's own work wrote bytes to (the only ones that can hold bytes
+        /// no player read), until they go.
+        var ownWritten: Set<CacheKey> = []
         /// What players got from the cache and the origin, day by day, and what eviction let
         /// go, over the store's life.
         var usage = UsageHistory()
@@ -124,6 +130,7 @@ extension CacheStore {
         mutating func drop(_ key: CacheKey) {
             guard let record = records.removeValue(forKey: key) else { return }
             policy.removed(key)
+            ownWritten.remove(key)
             totalBytes -= record.spans.byteCount
             disk?.takenSince -= record.spans.byteCount
             deletedKeys.insert(key)
@@ -173,17 +180,30 @@ extension CacheStore {
             }
             let need = totalBytes + reservedBytes + incomingBytes - limit
             if need > 0 {
+                // Tails are cut a little past what is needed (a sixty-fourth of the limit, at most
+                // 1 MiB): a full store then decides once per so many writes, not on every one (a
+                // soak of 64 MiB spent a tenth of its time deciding, under the store's lock).
+                let slack = ownBytes ? 0 : min(limit / 64, 1 << 20)
                 let start = ByteRange(0, policy.settings.startBytes)
-                let holdings = records.compactMap { key, record -> EvictionPolicy.Holding? in
-                    guard !record.isPinned, record.openBy.isEmpty, !record.spans.isEmpty else { return nil }
+                // By index, each record read in place: copying the records cost more than deciding.
+                var holdings: [EvictionPolicy.Holding] = []
+                for index in records.indices {
+                    guard !records.values[index].isPinned, records.values[index].openBy.isEmpty else { continue }
+                    let spans = records.values[index].spans
+                    guard !spans.isEmpty else { continue }
+                    let key = records.keys[index]
                     // What a trim to the played bytes keeps: a whole block more at most (`trim`).
                     let playedEnd = max(start.upperBound, policy.marks[key]?.playedEnd ?? 0)
                     let played = ByteRange(0, min(ByteRange.maximumOffset, Self.blockEnd(playedEnd)))
-                    return EvictionPolicy.Holding(
-                        key: key, item: policy.item(of: key) ?? record.item(key: key), bytes: record.spans.byteCount,
-                        startBytes: record.spans.byteCount(in: start), playedBytes: record.spans.byteCount(in: played))
+                    holdings.append(
+                        EvictionPolicy.Holding(
+                            key: key, item: policy.item(of: key) ?? records.values[index].item(key: key),
+                            bytes: spans.byteCount, startBytes: spans.byteCount(in: start),
+                            playedBytes: spans.byteCount(in: played)))
                 }
-                for action in policy.makeRoom(need, limit: limit, holdings: holdings, forOwnBytes: ownBytes) {
+                let actions = policy.makeRoom(
+                    need, slack: slack, limit: limit, holdings: holdings, forOwnBytes: ownBytes)
+                for action in actions {
                     switch action {
                     case .remove(let key, let why):
                         remove(key, reason ?? why)
