@@ -228,26 +228,10 @@ extension FillOnPlayTests {
         #expect(!FillPolicy.upTo(1000).covers(mimeType: "video/mp4", length: 1001, path: "/f.mp4"))
     }
 
-    /// As a new play begins: a play abandoned early (no player reads it, under half of it
-    /// read) stops; one read past its half, or read now, goes on; past the capacity, the oldest
-    /// unread goes, and the new play's fill never does.
-    @Test func aNewPlayEndsTheFillsOfAbandonedPlaysAndThoseItSupersedes() {
-        typealias Running = FillPolicy.Running
-        let skipped = Running(readByPlayer: false, played: 262_144, length: 4_000_000)
-        let heard = Running(readByPlayer: false, played: 3_000_000, length: 4_000_000)
-        let playing = Running(readByPlayer: true, played: 100, length: 60_000_000)
-        let new = Running(readByPlayer: true, played: 0, length: 5_000_000)
-        #expect(FillPolicy.ended([skipped, heard, playing, new], capacity: 4).map(\.index) == [0])
-        #expect(FillPolicy.ended([skipped, heard, playing, new], capacity: 4).map(\.reason) == [.abandoned])
-        #expect(FillPolicy.ended([heard, playing, new], capacity: 4).isEmpty)
-        let ended = FillPolicy.ended([heard, heard, playing, playing, new], capacity: 4)
-        #expect(ended.map(\.index) == [0] && ended.map(\.reason) == [.superseded])
-        #expect(FillPolicy.ended([playing, playing, playing, playing, new], capacity: 4).map(\.index) == [0])
-        var seekedFrom = skipped
-        seekedFrom.sameFile = true
-        #expect(FillPolicy.ended([seekedFrom, new], capacity: 4).isEmpty)
-        #expect(
-            FillPolicy.fits(16 << 20, storeLimit: 128 << 20) && !FillPolicy.fits((16 << 20) + 1, storeLimit: 128 << 20))
+    /// A fill takes a file of an eighth of the store at most.
+    @Test func aFillTakesAnEighthOfTheStoreAtMost() {
+        #expect(FillPolicy.fits(16 << 20, storeLimit: 128 << 20))
+        #expect(!FillPolicy.fits((16 << 20) + 1, storeLimit: 128 << 20))
     }
 
     @Test func itsWordsReadBack() {

@@ -222,7 +222,14 @@ struct NginxOriginTests {
                 Double(players.count) <= 1.1 * Double(played),
                 "\(players.count) origin requests for \(played) player requests: \(players.map { "\($0.status) \($0.target.dropFirst(6)) \($0.range ?? "-")" }.joined(separator: "; "))"
             )
-            #expect(asked.contains { $0.isCachesOwn && $0.target.hasSuffix(".mp3") }, "no fill ran")
+            #expect(h.base.reader.fills.begun > 0, "no fill began")
+            // One client's fill goes on past its play's range with a request of its own; eight
+            // clients' plays follow one another so fast that a newer play may end every fill
+            // before it asks (``FillOnPlay/capacity``), or the store, full of what players read,
+            // may have no room for a fill's bytes: on CI none asked in one run of two.
+            if clients == 1 {
+                #expect(asked.contains { $0.isCachesOwn && $0.target.hasSuffix(".mp3") }, "no fill asked")
+            }
             #expect(!asked.contains { $0.isCachesOwn && $0.target.hasSuffix(".bin") }, "a generic type was filled")
         }
     }

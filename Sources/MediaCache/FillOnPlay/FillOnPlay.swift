@@ -40,21 +40,18 @@ package final class FillOnPlay: Sendable {
     let capacity: Int
     /// The store's size limit: a fill takes a file of an eighth of it at most.
     let storeLimit: Int64
-    /// How far players read an entry (the eviction policy's played end).
-    let played: @Sendable (CacheKey) -> Int64
-    /// The room the store has for the cache's own bytes: free space under its limit and the
-    /// bytes no player read (``CacheStore/roomForOwnBytes``).
-    let room: @Sendable () -> Int64
+    /// Whether the store has room for that many of the cache's own bytes: free space under its
+    /// limit and bytes no player read (``CacheStore/roomForOwnBytes(atLeast:)``).
+    let room: @Sendable (Int64) -> Bool
     private let state = Mutex(State())
 
     init(
         policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max,
-        played: @escaping @Sendable (CacheKey) -> Int64 = { _ in 0 }, room: @escaping @Sendable () -> Int64 = { .max }
+        room: @escaping @Sendable (Int64) -> Bool = { _ in true }
     ) {
         self.policy = policy
         self.capacity = max(1, capacity)
         self.storeLimit = storeLimit
-        self.played = played
         self.room = room
     }
 
@@ -67,50 +64,44 @@ package final class FillOnPlay: Sendable {
         set { heldBy = newValue ? nil : .metered }
     }
 
+    /// How many fills began, over the reader's life.
+    package var begun: UInt64 { state.withLock { $0.started } }
+
     /// Why fills may not run now, or `nil` when they may.
     package var heldBy: FillStop? {
         get { state.withLock { $0.heldBy } }
         set { state.withLock { $0.heldBy = newValue } }
     }
 
-    /// Whether a player's download of `url` whose origin answered `metadata` fills its file.
-    /// A fill's bytes push out no played ones (``EvictionPolicy``): one the store has no room
-    /// for of that kind would fetch what it cannot keep, so it does not start.
+    /// Whether a player's download of `url` whose origin answered `metadata` fills its file. A
+    /// fill's bytes push out no played ones (``EvictionPolicy``): one the store has no room for
+    /// of that kind would fetch what it cannot keep, so it does not start; nor one of a file
+    /// past an eighth of the store.
     func admits(_ metadata: ContentMetadata, url: URL) -> Bool {
         guard isAllowed, policy.covers(mimeType: metadata.mimeType, length: metadata.length, path: url.path),
             let length = metadata.length, FillPolicy.fits(length, storeLimit: storeLimit)
         else { return false }
-        return room() >= length
+        return room(length)
     }
 
-    /// Records that `download` fills its file of `length` bytes, and ends the fills of plays
-    /// abandoned early and those it takes the place of (beyond ``capacity``): ``FillPolicy/ended(_:capacity:)``.
+    /// Records that `download` fills its file of `length` bytes, and ends the fills it takes the
+    /// place of (beyond ``capacity``).
     func started(_ download: SharedDownload, length: Int64) {
-        let running = state.withLock { state -> [Active] in
+        let running = state.withLock { state -> [SharedDownload] in
             state.started += 1
-            let others = state.active.values.sorted { $0.order < $1.order }
             state.active[ObjectIdentifier(download)] = Active(download: download, length: length, order: state.started)
-            return others
+            return state.active.values.sorted { $0.order < $1.order }.map(\.download)
         }
         CacheMetrics.fill(.started)
         // (Each download's readers are looked at outside the lock: its own lock is taken.)
-        let decided = FillPolicy.ended(
-            running.map {
-                FillPolicy.Running(
-                    readByPlayer: $0.download.servesPlayer, sameFile: $0.download.key == download.key,
-                    played: played($0.download.key), length: $0.length)
-            } + [FillPolicy.Running(readByPlayer: true, played: 0, length: length)], capacity: capacity)
+        let superseded = FillPolicy.superseded(running.map(\.servesPlayer), capacity: capacity).map { running[$0] }
         let ended = state.withLock { state in
-            decided.compactMap { index, reason in
-                index < running.count
-                    && state.active.removeValue(forKey: ObjectIdentifier(running[index].download)) != nil
-                    ? (running[index].download, reason) : nil
-            }
+            superseded.filter { state.active.removeValue(forKey: ObjectIdentifier($0)) != nil }
         }
-        for (old, reason) in ended {
-            old.stopFilling(reason)
+        for old in ended {
+            old.stopFilling(.superseded)
             CacheMetrics.fill(.stopped)
-            CacheMetrics.fillStopped(reason)
+            CacheMetrics.fillStopped(.superseded)
         }
     }
 
@@ -144,9 +135,6 @@ package enum FillStop: String, Sendable, CaseIterable, Equatable {
     case lowPower = "low_power"
     /// Newer plays took the places of the fills (``FillOnPlay/capacity``).
     case superseded
-    /// A new play began while no player read it, and its players had read less than half the
-    /// file (a skip, a podcast stopped early).
-    case abandoned
     /// The store refused its bytes (full of entries in use, a disk that failed).
     case storeRefused = "store_refused"
     /// Its entry was evicted, removed, or replaced by another version.

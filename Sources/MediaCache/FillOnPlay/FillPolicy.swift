@@ -65,33 +65,6 @@ public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
         return Array((unread + read).prefix(excess)).sorted()
     }
 
-    /// A fill under way, as a new play finds it.
-    struct Running: Equatable {
-        /// Whether a player reads it now.
-        var readByPlayer: Bool
-        /// Whether it fills the file the new play is of (a seek in the same play: never abandoned).
-        var sameFile = false
-        /// How far players read its file (``EvictionPolicy/Mark/playedEnd``).
-        var played: Int64
-        var length: Int64
-    }
-
-    /// Which of the fills under way, oldest first, end as a new play begins, and why: a play
-    /// abandoned early (no player reads it now, and its players read less than half the file: a
-    /// skipped song, a podcast stopped early; not a fill of the same file, which a seek left)
-    /// fetches no more of what no one will ask for; then,
-    /// past `capacity`, the oldest no player reads, then the oldest. The new play's fill is not
-    /// among them.
-    static func ended(_ running: [Running], capacity: Int) -> [(index: Int, reason: FillStop)] {
-        let abandoned = running.indices.filter {
-            !running[$0].readByPlayer && !running[$0].sameFile && running[$0].played < running[$0].length / 2
-        }
-        let left = running.indices.filter { !abandoned.contains($0) }
-        let superseded = Self.superseded(left.map { running[$0].readByPlayer }, capacity: capacity).map { left[$0] }
-        return (abandoned.map { ($0, FillStop.abandoned) } + superseded.map { ($0, FillStop.superseded) })
-            .sorted { $0.index < $1.index }
-    }
-
     /// Whether a fill of a `length`-byte file fits a store of `limit` bytes: an eighth of it at
     /// most (a fill that would push out an eighth of the cache for one play is no bargain; the
     /// player's own reads are stored as ever).

@@ -345,25 +345,24 @@ public final class CacheStore: Sendable {
     /// and what eviction let go, by reason.
     package var usage: UsageHistory { state.withLock { $0.usage } }
 
-    /// The bytes the cache's own work may store now: the room under the limit, and the bytes
-    /// no player read that eviction would let go for them (``EvictionPolicy``'s first tier).
-    package var roomForOwnBytes: Int64 {
+    /// Whether the cache's own work may store `wanted` bytes now: the room under the limit,
+    /// and the bytes no player read that eviction would let go for them (``EvictionPolicy``'s
+    /// first tier).
+    package func roomForOwnBytes(atLeast wanted: Int64) -> Bool {
         let limit = configuration.maxBytes
         return state.withLock { state in
             let start = state.policy.settings.startBytes
             var room = limit - state.totalBytes - state.reservedBytes
-            for (key, record) in state.records where !record.isPinned && record.openBy.isEmpty {
+            // Only entries the cache's own work wrote can hold bytes no player read: a fill's
+            // admission must not read every record of a full store (a tenth of a soak's time).
+            for key in state.ownWritten where room < wanted {
+                guard let record = state.records[key], !record.isPinned, record.openBy.isEmpty else { continue }
                 let playedEnd = max(start, state.policy.marks[key]?.playedEnd ?? 0)
                 let kept = ByteRange(0, min(ByteRange.maximumOffset, State.blockEnd(playedEnd)))
                 room += record.spans.byteCount - record.spans.byteCount(in: kept)
             }
-            return room
+            return room >= wanted
         }
-    }
-
-    /// How far players read `key`'s entry (0: not at all), as the eviction policy counts it.
-    func playedEnd(of key: CacheKey) -> Int64 {
-        state.withLock { $0.policy.marks[key]?.playedEnd ?? 0 }
     }
 
     /// A player read `key`'s entry up to `end` (excluded): a play, for the eviction policy.
@@ -385,129 +384,6 @@ public final class CacheStore: Sendable {
             for name in Array(state.otherRows.keys) { state.dropOtherRow(name) }
         }
         try await flush()
-    }
-
-    // MARK: Persistence
-
-    /// Commits every change so far to the index: spans written (after flushing their data
-    /// to disk when ``Configuration/synchronizesData`` is on), metadata, access times and
-    /// removals. Files of removed entries are deleted after the commit.
-    public func flush() async throws {
-        try await index.commit { [self] in
-            // Runs on the index's serial queue, so snapshots are committed in the order taken.
-            var toSync: [(path: String, file: EntryFile?)] = []
-            var changes = self.state.withLock { state in
-                var changes = CacheIndex.Changes()
-                state.persistPolicy()
-                for (key, record) in state.records where record.isDirty {
-                    changes.rows.append(
-                        CacheIndex.Row(
-                            key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
-                            createdAt: record.createdAt, lastAccess: record.lastAccess, isPinned: record.isPinned,
-                            checksums: record.checksums, damaged: record.damaged, mark: state.policy.marks[key]))
-                    if record.needsSync, configuration.synchronizesData {
-                        toSync.append((dataPath(of: record), record.file))
-                    }
-                    state.records[key]!.isDirty = false
-                    state.records[key]!.needsSync = false
-                }
-                changes.deletedKeys = Array(state.deletedKeys)
-                state.deletedKeys = []
-                changes.deletedRowKeys = state.deletedRowKeys
-                state.deletedRowKeys = []
-                if state.usageChanged { changes.usage = state.usage }
-                state.usageChanged = false
-                let files = state.filesToUnlink
-                state.filesToUnlink = []
-                // Trims this commit writes: their files are cut once it is done.
-                let trims = state.trimmedFiles
-                state.unflushedBytes = 0
-                CacheMetrics.cacheSize.record(state.totalBytes)
-                CacheMetrics.cacheEntries.record(state.records.count)
-                changes.onCommit = { [self, records] in
-                    cutTrimmedFiles(trims)
-                    // Nothing committed refers to these files any more (in either folder).
-                    for name in files {
-                        for folder in Set([dataDirectory, cacheDataDirectory]) { unlink(folder + "/" + name) }
-                        records.remove(fileName: name)
-                    }
-                    // The disk's free space, measured again now that they are gone.
-                    let before = reservations
-                    if let measured = configuration.diskSpace(cacheDataDirectory) { self.note(measured, since: before) }
-                }
-                return changes
-            }
-            changes.onRollback = { [self, changes] in self.restore(changes) }
-            do {
-                for (path, file) in toSync {
-                    try (file ?? EntryFile(path: path)).synchronize()
-                }
-            } catch {
-                restore(changes)
-                throw error
-            }
-            return changes
-        }
-    }
-
-    /// Cuts the data files of `trims` (committed) at their ends, where each is still due: no
-    /// write went past its end since (such a write cancels it), and no region of the file is
-    /// being sent (that one waits for the next flush). Under the store's lock, so no write
-    /// comes between the look and the cut; on the index's queue, not the cooperative pool.
-    private func cutTrimmedFiles(_ trims: [Trimmed]) {
-        guard !trims.isEmpty else { return }
-        state.withLock { state in
-            for trim in trims {
-                guard
-                    let due = state.trimmedFiles.firstIndex(where: {
-                        $0.key == trim.key && $0.generation == trim.generation && $0.end == trim.end
-                    })
-                else { continue }
-                let cut =
-                    state.withRecord(trim.key) { record -> Bool in
-                        guard record.generation == trim.generation else { return true }
-                        if record.file != nil, !isKnownUniquelyReferenced(&record.file) { return false }
-                        let end = blockLayout.map { $0.slotOffset(trim.end / $0.blockSize) } ?? trim.end
-                        if let file = record.file {
-                            _ = ftruncate(file.descriptor, off_t(end))
-                        } else {
-                            _ = truncate(dataPath(of: record), off_t(end))
-                        }
-                        return true
-                    } ?? true
-                if cut { state.trimmedFiles.remove(at: due) }
-            }
-        }
-    }
-
-    /// Puts back a snapshot whose commit failed, so the next flush tries again.
-    private func restore(_ changes: CacheIndex.Changes) {
-        state.withLock { state in
-            for row in changes.rows where state.records[row.key]?.fileName == row.fileName {
-                state.records[row.key]!.isDirty = true
-                state.records[row.key]!.needsSync = true
-            }
-            state.deletedKeys.formUnion(changes.deletedKeys)
-            state.deletedRowKeys += changes.deletedRowKeys
-            if changes.usage != nil { state.usageChanged = true }
-        }
-        // Files queued for deletion stay on disk until the next open removes them as orphans.
-    }
-
-    /// Starts a flush in the background unless one is already waiting to start.
-    func scheduleFlush() {
-        state.withLock { state in
-            guard state.backgroundFlush == nil, !state.isClosed else { return }
-            state.backgroundFlush = Task {
-                do {
-                    try await self.flush()
-                } catch {
-                    self.configuration.logger.error(
-                        "Background flush of the cache index failed", metadata: ["error": "\(error)"])
-                }
-                self.state.withLock { $0.backgroundFlush = nil }
-            }
-        }
     }
 
     /// Commits everything, waits for background work and closes the index. Handles fail

@@ -5,7 +5,7 @@ import MediaCache
 
 /// The store's eviction policy run on a trace without a server, in a moment: each request's
 /// missing bytes come from the origin and are stored, a played audio file is filled to its end
-/// (a play abandoned after its first range, a skip, only to the end of the next), and the
+/// when there is room of the cache's own kind for it, and the
 /// policy makes room as the store does. A guide for trying settings; `mediacache-bench trace`
 /// through `serve` gives the figures.
 struct TraceModel {
@@ -48,10 +48,10 @@ struct TraceModel {
             if number == 0, fetched == 0 { instantStarts += 1 }
             askedBytes += request.length
         }
-        // A fill: to the file's end after a play, to one range past it after a skip.
+        // A fill: to the file's end, as serve's does (a skip's too: the fill is over before
+        // the skip is known, on a fast link).
         guard fills, let last = requests.last, last.type.hasPrefix("audio/"), last.size <= limit / 8 else { return }
-        let skipped = requests.count <= 3 && last.last + 1 < last.size
-        let end = skipped ? min(last.size, last.last + 1 + HouseholdTrace.chunk) : last.size
+        let end = last.size
         // Only with room of the cache's own kind for the rest (free, or bytes no player read).
         var offset = last.last + 1
         guard roomForOwnBytes() >= last.size else { return }

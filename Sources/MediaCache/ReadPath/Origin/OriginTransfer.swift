@@ -402,17 +402,15 @@ struct OriginTransfer: Sendable {
                 return false
             } catch {
                 download.writeFinished(upTo: end, stored: false)
-                if own, (error as? CacheError)?.code == .capacityExceeded {
-                    // The policy's answer, not a fault: the cache's own bytes (a fill's) do not
-                    // push out what players read. The fill stops, counted as `store_refused`.
-                    configuration.logger.debug(
-                        "The cache's own bytes find no room of their kind; the fill stops",
-                        metadata: ["url": "\(url)"])
-                } else {
-                    configuration.logger.warning(
-                        "Cannot store fetched bytes; streaming them uncached",
-                        metadata: ["url": "\(url)", "error": "\(error)"])
-                }
+                // The cache's own bytes (a fill's) finding no room of their kind is the policy's
+                // answer, not a fault: they push out no player's. The fill stops (`store_refused`).
+                let policy = own && (error as? CacheError)?.code == .capacityExceeded
+                configuration.logger.log(
+                    level: policy ? .debug : .warning,
+                    policy
+                        ? "The cache's own bytes find no room; the fill stops"
+                        : "Cannot store fetched bytes; streaming them uncached",
+                    metadata: ["url": "\(url)", "error": "\(error)"])
                 handle = nil
                 result = .storeFailed
             }

@@ -257,9 +257,7 @@ extension CachingReader {
     }
 
     /// How many origin downloads are running (each one may serve several readers).
-    public var activeDownloads: Int {
-        scheduler.count
-    }
+    public var activeDownloads: Int { scheduler.count }
 
     // MARK: What the store holds
 

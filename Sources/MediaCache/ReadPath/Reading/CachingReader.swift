@@ -78,8 +78,7 @@ public final class CachingReader: Sendable {
             owned: owned,
             fills: FillOnPlay(
                 policy: configuration.fillOnPlay, capacity: configuration.concurrentFills,
-                storeLimit: store.configuration.maxBytes, played: { [store] in store.playedEnd(of: $0) },
-                room: { [store] in store.roomForOwnBytes }))
+                storeLimit: store.configuration.maxBytes, room: { [store] in store.roomForOwnBytes(atLeast: $0) }))
         validator = ContentValidator(context: context)
     }
 
