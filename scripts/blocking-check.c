@@ -32,6 +32,14 @@ static executor_ref (*current_executor)(void);
 static void *(*preferred_task_executor)(void);
 static __thread int reporting;
 
+// Whether the calling thread is one of SwiftNIO's event loops (named "NIO-ELT-…", or
+// "NIO-SGLTN-…" in its singleton group).
+static int on_event_loop(void) {
+    char name[32] = {0};
+    if (pthread_getname_np(pthread_self(), name, sizeof name) != 0) return 0;
+    return strncmp(name, "NIO-ELT", 7) == 0 || strncmp(name, "NIO-SGLTN", 9) == 0;
+}
+
 static void check(const char *call) {
     if (reporting) return;
     if (!current_task) {
@@ -40,9 +48,13 @@ static void check(const char *call) {
         current_task = (void *(*)(void))dlsym(RTLD_DEFAULT, "swift_task_getCurrent");
     }
     if (!current_task || !current_task()) return;
-    // On an executor of its own (an actor's serial queue, a task executor's thread): not the pool.
-    if (current_executor && current_executor().identity) return;
-    if (preferred_task_executor && preferred_task_executor()) return;
+    // On an executor of its own (an actor's serial queue, a task executor's thread): not the
+    // pool. But a task on an event loop (the proxy runs a request's work on its connection's
+    // loop) holds every connection of that loop: a blocking call there counts too.
+    if (!on_event_loop()) {
+        if (current_executor && current_executor().identity) return;
+        if (preferred_task_executor && preferred_task_executor()) return;
+    }
     reporting = 1;
     void *frames[48];
     int count = backtrace(frames, 48);

@@ -11,7 +11,8 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
         commandName: "mediacache-bench",
         abstract: "Measure the cache (build with -c release first), and developer tools for its tests.",
         subcommands: [
-            StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, TLSBenchCommand.self,
+            StoreBenchCommand.self, StreamBenchCommand.self, CompareBenchCommand.self, CostBenchCommand.self,
+            TLSBenchCommand.self,
             HLSBenchCommand.self, LLHLSBenchCommand.self, StartupBenchCommand.self,
             PreloadBenchCommand.self, GrowingBenchCommand.self, SoakBenchCommand.self,
             SeekBenchCommand.self, FillBenchCommand.self,

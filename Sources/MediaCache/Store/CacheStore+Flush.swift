@@ -122,20 +122,29 @@ extension CacheStore {
         // Files queued for deletion stay on disk until the next open removes them as orphans.
     }
 
-    /// Starts a flush in the background unless one is already waiting to start.
+    /// How long a background flush waits for more changes before it commits: the misses of a
+    /// burst (a play's segments, a page of thumbnails, a player's first ranges) then share one
+    /// transaction, one sync and one write of the records file, instead of paying one each (a
+    /// commit per miss: about a third of a cold 64 KiB miss's context switches). A crash within
+    /// it forgets those entries, whose files the next open removes, as a crash before any commit.
+    static let flushDelay: Duration = .milliseconds(50)
+
+    /// Starts a flush in the background, ``flushDelay`` from now, unless one is already waiting
+    /// to start.
     func scheduleFlush() {
         state.withLock { state in
             guard state.backgroundFlush == nil, !state.isClosed else { return }
             state.backgroundFlush = Task {
+                try? await Task.sleep(for: Self.flushDelay)
+                // A change from here on schedules the next flush: this one may commit before it.
+                self.state.withLock { $0.backgroundFlush = nil }
                 do {
                     try await self.flush()
                 } catch {
                     self.configuration.logger.error(
                         "Background flush of the cache index failed", metadata: ["error": "\(error)"])
                 }
-                self.state.withLock { $0.backgroundFlush = nil }
             }
         }
     }
-
 }

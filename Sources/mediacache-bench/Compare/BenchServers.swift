@@ -117,8 +117,10 @@ enum BenchServers {
     /// Starts nginx as a slice cache in front of the origin, its configuration and cache in
     /// `directory`; installs Debian's nginx first if it is missing.
     /// `maxSize`: its cache's `max_size`, in bytes (the soak bounds it as it bounds ours).
+    /// `staticUpstream`: where its cache under `/static/` fetches from (another nginx's static
+    /// server), else its own static server.
     static func startNginx(
-        directory: URL, originPort: Int, client: BenchClient, maxSize: Int64 = 8 << 30
+        directory: URL, originPort: Int, client: BenchClient, maxSize: Int64 = 8 << 30, staticUpstream: Int? = nil
     ) async throws -> (server: BenchServer, staticOrigin: StaticOrigin) {
         let nginx = try await nginxExecutable()
         let port = try freePort()
@@ -130,7 +132,8 @@ enum BenchServers {
         try FileManager.default.createDirectory(
             at: staticFolder.appendingPathComponent("static"), withIntermediateDirectories: true)
         let configuration = nginxConfiguration(
-            directory: directory.path, port: port, originPort: originPort, staticPort: staticPort, maxSize: maxSize)
+            directory: directory.path, port: port, originPort: originPort, staticPort: staticPort, maxSize: maxSize,
+            staticUpstream: staticUpstream)
         let file = directory.appendingPathComponent("nginx.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
         let process = try SpawnedProcess(
@@ -160,7 +163,8 @@ enum BenchServers {
     /// The same nginx also serves files from `static/` on `staticPort` (`sendfile`, from the
     /// page cache): the fast origin of workload 9, which its slice cache reaches under `/static/`.
     static func nginxConfiguration(
-        directory: String, port: Int, originPort: Int, staticPort: Int, maxSize: Int64 = 8 << 30
+        directory: String, port: Int, originPort: Int, staticPort: Int, maxSize: Int64 = 8 << 30,
+        staticUpstream: Int? = nil
     ) -> String {
         """
         daemon off;
@@ -182,12 +186,13 @@ enum BenchServers {
                 keepalive 32;
             }
             upstream static_origin {
-                server 127.0.0.1:\(staticPort);
+                server 127.0.0.1:\(staticUpstream ?? staticPort);
                 keepalive 32;
             }
             server {
                 listen 127.0.0.1:\(staticPort);
                 root \(directory)/static;
+                types { application/vnd.apple.mpegurl m3u8; video/mp2t ts; }
             }
             server {
                 listen 127.0.0.1:\(port);
