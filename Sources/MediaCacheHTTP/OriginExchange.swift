@@ -288,6 +288,7 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
                 )
             }
             try await checkReach(from: current, to: next)
+            try await checkLANReach(from: current, to: next)
             guard visited.insert(next.absoluteString).inserted else {
                 throw rejected("redirected in a loop back to \(next.absoluteString.prefix(200))", url: current)
             }
@@ -315,6 +316,26 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
         throw rejected(
             "redirected to \(next.absoluteString.prefix(200)), a \(inside.rawValue) address, which an origin on the internet may not lead the cache to",
             url: current)
+    }
+
+    /// Refuses, for a request from the LAN listener (``LANReach/current``), a redirect to an
+    /// address of this machine or its networks other than the origin its URL was minted for:
+    /// counted, and logged at warning level with the client's address and the target.
+    private func checkLANReach(from current: URL, to next: URL) async throws {
+        guard let reach = LANReach.current, let host = HostAndPort(authorityOf: next)?.name else { return }
+        let scope = await policy.resolver.nonPublicScope(of: host)
+        guard !reach.follows(next, scope: scope) else { return }
+        CacheMetrics.refusedLANRedirect()
+        policy.logger.warning(
+            "Refused a LAN request's redirect to an address that is not on the internet",
+            metadata: [
+                "client": "\(reach.client)", "from": "\(current.absoluteString.prefix(200))",
+                "target": "\(next.absoluteString.prefix(200))", "scope": "\(scope?.rawValue ?? "-")",
+            ])
+        throw CacheError(
+            .originNotAllowed,
+            "The origin redirected to \(next.absoluteString.prefix(200)), a \(scope?.rawValue ?? "") address: from the LAN, redirects lead only to the origin the URL was made for or to the internet."
+        )
     }
 
     /// Keeps the cookies `response` sets in the jar; a refused one is logged at warning level

@@ -82,7 +82,7 @@ package struct CMCD: Sendable, Equatable {
         return result
     }
 
-    /// The compact text the proxy carries in a URI it rewrites (`d=2000, ot=m, sf=h, sid="…"`,
+    /// The compact text the proxy carries in a URI it rewrites (`d=2000,ot=m,sf=h,sid="…"`,
     /// one dictionary of every known key), which ``init(parsing:)`` reads back.
     package var text: String {
         var keys: [(String, RFC9651BareItem)] = []
@@ -121,14 +121,20 @@ package struct CMCD: Sendable, Equatable {
         }
     }
 
-    /// `members` as one RFC 8941 dictionary, by the structured-field serializer (empty when it
-    /// refuses one, which the keys and values above never are).
+    /// `members` as one RFC 8941 dictionary, each member written by the structured-field
+    /// serializer (empty when it refuses one, which the keys and values above never are), joined
+    /// by `,` with no space: as every player writes CMCD (hls.js, dash.js, Shaka, ExoPlayer), so
+    /// log pipelines that split it on `,` read the keys; RFC 8941's parsers read both forms.
     private static func serialized(_ members: [(String, RFC9651BareItem)]) -> String {
-        var dictionary = OrderedMap<String, ItemOrInnerList>()
-        for (key, value) in members { dictionary[key] = .item(Item(bareItem: value, parameters: OrderedMap())) }
-        var serializer = StructuredFieldValueSerializer()
-        guard let bytes = try? serializer.writeDictionaryFieldValue(dictionary) else { return "" }
-        return String(decoding: bytes, as: UTF8.self)
+        var written: [String] = []
+        for (key, value) in members {
+            var dictionary = OrderedMap<String, ItemOrInnerList>()
+            dictionary[key] = .item(Item(bareItem: value, parameters: OrderedMap()))
+            var serializer = StructuredFieldValueSerializer()
+            guard let bytes = try? serializer.writeDictionaryFieldValue(dictionary) else { return "" }
+            written.append(String(decoding: bytes, as: UTF8.self))
+        }
+        return written.joined(separator: ",")
     }
 
     /// The session keys (`sf`, `sid`) of the `CMCD-Session` field among `fields`, if any.

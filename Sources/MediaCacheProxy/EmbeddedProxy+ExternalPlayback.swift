@@ -39,10 +39,22 @@ extension EmbeddedProxy {
     /// for that resource alone in the path (`/o/<origin>.<credential>/…`), so held bytes, pinned ones included, play on the
     /// receiver with the origin gone; or the origin URL itself when there is no LAN address, or
     /// when the cache holds nothing of it and the app prefers the origin (`prefersOriginWhenNothingHeld`).
+    /// The LAN URL works for a day (a film night):
+    /// ``externalSource(for:lanAddress:prefersOriginWhenNothingHeld:lifetime:)`` gives another lifetime.
     /// - Throws: ``ProxyError`` when the proxy cannot listen on `lanAddress`.
     public func externalSource(for originURL: URL, lanAddress: String?, prefersOriginWhenNothingHeld: Bool = false)
         async throws -> ExternalSource
     {
+        try await externalSource(
+            for: originURL, lanAddress: lanAddress, prefersOriginWhenNothingHeld: prefersOriginWhenNothingHeld,
+            lifetime: 86_400)
+    }
+
+    /// ``externalSource(for:lanAddress:prefersOriginWhenNothingHeld:)`` with a LAN URL that works
+    /// for `lifetime` seconds from now.
+    public func externalSource(
+        for originURL: URL, lanAddress: String?, prefersOriginWhenNothingHeld: Bool, lifetime: Int64
+    ) async throws -> ExternalSource {
         let choice = Self.externalChoice(
             holdsAny: reader.holdsVersion(of: originURL), lanAddress: lanAddress,
             prefersOriginWhenNothingHeld: prefersOriginWhenNothingHeld)
@@ -53,7 +65,9 @@ extension EmbeddedProxy {
         try await server.listen(onLAN: address)
         let host = address.contains(":") ? "[\(address)]" : address
         guard let capabilities = server.lanCapabilities,
-            let url = URL(string: "http://\(host):\(port)" + capabilities.pathForm(for: originURL))
+            let url = URL(
+                string: "http://\(host):\(port)"
+                    + capabilities.pathForm(for: originURL, until: Int64(Date().timeIntervalSince1970) + lifetime))
         else {
             throw ProxyError("\(address) cannot be written in a URL.", setting: .host)
         }

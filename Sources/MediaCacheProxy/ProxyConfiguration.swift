@@ -77,6 +77,8 @@ public struct ProxyConfiguration: Sendable {
     /// The key the LAN listener's URLs are minted with (`serve` keeps it in the store folder);
     /// `nil`: the server makes one for its run.
     package var lanCapabilities: LANCapabilities?
+    /// The LAN URLs revoked one by one (in memory unless given a file).
+    package var lanRevocations = LANRevocations()
     /// The name this proxy gives itself in the `Via` field of what it sends an origin (RFC 9110
     /// §7.6.3: a pseudonym, new for each configuration, that says nothing of the host), and by
     /// which it knows a request that came back through it.
@@ -97,7 +99,7 @@ public struct ProxyConfiguration: Sendable {
         guard isLANListener else { return token }
         var grant = LANCapabilities.Grant.publicAddressesOnly
         if let minting, minting.authority == LANCapabilities.authority(of: target.origin) { grant = minting.grant }
-        return lanCapabilities?.credential(for: target, folderDepth: folderDepth, grant: grant)
+        return lanCapabilities?.credential(for: target, folderDepth: folderDepth, grant: grant, until: minting?.until)
     }
 
     /// On the LAN listener, while a request's playlist or manifest is rewritten: its origin and
@@ -110,6 +112,8 @@ public struct ProxyConfiguration: Sendable {
     struct Minting {
         var authority: String
         var grant: LANCapabilities.Grant
+        /// When the request's own credential expires: what its answer names expires with it.
+        var until: Int64?
     }
 
     /// `target`'s path and query on this listener, with its credential (``credential(for:folderDepth:)``).

@@ -15,7 +15,7 @@ struct MediaCacheCommand: AsyncParsableCommand {
             JobCommand<PauseAction>.self, JobCommand<ResumeAction>.self, JobCommand<CancelAction>.self,
             ExportCommand.self, VerifyCommand.self,
             ListCommand.self, InfoCommand.self, URLChangeCommand<Remove>.self, ClearCommand.self, StatsCommand.self,
-            ServiceCommand.self, IntegrateCommand.self, PlayCommand.self,
+            ServiceCommand.self, IntegrateCommand.self, PlayCommand.self, LANCommand.self,
         ]
     )
 }

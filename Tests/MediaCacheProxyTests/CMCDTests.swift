@@ -112,7 +112,8 @@ import Testing
                 sessions.count == 3 && Set(sessions).count == 1 && sessions[0] != nil,
                 "\(asked.map { $0.header("CMCD-Session") ?? "-" })")
             #expect(
-                asked[1].header("CMCD-Object") == "ot=m" && asked[1].header("CMCD-Session")?.hasPrefix("sf=h, ") == true
+                asked[1].header("CMCD-Object") == "ot=m"
+                    && asked[1].header("CMCD-Session")?.hasPrefix("sf=h,sid=\"") == true
             )
             #expect(asked[2].header("CMCD-Object") == "d=2000", "\(asked[2])")
             #expect(
@@ -155,8 +156,26 @@ import Testing
                     !playlists.isEmpty && playlists.allSatisfy { $0.header("CMCD-Object") == "ot=m" },
                     "\(playlists.map { $0.header("CMCD-Object") ?? "-" })")
                 #expect(!segments.isEmpty && segments.allSatisfy { $0.header("CMCD-Object")?.hasPrefix("d=") == true })
+                // Written as players write it: no space after any comma.
+                let written = asked.flatMap { request in CMCD.fieldNames.compactMap { request.header($0) } }
+                #expect(!written.isEmpty && !written.contains { $0.contains(", ") }, "\(written.prefix(4))")
             }
         }
+    }
+
+    /// The exact bytes, as hls.js writes them (CTA-5004 §3.2: keys in alphabetical order, joined
+    /// by `,` with no space), in the compact text and in each header's shard.
+    @Test func cmcdIsWrittenAsPlayersWriteIt() {
+        let cmcd = CMCD(
+            objectType: "m", streamingFormat: "h", sessionID: "6e2fb550-c457-11e9-bb97-0800200c9a66", duration: 2000)
+        #expect(cmcd.text == "d=2000,ot=m,sf=h,sid=\"6e2fb550-c457-11e9-bb97-0800200c9a66\"")
+        #expect(
+            cmcd.fields.map { "\($0.name): \($0.value)" } == [
+                "CMCD-Object: d=2000,ot=m", "CMCD-Session: sf=h,sid=\"6e2fb550-c457-11e9-bb97-0800200c9a66\"",
+            ])
+        #expect(
+            CMCD(parsing: cmcd.text) == cmcd && CMCD(parsing: "d=2000, ot=m, sf=h") == CMCD(parsing: "d=2000,ot=m,sf=h")
+        )
     }
 
     /// CMCD text from outside (a URI a player could change): only known keys with values in bounds.

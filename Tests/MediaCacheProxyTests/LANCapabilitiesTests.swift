@@ -7,6 +7,7 @@ import MediaCacheTestSupport
 import NIOHTTP1
 import Testing
 
+@testable import MediaCache
 @testable import MediaCacheProxy
 
 /// The LAN listener's gate, without I/O: which targets a credential admits, what each may reach,
@@ -59,6 +60,36 @@ import Testing
         var target = ProxyTarget(url, form: .path)
         target.token = token
         return target.uri
+    }
+
+    /// A credential minted to expire: granted until its time, then expired (the MAC checked
+    /// first: an altered expiry, later or earlier, is a wrong credential); what the answer to it
+    /// names expires with it; one minted without an expiry works as before.
+    @Test func aCredentialMintedToExpireWorksUntilThenAndItsExpiryCannotBeChanged() throws {
+        let capabilities = LANCapabilities.made()
+        let url = URL(string: "http://192.168.1.10:8096/films/night.mp4")!
+        let until: Int64 = 1_800_000_000
+        let uri = capabilities.pathForm(for: url, until: until)
+        let target = try ProxyTarget(reading: RequestTarget(uri))
+        let credential = try #require(target.token)
+        #expect(credential.hasPrefix("r~1800000000."), "\(credential)")
+        #expect(capabilities.verdict(of: target, minted: url, now: until - 1) == .granted(.namedOrigin, until: until))
+        #expect(capabilities.verdict(of: target, minted: url, now: until) == .expired(at: until))
+        for altered in ["1900000000", "1700000000", "01800000000", "", "-1", "99999999999999999999"] {
+            var changed = target
+            changed.token = credential.replacingOccurrences(of: "1800000000", with: altered)
+            #expect(capabilities.verdict(of: changed, minted: url, now: until - 1) == .refused, "\(altered)")
+        }
+        var unexpiring = target
+        unexpiring.token = capabilities.credential(for: ProxyTarget(url, form: .path))
+        #expect(capabilities.verdict(of: unexpiring, minted: url, now: .max) == .granted(.namedOrigin, until: nil))
+        // What a playlist of it names carries the same expiry.
+        var configuration = Self.lanConfiguration(capabilities)
+        configuration.minting = .init(authority: LANCapabilities.authority(of: url), grant: .namedOrigin, until: until)
+        let named = try ProxyTarget(
+            reading: RequestTarget(
+                configuration.pathForm(for: url.deletingLastPathComponent().appendingPathComponent("seg1.ts"))))
+        #expect(named.token?.hasPrefix("r~1800000000.") == true, "\(named.token ?? "-")")
     }
 
     @Test func aMintedURLIsAdmittedWithItsGrantAndAnAlteredOneIsNot() throws {
@@ -250,5 +281,70 @@ import Testing
             return ("admitted", nil)
         }
         try Mutator.expectVaried(outcomes, ["admitted", "refused"])
+    }
+
+    /// Each hop of random redirect chains of a LAN request: followed to the exact origin its URL
+    /// was minted for (scheme, host in any case, port written or by default), or where the
+    /// target's addresses are all on the internet; any other target on this machine or its
+    /// networks is refused, whichever hop it is.
+    @Test func aLANRequestsRedirectsAreFollowedOnlyToItsOriginOrTheInternet() throws {
+        var random = SplitMix(seed: 91)
+        let hosts = [
+            "127.0.0.1", "127.0.0.2", "LOCALHOST", "192.168.1.5", "10.0.0.1", "169.254.1.1", "[::1]", "93.184.216.34",
+            "8.8.8.8",
+        ]
+        let ports: [Int?] = [nil, 80, 443, 8080]
+        func pick() -> (scheme: String, host: String, port: Int?) {
+            (
+                ["http", "https", "HTTP"].randomElement(using: &random)!, hosts.randomElement(using: &random)!,
+                ports.randomElement(using: &random)!
+            )
+        }
+        func url(_ origin: (scheme: String, host: String, port: Int?)) throws -> URL {
+            try #require(
+                URL(string: "\(origin.scheme)://\(origin.host)\(origin.port.map { ":\($0)" } ?? "")/a/b.mp4?x=1"))
+        }
+        var outcomes: [Bool: Int] = [:]
+        for _ in 0..<2_000 {
+            let minted = pick()
+            let reach = LANReach(mintedFor: try url(minted), client: "192.168.1.20")
+            for _ in 0..<Int.random(in: 1...5, using: &random) {
+                let next = pick()
+                let scope = AddressScope(host: next.host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
+                    .flatMap { $0.isPublic ? nil : $0 }
+                func effectivePort(_ origin: (scheme: String, host: String, port: Int?)) -> Int {
+                    origin.port ?? (origin.scheme.lowercased() == "https" ? 443 : 80)
+                }
+                let sameOrigin =
+                    minted.scheme.lowercased() == next.scheme.lowercased()
+                    && minted.host.lowercased() == next.host.lowercased()
+                    && effectivePort(minted) == effectivePort(next)
+                let follows = reach.follows(try url(next), scope: scope)
+                #expect(follows == (scope == nil || sameOrigin), "\(minted) -> \(next)")
+                outcomes[follows, default: 0] += 1
+            }
+        }
+        // Both outcomes are met often.
+        #expect(outcomes[true, default: 0] > 500 && outcomes[false, default: 0] > 500, "\(outcomes)")
+    }
+
+    /// A revoked URL is known by its credential's MAC, kept in its file across instances (a
+    /// restart); another credential is not revoked, and a text that is no credential revokes nothing.
+    @Test func revocationsAreKeptInTheirFileAndTouchOnlyTheirURL() async throws {
+        try await withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("lan.revoked")
+            let capabilities = LANCapabilities.made()
+            let url = URL(string: "http://192.168.1.10/film.mp4")!
+            let first = capabilities.credential(for: ProxyTarget(url, form: .path), until: 2_000_000_000)
+            let second = capabilities.credential(for: ProxyTarget(url, form: .path))
+            let revocations = LANRevocations(file: file)
+            let (once, twice) = (
+                try await revocations.revoke(credential: first), try await revocations.revoke(credential: first)
+            )
+            let nothing = try await revocations.revoke(credential: "not a credential")
+            #expect(once && !twice && !nothing)
+            let reopened = LANRevocations(file: file)
+            #expect(reopened.contains(credential: first) && !reopened.contains(credential: second))
+        }
     }
 }

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheHTTP
 import MediaCacheTestSupport
 import Testing
 
@@ -141,6 +142,99 @@ struct LANReachTests {
                 // No credential in the log.
                 #expect(!logs.all.contains { "\($0.message)\($0.metadata)".contains(credential) })
             }
+        }
+    }
+
+    /// A NAS the user named (the origin on 127.0.0.1) may redirect within itself; a redirect it
+    /// answers to another service of the host (another loopback port), at once or after a hop
+    /// within itself, is refused with a 403 before anything is sent there, and logged at warning
+    /// level with the client's address and the target, never the credential. A loopback client
+    /// is led there as before (an origin inside may redirect anywhere).
+    @Test func aLANRequestsRedirectsLeadOnlyToItsOwnOriginOrTheInternet() async throws {
+        let logs = LogRecorder()
+        let service = try await TestOrigin.start()
+        defer { Task { try? await service.shutdown() } }
+        service.serve(TestOrigin.Resource(body: .bytes(Array("private notes".utf8))), at: "/secret.txt")
+        var fetcher = HTTPOriginFetcher.Configuration()
+        fetcher.logger = logs.logger("origin")
+        try await ProxyHarness.with(
+            fetcher: fetcher,
+            configure: {
+                var configuration = $0
+                configuration.lanAddress = "127.0.0.3"
+                configuration.lanCapabilities = Self.capabilities
+                configuration.logger = logs.logger("proxy")
+                return configuration
+            }
+        ) { proxy in
+            let origin = proxy.origin
+            func redirect(_ path: String, to location: String) {
+                var faults = TestOrigin.Faults()
+                faults.redirect = (302, location)
+                origin.serve(.generated(length: 10, faults: faults), at: path)
+            }
+            let film = TestOrigin.Resource.generated(length: 50_000, seed: 9)
+            origin.serve(film, at: "/film.mp4")
+            redirect("/moved", to: "/film.mp4")
+            redirect("/to-service", to: service.url("/secret.txt").absoluteString)
+            redirect("/hop", to: origin.url("/to-service").absoluteString)
+            let lan = "http://127.0.0.3:\(proxy.port)"
+
+            let moved = try await proxy.get(lan + Self.capabilities.pathForm(for: origin.url("/moved")))
+            #expect(moved.status == 200 && moved.body == film.bytes(0..<50_000))
+            var credentials: [String] = []
+            for path in ["/to-service", "/hop"] {
+                let url = lan + Self.capabilities.pathForm(for: origin.url(path))
+                credentials.append(try #require(RequestTarget(URL(string: url)!.path).token))
+                let refused = try await proxy.get(url)
+                #expect(refused.status == 403 && refused.text.contains("a loopback address"), "\(refused.text)")
+            }
+            #expect(service.requests("/secret.txt").isEmpty && service.notFoundPaths.isEmpty)
+            let logged = logs.all.filter { $0.message.hasPrefix("Refused a LAN request's redirect") }
+            #expect(logged.count == 2, "\(logged.map(\.message))")
+            #expect(
+                logged.allSatisfy {
+                    $0.level == .warning && $0.metadata["client"] == "127.0.0.1"
+                        && $0.metadata["target"] == service.url("/secret.txt").absoluteString
+                })
+            #expect(
+                !logs.all.contains { entry in credentials.contains { "\(entry.message)\(entry.metadata)".contains($0) }
+                })
+
+            // From loopback, the same redirect is followed.
+            let loopback = try await proxy.get(proxy.url("/to-service"))
+            #expect(loopback.status == 200 && loopback.text == "private notes")
+        }
+    }
+
+    /// A LAN URL minted for two seconds plays, on a kept-alive connection too, and answers 403
+    /// with the reason once its time has passed (the request checks again: a repeated request
+    /// reuses no earlier check); one minted without an expiry of the same origin plays on.
+    @Test func aLANURLMintedForTwoSecondsPlaysThenAnswers403WithTheReason() async throws {
+        try await ProxyHarness.with(configure: {
+            var configuration = $0
+            configuration.lanAddress = "127.0.0.3"
+            configuration.lanCapabilities = Self.capabilities
+            return configuration
+        }) { proxy in
+            let film = TestOrigin.Resource.generated(length: 40_000, seed: 12)
+            proxy.origin.serve(film, at: "/film.mp4")
+            proxy.origin.serve(film, at: "/other.mp4")
+            let lan = "http://127.0.0.3:\(proxy.port)"
+            let until = ProxyRouter.now() + 2
+            let brief = lan + Self.capabilities.pathForm(for: proxy.origin.url("/film.mp4"), until: until)
+            let lasting = lan + Self.capabilities.pathForm(for: proxy.origin.url("/other.mp4"))
+            for range in ["bytes=0-9999", "bytes=10000-19999"] {
+                let played = try await proxy.get(brief, headers: [("Range", range)])
+                #expect(played.status == 206 && played.body.readableBytes == 10_000)
+                let start = Int64(range.dropFirst(6).prefix { $0 != "-" })!
+                #expect(film.firstMismatch(in: played.body, at: start) == nil)
+            }
+            try await waitUntil { ProxyRouter.now() >= until }
+            let expired = try await proxy.get(brief, headers: [("Range", "bytes=0-9999")])
+            #expect(expired.status == 403 && expired.text.contains("expired"), "\(expired.text)")
+            let other = try await proxy.get(lasting)
+            #expect(other.status == 200 && other.body == film.bytes(0..<40_000))
         }
     }
 }

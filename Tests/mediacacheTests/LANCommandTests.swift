@@ -71,4 +71,49 @@ struct LANCommandTests {
             #expect(unminted.status != 0 && unminted.error.contains("--running"), "\(unminted)")
         }
     }
+
+    /// `url --lan --for 2s` prints a URL that plays, then answers 403 saying it expired; `lan
+    /// revoke URL` stops one URL at once while another URL of the same origin plays on; a
+    /// `--for` that is no duration is refused.
+    @Test func aLANURLExpiresAfterItsTimeAndARevokedOneStopsAlone() async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("lan-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        func code(_ url: String) async throws -> (status: String, body: String) {
+            let body = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: body) }
+            let run = try await ChildProcess.run(["curl", "-s", "-o", body.path, "-w", "%{http_code}", url])
+            return (String(decoding: run.output, as: UTF8.self), (try? String(contentsOf: body, encoding: .utf8)) ?? "")
+        }
+        try await RunningServer.with(["--lan", "127.0.0.3"], errorFile: log) { server in
+            let songURL = server.origin.url("/a/song.mp3").absoluteString
+            func mint(_ arguments: [String]) async throws -> String {
+                let printed = try await CacheCommandTests.mediacache(
+                    ["url", "--lan", "--running", "--cache-dir", server.folder] + arguments + [songURL])
+                #expect(printed.status == 0, "\(printed)")
+                return printed.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let brief = try await mint(["--for", "2s"])
+            let started = Date()
+            let (kept, revoked) = (try await mint(["--for", "1d"]), try await mint(["--for", "ever"]))
+            #expect(Set([brief, kept, revoked]).count == 3)
+            for url in [brief, kept, revoked] { #expect(try await code(url).status == "200", "\(url)") }
+            let bad = try await CacheCommandTests.mediacache([
+                "url", "--lan", "--running", "--cache-dir", server.folder, "--for", "soon", songURL,
+            ])
+            #expect(bad.status != 0 && bad.error.contains("soon"), "\(bad)")
+
+            let revoking = try await CacheCommandTests.mediacache([
+                "lan", "revoke", "--running", "--cache-dir", server.folder, revoked,
+            ])
+            #expect(revoking.status == 0 && revoking.output.contains("Revoked"), "\(revoking)")
+            let refused = try await code(revoked)
+            #expect(refused.status == "403" && refused.body.contains("revoked"), "\(refused)")
+            #expect(try await code(kept).status == "200")
+
+            try await waitUntil { Date().timeIntervalSince(started) >= 3 }
+            let expired = try await code(brief)
+            #expect(expired.status == "403" && expired.body.contains("expired"), "\(expired)")
+            #expect(try await code(kept).status == "200")
+        }
+    }
 }

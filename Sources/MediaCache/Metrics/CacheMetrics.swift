@@ -24,6 +24,10 @@ package enum CacheMetrics {
     static let rejectedBlocks = Counter(label: "mediacache_rejected_blocks_total")
     static let indexRebuilds = Counter(label: "mediacache_index_rebuilds_total")
     static let refusedCookies = Counter(label: "mediacache_refused_cookies_total")
+    static let refusedLANRedirects = Counter(label: "mediacache_refused_lan_redirects_total")
+
+    /// A redirect of a LAN request was refused (``LANReach``).
+    package static func refusedLANRedirect() { refusedLANRedirects.increment() }
     static let segmentsReadAhead = Counter(label: "mediacache_segments_read_ahead_total")
     static let yields = Counter(label: "mediacache_yields_to_players_total")
     static let connectionWaits = Counter(label: "mediacache_origin_connection_waits_total")
@@ -136,7 +140,7 @@ package enum CacheMetrics {
             cacheEntries, rejectedBlocks, damagedBlockCounters, originDigests, revalidations,
             indexRebuilds, refusedCookies, segmentsReadAhead, retries, yields, connectionWaits, preloadedBytes,
             preloadHits, preloads, downloadWaits, fills, fillStops, changesMidRead, failovers, renewals,
-            diskFree, backgroundTransfers, evictedByReason
+            diskFree, backgroundTransfers, evictedByReason, refusedLANRedirects
         )
     }
 

@@ -86,6 +86,9 @@ package enum AdminAPI {
     /// A DASH recording's manifest (`dynamic` while it records, `static` after), the same.
     package static let recordingManifest = AdminEndpoint<JobQuery, String>(.GET, "recording.mpd")
 
+    /// Revokes one LAN URL (`lan-url=`), every other one going on (``LANRevocations``).
+    package static let lanRevoke = AdminEndpoint<LANURLQuery, LANRevoked>(.POST, "lan-revoke")
+
     /// Every method and name of the table (`GET` answering `HEAD` too).
     package static let routes: [AdminRoute] = [
         entries.route, entry.route, stats.route, remove.route, clear.route, prefetch.route, downloads.route, pin.route,
@@ -93,12 +96,17 @@ package enum AdminAPI {
         resume.route, cancel.route, export.route, verify.route, preloadStatus.route, preload.route, stopPreload.route,
         fills.route,
         record.route,
-        recordingPlaylist.route, recordingManifest.route,
+        recordingPlaylist.route, recordingManifest.route, lanRevoke.route,
     ]
 
     /// `POST /_mediacache/remove`: whether there was an entry.
     package struct Removed: Sendable, Codable, Equatable {
         package var removed: Bool
+    }
+
+    /// `POST /_mediacache/lan-revoke`: whether the URL was not revoked already.
+    package struct LANRevoked: Sendable, Codable, Equatable {
+        package var revoked: Bool
     }
 
     /// `POST /_mediacache/clear`: how many entries there were.

@@ -114,6 +114,13 @@ struct AdminEndpoints {
             try await store.removeAll()
             return AdminAPI.Cleared(removed: count)
         }
+        router.on(AdminAPI.lanRevoke) { query in
+            guard let credential = query.credential, LANRevocations.id(of: credential) != nil else {
+                throw ProxyRequestError(status: .badRequest, "That URL carries no LAN credential of this server.")
+            }
+            return AdminAPI.LANRevoked(
+                revoked: try await handler.configuration.lanRevocations.revoke(credential: credential))
+        }
         router.responding(AdminAPI.prefetch) { query in prefetch(query) }
         router.on(AdminAPI.downloads) { _ in try downloads().jobs }
         router.on(AdminAPI.pin) { query in

@@ -60,6 +60,30 @@ package struct URLQuery: AdminQuery {
     package var queryItems: [URLQueryItem] { [URLQueryItem(name: "target", value: target.absoluteString)] }
 }
 
+/// `lan-url=` a LAN URL of this server (not `url=`, which names an origin to fetch), as it was given (``LANRevocations``).
+package struct LANURLQuery: AdminQuery {
+    package var url: String
+    package init(_ url: String) { self.url = url }
+    package init(reading query: AdminQueryItems) throws {
+        guard let url = query.value("lan-url"), let parsed = URL(string: url), parsed.scheme?.lowercased() == "http",
+            url.utf8.count <= 16 << 10
+        else {
+            throw ProxyRequestError(
+                status: .badRequest, "lan-url= takes a LAN URL this server gave (http://ADDRESS:PORT/…).")
+        }
+        self.url = url
+    }
+    package var queryItems: [URLQueryItem] { [URLQueryItem(name: "lan-url", value: url)] }
+
+    /// The credential the URL carries, if it is one of the LAN listener's.
+    var credential: String? {
+        guard let url = URL(string: url) else { return nil }
+        var target = url.path(percentEncoded: true)
+        if let query = url.query(percentEncoded: true) { target += "?" + query }
+        return try? ProxyTarget(reading: RequestTarget(target)).token
+    }
+}
+
 /// `job=ID` (or a URL the job pins).
 package struct JobQuery: AdminQuery {
     package var job: String

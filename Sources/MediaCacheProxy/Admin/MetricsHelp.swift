@@ -11,7 +11,7 @@ package enum MetricsHelp {
         "mediacache_listener_closed_total":
             "Times the listening socket closed under the proxy (it then listens again on the same port).",
         "mediacache_refused_requests_total":
-            "Requests a guard refused, by cause (cross-site page, host, token, capability: a LAN URL altered, loop: the proxy itself as origin, private-address: a LAN URL another origin named on this machine or its networks, origin, admin header).",
+            "Requests a guard refused, by cause (cross-site page, host, token, capability: a LAN URL altered, expired: a LAN URL past its expiry, revoked: a LAN URL revoked, loop: the proxy itself as origin, private-address: a LAN URL another origin named on this machine or its networks, origin, admin header).",
         "mediacache_request_duration_seconds": "Time from a request's arrival to the end of its answer.",
         "mediacache_origin_requests_total": "Requests sent to origins (content information, ranges, revalidations).",
         "mediacache_origin_bytes_total": "Body bytes received from origins.",
@@ -33,6 +33,8 @@ package enum MetricsHelp {
             "Times the cache index was found damaged or missing at open and rebuilt from the entry records.",
         "mediacache_origin_retries_total":
             "Origin requests made again, by cause: resume (a download resumed after its connection broke), connection-closed (a pooled connection closed before the answer), play-url-refused (the URL a play was led to refused, the player's URL asked again); each is logged.",
+        "mediacache_refused_lan_redirects_total":
+            "Redirects a LAN request met that led to this machine or its networks, elsewhere than the origin its URL was made for: refused with a 403, each logged with the client's address.",
         "mediacache_refused_cookies_total":
             "Set-Cookie fields from origins that the cookie jar refused (another site's domain, Secure over HTTP, malformed, too long); each is logged.",
         "mediacache_segments_read_ahead_total":

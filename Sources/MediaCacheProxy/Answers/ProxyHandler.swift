@@ -45,7 +45,7 @@ struct ProxyHandler: Sendable {
         var log = requestLog(for: head)
         var response: ProxyResponse
         do {
-            response = try await answer(head, localPort: localPort, checked: checked, log: &log)
+            response = try await answer(head, localPort: localPort, client: client, checked: checked, log: &log)
         } catch {
             router.noteRefusal(error, head, client: client)
             response = log.finish(ProxyResponse.failure(error), error: error)
@@ -147,9 +147,9 @@ struct ProxyHandler: Sendable {
     }
 
     /// Checks the request (unless `checked`), then answers it by its route.
-    private func answer(_ head: HTTPRequestHead, localPort: Int, checked: CheckedRequest?, log: inout RequestLog)
-        async throws -> ProxyResponse
-    {
+    private func answer(
+        _ head: HTTPRequestHead, localPort: Int, client: String?, checked: CheckedRequest?, log: inout RequestLog
+    ) async throws -> ProxyResponse {
         var request: CheckedRequest
         if let checked {
             request = checked
@@ -177,8 +177,13 @@ struct ProxyHandler: Sendable {
         }
         var minting = self
         minting.configuration.minting = .init(
-            authority: LANCapabilities.authority(of: request.url), grant: request.grant)
-        return try await minting.carryOut(request, head: head, localPort: localPort, log: &log)
+            authority: LANCapabilities.authority(of: request.url), grant: request.grant, until: request.until)
+        // Its redirects lead only to its own origin or to the internet, on every hop (``LANReach``).
+        var carried = log
+        defer { log = carried }
+        return try await LANReach.$current.withValue(LANReach(mintedFor: request.url, client: client)) {
+            try await minting.carryOut(request, head: head, localPort: localPort, log: &carried)
+        }
     }
 
     /// Answers a checked request by its route.

@@ -12,7 +12,7 @@ import Synchronization
 /// AsyncHTTPClient then prefers that loop for the origin's connection too (its group's `any()`
 /// is the calling loop), so a miss's bytes can go from the origin's socket to the player's on
 /// one thread, as nginx's do. Blocking work still leaves the loop for the thread pool made for
-/// it (``BlockingIO``). One executor per loop, so the runtime sees a job for the loop it is
+/// it (`BlockingIO`). One executor per loop, so the runtime sees a job for the loop it is
 /// already on as such.
 final class LoopExecutor: TaskExecutor {
     let loop: any EventLoop

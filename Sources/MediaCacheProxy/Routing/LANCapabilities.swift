@@ -67,40 +67,84 @@ package struct LANCapabilities: Sendable, CustomStringConvertible {
         case publicAddressesOnly
     }
 
-    /// The credential for `target`: for the whole resource, or, with `folderDepth`, for the
-    /// folder of the first `folderDepth` segments of its path (the path form only), granting `grant`.
-    func credential(for target: ProxyTarget, folderDepth: Int? = nil, grant: Grant = .namedOrigin) -> String {
-        let prefix = grant == .namedOrigin ? "" : "p"
-        if target.form == .path, let folderDepth, let folder = Self.folder(of: target.origin, depth: folderDepth) {
-            let kind = prefix + "f"
-            return kind + "\(folderDepth)." + mac(of: Self.pathMessage(target.origin, kind: kind, path: folder))
-        }
-        return prefix + "r." + mac(of: message(for: target, kind: prefix + "r"))
+    /// What a credential says of the target it comes with (``verdict(of:minted:now:)``).
+    package enum Verdict: Equatable, Sendable {
+        /// Minted for it: it reaches what `grant` says, until `until` (seconds since 1970) if set.
+        case granted(Grant, until: Int64?)
+        /// Minted for it, but only until `at`, which has passed.
+        case expired(at: Int64)
+        /// Not minted for it (another path, origin or credential, or an altered one).
+        case refused
     }
 
-    /// What `target`'s credential grants, if it was minted for it; `nil` if not. `minted` is the
-    /// origin URL as its credential was minted for (the query form's `url=`, before the
-    /// parameters a player adds).
-    func grant(of target: ProxyTarget, minted: URL) -> Grant? {
+    /// The latest expiry a credential may carry (seconds since 1970: beyond year 36,000).
+    static let maximumExpiry: Int64 = 1 << 40
+
+    /// The credential for `target`: for the whole resource, or, with `folderDepth`, for the
+    /// folder of the first `folderDepth` segments of its path (the path form only), granting `grant`,
+    /// until `until` (seconds since 1970; `nil`: for as long as the key lasts). The expiry is
+    /// written in the credential (`r~<until>.<mac>`) and covered by its MAC: a changed expiry
+    /// is a changed credential.
+    func credential(for target: ProxyTarget, folderDepth: Int? = nil, grant: Grant = .namedOrigin, until: Int64? = nil)
+        -> String
+    {
+        let prefix = grant == .namedOrigin ? "" : "p"
+        let expiry = until.map { "~\(min(max($0, 0), Self.maximumExpiry))" } ?? ""
+        if target.form == .path, let folderDepth, let folder = Self.folder(of: target.origin, depth: folderDepth) {
+            let kind = prefix + "f"
+            let scope = kind + "\(folderDepth)" + expiry
+            return scope + "." + mac(of: Self.pathMessage(target.origin, kind: kind, path: folder) + Self.until(expiry))
+        }
+        return prefix + "r" + expiry + "." + mac(of: message(for: target, kind: prefix + "r") + Self.until(expiry))
+    }
+
+    /// What an expiry adds to the message a MAC covers.
+    private static func until(_ expiry: String) -> String {
+        expiry.isEmpty ? "" : "\nuntil " + expiry.dropFirst()
+    }
+
+    /// What `target`'s credential grants at `now` (seconds since 1970). `minted` is the origin
+    /// URL as its credential was minted for (the query form's `url=`, before the parameters a
+    /// player adds). An expiry is judged only once the MAC holds: an altered one is refused.
+    func verdict(of target: ProxyTarget, minted: URL, now: Int64) -> Verdict {
         guard let credential = target.token, let dot = credential.firstIndex(of: "."),
             credential[credential.index(after: dot)...].count == Self.macLength
-        else { return nil }
+        else { return .refused }
         var scope = credential[..<dot]
         let given = credential[credential.index(after: dot)...]
+        var expiry: Substring = ""
+        var until: Int64?
+        if let mark = scope.firstIndex(of: "~") {
+            expiry = scope[mark...]
+            guard let value = Int64(expiry.dropFirst()), (0...Self.maximumExpiry).contains(value),
+                String(value) == expiry.dropFirst()
+            else { return .refused }
+            (scope, until) = (scope[..<mark], value)
+        }
         let grant: Grant = scope.first == "p" ? .publicAddressesOnly : .namedOrigin
         let prefix = grant == .namedOrigin ? "" : "p"
         if grant == .publicAddressesOnly { scope = scope.dropFirst() }
+        let message: String
         if scope == "r" {
             var asMinted = target
             asMinted.origin = minted
-            return Self.equal(given, mac(of: message(for: asMinted, kind: prefix + "r"))) ? grant : nil
+            message = self.message(for: asMinted, kind: prefix + "r")
+        } else {
+            guard target.form == .path, scope.first == "f", let depth = Int(scope.dropFirst()),
+                (0...64).contains(depth), String(depth) == scope.dropFirst(), Self.hasNoDotSegment(target.origin),
+                let folder = Self.folder(of: target.origin, depth: depth), Self.path(of: target.origin) != folder
+            else { return .refused }
+            message = Self.pathMessage(target.origin, kind: prefix + "f", path: folder)
         }
-        guard target.form == .path, scope.first == "f", let depth = Int(scope.dropFirst()), (0...64).contains(depth),
-            String(depth) == scope.dropFirst(), Self.hasNoDotSegment(target.origin),
-            let folder = Self.folder(of: target.origin, depth: depth), Self.path(of: target.origin) != folder
-        else { return nil }
-        let kind = prefix + "f"
-        return Self.equal(given, mac(of: Self.pathMessage(target.origin, kind: kind, path: folder))) ? grant : nil
+        guard Self.equal(given, mac(of: message + Self.until(String(expiry)))) else { return .refused }
+        if let until, now >= until { return .expired(at: until) }
+        return .granted(grant, until: until)
+    }
+
+    /// What `target`'s credential grants now, if it was minted for it and has not expired.
+    func grant(of target: ProxyTarget, minted: URL, now: Int64 = Int64(Date().timeIntervalSince1970)) -> Grant? {
+        guard case .granted(let grant, _) = verdict(of: target, minted: minted, now: now) else { return nil }
+        return grant
     }
 
     /// What a resource credential of `kind` covers: the target written without its credential
@@ -140,18 +184,19 @@ package struct LANCapabilities: Sendable, CustomStringConvertible {
 
     /// The path form of `url` (`/o/<origin>.<credential>/<path>`) with a credential for it alone:
     /// what a device of the network is given (`mediacache url --lan`, AirPlay's switch).
-    package func pathForm(for url: URL) -> String {
+    /// - Parameter until: when it stops working (seconds since 1970), if ever.
+    package func pathForm(for url: URL, until: Int64? = nil) -> String {
         var target = ProxyTarget(url, form: .path)
-        target.token = credential(for: target)
+        target.token = credential(for: target, until: until)
         return target.uri
     }
 
     /// The query form of an HLS master playlist `url` with `subtitles` added, with a credential
-    /// for it alone.
-    package func queryForm(for url: URL, subtitles: [SideLoadedSubtitle]) -> String {
+    /// for it alone, until `until` if set.
+    package func queryForm(for url: URL, subtitles: [SideLoadedSubtitle], until: Int64? = nil) -> String {
         var target = ProxyTarget(url)
         target.subtitles = subtitles
-        target.token = credential(for: target)
+        target.token = credential(for: target, until: until)
         return target.uri
     }
 

@@ -17,6 +17,10 @@ struct ProxyRequestError: Error, Sendable {
         /// On the LAN listener: a URL whose credential was not minted for what it names (another
         /// path, origin or credential than it was given).
         case capability
+        /// On the LAN listener: a URL minted to work until a time that has passed.
+        case expired
+        /// On the LAN listener: a URL revoked by itself (`mediacache lan revoke`).
+        case revoked
         /// A target that is the proxy itself: one of its listeners, or a request that already
         /// passed through it (its `Via` names it).
         case loop

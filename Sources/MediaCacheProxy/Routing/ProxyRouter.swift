@@ -39,6 +39,10 @@ struct ProxyRouter: Sendable {
         /// What its credential lets it reach: the origin it names wherever it is, or only on the
         /// internet (a URL another origin's playlist named, asked for on the LAN listener).
         var grant: LANCapabilities.Grant = .namedOrigin
+        /// When its credential stops working (seconds since 1970), if it was minted to expire.
+        var until: Int64?
+        /// Its LAN credential, checked against revocations again when the request repeats.
+        var credential: String?
     }
 
     /// Where a checked request goes.
@@ -96,12 +100,15 @@ struct ProxyRouter: Sendable {
         }
         try checkRequest(head, localPort: localPort)
         if head.method == .OPTIONS { return .preflight(try preflight(head)) }
-        let (proxy, grant) = try checkedTarget(head, localPort: localPort)
+        let (proxy, grant, until) = try checkedTarget(head, localPort: localPort)
+        let credential = configuration.isLANListener ? proxy.token : nil
         var asked = try Self.parse(head, url: proxy.origin)
         // RFC 9110 §7.6.3: each proxy a request passes names itself in `Via`; this one also knows
         // its own name there again (``checkSender(_:localPort:)``), so it never fetches from itself.
         asked.forwarded.append((name: "Via", value: "1.1 " + configuration.pseudonym))
-        return .request(CheckedRequest(url: proxy.origin, proxy: proxy, asked: asked, grant: grant))
+        return .request(
+            CheckedRequest(
+                url: proxy.origin, proxy: proxy, asked: asked, grant: grant, until: until, credential: credential))
     }
 
     /// The admin route of `head`; `nil` for a request that is not an admin one. (Its checks are
@@ -318,10 +325,33 @@ struct ProxyRouter: Sendable {
     /// it names when it carries the access token (``hasToken(_:_:)``); on the LAN listener, what
     /// the credential its URL carries grants, when it was minted for what the URL names
     /// (`LANCapabilities`). Never the token there.
-    func admission(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> LANCapabilities.Grant? {
-        guard configuration.isLANListener else { return hasToken(target, head) ? .namedOrigin : nil }
-        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return nil }
-        return capabilities.grant(of: proxy, minted: minted)
+    func admission(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> LANCapabilities.Verdict {
+        guard configuration.isLANListener else {
+            return hasToken(target, head) ? .granted(.namedOrigin, until: nil) : .refused
+        }
+        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return .refused }
+        return capabilities.verdict(of: proxy, minted: minted, now: Self.now())
+    }
+
+    /// Seconds since 1970, as credentials' expiries are written.
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// The refusal of a LAN URL revoked by itself (``LANRevocations``).
+    static let revoked = ProxyRequestError(
+        status: .forbidden, "This URL was revoked: ask the one who gave it for a new one.", refusal: .revoked)
+
+    /// Refuses a LAN request whose credential was revoked.
+    func checkRevoked(_ credential: String?) throws {
+        guard let credential, configuration.lanRevocations.contains(credential: credential) else { return }
+        throw Self.revoked
+    }
+
+    /// The refusal of a LAN URL whose credential expired at `until`.
+    static func expired(at until: Int64) -> ProxyRequestError {
+        ProxyRequestError(
+            status: .forbidden,
+            "This URL expired at \(Date(timeIntervalSince1970: TimeInterval(until)).formatted(.iso8601)): ask the one who gave it for a new one.",
+            refusal: .expired)
     }
 
     /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
@@ -406,7 +436,9 @@ struct ProxyRouter: Sendable {
 
     /// What the request's target names and what it may reach, after the token, scheme and origin
     /// checks, and ``checkReach(_:grant:localPort:)``.
-    func checkedTarget(_ head: HTTPRequestHead, localPort: Int) throws -> (ProxyTarget, LANCapabilities.Grant) {
+    func checkedTarget(_ head: HTTPRequestHead, localPort: Int) throws -> (
+        ProxyTarget, LANCapabilities.Grant, until: Int64?
+    ) {
         let parsed = recentTargets.parse(head.uri) { [checkOrigin] url throws(ProxyRequestError) in
             do {
                 try checkOrigin(url)
@@ -417,7 +449,14 @@ struct ProxyRouter: Sendable {
             }
         }
         let proxy = try parsed.proxy.get()
-        guard let grant = admission(parsed.target, proxy: proxy, head) else {
+        let grant: LANCapabilities.Grant
+        let until: Int64?
+        switch admission(parsed.target, proxy: proxy, head) {
+        case .granted(let granted, let expiry):
+            if configuration.isLANListener { try checkRevoked(proxy.token) }
+            (grant, until) = (granted, expiry)
+        case .expired(let at): throw Self.expired(at: at)
+        case .refused:
             guard configuration.isLANListener else {
                 throw ProxyRequestError(status: .forbidden, "Missing or wrong access token.", refusal: .token)
             }
@@ -425,6 +464,6 @@ struct ProxyRouter: Sendable {
                 status: .forbidden, "This URL's credential was not given for what it names.", refusal: .capability)
         }
         try checkReach(proxy.origin, grant: grant, localPort: localPort)
-        return (proxy, grant)
+        return (proxy, grant, until)
     }
 }

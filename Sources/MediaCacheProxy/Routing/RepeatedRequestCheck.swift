@@ -54,10 +54,10 @@ struct RepeatedRequestCheck {
     private var last: Remembered?
 
     mutating func check(_ head: HTTPRequestHead, localPort: Int, router: ProxyRouter) throws -> ProxyRouter.Checked {
-        if let last, last.matches(head, localPort) { return .request(try Self.reused(last, for: head)) }
+        if let last, last.matches(head, localPort) { return .request(try Self.reused(last, for: head, router: router)) }
         if let shared = router.recentChecks.find(head, localPort) {
             last = shared
-            return .request(try Self.reused(shared, for: head))
+            return .request(try Self.reused(shared, for: head, router: router))
         }
         last = nil
         let checked = try router.check(head, localPort: localPort)
@@ -70,9 +70,13 @@ struct RepeatedRequestCheck {
     }
 
     /// What `remembered` found, with the range `head` asks for.
-    private static func reused(_ remembered: Remembered, for head: HTTPRequestHead) throws -> ProxyRouter.CheckedRequest
+    private static func reused(_ remembered: Remembered, for head: HTTPRequestHead, router: ProxyRouter) throws
+        -> ProxyRouter.CheckedRequest
     {
         var checked = remembered.checked
+        // A LAN URL minted to expire may expire between two requests.
+        if let until = checked.until, ProxyRouter.now() >= until { throw ProxyRouter.expired(at: until) }
+        try router.checkRevoked(checked.credential)
         (checked.asked.specifier, checked.asked.firstByte, checked.asked.length) = try ProxyRouter.rangeParts(of: head)
         return checked
     }

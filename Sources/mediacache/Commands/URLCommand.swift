@@ -34,16 +34,27 @@ struct URLCommand: AsyncParsableCommand {
     )
     var lan = false
 
+    @Option(
+        name: .customLong("for"),
+        help: ArgumentHelp(
+            "With --lan: how long the URL works (30m, 24h, 7d), or `ever` (until the server's LAN key changes).",
+            valueName: "duration"))
+    var lifetime = "24h"
+
     @OptionGroup var server: ServerAddress
 
     func validate() throws {
         _ = try mediaCacheOriginURL(originURL)
+        _ = try until(now: 0)
     }
 
     func run() async throws {
         let url = try mediaCacheOriginURL(originURL)
         let info = try await server.resolved()
-        if lan { return print(try Self.lanURL(for: url, subtitles: subtitles, server: info)) }
+        if lan {
+            let until = try until(now: Int64(Date().timeIntervalSince1970))
+            return print(try Self.lanURL(for: url, subtitles: subtitles, server: info, until: until))
+        }
         // A URL that leads to this server already is given back as it is (never a loop).
         if url.absoluteString.hasPrefix(info.baseURL + "/") { return print(url.absoluteString) }
         print(info.baseURL + ProxyURL.path(for: url, token: info.token, subtitles: subtitles))
@@ -51,7 +62,15 @@ struct URLCommand: AsyncParsableCommand {
 
     /// A capability URL of `url` on the server's LAN address, with a credential minted for it
     /// alone (`LANCapabilities`): the path form, or the query form when subtitles are added.
-    static func lanURL(for url: URL, subtitles: [SideLoadedSubtitle], server info: ServerInfo) throws -> String {
+    /// When a LAN URL minted at `now` stops working (`--for`), or `nil` for `ever`.
+    func until(now: Int64) throws -> Int64? {
+        if lifetime == "ever" { return nil }
+        return now + Int64(try Age.parse(lifetime).components.seconds)
+    }
+
+    static func lanURL(for url: URL, subtitles: [SideLoadedSubtitle], server info: ServerInfo, until: Int64?) throws
+        -> String
+    {
         guard let host = info.lanHost else {
             throw CommandFailure(
                 "The server listens on no LAN address: start it with `mediacache serve --lan ADDRESS`, and give --running here."
@@ -63,6 +82,7 @@ struct URLCommand: AsyncParsableCommand {
         let base = "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(info.port)"
         return base
             + (subtitles.isEmpty
-                ? capabilities.pathForm(for: url) : capabilities.queryForm(for: url, subtitles: subtitles))
+                ? capabilities.pathForm(for: url, until: until)
+                : capabilities.queryForm(for: url, subtitles: subtitles, until: until))
     }
 }
