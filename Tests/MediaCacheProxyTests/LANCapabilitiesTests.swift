@@ -337,13 +337,13 @@ import Testing
             let url = URL(string: "http://192.168.1.10/film.mp4")!
             let first = capabilities.credential(for: ProxyTarget(url, form: .path), until: 2_000_000_000)
             let second = capabilities.credential(for: ProxyTarget(url, form: .path))
-            let revocations = LANRevocations(file: file)
+            let revocations = await LANRevocations.loading(file)
             let (once, twice) = (
                 try await revocations.revoke(credential: first), try await revocations.revoke(credential: first)
             )
             let nothing = try await revocations.revoke(credential: "not a credential")
             #expect(once && !twice && !nothing)
-            let reopened = LANRevocations(file: file)
+            let reopened = await LANRevocations.loading(file)
             #expect(reopened.contains(credential: first) && !reopened.contains(credential: second))
         }
     }

@@ -126,9 +126,9 @@ final class EntryFile: @unchecked Sendable {
 }
 
 /// Runs blocking file calls on NIO's shared thread pool, off the cooperative executor.
-enum BlockingIO {
+package enum BlockingIO {
     /// Runs `body`; a cancelled task's call that has not started yet is dropped (for reads).
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await NIOThreadPool.singleton.runIfActive(body)
     }
 

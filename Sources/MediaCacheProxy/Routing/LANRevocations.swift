@@ -3,7 +3,6 @@
 
 package import Foundation
 import MediaCache
-import NIOPosix
 import Synchronization
 
 /// The LAN URLs revoked one by one (`mediacache lan revoke URL`), while every other URL of the
@@ -15,12 +14,21 @@ package final class LANRevocations: Sendable {
     private let revoked: Mutex<Set<String>>
     private let file: URL?
 
-    /// The revocations kept in `file` (read now; a line that is not a MAC is skipped), or in
-    /// memory alone.
-    package init(file: URL? = nil) {
+    /// Revocations in memory alone.
+    package convenience init() {
+        self.init(file: nil, text: "")
+    }
+
+    private init(file: URL?, text: String) {
         self.file = file
-        let text = file.flatMap { try? String(contentsOf: $0, encoding: .utf8) } ?? ""
         revoked = Mutex(Set(text.split(separator: "\n").map(String.init).filter(Self.isMAC)))
+    }
+
+    /// The revocations kept in `file` (read on the I/O thread pool; a line that is not a MAC is
+    /// skipped, a missing file is none).
+    package static func loading(_ file: URL) async -> LANRevocations {
+        let text = try? await BlockingIO.run { try? String(contentsOf: file, encoding: .utf8) }
+        return LANRevocations(file: file, text: (text ?? nil) ?? "")
     }
 
     /// The part of a credential that names it: its MAC.
@@ -49,7 +57,7 @@ package final class LANRevocations: Sendable {
         let added = revoked.withLock { $0.insert(id).inserted }
         guard added, let file else { return added }
         let lines = revoked.withLock { $0.sorted().joined(separator: "\n") } + "\n"
-        try await NIOThreadPool.singleton.runIfActive {
+        try await BlockingIO.run {
             do {
                 try Data(lines.utf8).write(to: file, options: .atomic)
             } catch {

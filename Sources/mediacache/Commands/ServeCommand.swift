@@ -356,7 +356,7 @@ struct ServeCommand: AsyncParsableCommand {
         var configuration = try proxyConfiguration(logger: logger)
         if configuration.lanAddress != nil {
             configuration.lanCapabilities = try CacheFolder.lanCapabilities(in: directory)
-            configuration.lanRevocations = LANRevocations(file: directory.appendingPathComponent("lan.revoked"))
+            configuration.lanRevocations = await LANRevocations.loading(directory.appendingPathComponent("lan.revoked"))
         }
         configuration.serverInfoFile = CacheFolder.serverFile(in: directory)
         configuration.metricsExporter = { MetricsHelp.annotate(registry.emitToString()) }
