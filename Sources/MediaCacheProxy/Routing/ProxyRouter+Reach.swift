@@ -3,9 +3,10 @@
 
 import Foundation
 import MediaCacheHTTPFields
+import NIOHTTP1
 
-/// What a checked request may reach: never the proxy itself, and from the LAN, only the
-/// internet for a URL another origin named.
+/// What a checked request may reach: never the proxy itself; from the LAN, what its credential
+/// grants until it expires or is revoked, and only the internet for a URL another origin named.
 extension ProxyRouter {
     /// Refuses an origin that is this proxy (an address of this machine at the port it listens
     /// on, whichever listener asked), and one on an address of this machine or its networks
@@ -36,5 +37,38 @@ extension ProxyRouter {
             status: .forbidden,
             "\(host.prefix(100)) is a \(scope.rawValue) address, and this URL was named by another origin's playlist: from the LAN, the proxy reaches this machine and its networks only at an origin the user named.",
             refusal: .privateAddress)
+    }
+
+    /// What a request for `proxy` may reach, if it may be answered at all: on loopback, the origin
+    /// it names when it carries the access token (``hasToken(_:_:)``); on the LAN listener, what
+    /// the credential its URL carries grants, when it was minted for what the URL names
+    /// (`LANCapabilities`). Never the token there.
+    func admission(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> LANCapabilities.Verdict {
+        guard configuration.isLANListener else {
+            return hasToken(target, head) ? .granted(.namedOrigin, until: nil) : .refused
+        }
+        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return .refused }
+        return capabilities.verdict(of: proxy, minted: minted, now: Self.now())
+    }
+
+    /// Seconds since 1970, as credentials' expiries are written.
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// The refusal of a LAN URL revoked by itself (``LANRevocations``).
+    static let revoked = ProxyRequestError(
+        status: .forbidden, "This URL was revoked: ask the one who gave it for a new one.", refusal: .revoked)
+
+    /// Refuses a LAN request whose credential was revoked.
+    func checkRevoked(_ credential: String?) throws {
+        guard let credential, configuration.lanRevocations.contains(credential: credential) else { return }
+        throw Self.revoked
+    }
+
+    /// The refusal of a LAN URL whose credential expired at `until`.
+    static func expired(at until: Int64) -> ProxyRequestError {
+        ProxyRequestError(
+            status: .forbidden,
+            "This URL expired at \(Date(timeIntervalSince1970: TimeInterval(until)).formatted(.iso8601)): ask the one who gave it for a new one.",
+            refusal: .expired)
     }
 }

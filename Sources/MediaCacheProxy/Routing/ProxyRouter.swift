@@ -321,39 +321,6 @@ struct ProxyRouter: Sendable {
             refusal: .crossSite)
     }
 
-    /// What a request for `proxy` may reach, if it may be answered at all: on loopback, the origin
-    /// it names when it carries the access token (``hasToken(_:_:)``); on the LAN listener, what
-    /// the credential its URL carries grants, when it was minted for what the URL names
-    /// (`LANCapabilities`). Never the token there.
-    func admission(_ target: RequestTarget, proxy: ProxyTarget, _ head: HTTPRequestHead) -> LANCapabilities.Verdict {
-        guard configuration.isLANListener else {
-            return hasToken(target, head) ? .granted(.namedOrigin, until: nil) : .refused
-        }
-        guard let capabilities = configuration.lanCapabilities, let minted = target.mintedURL() else { return .refused }
-        return capabilities.verdict(of: proxy, minted: minted, now: Self.now())
-    }
-
-    /// Seconds since 1970, as credentials' expiries are written.
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
-
-    /// The refusal of a LAN URL revoked by itself (``LANRevocations``).
-    static let revoked = ProxyRequestError(
-        status: .forbidden, "This URL was revoked: ask the one who gave it for a new one.", refusal: .revoked)
-
-    /// Refuses a LAN request whose credential was revoked.
-    func checkRevoked(_ credential: String?) throws {
-        guard let credential, configuration.lanRevocations.contains(credential: credential) else { return }
-        throw Self.revoked
-    }
-
-    /// The refusal of a LAN URL whose credential expired at `until`.
-    static func expired(at until: Int64) -> ProxyRequestError {
-        ProxyRequestError(
-            status: .forbidden,
-            "This URL expired at \(Date(timeIntervalSince1970: TimeInterval(until)).formatted(.iso8601)): ask the one who gave it for a new one.",
-            refusal: .expired)
-    }
-
     /// Whether the request carries the access token (as `token=` or `X-MediaCache-Token`),
     /// compared in time that does not depend on where a guess first differs; never on the LAN
     /// listener, whose URLs carry capabilities.
