@@ -112,7 +112,8 @@ import Testing
             path + "&file=secret",
             query.replacingOccurrences(of: "index.m3u8", with: "secret.txt"),
             Self.withToken(url, "p" + (RequestTarget(path).token ?? "")),
-            Self.withToken(url, RequestTarget(path).token.map { String($0.dropLast()) + "A" } ?? ""),
+            // The last character changed (to another: one in 64 MACs already ends in "A").
+            Self.withToken(url, RequestTarget(path).token.map { $0.dropLast() + ($0.last == "A" ? "B" : "A") } ?? ""),
             capabilities.pathForm(for: URL(string: "http://cdn.example.com/hls/v1/index.m3u8")!)
                 .replacingOccurrences(of: "/hls/", with: "/HLS/"),
             LANCapabilities.made().pathForm(for: url),
