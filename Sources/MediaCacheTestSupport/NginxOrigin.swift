@@ -93,6 +93,23 @@ public struct NginxOrigin: Sendable {
         return NginxOrigin(process: process, port: port, directory: directory, root: root)
     }
 
+    /// Runs `body` with nginx started as `start` does, and stops nginx when `body` ends, however
+    /// it ends: before the caller's folder goes, since nginx writes its logs there until it ends.
+    public static func with<T>(
+        in directory: URL, expires: [String: Int] = [:], fields: [String: [(name: String, value: String)]] = [:],
+        _ body: (NginxOrigin) async throws -> T
+    ) async throws -> T {
+        let nginx = try await start(in: directory, expires: expires, fields: fields)
+        do {
+            let result = try await body(nginx)
+            await nginx.stop()
+            return result
+        } catch {
+            await nginx.stop()
+            throw error
+        }
+    }
+
     /// Writes `bytes` to `path` (under the served folder, folders made) and returns its URL.
     @discardableResult
     public func serve(_ bytes: Data, at path: String) throws -> URL {

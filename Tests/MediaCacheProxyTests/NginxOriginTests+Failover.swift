@@ -20,63 +20,64 @@ extension NginxOriginTests {
     func aPlayGoesOnFromASecondNginxWhenTheFirstStops(_ player: String) async throws {
         for (folder, entry) in [("/hls/", "/hls/index.m3u8"), ("/dash/", "/dash/manifest.mpd")] {
             try await withTemporaryDirectory { directory in
-                let first = try await NginxOrigin.start(
-                    in: directory.appendingPathComponent("a"), expires: ["/hls/": 86_400, "/dash/": 86_400])
-                let second = try await NginxOrigin.start(
-                    in: directory.appendingPathComponent("b"), expires: ["/hls/": 86_400, "/dash/": 86_400])
-                defer {
-                    Task {
-                        await first.stop()
-                        await second.stop()
+                let expires = ["/hls/": 86_400, "/dash/": 86_400]
+                try await NginxOrigin.with(in: directory.appendingPathComponent("a"), expires: expires) { first in
+                    try await NginxOrigin.with(in: directory.appendingPathComponent("b"), expires: expires) { second in
+                        try await Self.failOver(player, folder, entry, from: first, to: second)
                     }
-                }
-                try await Self.makeStreams(in: first.root)
-                let copied = try await runTool(["cp", "-p", "-r", first.root.path + folder, second.root.path + "/"])
-                #expect(copied.status == 0, "\(copied.error)")
-                let recorder = LogRecorder()
-                var reader = CachingReader.Configuration()
-                reader.originFallbacks = ["127.0.0.1:\(first.port)": ["127.0.0.1:\(second.port)"]]
-                reader.logger = recorder.logger()
-                try await ProxyHarness.with(reader: reader) { h in
-                    let url = h.proxyURL(for: first.url + entry)
-                    async let play = runTool(Self.realTimePlay(player, url))
-                    // Stopped once the play has fetched a segment or two.
-                    try await waitUntil { first.requests().filter { $0.target.hasPrefix(folder) }.count >= 3 }
-                    await first.stop()
-                    let played = try await play
-                    #expect(played.status == 0, "\(player) \(entry): \(played.error)")
-                    #expect(
-                        recorder.all.contains { $0.level == .warning && $0.message.contains("asking an alternate") },
-                        "\(entry): the failover is logged")
-                    #expect(!second.requests().filter { $0.target.hasPrefix(folder) }.isEmpty, "\(entry)")
-                    try await waitUntil { h.base.reader.activeDownloads == 0 }
-                    // Every stored resource of the asset is the files' bytes.
-                    let files = try FileManager.default.contentsOfDirectory(atPath: second.root.path + folder)
-                    var compared = 0
-                    for name in files {
-                        let fileURL = URL(string: first.url + folder + name)!
-                        let bytes = try second.bytes(at: folder + name)
-                        let key = h.base.store.key(for: fileURL)
-                        guard h.base.store.spans(for: key).contains(ByteRange(0, Int64(bytes.count))),
-                            let stream = h.base.reader.cachedRead(fileURL, range: ByteRange(0, Int64(bytes.count)))
-                        else { continue }
-                        var held = Data()
-                        for try await chunk in stream { held.append(contentsOf: chunk.readableBytesView) }
-                        #expect(held == bytes, "\(entry): \(name)")
-                        compared += 1
-                    }
-                    #expect(compared >= 7, "\(entry): \(compared) resources stored whole of \(files.count)")
-                    // What either origin served in the play is never asked again: a replay (ffmpeg's,
-                    // which may read what the first player did not) asks the second for none of it.
-                    let served = Set(
-                        (first.requests() + second.requests()).filter { [200, 206].contains($0.status) }.map(\.target))
-                    let before = second.requests().count
-                    let again = try await runTool(["ffmpeg", "-v", "error", "-i", url, "-f", "null", "-"])
-                    #expect(again.status == 0, "\(entry) replay: \(again.error)")
-                    let asked = second.requests().dropFirst(before).filter { served.contains($0.target) }
-                    #expect(asked.isEmpty, "\(entry): the replay asked the second origin again for \(asked)")
                 }
             }
+        }
+    }
+
+    private static func failOver(
+        _ player: String, _ folder: String, _ entry: String, from first: NginxOrigin, to second: NginxOrigin
+    ) async throws {
+        try await Self.makeStreams(in: first.root)
+        let copied = try await runTool(["cp", "-p", "-r", first.root.path + folder, second.root.path + "/"])
+        #expect(copied.status == 0, "\(copied.error)")
+        let recorder = LogRecorder()
+        var reader = CachingReader.Configuration()
+        reader.originFallbacks = ["127.0.0.1:\(first.port)": ["127.0.0.1:\(second.port)"]]
+        reader.logger = recorder.logger()
+        try await ProxyHarness.with(reader: reader) { h in
+            let url = h.proxyURL(for: first.url + entry)
+            async let play = runTool(Self.realTimePlay(player, url))
+            // Stopped once the play has fetched a segment or two.
+            try await waitUntil { first.requests().filter { $0.target.hasPrefix(folder) }.count >= 3 }
+            await first.stop()
+            let played = try await play
+            #expect(played.status == 0, "\(player) \(entry): \(played.error)")
+            #expect(
+                recorder.all.contains { $0.level == .warning && $0.message.contains("asking an alternate") },
+                "\(entry): the failover is logged")
+            #expect(!second.requests().filter { $0.target.hasPrefix(folder) }.isEmpty, "\(entry)")
+            try await waitUntil { h.base.reader.activeDownloads == 0 }
+            // Every stored resource of the asset is the files' bytes.
+            let files = try FileManager.default.contentsOfDirectory(atPath: second.root.path + folder)
+            var compared = 0
+            for name in files {
+                let fileURL = URL(string: first.url + folder + name)!
+                let bytes = try second.bytes(at: folder + name)
+                let key = h.base.store.key(for: fileURL)
+                guard h.base.store.spans(for: key).contains(ByteRange(0, Int64(bytes.count))),
+                    let stream = h.base.reader.cachedRead(fileURL, range: ByteRange(0, Int64(bytes.count)))
+                else { continue }
+                var held = Data()
+                for try await chunk in stream { held.append(contentsOf: chunk.readableBytesView) }
+                #expect(held == bytes, "\(entry): \(name)")
+                compared += 1
+            }
+            #expect(compared >= 7, "\(entry): \(compared) resources stored whole of \(files.count)")
+            // What either origin served in the play is never asked again: a replay (ffmpeg's,
+            // which may read what the first player did not) asks the second for none of it.
+            let served = Set(
+                (first.requests() + second.requests()).filter { [200, 206].contains($0.status) }.map(\.target))
+            let before = second.requests().count
+            let again = try await runTool(["ffmpeg", "-v", "error", "-i", url, "-f", "null", "-"])
+            #expect(again.status == 0, "\(entry) replay: \(again.error)")
+            let asked = second.requests().dropFirst(before).filter { served.contains($0.target) }
+            #expect(asked.isEmpty, "\(entry): the replay asked the second origin again for \(asked)")
         }
     }
 

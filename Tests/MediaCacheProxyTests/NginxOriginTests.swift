@@ -23,14 +23,9 @@ struct NginxOriginTests {
         _ body: (NginxOrigin, ProxyHarness) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
-            let nginx = try await NginxOrigin.start(in: directory, expires: expires)
-            do {
+            try await NginxOrigin.with(in: directory, expires: expires) { nginx in
                 try await ProxyHarness.with(store: store, reader: reader) { h in try await body(nginx, h) }
-            } catch {
-                await nginx.stop()
-                throw error
             }
-            await nginx.stop()
         }
     }
 
