@@ -170,14 +170,16 @@ struct SoakBenchCommand: AsyncParsableCommand {
         if let baseline { candidates.append(Candidate(name: "baseline", executable: URL(fileURLWithPath: baseline))) }
         if !noNginxCache { candidates.append(Candidate(name: "nginx slice", executable: nil)) }
         var figures: [String: [Figures]] = [:]
+        var runs = 0
         for round in 1...rounds {
-            // Each round starts with another candidate: the first of a round made about forty
-            // times the origin requests of the others (0.117 against 0.003 for one binary run
-            // twice), so a fixed order blamed the first one for what the run's start costs.
+            // Each round starts with another candidate, so none always pays for being first.
             let order = candidates.indices.map { candidates[($0 + round - 1) % candidates.count] }
             for clientCount in clients {
                 for candidate in order {
-                    let folder = directory.appendingPathComponent("r\(round)-\(clientCount)-\(figures.count)")
+                    // A folder of its own per run: nginx's is opened to its workers (mode 777),
+                    // which serve refuses.
+                    runs += 1
+                    let folder = directory.appendingPathComponent("run-\(runs)")
                     let result = try await measure(candidate, folder: folder, origin: origin, clients: clientCount)
                     figures["\(candidate.name) \(clientCount)", default: []].append(result)
                     print(
