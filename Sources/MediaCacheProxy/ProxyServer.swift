@@ -368,9 +368,10 @@ final class ConnectionRegistry: Sendable {
         _ = channels.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
     }
 
-    /// Runs `body` as a tracked task.
-    func run(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
-        tasks.run(body)
+    /// Runs `body` as a tracked task on `loop`, the event loop of the connection it answers
+    /// (``LoopExecutor``), with the tasks the read path starts for it.
+    func run(on loop: any EventLoop, _ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        tasks.run(on: LoopExecutor.of(loop), body)
     }
 
     /// Closes the open connections `matching` picks (without waiting).

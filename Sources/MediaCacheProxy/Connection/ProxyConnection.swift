@@ -192,7 +192,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             let (channel, handler) = (context.channel, handler)
             let this = NIOLoopBound(self, eventLoop: context.eventLoop)
             let client = context.channel.remoteAddress?.ipAddress
-            task = connections.run {
+            task = connections.run(on: context.eventLoop) {
                 let response = await handler.respond(to: head, localPort: localPort, client: client, checked: checked)
                 await ResponseSender.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
                 channel.eventLoop.execute { this.value.answerEnded(number) }
@@ -214,7 +214,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             }
             return
         }
-        task = connections.run {
+        task = connections.run(on: channel.eventLoop) {
             await ResponseSender.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
             channel.eventLoop.execute { this.value.answerEnded(number) }
         }

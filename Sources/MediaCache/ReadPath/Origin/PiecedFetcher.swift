@@ -113,7 +113,7 @@ struct PiecedBody: AsyncSequence, Sendable {
             guard offset < body.end else { return nil }
             let piece = ByteRange(offset, Swift.min(body.end, offset + body.size))
             let fetch = body.fetch
-            let asked = Task { try await fetch(piece) }
+            let asked = TaskPlacement.throwingTask { try await fetch(piece) }
             return asked
         }
 

@@ -20,15 +20,18 @@ package final class OwnedTasks: Sendable {
     /// How many are running.
     package var count: Int { state.withLock { $0.tasks.count } }
 
-    /// Runs `body` on a task of its own, kept until it ends.
+    /// Runs `body` on a task of its own, kept until it ends, that prefers `executor` (and
+    /// whose own tasks do: ``TaskPlacement``).
     @discardableResult
-    package func run(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+    package func run(
+        on executor: (any TaskExecutor)? = TaskPlacement.executor, _ body: @escaping @Sendable () async -> Void
+    ) -> Task<Void, Never> {
         state.withLock { state in
             let id = state.next
             state.next += 1
             // The lock held here makes the task's own removal wait until it is in.
-            let task = Task { [weak self] in
-                await body()
+            let task = Task(executorPreference: executor) { [weak self] in
+                await TaskPlacement.$executor.withValue(executor) { await body() }
                 _ = self?.state.withLock { $0.tasks.removeValue(forKey: id) }
             }
             state.tasks[id] = task

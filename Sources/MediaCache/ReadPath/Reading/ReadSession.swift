@@ -306,7 +306,7 @@ final class ReadSession: Sendable {
     private func openAhead(after end: Int64, in span: ByteRange, handle: CacheEntryHandle, chunkSize: Int64) {
         guard end < min(span.upperBound, range.upperBound) else { return }
         let next = ByteRange(end, chunkEnd(at: end, in: span, handle: handle, chunkSize: chunkSize))
-        let task = Task { try await handle.read(next) }
+        let task = TaskPlacement.throwingTask { try await handle.read(next) }
         let stale = state.withLock { state -> Task<ByteBuffer, any Error>? in
             guard !state.isClosed else { return task }
             defer { state.openedAhead = (next, task) }

@@ -20,7 +20,7 @@ final class SharedTask<T: Sendable>: Sendable {
 
     /// Starts `operation` on a task of its own.
     init(_ operation: @escaping @Sendable () async throws -> T) {
-        let started = Task { [self] in
+        let started = TaskPlacement.throwingTask { [self] in
             let result: Result<T, any Error>
             do { result = .success(try await operation()) } catch { result = .failure(error) }
             let waiters = self.state.withLock { state in

@@ -194,7 +194,7 @@ final class DownloadScheduler: Sendable {
             CacheMetrics.downloadsInFlight.record(downloads.values.reduce(0) { $0 + $1.count })
         }
         // The download owns its transfer's task (``shutDown()`` ends and awaits it).
-        let running = Task { [self] in
+        let running = TaskPlacement.task { [self] in
             await transfer.run()
             downloads.withLock { downloads in
                 downloads[download.key]?.removeAll { $0 === download }

@@ -66,7 +66,7 @@ final class GrowingBody: Sendable {
         bodyEnd = response.bodyEnd
         self.onClosed = onClosed
         let body = response.body
-        let pump = Task { [weak self] in
+        let pump = TaskPlacement.task { [weak self] in
             await self?.waitForFirstReader()
             do {
                 for try await chunk in body {
