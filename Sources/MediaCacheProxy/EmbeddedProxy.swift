@@ -118,7 +118,7 @@ public final class EmbeddedProxy: Sendable {
     /// - Throws: `CacheError` when the origin cannot be asked and nothing is cached.
     public func route(for url: URL, headers: RequestHeaders = []) async throws -> Route {
         let metadata = try await reader.contentInfo(for: url, headers: headers)
-        return try await reader.isPlaylist(url, metadata, headers: headers)
+        return try await reader.isPlaylist(url, metadata, headers: headers, as: .player)
             ? .proxy(self.url(for: url)) : .resourceLoader
     }
 }

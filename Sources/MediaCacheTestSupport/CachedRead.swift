@@ -9,7 +9,7 @@ extension CachingReader {
     /// entry may be used without asking the origin; `nil` otherwise. Never waits. (Tests check
     /// what the store holds with it; the product reads through ``read(_:offset:length:headers:)``.)
     package func cachedRead(_ url: URL, range: ByteRange, headers: RequestHeaders = []) -> ReadStream? {
-        guard let lease = storedLease(for: url, headers: headers), let total = lease.metadata.length,
+        guard let lease = storedLease(for: url, headers: headers, as: .own(.export)), let total = lease.metadata.length,
             range.upperBound <= total, !range.isEmpty
         else { return nil }
         return lease.read(range)

@@ -66,4 +66,35 @@ extension CacheStoreTests {
             try await reopened.close()
         }
     }
+
+    /// A handle waiting to be alone on its entry returns once every other handle closed, and
+    /// not before; one whose task is cancelled returns then, and leaves no waiter behind.
+    @Test func aHandleWaitsForTheOthersToClose() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let key = CacheKey("alone")
+            let waiter = try store.openEntry(key)
+            let others = [try store.openEntry(key), try store.openEntry(key)]
+            let waiting = Task { await waiter.untilAlone() }
+            try await waitUntil { store.state.withLock { $0.aloneWaiters[waiter.id] != nil } }
+            others[0].close()
+            // One other is still open: the waiter still waits.
+            #expect(store.state.withLock { $0.aloneWaiters[waiter.id] != nil })
+            others[1].close()
+            await waiting.value
+            #expect(store.state.withLock { $0.aloneWaiters.isEmpty })
+            // Alone already: it returns at once.
+            await waiter.untilAlone()
+
+            let another = try store.openEntry(key)
+            let cancelled = Task { await waiter.untilAlone() }
+            try await waitUntil { store.state.withLock { $0.aloneWaiters[waiter.id] != nil } }
+            cancelled.cancel()
+            await cancelled.value
+            #expect(store.state.withLock { $0.aloneWaiters.isEmpty })
+            another.close()
+            waiter.close()
+            try await store.close()
+        }
+    }
 }

@@ -15,7 +15,7 @@ struct ExportChoice {
     /// The renditions of the HLS asset at `url`: the first variant chosen, its chosen audio
     /// renditions, its subtitles.
     func hls(_ url: URL, choice: RenditionChoice) async throws -> [FileExport.Rendition] {
-        let (body, metadata) = try await reader.playlistBody(url)
+        let (body, metadata) = try await reader.playlistBody(url, as: .own(.export))
         let entry = try? HLSPlaylist(parsing: body, url: url)
         let imports = entry?.definitions ?? [:]
         let bandwidths = Set(entry?.variants.map(\.bandwidth) ?? []).sorted(by: >)
@@ -49,7 +49,7 @@ struct ExportChoice {
     /// The representations of the DASH presentation at `url`: the first video representation
     /// chosen per period's set, the chosen audio, the subtitles.
     func dash(_ url: URL, choice: RenditionChoice) async throws -> [FileExport.Rendition] {
-        let (manifest, base) = try await reader.planner(for: .player).dashManifest(url)
+        let (manifest, base) = try await reader.planner(for: .own(.export)).dashManifest(url)
         let presentation = manifest.presentation(base: base)
         guard presentation.periods.count <= 1 else {
             throw CacheError(
@@ -138,7 +138,7 @@ struct ExportChoice {
         let body: [UInt8]
         let base: URL
         do {
-            let (text, metadata) = try await reader.playlistBody(rendition.url)
+            let (text, metadata) = try await reader.playlistBody(rendition.url, as: .own(.export))
             (body, base) = (text, metadata.finalURL ?? rendition.url)
         } catch let error as CacheError where error.code == .offline || error.code == .notCached {
             throw CacheError(

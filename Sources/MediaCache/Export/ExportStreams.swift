@@ -54,7 +54,8 @@ final class ResourceCursor {
         index += 1
         guard let resource = current else { return false }
         let next = try await reader.read(
-            resource.item.url, offset: resource.item.range?.lowerBound ?? 0, length: resource.item.range?.length)
+            resource.item.url, offset: resource.item.range?.lowerBound ?? 0, length: resource.item.range?.length,
+            as: .own(.export))
         stream = next
         iterator = next.makeAsyncIterator()
         position = next.range.lowerBound

@@ -24,7 +24,7 @@ struct ExportSubtitles {
         for (rendition, resources) in renditions {
             var segments: [[UInt8]] = []
             for resource in resources {
-                let (body, _) = try await reader.playlistBody(resource.item.url)
+                let (body, _) = try await reader.playlistBody(resource.item.url, as: .own(.export))
                 segments.append(
                     Array(
                         resource.item.range.map { range in

@@ -56,8 +56,8 @@ struct Exporter: Sendable {
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
-        let metadata = try await offline.contentInfo(for: url)
-        let kind = try await offline.manifestKind(url, metadata)
+        let metadata = try await offline.contentInfo(for: url, as: .own(.export))
+        let kind = try await offline.manifestKind(url, metadata, as: .own(.export))
         // Side-loaded subtitles are written as their own playlists (below), not as files.
         var renditions = renditions
         let sideLoaded = renditions.sideLoaded
@@ -71,7 +71,7 @@ struct Exporter: Sendable {
             let bytes = try await write(url, range: nil, to: destination.path, exclusive: true)
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }
-        let (body, masterMetadata) = try await offline.playlistBody(url)
+        let (body, masterMetadata) = try await offline.playlistBody(url, as: .own(.export))
         let master = (try? HLSPlaylist(parsing: body, url: url)).flatMap { $0.isMaster ? $0 : nil }
         let masterBase = masterMetadata.finalURL ?? url
         let plan = try await exportPlan(url, master: master, base: masterBase, options: chosen)
@@ -97,7 +97,7 @@ struct Exporter: Sendable {
         // The media playlists, their URIs mapped to the local names (keys when cached).
         var playlistNames: [URL: String] = [:]
         for (index, playlistURL) in plan.playlists.enumerated() {
-            let (body, playlistMetadata) = try await offline.playlistBody(playlistURL)
+            let (body, playlistMetadata) = try await offline.playlistBody(playlistURL, as: .own(.export))
             let playlist: HLSPlaylist
             do {
                 playlist = try HLSPlaylist(parsing: body, url: playlistURL, imports: master?.definitions ?? [:])
@@ -157,7 +157,7 @@ struct Exporter: Sendable {
     private func writeSideLoaded(_ tracks: [SideLoadedSubtitle], timeline: URL, to destination: URL) async throws
         -> (names: [URL: String], files: Int, bytes: Int64)
     {
-        let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline)
+        let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline, as: .own(.export))
         var names: [URL: String] = [:]
         var bytes: Int64 = 0
         for (index, track) in tracks.enumerated() where names[track.url] == nil {
@@ -183,17 +183,17 @@ struct Exporter: Sendable {
     private func exportPlan(_ url: URL, master: HLSPlaylist?, base: URL, options: HLSPrefetchOptions?) async throws
         -> PrefetchPlan
     {
-        if let options { return try await reader.planner(for: .player).hlsPlan(url, options: options) }
+        if let options { return try await reader.planner(for: .own(.export)).hlsPlan(url, options: options) }
         let imports = master?.definitions ?? [:]
         guard let master else {
-            return try await reader.planner(for: .player).hlsPlan(url, options: HLSPrefetchOptions())
+            return try await reader.planner(for: .own(.export)).hlsPlan(url, options: HLSPrefetchOptions())
         }
         var playlists: [URL] = []
         var items: [PrefetchItem] = []
         var seen: Set<PrefetchItem> = []
         for uri in master.variants.map(\.uri) + master.renditions.map(\.uri) + master.trickPlayPlaylists.map(\.uri) {
             guard let playlist = HLSPlaylist.resolve(uri, base: base), !playlists.contains(playlist),
-                let plan = try? await reader.planner(for: .player).hlsPlan(
+                let plan = try? await reader.planner(for: .own(.export)).hlsPlan(
                     playlist, options: HLSPrefetchOptions(), imports: imports),
                 plan.items.allSatisfy(reader.held.isHeld)
             else { continue }
@@ -219,7 +219,7 @@ struct Exporter: Sendable {
                 .outOfBounds,
                 "A DASH presentation is exported whole (its templates name every segment): leave out the seconds.")
         }
-        let (manifest, base) = try await reader.planner(for: .player).dashManifest(url)
+        let (manifest, base) = try await reader.planner(for: .own(.export)).dashManifest(url)
         let presentation = manifest.presentation(base: base)
         let chosen: [DASHPresentation.Representation]
         if let options {
@@ -328,7 +328,8 @@ struct Exporter: Sendable {
     /// offset in the file at `path` (created when missing; when `exclusive`, it must not exist);
     /// returns the bytes written. A link at `path` is never followed.
     func write(_ url: URL, range: ByteRange?, to path: String, exclusive: Bool = false) async throws -> Int64 {
-        let stream = try await reader.read(url, offset: range?.lowerBound ?? 0, length: range?.length)
+        let stream = try await reader.read(
+            url, offset: range?.lowerBound ?? 0, length: range?.length, as: .own(.export))
         defer { stream.cancel() }
         // File work on a thread made for blocking, never on the cooperative pool's.
         let descriptor = try await BlockingIO.runToCompletion {

@@ -38,15 +38,16 @@ struct FileExport: Sendable {
         guard !FileManager.default.fileExists(atPath: destination.path) else {
             throw CacheError(.ioFailure, "\(destination.path) exists already; choose a new path.")
         }
-        let metadata = try await reader.contentInfo(for: url)
+        let metadata = try await reader.contentInfo(for: url, as: .own(.export))
         let chosen: [Rendition]
-        switch try await reader.manifestKind(url, metadata) {
+        switch try await reader.manifestKind(url, metadata, as: .own(.export)) {
         case .hls: chosen = try await ExportChoice(reader: reader).hls(url, choice: choice)
         case .dash: chosen = try await ExportChoice(reader: reader).dash(url, choice: choice)
         default:
             throw CacheError(
                 .outOfBounds,
-                "\(url.absoluteString.prefix(200)) is a file, not an HLS or DASH asset: export it with --output.")
+                "\(url.absoluteString.prefix(200)) is a file, not an HLS or DASH asset: it is exported as it is.",
+                remedy: CacheError.Remedy(.exportAsStored))
         }
         return try await write(chosen, sideLoaded: choice.sideLoaded, to: destination, source: url.absoluteString)
     }
@@ -108,8 +109,8 @@ struct FileExport: Sendable {
                 guard let format else {
                     throw CacheError(
                         .originRejected,
-                        "\(segment) is encrypted sample by sample (\(method.prefix(40))), which only a player undoes as it decodes: it cannot be written as one file. Export the asset as a folder (--output)."
-                    )
+                        "\(segment) is encrypted sample by sample (\(method.prefix(40))), which only a player undoes as it decodes: it cannot be written as one file.",
+                        remedy: CacheError.Remedy(.exportAsStored))
                 }
                 throw CacheError(
                     .originRejected,
@@ -120,10 +121,10 @@ struct FileExport: Sendable {
                 guard reader.cachedContentInfo(for: key) != nil else {
                     throw CacheError(
                         .offline,
-                        "The AES-128 key \(key.absoluteString.prefix(200)) is not held. A cache folder keeps HLS keys only when it is encrypted (--encryption-key-file); pin the asset into such a folder."
-                    )
+                        "The AES-128 key \(key.absoluteString.prefix(200)) is not held: a store keeps HLS keys only when it is encrypted.",
+                        remedy: CacheError.Remedy(.pinIntoEncryptedStore))
                 }
-                let stream = try await reader.read(key)
+                let stream = try await reader.read(key, offset: 0, length: nil, as: .own(.export))
                 var bytes: [UInt8] = []
                 for try await chunk in stream where bytes.count <= 64 { bytes += chunk.readableBytesView }
                 guard bytes.count == 16 else {
@@ -157,8 +158,8 @@ struct FileExport: Sendable {
                 guard renditions.count == 1 else {
                     throw CacheError(
                         .originRejected,
-                        "The audio of \(Self.describe(rendition.rendition)) is packed audio (\(audio.uppercased()) segments), which one file holds only alone: export the audio rendition alone, or the asset as a folder (--output)."
-                    )
+                        "The audio of \(Self.describe(rendition.rendition)) is packed audio (\(audio.uppercased()) segments), which one file holds only alone: export the audio rendition alone, or the asset as it is stored.",
+                        remedy: CacheError.Remedy(.exportAsStored))
                 }
                 kind = .packedAudio(audio)
             } else {

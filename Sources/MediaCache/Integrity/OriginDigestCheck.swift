@@ -50,9 +50,7 @@ extension CacheStore {
         if let wrong = digests.first(where: { computed[$0.algorithm] != $0.value }) {
             // The reads under way finish first (they hold what the origin sent): dropping the
             // representation under them would cut their answers short.
-            while !Task.isCancelled, (state.withLock { $0.records[key]?.openBy.count } ?? 0) > 1 {
-                try? await Task.sleep(for: .milliseconds(50))
-            }
+            await handle.untilAlone()
             guard !Task.isCancelled else { return .unchecked }
             CacheMetrics.originDigest(.mismatched)
             let ours = OriginDigest(algorithm: wrong.algorithm, value: computed[wrong.algorithm] ?? [], field: "")

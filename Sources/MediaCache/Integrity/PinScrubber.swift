@@ -102,8 +102,7 @@ package final class PinScrubber: Sendable {
                 bytesTotal: pinned.reduce(0) { $0 + $1.storedBytes }, lastPassEnded: last.lastPassEnded)
             return last
         }
-        var verifier = StoreVerifier(store: store, repairingWith: reader)
-        verifier.requester = .own(.pin)
+        var verifier = StoreVerifier(store: store, repairingWith: reader, as: .own(.pin))
         verifier.rechecksDigests = false
         let (rate, timer) = (max(1, configuration.bytesPerSecond), configuration.timer)
         verifier.pace = { bytes in
@@ -118,7 +117,7 @@ package final class PinScrubber: Sendable {
             reports.append(report)
             state.withLock { state in
                 state.progress.entriesChecked += 1
-                if !report.found.isEmpty || report.originDigest == "mismatched" { state.progress.entriesDamaged += 1 }
+                if !report.found.isEmpty || report.originDigest == .mismatched { state.progress.entriesDamaged += 1 }
                 if !report.isSound { state.progress.entriesLeftDamaged += 1 }
             }
         }

@@ -17,13 +17,42 @@ package struct VerifyReport: Sendable, Codable, Equatable {
     package var damaged: [[Int64]]
     /// Whether the damaged bytes were asked of the origin again.
     package var repairTried: Bool
-    /// The check of the whole entry against its origin's digests: `matched sha-256`, or
-    /// `mismatched` (the stored representation was dropped); `nil` when the origin sent none
-    /// or the entry is not whole.
-    package var originDigest: String? = nil
+    /// The check of the whole entry against its origin's digests (written `matched sha-256`
+    /// or `mismatched` in JSON; a mismatched entry's stored representation was dropped); `nil`
+    /// when the origin sent none or the entry is not whole.
+    package var originDigest: CacheStore.DigestOutcome? = nil
 
     /// Whether the entry is sound now.
-    package var isSound: Bool { damaged.isEmpty && originDigest != "mismatched" }
+    package var isSound: Bool { damaged.isEmpty && originDigest != .mismatched }
+}
+
+extension CacheStore.DigestOutcome: Codable {
+    /// As `verify --json` writes it: `matched` and the algorithms, `mismatched` or `unchecked`.
+    package var text: String {
+        switch self {
+        case .matched(let algorithms): "matched " + algorithms.joined(separator: ", ")
+        case .mismatched: "mismatched"
+        case .unchecked: "unchecked"
+        }
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        switch text {
+        case "mismatched": self = .mismatched
+        case "unchecked": self = .unchecked
+        case _ where text.hasPrefix("matched "):
+            self = .matched(text.dropFirst("matched ".count).components(separatedBy: ", "))
+        default:
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "Not a digest outcome: \(text.prefix(40))"))
+        }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
 }
 
 /// Checks stored entries against their checksums (an encrypted store's seals) now, every
@@ -35,7 +64,7 @@ package struct StoreVerifier: Sendable {
     let reader: CachingReader?
     /// Who the repairs are for: a player (`verify`, which someone waits on) or the cache's own
     /// work (the scrub), which yields the origin to players.
-    var requester = Requester.player
+    let requester: Requester
     /// The bytes checked in one step on the I/O pool (and under the entry's lock, which a
     /// write to the entry waits for).
     var step: Int64 = 4 << 20
@@ -44,9 +73,10 @@ package struct StoreVerifier: Sendable {
     /// Whether an entry already found to match its origin's digests is hashed again.
     var rechecksDigests = true
 
-    package init(store: CacheStore, repairingWith reader: CachingReader?) {
+    package init(store: CacheStore, repairingWith reader: CachingReader?, as requester: Requester) {
         self.store = store
         self.reader = reader
+        self.requester = requester
     }
 
     /// Checks the entries of `keys` (every entry when `nil`), one after the other.
@@ -86,12 +116,11 @@ package struct StoreVerifier: Sendable {
             CacheMetrics.damagedBlocks(.unrecoverable, count: Self.blocks(in: left))
         }
         let matched = rechecksDigests ? nil : store.metadata(for: key)?.digestsMatched
-        let digest: String? =
-            if let matched { "matched " + matched.joined(separator: ", ") } else {
+        let digest: CacheStore.DigestOutcome? =
+            if let matched { .matched(matched) } else {
                 switch await store.checkOriginDigests(of: key) {
-                case .matched(let algorithms): "matched " + algorithms.joined(separator: ", ")
-                case .mismatched: "mismatched"
                 case .unchecked: nil
+                case let outcome: outcome
                 }
             }
         return VerifyReport(

@@ -359,6 +359,7 @@ package final class CacheEntryHandle: Sendable {
                 return record.openBy.isEmpty && record.file != nil
             }
             if keepsFile == true { state.keepFileOpen(key) }
+            state.wakeAloneWaiters(of: key)
         }
     }
 

@@ -126,6 +126,12 @@ extension CacheError {
             public static let resumeJob = Action(rawValue: "resume-job")
             /// Pin the asset first: only what is wholly stored can be written out.
             public static let pinFirst = Action(rawValue: "pin-first")
+            /// Export it as it is stored (a file as the file, an asset as a folder of its
+            /// resources and playlists) rather than as one movie file.
+            public static let exportAsStored = Action(rawValue: "export-as-stored")
+            /// Pin it into an encrypted store, which keeps HLS keys
+            /// (``CacheStore/Configuration/encryptionKey``).
+            public static let pinIntoEncryptedStore = Action(rawValue: "pin-into-encrypted-store")
             /// Let the job ``CacheError/Remedy/job`` download on any network (``DownloadRules/network``).
             public static let allowAnyNetwork = Action(rawValue: "allow-any-network")
             /// Let the job download on any power (`--power any`).

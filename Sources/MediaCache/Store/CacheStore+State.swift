@@ -68,6 +68,9 @@ extension CacheStore {
         /// Checks of whole entries against their origin's digests, running in the background.
         var digestChecks: [CacheKey: Task<CacheStore.DigestOutcome, Never>] = [:]
         var nextHandleID: UInt64 = 1
+        /// Handles waiting to be the only one open on their entry, by handle
+        /// (``CacheEntryHandle/untilAlone()``).
+        var aloneWaiters: [UInt64: (key: CacheKey, continuation: CheckedContinuation<Void, Never>)] = [:]
         var backgroundFlush: Task<Void, Never>?
         var isClosed = false
         /// The disk's free space, as last measured (``CacheStore/measureDisk()``).

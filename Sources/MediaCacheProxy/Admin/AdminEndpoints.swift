@@ -153,7 +153,7 @@ struct AdminEndpoints {
             return AdminAPI.Cancelled()
         }
         router.on(AdminAPI.verify) { query in
-            let verifier = StoreVerifier(store: store, repairingWith: query.repair ? reader : nil)
+            let verifier = StoreVerifier(store: store, repairingWith: query.repair ? reader : nil, as: .player)
             return await verifier.verify(query.targets.isEmpty ? nil : query.targets.map(store.key(for:)))
         }
         router.on(AdminAPI.export) { query in

@@ -65,7 +65,7 @@ package enum MetricsHelp {
         "mediacache_damaged_blocks_total":
             "Blocks that failed their check, by what became of them (refetched: stored again right; unrecoverable: needed while the origin could not give them).",
         "mediacache_connections_accepted_total":
-            "Connections accepted, by the event loop that accepted and serves them (serve --threads).",
+            "Connections accepted, by the event loop that accepted and serves them.",
         "mediacache_origin_digests_total":
             "Whole entries checked against the digests their origin sent (Repr-Digest, Content-Digest, x-amz-checksum-*, x-goog-hash), by outcome (matched; mismatched: the stored representation was dropped).",
     ]

@@ -133,8 +133,8 @@ package struct PrefetchRequest: Sendable, Equatable {
     package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void)
         async throws -> PrefetchProgress
     {
-        let metadata = try await reader.contentInfo(for: url)
-        switch try await reader.manifestKind(url, metadata) {
+        let metadata = try await reader.contentInfo(for: url, as: .own(.prefetch))
+        switch try await reader.manifestKind(url, metadata, as: .own(.prefetch)) {
         case .hls:
             return try await reader.prefetchHLS(
                 url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)

@@ -22,12 +22,15 @@ extension ProxyHandler {
             // player opens a playlist from its start): its start is looked at only when stored,
             // so the request costs no second origin request for it.
             if reader.isMediaWithoutLook(url, metadata, from: asked.firstByte ?? 0) { return (nil, nil) }
-            return (try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata), nil)
+            return (
+                try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata, as: .player),
+                nil
+            )
         }
         guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else {
             return (CachingReader.declaredKind(metadata), nil)
         }
-        let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata)
+        let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata, as: .player)
         return (CachingReader.declaredKind(read.metadata) ?? CachingReader.sniffedKind(read.body), read)
     }
 
@@ -40,7 +43,8 @@ extension ProxyHandler {
     func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws
         -> ProxyResponse
     {
-        let (body, metadata) = try await reader.originBody(of: url, headers: headers, limit: HLSPlaylist.maximumSize)
+        let (body, metadata) = try await reader.originBody(
+            of: url, headers: headers, limit: HLSPlaylist.maximumSize, as: .player)
         guard let parsed = try parsedPlaylist(body, url: url, head: head) else {
             return Self.notAPlaylist(body, metadata: metadata, head: head)
         }
@@ -68,10 +72,10 @@ extension ProxyHandler {
         lifetime: ([UInt8]) -> Duration?
     ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         if let read { return read }
-        let first = try await reader.playlistBody(url, headers: headers, planned: planned)
+        let first = try await reader.playlistBody(url, headers: headers, planned: planned, as: .player)
         guard let lifetime = lifetime(first.body), !reader.wasConfirmed(url, within: lifetime) else { return first }
         let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
-        return try await reader.playlistBody(url, headers: headers, planned: current)
+        return try await reader.playlistBody(url, headers: headers, planned: current, as: .player)
     }
 
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
@@ -266,7 +270,7 @@ extension ProxyHandler {
     /// A resource kept in memory only (an HLS key: see ``ProxyTarget/memoryOnly``),
     /// answered whole whatever the `Range`.
     func memoryOnly(_ url: URL, head: HTTPRequestHead, headers: RequestHeaders) async throws -> ProxyResponse {
-        let (body, metadata) = try await reader.memoryOnlyBody(of: url, headers: headers)
+        let (body, metadata) = try await reader.memoryOnlyBody(of: url, headers: headers, as: .player)
         var fields = HTTPHeaders()
         fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
         fields.add(name: "Cache-Control", value: "no-store")

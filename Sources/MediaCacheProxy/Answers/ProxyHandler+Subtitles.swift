@@ -39,7 +39,7 @@ extension ProxyHandler {
         let text: String
         switch role {
         case .playlist(let timeline):
-            let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline, headers: headers)
+            let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline, headers: headers, as: .player)
             var target = ProxyTarget(file)
             target.subtitleRole = .file(mpegts: mpegts)
             text = SideLoadedSubtitles.mediaPlaylist(

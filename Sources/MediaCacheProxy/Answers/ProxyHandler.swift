@@ -100,7 +100,9 @@ struct ProxyHandler: Sendable {
         // The answer is planned from what the store holds, looked up once; the bytes planned
         // are then taken from the same lease: one region of the data file when they lie in one,
         // else a read of stored bytes (an encrypted store's, a long range's).
-        guard let lease = reader.storedLease(for: asked.url, headers: asked.forwarded, range: asked.specifier),
+        guard
+            let lease = reader.storedLease(
+                for: asked.url, headers: asked.forwarded, range: asked.specifier, as: .player),
             // A playlist (or what may be one) is rewritten; the general path's look decides.
             reader.isMediaWithoutLook(asked.url, lease.metadata, from: asked.firstByte ?? 0),
             case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: lease.metadata, sendsBody: true)
@@ -201,11 +203,11 @@ struct ProxyHandler: Sendable {
             // A steering server's answer depends on what the player says of its pathway and
             // throughput: the origin's, never stored.
             let (body, metadata) = try await reader.originBody(
-                of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize)
+                of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize, as: .player)
             response = try steering(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .assetList:
             let (body, metadata) = try await reader.originBody(
-                of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize)
+                of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize, as: .player)
             response = try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .subtitles(let role):
             response = try await subtitles(role, file: url, head: head, localPort: localPort, headers: asked.forwarded)

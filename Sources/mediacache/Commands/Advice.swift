@@ -18,6 +18,9 @@ enum Advice {
         case .listJobs: return "`mediacache downloads` lists the jobs."
         case .resumeJob: return "`mediacache resume \(job)` fetches what is missing."
         case .pinFirst: return "Pin it first (`mediacache pin`)."
+        case .exportAsStored: return "Export it as it is stored with --output."
+        case .pinIntoEncryptedStore:
+            return "Pin the asset into a cache folder encrypted with --encryption-key-file, which keeps its keys."
         case .allowAnyNetwork: return "`mediacache downloads set \(job) --network any` downloads it on any network."
         case .allowAnyPower: return "`mediacache downloads set \(job) --power any` downloads it on any power."
         default: return nil

@@ -23,7 +23,7 @@ struct LocalCache: CacheAccess {
     func entries() async throws -> [CacheEntrySummary] { store.entrySummaries() }
 
     func verify(_ urls: [URL], repair: Bool) async throws -> [VerifyReport] {
-        await StoreVerifier(store: store, repairingWith: repair ? reader : nil)
+        await StoreVerifier(store: store, repairingWith: repair ? reader : nil, as: .player)
             .verify(urls.isEmpty ? nil : urls.map(store.key(for:)))
     }
 

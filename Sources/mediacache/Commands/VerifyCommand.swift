@@ -36,7 +36,7 @@ struct VerifyCommand: AsyncParsableCommand {
             if options.json {
                 try printJSON(reports)
             } else {
-                for report in reports where report.originDigest == "mismatched" {
+                for report in reports where report.originDigest == .mismatched {
                     print("digest mismatch (dropped)  \(report.url)")
                 }
                 for report in reports where !report.found.isEmpty || !report.damaged.isEmpty {
@@ -47,7 +47,7 @@ struct VerifyCommand: AsyncParsableCommand {
                 }
                 let damaged = reports.filter { !$0.isSound }.count
                 let checked = reports.reduce(Int64(0)) { $0 + $1.checkedBytes }
-                let matched = reports.filter { $0.originDigest?.hasPrefix("matched") == true }.count
+                let matched = reports.filter { if case .matched = $0.originDigest { true } else { false } }.count
                 print(
                     "\(reports.count) entr\(reports.count == 1 ? "y" : "ies") checked (\(Format.bytes(checked))), \(damaged) damaged, \(matched) matching their origin's digest"
                 )

@@ -38,7 +38,7 @@ extension CachingReader {
     }
 
     /// ``contentInfo(for:readingFrom:length:headers:maximumAge:)`` for `requester`.
-    func contentInfo(
+    package func contentInfo(
         for url: URL, readingFrom offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
         maximumAge: Duration? = nil, as requester: Requester
     ) async throws -> ContentMetadata {
@@ -57,7 +57,7 @@ extension CachingReader {
     package func contentInfoForRead(
         _ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders, inPlay: Bool = false
     ) async throws -> ContentMetadata {
-        var request = ContentRequest(url: url, offset: offset, length: length, headers: headers)
+        var request = ContentRequest(url: url, offset: offset, length: length, headers: headers, requester: .player)
         request.reserves = true
         request.playFrom = inPlay ? offset : nil
         return try await validator.contentInfo(request)
@@ -218,7 +218,7 @@ extension CachingReader: PrefetchSource, PlanSource, HeldAssetsSource {
         configuration.isOffline || fetcher.reachability.isFailing(url)
     }
 
-    var heldPlanner: AssetPlanner { offlineTwin.planner(for: .player) }
+    var heldPlanner: AssetPlanner { offlineTwin.planner(for: .own(.export)) }
 
     func confirm(_ url: URL) async {
         _ = try? await contentInfo(for: url, maximumAge: .zero)

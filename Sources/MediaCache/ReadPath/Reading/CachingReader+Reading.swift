@@ -269,7 +269,7 @@ extension CachingReader {
     ///   comes with the lease, for ``StoredLease/region(_:)``.
     /// - Parameter requester: who asks (a player's read is a play: see ``Plays``).
     package func storedLease(
-        for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil, as requester: Requester = .player
+        for url: URL, headers: RequestHeaders = [], range: RangeSpecifier? = nil, as requester: Requester
     ) -> StoredLease? {
         let key = store.key(for: url)
         let snapshot = store.storedSnapshot(key, played: requester.isPlayer) { length in
@@ -339,7 +339,7 @@ extension CachingReader {
     /// - Throws: ``CacheError`` for an origin failure, or `.originRejected` for a body over
     ///   ``memoryOnlyLimit``.
     /// - Parameter requester: who asks.
-    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = [], as requester: Requester = .player)
+    package func memoryOnlyBody(of url: URL, headers: RequestHeaders = [], as requester: Requester)
         async throws -> (body: [UInt8], metadata: ContentMetadata)
     {
         if store.isEncrypted {
@@ -385,7 +385,7 @@ extension CachingReader {
     /// - Throws: ``CacheError``: the origin's failure; `.originRejected` when the body is
     ///   longer than `limit` or than its stated length; `.originUnavailable` when it is shorter.
     /// - Parameter requester: who asks.
-    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int, as requester: Requester = .player)
+    package func originBody(of url: URL, headers: RequestHeaders = [], limit: Int, as requester: Requester)
         async throws -> (body: [UInt8], metadata: ContentMetadata)
     {
         let response = try await fetcher.fetch(url, range: nil, ifRange: nil, headers: headers, as: requester)
@@ -420,17 +420,18 @@ extension CachingReader {
     /// `variant` (the sum of its segments' durations), and the earliest timestamp of its first
     /// segment when that is MPEG-TS (`nil` for fragmented MP4 and others: time zero is 0). Both
     /// read through the cache: the segment is stored whole, as the player will ask for it.
-    package func subtitleTimeline(of variant: URL, headers: RequestHeaders = []) async throws -> (
-        duration: Double, mpegts: Int64?
-    ) {
-        let (body, metadata) = try await playlistBody(variant, headers: headers)
+    package func subtitleTimeline(of variant: URL, headers: RequestHeaders = [], as requester: Requester) async throws
+        -> (duration: Double, mpegts: Int64?)
+    {
+        let (body, metadata) = try await playlistBody(variant, headers: headers, as: requester)
         let playlist = try HLSPlaylist(parsing: body, url: variant, imports: [:])
         let duration = playlist.segments.reduce(0) { $0 + $1.duration }
         guard let first = playlist.segments.first, first.initSection == nil,
             let segment = HLSPlaylist.resolve(first.uri, base: metadata.finalURL ?? variant)
         else { return (duration, nil) }
         let stream = try await read(
-            segment, offset: first.byteRange?.lowerBound ?? 0, length: first.byteRange?.length, headers: headers)
+            segment, offset: first.byteRange?.lowerBound ?? 0, length: first.byteRange?.length, headers: headers,
+            as: requester)
         var start: [UInt8] = []
         for try await chunk in stream where start.count < Self.timestampProbe {
             start += chunk.readableBytesView.prefix(Self.timestampProbe - start.count)

@@ -357,7 +357,7 @@ extension CachingReader {
     /// - Parameter requester: who reads.
     package func manifestKind(
         _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil,
-        as requester: Requester = .player
+        as requester: Requester
     ) async throws -> ManifestKind? {
         guard Self.mayBePlaylist(metadata) else { return nil }
         if let declared = Self.declaredKind(metadata) { return declared }
@@ -415,10 +415,12 @@ extension CachingReader {
     /// (for a small resource of no particular type) by a body that starts with `#EXTM3U`,
     /// read through the cache.
     /// - Parameter planned: see ``read(_:offset:length:headers:planned:)``.
+    /// - Parameter requester: who reads.
     package func isPlaylist(
-        _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil
+        _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil,
+        as requester: Requester
     ) async throws -> Bool {
-        try await manifestKind(url, metadata, headers: headers, planned: planned) == .hls
+        try await manifestKind(url, metadata, headers: headers, planned: planned, as: requester) == .hls
     }
 
     /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
@@ -426,7 +428,7 @@ extension CachingReader {
     /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
     /// - Parameter requester: who reads.
     package func playlistBody(
-        _ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil, as requester: Requester = .player
+        _ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil, as requester: Requester
     ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         try await storedBody(
             of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned,

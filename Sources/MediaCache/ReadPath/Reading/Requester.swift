@@ -27,6 +27,9 @@ package struct Requester: Sendable, Equatable, CustomStringConvertible {
         case pin
         /// A live stream's recording.
         case recording
+        /// An export or a look at what the store holds (``Exporter``, ``HeldAssets``), through a
+        /// reader that never asks the origin.
+        case export
     }
 
     /// What the work is.
@@ -43,8 +46,11 @@ package struct Requester: Sendable, Equatable, CustomStringConvertible {
     /// A player.
     package static let player = Requester(kind: .player, pacer: nil)
 
-    /// The cache's own work of `kind` (not ``Kind/player``), paced by `pacer` if it has one.
-    static func own(_ kind: Kind, pacer: DownloadPacer? = nil) -> Requester {
+    /// The cache's own work of `kind` (not ``Kind/player``), unpaced.
+    package static func own(_ kind: Kind) -> Requester { own(kind, pacer: nil) }
+
+    /// The cache's own work of `kind`, paced by `pacer`.
+    static func own(_ kind: Kind, pacer: DownloadPacer?) -> Requester {
         precondition(kind != .player, "a player is not the cache's own work")
         return Requester(kind: kind, pacer: pacer)
     }

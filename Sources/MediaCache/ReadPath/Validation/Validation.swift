@@ -28,7 +28,7 @@ package struct ContentRequest: Sendable {
 
     package init(
         url: URL, offset: Int64? = nil, length: Int64? = nil, headers: RequestHeaders = [],
-        maximumAge: Duration? = nil, requester: Requester = .player
+        maximumAge: Duration? = nil, requester: Requester
     ) {
         self.url = url
         self.offset = offset.map { min(max(0, $0), ByteRange.maximumOffset) }
