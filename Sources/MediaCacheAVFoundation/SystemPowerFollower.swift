@@ -4,7 +4,7 @@
 #if canImport(AVFoundation)
     import AVFoundation
     import Foundation
-    public import MediaCache
+    @_spi(Adapter) public import MediaCache
     #if canImport(UIKit)
         import UIKit
     #endif
@@ -57,7 +57,7 @@
             let lowPowerMode = ProcessInfo.processInfo.isLowPowerModeEnabled
             #if canImport(UIKit)
                 let device = UIDevice.current
-                let state: Battery? =
+                let state: DownloadRules.PowerConditions.SystemBattery? =
                     switch device.batteryState {
                     case .unplugged: .unplugged
                     case .charging: .charging
@@ -65,31 +65,11 @@
                     default: nil
                     }
                 downloads.powerChanged(
-                    conditions(level: device.batteryLevel, battery: state, lowPowerMode: lowPowerMode))
+                    .init(systemLevel: device.batteryLevel, battery: state, lowPowerMode: lowPowerMode))
             #else
                 // No battery to read here (a Mac follows Low Power Mode alone).
-                downloads.powerChanged(conditions(level: -1, battery: nil, lowPowerMode: lowPowerMode))
+                downloads.powerChanged(.init(systemLevel: -1, battery: nil, lowPowerMode: lowPowerMode))
             #endif
-        }
-
-        /// A battery's state, as the system says it.
-        @_spi(Adapter) public enum Battery: Sendable {
-            case unplugged, charging, full
-        }
-
-        /// The conditions the system's words mean: `level` as UIKit gives it (0...1, or -1 when
-        /// unknown), `battery` `nil` when the system knows of none.
-        @_spi(Adapter) public static func conditions(level: Float, battery: Battery?, lowPowerMode: Bool)
-            -> DownloadRules.PowerConditions
-        {
-            guard let battery else {
-                return lowPowerMode
-                    ? DownloadRules.PowerConditions(batteryLevel: nil, isCharging: false, isLowPowerMode: true)
-                    : .unknown
-            }
-            return DownloadRules.PowerConditions(
-                batteryLevel: level < 0 ? nil : Double(level), isCharging: battery != .unplugged,
-                isLowPowerMode: lowPowerMode)
         }
     }
 #endif

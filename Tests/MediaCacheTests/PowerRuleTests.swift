@@ -5,7 +5,7 @@ import Foundation
 import MediaCacheTestSupport
 import Testing
 
-@testable import MediaCache
+@_spi(Adapter) @testable import MediaCache
 
 /// The power rule, pure: which jobs wait for power under which conditions (every rule against
 /// random conditions, the planner's answer against the rule's words), what Linux's
@@ -157,5 +157,32 @@ import Testing
         #expect(again.map(\.item.url) == [items[0].url])
         #expect(machine.status.map(\.waiting) == [nil, nil])
         #expect(machine.boundary(again[0].id, missing: 1000) == .fetch)
+    }
+
+    /// What holds a play's fill, over every network and power: low power first, then a metered
+    /// or low-data network, and nothing else.
+    @Test func aFillIsHeldByLowPowerThenByAnExpensiveNetwork() {
+        for metered in [false, true] {
+            for constrained in [false, true] {
+                let network = DownloadRules.NetworkConditions(isMetered: metered, isConstrained: constrained)
+                #expect(FillOnPlay.hold(on: network, lowPower: true) == .lowPower)
+                #expect(FillOnPlay.hold(on: network, lowPower: false) == (metered || constrained ? .metered : nil))
+            }
+        }
+    }
+
+    /// The system's words on the power as the Apple adapter hands them over: no battery known
+    /// is unknown (nothing waits), Low Power Mode alone (a Mac) is low, a full or charging
+    /// battery is on external power, and UIKit's -1 is an unknown level.
+    @Test func theSystemsWordsOnThePowerMeanTheirConditions() {
+        typealias Conditions = DownloadRules.PowerConditions
+        #expect(Conditions(systemLevel: -1, battery: nil, lowPowerMode: false) == .unknown)
+        #expect(Conditions(systemLevel: -1, battery: nil, lowPowerMode: true).isLow(below: 0.2))
+        #expect(Conditions(systemLevel: 1, battery: .full, lowPowerMode: false).isCharging)
+        #expect(Conditions(systemLevel: -1, battery: .charging, lowPowerMode: false).batteryLevel == nil)
+        let unplugged = Conditions(systemLevel: 0.15, battery: .unplugged, lowPowerMode: false)
+        #expect(unplugged.isLow(below: 0.2) && !unplugged.isCharging && unplugged.batteryLevel == Double(Float(0.15)))
+        #expect(!Conditions(systemLevel: 0.15, battery: .charging, lowPowerMode: false).isLow(below: 0.2))
+        #expect(Conditions(systemLevel: 0.9, battery: .charging, lowPowerMode: true).isLow(below: 0.2))
     }
 }

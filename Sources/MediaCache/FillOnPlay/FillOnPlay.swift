@@ -73,6 +73,13 @@ package final class FillOnPlay: Sendable {
         set { state.withLock { $0.heldBy = newValue } }
     }
 
+    /// What holds fills back on `network` and with the power low or not: the power first, then
+    /// a metered or low-data network; nothing else.
+    static func hold(on network: DownloadRules.NetworkConditions, lowPower: Bool) -> FillStop? {
+        if lowPower { return .lowPower }
+        return network.isMetered || network.isConstrained ? .metered : nil
+    }
+
     /// Whether a player's download of `url` whose origin answered `metadata` fills its file. A
     /// fill's bytes push out no played ones (``EvictionPolicy``): one the store has no room for
     /// of that kind would fetch what it cannot keep, so it does not start; nor one of a file

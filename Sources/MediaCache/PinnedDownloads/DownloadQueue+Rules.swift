@@ -108,7 +108,7 @@ extension DownloadQueue {
         // and on the power (none while it is low); a preload the power alone.
         let effective = network.effective
         let lowPower = power.isLow(below: configuration.lowBatteryLevel)
-        reader.fills.heldBy = lowPower ? .lowPower : effective.isMetered || effective.isConstrained ? .metered : nil
+        reader.fills.heldBy = FillOnPlay.hold(on: effective, lowPower: lowPower)
         reader.holdPreloads(lowPower ? .power : nil)
         let now = store.configuration.clock.now
         let room = store.diskRoom

@@ -306,6 +306,26 @@ extension DownloadJob {
     }
 }
 
+extension DownloadRules.PowerConditions {
+    /// A battery's state, as UIKit says it (`UIDevice.BatteryState`, less `unknown`).
+    @_spi(Adapter) public enum SystemBattery: Sendable {
+        case unplugged, charging, full
+    }
+
+    /// The conditions the system's words mean: `level` as UIKit gives it (0...1, or -1 when
+    /// unknown), `battery` `nil` when the system knows of none, and Low Power Mode. Without a
+    /// battery the power is unknown (nothing waits for it) unless Low Power Mode is on.
+    @_spi(Adapter) public init(systemLevel level: Float, battery: SystemBattery?, lowPowerMode: Bool) {
+        guard let battery else {
+            self = lowPowerMode ? Self(batteryLevel: nil, isCharging: false, isLowPowerMode: true) : .unknown
+            return
+        }
+        self.init(
+            batteryLevel: level < 0 ? nil : Double(level), isCharging: battery != .unplugged,
+            isLowPowerMode: lowPowerMode)
+    }
+}
+
 extension DownloadRules.NetworkConditions {
     /// Reads NetworkManager's `Metered` property as `busctl get-property` prints it (`u 1`):
     /// 1 (yes) and 3 (guessed yes) are metered; 0, 2 and 4 are not; anything else is `nil`.

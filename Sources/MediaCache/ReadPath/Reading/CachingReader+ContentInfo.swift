@@ -88,29 +88,11 @@ extension CachingReader {
     package func wasConfirmed(_ url: URL, within age: Duration) -> Bool {
         let key = store.key(for: url)
         guard let stored = store.metadata(for: key) else { return false }
-        return isYoung(stored, key: key, within: age)
-    }
-
-    /// Whether the origin gave or confirmed the stored `metadata` less than `age` ago.
-    func isYoung(_ metadata: ContentMetadata, key: CacheKey, within age: Duration) -> Bool {
-        validator.isYoung(metadata, key: key, within: age)
-    }
-
-    /// Whether a stored entry may be used without asking the origin (``ContentValidator/isCurrent(_:)``).
-    func isCurrent(_ metadata: ContentMetadata, key: CacheKey) -> Bool {
-        validator.isCurrent(metadata)
+        return validator.isYoung(stored, key: key, within: age)
     }
 
     /// The fills on play under way, and whether the network allows them (see ``FillPolicy``).
     package var fills: FillOnPlay { context.fills }
-
-    /// Where a play's requests go (see ``PlayRoute``).
-    var playRoute: PlayRoute { validator.playRoute }
-
-    /// Whether `now` is less than `interval` after `start` (and not before it).
-    static func isWithin(_ interval: Duration, from start: Date, to now: Date) -> Bool {
-        Plays.isWithin(interval, from: start, to: now)
-    }
 
     /// When the origin last confirmed each resource.
     var validations: RecentDates<Void> { plays.validations }
@@ -124,7 +106,7 @@ extension CachingReader {
     }
 
     private func cachedContentInfo(key: CacheKey, headers: RequestHeaders) -> ContentMetadata? {
-        guard let stored = store.metadata(for: key), stored.length != nil, isCurrent(stored, key: key),
+        guard let stored = store.metadata(for: key), stored.length != nil, validator.isCurrent(stored),
             stored.matches(request: headers)
         else { return nil }
         return stored

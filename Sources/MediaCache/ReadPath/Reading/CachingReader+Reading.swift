@@ -107,7 +107,7 @@ extension CachingReader {
                 context: context, url: url, key: key, range: range, headers: headers, handle: handle,
                 requester: requester)
             if takesReservation { session.joinReservedDownload() }
-            if needsValidation(key, range: range, handle: handle, stale: !isCurrent(metadata, key: key)) {
+            if needsValidation(key, range: range, handle: handle, stale: !validator.isCurrent(metadata)) {
                 switch await session.startFirstDownloadAndWaitForResponse() {
                 case .ready:
                     break
@@ -237,7 +237,7 @@ extension CachingReader {
         if stale { return true }
         let last = validations.date(of: key)
         return last.map {
-            !Self.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now)
+            !Plays.isWithin(configuration.revalidationInterval, from: $0, to: store.configuration.clock.now)
         } ?? true
     }
 
@@ -275,7 +275,7 @@ extension CachingReader {
         let snapshot = store.storedSnapshot(key, played: requester.isPlayer) { length in
             range.map { $0.resolve(length: length) } ?? ByteRange(0, length)
         }
-        guard let snapshot, case let metadata = snapshot.metadata, metadata.isStorable, isCurrent(metadata, key: key),
+        guard let snapshot, case let metadata = snapshot.metadata, metadata.isStorable, validator.isCurrent(metadata),
             metadata.matches(request: headers)
         else { return nil }
         if requester.isPlayer { preloader.played(key) }
@@ -346,7 +346,7 @@ extension CachingReader {
             return try await storedBody(of: url, headers: headers, limit: Self.memoryOnlyLimit, as: requester)
         }
         let key = store.key(for: url)
-        if let kept = memoryBodies.withLock({ $0.entries[key] }), isCurrent(kept.metadata, key: key) {
+        if let kept = memoryBodies.withLock({ $0.entries[key] }), validator.isCurrent(kept.metadata) {
             return (kept.body, kept.metadata)
         }
         let fetched = try await originBody(of: url, headers: headers, limit: Self.memoryOnlyLimit, as: requester)
