@@ -194,7 +194,10 @@ public final class ScriptedOrigin: OriginFetcher {
             exchange.took(chunk)
             return chunk
         }
-        return OriginResponse(metadata: resource.metadata, bodyOffset: bodyRange.lowerBound, body: counted)
+        var response = OriginResponse(metadata: resource.metadata, bodyOffset: bodyRange.lowerBound, body: counted)
+        // A ranged request is answered as a `206` of the bytes asked (its `Content-Range`).
+        if range != nil { response.bodyEnd = bodyRange.upperBound }
+        return response
     }
 
     private func resource(_ url: URL) throws -> Resource {

@@ -303,6 +303,43 @@ import Testing
         }
     }
 
+    /// A player that hangs up in the middle of a miss's body: the origin request nobody else
+    /// reads is let go (its body cancelled), nothing more is asked, and what arrived before is
+    /// stored as the origin sent it.
+    @Test func aHangUpMidBodyLetsTheOriginRequestGoAndKeepsWhatArrived() async throws {
+        try await ScriptedHarness.with { h in
+            h.origin.serve(Self.url, length: Self.size, seed: 7)
+            let channel = NIOAsyncTestingChannel()
+            try await channel.testingEventLoop.executeInContext {
+                try Self.configure(channel, Self.handler(h))
+            }
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            try await channel.writeInbound(Self.request("bytes=0-299999"))
+            try await waitUntil { h.origin.exchanges.count == 1 }
+            let exchange = h.origin.exchanges[0]
+            exchange.send(100_000)
+            var received: [UInt8] = []
+            while RawHTTPClient.parse(received).first.map({ $0.body.count < 100_000 }) ?? true {
+                received += try await Self.bytes(of: try await channel.waitForOutboundWrite(as: IOData.self))
+            }
+            let partial = try #require(RawHTTPClient.parse(received).first)
+            #expect(
+                partial.status == 206 && Self.content.firstMismatch(in: ByteBuffer(bytes: partial.body), at: 0) == nil)
+            // The player goes away.
+            try await channel.testingEventLoop.executeInContext { channel.pipeline.fireChannelInactive() }
+            try await waitUntil { exchange.isCancelled }
+            try await waitUntil { h.reader.activeDownloads == 0 }
+            #expect(h.origin.exchanges.count == 1)
+            let key = h.store.key(for: Self.url)
+            let stored = h.store.spans(for: key)
+            #expect(stored.contains(ByteRange(0, 100_000)) && !stored.contains(ByteRange(0, Self.size)), "\(stored)")
+            let held = try #require(h.reader.cachedRead(Self.url, range: ByteRange(0, 100_000)))
+            var bytes = ByteBuffer()
+            for try await chunk in held { bytes.writeImmutableBuffer(chunk) }
+            #expect(bytes.readableBytes == 100_000 && Self.content.firstMismatch(in: bytes, at: 0) == nil)
+        }
+    }
+
     /// Every byte the channel wrote so far.
     static func outbound(of channel: EmbeddedChannel) throws -> [UInt8] {
         var bytes: [UInt8] = []

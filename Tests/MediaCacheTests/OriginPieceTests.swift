@@ -48,6 +48,42 @@ import Testing
         }
     }
 
+    /// Each piece is a request on a connection of its own from the budget: with one connection
+    /// per host, the piece asked ahead waits for the one before it to end before it is asked
+    /// (never two requests on one connection), and the read's bytes are the origin's.
+    @Test func eachPieceTakesAConnectionOfItsOwnFromTheBudget() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.originPieces = ["scripted.example": 64 << 10]
+        let budget = ConnectionBudget(limit: 1, ownLimit: 1, logger: configuration.logger)
+        let origin = ScriptedOrigin()
+        let url = URL(string: "https://scripted.example/long.mp4")!
+        let length: Int64 = 200_000
+        origin.serve(url, length: length, seed: 5)
+        let (metered, _) = OriginStack.compose(
+            origin, configuration: configuration, budget: budget, clock: SystemClock())
+        let response = try await metered.fetch(url, range: ByteRange(0, length), ifRange: nil, headers: [], as: .player)
+        let reading = Task {
+            var bytes = ByteBuffer()
+            for try await chunk in response.body { bytes.writeImmutableBuffer(chunk) }
+            return bytes
+        }
+        // The first piece holds the one connection; the piece after it waits for it.
+        try await waitUntil { budget.usage(of: url).waiting == 1 }
+        #expect(origin.exchanges.count == 1 && budget.usage(of: url).inUse == 1)
+        for index in 0..<4 {
+            try await waitUntil { origin.exchanges.count > index }
+            let before = origin.exchanges.prefix(index)
+            #expect(before.allSatisfy { $0.takenUpTo == $0.bodyRange.upperBound }, "piece \(index)")
+            #expect(budget.usage(of: url).inUse == 1, "piece \(index)")
+            origin.exchanges[index].finish()
+        }
+        let bytes = try await reading.value
+        #expect(
+            bytes.readableBytes == Int(length) && DeterministicContent(seed: 5).firstMismatch(in: bytes, at: 0) == nil)
+        #expect(origin.exchanges.map(\.bodyRange.length) == [65_536, 65_536, 65_536, length - 3 * 65_536])
+        #expect(budget.usage(of: url) == (0, 0))
+    }
+
     @Test func aVersionThatChangesBetweenPiecesEndsTheRead() async throws {
         try await Harness.with(reader: Self.configuration()) { h in
             var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 92)

@@ -40,9 +40,16 @@ struct MeteredFetcher: Sendable {
     ) async throws -> OriginResponse {
         let hold = try await budget.acquire(for: route(url), isOwn: !requester.isPlayer, promotion: promotion)
         CacheMetrics.originRequests.increment()
+        let further = FurtherRequests(first: hold) { [budget, route] url in
+            let hold = try await budget.acquire(for: route(url), isOwn: !requester.isPlayer, promotion: promotion)
+            CacheMetrics.originRequests.increment()
+            return hold
+        }
         do {
-            var response = try await reachability.noting(url) {
-                try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers, requester))
+            var response = try await Self.$further.withValue(further) {
+                try await reachability.noting(url) {
+                    try await base.fetch(url, range: range, ifRange: ifRange, headers: marked(headers, requester))
+                }
             }
             response.body = CountedBody(base: response.body, hold: hold)
             return response
@@ -50,6 +57,19 @@ struct MeteredFetcher: Sendable {
             hold.release()
             throw error
         }
+    }
+
+    /// How a layer below makes one answer of several requests (``PiecedFetcher``) and keeps
+    /// the rule that one connection of the budget is one request: the first request's
+    /// connection, to let go when that request's body ends, and the way to take a connection
+    /// for each further request, for the same requester. Set while ``fetch`` asks its base.
+    @TaskLocal static var further: FurtherRequests?
+
+    struct FurtherRequests: Sendable {
+        /// The first request's connection (letting it go twice is harmless).
+        let first: ConnectionBudget.Hold
+        /// A connection for a further request to `url`, waited for as the first was.
+        let acquire: @Sendable (URL) async throws -> ConnectionBudget.Hold
     }
 
     /// `headers` with ``ownRequestFields`` when the request is the cache's own.
@@ -109,14 +129,17 @@ struct CountedBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let base: any AsyncSequence<ByteBuffer, any Error> & Sendable
     let hold: ConnectionBudget.Hold
+    /// Whether its bytes are counted (a part of a body counted as a whole is not).
+    var countsBytes = true
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(base: base.makeAsyncIterator(), hold: hold)
+        Iterator(base: base.makeAsyncIterator(), hold: hold, countsBytes: countsBytes)
     }
 
     struct Iterator: AsyncIteratorProtocol {
         var base: any AsyncIteratorProtocol<ByteBuffer, any Error>
         let hold: ConnectionBudget.Hold
+        let countsBytes: Bool
 
         mutating func next() async throws -> ByteBuffer? {
             do {
@@ -124,7 +147,7 @@ struct CountedBody: AsyncSequence, Sendable {
                     hold.release()
                     return nil
                 }
-                CacheMetrics.originBytes.increment(by: chunk.readableBytes)
+                if countsBytes { CacheMetrics.originBytes.increment(by: chunk.readableBytes) }
                 return chunk
             } catch {
                 hold.release()

@@ -14,6 +14,10 @@ import NIOCore
 /// offset) ends the body with `.resourceChanged`: one version across pieces. Where the first
 /// answer is not a `206` of the piece (the origin ignores ranges, refuses, or has no strong
 /// validator), it is passed on as it is.
+///
+/// Each piece is a request of its own on a connection of its own from the budget
+/// (``MeteredFetcher/further``): the piece asked ahead waits for one as any request does, and
+/// each piece's connection goes when its body ends, so one connection is never two requests.
 struct PiecedFetcher: OriginFetcher {
     let base: any OriginFetcher
     /// The piece size of each host (lower-cased).
@@ -54,12 +58,23 @@ struct PiecedFetcher: OriginFetcher {
         guard firstEnd < end else { return first }
         var whole = first
         whole.bodyEnd = end
+        let further = MeteredFetcher.further
         let fetch: @Sendable (ByteRange) async throws -> OriginResponse = { [base] piece in
+            let hold = try await further?.acquire(url)
             CacheMetrics.originPieces.increment()
-            return try await base.fetch(url, range: piece, ifRange: validator, headers: headers)
+            do {
+                var response = try await base.fetch(url, range: piece, ifRange: validator, headers: headers)
+                if let hold { response.body = CountedBody(base: response.body, hold: hold, countsBytes: false) }
+                return response
+            } catch {
+                hold?.release()
+                throw error
+            }
         }
+        let firstBody = further.map { CountedBody(base: first.body, hold: $0.first, countsBytes: false) }
         whole.body = PiecedBody(
-            first: first.body, firstStart: start, firstEnd: firstEnd, end: end, size: size, version: first.metadata,
+            first: firstBody ?? first.body, firstStart: start, firstEnd: firstEnd, end: end, size: size,
+            version: first.metadata,
             url: url,
             fetch: fetch, logger: logger)
         return whole
