@@ -187,4 +187,110 @@ import Testing
             #expect(decided.contains("\(decision)"), "no row decides \(decision)")
         }
     }
+
+    // MARK: What an answer means
+
+    struct AnswerRow: Sendable, CustomTestStringConvertible {
+        let name: String
+        let answer: Validation.Answer
+        let questioned: Validation.Questioned
+        let outcome: Validation.Outcome
+        var testDescription: String { name }
+    }
+
+    static func revalidation(_ change: (inout Validation.Questioned) -> Void = { _ in }) -> Validation.Questioned {
+        var questioned = Validation.Questioned()
+        questioned.revalidates = true
+        change(&questioned)
+        return questioned
+    }
+
+    static let probe = Validation.Questioned()
+
+    static let answerRows: [AnswerRow] = [
+        AnswerRow(
+            name: "a 304 to a revalidation confirms", answer: .notModified, questioned: revalidation(),
+            outcome: .confirm),
+        AnswerRow(
+            name: "a 304 to a probe is the player's own", answer: .notModified, questioned: probe,
+            outcome: .passNotModified),
+        AnswerRow(
+            name: "the same version's body is adopted as it", answer: .body(provenSame: true),
+            questioned: revalidation(), outcome: .adopt(newVersion: false)),
+        AnswerRow(
+            name: "another version's body replaces the stored one", answer: .body(provenSame: false),
+            questioned: revalidation(), outcome: .adopt(newVersion: true)),
+        AnswerRow(
+            name: "a probe's body is adopted", answer: .body(provenSame: false), questioned: probe,
+            outcome: .adopt(newVersion: false)),
+        AnswerRow(
+            name: "a failed origin: stale served", answer: .failed, questioned: revalidation(), outcome: .serveStale),
+        AnswerRow(
+            name: "a failed origin, must-revalidate: failed", answer: .failed,
+            questioned: revalidation { $0.requiresRevalidation = true }, outcome: .fail(.mustRevalidate)),
+        AnswerRow(
+            name: "a failed origin, stale never served: failed", answer: .failed,
+            questioned: revalidation { $0.servesStaleOnFailure = false }, outcome: .fail(.noStaleOnFailure)),
+        AnswerRow(
+            name: "a failed origin, a whole pin: stale served", answer: .failed,
+            questioned: revalidation { $0.isWholePin = true }, outcome: .serveStale),
+        AnswerRow(name: "a failed probe fails", answer: .failed, questioned: probe, outcome: .fail(.originError)),
+        AnswerRow(
+            name: "a 404 of a whole pin: the pin plays", answer: .refused(status: 404),
+            questioned: revalidation { $0.isWholePin = true }, outcome: .servePinned),
+        AnswerRow(
+            name: "a 410 of a whole pin: the pin plays", answer: .refused(status: 410),
+            questioned: revalidation { $0.isWholePin = true }, outcome: .servePinned),
+        AnswerRow(
+            name: "a 403 of a whole pin is the origin's", answer: .refused(status: 403),
+            questioned: revalidation { $0.isWholePin = true }, outcome: .fail(.originError)),
+        AnswerRow(
+            name: "a 404 of what is not pinned whole is the origin's", answer: .refused(status: 404),
+            questioned: revalidation(), outcome: .fail(.originError)),
+        AnswerRow(
+            name: "a 404 to a probe is the origin's", answer: .refused(status: 404), questioned: probe,
+            outcome: .fail(.originError)),
+        AnswerRow(
+            name: "a 416 to a probe: a HEAD", answer: .rangeNotSatisfiable, questioned: probe, outcome: .askHead),
+        AnswerRow(
+            name: "a 416 to a revalidation fails", answer: .rangeNotSatisfiable, questioned: revalidation(),
+            outcome: .fail(.originError)),
+        AnswerRow(
+            name: "an answer the cache refused fails", answer: .otherError, questioned: revalidation(),
+            outcome: .fail(.originError)),
+    ]
+
+    @Test(arguments: answerRows) func eachAnswerMeansWhatTheRulesSay(_ row: AnswerRow) {
+        #expect(Validation.outcome(of: row.answer, questioned: row.questioned) == row.outcome)
+    }
+
+    /// Every outcome of an answer has a row, and so does every kind of answer.
+    @Test func everyOutcomeAndAnswerHasARow() {
+        let outcomes = Set(Self.answerRows.map { "\($0.outcome)" })
+        for outcome: Validation.Outcome in [
+            .serveStale, .servePinned, .confirm, .adopt(newVersion: true), .adopt(newVersion: false), .askHead,
+            .passNotModified, .fail(.originError), .fail(.noStaleOnFailure), .fail(.mustRevalidate),
+        ] {
+            #expect(outcomes.contains("\(outcome)"), "no row means \(outcome)")
+        }
+        let answers = Set(Self.answerRows.map { "\($0.answer)".prefix { $0 != "(" } })
+        for answer: Validation.Answer in [
+            .failed, .refused(status: 404), .rangeNotSatisfiable, .otherError, .notModified, .body(provenSame: true),
+        ] {
+            #expect(answers.contains("\(answer)".prefix { $0 != "(" }), "no row answers \(answer)")
+        }
+    }
+
+    /// What an origin request's error is, as an answer: a failure first (a `5xx` is one), then
+    /// a `416`, then the origin's own status, else another error.
+    @Test func anErrorIsSortedIntoItsAnswer() {
+        let unreachable = CacheError(.originUnavailable, "down")
+        #expect(Validation.Answer(unreachable) == .failed)
+        #expect(Validation.Answer(CacheError(.rangeNotSatisfiable, "none")) == .rangeNotSatisfiable)
+        let gone = CacheError(answer: OriginAnswer(status: 410, reason: "Gone", headers: [], body: []), url: "u")
+        #expect(Validation.Answer(gone) == .refused(status: 410))
+        let broken = CacheError(answer: OriginAnswer(status: 503, reason: "Busy", headers: [], body: []), url: "u")
+        #expect(Validation.Answer(broken) == .failed)
+        #expect(Validation.Answer(CacheError(.offline, "offline")) == .otherError)
+    }
 }

@@ -24,64 +24,81 @@ extension ContentValidator {
         // The read's own range when it is known (an answer other than `304` is the download the
         // read joins: the rest of its range would cost a second request), else a first window.
         let size = length.map { max(1, min($0, ByteRange.maximumOffset - start)) } ?? configuration.minimumRequest
-        let response: OriginResponse
+        var questioned = Validation.Questioned()
+        questioned.revalidates = true
+        questioned.servesStaleOnFailure = configuration.servesStaleOnOriginFailure
+        questioned.requiresRevalidation = stored.requiresRevalidation
+        let (answer, response, failure): (Validation.Answer, OriginResponse?, CacheError?)
         do {
             // Within a play, asked where the play goes: the version it began with (``PlayRoute``).
-            response = try await playRoute.fetch(
+            let given = try await playRoute.fetch(
                 url, key: key, stored: stored, range: ByteRange(start, start + size), ifRange: nil,
                 headers: conditional, as: requester, promotion: promotion)
-        } catch let error as CacheError where error.isOriginFailure {
-            let logMetadata: Logger.Metadata = [
-                "url": "\(url.absoluteString.prefix(200))", "error": "\(error.message)",
-            ]
-            guard configuration.servesStaleOnOriginFailure else {
-                CacheMetrics.revalidated(.failed)
-                throw error
-            }
-            guard !stored.requiresRevalidation else {
-                CacheMetrics.revalidated(.failed)
-                configuration.logger.warning(
-                    "Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it",
-                    metadata: logMetadata)
-                throw error
-            }
+            let kind: Validation.Answer =
+                given.isNotModified ? .notModified : .body(provenSame: given.metadata.isProvenSameVersion(as: stored))
+            (answer, response, failure) = (kind, given, nil)
+        } catch let error as CacheError {
+            (answer, response, failure) = (Validation.Answer(error), nil, error)
+            questioned.isWholePin = isWholePin(key, stored)
+        }
+        func failed() -> CacheError {
+            failure ?? CacheError(.originUnavailable, "\(url.absoluteString.prefix(200)) was not revalidated.")
+        }
+        var logMetadata: Logger.Metadata {
+            ["url": "\(url.absoluteString.prefix(200))", "error": "\(failure?.message ?? "")"]
+        }
+        switch Validation.outcome(of: answer, questioned: questioned) {
+        case .fail(.originError):
+            throw failed()
+        case .fail(.noStaleOnFailure):
+            CacheMetrics.revalidated(.failed)
+            throw failed()
+        case .fail(.mustRevalidate):
+            CacheMetrics.revalidated(.failed)
+            configuration.logger.warning(
+                "Not serving the stale cached copy (the origin said must-revalidate or no-cache): the origin failed to revalidate it",
+                metadata: logMetadata)
+            throw failed()
+        case .serveStale:
             configuration.logger.warning(
                 "Serving a stale cached copy: the origin failed to revalidate it", metadata: logMetadata)
             CacheMetrics.revalidated(.servedStale)
             return stored
-        } catch let error as CacheError
-            where [404, 410].contains(error.originAnswer?.status ?? 0) && isWholePin(key, stored)
-        {
+        case .servePinned:
             // The user kept it: a pinned resource the origin no longer has (a live segment past
             // the CDN's window, a download whose file was taken down) plays from the pin.
             configuration.logger.warning(
                 "Serving a pinned copy the origin no longer has",
-                metadata: ["url": "\(url.absoluteString.prefix(200))", "status": "\(error.originAnswer?.status ?? 0)"])
+                metadata: [
+                    "url": "\(url.absoluteString.prefix(200))", "status": "\(failure?.originAnswer?.status ?? 0)",
+                ])
             CacheMetrics.revalidated(.servedStale)
             return stored
-        }
-        guard !response.isNotModified else {
+        case .confirm:
             CacheMetrics.revalidated(.notModified)
             configuration.logger.debug(
                 "The origin confirmed the stored version", metadata: ["url": "\(url.absoluteString.prefix(200))"])
-            let metadata = await record(stored.refreshed(by: response.metadata), key: key, version: .confirms(stored))
+            let metadata = await record(
+                stored.refreshed(by: response!.metadata), key: key, version: .confirms(stored))
             markValidated(key)
             return metadata
+        case .adopt(let newVersion):
+            // A full answer: another version, or the same one from an origin that ignores
+            // conditions. Only a validator both carry shows it is the same: an answer without one
+            // (a live playlist from an origin that sends neither `ETag` nor `Last-Modified`) is a
+            // new version even when its length is the old one's, and the stored bytes go.
+            CacheMetrics.revalidated(newVersion ? .changed : .notModified)
+            if newVersion, response!.metadata.isSameVersion(as: stored) {
+                configuration.logger.debug(
+                    "A stale entry without a shared validator is replaced by the origin's answer",
+                    metadata: ["url": "\(url.absoluteString.prefix(200))"])
+            }
+            return try await adopt(
+                response!, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves,
+                version: newVersion ? .new : .compare, for: requester)
+        case .askHead, .passNotModified:
+            preconditionFailure("a revalidation's answer is never \(answer)")
         }
-        // A full answer: another version, or the same one from an origin that ignores
-        // conditions. Only a validator both carry shows it is the same: an answer without one
-        // (a live playlist from an origin that sends neither `ETag` nor `Last-Modified`) is a
-        // new version even when its length is the old one's, and the stored bytes go.
-        let same = response.metadata.isProvenSameVersion(as: stored)
-        CacheMetrics.revalidated(same ? .notModified : .changed)
-        if !same, response.metadata.isSameVersion(as: stored) {
-            configuration.logger.debug(
-                "A stale entry without a shared validator is replaced by the origin's answer",
-                metadata: ["url": "\(url.absoluteString.prefix(200))"])
-        }
-        return try await adopt(
-            response, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves,
-            version: same ? .compare : .new, for: requester)
     }
 
     /// Whether `key` is pinned and holds every byte of `stored`.
@@ -130,27 +147,34 @@ extension ContentValidator {
         _ url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders, reserves: Bool,
         as requester: Requester, promotion: ConnectionBudget.Promotion
     ) async throws -> ContentMetadata {
-        let response: OriginResponse
+        let (answer, response, failure): (Validation.Answer, OriginResponse?, CacheError?)
         do {
-            response = try await context.fetcher.fetch(
+            let given = try await context.fetcher.fetch(
                 url, range: ByteRange(offset, offset + size), ifRange: nil, headers: headers, as: requester,
                 promotion: promotion)
-        } catch let error as CacheError where error.code == .rangeNotSatisfiable {
+            (answer, response, failure) = (given.isNotModified ? .notModified : .body(provenSame: false), given, nil)
+        } catch let error as CacheError {
+            (answer, response, failure) = (Validation.Answer(error), nil, error)
+        }
+        switch Validation.outcome(of: answer, questioned: Validation.Questioned()) {
+        case .askHead:
             // Nothing at `offset` (an empty file, or a read past the end): the content
             // information is all there is to learn, and a 416 does not carry all of it.
             let metadata = try await context.fetcher.contentInfo(
                 for: url, headers: headers, as: requester, promotion: promotion)
             return await storeGiven(metadata, key: key)
-        }
-        if response.isNotModified {
+        case .passNotModified:
             // Nothing was stored, so the cache sent no condition: the `304` answers the player's own.
             throw CacheError(
-                answer: response.answer ?? OriginAnswer(status: 304, reason: "Not Modified", headers: [], body: []),
+                answer: response?.answer ?? OriginAnswer(status: 304, reason: "Not Modified", headers: [], body: []),
                 url: url.absoluteString)
+        case .adopt:
+            return try await adopt(
+                response!, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions,
+                reserves: reserves, for: requester)
+        case .fail, .serveStale, .servePinned, .confirm:
+            throw failure ?? CacheError(.originUnavailable, "\(url.absoluteString.prefix(200)) was not answered.")
         }
-        return try await adopt(
-            response, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions,
-            reserves: reserves, for: requester)
     }
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
