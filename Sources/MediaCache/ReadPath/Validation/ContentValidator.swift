@@ -36,6 +36,9 @@ final class ContentValidator: Sendable {
     struct Probe: Sendable {
         let task: SharedTask<ContentMetadata>
         let promotion: ConnectionBudget.Promotion
+        /// Whether later requests join it (it is in ``probes``); one of a request's own ends
+        /// with that request.
+        let isShared: Bool
     }
 
     init(context: ReadContext) {
@@ -179,30 +182,49 @@ final class ContentValidator: Sendable {
                 hasYielded = true
             case .shutDown:
                 throw DownloadScheduler.shutDownError
-            case .joinRunningProbe, .revalidate, .probe, .askHead:
-                return try await ask(request, key: key, stored: stored)
+            case .joinRunningProbe:
+                // Ended meanwhile: decided again.
+                if let running = probes.withLock({ $0[key] }) {
+                    return try await wait(on: running, for: request, key: key)
+                }
+            case .revalidate(let shared):
+                if let stored { return try await ask(.revalidate(stored), shared: shared, for: request, key: key) }
+            case .probe(let shared):
+                if let offset = request.offset {
+                    return try await ask(.probe(from: offset), shared: shared, for: request, key: key)
+                }
+            case .askHead(let shared):
+                return try await ask(.head, shared: shared, for: request, key: key)
             }
             // What the decision spoke of changed meanwhile: decided again.
         }
     }
 
-    /// Asks the origin for `request` (a revalidation of `stored`, a probe, or a `HEAD`), in one
-    /// question that requests without conditions of their own share.
-    private func ask(_ request: ContentRequest, key: CacheKey, stored: ContentMetadata?) async throws
+    /// What the origin is asked, as ``Validation/decide(held:asked:)`` said.
+    private enum Question {
+        /// Whether the stored version is current (a conditional ranged `GET`).
+        case revalidate(ContentMetadata)
+        /// The bytes the read wants, from `offset` (a ranged `GET`).
+        case probe(from: Int64)
+        /// The content information alone (a `HEAD`).
+        case head
+    }
+
+    /// Asks the origin `question` for `request`: `shared`, in one question that later requests
+    /// without conditions of their own join (a request carrying the player's own conditions
+    /// may get the origin's `304` for it, and shares nothing).
+    private func ask(_ question: Question, shared: Bool, for request: ContentRequest, key: CacheKey) async throws
         -> ContentMetadata
     {
-        // A request carrying the player's own conditions may get the origin's `304` for it:
-        // such a request shares no task with others.
-        let shares = !request.headers.hasConditions
-        let shared = probes.withLock { tasks in
-            if shares, let running = tasks[key] { return running }
+        let started = probes.withLock { tasks in
+            if shared, let running = tasks[key] { return running }
             let promotion = ConnectionBudget.Promotion()
             let task = SharedTask { [self] in
                 do {
-                    return try await question(request, key: key, stored: stored, promotion: promotion)
+                    return try await ask(question, request, key: key, promotion: promotion)
                 } catch let error as CacheError {
                     // An answer the origin lets a cache reuse (it carries its freshness) is kept for the next request.
-                    if shares, let answer = error.originAnswer, answer.freshUntil != nil,
+                    if shared, let answer = error.originAnswer, answer.freshUntil != nil,
                         !isNotYetAvailable(answer, url: request.url)
                     {
                         answers.remember(answer, for: key, at: now)
@@ -210,13 +232,19 @@ final class ContentValidator: Sendable {
                     throw error
                 }
             }
-            let started = Probe(task: task, promotion: promotion)
-            if shares { tasks[key] = started }
+            let started = Probe(task: task, promotion: promotion, isShared: shared)
+            if shared { tasks[key] = started }
             return started
         }
+        return try await wait(on: started, for: request, key: key)
+    }
+
+    /// Waits for the answer of `probe` for `request`; the first to have it takes the probe
+    /// out of ``probes``, so a later request asks again.
+    private func wait(on probe: Probe, for request: ContentRequest, key: CacheKey) async throws -> ContentMetadata {
         // A player who waits on a probe the cache's own work began makes its request a player's.
-        if request.requester.isPlayer { shared.promotion.promote() }
-        let task = shared.task
+        if request.requester.isPlayer { probe.promotion.promote() }
+        let task = probe.task
         defer { probes.withLock { if $0[key]?.task === task { $0[key] = nil } } }
         waitingForOrigin.add(1, ordering: .relaxed)
         defer { waitingForOrigin.subtract(1, ordering: .relaxed) }
@@ -225,33 +253,33 @@ final class ContentValidator: Sendable {
         return try await withTaskCancellationHandler {
             try await context.priority.whilePlayerWaits(request.requester) { try await task.value() }
         } onCancel: {
-            if !shares { task.cancel() }
+            if !probe.isShared { task.cancel() }
         }
     }
 
-    /// The one question to the origin: a revalidation of `stored`, a probe of the bytes the read
-    /// wants, or a `HEAD` when no read follows.
-    private func question(
-        _ request: ContentRequest, key: CacheKey, stored: ContentMetadata?, promotion: ConnectionBudget.Promotion
+    /// The one question to the origin, carried out.
+    private func ask(
+        _ question: Question, _ request: ContentRequest, key: CacheKey, promotion: ConnectionBudget.Promotion
     ) async throws -> ContentMetadata {
         let (url, headers, requester) = (request.url, request.headers, request.requester)
-        if let stored {
+        switch question {
+        case .revalidate(let stored):
             return try await revalidate(
                 url, key: key, stored: stored, offset: request.offset ?? 0,
                 length: request.offset == nil ? nil : request.length ?? ByteRange.maximumOffset,
                 headers: headers.withoutConditions, reserves: request.reserves, as: requester, promotion: promotion)
-        }
-        guard let offset = request.offset else {
+        case .head:
             return await storeGiven(
                 try await context.fetcher.contentInfo(for: url, headers: headers, as: requester, promotion: promotion),
                 key: key)
+        case .probe(let offset):
+            // The bytes the read asks for, in one request: an open-ended read asks to the end
+            // (`bytes=a-`), which the origin streams as the player reads.
+            let size = max(1, min(request.length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
+            return try await probe(
+                url, key: key, offset: offset, size: size, headers: headers, reserves: request.reserves,
+                as: requester, promotion: promotion)
         }
-        // The bytes the read asks for, in one request: an open-ended read asks to the end
-        // (`bytes=a-`), which the origin streams as the player reads.
-        let size = max(1, min(request.length ?? ByteRange.maximumOffset, ByteRange.maximumOffset - offset))
-        return try await probe(
-            url, key: key, offset: offset, size: size, headers: headers, reserves: request.reserves, as: requester,
-            promotion: promotion)
     }
 
     /// Starts a revalidation of `stored` on a task of its own unless one runs for `key`
