@@ -163,12 +163,20 @@ public final class CachingReader: Sendable {
     /// What the store holds of assets, as an offline player may be shown them (see ``HeldAssets``).
     package var held: HeldAssets { HeldAssets(source: self) }
 
-    /// This read path as an offline one: the store alone, every stored entry current.
+    /// This read path as an offline one: the store alone, every stored entry current. One per
+    /// reader, made when first asked for (exports, held assets) and shut down with it.
     package var offlineTwin: CachingReader {
-        var offline = configuration
-        offline.isOffline = true
-        return CachingReader(store: store, fetcher: fetcher.base, configuration: offline)
+        guard !configuration.isOffline else { return self }
+        return twin.withLock { twin in
+            if let twin { return twin }
+            var offline = configuration
+            offline.isOffline = true
+            let made = CachingReader(store: store, fetcher: fetcher.base, configuration: offline)
+            twin = made
+            return made
+        }
     }
+    private let twin = Mutex<CachingReader?>(nil)
 
     // MARK: Segment read-ahead
 
@@ -275,6 +283,7 @@ public final class CachingReader: Sendable {
         await scheduler.shutDown()
         await validator.shutDown()
         await owned.cancelAndWait()
+        await twin.withLock { $0 }?.shutDown()
     }
 
     /// What is stored of `url` now (the proxy counts a body's bytes within it as from the cache).
