@@ -88,11 +88,7 @@ import Testing
         try await ScriptedHarness.with(answersWhole: true) { h in
             try await Self.storeWholeFile(h)
             // Refusals are answered on a task: a channel that is safe from other threads.
-            let channel = NIOAsyncTestingChannel()
-            try await channel.testingEventLoop.executeInContext {
-                try Self.configure(channel, Self.handler(h))
-            }
-            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            let channel = try await Self.connectedChannel(h)
             func answer(_ range: String?, extra: [String] = [], host: String = "127.0.0.1:8080") async throws
                 -> RawHTTPClient.Response
             {
@@ -236,11 +232,7 @@ import Testing
     @Test func aMissIsAnsweredWholeBeforeAParserErrorThatArrivedDuringIt() async throws {
         try await ScriptedHarness.with { h in
             h.origin.serve(Self.url, length: Self.size, seed: 7)
-            let channel = NIOAsyncTestingChannel()
-            try await channel.testingEventLoop.executeInContext {
-                try Self.configure(channel, Self.handler(h))
-            }
-            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            let channel = try await Self.connectedChannel(h)
             var bytes = Self.request("bytes=5000-104999")
             bytes.writeString("NOT HTTP\r\n\r\n")
             _ = try? await channel.writeInbound(bytes)  // the decoder's error, held until the answer ends
@@ -269,11 +261,7 @@ import Testing
         configuration.maxRetries = 0  // a failed origin request fails the read
         try await ScriptedHarness.with(reader: configuration) { h in
             h.origin.serve(Self.url, length: Self.size, seed: 7)
-            let channel = NIOAsyncTestingChannel()
-            try await channel.testingEventLoop.executeInContext {
-                try Self.configure(channel, Self.handler(h))
-            }
-            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            let channel = try await Self.connectedChannel(h)
             try await channel.writeInbound(Self.request("bytes=0-99999"))
             try await waitUntil { h.origin.exchanges.count == 1 }
             h.origin.exchanges[0].fail()
@@ -309,11 +297,7 @@ import Testing
     @Test func aHangUpMidBodyLetsTheOriginRequestGoAndKeepsWhatArrived() async throws {
         try await ScriptedHarness.with { h in
             h.origin.serve(Self.url, length: Self.size, seed: 7)
-            let channel = NIOAsyncTestingChannel()
-            try await channel.testingEventLoop.executeInContext {
-                try Self.configure(channel, Self.handler(h))
-            }
-            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+            let channel = try await Self.connectedChannel(h)
             try await channel.writeInbound(Self.request("bytes=0-299999"))
             try await waitUntil { h.origin.exchanges.count == 1 }
             let exchange = h.origin.exchanges[0]
@@ -338,6 +322,16 @@ import Testing
             for try await chunk in held { bytes.writeImmutableBuffer(chunk) }
             #expect(bytes.readableBytes == 100_000 && Self.content.firstMismatch(in: bytes, at: 0) == nil)
         }
+    }
+
+    /// The proxy's pipeline on a thread-safe in-memory channel, connected from a player's port.
+    static func connectedChannel(_ h: ScriptedHarness) async throws -> NIOAsyncTestingChannel {
+        let channel = NIOAsyncTestingChannel()
+        try await channel.testingEventLoop.executeInContext {
+            try Self.configure(channel, Self.handler(h))
+        }
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).get()
+        return channel
     }
 
     /// Every byte the channel wrote so far.
