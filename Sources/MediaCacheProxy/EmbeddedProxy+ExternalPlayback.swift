@@ -82,9 +82,7 @@ extension EmbeddedProxy {
     /// The origin URL a URL of this proxy (``url(for:)``, a path-form URL) names, or `nil`.
     public func originURL(of playerURL: URL) -> URL? {
         guard playerURL.port == port else { return nil }
-        var target = playerURL.path(percentEncoded: true)
-        if let query = playerURL.query(percentEncoded: true) { target += "?" + query }
-        return try? ProxyTarget(reading: RequestTarget(target)).origin
+        return try? ProxyTarget(readingURL: playerURL).origin
     }
 }
 

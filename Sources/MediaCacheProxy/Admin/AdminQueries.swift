@@ -78,9 +78,7 @@ package struct LANURLQuery: AdminQuery {
     /// The credential the URL carries, if it is one of the LAN listener's.
     var credential: String? {
         guard let url = URL(string: url) else { return nil }
-        var target = url.path(percentEncoded: true)
-        if let query = url.query(percentEncoded: true) { target += "?" + query }
-        return try? ProxyTarget(reading: RequestTarget(target)).token
+        return try? ProxyTarget(readingURL: url).token
     }
 }
 

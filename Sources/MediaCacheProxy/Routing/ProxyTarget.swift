@@ -105,6 +105,13 @@ struct ProxyTarget: Sendable, Equatable {
         self.token = token
     }
 
+    /// What a URL of the proxy's names (its path and query, as sent; see ``init(reading:)``).
+    init(readingURL url: URL) throws(ProxyRequestError) {
+        var target = url.path(percentEncoded: true)
+        if let query = url.query(percentEncoded: true) { target += "?" + query }
+        try self.init(reading: RequestTarget(target))
+    }
+
     /// What `target` names.
     /// - Throws: `ProxyRequestError` with 404 for another path without `url=`, 400 for a
     ///   missing or bad URL (see `RequestTarget.originURL()`).
