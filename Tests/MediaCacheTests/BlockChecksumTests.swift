@@ -175,11 +175,16 @@ import Testing
                 try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v3 checksums'")
             }
             try index.close()
+            // That layout kept a file per entry's record: the journal's records become such files.
             let records = directory.appendingPathComponent("entries")
-            for name in try FileManager.default.contentsOfDirectory(atPath: records.path) {
-                let file = records.appendingPathComponent(name)
-                var json = try #require(
-                    try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+            let journal = EntryJournal(path: records.appendingPathComponent(".journal").path, markCreated: nil)
+            let frames = journal.load()
+            #expect(!frames.isEmpty)
+            try FileManager.default.removeItem(at: records.appendingPathComponent(".journal"))
+            for frame in frames {
+                let file = records.appendingPathComponent(frame.name)
+                let payload = try #require(frame.payload)
+                var json = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
                 #expect(json.removeValue(forKey: "checksums") != nil)
                 json.removeValue(forKey: "damaged")
                 try JSONSerialization.data(withJSONObject: json).write(to: file)

@@ -46,8 +46,8 @@ extension CacheStore {
                     // Nothing committed refers to these files any more (in either folder).
                     for name in files {
                         for folder in Set([dataDirectory, cacheDataDirectory]) { unlink(folder + "/" + name) }
-                        records.remove(fileName: name)
                     }
+                    records.remove(fileNames: files)
                     // The disk's free space, measured again now that they are gone.
                     let before = reservations
                     if let measured = configuration.diskSpace(cacheDataDirectory) { self.note(measured, since: before) }

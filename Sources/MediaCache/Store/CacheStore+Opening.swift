@@ -267,7 +267,7 @@ extension CacheStore {
                 unlink(folder + "/" + name)
             }
         }
-        for name in recordNames.subtracting(knownFiles) { records.remove(fileName: name) }
+        records.remove(fileNames: Array(recordNames.subtracting(knownFiles)))
         return state
     }
 }

@@ -3,16 +3,16 @@
 
 import Foundation
 
-/// Each entry's row of the index, also kept as a small file of its own (`entries/<data
-/// file>`), and each download job as `jobs/<id>`: what the index says, said again beside the
-/// data, so that an index that is damaged, half-written or gone can be rebuilt with every
-/// entry's key, validators, stored spans and pin, and every job.
+/// Each entry's row of the index, also kept as a record in the entries' journal
+/// (``EntryJournal``, `entries/.journal`; stores of before kept a small file per entry,
+/// `entries/<data file>`, still read), and each download job as `jobs/<id>`: what the index
+/// says, said again beside the data, so that an index that is damaged, half-written or gone can
+/// be rebuilt with every entry's key, validators, stored spans and pin, and every job.
 ///
 /// A record is written after the index commit that wrote its row, so it never claims a span
-/// the index did not (whose bytes were on disk before that commit); it is replaced whole
-/// (written beside, then renamed), and one that cannot be read is skipped: its entry is
-/// forgotten and fetched again, never served wrong. In an encrypted store the whole record
-/// is sealed (``IndexSealer``) and bound to its name, as the index's rows are.
+/// the index did not (whose bytes were on disk before that commit); one that cannot be read is
+/// skipped: its entry is forgotten and fetched again, never served wrong. In an encrypted store
+/// the whole record is sealed (``IndexSealer``) and bound to its name, as the index's rows are.
 struct EntryRecords: Sendable {
     let entriesDirectory: String
     let jobsDirectory: String
@@ -20,11 +20,14 @@ struct EntryRecords: Sendable {
     /// Told of each folder and record file made (``CacheStore/Configuration/markCreated``).
     let markCreated: (@Sendable (URL) -> Void)?
 
+    let journal: EntryJournal
+
     init(folder: URL, sealer: IndexSealer?, markCreated: (@Sendable (URL) -> Void)? = nil) {
         entriesDirectory = folder.appendingPathComponent("entries").path
         jobsDirectory = folder.appendingPathComponent("jobs").path
         self.sealer = sealer
         self.markCreated = markCreated
+        journal = EntryJournal(path: entriesDirectory + "/.journal", markCreated: markCreated)
     }
 
     /// The fields of a row, as a record holds them.
@@ -52,33 +55,44 @@ struct EntryRecords: Sendable {
         }
     }
 
-    /// Writes the records of `rows`; a record that cannot be written is skipped (the index
-    /// has the row; only a rebuild would miss it).
+    /// Writes the records of `rows` in one append to the journal; a record that cannot be
+    /// encoded is skipped (the index has the row; only a rebuild would miss it).
     func write(_ rows: [CacheIndex.Row]) {
-        for row in rows {
-            let record = Record(
-                key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded,
-                createdAt: row.createdAt.timeIntervalSince1970,
-                lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned,
-                checksums: row.checksums.encoded.base64EncodedString(), damaged: row.damaged.encoded,
-                policy: row.mark?.encoded)
-            guard let json = try? JSONEncoder().encode(record), let text = try? sealed(json, boundTo: row.fileName)
-            else { continue }
-            replace(entriesDirectory + "/" + row.fileName, with: text, inPlace: true)
-        }
+        journal.append(
+            rows.compactMap { row in
+                let record = Record(
+                    key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded,
+                    createdAt: row.createdAt.timeIntervalSince1970,
+                    lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned,
+                    checksums: row.checksums.encoded.base64EncodedString(), damaged: row.damaged.encoded,
+                    policy: row.mark?.encoded)
+                guard let json = try? JSONEncoder().encode(record),
+                    let sealed = try? sealed(json, boundTo: row.fileName)
+                else { return nil }
+                return EntryJournal.Frame(name: row.fileName, payload: sealed)
+            })
     }
 
-    /// Removes the record of the entry whose data file is `fileName`.
-    func remove(fileName: String) {
-        unlink(entriesDirectory + "/" + fileName)
+    /// Removes the records of the entries whose data files are `fileNames`.
+    func remove(fileNames: [String]) {
+        guard !fileNames.isEmpty else { return }
+        journal.append(fileNames.map { EntryJournal.Frame(name: $0, payload: nil) })
+        for name in fileNames where Self.isPlainName(name) { unlink(entriesDirectory + "/" + name) }
     }
 
-    /// Every record that can be read, as rows; the names of the others.
+    /// Every record that can be read, as rows (the journal's over a file of a store of before);
+    /// the names of the others.
     func load() -> (rows: [CacheIndex.Row], unreadable: [String]) {
+        var stored: [(name: String, bytes: Data?)] = Self.names(in: entriesDirectory).map {
+            ($0, Self.read(entriesDirectory + "/" + $0))
+        }
+        let journaled = journal.load()
+        let names = Set(journaled.map(\.name))
+        stored = stored.filter { !names.contains($0.name) } + journaled.map { ($0.name, $0.payload) }
         var rows: [CacheIndex.Row] = []
         var unreadable: [String] = []
-        for name in Self.names(in: entriesDirectory) {
-            guard let data = opened(Self.read(entriesDirectory + "/" + name), boundTo: name),
+        for (name, bytes) in stored {
+            guard let data = opened(bytes, boundTo: name),
                 let record = try? JSONDecoder().decode(Record.self, from: data),
                 let spans = SpanSet(encoded: record.spans)
             else {
@@ -118,7 +132,9 @@ struct EntryRecords: Sendable {
     }
 
     /// Whether any record is there to rebuild from.
-    var isEmpty: Bool { Self.names(in: entriesDirectory).isEmpty && Self.names(in: jobsDirectory).isEmpty }
+    var isEmpty: Bool {
+        Self.names(in: entriesDirectory).isEmpty && Self.names(in: jobsDirectory).isEmpty && journal.isEmpty
+    }
 
     private func sealed(_ plaintext: Data, boundTo name: String) throws -> Data {
         guard let sealer else { return plaintext }
