@@ -178,7 +178,7 @@ import Testing
             // That layout kept a file per entry's record: the journal's records become such files.
             let records = directory.appendingPathComponent("entries")
             let journal = EntryJournal(path: records.appendingPathComponent(".journal").path, markCreated: nil)
-            let frames = journal.load()
+            let frames = try await BlockingIO.run { journal.load() }
             #expect(!frames.isEmpty)
             try FileManager.default.removeItem(at: records.appendingPathComponent(".journal"))
             for frame in frames {

@@ -222,11 +222,12 @@ import Testing
             try await handle.write(DeterministicContent(seed: 5).buffer(offset: 0, length: 1000), at: 0)
             handle.close()
             try await store.flush()
+            // Read on the I/O pool, as the store reads them, never on the cooperative pool.
             let records = EntryRecords(folder: folder, sealer: nil)
-            #expect(records.load().rows.map(\.key) == [Self.film])
+            #expect(try await BlockingIO.run { records.load().rows.map(\.key) } == [Self.film])
             try await store.remove(Self.film)
             try await store.flush()
-            #expect(records.load().rows.isEmpty, "a removed entry's record goes")
+            #expect(try await BlockingIO.run { records.load().rows.isEmpty }, "a removed entry's record goes")
             try await store.close()
         }
     }
