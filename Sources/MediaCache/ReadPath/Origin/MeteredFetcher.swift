@@ -40,7 +40,9 @@ struct MeteredFetcher: Sendable {
     ) async throws -> OriginResponse {
         let hold = try await budget.acquire(for: route(url), isOwn: !requester.isPlayer, promotion: promotion)
         CacheMetrics.originRequests.increment()
-        let further = FurtherRequests(first: hold) { [budget, route] url in
+        // The task-local holds the first connection weakly: a task started inside the request
+        // inherits it, and must not keep the connection from going when the body is dropped.
+        let further = FurtherRequests(releaseFirst: { [weak hold] in hold?.release() }) { [budget, route] url in
             let hold = try await budget.acquire(for: route(url), isOwn: !requester.isPlayer, promotion: promotion)
             CacheMetrics.originRequests.increment()
             return hold
@@ -66,8 +68,8 @@ struct MeteredFetcher: Sendable {
     @TaskLocal static var further: FurtherRequests?
 
     struct FurtherRequests: Sendable {
-        /// The first request's connection (letting it go twice is harmless).
-        let first: ConnectionBudget.Hold
+        /// Lets the first request's connection go (a second time is harmless).
+        let releaseFirst: @Sendable () -> Void
         /// A connection for a further request to `url`, waited for as the first was.
         let acquire: @Sendable (URL) async throws -> ConnectionBudget.Hold
     }

@@ -71,7 +71,7 @@ struct PiecedFetcher: OriginFetcher {
                 throw error
             }
         }
-        let firstBody = further.map { CountedBody(base: first.body, hold: $0.first, countsBytes: false) }
+        let firstBody = further.map { ReleasingBody(base: first.body, release: $0.releaseFirst) }
         whole.body = PiecedBody(
             first: firstBody ?? first.body, firstStart: start, firstEnd: firstEnd, end: end, size: size,
             version: first.metadata,
@@ -169,6 +169,36 @@ struct PiecedBody: AsyncSequence, Sendable {
                 throw CacheError(
                     .resourceChanged,
                     "\(body.url.absoluteString.prefix(200)) changed at the origin between the pieces of a read.")
+            }
+        }
+    }
+}
+
+/// A body that calls `release` when it ends or fails: the first piece's, which lets its
+/// read's connection go before the next piece needs one.
+struct ReleasingBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let base: any AsyncSequence<ByteBuffer, any Error> & Sendable
+    let release: @Sendable () -> Void
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(base: base.makeAsyncIterator(), release: release)
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        var base: any AsyncIteratorProtocol<ByteBuffer, any Error>
+        let release: @Sendable () -> Void
+
+        mutating func next() async throws -> ByteBuffer? {
+            do {
+                guard let chunk = try await base.next() else {
+                    release()
+                    return nil
+                }
+                return chunk
+            } catch {
+                release()
+                throw error
             }
         }
     }
