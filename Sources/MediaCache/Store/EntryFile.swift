@@ -156,3 +156,34 @@ func openDescriptor(_ path: String, _ flags: CInt) -> CInt {
 func closeDescriptor(_ descriptor: CInt) {
     _ = close(descriptor)
 }
+
+/// Writes all of `data` to `descriptor`; `false` when a write fails.
+func writeAll(_ data: Data, to descriptor: CInt) -> Bool {
+    data.withUnsafeBytes { raw -> Bool in
+        var offset = 0
+        while offset < raw.count {
+            let count = write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return false }
+            offset += count
+        }
+        return true
+    }
+}
+
+/// The bytes of the file at `path`, never through a link; `nil` when it cannot be opened or
+/// read, or holds more than `limit` bytes.
+func readAll(_ path: String, limit: Int) -> Data? {
+    let descriptor = openDescriptor(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    guard descriptor >= 0 else { return nil }
+    defer { closeDescriptor(descriptor) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 64 << 10)
+    while data.count <= limit {
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { return count == 0 ? data : nil }
+        data.append(contentsOf: buffer[..<count])
+    }
+    return nil
+}

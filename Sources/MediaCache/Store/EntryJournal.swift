@@ -23,8 +23,8 @@ final class EntryJournal: Sendable {
     static let minimumRewrite: Int64 = 4 << 20
     /// The largest frame read (a record is a few KiB; more is damage).
     static let maximumFrame = 4 << 20
-    /// The largest journal read (past it, the rest is not read: those entries are forgotten on
-    /// a rebuild, never served wrong).
+    /// The largest journal read (past it, none is read: its entries are forgotten on a
+    /// rebuild, never served wrong).
     static let maximumSize: Int64 = 1 << 30
 
     init(path: String, markCreated: (@Sendable (URL) -> Void)?) {
@@ -102,7 +102,7 @@ final class EntryJournal: Sendable {
             closeDescriptor(descriptor)
             return
         }
-        let written = Self.write(Self.encode(frames), to: descriptor)
+        let written = writeAll(Self.encode(frames), to: descriptor)
         if !written { _ = ftruncate(descriptor, status.st_size) }
         var after = stat()
         let size = fstat(descriptor, &after) == 0 ? Int64(after.st_size) : 0
@@ -147,7 +147,7 @@ final class EntryJournal: Sendable {
         let encoded = Self.encode(frames)
         let descriptor = openDescriptor(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else { return }
-        let written = Self.write(encoded, to: descriptor) && fsync(descriptor) == 0
+        let written = writeAll(encoded, to: descriptor) && fsync(descriptor) == 0
         closeDescriptor(descriptor)
         guard written, rename(temporary, path) == 0 else {
             unlink(temporary)
@@ -157,32 +157,7 @@ final class EntryJournal: Sendable {
         rewriteAt.withLock { $0 = max(Self.minimumRewrite, 2 * Int64(encoded.count)) }
     }
 
-    private static func write(_ data: Data, to descriptor: CInt) -> Bool {
-        data.withUnsafeBytes { raw -> Bool in
-            var offset = 0
-            while offset < raw.count {
-                let count = Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return false }
-                offset += count
-            }
-            return true
-        }
-    }
-
-    /// The file's bytes (at most ``maximumSize``), never through a link; `nil` when there is none.
-    private static func read(_ path: String) -> Data? {
-        let descriptor = openDescriptor(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
-        defer { closeDescriptor(descriptor) }
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while Int64(data.count) < maximumSize {
-            let count = buffer.withUnsafeMutableBytes { Foundation.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            data.append(contentsOf: buffer[..<count])
-        }
-        return data
-    }
+    /// The file's bytes, never through a link; `nil` when there is none or it is past
+    /// ``maximumSize`` (its records are then forgotten on a rebuild, never served wrong).
+    private static func read(_ path: String) -> Data? { readAll(path, limit: Int(maximumSize)) }
 }

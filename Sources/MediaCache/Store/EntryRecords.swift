@@ -158,20 +158,7 @@ struct EntryRecords: Sendable {
     }
 
     /// A record's bytes, at most 4 MiB, never through a link.
-    private static func read(_ path: String) -> Data? {
-        let descriptor = openDescriptor(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
-        defer { closeDescriptor(descriptor) }
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 64 << 10)
-        while data.count <= 4 << 20 {
-            let count = buffer.withUnsafeMutableBytes { Foundation.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return count == 0 ? data : nil }
-            data.append(contentsOf: buffer[..<count])
-        }
-        return nil
-    }
+    private static func read(_ path: String) -> Data? { readAll(path, limit: 4 << 20) }
 
     /// Writes `bytes` beside `path` (mode 0600, never through a link) and renames it over `path`;
     /// or, `inPlace`, over `path`'s own bytes: an entry's record is rewritten at each commit that
@@ -185,16 +172,7 @@ struct EntryRecords: Sendable {
         let temporary = inPlace ? path : folder + "/." + (path as NSString).lastPathComponent + ".new"
         let descriptor = openDescriptor(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else { return }
-        let written = bytes.withUnsafeBytes { raw -> Bool in
-            var offset = 0
-            while offset < raw.count {
-                let count = Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return false }
-                offset += count
-            }
-            return true
-        }
+        let written = writeAll(bytes, to: descriptor)
         closeDescriptor(descriptor)
         if !written || (!inPlace && rename(temporary, path) != 0) {
             unlink(temporary)

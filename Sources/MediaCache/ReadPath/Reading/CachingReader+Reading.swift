@@ -429,9 +429,8 @@ extension CachingReader {
         guard let first = playlist.segments.first, first.initSection == nil,
             let segment = HLSPlaylist.resolve(first.uri, base: metadata.finalURL ?? variant)
         else { return (duration, nil) }
-        let stream = try await read(
-            segment, offset: first.byteRange?.lowerBound ?? 0, length: first.byteRange?.length, headers: headers,
-            as: requester)
+        let (offset, length) = (first.byteRange?.lowerBound ?? 0, first.byteRange?.length)
+        let stream = try await read(segment, offset: offset, length: length, headers: headers, as: requester)
         var start: [UInt8] = []
         for try await chunk in stream where start.count < Self.timestampProbe {
             start += chunk.readableBytesView.prefix(Self.timestampProbe - start.count)
