@@ -23,20 +23,26 @@ extension ProxyServer {
         // that accepted it. A first socket without the option finds a port another server holds
         // (refused as with one loop) and picks the port for `0`; while ours listen, a server
         // that does the same cannot join them (joining needs every socket to set the option).
-        let probe = try await bootstrap(loops[0], handler: handler, loop: 0, reusesPort: false)
-            .bind(host: configuration.host, port: port).get()
-        let chosen = probe.localAddress?.port ?? port
-        try await probe.close()
+        // The port `0` picked is free only until the probe closes: another process may take it
+        // before the loops bind it, so a port picked is picked again (a few times) when it is.
         var channels: [any Channel] = []
-        do {
-            for (index, loop) in loops.enumerated() {
-                channels.append(
-                    try await bootstrap(loop, handler: handler, loop: index, reusesPort: true)
-                        .bind(host: configuration.host, port: chosen).get())
+        for attempt in 1...(port == 0 ? 5 : 1) {
+            let probe = try await bootstrap(loops[0], handler: handler, loop: 0, reusesPort: false)
+                .bind(host: configuration.host, port: port).get()
+            let chosen = probe.localAddress?.port ?? port
+            try await probe.close()
+            do {
+                for (index, loop) in loops.enumerated() {
+                    channels.append(
+                        try await bootstrap(loop, handler: handler, loop: index, reusesPort: true)
+                            .bind(host: configuration.host, port: chosen).get())
+                }
+                break
+            } catch {
+                for channel in channels { try? await channel.close() }
+                channels = []
+                if attempt == (port == 0 ? 5 : 1) { throw error }
             }
-        } catch {
-            for channel in channels { try? await channel.close() }
-            throw error
         }
         // One listener as far as the rest of the server goes: the first stands for all, and
         // when any closes, all do (so ``keepListening(_:port:handler:)`` binds them again).
