@@ -40,9 +40,9 @@ import Testing
         case .resuming:
             _ = machine.responseReceived()
             _ = machine.bytesArrived(bytes(10), storage: .stored)
-            _ = machine.requestFailed(Failure(name: "drop"), retryable: true, maxRetries: 3)
+            machine.retrying(attempt: 1)
         case .resumingBeforeAnyResponse:
-            _ = machine.requestFailed(Failure(name: "refused"), retryable: true, maxRetries: 3)
+            machine.retrying(attempt: 1)
         case .completed:
             _ = machine.responseReceived()
             _ = machine.allBytesArrived()
@@ -126,38 +126,26 @@ import Testing
         #expect(machine.position == 31)
     }
 
-    @Test func aRetryableFailureResumesAndBytesResetTheCount() {
-        var machine = Self.machine(at: .receiving)
-        let error = Failure(name: "drop")
-        let action = machine.requestFailed(error, retryable: true, maxRetries: 2)
-        #expect(action == .retry(attempt: 1))
-        #expect(Self.name(machine.state) == "resuming(1)")
-        machine.resuming()
-        #expect(Self.name(machine.state) == "awaitingResponse")
-        let action2 = machine.requestFailed(error, retryable: true, maxRetries: 2)
-        #expect(action2 == .retry(attempt: 2))
-        machine.resuming()
-        _ = machine.responseReceived()
-        _ = machine.bytesArrived(Self.bytes(5), storage: .stored)  // progress: the count starts again
-        let action3 = machine.requestFailed(error, retryable: true, maxRetries: 2)
-        #expect(action3 == .retry(attempt: 1))
-        #expect(machine.retries == 3)
-        #expect(machine.hasResponse)
-    }
-
-    @Test func tooManyFailuresInARowFailTheDownloadAndWakeEveryone() {
+    /// A retry (the transfer's policy decides it) keeps the response and everyone waiting; giving
+    /// up fails the download and wakes them.
+    @Test func aRetryKeepsWaitersAndGivingUpWakesThem() {
         var machine = Self.machine(at: .awaitingResponse)
         let waiter = machine.makeWaiterID()
         let suspended = machine.wait(waiter, for: .response)
         #expect(suspended)
-        let actionNow = machine.requestFailed(Failure(name: "one"), retryable: true, maxRetries: 1)
-        #expect(actionNow == .retry(attempt: 1))
-        // The response waiter keeps waiting through a resume.
-        #expect(machine.waiterCount == 1)
+        machine.retrying(attempt: 1)
+        #expect(Self.name(machine.state) == "resuming(1)")
+        #expect(machine.waiterCount == 1, "the response waiter keeps waiting through a resume")
         machine.resuming()
-        let action = machine.requestFailed(Failure(name: "two"), retryable: true, maxRetries: 1)
-        #expect(action == .giveUp(Machine.Actions(wake: [waiter])))
+        #expect(Self.name(machine.state) == "awaitingResponse")
+        machine.retrying(attempt: 2)
+        #expect(machine.retries == 2)
+        let actions = machine.fail(Failure(name: "two"))
+        #expect(actions == Machine.Actions(wake: [waiter]))
         #expect(Self.name(machine.state) == "failed(two)")
+        machine.retrying(attempt: 3)
+        #expect(Self.name(machine.state) == "failed(two)", "an ended download is not resumed")
+        #expect(machine.retries == 2)
     }
 
     @Test func allBytesArrivingCompletesAndWakesEveryone() {
@@ -199,8 +187,7 @@ import Testing
             #expect(machine.position == position)
             let actions2 = machine.responseReceived()
             #expect(actions2 == Machine.Actions())
-            let action = machine.requestFailed(Failure(name: "late"), retryable: true, maxRetries: 3)
-            #expect(action == .none)
+            machine.retrying(attempt: 1)
             let actions3 = machine.allBytesArrived()
             #expect(actions3 == Machine.Actions())
             #expect(Self.name(machine.state) == "cancelled")
@@ -230,14 +217,14 @@ import Testing
         let waiter = machine.makeWaiterID()
         _ = machine.wait(waiter, for: .response)
         let before = Self.name(machine.state)
-        let action = machine.requestFailed(Failure(name: "refused"), retryable: false, maxRetries: 3)
+        let actions = machine.fail(Failure(name: "refused"))
         if stage.isTerminal {
-            #expect(action == .none)
+            #expect(actions == Machine.Actions())
             #expect(Self.name(machine.state) == before)
         } else {
             // A waiter for the response is only registered while there is none yet.
             let woken: [UInt64] = machine.hasResponse ? [] : [waiter]
-            #expect(action == .giveUp(Machine.Actions(wake: woken)))
+            #expect(actions == Machine.Actions(wake: woken))
             #expect(Self.name(machine.state) == "failed(refused)")
         }
     }

@@ -127,9 +127,14 @@ extension TransferModel {
         case .deliverAndLetGo:
             note("t\(id) lets its connection go")
             deliver(id)
-            guard transfers[id] != nil, !transfers[id]!.isEnded else { return }
+            guard let transfer = transfers[id], !transfer.isEnded else { return }
             release(id)
+            let seen = situation(of: transfer)
+            act(id, mutatingPolicy(id) { $0.bodyEnded(.letGo, seen) })
+        case .requestNext:
             transfers[id]!.exec = .top
+        case .receive, .dropVersion, .complete, .retry, .giveUp:
+            preconditionFailure("t\(id): \(action) is not the model's")
         }
     }
 
@@ -180,25 +185,26 @@ extension TransferModel {
     mutating func bodyEnded(_ id: Int) {
         guard var transfer = transfers[id] else { return }
         var policy = transfer.policy!
-        policy.bodyEnded()
+        let next = policy.bodyEnded(.whole, situation(of: transfer))
+        precondition(next == .requestNext, "a whole body asks for the rest: \(next)")
         transfer.policy = policy
         transfer.exec = .top
         transfers[id] = transfer
         release(id)
     }
 
-    /// A request failed: retried at the loop's top (its connection let go), or, past the retries
-    /// or for a probe (whose error is its player's), the transfer fails.
+    /// A request failed: retried at the loop's top (its connection let go) when the policy says
+    /// so; past the retries, or for a probe (whose error is its player's), the transfer fails.
     mutating func fail(_ id: Int) {
         guard var transfer = transfers[id] else { return }
+        var retries = false
         if var policy = transfer.policy {
-            policy.failed()
+            retries = policy.failed(.originUnavailable) != .giveUp
             transfer.policy = policy
         }
-        transfer.failures += 1
         transfers[id] = transfer
         release(id, answered: false)
-        if transfer.failures > 3 || transfer.policy == nil {
+        if !retries {
             end(id, "failed: the origin", reason: .originFailed)
         } else {
             transfers[id]!.exec = .top

@@ -84,7 +84,6 @@ struct TransferModel {
         /// e48a7a1: a probe's answer's connection, still held after its body (whether as the
         /// cache's own).
         var retained: Bool?
-        var failures = 0
         /// The wait count it saw when it last gave way (``OriginTransfer``'s `seen`).
         var seen = 0
         var isProbe: Bool
@@ -258,7 +257,7 @@ struct TransferModel {
             stores: true, isStorable: true, isFullBody: false, isFilling: transfer.filling,
             length: Int64(fileState.length), isCovered: fillsAllowed && fileState.audio)
         var policy = transfer.policy!
-        let fills = policy.answered(answer)
+        let fills = policy.answered(answer) == .receive(filling: true)
         transfer.policy = policy
         transfer.exec = .reading
         note("t\(id): answered")

@@ -53,26 +53,26 @@ import Testing
     @Test func onlyAPlayersDownloadOfACoveredFileFills() {
         var played = Policy(startedBy: .player, answered: true)
         let r8 = played.answered(Self.answer())
-        #expect(r8)
+        #expect(r8 == .receive(filling: true))
         var uncovered = Policy(startedBy: .player, answered: true)
         let r9 = uncovered.answered(Self.answer(covered: false))
-        #expect(!r9)
+        #expect(r9 == .receive(filling: false))
         var lengthless = Policy(startedBy: .player, answered: true)
         let r10 = lengthless.answered(Self.answer(length: nil))
-        #expect(!r10)
+        #expect(r10 == .receive(filling: false))
         var own = Policy(startedBy: .own(.prefetch), answered: true)
         let r11 = own.answered(Self.answer())
-        #expect(!r11, "the cache's own work never fills")
+        #expect(r11 == .receive(filling: false), "the cache's own work never fills")
         var unstored = Self.answer()
         unstored.isStorable = false
         var noStore = Policy(startedBy: .player, answered: true)
         let r12 = noStore.answered(unstored)
-        #expect(!r12)
+        #expect(r12 == .receive(filling: false))
         var filling = Self.answer()
         filling.isFilling = true
         var again = Policy(startedBy: .player, answered: true)
         let r13 = again.answered(filling)
-        #expect(!r13, "a fill is started once")
+        #expect(r13 == .receive(filling: false), "a fill is started once")
     }
 
     @Test func aChunkForAPlayerIsDeliveredAtOnce() {
@@ -150,19 +150,72 @@ import Testing
         #expect(!policy.goesOnPastStoredBytes(Self.player), "a download that is no fill has served its readers")
     }
 
-    @Test func aFailureOrTheBodysEndLeavesNothingHeld() {
+    @Test func aFailureOrTheBodysEndLeavesNothingHeldAndSaysWhatNext() {
         var policy = Policy(startedBy: .player, answered: false)
         let r31 = policy.next(Self.player)
         #expect(r31 == .send(.player))
         #expect(policy.holdsConnection)
-        policy.failed()
+        let r31b = policy.failed(nil)
+        #expect(r31b == .retry(attempt: 1), "a broken connection is asked again")
         #expect(!policy.holdsConnection)
         let r32 = policy.next(Self.player)
         #expect(r32 == .send(.player))
-        _ = policy.answered(Self.answer(covered: false))
+        let r32b = policy.answered(Self.answer(covered: false))
+        #expect(r32b == .receive(filling: false))
         let r33 = policy.chunkArrived(Self.player)
         #expect(r33 == .deliver)
-        policy.bodyEnded()
+        let r34 = policy.bodyEnded(.whole, Self.player)
+        #expect(r34 == .requestNext)
+        #expect(!policy.holdsConnection)
+        let r35 = policy.bodyEnded(.letGo, Self.nobody)
+        #expect(r35 == .requestNext, "the rest with a request of the cache's own")
+    }
+
+    /// Bytes stored ahead by another download: a fill goes on at the next hole, any other
+    /// download has served its readers.
+    @Test func bytesStoredAheadCompleteAllButAFill() {
+        var policy = Policy(startedBy: .player, answered: true)
+        let r36 = policy.bodyEnded(.storedAhead, Self.player)
+        #expect(r36 == .complete)
+        var filling = Self.nobody
+        filling.isFilling = true
+        let r37 = policy.bodyEnded(.storedAhead, filling)
+        #expect(r37 == .requestNext)
+    }
+
+    /// Failures in a row are retried up to the limit, each after a longer pause; a delivered chunk
+    /// starts the count again; a failure that no retry mends (a refusal) gives up at once.
+    @Test func failuresAreRetriedWhileBytesComeAndRefusalsAreNot() {
+        var policy = Policy(startedBy: .player, answered: false, maxRetries: 2)
+        let r38 = policy.failed(.originTimedOut)
+        #expect(r38 == .retry(attempt: 1))
+        let r39 = policy.failed(.originUnavailable)  // a body cut short, too
+        #expect(r39 == .retry(attempt: 2))
+        _ = policy.next(Self.player)
+        _ = policy.answered(Self.answer(covered: false))
+        let r40 = policy.chunkArrived(Self.player)
+        #expect(r40 == .deliver)
+        let r41 = policy.failed(.originUnavailable)
+        #expect(r41 == .retry(attempt: 1), "bytes came: the count starts again")
+        let r42 = policy.failed(.originUnavailable)
+        #expect(r42 == .retry(attempt: 2))
+        let r43 = policy.failed(.originUnavailable)
+        #expect(r43 == .giveUp, "past the limit")
+        var refused = Policy(startedBy: .player, answered: false)
+        let r44 = refused.failed(.rangeNotSatisfiable)
+        #expect(r44 == .giveUp)
+        let r45 = refused.failed(.resourceChanged)
+        #expect(r45 == .giveUp)
+    }
+
+    /// An answer of another version than the bytes held is never read on: the held version goes.
+    @Test func anAnswerOfAnotherVersionDropsTheHeldOne() {
+        var policy = Policy(startedBy: .player, answered: false)
+        _ = policy.next(Self.player)
+        var changed = Self.answer()
+        changed.isOtherVersion = true
+        let r46 = policy.answered(changed)
+        #expect(r46 == .dropVersion)
         #expect(!policy.holdsConnection)
     }
 

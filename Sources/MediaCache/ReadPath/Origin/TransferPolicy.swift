@@ -31,12 +31,20 @@
 /// - **A pin keeps to its rate.** The bytes of a transfer no player reads are paced by its
 ///   requester's rate caps (``DownloadPacer``); a player's never are.
 ///
+/// - **A failure is retried while bytes come.** A request or a body that fails with the origin
+///   unreachable, timed out or cut short (``CacheError/Code/originUnavailable``) is asked again after `attempt` times the retry delay,
+///   up to ``CachingReader/Configuration/maxRetries`` failures in a row (a delivered chunk starts
+///   the count again); any other failure ends the download.
+/// - **An answer of another version ends the read.** Bytes of two versions are never served as
+///   one: the version held is dropped and the read fails as ``CacheError/Code/resourceChanged``.
+///
+/// Every event returns what to do next (AsyncHTTPClient's shape):
 /// ```
-///            send                 answered              chunkArrived ─▶ deliver ─┐
-///  idle ─────────────▶ requesting ──────────▶ receiving ◀───────────────────────┘
-///   ▲ │ yield (no player served, not yet quiet)    │ │ yield · pace · stopFilling (then asked again)
-///   │ ▼                                            │ ▼
-///   idle(yielded)       bodyEnded · failed · deliverAndLetGo ─▶ idle
+///            send                 answered: receive           chunkArrived ─▶ deliver ─┐
+///  idle ─────────────▶ requesting ─────────────────▶ receiving ◀─────────────────────┘
+///   ▲ │ yield (no player served, not yet quiet)  │ dropVersion │ │ yield · pace · stopFilling
+///   │ ▼                                          ▼             │ ▼
+///   idle(yielded)     bodyEnded · failed ─▶ requestNext · complete · retry · giveUp ─▶ idle
 /// ```
 struct TransferPolicy: Equatable {
     /// Who started the download: its requests are a player's or this requester's own.
@@ -55,6 +63,10 @@ struct TransferPolicy: Equatable {
     }
 
     private(set) var step: Step
+    /// How many requests may fail in a row before the download gives up.
+    let maxRetries: Int
+    /// Requests failed since the last delivered chunk.
+    private(set) var failuresInARow = 0
 
     /// What the transfer sees when it asks.
     struct Situation: Equatable {
@@ -77,7 +89,7 @@ struct TransferPolicy: Equatable {
         /// ``yielded(_:)``.
         case yield
         /// Send the next request, its connection taken for the requester; then tell
-        /// ``answered(_:)`` or ``failed()``.
+        /// ``answered(_:)`` or ``failed(_:)``.
         case send(Requester)
         /// End the fill for the reason (the download goes on for its readers only); then ask
         /// ``chunkArrived(_:)`` again.
@@ -85,17 +97,32 @@ struct TransferPolicy: Equatable {
         /// Take the chunk's bytes from the requester's rate caps and wait as long as they say, or
         /// until ``endsWait(_:)`` holds; then tell ``paced(_:)``.
         case pace
-        /// Deliver and store the chunk in hand; then read the next (``chunkArrived(_:)`` or ``bodyEnded()``).
+        /// Deliver and store the chunk in hand; then read the next (``chunkArrived(_:)`` or ``bodyEnded(_:_:)``).
         case deliver
         /// Deliver and store the chunk in hand, then let the answer go: its connection is a waiting
-        /// player's. Then ask ``next(_:)`` (the rest with a request of the cache's own).
+        /// player's; then tell ``bodyEnded(_:_:)`` with ``BodyEnd/letGo``.
         case deliverAndLetGo
+        /// Read the answer's body (``chunkArrived(_:)`` for each chunk); `filling`: first make the
+        /// download fill its file to the answer's length (it reads on past the player's range).
+        case receive(filling: Bool)
+        /// The answer is of another version than the bytes held: drop the held version and fail
+        /// the download (``CacheError/Code/resourceChanged``).
+        case dropVersion
+        /// Ask for the rest of the download (``next(_:)``), or complete it if nothing is left.
+        case requestNext
+        /// The download has served its readers: complete it.
+        case complete
+        /// Ask again after `attempt` times the retry delay (``next(_:)`` then).
+        case retry(attempt: Int)
+        /// End the download with the failure.
+        case giveUp
     }
 
     /// A transfer of a download `requester` started; `answered`: the first answer is in hand
     /// already (a probe's, whose connection was taken for `requester`).
-    init(startedBy requester: Requester, answered: Bool) {
+    init(startedBy requester: Requester, answered: Bool, maxRetries: Int = 3) {
         startedBy = requester
+        self.maxRetries = maxRetries
         step = answered ? .receiving(requester) : .idle(yielded: false)
     }
 
@@ -124,12 +151,17 @@ struct TransferPolicy: Equatable {
         return .send(own)
     }
 
-    /// The origin answered the request; whether the download now fills its file to `answer`'s
-    /// length (the executor carries it out with ``SharedDownload/fill(to:)``).
-    mutating func answered(_ answer: Answer) -> Bool {
+    /// The origin answered the request (its answer checked): what to do with it.
+    mutating func answered(_ answer: Answer) -> Action {
         if case .requesting(let requester) = step { step = .receiving(requester) }
-        return startedBy.isPlayer && answer.stores && answer.isStorable && !answer.isFullBody && !answer.isFilling
+        if answer.isOtherVersion {
+            step = .idle(yielded: false)
+            return .dropVersion
+        }
+        let fills =
+            startedBy.isPlayer && answer.stores && answer.isStorable && !answer.isFullBody && !answer.isFilling
             && answer.length != nil && answer.isCovered
+        return .receive(filling: fills)
     }
 
     /// What the executor tells of an answer.
@@ -146,23 +178,45 @@ struct TransferPolicy: Equatable {
         var length: Int64?
         /// ``FillOnPlay`` covers the file now (its policy, and a network that allows fills).
         var isCovered: Bool
+        /// The answer's version is not the one whose bytes the store holds.
+        var isOtherVersion = false
     }
 
-    /// Whether, at bytes the store has (another download stored them), the transfer goes on at
-    /// the next hole rather than ending: a fill does (its file is to be whole), any other download
-    /// has served its readers, who read those bytes from the store.
+    /// How an answer's body ended.
+    enum BodyEnd: Equatable {
+        /// It reached the end asked for.
+        case whole
+        /// Another download stored the next bytes (the readers go on from the store).
+        case storedAhead
+        /// The transfer let its connection go to a waiting player (``Action/deliverAndLetGo``).
+        case letGo
+    }
+
+    /// The answer's body ended: what to do next.
+    mutating func bodyEnded(_ end: BodyEnd, _ situation: Situation) -> Action {
+        step = .idle(yielded: false)
+        switch end {
+        case .whole, .letGo: return .requestNext
+        // A fill goes on at the next hole; any other download has served its readers, who read
+        // those bytes from the store.
+        case .storedAhead: return situation.isFilling ? .requestNext : .complete
+        }
+    }
+
+    /// Whether, at bytes the store has when no request is out, the transfer goes on at the next
+    /// hole (a fill: its file is to be whole) rather than completing.
     func goesOnPastStoredBytes(_ situation: Situation) -> Bool {
         situation.isFilling
     }
 
-    /// The request failed (it is retried, or the transfer ends), or the body ended.
-    mutating func failed() {
+    /// The request or its body failed with `code` (`nil`: not the cache's error, a connection's):
+    /// ask again after a pause, or give up.
+    mutating func failed(_ code: CacheError.Code?) -> Action {
         step = .idle(yielded: false)
-    }
-
-    /// The body ended (the range asked for arrived, or the answer ended early).
-    mutating func bodyEnded() {
-        step = .idle(yielded: false)
+        let retryable = code.map { $0 == .originUnavailable || $0 == .originTimedOut } ?? true
+        failuresInARow += 1
+        guard retryable, failuresInARow <= maxRetries else { return .giveUp }
+        return .retry(attempt: failuresInARow)
     }
 
     // MARK: Chunks
@@ -177,16 +231,20 @@ struct TransferPolicy: Equatable {
         }
         step = .holding(requester, yielded: yielded, paced: paced)
         if situation.isFilling, !situation.fillsAllowed { return .stopFilling(situation.fillsHeldBy) }
-        guard !situation.servesPlayer else {
-            step = .receiving(requester)
-            return .deliver
-        }
+        guard !situation.servesPlayer else { return deliver(requester) }
         if situation.playerWaitsForConnection {
+            failuresInARow = 0
             step = .idle(yielded: false)
             return .deliverAndLetGo
         }
         if !yielded { return .yield }
         if startedBy.pacer != nil, !paced { return .pace }
+        return deliver(requester)
+    }
+
+    /// The chunk in hand goes to the readers: bytes came, so the failures' count starts again.
+    private mutating func deliver(_ requester: Requester) -> Action {
+        failuresInARow = 0
         step = .receiving(requester)
         return .deliver
     }

@@ -66,16 +66,6 @@ struct DownloadStateMachine {
         var cancelsTransfer = false
     }
 
-    /// What to do after a failed request.
-    enum FailureAction: Equatable {
-        /// Ask again after `attempt` times the retry delay.
-        case retry(attempt: Int)
-        /// Give up: the download failed and its waiters were woken.
-        case giveUp(Actions)
-        /// Nothing: the download had already ended.
-        case none
-    }
-
     /// A delivered chunk kept in memory.
     struct Chunk {
         enum Storage: Equatable {
@@ -113,7 +103,6 @@ struct DownloadStateMachine {
     /// How many times a request was resumed after a failure.
     private(set) var retries = 0
     /// Requests failed since a byte last arrived.
-    private var failuresInARow = 0
     private(set) var chunks: [Chunk] = []
     /// Each reader's cursor.
     private(set) var readers: [UInt64: Int64] = [:]
@@ -278,7 +267,6 @@ struct DownloadStateMachine {
     /// or only in memory. Wakes only the readers waiting for a byte among them.
     mutating func bytesArrived(_ bytes: ByteBuffer, storage: Chunk.Storage) -> Actions {
         guard case .receiving = state, bytes.readableBytes > 0 else { return Actions() }
-        failuresInARow = 0
         chunks.append(Chunk(offset: position, bytes: bytes, storage: storage))
         if storage == .memoryOnly { refuseStorage() }
         position += Int64(bytes.readableBytes)
@@ -317,22 +305,15 @@ struct DownloadStateMachine {
         return Actions(wake: takeAllWaiters())
     }
 
-    /// A request failed with `error`. It is retried when `retryable` and fewer than
-    /// `maxRetries` failed in a row since the last byte arrived.
-    mutating func requestFailed(_ error: any Error, retryable: Bool, maxRetries: Int) -> FailureAction {
-        guard !state.isTerminal else { return .none }
-        failuresInARow += 1
-        let failures = failuresInARow
-        guard retryable, failures <= maxRetries else {
-            state = .failed(error)
-            return .giveUp(Actions(wake: takeAllWaiters()))
-        }
-        state = .resuming(failures: failures)
+    /// A request failed and is asked again (the ``TransferPolicy``'s decision): the `attempt`-th
+    /// in a row. Readers keep waiting through it.
+    mutating func retrying(attempt: Int) {
+        guard !state.isTerminal else { return }
+        state = .resuming(failures: attempt)
         retries += 1
-        return .retry(attempt: failures)
     }
 
-    /// The transfer gives up for a reason of its own (the resource changed, the store
+    /// The transfer gives up (its failures in a row, a resource that changed, a store that
     /// refused the entry): the download fails with `error` at once.
     mutating func fail(_ error: any Error) -> Actions {
         guard !state.isTerminal else { return Actions() }

@@ -286,19 +286,12 @@ final class SharedDownload: Sendable {
         await task?.value
     }
 
-    /// Records a failed request; says whether to retry (and which attempt it is).
-    func requestFailed(_ error: any Error, retryable: Bool, maxRetries: Int) -> Int? {
-        let (action, wake) = locked.withLock {
-            locked -> (DownloadStateMachine.FailureAction, [CheckedContinuation<Void, Never>]) in
-            let action = locked.machine.requestFailed(error, retryable: retryable, maxRetries: maxRetries)
-            guard case .giveUp(let actions) = action else { return (action, []) }
-            return (action, actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) })
-        }
-        wake.forEach { $0.resume() }
-        if case .retry(let attempt) = action { return attempt }
-        return nil
+    /// A failed request is asked again, the `attempt`-th in a row.
+    func retrying(attempt: Int) {
+        locked.withLock { $0.machine.retrying(attempt: attempt) }
     }
 
+    /// The request asked again is about to be sent.
     func resuming() {
         locked.withLock { $0.machine.resuming() }
     }
