@@ -69,7 +69,7 @@ import Testing
     /// made it whole) has ended.
     static func settled(_ store: CacheStore, _ key: CacheKey) async throws {
         try await waitUntil { store.entrySummary(for: key)?.isComplete == true }
-        await store.originDigestChecksSettled()
+        await store.wholeEntryWorkSettled()
     }
 
     @Test(arguments: Field.allCases)
@@ -106,7 +106,7 @@ import Testing
             try await waitUntil {
                 logs.all.contains { $0.level == .warning && $0.message.contains("do not match the origin's digest") }
             }
-            await h.store.originDigestChecksSettled()
+            await h.store.wholeEntryWorkSettled()
             let warning = try #require(logs.all.first { $0.message.contains("do not match the origin's digest") })
             let stored = Array(
                 TestOrigin.Resource.generated(length: Self.length, seed: 22).bytes(0..<Self.length).readableBytesView)

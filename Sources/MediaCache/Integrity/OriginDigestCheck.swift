@@ -5,21 +5,28 @@ import Crypto
 import Foundation
 import MediaCacheHTTPFields
 
-extension CacheStore {
-    /// What checking an entry against its origin's digests found.
-    package enum DigestOutcome: Sendable, Equatable {
-        /// Every digest matched: the algorithms, strongest first.
-        case matched([String])
-        /// A digest did not match: the stored representation was dropped.
-        case mismatched
-        /// Nothing to check now: no digests, not whole, a block failed its own check (it is
-        /// fetched again and the entry checked when whole again), or the entry changed.
-        case unchecked
-    }
+/// What checking an entry against its origin's digests found.
+package enum DigestOutcome: Sendable, Equatable {
+    /// Every digest matched: the algorithms, strongest first.
+    case matched([String])
+    /// A digest did not match: the stored representation was dropped.
+    case mismatched
+    /// Nothing to check now: no digests, not whole, a block failed its own check (it is
+    /// fetched again and the entry checked when whole again), or the entry changed.
+    case unchecked
+}
 
-    /// Waits for the digest checks running now (tests, `verify`, closing).
-    package func originDigestChecksSettled() async {
-        while let running = state.withLock({ $0.digestChecks.values.first }) { _ = await running.value }
+/// Checks whole entries against the digests their origin sent (`Repr-Digest`, `Content-Digest`,
+/// S3's and Google's checksum fields), through what the store exposes: its entry handles and
+/// the work it starts when an entry becomes whole.
+package enum OriginDigestCheck {
+    /// Makes `store` check each entry that becomes whole, in the background at a low priority,
+    /// unless its origin sent no digests or it was checked already.
+    package static func start(in store: CacheStore) {
+        store.startWhenWhole(
+            CacheStore.WholeEntryWork(
+                applies: { !$0.originDigests.isEmpty && $0.digestsMatched == nil },
+                run: { store, key in _ = await check(key, in: store) }))
     }
 
     /// Checks `key`'s stored bytes against the digests its origin sent, when it holds all of
@@ -28,8 +35,8 @@ extension CacheStore {
     /// kept with the version (``ContentMetadata/digestsMatched``); a mismatch drops the stored
     /// representation once the reads under way have ended, so nothing of it is served after
     /// them and the next read asks the origin, logged at warning with both digests and counted.
-    package func checkOriginDigests(of key: CacheKey) async -> DigestOutcome {
-        guard let handle = try? openEntry(key) else { return .unchecked }
+    package static func check(_ key: CacheKey, in store: CacheStore) async -> DigestOutcome {
+        guard let handle = try? store.openEntry(key) else { return .unchecked }
         defer { handle.close() }
         guard let metadata = try? handle.metadata(), let length = metadata.length,
             (try? handle.spans().contains(ByteRange(0, length))) == true
@@ -54,7 +61,7 @@ extension CacheStore {
             guard !Task.isCancelled else { return .unchecked }
             CacheMetrics.originDigest(.mismatched)
             let ours = OriginDigest(algorithm: wrong.algorithm, value: computed[wrong.algorithm] ?? [], field: "")
-            configuration.logger.warning(
+            store.configuration.logger.warning(
                 "The stored bytes do not match the origin's digest; the stored representation is dropped and asked for again",
                 metadata: [
                     "url": "\(url)", "field": "\(wrong.field)", "origin": "\(wrong.text)", "stored": "\(ours.text)",
@@ -68,21 +75,6 @@ extension CacheStore {
         do { try handle.recordDigestsMatched(algorithms, of: digests) } catch { return .unchecked }
         CacheMetrics.originDigest(.matched)
         return .matched(algorithms)
-    }
-}
-
-extension CacheStore.State {
-    /// Starts a check of `key`, whole now with `metadata`, against its origin's digests, in
-    /// the background at a low priority (never on a player's path), unless the origin sent
-    /// none or one runs. Called under the store's lock by the write that made it whole, so a
-    /// check is known to run as soon as the entry shows whole.
-    mutating func startDigestCheck(of key: CacheKey, metadata: ContentMetadata, store: CacheStore) {
-        guard !isClosed, digestChecks[key] == nil, !metadata.originDigests.isEmpty else { return }
-        digestChecks[key] = Task.detached(priority: .background) {
-            let outcome = await store.checkOriginDigests(of: key)
-            store.state.withLock { _ = $0.digestChecks.removeValue(forKey: key) }
-            return outcome
-        }
     }
 }
 

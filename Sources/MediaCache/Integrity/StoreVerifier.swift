@@ -20,13 +20,13 @@ package struct VerifyReport: Sendable, Codable, Equatable {
     /// The check of the whole entry against its origin's digests (written `matched sha-256`
     /// or `mismatched` in JSON; a mismatched entry's stored representation was dropped); `nil`
     /// when the origin sent none or the entry is not whole.
-    package var originDigest: CacheStore.DigestOutcome? = nil
+    package var originDigest: DigestOutcome? = nil
 
     /// Whether the entry is sound now.
     package var isSound: Bool { damaged.isEmpty && originDigest != .mismatched }
 }
 
-extension CacheStore.DigestOutcome: Codable {
+extension DigestOutcome: Codable {
     /// As `verify --json` writes it: `matched` and the algorithms, `mismatched` or `unchecked`.
     package var text: String {
         switch self {
@@ -116,9 +116,9 @@ package struct StoreVerifier: Sendable {
             CacheMetrics.damagedBlocks(.unrecoverable, count: Self.blocks(in: left))
         }
         let matched = rechecksDigests ? nil : store.metadata(for: key)?.digestsMatched
-        let digest: CacheStore.DigestOutcome? =
+        let digest: DigestOutcome? =
             if let matched { .matched(matched) } else {
-                switch await store.checkOriginDigests(of: key) {
+                switch await OriginDigestCheck.check(key, in: store) {
                 case .unchecked: nil
                 case let outcome: outcome
                 }

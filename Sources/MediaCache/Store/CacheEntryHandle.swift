@@ -271,9 +271,8 @@ package final class CacheEntryHandle: Sendable {
             state.totalBytes += after - before
             state.unflushedBytes += range.length
             let metadata = state.records.values[index].metadata
-            if after != before, after == metadata.length, metadata.digestsMatched == nil {
-                // Whole now and not checked against the origin's digests (if it sent any).
-                state.startDigestCheck(of: key, metadata: metadata, store: store)
+            if after != before, after == metadata.length {
+                state.entryBecameWhole(key, metadata: metadata, store: store)
             }
             return (state.unflushedBytes >= store.configuration.flushThreshold, healed)
         }

@@ -65,8 +65,10 @@ extension CacheStore {
         /// Data files to delete once the next commit no longer refers to them.
         var filesToUnlink: [String] = []
         var nextGeneration: UInt64 = 1
-        /// Checks of whole entries against their origin's digests, running in the background.
-        var digestChecks: [CacheKey: Task<CacheStore.DigestOutcome, Never>] = [:]
+        /// What starts for an entry when it becomes whole (``CacheStore/startWhenWhole(_:)``).
+        var wholeEntryWork: CacheStore.WholeEntryWork?
+        /// That work, running in the background, by entry.
+        var wholeEntryTasks: [CacheKey: Task<Void, Never>] = [:]
         var nextHandleID: UInt64 = 1
         /// Handles waiting to be the only one open on their entry, by handle
         /// (``CacheEntryHandle/untilAlone()``).

@@ -391,7 +391,7 @@ public final class CacheStore: Sendable {
     public func close() async throws {
         let (pending, checks) = state.withLock { state in
             state.isClosed = true
-            return (state.backgroundFlush, state.digestChecks.values)
+            return (state.backgroundFlush, state.wholeEntryTasks.values)
         }
         for check in checks { check.cancel() }
         for check in checks { _ = await check.value }

@@ -54,6 +54,8 @@ public final class CachingReader: Sendable {
     public init(store: CacheStore, fetcher: any OriginFetcher, configuration: Configuration = Configuration()) {
         self.store = store
         CacheMetrics.register()
+        // What the store holds whole is checked against its origin's digests, if it sent any.
+        OriginDigestCheck.start(in: store)
         let connections = max(1, min(configuration.originConnectionsPerHost, fetcher.connectionsPerHost ?? .max))
         let priority = OriginPriority(grace: configuration.playerQuietPeriod, timer: configuration.quietTimer)
         self.priority = priority
