@@ -74,10 +74,8 @@ public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
 
     static let audioExtensions: Set<String> = ["mp3", "m4a", "m4b", "aac", "ogg", "oga", "opus", "flac", "wav", "mka"]
     static let videoExtensions: Set<String> = ["mp4", "m4v", "m4s", "mov", "mkv", "webm", "ts", "ogv", "3gp"]
-    static let playlistTypes: Set<String> = [
-        "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
-        "application/dash+xml",
-    ]
+    /// HLS playlists' and DASH manifests' media types: never filled.
+    static let playlistTypes = ManifestLook.playlistTypes.union(ManifestLook.manifestTypes)
 
     /// Reads `none`, `audio`, `all` or a size in bytes (every file up to it).
     public init?(_ text: String) {

@@ -17,7 +17,7 @@ extension ProxyHandler {
     func manifestKind(_ url: URL, _ metadata: ContentMetadata, asked: ProxyRouter.Asked) async throws -> (
         CachingReader.ManifestKind?, (body: [UInt8], metadata: ContentMetadata)?
     ) {
-        guard !metadata.isStorable, CachingReader.mayBePlaylist(metadata) else {
+        guard !metadata.isStorable, ManifestLook.mayBePlaylist(metadata) else {
             // A request from the middle of a resource of no particular type is for media (a
             // player opens a playlist from its start): its start is looked at only when stored,
             // so the request costs no second origin request for it.
@@ -28,10 +28,10 @@ extension ProxyHandler {
             )
         }
         guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else {
-            return (CachingReader.declaredKind(metadata), nil)
+            return (ManifestLook.declaredKind(metadata), nil)
         }
         let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata, as: .player)
-        return (CachingReader.declaredKind(read.metadata) ?? CachingReader.sniffedKind(read.body), read)
+        return (ManifestLook.declaredKind(read.metadata) ?? ManifestLook.sniffedKind(read.body), read)
     }
 
     // MARK: HLS

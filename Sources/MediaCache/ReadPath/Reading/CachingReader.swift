@@ -313,53 +313,12 @@ public final class CachingReader: Sendable {
 }
 
 extension CachingReader {
-    /// The media types of HLS playlists (RFC 8216 §4 and the older names players still send).
-    static let playlistTypes: Set<String> = [
-        "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
-    ]
-    /// The media type of DASH manifests (ISO/IEC 23009-1 Annex C).
-    static let manifestTypes: Set<String> = ["application/dash+xml"]
-
     /// What kind of manifest a resource is.
     public enum ManifestKind: String, Sendable, Equatable, Codable {
         /// An HLS playlist.
         case hls
         /// A DASH manifest (MPD).
         case dash
-    }
-
-    /// The media type of `metadata`, lower-cased, without parameters.
-    static func mediaType(_ metadata: ContentMetadata) -> String? {
-        // (Foundation's trimmingCharacters(in:) showed in a cached range's profile.)
-        metadata.mimeType.map { MediaType.normalized(mimeType: $0) }
-    }
-
-    /// Whether a whole read of the resource must first be looked at as a playlist or a
-    /// manifest: its type says it is one, or it has no particular type (or a generic XML one)
-    /// and is small enough to be one.
-    package static func mayBePlaylist(_ metadata: ContentMetadata) -> Bool {
-        // Asked for every cached range a proxy answers: one set look-up for most types.
-        if metadata.startIsMedia == true { return false }  // looked at before: not one
-        guard let type = mediaType(metadata) else { return isPlaylistSized(metadata) }
-        switch typesLookedAt[type] {
-        case true?: return true
-        case false?: return isPlaylistSized(metadata)
-        case nil: return false
-        }
-    }
-
-    /// Playlist and manifest types (`true`), and the generic types a playlist may be sent
-    /// with (`false`).
-    private static let typesLookedAt: [String: Bool] = {
-        var types = Dictionary(uniqueKeysWithValues: playlistTypes.union(manifestTypes).map { ($0, true) })
-        for generic in ["application/octet-stream", "text/plain", "binary/octet-stream", "application/xml", "text/xml"]
-        { types[generic] = false }
-        return types
-    }()
-
-    private static func isPlaylistSized(_ metadata: ContentMetadata) -> Bool {
-        guard let length = metadata.length else { return false }
-        return (7...Int64(max(HLSPlaylist.maximumSize, DASHManifest.maximumSize))).contains(length)
     }
 
     /// Whether the resource is an HLS playlist or a DASH manifest: by its media type, or (for
@@ -370,27 +329,24 @@ extension CachingReader {
         _ url: URL, _ metadata: ContentMetadata, headers: RequestHeaders = [], planned: ContentMetadata? = nil,
         as requester: Requester
     ) async throws -> ManifestKind? {
-        guard Self.mayBePlaylist(metadata) else { return nil }
-        if let declared = Self.declaredKind(metadata) { return declared }
+        guard ManifestLook.mayBePlaylist(metadata) else { return nil }
+        if let declared = ManifestLook.declaredKind(metadata) { return declared }
         // A look, not the read that answers: the probe's download stays held for that one.
         let stream = try await read(
-            url, headers: headers, planned: planned, lengthless: (0, Self.sniffedLength), takesReservation: false,
-            as: requester
+            url, headers: headers, planned: planned, lengthless: (0, ManifestLook.sniffedLength),
+            takesReservation: false, as: requester
         ) { total in
-            ByteRange(0, min(total, Self.sniffedLength))
+            ByteRange(0, min(total, ManifestLook.sniffedLength))
         }
         var first: [UInt8] = []
         for try await chunk in stream { first += chunk.readableBytesView }
-        let kind = Self.sniffedKind(first)
+        let kind = ManifestLook.sniffedKind(first)
         // Kept with the version: its next ranges need no look (the store's fast road).
-        if kind == nil, first.count == min(metadata.length ?? 0, Self.sniffedLength) {
+        if kind == nil, first.count == min(metadata.length ?? 0, ManifestLook.sniffedLength) {
             store.noteStartIsMedia(of: store.key(for: url), version: stream.metadata)
         }
         return kind
     }
-
-    /// How many of a body's first bytes tell a playlist or a manifest from media.
-    package static let sniffedLength: Int64 = 1024
 
     /// Whether a read from `firstByte` is known to be of media without a look at the body's
     /// start: the type (or an earlier look) says so, or the read starts past 0 of a resource
@@ -398,28 +354,15 @@ extension CachingReader {
     /// from its start, and the look would cost a second origin request). The proxy's fast
     /// road and its general path ask the same.
     package func isMediaWithoutLook(_ url: URL, _ metadata: ContentMetadata, from firstByte: Int64) -> Bool {
-        guard Self.mayBePlaylist(metadata) else { return true }
-        return firstByte > 0 && Self.declaredKind(metadata) == nil && !holdsStart(of: url, metadata)
+        guard ManifestLook.mayBePlaylist(metadata) else { return true }
+        return firstByte > 0 && ManifestLook.declaredKind(metadata) == nil && !holdsStart(of: url, metadata)
     }
 
-    /// Whether the bytes a look at the body's start reads (``sniffedLength``) are stored, so
+    /// Whether the bytes a look at the body's start reads (``ManifestLook/sniffedLength``) are stored, so
     /// that the look costs no origin request.
     package func holdsStart(of url: URL, _ metadata: ContentMetadata) -> Bool {
         guard let length = metadata.length else { return false }
-        return length == 0 || storedSpans(of: url).contains(ByteRange(0, min(length, Self.sniffedLength)))
-    }
-
-    /// The kind the resource's media type names, if it names one.
-    package static func declaredKind(_ metadata: ContentMetadata) -> ManifestKind? {
-        guard let type = mediaType(metadata) else { return nil }
-        if playlistTypes.contains(type) { return .hls }
-        return manifestTypes.contains(type) ? .dash : nil
-    }
-
-    /// The kind a body that starts with `first` is, if it looks like a playlist or a manifest.
-    package static func sniffedKind(_ first: [UInt8]) -> ManifestKind? {
-        if HLSPlaylist.looksLikePlaylist(first) { return .hls }
-        return DASHManifest.looksLikeManifest(first) ? .dash : nil
+        return length == 0 || storedSpans(of: url).contains(ByteRange(0, min(length, ManifestLook.sniffedLength)))
     }
 
     /// Whether the resource `metadata` describes is an HLS playlist: by its media type, or
@@ -444,5 +387,39 @@ extension CachingReader {
         try await storedBody(
             of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned,
             as: requester)
+    }
+}
+
+/// What the cache holds written outside it, with no network: as a folder (``Exporter``) or as one
+/// playable file (``FileExport``).
+extension CachingReader {
+    /// Writes what the cache holds of `url` at `destination` without contacting the origin
+    /// (see ``Exporter``); `renditions` and `seconds` choose what of an HLS or DASH asset, as a
+    /// pin does, else every rendition wholly held is written.
+    @discardableResult
+    package func export(
+        _ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice(), seconds: Double? = nil
+    ) async throws -> ExportSummary {
+        try await Exporter(reading: self).export(url, to: destination, renditions: renditions, seconds: seconds)
+    }
+
+    /// Writes the held rendition of the HLS asset or DASH presentation at `url` as one playable
+    /// file at `destination`, without contacting the origin: fragmented MP4 segments as one MP4
+    /// (video and the chosen audio as two tracks; `.m4a` for audio alone), MPEG-TS segments as
+    /// one `.ts` (a separate audio rendition in the same programme), AES-128 segments deciphered
+    /// with their held keys. Chosen WebVTT subtitles are written beside it as
+    /// `<name>.<language>.vtt`. `renditions` chooses as a pin does; when it names no variant,
+    /// the variant of the highest bandwidth wholly held is written. Memory stays flat however
+    /// long the asset.
+    /// - Throws: ``CacheError``: `.offline` naming a rendition or key that is not held (remedy
+    ///   ``CacheError/Remedy/Action/pinFirst``); `.originRejected` for what cannot be one file
+    ///   (`SAMPLE-AES`, a DRM system's keys, packed audio, an init section that changes midway);
+    ///   `.outOfBounds` for a plain file, or a name whose extension is another container's;
+    ///   `.ioFailure` when `destination` exists or cannot be written. A failed export leaves no file.
+    @discardableResult
+    public func exportFile(_ url: URL, to destination: URL, renditions: RenditionChoice = RenditionChoice())
+        async throws -> ExportSummary
+    {
+        try await FileExport(reading: self).export(url, to: destination, renditions: renditions)
     }
 }
