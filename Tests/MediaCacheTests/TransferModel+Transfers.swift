@@ -12,6 +12,12 @@ extension TransferModel {
     mutating func advanceTransfer(_ id: Int) -> Bool {
         guard let transfer = transfers[id] else { return false }
         let before = transfer.exec
+        if let ahead = transfer.ahead, !ahead.granted, admitted.remove(ahead.waiter) != nil {
+            waiters[ahead.waiter] = nil
+            transfers[id]!.ahead!.granted = true
+            if transfer.exec == .awaitingPiece { nextPiece(id) }
+            return true
+        }
         switch transfer.exec {
         case .top:
             top(id)
@@ -33,6 +39,8 @@ extension TransferModel {
             } else if parked != park {
                 transfers[id]!.exec = .pacing(until: until, parked: park)
             }
+        case .awaitingPiece:
+            if transfer.ahead?.granted == true { nextPiece(id) }
         case .awaitingAnswer, .reading, .ended:
             break
         }
@@ -123,7 +131,13 @@ extension TransferModel {
         case .deliver:
             deliver(id)
             guard let transfer = transfers[id], !transfer.isEnded else { return }
-            if transfer.position >= transfer.requestEnd { bodyEnded(id) } else { transfers[id]!.exec = .reading }
+            if transfer.position >= transfer.requestEnd {
+                bodyEnded(id)
+            } else if let size = pieces[transfer.host], transfer.position >= transfer.pieceStart + size {
+                pieceEnded(id)
+            } else {
+                transfers[id]!.exec = .reading
+            }
         case .deliverAndLetGo:
             note("t\(id) lets its connection go")
             deliver(id)
@@ -213,6 +227,7 @@ extension TransferModel {
 
     /// Lets the transfer's connection go (the answer dropped); e48a7a1 kept a probe's answer's.
     mutating func release(_ id: Int, answered: Bool = true) {
+        dropAhead(id)
         guard var transfer = transfers[id], let hold = transfer.hold else { return }
         if variant == .e48a7a1, answered, hold.isProbes, !transfer.isEnded {
             transfer.retained = hold.isOwn
@@ -243,6 +258,8 @@ extension TransferModel {
             promoted.remove(waiter)
             if !wasWaiting, admitted.remove(waiter) != nil { giveBack(transfer.host, isOwn: isOwn) }
         }
+        dropAhead(id)
+        transfer.ahead = nil
         transfer.exec = .ended
         transfer.outcome = outcome
         transfers[id] = transfer
@@ -304,5 +321,70 @@ extension TransferModel {
         let action = body(&policy)
         transfers[id]!.policy = policy
         return action
+    }
+
+    // MARK: Pieces
+
+    /// On a host asked in pieces, asks for the next piece while this one's body flows
+    /// (``PiecedFetcher``): a request of its own, for the same requester, with a connection of
+    /// its own from the budget (``MeteredFetcher/further``).
+    mutating func askAhead(_ id: Int) {
+        guard let transfer = transfers[id], !transfer.isEnded, let size = pieces[transfer.host],
+            let hold = transfer.hold, transfer.ahead == nil, transfer.pieceStart + size < transfer.requestEnd
+        else { return }
+        nextWaiter += 1
+        let waiter = nextWaiter
+        var budget = hosts[transfer.host]
+        let granted = budget.acquire(.init(id: waiter, isOwn: hold.isOwn))
+        hosts[transfer.host] = budget
+        transfers[id]!.ahead = Ahead(waiter: waiter, isOwn: hold.isOwn, granted: granted)
+        note("t\(id) asks for the piece at \(transfer.pieceStart + size) ahead\(granted ? "" : ", waiting")")
+        guard !granted else { return }
+        waiters[waiter] = id
+        if !hold.isOwn { waitBegins += 1 }
+    }
+
+    /// The piece's body ended short of the request's end: its connection goes, and the body goes
+    /// on with the next piece once that has one.
+    mutating func pieceEnded(_ id: Int) {
+        guard let transfer = transfers[id], let hold = transfer.hold else { return }
+        transfers[id]!.hold = nil
+        giveBack(transfer.host, isOwn: hold.isOwn)
+        transfers[id]!.exec = .awaitingPiece
+        if transfers[id]!.ahead?.granted == false { piecesWaited += 1 }
+        guard transfers[id]!.ahead != nil else {
+            // Not asked ahead (it was let go): the rest is asked at the loop's top.
+            transfers[id]!.exec = .top
+            return
+        }
+        if transfers[id]!.ahead!.granted { nextPiece(id) }
+    }
+
+    /// The next piece, asked ahead, has its connection: the body reads on.
+    mutating func nextPiece(_ id: Int) {
+        guard let ahead = transfers[id]?.ahead, ahead.granted else { return }
+        transfers[id]!.ahead = nil
+        transfers[id]!.hold = (isOwn: ahead.isOwn, isProbes: false)
+        transfers[id]!.pieceStart = transfers[id]!.position
+        transfers[id]!.exec = .reading
+        note("t\(id) reads on with the next piece")
+        piecesReadOn += 1
+        askAhead(id)
+    }
+
+    /// Lets the piece asked ahead go: its connection, or its wait for one.
+    mutating func dropAhead(_ id: Int) {
+        guard let transfer = transfers[id], let ahead = transfer.ahead else { return }
+        transfers[id]!.ahead = nil
+        if ahead.granted {
+            giveBack(transfer.host, isOwn: ahead.isOwn)
+            return
+        }
+        var budget = hosts[transfer.host]
+        let (wasWaiting, admits) = budget.cancel(.init(id: ahead.waiter, isOwn: ahead.isOwn))
+        hosts[transfer.host] = budget
+        admitted.formUnion(admits)
+        waiters[ahead.waiter] = nil
+        if !wasWaiting, admitted.remove(ahead.waiter) != nil { giveBack(transfer.host, isOwn: ahead.isOwn) }
     }
 }

@@ -51,6 +51,9 @@ struct TransferModel {
         /// Keeping to a pin's rate, until the tick, or a change of the players' waits after which
         /// the policy ends the wait (``OriginPriority/pause(for:unless:)``).
         case pacing(until: Int, parked: Park)
+        /// At a piece's end (a host asked in pieces, ``PiecedFetcher``): the body goes on once
+        /// the next piece, asked ahead, has a connection of its own.
+        case awaitingPiece
         case ended
     }
 
@@ -86,6 +89,10 @@ struct TransferModel {
         var retained: Bool?
         /// The wait count it saw when it last gave way (``OriginTransfer``'s `seen`).
         var seen = 0
+        /// On a host asked in pieces: where the current piece began, and the next piece's request,
+        /// asked ahead while this one's body flows, with a connection of its own.
+        var pieceStart = 0
+        var ahead: Ahead?
         var isProbe: Bool
         var outcome: String?
 
@@ -95,6 +102,13 @@ struct TransferModel {
         }
         var readers: Int { players.count + own.count }
         var isEnded: Bool { exec == .ended }
+    }
+
+    /// The next piece's request: its wait for a connection, and whether it has one.
+    struct Ahead {
+        var waiter: UInt64
+        var isOwn: Bool
+        var granted = false
     }
 
     struct Reader {
@@ -119,6 +133,8 @@ struct TransferModel {
     var random: SplitMix
     var now = 0
     var hosts: [ConnectionBudgetStateMachine] = []
+    /// Per host, the chunks of a piece when the host is asked in pieces.
+    var pieces: [Int?] = []
     var files: [[File]] = []
     var transfers: [Int: Transfer] = [:]
     var readers: [Int: Reader] = [:]
@@ -135,6 +151,9 @@ struct TransferModel {
     var schedule: [String] = []
     var violations: [String] = []
     var fillOutcomes: [String] = []
+    /// Bodies that read on with a piece asked ahead, and pieces that waited for a connection.
+    var piecesReadOn = 0
+    var piecesWaited = 0
     var steps = 0
 
     init(seed: UInt64, variant: Variant) {
@@ -144,6 +163,7 @@ struct TransferModel {
         for _ in 0..<hostCount {
             let limit = Int.random(in: 1...4, using: &random)
             hosts.append(ConnectionBudgetStateMachine(limit: limit, ownLimit: max(1, limit / 4)))
+            pieces.append(Bool.random(using: &random) ? Int.random(in: 1...3, using: &random) : nil)
             files.append(
                 (0..<Int.random(in: 2...5, using: &random)).map { _ in
                     File(length: Int.random(in: 2...10, using: &random), audio: Bool.random(using: &random))
@@ -260,9 +280,11 @@ struct TransferModel {
         let fills = policy.answered(answer) == .receive(filling: true)
         transfer.policy = policy
         transfer.exec = .reading
+        transfer.pieceStart = transfer.position
         note("t\(id): answered")
         transfers[id] = transfer
         if fills { startFill(id) }
+        askAhead(id)
     }
 
     /// The origin sends the next chunk of the answer (or the connection breaks).
@@ -289,9 +311,16 @@ struct TransferModel {
     /// moves no bytes while a player waits for one on its host.
     mutating func check() {
         for (host, budget) in hosts.enumerated() {
-            let held = transfers.values.filter { $0.host == host && ($0.hold != nil || $0.retained != nil) }
-            let count = held.reduce(0) { $0 + ($1.hold == nil ? 0 : 1) + ($1.retained == nil ? 0 : 1) }
-            let own = held.reduce(0) { $0 + ($1.hold?.isOwn == true ? 1 : 0) + ($1.retained == true ? 1 : 0) }
+            let held = transfers.values.filter {
+                $0.host == host && ($0.hold != nil || $0.retained != nil || $0.ahead?.granted == true)
+            }
+            let count = held.reduce(0) {
+                $0 + ($1.hold == nil ? 0 : 1) + ($1.retained == nil ? 0 : 1) + ($1.ahead?.granted == true ? 1 : 0)
+            }
+            let own = held.reduce(0) {
+                $0 + ($1.hold?.isOwn == true ? 1 : 0) + ($1.retained == true ? 1 : 0)
+                    + ($1.ahead.map { $0.granted && $0.isOwn } == true ? 1 : 0)
+            }
             if budget.inUse != count || budget.ownInUse != own {
                 violations.append(
                     "h\(host): the budget counts \(budget.inUse) (\(budget.ownInUse) own), transfers hold \(count) (\(own) own)"

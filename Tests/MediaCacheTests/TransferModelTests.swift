@@ -8,8 +8,8 @@ import Testing
 
 /// Liveness as an invariant: the connection budgets and the transfers' policies driven together
 /// (``TransferModel``) over thousands of random schedules — players with open and closed ranges,
-/// seeks and hang-ups; fills; pins; preloads; read-aheads; recordings; two or three hosts — on a
-/// manual clock, checked after every step and once everything drained.
+/// seeks and hang-ups; fills; pins; preloads; read-aheads; recordings; two or three hosts, some
+/// asked in pieces — on a manual clock, checked after every step and once everything drained.
 @Suite(.stallLimit, .cpuBound) struct TransferModelTests {
     static let schedules = 2_000
     static let steps = 200
@@ -21,6 +21,7 @@ import Testing
     @Test func everyScheduleKeepsPlayersServedAndConnectionsReturned() {
         var fills = 0
         var stopped: [String: Int] = [:]
+        var pieces = (readOn: 0, waited: 0)
         for seed in 0..<UInt64(Self.schedules) {
             var model = TransferModel(seed: seed, variant: .current)
             for _ in 0..<Self.steps where model.violations.isEmpty { model.step() }
@@ -31,12 +32,16 @@ import Testing
                 return
             }
             fills += model.fillOutcomes.count
+            pieces.readOn += model.piecesReadOn
+            pieces.waited += model.piecesWaited
             for outcome in model.fillOutcomes { stopped[outcome, default: 0] += 1 }
         }
         // The schedules reach what they are for: fills that complete and fills that stop.
         #expect(fills > Self.schedules, "\(fills) fills in \(Self.schedules) schedules")
         #expect(stopped["completed", default: 0] > 0 && stopped["stopped: superseded", default: 0] > 0, "\(stopped)")
         #expect(stopped["stopped: metered", default: 0] > 0, "\(stopped)")
+        // Hosts asked in pieces: bodies read on with pieces asked ahead, some of which waited.
+        #expect(pieces.readOn > Self.schedules && pieces.waited > 0, "\(pieces)")
     }
 
     /// The model finds what e48a7a1 did: a fill that began on a probe's answer kept that answer's
