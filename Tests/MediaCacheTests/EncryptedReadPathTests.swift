@@ -199,7 +199,7 @@ import Testing
             try await reader.prefetchHLS(h.origin.url("/hls/index.m3u8"))
             #expect((store.metadata(for: store.key(for: keyURL)) != nil) == encrypted)
             #expect(h.origin.requests("/hls/k/key.bin").count == (encrypted ? 1 : 0))
-            for _ in 0..<3 { #expect(try await reader.memoryOnlyBody(of: keyURL, as: .player).body == keyBytes) }
+            for _ in 0..<3 { #expect(try await reader.bodies.memoryOnlyBody(of: keyURL, as: .player).body == keyBytes) }
             #expect(h.origin.requests("/hls/k/key.bin").count == 1)
             try await store.close()
             #expect(
@@ -209,7 +209,7 @@ import Testing
             // After a restart: from the store when encrypted, from the origin again otherwise.
             let reopened = try await CacheStore.open(directory: folder, configuration: configuration)
             let again = CachingReader(store: reopened, fetcher: h.fetcher, configuration: Self.readerConfiguration())
-            #expect(try await again.memoryOnlyBody(of: keyURL, as: .player).body == keyBytes)
+            #expect(try await again.bodies.memoryOnlyBody(of: keyURL, as: .player).body == keyBytes)
             #expect(h.origin.requests("/hls/k/key.bin").count == (encrypted ? 1 : 2))
             try await reopened.close()
         }

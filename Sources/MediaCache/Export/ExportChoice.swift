@@ -15,7 +15,7 @@ struct ExportChoice {
     /// The renditions of the HLS asset at `url`: the first variant chosen, its chosen audio
     /// renditions, its subtitles.
     func hls(_ url: URL, choice: RenditionChoice) async throws -> [FileExport.Rendition] {
-        let (body, metadata) = try await reader.playlistBody(url, as: .own(.export))
+        let (body, metadata) = try await reader.bodies.playlistBody(url, as: .own(.export))
         let entry = try? HLSPlaylist(parsing: body, url: url)
         let imports = entry?.definitions ?? [:]
         let bandwidths = Set(entry?.variants.map(\.bandwidth) ?? []).sorted(by: >)
@@ -138,7 +138,7 @@ struct ExportChoice {
         let body: [UInt8]
         let base: URL
         do {
-            let (text, metadata) = try await reader.playlistBody(rendition.url, as: .own(.export))
+            let (text, metadata) = try await reader.bodies.playlistBody(rendition.url, as: .own(.export))
             (body, base) = (text, metadata.finalURL ?? rendition.url)
         } catch let error as CacheError where error.code == .offline || error.code == .notCached {
             throw CacheError(

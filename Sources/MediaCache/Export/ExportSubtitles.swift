@@ -24,7 +24,7 @@ struct ExportSubtitles {
         for (rendition, resources) in renditions {
             var segments: [[UInt8]] = []
             for resource in resources {
-                let (body, _) = try await reader.playlistBody(resource.item.url, as: .own(.export))
+                let (body, _) = try await reader.bodies.playlistBody(resource.item.url, as: .own(.export))
                 segments.append(
                     Array(
                         resource.item.range.map { range in
@@ -43,7 +43,7 @@ struct ExportSubtitles {
         for track in sideLoaded {
             let text: String
             do {
-                text = try await reader.sideLoadedWebVTT(track.url, mpegts: nil)
+                text = try await reader.bodies.sideLoadedWebVTT(track.url, mpegts: nil)
             } catch let error as SubtitleText.Failure {
                 throw CacheError(.originRejected, "\(track.url.absoluteString.prefix(200)): \(error.description)")
             }

@@ -71,7 +71,7 @@ struct Exporter: Sendable {
             let bytes = try await write(url, range: nil, to: destination.path, exclusive: true)
             return ExportSummary(path: destination.path, files: 1, bytes: bytes)
         }
-        let (body, masterMetadata) = try await offline.playlistBody(url, as: .own(.export))
+        let (body, masterMetadata) = try await offline.bodies.playlistBody(url, as: .own(.export))
         let master = (try? HLSPlaylist(parsing: body, url: url)).flatMap { $0.isMaster ? $0 : nil }
         let masterBase = masterMetadata.finalURL ?? url
         let plan = try await exportPlan(url, master: master, base: masterBase, options: chosen)
@@ -97,7 +97,7 @@ struct Exporter: Sendable {
         // The media playlists, their URIs mapped to the local names (keys when cached).
         var playlistNames: [URL: String] = [:]
         for (index, playlistURL) in plan.playlists.enumerated() {
-            let (body, playlistMetadata) = try await offline.playlistBody(playlistURL, as: .own(.export))
+            let (body, playlistMetadata) = try await offline.bodies.playlistBody(playlistURL, as: .own(.export))
             let playlist: HLSPlaylist
             do {
                 playlist = try HLSPlaylist(parsing: body, url: playlistURL, imports: master?.definitions ?? [:])
@@ -157,13 +157,13 @@ struct Exporter: Sendable {
     private func writeSideLoaded(_ tracks: [SideLoadedSubtitle], timeline: URL, to destination: URL) async throws
         -> (names: [URL: String], files: Int, bytes: Int64)
     {
-        let (duration, mpegts) = try await reader.subtitleTimeline(of: timeline, as: .own(.export))
+        let (duration, mpegts) = try await reader.bodies.subtitleTimeline(of: timeline, as: .own(.export))
         var names: [URL: String] = [:]
         var bytes: Int64 = 0
         for (index, track) in tracks.enumerated() where names[track.url] == nil {
             let vtt: String
             do {
-                vtt = try await reader.sideLoadedWebVTT(track.url, mpegts: mpegts)
+                vtt = try await reader.bodies.sideLoadedWebVTT(track.url, mpegts: mpegts)
             } catch let error as SubtitleText.Failure {
                 throw CacheError(.originRejected, "\(track.url.absoluteString.prefix(200)): \(error.description)")
             }

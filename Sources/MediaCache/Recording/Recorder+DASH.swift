@@ -41,7 +41,8 @@ extension Recorder {
                     {
                         let info = try await reader.contentInfo(
                             for: job.url, maximumAge: .milliseconds(500), as: requester)
-                        let (body, metadata) = try await reader.playlistBody(job.url, planned: info, as: requester)
+                        let (body, metadata) = try await reader.bodies.playlistBody(
+                            job.url, planned: info, as: requester)
                         do {
                             return (try DASHManifest(parsing: body), metadata)
                         } catch let error as DASHManifestError {

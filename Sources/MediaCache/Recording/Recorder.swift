@@ -110,7 +110,7 @@ package struct Recorder: Sendable {
                         {
                             let info = try await reader.contentInfo(
                                 for: media, maximumAge: .milliseconds(500), as: requester)
-                            let (body, metadata) = try await reader.playlistBody(
+                            let (body, metadata) = try await reader.bodies.playlistBody(
                                 media, planned: info, as: requester)
                             let playlist = try HLSPlaylist(parsing: body)
                             return (
@@ -200,7 +200,7 @@ package struct Recorder: Sendable {
         let job = try current(id)
         guard let recording = job.recording?.hls else { throw DownloadJob.missing(id) }
         if let known = recording.mediaPlaylist { return [known] + recording.renditions.map(\.url) }
-        let (body, metadata) = try await reader.playlistBody(job.url, as: requester)
+        let (body, metadata) = try await reader.bodies.playlistBody(job.url, as: requester)
         let playlist = try HLSPlaylist(parsing: body)
         guard playlist.isMaster else {
             jobs.updateHLS(of: id) { $0.mediaPlaylist = job.url }

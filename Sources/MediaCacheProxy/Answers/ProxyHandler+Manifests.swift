@@ -30,7 +30,7 @@ extension ProxyHandler {
         guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else {
             return (ManifestLook.declaredKind(metadata), nil)
         }
-        let read = try await reader.playlistBody(url, headers: asked.forwarded, planned: metadata, as: .player)
+        let read = try await reader.bodies.playlistBody(url, headers: asked.forwarded, planned: metadata, as: .player)
         return (ManifestLook.declaredKind(read.metadata) ?? ManifestLook.sniffedKind(read.body), read)
     }
 
@@ -43,7 +43,7 @@ extension ProxyHandler {
     func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws
         -> ProxyResponse
     {
-        let (body, metadata) = try await reader.originBody(
+        let (body, metadata) = try await reader.bodies.originBody(
             of: url, headers: headers, limit: HLSPlaylist.maximumSize, as: .player)
         guard let parsed = try parsedPlaylist(body, url: url, head: head) else {
             return Self.notAPlaylist(body, metadata: metadata, head: head)
@@ -72,10 +72,10 @@ extension ProxyHandler {
         lifetime: ([UInt8]) -> Duration?
     ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         if let read { return read }
-        let first = try await reader.playlistBody(url, headers: headers, planned: planned, as: .player)
+        let first = try await reader.bodies.playlistBody(url, headers: headers, planned: planned, as: .player)
         guard let lifetime = lifetime(first.body), !reader.wasConfirmed(url, within: lifetime) else { return first }
         let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
-        return try await reader.playlistBody(url, headers: headers, planned: current, as: .player)
+        return try await reader.bodies.playlistBody(url, headers: headers, planned: current, as: .player)
     }
 
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
@@ -270,7 +270,7 @@ extension ProxyHandler {
     /// A resource kept in memory only (an HLS key: see ``ProxyTarget/memoryOnly``),
     /// answered whole whatever the `Range`.
     func memoryOnly(_ url: URL, head: HTTPRequestHead, headers: RequestHeaders) async throws -> ProxyResponse {
-        let (body, metadata) = try await reader.memoryOnlyBody(of: url, headers: headers, as: .player)
+        let (body, metadata) = try await reader.bodies.memoryOnlyBody(of: url, headers: headers, as: .player)
         var fields = HTTPHeaders()
         fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
         fields.add(name: "Cache-Control", value: "no-store")

@@ -202,11 +202,11 @@ struct ProxyHandler: Sendable {
         case .steering:
             // A steering server's answer depends on what the player says of its pathway and
             // throughput: the origin's, never stored.
-            let (body, metadata) = try await reader.originBody(
+            let (body, metadata) = try await reader.bodies.originBody(
                 of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize, as: .player)
             response = try steering(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .assetList:
-            let (body, metadata) = try await reader.originBody(
+            let (body, metadata) = try await reader.bodies.originBody(
                 of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize, as: .player)
             response = try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .subtitles(let role):

@@ -181,7 +181,7 @@ extension CachingReader: PrefetchSource, PlanSource, HeldAssetsSource {
     func readPlaylist(_ url: URL, headers: RequestHeaders, as requester: Requester) async throws -> (
         body: [UInt8], metadata: ContentMetadata
     ) {
-        try await playlistBody(url, headers: headers, as: requester)
+        try await bodies.playlistBody(url, headers: headers, as: requester)
     }
 
     var storesKeys: Bool { store.isEncrypted }

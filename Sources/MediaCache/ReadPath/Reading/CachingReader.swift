@@ -38,7 +38,7 @@ public final class CachingReader: Sendable {
     let owned = OwnedTasks()
     /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
     package let segmentReadAhead: SegmentReadAhead
-    /// Bodies kept in memory only (see ``memoryOnlyBody(of:headers:)``).
+    /// Bodies kept in memory only (see ``bodies.memoryOnlyBody(of:headers:)``).
     let memoryBodies = Mutex(MemoryBodies())
     /// Where the cache's own fetches give way to players waiting on the origin.
     let priority: OriginPriority
@@ -375,18 +375,6 @@ extension CachingReader {
         as requester: Requester
     ) async throws -> Bool {
         try await manifestKind(url, metadata, headers: headers, planned: planned, as: requester) == .hls
-    }
-
-    /// The whole body of `url` through the cache, refused past ``HLSPlaylist/maximumSize``,
-    /// and the metadata of the version it is.
-    /// - Throws: ``CacheError``: the read's errors; `.originRejected` for a body too large.
-    /// - Parameter requester: who reads.
-    package func playlistBody(
-        _ url: URL, headers: RequestHeaders = [], planned: ContentMetadata? = nil, as requester: Requester
-    ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
-        try await storedBody(
-            of: url, headers: headers, limit: max(HLSPlaylist.maximumSize, DASHManifest.maximumSize), planned: planned,
-            as: requester)
     }
 }
 

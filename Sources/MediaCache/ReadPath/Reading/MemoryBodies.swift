@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-/// The bodies ``CachingReader/memoryOnlyBody(of:headers:)`` keeps, oldest first out.
+/// The bodies ``WholeBodies/memoryOnlyBody(of:headers:as:)`` keeps, oldest first out.
 struct MemoryBodies: Sendable {
     struct Entry: Sendable {
         var body: [UInt8]
