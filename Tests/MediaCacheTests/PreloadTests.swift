@@ -247,8 +247,9 @@ extension PreloadTests {
             #expect(try await preloaded() == ["low"])
             // The proxy served the master, then the player chose the high variant.
             let masterURL = h.origin.url("/a/master.m3u8")
-            h.reader.learnSegments(of: try HLSPlaylist(parsing: Array(master.utf8)), at: masterURL, base: masterURL)
-            h.reader.learnSegments(
+            h.reader.learning.learnSegments(
+                of: try HLSPlaylist(parsing: Array(master.utf8)), at: masterURL, base: masterURL)
+            h.reader.learning.learnSegments(
                 of: media["high"]!, at: h.origin.url("/a/high/index.m3u8"), base: h.origin.url("/a/high/index.m3u8"))
             h.reader.preload([])
             h.reader.preload([PreloadItem(masterURL, seconds: 4)])

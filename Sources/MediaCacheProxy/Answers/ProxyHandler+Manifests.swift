@@ -107,7 +107,7 @@ extension ProxyHandler {
         // the variants whose start is held first (a player that starts on the first listed
         // starts where the bytes are).
         let base = metadata.finalURL ?? url
-        reader.learnAlternates(fromMaster: parsed, base: base)
+        reader.learning.learnAlternates(fromMaster: parsed, base: base)
         var served = await reader.held.master(parsed, url: url, base: base)
         if served == nil { served = await reader.held.masterLeadingHeld(parsed, base: base) }
         let sideLoaded = sideLoading(served ?? parsed, url: url, base: base, head: head)
@@ -145,13 +145,13 @@ extension ProxyHandler {
             throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
-        reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
-        reader.learnAlternates(fromManifest: parsed, base: metadata.finalURL ?? url)
+        reader.learning.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
+        reader.learning.learnAlternates(fromManifest: parsed, base: metadata.finalURL ?? url)
         // Offline, or with the origin failing, only the representations held.
         let removed = await reader.held.manifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
         let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in
             // A live manifest's bases are where its segments appear as they are made.
-            if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.noteLive(resolved) }
+            if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.learning.noteLive(resolved) }
             return proxy + configuration.pathForm(for: resolved)
         }
         return ProxyHandler.rewritten(
@@ -322,11 +322,11 @@ extension ProxyHandler {
     ) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         if !parsed.isFinal, let folder = URL(string: "./", relativeTo: metadata.finalURL ?? url)?.absoluteURL {
-            reader.noteLive(folder)
+            reader.learning.noteLive(folder)
         }
         let session = configuration.addsCMCD ? CMCD.session(in: headers) : nil
         let durations = session == nil ? [:] : Self.segmentDurations(parsed, base: metadata.finalURL ?? url)
-        reader.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
+        reader.learning.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         // Relative URIs resolve against where the playlist came from, after redirects.
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
             // A steering server's URI in the path form: the parameters the player adds to it

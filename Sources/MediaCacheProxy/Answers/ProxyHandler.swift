@@ -115,7 +115,7 @@ struct ProxyHandler: Sendable {
         } else {
             return .needsGeneralPath(checked)
         }
-        reader.readAhead(of: asked.url, headers: asked.forwarded)
+        reader.learning.readAhead(of: asked.url, headers: asked.forwarded)
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
         var response = media(lease.metadata, range: wanted, isPartial: specifier != nil, log: &log) { log in
@@ -258,7 +258,7 @@ struct ProxyHandler: Sendable {
         _ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, stored: SpanSet, log: inout RequestLog
     ) async throws -> ProxyResponse {
         let (url, asked) = (request.url, request.asked)
-        if head.method == .GET { reader.readAhead(of: url, headers: asked.forwarded) }
+        if head.method == .GET { reader.learning.readAhead(of: url, headers: asked.forwarded) }
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).

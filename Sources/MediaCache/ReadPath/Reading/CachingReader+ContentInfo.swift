@@ -68,13 +68,6 @@ extension CachingReader {
         scheduler.releaseReservation(store.key(for: url))
     }
 
-    /// Notes `folder` as where a live presentation's segments are (a live playlist's or a
-    /// dynamic manifest's base): a segment there that does not exist yet gets a `404` that is
-    /// not remembered, so the player's next try, once it is made, reaches the origin.
-    package func noteLive(_ folder: URL) {
-        validator.noteLive(folder)
-    }
-
     /// How many background revalidations run (tests wait on it).
     package var backgroundRevalidationCount: Int { validator.backgroundRevalidations.withLock { $0.count } }
 

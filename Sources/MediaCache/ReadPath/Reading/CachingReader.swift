@@ -36,7 +36,7 @@ public final class CachingReader: Sendable {
     /// The read path's other tasks: removals of unfinished entries and segment read-aheads
     /// (``shutDown()`` ends them too).
     let owned = OwnedTasks()
-    /// The HLS and DASH segments to store ahead of players (see ``readAhead(of:headers:)``).
+    /// The HLS and DASH segments to store ahead of players (see ``PlaylistLearning/readAhead(of:headers:)``).
     package let segmentReadAhead: SegmentReadAhead
     /// Bodies kept in memory only (see ``bodies.memoryOnlyBody(of:headers:)``).
     let memoryBodies = Mutex(MemoryBodies())
@@ -180,64 +180,6 @@ public final class CachingReader: Sendable {
     }
     private let twin = Mutex<CachingReader?>(nil)
 
-    // MARK: Segment read-ahead
-
-    /// Remembers the segments of the media playlist at `url` (parsed from its body, its
-    /// relative URIs resolved against `base`), so players playing through it are read ahead of.
-    /// Also notes the variant a player plays (``PlayedVariants``), for preloads of the asset.
-    package func learnSegments(of playlist: HLSPlaylist, at url: URL, base: URL) {
-        preloader.playedVariants.served(playlist, key: store.key(for: url)) { uri in
-            HLSPlaylist.resolve(uri, base: base).map(store.key(for:))
-        }
-        guard segmentReadAhead.depth > 0, !playlist.isMaster else { return }
-        segmentReadAhead.learn(
-            playlist: url,
-            segments: playlist.segments.map { $0.byteRange == nil ? HLSPlaylist.resolve($0.uri, base: base) : nil })
-    }
-
-    /// Remembers the media segments of each representation of the static DASH manifest at
-    /// `url` (its references resolved against `base`) as a media playlist of its own, so a
-    /// player playing through a representation is read ahead of as through an HLS playlist.
-    /// Initializations and byte-range segments are not read ahead; a live manifest is not
-    /// learned (its segments are not listed ahead).
-    package func learnSegments(of manifest: DASHManifest, at url: URL, base: URL) {
-        guard segmentReadAhead.depth > 0, !manifest.isDynamic else { return }
-        for (p, period) in manifest.presentation(base: base).periods.enumerated() {
-            for (a, set) in period.adaptationSets.enumerated() {
-                for (r, representation) in set.representations.enumerated() {
-                    // Its own key: the manifest's URL with the representation's place as fragment.
-                    guard
-                        let key = URL(
-                            string: url.absoluteString.prefix { $0 != "#" } + "#representation-\(p)-\(a)-\(r)")
-                    else { continue }
-                    segmentReadAhead.learn(
-                        playlist: key,
-                        segments: representation.resources.map { $0.range == nil && $0.duration > 0 ? $0.url : nil })
-                }
-            }
-        }
-    }
-
-    /// A player asked for `url`: when it is playing on through a media playlist, the next
-    /// segments are stored ahead of it (``SegmentReadAhead``), each on a task the read path
-    /// owns (``shutDown()`` ends it), with the player's forwarded `headers`. A segment already
-    /// stored costs a look at the store; one being downloaded is joined, not fetched again.
-    package func readAhead(of url: URL, headers: RequestHeaders) {
-        for next in segmentReadAhead.segmentsAfter(url) {
-            CacheMetrics.segmentsReadAhead.increment()
-            owned.run { [self] in
-                do {
-                    try await prefetch(next, headers: headers, as: .own(.readAhead))
-                } catch {
-                    configuration.logger.debug(
-                        "A segment read ahead of a player did not finish",
-                        metadata: ["url": "\(next.absoluteString.prefix(200))", "reason": "\(error)"])
-                }
-                segmentReadAhead.finished(next)
-            }
-        }
-    }
-
     // MARK: Preloads
 
     /// Replaces the preload queue with `items`: the first seconds of each, in order, stored
@@ -291,17 +233,6 @@ public final class CachingReader: Sendable {
     /// What is stored of `url` now (the proxy counts a body's bytes within it as from the cache).
     package func storedSpans(of url: URL) -> SpanSet {
         store.spans(for: store.key(for: url))
-    }
-
-    /// Learns the alternates an HLS master (from `base`) names: its redundant variants and
-    /// renditions, and its steering pathways' (``HLSPlaylist/sameStreams(base:)``).
-    package func learnAlternates(fromMaster master: HLSPlaylist, base: URL) {
-        for group in master.sameStreams(base: base) { failover.learn(group) }
-    }
-
-    /// Learns the alternates a DASH manifest (from `base`) names: its sibling `BaseURL`s.
-    package func learnAlternates(fromManifest manifest: DASHManifest, base: URL) {
-        for group in manifest.siblingBases(base: base) { failover.learn(group) }
     }
 
     /// Whether `url` may be fetched at all (see ``OriginFetcher/checkOrigin(_:)``).
