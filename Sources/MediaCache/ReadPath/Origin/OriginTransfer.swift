@@ -51,6 +51,10 @@ struct OriginTransfer: Sendable {
         var seen = priority.generation
         while !download.isFinished, !Task.isCancelled {
             let position = download.position
+            if position >= download.end {
+                download.complete()
+                return
+            }
             // The answer in hand (the probe's, to the end it asked for: the read's own range), or
             // one request for the rest of the download's range, which is the read's own (as its
             // player asked it): a request per window would cost a round trip each. How far it
@@ -101,7 +105,6 @@ struct OriginTransfer: Sendable {
     /// is left to ask for. Never asks the origin for bytes the store has: another download may
     /// have stored them since this one was planned.
     private func nextHole(from position: Int64, in handle: CacheEntryHandle?, _ policy: TransferPolicy) -> Int64?? {
-        guard position < download.end else { return nil }
         guard !download.isFullBody, let spans = try? handle?.spans() else { return .some(download.end) }
         guard let hole = spans.holes(in: ByteRange(position, download.end)).first else { return nil }
         guard hole.lowerBound > position else { return .some(hole.upperBound) }
