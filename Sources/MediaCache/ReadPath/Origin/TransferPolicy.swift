@@ -197,14 +197,13 @@ struct TransferPolicy: Equatable {
         step = .idle(yielded: false)
         switch end {
         case .whole, .letGo: return .requestNext
-        // A fill goes on at the next hole; any other download has served its readers, who read
-        // those bytes from the store.
-        case .storedAhead: return situation.isFilling ? .requestNext : .complete
+        case .storedAhead: return goesOnPastStoredBytes(situation) ? .requestNext : .complete
         }
     }
 
-    /// Whether, at bytes the store has when no request is out, the transfer goes on at the next
-    /// hole (a fill: its file is to be whole) rather than completing.
+    /// Whether, at bytes the store has (another download stored them), the transfer goes on at
+    /// the next hole rather than completing: a fill does (its file is to be whole); any other
+    /// download has served its readers, who read those bytes from the store.
     func goesOnPastStoredBytes(_ situation: Situation) -> Bool {
         situation.isFilling
     }
