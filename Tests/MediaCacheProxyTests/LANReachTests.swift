@@ -226,6 +226,11 @@ struct LANReachTests {
             let lasting = lan + Self.capabilities.pathForm(for: proxy.origin.url("/other.mp4"))
             for range in ["bytes=0-9999", "bytes=10000-19999"] {
                 let played = try await proxy.get(brief, headers: [("Range", range)])
+                // A machine slow enough to answer after the expiry may refuse, only as expired.
+                guard played.status != 403 || ProxyRouter.now() < until else {
+                    #expect(played.text.contains("expired"), "\(played.text)")
+                    continue
+                }
                 #expect(played.status == 206 && played.body.readableBytes == 10_000)
                 let start = Int64(range.dropFirst(6).prefix { $0 != "-" })!
                 #expect(film.firstMismatch(in: played.body, at: start) == nil)
