@@ -84,6 +84,43 @@ import Testing
         #expect(budget.usage(of: url) == (0, 0))
     }
 
+    /// Found by ``TransferScheduleTests`` (seed 1 on one core): a player who joined a prefetch
+    /// asked in pieces after its first answer's head waited behind the cache's own share for the
+    /// next piece, until the quiet period let the cache's own work go. The download's promotion
+    /// now lasts past the head, so the piece asked ahead becomes a player's when the player joins.
+    @Test func aPlayerWhoJoinsAPiecedPrefetchMakesTheNextPieceAPlayers() async throws {
+        var configuration = CachingReader.Configuration()
+        configuration.originPieces = ["scripted.example": 64 << 10]
+        configuration.originConnectionsPerHost = 2
+        configuration.quietTimer = ManualPauseTimer()  // never fires: no wait may end by it
+        try await ScriptedHarness.with(reader: configuration) { h in
+            let url = URL(string: "https://scripted.example/long.mp4")!
+            let length: Int64 = 200_000
+            h.origin.serve(url, length: length, seed: 6)
+            let budget = h.reader.fetcher.budget
+            let prefetch = Task {
+                try await h.reader.prefetch(url, range: ByteRange(0, length), as: .own(.prefetch))
+            }
+            // The first piece holds the cache's own one connection; the next waits as its own.
+            try await waitUntil { h.origin.exchanges.count == 1 && budget.usage(of: url) == (1, 1) }
+            let player = Task { try await collect(try await h.reader.read(url, offset: 0, length: length)) }
+            // The player joins: the piece asked ahead takes the host's second connection now,
+            // while the first piece's body has not ended.
+            try await waitUntil { h.origin.exchanges.count == 2 }
+            #expect(!h.origin.exchanges[0].isEnded && budget.usage(of: url) == (2, 0))
+            for index in 0..<4 {
+                try await waitUntil { h.origin.exchanges.count > index }
+                h.origin.exchanges[index].finish()
+            }
+            let bytes = try await player.value
+            #expect(
+                bytes.readableBytes == Int(length)
+                    && DeterministicContent(seed: 6).firstMismatch(in: bytes, at: 0) == nil)
+            _ = try await prefetch.value
+            #expect(budget.usage(of: url) == (0, 0))
+        }
+    }
+
     @Test func aVersionThatChangesBetweenPiecesEndsTheRead() async throws {
         try await Harness.with(reader: Self.configuration()) { h in
             var resource = TestOrigin.Resource.generated(length: 2_000_000, seed: 92)

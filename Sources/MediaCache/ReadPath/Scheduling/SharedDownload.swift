@@ -109,17 +109,25 @@ final class SharedDownload: Sendable {
     }
 
     /// Runs `send` (the transfer's next origin request) with a ``ConnectionBudget/Promotion``
-    /// a player who joins meanwhile calls, so the request never waits as the cache's own for a
-    /// player; one that serves a player already is a player's at once.
+    /// a player who joins calls (see ``asks(under:)``).
     func sending<T>(_ send: (ConnectionBudget.Promotion) async throws -> T) async rethrows -> T {
         let promotion = ConnectionBudget.Promotion()
+        asks(under: promotion)
+        return try await send(promotion)
+    }
+
+    /// Makes `promotion` the one of the request the download reads now (its next, or the probe's
+    /// whose answer it begins with), which a player who joins calls, so the request never waits
+    /// as the cache's own for a player; one that serves a player already is a player's at once.
+    /// It stays the download's until its next request, past the answer's head: a request asked
+    /// in pieces takes a connection for each piece while its body flows (``PiecedFetcher``), and
+    /// a player who joins then makes the pieces still to come players'.
+    func asks(under promotion: ConnectionBudget.Promotion) {
         let servesPlayer = locked.withLock { locked in
             locked.promotion = promotion
             return locked.servesPlayer(startedByPlayer: isPlayers)
         }
         if servesPlayer { promotion.promote() }
-        defer { locked.withLock { if $0.promotion === promotion { $0.promotion = nil } } }
-        return try await send(promotion)
     }
 
     /// Makes the download go on to `length`, the file's end, whatever its readers do (a fill on

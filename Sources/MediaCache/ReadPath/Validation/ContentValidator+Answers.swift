@@ -17,6 +17,8 @@ extension ContentValidator {
         headers: RequestHeaders, reserves: Bool = false, as requester: Requester,
         promotion: ConnectionBudget.Promotion? = nil
     ) async throws -> ContentMetadata {
+        // The answer may become a download a player joins: its request has a promotion.
+        let promotion = promotion ?? ConnectionBudget.Promotion()
         var conditional = headers
         if let etag = stored.etag { conditional.append((name: "If-None-Match", value: etag)) }
         if let modified = stored.lastModified { conditional.append((name: "If-Modified-Since", value: modified)) }
@@ -95,7 +97,7 @@ extension ContentValidator {
             }
             return try await adopt(
                 response!, url: url, key: key, offset: start, size: size, headers: headers, reserves: reserves,
-                version: newVersion ? .new : .compare, for: requester)
+                version: newVersion ? .new : .compare, for: requester, promotion: promotion)
         case .askHead, .passNotModified:
             preconditionFailure("a revalidation's answer is never \(answer)")
         }
@@ -171,7 +173,7 @@ extension ContentValidator {
         case .adopt:
             return try await adopt(
                 response!, url: url, key: key, offset: offset, size: size, headers: headers.withoutConditions,
-                reserves: reserves, for: requester)
+                reserves: reserves, for: requester, promotion: promotion)
         case .fail, .serveStale, .servePinned, .confirm:
             throw failure ?? CacheError(.originUnavailable, "\(url.absoluteString.prefix(200)) was not answered.")
         }
@@ -179,10 +181,12 @@ extension ContentValidator {
 
     /// Stores what an origin answer for bytes from `offset` says of the resource (a new
     /// version replaces the entry) and turns its body (`size` bytes asked for) into a download
-    /// that readers join, `requester`'s until they do.
+    /// that readers join, `requester`'s until they do; a player who joins it promotes the
+    /// answer's request through `promotion` (its pieces still to come, ``PiecedFetcher``).
     func adopt(
         _ response: OriginResponse, url: URL, key: CacheKey, offset: Int64, size: Int64, headers: RequestHeaders,
-        reserves: Bool = false, version: VersionChange = .compare, for requester: Requester
+        reserves: Bool = false, version: VersionChange = .compare, for requester: Requester,
+        promotion: ConnectionBudget.Promotion
     ) async throws -> ContentMetadata {
         try response.check(askedFrom: offset, known: nil, url: url, logger: configuration.logger)
         let metadata = await record(response.metadata, key: key, version: version)
@@ -209,6 +213,7 @@ extension ContentValidator {
         // first reader to join it left (a look at its first bytes), and the read that answers
         // ask the origin again for the rest.
         if reserves { scheduler.reserve(download, for: requester) }
+        download.asks(under: promotion)
         scheduler.start(download, transfer: context.transfer(for: download, firstResponse: response))
         return metadata
     }
