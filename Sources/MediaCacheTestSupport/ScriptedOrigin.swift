@@ -55,6 +55,8 @@ public final class ScriptedOrigin: OriginFetcher {
 
         /// The resource offset up to which body bytes were sent.
         public var sentUpTo: Int64 { progress.withLock { $0.sent } }
+        /// Whether the body ended: sent whole, failed, or let go of by the read path.
+        public var isEnded: Bool { progress.withLock { $0.ended } }
         /// Whether the read path let go of the body before its end (the request was cancelled).
         public var isCancelled: Bool { progress.withLock { $0.cancelled } }
 
@@ -156,12 +158,13 @@ public final class ScriptedOrigin: OriginFetcher {
         self.holdsHeads = holdsHeads
     }
 
-    /// Serves `length` deterministic bytes seeded by `seed` at `url`, with `etag` (none when
-    /// `nil`), fresh for `lifetime` seconds from now by the origin's clock.
+    /// Serves `length` deterministic bytes seeded by `seed` at `url` as `mimeType`, with `etag`
+    /// (none when `nil`), fresh for `lifetime` seconds from now by the origin's clock.
     public func serve(
-        _ url: URL, length: Int64, seed: UInt64, etag: String? = "\"v1\"", lifetime: TimeInterval = 86_400
+        _ url: URL, length: Int64, seed: UInt64, etag: String? = "\"v1\"", lifetime: TimeInterval = 86_400,
+        mimeType: String = "video/mp4"
     ) {
-        var metadata = ContentMetadata(length: length, mimeType: "video/mp4", acceptsRanges: true, etag: etag)
+        var metadata = ContentMetadata(length: length, mimeType: mimeType, acceptsRanges: true, etag: etag)
         metadata.freshUntil = clock.now.addingTimeInterval(lifetime)
         metadata.generatedAt = clock.now
         resources.withLock {
