@@ -107,10 +107,14 @@ extension TransferModel {
         transfers[id] = transfer
         // A player that joins a request waiting as the cache's own makes it a player's (a
         // transfer's, or a probe's it waits on: ``CachingReader/Probe``).
-        if readers[reader]!.isPlayer, case .acquiring(let waiter, let requester) = transfer.exec,
-            !requester.isPlayer, !promoted.contains(waiter)
-        {
+        guard readers[reader]!.isPlayer else { return }
+        transfers[id]!.requestPromoted = true
+        if case .acquiring(let waiter, let requester) = transfer.exec, !requester.isPlayer, !promoted.contains(waiter) {
             promote(id, waiter)
+        }
+        // The piece asked ahead too, when it waits (``PiecedFetcher``).
+        if let ahead = transfer.ahead, !ahead.granted, ahead.isOwn, !promoted.contains(ahead.waiter) {
+            promote(id, ahead.waiter)
         }
     }
 

@@ -15,6 +15,7 @@ extension TransferModel {
         if let ahead = transfer.ahead, !ahead.granted, admitted.remove(ahead.waiter) != nil {
             waiters[ahead.waiter] = nil
             transfers[id]!.ahead!.granted = true
+            transfers[id]!.ahead!.isOwn = ahead.isOwn && promoted.remove(ahead.waiter) == nil
             if transfer.exec == .awaitingPiece { nextPiece(id) }
             return true
         }
@@ -156,19 +157,20 @@ extension TransferModel {
         let transfer = transfers[id]!
         nextWaiter += 1
         let waiter = nextWaiter
+        // Each request has a promotion of its own, a player's at once when it serves one.
+        transfers[id]!.requestPromoted = transfer.servesPlayer
+        let isOwn = !requester.isPlayer && !transfer.servesPlayer
         var budget = hosts[transfer.host]
-        let holds = budget.acquire(.init(id: waiter, isOwn: !requester.isPlayer))
+        let holds = budget.acquire(.init(id: waiter, isOwn: isOwn))
         hosts[transfer.host] = budget
         if holds {
-            transfers[id]!.hold = (isOwn: !requester.isPlayer, isProbes: transfer.policy == nil)
+            transfers[id]!.hold = (isOwn: isOwn, isProbes: transfer.policy == nil)
             transfers[id]!.exec = .awaitingAnswer
         } else {
             waiters[waiter] = id
-            transfers[id]!.exec = .acquiring(waiter: waiter, requester: requester)
+            transfers[id]!.exec = .acquiring(waiter: waiter, requester: isOwn ? requester : .player)
             // A player's wait for a connection wakes the transfers that may hold one (``ConnectionBudget``).
-            if requester.isPlayer { waitBegins += 1 }
-            // A request for a player who joined already is a player's at once (``SharedDownload``).
-            if !requester.isPlayer, transfer.servesPlayer { promote(id, waiter) }
+            if !isOwn { waitBegins += 1 }
         }
     }
 
@@ -335,13 +337,14 @@ extension TransferModel {
         nextWaiter += 1
         let waiter = nextWaiter
         var budget = hosts[transfer.host]
-        let granted = budget.acquire(.init(id: waiter, isOwn: hold.isOwn))
+        let isOwn = hold.isOwn && !transfer.requestPromoted
+        let granted = budget.acquire(.init(id: waiter, isOwn: isOwn))
         hosts[transfer.host] = budget
-        transfers[id]!.ahead = Ahead(waiter: waiter, isOwn: hold.isOwn, granted: granted)
+        transfers[id]!.ahead = Ahead(waiter: waiter, isOwn: isOwn, granted: granted)
         note("t\(id) asks for the piece at \(transfer.pieceStart + size) ahead\(granted ? "" : ", waiting")")
         guard !granted else { return }
         waiters[waiter] = id
-        if !hold.isOwn { waitBegins += 1 }
+        if !isOwn { waitBegins += 1 }
     }
 
     /// The piece's body ended short of the request's end: its connection goes, and the body goes
@@ -380,11 +383,12 @@ extension TransferModel {
             giveBack(transfer.host, isOwn: ahead.isOwn)
             return
         }
+        let isOwn = ahead.isOwn && promoted.remove(ahead.waiter) == nil
         var budget = hosts[transfer.host]
-        let (wasWaiting, admits) = budget.cancel(.init(id: ahead.waiter, isOwn: ahead.isOwn))
+        let (wasWaiting, admits) = budget.cancel(.init(id: ahead.waiter, isOwn: isOwn))
         hosts[transfer.host] = budget
         admitted.formUnion(admits)
         waiters[ahead.waiter] = nil
-        if !wasWaiting, admitted.remove(ahead.waiter) != nil { giveBack(transfer.host, isOwn: ahead.isOwn) }
+        if !wasWaiting, admitted.remove(ahead.waiter) != nil { giveBack(transfer.host, isOwn: isOwn) }
     }
 }

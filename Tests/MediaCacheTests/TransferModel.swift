@@ -79,6 +79,9 @@ struct TransferModel {
         var players: [Int: Int] = [:]
         var own: Set<Int> = []
         var hadReaders = false
+        /// A player joined during the current request, or it served one when sent: its pieces
+        /// still to come are players' (the download's ``ConnectionBudget/Promotion``).
+        var requestPromoted = false
         var filling = false
         var everFilled = false
         var fillStop: FillStop?
@@ -325,6 +328,17 @@ struct TransferModel {
                 violations.append(
                     "h\(host): the budget counts \(budget.inUse) (\(budget.ownInUse) own), transfers hold \(count) (\(own) own)"
                 )
+            }
+            // A request a player waits on never waits as the cache's own (``Promotion``).
+            for transfer in transfers.values where transfer.host == host && transfer.servesPlayer {
+                var own: [UInt64] = []
+                if case .acquiring(let waiter, let requester) = transfer.exec, !requester.isPlayer {
+                    own.append(waiter)
+                }
+                if let ahead = transfer.ahead, !ahead.granted, ahead.isOwn { own.append(ahead.waiter) }
+                for waiter in own where !promoted.contains(waiter) && waiters[waiter] != nil {
+                    violations.append("h\(host): t\(transfer.id) waits as the cache's own while a player waits on it")
+                }
             }
             guard !budget.players.isEmpty else { continue }
             for transfer in held where !transfer.servesPlayer {
