@@ -41,16 +41,27 @@ struct URLRefreshTests {
     }
 
     /// Runs `body` with an origin whose signing service gives 20-second tokens (with `exp=`
-    /// when `statesExpiry`) on a clock of its own, and a temporary folder.
+    /// when `statesExpiry`) on a clock of its own, and a temporary folder. A token that states
+    /// its expiry is judged by the server on the real clock, so then the signer's clock never
+    /// falls behind the real one (on a slow machine the test's set-up alone takes longer than a
+    /// token's lifetime, and every token would be born expired).
     static func withSigningOrigin(
         statesExpiry: Bool, _ body: (TestOrigin, ManualClock, TokenSigner, URL) async throws -> Void
     ) async throws {
         let origin = try await TestOrigin.start(acceptsControl: true)
         defer { Task { try? await origin.shutdown() } }
         let clock = ManualClock(start: Date())
-        let signer = TokenSigner(lifetime: 20, statesExpiry: statesExpiry, clock: clock)
+        let signer = TokenSigner(
+            lifetime: 20, statesExpiry: statesExpiry, clock: statesExpiry ? NeverBehindRealTime(clock) : clock)
         origin.useSigner(signer)
         try await withTemporaryDirectory { try await body(origin, clock, signer, $0) }
+    }
+
+    /// `base`'s time, or the real time when `base` is behind it.
+    struct NeverBehindRealTime: WallClock {
+        let base: ManualClock
+        init(_ base: ManualClock) { self.base = base }
+        var now: Date { max(base.now, Date()) }
     }
 
     /// No request line of the server's log says it answered a player `401`, `403` or `410`
@@ -108,6 +119,9 @@ struct URLRefreshTests {
                 directory.appendingPathComponent("index.m3u8").path,
             ])
             try #require(made.status == 0, "ffmpeg: \(made.error)")
+            // The origin's time starts now, however long the set-up took: 120 s of media then
+            // move it by 120 s.
+            clock.advance(by: max(0, Date().timeIntervalSince(clock.now)))
             // The playlists carry the token the master was signed with, as a signing CDN writes them.
             let token = signer.freshQuery()
             let media = try String(contentsOf: directory.appendingPathComponent("index.m3u8"), encoding: .utf8)
