@@ -320,6 +320,12 @@ final class OriginHandler: ChannelInboundHandler {
                 paused = true
                 return
             }
+            if let gate = current.resource.faults.bodyGate, !gate.isOpen {
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                let eventLoop = context.eventLoop
+                gate.whenOpen { eventLoop.execute { loopBound.value.0.sendMore(context: loopBound.value.1) } }
+                return
+            }
             var size = min(Int64(64 << 10), current.end - current.next)
             if let growth = current.resource.faults.growth, !growth.isFinished {
                 // Only what is made so far; the rest when the test makes it.

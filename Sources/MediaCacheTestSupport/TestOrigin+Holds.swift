@@ -57,6 +57,9 @@ extension TestOrigin {
 
         public init() {}
 
+        /// Whether ``open()`` was called.
+        public var isOpen: Bool { state.withLock { $0.isOpen } }
+
         /// Lets every held answer go, and every later one at once.
         public func open() {
             let waiting = state.withLock { state in

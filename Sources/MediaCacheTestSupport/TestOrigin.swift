@@ -126,6 +126,9 @@ public final class TestOrigin: Sendable {
         public var headDelay: Duration?
         /// Hold every response head until the gate opens (a test decides when the origin answers).
         public var gate: Gate?
+        /// Send the head at once and hold the body until the gate opens (a transfer that has
+        /// begun and cannot end before the test says).
+        public var bodyGate: Gate?
         /// With ``status``, the body of that answer (an error page), and more fields.
         public var statusBody: [UInt8] = []
         /// Answer 403 unless the request's query contains this text (a signed URL: another

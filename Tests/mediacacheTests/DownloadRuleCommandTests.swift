@@ -138,11 +138,13 @@ import Testing
         let origin = try await TestOrigin.start()
         defer { Task { try? await origin.shutdown() } }
         let size = 4_000_000
+        // The origin sends no body byte until the move is seen: the first job cannot end before
+        // the move comes, however loaded the machine (a rate only made that likely).
+        let gate = TestOrigin.Gate()
         for (seed, path) in [(UInt64(76), "/m/a.mp4"), (77, "/m/b.mp4")] {
-            var slow = TestOrigin.Resource.generated(length: Int64(size), seed: seed)
-            // Slow enough that the move comes long before the end, however loaded the machine.
-            slow.faults.bytesPerSecond = 1_000_000
-            origin.serve(slow, at: path)
+            var held = TestOrigin.Resource.generated(length: Int64(size), seed: seed)
+            held.faults.bodyGate = gate
+            origin.serve(held, at: path)
         }
         try await RunningServer.with(["--max-downloads", "1"], origin: origin) { server in
             let pins = try await ["/m/a.mp4", "/m/b.mp4"].asyncMap { path in
@@ -165,7 +167,7 @@ import Testing
             let jobs = try await CacheCommandTests.json(
                 [DownloadJob].self, ["downloads", "--cache-dir", server.folder])
             #expect(jobs.map(\.id) == [b, a], "the list follows the queue's order")
-            for path in ["/m/a.mp4", "/m/b.mp4"] { origin.update(path) { $0.faults.bytesPerSecond = nil } }
+            gate.open()
             try await waitUntil {
                 try await [a, b].asyncMap { try await DownloadCommandTests.job($0, on: server.info)?.state } == [
                     .completed, .completed,
