@@ -67,11 +67,12 @@ struct AdminEndpoints {
             return Self.text(export(), type: "text/plain; version=0.0.4; charset=utf-8")
         case "/status.json":
             return try Self.json(
-                StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics))
+                StatusPage.report(reader: reader, downloads: handler.admin.downloads, statistics: handler.statistics))
         default:
             return Self.text(
                 StatusPage.html(
-                    StatusPage.report(reader: reader, downloads: handler.downloads, statistics: handler.statistics)),
+                    StatusPage.report(
+                        reader: reader, downloads: handler.admin.downloads, statistics: handler.statistics)),
                 type: "text/html; charset=utf-8")
         }
     }
@@ -84,8 +85,8 @@ struct AdminEndpoints {
         return ProxyResponse(status: .ok, headers: headers, body: .text(text))
     }
 
-    private var reader: CachingReader { handler.reader }
-    private var store: CacheStore { handler.reader.store }
+    private var reader: CachingReader { handler.admin.reader }
+    private var store: CacheStore { handler.admin.reader.store }
 
     /// A handler for each endpoint of the table; `head` and `localPort` are the request's.
     func routes(head: HTTPRequestHead, localPort: Int) -> AdminRouter {
@@ -160,7 +161,7 @@ struct AdminEndpoints {
             let url = query.asset.target
             let destination = URL(fileURLWithPath: query.output)
             // A live URL that was recorded exports as its recording.
-            if let queue = handler.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
+            if let queue = handler.admin.downloads, let job = queue.job(matching: url.absoluteString), job.isRecording {
                 return query.oneFile
                     ? try await queue.recordings.exportFile(job.id, to: destination)
                     : try await queue.recordings.export(job.id, to: destination)
@@ -200,7 +201,7 @@ struct AdminEndpoints {
     }
 
     private func downloads() throws -> DownloadQueue {
-        guard let downloads = handler.downloads else {
+        guard let downloads = handler.admin.downloads else {
             throw ProxyRequestError(status: .notFound, "This server keeps no download queue.")
         }
         return downloads

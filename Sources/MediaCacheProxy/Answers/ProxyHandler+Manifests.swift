@@ -15,22 +15,22 @@ extension ProxyHandler {
     /// here, looked at, and answered from memory. A range that does not start at 0 or has an
     /// end is taken for media (a player asks for a playlist whole) and read as asked.
     func manifestKind(_ url: URL, _ metadata: ContentMetadata, asked: ProxyRouter.Asked) async throws -> (
-        CachingReader.ManifestKind?, (body: [UInt8], metadata: ContentMetadata)?
+        PlayerSource.ManifestKind?, (body: [UInt8], metadata: ContentMetadata)?
     ) {
         guard !metadata.isStorable, ManifestLook.mayBePlaylist(metadata) else {
             // A request from the middle of a resource of no particular type is for media (a
             // player opens a playlist from its start): its start is looked at only when stored,
             // so the request costs no second origin request for it.
-            if reader.isMediaWithoutLook(url, metadata, from: asked.firstByte ?? 0) { return (nil, nil) }
+            if engine.isMediaWithoutLook(url, metadata, from: asked.firstByte ?? 0) { return (nil, nil) }
             return (
-                try await reader.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata, as: .player),
+                try await engine.manifestKind(url, metadata, headers: asked.forwarded, planned: metadata, as: .player),
                 nil
             )
         }
         guard asked.firstByte == 0, asked.length == nil, metadata.length != nil else {
             return (ManifestLook.declaredKind(metadata), nil)
         }
-        let read = try await reader.bodies.playlistBody(url, headers: asked.forwarded, planned: metadata, as: .player)
+        let read = try await engine.bodies.playlistBody(url, headers: asked.forwarded, planned: metadata, as: .player)
         return (ManifestLook.declaredKind(read.metadata) ?? ManifestLook.sniffedKind(read.body), read)
     }
 
@@ -43,7 +43,7 @@ extension ProxyHandler {
     func blockingReload(_ url: URL, head: HTTPRequestHead, localPort: Int, headers: RequestHeaders) async throws
         -> ProxyResponse
     {
-        let (body, metadata) = try await reader.bodies.originBody(
+        let (body, metadata) = try await engine.bodies.originBody(
             of: url, headers: headers, limit: HLSPlaylist.maximumSize, as: .player)
         guard let parsed = try parsedPlaylist(body, url: url, head: head) else {
             return Self.notAPlaylist(body, metadata: metadata, head: head)
@@ -72,10 +72,11 @@ extension ProxyHandler {
         lifetime: ([UInt8]) -> Duration?
     ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         if let read { return read }
-        let first = try await reader.bodies.playlistBody(url, headers: headers, planned: planned, as: .player)
-        guard let lifetime = lifetime(first.body), !reader.wasConfirmed(url, within: lifetime) else { return first }
-        let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime)
-        return try await reader.bodies.playlistBody(url, headers: headers, planned: current, as: .player)
+        let first = try await engine.bodies.playlistBody(url, headers: headers, planned: planned, as: .player)
+        guard let lifetime = lifetime(first.body), !engine.wasConfirmed(url, within: lifetime) else { return first }
+        let current = try await engine.contentInfo(
+            for: url, readingFrom: nil, length: nil, headers: headers, maximumAge: lifetime)
+        return try await engine.bodies.playlistBody(url, headers: headers, planned: current, as: .player)
     }
 
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,
@@ -107,9 +108,9 @@ extension ProxyHandler {
         // the variants whose start is held first (a player that starts on the first listed
         // starts where the bytes are).
         let base = metadata.finalURL ?? url
-        reader.learning.learnAlternates(fromMaster: parsed, base: base)
-        var served = await reader.held.master(parsed, url: url, base: base)
-        if served == nil { served = await reader.held.masterLeadingHeld(parsed, base: base) }
+        engine.learning.learnAlternates(fromMaster: parsed, base: base)
+        var served = await engine.held.master(parsed, url: url, base: base)
+        if served == nil { served = await engine.held.masterLeadingHeld(parsed, base: base) }
         let sideLoaded = sideLoading(served ?? parsed, url: url, base: base, head: head)
         return rewrite(
             sideLoaded?.0 ?? served ?? parsed, metadata: metadata, url: url, head: head, localPort: localPort,
@@ -145,13 +146,13 @@ extension ProxyHandler {
             throw ProxyRequestError(status: .badGateway, "The origin's manifest cannot be read: \(error.message)")
         }
         let proxy = Self.proxyOrigin(head, localPort: localPort)
-        reader.learning.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
-        reader.learning.learnAlternates(fromManifest: parsed, base: metadata.finalURL ?? url)
+        engine.learning.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
+        engine.learning.learnAlternates(fromManifest: parsed, base: metadata.finalURL ?? url)
         // Offline, or with the origin failing, only the representations held.
-        let removed = await reader.held.manifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
+        let removed = await engine.held.manifestRemovals(parsed, url: url, base: metadata.finalURL ?? url) ?? []
         let text = parsed.rewritten(base: metadata.finalURL ?? url, removing: removed) { resolved in
             // A live manifest's bases are where its segments appear as they are made.
-            if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { reader.learning.noteLive(resolved) }
+            if parsed.isDynamic, resolved.absoluteString.hasSuffix("/") { engine.learning.noteLive(resolved) }
             return proxy + configuration.pathForm(for: resolved)
         }
         return ProxyHandler.rewritten(
@@ -270,7 +271,7 @@ extension ProxyHandler {
     /// A resource kept in memory only (an HLS key: see ``ProxyTarget/memoryOnly``),
     /// answered whole whatever the `Range`.
     func memoryOnly(_ url: URL, head: HTTPRequestHead, headers: RequestHeaders) async throws -> ProxyResponse {
-        let (body, metadata) = try await reader.bodies.memoryOnlyBody(of: url, headers: headers, as: .player)
+        let (body, metadata) = try await engine.bodies.memoryOnlyBody(of: url, headers: headers, as: .player)
         var fields = HTTPHeaders()
         fields.add(name: "Content-Type", value: metadata.mimeType ?? "application/octet-stream")
         fields.add(name: "Cache-Control", value: "no-store")
@@ -322,11 +323,11 @@ extension ProxyHandler {
     ) -> ProxyResponse {
         let proxy = Self.proxyOrigin(head, localPort: localPort)
         if !parsed.isFinal, let folder = URL(string: "./", relativeTo: metadata.finalURL ?? url)?.absoluteURL {
-            reader.learning.noteLive(folder)
+            engine.learning.noteLive(folder)
         }
         let session = configuration.addsCMCD ? CMCD.session(in: headers) : nil
         let durations = session == nil ? [:] : Self.segmentDurations(parsed, base: metadata.finalURL ?? url)
-        reader.learning.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
+        engine.learning.learnSegments(of: parsed, at: url, base: metadata.finalURL ?? url)
         // Relative URIs resolve against where the playlist came from, after redirects.
         let text = parsed.rewritten(base: metadata.finalURL ?? url) { resolved, tag in
             // A steering server's URI in the path form: the parameters the player adds to it

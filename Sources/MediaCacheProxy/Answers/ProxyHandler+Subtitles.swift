@@ -39,7 +39,7 @@ extension ProxyHandler {
         let text: String
         switch role {
         case .playlist(let timeline):
-            let (duration, mpegts) = try await reader.bodies.subtitleTimeline(
+            let (duration, mpegts) = try await engine.bodies.subtitleTimeline(
                 of: timeline, headers: headers, as: .player)
             var target = ProxyTarget(file)
             target.subtitleRole = .file(mpegts: mpegts)
@@ -48,7 +48,7 @@ extension ProxyHandler {
             fields.add(name: "Content-Type", value: "application/vnd.apple.mpegurl")
         case .file(let mpegts):
             do {
-                text = try await reader.bodies.sideLoadedWebVTT(file, mpegts: mpegts, headers: headers)
+                text = try await engine.bodies.sideLoadedWebVTT(file, mpegts: mpegts, headers: headers)
             } catch let error as SubtitleText.Failure {
                 configuration.logger.warning(
                     "Refused a side-loaded subtitle file",

@@ -12,25 +12,28 @@ import NIOHTTP1
 /// ``AnswerPlan`` says what to answer from what is known of the resource, and the handler
 /// carries that out with the engine (content information, reads, playlists).
 struct ProxyHandler: Sendable {
-    let reader: CachingReader
+    /// What the answers need of the read path, and all they reach of it.
+    let engine: any PlayerSource
+    /// What the admin endpoints manage (``AdminSide``).
+    let admin: AdminSide
+    /// What the log says of every request when the origin's connections are not checked.
+    let securityWarning: String?
     private(set) var configuration: ProxyConfiguration
     /// What it answered, since it started.
     let statistics: ProxyStatistics
     let router: ProxyRouter
 
-    /// The pinned downloads the admin endpoints control, if the app keeps a queue.
-    let downloads: DownloadQueue?
-
     init(
-        reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration,
-        statistics: ProxyStatistics = ProxyStatistics()
+        engine: any PlayerSource, admin: AdminSide, securityWarning: String?,
+        checkOrigin: @escaping @Sendable (URL) throws -> Void, configuration: ProxyConfiguration,
+        statistics: ProxyStatistics
     ) {
-        self.reader = reader
-        self.downloads = downloads
+        self.engine = engine
+        self.admin = admin
+        self.securityWarning = securityWarning
         self.configuration = configuration
         self.statistics = statistics
-        statistics.countsLifetime(in: reader.store)
-        self.router = ProxyRouter(configuration: configuration, reader: reader)
+        self.router = ProxyRouter(configuration: configuration, checkOrigin: checkOrigin)
         ProxyMetrics.register()
     }
 
@@ -101,10 +104,10 @@ struct ProxyHandler: Sendable {
         // are then taken from the same lease: one region of the data file when they lie in one,
         // else a read of stored bytes (an encrypted store's, a long range's).
         guard
-            let lease = reader.storedLease(
+            let lease = engine.storedLease(
                 for: asked.url, headers: asked.forwarded, range: asked.specifier, as: .player),
             // A playlist (or what may be one) is rewritten; the general path's look decides.
-            reader.isMediaWithoutLook(asked.url, lease.metadata, from: asked.firstByte ?? 0),
+            engine.isMediaWithoutLook(asked.url, lease.metadata, from: asked.firstByte ?? 0),
             case .read(let wanted, let specifier) = AnswerPlan.plan(asked, metadata: lease.metadata, sendsBody: true)
         else { return .needsGeneralPath(checked) }
         let body: (StoredRegion?, ReadStream?)
@@ -115,13 +118,13 @@ struct ProxyHandler: Sendable {
         } else {
             return .needsGeneralPath(checked)
         }
-        reader.learning.readAhead(of: asked.url, headers: asked.forwarded)
+        engine.learning.readAhead(of: asked.url, headers: asked.forwarded)
         var log = requestLog(for: head)
         log.url = asked.url.absoluteString
         var response = media(lease.metadata, range: wanted, isPartial: specifier != nil, log: &log) { log in
             if let region = body.0 { .file(region, log: log) } else { .stream(body.1!, log: log) }
         }
-        response.cacheStatus = .hit(freshUntil: lease.metadata.freshUntil, now: reader.now)
+        response.cacheStatus = .hit(freshUntil: lease.metadata.freshUntil, now: engine.now)
         Self.finish(&response, for: head, router: router)
         return .answered(response)
     }
@@ -130,7 +133,7 @@ struct ProxyHandler: Sendable {
         RequestLog(
             method: Self.clipped(head.method.rawValue, to: 20),
             range: head.headers.first(name: "range").map { Self.clipped($0, to: 100) },
-            started: ContinuousClock.now, logger: configuration.logger, warning: reader.securityWarning,
+            started: ContinuousClock.now, logger: configuration.logger, warning: securityWarning,
             statistics: statistics)
     }
 
@@ -202,11 +205,11 @@ struct ProxyHandler: Sendable {
         case .steering:
             // A steering server's answer depends on what the player says of its pathway and
             // throughput: the origin's, never stored.
-            let (body, metadata) = try await reader.bodies.originBody(
+            let (body, metadata) = try await engine.bodies.originBody(
                 of: url, headers: asked.forwarded, limit: SteeringManifest.maximumSize, as: .player)
             response = try steering(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .assetList:
-            let (body, metadata) = try await reader.bodies.originBody(
+            let (body, metadata) = try await engine.bodies.originBody(
                 of: url, headers: asked.forwarded, limit: InterstitialAssetList.maximumSize, as: .player)
             response = try assetList(body, metadata: metadata, url: url, head: head, localPort: localPort)
         case .subtitles(let role):
@@ -214,7 +217,7 @@ struct ProxyHandler: Sendable {
             response.cacheStatus = .local("side-loaded")
             return log.finish(response)
         case .cache:
-            let held = reader.statusSnapshot(of: url)
+            let held = engine.statusSnapshot(of: url)
             let before = CacheStatus.Before(metadata: held.metadata, spans: held.spans, validated: held.validated)
             response = try await throughCache(request, head: head, localPort: localPort, stored: held.spans, log: &log)
             if response.cacheStatus == nil {
@@ -235,7 +238,7 @@ struct ProxyHandler: Sendable {
         if response.status.code >= 400 {
             return CacheStatus(forward: .uriMiss, forwardStatus: Int(response.status.code))
         }
-        let after = reader.statusSnapshot(of: url)
+        let after = engine.statusSnapshot(of: url)
         let answered: ContentMetadata?
         let range: ByteRange?
         switch response.body {
@@ -247,7 +250,7 @@ struct ProxyHandler: Sendable {
         guard let answered else { return .bypass }
         return CacheStatus.judge(
             before: before, answered: answered, range: range, validated: after.validated,
-            passesThrough: log.passesThrough, now: reader.now)
+            passesThrough: log.passesThrough, now: engine.now)
     }
 
     /// A request answered through the cache: its content information (one ranged `GET` of
@@ -258,14 +261,14 @@ struct ProxyHandler: Sendable {
         _ request: CheckedRequest, head: HTTPRequestHead, localPort: Int, stored: SpanSet, log: inout RequestLog
     ) async throws -> ProxyResponse {
         let (url, asked) = (request.url, request.asked)
-        if head.method == .GET { reader.learning.readAhead(of: url, headers: asked.forwarded) }
+        if head.method == .GET { engine.learning.readAhead(of: url, headers: asked.forwarded) }
         // What was stored when the request came: its bytes count as served from the cache,
         // the rest as from the origin (a download started for this request may store some
         // before the read reaches them).
         log.storedAtArrival = .init(spans: stored, start: 0)
         // A probe's bytes that are not stored (`no-store`) wait for this request's read,
         // which takes them; whatever this request does, they are let go when it is answered.
-        defer { reader.releaseReservation(for: url) }
+        defer { engine.releaseReservation(for: url) }
         let metadata = try await contentInformation(for: request)
         // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
         // lets a server ignore it; ffmpeg asks for `bytes=0-`).
@@ -290,12 +293,12 @@ struct ProxyHandler: Sendable {
     /// cache holds nothing to answer them with (RFC 9111 §4.3.2); its `304` then comes back
     /// as it is.
     private func contentInformation(for request: CheckedRequest) async throws -> ContentMetadata {
-        let (url, asked) = (request.url, request.asked)
-        let holdsVersion = asked.conditions.isEmpty || reader.holdsVersion(of: url)
-        let asking = holdsVersion ? asked.forwarded : asked.forwarded + asked.conditions.fields
-        guard let firstByte = asked.firstByte else { return try await reader.contentInfo(for: url, headers: asking) }
-        return try await reader.contentInfoForRead(
-            url, from: firstByte, length: asked.length, headers: asking, inPlay: asked.specifier != nil)
+        let asked = request.asked
+        return try await engine.answerInfo(
+            for: request.url,
+            PlayerAsk(
+                firstByte: asked.firstByte, length: asked.length, headers: asked.forwarded,
+                conditions: asked.conditions.fields, inPlay: asked.specifier != nil))
     }
 
     /// Carries `plan` out for `request`, of the version `metadata` describes; `unstored` is its
@@ -305,7 +308,7 @@ struct ProxyHandler: Sendable {
         unstored: (body: [UInt8], metadata: ContentMetadata)?,
         log: inout RequestLog
     ) async throws -> ProxyResponse {
-        let now = reader.now
+        let now = engine.now
         switch plan {
         case .notModified:
             return log.finish(
@@ -342,8 +345,10 @@ struct ProxyHandler: Sendable {
                 ProxyResponse(status: specifier != nil ? .partialContent : .ok, headers: fields, body: .bytes(bytes)))
         case .read(_, let specifier):
             // The range is resolved again if the read finds another version (see `read`).
-            let stream = try await reader.read(
-                request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil), as: .player
+            let stream = try await engine.read(
+                request.url, headers: request.asked.forwarded, planned: metadata, lengthless: (0, nil),
+                takesReservation: true,
+                as: .player
             ) { total in
                 specifier.map { $0.resolve(length: total) } ?? ByteRange(0, total)
             }
@@ -364,7 +369,7 @@ struct ProxyHandler: Sendable {
         _ metadata: ContentMetadata, range: ByteRange, isPartial: Bool, log: inout RequestLog,
         body: (RequestLog) -> ProxyResponse.Body
     ) -> ProxyResponse {
-        let now = reader.now
+        let now = engine.now
         let status: HTTPResponseStatus
         let fields: HTTPHeaders
         if metadata.length == nil {  // a version without a length, found by the read
@@ -391,8 +396,8 @@ struct ProxyHandler: Sendable {
     ) async throws -> ProxyResponse {
         var (log, planned) = (log, Optional(planned))
         if let firstByte {
-            let stream = try await reader.read(
-                url, offset: firstByte, length: length, headers: headers, planned: planned)
+            let stream = try await engine.read(
+                url, offset: firstByte, length: length, headers: headers, planned: planned, as: .player)
             if stream.isPartOfUnknownLength {
                 var fields = ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now)
                 fields.replaceOrAdd(name: "Accept-Ranges", value: "bytes")
@@ -411,7 +416,8 @@ struct ProxyHandler: Sendable {
             stream.cancel()
             planned = nil
         }
-        let stream = try await reader.read(url, offset: 0, length: nil, headers: headers, planned: planned)
+        let stream = try await engine.read(
+            url, offset: 0, length: nil, headers: headers, planned: planned, as: .player)
         log.status = 200
         return ProxyResponse(
             status: .ok, headers: ProxyResponse.fields(stream.metadata, range: nil, isPartial: false, now: now),

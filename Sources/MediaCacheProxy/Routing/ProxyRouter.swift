@@ -21,10 +21,6 @@ struct ProxyRouter: Sendable {
     /// The last requests that passed the checks, for a new connection that repeats one.
     let recentChecks = RepeatedRequestCheck.Shared()
 
-    init(configuration: ProxyConfiguration, reader: CachingReader) {
-        self.init(configuration: configuration, checkOrigin: reader.checkOrigin)
-    }
-
     init(configuration: ProxyConfiguration, checkOrigin: @escaping @Sendable (URL) throws -> Void) {
         self.configuration = configuration
         self.checkOrigin = checkOrigin

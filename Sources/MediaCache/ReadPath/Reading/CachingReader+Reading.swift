@@ -37,26 +37,6 @@ extension CachingReader {
         try await read(url, offset: offset, length: length, headers: headers, planned: planned, as: .player)
     }
 
-    /// ``read(_:offset:length:headers:planned:)`` for `requester`.
-    func read(
-        _ url: URL, offset: Int64, length: Int64?, headers: RequestHeaders = [], planned: ContentMetadata? = nil,
-        as requester: Requester
-    ) async throws -> ReadStream {
-        guard (0...ByteRange.maximumOffset).contains(offset), (length ?? 0) >= 0 else {
-            throw CacheError(
-                .rangeNotSatisfiable,
-                "A read needs an offset between 0 and \(ByteRange.maximumOffset) and a non-negative length.")
-        }
-        // Lengths past the bound mean "to the end" (no resource is that long), and the
-        // bound keeps `offset + length` from overflowing.
-        let length = length.map { min($0, ByteRange.maximumOffset) }
-        return try await read(url, headers: headers, planned: planned, lengthless: (offset, length), as: requester) {
-            total in
-            guard offset < total || (offset == 0 && total == 0) else { return nil }
-            return ByteRange(offset, length.map { min(total, offset + $0) } ?? total)
-        }
-    }
-
     /// Starts reading the bytes `resolve` picks from the resource's length, in the version
     /// the read finds: when the origin turns out to hold another version than `planned`, the
     /// range is resolved again from the new length, so ``ReadStream/metadata`` and
