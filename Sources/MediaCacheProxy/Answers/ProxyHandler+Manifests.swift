@@ -63,20 +63,16 @@ extension ProxyHandler {
     }
 
     /// The body of a playlist or manifest (`read` when it was read already), read through the
-    /// cache. A live one, whose `lifetime` says how old it may be (`nil` for a final one), is
-    /// checked against the origin's freshness before it is read; one the origin gave or
-    /// confirmed longer ago than its lifetime is validated, then read again.
+    /// cache, validated first when it is live and older than its `lifetime`
+    /// (``WholeBodies/livePlaylistBody(_:headers:planned:as:lifetime:)``).
     private func liveBody(
         _ url: URL, headers: RequestHeaders, planned: ContentMetadata,
         read: (body: [UInt8], metadata: ContentMetadata)?,
         lifetime: ([UInt8]) -> Duration?
     ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
         if let read { return read }
-        let first = try await engine.bodies.playlistBody(url, headers: headers, planned: planned, as: .player)
-        guard let lifetime = lifetime(first.body), !engine.wasConfirmed(url, within: lifetime) else { return first }
-        let current = try await engine.contentInfo(
-            for: url, readingFrom: nil, length: nil, headers: headers, maximumAge: lifetime)
-        return try await engine.bodies.playlistBody(url, headers: headers, planned: current, as: .player)
+        return try await engine.bodies.livePlaylistBody(
+            url, headers: headers, planned: planned, as: .player, lifetime: lifetime)
     }
 
     /// The playlist at `url` with every URI it names rewritten to come back through this proxy,

@@ -26,11 +26,6 @@ package protocol PlayerSource: Sendable {
     func statusSnapshot(of url: URL) -> (metadata: ContentMetadata?, spans: SpanSet, validated: Date?)
     /// The content information a player's request is answered from (see ``PlayerAsk``).
     func answerInfo(for url: URL, _ asked: PlayerAsk) async throws -> ContentMetadata
-    /// The content information of `url`, revalidated when the origin last confirmed it longer
-    /// ago than `maximumAge` (a live playlist).
-    func contentInfo(
-        for url: URL, readingFrom offset: Int64?, length: Int64?, headers: RequestHeaders, maximumAge: Duration?
-    ) async throws -> ContentMetadata
     /// Whether a read from `firstByte` is known to be of media without a look at the body's start.
     func isMediaWithoutLook(_ url: URL, _ metadata: ContentMetadata, from firstByte: Int64) -> Bool
     /// Whether the resource is an HLS playlist or a DASH manifest (looking at its start if need be).
@@ -45,8 +40,6 @@ package protocol PlayerSource: Sendable {
     ) async throws -> ReadStream
     /// Lets go of the probe bytes held for a read of `url` that did not take them.
     func releaseReservation(for url: URL)
-    /// Whether the origin gave or confirmed `url` within `age`.
-    func wasConfirmed(_ url: URL, within age: Duration) -> Bool
     /// Playlists, keys, answers past the cache and side-loaded subtitles, read whole.
     var bodies: WholeBodies { get }
     /// What playlists teach the read path: segments to read ahead, variants, alternates, live folders.

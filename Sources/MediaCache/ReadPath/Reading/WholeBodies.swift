@@ -22,6 +22,21 @@ package struct WholeBodies: Sendable {
             as: requester)
     }
 
+    /// ``playlistBody(_:headers:planned:as:)`` of a playlist or manifest that may be live: one
+    /// whose `lifetime` says how old it may be (`nil` for a final one) and that the origin gave
+    /// or confirmed longer ago than that is validated, then read again (RFC 8216 §6.3.4 has a
+    /// client reload a live playlist after at most its target duration, and a cache in front
+    /// must not make it older).
+    package func livePlaylistBody(
+        _ url: URL, headers: RequestHeaders, planned: ContentMetadata, as requester: Requester,
+        lifetime: ([UInt8]) -> Duration?
+    ) async throws -> (body: [UInt8], metadata: ContentMetadata) {
+        let first = try await playlistBody(url, headers: headers, planned: planned, as: requester)
+        guard let lifetime = lifetime(first.body), !reader.wasConfirmed(url, within: lifetime) else { return first }
+        let current = try await reader.contentInfo(for: url, headers: headers, maximumAge: lifetime, as: requester)
+        return try await playlistBody(url, headers: headers, planned: current, as: requester)
+    }
+
     /// The largest body kept in memory by ``memoryOnlyBody(of:headers:)`` (an AES-128 key is 16 bytes).
     static let memoryOnlyLimit = 64 << 10
 
