@@ -268,37 +268,29 @@ struct ProxyHandler: Sendable {
         log.storedAtArrival = .init(spans: stored, start: 0)
         // A probe's bytes that are not stored (`no-store`) wait for this request's read,
         // which takes them; whatever this request does, they are let go when it is answered.
-        defer { engine.releaseReservation(for: url) }
-        let metadata = try await contentInformation(for: request)
-        // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
-        // lets a server ignore it; ffmpeg asks for `bytes=0-`).
-        let (kind, unstored) = try await manifestKind(url, metadata, asked: asked)
-        switch kind {
-        case .hls:
-            return log.finish(
-                try await playlist(
-                    url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
-        case .dash:
-            return log.finish(
-                try await manifest(
-                    url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata, read: unstored))
-        case nil: break
+        let ask = PlayerAsk(
+            firstByte: asked.firstByte, length: asked.length, headers: asked.forwarded,
+            conditions: asked.conditions.fields, inPlay: asked.specifier != nil)
+        return try await engine.answering(url, ask) { metadata in
+            // A playlist is answered whole, rewritten, whatever the Range (RFC 9110 §14.2
+            // lets a server ignore it; ffmpeg asks for `bytes=0-`).
+            let (kind, unstored) = try await manifestKind(url, metadata, asked: asked)
+            switch kind {
+            case .hls:
+                return log.finish(
+                    try await playlist(
+                        url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata,
+                        read: unstored))
+            case .dash:
+                return log.finish(
+                    try await manifest(
+                        url, head: head, localPort: localPort, headers: asked.forwarded, planned: metadata,
+                        read: unstored))
+            case nil: break
+            }
+            let plan = AnswerPlan.plan(asked, metadata: metadata, sendsBody: head.method != .HEAD)
+            return try await carryOut(plan, for: request, metadata: metadata, unstored: unstored, log: &log)
         }
-        let plan = AnswerPlan.plan(asked, metadata: metadata, sendsBody: head.method != .HEAD)
-        return try await carryOut(plan, for: request, metadata: metadata, unstored: unstored, log: &log)
-    }
-
-    /// The content information `request` is answered from: with one ranged `GET` of the bytes
-    /// it asks for when nothing is stored. The player's conditions go to the origin when the
-    /// cache holds nothing to answer them with (RFC 9111 §4.3.2); its `304` then comes back
-    /// as it is.
-    private func contentInformation(for request: CheckedRequest) async throws -> ContentMetadata {
-        let asked = request.asked
-        return try await engine.answerInfo(
-            for: request.url,
-            PlayerAsk(
-                firstByte: asked.firstByte, length: asked.length, headers: asked.forwarded,
-                conditions: asked.conditions.fields, inPlay: asked.specifier != nil))
     }
 
     /// Carries `plan` out for `request`, of the version `metadata` describes; `unstored` is its

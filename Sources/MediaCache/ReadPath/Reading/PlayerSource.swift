@@ -10,10 +10,10 @@ package import MediaCacheHTTPFields
 /// What manages the cache (the admin endpoints, the CLI) uses ``CachingReader`` itself.
 ///
 /// A request asks in this order: what the store holds, never waiting (``storedLease(for:headers:range:as:)``,
-/// ``statusSnapshot(of:)``); then what to answer from (``answerInfo(for:_:)``), whether it is
+/// ``statusSnapshot(of:)``); then what to answer from (``answering(_:_:_:)``), whether it is
 /// media or a playlist (``isMediaWithoutLook(_:_:from:)``, ``manifestKind(_:_:headers:planned:as:)``)
 /// and the read that answers (``read(_:headers:planned:lengthless:takesReservation:as:resolving:)``),
-/// the probe's held bytes let go at the end (``releaseReservation(for:)``).
+/// the probe's held bytes let go when the answer is made.
 package protocol PlayerSource: Sendable {
     /// What a playlist or manifest is (``CachingReader/ManifestKind``).
     typealias ManifestKind = CachingReader.ManifestKind
@@ -24,8 +24,12 @@ package protocol PlayerSource: Sendable {
         -> StoredLease?
     /// What the store holds of `url` now, and when the origin last gave or confirmed it.
     func statusSnapshot(of url: URL) -> (metadata: ContentMetadata?, spans: SpanSet, validated: Date?)
-    /// The content information a player's request is answered from (see ``PlayerAsk``).
-    func answerInfo(for url: URL, _ asked: PlayerAsk) async throws -> ContentMetadata
+    /// Answers a player's request: `answer` is given the content information the request is
+    /// answered from (see ``PlayerAsk``), and the probe's bytes held for its read are let go
+    /// when `answer` returns or throws, read or not.
+    func answering<Answer>(
+        _ url: URL, _ asked: PlayerAsk, _ answer: (ContentMetadata) async throws -> Answer
+    ) async throws -> Answer
     /// Whether a read from `firstByte` is known to be of media without a look at the body's start.
     func isMediaWithoutLook(_ url: URL, _ metadata: ContentMetadata, from firstByte: Int64) -> Bool
     /// Whether the resource is an HLS playlist or a DASH manifest (looking at its start if need be).
@@ -38,8 +42,6 @@ package protocol PlayerSource: Sendable {
         _ url: URL, headers: RequestHeaders, planned: ContentMetadata?, lengthless: (offset: Int64, length: Int64?),
         takesReservation: Bool, as requester: Requester, resolving resolve: (Int64) -> ByteRange?
     ) async throws -> ReadStream
-    /// Lets go of the probe bytes held for a read of `url` that did not take them.
-    func releaseReservation(for url: URL)
     /// Playlists, keys, answers past the cache and side-loaded subtitles, read whole.
     var bodies: WholeBodies { get }
     /// What playlists teach the read path: segments to read ahead, variants, alternates, live folders.
@@ -74,12 +76,21 @@ package struct PlayerAsk: Sendable {
 }
 
 extension CachingReader: PlayerSource {
+    /// See ``PlayerSource/answering(_:_:_:)``: the probe's held bytes are let go with
+    /// ``releaseReservation(for:)``.
+    package func answering<Answer>(
+        _ url: URL, _ asked: PlayerAsk, _ answer: (ContentMetadata) async throws -> Answer
+    ) async throws -> Answer {
+        defer { releaseReservation(for: url) }
+        return try await answer(answerInfo(for: url, asked))
+    }
+
     /// The content information `asked` is answered from: with one ranged `GET` of the bytes it
     /// asks for when nothing is stored (``contentInfoForRead(_:from:length:headers:inPlay:)``,
-    /// whose held bytes ``releaseReservation(for:)`` lets go). The player's conditions go to the
+    /// whose held bytes ``answering(_:_:_:)`` lets go). The player's conditions go to the
     /// origin when the cache holds no version to answer them with (RFC 9111 §4.3.2); its `304`
     /// then comes back as it is.
-    package func answerInfo(for url: URL, _ asked: PlayerAsk) async throws -> ContentMetadata {
+    func answerInfo(for url: URL, _ asked: PlayerAsk) async throws -> ContentMetadata {
         let holdsVersion = asked.conditions.isEmpty || holdsVersion(of: url)
         let headers = holdsVersion ? asked.headers : asked.headers + asked.conditions
         guard let firstByte = asked.firstByte else { return try await contentInfo(for: url, headers: headers) }
