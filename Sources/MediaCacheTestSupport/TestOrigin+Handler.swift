@@ -320,13 +320,17 @@ final class OriginHandler: ChannelInboundHandler {
                 paused = true
                 return
             }
-            if let gate = current.resource.faults.bodyGate, !gate.isOpen {
-                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                let eventLoop = context.eventLoop
-                gate.whenOpen { eventLoop.execute { loopBound.value.0.sendMore(context: loopBound.value.1) } }
-                return
-            }
             var size = min(Int64(64 << 10), current.end - current.next)
+            if let gate = current.resource.faults.bodyGate, !gate.isOpen {
+                let held = current.resource.faults.bodyGateOffset
+                guard current.next < held else {
+                    let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                    let eventLoop = context.eventLoop
+                    gate.whenOpen { eventLoop.execute { loopBound.value.0.sendMore(context: loopBound.value.1) } }
+                    return
+                }
+                size = min(size, held - current.next)
+            }
             if let growth = current.resource.faults.growth, !growth.isFinished {
                 // Only what is made so far; the rest when the test makes it.
                 size = min(size, growth.made - current.next)

@@ -127,8 +127,11 @@ public final class TestOrigin: Sendable {
         /// Hold every response head until the gate opens (a test decides when the origin answers).
         public var gate: Gate?
         /// Send the head at once and hold the body until the gate opens (a transfer that has
-        /// begun and cannot end before the test says).
+        /// begun and cannot end before the test says): the bytes from ``bodyGateOffset`` on.
         public var bodyGate: Gate?
+        /// With ``bodyGate``: the first byte of the resource that waits for it; those before it
+        /// are sent at once (a download that is part done, however slow the machine).
+        public var bodyGateOffset: Int64 = 0
         /// With ``status``, the body of that answer (an error page), and more fields.
         public var statusBody: [UInt8] = []
         /// Answer 403 unless the request's query contains this text (a signed URL: another

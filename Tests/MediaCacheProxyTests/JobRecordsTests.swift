@@ -20,10 +20,13 @@ import Testing
         try await withTemporaryDirectory { directory in
             let origin = try await TestOrigin.start()
             defer { Task { try? await origin.shutdown() } }
+            // The second halves wait for the gate, opened after the restart: the stop comes
+            // before the end however loaded the machine (a rate only made that likely).
+            let gate = TestOrigin.Gate()
             for (seed, path) in [(91, "/running.mp4"), (92, "/paused.mp4")] {
                 var resource = TestOrigin.Resource.generated(length: size, seed: UInt64(seed))
-                // Slow enough that the stop comes long before the end, however loaded the machine.
-                resource.faults.bytesPerSecond = 1_000_000
+                resource.faults.bodyGate = gate
+                resource.faults.bodyGateOffset = size / 2
                 origin.serve(resource, at: path)
             }
             origin.serve(.generated(length: size, seed: 93), at: "/waiting.mp4")
@@ -60,7 +63,7 @@ import Testing
                 }
                 #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("index.sqlite").path))
             }
-            for path in ["/running.mp4", "/paused.mp4"] { origin.update(path) { $0.faults.bytesPerSecond = nil } }
+            gate.open()
 
             try await PinnedDownloadsTests.withEngine(folder) { store, reader in
                 let queue = try DownloadQueue(reader: reader, configuration: configuration)

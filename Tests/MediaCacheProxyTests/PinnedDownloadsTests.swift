@@ -141,8 +141,11 @@ import Testing
             let origin = try await TestOrigin.start()
             defer { Task { try? await origin.shutdown() } }
             var resource = TestOrigin.Resource.generated(length: size, seed: 74)
-            // Slow enough that the stop comes long before the end, however loaded the machine.
-            resource.faults.bytesPerSecond = 1_000_000
+            // The second half waits for the gate, opened for the second run: the stop comes
+            // before the end however loaded the machine (a rate only made that likely).
+            let gate = TestOrigin.Gate()
+            resource.faults.bodyGate = gate
+            resource.faults.bodyGateOffset = size / 2
             origin.serve(resource, at: "/film.mp4")
             let url = origin.url("/film.mp4")
             let folder = directory.appendingPathComponent("store")
@@ -162,7 +165,7 @@ import Testing
             #expect(sentBefore < size)
 
             // Second run: the job is there, queued, and completes.
-            origin.update("/film.mp4") { $0.faults.bytesPerSecond = nil }
+            gate.open()
             try await Self.withEngine(folder) { store, reader in
                 let queue = try DownloadQueue(reader: reader, configuration: configuration)
                 let kept = try #require(queue.job(matching: id))
