@@ -86,20 +86,25 @@ import Testing
         }
     }
 
-    /// An engine whose origin serves `/film.mp4` (`length` bytes) at 2 MB/s: slow enough that
-    /// what the test does to its download comes long before the end, however loaded the machine.
-    static func withSlowFilm(_ length: Int64, seed: UInt64, _ body: (Harness) async throws -> Void) async throws {
+    /// An engine whose origin serves `/film.mp4` (`length` bytes), its bytes from `heldFrom` on
+    /// held until the test opens the gate `body` is given: what the test does to its download
+    /// comes before the end, however loaded the machine.
+    static func withHeldFilm(
+        _ length: Int64, seed: UInt64, heldFrom: Int64, _ body: (Harness, TestOrigin.Gate) async throws -> Void
+    ) async throws {
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
-            var slow = TestOrigin.Resource.generated(length: length, seed: seed)
-            slow.faults.bytesPerSecond = 2_000_000
-            h.origin.serve(slow, at: "/film.mp4")
-            try await body(h)
+            let gate = TestOrigin.Gate()
+            var held = TestOrigin.Resource.generated(length: length, seed: seed)
+            held.faults.bodyGate = gate
+            held.faults.bodyGateOffset = heldFrom
+            h.origin.serve(held, at: "/film.mp4")
+            try await body(h, gate)
         }
     }
 
     @Test func aMeteredNetworkStopsAJobWhileOneAnywayGoesOn() async throws {
         let size: Int64 = 8_000_000
-        try await Self.withSlowFilm(size, seed: 63) { h in
+        try await Self.withHeldFilm(size, seed: 63, heldFrom: size / 2) { h, gate in
             h.origin.serve(.generated(length: 3_000_000, seed: 64), at: "/episode.mp3")
             var configuration = DownloadQueue.Configuration()
             configuration.maxConcurrent = 2
@@ -130,7 +135,7 @@ import Testing
             #expect(queue.job(matching: film.id)?.state == .queued)
             // The user says the network is not metered after all: it resumes.
             queue.networkOverride = .unmetered
-            h.origin.update("/film.mp4") { $0.faults.bytesPerSecond = nil }
+            gate.open()
             #expect(try await PinnedDownloadsTests.settled(film.id, in: queue).state == .completed)
             for (seed, path, length) in [(63, "/film.mp4", size), (64, "/episode.mp3", 3_000_000)] {
                 let stored = try await collect(
@@ -149,7 +154,7 @@ import Testing
     /// download again, unowned: it ran to the file's end.)
     @Test func aCancelledJobStopsDownloading() async throws {
         let size: Int64 = 20_000_000
-        try await Self.withSlowFilm(size, seed: 67) { h in
+        try await Self.withHeldFilm(size, seed: 67, heldFrom: size / 4) { h, _ in
             let queue = try DownloadQueue(reader: h.reader)
             queue.start()
             let job = try await queue.pin(h.origin.url("/film.mp4"))
@@ -171,9 +176,12 @@ import Testing
     @Test func aJobMovedFirstRunsNowAndTheOtherWaits() async throws {
         let size: Int64 = 6_000_000
         try await Harness.with(store: PinnedDownloadsTests.store(limit: 100_000_000, pinned: 50_000_000)) { h in
+            // The second halves wait until the move is seen, however loaded the machine.
+            let gate = TestOrigin.Gate()
             for (seed, path) in [(65, "/a.mp4"), (66, "/b.mp4")] {
                 var resource = TestOrigin.Resource.generated(length: size, seed: UInt64(seed))
-                resource.faults.bytesPerSecond = 2_000_000
+                resource.faults.bodyGate = gate
+                resource.faults.bodyGateOffset = size / 2
                 h.origin.serve(resource, at: path)
             }
             var configuration = DownloadQueue.Configuration()
@@ -190,7 +198,7 @@ import Testing
             }
             #expect(queue.job(matching: a.id)?.waiting == nil, "waits for a slot, not for a rule")
             #expect(queue.jobs.map(\.id) == [b.id, a.id])
-            for path in ["/a.mp4", "/b.mp4"] { h.origin.update(path) { $0.faults.bytesPerSecond = nil } }
+            gate.open()
             #expect(try await PinnedDownloadsTests.settled(b.id, in: queue).state == .completed)
             #expect(try await PinnedDownloadsTests.settled(a.id, in: queue).state == .completed)
             for (seed, path) in [(65, "/a.mp4"), (66, "/b.mp4")] {
