@@ -111,14 +111,18 @@ import Testing
             let queue = try DownloadQueue(reader: h.reader, configuration: configuration)
             queue.start()
             let film = try await queue.pin(h.origin.url("/film.mp4"))
+            // The network turns metered while the film's answer is held at the gate, in the
+            // middle of a request (between two, the next could be on its way as the stop came).
             try await waitUntil { (queue.job(matching: film.id)?.bytesDone ?? 0) >= 2_000_000 }
+            try await waitUntil { h.origin.bodyBytesSent("/film.mp4") == size / 2 }
             queue.networkChanged(DownloadRules.NetworkConditions(isMetered: true))
             try await waitUntil {
                 queue.job(matching: film.id)?.waiting == .network && queue.job(matching: film.id)?.state == .queued
             }
             #expect(queue.job(matching: film.id)?.waitingDetail?.contains("metered") == true)
-            // The stopped job's transfers were cancelled: the origin sees their connections
-            // close (it may have sent a chunk or two while the close was on its way).
+            // The stopped job's transfers were cancelled: they end, and the origin sees their
+            // connections close.
+            try await waitUntil { h.reader.activeDownloads == 0 }
             try await waitUntil { h.origin.responsesInProgress("/film.mp4") == 0 }
             let (sentAtStop, requestsAtStop) = (
                 h.origin.bodyBytesSent("/film.mp4"), h.origin.requests("/film.mp4").count
