@@ -54,7 +54,7 @@ extension CachingReader {
     /// two). The caller calls ``releaseReservation(for:)`` when it is done, read or not.
     /// - Parameter inPlay: whether the read is a player's ranged read (a play's, see ``Plays``),
     ///   not a whole download.
-    package func contentInfoForRead(
+    func contentInfoForRead(
         _ url: URL, from offset: Int64, length: Int64?, headers: RequestHeaders, inPlay: Bool = false
     ) async throws -> ContentMetadata {
         var request = ContentRequest(url: url, offset: offset, length: length, headers: headers, requester: .player)
@@ -64,7 +64,7 @@ extension CachingReader {
     }
 
     /// Lets go of the probe bytes held for a read of `url` that did not take them.
-    package func releaseReservation(for url: URL) {
+    func releaseReservation(for url: URL) {
         scheduler.releaseReservation(store.key(for: url))
     }
 
@@ -78,7 +78,7 @@ extension CachingReader {
     package var rememberedValidations: Int { validations.count }
 
     /// Whether the origin gave or confirmed the stored version of `url` less than `age` ago.
-    package func wasConfirmed(_ url: URL, within age: Duration) -> Bool {
+    func wasConfirmed(_ url: URL, within age: Duration) -> Bool {
         let key = store.key(for: url)
         guard let stored = store.metadata(for: key) else { return false }
         return validator.isYoung(stored, key: key, within: age)
