@@ -234,6 +234,23 @@ extension FillOnPlayTests {
         #expect(!FillPolicy.fits((16 << 20) + 1, storeLimit: 128 << 20))
     }
 
+    /// Where a fill's play stands: proven by what its players read or by a quiet probation with
+    /// no other play begun, skipped when another play began.
+    @Test func aPlayProvesItselfByReadingOrQuietAndIsSkippedByAnother() {
+        let proof: Int64 = 1 << 20
+        func standing(played: Int64, of length: Int64 = 8 << 20, quiet: Bool, other: Bool) -> FillStanding {
+            FillPolicy.standing(
+                played: played, of: length, proofBytes: proof, quietEnough: quiet, otherPlayBegan: other)
+        }
+        #expect(standing(played: proof, quiet: false, other: true) == .proven, "read enough: at once")
+        #expect(standing(played: proof - 1, quiet: false, other: true) == .pending)
+        #expect(standing(played: 0, quiet: false, other: false) == .pending)
+        #expect(standing(played: proof - 1, quiet: true, other: true) == .skipped)
+        #expect(standing(played: 0, quiet: true, other: false) == .proven, "a moment's play, nothing after")
+        #expect(standing(played: 100, of: 200, quiet: false, other: true) == .proven, "half of a short file")
+        #expect(standing(played: 99, of: 200, quiet: true, other: true) == .skipped)
+    }
+
     @Test func itsWordsReadBack() {
         for text in ["none", "audio", "all", "1048576"] {
             #expect(FillPolicy(text)?.description == text)

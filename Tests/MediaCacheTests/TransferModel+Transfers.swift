@@ -148,7 +148,7 @@ extension TransferModel {
             act(id, mutatingPolicy(id) { $0.bodyEnded(.letGo, seen) })
         case .requestNext:
             transfers[id]!.exec = .top
-        case .receive, .dropVersion, .complete, .retry, .giveUp:
+        case .receive, .dropVersion, .complete, .retry, .giveUp, .awaitProof:
             preconditionFailure("t\(id): \(action) is not the model's")
         }
     }

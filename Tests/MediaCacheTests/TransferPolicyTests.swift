@@ -150,6 +150,50 @@ import Testing
         #expect(!policy.goesOnPastStoredBytes(Self.player), "a download that is no fill has served its readers")
     }
 
+    /// A fill whose play is not proven fetches nothing past its players: it waits, its requests
+    /// end where its players' reads end, and a skip ends it; a player's bytes still come.
+    @Test func aFillWaitsForItsPlayToProveItself() {
+        func filling(_ play: Policy.PlayProof, servesPlayer: Bool = false) -> Situation {
+            var situation = Situation(servesPlayer: servesPlayer, isFilling: true)
+            situation.play = play
+            return situation
+        }
+        var idle = Policy(startedBy: .player, answered: false)
+        let pendingIdle = idle.next(filling(.pending))
+        #expect(pendingIdle == .awaitProof)
+        #expect(!idle.holdsConnection && !idle.endsWait(Self.waitedFor), "waiting, it holds no connection")
+        #expect(idle.endsWait(filling(.pending, servesPlayer: true)), "a player who joins ends the wait")
+        let joined = idle.proofAwaited(filling(.pending, servesPlayer: true))
+        #expect(joined == .send(.player))
+        #expect(idle.requestEnd(from: 100, holeEnd: 5_000, playersEnd: 300, filling(.pending)) == 300)
+        #expect(idle.requestEnd(from: 100, holeEnd: 5_000, playersEnd: 300, filling(.proven)) == 5_000)
+        #expect(idle.requestEnd(from: 100, holeEnd: 5_000, playersEnd: nil, filling(.pending)) == 5_000)
+        #expect(idle.requestEnd(from: 100, holeEnd: 200, playersEnd: 300, filling(.pending)) == 200)
+        var notFilling = filling(.pending)
+        notFilling.isFilling = false
+        #expect(idle.requestEnd(from: 100, holeEnd: 5_000, playersEnd: 300, notFilling) == 5_000)
+
+        var reading = Policy(startedBy: .player, answered: true)
+        let forPlayer = reading.chunkArrived(filling(.pending, servesPlayer: true))
+        #expect(forPlayer == .deliver, "its player's bytes come at once")
+        let past = reading.chunkArrived(filling(.pending))
+        #expect(past == .awaitProof)
+        #expect(reading.endsWait(Self.waitedFor), "holding its connection, a waiting player ends the wait")
+        var waited = filling(.pending)
+        waited.playerWaitsForConnection = true
+        let letGo = reading.proofAwaited(waited)
+        #expect(letGo == .deliverAndLetGo)
+        let skippedIdle = reading.next(filling(.skipped))
+        #expect(skippedIdle == .stopFilling(.skipped))
+
+        var skipped = Policy(startedBy: .player, answered: true)
+        let ends = skipped.chunkArrived(filling(.skipped))
+        #expect(ends == .stopFilling(.skipped))
+        var proven = Policy(startedBy: .player, answered: true)
+        let goesOn = proven.chunkArrived(filling(.proven))
+        #expect(goesOn == .yield, "a proven fill no player reads goes on as the cache's own")
+    }
+
     @Test func aFailureOrTheBodysEndLeavesNothingHeldAndSaysWhatNext() {
         var policy = Policy(startedBy: .player, answered: false)
         let r31 = policy.next(Self.player)

@@ -26,6 +26,12 @@ package final class FillOnPlay: Sendable {
         var length: Int64
         /// When it started, in the order of starts.
         var order: UInt64
+        /// When it started, on the plays' clock (which plays began after it).
+        var beganAt: Date?
+        /// Whether no player has read it for the probation, once.
+        var quietEnough = false
+        /// Where its play stands, once that is settled (proven or skipped).
+        var settled: FillStanding?
     }
 
     private struct State {
@@ -43,15 +49,24 @@ package final class FillOnPlay: Sendable {
     /// Whether the store has room for that many of the cache's own bytes: free space under its
     /// limit and bytes no player read (``CacheStore/roomForOwnBytes(atLeast:)``).
     let room: @Sendable (Int64) -> Bool
+    /// How long no player must have read a fill, before it fetches past what its players ask,
+    /// unless they read ``proofBytes`` first (``FillPolicy/standing(played:of:proofBytes:quietEnough:otherPlayBegan:)``).
+    let probation: Duration
+    let proofBytes: Int64
+    /// The plays under way: which began after a fill's.
+    let plays: Plays?
     private let state = Mutex(State())
 
     init(
-        policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max,
-        room: @escaping @Sendable (Int64) -> Bool = { _ in true }
+        policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max, probation: Duration = .zero,
+        proofBytes: Int64 = 0, plays: Plays? = nil, room: @escaping @Sendable (Int64) -> Bool = { _ in true }
     ) {
         self.policy = policy
         self.capacity = max(1, capacity)
         self.storeLimit = storeLimit
+        self.probation = probation
+        self.proofBytes = proofBytes
+        self.plays = plays
         self.room = room
     }
 
@@ -96,7 +111,8 @@ package final class FillOnPlay: Sendable {
     func started(_ download: SharedDownload, length: Int64) {
         let running = state.withLock { state -> [SharedDownload] in
             state.started += 1
-            state.active[ObjectIdentifier(download)] = Active(download: download, length: length, order: state.started)
+            state.active[ObjectIdentifier(download)] = Active(
+                download: download, length: length, order: state.started, beganAt: plays?.clock.now)
             return state.active.values.sorted { $0.order < $1.order }.map(\.download)
         }
         CacheMetrics.fill(.started)
@@ -110,6 +126,26 @@ package final class FillOnPlay: Sendable {
             CacheMetrics.fill(.stopped)
             CacheMetrics.fillStopped(.superseded)
         }
+    }
+
+    /// Where the play of `download`'s fill stands now: `.proven` for a download that does not fill
+    /// (nothing to hold back).
+    func standing(of download: SharedDownload) -> FillStanding {
+        let id = ObjectIdentifier(download)
+        guard let active = state.withLock({ $0.active[id] }) else { return .proven }
+        if let settled = active.settled { return settled }
+        let standing = FillPolicy.standing(
+            played: download.playerProgress, of: active.length, proofBytes: proofBytes,
+            quietEnough: active.quietEnough,
+            otherPlayBegan: active.beganAt.map { plays?.otherPlayBegan(than: download.key, after: $0) ?? false }
+                ?? false)
+        if standing != .pending { state.withLock { $0.active[id]?.settled = standing } }
+        return standing
+    }
+
+    /// Records that no player read `download`'s fill for the probation.
+    func wasQuiet(_ download: SharedDownload) {
+        state.withLock { $0.active[ObjectIdentifier(download)]?.quietEnough = true }
     }
 
     /// Records that the fill of `download` ended: the file whole, or not (and why).
@@ -142,6 +178,9 @@ package enum FillStop: String, Sendable, CaseIterable, Equatable {
     case lowPower = "low_power"
     /// Newer plays took the places of the fills (``FillOnPlay/capacity``).
     case superseded
+    /// Another play began while its own was young and had read little: a skip
+    /// (``FillPolicy/standing(played:of:proofBytes:quietEnough:otherPlayBegan:)``).
+    case skipped
     /// The store refused its bytes (full of entries in use, a disk that failed).
     case storeRefused = "store_refused"
     /// Its entry was evicted, removed, or replaced by another version.

@@ -65,6 +65,21 @@ public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
         return Array((unread + read).prefix(excess)).sorted()
     }
 
+    /// Where a fill's play stands (a pure judgement; ``FillOnPlay`` keeps the facts): proven once
+    /// its players have read `proofBytes` into the file (`played`), or half of its `length`; else
+    /// pending until no player has read it for the probation (`quietEnough`), then skipped if
+    /// another play began since it did (the user moved on: a skip), proven if not. Until then
+    /// the fill fetches only what its players ask, so a song skipped after a few seconds costs
+    /// what was played, not the whole file; a moment's play with nothing after it is still
+    /// filled whole, on the same answer, a probation later.
+    static func standing(
+        played: Int64, of length: Int64, proofBytes: Int64, quietEnough: Bool, otherPlayBegan: @autoclosure () -> Bool
+    ) -> FillStanding {
+        if played >= min(proofBytes, length / 2) { return .proven }
+        guard quietEnough else { return .pending }
+        return otherPlayBegan() ? .skipped : .proven
+    }
+
     /// Whether a fill of a `length`-byte file fits a store of `limit` bytes: an eighth of it at
     /// most (a fill that would push out an eighth of the cache for one play is no bargain; the
     /// player's own reads are stored as ever).
@@ -97,4 +112,14 @@ public struct FillPolicy: Sendable, Hashable, CustomStringConvertible {
         default: maximumBytes.map { "\($0)" } ?? "all"
         }
     }
+}
+
+/// Where a fill's play stands (``FillPolicy/standing(played:of:proofBytes:quietEnough:otherPlayBegan:)``).
+enum FillStanding: Equatable, Sendable {
+    /// The play went on: the fill fetches its file to the end.
+    case proven
+    /// Not yet known: the fill fetches only what its players ask.
+    case pending
+    /// The user moved on early: the fill ends.
+    case skipped
 }

@@ -54,7 +54,7 @@ package enum MetricsHelp {
         "mediacache_fills_total":
             "Fills on play (a played file fetched on to its end as the cache's own work), by outcome (started, completed, stopped).",
         "mediacache_fill_stops_total":
-            "Fills on play that ended before their file was whole, by reason (metered, superseded: newer plays took their places, store_refused: the store refused its bytes or has no room of the cache's own kind, entry_removed, origin_failed, shut_down).",
+            "Fills on play that ended before their file was whole, by reason (metered, superseded: newer plays took their places, skipped: another play began before its own proved itself, store_refused: the store refused its bytes or has no room of the cache's own kind, entry_removed, origin_failed, shut_down).",
         "mediacache_preloaded_bytes_total": "Bytes preload items fetched from origins.",
         "mediacache_preloads_total":
             "Preload items ended, by outcome (done, failed, over_budget, stopped); a failure is logged.",

@@ -5,7 +5,7 @@ import MediaCache
 
 /// The store's eviction policy run on a trace without a server, in a moment: each request's
 /// missing bytes come from the origin and are stored, a played audio file is filled to its end
-/// when there is room of the cache's own kind for it, and the
+/// when its play read 1 MiB and there is room of the cache's own kind for it, and the
 /// policy makes room as the store does. A guide for trying settings; `mediacache-bench trace`
 /// through `serve` gives the figures.
 struct TraceModel {
@@ -48,9 +48,12 @@ struct TraceModel {
             if number == 0, fetched == 0 { instantStarts += 1 }
             askedBytes += request.length
         }
-        // A fill: to the file's end, as serve's does (a skip's too: the fill is over before
-        // the skip is known, on a fast link).
-        guard fills, let last = requests.last, last.type.hasPrefix("audio/"), last.size <= limit / 8 else { return }
+        // A fill: to the file's end, as serve's does, once the play proved itself by reading
+        // 1 MiB (the next play follows at once here: a skip's fill ends unfetched).
+        let played = requests.reduce(Int64(0)) { $0 + $1.length }
+        guard fills, played >= 1 << 20, let last = requests.last, last.type.hasPrefix("audio/"),
+            last.size <= limit / 8
+        else { return }
         let end = last.size
         // Only with room of the cache's own kind for the rest (free, or bytes no player read).
         var offset = last.last + 1

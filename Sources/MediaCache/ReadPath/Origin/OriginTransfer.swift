@@ -78,6 +78,8 @@ struct OriginTransfer: Sendable {
                 let stored = try handle?.metadata()
                 if response == nil {
                     guard let requester = await nextRequest(&policy, seen: &seen) else { return }
+                    requestEnd = policy.requestEnd(
+                        from: position, holeEnd: requestEnd, playersEnd: download.playersEnd, situation)
                     response = try await download.sending { promotion in
                         try await fetchWithinPlay(
                             range: download.isFullBody ? nil : ByteRange(position, requestEnd), stored: stored,
@@ -188,7 +190,7 @@ struct OriginTransfer: Sendable {
                         .originUnavailable, "The origin connection failed and could not be resumed.",
                         underlyingError: failure))
             return false
-        case .yield, .send, .stopFilling, .pace, .deliver, .deliverAndLetGo, .receive:
+        case .yield, .send, .stopFilling, .awaitProof, .pace, .deliver, .deliverAndLetGo, .receive:
             preconditionFailure("\(action) after an answer")
         }
     }
@@ -196,10 +198,17 @@ struct OriginTransfer: Sendable {
     /// What the policy sees now.
     var situation: TransferPolicy.Situation {
         let held = fills.heldBy
+        let isFilling = download.isFilling
+        let play: TransferPolicy.PlayProof =
+            switch isFilling ? fills.standing(of: download) : .proven {
+            case .proven: .proven
+            case .pending: .pending
+            case .skipped: .skipped
+            }
         return TransferPolicy.Situation(
-            servesPlayer: download.servesPlayer, isFilling: download.isFilling,
+            servesPlayer: download.servesPlayer, isFilling: isFilling,
             playerWaitsForConnection: fetcher.budget.playersWait(for: url), fillsAllowed: held == nil,
-            fillsHeldBy: held ?? .metered)
+            fillsHeldBy: held ?? .metered, play: play)
     }
 
     /// Whose the next request is, once the policy sends it (after giving way to players if it
@@ -213,6 +222,14 @@ struct OriginTransfer: Sendable {
                 await yieldToPlayers(&seen, policy)
                 if download.isFinished || Task.isCancelled { return nil }
                 action = policy.yielded(situation)
+            case .awaitProof:
+                await awaitProof(policy)
+                if download.isFinished || Task.isCancelled { return nil }
+                action = policy.proofAwaited(situation)
+            case .stopFilling(let reason):
+                stopFilling(reason)
+                if download.isFinished || Task.isCancelled { return nil }
+                action = policy.next(situation)
             default: preconditionFailure("\(action) before a request")
             }
         }
@@ -225,6 +242,23 @@ struct OriginTransfer: Sendable {
         try await PlayRoute(fetcher: fetcher, plays: plays, logger: configuration.logger).fetch(
             url, key: download.key, stored: stored, range: range, ifRange: stored?.ifRangeValidator,
             headers: download.headers, as: requester, promotion: promotion)
+    }
+
+    /// Waits until no player has read the fill for the probation (its play is then proven or
+    /// skipped: ``FillOnPlay/standing(of:)``), or the policy ends the wait (a player reads the
+    /// download, or waits for its connection).
+    func awaitProof(_ policy: TransferPolicy) async {
+        guard fills.standing(of: download) == .pending else { return }
+        if await priority.wait(configuration.fillProbation, unless: { policy.endsWait(situation) }) {
+            fills.wasQuiet(download)
+        }
+    }
+
+    /// Ends the download's fill for `reason` (it goes on for its readers only).
+    func stopFilling(_ reason: FillStop) {
+        download.stopFilling(reason)
+        configuration.logger.debug(
+            "A fill stopped", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
     }
 
     /// Gives way to players: waits while players wait on the origin, until the policy ends the wait.

@@ -57,6 +57,11 @@ final class RecentDates<Note: Sendable>: Sendable {
         entries.withLock { $0[key] }
     }
 
+    /// Whether a remembered resource and the last date of its event satisfy `predicate`.
+    func contains(where predicate: (CacheKey, Date) -> Bool) -> Bool {
+        entries.withLock { $0.contains { predicate($0.key, $0.value.date) } }
+    }
+
     /// How many resources are remembered.
     var count: Int {
         entries.withLock { $0.count }

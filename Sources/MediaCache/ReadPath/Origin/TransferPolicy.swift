@@ -28,6 +28,10 @@
 ///   executor asks ``FillOnPlay``, which also keeps at most a few at once). A fill stops for a
 ///   stated reason (``FillStop``): the network turned metered here; a newer play, the store, the
 ///   origin or a shutdown elsewhere.
+/// - **A fill waits for its play to prove itself.** Until the play has read enough or lasted
+///   long enough (``FillStanding``), a fill no player reads fetches nothing past its players: it
+///   waits, and its requests end where its players' reads end. A play left early for another (a
+///   skip) ends its fill there.
 /// - **A pin keeps to its rate.** The bytes of a transfer no player reads are paced by its
 ///   requester's rate caps (``DownloadPacer``); a player's never are.
 ///
@@ -43,7 +47,7 @@
 ///            send                 answered: receive           chunkArrived ─▶ deliver ─┐
 ///  idle ─────────────▶ requesting ─────────────────▶ receiving ◀─────────────────────┘
 ///   ▲ │ yield (no player served, not yet quiet)  │ dropVersion │ │ yield · pace · stopFilling
-///   │ ▼                                          ▼             │ ▼
+///   │ ▼ awaitProof · stopFilling (a fill)        ▼             │ ▼ awaitProof
 ///   idle(yielded)     bodyEnded · failed ─▶ requestNext · complete · retry · giveUp ─▶ idle
 /// ```
 struct TransferPolicy: Equatable {
@@ -80,6 +84,13 @@ struct TransferPolicy: Equatable {
         var fillsAllowed = true
         /// Why fills are not allowed, when they are not.
         var fillsHeldBy = FillStop.metered
+        /// Where the fill's play stands (``FillStanding``; a download that does not fill: proven).
+        var play = PlayProof.proven
+    }
+
+    /// Where a fill's play stands, without when (``FillStanding``).
+    enum PlayProof: Equatable {
+        case proven, pending, skipped
     }
 
     /// What the transfer does.
@@ -92,8 +103,11 @@ struct TransferPolicy: Equatable {
         /// ``answered(_:)`` or ``failed(_:)``.
         case send(Requester)
         /// End the fill for the reason (the download goes on for its readers only); then ask
-        /// ``chunkArrived(_:)`` again.
+        /// ``chunkArrived(_:)`` again, or ``next(_:)`` when no request is out.
         case stopFilling(FillStop)
+        /// Wait until the fill's play is proven or skipped, or until ``endsWait(_:)`` holds; then
+        /// tell ``proofAwaited(_:)``.
+        case awaitProof
         /// Take the chunk's bytes from the requester's rate caps and wait as long as they say, or
         /// until ``endsWait(_:)`` holds; then tell ``paced(_:)``.
         case pace
@@ -146,9 +160,30 @@ struct TransferPolicy: Equatable {
             step = .requesting(.player)
             return .send(.player)
         }
+        if let unproven = unproven(situation) { return unproven }
         guard yielded else { return .yield }
         step = .requesting(own)
         return .send(own)
+    }
+
+    /// What a fill no player reads does while its play is not proven: wait, or end as skipped.
+    private func unproven(_ situation: Situation) -> Action? {
+        guard situation.isFilling else { return nil }
+        switch situation.play {
+        case .proven: return nil
+        case .pending: return .awaitProof
+        case .skipped: return .stopFilling(.skipped)
+        }
+    }
+
+    /// Where a request whose hole ends at `holeEnd` ends: there, or, while a fill's play is not
+    /// proven, where its players' reads end (`playersEnd`, past `position`): the rest waits for
+    /// the proof, so a skipped song costs what its player asked.
+    func requestEnd(from position: Int64, holeEnd: Int64, playersEnd: Int64?, _ situation: Situation) -> Int64 {
+        guard situation.isFilling, situation.play != .proven, let playersEnd, playersEnd > position else {
+            return holeEnd
+        }
+        return min(holeEnd, playersEnd)
     }
 
     /// The origin answered the request (its answer checked): what to do with it.
@@ -236,6 +271,7 @@ struct TransferPolicy: Equatable {
             step = .idle(yielded: false)
             return .deliverAndLetGo
         }
+        if let unproven = unproven(situation) { return unproven }
         if !yielded { return .yield }
         if startedBy.pacer != nil, !paced { return .pace }
         return deliver(requester)
@@ -266,6 +302,15 @@ struct TransferPolicy: Equatable {
             return chunkArrived(situation)
         case .requesting, .receiving:
             preconditionFailure("a yield while a request is out: \(step)")
+        }
+    }
+
+    /// The wait for the fill's play to prove itself ended: what to do now.
+    mutating func proofAwaited(_ situation: Situation) -> Action {
+        switch step {
+        case .idle: return next(situation)
+        case .holding: return chunkArrived(situation)
+        case .requesting, .receiving: preconditionFailure("a wait for proof while a request is out: \(step)")
         }
     }
 

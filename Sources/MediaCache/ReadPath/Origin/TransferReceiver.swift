@@ -152,10 +152,12 @@ struct TransferReceiver: Sendable {
                     metadata: ["url": "\(url.absoluteString.prefix(200))", "at": "\(download.position)"])
                 return true
             case .stopFilling(let reason):
-                download.stopFilling(reason)
-                configuration.logger.debug(
-                    "A fill stopped", metadata: ["url": "\(url.absoluteString.prefix(200))", "reason": "\(reason)"])
+                transfer.stopFilling(reason)
                 action = policy.chunkArrived(situation)
+            case .awaitProof:
+                await transfer.awaitProof(policy)
+                if download.isFinished || Task.isCancelled { return false }
+                action = policy.proofAwaited(situation)
             case .yield:
                 await transfer.yieldToPlayers(&seen, policy)
                 action = policy.yielded(situation)

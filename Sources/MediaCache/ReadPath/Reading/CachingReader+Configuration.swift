@@ -41,6 +41,12 @@ extension CachingReader {
         /// player reads first), which goes on only as far as its readers read (see ``FillOnPlay``).
         /// Default 4, the own share of a host's connections at the default 16.
         package var concurrentFills = 4
+        /// How long no player must have read a fill before it fetches past what its players ask
+        /// (on ``quietTimer``), unless they read ``fillProofBytes`` of the file first; a play left
+        /// for another one before then (a skip) ends its fill (``FillPolicy``). Default 3 seconds.
+        package var fillProbation: Duration = .seconds(3)
+        /// How much a play's players read before its fill goes on at once. Default 1 MiB.
+        package var fillProofBytes: Int64 = 1 << 20
         /// How long a play lasts without a read: a play (a player's reads of one URL, until
         /// none has read it, and the origin has not given or confirmed its version, for this
         /// long) keeps to the version it began with. Its requests for missing ranges go to the

@@ -129,6 +129,30 @@ final class OriginPriority: Sendable {
         }
     }
 
+    /// Waits `duration` on the quiet timer, or less when `ends` holds at a player's wait that
+    /// begins (or the last one that ends) meanwhile, or the task is cancelled: whether the whole
+    /// of it passed.
+    func wait(_ duration: Duration, unless ends: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + duration
+        while !Task.isCancelled, !ends() {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return true }
+            let seen = state.withLock { ($0.waiting, $0.generation) }
+            let passed = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { (try? await self.timer.sleep(for: left)) != nil }
+                group.addTask {
+                    await self.park(unlessChangedFrom: seen)
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            if passed, !Task.isCancelled { return true }
+        }
+        return false
+    }
+
     /// Waits until a player's wait begins, the last one ends, or the task is cancelled; at once
     /// if either happened since the state `seen` was read (its wake-up would be lost).
     private func park(unlessChangedFrom seen: (waiting: Int, generation: UInt64)) async {

@@ -29,6 +29,8 @@ final class SharedDownload: Sendable {
         var promotion: ConnectionBudget.Promotion?
         /// Where the download ends: its read's range, or the file's end once it fills.
         var end: Int64
+        /// The furthest a player's read has taken its bytes.
+        var playedTo: Int64?
 
         /// See ``SharedDownload/servesPlayer``.
         func servesPlayer(startedByPlayer: Bool) -> Bool {
@@ -188,7 +190,21 @@ final class SharedDownload: Sendable {
 
     /// Records that reader `id` has taken everything before `cursor`.
     func moveReader(_ id: UInt64, to cursor: Int64) {
-        perform { $0.moveReader(id, to: cursor) }
+        performLocked { locked in
+            if locked.players[id] != nil { locked.playedTo = max(locked.playedTo ?? cursor, cursor) }
+            return locked.machine.moveReader(id, to: cursor)
+        }
+    }
+
+    /// How far into the file players have read from it (what a fill's play proved; 0 before
+    /// their first bytes).
+    var playerProgress: Int64 {
+        locked.withLock { $0.playedTo ?? 0 }
+    }
+
+    /// Where the furthest read of its players ends; `nil` when no player reads it.
+    var playersEnd: Int64? {
+        locked.withLock { $0.players.values.max() }
     }
 
     /// The kept bytes from `cursor` on, up to `limit`, in one buffer: the consecutive chunks
@@ -308,8 +324,12 @@ final class SharedDownload: Sendable {
 
     /// Runs an event on the machine and carries out its actions outside the lock.
     private func perform(_ event: (inout DownloadStateMachine) -> DownloadStateMachine.Actions) {
+        performLocked { event(&$0.machine) }
+    }
+
+    private func performLocked(_ event: (inout Locked) -> DownloadStateMachine.Actions) {
         let (wake, task) = locked.withLock { locked -> ([CheckedContinuation<Void, Never>], Task<Void, Never>?) in
-            let actions = event(&locked.machine)
+            let actions = event(&locked)
             return (
                 actions.wake.compactMap { locked.continuations.removeValue(forKey: $0) },
                 actions.cancelsTransfer ? locked.task : nil

@@ -47,6 +47,12 @@ final class Plays: Sendable {
         }
     }
 
+    /// Whether a player has read a resource other than `key` since `start` (of each resource,
+    /// its last read is what is remembered).
+    func otherPlayBegan(than key: CacheKey, after start: Date) -> Bool {
+        reads.contains { other, date in other != key && date > start }
+    }
+
     /// The version a play began with: its length and validators.
     struct Version: Sendable {
         let length: Int64?
