@@ -9,19 +9,21 @@ import Testing
 
 @testable import MediaCache
 
-/// The product's own executor over random schedules: the read path as it ships (``OriginTransfer``
-/// and its ``TransferPolicy``, the connection budget, fill on play at its default, prefetches of
-/// the cache's own, a host asked in pieces in every other schedule) in front of a
-/// ``ScriptedOrigin`` that sends a body's bytes, ends it or drops it only when the schedule says
-/// so, on a manual clock and a manual quiet timer. ``TransferModelTests`` walks the same rules in
-/// a model of its own; this walks the code that runs.
+/// The transfer model: the product's own executor over random schedules, the read path as it
+/// ships (``OriginTransfer`` and its ``TransferPolicy``, the connection budget, fill on play at
+/// its default with its probation, prefetches of the cache's own, a network that turns metered,
+/// a host asked in pieces in every other schedule) in front of a ``ScriptedOrigin`` that sends a
+/// body's bytes, ends it or drops it only when the schedule says so, on a manual clock and a
+/// manual quiet timer. No copy of the executor: the code that runs is the code walked.
 ///
 /// After every step: no host has more requests open than it has connections (a budget hold is
-/// one origin request). After the drain: every player that did not hang up got the bytes it
-/// asked for, each the origin's; a player that hung up ended; every transfer ended; every
-/// connection taken was returned.
+/// one origin request, a piece asked ahead included). After the drain: every player that did not
+/// hang up got the bytes it asked for, each the origin's; a player that hung up ended; every
+/// transfer and every fill ended; every connection taken was returned.
+/// `MEDIACACHE_SCHEDULES` sets how many schedules run (100 by default).
 @Suite(.stallLimit) struct TransferScheduleTests {
-    static let schedules: UInt64 = 100
+    static let schedules: UInt64 =
+        ProcessInfo.processInfo.environment["MEDIACACHE_SCHEDULES"].flatMap { UInt64($0) } ?? 100
     static let steps = 70
     static let hosts = ["a.example", "b.example"]
     static let connections = 2
@@ -55,6 +57,8 @@ import Testing
         var requests = 0
         var cancelled = 0
         var fills = 0
+        var metered = 0
+        var pieced = 0
     }
 
     @Test func theProductsTransfersServePlayersAndReturnEveryConnection() async throws {
@@ -67,7 +71,8 @@ import Testing
         // The schedules reach what they are for: players served and hung up, requests the
         // read path let go of, fills of the cache's own.
         #expect(reached.served > Int(Self.schedules) * 4 && reached.hungUp > 0, "\(reached)")
-        #expect(reached.cancelled > 0 && reached.fills > 0, "\(reached)")
+        #expect(reached.cancelled > 0 && reached.fills > 0 && reached.metered > 0, "\(reached)")
+        #expect(reached.pieced > 0, "pieces asked ahead: \(reached)")
     }
 
     /// Runs the schedule of `seed`; whether it kept every rule.
@@ -104,7 +109,7 @@ import Testing
             }
             for _ in 0..<steps {
                 let file = files[Int(random.next() % UInt64(files.count))]
-                switch random.next() % 12 {
+                switch random.next() % 13 {
                 case 0, 1:
                     // A player asks a closed range as AVPlayer does, or in one of three an open one.
                     let start = Int64(random.next() % UInt64(file.length))
@@ -149,6 +154,11 @@ import Testing
                     exchange.fail()
                     drops[exchange.url, default: 0] += 1
                     schedule.append("\(exchange.url.path) \(exchange.bodyRange) drops")
+                case 11:
+                    // The network turns metered (fills stop) or unmetered again.
+                    h.reader.fills.isAllowed.toggle()
+                    if !h.reader.fills.isAllowed { reached.metered += 1 }
+                    schedule.append("the network turns \(h.reader.fills.isAllowed ? "unmetered" : "metered")")
                 default:
                     clock.advance(by: 1)
                     timer.fire()
@@ -219,6 +229,15 @@ import Testing
                 if usage != (0, 0) { broken.append("\(host) still counts \(usage)") }
             }
             if !live().isEmpty { broken.append("requests left open") }
+            if !h.reader.fills.progress.isEmpty { broken.append("fills left under way: \(h.reader.fills.progress)") }
+            // Pieces: requests on the pieced host that begin where another of its file ended.
+            if seed % 2 == 1 {
+                let asked = h.origin.exchanges.filter { $0.url.host == hosts[1] }
+                reached.pieced +=
+                    asked.filter { piece in
+                        asked.contains { $0.url == piece.url && $0.bodyRange.upperBound == piece.bodyRange.lowerBound }
+                    }.count
+            }
             reached.requests += h.origin.exchanges.count
             reached.cancelled += h.origin.exchanges.filter(\.isCancelled).count
             reached.fills += Int(h.reader.fills.begun)
