@@ -106,6 +106,9 @@ struct FillBenchCommand: AsyncParsableCommand {
                     // A play while another's fill runs: its first audio against a play on the
                     // idle link (the play without the fill).
                     _ = try await firstAudio(fillPort, paths["beside"]!)
+                    // Once the fill runs past its play's probation (a play followed at once by
+                    // another would be a skip, whose fill ends), the other play begins.
+                    try await Self.waitUntilFilling(originURL(paths["beside"]!), past: 2 << 20, port: fillPort)
                     times["second first audio", default: []].append(try await firstAudio(fillPort, paths["second"]!))
                     try await Self.waitUntilWhole(originURL(paths["beside"]!), length: body.count, port: fillPort)
                 default:
@@ -136,6 +139,24 @@ struct FillBenchCommand: AsyncParsableCommand {
                     "  whole file: the fill %.0f ms after the play began, curl alone %.0f ms (%.2fx); the link's floor %.0f ms",
                 median("fill whole"), median("curl whole"), median("fill whole") / median("curl whole"), linkFloor))
         print("  origin requests of each filled play: \(fillRequests.map(String.init).joined(separator: ","))")
+    }
+
+    /// Waits until the server on `port` has filled `url` past `offset`, asking its status report.
+    static func waitUntilFilling(_ url: String, past offset: Int, port: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(600)
+        while ContinuousClock.now < deadline {
+            let status = try await ChildProcess.run(["curl", "-sf", "http://127.0.0.1:\(port)/status.json"])
+            let report = try? JSONSerialization.jsonObject(with: status.output) as? [String: Any]
+            let fills = report?["fills"] as? [[String: Any]] ?? []
+            let entries = report?["entries"] as? [[String: Any]] ?? []
+            if fills.contains(where: { $0["url"] as? String == url && ($0["position"] as? Int ?? 0) > offset })
+                || entries.contains(where: { $0["url"] as? String == url && ($0["storedBytes"] as? Int ?? 0) > offset })
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ValidationError("The fill of \(url) did not pass byte \(offset) within 600 s.")
     }
 
     /// Waits until the server on `port` holds every byte of `url`, asking its status report.

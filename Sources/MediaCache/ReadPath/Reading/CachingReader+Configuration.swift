@@ -43,8 +43,8 @@ extension CachingReader {
         package var concurrentFills = 4
         /// How long no player must have read a fill before it fetches past what its players ask
         /// (on ``quietTimer``), unless they read ``fillProofBytes`` of the file first; a play left
-        /// for another one before then (a skip) ends its fill (``FillPolicy``). Default 3 seconds.
-        package var fillProbation: Duration = .seconds(3)
+        /// for another one before then (a skip) ends its fill (``FillPolicy``). Default 1 second.
+        package var fillProbation: Duration = .seconds(1)
         /// How much a play's players read before its fill goes on at once. Default 1 MiB.
         package var fillProofBytes: Int64 = 1 << 20
         /// How long a play lasts without a read: a play (a player's reads of one URL, until
