@@ -56,12 +56,20 @@ import Testing
         }
     }
 
+    /// Plays `ranges` of `first`, then the first range of `second` (seeds `seed` and `seed + 1`),
+    /// and waits until no fill runs.
+    static func play(
+        _ first: String, ranges: Range<Int64>, thenStart second: String, seed: UInt64, on proxy: ProxyHarness
+    ) async throws {
+        serve([first, second], seed: seed, on: proxy)
+        try await play(first, ranges: ranges, seed: seed, on: proxy)
+        try await play(second, ranges: 0..<1, seed: seed + 1, on: proxy)
+        try await waitForFills(proxy)
+    }
+
     @Test func aSongSkippedAfterTwoRangesCostsWhatWasPlayed() async throws {
         try await ProxyHarness.with { proxy in
-            Self.serve(["skipped", "next"], seed: 880, on: proxy)
-            try await Self.play("skipped", ranges: 0..<2, seed: 880, on: proxy)
-            try await Self.play("next", ranges: 0..<1, seed: 881, on: proxy)
-            try await Self.waitForFills(proxy)
+            try await Self.play("skipped", ranges: 0..<2, thenStart: "next", seed: 880, on: proxy)
             let skipped = proxy.origin.requests("/skip/skipped.mp3").map(\.range)
             #expect(skipped == ["bytes=0-262143", "bytes=262144-524287"], "\(skipped)")
             #expect(proxy.origin.bodyBytesSent("/skip/skipped.mp3") == 2 * Self.range)
@@ -79,10 +87,7 @@ import Testing
 
     @Test func aPlayThatGoesOnPastItsProofIsFilledWholeThoughAnotherFollows() async throws {
         try await ProxyHarness.with { proxy in
-            Self.serve(["kept", "after"], seed: 890, on: proxy)
-            try await Self.play("kept", ranges: 0..<5, seed: 890, on: proxy)
-            try await Self.play("after", ranges: 0..<1, seed: 891, on: proxy)
-            try await Self.waitForFills(proxy)
+            try await Self.play("kept", ranges: 0..<5, thenStart: "after", seed: 890, on: proxy)
             #expect(try await Self.isWhole("kept", seed: 890, on: proxy))
             #expect(proxy.origin.bodyBytesSent("/skip/kept.mp3") == Self.length, "nothing fetched twice")
             #expect(proxy.origin.requests("/skip/kept.mp3").count <= 6, "a request per range at most, then the rest")
