@@ -50,26 +50,34 @@ import Testing
         return true
     }
 
-    static func waitForFills(_ proxy: ProxyHarness) async throws {
-        try await waitUntil {
-            proxy.base.reader.fills.progress.isEmpty && proxy.base.reader.activeDownloads == 0
-        }
+    /// The proxy, every flag at its default, with a quiet timer the test fires: a fill's
+    /// probation passes only when the test says, never because the machine was slow between two
+    /// requests.
+    static func with(_ body: (ProxyHarness, ManualPauseTimer) async throws -> Void) async throws {
+        let timer = ManualPauseTimer()
+        var reader = CachingReader.Configuration()
+        reader.quietTimer = timer
+        try await ProxyHarness.with(reader: reader) { try await body($0, timer) }
     }
 
-    /// Plays `ranges` of `first`, then the first range of `second` (seeds `seed` and `seed + 1`),
-    /// and waits until no fill runs.
+    /// Plays `ranges` of `first`, then the first range of `second` (seeds `seed` and `seed + 1`);
+    /// then lets the probation pass until no fill runs.
     static func play(
-        _ first: String, ranges: Range<Int64>, thenStart second: String, seed: UInt64, on proxy: ProxyHarness
+        _ first: String, ranges: Range<Int64>, thenStart second: String, seed: UInt64, on proxy: ProxyHarness,
+        timer: ManualPauseTimer
     ) async throws {
         serve([first, second], seed: seed, on: proxy)
         try await play(first, ranges: ranges, seed: seed, on: proxy)
         try await play(second, ranges: 0..<1, seed: seed + 1, on: proxy)
-        try await waitForFills(proxy)
+        try await waitUntil {
+            timer.fire()
+            return proxy.base.reader.fills.progress.isEmpty && proxy.base.reader.activeDownloads == 0
+        }
     }
 
     @Test func aSongSkippedAfterTwoRangesCostsWhatWasPlayed() async throws {
-        try await ProxyHarness.with { proxy in
-            try await Self.play("skipped", ranges: 0..<2, thenStart: "next", seed: 880, on: proxy)
+        try await Self.with { proxy, timer in
+            try await Self.play("skipped", ranges: 0..<2, thenStart: "next", seed: 880, on: proxy, timer: timer)
             let skipped = proxy.origin.requests("/skip/skipped.mp3").map(\.range)
             #expect(skipped == ["bytes=0-262143", "bytes=262144-524287"], "\(skipped)")
             #expect(proxy.origin.bodyBytesSent("/skip/skipped.mp3") == 2 * Self.range)
@@ -86,8 +94,8 @@ import Testing
     }
 
     @Test func aPlayThatGoesOnPastItsProofIsFilledWholeThoughAnotherFollows() async throws {
-        try await ProxyHarness.with { proxy in
-            try await Self.play("kept", ranges: 0..<5, thenStart: "after", seed: 890, on: proxy)
+        try await Self.with { proxy, timer in
+            try await Self.play("kept", ranges: 0..<5, thenStart: "after", seed: 890, on: proxy, timer: timer)
             #expect(try await Self.isWhole("kept", seed: 890, on: proxy))
             #expect(proxy.origin.bodyBytesSent("/skip/kept.mp3") == Self.length, "nothing fetched twice")
             #expect(proxy.origin.requests("/skip/kept.mp3").count <= 6, "a request per range at most, then the rest")
