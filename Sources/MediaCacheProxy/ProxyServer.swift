@@ -388,3 +388,18 @@ final class ConnectionRegistry: Sendable {
         await tasks.cancelAndWait()
     }
 }
+
+extension ProxyHandler {
+    /// A handler over `reader`: its answers through the reader's ``PlayerSource`` face, its admin
+    /// endpoints through its ``AdminSource`` face and over `downloads`.
+    init(
+        reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration,
+        statistics: ProxyStatistics = ProxyStatistics()
+    ) {
+        statistics.countsLifetime(in: reader.store)
+        self.init(
+            engine: reader, admin: AdminSide(engine: reader, downloads: downloads),
+            securityWarning: reader.securityWarning, checkOrigin: reader.checkOrigin, configuration: configuration,
+            statistics: statistics)
+    }
+}

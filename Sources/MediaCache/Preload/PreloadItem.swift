@@ -15,6 +15,9 @@ public struct PreloadItem: Sendable, Hashable, Codable {
     /// - Parameters:
     ///   - url: the origin URL (a media file, an HLS playlist or a DASH manifest).
     ///   - seconds: how much of its start, in seconds of media.
+    /// How many items a preload queue takes at most (``CachingReader/maximumPreloadItems``).
+    package static var maximumQueued: Int { Preloader.maximumItems }
+
     public init(_ url: URL, seconds: Double = 5) {
         self.url = url
         self.seconds = seconds

@@ -63,16 +63,16 @@ struct AdminEndpoints {
                 throw ProxyRequestError(
                     status: .notFound, "This proxy exports no metrics (its app bootstrapped no Prometheus backend).")
             }
-            reader.recordMetrics()
+            engine.recordMetrics()
             return Self.text(export(), type: "text/plain; version=0.0.4; charset=utf-8")
         case "/status.json":
             return try Self.json(
-                StatusPage.report(reader: reader, downloads: handler.admin.downloads, statistics: handler.statistics))
+                StatusPage.report(engine: engine, downloads: handler.admin.downloads, statistics: handler.statistics))
         default:
             return Self.text(
                 StatusPage.html(
                     StatusPage.report(
-                        reader: reader, downloads: handler.admin.downloads, statistics: handler.statistics)),
+                        engine: engine, downloads: handler.admin.downloads, statistics: handler.statistics)),
                 type: "text/html; charset=utf-8")
         }
     }
@@ -85,8 +85,8 @@ struct AdminEndpoints {
         return ProxyResponse(status: .ok, headers: headers, body: .text(text))
     }
 
-    private var reader: CachingReader { handler.admin.reader }
-    private var store: CacheStore { handler.admin.reader.store }
+    private var engine: any AdminSource { handler.admin.engine }
+    private var store: CacheStore { handler.admin.engine.store }
 
     /// A handler for each endpoint of the table; `head` and `localPort` are the request's.
     func routes(head: HTTPRequestHead, localPort: Int) -> AdminRouter {
@@ -101,7 +101,8 @@ struct AdminEndpoints {
         router.on(AdminAPI.stats) { _ in
             handler.statistics.reportLifetime()
             return AdminStats(
-                store: store.summary(), proxy: handler.statistics.snapshot, downloadsInFlight: reader.activeDownloads,
+                store: store.summary(), proxy: handler.statistics.snapshot,
+                downloadsInFlight: engine.activity.downloads.count,
                 usage: store.usage)
         }
         router.on(AdminAPI.remove) { query in
@@ -154,8 +155,7 @@ struct AdminEndpoints {
             return AdminAPI.Cancelled()
         }
         router.on(AdminAPI.verify) { query in
-            let verifier = StoreVerifier(store: store, repairingWith: query.repair ? reader : nil, as: .player)
-            return await verifier.verify(query.targets.isEmpty ? nil : query.targets.map(store.key(for:)))
+            await engine.verify(query.targets.isEmpty ? nil : query.targets.map(store.key(for:)), repair: query.repair)
         }
         router.on(AdminAPI.export) { query in
             let url = query.asset.target
@@ -166,22 +166,16 @@ struct AdminEndpoints {
                     ? try await queue.recordings.exportFile(job.id, to: destination)
                     : try await queue.recordings.export(job.id, to: destination)
             }
-            if query.oneFile {
-                return try await reader.exportFile(url, to: destination, renditions: query.asset.request.renditions)
-            }
-            return try await reader.export(
-                url, to: destination, renditions: query.asset.request.renditions, seconds: query.asset.request.seconds)
+            return try await engine.exportAsset(
+                url, to: destination, renditions: query.asset.request.renditions, seconds: query.asset.request.seconds,
+                oneFile: query.oneFile)
         }
-        router.on(AdminAPI.preloadStatus) { _ in reader.preloadStatus }
-        router.on(AdminAPI.fills) { _ in reader.fills.progress }
+        router.on(AdminAPI.preloadStatus) { _ in engine.activity.preloads }
+        router.on(AdminAPI.fills) { _ in engine.activity.fills }
         router.on(AdminAPI.preload) { query in
-            reader.preload(query.targets.map { PreloadItem($0, seconds: query.seconds) })
-            return reader.preloadStatus
+            engine.replacePreloads(with: query.targets.map { PreloadItem($0, seconds: query.seconds) })
         }
-        router.on(AdminAPI.stopPreload) { _ in
-            reader.preload([])
-            return reader.preloadStatus
-        }
+        router.on(AdminAPI.stopPreload) { _ in engine.replacePreloads(with: []) }
         let recordings = AdminRecordings(handler: handler, head: head, localPort: localPort)
         router.on(AdminAPI.record) { query in try await recordings.record(query, downloads: try downloads()) }
         router.responding(AdminAPI.recordingPlaylist) { query in
@@ -220,11 +214,11 @@ struct AdminEndpoints {
     /// Runs a prefetch, streaming its progress as JSON lines; the client leaving cancels it.
     private func prefetch(_ query: AssetQuery) -> ProxyResponse {
         let (url, request) = (query.target, query.request)
-        let reader = reader
+        let engine = engine
         let (lines, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
         let task = Task {
             do {
-                let done = try await request.run(url, reader: reader) { progress in
+                let done = try await request.run(url, source: engine) { progress in
                     if let line = try? Self.line(progress) { continuation.yield(line) }
                 }
                 continuation.yield((try? Self.line(["done": done])) ?? "")

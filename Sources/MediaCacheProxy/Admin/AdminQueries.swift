@@ -274,10 +274,10 @@ package struct PreloadQuery: AdminQuery {
     package init(_ targets: [URL], seconds: Double) { (self.targets, self.seconds) = (targets, seconds) }
     package init(reading query: AdminQueryItems) throws {
         let texts = query.values("target")
-        guard !texts.isEmpty, texts.count <= CachingReader.maximumPreloadItems else {
+        guard !texts.isEmpty, texts.count <= PreloadItem.maximumQueued else {
             throw ProxyRequestError(
                 status: .badRequest,
-                "Give 1 to \(CachingReader.maximumPreloadItems) origin URLs as target=<percent-encoded http or https URL>, in the order they will play."
+                "Give 1 to \(PreloadItem.maximumQueued) origin URLs as target=<percent-encoded http or https URL>, in the order they will play."
             )
         }
         seconds = try PrefetchRequest(reading: query).seconds ?? 5

@@ -3,26 +3,11 @@
 
 import MediaCache
 
-/// What the admin endpoints manage: the read path itself (prefetches, preloads, exports, its
-/// status) and the pinned downloads, if the app keeps a queue. The answers to players reach the
-/// read path only through ``PlayerSource``.
+/// What the admin endpoints manage: the engine, through ``AdminSource`` alone (its store,
+/// what it is doing, prefetches, preloads, exports, verifies), and the pinned downloads, if the
+/// app keeps a queue. The answers to players reach the engine only through ``PlayerSource``.
 struct AdminSide: Sendable {
-    let reader: CachingReader
+    let engine: any AdminSource
     /// The pinned downloads the admin endpoints control, if the app keeps a queue.
     let downloads: DownloadQueue?
-}
-
-extension ProxyHandler {
-    /// A handler over `reader`: its answers through the reader's ``PlayerSource`` face, its admin
-    /// endpoints over the reader and `downloads`.
-    init(
-        reader: CachingReader, downloads: DownloadQueue? = nil, configuration: ProxyConfiguration,
-        statistics: ProxyStatistics = ProxyStatistics()
-    ) {
-        statistics.countsLifetime(in: reader.store)
-        self.init(
-            engine: reader, admin: AdminSide(reader: reader, downloads: downloads),
-            securityWarning: reader.securityWarning, checkOrigin: reader.checkOrigin, configuration: configuration,
-            statistics: statistics)
-    }
 }

@@ -128,21 +128,14 @@ package struct PrefetchRequest: Sendable, Equatable {
         }
     }
 
-    /// Prefetches `url`: an HLS asset when it is a playlist, a DASH presentation when it is a manifest (``seconds`` and ``variant``
-    /// apply), else the file (``range`` applies).
-    package func run(_ url: URL, reader: CachingReader, progress: @escaping @Sendable (PrefetchProgress) -> Void)
-        async throws -> PrefetchProgress
-    {
-        let metadata = try await reader.contentInfo(for: url, as: .own(.prefetch))
-        switch try await reader.manifestKind(url, metadata, as: .own(.prefetch)) {
-        case .hls:
-            return try await reader.prefetchHLS(
-                url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
-        case .dash:
-            return try await reader.prefetchDASH(
-                url, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds), progress: progress)
-        case nil: break
-        }
-        return try await reader.prefetch(url, range: range, progress: progress)
+    /// Prefetches `url` through `source` (``AdminSource/prefetchAsset(_:range:options:progress:)``):
+    /// an HLS asset or a DASH presentation as ``seconds`` and ``renditions`` say, else the file
+    /// (``range`` applies).
+    package func run(
+        _ url: URL, source: any AdminSource, progress: @escaping @Sendable (PrefetchProgress) -> Void
+    ) async throws -> PrefetchProgress {
+        try await source.prefetchAsset(
+            url, range: range, options: HLSPrefetchOptions(renditions: renditions, seconds: seconds),
+            progress: progress)
     }
 }

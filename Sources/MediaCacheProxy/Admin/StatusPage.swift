@@ -11,7 +11,7 @@ package struct StatusReport: Sendable, Codable, Equatable {
     package var downloads: [DownloadSummary]
     /// The pinned downloads (`DownloadQueue`), when the server keeps a queue.
     package var pinned: [DownloadJob] = []
-    /// The preload queue (`CachingReader.preload`).
+    /// The preload queue (`AdminSource.replacePreloads`).
     package var preloads: [PreloadItem.Status] = []
     /// The played files being fetched on to their end (`FillPolicy`).
     package var fills: [FillOnPlay.Progress] = []
@@ -31,14 +31,18 @@ package struct StatusReport: Sendable, Codable, Equatable {
 enum StatusPage {
     static let entryLimit = 100
 
-    static func report(reader: CachingReader, downloads: DownloadQueue?, statistics: ProxyStatistics) -> StatusReport {
+    static func report(engine: any AdminSource, downloads: DownloadQueue?, statistics: ProxyStatistics)
+        -> StatusReport
+    {
         statistics.reportLifetime()
-        let entries = reader.store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
+        let store = engine.store
+        let activity = engine.activity
+        let entries = store.entrySummaries().sorted { ($0.lastAccess, $0.key) > ($1.lastAccess, $1.key) }
         return StatusReport(
-            store: reader.store.summary(), proxy: statistics.snapshot, downloads: reader.activeDownloadSummaries,
-            pinned: downloads?.jobs ?? [], preloads: reader.preloadStatus, fills: reader.fills.progress,
+            store: store.summary(), proxy: statistics.snapshot, downloads: activity.downloads,
+            pinned: downloads?.jobs ?? [], preloads: activity.preloads, fills: activity.fills,
             scrub: downloads?.scrubber.progress, power: downloads?.power, entries: Array(entries.prefix(entryLimit)),
-            usage: reader.store.usage)
+            usage: store.usage)
     }
 
     /// `items` as HTML rows between `open` and `close`, or a line that says there are none.

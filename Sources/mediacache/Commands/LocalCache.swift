@@ -51,7 +51,7 @@ struct LocalCache: CacheAccess {
     func prefetch(_ url: URL, _ request: PrefetchRequest, progress: @escaping @Sendable (PrefetchProgress) -> Void)
         async throws -> PrefetchProgress
     {
-        try await Self.failing { try await request.run(url, reader: reader, progress: progress) }
+        try await Self.failing { try await request.run(url, source: reader, progress: progress) }
     }
 
     func downloads() async throws -> [DownloadJob] { try queue().jobs }
