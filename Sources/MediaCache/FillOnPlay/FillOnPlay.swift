@@ -49,22 +49,21 @@ package final class FillOnPlay: Sendable {
     /// Whether the store has room for that many of the cache's own bytes: free space under its
     /// limit and bytes no player read (``CacheStore/roomForOwnBytes(atLeast:)``).
     let room: @Sendable (Int64) -> Bool
-    /// How long no player must have read a fill, before it fetches past what its players ask,
-    /// unless they read ``proofBytes`` first (``FillPolicy/standing(played:of:proofBytes:quietEnough:otherPlayBegan:)``).
-    let probation: Duration
+    /// How far into the file a play's players read before its fill goes on at once; else it
+    /// waits for the probation (the executor's wait, then ``wasQuiet(_:)``; see
+    /// ``FillPolicy/standing(played:of:proofBytes:quietEnough:otherPlayBegan:)``).
     let proofBytes: Int64
     /// The plays under way: which began after a fill's.
     let plays: Plays?
     private let state = Mutex(State())
 
     init(
-        policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max, probation: Duration = .zero,
+        policy: FillPolicy, capacity: Int, storeLimit: Int64 = .max,
         proofBytes: Int64 = 0, plays: Plays? = nil, room: @escaping @Sendable (Int64) -> Bool = { _ in true }
     ) {
         self.policy = policy
         self.capacity = max(1, capacity)
         self.storeLimit = storeLimit
-        self.probation = probation
         self.proofBytes = proofBytes
         self.plays = plays
         self.room = room

@@ -80,8 +80,7 @@ public final class CachingReader: Sendable {
             owned: owned,
             fills: FillOnPlay(
                 policy: configuration.fillOnPlay, capacity: configuration.concurrentFills,
-                storeLimit: store.configuration.maxBytes, probation: configuration.fillProbation,
-                proofBytes: configuration.fillProofBytes, plays: plays,
+                storeLimit: store.configuration.maxBytes, proofBytes: configuration.fillProofBytes, plays: plays,
                 room: { [store] in store.roomForOwnBytes(atLeast: $0) }))
         validator = ContentValidator(context: context)
     }
