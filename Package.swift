@@ -47,6 +47,7 @@ let package = Package(
             dependencies: [
                 "MediaCacheHTTPFields",
                 "CMediaCacheChecksum",
+                "CMediaCacheSystem",
                 .product(name: "Crypto", package: "swift-crypto"),
                 // AES-128-CBC, for the HLS segments an export writes as one file.
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -61,6 +62,8 @@ let package = Package(
         // CRC-32C with the processor's instruction: what Swift cannot reach (every stored block's
         // checksum).
         .target(name: "CMediaCacheChecksum"),
+        // System calls Swift's C library module leaves out (Linux `syncfs`).
+        .target(name: "CMediaCacheSystem"),
         // Parsers of HTTP fields from outside (Range, Content-Range, Cache-Control, dates,
         // Host, Set-Cookie, CMCD, origin digests; structured fields by the library): pure, at the bottom, shared by the engine, the fetchers and the
         // proxy.

@@ -225,18 +225,22 @@ package final class CacheEntryHandle: Sendable {
         if evicted > 0 { store.scheduleFlush() }
         let shouldFlush: Bool
         do {
-            let file = try await resolve(openFile, fileName)
+            // A file not open yet is opened in the same call as the write: a miss's first bytes
+            // then cost one trip to the thread pool, not two.
             if let cipher {
                 // Sealing and claiming happen in one step under the entry's seal lock: the
                 // next write to a shared block, and a reader, see the block and the spans agree.
                 shouldFlush = try await BlockingIO.runToCompletion {
-                    try self.writeSealed(
+                    let file = try openFile ?? self.openAndKeep(fileName)
+                    return try self.writeSealed(
                         bytes, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
                 }
             } else {
                 // Checksums are computed and claimed with the bytes under the same lock.
                 shouldFlush = try await BlockingIO.runToCompletion {
-                    try self.writeChecked(bytes, range: range, file: file, fileName: fileName, incoming: incoming)
+                    let file = try openFile ?? self.openAndKeep(fileName)
+                    return try self.writeChecked(
+                        bytes, range: range, file: file, fileName: fileName, incoming: incoming)
                 }
             }
         } catch {
@@ -423,8 +427,13 @@ package final class CacheEntryHandle: Sendable {
 
     /// Opens the data file off the cooperative executor and keeps it for the other handles.
     private func file(named fileName: String) async throws -> EntryFile {
-        let (store, key) = (store, key)
-        let opened = try await BlockingIO.runToCompletion { try store.openDataFile(of: key, named: fileName) }
+        try await BlockingIO.runToCompletion { try self.openAndKeep(fileName) }
+    }
+
+    /// Opens the data file (a blocking call: on a thread made for them) and keeps it for the
+    /// other handles; the one kept already when another handle was first.
+    private func openAndKeep(_ fileName: String) throws -> EntryFile {
+        let opened = try store.openDataFile(of: key, named: fileName)
         return store.state.withLock { state in
             guard let record = state.records[key], record.fileName == fileName else { return opened }
             if let existing = record.file { return existing }

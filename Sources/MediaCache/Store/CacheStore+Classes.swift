@@ -77,13 +77,17 @@ extension CacheStore {
                     }
                 })
             else { throw CacheError(.entryInvalidated, "The cache entry was replaced or removed.") }
-            if let file = try? EntryFile(existingAt: path) { return file }
-            guard errno == ENOENT else { return try EntryFile(path: path) }  // says why
+            let mark = configuration.markCreated
             if !claims {
+                // A new entry's file, made at once (a cold read makes one each time); its folders
+                // looked for only when that fails.
+                if let file = try? EntryFile(path: path) {
+                    mark?(URL(fileURLWithPath: path))
+                    return file
+                }
+                guard errno == ENOENT else { return try EntryFile(path: path) }  // says why
                 let folder = (path as NSString).deletingLastPathComponent
                 // The cache folder and its `data` folder, made again if the system emptied them.
-                // (Looked for only when someone is told: a cold read makes a file each time.)
-                let mark = configuration.markCreated
                 let missing: [String] =
                     mark == nil
                     ? [] : [(folder as NSString).deletingLastPathComponent, folder].filter { access($0, F_OK) != 0 }
@@ -93,6 +97,8 @@ extension CacheStore {
                 mark?(URL(fileURLWithPath: path))
                 return file
             }
+            if let file = try? EntryFile(existingAt: path) { return file }
+            guard errno == ENOENT else { return try EntryFile(path: path) }  // says why
             // Moved meanwhile (pinned or unpinned): asked again where it is now.
             let moved = state.withLock { state in state.records[key].map { dataPath(of: $0) != path } ?? false }
             if moved { continue }

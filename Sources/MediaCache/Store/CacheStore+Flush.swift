@@ -56,9 +56,7 @@ extension CacheStore {
             }
             changes.onRollback = { [self, changes] in self.restore(changes) }
             do {
-                for (path, file) in toSync {
-                    try (file ?? EntryFile(path: path)).synchronize()
-                }
+                try dataSync.synchronize(toSync)
             } catch {
                 restore(changes)
                 throw error

@@ -54,9 +54,10 @@ public final class CacheStore: Sendable {
         }
         /// The clock for last-access times and age-based eviction.
         package var clock: any WallClock = SystemClock()
-        /// Whether data files are flushed to disk (`fdatasync`) before the index claims their
-        /// bytes. With it, the index is right even after a power loss; without it, only after
-        /// a process crash. Writers never wait for it: flushes run in the background.
+        /// Whether data files are flushed to disk (`fdatasync`, or on Linux one `syncfs` for a
+        /// commit of several files in a folder) before the index claims their bytes. With it,
+        /// the index is right even after a power loss; without it, only after a process crash.
+        /// Writers never wait for it: flushes run in the background.
         public var synchronizesData = true
         /// How many written bytes trigger a background flush of the index.
         public var flushThreshold: Int64 = 16 << 20
@@ -113,6 +114,8 @@ public final class CacheStore: Sendable {
     private let recentKeys = Mutex<[URL: CacheKey]>([:])
     /// Where pinned and streaming entries' data files are (the same in a one-folder store).
     let (dataDirectory, cacheDataDirectory): (String, String)
+    /// Forces data files to the disk before a commit claims them.
+    let dataSync: DataSync
     let allocator = ByteBufferAllocator()
     /// See ``entryLock(for:)``.
     let sealLocks = (0..<64).map { _ in SealLock() }
@@ -200,6 +203,7 @@ public final class CacheStore: Sendable {
         }
         self.lockPathKey = lockPathKey
         self.lockDescriptor = Mutex(lockDescriptor)
+        dataSync = DataSync(folders: [dataDirectory, cacheDataDirectory])
         let records = EntryRecords(
             folder: directory, sealer: configuration.encryptionKey.map(IndexSealer.init),
             markCreated: configuration.markCreated)
