@@ -147,9 +147,6 @@ public final class HTTPOriginFetcher: OriginFetcher {
         let configuration: Configuration
 
         func send(_ request: OriginRequest) async throws -> OriginReply {
-            var outgoing = HTTPClientRequest(url: request.url.absoluteString)
-            outgoing.method = request.method
-            outgoing.headers = request.headers
             let url = request.url
             // Each hop's own way out: a redirect may lead to a host `no_proxy` names.
             let proxy = configuration.proxies.server(for: url)
@@ -158,9 +155,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
                 return try await AbsoluteFormTransport(server: proxy, configuration: configuration).send(request)
             }
             let client = proxy.flatMap { proxied[$0] } ?? direct
-            let response: HTTPClientResponse
+            let answer: StreamedAnswer
+            let head: HTTPResponseHead
             do {
-                response = try await client.execute(outgoing, timeout: .init(configuration.responseTimeout))
+                (answer, head) = try await Self.execute(request, on: client, timeout: configuration.responseTimeout)
             } catch let error as HTTPClientError
                 where [.connectTimeout, .readTimeout, .deadlineExceeded].contains(error)
             {
@@ -191,8 +189,33 @@ public final class HTTPOriginFetcher: OriginFetcher {
                 throw unreachable
             }
             return OriginReply(
-                status: Int(response.status.code), reason: String(response.status.reasonPhrase),
-                headers: response.headers, body: response.body)
+                status: Int(head.status.code), reason: head.status.reasonPhrase, headers: head.headers,
+                body: answer.body)
+        }
+
+        /// Sends `request` with `client` and waits for the answer's head, at most `timeout`
+        /// (``StreamedAnswer``: on the event loop the caller runs on when it runs on one of the
+        /// client's, with no task of its own).
+        static func execute(_ request: OriginRequest, on client: HTTPClient, timeout: Duration) async throws
+            -> (StreamedAnswer, HTTPResponseHead)
+        {
+            let outgoing = try HTTPClient.Request(
+                url: request.url.absoluteString, method: request.method, headers: request.headers)
+            let loop = client.eventLoopGroup.any()
+            let answer = StreamedAnswer(on: loop)
+            let task = client.execute(request: outgoing, delegate: answer, eventLoop: .delegate(on: loop))
+            answer.started(task)
+            // Only the head is timed: a long body is the read timeout's, between its parts.
+            let deadline = loop.scheduleTask(in: .init(timeout)) {
+                answer.failBeforeHead(HTTPClientError.deadlineExceeded, task: task)
+            }
+            defer { deadline.cancel() }
+            let head = try await withTaskCancellationHandler {
+                try await answer.head.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return (answer, head)
         }
     }
 
