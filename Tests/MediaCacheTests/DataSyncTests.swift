@@ -32,7 +32,8 @@ import Testing
                     + Self.files(DataSync.wholeFolderAt - 1, in: few, prefix: "f")
                     + Self.files(DataSync.wholeFolderAt, in: unopened, prefix: "o")
             }
-            let sync = DataSync(folders: [many, few])
+            // Opening folders is a blocking call: on the pool, as the store makes it.
+            let sync = try await BlockingIO.run { DataSync(folders: [many, few]) }
             // One of them open, as a kept file is; the others by path.
             let kept = try await BlockingIO.run { try EntryFile(existingAt: made[0].path) }
             let calls = try await BlockingIO.run {
@@ -52,7 +53,7 @@ import Testing
 
     @Test func aFileThatCannotBeForcedIsAnError() async throws {
         try await withTemporaryDirectory { directory in
-            let sync = DataSync(folders: [directory.path])
+            let sync = try await BlockingIO.run { DataSync(folders: [directory.path]) }
             let gone = directory.path + "/missing/file"
             await #expect(throws: CacheError.self) {
                 try await BlockingIO.run { try sync.synchronize([(gone, nil)]) }
