@@ -18,11 +18,13 @@ import Testing
         responseTimeout: Duration, connectionsPerHost: Int = 8,
         _ body: (HTTPOriginFetcher, TestOrigin) async throws -> Void
     ) async throws {
+        // The origin first: the first use of NIO's shared event loops starts them (reading how
+        // many cores there are), a blocking call better made by the test's own code.
+        let origin = try await TestOrigin.start()
         var configuration = HTTPOriginFetcher.Configuration()
         configuration.responseTimeout = responseTimeout
         configuration.connectionsPerHost = connectionsPerHost
         let fetcher = HTTPOriginFetcher(configuration: configuration)
-        let origin = try await TestOrigin.start()
         do {
             try await body(fetcher, origin)
         } catch {
