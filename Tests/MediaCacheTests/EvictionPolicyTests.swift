@@ -47,10 +47,11 @@ import Testing
 
         /// Makes room for `need` bytes and carries the decision out; returns it.
         @discardableResult
-        mutating func makeRoom(_ need: Int64, limit: Int64, kept: Set<CacheKey> = [], own: Bool = false)
-            -> [EvictionPolicy.Action]
-        {
-            let actions = policy.makeRoom(need, limit: limit, holdings: holdings(except: kept), forOwnBytes: own)
+        mutating func makeRoom(
+            _ need: Int64, limit: Int64, slack: Int64 = 0, kept: Set<CacheKey> = [], own: Bool = false
+        ) -> [EvictionPolicy.Action] {
+            let actions = policy.makeRoom(
+                need, slack: slack, limit: limit, holdings: holdings(except: kept), forOwnBytes: own)
             for action in actions { apply(action) }
             return actions
         }
@@ -154,6 +155,20 @@ import Testing
         model.store("song", Self.start)
         #expect(model.policy.marks[CacheKey("song")]?.queue == .main)
         #expect(model.policy.marks[CacheKey("song")]?.frequency == 2)
+    }
+
+    /// Past what it needs, a decision frees whole items only as far as each fits in its slack:
+    /// small files go a few together (the next writes need no decision), a large item never
+    /// goes for the slack's sake.
+    @Test func theSlackTakesSmallItemsNeverALargeOne() {
+        var small = Model()
+        for index in 0..<20 { small.store("s\(index)", 10_000, played: 10_000) }
+        let several = small.makeRoom(10_000, limit: 200_000, slack: 50_000)
+        #expect(several.count == 6 && small.total == 140_000)
+        var large = Model()
+        for index in 0..<3 { large.store("l\(index)", 100_000, played: 100_000) }
+        let one = large.makeRoom(10_000, limit: 300_000, slack: 50_000)
+        #expect(one.count == 1 && large.total == 200_000)
     }
 
     @Test func marksReadBackAndRefuseAnythingElse() {

@@ -185,10 +185,10 @@ extension CacheStore {
             }
             let need = totalBytes + reservedBytes + incomingBytes - limit
             if need > 0 {
-                // Tails are cut a little past what is needed (a sixty-fourth of the limit, at most
-                // 1 MiB): a full store then decides once per so many writes, not on every one (a
-                // soak of 64 MiB spent a tenth of its time deciding, under the store's lock).
-                let slack = ownBytes ? 0 : min(limit / 64, 1 << 20)
+                // A little more than is needed goes: a full store then decides once per so many
+                // writes, not on every one (a soak of 64 MiB spent a tenth of its time deciding,
+                // under the store's lock).
+                let slack = ownBytes ? 0 : EvictionPolicy.slack(limit: limit)
                 let start = ByteRange(0, policy.settings.startBytes)
                 // By index, each record read in place: copying the records cost more than deciding.
                 var holdings: [EvictionPolicy.Holding] = []

@@ -111,7 +111,9 @@ struct TraceModel {
                 bytes: spans.byteCount, startBytes: spans.byteCount(in: ByteRange(offset: 0, length: start)),
                 playedBytes: spans.byteCount(in: ByteRange(offset: 0, length: played)))
         }
-        let actions = policy.makeRoom(total + incoming - limit, limit: limit, holdings: holdings, forOwnBytes: own)
+        let actions = policy.makeRoom(
+            total + incoming - limit, slack: own ? 0 : EvictionPolicy.slack(limit: limit), limit: limit,
+            holdings: holdings, forOwnBytes: own)
         for action in actions {
             switch action {
             case .remove(let key, _):
