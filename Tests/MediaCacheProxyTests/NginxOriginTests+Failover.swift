@@ -9,9 +9,9 @@ import Testing
 
 extension NginxOriginTests {
     /// Two nginx origins serve the same HLS and DASH assets (copied with their times, so their
-    /// `ETag`s agree); `--origin-fallback` names the second for the first. ffmpeg, mpv and
-    /// GStreamer play each in real time through the proxy and the first nginx is stopped once the
-    /// player has the playlist or manifest: the
+    /// `ETag`s agree); `--origin-fallback` names the second for the first. The proxy has the
+    /// playlist or manifest from the first, the first nginx is stopped, and ffmpeg, mpv and
+    /// GStreamer play each in real time through the proxy: the
     /// play ends without an error, the rest comes from the second, the failover is logged, every
     /// stored segment is the files' bytes, and a replay asks neither origin for what it served.
     @Test(
@@ -42,13 +42,16 @@ extension NginxOriginTests {
         reader.logger = recorder.logger()
         try await ProxyHarness.with(reader: reader) { h in
             let url = h.proxyURL(for: first.url + entry)
-            async let play = runTool(Self.realTimePlay(player, url))
-            // Stopped once the player has its playlist or manifest: after more, on a slow machine
-            // the player and the cache's read-ahead had at times fetched every segment from the
-            // first before it stopped, and nothing was left to fail over.
-            try await waitUntil { first.requests().contains { $0.target.hasPrefix(entry) } }
+            // The playlist or manifest through the proxy first, then the first origin stopped,
+            // then the play: stopped while the player ran, the first had at times served every
+            // segment before it stopped (mpv's cache reads a short stream at once; sooner still
+            // as misses got cheaper), and nothing was left to fail over. The read-ahead the
+            // playlist starts ends before the stop.
+            let listed = try await h.get(url)
+            #expect(listed.status == 200, "\(entry)")
+            try await waitUntil { h.base.reader.activeDownloads == 0 }
             await first.stop()
-            let played = try await play
+            let played = try await runTool(Self.realTimePlay(player, url))
             #expect(played.status == 0, "\(player) \(entry): \(played.error)")
             #expect(
                 recorder.all.contains { $0.level == .warning && $0.message.contains("asking an alternate") },
