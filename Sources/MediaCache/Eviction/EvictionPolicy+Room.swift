@@ -132,6 +132,8 @@ extension EvictionPolicy {
         var mainHead = 0
         var smallBytes = small.reduce(Int64(0)) { $0 + $1.bytes }
         let smallTarget = Int64(Double(limit) * settings.smallShare)
+        /// Past the need, only what fits in the slack goes: never a large item for its sake.
+        func outgrowsSlack(_ candidate: Candidate) -> Bool { freed >= need && candidate.bytes > need + slack - freed }
         while freed < need + slack {
             sequence += 1
             let next = sequence
@@ -143,8 +145,8 @@ extension EvictionPolicy {
                     update(moved.name) { ($0.queue, $0.order) = (.main, next) }
                     (moved.mark.queue, moved.mark.order) = (.main, next)
                     main.append(moved)
-                } else if freed >= need, candidate.bytes > need + slack - freed {
-                    break  // Past the need, only what fits in the slack goes: never a large item.
+                } else if outgrowsSlack(candidate) {
+                    break
                 } else {
                     take(candidate.whole(reason: .unproven))
                 }
@@ -155,7 +157,7 @@ extension EvictionPolicy {
                     update(candidate.name) { ($0.frequency, $0.order) = ($0.frequency - 1, next) }
                     (candidate.mark.frequency, candidate.mark.order) = (candidate.mark.frequency - 1, next)
                     main.append(candidate)
-                } else if freed >= need, candidate.bytes > need + slack - freed {
+                } else if outgrowsSlack(candidate) {
                     break
                 } else {
                     take(candidate.whole(reason: .cold))
