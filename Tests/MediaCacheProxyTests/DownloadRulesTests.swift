@@ -104,7 +104,12 @@ import Testing
 
     @Test func aMeteredNetworkStopsAJobWhileOneAnywayGoesOn() async throws {
         let size: Int64 = 8_000_000
-        try await Self.withHeldFilm(size, seed: 63, heldFrom: size / 2) { h, gate in
+        // Held where a piece starts: the piece asked for there gets its head and no byte, and,
+        // with a whole piece left in flight, the job asks for no next one. (Held within a piece,
+        // the next piece's request could be on its way as the stop came, and reach the origin
+        // after it: a CI run saw it.)
+        let held = 8 * DownloadQueue.piece
+        try await Self.withHeldFilm(size, seed: 63, heldFrom: held) { h, gate in
             h.origin.serve(.generated(length: 3_000_000, seed: 64), at: "/episode.mp3")
             var configuration = DownloadQueue.Configuration()
             configuration.maxConcurrent = 2
@@ -112,9 +117,12 @@ import Testing
             queue.start()
             let film = try await queue.pin(h.origin.url("/film.mp4"))
             // The network turns metered while the film's answer is held at the gate, in the
-            // middle of a request (between two, the next could be on its way as the stop came).
-            try await waitUntil { (queue.job(matching: film.id)?.bytesDone ?? 0) >= 2_000_000 }
-            try await waitUntil { h.origin.bodyBytesSent("/film.mp4") == size / 2 }
+            // middle of a request: the one for the piece at the gate, answered and waiting.
+            try await waitUntil { h.origin.bodyBytesSent("/film.mp4") == held }
+            try await waitUntil {
+                h.origin.responsesInProgress("/film.mp4") == 1
+                    && h.origin.requests("/film.mp4").last?.range == "bytes=\(held)-\(held + DownloadQueue.piece - 1)"
+            }
             queue.networkChanged(DownloadRules.NetworkConditions(isMetered: true))
             try await waitUntil {
                 queue.job(matching: film.id)?.waiting == .network && queue.job(matching: film.id)?.state == .queued
