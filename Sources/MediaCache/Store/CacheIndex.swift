@@ -201,8 +201,9 @@ struct CacheIndex: Sendable {
                         records?.write(rows)
                         changes.onCommit()
                     }, onRollback: { _ in changes.onRollback() })
+                let delete = try db.cachedStatement(sql: "DELETE FROM entry WHERE key = ?")
                 for rowKey in deletedKeys.map(rowKey(for:)) + changes.deletedRowKeys {
-                    try db.execute(sql: "DELETE FROM entry WHERE key = ?", arguments: [rowKey])
+                    try delete.execute(arguments: [rowKey])
                 }
                 for row in rows { try insert(row, into: db) }
                 if let usage = changes.usage { try saveUsage(usage, into: db) }
@@ -221,7 +222,8 @@ struct CacheIndex: Sendable {
         let metadata =
             try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
             ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
-        try db.execute(
+        // Prepared once per connection: parsing the statement cost more than running it.
+        try db.cachedStatement(
             sql: """
                 INSERT INTO entry (
                     key, fileName, metadata, spans, byteCount, createdAt, lastAccess, pinned, checksums, damaged,
@@ -231,7 +233,8 @@ struct CacheIndex: Sendable {
                     spans = excluded.spans, byteCount = excluded.byteCount,
                     createdAt = excluded.createdAt, lastAccess = excluded.lastAccess, pinned = excluded.pinned,
                     checksums = excluded.checksums, damaged = excluded.damaged, policy = excluded.policy
-                """,
+                """
+        ).execute(
             arguments: [
                 rowKey(for: row.key), row.fileName, metadata, row.spans.encoded, row.spans.byteCount,
                 row.createdAt.timeIntervalSince1970, row.lastAccess.timeIntervalSince1970, row.isPinned ? 1 : 0,

@@ -16,7 +16,10 @@ extension CacheStore {
             var changes = self.state.withLock { state in
                 var changes = CacheIndex.Changes()
                 state.persistPolicy()
-                for (key, record) in state.records where record.isDirty {
+                // Found first, changed after: a change while iterating would copy every record.
+                let dirty = state.records.indices.filter { state.records.values[$0].isDirty }
+                for index in dirty {
+                    let (key, record) = (state.records.keys[index], state.records.values[index])
                     changes.rows.append(
                         CacheIndex.Row(
                             key: key, fileName: record.fileName, metadata: record.metadata, spans: record.spans,
@@ -25,8 +28,8 @@ extension CacheStore {
                     if record.needsSync, configuration.synchronizesData {
                         toSync.append((dataPath(of: record), record.file))
                     }
-                    state.records[key]!.isDirty = false
-                    state.records[key]!.needsSync = false
+                    state.records.values[index].isDirty = false
+                    state.records.values[index].needsSync = false
                 }
                 changes.deletedKeys = Array(state.deletedKeys)
                 state.deletedKeys = []
