@@ -88,6 +88,8 @@ import Testing
     @Test func anEmptiedCacheFolderCostsTheStreamingEntriesOnly() async throws {
         try await Self.withTwoFolders { home, cache in
             let store = try await CacheStore.open(directory: home, configuration: Self.configuration(cache: cache))
+            // A store keeps an eighth of the process's descriptor limit open: 32 here.
+            store.state.withLock { $0.keptOpen = KeptOpenFiles(limit: 32) }
             let (pinned, streamed) = (
                 CacheKey("https://cdn.example/pinned.mp3"), CacheKey("https://cdn.example/streamed.mp3")
             )

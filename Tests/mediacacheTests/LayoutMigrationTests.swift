@@ -62,8 +62,9 @@ struct LayoutMigrationTests {
             let (process, _) = try await ChildProcess.startServer(
                 URL(fileURLWithPath: "/usr/bin/env"),
                 [
-                    "XDG_DATA_HOME=\(dataHome.path)", "XDG_CACHE_HOME=\(cacheHome.path)", executable.path, "serve",
-                    "--port", "0",
+                    // With 256 descriptors at most (a Mac's default), the store keeps 32 files open.
+                    "XDG_DATA_HOME=\(dataHome.path)", "XDG_CACHE_HOME=\(cacheHome.path)", "prlimit",
+                    "--nofile=256:256", executable.path, "serve", "--port", "0",
                 ],
                 readyLinePrefix: "mediacache: serving on", errorFile: directory.appendingPathComponent("serve.log"))
             try await runThenTearDown(

@@ -93,24 +93,16 @@ extension CacheStore {
         var usage = UsageHistory()
         /// Whether ``usage`` changed since the last flush.
         var usageChanged = false
-        /// Entries no handle pins whose data file is kept open, least recently let go first:
-        /// a replayed range can then be sent without opening the file again (and without
-        /// leaving the event loop). At most ``keptOpenFiles``.
-        var unpinnedOpenFiles: [CacheKey] = []
-        static let keptOpenFiles = 32
+        /// Entries no handle pins whose data file is kept open (see ``KeptOpenFiles``).
+        var keptOpen = KeptOpenFiles(limit: KeptOpenFiles.forThisProcess)
 
-        /// Keeps `key`'s data file open after its last handle closed, closing the least
-        /// recently let go beyond ``keptOpenFiles``.
+        /// Keeps `key`'s data file open after its last handle closed, closing those of the
+        /// entries let go longest ago beyond the limit.
         mutating func keepFileOpen(_ key: CacheKey) {
-            unpinnedOpenFiles.removeAll { $0 == key }
-            unpinnedOpenFiles.append(key)
-            while unpinnedOpenFiles.count > Self.keptOpenFiles {
-                let oldest = unpinnedOpenFiles.removeFirst()
-                if records[oldest]?.openBy.isEmpty == true {
-                    // Its blocks are checked again after the file is next opened.
-                    records[oldest]!.file = nil
-                    records[oldest]!.verified = SpanSet()
-                }
+            for oldest in keptOpen.keep(key) where records[oldest]?.openBy.isEmpty == true {
+                // Its blocks are checked again after the file is next opened.
+                records[oldest]!.file = nil
+                records[oldest]!.verified = SpanSet()
             }
         }
 
@@ -136,6 +128,7 @@ extension CacheStore {
             guard let record = records.removeValue(forKey: key) else { return }
             policy.removed(key)
             ownWritten.remove(key)
+            keptOpen.forget(key)
             totalBytes -= record.spans.byteCount
             disk?.takenSince -= record.spans.byteCount
             deletedKeys.insert(key)

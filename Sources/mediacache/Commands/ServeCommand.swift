@@ -269,6 +269,8 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         let directory = cacheDir.map { URL(fileURLWithPath: $0) } ?? StoreFolders.store()
+        // Before the store opens: how many data files it keeps open follows the limit.
+        DescriptorLimit.raise()
 
         let (encryptionKey, keyWarning) = try KeyFile.load(encryptionKeyFile)
         if let keyWarning { logger.warning("\(keyWarning)") }
