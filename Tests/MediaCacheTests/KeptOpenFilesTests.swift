@@ -9,7 +9,7 @@ import Testing
 /// The files a store keeps open with no handle on them: never more than the limit, and the
 /// ones closed are always those let go longest ago (a walk of random keeps and forgets,
 /// checked against a plain list after every step).
-@Suite struct KeptOpenFilesTests {
+@Suite(.stallLimit) struct KeptOpenFilesTests {
     @Test(arguments: [1, 3, 32]) func theLeastRecentlyLetGoCloseFirstAndNoMoreThanTheLimitStay(limit: Int) {
         var random = SplitMix(seed: UInt64(limit))
         var kept = KeptOpenFiles(limit: limit)
