@@ -30,8 +30,8 @@ struct RequestTarget: Sendable {
     }
 
     /// The items of a percent-encoded query, each name and value decoded byte by byte (a value
-    /// that is not UTF-8 is `nil`). Not Foundation's: it drops a leading U+FEFF, so a value
-    /// the proxy wrote would not read back.
+    /// that is not UTF-8 is `nil`; a `%` not followed by two hex digits stays as it is). Not
+    /// Foundation's: it drops a leading U+FEFF, so a value the proxy wrote would not read back.
     static func items(of query: String?) -> [URLQueryItem] {
         guard let query else { return [] }
         func decoded(_ text: Substring.UTF8View) -> String? {
@@ -42,8 +42,7 @@ struct RequestTarget: Sendable {
                 let byte = text[index]
                 if byte == UInt8(ascii: "%"), let high = text.index(index, offsetBy: 1, limitedBy: text.endIndex),
                     high != text.endIndex, let low = text.index(high, offsetBy: 1, limitedBy: text.endIndex),
-                    low != text.endIndex,
-                    let value = UInt8(String(decoding: text[high...low], as: UTF8.self), radix: 16)
+                    low != text.endIndex, let value = hexValue(text[high], text[low])
                 {
                     bytes.append(value)
                     index = text.index(after: low)
@@ -54,12 +53,34 @@ struct RequestTarget: Sendable {
             }
             return String(validating: bytes, as: UTF8.self)
         }
-        return query.split(separator: "&").map { piece in
+        return cut(query).map { piece in
             let equals = piece.utf8.firstIndex(of: UInt8(ascii: "="))
             let name = decoded(piece.utf8[..<(equals ?? piece.utf8.endIndex)]) ?? ""
             let value = equals.map { piece.utf8[piece.utf8.index(after: $0)...] }
             return URLQueryItem(name: name, value: value.flatMap { decoded(Substring($0).utf8) })
         }
+    }
+
+    /// The byte two hex digits name; `nil` when either is not a hex digit.
+    private static func hexValue(_ high: UInt8, _ low: UInt8) -> UInt8? {
+        func nibble(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        guard let high = nibble(high), let low = nibble(low) else { return nil }
+        return high << 4 | low
+    }
+
+    /// `query` cut at each `&`, empty pieces left out. A query of ASCII (every query a parsed
+    /// URI gives) is cut byte by byte: cutting it by characters, as `String.split` does, took
+    /// more of a new request's instructions than any other step of reading its target.
+    private static func cut(_ query: String) -> [Substring] {
+        guard query.utf8.allSatisfy({ $0 < 0x80 }) else { return query.split(separator: "&") }
+        return query.utf8.split(separator: UInt8(ascii: "&")).map { Substring($0) }
     }
 
     /// The origin URL text and token of a path-form target.
@@ -164,9 +185,9 @@ struct RequestTarget: Sendable {
     /// The `&`-separated pieces of a percent-encoded query, each with its name decoded.
     private static func pieces(of query: String?) -> [(name: String, text: Substring)] {
         guard let query, !query.isEmpty else { return [] }
-        return query.split(separator: "&").map { piece in
-            let name = piece.prefix { $0 != "=" }
-            return (String(name).removingPercentEncoding ?? String(name), piece)
+        return cut(query).map { piece in
+            let name = String(piece.prefix { $0 != "=" })
+            return (name.utf8.contains(UInt8(ascii: "%")) ? name.removingPercentEncoding ?? name : name, piece)
         }
     }
 

@@ -104,6 +104,16 @@ import Testing
         try await fetcher.shutdown()
     }
 
+    /// A `%` not followed by two hex digits stays as it came (RFC 3986 §2.1): the decoder
+    /// once read the two characters with `UInt8(_:radix:)`, which takes a sign, so `%+f` was
+    /// the byte 0x0F and `%-0` a NUL.
+    @Test func aPercentSignWithoutTwoHexDigitsStaysAsItCame() {
+        let items = RequestTarget.items(of: "a=%+f&b=%2B%zz&c=%-0&d=%4&e=%e9%41")
+        #expect(items.map(\.name) == ["a", "b", "c", "d", "e"])
+        #expect(items.map(\.value) == ["%+f", "+%zz", "%-0", "%4", nil], "%e9 alone is not UTF-8")
+        #expect(RequestTarget.items(of: "url=http%3A%2F%2Fh%2Fa%C3%A9&&x").map(\.value) == ["http://h/aé", nil])
+    }
+
     /// RFC 9110 §5.6.7's example, in the three forms a recipient must accept.
     @Test func httpDatesInAllThreeForms() {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
