@@ -208,7 +208,9 @@ struct RequestTarget: Sendable {
 
 /// The parsed targets of recent request URIs. A player asks for the same URL again and again,
 /// and parsing one (percent-decoding its query, then the origin URL in it) cost more than the
-/// rest of answering a cached range. At most ``limit``, forgotten all at once when full.
+/// rest of answering a cached range. At most ``limit``, forgotten all at once when full: more
+/// than a soak's 400 files (256 were not: every request parsed its target again), and URIs no
+/// longer than ``longest`` bytes, so the whole is a few MB at most whatever clients send.
 final class RecentTargets: Sendable {
     struct Parsed: Sendable {
         var target: RequestTarget
@@ -217,7 +219,8 @@ final class RecentTargets: Sendable {
     }
 
     private let parsed = Mutex<[String: Parsed]>([:])
-    static let limit = 256
+    static let limit = 1_024
+    static let longest = 2_048
 
     /// The parsed `uri`; `check` (the origin allow-list: it does not change) runs on a new
     /// one's URL, and its refusal is remembered as the target's result.
@@ -233,6 +236,7 @@ final class RecentTargets: Sendable {
             }.mapError { error in
                 error as? ProxyRequestError ?? ProxyRequestError(status: .badRequest, "Malformed request target.")
             })
+        guard uri.utf8.count <= Self.longest else { return result }
         parsed.withLock { parsed in
             if parsed.count >= Self.limit { parsed.removeAll(keepingCapacity: true) }
             parsed[uri] = result
