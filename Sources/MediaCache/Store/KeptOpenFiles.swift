@@ -62,16 +62,40 @@ struct KeptOpenFiles {
         min(2_048, max(32, descriptors / 8))
     }
 
-    /// The limit for this process's descriptor limit (its soft `RLIMIT_NOFILE`) when first
-    /// asked: `mediacache serve` raises that limit before it opens its store.
-    static let forThisProcess: Int = {
+    /// The limit for this process's descriptor limit when first asked: `mediacache serve`
+    /// raises that limit (`DescriptorLimit.raise()`) before it opens its store.
+    static let forThisProcess: Int = DescriptorLimit.current.map(limit(descriptors:)) ?? 32
+}
+
+/// This process's limit on open descriptors (its soft `RLIMIT_NOFILE`), and raising it as
+/// servers do (nginx's `worker_rlimit_nofile`, Go's runtime at start): the soft limit, often
+/// 1,024 (256 on macOS), up to the hard limit, at most 65,536. Connections and a store's open
+/// data files both need descriptors.
+package enum DescriptorLimit {
+    #if os(Linux)
+        private static let resource = Int32(RLIMIT_NOFILE.rawValue)
+    #else
+        private static let resource = RLIMIT_NOFILE
+    #endif
+
+    /// The soft limit; `nil` when it cannot be read.
+    package static var current: Int? {
         var limits = rlimit()
-        #if os(Linux)
-            let resource = Int32(RLIMIT_NOFILE.rawValue)
-        #else
-            let resource = RLIMIT_NOFILE
+        guard getrlimit(resource, &limits) == 0 else { return nil }
+        return Int(clamping: limits.rlim_cur)
+    }
+
+    /// Raises the soft limit to the hard one (at most 65,536, and OPEN_MAX on macOS); leaves
+    /// it as it is when it cannot.
+    package static func raise() {
+        var limits = rlimit()
+        guard getrlimit(resource, &limits) == 0 else { return }
+        var wanted = min(limits.rlim_max, 65_536)
+        #if canImport(Darwin)
+            wanted = min(wanted, rlim_t(OPEN_MAX))  // macOS refuses more than OPEN_MAX
         #endif
-        guard getrlimit(resource, &limits) == 0 else { return 32 }
-        return limit(descriptors: Int(clamping: limits.rlim_cur))
-    }()
+        guard limits.rlim_cur < wanted else { return }
+        limits.rlim_cur = wanted
+        _ = setrlimit(resource, &limits)
+    }
 }
