@@ -80,11 +80,16 @@ import Testing
 
     /// Property: random writes, many starting or ending inside a block, over stored bytes or
     /// beside them: after each, every block that holds stored bytes has a checksum; after a
-    /// reopen, every stored byte reads back right and no block fails its check.
-    @Test func randomWritesKeepAChecksumForEveryBlockThatHoldsBytes() async throws {
+    /// reopen, every stored byte reads back right and no block fails its check. `gathered`:
+    /// each write's bytes cut into random buffers (as an origin body's chunks come), written
+    /// without joining them (one `pwritev`; some cut into more buffers than it takes at once).
+    @Test(arguments: [false, true]) func randomWritesKeepAChecksumForEveryBlockThatHoldsBytes(gathered: Bool)
+        async throws
+    {
         try await withTemporaryDirectory { directory in
             var random = SplitMix(seed: 3720)
             var model = SpanSet()
+            var mostParts = 0
             let metadata = EncryptedStoreTests.metadata
             let length = metadata.length!
             let entryKey = CacheKey("https://media.example/checked.mp3")
@@ -94,12 +99,21 @@ import Testing
             for round in 0..<150 {
                 let start = Int64(random.next() % UInt64(length))
                 let size = min(length - start, Int64(random.next() % (round % 4 == 0 ? 300_000 : 9_000)) + 1)
-                try await CacheStoreTests.write(handle, ByteRange(start, start + size))
+                if gathered {
+                    let buffer = CacheStoreTests.content.buffer(offset: start, length: Int(size))
+                    let bytes = Array(buffer.readableBytesView)
+                    let parts = GatheredWriteTests.cut(bytes, &random, tiny: round % 10 == 3)
+                    try await handle.write(parts, at: start, ownBytes: false)
+                    mostParts = max(mostParts, parts.count)
+                } else {
+                    try await CacheStoreTests.write(handle, ByteRange(start, start + size))
+                }
                 model.insert(ByteRange(start, start + size))
                 let integrity = try #require(store.integrity(of: entryKey))
                 #expect(integrity.checksummedBlocks == integrity.storedBlocks, "round \(round)")
             }
             #expect(try handle.spans() == model)
+            #expect(!gathered || mostParts > 1_024, "a write of more buffers than one pwritev takes: \(mostParts)")
             handle.close()
             try await store.close()
 

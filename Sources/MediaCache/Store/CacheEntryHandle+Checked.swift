@@ -17,7 +17,7 @@ extension CacheEntryHandle {
     /// Writes `bytes` (the resource's `range`) and claims it with the new checksums of the
     /// blocks it lands in.
     /// - Returns: whether a flush is due.
-    func writeChecked(_ bytes: ByteBuffer, range: ByteRange, file: EntryFile, fileName: String, incoming: Int64)
+    func writeChecked(_ bytes: GatheredBytes, range: ByteRange, file: EntryFile, fileName: String, incoming: Int64)
         throws -> Bool
     {
         try store.entryLock(for: key).withLock {
@@ -29,54 +29,49 @@ extension CacheEntryHandle {
             var computed: [(block: Int64, value: UInt32)] = []
             var checked: [ByteRange] = [range]
             var scratch: [UInt8] = []
-            try bytes.withUnsafeReadableBytes { source in
-                func slice(_ part: ByteRange) -> UnsafeRawBufferPointer {
-                    UnsafeRawBufferPointer(
-                        rebasing: source[
-                            Int(part.lowerBound - range.lowerBound)..<Int(part.upperBound - range.lowerBound)])
+            /// Where `part` lies in `bytes`.
+            func slice(_ part: ByteRange) -> Range<Int> {
+                Int(part.lowerBound - range.lowerBound)..<Int(part.upperBound - range.lowerBound)
+            }
+            for block in BlockChecksums.blocks(overlapping: range) {
+                let blockRange = BlockChecksums.range(ofBlock: block)
+                let old = stored.spans(in: blockRange)
+                let part = ByteRange(
+                    max(range.lowerBound, blockRange.lowerBound), min(range.upperBound, blockRange.upperBound))
+                if old.contains(where: { $0.lowerBound <= part.lowerBound && $0.upperBound >= part.upperBound }) {
+                    continue  // nothing new in this block: its checksum stays
                 }
-                for block in BlockChecksums.blocks(overlapping: range) {
-                    let blockRange = BlockChecksums.range(ofBlock: block)
-                    let old = stored.spans(in: blockRange)
-                    let part = ByteRange(
-                        max(range.lowerBound, blockRange.lowerBound), min(range.upperBound, blockRange.upperBound))
-                    if old.contains(where: { $0.lowerBound <= part.lowerBound && $0.upperBound >= part.upperBound }) {
-                        continue  // nothing new in this block: its checksum stays
-                    }
-                    if old.isEmpty {
-                        computed.append((block, CRC32C.checksum(slice(part))))
-                        continue
-                    }
-                    if let sum = sums[block], let last = old.last, part.lowerBound >= last.lowerBound,
-                        part.lowerBound <= last.upperBound
-                    {
-                        // The write extends the block's last run: its checksum goes on from there.
-                        var crc = CRC32C(continuing: sum)
-                        crc.update(slice(ByteRange(last.upperBound, part.upperBound)))
-                        computed.append((block, crc.value))
-                        continue
-                    }
-                    // Anything else: the block's stored bytes from the file, checked, merged.
-                    if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: Int(BlockChecksums.blockSize)) }
-                    var keep = old
-                    if let read = try readRuns(old, of: blockRange, file: file, into: &scratch),
-                        sums[block] == nil || sums[block] == read
-                    {
-                        checked += old
-                    } else {
-                        lost += old
-                        lostBlocks.append(block)
-                        keep = []
-                    }
-                    scratch.withUnsafeMutableBytes { target in
-                        let bytes = slice(part)
-                        target.baseAddress!.advanced(by: Int(part.lowerBound - blockRange.lowerBound))
-                            .copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-                    }
-                    var merged = SpanSet(keep)
-                    merged.insert(part)
-                    computed.append((block, Self.checksum(of: merged.spans, in: blockRange, scratch: scratch)))
+                if old.isEmpty {
+                    computed.append((block, bytes.checksum(of: slice(part))))
+                    continue
                 }
+                if let sum = sums[block], let last = old.last, part.lowerBound >= last.lowerBound,
+                    part.lowerBound <= last.upperBound
+                {
+                    // The write extends the block's last run: its checksum goes on from there.
+                    let extended = slice(ByteRange(last.upperBound, part.upperBound))
+                    computed.append((block, bytes.checksum(of: extended, extending: CRC32C(continuing: sum))))
+                    continue
+                }
+                // Anything else: the block's stored bytes from the file, checked, merged.
+                if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: Int(BlockChecksums.blockSize)) }
+                var keep = old
+                if let read = try readRuns(old, of: blockRange, file: file, into: &scratch),
+                    sums[block] == nil || sums[block] == read
+                {
+                    checked += old
+                } else {
+                    lost += old
+                    lostBlocks.append(block)
+                    keep = []
+                }
+                scratch.withUnsafeMutableBytes { target in
+                    let at = Int(part.lowerBound - blockRange.lowerBound)
+                    bytes.copy(slice(part), to: target.baseAddress!.advanced(by: at))
+                }
+                var merged = SpanSet(keep)
+                merged.insert(part)
+                computed.append((block, Self.checksum(of: merged.spans, in: blockRange, scratch: scratch)))
             }
             try file.write(bytes, at: range.lowerBound)
             if !lost.isEmpty { store.damaged(lostBlocks, of: key, ranges: lost, during: "a write") }

@@ -161,11 +161,21 @@ package final class CacheEntryHandle: Sendable {
     /// for those is made of other such bytes only, never of what players read
     /// (``EvictionPolicy``), and they are refused (`.capacityExceeded`) when there is none.
     package func write(_ bytes: ByteBuffer, at offset: Int64, ownBytes: Bool) async throws {
-        guard bytes.readableBytes > 0 else { return }
+        try await write(GatheredBytes([bytes]), at: offset, ownBytes: ownBytes)
+    }
+
+    /// ``write(_:at:ownBytes:)`` of consecutive buffers (the chunks an origin body came in),
+    /// not joined: one `pwritev` of them in an unencrypted store.
+    package func write(_ parts: [ByteBuffer], at offset: Int64, ownBytes: Bool) async throws {
+        try await write(GatheredBytes(parts), at: offset, ownBytes: ownBytes)
+    }
+
+    private func write(_ bytes: GatheredBytes, at offset: Int64, ownBytes: Bool) async throws {
+        guard bytes.count > 0 else { return }
         guard offset >= 0 else {
             throw CacheError(.outOfBounds, "Cannot write at negative offset \(offset).")
         }
-        let range = ByteRange(offset: offset, length: Int64(bytes.readableBytes))
+        let range = ByteRange(offset: offset, length: Int64(bytes.count))
         let store = store
         let now = store.configuration.clock.now
         let floor = store.configuration.minFreeDiskBytes
@@ -233,7 +243,7 @@ package final class CacheEntryHandle: Sendable {
                 shouldFlush = try await BlockingIO.runToCompletion {
                     let file = try openFile ?? self.openAndKeep(fileName)
                     return try self.writeSealed(
-                        bytes, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
+                        bytes.joined, range: range, file: file, fileName: fileName, incoming: incoming, cipher: cipher)
                 }
             } else {
                 // Checksums are computed and claimed with the bytes under the same lock.

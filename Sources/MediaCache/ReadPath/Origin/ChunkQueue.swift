@@ -6,7 +6,7 @@ import Synchronization
 
 /// The chunks read from an origin body and not yet stored, between the transfer's two
 /// stages. The reader pushes (and waits while `limit` bytes are queued); the writer takes
-/// everything queued as one buffer.
+/// everything queued at once.
 final class ChunkQueue: Sendable {
     private struct State {
         var chunks: [ByteBuffer] = []
@@ -70,8 +70,9 @@ final class ChunkQueue: Sendable {
         wake?.resume()
     }
 
-    /// Everything queued, as one buffer; waits while the queue is empty. `nil` at the end.
-    func takeAll() async -> ByteBuffer? {
+    /// Everything queued, in the order pushed (at least one chunk); waits while the queue is
+    /// empty. `nil` at the end.
+    func takeAll() async -> [ByteBuffer]? {
         while true {
             let (taken, isOver, wake) = state.withLock {
                 state -> ([ByteBuffer], Bool, CheckedContinuation<Void, Never>?) in
@@ -83,13 +84,7 @@ final class ChunkQueue: Sendable {
                 return (taken, false, state.pusher)
             }
             wake?.resume()
-            if taken.count == 1 { return taken[0] }
-            if taken.count > 1 {
-                var batch = ByteBuffer()
-                batch.reserveCapacity(taken.reduce(0) { $0 + $1.readableBytes })
-                for var chunk in taken { batch.writeBuffer(&chunk) }
-                return batch
-            }
+            if !taken.isEmpty { return taken }
             if isOver { return nil }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in

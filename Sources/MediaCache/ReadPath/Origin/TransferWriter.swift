@@ -32,9 +32,9 @@ struct TransferWriter: Sendable {
         let blockSize = handle?.cipher?.layout.blockSize
         var result = Outcome.done
         var offset = start
-        /// Writes `part` at `offset`; `false` when the transfer must stop.
-        func write(_ part: ByteBuffer) async -> Bool {
-            let end = offset + Int64(part.readableBytes)
+        /// Writes `parts`, one after another, at `offset`; `false` when the transfer must stop.
+        func write(_ parts: [ByteBuffer]) async -> Bool {
+            let end = offset + Int64(parts.reduce(0) { $0 + $1.readableBytes })
             defer { offset = end }
             guard let writer = handle else {
                 download.writeFinished(upTo: end, stored: false)
@@ -42,7 +42,7 @@ struct TransferWriter: Sendable {
             }
             let own = !download.playerWants(offset)
             do {
-                try await writer.write(part, at: offset, ownBytes: own)
+                try await writer.write(parts, at: offset, ownBytes: own)
                 download.writeFinished(upTo: end, stored: true)
             } catch let error as CacheError where error.code == .entryInvalidated {
                 download.writeFinished(upTo: end, stored: false)
@@ -69,11 +69,12 @@ struct TransferWriter: Sendable {
             return true
         }
         var carry: ByteBuffer?
-        while var batch = await queue.takeAll() {
+        while let parts = await queue.takeAll() {
             guard let blockSize else {
-                guard await write(batch) else { return .stop }
+                guard await write(parts) else { return .stop }
                 continue
             }
+            var batch = GatheredBytes(parts).joined
             if var block = carry {
                 // Complete the block the last batch ended in.
                 let missing = blockSize - (offset + Int64(block.readableBytes)) % blockSize
@@ -84,11 +85,11 @@ struct TransferWriter: Sendable {
                     continue
                 }
                 carry = nil
-                guard await write(block) else { return .stop }
+                guard await write([block]) else { return .stop }
             }
             let end = offset + Int64(batch.readableBytes)
             if end - end % blockSize > offset {
-                guard await write(batch.readSlice(length: Int(end - end % blockSize - offset))!) else { return .stop }
+                guard await write([batch.readSlice(length: Int(end - end % blockSize - offset))!]) else { return .stop }
             }
             if batch.readableBytes > 0 {
                 var tail = ByteBufferAllocator().buffer(capacity: Int(blockSize))
@@ -96,7 +97,7 @@ struct TransferWriter: Sendable {
                 carry = tail
             }
         }
-        if let carry, await !write(carry) { return .stop }
+        if let carry, await !write([carry]) { return .stop }
         return result
     }
 }
