@@ -13,10 +13,11 @@
 #           its Content-Type, video/mp4 by default)
 #   new   : the same cached ranges, each on a new connection (accept, pipeline set-up, answer)
 #   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
+#   stream: a file nobody read yet (STREAM_MIB MiB, 16 by default) read whole, per MiB
 #   floor : the same hot and new requests answered by `mediacache-bench floor-server` (a bare
 #           SwiftNIO server sending the range with sendfile: no cache, no checks, no log),
 #           under callgrind in the same run; the ratios say how far above the framework we are
-# With KEEP=1 the work folder stays, its callgrind dumps (hot, new, cold in that order) ready
+# With KEEP=1 the work folder stays, its callgrind dumps (hot, new, cold, stream in that order) ready
 # for callgrind_annotate.
 # Needs valgrind and curl. valgrind 3.19 (Debian 12) crashes in libdispatch's
 # sigsuspend (it writes into the read-only mask it is given); a small preloaded shim
@@ -99,6 +100,12 @@ curl -s -o /dev/null -r 0-65535 "$proxy/?url=$(encode "$origin/cold-warm.bin")"
 cold() { curl "${cold_args[@]}"; sleep 1; }  # the downloads' tails finish in the second
 cold_total=$(count cold)
 
+# Stream: one file nobody read yet (STREAM_MIB MiB, 16 by default), whole, origin to store to client.
+stream_mib=${STREAM_MIB:-16}
+curl -s "$origin/_origin/serve?path=/stream.bin&length=$((stream_mib << 20))&seed=7" > /dev/null
+stream() { curl -s -o /dev/null "$proxy/?url=$(encode "$origin/stream.bin")"; sleep 1; }
+stream_total=$(count stream)
+
 # The floor: the same ranges of the same bytes from a bare SwiftNIO server, same requests.
 curl -s -o "$work/hot.bin" "$origin/hot.bin"
 strip --strip-debug -o "$work/mediacache-bench" "$build/mediacache-bench"
@@ -118,6 +125,7 @@ kill "$count_pid"
 echo "hot 64 KiB range:  $((hot_total / hot_requests)) instructions per request ($hot_requests requests, one connection)"
 echo "hot, new connection: $((new_total / hot_requests)) instructions per request ($hot_requests requests, each on its own connection)"
 echo "cold first 64 KiB: $((cold_total / cold_requests)) instructions per request ($cold_requests files, each asked of the origin for just the 64 KiB wanted)"
+echo "cold stream: $((stream_total / stream_mib)) instructions per MiB (one file of $stream_mib MiB, whole)"
 echo "floor (bare SwiftNIO, sendfile), same requests: hot $((floor_hot_total / hot_requests)), new connection $((floor_new_total / hot_requests)) instructions per request"
 awk -v h="$hot_total" -v n="$new_total" -v fh="$floor_hot_total" -v fn="$floor_new_total" \
     'BEGIN { printf "ours / floor: hot %.2fx, new connection %.2fx\n", h / fh, n / fn }'

@@ -190,7 +190,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
             }
             return OriginReply(
                 status: Int(head.status.code), reason: head.status.reasonPhrase, headers: head.headers,
-                body: answer.body)
+                body: answer.makeBody())
         }
 
         /// Sends `request` with `client` and waits for the answer's head, at most `timeout`
