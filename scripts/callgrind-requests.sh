@@ -13,7 +13,8 @@
 #           its Content-Type, video/mp4 by default)
 #   new   : the same cached ranges, each on a new connection (accept, pipeline set-up, answer)
 #   cold  : the first 64 KiB of a file nobody read yet (origin on loopback), one per file
-#   stream: a file nobody read yet (STREAM_MIB MiB, 16 by default) read whole, per MiB
+#   stream: a file nobody read yet (STREAM_MIB MiB, 16 by default) read whole, per MiB (the
+#           index's commits, every 50 ms of wall time, weigh more under callgrind than at speed)
 #   floor : the same hot and new requests answered by `mediacache-bench floor-server` (a bare
 #           SwiftNIO server sending the range with sendfile: no cache, no checks, no log),
 #           under callgrind in the same run; the ratios say how far above the framework we are
