@@ -146,8 +146,7 @@ package final class CacheEntryHandle: Sendable {
 
     /// Writes `bytes` at `offset` and adds the range to the entry's spans.
     ///
-    /// If the store would go over its limit, least recently used entries that are not open
-    /// are evicted first.
+    /// If the store would go over its limit, entries that are not open are evicted first.
     /// - Throws: `.outOfBounds` past the known length; `.capacityExceeded` when the entry
     ///   would pass its share of the store (``CacheStore/Configuration/maxEntryFraction``) or
     ///   even eviction cannot make room; `.ioFailure` when the disk refuses the write (the
@@ -161,16 +160,13 @@ package final class CacheEntryHandle: Sendable {
     /// for those is made of other such bytes only, never of what players read
     /// (``EvictionPolicy``), and they are refused (`.capacityExceeded`) when there is none.
     package func write(_ bytes: ByteBuffer, at offset: Int64, ownBytes: Bool) async throws {
-        try await write(GatheredBytes([bytes]), at: offset, ownBytes: ownBytes)
+        try await write([bytes], at: offset, ownBytes: ownBytes)
     }
 
     /// ``write(_:at:ownBytes:)`` of consecutive buffers (the chunks an origin body came in),
     /// not joined: one `pwritev` of them in an unencrypted store.
     package func write(_ parts: [ByteBuffer], at offset: Int64, ownBytes: Bool) async throws {
-        try await write(GatheredBytes(parts), at: offset, ownBytes: ownBytes)
-    }
-
-    private func write(_ bytes: GatheredBytes, at offset: Int64, ownBytes: Bool) async throws {
+        let bytes = GatheredBytes(parts)
         guard bytes.count > 0 else { return }
         guard offset >= 0 else {
             throw CacheError(.outOfBounds, "Cannot write at negative offset \(offset).")
