@@ -76,67 +76,60 @@ final class AnswerParts: Sendable {
         if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
     }
 
+    /// What the reader gets now.
+    private enum Step {
+        /// A part, and the client to let read on once it is taken (the last unread part).
+        case part(ByteBuffer, EventLoopPromise<Void>?)
+        case end((any Error)?)
+        case cancelled
+        case wait
+
+        /// Lets the client read on if it waited for this part; the part, `nil` at the end, or
+        /// the failure. Not for `.wait`.
+        func carryOut() throws -> ByteBuffer? {
+            switch self {
+            case .part(let part, let producer):
+                producer?.succeed()
+                return part
+            case .end(let error):
+                if let error { throw error }
+                return nil
+            case .cancelled, .wait:
+                throw CancellationError()
+            }
+        }
+    }
+
+    /// Takes what the reader gets now from `state` (`cancelled`: the reader's task is).
+    private static func take(from state: inout State, cancelled: Bool) -> Step {
+        if cancelled || state.terminated { return .cancelled }
+        if !state.parts.isEmpty {
+            let part = state.parts.removeFirst()
+            guard state.parts.isEmpty else { return .part(part, nil) }
+            defer { state.producer = nil }
+            return .part(part, state.producer)
+        }
+        if let end = state.end { return .end(end) }
+        return .wait
+    }
+
     /// The next part; `nil` at the body's end. A cancelled reader stops the body and gets a
     /// `CancellationError`.
     func next() async throws -> ByteBuffer? {
-        enum Step {
-            case part(ByteBuffer, EventLoopPromise<Void>?)
-            case end((any Error)?)
-            case cancelled
-            case wait
-        }
-        let step = state.withLock { state -> Step in
-            if state.terminated { return .cancelled }
-            if !state.parts.isEmpty {
-                let part = state.parts.removeFirst()
-                guard state.parts.isEmpty else { return .part(part, nil) }
-                defer { state.producer = nil }
-                return .part(part, state.producer)
-            }
-            if let end = state.end { return .end(end) }
-            return .wait
-        }
-        switch step {
-        case .part(let part, let producer):
-            producer?.succeed()
-            return part
-        case .end(let error):
-            if let error { throw error }
-            return nil
-        case .cancelled:
-            throw CancellationError()
-        case .wait:
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let resume = state.withLock { state -> Step? in
-                        if Task.isCancelled || state.terminated { return .cancelled }
-                        if !state.parts.isEmpty {  // arrived meanwhile
-                            let part = state.parts.removeFirst()
-                            defer { state.producer = nil }
-                            return .part(part, state.parts.isEmpty ? state.producer : nil)
-                        }
-                        if let end = state.end { return .end(end) }
-                        state.reader = continuation
-                        return nil
-                    }
-                    switch resume {
-                    case nil: break
-                    case .part(let part, let producer)?:
-                        producer?.succeed()
-                        continuation.resume(returning: part)
-                    case .end(let error)?:
-                        if let error {
-                            continuation.resume(throwing: error)
-                        } else {
-                            continuation.resume(returning: nil)
-                        }
-                    case .cancelled?, .wait?:
-                        continuation.resume(throwing: CancellationError())
-                    }
+        let step = state.withLock { Self.take(from: &$0, cancelled: false) }
+        guard case .wait = step else { return try step.carryOut() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let step = state.withLock { state in
+                    let step = Self.take(from: &state, cancelled: Task.isCancelled)
+                    if case .wait = step { state.reader = continuation }
+                    return step
                 }
-            } onCancel: {
-                terminate(cancelling: true)
+                if case .wait = step { return }
+                continuation.resume(with: Result { try step.carryOut() })
             }
+        } onCancel: {
+            terminate(cancelling: true)
         }
     }
 

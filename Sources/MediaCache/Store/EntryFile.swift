@@ -75,13 +75,9 @@ final class EntryFile: @unchecked Sendable {
         let vectors = pieces.prefix(1024).map {
             iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress!), iov_len: $0.count)
         }
-        var written: Int
-        repeat {
-            written = pwritev(descriptor, vectors, CInt(vectors.count), off_t(offset))
-        } while written < 0 && errno == EINTR
-        guard written >= 0 else {
-            let reason = String(cString: strerror(errno))
-            throw CacheError(.ioFailure, "Writing to the data file \(path) failed: \(reason).")
+        // One call that wrote something (or none at all), with `repeatCall`'s errors.
+        var written = try repeatCall(count: 1, doing: "Writing to") { _ in
+            pwritev(descriptor, vectors, CInt(vectors.count), off_t(offset))
         }
         var start = offset
         for piece in pieces {
