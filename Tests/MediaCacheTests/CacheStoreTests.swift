@@ -231,7 +231,8 @@ import Testing
     }
 
     /// The eviction policy at work in the store: an entry played again proves itself; of those
-    /// played once, the oldest goes first; the choice holds after a reopen.
+    /// played once, the oldest goes first, and after the store first filled, those stored since
+    /// before its first contents; the plays and the choice hold after a reopen.
     @Test func entriesPlayedOnceGoBeforeOnesPlayedAgain() async throws {
         try await withTemporaryDirectory { directory in
             let clock = ManualClock()
@@ -241,14 +242,14 @@ import Testing
                 let handle = try store.openEntry(CacheKey(name))
                 try await Self.write(handle, ByteRange(0, 100_000))
                 handle.close()
-                store.notePlayed(CacheKey(name), through: 100_000)
+                store.notePlayed(CacheKey(name), from: 0, through: 100_000)
                 clock.advance(by: 10)
             }
             // A second play of "a" makes "b" the oldest of those played once.
             let a = try store.openEntry(CacheKey("a"))
             try await Self.expectBytes(a, ByteRange(0, 100_000))
             a.close()
-            store.notePlayed(CacheKey("a"), through: 100_000)
+            store.notePlayed(CacheKey("a"), from: 0, through: 100_000)
             clock.advance(by: 10)
             let d = try store.openEntry(CacheKey("d"))
             try await Self.write(d, ByteRange(0, 100_000))
@@ -261,6 +262,10 @@ import Testing
             let reopened = try await CacheStore.open(
                 directory: directory, configuration: Self.configuration(maxBytes: 300_000, clock: clock))
             #expect(Set(reopened.keys) == [CacheKey("a"), CacheKey("c"), CacheKey("d")])
+            let e = try reopened.openEntry(CacheKey("e"))
+            try await Self.write(e, ByteRange(0, 100_000))
+            e.close()
+            #expect(Set(reopened.keys) == [CacheKey("a"), CacheKey("c"), CacheKey("e")])
             try await reopened.close()
         }
     }

@@ -24,13 +24,13 @@ import Testing
             let item = item ?? name
             entries[key] = (item, max(entries[key]?.bytes ?? 0, bytes))
             policy.stored(key, item: item)
-            if let played { policy.played(key, item: item, through: played) }
+            if let played { policy.played(key, item: item, from: 0, through: played) }
         }
 
-        mutating func play(_ name: String, through end: Int64) {
+        mutating func play(_ name: String, from start: Int64 = 0, through end: Int64) {
             let key = CacheKey(name)
             guard let item = entries[key]?.item else { return }
-            policy.played(key, item: item, through: end)
+            policy.played(key, item: item, from: start, through: end)
         }
 
         func holdings(except kept: Set<CacheKey> = []) -> [EvictionPolicy.Holding] {
@@ -47,11 +47,10 @@ import Testing
 
         /// Makes room for `need` bytes and carries the decision out; returns it.
         @discardableResult
-        mutating func makeRoom(
-            _ need: Int64, limit: Int64, slack: Int64 = 0, kept: Set<CacheKey> = [], own: Bool = false
-        ) -> [EvictionPolicy.Action] {
-            let actions = policy.makeRoom(
-                need, slack: slack, limit: limit, holdings: holdings(except: kept), forOwnBytes: own)
+        mutating func makeRoom(_ need: Int64, slack: Int64 = 0, kept: Set<CacheKey> = [], own: Bool = false)
+            -> [EvictionPolicy.Action]
+        {
+            let actions = policy.makeRoom(need, slack: slack, holdings: holdings(except: kept), forOwnBytes: own)
             for action in actions { apply(action) }
             return actions
         }
@@ -72,7 +71,8 @@ import Testing
     // MARK: Decisions
 
     /// What the cache fetched of an item no player read goes first, its start kept; a fill's
-    /// bytes past where its player stopped are a tail like others.
+    /// bytes past where its player stopped are a tail like others, cut from its end as far as
+    /// the room needs.
     @Test func bytesOfItemsNoPlayerReadGoFirst() {
         var model = Model()
         model.store("song", 4 * Self.mib, played: 4 * Self.mib)
@@ -80,11 +80,12 @@ import Testing
         model.store("episode", 8 * Self.mib, played: Self.mib)
         model.store("preloaded", 2 * Self.mib)
         model.play("song", through: 4 * Self.mib)  // played twice: its tail goes after the episode's
-        let actions = model.makeRoom(4 * Self.mib, limit: 14 * Self.mib)
+        let actions = model.makeRoom(4 * Self.mib)
+        // 1.75 MiB from the preloaded entry, the 2.25 MiB left from the episode's end.
         #expect(
             actions == [
                 .trim(CacheKey("preloaded"), keeping: Self.start, .unplayed),
-                .trim(CacheKey("episode"), keeping: Self.start, .tail),
+                .trim(CacheKey("episode"), keeping: 23 * Self.start, .tail),
             ])
         #expect(model.entries[CacheKey("song")]?.bytes == 4 * Self.mib)
     }
@@ -94,13 +95,87 @@ import Testing
         model.store("favourite", 4 * Self.mib, played: 4 * Self.mib)
         model.store("once", 4 * Self.mib, played: 4 * Self.mib)
         model.play("favourite", through: 4 * Self.mib)
-        let actions = model.makeRoom(6 * Self.mib, limit: 8 * Self.mib)
+        let actions = model.makeRoom(6 * Self.mib)
         #expect(
             actions == [
                 .trim(CacheKey("once"), keeping: Self.start, .tail),
-                .trim(CacheKey("favourite"), keeping: Self.start, .tail),
+                .trim(CacheKey("favourite"), keeping: 7 * Self.start, .tail),
             ])
-        #expect(model.total == 2 * Self.start)
+        #expect(model.total == 2 * Self.mib)
+    }
+
+    /// A tail is worth its item's plays, a start three times as much: the start of a song played
+    /// once goes before the tail of one played four times, and both before its start.
+    @Test func aFavouritesTailOutlastsTheStartOfASongPlayedOnce() {
+        var model = Model()
+        model.store("favourite", 4 * Self.mib, played: 4 * Self.mib)
+        model.store("once", 4 * Self.mib, played: 4 * Self.mib)
+        model.store("x", 1)
+        for _ in 0..<3 {
+            model.play("x", through: 1)
+            model.play("favourite", through: 4 * Self.mib)
+        }
+        model.store("later", 4 * Self.mib, played: 4 * Self.mib)
+        #expect(model.policy.marks[CacheKey("favourite")]?.plays == 4)
+        let actions = model.makeRoom(6 * Self.mib, kept: [CacheKey("later")])
+        #expect(
+            actions == [
+                .trim(CacheKey("once"), keeping: Self.start, .tail),
+                .remove(CacheKey("once"), .unproven),
+                .trim(CacheKey("favourite"), keeping: 8 * Self.start, .tail),
+            ])
+    }
+
+    /// A resumed play reads past what was played: it is not a play again; a play from the
+    /// first bytes is.
+    @Test func aResumeIsNotAPlayAgain() {
+        var model = Model()
+        model.store("episode", 40 * Self.mib, played: 10 * Self.mib)
+        model.store("x", 1, played: 1)
+        model.play("episode", from: 10 * Self.mib, through: 20 * Self.mib)
+        #expect(model.policy.marks[CacheKey("episode")]?.plays == 1)
+        model.play("x", through: 1)
+        model.play("episode", from: 0, through: Self.mib)
+        #expect(model.policy.marks[CacheKey("episode")]?.plays == 2)
+        // A rendition: a segment played before is a play again, a new one is not.
+        for segment in 0..<4 { model.store("r/\(segment).ts", 1000, item: "r/", played: 1000) }
+        model.play("x", through: 1)
+        model.store("r/4.ts", 1000, item: "r/", played: 1000)
+        #expect(model.policy.marks[CacheKey("r/0.ts")]?.plays == 1)
+        model.play("x", through: 1)
+        model.play("r/0.ts", through: 1000)
+        #expect(model.policy.marks[CacheKey("r/4.ts")]?.plays == 2)
+    }
+
+    /// Among items of equal worth, those stored after the store first filled go before its
+    /// first contents: a scan passes through without pushing them out.
+    @Test func theFirstContentsOutlastLaterItemsOfEqualWorth() {
+        var model = Model()
+        model.store("first", 4 * Self.mib, played: 4 * Self.mib)
+        model.makeRoom(1, kept: [CacheKey("first")])  // the store fills
+        model.store("later", 4 * Self.mib, played: 4 * Self.mib)
+        model.store("last", Self.mib, played: Self.mib)
+        let actions = model.makeRoom(2 * Self.mib, kept: [CacheKey("last")])
+        #expect(actions == [.trim(CacheKey("later"), keeping: 8 * Self.start, .tail)])
+        #expect(model.policy.marks[CacheKey("first")]?.queue == .main)
+        #expect(model.policy.marks[CacheKey("later")]?.queue == .small)
+    }
+
+    /// Counts halve once the history has counted its capacity of plays.
+    @Test func playsFadeAsTheyAreCounted() {
+        var model = Model()
+        model.policy.settings.historyCapacity = 8
+        model.store("a", 1, played: 1)
+        model.store("b", 1, played: 1)
+        for _ in 0..<2 {
+            model.play("a", through: 1)
+            model.play("b", through: 1)
+        }
+        #expect(model.policy.marks[CacheKey("a")]?.plays == 3)
+        model.play("a", through: 1)
+        model.play("b", through: 1)  // the eighth play: both fours halve
+        #expect(model.policy.marks[CacheKey("a")]?.plays == 2)
+        #expect(model.policy.marks[CacheKey("b")]?.plays == 2)
     }
 
     /// A movie watched once (a rendition of segments, one item) loses its tail, then its start
@@ -116,7 +191,7 @@ import Testing
         for segment in 0..<40 {
             model.store("movie/\(segment).ts", 400_000, item: "movie/", played: 400_000)
         }
-        model.makeRoom(model.total - 4 * Self.mib, limit: 4 * Self.mib, kept: [CacheKey("movie/39.ts")])
+        model.makeRoom(model.total - 4 * Self.mib, kept: [CacheKey("movie/39.ts")])
         #expect(model.entries[CacheKey("song")]?.bytes == 3 * Self.mib, "\(model.names())")
         // The movie's first segment, its start, is the last of it to go.
         #expect(model.entries[CacheKey("movie/1.ts")] == nil)
@@ -126,8 +201,8 @@ import Testing
     @Test func aRenditionsStartIsItsFirstSegments() {
         var model = Model()
         for segment in 0..<6 { model.store("e/\(segment).ts", 200_000, item: "e/", played: 200_000) }
-        let actions = model.makeRoom(100_000, limit: 1_200_000)
-        // 256 KiB of start: the first two segments stay; the others go, in one tier.
+        let actions = model.makeRoom(700_000)
+        // 256 KiB of start: the first two segments stay; the others go, the last first.
         #expect(Set(actions.map(\.key.rawValue)) == ["e/2.ts", "e/3.ts", "e/4.ts", "e/5.ts"])
         #expect(model.names() == ["e/0.ts", "e/1.ts"])
     }
@@ -137,7 +212,7 @@ import Testing
         model.store("played", 2 * Self.mib, played: 2 * Self.mib)
         model.store("preloaded", Self.mib)
         model.store("filled", 2 * Self.mib, played: Self.mib)
-        let actions = model.makeRoom(3 * Self.mib, limit: 5 * Self.mib, own: true)
+        let actions = model.makeRoom(3 * Self.mib, own: true)
         #expect(
             Set(actions) == [
                 .trim(CacheKey("preloaded"), keeping: Self.start, .unplayed),
@@ -152,9 +227,10 @@ import Testing
         model.store("x", 1, played: 1)
         model.play("song", through: Self.start)
         model.apply(.remove(CacheKey("song"), .cold))
+        model.makeRoom(1, kept: [CacheKey("x")])  // the store fills
         model.store("song", Self.start)
         #expect(model.policy.marks[CacheKey("song")]?.queue == .main)
-        #expect(model.policy.marks[CacheKey("song")]?.frequency == 2)
+        #expect(model.policy.marks[CacheKey("song")]?.plays == 2)
     }
 
     /// Past what it needs, a decision frees whole items only as far as each fits in its slack:
@@ -163,18 +239,18 @@ import Testing
     @Test func theSlackTakesSmallItemsNeverALargeOne() {
         var small = Model()
         for index in 0..<20 { small.store("s\(index)", 10_000, played: 10_000) }
-        let several = small.makeRoom(10_000, limit: 200_000, slack: 50_000)
+        let several = small.makeRoom(10_000, slack: 50_000)
         #expect(several.count == 6 && small.total == 140_000)
         var large = Model()
         for index in 0..<3 { large.store("l\(index)", 100_000, played: 100_000) }
-        let one = large.makeRoom(10_000, limit: 300_000, slack: 50_000)
+        let one = large.makeRoom(10_000, slack: 50_000)
         #expect(one.count == 1 && large.total == 200_000)
     }
 
     @Test func marksReadBackAndRefuseAnythingElse() {
-        let mark = EvictionPolicy.Mark(queue: .main, frequency: 3, playedEnd: 1_234_567, order: 42, created: 7)
+        let mark = EvictionPolicy.Mark(queue: .main, plays: 15, playedEnd: 1_234_567, order: 42, created: 7)
         #expect(EvictionPolicy.Mark(encoded: mark.encoded) == mark)
-        for text in ["", "1,2,3,4", "2,0,0,0,0", "0,4,0,0,0", "0,0,-1,0,0", "0,0,0,x,0", "0,0,0,0,0,0", "1, 0,0,0,0"] {
+        for text in ["", "1,2,3,4", "2,0,0,0,0", "0,16,0,0,0", "0,0,-1,0,0", "0,0,0,x,0", "0,0,0,0,0,0", "1, 0,0,0,0"] {
             #expect(EvictionPolicy.Mark(encoded: text) == nil, "\(text)")
         }
     }
@@ -223,7 +299,7 @@ import Testing
                 let limit = random.below(4) == 0 ? limit / 12 : limit
                 let need = model.total + Int64(random.below(Int(4 * Self.mib))) - limit
                 guard need > 0 else { continue }
-                seen.formUnion(check(&model, need: need, limit: limit, kept: kept, own: own, step: step, seed: seed))
+                seen.formUnion(check(&model, need: need, kept: kept, own: own, step: step, seed: seed))
             }
         }
         // The sequences reach every tier.
@@ -232,17 +308,17 @@ import Testing
 
     /// Carries out one decision, checking it; returns what kinds of action it took.
     private func check(
-        _ model: inout Model, need: Int64, limit: Int64, kept: Set<CacheKey>, own: Bool, step: Int, seed: UInt64
+        _ model: inout Model, need: Int64, kept: Set<CacheKey>, own: Bool, step: Int, seed: UInt64
     ) -> Set<String> {
         let before = model
         let holdings = model.holdings(except: kept)
-        let actions = model.policy.makeRoom(need, limit: limit, holdings: holdings, forOwnBytes: own)
+        let actions = model.policy.makeRoom(need, holdings: holdings, forOwnBytes: own)
         let at = "seed \(seed), step \(step)"
         #expect(actions.allSatisfy { !kept.contains($0.key) }, "an open or pinned entry was chosen (\(at))")
         // Items not played again that still had a tail when the decision began.
         let cold = Set(
             holdings.filter {
-                $0.bytes > $0.startBytes && (before.policy.marks[$0.key]?.frequency ?? 0) == 0
+                $0.bytes > $0.startBytes && (before.policy.marks[$0.key]?.plays ?? 0) <= 1
                     && $0.item == $0.key.rawValue
             }.map(\.key))
         var tails = cold

@@ -35,7 +35,7 @@ import Testing
         for day in 0..<5 { history.served(fromCache: 1_000, fromOrigin: 10, at: start + Double(day) * 86_400) }
         history.evicted(5_000, for: .tail)
         let marks = [
-            EvictionPolicy.Mark(queue: .main, frequency: 2, playedEnd: 123_456, order: 9, created: 3).encoded,
+            EvictionPolicy.Mark(queue: .main, plays: 2, playedEnd: 123_456, order: 9, created: 3).encoded,
             "0,0,0,0,0",
         ]
         let outcomes = try Mutator.run("usage", lines: history.encoded.split(separator: "\n").map(String.init) + marks)
@@ -49,7 +49,7 @@ import Testing
                 label = "history"
             }
             if let mark = EvictionPolicy.Mark(encoded: input) {
-                guard mark.frequency <= EvictionPolicy.maxFrequency, mark.playedEnd >= 0,
+                guard mark.plays <= EvictionPolicy.maxPlays, mark.playedEnd >= 0,
                     EvictionPolicy.Mark(encoded: mark.encoded) == mark
                 else { return ("mark", "\(input.debugDescription) read as \(mark)") }
                 label = "mark"

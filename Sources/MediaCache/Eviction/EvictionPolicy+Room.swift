@@ -17,33 +17,50 @@ extension EvictionPolicy {
         /// Whether it is a file (one entry of its own), not a rendition's segments.
         var isFile: Bool { entries.count == 1 && entries[0].item == entries[0].key.rawValue }
 
-        /// Cuts it to what players read (`toStart` false) or to its start: the actions, and
-        /// the bytes they free.
-        mutating func cut(toStart: Bool, startBytes: Int64, reason: Reason) -> [(Action, Int64)] {
+        /// Cuts it to what players read (`toStart` false) or to its start, freeing no more than
+        /// `atMost` when its tail holds more (from the tail's end: a file's last bytes, a
+        /// rendition's last segments): the actions, and the bytes they free.
+        mutating func cut(toStart: Bool, startBytes: Int64, reason: Reason, atMost: Int64 = .max) -> [(Action, Int64)] {
             let level = toStart ? 2 : 1
             guard cut < level else { return [] }
-            cut = level
             if isFile {
                 let entry = entries[0]
                 let keeping = toStart ? entry.startBytes : max(entry.startBytes, entry.playedBytes)
-                guard entry.bytes > keeping else { return [] }
+                guard entry.bytes > keeping else {
+                    cut = level
+                    return []
+                }
+                // Held bytes past an offset are at least the held bytes less the offset, and
+                // the store trims whole blocks: an offset on a block's edge frees `atMost`.
+                let block = BlockChecksums.blockSize
+                let end = (entry.bytes - atMost) / block * block
+                if toStart, atMost < entry.bytes - keeping, end > startBytes {
+                    entries[0].bytes = end
+                    return [(.trim(entry.key, keeping: end, reason), entry.bytes - end)]
+                }
+                cut = level
                 entries[0].bytes = keeping
-                let end = toStart ? startBytes : max(startBytes, marks[0].playedEnd)
-                return [(.trim(entry.key, keeping: end, reason), entry.bytes - keeping)]
+                let offset = toStart ? startBytes : max(startBytes, marks[0].playedEnd)
+                return [(.trim(entry.key, keeping: offset, reason), entry.bytes - keeping)]
             }
             // A rendition's start is its first segments, up to the start's size (the first always).
             var kept: Int64 = 0
-            var left: [(Holding, Mark)] = []
-            var actions: [(Action, Int64)] = []
+            var keep: [Bool] = []
             for (entry, mark) in zip(entries, marks) {
-                if left.isEmpty || kept < startBytes || (!toStart && mark.played) {
-                    kept += entry.bytes
-                    left.append((entry, mark))
-                } else {
-                    actions.append((.remove(entry.key, reason), entry.bytes))
-                }
+                keep.append(keep.isEmpty || kept < startBytes || (!toStart && mark.played))
+                if keep.last! { kept += entry.bytes }
             }
-            (entries, marks) = (left.map(\.0), left.map(\.1))
+            var freed: Int64 = 0
+            var actions: [(Action, Int64)] = []
+            for index in entries.indices.reversed() where !keep[index] && freed < atMost {
+                actions.append((.remove(entries[index].key, reason), entries[index].bytes))
+                freed += entries[index].bytes
+                keep[index] = true
+                entries[index].bytes = -1
+            }
+            if !keep.contains(false) { cut = level }
+            let left = entries.indices.filter { entries[$0].bytes >= 0 }
+            (entries, marks) = (left.map { entries[$0] }, left.map { marks[$0] })
             return actions
         }
 
@@ -53,19 +70,35 @@ extension EvictionPolicy {
         }
     }
 
+    /// A tail's or a start's place in the walk: the least worth first; among equals tails
+    /// before starts, then ``Queue/small`` before ``Queue/main``, then the oldest.
+    private struct Piece: Comparable {
+        var worth: Int
+        var isStart: Bool
+        var queue: UInt8
+        var order: UInt64
+        var name: String
+        var index: Int
+
+        static func < (a: Self, b: Self) -> Bool {
+            let (x, y) = (a.isStart ? 1 : 0, b.isStart ? 1 : 0)
+            return (a.worth, x, a.queue, a.order, a.name) < (b.worth, y, b.queue, b.order, b.name)
+        }
+    }
+
     /// The actions that free at least `need` bytes from `holdings` (the entries that may go:
-    /// neither open nor pinned), `limit` being the store's size limit (the small queue's share
-    /// is of it): the tiers of ``EvictionPolicy``. Moves items between queues and uses up their
-    /// frequency as S3-FIFO does. Frees less only when
-    /// the holdings are all gone. Room for the cache's own bytes (`forOwnBytes`: a fill, a
+    /// neither open nor pinned): the tiers of ``EvictionPolicy``. Frees less only when the
+    /// holdings are all gone. Room for the cache's own bytes (`forOwnBytes`: a fill, a
     /// read-ahead, a prefetch, a preload) is made of other own bytes only, never of what
     /// players read: then it may free less than `need`, and the work stops.
     /// - Parameter slack: how much more than `need` a decision frees (``slack(limit:)``), so
     ///   that a full store does not decide again at its next write.
     package mutating func makeRoom(
-        _ need: Int64, slack: Int64 = 0, limit: Int64, holdings: [Holding], forOwnBytes: Bool = false
+        _ need: Int64, slack: Int64 = 0, holdings: [Holding], forOwnBytes: Bool = false
     ) -> [Action] {
-        guard need > 0, !holdings.isEmpty else { return [] }
+        guard need > 0 else { return [] }
+        if !forOwnBytes { filled = true }
+        guard !holdings.isEmpty else { return [] }
         var byItem: [String: [Holding]] = [:]
         for holding in holdings { byItem[holding.item, default: []].append(holding) }
         // Candidates sit in an array and are ordered by small keys over their indices: a
@@ -80,22 +113,10 @@ extension EvictionPolicy {
             let entryMarks = sorted.map { marks[$0.key] ?? Mark(queue: .main, playedEnd: .max) }
             var mark = entryMarks[0]
             mark.order = entryMarks.map(\.order).max() ?? 0
-            mark.frequency = entryMarks.map(\.frequency).max() ?? 0
+            mark.plays = max(plays[name] ?? 0, entryMarks.map(\.plays).max() ?? 0)
             mark.playedEnd = entryMarks.map(\.playedEnd).max() ?? 0
             mark.queue = entryMarks.contains { $0.queue == .main } ? .main : .small
             candidates.append(Candidate(name: name, entries: sorted, marks: entryMarks, mark: mark))
-        }
-        /// The indices of the candidates `include` picks, in the order `key` gives (then by name).
-        func ordered<Key: Comparable>(_ include: (Candidate) -> Bool = { _ in true }, by key: (Candidate) -> Key)
-            -> [Int]
-        {
-            let keyed = candidates.indices.filter { include(candidates[$0]) }.map { (key(candidates[$0]), $0) }
-            return keyed.sorted {
-                $0.0 < $1.0 || ($0.0 == $1.0 && candidates[$0.1].name < candidates[$1.1].name)
-            }.map(\.1)
-        }
-        func queueOrder(_ candidate: Candidate) -> QueueKey {
-            QueueKey(queue: candidate.mark.queue.rawValue, order: candidate.mark.order)
         }
         var actions: [Action] = []
         var freed: Int64 = 0
@@ -110,61 +131,42 @@ extension EvictionPolicy {
         // 1. What the cache fetched on its own of items no player read (read-ahead, prefetch,
         // preload, past their starts). Room for own bytes ends here, with the unplayed parts of
         // played items too (other fills' bytes past where their players stopped).
-        for index in ordered({ !$0.mark.played || forOwnBytes }, by: queueOrder) {
+        let unplayed = candidates.indices.filter { !candidates[$0].mark.played || forOwnBytes }.sorted {
+            let (a, b) = (candidates[$0], candidates[$1])
+            return (a.mark.queue.rawValue, a.mark.order, a.name) < (b.mark.queue.rawValue, b.mark.order, b.name)
+        }
+        for index in unplayed {
             take(candidates[index].cut(toStart: false, startBytes: start, reason: .unplayed))
             if freed >= need + slack { return actions }
         }
         if forOwnBytes { return actions }
-        // 2. Tails (a fill's bytes past where its player stopped among them: that play may well
-        // go on): the least played first, by the plays each had over its history, then the oldest.
-        let tails = ordered {
-            TailKey(plays: plays[$0.name] ?? 0, queue: $0.mark.queue.rawValue, order: $0.mark.order)
-        }
-        for index in tails {
-            take(candidates[index].cut(toStart: true, startBytes: start, reason: .tail))
-            if freed >= need + slack { return actions }
-        }
-        if freed >= need { return actions }
 
-        // 3. Whole items (their starts, by now), by S3-FIFO.
-        var small = ordered({ $0.mark.queue == .small }, by: queueOrder).map { candidates[$0] }[...]
-        var main = ordered({ $0.mark.queue == .main }, by: queueOrder).map { candidates[$0] }
-        var mainHead = 0
-        var smallBytes = small.reduce(Int64(0)) { $0 + $1.bytes }
-        let smallTarget = Int64(Double(limit) * settings.smallShare)
-        /// Past the need, only what fits in the slack goes: never a large item for its sake.
-        func outgrowsSlack(_ candidate: Candidate) -> Bool { freed >= need && candidate.bytes > need + slack - freed }
-        while freed < need + slack {
-            sequence += 1
-            let next = sequence
-            if let candidate = small.first, smallBytes > smallTarget || mainHead == main.count {
-                small.removeFirst()
-                smallBytes -= candidate.bytes
-                if candidate.mark.frequency > 0 {
-                    var moved = candidate
-                    update(moved.name) { ($0.queue, $0.order) = (.main, next) }
-                    (moved.mark.queue, moved.mark.order) = (.main, next)
-                    main.append(moved)
-                } else if outgrowsSlack(candidate) {
-                    break
-                } else {
-                    take(candidate.whole(reason: .unproven))
-                }
-            } else if mainHead < main.count {
-                var candidate = main[mainHead]
-                mainHead += 1
-                if candidate.mark.frequency > 0 {
-                    update(candidate.name) { ($0.frequency, $0.order) = ($0.frequency - 1, next) }
-                    (candidate.mark.frequency, candidate.mark.order) = (candidate.mark.frequency - 1, next)
-                    main.append(candidate)
-                } else if outgrowsSlack(candidate) {
-                    break
-                } else {
-                    take(candidate.whole(reason: .cold))
-                }
-            } else {
-                break
+        // 2. Tails and starts, the least worth first.
+        var pieces: [Piece] = []
+        pieces.reserveCapacity(2 * candidates.count)
+        for (index, candidate) in candidates.enumerated() {
+            let plays = Int(candidate.mark.plays)
+            for isStart in [false, true] {
+                pieces.append(
+                    Piece(
+                        worth: isStart ? max(1, plays * Self.startWeight) : plays, isStart: isStart,
+                        queue: candidate.mark.queue.rawValue, order: candidate.mark.order, name: candidate.name,
+                        index: index))
             }
+        }
+        pieces.sort()
+        for piece in pieces {
+            if !piece.isStart {
+                take(
+                    candidates[piece.index].cut(
+                        toStart: true, startBytes: start, reason: .tail, atMost: need + slack - freed))
+            } else {
+                // Past the need, only what fits in the slack goes: never a large item for its sake.
+                let candidate = candidates[piece.index]
+                if freed >= need, candidate.bytes > need + slack - freed { continue }
+                take(candidate.whole(reason: candidate.mark.plays > 1 ? .cold : .unproven))
+            }
+            if freed >= need + slack { return actions }
         }
         return actions
     }
@@ -177,21 +179,6 @@ extension EvictionPolicy {
     /// only what each write needed decided at every write: 32 % of a miss's CPU in a store of
     /// 500 small files, all of them starts that only whole-item removal frees.
     package static func slack(limit: Int64) -> Int64 { min(limit / 64, 1 << 20) }
-}
-
-/// A candidate's place in its queues, then by its order in them.
-private struct QueueKey: Comparable {
-    var queue: UInt8
-    var order: UInt64
-    static func < (a: Self, b: Self) -> Bool { (a.queue, a.order) < (b.queue, b.order) }
-}
-
-/// A tail's place: the least played first, then as ``QueueKey``.
-private struct TailKey: Comparable {
-    var plays: UInt8
-    var queue: UInt8
-    var order: UInt64
-    static func < (a: Self, b: Self) -> Bool { (a.plays, a.queue, a.order) < (b.plays, b.queue, b.order) }
 }
 
 extension EvictionPolicy.Action {

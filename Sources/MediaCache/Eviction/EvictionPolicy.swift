@@ -1,62 +1,70 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-/// Which stored bytes go when the store needs room: scan-resistant, frequency-aware and
+/// Which stored bytes go when the store needs room: frequency-aware, scan-resistant and
 /// media-aware. Pure: events in (stored, played, removed), actions out (remove an entry, trim
-/// one to its start); the store carries them out and keeps each entry's ``Mark`` in its index
-/// row.
+/// one); the store carries them out and keeps each entry's ``Mark`` in its index row.
 ///
-/// - **Items.** The segments of one rendition (``item(of:mimeType:)``) age as one item; any
-///   other entry is an item of its own. A play is a player's read of an item other than the one
-///   a player read last; an item played again gains frequency (at most ``maxFrequency``).
-/// - **S3-FIFO** (Yang et al., SOSP '23): a new item enters a small queue (a tenth of the limit)
-///   where it must prove itself; played again there, it moves to the main queue, else it goes
-///   and is remembered as a ghost, and a ghost that comes back enters the main queue at once.
-///   The main queue is a FIFO in which an item with frequency left is kept for another lap, one
-///   frequency less. A movie watched once passes through the small queue and never reaches the
-///   songs played every day.
-/// - **Starts last.** An item's first ``Settings/startBytes`` (the first bytes of a file, the
-///   first segments of a rendition: what a play needs first, and what preload fetches) is its
-///   start; the rest its tail. Room is made in tiers: first the tails of items no player has
-///   read (the cache's own fetches: read-ahead, prefetch, preload, which count as not yet
-///   played until a player reads them); then every tail, the least played item's first (its
-///   plays over its history, then its age), a fill's bytes past where its player stopped among
-///   them; only then whole items (their starts), by S3-FIFO.
+/// - **Items and plays.** The segments of one rendition (``item(of:mimeType:)``) age as one
+///   item; any other entry is an item of its own. A play is a player's read of an item other
+///   than the one a player read last, counted when it reads from the item's first byte or
+///   again what was read before: a podcast resumed where the last session stopped reads new
+///   bytes, and is not played again. Each item's plays (at most ``maxPlays``) are remembered
+///   after it goes, and halve as the history grows (old popularity fades, as TinyLFU's sketch
+///   does).
+/// - **Starts and tails.** An item's first ``Settings/startBytes`` (the first bytes of a file,
+///   the first segments of a rendition: what a play needs first, and what preload fetches) is
+///   its start; the rest its tail.
+/// - **Room is made in two tiers.** First the tails of items no player has read (the cache's
+///   own fetches: read-ahead, prefetch, preload, which count as not yet played until a player
+///   reads them). Then tails and starts in one walk, the least worth first: a tail is worth its
+///   item's plays, a start ``startWeight`` times as much (at least more than a tail played
+///   once): an item played once loses its tail before any start goes, and a favourite's tail
+///   outlasts the start of a song played once. A tail is cut from its end as far as the room
+///   needs. Among equals, the items stored after the store first filled go before those it
+///   filled with (libCacheSim's S3-FIFO keeps its first contents the same way: a scan then
+///   passes through without pushing them out), then the oldest.
 /// - **Own bytes do not push out played ones.** Room for the cache's own bytes is made of other
 ///   bytes no player read, or not at all.
 ///
-/// Tried on `mediacache-bench trace`'s household trace (the model, 128 MiB / 512 MiB byte miss
-/// ratio, fills off): S3-FIFO over whole items 0.689 / 0.567; with tails before starts 0.709;
-/// tails by frequency, then S3-FIFO 0.662 / 0.568; every tail by plays, a 256 KiB start 0.658 /
-/// 0.567 (libCacheSim's best: W-TinyLFU 0.656 at 128 MiB, S3-FIFO 0.569 at 512 MiB). With fills,
-/// a fill's bytes taken first made a podcast's next session fetch its rest again (0.607 at 512 MiB);
-/// as tails, 0.573.
+/// Tried on `mediacache-bench trace`'s traces (`--model`, byte miss ratio; household at 128 /
+/// 512 MiB, songs and shows at 128 MiB): S3-FIFO queues with every tail before any start, by
+/// plays, 0.6579 / 0.5672, 0.3456, 0.9994; starts weighed against tails (three plays) 0.6605 /
+/// 0.5671, 0.3401; resumes not counted as plays 0.6307 / 0.5625, 0.3401; the first contents
+/// kept as well 0.6237 / 0.5561, 0.3306, 0.9842 (libCacheSim's best: W-TinyLFU 0.6560, S3-FIFO
+/// 0.5693, W-TinyLFU 0.3361, S3-FIFO 0.9884). A start weighed as two plays: 0.6200, 0.3314, with
+/// fewer instant starts (453 of 648, 431 of 550, against 464 and 440); tails cut whole rather
+/// than from their end (with two plays): 0.6206, 0.3325, 462 and 438 starts.
 package struct EvictionPolicy: Sendable {
     package struct Settings: Sendable, Equatable {
-        /// The small queue's share of the limit, where new items prove themselves.
-        package var smallShare = 0.1
         /// How much of each item is its start, kept last.
         package var startBytes: Int64 = 256 << 10
-        /// How many items' plays are remembered (past that, every count is halved: old
-        /// popularity fades, as TinyLFU's sketch does).
+        /// How many items' plays are remembered, and how many plays are counted, before every
+        /// count is halved (old popularity fades, as TinyLFU's sketch does).
         package var historyCapacity = 4096
 
         package init() {}
     }
 
-    /// The most plays an item's frequency counts.
-    static let maxFrequency: UInt8 = 3
+    /// The most plays an item's count holds.
+    static let maxPlays: UInt8 = 15
+    /// How many plays of its item a start weighs.
+    static let startWeight = 3
 
+    /// Where an item stands among others of the same worth.
     package enum Queue: UInt8, Sendable {
+        /// Stored after the store first filled: goes first.
         case small = 0
+        /// Stored while the store first filled (its first contents), or come back with plays.
         case main = 1
     }
 
     /// The policy's state of one entry, kept in the index with its row; the members of an item
-    /// carry the same queue, frequency and order.
+    /// carry the same queue, plays and order.
     package struct Mark: Sendable, Equatable {
         var queue: Queue = .small
-        var frequency: UInt8 = 0
+        /// Its item's plays (at most ``maxPlays``).
+        var plays: UInt8 = 0
         /// Where the bytes players read end (the furthest end of a player's read; 0: none):
         /// bytes the cache fetched on its own past it are not yet played.
         package var playedEnd: Int64 = 0
@@ -67,13 +75,13 @@ package struct EvictionPolicy: Sendable {
 
         var played: Bool { playedEnd > 0 }
 
-        /// `q,f,playedEnd,order,created`, as the index keeps it.
-        var encoded: String { "\(queue.rawValue),\(frequency),\(playedEnd),\(order),\(created)" }
+        /// `q,plays,playedEnd,order,created`, as the index keeps it (a store of an earlier
+        /// version kept a frequency of at most 3 in place of the plays).
+        var encoded: String { "\(queue.rawValue),\(plays),\(playedEnd),\(order),\(created)" }
 
-        init(queue: Queue = .small, frequency: UInt8 = 0, playedEnd: Int64 = 0, order: UInt64 = 0, created: UInt64 = 0)
-        {
-            (self.queue, self.frequency, self.playedEnd, self.order, self.created) = (
-                queue, frequency, playedEnd, order, created
+        init(queue: Queue = .small, plays: UInt8 = 0, playedEnd: Int64 = 0, order: UInt64 = 0, created: UInt64 = 0) {
+            (self.queue, self.plays, self.playedEnd, self.order, self.created) = (
+                queue, plays, playedEnd, order, created
             )
         }
 
@@ -81,11 +89,11 @@ package struct EvictionPolicy: Sendable {
         init?(encoded: String) {
             let parts = encoded.split(separator: ",", omittingEmptySubsequences: false)
             guard parts.count == 5, let queue = UInt8(parts[0]).flatMap(Queue.init(rawValue:)),
-                let frequency = UInt8(parts[1]), frequency <= EvictionPolicy.maxFrequency,
+                let plays = UInt8(parts[1]), plays <= EvictionPolicy.maxPlays,
                 let playedEnd = Int64(parts[2]), playedEnd >= 0, let order = UInt64(parts[3]),
                 let created = UInt64(parts[4])
             else { return nil }
-            self.init(queue: queue, frequency: frequency, playedEnd: playedEnd, order: order, created: created)
+            self.init(queue: queue, plays: plays, playedEnd: playedEnd, order: order, created: created)
         }
     }
 
@@ -93,11 +101,11 @@ package struct EvictionPolicy: Sendable {
     package enum Reason: String, Sendable, CaseIterable, Hashable {
         /// Bytes the cache fetched on its own that no player read.
         case unplayed
-        /// The part past an item's start, not played again.
+        /// The part past an item's start, worth less than what stayed.
         case tail
-        /// A new item not played again while in the small queue.
+        /// The start of an item played once at most.
         case unproven
-        /// An item of the main queue whose plays were used up.
+        /// The start of an item played again, worth less than what stayed.
         case cold
         /// Unread for longer than the store's maximum age.
         case expired
@@ -137,11 +145,14 @@ package struct EvictionPolicy: Sendable {
     /// The entries of each item, and each entry's item.
     private var members: [String: Set<CacheKey>] = [:]
     private var items: [CacheKey: String] = [:]
-    /// Each item's plays so far, kept after it goes: one that comes back and was played
-    /// before skips the small queue, with that frequency.
-    var plays: [String: UInt8] = [:]
-    // (Not private: the decision in `+Room` moves items on.)
-    var sequence: UInt64 = 0
+    /// Each item's plays so far, kept after it goes: one that comes back has them again.
+    private(set) var plays: [String: UInt8] = [:]
+    /// Plays counted since the counts were last halved.
+    private var playsSinceHalving = 0
+    private var sequence: UInt64 = 0
+    /// Whether the store has needed room yet: until then, new items are its first contents.
+    /// (Set by the decision in `+Room`.)
+    var filled = false
     private var lastPlayed: String?
     private var lastPlayedKey: CacheKey?
     /// How far the entry played last was played.
@@ -182,9 +193,12 @@ package struct EvictionPolicy: Sendable {
 
     /// An entry of the store, as its index row had it (`mark` `nil`: a row of an earlier store,
     /// which joins the main queue in the order of its last access, `rank`).
-    mutating func restore(_ key: CacheKey, item: String, mark: Mark?, rank: UInt64) {
-        let mark = mark ?? Mark(queue: .main, frequency: 0, playedEnd: .max, order: rank, created: rank)
+    mutating func restore(_ key: CacheKey, item: String, mark stored: Mark?, rank: UInt64) {
+        let mark = stored ?? Mark(queue: .main, plays: 0, playedEnd: .max, order: rank, created: rank)
         sequence = max(sequence, mark.order, mark.created)
+        // An earlier store, or one that filled before: new items are not its first contents.
+        if stored == nil || mark.queue == .small { filled = true }
+        if mark.plays > plays[item] ?? 0 { plays[item] = mark.plays }
         join(key, item: item, mark: mark)
         if mark.order == rank, mark.created == rank { changed.insert(key) }
     }
@@ -194,25 +208,24 @@ package struct EvictionPolicy: Sendable {
     package mutating func stored(_ key: CacheKey, item: String) {
         guard marks[key] == nil else { return }
         sequence += 1
-        var mark = Mark(order: sequence, created: sequence)
+        var mark = Mark(queue: filled ? .small : .main, order: sequence, created: sequence)
         if let peer = members[item]?.first.flatMap({ marks[$0] }) {
-            (mark.queue, mark.frequency, mark.order) = (peer.queue, peer.frequency, peer.order)
+            (mark.queue, mark.plays, mark.order) = (peer.queue, peer.plays, peer.order)
         } else if let count = plays[item], count > 0 {
-            mark.queue = .main
-            mark.frequency = min(Self.maxFrequency, count)
+            (mark.queue, mark.plays) = (.main, count)
         }
         join(key, item: item, mark: mark)
         changed.insert(key)
     }
 
-    /// A player read `key`'s entry up to `end` (excluded).
-    package mutating func played(_ key: CacheKey, item: String, through end: Int64) {
-        played(key, item: { item }, through: end)
+    /// A player read `key`'s entry from `start` up to `end` (excluded).
+    package mutating func played(_ key: CacheKey, item: String, from start: Int64, through end: Int64) {
+        played(key, item: { item }, from: start, through: end)
     }
 
-    /// ``played(_:item:through:)`` with the item worked out only when the entry is new to the
-    /// policy: a hot range's answer says it was played, and that must cost next to nothing.
-    mutating func played(_ key: CacheKey, item: () -> String, through end: Int64) {
+    /// ``played(_:item:from:through:)`` with the item worked out only when the entry is new to
+    /// the policy: a hot range's answer says it was played, and that must cost next to nothing.
+    mutating func played(_ key: CacheKey, item: () -> String, from start: Int64, through end: Int64) {
         if isPlayed(key, through: end) { return }
         // (A play can end before its bytes are written: the entry is then known from here.)
         if marks[key] == nil { stored(key, item: item()) }
@@ -220,11 +233,11 @@ package struct EvictionPolicy: Sendable {
             lastPlayedKey = key
             if lastPlayed != item {
                 lastPlayed = item
-                count(item)
-                // A play of an item a player read before: it gains frequency.
-                if members[item, default: []].contains(where: { marks[$0]?.played == true }) {
-                    update(item) { $0.frequency = min(Self.maxFrequency, $0.frequency + 1) }
-                }
+                // A play from a file's first bytes, or of a segment played before; not a resume
+                // (nor a seek) past what was played, nor the first play's later segments.
+                let isFile = item == key.rawValue
+                let again = isFile ? start < settings.startBytes : start < marks[key]!.playedEnd
+                if again || (plays[item] ?? 0) == 0 { count(item) }
             }
         }
         if marks[key]!.playedEnd < end {
@@ -266,18 +279,26 @@ package struct EvictionPolicy: Sendable {
         members[item, default: []].insert(key)
     }
 
-    mutating func update(_ item: String, _ change: (inout Mark) -> Void) {
+    private mutating func update(_ item: String, _ change: (inout Mark) -> Void) {
         for key in members[item] ?? [] where marks[key] != nil {
             change(&marks[key]!)
             changed.insert(key)
         }
     }
 
-    /// Counts a play of `item` in its history.
+    /// Counts a play of `item` in its history and its entries' marks; halves every count when
+    /// the history holds too many items or has counted too many plays.
     private mutating func count(_ item: String) {
-        plays[item] = min(15, (plays[item] ?? 0) + 1)
-        if plays.count > settings.historyCapacity {
-            plays = plays.compactMapValues { $0 > 1 ? $0 / 2 : nil }
+        let count = min(Self.maxPlays, (plays[item] ?? 0) + 1)
+        plays[item] = count
+        update(item) { $0.plays = count }
+        playsSinceHalving += 1
+        guard plays.count > settings.historyCapacity || playsSinceHalving >= settings.historyCapacity else { return }
+        playsSinceHalving = 0
+        plays = plays.compactMapValues { $0 > 1 ? $0 / 2 : nil }
+        for (key, item) in items where marks[key]?.plays != plays[item] ?? 0 {
+            marks[key]?.plays = plays[item] ?? 0
+            changed.insert(key)
         }
     }
 }

@@ -199,7 +199,7 @@ package final class CacheEntryHandle: Sendable {
                 )
             }
             if let end = state.cutting[key], range.upperBound > end {
-                throw CacheError(.ioFailure, "The entry's file is being cut to its start; these bytes are not stored.")
+                throw CacheError(.ioFailure, "The entry's file is being cut short; these bytes are not stored.")
             }
             if incoming > 0 {
                 if state.policy.marks[key] == nil { state.policy.stored(key, item: record.item(key: key)) }

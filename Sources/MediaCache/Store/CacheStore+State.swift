@@ -199,8 +199,7 @@ extension CacheStore {
                             bytes: spans.byteCount, startBytes: spans.byteCount(in: start),
                             playedBytes: spans.byteCount(in: played)))
                 }
-                let actions = policy.makeRoom(
-                    need, slack: slack, limit: limit, holdings: holdings, forOwnBytes: ownBytes)
+                let actions = policy.makeRoom(need, slack: slack, holdings: holdings, forOwnBytes: ownBytes)
                 for action in actions {
                     switch action {
                     case .remove(let key, let why):
@@ -250,10 +249,10 @@ extension CacheStore {
                 ? offset : (offset + blockSize - 1) / blockSize * blockSize
         }
 
-        /// A player read `key`'s entry up to `end` (excluded).
-        mutating func notePlayed(_ key: CacheKey, through end: Int64) {
+        /// A player read `key`'s entry from `start` up to `end` (excluded).
+        mutating func notePlayed(_ key: CacheKey, from start: Int64, through end: Int64) {
             guard let record = records[key] else { return }
-            policy.played(key, item: { record.item(key: key) }, through: end)
+            policy.played(key, item: { record.item(key: key) }, from: start, through: end)
         }
 
         /// Marks the rows whose eviction state changed, for the next flush.

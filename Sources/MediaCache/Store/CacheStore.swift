@@ -316,7 +316,7 @@ public final class CacheStore: Sendable {
         return state.withLock { state in
             let snapshot =
                 state.withRecord(key) {
-                    record -> (StoredSnapshot, played: Int64?)? in
+                    record -> (StoredSnapshot, played: ByteRange?)? in
                     guard let length = record.metadata.length else { return nil }
                     guard sendsFromFile, let range = resolve(length), let file = record.file,
                         let span = record.verified.span(containing: range.lowerBound)
@@ -326,10 +326,10 @@ public final class CacheStore: Sendable {
                     record.lastAccess = now
                     record.isDirty = true
                     let snapshot = StoredSnapshot(metadata: record.metadata, region: StoredSpan(span: span, file: file))
-                    return (snapshot, played && span.upperBound >= range.upperBound ? range.upperBound : nil)
+                    return (snapshot, played && span.upperBound >= range.upperBound ? range : nil)
                 } ?? nil
-            if let end = snapshot?.played, !state.policy.isPlayed(key, through: end) {
-                state.notePlayed(key, through: end)
+            if let range = snapshot?.played, !state.policy.isPlayed(key, through: range.upperBound) {
+                state.notePlayed(key, from: range.lowerBound, through: range.upperBound)
             }
             return snapshot?.0
         }
@@ -369,9 +369,10 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// A player read `key`'s entry up to `end` (excluded): a play, for the eviction policy.
-    func notePlayed(_ key: CacheKey, through end: Int64) {
-        state.withLock { $0.notePlayed(key, through: end) }
+    /// A player read `key`'s entry from `start` up to `end` (excluded): a play, for the
+    /// eviction policy.
+    func notePlayed(_ key: CacheKey, from start: Int64, through end: Int64) {
+        state.withLock { $0.notePlayed(key, from: start, through: end) }
     }
 
     /// Removes the entry for `key` and its bytes. Open handles on it fail from then on

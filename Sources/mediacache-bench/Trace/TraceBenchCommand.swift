@@ -60,9 +60,6 @@ struct TraceBenchCommand: AsyncParsableCommand {
     @Option(help: "The start's size the model keeps last (bytes).")
     var startBytes: Int64 = 256 << 10
 
-    @Option(help: "The small queue's share of the size, in the model.")
-    var smallShare = 0.1
-
     func validate() throws {
         for size in sizes { _ = try SoakBenchCommand.bytes(size) }
         guard ["on", "off", "both"].contains(pauses) else { throw ValidationError("--pauses takes on, off or both.") }
@@ -90,9 +87,11 @@ struct TraceBenchCommand: AsyncParsableCommand {
                 "trace \(name): \(plays) plays, \(requests.count) requests, \(ByteCountText.format(asked)) asked, "
                     + "\(ByteCountText.format(unique)) of it unique (floor \(String(format: "%.3f", Double(unique) / Double(asked))))"
             )
+            // A trace read from a file is given to the references as it is.
             let file =
-                writeCSV ?? FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(name).csv").path
-            try HouseholdTrace.csv(requests).write(toFile: file, atomically: true, encoding: .utf8)
+                writeCSV ?? csv
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(name).csv").path
+            if file != csv { try HouseholdTrace.csv(requests).write(toFile: file, atomically: true, encoding: .utf8) }
             if !model { try await replay(requests) }
             for size in sizes {
                 let bytes = try SoakBenchCommand.bytes(size)
@@ -100,7 +99,6 @@ struct TraceBenchCommand: AsyncParsableCommand {
                     for fills in [false, true] {
                         var settings = EvictionPolicy.Settings()
                         settings.startBytes = startBytes
-                        settings.smallShare = smallShare
                         var simulation = TraceModel(limit: bytes, fills: fills, settings: settings)
                         simulation.run(requests)
                         print(

@@ -86,7 +86,7 @@ struct TraceModel {
             total += missing
             policy.stored(key, item: item)
         }
-        if byPlayer { policy.played(key, item: item, through: range.upperBound) }
+        if byPlayer { policy.played(key, item: item, from: range.lowerBound, through: range.upperBound) }
         return missing
     }
 
@@ -112,8 +112,8 @@ struct TraceModel {
                 playedBytes: spans.byteCount(in: ByteRange(offset: 0, length: played)))
         }
         let actions = policy.makeRoom(
-            total + incoming - limit, slack: own ? 0 : EvictionPolicy.slack(limit: limit), limit: limit,
-            holdings: holdings, forOwnBytes: own)
+            total + incoming - limit, slack: own ? 0 : EvictionPolicy.slack(limit: limit), holdings: holdings,
+            forOwnBytes: own)
         for action in actions {
             switch action {
             case .remove(let key, _):

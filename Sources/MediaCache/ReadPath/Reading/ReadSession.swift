@@ -100,7 +100,9 @@ final class ReadSession: Sendable {
         }
         if wasOpen { context.openStreams.subtract(1, ordering: .relaxed) }
         // What a player read is played, for the eviction policy (before the entry is let go).
-        if wasOpen, requester.isPlayer, cursor > range.lowerBound { context.store.notePlayed(key, through: cursor) }
+        if wasOpen, requester.isPlayer, cursor > range.lowerBound {
+            context.store.notePlayed(key, from: range.lowerBound, through: cursor)
+        }
         if let download { download.download.removeReader(download.reader) }
         handle?.close()
     }
