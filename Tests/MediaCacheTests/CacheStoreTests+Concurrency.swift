@@ -4,6 +4,7 @@
 import Foundation
 import MediaCacheTestSupport
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import MediaCache
@@ -94,6 +95,37 @@ extension CacheStoreTests {
             #expect(store.state.withLock { $0.aloneWaiters.isEmpty })
             another.close()
             waiter.close()
+            try await store.close()
+        }
+    }
+
+    /// A write past the end of a trim whose file is being cut waits for the cut and is stored
+    /// (it was refused, and its transfer streamed the rest uncached, to be fetched again).
+    @Test func aWritePastACutInProgressWaitsAndIsStored() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let key = CacheKey("being-cut")
+            let handle = try store.openEntry(key)
+            try await Self.write(handle, ByteRange(0, 65_536))
+            store.state.withLock { $0.cutting[key] = 65_536 }
+            let ended = Atomic<Bool>(false)
+            let writing = Task {
+                defer { ended.store(true, ordering: .releasing) }
+                try await Self.write(handle, ByteRange(65_536, 131_072))
+            }
+            // Waits on the event: the write waits for the cut (or, wrongly, has ended).
+            var waiting = 0
+            while waiting == 0, !ended.load(ordering: .acquiring) {
+                await Task.yield()
+                waiting = store.state.withLock { $0.cutWaiters[key]?.count ?? 0 }
+            }
+            #expect(waiting == 1)
+            #expect(try handle.spans() == SpanSet([ByteRange(0, 65_536)]))
+            for waiter in store.state.withLock({ $0.endCuts(of: [key]) }) { waiter.resume() }
+            try await writing.value
+            #expect(try handle.spans() == SpanSet([ByteRange(0, 131_072)]))
+            try await Self.expectBytes(handle, ByteRange(0, 131_072))
+            handle.close()
             try await store.close()
         }
     }

@@ -36,3 +36,23 @@ extension CacheStore.State {
         }
     }
 }
+
+extension CacheEntryHandle {
+    /// Returns once no cut of this entry's data file (a trim, carried out after its commit)
+    /// reaches below `end`: a write past the cut waits for it rather than be refused, and the
+    /// bytes it brings are stored, not fetched again later. A cut is one `ftruncate`; it always
+    /// ends and wakes the writes that wait (``CacheStore/cutTrimmedFiles(_:)``).
+    func waitForCut(before end: Int64) async {
+        let key = key
+        // Nearly always no cut: no suspension then.
+        guard store.state.withLock({ state in state.cutting[key].map { end > $0 } ?? false }) else { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waits = store.state.withLock { state -> Bool in
+                guard let cut = state.cutting[key], end > cut else { return false }
+                state.cutWaiters[key, default: []].append(continuation)
+                return true
+            }
+            if !waits { continuation.resume() }
+        }
+    }
+}

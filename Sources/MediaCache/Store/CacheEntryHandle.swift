@@ -172,7 +172,7 @@ package final class CacheEntryHandle: Sendable {
             throw CacheError(.outOfBounds, "Cannot write at negative offset \(offset).")
         }
         let range = ByteRange(offset: offset, length: Int64(bytes.count))
-        let store = store
+        await waitForCut(before: range.upperBound)
         let now = store.configuration.clock.now
         let floor = store.configuration.minFreeDiskBytes
         let (openFile, fileName, incoming, evicted) = try store.state.withLock { state in
@@ -198,7 +198,7 @@ package final class CacheEntryHandle: Sendable {
                     "The resource would take more than its share of the cache (\(share) bytes); the rest of it is not cached."
                 )
             }
-            if let end = state.cutting[key], range.upperBound > end {
+            if let end = state.cutting[key], range.upperBound > end {  // cut again since the wait
                 throw CacheError(.ioFailure, "The entry's file is being cut short; these bytes are not stored.")
             }
             if incoming > 0 {

@@ -72,8 +72,8 @@ extension CacheStore {
     /// write went past its end since (such a write cancels it), and no region of the file that
     /// was being sent when it was trimmed is being sent still (that one waits for the next
     /// flush). The cut itself runs outside the store's lock (a truncation can wait on the disk's
-    /// discard), the entry marked as being cut meanwhile: a write past the end is refused until
-    /// it is done. On the index's queue, not the cooperative pool.
+    /// discard), the entry marked as being cut meanwhile: a write past the end waits until it
+    /// is done (``CacheEntryHandle/waitForCut(before:)``). On the index's queue, not the cooperative pool.
     fileprivate func cutTrimmedFiles(_ trims: [Trimmed]) {
         guard !trims.isEmpty else { return }
         let cuts = state.withLock { state -> [(key: CacheKey, file: EntryFile?, path: String, end: Int64)] in
@@ -106,7 +106,8 @@ extension CacheStore {
                 _ = truncate(cut.path, off_t(cut.end))
             }
         }
-        if !cuts.isEmpty { state.withLock { state in for cut in cuts { state.cutting[cut.key] = nil } } }
+        guard !cuts.isEmpty else { return }
+        for waiter in state.withLock({ $0.endCuts(of: cuts.map(\.key)) }) { waiter.resume() }
     }
 
     /// Puts back a snapshot whose commit failed, so the next flush tries again.

@@ -83,8 +83,10 @@ extension CacheStore {
         /// the commit that trims them is done (``CacheStore/cutTrimmedFiles(_:)``).
         var trimmedFiles: [Trimmed] = []
         /// Entries whose data file is being cut at the end given, outside the lock: a write past
-        /// it waits for no one and is refused.
+        /// it waits until the cut is done (``cutWaiters``).
         var cutting: [CacheKey: Int64] = [:]
+        /// Writes waiting for their entry's cut to end.
+        var cutWaiters: [CacheKey: [CheckedContinuation<Void, Never>]] = [:]
         /// The entries the cache's own work wrote bytes to (the only ones that can hold bytes
         /// no player read), until they go.
         var ownWritten: Set<CacheKey> = []
@@ -247,6 +249,14 @@ extension CacheStore {
             let blockSize = BlockChecksums.blockSize
             return offset >= ByteRange.maximumOffset - blockSize
                 ? offset : (offset + blockSize - 1) / blockSize * blockSize
+        }
+
+        /// The cuts of `keys` are done: the writes that waited for them, to wake outside the lock.
+        mutating func endCuts(of keys: [CacheKey]) -> [CheckedContinuation<Void, Never>] {
+            keys.flatMap { key in
+                cutting[key] = nil
+                return cutWaiters.removeValue(forKey: key) ?? []
+            }
         }
 
         /// A player read `key`'s entry from `start` up to `end` (excluded).
