@@ -97,8 +97,14 @@ enum HouseholdTrace {
                     today.append(segments(kind: "movie", folder: "/movies/m\(day)", count: 300, size: 400_000))
                 }
             }
-            // The day's plays interleave: music between the shows.
-            plays += today.shuffled(using: &random)
+            // The day's plays interleave: music between the shows; a day's podcast sessions stay
+            // in their order (each resumes where the one before stopped).
+            var day = today.shuffled(using: &random)
+            let sessions = today.filter { $0.first?.kind == "podcast" }
+            for (slot, session) in zip(day.indices.filter { day[$0].first?.kind == "podcast" }, sessions) {
+                day[slot] = session
+            }
+            plays += day
         }
         var requests: [TraceRequest] = []
         for (number, play) in plays.enumerated() {
