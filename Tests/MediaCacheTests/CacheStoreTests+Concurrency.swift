@@ -107,7 +107,10 @@ extension CacheStoreTests {
             let key = CacheKey("being-cut")
             let handle = try store.openEntry(key)
             try await Self.write(handle, ByteRange(0, 65_536))
-            store.state.withLock { $0.cutting[key] = 65_536 }
+            store.state.withLock { state in  // as a flush that cuts the file does
+                state.cutting[key] = 65_536
+                store.cutsUnderWay.add(1, ordering: .relaxed)
+            }
             let ended = Atomic<Bool>(false)
             let writing = Task {
                 defer { ended.store(true, ordering: .releasing) }
@@ -121,7 +124,11 @@ extension CacheStoreTests {
             }
             #expect(waiting == 1)
             #expect(try handle.spans() == SpanSet([ByteRange(0, 65_536)]))
-            for waiter in store.state.withLock({ $0.endCuts(of: [key]) }) { waiter.resume() }
+            let waiters = store.state.withLock { state in
+                store.cutsUnderWay.subtract(1, ordering: .relaxed)
+                return state.endCuts(of: [key])
+            }
+            for waiter in waiters { waiter.resume() }
             try await writing.value
             #expect(try handle.spans() == SpanSet([ByteRange(0, 131_072)]))
             try await Self.expectBytes(handle, ByteRange(0, 131_072))

@@ -44,8 +44,11 @@ extension CacheEntryHandle {
     /// ends and wakes the writes that wait (``CacheStore/cutTrimmedFiles(_:)``).
     func waitForCut(before end: Int64) async {
         let key = key
-        // Nearly always no cut: no suspension then.
-        guard store.state.withLock({ state in state.cutting[key].map { end > $0 } ?? false }) else { return }
+        // Nearly always no cut: no lock and no suspension then. (A cut counted after this look
+        // is one this write's lock finds, and is refused by, as before.)
+        guard store.cutsUnderWay.load(ordering: .relaxed) > 0,
+            store.state.withLock({ state in state.cutting[key].map { end > $0 } ?? false })
+        else { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let waits = store.state.withLock { state -> Bool in
                 guard let cut = state.cutting[key], end > cut else { return false }

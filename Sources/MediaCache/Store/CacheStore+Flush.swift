@@ -95,6 +95,7 @@ extension CacheStore {
                 guard let (file, path) = cut else { continue }
                 let end = blockLayout.map { $0.slotOffset(trim.end / $0.blockSize) } ?? trim.end
                 state.cutting[trim.key] = trim.end
+                cutsUnderWay.add(1, ordering: .relaxed)
                 cuts.append((trim.key, file, path, end))
             }
             return cuts
@@ -107,7 +108,11 @@ extension CacheStore {
             }
         }
         guard !cuts.isEmpty else { return }
-        for waiter in state.withLock({ $0.endCuts(of: cuts.map(\.key)) }) { waiter.resume() }
+        let waiters = state.withLock { state in
+            cutsUnderWay.subtract(cuts.count, ordering: .relaxed)
+            return state.endCuts(of: cuts.map(\.key))
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Puts back a snapshot whose commit failed, so the next flush tries again.

@@ -105,6 +105,9 @@ public final class CacheStore: Sendable {
     public let configuration: Configuration
 
     let state: Mutex<State>
+    /// How many data files are being cut now (``State/cutting``): a write checks it without
+    /// the lock, and takes the lock to wait only when a cut is under way.
+    let cutsUnderWay = Atomic<Int>(0)
     /// The download jobs, as saved (see ``loadJobs()``).
     let jobs: Mutex<[String: Data]>
     let index: CacheIndex
