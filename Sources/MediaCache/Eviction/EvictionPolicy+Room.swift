@@ -52,14 +52,14 @@ extension EvictionPolicy {
             }
             var freed: Int64 = 0
             var actions: [(Action, Int64)] = []
+            var removed: Set<Int> = []
             for index in entries.indices.reversed() where !keep[index] && freed < atMost {
                 actions.append((.remove(entries[index].key, reason), entries[index].bytes))
                 freed += entries[index].bytes
-                keep[index] = true
-                entries[index].bytes = -1
+                removed.insert(index)
             }
-            if !keep.contains(false) { cut = level }
-            let left = entries.indices.filter { entries[$0].bytes >= 0 }
+            if removed.count == keep.filter({ !$0 }).count { cut = level }
+            let left = entries.indices.filter { !removed.contains($0) }
             (entries, marks) = (left.map { entries[$0] }, left.map { marks[$0] })
             return actions
         }
