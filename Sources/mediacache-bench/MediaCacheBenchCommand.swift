@@ -18,7 +18,7 @@ struct MediaCacheBenchCommand: AsyncParsableCommand {
             SeekBenchCommand.self, FillBenchCommand.self,
             CryptoBenchCommand.self, ExportBenchCommand.self,
             EncryptionBenchCommand.self, TraceBenchCommand.self,
-            OriginCommand.self, CrashWriterCommand.self, FloorServerCommand.self,
+            OriginCommand.self, CrashWriterCommand.self, FloorServerCommand.self, FloorProxyCommand.self,
         ]
     )
 }

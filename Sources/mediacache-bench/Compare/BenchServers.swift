@@ -114,6 +114,19 @@ enum BenchServers {
         }
     }
 
+    /// Starts `mediacache-bench floor-proxy` (this executable) in front of 127.0.0.1:`originPort`;
+    /// it forwards a URL's path as it is, as nginx does.
+    static func startFloorProxy(originPort: Int) async throws -> BenchServer {
+        let (process, line) = try await ChildProcess.startServer(
+            try ChildProcess.executable(named: "mediacache-bench"),
+            ["floor-proxy", "--origin-port", "\(originPort)", "--port", "0"],
+            readyLinePrefix: "floor-proxy: listening on")
+        let port = try port(in: line)
+        return BenchServer(name: "floor", process: process, prefix: "/floor", originPort: originPort) { origin in
+            "http://127.0.0.1:\(port)" + (URLComponents(string: origin)?.percentEncodedPath ?? "/")
+        }
+    }
+
     /// Starts nginx as a slice cache in front of the origin, its configuration and cache in
     /// `directory`; installs Debian's nginx first if it is missing.
     /// `maxSize`: its cache's `max_size`, in bytes (the soak bounds it as it bounds ours).

@@ -30,7 +30,19 @@ struct FloorServerCommand: ParsableCommand {
     func run() throws {
         let handle = try NIOFileHandle(_deprecatedPath: file)
         let length = try Int64(FileManager.default.attributesOfItem(atPath: file)[.size] as? Int ?? 0)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let floor = FloorAnswer(file: handle, length: length)
+        try Self.serve(on: MultiThreadedEventLoopGroup(numberOfThreads: 1), port: port, name: "floor") {
+            floor.answer(context: $0, head: $1)
+        }
+    }
+
+    /// Serves HTTP/1.1 on 127.0.0.1:`port` with NIO's own pipeline (no validation of the
+    /// fields written), each request's head handed to `answer` once the request has ended;
+    /// prints "`name`: listening on URL" once it listens, and runs until the listener closes.
+    static func serve(
+        on group: any EventLoopGroup, port: Int, name: String,
+        answer: @escaping @Sendable (ChannelHandlerContext, HTTPRequestHead) -> Void
+    ) throws {
         let channel = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -39,28 +51,25 @@ struct FloorServerCommand: ParsableCommand {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withErrorHandling: false, withOutboundHeaderValidation: false)
-                    try channel.pipeline.syncOperations.addHandler(FloorHandler(file: handle, length: length))
+                    try channel.pipeline.syncOperations.addHandler(WholeRequests(answer))
                 }
             }
             .bind(host: "127.0.0.1", port: port).wait()
-        print("floor: listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)")
+        print("\(name): listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)")
         fflush(nil)
         try channel.closeFuture.wait()
     }
 }
 
-/// Answers each request with the range it asks for (`bytes=a-b`, else the whole file).
-private final class FloorHandler: ChannelInboundHandler {
+/// Hands each request's head to `answer` once the request has ended (its body unread).
+private final class WholeRequests: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
 
-    private let file: NIOFileHandle
-    private let length: Int64
+    private let answer: @Sendable (ChannelHandlerContext, HTTPRequestHead) -> Void
     private var head: HTTPRequestHead?
 
-    init(file: NIOFileHandle, length: Int64) {
-        self.file = file
-        self.length = length
+    init(_ answer: @escaping @Sendable (ChannelHandlerContext, HTTPRequestHead) -> Void) {
+        self.answer = answer
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -70,32 +79,40 @@ private final class FloorHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            var range = 0..<length
-            var status = HTTPResponseStatus.ok
-            if let field = head.headers.first(name: "range"),
-                case .single(.from(let first, let last)) = RangeSpecifier.parse(field), first < length
-            {
-                range = first..<min(length, (last ?? length - 1) + 1)
-                status = .partialContent
-            }
-            var headers = HTTPHeaders([
-                ("Content-Length", "\(range.count)"), ("Content-Type", "application/octet-stream"),
-            ])
-            if status == .partialContent {
-                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(length)")
-            }
-            if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
-            context.write(
-                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
-                promise: nil)
-            let region = FileRegion(
-                fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
-            context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: nil)
-            let keepAlive = head.isKeepAlive
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-                if !keepAlive { bound.value.close(promise: nil) }
-            }
+            answer(context, head)
+        }
+    }
+}
+
+/// Answers each request with the range it asks for (`bytes=a-b`, else the whole file).
+private struct FloorAnswer: Sendable {
+    let file: NIOFileHandle
+    let length: Int64
+
+    func answer(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        var range = 0..<length
+        var status = HTTPResponseStatus.ok
+        if let field = head.headers.first(name: "range"),
+            case .single(.from(let first, let last)) = RangeSpecifier.parse(field), first < length
+        {
+            range = first..<min(length, (last ?? length - 1) + 1)
+            status = .partialContent
+        }
+        var headers = HTTPHeaders([
+            ("Content-Length", "\(range.count)"), ("Content-Type", "application/octet-stream"),
+        ])
+        if status == .partialContent {
+            headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(length)")
+        }
+        if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        let response = HTTPResponseHead(version: head.version, status: status, headers: headers)
+        context.write(NIOAny(HTTPServerResponsePart.head(response)), promise: nil)
+        let region = FileRegion(fileHandle: file, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
+        context.write(NIOAny(HTTPServerResponsePart.body(.fileRegion(region))), promise: nil)
+        let keepAlive = head.isKeepAlive
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil))).whenComplete { _ in
+            if !keepAlive { bound.value.close(promise: nil) }
         }
     }
 }

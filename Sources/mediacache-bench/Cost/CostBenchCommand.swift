@@ -7,15 +7,16 @@ import Foundation
 import MediaCacheTestSupport
 
 /// What the serving process pays for a miss, a cold file, a hot file and a cold HLS play: CPU
-/// time and context switches, for this build, another build and nginx's slice cache, in front
-/// of one nginx serving files from the page cache. On a phone each is battery; on this shared
+/// time and context switches, for this build, another build, nginx's slice cache and the floor
+/// (`floor-proxy`: what SwiftNIO and AsyncHTTPClient alone cost to forward the request), in
+/// front of one nginx serving files from the page cache. On a phone each is battery; on this shared
 /// machine they are the figures wall time blurs least.
 struct CostBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cost",
         abstract: "CPU time and context switches per miss, per cold MiB, per hot file and per HLS segment.",
         discussion:
-            "Starts nginx as the origin (files from the page cache), `mediacache serve` of this build (and of --baseline) and nginx's slice cache in front of it, runs each workload on each server in turn in every round, and prints medians with the ratios. Counts with `perf stat` when it is installed, else from /proc."
+            "Starts nginx as the origin (files from the page cache), `mediacache serve` of this build (and of --baseline), nginx's slice cache and the floor (a bare SwiftNIO and AsyncHTTPClient proxy that caches nothing) in front of it, runs each workload on each server in turn in every round, and prints medians with the ratios. Counts with `perf stat` when it is installed, else from /proc."
     )
 
     @Option(help: "Rounds; the servers take turns in each.")
@@ -32,6 +33,9 @@ struct CostBenchCommand: AsyncParsableCommand {
 
     @Option(help: "Another build's `mediacache` executable, measured beside this one.")
     var baseline: String?
+
+    @Flag(inversion: .prefixedNo, help: "Measure the floor too: a bare SwiftNIO and AsyncHTTPClient proxy (no cache).")
+    var floor = true
 
     @Option(
         name: .customLong("serve-option"), parsing: .unconditionalSingleValue,
@@ -82,6 +86,11 @@ struct CostBenchCommand: AsyncParsableCommand {
                 staticUpstream: origin.port)
             servers.append(nginx)
             started.append(nginx)
+            if floor {
+                let proxy = try await BenchServers.startFloorProxy(originPort: origin.port)
+                servers.append(proxy)
+                started.append(proxy)
+            }
             let work = CostWorkloads(client: client, origin: origin, rounds: rounds)
             print(
                 "Cost of the serving process — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ChildProcess.toolExists("perf") ? "perf stat" : "/proc"), \(rounds) rounds, medians"
