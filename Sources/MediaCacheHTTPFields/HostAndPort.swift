@@ -18,16 +18,30 @@ package struct HostAndPort: Hashable, Sendable {
 
     /// The authority of the absolute URL `text`, as ``init(authorityOf:)``.
     package init?(authorityIn text: String) {
-        let bytes = Array(text.utf8)[...]
-        guard let schemeEnd = bytes.indices.first(where: { bytes[$0...].starts(with: Self.schemeSeparator) }) else {
-            return nil
-        }
-        let afterScheme = bytes[(schemeEnd + 3)...]
-        let authority = afterScheme.prefix {
-            $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#")
-        }
-        let hostPart = authority.lastIndex(of: UInt8(ascii: "@")).map { authority[($0 + 1)...] } ?? authority
-        self.init(bytes: hostPart)
+        // On the string's own bytes, by offset: the authority of every origin URL is read
+        // several times on a miss's path.
+        var text = text
+        guard
+            let parsed = text.withUTF8({ bytes -> HostAndPort? in
+                let (slash, colon) = (UInt8(ascii: "/"), UInt8(ascii: ":"))
+                var index = 0
+                while index + 2 < bytes.count,
+                    bytes[index] != colon || bytes[index + 1] != slash || bytes[index + 2] != slash
+                {
+                    index += 1
+                }
+                guard index + 2 < bytes.count else { return nil }
+                var (start, end) = (index + 3, index + 3)
+                while end < bytes.count, bytes[end] != slash, bytes[end] != UInt8(ascii: "?"),
+                    bytes[end] != UInt8(ascii: "#")
+                {
+                    end += 1
+                }
+                if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
+                return HostAndPort(bytes: bytes[start..<end])
+            })
+        else { return nil }
+        self = parsed
     }
 
     /// `nil` when the value is not a host with an optional port (or is longer than 300 bytes).
@@ -37,8 +51,6 @@ package struct HostAndPort: Hashable, Sendable {
         guard let parsed = value.withUTF8({ HostAndPort(bytes: $0[...]) }) else { return nil }
         self = parsed
     }
-
-    private static let schemeSeparator = Array("://".utf8)
 
     /// Parsed as bytes: every byte that may appear is ASCII, so no Unicode processing is
     /// needed (done on `Character`s it showed in a hot request's profile: docs/benchmarks.md).

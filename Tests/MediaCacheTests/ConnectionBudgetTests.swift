@@ -100,17 +100,22 @@ import Testing
         let budget = ConnectionBudget(
             limit: 2, ownLimit: 1, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let url = URL(string: "http://origin.test/a")!
+        let elsewhere = URL(string: "http://other.test/a")!
         let own = try await budget.acquire(for: url, isOwn: true)
         let player = try await budget.acquire(for: url, isOwn: false)
+        #expect(!budget.playersWait(for: url), "every connection is held, but no player waits")
         let waiting = Task { try await budget.acquire(for: url, isOwn: false) }
         let cancelled = Task { try await budget.acquire(for: url, isOwn: false) }
         try await waitUntil { budget.usage(of: url).waiting >= 2 }
+        #expect(budget.playersWait(for: url) && !budget.playersWait(for: elsewhere))
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
         #expect(budget.usage(of: url).inUse == 2 && budget.usage(of: url).waiting == 1)
+        #expect(budget.playersWait(for: url), "one player still waits")
         own.release()
         let handed = try await waiting.value
         #expect(budget.usage(of: url).inUse == 2 && budget.usage(of: url).waiting == 0)
+        #expect(!budget.playersWait(for: url), "the player that waited holds a connection")
         own.release()  // a second release changes nothing
         #expect(budget.usage(of: url).inUse == 2)
         player.release()

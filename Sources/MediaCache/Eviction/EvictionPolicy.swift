@@ -168,17 +168,19 @@ package struct EvictionPolicy: Sendable {
     /// segment, by type or name), its rendition, named by the folder of its URL; `nil` for
     /// anything else (an entry of its own).
     package static func item(of url: String, mimeType: String?) -> String? {
-        // Worked out once per entry, on a miss's path: no lower-casing of whole strings.
-        var path = Substring(url)
-        if let query = path.firstIndex(of: "?") { path = path[..<query] }
-        guard let slash = path.lastIndex(of: "/") else { return nil }
+        // Worked out once per entry, on a miss's path: on the URL's bytes (the characters looked
+        // for are ASCII, so each index found is one of the string's too), no lower-casing of
+        // whole strings.
+        let bytes = url.utf8
+        let end = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
+        guard let slash = bytes[..<end].lastIndex(of: UInt8(ascii: "/")) else { return nil }
         if !isSegmentType(mimeType) {
-            let name = path[path.index(after: slash)...]
-            guard let dot = name.lastIndex(of: "."), name.utf8.distance(from: dot, to: name.endIndex) <= 8,
-                segmentExtensions.contains(name[dot...].lowercased())
+            let name = bytes[bytes.index(after: slash)..<end]
+            guard let dot = name.lastIndex(of: UInt8(ascii: ".")), name.distance(from: dot, to: end) <= 8,
+                segmentExtensions.contains(url[dot..<end].lowercased())
             else { return nil }
         }
-        return String(path[...slash])
+        return String(url[...slash])
     }
 
     private static let segmentTypes: Set<String> = ["video/mp2t", "video/iso.segment", "audio/iso.segment"]

@@ -18,7 +18,9 @@ extension HLSPlaylist {
 
     /// Whether `url` asks for a blocking reload or a delta update (see ``blockingReloadParameters``).
     public static func isBlockingReload(_ url: URL) -> Bool {
-        guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems else { return false }
+        guard url.queryMayNameUnderscores,
+            let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems
+        else { return false }
         return items.contains { blockingReloadParameters.contains($0.name) }
     }
 
@@ -60,5 +62,21 @@ extension HLSPlaylist {
         if mediaSequence < next { return true }
         guard let part, mediaSequence == next else { return false }
         return part < trailingParts
+    }
+}
+
+extension URL {
+    /// Whether a query item of the URL may have a name with `_` in it: `false` when the URL has
+    /// no query, or one with neither a `_` nor a `%` (whose escape might stand for one). Asked
+    /// first by the checks for `_HLS_` and `_DASH_` parameters, which then parse the query: on
+    /// every request, most of whose URLs have none of them.
+    var queryMayNameUnderscores: Bool {
+        let text = absoluteString.utf8
+        guard let question = text.firstIndex(of: UInt8(ascii: "?")) else { return false }
+        for byte in text[question...] {
+            if byte == UInt8(ascii: "#") { return false }
+            if byte == UInt8(ascii: "_") || byte == UInt8(ascii: "%") { return true }
+        }
+        return false
     }
 }

@@ -51,7 +51,9 @@ package enum SteeringManifest {
 
     /// Whether `url` asks a steering server (see ``playerParameters``).
     package static func isSteeringRequest(_ url: URL) -> Bool {
-        guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems else { return false }
+        guard url.queryMayNameUnderscores,
+            let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems
+        else { return false }
         return items.contains { playerParameters.contains($0.name) }
     }
 

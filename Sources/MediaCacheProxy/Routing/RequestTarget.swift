@@ -35,20 +35,20 @@ struct RequestTarget: Sendable {
     static func items(of query: String?) -> [URLQueryItem] {
         guard let query else { return [] }
         func decoded(_ text: Substring.UTF8View) -> String? {
+            guard text.contains(UInt8(ascii: "%")) else { return String(Substring(text)) }
+            let source = Array(text)
             var bytes: [UInt8] = []
-            bytes.reserveCapacity(text.count)
-            var index = text.startIndex
-            while index != text.endIndex {
-                let byte = text[index]
-                if byte == UInt8(ascii: "%"), let high = text.index(index, offsetBy: 1, limitedBy: text.endIndex),
-                    high != text.endIndex, let low = text.index(high, offsetBy: 1, limitedBy: text.endIndex),
-                    low != text.endIndex, let value = hexValue(text[high], text[low])
+            bytes.reserveCapacity(source.count)
+            var index = 0
+            while index < source.count {
+                if source[index] == UInt8(ascii: "%"), index + 2 < source.count,
+                    let value = hexValue(source[index + 1], source[index + 2])
                 {
                     bytes.append(value)
-                    index = text.index(after: low)
+                    index += 3
                 } else {
-                    bytes.append(byte)
-                    index = text.index(after: index)
+                    bytes.append(source[index])
+                    index += 1
                 }
             }
             return String(validating: bytes, as: UTF8.self)

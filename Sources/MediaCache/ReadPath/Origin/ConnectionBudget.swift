@@ -116,9 +116,22 @@ final class ConnectionBudget: Sendable {
         }
     }
 
-    /// Whether a player waits for a connection to `url`'s host.
+    /// Whether a player waits for a connection to `url`'s host. Asked at every part of every
+    /// transfer's body, when nearly always no player waits: that is known without the lock and
+    /// without working out the host.
     func playersWait(for url: URL) -> Bool {
-        state.withLock { $0.hosts[OriginReachability.origin(of: url)]?.players.isEmpty == false }
+        guard waitingPlayers.load(ordering: .acquiring) > 0 else { return false }
+        return state.withLock { $0.hosts[OriginReachability.origin(of: url)]?.players.isEmpty == false }
+    }
+
+    /// How many players wait for a connection, over every host (changed only under the lock).
+    private let waitingPlayers = Atomic<Int>(0)
+
+    /// Sets `host`'s machine (`nil`: none), keeping ``waitingPlayers`` true.
+    private func put(_ machine: ConnectionBudgetStateMachine?, for host: String, in state: inout State) {
+        let change = (machine?.players.count ?? 0) - (state.hosts[host]?.players.count ?? 0)
+        if change != 0 { waitingPlayers.add(change, ordering: .releasing) }
+        state.hosts[host] = machine
     }
 
     /// A connection to `url`'s host for one request, waiting for one if need be (a player
@@ -135,7 +148,7 @@ final class ConnectionBudget: Sendable {
             state.nextID += 1
             var machine = state.hosts[host] ?? ConnectionBudgetStateMachine(limit: limit, ownLimit: ownLimit)
             let holds = machine.acquire(.init(id: id, isOwn: isOwn))
-            state.hosts[host] = machine
+            put(machine, for: host, in: &state)
             return (id, holds, machine.inUse, holds || isOwn ? 0 : Self.noteWait(of: host, in: &state))
         }
         if holds { return Hold(budget: self, host: host, isOwn: isOwn) }
@@ -168,7 +181,7 @@ final class ConnectionBudget: Sendable {
                 let current = ConnectionBudgetStateMachine.Waiter(
                     id: id, isOwn: waiter.isOwn && !state.promoted.contains(id))
                 let (wasWaiting, admittedIDs) = machine.cancel(current)
-                state.hosts[host] = machine
+                put(machine, for: host, in: &state)
                 let others = Self.take(admittedIDs, from: &state)
                 guard wasWaiting else { return (nil, others) }
                 state.cancelled.insert(id)
@@ -188,7 +201,7 @@ final class ConnectionBudget: Sendable {
         let (promoted, admitted) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
             guard var machine = state.hosts[host] else { return (false, []) }
             let (promoted, ids) = machine.promote(id)
-            state.hosts[host] = machine
+            put(machine, for: host, in: &state)
             if promoted { state.promoted.insert(id) }
             return (promoted, Self.take(ids, from: &state))
         }
@@ -223,7 +236,7 @@ final class ConnectionBudget: Sendable {
         let admitted = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard var machine = state.hosts[host] else { return [] }
             let ids = machine.release(isOwn: isOwn)
-            state.hosts[host] = machine.inUse == 0 && machine.waiting == 0 ? nil : machine
+            put(machine.inUse == 0 && machine.waiting == 0 ? nil : machine, for: host, in: &state)
             return Self.take(ids, from: &state)
         }
         admitted.forEach { $0.resume() }
