@@ -32,7 +32,15 @@ struct IndexSealer: Sendable {
 
     /// What the index stores for `key`'s metadata column.
     func seal(key: CacheKey, metadata: ContentMetadata, fileName: String) throws -> String {
-        try seal(try JSONEncoder().encode(SealedRow(key: key.rawValue, metadata: metadata)), boundTo: fileName)
+        // A `SealedRow`, written as `JSONEncoder` writes it (see `JSONObjectWriter`).
+        guard let json = metadata.json() else {
+            return try seal(
+                try JSONEncoder().encode(SealedRow(key: key.rawValue, metadata: metadata)), boundTo: fileName)
+        }
+        var row = JSONObjectWriter()
+        row.field("key", key.rawValue)
+        row.field("metadata", json: json)
+        return try seal(Data(row.finish() ?? []), boundTo: fileName)
     }
 
     /// `plaintext` sealed for a column, bound to `name` (a row's data file, a job's id).

@@ -221,7 +221,7 @@ struct CacheIndex: Sendable {
     private func insert(_ row: Row, into db: Database) throws {
         let metadata =
             try sealer?.seal(key: row.key, metadata: row.metadata, fileName: row.fileName)
-            ?? String(decoding: try JSONEncoder().encode(row.metadata), as: UTF8.self)
+            ?? String(decoding: try row.metadata.json() ?? Array(JSONEncoder().encode(row.metadata)), as: UTF8.self)
         // Prepared once per connection: parsing the statement cost more than running it.
         try db.cachedStatement(
             sql: """

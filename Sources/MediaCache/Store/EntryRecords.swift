@@ -60,14 +60,19 @@ struct EntryRecords: Sendable {
     func write(_ rows: [CacheIndex.Row]) {
         journal.append(
             rows.compactMap { row in
-                let record = Record(
-                    key: row.key.rawValue, metadata: row.metadata, spans: row.spans.encoded,
-                    createdAt: row.createdAt.timeIntervalSince1970,
-                    lastAccess: row.lastAccess.timeIntervalSince1970, pinned: row.isPinned,
-                    checksums: row.checksums.encoded.base64EncodedString(), damaged: row.damaged.encoded,
-                    policy: row.mark?.encoded)
-                guard let json = try? JSONEncoder().encode(record),
-                    let sealed = try? sealed(json, boundTo: row.fileName)
+                // A `Record`, written as `JSONEncoder` writes it (see `JSONObjectWriter`).
+                guard let metadata = row.metadata.json() else { return nil }
+                var record = JSONObjectWriter()
+                record.field("key", row.key.rawValue)
+                record.field("metadata", json: metadata)
+                record.field("spans", row.spans.encoded)
+                record.field("createdAt", row.createdAt.timeIntervalSince1970)
+                record.field("lastAccess", row.lastAccess.timeIntervalSince1970)
+                record.field("pinned", row.isPinned)
+                record.field("checksums", row.checksums.encoded.base64EncodedString())
+                record.field("damaged", row.damaged.encoded)
+                record.field("policy", row.mark?.encoded)
+                guard let json = record.finish(), let sealed = try? sealed(Data(json), boundTo: row.fileName)
                 else { return nil }
                 return EntryJournal.Frame(name: row.fileName, payload: sealed)
             })
