@@ -30,20 +30,34 @@ package struct JSONObjectWriter {
         empty = false
         bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
     }
 
-    /// `text` as a JSON string: `"` and `\` escaped, and every control character.
+    /// `text` as a JSON string: `"` and `\` escaped, and every control character; the runs
+    /// between them copied whole (a record's checksums are hundreds of bytes).
     private mutating func string(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), byte])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default: bytes.append(byte)
+        var text = text
+        text.withUTF8 { utf8 in
+            var start = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+                bytes.append(UInt8(ascii: "\\"))
+                if byte < 0x20 {
+                    // `\u00` and two lower-case hex digits (`a` is 0x61: 10 + 0x57).
+                    bytes.append(contentsOf: "u00".utf8)
+                    let low = byte & 0xF
+                    bytes.append((byte >> 4) + 0x30)
+                    bytes.append(low < 10 ? low + 0x30 : low + 0x57)
+                } else {
+                    bytes.append(byte)
+                }
+                start = index + 1
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }
@@ -102,9 +116,10 @@ package struct JSONObjectWriter {
         key(name)
         bytes.append(UInt8(ascii: "["))
         for (index, field) in fields.enumerated() {
-            bytes.append(contentsOf: Array((index > 0 ? ",{\"name\":" : "{\"name\":").utf8))
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: "{\"name\":".utf8)
             string(field.name)
-            bytes.append(contentsOf: Array(",\"value\":".utf8))
+            bytes.append(contentsOf: ",\"value\":".utf8)
             string(field.value)
             bytes.append(UInt8(ascii: "}"))
         }
