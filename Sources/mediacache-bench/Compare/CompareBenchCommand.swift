@@ -89,7 +89,7 @@ struct CompareBenchCommand: AsyncParsableCommand {
             }
             if only.contains(2) { try await workloads.hotConcurrency(clients: clients, into: &table) }
             if only.contains(3) {
-                try await workloads.coldFirstByte(bytesPerSecond: Int64(throttle) << 10, into: &table)
+                try await workloads.coldFirstByte(bytesPerSecond: Int64(throttle) << 10, bench: bench, into: &table)
             }
             if only.contains(4) { try await workloads.seekSession(into: &table) }
             if only.contains(5) { try await workloads.coalescing(into: &table) }

@@ -84,17 +84,28 @@ struct Workloads {
             values: firstBytes.map { Self.percentile(0.99, $0) * 1000 }, format: "%.1f")
     }
 
-    /// 3. Time to first byte of a file nobody read yet, on an origin sending slowly.
-    func coldFirstByte(bytesPerSecond: Int64, into table: inout ResultTable) async throws {
+    /// 3. Time to first byte of a file nobody read yet, on an origin sending slowly. Beside
+    /// it, the origin read directly and the floor: `floor-proxy` (run from `bench`), which
+    /// forwards the request with SwiftNIO and AsyncHTTPClient and caches nothing.
+    func coldFirstByte(bytesPerSecond: Int64, bench: URL, into table: inout ResultTable) async throws {
         let samples = 7
         var times = [[Double]](repeating: [], count: servers.count)
         var direct: [Double] = []
+        var floor: [Double] = []
+        let (floorProcess, line) = try await ChildProcess.startServer(
+            bench, ["floor-proxy", "--origin-port", "\(origin.port)"], readyLinePrefix: "floor-proxy: listening on")
+        defer {
+            floorProcess.terminate()
+            floorProcess.waitUntilExit()
+        }
+        let floorBase = "http://127.0.0.1:\(try BenchServers.port(in: line))"
         for sample in 0..<samples {
             let path = "/slow-\(sample).bin"
             let content = try await serve(
                 path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
             try await origin.serve(path, length: 64 << 20, seed: 2000 + UInt64(sample), bytesPerSecond: bytesPerSecond)
             direct.append(try await client.firstByte(origin.url(path), content: content))
+            floor.append(try await client.firstByte(floorBase + path, content: content))
             for (index, server) in servers.enumerated() {
                 times[index].append(try await client.firstByte(server.url(server.prefix + path), content: content))
             }
@@ -102,7 +113,9 @@ struct Workloads {
         table.add(
             "3. cold first byte, origin at \(bytesPerSecond >> 10) KiB/s, median ms",
             values: times.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f",
-            reference: String(format: "origin direct %.1f ms", Self.percentile(0.5, direct) * 1000))
+            reference: String(
+                format: "origin direct %.1f ms; floor (SwiftNIO and AsyncHTTPClient, no cache) %.1f ms",
+                Self.percentile(0.5, direct) * 1000, Self.percentile(0.5, floor) * 1000))
     }
 
     /// The MP4 AVPlayer trace (``AVPlayerTrace``, moov at the end) and 200 random 64 KiB windows.
