@@ -96,7 +96,9 @@ final class OriginReachability: Sendable {
     private let failing = Mutex<Set<String>>([])
 
     func isFailing(_ url: URL) -> Bool {
-        failing.withLock { $0.contains(Self.origin(of: url)) }
+        // Asked before every origin request, when nearly always no origin is failing: the
+        // origin's name is worked out only when one is.
+        failing.withLock { !$0.isEmpty && $0.contains(Self.origin(of: url)) }
     }
 
     /// `body`'s result, noting whether the origin of `url` answered or failed.
