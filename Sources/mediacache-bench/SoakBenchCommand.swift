@@ -141,7 +141,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
         var serverErrors: Int
         var originPerRequest: Double
         /// The server's open files at the run's start, at most, and at its end.
-        var openFiles: (start: Int, most: Int, end: Int)?
+        var openFiles: Samples.Figures?
+        /// The bytes its cache folder held (files' allocated sizes), at the start, at most, at the end.
+        var held: Samples.Figures?
         var perSecond: Double { Double(answered) / max(seconds, 0.001) }
     }
 
@@ -190,7 +192,10 @@ struct SoakBenchCommand: AsyncParsableCommand {
                                 result.answered, result.seconds, result.perSecond, result.p50 * 1000,
                                 result.p99 * 1000, result.wrong, result.timedOut, result.serverErrors,
                                 result.originPerRequest)
-                            + (result.openFiles.map { ", open files \($0.start) / \($0.most) / \($0.end)" } ?? ""))
+                            + (result.openFiles.map { ", open files \($0.start) / \($0.most) / \($0.end)" } ?? "")
+                            + (result.held.map {
+                                ", cache held at most \($0.most >> 20) MiB, \($0.end >> 20) MiB at the end"
+                            } ?? ""))
                 }
             }
         }
@@ -204,9 +209,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
             "\nMedians over \(rounds) rounds (\(bound), \(files) files of 1 MiB, \(types), \(ranges) ranges, one read in five hung up):"
         )
         print(
-            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | origin requests per request |"
+            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | cache held, MiB (most/end; bound \(maxSize)) | origin requests per request |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for clientCount in clients {
             for candidate in candidates {
                 let runs = figures["\(candidate.name) \(clientCount)"] ?? []
@@ -215,12 +220,17 @@ struct SoakBenchCommand: AsyncParsableCommand {
                     open.isEmpty
                     ? "-"
                     : "\(Int(median(open.map { Double($0.start) }))) / \(open.map(\.most).max()!) / \(Int(median(open.map { Double($0.end) })))"
+                let held = runs.compactMap(\.held)
+                let heldText =
+                    held.isEmpty
+                    ? "-" : "\(held.map(\.most).max()! >> 20) / \(Int(median(held.map { Double($0.end) })) >> 20)"
                 print(
                     String(
-                        format: "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %.3f |", candidate.name,
+                        format: "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %@ | %.3f |",
+                        candidate.name,
                         clientCount, median(runs.map { Double($0.answered) }), median(runs.map(\.perSecond)),
                         median(runs.map(\.p50)) * 1000, median(runs.map(\.p99)) * 1000, runs.map(\.wrong).reduce(0, +),
-                        runs.map(\.timedOut).reduce(0, +), runs.map(\.serverErrors).reduce(0, +), files,
+                        runs.map(\.timedOut).reduce(0, +), runs.map(\.serverErrors).reduce(0, +), files, heldText,
                         median(runs.map(\.originPerRequest))))
             }
             let ours = figures["serve \(clientCount)"] ?? []
@@ -268,24 +278,28 @@ struct SoakBenchCommand: AsyncParsableCommand {
                 process.waitUntilExit()
             }
             let port = try BenchServers.port(in: line)
-            let sampler = OpenFiles(pid: process.processIdentifier)
-            let sampling = Task { await sampler.sample() }
-            figures = try await load(client: client, clients: clients) { path in
-                "http://127.0.0.1:\(port)/?url=" + "\(origin.url)\(path)".addingPercentEncoding(
-                    withAllowedCharacters: .alphanumerics)!
+            let (openFiles, held) = (Samples.openFiles(of: process.processIdentifier), Samples.bytes(in: folder))
+            figures = try await Samples.during(openFiles, held) {
+                try await load(client: client, clients: clients) { path in
+                    "http://127.0.0.1:\(port)/?url=" + "\(origin.url)\(path)".addingPercentEncoding(
+                        withAllowedCharacters: .alphanumerics)!
+                }
             }
-            sampling.cancel()
-            await sampling.value
-            figures.openFiles = sampler.figures
+            (figures.openFiles, figures.held) = (openFiles.figures, held.figures)
         } else {
             let benchClient = BenchClient(http: client)
             // Bounded as ours is, so both evict alike.
             let (server, _) = try await BenchServers.startNginx(
                 directory: folder, originPort: origin.port, client: benchClient, maxSize: try Self.bytes(maxSize))
             defer { server.stop() }
-            figures = try await load(client: client, clients: clients) { path in
-                server.url(forOrigin: "\(origin.url)\(path)")
+            // Its cache manager trims to max_size in passes: what the folder held is sampled.
+            let held = Samples.bytes(in: folder.appendingPathComponent("cache"))
+            figures = try await Samples.during(held) {
+                try await load(client: client, clients: clients) { path in
+                    server.url(forOrigin: "\(origin.url)\(path)")
+                }
             }
+            figures.held = held.figures
         }
         let originRequests = origin.requests().dropFirst(before).filter { $0.target.hasPrefix("/soak/") }.count
         figures.originPerRequest = Double(originRequests) / Double(max(1, figures.answered))
@@ -343,8 +357,14 @@ struct SoakBenchCommand: AsyncParsableCommand {
                                 cursor += Int64(kept.readableBytes)
                                 if cursor >= offset + keep { break }
                             }
-                            return cursor == offset + keep && mismatches == 0 ? .right : .wrong
+                            guard cursor == offset + keep else {
+                                return .wrong("the body ended at \(cursor), before \(offset + keep)")
+                            }
+                            return mismatches == 0 ? .right : .wrong("\(mismatches) parts with wrong bytes")
                         }
+                        let described =
+                            "\(paths[index]) bytes=\(offset)-\(isOpen ? "" : "\(offset + length - 1)"), "
+                            + "\(hangsUp ? "hanging up" : "read whole"), after \((began - start).seconds) s"
                         switch read {
                         case .right:
                             outcome.answered += 1
@@ -352,12 +372,13 @@ struct SoakBenchCommand: AsyncParsableCommand {
                         case .status(let status):
                             if status >= 500 { outcome.serverErrors += 1 }
                             outcome.wrong += 1
-                        case .wrong: outcome.wrong += 1
+                            print("wrong: \(described): status \(status)")
+                        case .wrong(let what):
+                            outcome.wrong += 1
+                            print("wrong: \(described): \(what)")
                         case .timedOut:
                             outcome.timedOut += 1
-                            print(
-                                "timed out: \(paths[index]) bytes=\(offset)-\(isOpen ? "" : "\(offset + length - 1)"), "
-                                    + "\(hangsUp ? "hanging up" : "read whole"), after \((began - start).seconds) s")
+                            print("timed out: \(described)")
                         }
                     }
                     return outcome
@@ -393,17 +414,19 @@ private enum Read: Sendable {
     case right
     /// Another status.
     case status(Int)
-    /// A wrong or missing byte, or a failure.
-    case wrong
+    /// A wrong or missing byte, or a failure: what it was.
+    case wrong(String)
     /// No whole answer within the timeout.
     case timedOut
 }
 
 /// `body`'s result, `.timedOut` when it takes longer than `limit` (it is then cancelled), `.wrong`
-/// when it throws.
+/// with the error when it throws.
 private func withDeadline(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Read) async -> Read {
     await withTaskGroup(of: Read?.self) { group in
-        group.addTask { (try? await body()) ?? .wrong }
+        group.addTask {
+            do { return try await body() } catch { return .wrong("\(error)") }
+        }
         group.addTask {
             try? await Task.sleep(for: limit)
             return Task.isCancelled ? nil : .timedOut
@@ -417,33 +440,4 @@ private func withDeadline(_ limit: Duration, _ body: @escaping @Sendable () asyn
 /// How many requests the clients of a run have issued, shared among them.
 private final class IssuedCount: Sendable {
     let count = Atomic<Int>(0)
-}
-
-/// The open files of a process (the entries of `/proc/PID/fd`), sampled every second.
-private final class OpenFiles: Sendable {
-    let pid: pid_t
-    private let counts = Mutex<[Int]>([])
-
-    init(pid: pid_t) {
-        self.pid = pid
-    }
-
-    /// Samples until the task is cancelled, and once more then.
-    func sample() async {
-        while !Task.isCancelled {
-            record()
-            try? await Task.sleep(for: .seconds(1))
-        }
-        record()
-    }
-
-    private func record() {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return }
-        counts.withLock { $0.append(entries.count) }
-    }
-
-    /// At the start, at most, at the end.
-    var figures: (start: Int, most: Int, end: Int)? {
-        counts.withLock { counts in counts.first.map { ($0, counts.max()!, counts.last!) } }
-    }
 }
