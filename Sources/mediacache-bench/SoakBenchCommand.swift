@@ -268,11 +268,13 @@ struct SoakBenchCommand: AsyncParsableCommand {
         let before = origin.requests().count
         var figures: Figures
         if let executable = candidate.executable {
+            // Its warnings (retries, refetches, refusals), shown when an answer was wrong or late.
+            let log = folder.appendingPathExtension("log")
             let (process, line) = try await ChildProcess.startServer(
                 executable,
-                ["serve", "--port", "0", "--cache-dir", folder.path, "--max-size", maxSize, "--log-level", "error"]
+                ["serve", "--port", "0", "--cache-dir", folder.path, "--max-size", maxSize, "--log-level", "warning"]
                     + candidate.flags,
-                readyLinePrefix: "mediacache: serving on")
+                readyLinePrefix: "mediacache: serving on", errorFile: log)
             defer {
                 process.terminate()
                 process.waitUntilExit()
@@ -286,6 +288,11 @@ struct SoakBenchCommand: AsyncParsableCommand {
                 }
             }
             (figures.openFiles, figures.held) = (openFiles.figures, held.figures)
+            if figures.wrong + figures.timedOut > 0, let text = try? String(contentsOf: log, encoding: .utf8) {
+                let lines = text.split(separator: "\n")
+                print("\(candidate.name)'s log, \(lines.count) lines; the last 20:")
+                lines.suffix(20).forEach { print("  \($0.prefix(400))") }
+            }
         } else {
             let benchClient = BenchClient(http: client)
             // Bounded as ours is, so both evict alike.
