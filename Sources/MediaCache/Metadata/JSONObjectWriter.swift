@@ -1,7 +1,7 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+package import Foundation
 
 /// A JSON object written field by field, as `JSONEncoder` writes a synthesized `Codable`
 /// value with its default strategies: a `nil` field left out, a `Date` as its seconds since
