@@ -28,21 +28,8 @@ import Testing
     /// Sends a request the parser refuses and 256 KiB more, then reads everything: the bytes,
     /// and the error that ended the reading, if any.
     static func sendBadRequestThenJunk(port: Int) throws -> (received: [UInt8], error: String?) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw ChildProcessError(message: "no socket") }
+        let descriptor = try RawHTTPClient.connectedSocket(port: port)
         defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            throw ChildProcessError(message: "cannot connect: \(String(cString: strerror(errno)))")
-        }
         let request = Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBroken header line\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         // The client goes on sending at once, as one uploading a body would: unread input the

@@ -2,6 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import MediaCacheTestSupport
 import NIOCore
 import NIOPosix
 
@@ -115,5 +116,28 @@ struct RawHTTPClient {
             rest = rest[(bodyStart + min(length, available))...]
         }
         return responses
+    }
+
+    /// A blocking TCP socket connected to 127.0.0.1 at `port`, set up by `prepare` before it
+    /// connects (a receive buffer's size counts only then). Close it when done.
+    static func connectedSocket(port: Int, prepare: (CInt) -> Void = { _ in }) throws -> CInt {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw ChildProcessError(message: "no socket") }
+        prepare(descriptor)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(descriptor)
+            throw ChildProcessError(message: "cannot connect: \(reason)")
+        }
+        return descriptor
     }
 }

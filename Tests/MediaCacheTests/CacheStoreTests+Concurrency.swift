@@ -136,4 +136,44 @@ extension CacheStoreTests {
             try await store.close()
         }
     }
+
+    /// A region of a data file still held (being sent, or sent with `sendfile` and not yet
+    /// read by its client) keeps its file: closing the files kept open beyond the limit skips
+    /// it, and a trim's cut waits until the region is let go (a cut would zero, in place, the
+    /// pages the socket still sends from), then happens at the next flush.
+    @Test func aHeldRegionKeepsItsFileOpenAndUncut() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory, configuration: Self.configuration())
+            let (key, other) = (CacheKey("sent"), CacheKey("other"))
+            for name in [key, other] {
+                let handle = try store.openEntry(name)
+                try await Self.write(handle, ByteRange(0, 4 * 65_536))
+                handle.close()
+            }
+            let path = try #require(store.state.withLock { $0.records[key].map(store.dataPath(of:)) })
+            func size() -> Int64 {
+                var info = stat()
+                return stat(path, &info) == 0 ? Int64(info.st_size) : -1
+            }
+            do {
+                let handle = try store.openEntry(key)
+                let region = try await handle.storedRegion(ByteRange(65_536, 3 * 65_536))
+                handle.close()
+                // One file kept open at most: keeping `other`'s closes `key`'s, unless it is held.
+                store.state.withLock { state in
+                    state.keptOpen = KeptOpenFiles(limit: 1)
+                    state.keepFileOpen(key)
+                    state.keepFileOpen(other)
+                }
+                #expect(store.state.withLock { $0.records[key]?.file != nil }, "a held file stays open")
+                _ = store.state.withLock { $0.trim(key, keeping: 65_536) }
+                try await store.flush()
+                #expect(size() == 4 * 65_536, "not cut while a region is held")
+                withExtendedLifetime(region) {}
+            }
+            try await store.flush()
+            #expect(size() == 65_536, "cut at the next flush once the region is let go")
+            try await store.close()
+        }
+    }
 }

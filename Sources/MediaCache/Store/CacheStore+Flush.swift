@@ -69,9 +69,10 @@ extension CacheStore {
     }
 
     /// Cuts the data files of `trims` (committed) at their ends, where each is still due: no
-    /// write went past its end since (such a write cancels it), and no region of the file that
-    /// was being sent when it was trimmed is being sent still (that one waits for the next
-    /// flush). The cut itself runs outside the store's lock (a truncation can wait on the disk's
+    /// write went past its end since (such a write cancels it), and no region of the file is
+    /// held (a region being sent, or sent with `sendfile` and not yet read by its client: a cut
+    /// would zero, in place, pages the socket still sends from); such a file waits for the next
+    /// flush. The cut itself runs outside the store's lock (a truncation can wait on the disk's
     /// discard), the entry marked as being cut meanwhile: a write past the end waits until it
     /// is done (``CacheEntryHandle/waitForCut(before:)``). On the index's queue, not the cooperative pool.
     fileprivate func cutTrimmedFiles(_ trims: [Trimmed]) {

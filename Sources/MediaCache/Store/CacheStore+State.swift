@@ -102,6 +102,9 @@ extension CacheStore {
         /// entries let go longest ago beyond the limit.
         mutating func keepFileOpen(_ key: CacheKey) {
             for oldest in keptOpen.keep(key) where records[oldest]?.openBy.isEmpty == true {
+                // A file a region still holds (being sent, or sent and not yet read) stays
+                // open: a trim's cut looks at it to wait (``CacheStore/cutTrimmedFiles(_:)``).
+                guard withRecord(oldest, { isKnownUniquelyReferenced(&$0.file) }) == true else { continue }
                 // Its blocks are checked again after the file is next opened.
                 records[oldest]!.file = nil
                 records[oldest]!.verified = SpanSet()

@@ -34,6 +34,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// A read was asked for while reads were paused: it is made once they resume.
     private var readPending = false
+    /// The stored regions sent, held until the client has read them (its next request, or
+    /// the connection's end): a cut of their files waits.
+    private let sent = SentRegions()
     /// The pipeline's first handler, set as the pipeline is made (and let go when this handler
     /// leaves it: each holds the other).
     var edge: ConnectionEdge?
@@ -74,6 +77,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         if machine.channelInactive() == .cancelAnswer { task?.cancel() }
         timerCheck?.cancel()
         timerCheck = nil
+        sent.release()
         connections.remove(context.channel)
         context.fireChannelInactive()
     }
@@ -115,6 +119,8 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             case .body: .body
             case .end: .end
             }
+        // The client asks again: it has read what it was sent.
+        if case .head = event { sent.release() }
         execute(machine.receive(event, now: .now()), context: context)
     }
 
@@ -192,9 +198,10 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             let (channel, handler) = (context.channel, handler)
             let this = NIOLoopBound(self, eventLoop: context.eventLoop)
             let client = context.channel.remoteAddress?.ipAddress
-            task = connections.run(on: context.eventLoop) {
+            task = connections.run(on: context.eventLoop) { [sent] in
                 let response = await handler.respond(to: head, localPort: localPort, client: client, checked: checked)
-                await ResponseSender.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
+                await ResponseSender.send(
+                    response, on: channel, version: head.version, keepAlive: head.isKeepAlive, sent: sent)
                 channel.eventLoop.execute { this.value.answerEnded(number) }
             }
         }
@@ -214,13 +221,14 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             }
             return
         }
-        task = connections.run(on: channel.eventLoop) {
-            await ResponseSender.send(response, on: channel, version: head.version, keepAlive: head.isKeepAlive)
+        task = connections.run(on: channel.eventLoop) { [sent] in
+            await ResponseSender.send(
+                response, on: channel, version: head.version, keepAlive: head.isKeepAlive, sent: sent)
             channel.eventLoop.execute { this.value.answerEnded(number) }
         }
     }
 
     private func output(_ context: ChannelHandlerContext) -> ConnectionOutput {
-        ConnectionOutput(context: context, edge: edge?.context)
+        ConnectionOutput(context: context, edge: edge?.context, sent: sent)
     }
 }

@@ -49,17 +49,21 @@ enum ResponseSender {
     }
 
     /// Sends `response`, from any thread; returns when it is written (or the connection cut).
-    static func send(_ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool) async {
+    /// The stored regions it sends are held in `sent` once written (see ``SentRegions``).
+    static func send(
+        _ response: ProxyResponse, on channel: any Channel, version: HTTPVersion, keepAlive: Bool, sent: SentRegions
+    ) async {
         let (head, after) = head(of: response, version: version, keepAlive: keepAlive)
         switch response.body.parts(channel.allocator) {
         case .atHand(let body):
             try? await channel.eventLoop.flatSubmit {
-                writeAtOnce(head, body, on: ChannelOutput(channel: channel), after: after)
+                writeAtOnce(head, body, on: ChannelOutput(channel: channel, sent: sent), after: after)
             }.get()
         case .later(var parts):
             do {
                 let answeredInstead = try await write(
-                    &parts, head: .head(head), on: channel, version: version, keepAlive: after == .keepsOpen)
+                    &parts, head: .head(head), on: channel, version: version, keepAlive: after == .keepsOpen,
+                    sent: sent)
                 if !answeredInstead, after != .keepsOpen { try await channel.close() }
             } catch {
                 channel.close(promise: nil)
@@ -116,7 +120,7 @@ enum ResponseSender {
         ended.futureResult.whenComplete { result in
             var statistics = ReadStatistics()
             if let sent {
-                release(sent.file, of: sent.region)
+                release(sent.file, of: sent.region, into: output.sent)
                 statistics.bytesFromCache = sent.region.range.length
             }
             switch result {
@@ -151,8 +155,9 @@ enum ResponseSender {
     }
 
     /// A NIO file region of `region`, sent from the store's own descriptor. Once its write has
-    /// completed, ``release(_:of:)`` lets the descriptor go without closing it; the region is
-    /// held until then, which keeps the descriptor open.
+    /// completed, ``release(_:of:into:)`` lets the descriptor go without closing it; the region
+    /// is held until then, which keeps the descriptor open, and after it until the client has
+    /// read the bytes (``SentRegions``).
     private static func fileRegion(_ region: StoredRegion) -> (FileRegion, NIOFileHandle) {
         let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: region.descriptor)
         return (
@@ -162,9 +167,9 @@ enum ResponseSender {
         )
     }
 
-    private static func release(_ file: NIOFileHandle, of region: StoredRegion) {
+    private static func release(_ file: NIOFileHandle, of region: StoredRegion, into sent: SentRegions) {
         _ = try? file.takeDescriptorOwnership()
-        withExtendedLifetime(region) {}
+        sent.hold(region)
     }
 
     /// Writes a body that comes in parts as a ``ResponseWriter`` decides: the head with the
@@ -174,7 +179,7 @@ enum ResponseSender {
     /// - Returns: whether the read failed before its first byte and was answered with its error.
     private static func write(
         _ parts: inout ProxyResponse.Body.LaterParts, head: HTTPServerResponsePart, on channel: any Channel,
-        version: HTTPVersion, keepAlive: Bool
+        version: HTTPVersion, keepAlive: Bool, sent: SentRegions
     ) async throws -> Bool {
         var log = parts.log
         var writer = parts.writer
@@ -194,7 +199,7 @@ enum ResponseSender {
                 case .file(let region):
                     // Cached bytes go from the page cache to the socket with sendfile.
                     let (fileRegion, file) = Self.fileRegion(region)
-                    written.futureResult.whenComplete { _ in Self.release(file, of: region) }
+                    written.futureResult.whenComplete { _ in Self.release(file, of: region, into: sent) }
                     body = .body(.fileRegion(fileRegion))
                     decision = writer.write(.file(end: region.range.upperBound))
                 }
@@ -234,7 +239,7 @@ enum ResponseSender {
                 let failure = ProxyResponse.failure(error)
                 log?.status = Int(failure.status.code)
                 log?.end(parts.statistics, error: error)
-                await send(failure, on: channel, version: version, keepAlive: keepAlive)
+                await send(failure, on: channel, version: version, keepAlive: keepAlive, sent: sent)
                 return true
             case .cut(.alreadyEnded): break
             case .cut(.whole): log?.end(parts.statistics, error: nil)
@@ -251,6 +256,8 @@ protocol ResponseOutput {
     /// The pipeline's first handler's context, when bytes may be written there (past NIO's
     /// encoder: see ``EncodedHead``).
     var edge: ChannelHandlerContext? { get }
+    /// Where the stored regions written are held until the client has read them.
+    var sent: SentRegions { get }
     func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?)
     func writeAndFlush(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?)
 }
@@ -259,6 +266,7 @@ protocol ResponseOutput {
 struct ConnectionOutput: ResponseOutput {
     let context: ChannelHandlerContext
     let edge: ChannelHandlerContext?
+    let sent: SentRegions
     var channel: any Channel { context.channel }
 
     func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
@@ -273,6 +281,7 @@ struct ConnectionOutput: ResponseOutput {
 /// A channel, written from its pipeline's tail.
 struct ChannelOutput: ResponseOutput {
     let channel: any Channel
+    let sent: SentRegions
     var edge: ChannelHandlerContext? { nil }
 
     func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
