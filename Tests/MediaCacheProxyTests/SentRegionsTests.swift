@@ -19,52 +19,105 @@ import Testing
     /// Once the client asks again, the file is cut at the next flush.
     @Test func aCutWaitsUntilTheClientHasReadWhatWasSent() async throws {
         try await ProxyHarness.with { h in
-            let size = 1 << 20
-            let content = DeterministicContent(seed: 41)
-            h.origin.serve(.generated(length: Int64(size), seed: 41), at: "/sent.bin")
-            h.origin.serve(.generated(length: 10_000, seed: 42), at: "/other.bin")
-            // One connection, as a player's: the file stored whole, then the end of it asked for.
-            let client = try await ChildProcess.onOwnThread { try PausedClient(port: h.port) }
-            let target = String(h.url("/sent.bin").dropFirst("http://127.0.0.1:\(h.port)".count))
-            let whole = try await ChildProcess.onOwnThread {
-                try client.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\n\r\n")
-                return try client.read(client.waitForAnswer())
-            }
-            #expect(whole.body == Array(content.buffer(offset: 0, length: size).readableBytesView), "stored whole")
-            let key = try #require(h.base.store.keys.first)
-            let start = 300_000
+            // One connection, as a player's: the file stored whole, then the end of it asked
+            // for; the whole answer waits, unread, in the client's socket.
+            let file = try await StoredFile(h, seed: 41)
             let first = try await ChildProcess.onOwnThread {
-                try client.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\nRange: bytes=\(start)-\r\n\r\n")
-                return try client.waitForAnswer()
+                try file.player.ask(file.target, port: h.port, fields: "Range: bytes=\(file.start)-\r\n")
+                return try file.player.waitForAnswer()
             }
-            // The whole answer waits, unread, in the client's socket. The entry is trimmed to
-            // its first five blocks (a cut inside any page larger than a block) and committed.
-            let keeping = Int64(5 * BlockChecksums.blockSize)
-            let freed = h.base.store.state.withLock { $0.trim(key, keeping: keeping) }
-            #expect(freed > 0, "the trim let bytes go")
-            try await h.base.store.flush()
-
-            let answer = try await ChildProcess.onOwnThread { try client.read(first) }
-            #expect(answer.head.hasPrefix("HTTP/1.1 206"), "\(answer.head)")
-            let expected = Array(content.buffer(offset: Int64(start), length: size - start).readableBytesView)
-            let wrong = zip(answer.body, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-            #expect(
-                answer.body.count == expected.count && wrong == nil,
-                "\(answer.body.count) bytes, the first wrong at \(wrong.map { start + $0 } ?? -1)")
+            try await Self.trimThenRead(first, from: file.player, of: file, in: h)
 
             // Asking again says the first answer was read: the next flush cuts the file.
-            let other = String(h.url("/other.bin").dropFirst("http://127.0.0.1:\(h.port)".count))
             let second = try await ChildProcess.onOwnThread {
-                try client.send("GET \(other) HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\n\r\n")
-                return try client.read(client.waitForAnswer())
+                try file.player.ask(file.other, port: h.port)
+                return try file.player.read(file.player.waitForAnswer())
             }
             #expect(second.body.count == 10_000)
             try await h.base.store.flush()
             let path = try #require(
-                h.base.store.state.withLock { state in state.records[key].map { h.base.store.dataPath(of: $0) } })
+                h.base.store.state.withLock { state in state.records[file.key].map { h.base.store.dataPath(of: $0) } })
             var info = stat()
-            #expect(stat(path, &info) == 0 && Int64(info.st_size) == keeping, "the data file is cut at the trim")
+            #expect(stat(path, &info) == 0 && Int64(info.st_size) == Self.keeping, "the data file is cut at the trim")
         }
+    }
+
+    /// The same answer with `Connection: close`: the proxy closes first, and the client reads
+    /// from its socket after that. The file stays whole meanwhile (an idle connection's time).
+    @Test func aCutWaitsForAClientTheProxyClosedOn() async throws {
+        try await ProxyHarness.with { h in
+            // The player that stored it asks for another file, so it no longer holds this one.
+            let file = try await StoredFile(h, seed: 43)
+            let other = try await ChildProcess.onOwnThread {
+                try file.player.ask(file.other, port: h.port)
+                return try file.player.read(file.player.waitForAnswer())
+            }
+            #expect(other.body.count == 10_000)
+            let client = try await ChildProcess.onOwnThread { try PausedClient(port: h.port) }
+            let first = try await ChildProcess.onOwnThread {
+                try client.ask(
+                    file.target, port: h.port, fields: "Range: bytes=\(file.start)-\r\nConnection: close\r\n")
+                let sizes = try client.waitForAnswer()
+                try client.waitForEnd(after: sizes)
+                return sizes
+            }
+            try await Self.trimThenRead(first, from: client, of: file, in: h)
+        }
+    }
+
+    /// A file of 1 MiB stored whole through the proxy by a player's connection, and another of
+    /// 10,000 bytes it may ask for.
+    struct StoredFile {
+        let content: DeterministicContent
+        let size = 1 << 20
+        /// Where the ranges asked for start.
+        let start = 300_000
+        let key: CacheKey
+        let player: PausedClient
+        /// The request targets of the file and of the other one.
+        let target: String
+        let other: String
+
+        init(_ h: ProxyHarness, seed: UInt64) async throws {
+            content = DeterministicContent(seed: seed)
+            h.origin.serve(.generated(length: Int64(size), seed: seed), at: "/stored.bin")
+            h.origin.serve(.generated(length: 10_000, seed: seed + 1), at: "/other.bin")
+            let prefix = "http://127.0.0.1:\(h.port)".count
+            (target, other) = (
+                String(h.url("/stored.bin").dropFirst(prefix)), String(h.url("/other.bin").dropFirst(prefix))
+            )
+            let port = h.port
+            let player = try await ChildProcess.onOwnThread { try PausedClient(port: port) }
+            let target = target
+            let whole = try await ChildProcess.onOwnThread {
+                try player.ask(target, port: port)
+                return try player.read(player.waitForAnswer())
+            }
+            #expect(whole.body == Array(content.buffer(offset: 0, length: size).readableBytesView), "stored whole")
+            self.player = player
+            key = try #require(h.base.store.keys.first)
+        }
+    }
+
+    /// How far a trim keeps: five blocks, a cut inside any page larger than a block.
+    static let keeping = Int64(5 * BlockChecksums.blockSize)
+
+    /// Trims `file`'s entry to ``keeping`` and commits it, as eviction does (its data file is
+    /// cut after the commit unless a region holds it), then reads the answer `sizes` measured
+    /// from `client`: a `206` with the origin's bytes from the file's `start`.
+    static func trimThenRead(
+        _ sizes: (head: Int, body: Int), from client: PausedClient, of file: StoredFile, in h: ProxyHarness
+    ) async throws {
+        #expect(h.base.store.state.withLock { $0.trim(file.key, keeping: keeping) } > 0, "the trim let bytes go")
+        try await h.base.store.flush()
+        let answer = try await ChildProcess.onOwnThread { try client.read(sizes) }
+        #expect(answer.head.hasPrefix("HTTP/1.1 206"), "\(answer.head)")
+        let expected = Array(
+            file.content.buffer(offset: Int64(file.start), length: file.size - file.start).readableBytesView)
+        let wrong = zip(answer.body, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(
+            answer.body.count == expected.count && wrong == nil,
+            "\(answer.body.count) bytes, the first wrong at \(wrong.map { file.start + $0 } ?? -1)")
     }
 }
 
@@ -92,6 +145,11 @@ final class PausedClient: Sendable {
         close(descriptor)
     }
 
+    /// Sends a `GET` of `target` with more header `fields` (each ending in CRLF).
+    func ask(_ target: String, port: Int, fields: String = "") throws {
+        try send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(fields)\r\n")
+    }
+
     func send(_ text: String) throws {
         let bytes = Array(text.utf8)
         let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -116,6 +174,14 @@ final class PausedClient: Sendable {
             }
             wanted = queued.count + 1  // more than is queued: waits for the rest of the head
         }
+    }
+
+    /// Waits until the connection's end follows the answer `waitForAnswer()` measured, without
+    /// reading it.
+    func waitForEnd(after sizes: (head: Int, body: Int)) throws {
+        let total = sizes.head + sizes.body
+        let queued = try receive(total + 1, flags: Int32(MSG_PEEK) | Int32(MSG_WAITALL), exactly: false)
+        guard queued.count == total else { throw ChildProcessError(message: "more than the answer arrived") }
     }
 
     /// Reads the answer `waitForAnswer()` measured.

@@ -37,6 +37,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     /// The stored regions sent, held until the client has read them (its next request, or
     /// the connection's end): a cut of their files waits.
     private let sent = SentRegions()
+    /// The proxy ended the connection (after an answer that closes it, at a deadline, on a
+    /// failure): its client may still be reading what was sent.
+    private var closesFirst = false
     /// The pipeline's first handler, set as the pipeline is made (and let go when this handler
     /// leaves it: each holds the other).
     var edge: ConnectionEdge?
@@ -77,7 +80,14 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         if machine.channelInactive() == .cancelAnswer { task?.cancel() }
         timerCheck?.cancel()
         timerCheck = nil
-        sent.release()
+        if closesFirst {
+            // What the socket took may still wait in the client's: held for as long as an idle
+            // connection is kept (a client closing first has read what it wanted).
+            let sent = sent
+            context.eventLoop.scheduleTask(in: configuration.idleTimeout) { sent.release() }
+        } else {
+            sent.release()
+        }
         connections.remove(context.channel)
         context.fireChannelInactive()
     }
@@ -96,11 +106,20 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         timerCheck = LoopCallback.schedule(at: .now() + delay, on: context.eventLoop) { [self] in
             guard timerCheck != nil else { return }
             switch machine.timerFired(now: .now()) {
-            case .close: context.close(promise: nil)
+            case .close:
+                closesFirst = true
+                context.close(promise: nil)
             case .lookAgain(let delay): scheduleCheck(context, in: delay)
             default: break
             }
         }
+    }
+
+    /// A close the proxy asks for (after an answer, on a failure; from the channel, so through
+    /// here): the connection ends before its client says it has read everything.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        closesFirst = true
+        context.close(mode: mode, promise: promise)
     }
 
     /// An error up the pipeline: a request the HTTP parser refuses is held or answered as a

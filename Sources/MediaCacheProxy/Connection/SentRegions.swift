@@ -15,7 +15,9 @@ import Synchronization
 /// region holds; a region held here holds its file, so the cut waits for the next commit.
 ///
 /// A client has read an answer once it sends its next request on the connection (players and
-/// browsers do not pipeline), or once the connection has ended.
+/// browsers do not pipeline), or once it has closed the connection; when the proxy closes first
+/// (an answer with `Connection: close`, a deadline, a failure), the client may still be reading
+/// from its socket, and the regions are held for as long as an idle connection is kept.
 final class SentRegions: Sendable {
     private let held = Mutex<[StoredRegion]>([])
 
