@@ -354,6 +354,8 @@ public struct ServerInfo: Sendable, Codable, Equatable {
 final class ConnectionRegistry: Sendable {
     private let channels = Mutex<[ObjectIdentifier: any Channel]>([:])
     private let tasks = OwnedTasks()
+    /// The sent regions of connections the proxy closed first, held a while after the close.
+    let closedHolds = ClosedConnectionHolds()
 
     /// How many connections are open.
     var count: Int {

@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import MediaCache
+@testable import MediaCacheProxy
 
 /// Bytes sent with `sendfile` and not yet read by the client are still the data file's pages:
 /// a trim's cut of that file must wait until the client has read them.
@@ -96,6 +97,34 @@ import Testing
             #expect(whole.body == Array(content.buffer(offset: 0, length: size).readableBytesView), "stored whole")
             self.player = player
             key = try #require(h.base.store.keys.first)
+        }
+    }
+
+    /// The regions of connections the proxy closed first are let go once their deadline has
+    /// passed, in order, and not before: the data file stays held until the last of them.
+    @Test func closedConnectionsHoldTheirRegionsUntilTheirDeadlines() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await CacheStore.open(directory: directory)
+            let key = CacheKey("held")
+            let handle = try store.openEntry(key)
+            try await handle.write(ByteBuffer(repeating: 7, count: 65_536), at: 0)
+            let holds = ClosedConnectionHolds()
+            for deadline: UInt64 in [100, 200, 300] {
+                let sent = SentRegions()
+                sent.hold(try await handle.storedRegion(ByteRange(0, 65_536)))
+                holds.hold(sent, until: .uptimeNanoseconds(deadline))
+            }
+            handle.close()
+            func isHeld() -> Bool {
+                store.state.withLock { state in
+                    state.withRecord(key) { !isKnownUniquelyReferenced(&$0.file) } ?? false
+                }
+            }
+            holds.letGo(now: .uptimeNanoseconds(299))
+            #expect(isHeld(), "the last region is held until its deadline")
+            holds.letGo(now: .uptimeNanoseconds(300))
+            #expect(!isHeld(), "every region let go once its deadline passed")
+            try await store.close()
         }
     }
 

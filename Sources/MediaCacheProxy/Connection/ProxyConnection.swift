@@ -80,14 +80,15 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
         if machine.channelInactive() == .cancelAnswer { task?.cancel() }
         timerCheck?.cancel()
         timerCheck = nil
+        let now = NIODeadline.now()
         if closesFirst {
             // What the socket took may still wait in the client's: held for as long as an idle
             // connection is kept (a client closing first has read what it wanted).
-            let sent = sent
-            context.eventLoop.scheduleTask(in: configuration.idleTimeout) { sent.release() }
+            connections.closedHolds.hold(sent, until: now + configuration.idleTimeout)
         } else {
             sent.release()
         }
+        connections.closedHolds.letGo(now: now)
         connections.remove(context.channel)
         context.fireChannelInactive()
     }
