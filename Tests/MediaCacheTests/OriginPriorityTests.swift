@@ -42,6 +42,56 @@ import Testing
         #expect(after)
     }
 
+    /// Found in CI under load (a schedule of ``TransferScheduleTests`` whose player never got its
+    /// bytes): a transfer looked whether a player read it, a player joined it and began to wait
+    /// before the transfer read the wait count, and the transfer parked on the count that already
+    /// held that wait, so no wake-up came. Each of the three waits is checked with the player's
+    /// join put in exactly that gap: the look says no, and the join and its wait follow at once.
+    @Test(arguments: Wait.allCases) func aPlayerWhoJoinsRightAfterTheLookStillEndsTheWait(_ wait: Wait) async throws {
+        let timer = ManualPauseTimer()
+        let priority = OriginPriority(grace: .milliseconds(250), timer: timer)
+        // Another player waits on the origin all along, so a yield has a reason to park.
+        let release = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let other = Task {
+            await priority.whilePlayerWaits(.player) {
+                await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
+            }
+        }
+        try await waitUntil { release.withLock { $0 != nil } && priority.playersWaiting == 1 }
+        let joined = Atomic<Bool>(false)
+        let looks = Atomic<Int>(0)
+        @Sendable func joinsAfterTheFirstLook() -> Bool {
+            let seen = joined.load(ordering: .acquiring)
+            if looks.add(1, ordering: .relaxed).oldValue == 0 {
+                joined.store(true, ordering: .releasing)
+                priority.wake()  // the joined player's wait begins
+            }
+            return seen
+        }
+        let ended = Atomic<Bool>(false)
+        let transfer = Task {
+            switch wait {
+            case .yield:
+                var seen = priority.generation
+                await priority.yieldToPlayers(seen: &seen, unless: joinsAfterTheFirstLook)
+            case .proof: _ = await priority.wait(.seconds(3600), unless: joinsAfterTheFirstLook)
+            case .pace: await priority.pause(for: .seconds(3600), unless: joinsAfterTheFirstLook)
+            }
+            ended.store(true, ordering: .releasing)
+        }
+        try await waitUntil { ended.load(ordering: .acquiring) || priority.parkedTransfers > 0 }
+        let endedAtOnce = ended.load(ordering: .acquiring)
+        #expect(endedAtOnce, "the \(wait) parked, deaf to the player who joined")
+        transfer.cancel()
+        await transfer.value
+        release.withLock { $0 }?.resume()
+        await other.value
+    }
+
+    enum Wait: CaseIterable, Sendable {
+        case yield, proof, pace
+    }
+
     @Test func noPlayerWaitingMeansNoWait() async {
         let timer = ManualPauseTimer()
         let priority = OriginPriority(grace: .milliseconds(250), timer: timer)

@@ -88,8 +88,10 @@ final class OriginPriority: Sendable {
         // A player was seen waiting: going on needs a whole quiet period first, even when no
         // other wait began (the count `seen` may have been taken while that wait was under way).
         var needsQuiet = false
-        while !Task.isCancelled, !servesPlayer() {
+        while !Task.isCancelled {
+            // The count before the look: a player who joins after the look began a wait since.
             let (waiting, generation) = state.withLock { ($0.waiting, $0.generation) }
+            if servesPlayer() { return }
             if waiting == 0, generation == seen, !needsQuiet { return }
             if !yielded {
                 yielded = true
@@ -118,8 +120,9 @@ final class OriginPriority: Sendable {
     /// connection a player waits for is let go at once, not after the pause.
     func pause(for duration: Duration, unless ends: () -> Bool) async {
         let deadline = ContinuousClock.now + duration
-        while ContinuousClock.now < deadline, !Task.isCancelled, !ends() {
+        while ContinuousClock.now < deadline, !Task.isCancelled {
             let seen = state.withLock { ($0.waiting, $0.generation) }
+            if ends() { return }
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { try? await Task.sleep(until: deadline) }
                 group.addTask { await self.park(unlessChangedFrom: seen) }
@@ -134,10 +137,11 @@ final class OriginPriority: Sendable {
     /// of it passed.
     func wait(_ duration: Duration, unless ends: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + duration
-        while !Task.isCancelled, !ends() {
+        while !Task.isCancelled {
+            let seen = state.withLock { ($0.waiting, $0.generation) }
+            if ends() { return false }
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return true }
-            let seen = state.withLock { ($0.waiting, $0.generation) }
             let passed = await withTaskGroup(of: Bool.self) { group in
                 group.addTask { (try? await self.timer.sleep(for: left)) != nil }
                 group.addTask {
@@ -154,7 +158,9 @@ final class OriginPriority: Sendable {
     }
 
     /// Waits until a player's wait begins, the last one ends, or the task is cancelled; at once
-    /// if either happened since the state `seen` was read (its wake-up would be lost).
+    /// if either happened since the state `seen` was read (its wake-up would be lost). Callers
+    /// read `seen` before they look at what ends their wait (a player who joins the transfer
+    /// does so before its wait begins), so a join between the look and the park is never lost.
     private func park(unlessChangedFrom seen: (waiting: Int, generation: UInt64)) async {
         let id = state.withLock { state in
             defer { state.nextID += 1 }
