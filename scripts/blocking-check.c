@@ -2,7 +2,7 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 //
 // Finds blocking calls made on a thread of Swift's cooperative pool (see docs/testing.md).
-// Loaded with LD_PRELOAD into a test process, it wraps the C library's blocking calls (file
+// Loaded with LD_PRELOAD into the test process, it wraps the C library's blocking calls (file
 // I/O, fsync, waits for processes, semaphores, sleeps) and SQLite's step; a call made while a
 // Swift task runs on the calling thread (swift_task_getCurrent() is not NULL) is a call that
 // holds one of the pool's few threads. Such a call is written, with its stack (as addresses:
@@ -31,6 +31,21 @@ static void *(*current_task)(void);
 static executor_ref (*current_executor)(void);
 static void *(*preferred_task_executor)(void);
 static __thread int reporting;
+// Whether this process is the test binary (a `.xctest`). The library is preloaded into
+// `swift test` itself so that the suite runs once: it passes through SwiftPM's own processes
+// unchecked, and the test binary takes it out of the environment of the processes it starts
+// (the command line, ffmpeg, nginx), whose blocking calls are not the test process's.
+static int checking;
+
+__attribute__((constructor)) static void start(void) {
+    char exe[4096] = {0};
+    ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    static const char suffix[] = ".xctest";
+    size_t tail = sizeof suffix - 1;
+    if (length < (ssize_t)tail || strcmp(exe + length - tail, suffix) != 0) return;
+    checking = 1;
+    unsetenv("LD_PRELOAD");
+}
 
 // Whether the calling thread is one of SwiftNIO's event loops (named "NIO-ELT-…", or
 // "NIO-SGLTN-…" in its singleton group).
@@ -41,7 +56,7 @@ static int on_event_loop(void) {
 }
 
 static void check(const char *call) {
-    if (reporting) return;
+    if (!checking || reporting) return;
     if (!current_task) {
         current_executor = (executor_ref(*)(void))dlsym(RTLD_DEFAULT, "swift_task_getCurrentExecutor");
         preferred_task_executor = (void *(*)(void))dlsym(RTLD_DEFAULT, "swift_task_getPreferredTaskExecutor");
