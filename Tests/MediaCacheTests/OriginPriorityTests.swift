@@ -16,13 +16,7 @@ import Testing
     @Test func aWaitUnderWayWhenTheTransferBeganStillCostsAQuietPeriod() async throws {
         let timer = ManualPauseTimer()
         let priority = OriginPriority(grace: .milliseconds(250), timer: timer)
-        let release = Mutex<CheckedContinuation<Void, Never>?>(nil)
-        let player = Task {
-            await priority.whilePlayerWaits(.player) {
-                await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
-            }
-        }
-        try await waitUntil { release.withLock { $0 != nil } && priority.playersWaiting == 1 }
+        let player = try await PlayerWait.begin(on: priority)
         let wentOn = Atomic<Bool>(false)
         let transfer = Task {
             var seen = priority.generation
@@ -31,8 +25,7 @@ import Testing
         }
         try await waitUntil { priority.parkedTransfers == 1 }
         // The player's wait ends, and no other begins.
-        release.withLock { $0 }?.resume()
-        await player.value
+        await player.end()
         try await waitUntil { timer.sleeping == 1 || wentOn.load(ordering: .acquiring) }
         let early = wentOn.load(ordering: .acquiring)
         #expect(!early, "the transfer went on before the quiet period")
@@ -51,13 +44,7 @@ import Testing
         let timer = ManualPauseTimer()
         let priority = OriginPriority(grace: .milliseconds(250), timer: timer)
         // Another player waits on the origin all along, so a yield has a reason to park.
-        let release = Mutex<CheckedContinuation<Void, Never>?>(nil)
-        let other = Task {
-            await priority.whilePlayerWaits(.player) {
-                await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
-            }
-        }
-        try await waitUntil { release.withLock { $0 != nil } && priority.playersWaiting == 1 }
+        let other = try await PlayerWait.begin(on: priority)
         let joined = Atomic<Bool>(false)
         let looks = Atomic<Int>(0)
         @Sendable func joinsAfterTheFirstLook() -> Bool {
@@ -84,8 +71,31 @@ import Testing
         #expect(endedAtOnce, "the \(wait) parked, deaf to the player who joined")
         transfer.cancel()
         await transfer.value
-        release.withLock { $0 }?.resume()
-        await other.value
+        await other.end()
+    }
+
+    /// A player's wait on the origin that lasts until the test ends it.
+    final class PlayerWait: Sendable {
+        private let release = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        private let task = Mutex<Task<Void, Never>?>(nil)
+
+        /// Begins the wait, and returns once it is counted.
+        static func begin(on priority: OriginPriority) async throws -> PlayerWait {
+            let wait = PlayerWait()
+            let task = Task {
+                await priority.whilePlayerWaits(.player) {
+                    await withCheckedContinuation { continuation in wait.release.withLock { $0 = continuation } }
+                }
+            }
+            wait.task.withLock { $0 = task }
+            try await waitUntil { wait.release.withLock { $0 != nil } && priority.playersWaiting >= 1 }
+            return wait
+        }
+
+        func end() async {
+            release.withLock { $0 }?.resume()
+            await task.withLock { $0 }?.value
+        }
     }
 
     enum Wait: CaseIterable, Sendable {
