@@ -63,22 +63,73 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The URL text the default key hashes: scheme and host lower-cased, the default port
     /// and the fragment removed; path and query kept as they are.
     public static func normalizedURLString(_ url: URL) -> String {
+        let text = url.absoluteString
+        return isNormalized(text) ? text : normalizedByComponents(url)
+    }
+
+    /// ``normalizedURLString(_:)`` by `URLComponents`, for a URL whose text is not already
+    /// normalized. A host `URLComponents` cannot decode (a label `xn--` that is no valid
+    /// Punycode) has no `host`: it is lower-cased as it is written, not dropped (dropped, every
+    /// such host's `/a` had the key of `https:/a`, one entry for all of them). A path whose
+    /// escapes are no UTF-8 (`/i%dex.m3u8`) has an empty `path`: it is kept as it is written, not
+    /// replaced by `/` (replaced, every such path of a host had the key of its `/`).
+    static func normalizedByComponents(_ url: URL) -> String {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else {
             return url.absoluteString
         }
+        // Taken first: a new scheme drops a host it cannot decode.
+        let undecoded = components.host == nil ? components.encodedHost : nil
         components.scheme = components.scheme?.lowercased()
-        components.host = components.host?.lowercased()
+        if let undecoded {
+            components.encodedHost = undecoded.lowercased()
+        } else {
+            components.host = components.host?.lowercased()
+        }
         if let port = components.port,
             (components.scheme == "http" && port == 80) || (components.scheme == "https" && port == 443)
         {
             components.port = nil
         }
         components.fragment = nil
-        if components.path.isEmpty { components.path = "/" }
+        if components.percentEncodedPath.isEmpty { components.percentEncodedPath = "/" }
         return components.string ?? url.absoluteString
     }
 
     public var description: String { rawValue }
+
+    /// Whether `text` is already what ``normalizedURLString(_:)`` makes of its URL, read on its
+    /// bytes (a miss's key is worked out once per URL, and `URLComponents` cost most of it): a
+    /// scheme of lower-case letters, digits, `+`, `-` and `.`; `://`; a host of lower-case
+    /// letters, digits, `-` and `.`, with no user; a port, if any, of digits without a leading
+    /// zero and not the scheme's default; a path that begins with `/`; no fragment; ASCII only.
+    /// Anything else takes `URLComponents`' road (`ParserFuzzTests.cacheKeysAreURLComponentsOnes`).
+    static func isNormalized(_ text: String) -> Bool {
+        var bytes = text.utf8[...]
+        func isLowerAlphanumeric(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+        }
+        guard let first = bytes.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else { return false }
+        let scheme = bytes.prefix {
+            isLowerAlphanumeric($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
+        }
+        bytes = bytes[scheme.endIndex...]
+        guard bytes.starts(with: "://".utf8) else { return false }
+        bytes = bytes.dropFirst(3)
+        let host = bytes.prefix { isLowerAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
+        guard !host.isEmpty else { return false }
+        bytes = bytes[host.endIndex...]
+        if bytes.first == UInt8(ascii: ":") {
+            let digits = bytes.dropFirst().prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            guard (1...5).contains(digits.count), digits.first != UInt8(ascii: "0"),
+                let port = Int(Substring(digits)), port <= 65_535
+            else { return false }
+            let defaultPort = scheme.elementsEqual("http".utf8) ? 80 : scheme.elementsEqual("https".utf8) ? 443 : nil
+            guard port != defaultPort else { return false }
+            bytes = bytes[digits.endIndex...]
+        }
+        return bytes.first == UInt8(ascii: "/") && !bytes.contains { $0 == UInt8(ascii: "#") || $0 >= 0x80 }
+    }
 }
 
 /// Which parts of a URL do not name the resource: the query parameters a CDN signs a URL
@@ -186,8 +237,12 @@ public struct CacheKeyRule: Sendable, Equatable {
         }
         let text = url.absoluteString
         // The query runs from the first `?` to the fragment's `#`; a `?` after a `#` is the fragment's.
-        guard let mark = text.firstIndex(where: { $0 == "?" || $0 == "#" }), text[mark] == "?" else { return url }
-        let end = text[mark...].firstIndex(of: "#") ?? text.endIndex
+        // Found on the bytes: a URL's text is ASCII (`ParserFuzzTests.cacheKeysAreURLComponentsOnes`).
+        let bytes = text.utf8
+        guard let mark = bytes.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }),
+            bytes[mark] == UInt8(ascii: "?")
+        else { return url }
+        let end = bytes[mark...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
         let items = text[text.index(after: mark)..<end].split(separator: "&", omittingEmptySubsequences: false)
         let kept = items.filter { item in
             let name = item.prefix { $0 != "=" }

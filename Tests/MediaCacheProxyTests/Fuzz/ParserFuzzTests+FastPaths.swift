@@ -137,4 +137,62 @@ extension ParserFuzzTests {
         }
         try Mutator.expectVaried(outcomes, ["alone", "item"])
     }
+
+    /// Keys stay what they were: a stored entry is found by its key, so the key of a URL read on
+    /// its bytes must be the one `URLComponents` gives, and its query found where `Character`s
+    /// found it (the code before). It found, on hosts of invalid Punycode, that `URLComponents`
+    /// dropped the host from the key (`CacheKeyTests.hostsOfInvalidPunycodeKeepTheirKeysApart`).
+    @Test func cacheKeysAreURLComponentsOnes() throws {
+        func queryStart(_ text: String) -> (mark: String.Index, end: String.Index)? {
+            guard let mark = text.firstIndex(where: { $0 == "?" || $0 == "#" }), text[mark] == "?" else { return nil }
+            return (mark, text[mark...].firstIndex(of: "#") ?? text.endIndex)
+        }
+        let rule = CacheKeyRule(ignoredQueryParameters: ["token", "Signature"])
+        let lines =
+            try Mutator(corpus: "key-url").corpus + Self.originURLs() + [
+                "HTTP://CDN.Example/a.mp4", "http://cdn.example:80/a.mp4", "https://cdn.example:443/a.mp4",
+                "https://cdn.example:0443/a", "http://cdn.example:8080/a?b#c", "http://user@cdn.example/a",
+                "http://cdn.example", "http://cdn.example?x=1", "http://cdn.example:/a", "http://cdn%2Eexample/a",
+                "http://[::1]/a", "ftp://cdn.example/a", "http://cdn.example:99999/a", "http://cdn.example/a%20b",
+                "https://xn--bcher-kva.example/a", "http://cdn.example./a", "http://127.0.0.1:8089/a?url=b",
+            ]
+        let outcomes = try Mutator.run("key-url", lines: lines, share: 4) { input in
+            guard let url = URL(string: input) else { return ("not a URL", nil) }
+            let text = url.absoluteString
+            let (fast, slow) = (CacheKey.normalizedURLString(url), CacheKey.normalizedByComponents(url))
+            guard fast == slow else { return ("differs", "\(fast) against \(slow)") }
+            // Nothing that names the resource is lost: the host as written (lower-cased) and the
+            // path and query as written are in the key's text (of a URL with a scheme and a host
+            // without escapes; `URLComponents` rewrites the others, as it did before).
+            if let parts = URLComponents(url: url, resolvingAgainstBaseURL: true), parts.scheme != nil,
+                parts.encodedHost?.contains("%") != true
+            {
+                // (A host `URLComponents` cannot decode may keep its case, an empty path and a
+                // fragment: none of it loses what names the resource.)
+                let tail = parts.percentEncodedPath + (parts.percentEncodedQuery.map { "?" + $0 } ?? "")
+                guard tail.isEmpty || slow.contains(tail) else { return ("lost", "\(slow) has no \(tail)") }
+                if let host = parts.encodedHost, !host.isEmpty, !slow.lowercased().contains(host.lowercased()) {
+                    return ("lost", "\(slow) has no \(host)")
+                }
+            }
+            // The query is found on the bytes; on ASCII text (a URL's) they are its characters.
+            if text.utf8.allSatisfy({ $0 < 0x80 }) {
+                let reference = queryStart(text)
+                let bytes = text.utf8
+                let mark = bytes.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+                let found = mark.flatMap { mark -> (String.Index, String.Index)? in
+                    guard bytes[mark] == UInt8(ascii: "?") else { return nil }
+                    return (mark, bytes[mark...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex)
+                }
+                guard found?.0 == reference?.mark, found?.1 == reference?.end else {
+                    return ("query", "\(String(describing: found)) against \(String(describing: reference))")
+                }
+            } else {
+                return ("not ASCII", nil)
+            }
+            _ = rule.key(for: url)
+            return (CacheKey.isNormalized(text) ? "bytes" : "components", nil)
+        }
+        try Mutator.expectVaried(outcomes, ["bytes", "components"])
+    }
 }
