@@ -252,12 +252,13 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// age from `Date`, and the request's delay). `no-cache` makes it stale at once. Also when
     /// the origin generated it: received less that age; and whether the lifetime was explicit
     /// (the origin's own word, not a heuristic).
+    /// - Parameter parsed: `headers`' `Cache-Control`, when the caller has parsed it already.
     static func freshness(
         _ headers: HTTPHeaders, status: Int = 200, shared: Bool = false, requested: Date, received: Date,
         heuristicFraction: Double,
-        heuristicCap: Duration
+        heuristicCap: Duration, directives parsed: CacheControl? = nil
     ) -> (freshUntil: Date, generatedAt: Date, isExplicit: Bool) {
-        let directives = CacheControl(headers["cache-control"])
+        let directives = parsed ?? CacheControl(headers["cache-control"])
         let now = Int64(received.timeIntervalSince1970)
         let date = headers.first(name: "date").flatMap(HTTPDate.parse)
         let lifetime: Int64
@@ -303,8 +304,11 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// not with `Vary: *`; in a shared cache also not with `private` (§5.2.2.7), nor for a
     /// request with `Authorization` unless the answer says `public`, `s-maxage` or
     /// `must-revalidate` (§3.5).
-    static func mayStore(status: Int, headers: HTTPHeaders, request: RequestHeaders, shared: Bool) -> Bool {
-        let directives = CacheControl(headers["cache-control"])
+    /// - Parameter parsed: `headers`' `Cache-Control`, when the caller has parsed it already.
+    static func mayStore(
+        status: Int, headers: HTTPHeaders, request: RequestHeaders, shared: Bool, directives parsed: CacheControl? = nil
+    ) -> Bool {
+        let directives = parsed ?? CacheControl(headers["cache-control"])
         if directives.contains("must-understand") {
             guard heuristicallyCacheable.contains(status) else { return false }
         } else if directives.noStore {
@@ -375,8 +379,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
     /// Type, range support, validators, cache directives and the fields to keep, from
     /// response headers (names in any case), as a private cache reads them; `shared` reads
     /// them as a shared cache does (`proxy-revalidate` and `s-maxage` require revalidation
-    /// once stale, RFC 9111 §5.2.2.8 and §5.2.2.10).
-    static func metadata(from headers: HTTPHeaders, shared: Bool = false) -> ContentMetadata {
+    /// once stale, RFC 9111 §5.2.2.8 and §5.2.2.10). `parsed`: its `Cache-Control`, if parsed already.
+    static func metadata(
+        from headers: HTTPHeaders, shared: Bool = false, directives parsed: CacheControl? = nil
+    ) -> ContentMetadata {
         let acceptsRanges = headers[canonicalForm: "accept-ranges"].contains { $0.lowercased() == "bytes" }
         var metadata = ContentMetadata(
             length: nil,
@@ -385,7 +391,7 @@ public final class HTTPOriginFetcher: OriginFetcher {
             etag: headers.first(name: "etag"),
             lastModified: headers.first(name: "last-modified")
         )
-        let directives = CacheControl(headers["cache-control"])
+        let directives = parsed ?? CacheControl(headers["cache-control"])
         metadata.isStorable = !directives.noStore
         // `Vary: *`: no later request can be shown to match (RFC 9111 §4.1), so keeping it is useless.
         if metadata.varyingFieldNames.contains("*") { metadata.isStorable = false }

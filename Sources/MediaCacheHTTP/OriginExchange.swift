@@ -382,7 +382,9 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
     private func metadata(from headers: HTTPHeaders, status: Int, requested: Date, request: RequestHeaders)
         -> ContentMetadata
     {
-        var metadata = HTTPOriginFetcher.metadata(from: headers, shared: policy.isShared)
+        // Parsed once for the three readings of it below.
+        let directives = CacheControl(headers["cache-control"])
+        var metadata = HTTPOriginFetcher.metadata(from: headers, shared: policy.isShared, directives: directives)
         if status == 200 {
             // An odd field on a whole answer is the origin's to send: it comes back as sent
             // (a partial answer's own `Content-Range` is the proxy's to write).
@@ -391,22 +393,23 @@ struct OriginExchange<Transport: OriginTransport>: Sendable {
             }
         }
         metadata.isStorable = HTTPOriginFetcher.mayStore(
-            status: status == 304 ? 200 : status, headers: headers, request: request, shared: policy.isShared)
+            status: status == 304 ? 200 : status, headers: headers, request: request, shared: policy.isShared,
+            directives: directives)
         metadata.recordVaryingFields(of: request)
-        let freshness = freshness(of: headers, status: status, requested: requested)
+        let freshness = freshness(of: headers, status: status, requested: requested, directives: directives)
         metadata.freshUntil = freshness.freshUntil
         metadata.generatedAt = freshness.generatedAt
         return metadata
     }
 
-    private func freshness(of headers: HTTPHeaders, status: Int, requested: Date) -> (
-        freshUntil: Date, generatedAt: Date, isExplicit: Bool
-    ) {
+    private func freshness(
+        of headers: HTTPHeaders, status: Int, requested: Date, directives: CacheControl? = nil
+    ) -> (freshUntil: Date, generatedAt: Date, isExplicit: Bool) {
         // A 206 and a 304 describe the 200 they stand for.
         HTTPOriginFetcher.freshness(
             headers, status: [206, 304].contains(status) ? 200 : status, shared: policy.isShared, requested: requested,
             received: policy.clock.now,
-            heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap)
+            heuristicFraction: policy.heuristicFraction, heuristicCap: policy.heuristicCap, directives: directives)
     }
 
     /// Marks `answer` (to a `GET` with the player's fields `request`, sent at `requested`) as

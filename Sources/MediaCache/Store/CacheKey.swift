@@ -104,7 +104,12 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// zero and not the scheme's default; a path that begins with `/`; no fragment; ASCII only.
     /// Anything else takes `URLComponents`' road (`ParserFuzzTests.cacheKeysAreURLComponentsOnes`).
     static func isNormalized(_ text: String) -> Bool {
-        var bytes = text.utf8[...]
+        // A string not stored contiguously (bridged) takes the other road, to the same result.
+        text.utf8.withContiguousStorageIfAvailable { isNormalized($0[...]) } ?? false
+    }
+
+    private static func isNormalized(_ whole: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        var bytes = whole
         func isLowerAlphanumeric(_ byte: UInt8) -> Bool {
             (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
@@ -122,7 +127,7 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
         if bytes.first == UInt8(ascii: ":") {
             let digits = bytes.dropFirst().prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
             guard (1...5).contains(digits.count), digits.first != UInt8(ascii: "0"),
-                let port = Int(Substring(digits)), port <= 65_535
+                case let port = digits.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }), port <= 65_535
             else { return false }
             let defaultPort = scheme.elementsEqual("http".utf8) ? 80 : scheme.elementsEqual("https".utf8) ? 443 : nil
             guard port != defaultPort else { return false }
