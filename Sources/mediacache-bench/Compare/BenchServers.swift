@@ -116,13 +116,17 @@ enum BenchServers {
 
     /// Starts `mediacache-bench floor-proxy` (this executable) in front of 127.0.0.1:`originPort`;
     /// it forwards a URL's path as it is, as nginx does.
-    static func startFloorProxy(originPort: Int) async throws -> BenchServer {
+    static func startFloorProxy(originPort: Int, writesOnPool: Bool = false) async throws -> BenchServer {
         let (process, line) = try await ChildProcess.startServer(
             try ChildProcess.executable(named: "mediacache-bench"),
-            ["floor-proxy", "--origin-port", "\(originPort)", "--port", "0"],
+            ["floor-proxy", "--origin-port", "\(originPort)", "--port", "0"]
+                + (writesOnPool ? ["--writes-on-pool"] : []),
             readyLinePrefix: "floor-proxy: listening on")
         let port = try port(in: line)
-        return BenchServer(name: "floor", process: process, prefix: "/floor", originPort: originPort) { origin in
+        let name = writesOnPool ? "floor, pool" : "floor"
+        return BenchServer(
+            name: name, process: process, prefix: writesOnPool ? "/floorpool" : "/floor", originPort: originPort
+        ) { origin in
             "http://127.0.0.1:\(port)" + (URLComponents(string: origin)?.percentEncodedPath ?? "/")
         }
     }

@@ -8,7 +8,8 @@ import MediaCacheTestSupport
 
 /// What the serving process pays for a miss, a cold file, a hot file and a cold HLS play: CPU
 /// time and context switches, for this build, another build, nginx's slice cache and the floor
-/// (`floor-proxy`: what SwiftNIO and AsyncHTTPClient alone cost to forward the request), in
+/// (`floor-proxy`: what SwiftNIO and AsyncHTTPClient alone cost to forward the request and
+/// write its body, on the loop and, as this project's rule on blocking calls asks, on a pool), in
 /// front of one nginx serving files from the page cache. On a phone each is battery; on this shared
 /// machine they are the figures wall time blurs least.
 struct CostBenchCommand: AsyncParsableCommand {
@@ -16,7 +17,7 @@ struct CostBenchCommand: AsyncParsableCommand {
         commandName: "cost",
         abstract: "CPU time and context switches per miss, per cold MiB, per hot file and per HLS segment.",
         discussion:
-            "Starts nginx as the origin (files from the page cache), `mediacache serve` of this build (and of --baseline), nginx's slice cache and the floor (a bare SwiftNIO and AsyncHTTPClient proxy that caches nothing) in front of it, runs each workload on each server in turn in every round, and prints medians with the ratios. Counts with `perf stat` when it is installed, else from /proc."
+            "Starts nginx as the origin (files from the page cache), `mediacache serve` of this build (and of --baseline), nginx's slice cache and the floors (a bare SwiftNIO and AsyncHTTPClient proxy that caches nothing, its body written on its loop or on NIO's thread pool) in front of it, runs each workload on each server in turn in every round, and prints medians with the ratios. Counts with `perf stat` when it is installed, else from /proc."
     )
 
     @Option(help: "Rounds; the servers take turns in each.")
@@ -34,7 +35,11 @@ struct CostBenchCommand: AsyncParsableCommand {
     @Option(help: "Another build's `mediacache` executable, measured beside this one.")
     var baseline: String?
 
-    @Flag(inversion: .prefixedNo, help: "Measure the floor too: a bare SwiftNIO and AsyncHTTPClient proxy (no cache).")
+    @Flag(
+        inversion: .prefixedNo,
+        help:
+            "Measure the floors too: a bare SwiftNIO and AsyncHTTPClient proxy (no cache), writing on its loop and on NIO's thread pool."
+    )
     var floor = true
 
     @Option(
@@ -87,9 +92,12 @@ struct CostBenchCommand: AsyncParsableCommand {
             servers.append(nginx)
             started.append(nginx)
             if floor {
-                let proxy = try await BenchServers.startFloorProxy(originPort: origin.port)
-                servers.append(proxy)
-                started.append(proxy)
+                for writesOnPool in [false, true] {
+                    let proxy = try await BenchServers.startFloorProxy(
+                        originPort: origin.port, writesOnPool: writesOnPool)
+                    servers.append(proxy)
+                    started.append(proxy)
+                }
             }
             let work = CostWorkloads(client: client, origin: origin, rounds: rounds)
             print(
