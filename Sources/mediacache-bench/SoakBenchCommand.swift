@@ -85,6 +85,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
             "A variant of this build's serve, NAME=FLAGS (repeatable), e.g. fill-off='--fill-on-play none'.")
     var also: [String] = []
 
+    @Option(help: "Print this many of each run's slowest answers, with what they asked and when.")
+    var slowest = 0
+
     @Flag(help: "Leave out nginx's slice cache.")
     var noNginxCache = false
 
@@ -317,13 +320,16 @@ struct SoakBenchCommand: AsyncParsableCommand {
     /// ``requests`` were issued).
     func load(client: HTTPClient, clients: Int, url: @escaping @Sendable (String) -> String) async throws -> Figures {
         let issued = IssuedCount()
-        let (files, requests, size, timeout) = (self.files, self.requests, Self.fileSize, self.timeout)
+        let (files, requests, size, timeout, slowest) = (
+            self.files, self.requests, Self.fileSize, self.timeout, SlowestAnswers(limit: self.slowest)
+        )
         let ranges = self.ranges
         let paths = (0..<files).map(path)
         let start = ContinuousClock.now
         let deadline = seconds.map { start + .milliseconds(Int64($0 * 1000)) }
         struct Outcome {
             var latencies: [Double] = []
+            var slowest: SlowestAnswers
             var wrong = 0
             var timedOut = 0
             var serverErrors = 0
@@ -333,7 +339,7 @@ struct SoakBenchCommand: AsyncParsableCommand {
             for seed in 0..<clients {
                 group.addTask {
                     var random = SplitMix(seed: UInt64(seed) &* 7_919 &+ 1)
-                    var outcome = Outcome()
+                    var outcome = Outcome(slowest: slowest)
                     while deadline.map({ ContinuousClock.now < $0 })
                         ?? (issued.count.add(1, ordering: .relaxed).newValue <= requests)
                     {
@@ -375,7 +381,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
                         switch read {
                         case .right:
                             outcome.answered += 1
-                            if !hangsUp { outcome.latencies.append((ContinuousClock.now - began).seconds) }
+                            let took = (ContinuousClock.now - began).seconds
+                            if !hangsUp { outcome.latencies.append(took) }
+                            outcome.slowest.add(took, described)
                         case .status(let status):
                             if status >= 500 { outcome.serverErrors += 1 }
                             outcome.wrong += 1
@@ -391,14 +399,16 @@ struct SoakBenchCommand: AsyncParsableCommand {
                     return outcome
                 }
             }
-            return try await group.reduce(into: Outcome()) {
+            return try await group.reduce(into: Outcome(slowest: slowest)) {
                 $0.latencies += $1.latencies
+                $0.slowest.merge($1.slowest)
                 $0.wrong += $1.wrong
                 $0.timedOut += $1.timedOut
                 $0.serverErrors += $1.serverErrors
                 $0.answered += $1.answered
             }
         }
+        outcome.slowest.print()
         let sorted = outcome.latencies.sorted()
         return Figures(
             answered: outcome.answered, seconds: (ContinuousClock.now - start).seconds, p50: percentile(sorted, 0.5),
@@ -413,38 +423,4 @@ struct SoakBenchCommand: AsyncParsableCommand {
     func median(_ values: [Double]) -> Double {
         percentile(values.sorted(), 0.5)
     }
-}
-
-/// How one request of the load went.
-private enum Read: Sendable {
-    /// A `206` with every byte kept right.
-    case right
-    /// Another status.
-    case status(Int)
-    /// A wrong or missing byte, or a failure: what it was.
-    case wrong(String)
-    /// No whole answer within the timeout.
-    case timedOut
-}
-
-/// `body`'s result, `.timedOut` when it takes longer than `limit` (it is then cancelled), `.wrong`
-/// with the error when it throws.
-private func withDeadline(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Read) async -> Read {
-    await withTaskGroup(of: Read?.self) { group in
-        group.addTask {
-            do { return try await body() } catch { return .wrong("\(error)") }
-        }
-        group.addTask {
-            try? await Task.sleep(for: limit)
-            return Task.isCancelled ? nil : .timedOut
-        }
-        let first = await group.next() ?? .timedOut
-        group.cancelAll()
-        return first ?? .timedOut
-    }
-}
-
-/// How many requests the clients of a run have issued, shared among them.
-private final class IssuedCount: Sendable {
-    let count = Atomic<Int>(0)
 }
