@@ -13,8 +13,9 @@ import NIOCore
 /// (`ReaderStateMachineTests`), as ``DownloadStateMachine`` is for downloads.
 ///
 /// The states: reading (the cursor inside the range: stored bytes, held bytes, or a body
-/// streamed through), pausing at a hole (at most once per cursor, right after stored bytes),
-/// waiting on a download, finished, failed, closed. The cursor only moves forward.
+/// streamed through), pausing at a hole (at most once per cursor, right after stored bytes,
+/// and only until the read first waits on the origin), waiting on a download, finished,
+/// failed, closed. The cursor only moves forward.
 struct ReaderStateMachine {
     /// The current download as the reader sees it at its cursor.
     struct DownloadView {
@@ -114,6 +115,10 @@ struct ReaderStateMachine {
     private(set) var isClosed = false
     /// The hole the read last paused at.
     private(set) var pausedAt: Int64?
+    /// Whether the read has joined a download: its client took bytes as the origin sent them,
+    /// so it reads on, and a later hole is asked for without a pause (a pause is for a client
+    /// that may leave once it has had the cached bytes: a preloaded play that is swiped away).
+    private(set) var hasWaitedOnOrigin = false
     /// Downloads that ended without reaching the cursor, in a row.
     private(set) var fruitlessDownloads = 0
 
@@ -142,7 +147,10 @@ struct ReaderStateMachine {
         // Missing.
         if case .failed(let error)? = seen.download?.state { return .fail(.download(error)) }
         guard let download = seen.download, (download.start..<download.end).contains(cursor) else {
-            if pausesAtHoles, cursor > range.lowerBound, seen.storedBefore, pausedAt != cursor { return .pause }
+            if pausesAtHoles, !hasWaitedOnOrigin, cursor > range.lowerBound, seen.storedBefore, pausedAt != cursor {
+                return .pause
+            }
+            hasWaitedOnOrigin = true
             return .attach(at: cursor)
         }
         if download.position > cursor {
@@ -154,7 +162,9 @@ struct ReaderStateMachine {
             // It ended before the cursor (the origin cut it short, or another download
             // fetched its bytes): another one, a few times in a row at most.
             fruitlessDownloads += 1
-            return fruitlessDownloads > Self.fruitlessLimit ? .fail(.fruitless(at: cursor)) : .attach(at: cursor)
+            guard fruitlessDownloads <= Self.fruitlessLimit else { return .fail(.fruitless(at: cursor)) }
+            hasWaitedOnOrigin = true
+            return .attach(at: cursor)
         case .awaitingResponse, .receiving, .resuming:
             return .waitForBytes
         }
