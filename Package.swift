@@ -39,6 +39,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
     ],
     targets: [
         // The engine: store, spans, eviction, read path. No server code.
@@ -90,6 +91,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),

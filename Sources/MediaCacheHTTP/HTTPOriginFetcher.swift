@@ -10,6 +10,7 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTP2
 import NIOSSL
+import Tracing
 
 /// Fetches content information and byte ranges from HTTP(S) origins with AsyncHTTPClient.
 ///
@@ -60,6 +61,10 @@ public final class HTTPOriginFetcher: OriginFetcher {
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(
             1, configuration.connectionsPerHost)
+        // AsyncHTTPClient starts a span for every request and sets a dozen attributes on it,
+        // even on the no-op tracer it is given when the app bootstrapped none: about 27,000
+        // instructions a miss, 3 % of it. A tracer the app bootstrapped is kept.
+        if clientConfiguration.tracing.tracer is NoOpTracer { clientConfiguration.tracing.tracer = nil }
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         var proxied: [OriginProxies.Server: HTTPClient] = [:]
         for server in configuration.proxies.servers {

@@ -41,8 +41,9 @@ struct FloorProxyCommand: ParsableCommand {
 
     func run() throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = HTTPClient(
-            eventLoopGroupProvider: .shared(group), configuration: .init(decompression: .disabled))
+        var configuration = HTTPClient.Configuration(decompression: .disabled)
+        configuration.tracing.tracer = nil  // as the product's, when the app bootstrapped no tracer
+        let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: configuration)
         let origin = "http://127.0.0.1:\(originPort)"
         let proxy = FloorProxyAnswer(client: client, origin: origin, folder: folder, onPool: writesOnPool)
         try FloorServerCommand.serve(on: group, port: port, name: "floor-proxy") {
