@@ -94,6 +94,29 @@ extension ParserFuzzTests {
         try Mutator.expectVaried(outcomes, ["none", "items"])
     }
 
+    /// A query's pieces, cut at `&` and named by what comes before `=`, on bytes where the query
+    /// is ASCII: the same pieces and names as by `Character` (the code before), which a
+    /// combining mark after a `&` or a `=` joins to it.
+    @Test func queryPiecesAreCutAndNamedAsByCharacters() throws {
+        func reference(_ query: String) -> [(name: String, text: Substring)] {
+            query.split(separator: "&").map { piece in
+                let name = String(piece.prefix { $0 != "=" })
+                return (name.utf8.contains(UInt8(ascii: "%")) ? name.removingPercentEncoding ?? name : name, piece)
+            }
+        }
+        let outcomes = try Mutator.run("origin URLs", lines: Self.originURLs(), share: 4) { input in
+            let query = Substring(input.drop { $0 != "?" }.dropFirst())
+            for text in [String(query), input, input + "&=\u{301}a&b\u{301}=c&\u{301}d=e&&"] {
+                let (fast, slow) = (RequestTarget.pieces(of: text), reference(text))
+                guard fast.map(\.name) == slow.map(\.name), fast.map(\.text) == slow.map(\.text) else {
+                    return ("differs", "\(fast.map(\.text)) against \(slow.map(\.text))")
+                }
+            }
+            return (query.isEmpty ? "no query" : "query", nil)
+        }
+        try Mutator.expectVaried(outcomes, ["no query", "query"])
+    }
+
     @Test func aQueryWithoutUnderscoresNamesNoHLSOrDASHParameter() throws {
         let outcomes = try Mutator.run("origin URLs", lines: Self.originURLs(), share: 4) { input in
             guard let url = URL(string: input) else { return ("not a URL", nil) }
