@@ -15,10 +15,10 @@ import NIOPosix
 /// player. No index, no checks, no log; the file is thrown away at the end. The file is written
 /// with `pwrite` on the loop itself, as nginx writes its cache; with `--writes-on-pool` it is
 /// made, written and closed on NIO's thread pool, one job at a time, each taking every part
-/// that came while the one before it ran, as the product must (its event loops and Swift's cooperative pool never
-/// block on a file). `mediacache-bench cost` measures both beside `serve` and nginx: the floor
-/// under a miss's CPU time and context switches on SwiftNIO and AsyncHTTPClient, and the floor
-/// of a proxy that keeps this project's rule on blocking calls.
+/// that came while the one before it ran, as the product must (its event loops and Swift's
+/// cooperative pool never block on a file). `mediacache-bench cost` measures both beside
+/// `serve` and nginx: the floor under a miss's CPU time and context switches on SwiftNIO and
+/// AsyncHTTPClient, and the floor of a proxy that keeps this project's rule on blocking calls.
 struct FloorProxyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "floor-proxy",
