@@ -4,6 +4,7 @@
 import Foundation
 import MediaCacheTestSupport
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import MediaCache
@@ -45,4 +46,52 @@ import Testing
         _ = scheduler.takeReservation(Self.key, at: 0, until: 50_000, for: .own(.preload))
         #expect(!own.servesPlayer)
     }
+
+    /// Found by strace of a cold 64 KiB miss of an `application/octet-stream` file (a type a
+    /// playlist may come with): the look at the body's start joined no download, waited for the
+    /// probe's bytes to be written, and read them back; the answer then left after the write
+    /// (open, `pwrite`, a hop back), by `sendfile` from the new file. The look now takes the
+    /// probe's bytes from memory, as they arrive, and leaves the reservation to the read that
+    /// answers.
+    @Test func aLookAtTheStartTakesTheHeldDownloadsBytesWithoutWaitingForTheStore() async {
+        let scheduler = DownloadScheduler(configuration: CachingReader.Configuration())
+        let probed = Self.download(scheduler, start: 0, end: 65_536)
+        scheduler.reserve(probed, for: .player)
+        probed.responseReceived()
+        let bytes = (0..<2_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        // Half of the look's bytes have come, and are being written (a write that never ends here).
+        probed.deliver(ByteBuffer(bytes: bytes[..<512]), storage: .writing)
+        let waits = Counter()
+        async let look = scheduler.reservedStart(of: Self.key, length: 1_024) { wait in
+            waits.add()
+            await wait()
+        }
+        while waits.value == 0 { await Task.yield() }
+        probed.deliver(ByteBuffer(bytes: bytes[512...]), storage: .writing)
+        #expect(await look == Array(bytes[..<1_024]))
+        #expect(waits.value == 1)
+        // The reservation is still the answering read's.
+        #expect(scheduler.takeReservation(Self.key, at: 0, until: 65_536, for: .player)?.download === probed)
+        // Without a held download from byte 0 that reaches the look's end, the look reads as before.
+        let past = Self.download(scheduler, start: 10, end: 65_536)
+        scheduler.reserve(past, for: .player)
+        #expect(await scheduler.reservedStart(of: Self.key, length: 1_024) { await $0() } == nil)
+        let short = Self.download(scheduler, start: 0, end: 100)
+        scheduler.reserve(short, for: .player)
+        #expect(await scheduler.reservedStart(of: Self.key, length: 1_024) { await $0() } == nil)
+        // One that ended before the look's bytes came gives nothing either.
+        let cut = Self.download(scheduler, start: 0, end: 65_536)
+        scheduler.reserve(cut, for: .player)
+        cut.responseReceived()
+        cut.deliver(ByteBuffer(bytes: bytes[..<100]), storage: .writing)
+        cut.fail(CacheError(.originUnavailable, "cut"))
+        #expect(await scheduler.reservedStart(of: Self.key, length: 1_024) { await $0() } == nil)
+    }
+}
+
+/// A count shared with a closure that runs elsewhere.
+private final class Counter: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func add() { count.withLock { $0 += 1 } }
 }

@@ -263,6 +263,17 @@ extension CachingReader {
     ) async throws -> ManifestKind? {
         guard ManifestLook.mayBePlaylist(metadata) else { return nil }
         if let declared = ManifestLook.declaredKind(metadata) { return declared }
+        let key = store.key(for: url)
+        // The probe's bytes in memory, when it fetched the start: the look waits for no write.
+        let length = min(metadata.length ?? ManifestLook.sniffedLength, ManifestLook.sniffedLength)
+        if length > 0,
+            let first = await scheduler.reservedStart(
+                of: key, length: length, waiting: { wait in await priority.whilePlayerWaits(requester, wait) })
+        {
+            let kind = ManifestLook.sniffedKind(first)
+            if kind == nil { store.noteStartIsMedia(of: key, version: planned ?? metadata) }
+            return kind
+        }
         // A look, not the read that answers: the probe's download stays held for that one.
         let stream = try await read(
             url, headers: headers, planned: planned, lengthless: (0, ManifestLook.sniffedLength),
@@ -275,7 +286,7 @@ extension CachingReader {
         let kind = ManifestLook.sniffedKind(first)
         // Kept with the version: its next ranges need no look (the store's fast road).
         if kind == nil, first.count == min(metadata.length ?? 0, ManifestLook.sniffedLength) {
-            store.noteStartIsMedia(of: store.key(for: url), version: stream.metadata)
+            store.noteStartIsMedia(of: key, version: stream.metadata)
         }
         return kind
     }

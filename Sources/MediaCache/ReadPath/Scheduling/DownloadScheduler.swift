@@ -121,6 +121,27 @@ final class DownloadScheduler: Sendable {
         hold(.download(download, reader: id), for: download.key)
     }
 
+    /// The first `length` bytes of the download held for `key` (a probe's, reserved for the read
+    /// that answers), from memory as they arrive, the reservation left in place: what a look at
+    /// the body's start reads, so that it waits neither for the store's write nor for a request
+    /// of its own. `nil` when no held download fetches them from byte 0, or they are no longer
+    /// in memory, or it ended first. `wait` runs each wait for more bytes.
+    func reservedStart(of key: CacheKey, length: Int64, waiting wait: (() async -> Void) async -> Void) async
+        -> [UInt8]?
+    {
+        guard case .download(let download, _)? = reservations.withLock({ $0[key] }), download.start == 0,
+            download.end >= length
+        else { return nil }
+        while true {
+            if let held = download.heldBytes(at: 0, joiningUpTo: Int(length)), held.readableBytes >= length {
+                return Array(held.readableBytesView)
+            }
+            let snapshot = download.snapshot(at: 0)
+            guard !snapshot.state.isTerminal, snapshot.position < length, !Task.isCancelled else { return nil }
+            await wait { await download.waitForBytes(at: snapshot.position) }
+        }
+    }
+
     /// Holds a probe's body without a length for the read that will stream it, so that read
     /// costs no second request; in place of any reservation before (which is let go).
     func reserve(body response: OriginResponse, for key: CacheKey) {
