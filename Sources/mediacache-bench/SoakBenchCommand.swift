@@ -91,6 +91,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
     @Flag(help: "Leave out nginx's slice cache.")
     var noNginxCache = false
 
+    @Flag(help: "Add the floor: a bare SwiftNIO server sending the origin's files, opened once (no cache, no origin).")
+    var floor = false
+
     func validate() throws {
         _ = try Self.bytes(maxSize)
         guard clients.allSatisfy({ (1...256).contains($0) }), !clients.isEmpty else {
@@ -126,11 +129,13 @@ struct SoakBenchCommand: AsyncParsableCommand {
         types.split(separator: ",").compactMap { ["audio": "mp3", "generic": "bin"][String($0)] }
     }
 
-    /// A candidate: an executable's `serve` with extra flags, or nginx's slice cache (`nil`).
+    /// A candidate: an executable's `serve` with extra flags, or nginx's slice cache (`nil`), or
+    /// the floor (`floor-server --root`, every file already at hand).
     struct Candidate {
         var name: String
         var executable: URL?
         var flags: [String] = []
+        var isFloor = false
     }
 
     /// One run's figures.
@@ -174,6 +179,7 @@ struct SoakBenchCommand: AsyncParsableCommand {
         }
         if let baseline { candidates.append(Candidate(name: "baseline", executable: URL(fileURLWithPath: baseline))) }
         if !noNginxCache { candidates.append(Candidate(name: "nginx slice", executable: nil)) }
+        if floor { candidates.append(Candidate(name: "floor", executable: nil, isFloor: true)) }
         var figures: [String: [Figures]] = [:]
         var runs = 0
         for round in 1...rounds {
@@ -296,6 +302,16 @@ struct SoakBenchCommand: AsyncParsableCommand {
                 print("\(candidate.name)'s log, \(lines.count) lines; the last 20:")
                 lines.suffix(20).forEach { print("  \($0.prefix(400))") }
             }
+        } else if candidate.isFloor {
+            let (process, line) = try await ChildProcess.startServer(
+                try ChildProcess.executable(named: "mediacache-bench"), ["floor-server", "--root", origin.root.path],
+                readyLinePrefix: "floor: listening on")
+            defer {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            let port = try BenchServers.port(in: line)
+            figures = try await load(client: client, clients: clients) { "http://127.0.0.1:\(port)\($0)" }
         } else {
             let benchClient = BenchClient(http: client)
             // Bounded as ours is, so both evict alike.

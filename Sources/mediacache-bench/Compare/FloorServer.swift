@@ -13,7 +13,8 @@ import NIOPosix
 /// `sendfile`. No cache, no checks, no log, and (as the proxy) no validation of the fields it
 /// writes, which NIO's pipeline does by default at about a fifth of a range's cost: the floor
 /// under the proxy's per-request cost on the same framework, measured beside it by `compare`
-/// (workloads 8 and 10) and `scripts/callgrind-requests.sh`.
+/// (workloads 8 and 10), `soak --floor` (every file of a folder, each by its path) and
+/// `scripts/callgrind-requests.sh`.
 struct FloorServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "floor-server",
@@ -22,15 +23,35 @@ struct FloorServerCommand: ParsableCommand {
     )
 
     @Option(help: "The file whose bytes every path answers with.")
-    var file: String
+    var file: String?
+
+    @Option(help: "A folder whose files are served each by its path under it (opened before serving).")
+    var root: String?
 
     @Option(help: "The port to listen on (0: any free port).")
     var port = 0
 
+    func validate() throws {
+        guard (file == nil) != (root == nil) else { throw ValidationError("Give --file or --root.") }
+    }
+
     func run() throws {
-        let handle = try NIOFileHandle(_deprecatedPath: file)
-        let length = try Int64(FileManager.default.attributesOfItem(atPath: file)[.size] as? Int ?? 0)
-        let floor = FloorAnswer(file: handle, length: length)
+        let floor: FloorAnswer
+        if let file {
+            floor = FloorAnswer(only: try FloorAnswer.File(path: file))
+        } else {
+            let folder = URL(fileURLWithPath: root!).standardizedFileURL
+            guard let found = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else {
+                throw ValidationError("--root \(folder.path) cannot be read.")
+            }
+            var files: [String: FloorAnswer.File] = [:]
+            for case let url as URL in found
+            where (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true {
+                let path = url.standardizedFileURL.path
+                files[String(path.dropFirst(folder.path.count))] = try FloorAnswer.File(path: path)
+            }
+            floor = FloorAnswer(files: files)
+        }
         try Self.serve(on: MultiThreadedEventLoopGroup(numberOfThreads: 1), port: port, name: "floor") {
             floor.answer(context: $0, head: $1)
         }
@@ -84,12 +105,35 @@ private final class WholeRequests: ChannelInboundHandler {
     }
 }
 
-/// Answers each request with the range it asks for (`bytes=a-b`, else the whole file).
+/// Answers each request with the range it asks for (`bytes=a-b`, else the whole file) of one
+/// file, or of the file its path names (404 for any other path).
 private struct FloorAnswer: Sendable {
-    let file: NIOFileHandle
-    let length: Int64
+    /// A file opened once, and its length.
+    struct File: Sendable {
+        let handle: NIOFileHandle
+        let length: Int64
+
+        init(path: String) throws {
+            handle = try NIOFileHandle(_deprecatedPath: path)
+            length = Int64(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0)
+        }
+    }
+
+    var only: File?
+    var files: [String: File] = [:]
 
     func answer(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        guard let found = only ?? files[String(head.uri.prefix { $0 != "?" })] else {
+            let headers = HTTPHeaders([("Content-Length", "0")] + (head.isKeepAlive ? [] : [("Connection", "close")]))
+            context.write(
+                NIOAny(
+                    HTTPServerResponsePart.head(
+                        HTTPResponseHead(version: head.version, status: .notFound, headers: headers))),
+                promise: nil)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
+        }
+        let (file, length) = (found.handle, found.length)
         var range = 0..<length
         var status = HTTPResponseStatus.ok
         if let field = head.headers.first(name: "range"),
