@@ -75,6 +75,15 @@ import Testing
         #expect(noDelay.next(hole) == .attach(at: 500))
     }
 
+    /// Which reads pause at all: those to the resource's end (or of an unknown length); a
+    /// closed range that stops short of the end asks for its holes at once.
+    @Test func onlyAReadToTheResourcesEndPauses() {
+        #expect(ReaderStateMachine.pausesAtHoles(reading: ByteRange(100, 1_000), of: 1_000))
+        #expect(ReaderStateMachine.pausesAtHoles(reading: ByteRange(100, 1_000), of: nil))
+        #expect(!ReaderStateMachine.pausesAtHoles(reading: ByteRange(100, 999), of: 1_000))
+        #expect(!ReaderStateMachine.pausesAtHoles(reading: ByteRange(0, 2), of: 1_000))
+    }
+
     /// Once the read has waited on the origin its client takes bytes as they come: a later
     /// hole after stored bytes is asked for at once (a read across five holes of a file read
     /// at random paused 20 ms at each). Before that, a hole after stored bytes pauses.

@@ -141,6 +141,44 @@ import Testing
         }
     }
 
+    /// Found by `soak --slowest` with closed ranges: every one of the slowest answers (55-62 ms)
+    /// was a range of about 300 kB that began in stored bytes, and paused at its hole as long as
+    /// a 40 Mbit/s client would take them, though its client had asked for exactly those bytes.
+    /// A closed range that ends before the file's end now asks for its hole at once; a read to
+    /// the end (open, or closed to the last byte) still pauses, so a player that stops after a
+    /// preloaded start costs no request.
+    @Test(arguments: [false, true])
+    func onlyAReadToTheEndPausesAtAHoleAfterStoredBytes(toTheEnd: Bool) async throws {
+        let timer = ManualPauseTimer()
+        var configuration = CachingReader.Configuration()
+        configuration.holeDelay = .seconds(2)
+        configuration.pauseTimer = timer
+        try await ScriptedHarness.with(answersWhole: true, reader: configuration) { h in
+            let content = DeterministicContent(seed: 16)
+            let length: Int64 = 1_000_000
+            h.origin.serve(Self.url, length: length, seed: 16)
+            #expect(
+                content.firstMismatch(
+                    in: try await collect(try await h.reader.read(Self.url, offset: 0, length: 300_000)), at: 0) == nil)
+            try await waitUntil { h.reader.activeDownloads == 0 }
+            let before = h.origin.exchanges.count
+            let end = toTheEnd ? length : 600_000
+            let stream = try await h.reader.read(Self.url, offset: 100_000, length: end - 100_000)
+            let taken = Taken()
+            let reading = Self.consume(stream, content: content, from: 100_000, taken: taken)
+            try await waitUntil { timer.sleeping == 1 || taken.value == end - 100_000 }
+            #expect(timer.sleeping == (toTheEnd ? 1 : 0), "a pause at the hole")
+            if timer.sleeping == 1 {
+                #expect(h.origin.exchanges.count == before, "no request during the pause")
+                timer.fire()
+            }
+            #expect(try await reading.value == end - 100_000)
+            #expect(timer.pausesBegun == (toTheEnd ? 1 : 0))
+            #expect(h.origin.exchanges.count == before + 1)
+            #expect(h.origin.exchanges.last?.bodyRange == ByteRange(300_000, end))
+        }
+    }
+
     /// Bytes stored by another download while a read pauses at a hole are read from the
     /// store after the pause, never fetched again (seen once as `bytes=0-262143` then
     /// `bytes=1711-263854`).

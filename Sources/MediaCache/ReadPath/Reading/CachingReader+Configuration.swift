@@ -135,7 +135,9 @@ extension CachingReader {
         /// it needs sends the cancel while earlier bytes are still in flight (socket buffers
         /// hold megabytes); the wait lets the cancel arrive first, so a replayed session
         /// does not fetch bytes nobody takes. A read waits only until it first waits on the
-        /// origin: after that its client takes bytes as they come. `.zero` never waits.
+        /// origin: after that its client takes bytes as they come. Only a read to the
+        /// resource's end waits: a closed range that stops short of it names the bytes its
+        /// client wants. `.zero` never waits.
         package var holeDelay: Duration = .milliseconds(20)
         /// The rate a client is assumed to take cached bytes at, at most: a read that reaches a
         /// hole after giving `n` cached bytes in a row waits `n` at this rate (within

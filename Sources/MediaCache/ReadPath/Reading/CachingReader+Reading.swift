@@ -85,7 +85,7 @@ extension CachingReader {
             }
             let session = ReadSession(
                 context: context, url: url, key: key, range: range, headers: headers, handle: handle,
-                requester: requester)
+                requester: requester, resourceLength: total)
             if takesReservation { session.joinReservedDownload() }
             if needsValidation(key, range: range, handle: handle, stale: !validator.isCurrent(metadata)) {
                 switch await session.startFirstDownloadAndWaitForResponse() {

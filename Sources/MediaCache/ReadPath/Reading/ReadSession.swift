@@ -51,7 +51,7 @@ final class ReadSession: Sendable {
 
     init(
         context: ReadContext, url: URL, key: CacheKey, range: ByteRange, headers: RequestHeaders,
-        handle: CacheEntryHandle?, requester: Requester,
+        handle: CacheEntryHandle?, requester: Requester, resourceLength: Int64? = nil,
         passThrough: PassThrough? = nil, cached: SpanSet? = nil
     ) {
         (self.context, self.url, self.key, self.range, self.headers, self.passThrough) = (
@@ -60,7 +60,10 @@ final class ReadSession: Sendable {
         self.requester = requester
         // What was cached of the range when the read began (given when just looked up).
         let cached = cached ?? (try? handle?.spans(in: range)) ?? SpanSet()
-        let machine = ReaderStateMachine(range: range, pausesAtHoles: context.configuration.holeDelay > .zero)
+        let machine = ReaderStateMachine(
+            range: range,
+            pausesAtHoles: context.configuration.holeDelay > .zero
+                && ReaderStateMachine.pausesAtHoles(reading: range, of: resourceLength))
         state = Mutex(State(machine: machine, handle: handle, cachedAtStart: cached))
         context.openStreams.add(1, ordering: .relaxed)
     }

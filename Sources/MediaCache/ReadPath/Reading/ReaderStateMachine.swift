@@ -122,6 +122,15 @@ struct ReaderStateMachine {
     /// Downloads that ended without reaching the cursor, in a row.
     private(set) var fruitlessDownloads = 0
 
+    /// Whether a read of `range`, of a resource of `length` bytes (`nil`: not known), pauses at
+    /// a hole after stored bytes: a read to the resource's end (an open range, or a closed one
+    /// to the last byte) may be left once its client has what it wants, so it does. A closed
+    /// range that ends before the resource's end names the bytes its client wants: its holes
+    /// are asked for at once.
+    static func pausesAtHoles(reading range: ByteRange, of length: Int64?) -> Bool {
+        length.map { range.upperBound >= $0 } ?? true
+    }
+
     init(range: ByteRange, pausesAtHoles: Bool) {
         self.range = range
         self.pausesAtHoles = pausesAtHoles

@@ -69,7 +69,7 @@ package struct StoredLease: Sendable {
         }
         let session = ReadSession(
             context: context, url: url, key: key, range: range, headers: headers, handle: handle,
-            requester: requester, cached: cached)
+            requester: requester, resourceLength: current.length, cached: cached)
         return ReadStream(metadata: current, range: range, session: session)
     }
 }
