@@ -4,7 +4,6 @@
 import Foundation
 import MediaCacheTestSupport
 import NIOCore
-import Synchronization
 import Testing
 
 @testable import MediaCache
@@ -61,9 +60,9 @@ import Testing
         let bytes = (0..<2_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         // Half of the look's bytes have come, and are being written (a write that never ends here).
         probed.deliver(ByteBuffer(bytes: bytes[..<512]), storage: .writing)
-        let waits = Counter()
+        let waits = ScriptedReadPathTests.Taken()
         async let look = scheduler.reservedStart(of: Self.key, length: 1_024) { wait in
-            waits.add()
+            waits.set(waits.value + 1)
             await wait()
         }
         while waits.value == 0 { await Task.yield() }
@@ -87,11 +86,4 @@ import Testing
         cut.fail(CacheError(.originUnavailable, "cut"))
         #expect(await scheduler.reservedStart(of: Self.key, length: 1_024) { await $0() } == nil)
     }
-}
-
-/// A count shared with a closure that runs elsewhere.
-private final class Counter: Sendable {
-    private let count = Mutex(0)
-    var value: Int { count.withLock { $0 } }
-    func add() { count.withLock { $0 += 1 } }
 }
