@@ -102,6 +102,34 @@ import Testing
         case yield, proof, pace
     }
 
+    /// Found running the whole suite on one core: a skipped song was filled whole though its
+    /// test never fired the quiet timer. The fill's probation (``OriginPriority/wait(_:unless:)``)
+    /// slept again on each wake-up of its park for what was left by the real clock, and a
+    /// wake-up after the duration had passed in real time (a scheduling delay of seconds) ended
+    /// the wait as passed. It is measured on its timer alone now.
+    @Test func aWaitPassesOnlyWhenItsTimerSaysSoWhateverTheRealClock() async throws {
+        let timer = ManualPauseTimer()
+        let priority = OriginPriority(grace: .milliseconds(250), timer: timer)
+        let passed = Atomic<Int>(-1)
+        let waiting = Task {
+            let result = await priority.wait(.milliseconds(1), unless: { false })
+            passed.store(result ? 1 : 0, ordering: .releasing)
+        }
+        try await waitUntil { timer.sleeping == 1 && priority.parkedTransfers == 1 }
+        // Far more than the wait's duration passes on the real clock (a wait for an event would
+        // not tell: what is tested is that the real clock does not count)...
+        try await Task.sleep(for: .milliseconds(20))
+        // ...and a player's wait begins and ends, which wakes the park: it looks again and parks.
+        let player = try await PlayerWait.begin(on: priority)
+        await player.end()
+        try await waitUntil { priority.parkedTransfers == 1 || passed.load(ordering: .acquiring) != -1 }
+        #expect(passed.load(ordering: .acquiring) == -1, "the wait passed without its timer")
+        #expect(timer.sleeping == 1)
+        timer.fire()
+        await waiting.value
+        #expect(passed.load(ordering: .acquiring) == 1)
+    }
+
     @Test func noPlayerWaitingMeansNoWait() async {
         let timer = ManualPauseTimer()
         let priority = OriginPriority(grace: .milliseconds(250), timer: timer)
