@@ -25,9 +25,12 @@ import Testing
                 else { return ("read back", "\(server) does not read back") }
                 return ("read", nil)
             } catch let error as OriginProxyError {
+                // The password in its place in the URL, or alone when it is too long to be a
+                // word of the message's own (`ocks5`, found with `MEDIACACHE_FUZZ_SEED=6`, is
+                // part of "socks5" in the list of schemes).
                 if let password = URLComponents(string: input.contains("://") ? input : "http://" + input)?.password,
                     password.count > 3,
-                    error.message.contains(password)
+                    error.message.contains(":\(password)@") || (password.count >= 8 && error.message.contains(password))
                 {
                     return ("leak", error.message)
                 }

@@ -90,7 +90,9 @@ enum WebVTTJoin {
             let text = String(
                 decoding: bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes.dropFirst(3) : bytes[...], as: UTF8.self
             )
-            .replacingOccurrences(of: "\r\n", with: "\n")
+            // A line ends with CR LF, LF or CR alone (WebVTT, 6.1): a cue's timing line that
+            // ended with a CR would otherwise carry its text along and keep its old times.
+            .replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n")
             guard text.hasPrefix("WEBVTT") else { throw Failure(message: "A subtitle segment is not WebVTT.") }
             let blocks = text.components(separatedBy: "\n\n")
             // The header: X-TIMESTAMP-MAP=MPEGTS:<90 kHz>,LOCAL:<time>.

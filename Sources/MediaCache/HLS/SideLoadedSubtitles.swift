@@ -113,8 +113,10 @@ package enum SideLoadedSubtitles {
                     inserted = true
                 }
                 if (try? HLSPlaylist.attributes(value ?? ""))?.keys.contains("SUBTITLES") != true {
-                    // After a list's trailing comma, no second one (an empty attribute).
-                    text += (text.hasSuffix(",") ? "" : ",") + "SUBTITLES=\"\(groupID)\""
+                    // After a list's trailing comma, no second one (an empty attribute); nor
+                    // a first one in a list that is empty.
+                    let list = (value ?? "").trimmingCharacters(in: .whitespaces)
+                    text += (list.isEmpty || text.hasSuffix(",") ? "" : ",") + "SUBTITLES=\"\(groupID)\""
                 }
             }
             output += text + line.ending

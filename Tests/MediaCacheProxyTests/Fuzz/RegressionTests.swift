@@ -2,12 +2,12 @@
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
 import Foundation
-import MediaCache
 import MediaCacheHTTP
 import MediaCacheHTTPFields
 import MediaCacheTestSupport
 import Testing
 
+@testable import MediaCache
 @testable import MediaCacheProxy
 
 /// Inputs that once crashed or fooled a parser, each kept as its own test.
@@ -188,6 +188,32 @@ import Testing
     @Test func signedNumbersAreNotNumbers() {
         #expect(HTTPNumber.strict("+5") == nil && HTTPNumber.strict("-0") == nil && HTTPNumber.saturating("٣") == nil)
         #expect(RangeSpecifier.parse("bytes=+5-10") == .invalid)
+    }
+
+    /// `X-Amz-Date=90261123T000000Z` (found by `signedURLsReadWithinBoundsAndRenewInTheirSignatureOnly`
+    /// with `MEDIACACHE_FUZZ_SEED=5`): a compact date reads up to the year 9999, past the latest
+    /// expiry any other parameter may state (year 5138), and the URL's expiry went past it.
+    @Test func anAmazonDatePastTheLatestExpiryIsNoDate() throws {
+        let far = try #require(
+            URL(string: "https://b.s3.example/v.mp4?X-Amz-Date=90261123T000000Z&X-Amz-Expires=3600&X-Amz-Signature=f"))
+        #expect(SignedURL.expiry(of: far) == nil)
+        let near = try #require(
+            URL(string: "https://b.s3.example/v.mp4?X-Amz-Date=20261123T000000Z&X-Amz-Expires=3600&X-Amz-Signature=f"))
+        #expect(SignedURL.expiry(of: near) == Date(timeIntervalSince1970: 1_795_395_600))
+    }
+
+    /// `#EXT-X-STREAM-INF:` with no attributes (found by
+    /// `mastersWithSideLoadedTracksListThemOnEveryVariant` with `MEDIACACHE_FUZZ_SEED=2`): the
+    /// side-loaded subtitles were added as `:,SUBTITLES=...`, a list whose first attribute is
+    /// empty, which does not read; that variant then named no subtitle group.
+    @Test func aVariantWithoutAttributesGetsTheSubtitlesGroupAsItsOnlyOne() throws {
+        let text = "#EXTM3U\n#EXT-X-STREAM-INF:\nlow.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=1,\nhigh.m3u8\n"
+        let playlist = try HLSPlaylist(parsing: Array(text.utf8))
+        let track = try #require(SideLoadedSubtitle(language: "en", url: URL(string: "https://s.example/en.vtt")!))
+        let output = try #require(SideLoadedSubtitles.master(playlist, adding: [track]))
+        let read = try HLSPlaylist(parsing: Array(output.utf8))
+        #expect(read.variants.count == 2 && read.variants.allSatisfy { $0.subtitlesGroup != nil }, "\(output)")
+        #expect(output.contains("#EXT-X-STREAM-INF:SUBTITLES=") && output.contains("BANDWIDTH=1,SUBTITLES="))
     }
 }
 

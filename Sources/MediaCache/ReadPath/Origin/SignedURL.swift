@@ -56,7 +56,8 @@ enum SignedURL {
             seconds += (fields[name] ?? []).compactMap(unixSeconds)
         }
         for vendor in ["amz", "goog"] {
-            if let date = fields["x-\(vendor)-date"]?.first.flatMap(compactDate),
+            // A date past the latest expiry is no date, as for the other parameters.
+            if let date = fields["x-\(vendor)-date"]?.first.flatMap(compactDate), date <= latestExpiry,
                 let lifetime = fields["x-\(vendor)-expires"]?.first.flatMap({ number($0, atMost: longestLifetime) })
             {
                 seconds.append(date + lifetime)
