@@ -11,11 +11,11 @@ public import Testing
 /// control characters). The generator is seeded, so a failure names the seed and
 /// iteration that reproduce it.
 ///
-/// How many inputs each target runs: `MEDIACACHE_FUZZ_ITERATIONS` (default 100,000);
+/// How many inputs each target runs: `MEDIACACHE_FUZZ_ITERATIONS` (default 25,000);
 /// `MEDIACACHE_FUZZ_SEED` picks another sequence.
 public struct Mutator {
     public static var iterations: Int {
-        ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 100_000
+        ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 25_000
     }
 
     public static var seed: UInt64 {

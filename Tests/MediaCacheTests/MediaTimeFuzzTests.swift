@@ -15,11 +15,11 @@ import Testing
 /// again: the planner returns or throws, never traps, reads only within the file, and plans
 /// only ranges within it. Plus MP3, ADTS and WAV heads mutated the same way.
 ///
-/// `MEDIACACHE_FUZZ_ITERATIONS` (default 100,000; a twentieth of it here, each input is a file)
+/// `MEDIACACHE_FUZZ_ITERATIONS` (default 25,000; a twentieth of it here, each input is a file)
 /// and `MEDIACACHE_FUZZ_SEED` as for the other fuzz targets.
 @Suite(.stallLimit, .cpuBound) struct MediaTimeFuzzTests {
     static var iterations: Int {
-        max(1, (ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 100_000) / 20)
+        max(1, (ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 25_000) / 20)
     }
     static var seed: UInt64 {
         ProcessInfo.processInfo.environment["MEDIACACHE_FUZZ_SEED"].flatMap(UInt64.init) ?? 0x6d70_3474_696d_6521
