@@ -61,8 +61,29 @@ struct NginxOriginTests {
         }
     }
 
-    /// Makes a six-segment HLS VOD and a DASH presentation of the same 12 s with ffmpeg.
+    /// Puts a six-segment HLS VOD and a DASH presentation of the same 12 s, made with ffmpeg once
+    /// per test process, in `root`'s `hls` and `dash` folders.
     static func makeStreams(in root: URL) async throws {
+        // Each file's path under the root and its bytes, kept in memory (about 1 MB).
+        let made = try await madeOnce("streams") {
+            try await withTemporaryDirectory { folder in
+                try await encodeStreams(in: folder)
+                return try ["hls", "dash"].flatMap { name in
+                    try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent(name).path).map {
+                        ("\(name)/\($0)", try Data(contentsOf: folder.appendingPathComponent("\(name)/\($0)")))
+                    }
+                }
+            }
+        }
+        for folder in ["hls", "dash"] {
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        for (path, bytes) in made { try bytes.write(to: root.appendingPathComponent(path)) }
+    }
+
+    /// Makes the streams of ``makeStreams(in:)`` in `root`.
+    private static func encodeStreams(in root: URL) async throws {
         for folder in ["hls", "dash"] {
             try FileManager.default.createDirectory(
                 at: root.appendingPathComponent(folder), withIntermediateDirectories: true)

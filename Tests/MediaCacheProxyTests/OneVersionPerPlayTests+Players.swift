@@ -10,22 +10,26 @@ import Testing
 extension OneVersionPerPlayTests {
     /// An episode's versions as a host that stitches ads makes them (ffmpeg, in the test): a
     /// tone of `version × 3` seconds (the ad, another length each time) before 200 s of content (past the distance at which a seek joins the fill under way).
+    /// Each version is made once per test process (``madeOnce(_:_:)``).
     static func episodes(count: Int) async throws -> [[UInt8]] {
-        try await withTemporaryDirectory { directory in
-            var bodies: [[UInt8]] = []
-            for version in 1...count {
-                let file = directory.appendingPathComponent("v\(version).mp3")
-                let made = try await runTool([
-                    "ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
-                    "sine=frequency=\(500 + version * 150):duration=\(version * 3)", "-f", "lavfi", "-i",
-                    "sine=frequency=440:duration=200", "-filter_complex", "[0][1]concat=n=2:v=0:a=1", "-c:a",
-                    "libmp3lame", "-b:a", "128k", file.path,
-                ])
-                #expect(made.status == 0, "\(made.error)")
-                bodies.append(Array(try Data(contentsOf: file)))
-            }
-            return bodies
+        var bodies: [[UInt8]] = []
+        for version in 1...count {
+            bodies.append(
+                try await madeOnce("episode \(version)") {
+                    try await withTemporaryDirectory { directory in
+                        let file = directory.appendingPathComponent("v\(version).mp3")
+                        let made = try await runTool([
+                            "ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+                            "sine=frequency=\(500 + version * 150):duration=\(version * 3)", "-f", "lavfi", "-i",
+                            "sine=frequency=440:duration=200", "-filter_complex", "[0][1]concat=n=2:v=0:a=1", "-c:a",
+                            "libmp3lame", "-b:a", "128k", file.path,
+                        ])
+                        #expect(made.status == 0, "\(made.error)")
+                        return Array(try Data(contentsOf: file))
+                    }
+                })
         }
+        return bodies
     }
 
     /// What a player does: starts the episode, seeks to 80 % at once and back to 10 %,

@@ -140,3 +140,19 @@ func runTool(_ arguments: [String]) async throws -> (status: Int32, output: Data
 func toolExists(_ name: String) -> Bool {
     ChildProcess.toolExists(name)
 }
+
+/// What `make` gives for `key`, made once per test process: several tests play the same media,
+/// and ffmpeg's encodes were a fifth of the suite's processor time. A failure is kept too (each
+/// test that asks fails the same way).
+func madeOnce<T: Sendable>(_ key: String, _ make: @escaping @Sendable () async throws -> T) async throws -> T {
+    let task = madeMedia.withLock { made in
+        if let task = made[key] { return task }
+        let task = Task<any Sendable, any Error> { try await make() }
+        made[key] = task
+        return task
+    }
+    guard let value = try await task.value as? T else { preconditionFailure("\(key) was made as another type") }
+    return value
+}
+
+private let madeMedia = Mutex<[String: Task<any Sendable, any Error>]>([:])
