@@ -30,7 +30,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
             counts as timed out. Every byte kept is checked against the file. Prints, per candidate and client count, \
             the answers, the answers per second, p50 and p99 of a whole read, answers that were not the origin's bytes (a \
             wrong byte, a status other than 206), timeouts, 5xx, the server's open files (at its start, its most, its \
-            end), and origin requests per player request (from nginx's access log); then medians over the rounds.
+            end), origin requests per player request (from nginx's access log), the CPU time per answer of the server \
+            (its processes) and of the clients (this process), and the share of the machine's time left idle (a closed \
+            loop of clients on a busy machine waits on the server when cores idle); then medians over the rounds.
             """
     )
 
@@ -94,6 +96,12 @@ struct SoakBenchCommand: AsyncParsableCommand {
     @Flag(help: "Add the floor: a bare SwiftNIO server sending the origin's files, opened once (no cache, no origin).")
     var floor = false
 
+    @Flag(
+        help:
+            "Before each run, read every file whole through the candidate (each byte checked): the run then measures stored answers, without the fill."
+    )
+    var warm = false
+
     func validate() throws {
         _ = try Self.bytes(maxSize)
         guard clients.allSatisfy({ (1...256).contains($0) }), !clients.isEmpty else {
@@ -152,6 +160,11 @@ struct SoakBenchCommand: AsyncParsableCommand {
         var openFiles: Samples.Figures?
         /// The bytes its cache folder held (files' allocated sizes), at the start, at most, at the end.
         var held: Samples.Figures?
+        /// The server's CPU time per answer (its processes: nginx's master and workers), and this
+        /// process's (the clients'), in microseconds; the share of the machine's time idle.
+        var serverMicroseconds = 0.0
+        var clientMicroseconds = 0.0
+        var idle = 0.0
         var perSecond: Double { Double(answered) / max(seconds, 0.001) }
     }
 
@@ -197,10 +210,11 @@ struct SoakBenchCommand: AsyncParsableCommand {
                         "round \(round), \(candidate.name), \(clientCount) clients: "
                             + String(
                                 format:
-                                    "%d answers in %.0f s (%.0f/s), p50 %.1f ms, p99 %.1f ms, wrong %d, timed out %d, 5xx %d, origin requests per request %.3f",
+                                    "%d answers in %.0f s (%.0f/s), p50 %.1f ms, p99 %.1f ms, wrong %d, timed out %d, 5xx %d, origin requests per request %.3f, CPU per answer: server %.0f us, clients %.0f us, machine idle %.0f %%",
                                 result.answered, result.seconds, result.perSecond, result.p50 * 1000,
                                 result.p99 * 1000, result.wrong, result.timedOut, result.serverErrors,
-                                result.originPerRequest)
+                                result.originPerRequest, result.serverMicroseconds, result.clientMicroseconds,
+                                result.idle * 100)
                             + (result.openFiles.map { ", open files \($0.start) / \($0.most) / \($0.end)" } ?? "")
                             + (result.held.map {
                                 ", cache held at most \($0.most >> 20) MiB, \($0.end >> 20) MiB at the end"
@@ -215,12 +229,12 @@ struct SoakBenchCommand: AsyncParsableCommand {
     func report(_ figures: [String: [Figures]], candidates: [Candidate]) {
         let bound = seconds.map { "\(Int($0)) s a run" } ?? "\(requests) requests a run"
         print(
-            "\nMedians over \(rounds) rounds (\(bound), \(files) files of 1 MiB, \(types), \(ranges) ranges, one read in five hung up):"
-        )
+            "\nMedians over \(rounds) rounds (\(bound), \(files) files of 1 MiB, \(types), \(ranges) ranges, one read in five hung up"
+                + (warm ? ", every file read whole before each run" : "") + "):")
         print(
-            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | cache held, MiB (most/end; bound \(maxSize)) | origin requests per request |"
+            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | cache held, MiB (most/end; bound \(maxSize)) | origin requests per request | CPU per answer, µs: server / clients | machine idle |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for clientCount in clients {
             for candidate in candidates {
                 let runs = figures["\(candidate.name) \(clientCount)"] ?? []
@@ -235,12 +249,14 @@ struct SoakBenchCommand: AsyncParsableCommand {
                     ? "-" : "\(held.map(\.most).max()! >> 20) / \(Int(median(held.map { Double($0.end) })) >> 20)"
                 print(
                     String(
-                        format: "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %@ | %.3f |",
+                        format:
+                            "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %@ | %.3f | %.0f / %.0f | %.0f %% |",
                         candidate.name,
                         clientCount, median(runs.map { Double($0.answered) }), median(runs.map(\.perSecond)),
                         median(runs.map(\.p50)) * 1000, median(runs.map(\.p99)) * 1000, runs.map(\.wrong).reduce(0, +),
                         runs.map(\.timedOut).reduce(0, +), runs.map(\.serverErrors).reduce(0, +), files, heldText,
-                        median(runs.map(\.originPerRequest))))
+                        median(runs.map(\.originPerRequest)), median(runs.map(\.serverMicroseconds)),
+                        median(runs.map(\.clientMicroseconds)), median(runs.map(\.idle)) * 100))
             }
             let ours = figures["serve \(clientCount)"] ?? []
             for other in candidates.dropFirst() {
@@ -274,7 +290,6 @@ struct SoakBenchCommand: AsyncParsableCommand {
     private func measure(
         _ candidate: Candidate, folder: URL, origin: NginxOrigin, clients: Int, client: HTTPClient
     ) async throws -> Figures {
-        let before = origin.requests().count
         var figures: Figures
         if let executable = candidate.executable {
             // Its warnings (retries, refetches, refusals), shown when an answer was wrong or late.
@@ -291,7 +306,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
             let port = try BenchServers.port(in: line)
             let (openFiles, held) = (Samples.openFiles(of: process.processIdentifier), Samples.bytes(in: folder))
             figures = try await Samples.during(openFiles, held) {
-                try await load(client: client, clients: clients) { path in
+                try await timedLoad(
+                    client: client, clients: clients, origin: origin, server: [process.processIdentifier]
+                ) { path in
                     "http://127.0.0.1:\(port)/?url=" + "\(origin.url)\(path)".addingPercentEncoding(
                         withAllowedCharacters: .alphanumerics)!
                 }
@@ -311,7 +328,9 @@ struct SoakBenchCommand: AsyncParsableCommand {
                 process.waitUntilExit()
             }
             let port = try BenchServers.port(in: line)
-            figures = try await load(client: client, clients: clients) { "http://127.0.0.1:\(port)\($0)" }
+            figures = try await timedLoad(
+                client: client, clients: clients, origin: origin, server: [process.processIdentifier]
+            ) { "http://127.0.0.1:\(port)\($0)" }
         } else {
             let benchClient = BenchClient(http: client)
             // Bounded as ours is, so both evict alike.
@@ -320,116 +339,17 @@ struct SoakBenchCommand: AsyncParsableCommand {
             defer { server.stop() }
             // Its cache manager trims to max_size in passes: what the folder held is sampled.
             let held = Samples.bytes(in: folder.appendingPathComponent("cache"))
+            let pid = server.process.processIdentifier
             figures = try await Samples.during(held) {
-                try await load(client: client, clients: clients) { path in
+                try await timedLoad(
+                    client: client, clients: clients, origin: origin, server: [pid] + ProcessMemory.children(of: pid)
+                ) { path in
                     server.url(forOrigin: "\(origin.url)\(path)")
                 }
             }
             figures.held = held.figures
         }
-        let originRequests = origin.requests().dropFirst(before).filter { $0.target.hasPrefix("/soak/") }.count
-        figures.originPerRequest = Double(originRequests) / Double(max(1, figures.answered))
         return figures
-    }
-
-    /// `clients` clients read random ranges through `url(path)` for ``seconds`` (or until
-    /// ``requests`` were issued).
-    func load(client: HTTPClient, clients: Int, url: @escaping @Sendable (String) -> String) async throws -> Figures {
-        let issued = IssuedCount()
-        let (files, requests, size, timeout, slowest) = (
-            self.files, self.requests, Self.fileSize, self.timeout, SlowestAnswers(limit: self.slowest)
-        )
-        let ranges = self.ranges
-        let paths = (0..<files).map(path)
-        let start = ContinuousClock.now
-        let deadline = seconds.map { start + .milliseconds(Int64($0 * 1000)) }
-        struct Outcome {
-            var latencies: [Double] = []
-            var slowest: SlowestAnswers
-            var wrong = 0
-            var timedOut = 0
-            var serverErrors = 0
-            var answered = 0
-        }
-        let outcome = try await withThrowingTaskGroup(of: Outcome.self) { group in
-            for seed in 0..<clients {
-                group.addTask {
-                    var random = SplitMix(seed: UInt64(seed) &* 7_919 &+ 1)
-                    var outcome = Outcome(slowest: slowest)
-                    while deadline.map({ ContinuousClock.now < $0 })
-                        ?? (issued.count.add(1, ordering: .relaxed).newValue <= requests)
-                    {
-                        let index = Int.random(in: 0..<files, using: &random)
-                        let length = Int.random(in: 1...300_000, using: &random)
-                        let offset = Int.random(in: 0...(size - length), using: &random)
-                        let isOpen = ranges == "open" || (ranges == "both" && Bool.random(using: &random))
-                        let hangsUp = Int.random(in: 0..<5, using: &random) == 0
-                        let content = DeterministicContent(seed: UInt64(index) + 1)
-                        var request = HTTPClientRequest(url: url(paths[index]))
-                        request.headers.add(
-                            name: "Range", value: "bytes=\(offset)-" + (isOpen ? "" : "\(offset + length - 1)"))
-                        let began = ContinuousClock.now
-                        let end = isOpen ? size : offset + length
-                        let keep = hangsUp ? min(1_000, end - offset) : end - offset
-                        // The whole answer, head and body, within the timeout.
-                        let asked = request
-                        let read = await withDeadline(.seconds(timeout)) { () async throws -> Read in
-                            let response = try await client.execute(asked, timeout: .seconds(timeout))
-                            guard response.status.code == 206 else { return .status(Int(response.status.code)) }
-                            var cursor = Int64(offset)
-                            var mismatches = 0
-                            for try await chunk in response.body where chunk.readableBytes > 0 {
-                                let kept = chunk.getSlice(
-                                    at: chunk.readerIndex, length: min(chunk.readableBytes, offset + keep - Int(cursor))
-                                )!
-                                if content.firstMismatch(in: kept, at: cursor) != nil { mismatches += 1 }
-                                cursor += Int64(kept.readableBytes)
-                                if cursor >= offset + keep { break }
-                            }
-                            guard cursor == offset + keep else {
-                                return .wrong("the body ended at \(cursor), before \(offset + keep)")
-                            }
-                            return mismatches == 0 ? .right : .wrong("\(mismatches) parts with wrong bytes")
-                        }
-                        let described =
-                            "\(paths[index]) bytes=\(offset)-\(isOpen ? "" : "\(offset + length - 1)"), "
-                            + "\(hangsUp ? "hanging up" : "read whole"), after \((began - start).seconds) s"
-                        switch read {
-                        case .right:
-                            outcome.answered += 1
-                            let took = (ContinuousClock.now - began).seconds
-                            if !hangsUp { outcome.latencies.append(took) }
-                            outcome.slowest.add(took, described)
-                        case .status(let status):
-                            if status >= 500 { outcome.serverErrors += 1 }
-                            outcome.wrong += 1
-                            print("wrong: \(described): status \(status)")
-                        case .wrong(let what):
-                            outcome.wrong += 1
-                            print("wrong: \(described): \(what)")
-                        case .timedOut:
-                            outcome.timedOut += 1
-                            print("timed out: \(described)")
-                        }
-                    }
-                    return outcome
-                }
-            }
-            return try await group.reduce(into: Outcome(slowest: slowest)) {
-                $0.latencies += $1.latencies
-                $0.slowest.merge($1.slowest)
-                $0.wrong += $1.wrong
-                $0.timedOut += $1.timedOut
-                $0.serverErrors += $1.serverErrors
-                $0.answered += $1.answered
-            }
-        }
-        outcome.slowest.print()
-        let sorted = outcome.latencies.sorted()
-        return Figures(
-            answered: outcome.answered, seconds: (ContinuousClock.now - start).seconds, p50: percentile(sorted, 0.5),
-            p99: percentile(sorted, 0.99), wrong: outcome.wrong, timedOut: outcome.timedOut,
-            serverErrors: outcome.serverErrors, originPerRequest: 0)
     }
 
     func percentile(_ sorted: [Double], _ p: Double) -> Double {

@@ -80,9 +80,9 @@ struct Workloads {
                 let pid = server.process.processIdentifier
                 var curlCPU = 0.0
                 let cost = try await ProcessCost.measure([pid] + ProcessMemory.children(of: pid)) {
-                    let before = Self.childrenCPUMilliseconds()
+                    let before = ProcessCost.rusageMilliseconds(RUSAGE_CHILDREN.rawValue)
                     run = try await client.curl(urls, parallel: clients, expectedBytes: length)
-                    curlCPU = Self.childrenCPUMilliseconds() - before
+                    curlCPU = ProcessCost.rusageMilliseconds(RUSAGE_CHILDREN.rawValue) - before
                 }
                 clientCPU[index].append(curlCPU)
                 // The transfers start together: the slowest one's time is the run's.
@@ -102,14 +102,6 @@ struct Workloads {
             "\(name), p50 first byte, ms", values: firstBytes.map { Self.percentile(0.5, $0) * 1000 }, format: "%.1f")
         table.add(
             "\(name), p99 first byte, ms", values: firstBytes.map { Self.percentile(0.99, $0) * 1000 }, format: "%.1f")
-    }
-
-    /// The CPU time of this process's children that have ended (here: the curl just waited for).
-    private static func childrenCPUMilliseconds() -> Double {
-        var usage = rusage()
-        guard getrusage(RUSAGE_CHILDREN.rawValue, &usage) == 0 else { return .nan }
-        func milliseconds(_ time: timeval) -> Double { Double(time.tv_sec) * 1000 + Double(time.tv_usec) / 1000 }
-        return milliseconds(usage.ru_utime) + milliseconds(usage.ru_stime)
     }
 
     /// 3. Time to first byte of a file nobody read yet, on an origin sending slowly. Beside

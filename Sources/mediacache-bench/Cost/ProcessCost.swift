@@ -56,6 +56,15 @@ struct ProcessCost {
         return ProcessCost(cpuMilliseconds: cpu, switches: switches)
     }
 
+    /// The CPU time in milliseconds of this process (`RUSAGE_SELF`) or of its children that have
+    /// ended and been waited for (`RUSAGE_CHILDREN`), so far.
+    static func rusageMilliseconds(_ who: Int32) -> Double {
+        var usage = rusage()
+        guard getrusage(who, &usage) == 0 else { return .nan }
+        func milliseconds(_ time: timeval) -> Double { Double(time.tv_sec) * 1000 + Double(time.tv_usec) / 1000 }
+        return milliseconds(usage.ru_utime) + milliseconds(usage.ru_stime)
+    }
+
     /// The CPU time of `pids` so far and the switches of their live threads, from `/proc`.
     static func fromProc(_ pids: [Int32]) -> ProcessCost {
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
