@@ -162,6 +162,8 @@ struct SoakBenchCommand: AsyncParsableCommand {
         var held: Samples.Figures?
         /// The server's CPU time per answer (its processes: nginx's master and workers), and this
         /// process's (the clients'), in microseconds; the share of the machine's time idle.
+        /// The body bytes the origin sent for the run's files.
+        var originBytes: Int64 = 0
         var serverMicroseconds = 0.0
         var clientMicroseconds = 0.0
         var idle = 0.0
@@ -210,10 +212,11 @@ struct SoakBenchCommand: AsyncParsableCommand {
                         "round \(round), \(candidate.name), \(clientCount) clients: "
                             + String(
                                 format:
-                                    "%d answers in %.0f s (%.0f/s), p50 %.1f ms, p99 %.1f ms, wrong %d, timed out %d, 5xx %d, origin requests per request %.3f, CPU per answer: server %.0f us, clients %.0f us, machine idle %.0f %%",
+                                    "%d answers in %.0f s (%.0f/s), p50 %.1f ms, p99 %.1f ms, wrong %d, timed out %d, 5xx %d, origin requests per request %.3f (%.0f MiB), CPU per answer: server %.0f us, clients %.0f us, machine idle %.0f %%",
                                 result.answered, result.seconds, result.perSecond, result.p50 * 1000,
                                 result.p99 * 1000, result.wrong, result.timedOut, result.serverErrors,
-                                result.originPerRequest, result.serverMicroseconds, result.clientMicroseconds,
+                                result.originPerRequest, Double(result.originBytes) / 1_048_576,
+                                result.serverMicroseconds, result.clientMicroseconds,
                                 result.idle * 100)
                             + (result.openFiles.map { ", open files \($0.start) / \($0.most) / \($0.end)" } ?? "")
                             + (result.held.map {
@@ -232,7 +235,7 @@ struct SoakBenchCommand: AsyncParsableCommand {
             "\nMedians over \(rounds) rounds (\(bound), \(files) files of 1 MiB, \(types), \(ranges) ranges, one read in five hung up"
                 + (warm ? ", every file read whole before each run" : "") + "):")
         print(
-            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | cache held, MiB (most/end; bound \(maxSize)) | origin requests per request | CPU per answer, µs: server / clients | machine idle |"
+            "| candidate | clients | answers | answers/s | p50 ms | p99 ms | wrong | timed out | 5xx | open files (start/most/end) | cache held, MiB (most/end; bound \(maxSize)) | origin requests per request (MiB) | CPU per answer, µs: server / clients | machine idle |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for clientCount in clients {
@@ -250,12 +253,13 @@ struct SoakBenchCommand: AsyncParsableCommand {
                 print(
                     String(
                         format:
-                            "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %@ | %.3f | %.0f / %.0f | %.0f %% |",
+                            "| %@ | %d | %.0f | %.0f | %.1f | %.1f | %d | %d | %d | %@ | %@ | %.3f (%.0f) | %.0f / %.0f | %.0f %% |",
                         candidate.name,
                         clientCount, median(runs.map { Double($0.answered) }), median(runs.map(\.perSecond)),
                         median(runs.map(\.p50)) * 1000, median(runs.map(\.p99)) * 1000, runs.map(\.wrong).reduce(0, +),
                         runs.map(\.timedOut).reduce(0, +), runs.map(\.serverErrors).reduce(0, +), files, heldText,
-                        median(runs.map(\.originPerRequest)), median(runs.map(\.serverMicroseconds)),
+                        median(runs.map(\.originPerRequest)), median(runs.map { Double($0.originBytes) }) / 1_048_576,
+                        median(runs.map(\.serverMicroseconds)),
                         median(runs.map(\.clientMicroseconds)), median(runs.map(\.idle)) * 100))
             }
             let ours = figures["serve \(clientCount)"] ?? []

@@ -23,9 +23,10 @@ extension SoakBenchCommand {
         let before = MachineCost.now(server: pids)
         var figures = try await load(client: client, clients: clients, url: url)
         let spent = MachineCost.now(server: pids) - before
-        let originRequests = origin.requests().dropFirst(originBefore).filter { $0.target.hasPrefix("/soak/") }.count
+        let originRequests = origin.requests().dropFirst(originBefore).filter { $0.target.hasPrefix("/soak/") }
         let answers = Double(max(1, figures.answered))
-        figures.originPerRequest = Double(originRequests) / answers
+        figures.originPerRequest = Double(originRequests.count) / answers
+        figures.originBytes = originRequests.reduce(0) { $0 + $1.bytes }
         figures.serverMicroseconds = spent.serverMilliseconds * 1000 / answers
         figures.clientMicroseconds = spent.clientMilliseconds * 1000 / answers
         figures.idle = spent.idleTicks / max(1, spent.totalTicks)
