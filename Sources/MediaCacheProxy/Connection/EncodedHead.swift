@@ -16,49 +16,48 @@ enum EncodedHead {
     /// `Content-Length` alone.
     static func encode(_ head: HTTPResponseHead, allocator: ByteBufferAllocator) -> ByteBuffer? {
         guard head.version.major == 1, head.status.mayHaveResponseBody else { return nil }
-        // One pass over the fields (each pass copies every name and value out of the table),
-        // one capacity check per field.
-        var buffer = allocator.buffer(capacity: 1024)
+        // A first pass sizes the head and checks its framing; the second copies every byte in one
+        // write: one capacity and exclusivity check for the head, not one per field.
+        var statusLine = Self.statusLine(head)
+        var size = statusLine.utf8.count + 2
         var hasLength = false
-        buffer.writeString(Self.statusLine(head))
         for (name, value) in head.headers {
             let count = name.utf8.count
             if count == 14, FieldName.matches(name, "content-length") { hasLength = true }
             // Framing by a transfer coding stays NIO's (it removes the field when a length is given).
             if count == 17, FieldName.matches(name, "transfer-encoding") { return nil }
-            write(name, value, to: &buffer)
+            size += count + value.utf8.count + 4
         }
         guard hasLength else { return nil }
-        buffer.writeStaticString("\r\n")
+        var buffer = allocator.buffer(capacity: size)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { out in
+            var at = 0
+            copy(&statusLine, to: out, at: &at)
+            for (name, value) in head.headers {
+                var (name, value) = (name, value)
+                copy(&name, to: out, at: &at)
+                out[at] = UInt8(ascii: ":")
+                out[at + 1] = UInt8(ascii: " ")
+                at += 2
+                copy(&value, to: out, at: &at)
+                out[at] = UInt8(ascii: "\r")
+                out[at + 1] = UInt8(ascii: "\n")
+                at += 2
+            }
+            out[at] = UInt8(ascii: "\r")
+            out[at + 1] = UInt8(ascii: "\n")
+            return at + 2
+        }
         return buffer
     }
 
-    /// Writes `name: value` and a line end with one capacity check.
-    private static func write(_ name: String, _ value: String, to buffer: inout ByteBuffer) {
-        var (name, value) = (name, value)
-        name.withUTF8 { nameBytes in
-            value.withUTF8 { valueBytes in
-                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: nameBytes.count + valueBytes.count + 4) {
-                    out in
-                    var at = 0
-                    copy(nameBytes, to: out, at: &at)
-                    out[at] = UInt8(ascii: ":")
-                    out[at + 1] = UInt8(ascii: " ")
-                    at += 2
-                    copy(valueBytes, to: out, at: &at)
-                    out[at] = UInt8(ascii: "\r")
-                    out[at + 1] = UInt8(ascii: "\n")
-                    return at + 2
-                }
-            }
+    /// Copies `text`'s UTF-8 to `out` at `at`, and moves `at` past it.
+    private static func copy(_ text: inout String, to out: UnsafeMutableRawBufferPointer, at: inout Int) {
+        text.withUTF8 { bytes in
+            UnsafeMutableRawBufferPointer(rebasing: out[at..<at + bytes.count]).copyMemory(
+                from: UnsafeRawBufferPointer(bytes))
+            at += bytes.count
         }
-    }
-
-    private static func copy(_ bytes: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableRawBufferPointer, at: inout Int)
-    {
-        UnsafeMutableRawBufferPointer(rebasing: out[at..<at + bytes.count]).copyMemory(
-            from: UnsafeRawBufferPointer(bytes))
-        at += bytes.count
     }
 
     /// The status line with its line end, as NIO writes it.
