@@ -30,7 +30,7 @@ struct SoakBenchCommand: AsyncParsableCommand {
             counts as timed out. Every byte kept is checked against the file. Prints, per candidate and client count, \
             the answers, the answers per second, p50 and p99 of a whole read, answers that were not the origin's bytes (a \
             wrong byte, a status other than 206), timeouts, 5xx, the server's open files (at its start, its most, its \
-            end), origin requests per player request (from nginx's access log), the CPU time per answer of the server \
+            end), origin requests per player request and the bytes the origin sent (from nginx's access log), the CPU time per answer of the server \
             (its processes) and of the clients (this process), and the share of the machine's time left idle (a closed \
             loop of clients on a busy machine waits on the server when cores idle); then medians over the rounds.
             """
