@@ -224,9 +224,10 @@ struct MachineCost {
     var totalTicks: Double
 
     static func now(server pids: [pid_t]) -> MachineCost {
-        // The first line: "cpu  user nice system idle iowait irq softirq steal ...".
+        // The first line: "cpu  user nice system idle iowait irq softirq steal guest guest_nice"; a
+        // guest's time is counted in user and nice already, so the sum stops at steal.
         let line = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8))?.split(separator: "\n").first ?? ""
-        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        let ticks = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
         return MachineCost(
             serverMilliseconds: ProcessCost.fromProc(pids).cpuMilliseconds,
             clientMilliseconds: ProcessCost.rusageMilliseconds(RUSAGE_SELF.rawValue),
