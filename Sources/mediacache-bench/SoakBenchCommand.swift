@@ -160,10 +160,10 @@ struct SoakBenchCommand: AsyncParsableCommand {
         var openFiles: Samples.Figures?
         /// The bytes its cache folder held (files' allocated sizes), at the start, at most, at the end.
         var held: Samples.Figures?
-        /// The server's CPU time per answer (its processes: nginx's master and workers), and this
-        /// process's (the clients'), in microseconds; the share of the machine's time idle.
         /// The body bytes the origin sent for the run's files.
         var originBytes: Int64 = 0
+        /// The server's CPU time per answer (its processes: nginx's master and workers), and this
+        /// process's (the clients'), in microseconds; the share of the machine's time idle.
         var serverMicroseconds = 0.0
         var clientMicroseconds = 0.0
         var idle = 0.0

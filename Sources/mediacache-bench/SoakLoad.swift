@@ -1,7 +1,6 @@
 // This file is part of MediaCache. Copyright 2026 the MediaCache authors.
 // Licensed under the Apache License, Version 2.0 (see LICENSE). SPDX-License-Identifier: Apache-2.0
 
-import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import MediaCacheTestSupport
@@ -17,7 +16,12 @@ extension SoakBenchCommand {
         url: @escaping @Sendable (String) -> String
     ) async throws -> Figures {
         if warm {
-            for index in 0..<files { try await readWhole(index, client: client, url: url) }
+            let reader = BenchClient(http: client)
+            for index in 0..<files {
+                try await reader.read(
+                    url(path(index)), content: DeterministicContent(seed: UInt64(index) + 1),
+                    length: Int64(Self.fileSize))
+            }
         }
         let originBefore = origin.requests().count
         let before = MachineCost.now(server: pids)
@@ -31,25 +35,6 @@ extension SoakBenchCommand {
         figures.clientMicroseconds = spent.clientMilliseconds * 1000 / answers
         figures.idle = spent.idleTicks / max(1, spent.totalTicks)
         return figures
-    }
-
-    /// Reads file `index` whole through `url`, each byte checked.
-    private func readWhole(_ index: Int, client: HTTPClient, url: @Sendable (String) -> String) async throws {
-        let response = try await client.execute(HTTPClientRequest(url: url(path(index))), timeout: .seconds(timeout))
-        guard response.status.code == 200 else {
-            throw ValidationError("warming up, \(path(index)) answered \(response.status.code)")
-        }
-        let content = DeterministicContent(seed: UInt64(index) + 1)
-        var cursor: Int64 = 0
-        for try await chunk in response.body {
-            if let wrong = content.firstMismatch(in: chunk, at: cursor) {
-                throw ValidationError("warming up, \(path(index)) had a wrong byte at \(wrong)")
-            }
-            cursor += Int64(chunk.readableBytes)
-        }
-        guard cursor == Self.fileSize else {
-            throw ValidationError("warming up, \(path(index)) ended at \(cursor) of \(Self.fileSize) bytes")
-        }
     }
 
     /// `clients` clients read random ranges through `url(path)` for ``seconds`` (or until
